@@ -1,0 +1,20 @@
+# Two entry points for a fresh machine (see README): `make demo` and `make test`.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+
+$(VENV)/.installed-%: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[$*]"
+	touch $@
+
+.PHONY: demo test bench
+demo: $(VENV)/.installed-test
+	$(PY) -m lamina.demo
+
+test: $(VENV)/.installed-test
+	$(PY) -m pytest -n 2 --dist loadgroup -q
+
+bench: $(VENV)/.installed-bench
+	$(PY) bench/run.py

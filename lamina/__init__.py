@@ -1,0 +1,13 @@
+"""Lamina: an open table format for data lakes.
+
+    import lamina
+    t = lamina.create_table("/tmp/events", schema, partition_by=["day(ts)"])
+    t.append(batch)
+    lamina.open_table("/tmp/events").scan(where="id >= 10").to_arrow()
+"""
+
+from lamina.commit import CommitOptions
+from lamina.table import FileScanTask, Scan, Table, create_table, open_table
+
+__version__ = "0.1.0"
+__all__ = ["CommitOptions", "FileScanTask", "Scan", "Table", "create_table", "open_table", "__version__"]

@@ -1,0 +1,187 @@
+"""Optimistic commits: apply a change to the latest version, publish, rebase on conflict.
+
+A change is data plus what it needs from the version it is applied to
+(pyiceberg's model): ``Operation.apply(base)`` turns the operation into manifest
+changes against ``base`` and raises CommitConflict if ``base`` no longer allows
+it (e.g. a file it removes was removed concurrently). Appends apply to any
+base, so append vs append never conflicts.
+
+Every attempt carries the same commit id, which is how an ambiguous outcome
+(the conditional PUT may have landed but the answer was lost) is resolved:
+the slot is read back and the commit is ours, someone else's, or absent (then
+the same PUT is retried). A commit is never applied twice and never lost
+silently: it either returns the version it landed as, or raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import pyarrow as pa
+
+from lamina.commit.coordinator import CommitCoordinator
+from lamina.commit.log import VersionLog
+from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted, CommitStateUnknown, StorageError
+from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
+from lamina.spec.features import check_writer
+from lamina.spec.schema import Schema
+from lamina.spec.version import VersionManifest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CommitOptions:
+    """Retry policy. Bounded by attempts and by wall time, whichever comes first."""
+
+    max_attempts: int = 200
+    max_seconds: float = 300.0
+    backoff_min_ms: float = 2.0
+    backoff_max_ms: float = 250.0
+    resolve_attempts: int = 5  # reads of the version slot to resolve an unknown outcome
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> "CommitOptions":
+        d = cls()
+        return cls(
+            max_attempts=int(props.get("commit.retry.max-attempts", d.max_attempts)),
+            max_seconds=float(props.get("commit.retry.max-seconds", d.max_seconds)),
+            backoff_min_ms=float(props.get("commit.retry.backoff-min-ms", d.backoff_min_ms)),
+            backoff_max_ms=float(props.get("commit.retry.backoff-max-ms", d.backoff_max_ms)),
+        )
+
+
+@dataclass
+class Change:
+    """What one operation does to one base version."""
+
+    operation: str
+    added: pa.Table  # data-file entries to add (manifest schema)
+    removed: pa.Table  # columns path, added_version: live files to remove
+    summary: dict[str, Any] = field(default_factory=dict)
+    schema: Schema | None = None  # new schema, if the operation changes it
+    properties: dict[str, str] | None = None
+    app_transactions: dict[str, int] | None = None
+
+
+class Operation(Protocol):
+    def apply(self, base: VersionManifest) -> Change: ...
+
+
+# Hook for tests that kill a writer at each step of the commit (crash tests).
+_step_hook: Callable[[str], None] | None = None
+
+
+def _step(name: str) -> None:
+    if _step_hook is not None:
+        _step_hook(name)
+
+
+class Committer:
+    def __init__(self, log_: VersionLog, coordinator: CommitCoordinator, mschema_for: Callable[[VersionManifest], pa.Schema]):
+        self.log = log_
+        self.coordinator = coordinator
+        self.mschema_for = mschema_for
+
+    def commit(self, base: VersionManifest, op: Operation, options: CommitOptions | None = None) -> VersionManifest:
+        options = options or CommitOptions.from_properties(base.properties)
+        commit_id = uuid.uuid4().hex
+        deadline = time.monotonic() + options.max_seconds
+        attempt = 0
+        while True:
+            attempt += 1
+            check_writer(base.writer_features, f"table {self.log.io.uri}")
+            vm, result = self._prepare(base, op, commit_id)
+            outcome = self._publish(vm, commit_id, options)
+            if outcome is not None:
+                _step("published")
+                self.log.write_hint(outcome)
+                _step("hinted")
+                return outcome
+            if attempt >= options.max_attempts or time.monotonic() >= deadline:
+                raise CommitRetriesExhausted(
+                    f"gave up committing {vm.operation} to {self.log.io.uri} after {attempt} attempts: "
+                    f"version {vm.version} and later kept being taken by concurrent writers. "
+                    "Nothing was committed; retry later or raise commit.retry.max-attempts."
+                )
+            # Lost the race: back off (full jitter) and rebase onto what won.
+            cap = min(options.backoff_max_ms, options.backoff_min_ms * 2 ** min(attempt, 16))
+            time.sleep(random.uniform(0, cap) / 1000.0)
+            base = self.log.latest()
+
+    def _prepare(self, base: VersionManifest, op: Operation, commit_id: str) -> tuple[VersionManifest, ChangeResult]:
+        change = op.apply(base)
+        schema = change.schema or base.schema
+        new_base = base if change.schema is None else base.next(schema=schema)
+        mschema = self.mschema_for(new_base)
+        props = change.properties if change.properties is not None else base.properties
+        try:
+            result = apply_change(
+                self.log.io, base.root_manifest, mschema, base.version + 1,
+                change.added, change.removed, TreeConfig.from_properties(props),
+            )
+        except MissingFiles as e:
+            raise CommitConflict(
+                f"{change.operation} conflicts with a concurrent commit: {e}. "
+                "Nothing was committed; re-run the operation on the latest version."
+            ) from None
+        _step("manifests-written")
+        summary = {
+            "added-files": result.files_added,
+            "removed-files": result.files_removed,
+            "added-records": result.rows_added,
+            "removed-records": result.rows_removed,
+            "total-files": int(base.summary.get("total-files", 0)) + result.files_added - result.files_removed,
+            "total-records": int(base.summary.get("total-records", 0)) + result.rows_added - result.rows_removed,
+            "leaves-written": result.leaves_written,
+            "leaves-carried": result.leaves_carried,
+        }
+        summary.update(change.summary)
+        apps = dict(base.app_transactions)
+        if change.app_transactions:
+            apps.update(change.app_transactions)
+        vm = base.next(
+            version=base.version + 1,
+            parent_version=base.version,
+            # Monotonic along versions whatever the writer's clock says, so time
+            # travel can binary-search version numbers.
+            timestamp_ms=max(int(time.time() * 1000), base.timestamp_ms + 1),
+            operation=change.operation,
+            summary=summary,
+            schema=schema,
+            properties=props,
+            root_manifest=result.root_path,
+            commit_id=commit_id,
+            app_transactions=apps,
+        )
+        return vm, result
+
+    def _publish(self, vm: VersionManifest, commit_id: str, options: CommitOptions) -> VersionManifest | None:
+        """The committed manifest, or None if another commit took the slot."""
+        for _ in range(options.resolve_attempts):
+            try:
+                _step("before-publish")
+                self.coordinator.publish(vm)
+                return vm
+            except AlreadyExists:
+                pass
+            except StorageError as e:
+                log.warning("commit of version %d has an unknown outcome (%s); resolving by commit id", vm.version, e)
+            # Either taken or unknown: read the slot back.
+            try:
+                winner = self.log.try_load(vm.version)
+            except StorageError as e:
+                log.warning("could not read version %d back: %s", vm.version, e)
+                continue
+            if winner is None:
+                continue  # the PUT did not land: try the same slot again
+            return winner if winner.commit_id == commit_id else None
+        raise CommitStateUnknown(
+            f"could not tell whether commit {commit_id} landed as version {vm.version} of {self.log.io.uri}: "
+            "the store kept failing. Check `lamina history` for this commit id before retrying."
+        )

@@ -1,0 +1,196 @@
+"""The version log: finding, loading and time-travelling over version manifests.
+
+Finding the latest version (seeds 000 and 004):
+
+1. Read the hint, load the version it names and check the table uuid.
+2. Confirm nothing newer exists. On stores that list in order (S3), one LIST
+   page from the start of ``versions/`` (newest sorts first). On local disk and
+   memory, where LIST is unordered and O(n), probe the names of the next
+   versions (exists(v+1); if present gallop v+2, v+4, ... then binary search),
+   which costs one metadata call when the hint is fresh.
+3. Without a usable hint (missing, corrupt, naming another table, pointing at
+   a missing version) fall back to one full listing.
+
+``allow_list=False`` is for readers that may not list: they trust the hint and
+only probe forward.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import lru_cache
+
+from lamina.errors import CorruptMetadata, NotFound, StorageError, TableNotFound, VersionNotFound
+from lamina.io import FileIO
+from lamina.spec.hint import VersionHint
+from lamina.spec.layout import FORMAT_VERSION, HINT_PATH, VERSIONS_DIR, parse_version_file_name, version_path
+from lamina.spec.version import VersionManifest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class VersionLog:
+    io: FileIO
+    table_uuid: str | None = None  # when known (catalog or earlier open): hints/versions of other tables are refused
+    table_identifier: str | None = None
+    allow_list: bool = True
+
+    # -- loading -----------------------------------------------------------------
+
+    def load(self, version: int) -> VersionManifest:
+        """One version by number: a single GET."""
+        if version < 0:
+            raise VersionNotFound(f"version {version} does not exist: versions start at 0")
+        try:
+            data = self.io.get(version_path(version))
+        except NotFound:
+            raise VersionNotFound(
+                f"version {version} of {self.io.uri} does not exist (never committed, or expired); "
+                "see `lamina history` for the versions there are"
+            ) from None
+        vm = _parse_cached(data, version_path(version))
+        if vm.version != version:
+            raise CorruptMetadata(f"{version_path(version)} claims to be version {vm.version}")
+        if self.table_uuid is not None and vm.table_uuid != self.table_uuid:
+            raise CorruptMetadata(
+                f"version {version} at {self.io.uri} belongs to table {vm.table_uuid}, "
+                f"not {self.table_uuid}: the location was reused by another table"
+            )
+        return vm
+
+    def exists(self, version: int) -> bool:
+        return self.io.exists(version_path(version))
+
+    def try_load(self, version: int) -> VersionManifest | None:
+        try:
+            return self.load(version)
+        except VersionNotFound:
+            return None
+
+    # -- latest --------------------------------------------------------------------
+
+    def read_hint(self) -> VersionHint | None:
+        try:
+            return VersionHint.parse(self.io.get(HINT_PATH))
+        except NotFound:
+            return None
+        except StorageError as e:
+            log.warning("could not read version hint: %s", e)
+            return None
+
+    def latest(self) -> VersionManifest:
+        hint = self.read_hint()
+        if hint is not None and (self.table_uuid is None or hint.table_uuid == self.table_uuid):
+            try:
+                vm = self.load(hint.version)
+            except (VersionNotFound, CorruptMetadata):
+                vm = None
+            if vm is not None and vm.table_uuid == hint.table_uuid:
+                if self.table_uuid is None:
+                    self.table_uuid = vm.table_uuid
+                if self.io.lists_in_order and self.allow_list:
+                    newest = self._newest_by_listing()
+                    return vm if newest is None or newest <= vm.version else self.load(newest)
+                newest = self._probe_forward(vm.version)
+                return vm if newest == vm.version else self.load(newest)
+        if not self.allow_list:
+            if self.exists(0):
+                return self.load(self._probe_forward(0))
+            raise TableNotFound(f"{self.io.uri} has no usable version hint and listing is disabled")
+        newest = self._newest_by_listing()
+        if newest is None:
+            raise TableNotFound(
+                f"no Lamina table at {self.io.uri} (no {VERSIONS_DIR}/); create one with lamina.create_table"
+            )
+        vm = self.load(newest)
+        if self.table_uuid is None:
+            self.table_uuid = vm.table_uuid
+        return vm
+
+    def _probe_forward(self, known: int) -> int:
+        """The newest existing version >= ``known`` (which exists), by galloping then bisecting."""
+        if not self.exists(known + 1):
+            return known
+        lo, step = known + 1, 2  # lo exists
+        while self.exists(known + step):
+            lo = known + step
+            step *= 2
+        hi = known + step  # hi does not exist
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.exists(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def _newest_by_listing(self) -> int | None:
+        if self.io.lists_in_order:
+            names = self.io.list_first_page(VERSIONS_DIR)
+        else:
+            names = self.io.list_names(VERSIONS_DIR)
+        for name in names:  # newest first
+            v = parse_version_file_name(name)
+            if v is not None:
+                return v
+        return None
+
+    def list_versions(self) -> list[int]:
+        """Every version present, oldest first (a full listing)."""
+        vs = [parse_version_file_name(n) for n in self.io.list_names(VERSIONS_DIR)]
+        return sorted(v for v in vs if v is not None)
+
+    def write_hint(self, vm: VersionManifest) -> None:
+        """Best effort: a failed hint write costs readers a listing, never correctness."""
+        hint = VersionHint(
+            version=vm.version,
+            manifest_path=version_path(vm.version),
+            table_uuid=vm.table_uuid,
+            table_identifier=self.table_identifier,
+            timestamp_ms=vm.timestamp_ms,
+            reader_features=vm.reader_features,
+            writer_features=vm.writer_features,
+            format_version=FORMAT_VERSION,
+        )
+        try:
+            self.io.put(HINT_PATH, hint.to_json())
+        except StorageError as e:
+            log.warning("commit of version %d succeeded but the hint was not updated: %s", vm.version, e)
+
+    # -- time travel ------------------------------------------------------------------
+
+    def at_timestamp(self, timestamp_ms: int, latest: VersionManifest | None = None) -> VersionManifest:
+        """The newest version committed at or before ``timestamp_ms``: O(log n) GETs.
+
+        Timestamps are monotonic along versions and expiry removes the oldest
+        versions first, so existing versions form a contiguous range whose
+        timestamps increase: a binary search needs no listing.
+        """
+        latest = latest or self.latest()
+        if latest.timestamp_ms <= timestamp_ms:
+            return latest
+        lo, hi = 0, latest.version  # invariant: answer < hi
+        best: VersionManifest | None = None
+        while lo < hi:
+            mid = (lo + hi) // 2
+            vm = self.try_load(mid)
+            if vm is None:  # expired: everything at or below mid is gone
+                lo = mid + 1
+            elif vm.timestamp_ms <= timestamp_ms:
+                best = vm
+                lo = mid + 1
+            else:
+                hi = mid
+        if best is None:
+            raise VersionNotFound(
+                f"no version of {self.io.uri} at or before timestamp {timestamp_ms} "
+                "(before the table was created, or those versions were expired)"
+            )
+        return best
+
+
+@lru_cache(maxsize=4096)
+def _parse_cached(data: bytes, where: str) -> VersionManifest:
+    return VersionManifest.from_json(data, where)

@@ -1,0 +1,91 @@
+"""Every exception Lamina raises on purpose, in one module (as delta-rs does).
+
+Each message says what is wrong and what to do about it. Catch ``LaminaError``
+for all of them.
+"""
+
+from __future__ import annotations
+
+
+class LaminaError(Exception):
+    """Base class of all Lamina errors."""
+
+
+# --- storage -------------------------------------------------------------------
+
+
+class StorageError(LaminaError):
+    """The object store failed in a way that is not one of the cases below."""
+
+
+class NotFound(StorageError):
+    """An object that should exist does not."""
+
+
+class AlreadyExists(StorageError):
+    """A put-if-absent found the object already there."""
+
+
+class PermissionDenied(StorageError):
+    """The store refused the credentials or the operation."""
+
+
+class InvalidUri(LaminaError, ValueError):
+    """A table location could not be understood."""
+
+
+# --- table format ---------------------------------------------------------------
+
+
+class TableNotFound(LaminaError):
+    """The path holds no Lamina table."""
+
+
+class TableAlreadyExists(LaminaError):
+    """create_table found a table at the location."""
+
+
+class CorruptMetadata(LaminaError):
+    """A metadata file is truncated, not parseable or inconsistent."""
+
+
+class UnsupportedFeature(LaminaError):
+    """The table needs a reader or writer feature this Lamina does not know."""
+
+
+class VersionNotFound(LaminaError):
+    """A requested version never existed or has been expired."""
+
+
+# --- user input ------------------------------------------------------------------
+
+
+class SchemaMismatch(LaminaError, ValueError):
+    """Data does not fit the table schema."""
+
+
+class InvalidPredicate(LaminaError, ValueError):
+    """A ``where`` predicate could not be parsed or bound to the schema."""
+
+
+class InvalidPartitionSpec(LaminaError, ValueError):
+    """A ``partition_by`` entry is not understood or does not fit the schema."""
+
+
+class InvalidArgument(LaminaError, ValueError):
+    """An argument is out of range or inconsistent."""
+
+
+# --- commits ---------------------------------------------------------------------
+
+
+class CommitConflict(LaminaError):
+    """A concurrent commit changed what this one depends on, and retries did not resolve it."""
+
+
+class CommitRetriesExhausted(CommitConflict):
+    """The commit kept losing the race for its version slot until the retry budget ran out."""
+
+
+class CommitStateUnknown(LaminaError):
+    """The store did not say whether the commit landed, and it could not be resolved."""

@@ -1,0 +1,1 @@
+"""Root and leaf manifests (Parquet), content entries, the adaptive manifest tree."""

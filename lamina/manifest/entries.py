@@ -1,0 +1,155 @@
+"""Content entries as Arrow tables: their schema for a table, and building them.
+
+See ``lamina.spec.content`` for the column layout. Everything here works on
+whole Arrow tables of entries; there is no per-entry Python object.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lamina.errors import SchemaMismatch
+from lamina.spec import content as C
+from lamina.spec.schema import Schema, field_id_of
+
+
+def _float_type(t: pa.DataType) -> bool:
+    return pa.types.is_floating(t)
+
+
+def manifest_schema(schema: Schema, spec: Any) -> pa.Schema:
+    """Arrow schema of a manifest for a table with ``schema`` and partition ``spec``."""
+    fields = list(C.BASE_FIELDS)
+    fields.append(pa.field("max_added_version", pa.int64(), True))  # leaves: newest entry's added_version
+    for f in schema.arrow:
+        fid = field_id_of(f)
+        if C.stats_supported(f.type):
+            fields.append(pa.field(C.min_col(fid), f.type, True))
+            fields.append(pa.field(C.max_col(fid), f.type, True))
+        fields.append(pa.field(C.nulls_col(fid), pa.int64(), True))
+    if spec is not None and spec.fields:
+        ptype = spec.partition_type(schema)
+        for pf, af in zip(spec.fields, ptype):
+            fields.append(pa.field(C.pmin_col(pf.field_id), af.type, True))
+            fields.append(pa.field(C.pmax_col(pf.field_id), af.type, True))
+    return pa.schema(fields)
+
+
+def conform(entries: pa.Table, mschema: pa.Schema) -> pa.Table:
+    """Entries in exactly ``mschema``: missing columns become nulls (unknown), extras are dropped.
+
+    Manifests written under an older schema lack newer columns; unknown stats
+    are null, which pruning treats as "may match".
+    """
+    if entries.schema.equals(mschema):
+        return entries
+    n = entries.num_rows
+    have = set(entries.column_names)
+    cols = []
+    for f in mschema:
+        if f.name in have:
+            c = entries.column(f.name)
+            cols.append(c if c.type.equals(f.type) else c.cast(f.type))
+        else:
+            cols.append(pa.nulls(n, f.type))
+    return pa.Table.from_arrays(cols, schema=mschema)
+
+
+def column_stats(data: pa.Table, schema: Schema) -> dict[str, Any]:
+    """Per-column min/max/null-count of one data file's rows, keyed by manifest column name."""
+    out: dict[str, Any] = {}
+    for f in schema.arrow:
+        fid = field_id_of(f)
+        col = data.column(f.name)
+        out[C.nulls_col(fid)] = col.null_count
+        if not C.stats_supported(f.type):
+            continue
+        if _float_type(f.type) and pc.any(pc.is_nan(col)).as_py():
+            # NaN has no place in an order; leave bounds unknown rather than wrong.
+            out[C.min_col(fid)] = out[C.max_col(fid)] = None
+            continue
+        mm = pc.min_max(col)
+        out[C.min_col(fid)] = mm["min"].as_py()
+        out[C.max_col(fid)] = mm["max"].as_py()
+    return out
+
+
+def data_entries(
+    files: Sequence[dict[str, Any]],
+    mschema: pa.Schema,
+    version: int,
+    spec_id: int,
+) -> pa.Table:
+    """Entries for newly written data files; each dict has path, size, record_count,
+    optional partition_path, stats and partition columns (see ``column_stats``)."""
+    rows = []
+    for f in files:
+        row = dict(f)
+        row.update(
+            content=C.DATA,
+            status=C.ADDED,
+            file_count=1,
+            added_version=version,
+            removed_version=None,
+            spec_id=spec_id,
+        )
+        rows.append(row)
+    return pa.Table.from_pylist(rows, schema=mschema)
+
+
+def entries_from_user_files(files: pa.Table, schema: Schema, spec: Any, mschema: pa.Schema) -> pa.Table:
+    """Entries from a user's table of existing files (``Table.add_files``), vectorized.
+
+    Columns: path, size, record_count, optional partition_path, and optional stats named by
+    column: ``lower.<col>``, ``upper.<col>``, ``null_count.<col>``, plus ``partition.<field>``
+    for partition values.
+    """
+    for req in ("path", "size", "record_count"):
+        if req not in files.column_names:
+            raise SchemaMismatch(f"add_files needs a {req!r} column; got {files.column_names}")
+    n = files.num_rows
+    cols: dict[str, pa.ChunkedArray | pa.Array] = {
+        "path": files.column("path").cast(pa.string()),
+        "size": files.column("size").cast(pa.int64()),
+        "record_count": files.column("record_count").cast(pa.int64()),
+    }
+    if "partition_path" in files.column_names:
+        cols["partition_path"] = files.column("partition_path").cast(pa.string())
+    known = {"path", "size", "record_count", "partition_path"}
+    for f in schema.arrow:
+        fid = field_id_of(f)
+        for prefix, target in (("lower.", C.min_col(fid)), ("upper.", C.max_col(fid)), ("null_count.", C.nulls_col(fid))):
+            name = prefix + f.name
+            if name in files.column_names:
+                known.add(name)
+                if target in mschema.names:
+                    cols[target] = files.column(name)
+    if spec is not None:
+        for pf in spec.fields:
+            name = "partition." + pf.name
+            if name in files.column_names:
+                known.add(name)
+                cols[C.pmin_col(pf.field_id)] = files.column(name)
+                cols[C.pmax_col(pf.field_id)] = files.column(name)
+    unknown = [c for c in files.column_names if c not in known]
+    if unknown:
+        raise SchemaMismatch(
+            f"add_files got unknown columns {unknown}; expected path, size, record_count, "
+            "lower.<col>, upper.<col>, null_count.<col>, partition.<field>"
+        )
+    entries = conform(pa.table(cols), mschema)
+    return fill_constant(entries, content=C.DATA, file_count=1, spec_id=spec.spec_id if spec is not None else 0)
+
+
+def fill_constant(entries: pa.Table, **values: Any) -> pa.Table:
+    """Set columns of every entry to a constant (vectorized)."""
+    n = entries.num_rows
+    for name, value in values.items():
+        i = entries.schema.get_field_index(name)
+        typ = entries.schema.field(i).type
+        arr = pa.nulls(n, typ) if value is None else pa.repeat(pa.scalar(value, typ), n)
+        entries = entries.set_column(i, entries.schema.field(i), arr)
+    return entries

@@ -1,0 +1,105 @@
+"""Reading and writing manifest Parquet files.
+
+Manifests are immutable once written (unique names), so parsed tables are
+cached process-wide by location; a repeated plan or commit reads no bytes.
+"""
+
+from __future__ import annotations
+
+import io as _io
+import threading
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lamina.errors import CorruptMetadata, NotFound
+from lamina.io import FileIO
+from lamina.spec.layout import FORMAT_VERSION, new_manifest_path
+
+_CACHE_BYTES = 512 * 2**20
+_cache: "OrderedDict[tuple[str, str], pa.Table]" = OrderedDict()
+_cache_size = 0
+_cache_lock = threading.Lock()
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-manifest")
+
+
+def _cache_get(key: tuple[str, str]) -> pa.Table | None:
+    with _cache_lock:
+        t = _cache.get(key)
+        if t is not None:
+            _cache.move_to_end(key)
+        return t
+
+
+def _cache_put(key: tuple[str, str], t: pa.Table) -> None:
+    global _cache_size
+    with _cache_lock:
+        if key in _cache:
+            return
+        _cache[key] = t
+        _cache_size += t.nbytes
+        while _cache_size > _CACHE_BYTES and _cache:
+            _, old = _cache.popitem(last=False)
+            _cache_size -= old.nbytes
+
+
+def clear_cache() -> None:
+    global _cache_size
+    with _cache_lock:
+        _cache.clear()
+        _cache_size = 0
+
+
+def write_manifest(io: FileIO, entries: pa.Table, kind: str) -> tuple[str, int]:
+    """Write ``entries`` as a new manifest; returns (path, size in bytes)."""
+    path = new_manifest_path(kind)
+    sink = _io.BytesIO()
+    md = {b"lamina.format_version": str(FORMAT_VERSION).encode(), b"lamina.manifest_kind": kind.encode()}
+    pq.write_table(
+        entries.replace_schema_metadata(md),
+        sink,
+        compression="zstd",
+        compression_level=1,
+        row_group_size=64 * 1024,
+        write_statistics=False,  # manifests are read whole; their own stats are in columns
+        store_schema=True,
+    )
+    data = sink.getvalue()
+    io.put_if_absent(path, data)
+    _cache_put((io.uri, path), entries.replace_schema_metadata(None))
+    return path, len(data)
+
+
+def read_manifest(io: FileIO, path: str) -> pa.Table:
+    key = (io.uri, path)
+    t = _cache_get(key)
+    if t is not None:
+        return t
+    try:
+        local = io.local_path(path)
+        if local is not None:
+            t = pq.read_table(local, use_threads=False, memory_map=True)
+        else:
+            t = pq.read_table(pa.BufferReader(io.get(path)), use_threads=False)
+    except NotFound:
+        raise CorruptMetadata(
+            f"manifest {path} is missing; the version referencing it cannot be read "
+            "(run `lamina fsck` and roll back to a version whose files are intact)"
+        ) from None
+    except (FileNotFoundError,) as e:
+        raise CorruptMetadata(f"manifest {path} is missing ({e}); run `lamina fsck`") from None
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptMetadata(f"manifest {path} is corrupt or truncated ({e}); run `lamina fsck`") from None
+    t = t.replace_schema_metadata(None)
+    _cache_put(key, t)
+    return t
+
+
+def read_manifests(io: FileIO, paths: Sequence[str]) -> list[pa.Table]:
+    """Read many manifests in parallel (I/O and Parquet decoding release the GIL)."""
+    if len(paths) <= 1:
+        return [read_manifest(io, p) for p in paths]
+    return list(_pool.map(lambda p: read_manifest(io, p), paths))

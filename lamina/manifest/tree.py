@@ -1,0 +1,299 @@
+"""The manifest tree (seed 001): a root manifest per version over leaf manifests.
+
+Adaptive shape: small writes keep their data-file entries inline in the root;
+once the root holds more than ``inline_max`` of them they are flushed into a
+leaf. Removals rewrite only the leaves that hold the removed files
+(copy-on-write); every other leaf is carried over by reference. Small leaves
+are merged once ``merge_min_leaves`` of them accumulate, so the root stays
+short however many commits the table has.
+
+REMOVED entries: the version that removes a file records it with status
+REMOVED and ``removed_version`` in the leaf (or root) it rewrites. Later
+versions drop such entries the next time they rewrite that manifest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lamina.manifest.entries import conform
+from lamina.manifest.files import read_manifest, read_manifests, write_manifest
+from lamina.io import FileIO
+from lamina.spec import content as C
+
+Pruner = Callable[[pa.Table], "pa.Array | pa.ChunkedArray"]
+
+
+class MissingFiles(Exception):
+    """Files a change removes are not live in the base version (a concurrent commit removed them)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(f"{len(paths)} file(s) are no longer live: {paths[:5]}")
+        self.paths = paths
+
+
+@dataclass(frozen=True)
+class TreeConfig:
+    inline_max: int = 64
+    leaf_target: int = 10_000
+    merge_min_leaves: int = 8
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> "TreeConfig":
+        return cls(
+            inline_max=int(props.get("manifest.inline-max-files", cls.inline_max)),
+            leaf_target=max(1, int(props.get("manifest.leaf-target-files", cls.leaf_target))),
+            merge_min_leaves=max(2, int(props.get("manifest.merge-min-leaves", cls.merge_min_leaves))),
+        )
+
+
+@dataclass(frozen=True)
+class ChangeResult:
+    root_path: str | None
+    leaves_written: int
+    leaves_carried: int
+    files_added: int
+    files_removed: int
+    rows_added: int
+    rows_removed: int
+
+
+def _empty(mschema: pa.Schema) -> pa.Table:
+    return mschema.empty_table()
+
+
+def load_root(io: FileIO, root_path: str | None, mschema: pa.Schema) -> pa.Table:
+    if root_path is None:
+        return _empty(mschema)
+    return conform(read_manifest(io, root_path), mschema)
+
+
+def _live(t: pa.Table) -> pa.Table:
+    return t.filter(pc.not_equal(t.column("status"), C.REMOVED))
+
+
+def live_data_entries(
+    io: FileIO, root_path: str | None, mschema: pa.Schema, prune: Pruner | None = None
+) -> pa.Table:
+    """Live data-file entries of a version, pruned by ``prune`` at both levels."""
+    root = _live(load_root(io, root_path, mschema))
+    if prune is not None and root.num_rows:
+        root = root.filter(prune(root))
+    is_leaf = pc.equal(root.column("content"), C.LEAF)
+    leaf_paths = root.filter(is_leaf).column("path").to_pylist()
+    parts = [root.filter(pc.invert(is_leaf))]
+    if leaf_paths:
+        leaves = [conform(t, mschema) for t in read_manifests(io, leaf_paths)]
+        entries = _live(pa.concat_tables(leaves))
+        if prune is not None and entries.num_rows:
+            entries = entries.filter(prune(entries))
+        parts.append(entries)
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+def _null_if_any_null(col: pa.ChunkedArray, agg: str) -> object:
+    if col.null_count:
+        return None
+    if len(col) == 0:
+        return None
+    return getattr(pc, agg)(col).as_py()
+
+
+def leaf_summary(entries: pa.Table, path: str, size: int, version: int, mschema: pa.Schema) -> dict:
+    """The root row describing a leaf: counts, and bounds over its live files.
+
+    A bound is unknown (null) if any live file's bound is unknown, so pruning on
+    the summary can never skip a leaf that holds a match.
+    """
+    live = _live(entries)
+    av = entries.column("added_version")
+    row: dict = {
+        "content": C.LEAF,
+        "status": C.ADDED,
+        "path": path,
+        "size": size,
+        "record_count": pc.sum(live.column("record_count")).as_py() or 0,
+        "file_count": live.num_rows,
+        "added_version": pc.min(av).as_py() if len(av) else version,
+        "max_added_version": pc.max(av).as_py() if len(av) else version,
+        "removed_version": None,
+        "spec_id": 0,
+        "partition_path": None,
+    }
+    for name in mschema.names:
+        if name.startswith(("min_", "pmin_")):
+            row[name] = _null_if_any_null(live.column(name), "min")
+        elif name.startswith(("max_", "pmax_")):
+            row[name] = _null_if_any_null(live.column(name), "max")
+        elif name.startswith("nulls_"):
+            col = live.column(name)
+            row[name] = None if col.null_count else (pc.sum(col).as_py() or 0)
+    return row
+
+
+def _set_removed(t: pa.Table, mask: pa.Array, version: int) -> pa.Table:
+    status = pc.if_else(mask, pa.scalar(C.REMOVED, pa.int8()), t.column("status"))
+    removed = pc.if_else(mask, pa.scalar(version, pa.int64()), t.column("removed_version"))
+    t = t.set_column(t.schema.get_field_index("status"), t.schema.field("status"), status)
+    return t.set_column(t.schema.get_field_index("removed_version"), t.schema.field("removed_version"), removed)
+
+
+def _age(t: pa.Table, version: int) -> pa.Table:
+    """Rewrite for carrying into ``version``: old REMOVED entries go, ADDED becomes EXISTING."""
+    st = t.column("status")
+    keep = pc.or_(pc.not_equal(st, C.REMOVED), pc.equal(t.column("removed_version"), version))
+    t = t.filter(keep)
+    st = t.column("status")
+    aged = pc.if_else(
+        pc.and_(pc.equal(st, C.ADDED), pc.less(t.column("added_version"), version)),
+        pa.scalar(C.EXISTING, pa.int8()),
+        st,
+    )
+    return t.set_column(t.schema.get_field_index("status"), t.schema.field("status"), aged)
+
+
+class _Writer:
+    def __init__(self, io: FileIO, mschema: pa.Schema, version: int, cfg: TreeConfig) -> None:
+        self.io, self.mschema, self.version, self.cfg = io, mschema, version, cfg
+        self.written = 0
+
+    def leaves(self, entries: pa.Table) -> list[dict]:
+        """Write entries as leaves of at most leaf_target entries; return their root rows."""
+        rows = []
+        step = self.cfg.leaf_target
+        for start in range(0, entries.num_rows, step):
+            chunk = entries.slice(start, step)
+            path, size = write_manifest(self.io, chunk, "leaf")
+            self.written += 1
+            rows.append(leaf_summary(chunk, path, size, self.version, self.mschema))
+        return rows
+
+
+def apply_change(
+    io: FileIO,
+    base_root: str | None,
+    mschema: pa.Schema,
+    version: int,
+    added: pa.Table,
+    removed: pa.Table,
+    cfg: TreeConfig,
+) -> ChangeResult:
+    """Write the manifests of ``version``: the base tree plus ``added`` minus ``removed``.
+
+    ``removed`` has columns ``path`` and ``added_version`` (used to find the leaves
+    holding them without reading every leaf). Raises MissingFiles if a removed
+    file is not live in the base.
+    """
+    w = _Writer(io, mschema, version, cfg)
+    root = load_root(io, base_root, mschema)
+    # Drop what earlier versions already recorded: old REMOVED inline entries and
+    # leaves left with nothing live.
+    stale = pc.or_(
+        pc.equal(root.column("status"), C.REMOVED),
+        pc.and_(pc.equal(root.column("content"), C.LEAF), pc.equal(root.column("file_count"), 0)),
+    )
+    root = root.filter(pc.invert(stale))
+    root = _age(root, version)
+
+    files_removed = rows_removed = 0
+    if removed.num_rows:
+        want = removed.column("path")
+        is_data = pc.equal(root.column("content"), C.DATA)
+        hit = pc.and_(is_data, pc.is_in(root.column("path"), value_set=want))
+        n_inline = pc.sum(hit).as_py() or 0
+        if n_inline:
+            rows_removed += pc.sum(root.filter(hit).column("record_count")).as_py() or 0
+            root = _set_removed(root, hit, version)
+        found = set(root.filter(hit).column("path").to_pylist()) if n_inline else set()
+        files_removed += n_inline
+        remaining = removed.filter(pc.invert(pc.is_in(removed.column("path"), value_set=pa.array(list(found), pa.string()))))
+        if remaining.num_rows:
+            root, n, r, still = _remove_from_leaves(w, root, remaining)
+            files_removed += n
+            rows_removed += r
+            if still:
+                raise MissingFiles(still)
+
+    if added.num_rows:
+        added = conform(added, mschema)
+        is_inline = pc.equal(root.column("content"), C.DATA)
+        inline_live = pc.and_(is_inline, pc.not_equal(root.column("status"), C.REMOVED))
+        n_inline = pc.sum(inline_live).as_py() or 0
+        if n_inline + added.num_rows <= cfg.inline_max:
+            root = pa.concat_tables([root, added])
+        else:
+            # Flush inline files together with the new ones into leaves, grouped by partition
+            # so leaf summaries stay tight for partition pruning.
+            flush = pa.concat_tables([root.filter(inline_live), added])
+            if flush.column("partition_path").null_count < flush.num_rows:
+                flush = flush.sort_by([("partition_path", "ascending"), ("added_version", "ascending")])
+            root = root.filter(pc.invert(inline_live))
+            root = pa.concat_tables([root, pa.Table.from_pylist(w.leaves(flush), schema=mschema)])
+
+    root = _merge_small_leaves(w, root)
+    rows_added = pc.sum(added.column("record_count")).as_py() or 0 if added.num_rows else 0
+    is_leaf = pc.equal(root.column("content"), C.LEAF)
+    carried = (pc.sum(is_leaf).as_py() or 0) - w.written
+    root_path = None
+    if root.num_rows:
+        root_path, _ = write_manifest(io, root, "root")
+    return ChangeResult(root_path, w.written, carried, added.num_rows, files_removed, rows_added, rows_removed)
+
+
+def _remove_from_leaves(w: _Writer, root: pa.Table, remaining: pa.Table) -> tuple[pa.Table, int, int, list[str]]:
+    """Copy-on-write the leaves holding ``remaining`` files; returns the new root."""
+    is_leaf = pc.equal(root.column("content"), C.LEAF).to_numpy(zero_copy_only=False)
+    lo = root.column("added_version").to_numpy()
+    hi = root.column("max_added_version").fill_null(np.iinfo(np.int64).max).to_numpy()
+    av = np.sort(remaining.column("added_version").to_numpy())
+    # A leaf can hold one of the files only if some file's added_version is within
+    # the leaf's [min, max] added_version: one searchsorted over all leaves.
+    first_ge = np.searchsorted(av, lo, side="left")
+    candidate = is_leaf & (first_ge < len(av)) & (av[np.minimum(first_ge, len(av) - 1)] <= hi)
+    idx = np.nonzero(candidate)[0]
+    if not len(idx):
+        return root, 0, 0, remaining.column("path").to_pylist()
+    want = remaining.column("path")
+    tables = read_manifests(w.io, root.column("path").take(pa.array(idx)).to_pylist())
+    drop = np.zeros(root.num_rows, dtype=bool)
+    new_rows: list[dict] = []
+    found: set[str] = set()
+    n_files = n_rows = 0
+    for i, leaf in zip(idx, tables):
+        leaf = conform(leaf, w.mschema)
+        hit = pc.and_(pc.is_in(leaf.column("path"), value_set=want), pc.not_equal(leaf.column("status"), C.REMOVED))
+        k = pc.sum(hit).as_py() or 0
+        if not k:
+            continue
+        found.update(leaf.filter(hit).column("path").to_pylist())
+        n_files += k
+        n_rows += pc.sum(leaf.filter(hit).column("record_count")).as_py() or 0
+        leaf = _age(_set_removed(leaf, hit, w.version), w.version)
+        path, size = write_manifest(w.io, leaf, "leaf")
+        w.written += 1
+        drop[i] = True
+        new_rows.append(leaf_summary(leaf, path, size, w.version, w.mschema))
+    root = root.filter(pa.array(~drop))
+    if new_rows:
+        root = pa.concat_tables([root, pa.Table.from_pylist(new_rows, schema=w.mschema)])
+    missing = [p for p in remaining.column("path").to_pylist() if p not in found]
+    return root, n_files, n_rows, missing
+
+
+def _merge_small_leaves(w: _Writer, root: pa.Table) -> pa.Table:
+    is_leaf = pc.equal(root.column("content"), C.LEAF)
+    small = pc.and_(is_leaf, pc.less(root.column("file_count"), max(1, w.cfg.leaf_target // 2)))
+    n_small = pc.sum(small).as_py() or 0
+    if n_small < w.cfg.merge_min_leaves:
+        return root
+    paths = root.filter(small).column("path").to_pylist()
+    merged = pa.concat_tables([_age(conform(t, w.mschema), w.version) for t in read_manifests(w.io, paths)])
+    if merged.column("partition_path").null_count < merged.num_rows:
+        merged = merged.sort_by([("partition_path", "ascending"), ("added_version", "ascending")])
+    root = root.filter(pc.invert(small))
+    return pa.concat_tables([root, pa.Table.from_pylist(w.leaves(merged), schema=w.mschema)])

@@ -1,0 +1,1 @@
+"""The on-disk model: version manifests, hint, feature flags, schema, partitioning, layout."""

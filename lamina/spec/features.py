@@ -1,0 +1,38 @@
+"""Reader and writer feature flags (seed 000).
+
+A table lists the features a reader must understand to read it correctly and
+those a writer must understand to change it. Anything not in the sets below is
+refused with an error naming the feature, instead of being misread.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from lamina.errors import UnsupportedFeature
+
+# Features this build of Lamina implements.
+KNOWN_READER_FEATURES: frozenset[str] = frozenset({"manifest-tree-v1", "hidden-partitioning"})
+KNOWN_WRITER_FEATURES: frozenset[str] = frozenset({"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps"})
+
+# What a new table gets.
+DEFAULT_READER_FEATURES: tuple[str, ...] = ("manifest-tree-v1",)
+DEFAULT_WRITER_FEATURES: tuple[str, ...] = ("manifest-tree-v1", "monotonic-timestamps")
+
+
+def check_reader(features: Iterable[str], where: str) -> None:
+    unknown = sorted(set(features) - KNOWN_READER_FEATURES)
+    if unknown:
+        raise UnsupportedFeature(
+            f"{where} requires reader feature(s) {unknown} that this Lamina does not support; "
+            "upgrade lamina to read this table"
+        )
+
+
+def check_writer(features: Iterable[str], where: str) -> None:
+    unknown = sorted(set(features) - KNOWN_WRITER_FEATURES)
+    if unknown:
+        raise UnsupportedFeature(
+            f"{where} requires writer feature(s) {unknown} that this Lamina does not support; "
+            "upgrade lamina before writing to this table (reading may still work)"
+        )

@@ -1,0 +1,46 @@
+"""Where things live under a table root, and how version numbers map to names."""
+
+from __future__ import annotations
+
+import uuid
+
+from lamina.errors import CorruptMetadata
+
+FORMAT_VERSION = 1
+META_DIR = "_lamina"
+VERSIONS_DIR = f"{META_DIR}/versions"
+MANIFESTS_DIR = f"{META_DIR}/manifests"
+HINT_PATH = f"{META_DIR}/_latest_version.json"
+DATA_DIR = "data"
+
+MAX_VERSION = 2**64 - 1
+VERSION_NAME_LEN = 20  # len(str(2**64 - 1))
+
+
+def version_file_name(version: int) -> str:
+    """Seed 000's V2 naming: newest sorts first, so one ordered LIST page finds the latest."""
+    return f"{MAX_VERSION - version:0{VERSION_NAME_LEN}d}.json"
+
+
+def version_path(version: int) -> str:
+    return f"{VERSIONS_DIR}/{version_file_name(version)}"
+
+
+def parse_version_file_name(name: str) -> int | None:
+    """The version a file name under versions/ stands for, or None for anything else."""
+    stem, dot, ext = name.partition(".")
+    if ext != "json" or len(stem) != VERSION_NAME_LEN or not stem.isdigit():
+        return None
+    v = MAX_VERSION - int(stem)
+    if v < 0:
+        raise CorruptMetadata(f"version file name {name!r} is out of range")
+    return v
+
+
+def new_manifest_path(kind: str) -> str:
+    return f"{MANIFESTS_DIR}/{uuid.uuid4().hex}.{kind}.parquet"
+
+
+def new_data_path(partition_dir: str | None, write_id: str) -> str:
+    base = f"{DATA_DIR}/{partition_dir}" if partition_dir else DATA_DIR
+    return f"{base}/{write_id}-{uuid.uuid4().hex[:12]}.parquet"

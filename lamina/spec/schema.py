@@ -1,0 +1,251 @@
+"""Table schema: an Arrow schema whose fields carry stable field ids.
+
+Field ids live in each Arrow field's metadata under ``lamina.field_id`` and
+are what manifests key their statistics by, so a later rename or reorder does
+not break old manifests. Ids are assigned depth-first from 1.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from lamina.errors import CorruptMetadata, SchemaMismatch
+
+FIELD_ID_KEY = b"lamina.field_id"
+
+
+def _type_to_json(t: pa.DataType) -> Any:
+    if pa.types.is_struct(t):
+        return {"type": "struct", "fields": [_field_to_json(t.field(i)) for i in range(t.num_fields)]}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return {"type": "list", "element": _field_to_json(t.value_field)}
+    if pa.types.is_map(t):
+        return {"type": "map", "key": _field_to_json(t.key_field), "value": _field_to_json(t.item_field)}
+    if pa.types.is_timestamp(t):
+        return {"type": "timestamp", "unit": t.unit, "tz": t.tz}
+    if pa.types.is_decimal(t):
+        return {"type": "decimal", "precision": t.precision, "scale": t.scale}
+    if pa.types.is_fixed_size_binary(t):
+        return {"type": "fixed", "width": t.byte_width}
+    return str(t)
+
+
+_PRIMITIVES: dict[str, pa.DataType] = {
+    "bool": pa.bool_(),
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "uint8": pa.uint8(),
+    "uint16": pa.uint16(),
+    "uint32": pa.uint32(),
+    "uint64": pa.uint64(),
+    "halffloat": pa.float16(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "large_string": pa.large_string(),
+    "binary": pa.binary(),
+    "large_binary": pa.large_binary(),
+    "date32[day]": pa.date32(),
+    "date64[ms]": pa.date64(),
+    "time64[us]": pa.time64("us"),
+    "time32[ms]": pa.time32("ms"),
+}
+
+
+def _type_from_json(j: Any) -> pa.DataType:
+    if isinstance(j, str):
+        if j not in _PRIMITIVES:
+            raise CorruptMetadata(f"unknown column type {j!r} in schema")
+        return _PRIMITIVES[j]
+    kind = j["type"]
+    if kind == "struct":
+        return pa.struct([_field_from_json(f) for f in j["fields"]])
+    if kind == "list":
+        return pa.list_(_field_from_json(j["element"]))
+    if kind == "map":
+        return pa.map_(_field_from_json(j["key"]), _field_from_json(j["value"]))
+    if kind == "timestamp":
+        return pa.timestamp(j["unit"], j["tz"])
+    if kind == "decimal":
+        return pa.decimal128(j["precision"], j["scale"])
+    if kind == "fixed":
+        return pa.binary(j["width"])
+    raise CorruptMetadata(f"unknown column type {kind!r} in schema")
+
+
+def _field_to_json(f: pa.Field) -> dict[str, Any]:
+    return {
+        "id": field_id_of(f),
+        "name": f.name,
+        "nullable": f.nullable,
+        "type": _type_to_json(f.type),
+    }
+
+
+def _field_from_json(j: dict[str, Any]) -> pa.Field:
+    return pa.field(j["name"], _type_from_json(j["type"]), j["nullable"], {FIELD_ID_KEY: str(j["id"]).encode()})
+
+
+def field_id_of(f: pa.Field) -> int:
+    md = f.metadata or {}
+    if FIELD_ID_KEY not in md:
+        raise CorruptMetadata(f"field {f.name!r} has no field id")
+    return int(md[FIELD_ID_KEY])
+
+
+def _assign_ids(t: pa.DataType, next_id: list[int]) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([_assign_field(t.field(i), next_id) for i in range(t.num_fields)])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(_assign_field(t.value_field, next_id))
+    if pa.types.is_map(t):
+        return pa.map_(_assign_field(t.key_field, next_id), _assign_field(t.item_field, next_id))
+    return t
+
+
+def _assign_field(f: pa.Field, next_id: list[int]) -> pa.Field:
+    fid = next_id[0]
+    next_id[0] += 1
+    return pa.field(f.name, _assign_ids(f.type, next_id), f.nullable, {FIELD_ID_KEY: str(fid).encode()})
+
+
+def _normalize_type(t: pa.DataType) -> pa.DataType:
+    """Table types use the plain (not large/view) variants so Spark and Parquet agree."""
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_dictionary(t):
+        return _normalize_type(t.value_type)
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        # Parquet stores us natively; ns round-trips poorly through Spark.
+        return pa.timestamp("us", t.tz)
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(x.name, _normalize_type(x.type), x.nullable) for x in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(pa.field(t.value_field.name, _normalize_type(t.value_type), t.value_field.nullable))
+    return t
+
+
+@dataclass(frozen=True)
+class Schema:
+    """An immutable table schema. ``arrow`` carries field ids in field metadata."""
+
+    arrow: pa.Schema
+    schema_id: int = 0
+    _by_name: dict[str, pa.Field] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {f.name: f for f in self.arrow})
+
+    @classmethod
+    def from_arrow(cls, schema: pa.Schema, schema_id: int = 0) -> "Schema":
+        """Assign fresh field ids (depth-first from 1) to a user-supplied Arrow schema."""
+        if not isinstance(schema, pa.Schema):
+            raise SchemaMismatch(f"expected a pyarrow.Schema, got {type(schema).__name__}")
+        names = [f.name for f in schema]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise SchemaMismatch(f"duplicate column names {sorted(dupes)}: every column needs a unique name")
+        for n in names:
+            if not n or any(ord(c) < 32 for c in n):
+                raise SchemaMismatch(f"invalid column name {n!r}: names must be non-empty without control characters")
+        next_id = [1]
+        fields = [
+            _assign_field(pa.field(f.name, _normalize_type(f.type), f.nullable), next_id) for f in schema
+        ]
+        return cls(pa.schema(fields), schema_id)
+
+    @property
+    def names(self) -> list[str]:
+        return self.arrow.names
+
+    def field(self, name: str) -> pa.Field:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise SchemaMismatch(f"no column {name!r} in table schema; columns are {self.names}") from None
+
+    def field_id(self, name: str) -> int:
+        return field_id_of(self.field(name))
+
+    def name_of(self, fid: int) -> str:
+        for f in self.arrow:
+            if field_id_of(f) == fid:
+                return f.name
+        raise SchemaMismatch(f"no column with field id {fid}")
+
+    @property
+    def highest_field_id(self) -> int:
+        best = 0
+
+        def walk(t: pa.DataType) -> None:
+            nonlocal best
+            children: list[pa.Field] = []
+            if pa.types.is_struct(t):
+                children = list(t)
+            elif pa.types.is_list(t) or pa.types.is_large_list(t):
+                children = [t.value_field]
+            elif pa.types.is_map(t):
+                children = [t.key_field, t.item_field]
+            for c in children:
+                best = max(best, field_id_of(c))
+                walk(c.type)
+
+        for f in self.arrow:
+            best = max(best, field_id_of(f))
+            walk(f.type)
+        return best
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_id": self.schema_id, "fields": [_field_to_json(f) for f in self.arrow]}
+
+    @classmethod
+    def from_json(cls, j: dict[str, Any]) -> "Schema":
+        try:
+            return cls(pa.schema([_field_from_json(f) for f in j["fields"]]), int(j.get("schema_id", 0)))
+        except (KeyError, TypeError) as e:
+            raise CorruptMetadata(f"schema is malformed: {e}") from e
+
+    def conform(self, data: pa.Table) -> pa.Table:
+        """Return ``data`` cast to this schema, or raise SchemaMismatch before anything is written.
+
+        Columns are matched by name; order may differ. Missing nullable columns are
+        filled with nulls; extra columns, missing required columns, nulls in a
+        required column and lossy casts are errors.
+        """
+        have = set(data.column_names)
+        extra = [n for n in data.column_names if n not in self._by_name]
+        if extra:
+            raise SchemaMismatch(
+                f"data has columns not in the table schema: {extra}; table columns are {self.names}. "
+                "Drop them or evolve the table schema first."
+            )
+        if len(set(data.column_names)) != len(data.column_names):
+            raise SchemaMismatch(f"data has duplicate column names: {data.column_names}")
+        arrays = []
+        for f in self.arrow:
+            if f.name not in have:
+                if not f.nullable:
+                    raise SchemaMismatch(f"data lacks required column {f.name!r} ({f.type})")
+                arrays.append(pa.nulls(data.num_rows, f.type))
+                continue
+            col = data.column(f.name)
+            if not col.type.equals(f.type):
+                try:
+                    col = col.cast(f.type, safe=True)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise SchemaMismatch(
+                        f"column {f.name!r} has type {data.schema.field(f.name).type}, table expects {f.type}; "
+                        f"the values cannot be converted safely ({e})"
+                    ) from None
+            if not f.nullable and col.null_count:
+                raise SchemaMismatch(f"column {f.name!r} is required (not null) but the data has {col.null_count} nulls")
+            arrays.append(col)
+        return pa.Table.from_arrays(arrays, schema=self.arrow)

@@ -1,0 +1,91 @@
+"""The version manifest: one immutable JSON document per commit (seed 000).
+
+Its put-if-absent under ``_lamina/versions/<20 digits>.json`` is the commit
+point. Everything it references was written before it under unique names.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from lamina.errors import CorruptMetadata
+from lamina.spec.layout import FORMAT_VERSION
+from lamina.spec.schema import Schema
+
+
+@dataclass(frozen=True)
+class VersionManifest:
+    version: int
+    parent_version: int | None
+    table_uuid: str
+    timestamp_ms: int
+    operation: str
+    summary: dict[str, Any]
+    schema: Schema
+    partition_spec: dict[str, Any]
+    properties: dict[str, str]
+    root_manifest: str | None  # None: the table has no files at this version
+    reader_features: tuple[str, ...]
+    writer_features: tuple[str, ...]
+    commit_id: str
+    format_version: int = FORMAT_VERSION
+    # Idempotence records (e.g. streaming query id -> last batch id), carried forward.
+    app_transactions: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "format_version": self.format_version,
+                "version": self.version,
+                "parent_version": self.parent_version,
+                "table_uuid": self.table_uuid,
+                "timestamp_ms": self.timestamp_ms,
+                "operation": self.operation,
+                "summary": self.summary,
+                "schema": self.schema.to_json(),
+                "partition_spec": self.partition_spec,
+                "properties": self.properties,
+                "root_manifest": self.root_manifest,
+                "reader_features": list(self.reader_features),
+                "writer_features": list(self.writer_features),
+                "commit_id": self.commit_id,
+                "app_transactions": self.app_transactions,
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> "VersionManifest":
+        try:
+            j = json.loads(data)
+            if not isinstance(j, dict):
+                raise TypeError("not a JSON object")
+            return cls(
+                version=int(j["version"]),
+                parent_version=None if j["parent_version"] is None else int(j["parent_version"]),
+                table_uuid=str(j["table_uuid"]),
+                timestamp_ms=int(j["timestamp_ms"]),
+                operation=str(j["operation"]),
+                summary=dict(j["summary"]),
+                schema=Schema.from_json(j["schema"]),
+                partition_spec=dict(j["partition_spec"]),
+                properties={str(k): str(v) for k, v in j["properties"].items()},
+                root_manifest=j["root_manifest"],
+                reader_features=tuple(j["reader_features"]),
+                writer_features=tuple(j["writer_features"]),
+                commit_id=str(j["commit_id"]),
+                format_version=int(j["format_version"]),
+                app_transactions={str(k): int(v) for k, v in j.get("app_transactions", {}).items()},
+            )
+        except CorruptMetadata as e:
+            raise CorruptMetadata(f"{where}: {e}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise CorruptMetadata(
+                f"version manifest {where} is corrupt or truncated ({type(e).__name__}: {e}); "
+                "restore it from a backup, or roll back to an earlier version"
+            ) from None
+
+    def next(self, **changes: Any) -> "VersionManifest":
+        return replace(self, **changes)

@@ -1,0 +1,102 @@
+"""Table operations as data: what they add and remove, re-applied to each base.
+
+``apply(base)`` is called once per commit attempt; data files are written
+once, before the first attempt, and reused by every retry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lamina.commit import Change
+from lamina.expr import AlwaysTrue, Expr, to_arrow_filter
+from lamina.manifest.entries import conform, fill_constant
+from lamina.spec.version import VersionManifest
+
+if TYPE_CHECKING:
+    from lamina.table.table import Table
+
+REMOVED_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("added_version", pa.int64())])
+
+
+def _removed(entries: pa.Table) -> pa.Table:
+    return pa.table({"path": entries.column("path"), "added_version": entries.column("added_version")}, schema=REMOVED_SCHEMA)
+
+
+def _stamp(entries: pa.Table, table: "Table", base: VersionManifest) -> pa.Table:
+    """New entries for version base+1 in base's manifest schema."""
+    e = conform(entries, table._mschema_of(base))
+    return fill_constant(e, added_version=base.version + 1, status=1, removed_version=None)
+
+
+@dataclass
+class AppendFiles:
+    """Add data files. Applies to any base: appends never conflict."""
+
+    table: "Table"
+    entries: pa.Table
+    operation: str = "append"
+    app_transactions: dict[str, int] | None = None
+
+    def apply(self, base: VersionManifest) -> Change:
+        return Change(
+            self.operation,
+            _stamp(self.entries, self.table, base),
+            REMOVED_SCHEMA.empty_table(),
+            app_transactions=self.app_transactions,
+        )
+
+
+@dataclass
+class Overwrite:
+    """Replace the rows matching ``predicate`` (all rows if AlwaysTrue) with new files.
+
+    Re-evaluated against every base: the overwrite takes effect after whatever
+    committed before it, as if it had run last, so a concurrent append into the
+    overwritten range is replaced too (serializable order), never half-kept.
+    Files only partly matching are rewritten without the matching rows.
+    """
+
+    table: "Table"
+    predicate: Expr
+    entries: pa.Table
+    write: Callable[[pa.Table], list[dict[str, Any]]]  # writes rows as data files, returns entry dicts
+    _rewrites: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def apply(self, base: VersionManifest) -> Change:
+        scan = self.table._scan_at(base, self.predicate)
+        candidates = scan.plan().entries
+        added = [_stamp(self.entries, self.table, base)] if self.entries.num_rows else []
+        if isinstance(self.predicate, AlwaysTrue):
+            removed = candidates
+        else:
+            keep_mask = []
+            filt = to_arrow_filter(self.predicate)
+            for path in candidates.column("path").to_pylist():
+                if path not in self._rewrites:
+                    self._rewrites[path] = self._rewrite_file(scan, path, filt)
+                keep_mask.append(self._rewrites[path] != "untouched")
+            removed = candidates.filter(pa.array(keep_mask, pa.bool_())) if keep_mask else candidates
+            for path in removed.column("path").to_pylist():
+                remainder = self._rewrites[path]
+                if remainder and remainder != "untouched":
+                    mschema = self.table._mschema_of(base)
+                    added.append(_stamp(pa.Table.from_pylist(remainder, schema=mschema), self.table, base))
+        adds = pa.concat_tables(added) if added else self.table._mschema_of(base).empty_table()
+        return Change("overwrite", adds, _removed(removed), summary={"predicate": str(self.predicate)})
+
+    def _rewrite_file(self, scan: Any, path: str, filt: Any) -> Any:
+        """'untouched' if no row matches; else the entries for the non-matching remainder."""
+        rows = scan._read_file(path, scan.schema.names, None)
+        numbered = rows.append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
+        matched = numbered.filter(filt).column("__row")
+        if len(matched) == 0:
+            return "untouched"
+        if len(matched) == rows.num_rows:
+            return []
+        # SQL semantics: a row stays unless the predicate is TRUE for it (false or null stay).
+        return self.write(rows.filter(pc.invert(pc.is_in(numbered.column("__row"), value_set=matched))))

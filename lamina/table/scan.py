@@ -1,0 +1,180 @@
+"""Scans: plan (prune the manifest tree to file scan tasks), then read rows.
+
+Planning works on Arrow tables of entries end to end; tasks are materialised
+as Python objects only when iterated.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from lamina.errors import CorruptMetadata, NotFound, SchemaMismatch
+from lamina.expr import AlwaysTrue, Expr, bind, may_match, referenced_columns, to_arrow_filter, to_expr
+from lamina.manifest.tree import live_data_entries
+from lamina.spec.version import VersionManifest
+
+if TYPE_CHECKING:
+    from lamina.table.table import Table
+
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-read")
+
+
+@dataclass(frozen=True)
+class FileScanTask:
+    path: str  # relative to the table root
+    uri: str  # absolute location, for engines
+    size: int
+    record_count: int
+    partition_path: str | None
+    added_version: int
+    dv_path: str | None = None
+
+
+class ScanPlan(Sequence[FileScanTask]):
+    """The planned files: an Arrow table of entries, viewed as a sequence of tasks."""
+
+    def __init__(self, entries: pa.Table, io: Any) -> None:
+        self.entries = entries
+        self._io = io
+
+    def __len__(self) -> int:
+        return self.entries.num_rows
+
+    def _task(self, row: dict[str, Any]) -> FileScanTask:
+        return FileScanTask(
+            path=row["path"],
+            uri=self._io.full_uri(row["path"]),
+            size=row["size"],
+            record_count=row["record_count"],
+            partition_path=row["partition_path"],
+            added_version=row["added_version"],
+            dv_path=row["dv_path"],
+        )
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self._task(r) for r in self.entries.slice(*_slice_bounds(i, len(self))).to_pylist()]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._task(self.entries.slice(i, 1).to_pylist()[0])
+
+    def __iter__(self) -> Iterator[FileScanTask]:
+        cols = ["path", "size", "record_count", "partition_path", "added_version", "dv_path"]
+        for batch in self.entries.select(cols).to_batches(max_chunksize=4096):
+            for r in batch.to_pylist():
+                yield self._task(r)
+
+    @property
+    def record_count(self) -> int:
+        return pc.sum(self.entries.column("record_count")).as_py() or 0
+
+    @property
+    def paths(self) -> list[str]:
+        return self.entries.column("path").to_pylist()
+
+
+def _slice_bounds(s: slice, n: int) -> tuple[int, int]:
+    start, stop, step = s.indices(n)
+    if step != 1:
+        raise ValueError("ScanPlan slices take no step")
+    return start, max(0, stop - start)
+
+
+class Scan:
+    def __init__(self, table: "Table", vm: VersionManifest, where: str | Expr | None, columns: Sequence[str] | None):
+        self.table = table
+        self.vm = vm
+        self.schema = table._schema_of(vm)
+        self.spec = table._spec_of(vm)
+        self.predicate = bind(to_expr(where), self.schema)
+        if columns is not None:
+            columns = list(columns)
+            for c in columns:
+                self.schema.field(c)  # raises SchemaMismatch naming the columns
+        self.columns = columns
+
+    @property
+    def version(self) -> int:
+        return self.vm.version
+
+    def plan(self) -> ScanPlan:
+        """Files that may hold matching rows: leaf summaries first, then file stats."""
+        io = self.table.io
+        mschema = self.table._mschema_of(self.vm)
+        prune = None
+        if not isinstance(self.predicate, AlwaysTrue):
+            pred, schema, spec = self.predicate, self.schema, self.spec
+            prune = lambda t: may_match(pred, t, schema, spec)  # noqa: E731
+        return ScanPlan(live_data_entries(io, self.vm.root_manifest, mschema, prune), io)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _read_columns(self) -> list[str]:
+        return self.columns if self.columns is not None else self.schema.names
+
+    def _read_file(self, path: str, columns: list[str], filt: Any) -> pa.Table:
+        io = self.table.io
+        try:
+            local = io.local_path(path)
+            source = local if local is not None else pa.BufferReader(io.get(path))
+            t = pq.read_table(source, columns=columns, filters=filt, schema=self.schema.arrow, use_threads=False)
+        except (NotFound, FileNotFoundError):
+            raise CorruptMetadata(
+                f"data file {path} of version {self.vm.version} is missing; run `lamina fsck {io.uri}`"
+            ) from None
+        except pa.ArrowInvalid as e:
+            raise CorruptMetadata(f"data file {path} is unreadable: {e}") from None
+        return t
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        plan = self.plan()
+        cols = self._read_columns()
+        filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
+        out_schema = pa.schema([self.schema.field(c) for c in cols])
+        paths = plan.paths
+        # Read a few files ahead in parallel, yield in plan order.
+        futures = [_pool.submit(self._read_file, p, cols, filt) for p in paths[:8]]
+        nxt = len(futures)
+        for i in range(len(paths)):
+            t = futures[i].result()
+            futures[i] = None  # type: ignore[call-overload]
+            if nxt < len(paths):
+                futures.append(_pool.submit(self._read_file, paths[nxt], cols, filt))
+                nxt += 1
+            for b in t.select(cols).cast(out_schema).to_batches():
+                if b.num_rows:
+                    yield b
+
+    def to_arrow(self) -> pa.Table:
+        plan = self.plan()
+        cols = self._read_columns()
+        out_schema = pa.schema([self.schema.field(c) for c in cols])
+        if not len(plan):
+            return out_schema.empty_table()
+        filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
+        io = self.table.io
+        if io.local_path("x") is not None:
+            dataset = ds.dataset([io.local_path(p) for p in plan.paths], schema=self.schema.arrow, format="parquet")
+            try:
+                return dataset.to_table(columns=cols, filter=filt).cast(out_schema)
+            except FileNotFoundError as e:
+                raise CorruptMetadata(f"a data file of version {self.vm.version} is missing ({e}); run `lamina fsck`") from None
+        tables = list(_pool.map(lambda p: self._read_file(p, cols, filt), plan.paths))
+        return pa.concat_tables([t.select(cols).cast(out_schema) for t in tables])
+
+    def to_pandas(self, **kwargs: Any) -> Any:
+        return self.to_arrow().to_pandas(**kwargs)
+
+    def count(self) -> int:
+        if isinstance(self.predicate, AlwaysTrue):
+            return self.plan().record_count
+        return self.to_arrow().num_rows

@@ -1,0 +1,95 @@
+"""Writing data files: rows -> Parquet files laid out by partition, with their stats.
+
+Nothing written here is visible until a commit references it; every file name
+starts with the write id so cleanup can tell which write left it behind.
+"""
+
+from __future__ import annotations
+
+import io as _io
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lamina.io import FileIO
+from lamina.manifest.entries import column_stats
+from lamina.spec import content as C
+from lamina.spec.layout import new_data_path
+from lamina.spec.schema import Schema
+
+_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-write")
+
+
+def _partition_groups(pvals: pa.Table) -> list[tuple[int, np.ndarray]]:
+    """Group row indices by partition tuple, vectorized: (first row, row indices) per group."""
+    n = pvals.num_rows
+    key = np.zeros(n, dtype=np.int64)
+    for col in pvals.columns:
+        enc = pc.dictionary_encode(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
+        codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+        key = key * (len(enc.dictionary) + 1) + codes
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    starts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]])
+    ends = np.r_[starts[1:], n]
+    return [(int(order[s]), order[s:e]) for s, e in zip(starts, ends)]
+
+
+def _write_one(io: FileIO, path: str, data: pa.Table, compression: str) -> int:
+    local = io.local_path(path)
+    if local is not None:
+        import os
+
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        pq.write_table(data, local, compression=compression)
+        return os.path.getsize(local)
+    sink = _io.BytesIO()
+    pq.write_table(data, sink, compression=compression)
+    buf = sink.getvalue()
+    io.put(path, buf)
+    return len(buf)
+
+
+def write_data_files(
+    io: FileIO,
+    schema: Schema,
+    spec: Any,
+    data: pa.Table,
+    write_id: str,
+    max_rows_per_file: int,
+    compression: str = "zstd",
+) -> list[dict[str, Any]]:
+    """Write ``data`` (already conformed to ``schema``) and return one entry dict per file."""
+    if data.num_rows == 0:
+        return []
+    jobs: list[tuple[pa.Table, dict[str, Any], str | None]] = []
+    if spec is None or spec.is_unpartitioned:
+        groups = [(None, data, {})]
+    else:
+        pvals = spec.compute(data, schema)
+        groups = []
+        for first, idx in _partition_groups(pvals):
+            row = {pf.name: pvals.column(i)[first].as_py() for i, pf in enumerate(spec.fields)}
+            part = {C.pmin_col(pf.field_id): row[pf.name] for pf in spec.fields}
+            part.update({C.pmax_col(pf.field_id): row[pf.name] for pf in spec.fields})
+            groups.append((spec.path_for(row), data.take(pa.array(idx)), part))
+    for pdir, rows, part in groups:
+        for start in range(0, rows.num_rows, max_rows_per_file):
+            jobs.append((rows.slice(start, max_rows_per_file), part, pdir))
+
+    def run(job: tuple[pa.Table, dict[str, Any], str | None]) -> dict[str, Any]:
+        chunk, part, pdir = job
+        path = new_data_path(pdir, write_id)
+        size = _write_one(io, path, chunk, compression)
+        entry = {"path": path, "size": size, "record_count": chunk.num_rows, "partition_path": pdir}
+        entry.update(part)
+        entry.update(column_stats(chunk, schema))
+        return entry
+
+    if len(jobs) == 1:
+        return [run(jobs[0])]
+    return list(_pool.map(run, jobs))
