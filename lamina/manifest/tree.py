@@ -146,11 +146,11 @@ def _set_removed(t: pa.Table, mask: pa.Array, version: int) -> pa.Table:
 def _age(t: pa.Table, version: int) -> pa.Table:
     """Rewrite for carrying into ``version``: old REMOVED entries go, ADDED becomes EXISTING."""
     st = t.column("status")
-    keep = pc.or_(pc.not_equal(st, C.REMOVED), pc.equal(t.column("removed_version"), version))
+    keep = pc.or_kleene(pc.not_equal(st, C.REMOVED), pc.equal(t.column("removed_version"), version))
     t = t.filter(keep)
     st = t.column("status")
     aged = pc.if_else(
-        pc.and_(pc.equal(st, C.ADDED), pc.less(t.column("added_version"), version)),
+        pc.and_kleene(pc.equal(st, C.ADDED), pc.less(t.column("added_version"), version)),
         pa.scalar(C.EXISTING, pa.int8()),
         st,
     )
@@ -193,9 +193,9 @@ def apply_change(
     root = load_root(io, base_root, mschema)
     # Drop what earlier versions already recorded: old REMOVED inline entries and
     # leaves left with nothing live.
-    stale = pc.or_(
+    stale = pc.or_kleene(
         pc.equal(root.column("status"), C.REMOVED),
-        pc.and_(pc.equal(root.column("content"), C.LEAF), pc.equal(root.column("file_count"), 0)),
+        pc.and_kleene(pc.equal(root.column("content"), C.LEAF), pc.equal(root.column("file_count"), 0)),
     )
     root = root.filter(pc.invert(stale))
     root = _age(root, version)
@@ -204,7 +204,7 @@ def apply_change(
     if removed.num_rows:
         want = removed.column("path")
         is_data = pc.equal(root.column("content"), C.DATA)
-        hit = pc.and_(is_data, pc.is_in(root.column("path"), value_set=want))
+        hit = pc.and_kleene(is_data, pc.is_in(root.column("path"), value_set=want))
         n_inline = pc.sum(hit).as_py() or 0
         if n_inline:
             rows_removed += pc.sum(root.filter(hit).column("record_count")).as_py() or 0
@@ -222,7 +222,7 @@ def apply_change(
     if added.num_rows:
         added = conform(added, mschema)
         is_inline = pc.equal(root.column("content"), C.DATA)
-        inline_live = pc.and_(is_inline, pc.not_equal(root.column("status"), C.REMOVED))
+        inline_live = pc.and_kleene(is_inline, pc.not_equal(root.column("status"), C.REMOVED))
         n_inline = pc.sum(inline_live).as_py() or 0
         if n_inline + added.num_rows <= cfg.inline_max:
             root = pa.concat_tables([root, added])
@@ -266,7 +266,7 @@ def _remove_from_leaves(w: _Writer, root: pa.Table, remaining: pa.Table) -> tupl
     n_files = n_rows = 0
     for i, leaf in zip(idx, tables):
         leaf = conform(leaf, w.mschema)
-        hit = pc.and_(pc.is_in(leaf.column("path"), value_set=want), pc.not_equal(leaf.column("status"), C.REMOVED))
+        hit = pc.and_kleene(pc.is_in(leaf.column("path"), value_set=want), pc.not_equal(leaf.column("status"), C.REMOVED))
         k = pc.sum(hit).as_py() or 0
         if not k:
             continue
@@ -287,7 +287,7 @@ def _remove_from_leaves(w: _Writer, root: pa.Table, remaining: pa.Table) -> tupl
 
 def _merge_small_leaves(w: _Writer, root: pa.Table) -> pa.Table:
     is_leaf = pc.equal(root.column("content"), C.LEAF)
-    small = pc.and_(is_leaf, pc.less(root.column("file_count"), max(1, w.cfg.leaf_target // 2)))
+    small = pc.and_kleene(is_leaf, pc.less(root.column("file_count"), max(1, w.cfg.leaf_target // 2)))
     n_small = pc.sum(small).as_py() or 0
     if n_small < w.cfg.merge_min_leaves:
         return root

@@ -64,8 +64,8 @@ class Overwrite:
     table: "Table"
     predicate: Expr
     entries: pa.Table
-    write: Callable[[pa.Table], list[dict[str, Any]]]  # writes rows as data files, returns entry dicts
-    _rewrites: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    write: Callable[[pa.Table], pa.Table]  # writes rows as data files, returns their entries
+    _rewrites: dict[str, Any] = field(default_factory=dict)  # path -> "untouched" | remainder entries | None
 
     def apply(self, base: VersionManifest) -> Change:
         scan = self.table._scan_at(base, self.predicate)
@@ -79,24 +79,23 @@ class Overwrite:
             for path in candidates.column("path").to_pylist():
                 if path not in self._rewrites:
                     self._rewrites[path] = self._rewrite_file(scan, path, filt)
-                keep_mask.append(self._rewrites[path] != "untouched")
+                keep_mask.append(not isinstance(self._rewrites[path], str))
             removed = candidates.filter(pa.array(keep_mask, pa.bool_())) if keep_mask else candidates
             for path in removed.column("path").to_pylist():
                 remainder = self._rewrites[path]
-                if remainder and remainder != "untouched":
-                    mschema = self.table._mschema_of(base)
-                    added.append(_stamp(pa.Table.from_pylist(remainder, schema=mschema), self.table, base))
+                if remainder is not None:
+                    added.append(_stamp(remainder, self.table, base))
         adds = pa.concat_tables(added) if added else self.table._mschema_of(base).empty_table()
         return Change("overwrite", adds, _removed(removed), summary={"predicate": str(self.predicate)})
 
     def _rewrite_file(self, scan: Any, path: str, filt: Any) -> Any:
-        """'untouched' if no row matches; else the entries for the non-matching remainder."""
+        """'untouched' if no row matches, None if all do, else the entries of the rewritten remainder."""
         rows = scan._read_file(path, scan.schema.names, None)
         numbered = rows.append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
         matched = numbered.filter(filt).column("__row")
         if len(matched) == 0:
             return "untouched"
         if len(matched) == rows.num_rows:
-            return []
+            return None
         # SQL semantics: a row stays unless the predicate is TRUE for it (false or null stay).
         return self.write(rows.filter(pc.invert(pc.is_in(numbered.column("__row"), value_set=matched))))

@@ -244,7 +244,7 @@ class Table:
                 )
         write_id = uuid.uuid4().hex[:16]
         files = self._write(table, write_id)
-        op = Overwrite(self, predicate, self._entries(files), lambda rows: self._write(rows, write_id))
+        op = Overwrite(self, predicate, self._entries(files), lambda rows: self._entries(self._write(rows, write_id)))
         return self._commit(op, commit_options)
 
     def add_files(self, files: pa.Table, *, commit_options: CommitOptions | None = None) -> int:

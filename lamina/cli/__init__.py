@@ -1,0 +1,1 @@
+"""The `lamina` command."""

@@ -1,0 +1,69 @@
+"""Row predicates: build (``col("id") >= 10``) or parse (``"id >= 10"``), bind, filter, prune.
+
+Typical flow::
+
+    expr = bind(to_expr(where), schema)       # InvalidPredicate on bad input
+    keep = may_match(expr, manifest, schema, spec)  # which files to read
+    table.filter(to_arrow_filter(expr))       # which rows to return
+"""
+
+from lamina.expr.binder import bind, coerce_literal
+from lamina.expr.evaluator import may_match, to_arrow_filter
+from lamina.expr.expressions import (
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    Compare,
+    Expr,
+    ExprVisitor,
+    In,
+    IsNull,
+    Lit,
+    Not,
+    NotIn,
+    NotNull,
+    Or,
+    Ref,
+    and_,
+    col,
+    lit,
+    negate,
+    or_,
+    referenced_columns,
+    rewrite_not,
+    to_sql,
+    visit,
+)
+from lamina.expr.parser import parse_predicate, to_expr
+
+__all__ = [
+    "AlwaysFalse",
+    "AlwaysTrue",
+    "And",
+    "Compare",
+    "Expr",
+    "ExprVisitor",
+    "In",
+    "IsNull",
+    "Lit",
+    "Not",
+    "NotIn",
+    "NotNull",
+    "Or",
+    "Ref",
+    "and_",
+    "bind",
+    "coerce_literal",
+    "col",
+    "lit",
+    "may_match",
+    "negate",
+    "or_",
+    "parse_predicate",
+    "referenced_columns",
+    "rewrite_not",
+    "to_arrow_filter",
+    "to_expr",
+    "to_sql",
+    "visit",
+]

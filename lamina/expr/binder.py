@@ -1,0 +1,398 @@
+"""Binding: resolve columns against a schema and coerce literals to the column's type.
+
+After ``bind`` every literal is a ``pa.Scalar`` of exactly its column's Arrow type,
+Not is gone (negation normal form) and constant branches are folded, so filtering
+and pruning need no further checks.
+
+A literal the column type cannot represent exactly (``int_col < 10.5``, a timestamp
+with a time part against a date column, an out-of-range integer) is rewritten to
+the equivalent predicate on representable values: ``int_col < 10.5`` becomes
+``int_col <= 10``, ``int_col = 10.5`` becomes FALSE, ``int_col != 10.5`` becomes
+``int_col IS NOT NULL``. NaN compares like IEEE: never =, <, >; always !=.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lamina.errors import InvalidPredicate
+from lamina.expr.expressions import (
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    Compare,
+    Expr,
+    ExprVisitor,
+    In,
+    IsNull,
+    NotIn,
+    NotNull,
+    Or,
+    rewrite_not,
+    visit,
+)
+from lamina.expr.parser import to_expr
+from lamina.spec.schema import Schema
+
+_EPOCH = _dt.datetime(1970, 1, 1)
+_EPOCH_UTC = _EPOCH.replace(tzinfo=_dt.timezone.utc)
+_US_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": None}
+_MIN_DAY = (_dt.date.min - _EPOCH.date()).days
+_MAX_DAY = (_dt.date.max - _EPOCH.date()).days
+_WIDE = decimal.Context(prec=400, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)  # exact scaling
+
+
+class _Mismatch(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class _Coerced:
+    """A literal mapped onto a column type.
+
+    ``exact`` is set when the type holds the value. Otherwise ``lo``/``hi`` are the
+    nearest representable values strictly below/above it (None if there is none).
+    """
+
+    exact: pa.Scalar | None
+    lo: pa.Scalar | None = None
+    hi: pa.Scalar | None = None
+
+
+def _between(n: int, exact: bool, lo_lim: int, hi_lim: int, make) -> _Coerced:
+    """``n`` exact, or ``v`` in (n, n+1) when not exact; on an integer domain [lo_lim, hi_lim]."""
+    if exact and lo_lim <= n <= hi_lim:
+        return _Coerced(make(n))
+    below, above = (n - 1, n + 1) if exact else (n, n + 1)
+    lo = None if below < lo_lim else make(min(below, hi_lim))
+    hi = None if above > hi_lim else make(max(above, lo_lim))
+    return _Coerced(None, lo, hi)
+
+
+def _rational_floor(v: Any) -> tuple[int, bool] | None:
+    """(floor(v), v is integral) for a finite number; None for NaN; +-inf as huge ints."""
+    if isinstance(v, bool):
+        raise _Mismatch
+    if isinstance(v, int):
+        return v, True
+    if isinstance(v, float):
+        if math.isnan(v):
+            return None
+        if math.isinf(v):
+            return (1 << 200) * (1 if v > 0 else -1), True
+        f = math.floor(v)
+        return f, f == v
+    if isinstance(v, decimal.Decimal):
+        if v.is_nan():
+            return None
+        if v.is_infinite():
+            return (1 << 200) * (1 if v > 0 else -1), True
+        f = int(v.to_integral_value(rounding=decimal.ROUND_FLOOR))
+        return f, f == v
+    raise _Mismatch
+
+
+def _number(v: Any) -> Any:
+    """Numbers pass; numeric strings ('42', '1.5') are read; anything else mismatches."""
+    if isinstance(v, str):
+        s = v.strip()
+        try:
+            return int(s)
+        except ValueError:
+            try:
+                return decimal.Decimal(s) if s.lower() not in ("nan", "inf", "-inf", "infinity") else float(s)
+            except decimal.InvalidOperation:
+                raise _Mismatch from None
+    if isinstance(v, (int, float, decimal.Decimal)) and not isinstance(v, bool):
+        return v
+    raise _Mismatch
+
+
+def _int_limits(t: pa.DataType) -> tuple[int, int]:
+    info = np.iinfo(t.to_pandas_dtype())
+    return int(info.min), int(info.max)
+
+
+def _coerce_int(v: Any, t: pa.DataType) -> _Coerced:
+    fl = _rational_floor(_number(v))
+    if fl is None:
+        return _Coerced(None)
+    lo, hi = _int_limits(t)
+    return _between(fl[0], fl[1], lo, hi, lambda n: pa.scalar(n, type=t))
+
+
+def _coerce_decimal(v: Any, t: pa.DataType) -> _Coerced:
+    v = _number(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return _Coerced(None)
+        v = decimal.Decimal(repr(v)) if not math.isinf(v) else decimal.Decimal(v)
+    d = decimal.Decimal(v)
+    if d.is_nan():
+        return _Coerced(None)
+    # Work on the unscaled integer: decimal(p, s) holds integers in (-10**p, 10**p) / 10**s.
+    fl = _rational_floor(d.scaleb(t.scale, _WIDE))
+    lim = 10**t.precision - 1
+    return _between(fl[0], fl[1], -lim, lim, lambda n: pa.scalar(decimal.Decimal(n).scaleb(-t.scale, _WIDE), type=t))
+
+
+def _as_utc_naive(d: _dt.datetime) -> _dt.datetime:
+    return d.astimezone(_dt.timezone.utc).replace(tzinfo=None) if d.tzinfo else d
+
+
+def _datetime(v: Any) -> _dt.datetime | _dt.date:
+    if isinstance(v, str):
+        s = v.strip()
+        try:
+            return _dt.date.fromisoformat(s)
+        except ValueError:
+            try:
+                return _dt.datetime.fromisoformat(s)
+            except ValueError:
+                raise _Mismatch from None
+    if isinstance(v, (_dt.datetime, _dt.date)):
+        return v
+    raise _Mismatch
+
+
+def _micros(d: _dt.datetime) -> int:
+    """Exact microseconds since the epoch (naive = UTC)."""
+    delta = _as_utc_naive(d) - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _coerce_date(v: Any, t: pa.DataType) -> _Coerced:
+    d = _datetime(v)
+    if isinstance(d, _dt.datetime):
+        days, rem = divmod(_micros(d), 86_400_000_000)
+        exact = rem == 0
+    else:
+        days, exact = (d - _EPOCH.date()).days, True
+    return _between(days, exact, _MIN_DAY, _MAX_DAY, lambda n: pa.scalar(_EPOCH.date() + _dt.timedelta(days=n), type=t))
+
+
+def _coerce_timestamp(v: Any, t: pa.DataType) -> _Coerced:
+    d = _datetime(v)
+    if not isinstance(d, _dt.datetime):
+        d = _dt.datetime(d.year, d.month, d.day)
+    # A naive literal against a tz-aware column is read as UTC (the stored instant's zone).
+    us = _micros(d)
+    per = _US_PER_UNIT[t.unit]
+    n, exact = (us * 1000, True) if per is None else (us // per, us % per == 0)
+    lo, hi = _int_limits(pa.int64())
+    return _between(n, exact, lo, hi, lambda k: pa.scalar(k, type=t))
+
+
+def _coerce_time(v: Any, t: pa.DataType) -> _Coerced:
+    if isinstance(v, str):
+        try:
+            v = _dt.time.fromisoformat(v.strip())
+        except ValueError:
+            raise _Mismatch from None
+    if not isinstance(v, _dt.time):
+        raise _Mismatch
+    us = ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
+    per = _US_PER_UNIT[t.unit]
+    n, exact = (us * 1000, True) if per is None else (us // per, us % per == 0)
+    units_per_day = 86_400_000_000 * 1000 if per is None else 86_400_000_000 // per
+    return _between(n, exact, 0, units_per_day - 1, lambda k: pa.scalar(k, type=t))
+
+
+def _coerce_bool(v: Any, t: pa.DataType) -> _Coerced:
+    if isinstance(v, str) and v.strip().lower() in ("true", "false"):
+        v = v.strip().lower() == "true"
+    if not isinstance(v, (bool, np.bool_)):
+        raise _Mismatch
+    return _Coerced(pa.scalar(bool(v), type=t))
+
+
+def _coerce_float(v: Any, t: pa.DataType) -> _Coerced:
+    f = float(_number(v))
+    if math.isnan(f):
+        return _Coerced(None)  # NaN is never =, < or > anything
+    return _Coerced(pa.scalar(f, type=t))
+
+
+def _coerce_string(v: Any, t: pa.DataType) -> _Coerced:
+    if not isinstance(v, str):
+        raise _Mismatch
+    return _Coerced(pa.scalar(v, type=t))
+
+
+def _coerce_binary(v: Any, t: pa.DataType) -> _Coerced:
+    if isinstance(v, str):
+        v = v.encode("utf-8")
+    if not isinstance(v, (bytes, bytearray, memoryview)):
+        raise _Mismatch
+    v = bytes(v)
+    if pa.types.is_fixed_size_binary(t) and len(v) != t.byte_width:
+        raise _Mismatch
+    return _Coerced(pa.scalar(v, type=t))
+
+
+def _coercer(t: pa.DataType):
+    checks = [
+        (pa.types.is_boolean, _coerce_bool),
+        (pa.types.is_integer, _coerce_int),
+        (pa.types.is_floating, _coerce_float),
+        (pa.types.is_decimal, _coerce_decimal),
+        (lambda x: pa.types.is_string(x) or pa.types.is_large_string(x), _coerce_string),
+        (lambda x: pa.types.is_binary(x) or pa.types.is_large_binary(x) or pa.types.is_fixed_size_binary(x), _coerce_binary),
+        (pa.types.is_date, _coerce_date),
+        (pa.types.is_timestamp, _coerce_timestamp),
+        (pa.types.is_time, _coerce_time),
+    ]
+    for pred, fn in checks:
+        if pred(t):
+            return fn
+    return None
+
+
+def coerce_literal(value: Any, t: pa.DataType, column: str) -> _Coerced:
+    """Map ``value`` onto column type ``t`` (InvalidPredicate if it makes no sense for it)."""
+    v = value
+    if isinstance(v, pa.Scalar):
+        if v.type.equals(t) and v.is_valid:
+            return _Coerced(v)
+        v = v.as_py()
+    elif isinstance(v, np.generic):
+        v = v.item()
+    if v is None:
+        raise InvalidPredicate(f"column {column!r}: NULL cannot be compared; use IS NULL / IS NOT NULL")
+    fn = _coercer(t)
+    if fn is None:
+        raise InvalidPredicate(
+            f"column {column!r} has type {t}, which cannot be compared with a literal; "
+            "only IS NULL / IS NOT NULL apply to it"
+        )
+    try:
+        return fn(v, t)
+    except (_Mismatch, pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ValueError, TypeError):
+        raise InvalidPredicate(
+            f"cannot compare column {column!r} of type {t} with literal {v!r} ({type(v).__name__})"
+        ) from None
+
+
+def _compare(op: str, name: str, c: _Coerced) -> Expr:
+    if c.exact is not None:
+        return Compare(op, name, c.exact)
+    # Value strictly between lo and hi: rewrite onto the nearest representable bounds.
+    if op == "=":
+        return AlwaysFalse()
+    if op == "!=":
+        return NotNull(name)
+    if op in ("<", "<="):
+        return Compare("<=", name, c.lo) if c.lo is not None else AlwaysFalse()
+    return Compare(">=", name, c.hi) if c.hi is not None else AlwaysFalse()
+
+
+def _exact_set(name: str, t: pa.DataType, values: tuple) -> tuple[pa.Scalar, ...]:
+    """Distinct representable values; others can never be equal and are dropped."""
+    out: dict[Any, pa.Scalar] = {}
+    for v in values:
+        c = coerce_literal(v, t, name)
+        if c.exact is None:
+            continue
+        key = c.exact.as_py()
+        if isinstance(key, float):
+            out.setdefault(repr(key), c.exact)
+            if key == 0.0:
+                # Arrow's is_in hashes bits, so 0.0 would miss -0.0 although they compare equal.
+                for z in (0.0, -0.0):
+                    out.setdefault(repr(z), pa.scalar(z, type=t))
+        else:
+            out.setdefault((type(key), key), c.exact)
+    return tuple(out.values())
+
+
+def _and(l: Expr, r: Expr) -> Expr:
+    # Kleene logic makes these folds exact: FALSE AND unknown = FALSE, TRUE AND x = x.
+    if isinstance(l, AlwaysFalse) or isinstance(r, AlwaysFalse):
+        return AlwaysFalse()
+    if isinstance(l, AlwaysTrue):
+        return r
+    if isinstance(r, AlwaysTrue):
+        return l
+    return And(l, r)
+
+
+def _or(l: Expr, r: Expr) -> Expr:
+    if isinstance(l, AlwaysTrue) or isinstance(r, AlwaysTrue):
+        return AlwaysTrue()
+    if isinstance(l, AlwaysFalse):
+        return r
+    if isinstance(r, AlwaysFalse):
+        return l
+    return Or(l, r)
+
+
+class _Binder(ExprVisitor[Expr]):
+    def __init__(self, schema: Schema):
+        self.schema = schema
+        self.lower = {}
+        for n in schema.names:
+            self.lower.setdefault(n.lower(), []).append(n)
+
+    def field(self, name: str) -> pa.Field:
+        if name not in self.schema.names:
+            # Unquoted SQL identifiers are case-insensitive: accept a unique case-insensitive match.
+            cands = self.lower.get(name.lower(), [])
+            if len(cands) != 1:
+                raise InvalidPredicate(f"unknown column {name!r} in predicate; table columns are {self.schema.names}")
+            name = cands[0]
+        return self.schema.field(name)
+
+    def visit_true(self):
+        return AlwaysTrue()
+
+    def visit_false(self):
+        return AlwaysFalse()
+
+    def visit_and(self, l, r):
+        return _and(l, r)
+
+    def visit_or(self, l, r):
+        return _or(l, r)
+
+    def visit_not(self, c):
+        raise AssertionError("bind works on negation normal form")
+
+    def visit_compare(self, e):
+        f = self.field(e.name)
+        return _compare(e.op, f.name, coerce_literal(e.value, f.type, f.name))
+
+    def visit_in(self, e):
+        f = self.field(e.name)
+        values = _exact_set(f.name, f.type, e.values)
+        if not values:
+            return AlwaysFalse()
+        return Compare("=", f.name, values[0]) if len(values) == 1 else In(f.name, values)
+
+    def visit_not_in(self, e):
+        f = self.field(e.name)
+        values = _exact_set(f.name, f.type, e.values)
+        if not values:
+            return NotNull(f.name)  # NOT IN excludes nulls even when it excludes no value
+        return Compare("!=", f.name, values[0]) if len(values) == 1 else NotIn(f.name, values)
+
+    def visit_is_null(self, e):
+        return IsNull(self.field(e.name).name)
+
+    def visit_not_null(self, e):
+        return NotNull(self.field(e.name).name)
+
+
+def bind(expr: Expr | str | None, schema: Schema) -> Expr:
+    """Resolve ``expr`` against ``schema``: check columns, coerce literals, push down NOT.
+
+    Raises InvalidPredicate for unknown columns or literals that do not fit the column.
+    Idempotent: binding a bound expression returns an equal one.
+    """
+    return visit(rewrite_not(to_expr(expr)), _Binder(schema))

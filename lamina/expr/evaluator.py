@@ -1,0 +1,239 @@
+"""Evaluating predicates: row filters for Arrow, and file pruning over manifests.
+
+``to_arrow_filter`` gives a ``pyarrow.compute.Expression`` with SQL WHERE
+semantics (rows where the predicate is null are dropped). ``may_match`` decides,
+for every manifest row at once, whether the file (or leaf manifest) it describes
+can hold a matching row; it may say True wrongly, never False wrongly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lamina.expr.binder import bind
+from lamina.expr.expressions import Compare, Expr, ExprVisitor, In, IsNull, NotIn, NotNull, rewrite_not, visit
+from lamina.expr.parser import to_expr
+from lamina.spec import content as C
+from lamina.spec.partition import PartitionSpec, project_inclusive, transform_result_type
+from lamina.spec.schema import Schema
+
+_SMALL_IN = 8  # IN lists up to this size are tested value by value; larger ones by binary search
+
+
+# --- row filter --------------------------------------------------------------------------
+
+
+def _value_set(values: tuple) -> pa.Array:
+    if values and all(isinstance(v, pa.Scalar) for v in values):
+        return pa.array(values, type=values[0].type)
+    return pa.array([v.as_py() if isinstance(v, pa.Scalar) else v for v in values])
+
+
+class _ArrowFilter(ExprVisitor[pc.Expression]):
+    def visit_true(self):
+        return pc.scalar(True)
+
+    def visit_false(self):
+        return pc.scalar(False)
+
+    def visit_and(self, l, r):
+        return l & r  # and_kleene: FALSE wins over null, as in SQL
+
+    def visit_or(self, l, r):
+        return l | r
+
+    def visit_not(self, c):
+        raise AssertionError("filters are built from negation normal form")
+
+    def visit_compare(self, e: Compare):
+        f, v = pc.field(e.name), e.value
+        return {"=": f == v, "!=": f != v, "<": f < v, "<=": f <= v, ">": f > v, ">=": f >= v}[e.op]
+
+    def visit_in(self, e: In):
+        return pc.field(e.name).isin(_value_set(e.values)) if e.values else pc.scalar(False)
+
+    def visit_not_in(self, e: NotIn):
+        f = pc.field(e.name)
+        # is_in says false (not null) for a null input, so its inverse would keep nulls.
+        if not e.values:
+            return f.is_valid()
+        return f.is_valid() & ~f.isin(_value_set(e.values))
+
+    def visit_is_null(self, e: IsNull):
+        return pc.field(e.name).is_null()
+
+    def visit_not_null(self, e: NotNull):
+        return pc.field(e.name).is_valid()
+
+
+def to_arrow_filter(expr: Expr | str | None) -> pc.Expression:
+    """Arrow dataset / ``Table.filter`` expression keeping exactly the rows where ``expr`` is TRUE.
+
+    Pass a bound expression (``bind``) for typed literals; an unbound one relies on
+    Arrow's implicit casts.
+    """
+    return visit(rewrite_not(to_expr(expr)), _ArrowFilter())
+
+
+# --- pruning --------------------------------------------------------------------------------
+
+
+def _numpy_keys(a: pa.Array) -> np.ndarray:
+    """Values as a numpy array ordered like Arrow orders them (temporal types as integers)."""
+    if pa.types.is_temporal(a.type):
+        a = a.view(pa.int32() if a.type.bit_width == 32 else pa.int64())
+    return a.to_numpy(zero_copy_only=False)
+
+
+class _Pruner(ExprVisitor[pa.Array]):
+    """Each node -> BooleanArray over manifest rows, True where a match is possible."""
+
+    def __init__(self, manifest: pa.Table, schema: Schema, spec: PartitionSpec | None):
+        self.m = manifest
+        self.n = manifest.num_rows
+        self.schema = schema
+        self.spec = spec if spec is not None else PartitionSpec()
+        self.true = pa.array(np.ones(self.n, dtype=bool))
+        self.false = pa.array(np.zeros(self.n, dtype=bool))
+        # Partition bounds only mean something for rows written under this spec.
+        self.other_spec = None
+        if "spec_id" in manifest.column_names and not self.spec.is_unpartitioned:
+            self.other_spec = pc.fill_null(pc.not_equal(self._col("spec_id", pa.int32()), self.spec.spec_id), True)
+
+    def _col(self, name: str, t: pa.DataType) -> pa.Array:
+        """A manifest column as one array of type ``t``; all-null (unknown) if absent or unusable."""
+        if name not in self.m.column_names:
+            return pa.nulls(self.n, t)
+        c = self.m.column(name)
+        a = c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+        if not a.type.equals(t):
+            try:
+                a = a.cast(t)  # e.g. a manifest written before the column type was widened
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return pa.nulls(self.n, t)
+        return a
+
+    def _bounds(self, lo_name: str, hi_name: str, t: pa.DataType) -> tuple[pa.Array, pa.Array]:
+        lo, hi = self._col(lo_name, t), self._col(hi_name, t)
+        if pa.types.is_floating(t):
+            # NaN is unordered: a NaN bound says nothing.
+            lo = pc.if_else(pc.is_nan(lo), pa.scalar(None, t), lo)
+            hi = pc.if_else(pc.is_nan(hi), pa.scalar(None, t), hi)
+        return lo, hi
+
+    def _test(self, op: str, v: Any, lo: pa.Array, hi: pa.Array, t: pa.DataType) -> pa.Array:
+        """May some value in [lo, hi] satisfy ``x op v``? Null bounds (unknown) -> True."""
+        if op == "=":
+            r = pc.and_kleene(pc.less_equal(lo, v), pc.greater_equal(hi, v))
+        elif op == "<":
+            r = pc.less(lo, v)
+        elif op == "<=":
+            r = pc.less_equal(lo, v)
+        elif op == ">":
+            r = pc.greater(hi, v)
+        elif op == ">=":
+            r = pc.greater_equal(hi, v)
+        elif op == "!=":
+            if pa.types.is_floating(t):
+                return self.true  # NaN rows satisfy != but leave no trace in the bounds
+            # Only a file whose every non-null value is v fails; null rows never satisfy !=.
+            r = pc.invert(pc.and_kleene(pc.equal(lo, v), pc.equal(hi, v)))
+        elif op == "in":
+            r = self._any_in_range(v, lo, hi, t)
+        elif op == "not_in":
+            if pa.types.is_floating(t):
+                return self.true
+            r = pc.invert(pc.and_kleene(pc.equal(lo, hi), pc.is_in(lo, value_set=_value_set(v))))
+        else:
+            raise AssertionError(op)
+        return pc.fill_null(r, True)
+
+    def _any_in_range(self, values: tuple, lo: pa.Array, hi: pa.Array, t: pa.DataType) -> pa.Array:
+        if len(values) <= _SMALL_IN:
+            r = self.false
+            for v in values:
+                r = pc.or_kleene(r, pc.and_kleene(pc.less_equal(lo, v), pc.greater_equal(hi, v)))
+            return r
+        # Many values: for each row, binary-search the smallest value >= lo, check it is <= hi.
+        vs = _value_set(values)
+        vs = vs.take(pc.sort_indices(vs))
+        keys = _numpy_keys(vs)
+        unknown = pc.or_(lo.is_null(), hi.is_null())
+        lo_k = _numpy_keys(lo.fill_null(vs[0]))
+        hi_k = _numpy_keys(hi.fill_null(vs[0]))
+        idx = np.searchsorted(keys, lo_k, side="left")
+        cand = keys[np.minimum(idx, len(keys) - 1)]
+        hit = (idx < len(keys)) & np.asarray(cand <= hi_k, dtype=bool)
+        return pc.or_(pa.array(hit, type=pa.bool_()), unknown)
+
+    def _leaf(self, name: str, op: str, v: Any) -> pa.Array:
+        f = self.schema.field(name)
+        fid, t = self.schema.field_id(name), f.type
+        lo, hi = self._bounds(C.min_col(fid), C.max_col(fid), t)
+        r = self._test(op, v, lo, hi, t)
+        for pf in self.spec.fields_for_source(fid):
+            proj = project_inclusive(pf, op, v, t)
+            if proj is None:
+                continue
+            pt = transform_result_type(pf.transform, t)
+            plo, phi = self._bounds(C.pmin_col(pf.field_id), C.pmax_col(pf.field_id), pt)
+            pr = self._test(proj[0], proj[1], plo, phi, pt)
+            if self.other_spec is not None:
+                pr = pc.or_(pr, self.other_spec)
+            r = pc.and_(r, pr)
+        return r
+
+    def visit_true(self):
+        return self.true
+
+    def visit_false(self):
+        return self.false
+
+    def visit_and(self, l, r):
+        return pc.and_(l, r)
+
+    def visit_or(self, l, r):
+        return pc.or_(l, r)
+
+    def visit_not(self, c):
+        raise AssertionError("pruning works on negation normal form")
+
+    def visit_compare(self, e: Compare):
+        return self._leaf(e.name, e.op, e.value)
+
+    def visit_in(self, e: In):
+        return self._leaf(e.name, "in", e.values)
+
+    def visit_not_in(self, e: NotIn):
+        return self._leaf(e.name, "not_in", e.values)
+
+    def visit_is_null(self, e: IsNull):
+        nulls = self._col(C.nulls_col(self.schema.field_id(e.name)), pa.int64())
+        return pc.fill_null(pc.greater(nulls, 0), True)
+
+    def visit_not_null(self, e: NotNull):
+        nulls = self._col(C.nulls_col(self.schema.field_id(e.name)), pa.int64())
+        rows = self._col("record_count", pa.int64())
+        r = pc.fill_null(pc.less(nulls, rows), True)
+        if "dv_cardinality" in self.m.column_names:
+            # record_count excludes deleted rows but a null count may include them: no conclusion.
+            deleted = pc.fill_null(pc.greater(self._col("dv_cardinality", pa.int64()), 0), False)
+            r = pc.or_(r, deleted)
+        return r
+
+
+def may_match(expr: Expr | str | None, manifest: pa.Table, schema: Schema, spec: PartitionSpec | None = None) -> pa.BooleanArray:
+    """For each manifest row, False only if the file/leaf it describes surely has no row matching ``expr``.
+
+    Uses ``min_<fid>``/``max_<fid>``/``nulls_<fid>``/``record_count`` and, for fields of
+    ``spec``, ``pmin_<pid>``/``pmax_<pid>``; absent columns and null values mean unknown.
+    Binds ``expr`` itself (InvalidPredicate on unknown columns or bad literals).
+    """
+    out = visit(bind(expr, schema), _Pruner(manifest, schema, spec))
+    if isinstance(out, pa.ChunkedArray):
+        out = out.combine_chunks()
+    return out

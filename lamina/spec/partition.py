@@ -1,0 +1,590 @@
+"""Hidden partitioning with Iceberg transform semantics.
+
+A ``PartitionSpec`` derives partition values from source columns through
+transforms (identity, year/month/day/hour, bucket[N], truncate[W]). Values are
+computed for whole Arrow arrays at once; ``project_inclusive`` turns a predicate
+on a source column into one on the partition value, for manifest pruning.
+
+Semantics follow the Iceberg spec, except that ``day`` yields a ``date32``
+(same day count, readable paths such as ``ts_day=2024-01-03``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+from urllib.parse import quote
+
+import mmh3
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lamina.errors import CorruptMetadata, InvalidPartitionSpec, SchemaMismatch
+from lamina.spec.schema import FIELD_ID_KEY, Schema
+
+FIRST_PARTITION_FIELD_ID = 1000
+NULL_PATH_VALUE = "__NULL__"
+_MAX_SEGMENT_VALUE = 120  # escaped characters kept from a value before hashing the rest
+
+_TEMPORAL = ("year", "month", "day", "hour")
+_SUFFIX = {"year": "year", "month": "month", "day": "day", "hour": "hour"}
+_ALIASES = {"years": "year", "months": "month", "days": "day", "hours": "hour", "identity": "identity"}
+_TRANSFORM_RE = re.compile(r"^(identity|year|month|day|hour)$|^(bucket|truncate)\[([0-9]+)\]$")
+_UNITS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+# --- transform strings -----------------------------------------------------------
+
+
+def _parse_transform(transform: str) -> tuple[str, int | None]:
+    """Split "bucket[16]" into ("bucket", 16); reject anything else unknown."""
+    m = _TRANSFORM_RE.match(transform) if isinstance(transform, str) else None
+    if not m:
+        raise InvalidPartitionSpec(
+            f"unknown partition transform {transform!r}; expected identity, year, month, day, hour, "
+            "bucket[N] or truncate[W]"
+        )
+    if m.group(1):
+        return m.group(1), None
+    arg = int(m.group(3))
+    if arg <= 0:
+        raise InvalidPartitionSpec(f"{m.group(2)} needs a positive integer argument, got {arg}")
+    return m.group(2), arg
+
+
+def _is_nested(t: pa.DataType) -> bool:
+    return pa.types.is_nested(t) or pa.types.is_dictionary(t) or pa.types.is_null(t)
+
+
+def _bucketable(t: pa.DataType) -> bool:
+    return (
+        (pa.types.is_integer(t) and t != pa.uint64())
+        or pa.types.is_date(t)
+        or pa.types.is_time(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_decimal(t)
+    )
+
+
+def _truncatable(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_decimal(t)
+    )
+
+
+def transform_result_type(transform: str, source_type: pa.DataType) -> pa.DataType:
+    """Arrow type of ``transform`` applied to ``source_type``; InvalidPartitionSpec if not allowed."""
+    name, _ = _parse_transform(transform)
+    t = source_type
+    if name == "identity":
+        if _is_nested(t):
+            raise InvalidPartitionSpec(f"identity partitioning needs a primitive column, not {t}")
+        return t
+    if name in ("year", "month", "day"):
+        if not (pa.types.is_date(t) or pa.types.is_timestamp(t)):
+            raise InvalidPartitionSpec(f"{name} applies to date and timestamp columns, not {t}")
+        return pa.date32() if name == "day" else pa.int32()
+    if name == "hour":
+        if not pa.types.is_timestamp(t):
+            raise InvalidPartitionSpec(f"hour applies to timestamp columns, not {t}")
+        return pa.int32()
+    if name == "bucket":
+        if not _bucketable(t):
+            raise InvalidPartitionSpec(
+                f"bucket applies to integer, date, time, timestamp, string, binary and decimal columns, not {t}"
+            )
+        return pa.int32()
+    if not _truncatable(t):
+        raise InvalidPartitionSpec(f"truncate applies to integer, string, binary and decimal columns, not {t}")
+    return t
+
+
+# --- vectorized transforms --------------------------------------------------------
+
+
+def _as_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+    return values
+
+
+def _ints(a: pa.Array, storage: pa.DataType = pa.int64()) -> tuple[np.ndarray, np.ndarray | None]:
+    """Integer storage of ``a`` as numpy (nulls filled with 0) plus the null mask (None if no nulls)."""
+    if pa.types.is_temporal(a.type):
+        a = a.view(pa.int32() if a.type.bit_width == 32 else pa.int64())
+    mask = a.is_null().to_numpy(zero_copy_only=False) if a.null_count else None
+    arr = a.fill_null(0).to_numpy(zero_copy_only=False) if a.null_count else a.to_numpy(zero_copy_only=False)
+    return arr.astype(storage.to_pandas_dtype(), copy=False), mask
+
+
+def _from_np(arr: np.ndarray, mask: np.ndarray | None, t: pa.DataType) -> pa.Array:
+    if pa.types.is_temporal(t):
+        storage = pa.int32() if t.bit_width == 32 else pa.int64()
+        return pa.array(arr.astype(storage.to_pandas_dtype()), type=storage, mask=mask).view(t)
+    return pa.array(arr, type=t, mask=mask)
+
+
+def _unit_per_day(t: pa.DataType) -> int:
+    if pa.types.is_date64(t):
+        return 86_400_000
+    return 86_400 * _UNITS_PER_SECOND[t.unit]
+
+
+def _days(a: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
+    """Days since epoch (floor, so pre-1970 instants land on the right day); UTC for tz-aware."""
+    v, mask = _ints(a)
+    if pa.types.is_date32(a.type):
+        return v, mask
+    return np.floor_divide(v, _unit_per_day(a.type)), mask
+
+
+def _micros(a: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
+    """The 8-byte long Iceberg hashes for dates (days), times and timestamps (microseconds)."""
+    t = a.type
+    if pa.types.is_date(t):
+        return _days(a)
+    v, mask = _ints(a)
+    unit = t.unit
+    if unit == "ns":
+        return np.floor_divide(v, 1000), mask
+    return v * (1_000_000 // _UNITS_PER_SECOND[unit]), mask
+
+
+_C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def murmur3_long(v: np.ndarray) -> np.ndarray:
+    """Vectorized murmur3_x86_32 (seed 0) of each int64 as 8 little-endian bytes, as int32.
+
+    Equals ``mmh3.hash(struct.pack('<q', v))``; numpy uint32 arithmetic wraps mod 2**32
+    exactly like the C implementation.
+    """
+    blocks = np.ascontiguousarray(v, dtype="<i8").view("<u4").reshape(-1, 2)
+    h = np.zeros(len(blocks), dtype=np.uint32)
+    for k in (blocks[:, 0].copy(), blocks[:, 1].copy()):
+        k *= _C1
+        k = _rotl(k, 15)
+        k *= _C2
+        h ^= k
+        h = _rotl(h, 13)
+        h = h * np.uint32(5) + np.uint32(0xE6546B64)
+    h ^= np.uint32(8)  # total length in bytes
+    h ^= h >> np.uint32(16)
+    h *= np.uint32(0x85EBCA6B)
+    h ^= h >> np.uint32(13)
+    h *= np.uint32(0xC2B2AE35)
+    h ^= h >> np.uint32(16)
+    return h.view(np.int32)
+
+
+def _decimal_unscaled(d: decimal.Decimal, scale: int) -> int:
+    return int(d.scaleb(scale))
+
+
+def _min_be_bytes(n: int) -> bytes:
+    """Minimal big-endian two's-complement bytes, as Java's BigInteger.toByteArray."""
+    return n.to_bytes(n.bit_length() // 8 + 1, "big", signed=True)
+
+
+def _bucket(a: pa.Array, n: int) -> pa.Array:
+    t = a.type
+    if pa.types.is_integer(t) or pa.types.is_temporal(t):
+        v, mask = (_ints(a) if pa.types.is_integer(t) else _micros(a))
+        h = murmur3_long(v)
+    else:
+        # Variable-length keys: hash per value with mmh3 (no vectorized murmur over ragged bytes).
+        if pa.types.is_decimal(t):
+            keys = [None if d is None else _min_be_bytes(_decimal_unscaled(d, t.scale)) for d in a.to_pylist()]
+        elif pa.types.is_string(t) or pa.types.is_large_string(t):
+            keys = [None if s is None else s.encode("utf-8") for s in a.to_pylist()]
+        else:
+            keys = a.to_pylist()
+        mask = a.is_null().to_numpy(zero_copy_only=False) if a.null_count else None
+        h = np.fromiter((0 if k is None else mmh3.hash(k) for k in keys), dtype=np.int32, count=len(keys))
+    out = (h.astype(np.int64) & 0x7FFFFFFF) % n
+    return pa.array(out.astype(np.int32), type=pa.int32(), mask=mask)
+
+
+def _truncate(a: pa.Array, w: int) -> pa.Array:
+    t = a.type
+    if pa.types.is_integer(t):
+        v = a.fill_null(0).to_numpy(zero_copy_only=False) if a.null_count else a.to_numpy(zero_copy_only=False)
+        mask = a.is_null().to_numpy(zero_copy_only=False) if a.null_count else None
+        # numpy's % on ints is floored (result has the divisor's sign), as Iceberg requires:
+        # truncate[10](-1) = -10. Work in 64 bits (W may not fit the source type), then
+        # narrow back; overflow at the type's minimum wraps, as in Java.
+        wide = np.uint64 if v.dtype == np.uint64 else np.int64
+        v64 = v.astype(wide)
+        out = v64 - np.mod(v64, wide(w))
+        return pa.array(out.astype(v.dtype), type=t, mask=mask)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        # Arrow slices utf8 by code points here despite the kernel's name.
+        return pc.utf8_slice_codeunits(a, 0, w)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return pc.binary_slice(a, 0, w)
+    # decimal: truncate the unscaled value (rare; per value)
+    out = []
+    for d in a.to_pylist():
+        if d is None:
+            out.append(None)
+            continue
+        u = _decimal_unscaled(d, t.scale)
+        out.append(decimal.Decimal(u - (u % w)).scaleb(-t.scale))
+    return pa.array(out, type=t)
+
+
+def apply_transform(transform: str, values: pa.Array | pa.ChunkedArray, source_type: pa.DataType | None = None) -> pa.Array:
+    """Apply ``transform`` to every value (vectorized); nulls stay null."""
+    a = _as_array(values)
+    t = source_type if source_type is not None else a.type
+    if not a.type.equals(t):
+        a = a.cast(t)
+    result_type = transform_result_type(transform, t)
+    name, arg = _parse_transform(transform)
+    if name == "identity":
+        return a
+    if name == "bucket":
+        return _bucket(a, arg)
+    if name == "truncate":
+        return _truncate(a, arg)
+    if name == "hour":
+        v, mask = _ints(a)
+        return _from_np(np.floor_divide(v, 3600 * _UNITS_PER_SECOND[t.unit]), mask, result_type)
+    days, mask = _days(a)
+    if name == "day":
+        return _from_np(days, mask, pa.date32())
+    # numpy's datetime64 unit conversions floor, giving months/years since 1970 for any date.
+    d64 = days.astype("datetime64[D]")
+    out = d64.astype("datetime64[M]" if name == "month" else "datetime64[Y]").astype(np.int64)
+    return _from_np(out, mask, pa.int32())
+
+
+# --- predicate projection ------------------------------------------------------------
+
+_MONOTONIC = {"year", "month", "day", "hour", "truncate"}
+
+
+def _transform_values(field: PartitionField, values: Sequence[Any], source_type: pa.DataType) -> list[pa.Scalar]:
+    if all(isinstance(v, pa.Scalar) and v.type.equals(source_type) for v in values):
+        src = pa.array(values, type=source_type)  # keeps e.g. nanoseconds that as_py would drop
+    else:
+        src = pa.array([v.as_py() if isinstance(v, pa.Scalar) else v for v in values], type=source_type)
+    arr = apply_transform(field.transform, src, source_type)
+    return [arr[i] for i in range(len(arr))]
+
+
+def project_inclusive(
+    field: "PartitionField", op: str, value: Any, source_type: pa.DataType
+) -> tuple[str, Any] | None:
+    """Project ``source <op> value`` onto ``field``'s partition value.
+
+    Returns ``(op', value')`` such that ``partition <op'> value'`` holds for every row
+    where the source predicate holds (so a file failing it can be skipped), or None
+    when nothing can be concluded. ``op`` is one of = != < <= > >= in not_in; for
+    in/not_in ``value`` is a sequence and the returned value a tuple. Values may be
+    Python values or pa.Scalars of ``source_type``; returned values are pa.Scalars
+    of the partition type.
+    """
+    name, _ = _parse_transform(field.transform)
+    if op in ("in", "not_in"):
+        values = list(value)
+        if not values:
+            return None
+    else:
+        values = [value]
+    if name == "identity":
+        out = _transform_values(field, values, source_type)
+        return (op, tuple(out)) if op in ("in", "not_in") else (op, out[0])
+    if op in ("!=", "not_in"):
+        return None  # many source values share a partition value: can't exclude any
+    if name == "bucket" and op not in ("=", "in"):
+        return None  # buckets are unordered
+    if name != "bucket" and name not in _MONOTONIC:
+        return None
+    out = _transform_values(field, values, source_type)
+    if op == "in":
+        seen: dict[Any, pa.Scalar] = {}
+        for s in out:
+            seen.setdefault(s.as_py(), s)
+        return "in", tuple(seen.values())
+    # A monotonic non-decreasing t keeps order non-strictly: v < x implies t(v) <= t(x).
+    projected_op = {"=": "=", "<": "<=", "<=": "<=", ">": ">=", ">=": ">="}[op]
+    return projected_op, out[0]
+
+
+# --- spec ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionField:
+    """One partition column: ``transform`` of source column ``source_id``."""
+
+    source_id: int
+    field_id: int
+    name: str
+    transform: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source_id": self.source_id, "field_id": self.field_id, "name": self.name, "transform": self.transform}
+
+
+def _format_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (_dt.datetime, _dt.date, _dt.time)):
+        return v.isoformat()
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).hex()
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def _escape(s: str) -> str:
+    """URL-escape every byte but [A-Za-z0-9_.~-], so no '/', '..' segment or control char survives."""
+    out = quote(s, safe="")
+    if len(out) > _MAX_SEGMENT_VALUE:
+        # Keep directory names under filesystem limits; the exact value lives in the manifest.
+        head = out[:_MAX_SEGMENT_VALUE]
+        cut = head.rfind("%", len(head) - 2)
+        if cut != -1:
+            head = head[:cut]
+        out = head + "~" + hashlib.sha256(s.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return out
+
+
+@dataclass(frozen=True)
+class PartitionSpec:
+    """An ordered tuple of partition fields; ``spec_id`` identifies it in table metadata."""
+
+    spec_id: int = 0
+    fields: tuple[PartitionField, ...] = ()
+
+    @property
+    def is_unpartitioned(self) -> bool:
+        return not self.fields
+
+    def fields_for_source(self, source_id: int) -> tuple[PartitionField, ...]:
+        return tuple(f for f in self.fields if f.source_id == source_id)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"spec_id": self.spec_id, "fields": [f.to_json() for f in self.fields]}
+
+    @classmethod
+    def from_json(cls, j: Any) -> "PartitionSpec":
+        try:
+            if not isinstance(j, dict) or not isinstance(j.get("fields", []), list):
+                raise TypeError("expected an object with a 'fields' list")
+            spec_id = j.get("spec_id", 0)
+            if not isinstance(spec_id, int) or isinstance(spec_id, bool):
+                raise TypeError(f"spec_id must be an integer, got {spec_id!r}")
+            fields = []
+            for f in j.get("fields", []):
+                sid, fid, name, tr = f["source_id"], f["field_id"], f["name"], f["transform"]
+                if not all(isinstance(x, int) and not isinstance(x, bool) for x in (sid, fid)):
+                    raise TypeError(f"source_id/field_id must be integers in {f!r}")
+                if not isinstance(name, str) or not name:
+                    raise TypeError(f"partition field name must be a non-empty string in {f!r}")
+                _parse_transform(tr)
+                fields.append(PartitionField(sid, fid, name, tr))
+        except (KeyError, TypeError, AttributeError, InvalidPartitionSpec) as e:
+            raise CorruptMetadata(f"partition spec is malformed: {e}") from e
+        return cls(spec_id, tuple(fields))
+
+    def _source(self, f: PartitionField, schema: Schema) -> pa.Field:
+        try:
+            return schema.field(schema.name_of(f.source_id))
+        except SchemaMismatch:
+            raise InvalidPartitionSpec(
+                f"partition field {f.name!r} refers to column id {f.source_id}, which is not in the schema"
+            ) from None
+
+    def partition_type(self, schema: Schema) -> pa.Schema:
+        """One nullable field per partition field (named ``field.name``, carrying its field id)."""
+        return pa.schema(
+            [
+                pa.field(
+                    f.name,
+                    transform_result_type(f.transform, self._source(f, schema).type),
+                    True,
+                    {FIELD_ID_KEY: str(f.field_id).encode()},
+                )
+                for f in self.fields
+            ]
+        )
+
+    def compute(self, table: pa.Table, schema: Schema) -> pa.Table:
+        """Partition values of every row of ``table`` (columns as ``partition_type``)."""
+        ptype = self.partition_type(schema)
+        arrays = []
+        for f in self.fields:
+            src = self._source(f, schema)
+            if src.name not in table.column_names:
+                raise InvalidPartitionSpec(f"data lacks column {src.name!r} needed by partition field {f.name!r}")
+            arrays.append(apply_transform(f.transform, table.column(src.name), src.type))
+        return pa.Table.from_arrays(arrays, schema=ptype)
+
+    def path_for(self, row: dict[str, Any]) -> str:
+        """Hive-style relative directory, e.g. ``ts_day=2024-01-03/category=c%2F3``.
+
+        Names and values are URL-escaped (nothing but [A-Za-z0-9_.~-] is kept), so a
+        segment never contains '/' or a control char, and never is '.' or '..' since it
+        always holds '='. Null is ``__NULL__``; a real string "__NULL__" is escaped so
+        it differs. Very long values are shortened with a hash.
+        """
+        parts = []
+        for f in self.fields:
+            if f.name not in row:
+                raise InvalidPartitionSpec(f"no value for partition field {f.name!r}; got keys {sorted(row)}")
+            v = row[f.name]
+            if isinstance(v, pa.Scalar):
+                v = v.as_py()
+            if v is None:
+                text = NULL_PATH_VALUE
+            else:
+                s = _format_value(v)
+                text = "%5F" + _escape(s[1:]) if s == NULL_PATH_VALUE else _escape(s)
+            parts.append(f"{_escape(f.name)}={text}")
+        return "/".join(parts)
+
+
+# --- parsing partition_by ----------------------------------------------------------------
+
+_CALL_RE = re.compile(r"^\s*([A-Za-z_]+)\s*\((.*)\)\s*$", re.S)
+
+
+def _split_top_level(s: str) -> list[str]:
+    """Split on commas outside parentheses and quotes: "day(ts), bucket(16, id)" -> 2 entries."""
+    out, depth, quote_char, cur = [], 0, None, []
+    for ch in s:
+        if quote_char:
+            if ch == quote_char:
+                quote_char = None
+        elif ch in "\"`":
+            quote_char = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    out.append("".join(cur))
+    return out
+
+
+def _unquote(name: str) -> str:
+    name = name.strip()
+    if len(name) >= 2 and name[0] == name[-1] and name[0] in "\"`":
+        q = name[0]
+        return name[1:-1].replace(q * 2, q)
+    return name
+
+
+def _positive_int(text: str, transform: str, entry: str) -> int:
+    t = text.strip()
+    if not re.fullmatch(r"[0-9]+", t) or int(t) <= 0:
+        raise InvalidPartitionSpec(
+            f"{transform} needs a positive integer as its first argument, got {t!r} in {entry!r}; "
+            f"write e.g. {transform}(16, column)"
+        )
+    return int(t)
+
+
+def _resolve(name: str, schema: Schema, entry: str) -> pa.Field:
+    if name not in schema.names:
+        raise InvalidPartitionSpec(f"unknown column {name!r} in partition_by entry {entry!r}; columns are {schema.names}")
+    return schema.field(name)
+
+
+def _parse_entry(entry: str, schema: Schema) -> tuple[pa.Field, str, str]:
+    """One partition_by entry -> (source field, transform string, partition field name)."""
+    if not isinstance(entry, str) or not entry.strip():
+        raise InvalidPartitionSpec(f"empty or non-string partition_by entry {entry!r}")
+    m = _CALL_RE.match(entry)
+    is_call = m is not None and entry.strip()[0] not in "\"`"
+    fn = _ALIASES.get(m.group(1).lower(), m.group(1).lower()) if is_call else "identity"
+    args = _split_top_level(m.group(2)) if is_call else [entry]
+    if fn in ("bucket", "truncate"):
+        if len(args) != 2:
+            raise InvalidPartitionSpec(f"{fn} takes (N, column), e.g. {fn}(16, id); got {entry!r}")
+        n = _positive_int(args[0], fn, entry)
+        src = _resolve(_unquote(args[1]), schema, entry)
+        transform = f"{fn}[{n}]"
+        name = f"{src.name}_bucket_{n}" if fn == "bucket" else f"{src.name}_trunc_{n}"
+    elif fn in _TEMPORAL:
+        if len(args) != 1:
+            raise InvalidPartitionSpec(f"{fn} takes one column, e.g. {fn}(ts); got {entry!r}")
+        src = _resolve(_unquote(args[0]), schema, entry)
+        transform, name = fn, f"{src.name}_{_SUFFIX[fn]}"
+    elif fn == "identity":
+        if len(args) != 1:
+            raise InvalidPartitionSpec(f"identity takes one column, e.g. identity(category); got {entry!r}")
+        src = _resolve(_unquote(args[0]), schema, entry)
+        transform, name = "identity", src.name
+    else:
+        raise InvalidPartitionSpec(
+            f"unknown partition transform {m.group(1)!r} in {entry!r}; use a column name or "
+            "year(col), month(col), day(col), hour(col), bucket(N, col), truncate(W, col)"
+        )
+    try:
+        transform_result_type(transform, src.type)
+    except InvalidPartitionSpec as e:
+        raise InvalidPartitionSpec(f"cannot partition by {entry.strip()!r}: column {src.name!r} is {src.type}; {e}") from None
+    return src, transform, name
+
+
+def parse_partition_by(
+    partition_by: str | Iterable[str] | None,
+    schema: Schema,
+    *,
+    spec_id: int = 0,
+    first_field_id: int = FIRST_PARTITION_FIELD_ID,
+) -> PartitionSpec:
+    """Build a spec from entries like "category", "day(ts)", "bucket(16, id)", "truncate(4, name)".
+
+    A single string may hold several comma-separated entries.
+    """
+    if partition_by is None:
+        return PartitionSpec(spec_id, ())
+    if isinstance(partition_by, str):
+        entries = [e for e in _split_top_level(partition_by)] if partition_by.strip() else []
+    else:
+        entries = list(partition_by)
+    fields: list[PartitionField] = []
+    seen: dict[tuple[int, str], str] = {}
+    for i, entry in enumerate(entries):
+        src, transform, name = _parse_entry(entry, schema)
+        sid = schema.field_id(src.name)
+        if (sid, transform) in seen:
+            raise InvalidPartitionSpec(f"duplicate partition field: {entry.strip()!r} repeats {seen[(sid, transform)]!r}")
+        if any(f.name == name for f in fields):
+            raise InvalidPartitionSpec(f"duplicate partition field name {name!r} (from {entry.strip()!r})")
+        if transform != "identity" and name in schema.names:
+            raise InvalidPartitionSpec(
+                f"partition field name {name!r} (from {entry.strip()!r}) clashes with a table column of that name"
+            )
+        seen[(sid, transform)] = entry.strip()
+        fields.append(PartitionField(sid, first_field_id + i, name, transform))
+    return PartitionSpec(spec_id, tuple(fields))
