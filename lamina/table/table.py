@@ -208,7 +208,7 @@ class Table:
             raise InvalidArgument("write.max-rows-per-file must be >= 1")
         return write_data_files(
             self.io, vm.schema, self._spec_of(vm), data, write_id, max_rows,
-            compression=props.get("write.parquet.compression", "zstd"),
+            compression=props.get("write.parquet.compression", "snappy"),
         )
 
     def _entries(self, files: list[dict[str, Any]]) -> pa.Table:

@@ -61,7 +61,7 @@ def write_data_files(
     data: pa.Table,
     write_id: str,
     max_rows_per_file: int,
-    compression: str = "zstd",
+    compression: str = "snappy",
 ) -> list[dict[str, Any]]:
     """Write ``data`` (already conformed to ``schema``) and return one entry dict per file."""
     if data.num_rows == 0:
