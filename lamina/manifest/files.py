@@ -77,17 +77,23 @@ def write_manifest(io: FileIO, entries: pa.Table, kind: str) -> tuple[str, int]:
     return path, len(data)
 
 
-def read_manifest(io: FileIO, path: str) -> pa.Table:
-    key = (io.uri, path)
+def read_manifest(io: FileIO, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """A manifest as an Arrow table; ``columns`` reads only those that exist in it."""
+    full = _cache_get((io.uri, path))
+    if full is not None:
+        return full if columns is None else full.select([c for c in columns if c in full.schema.names])
+    key = (io.uri, path) if columns is None else (io.uri, path + "|" + ",".join(columns))
     t = _cache_get(key)
     if t is not None:
         return t
     try:
         local = io.local_path(path)
-        if local is not None:
-            t = pq.read_table(local, use_threads=False, memory_map=True)
+        source = pq.ParquetFile(local, memory_map=True) if local is not None else pq.ParquetFile(pa.BufferReader(io.get(path)))
+        if columns is not None:
+            present = set(source.schema_arrow.names)
+            t = source.read(columns=[c for c in columns if c in present], use_threads=False)
         else:
-            t = pq.read_table(pa.BufferReader(io.get(path)), use_threads=False)
+            t = source.read(use_threads=False)
     except NotFound:
         raise CorruptMetadata(
             f"manifest {path} is missing; the version referencing it cannot be read "
@@ -102,8 +108,8 @@ def read_manifest(io: FileIO, path: str) -> pa.Table:
     return t
 
 
-def read_manifests(io: FileIO, paths: Sequence[str]) -> list[pa.Table]:
+def read_manifests(io: FileIO, paths: Sequence[str], columns: Sequence[str] | None = None) -> list[pa.Table]:
     """Read many manifests in parallel (I/O and Parquet decoding release the GIL)."""
     if len(paths) <= 1:
-        return [read_manifest(io, p) for p in paths]
-    return list(_pool.map(lambda p: read_manifest(io, p), paths))
+        return [read_manifest(io, p, columns) for p in paths]
+    return list(_pool.map(lambda p: read_manifest(io, p, columns), paths))

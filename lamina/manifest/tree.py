@@ -74,21 +74,33 @@ def load_root(io: FileIO, root_path: str | None, mschema: pa.Schema) -> pa.Table
 
 
 def _live(t: pa.Table) -> pa.Table:
-    return t.filter(pc.not_equal(t.column("status"), C.REMOVED))
+    removed = pc.equal(t.column("status"), C.REMOVED)
+    if not pc.any(removed).as_py():
+        return t  # the common case: no copy
+    return t.filter(pc.invert(removed))
 
 
 def live_data_entries(
-    io: FileIO, root_path: str | None, mschema: pa.Schema, prune: Pruner | None = None
+    io: FileIO,
+    root_path: str | None,
+    mschema: pa.Schema,
+    prune: Pruner | None = None,
+    columns: list[str] | None = None,
 ) -> pa.Table:
-    """Live data-file entries of a version, pruned by ``prune`` at both levels."""
+    """Live data-file entries of a version, pruned by ``prune`` at both levels.
+
+    ``columns`` limits which manifest columns are read from leaves (the base
+    columns plus the statistics ``prune`` uses): planning reads no more than it needs.
+    """
     root = _live(load_root(io, root_path, mschema))
     if prune is not None and root.num_rows:
         root = root.filter(prune(root))
+    out_schema = mschema if columns is None else pa.schema([mschema.field(c) for c in columns])
     is_leaf = pc.equal(root.column("content"), C.LEAF)
     leaf_paths = root.filter(is_leaf).column("path").to_pylist()
-    parts = [root.filter(pc.invert(is_leaf))]
+    parts = [conform(root.filter(pc.invert(is_leaf)), out_schema)]
     if leaf_paths:
-        leaves = [conform(t, mschema) for t in read_manifests(io, leaf_paths)]
+        leaves = [conform(t, out_schema) for t in read_manifests(io, leaf_paths, columns)]
         entries = _live(pa.concat_tables(leaves))
         if prune is not None and entries.num_rows:
             entries = entries.filter(prune(entries))

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from lamina.errors import CorruptMetadata, NotFound, SchemaMismatch
 from lamina.expr import AlwaysTrue, Expr, bind, may_match, referenced_columns, to_arrow_filter, to_expr
 from lamina.manifest.tree import live_data_entries
+from lamina.spec import content as C
 from lamina.spec.version import VersionManifest
 
 if TYPE_CHECKING:
@@ -114,7 +115,19 @@ class Scan:
         if not isinstance(self.predicate, AlwaysTrue):
             pred, schema, spec = self.predicate, self.schema, self.spec
             prune = lambda t: may_match(pred, t, schema, spec)  # noqa: E731
-        return ScanPlan(live_data_entries(io, self.vm.root_manifest, mschema, prune), io)
+        return ScanPlan(live_data_entries(io, self.vm.root_manifest, mschema, prune, self._manifest_columns(mschema)), io)
+
+    def _manifest_columns(self, mschema: pa.Schema) -> list[str]:
+        """Base entry columns plus the statistics the predicate can use."""
+        wanted = set(C.BASE_NAMES) | {"max_added_version"}
+        refs = referenced_columns(self.predicate)
+        fids = {self.schema.field_id(n) for n in refs}
+        for fid in fids:
+            wanted |= {C.min_col(fid), C.max_col(fid), C.nulls_col(fid)}
+        for pf in self.spec.fields:
+            if pf.source_id in fids:
+                wanted |= {C.pmin_col(pf.field_id), C.pmax_col(pf.field_id)}
+        return [n for n in mschema.names if n in wanted]
 
     # -- reading ---------------------------------------------------------------------
 
