@@ -74,6 +74,7 @@ class FileIO:
         scheme = parsed.scheme.lower()
         self.scheme = scheme or "file"
         self._local_root: str | None = None
+        self._prefix = ""  # key prefix inside the store (memory:// shares one store per name)
         if scheme in ("", "file"):
             root = parsed.path if scheme == "file" else uri
             if scheme == "file" and parsed.netloc:
@@ -81,8 +82,6 @@ class FileIO:
             root = os.path.abspath(os.path.expanduser(root))
             self._local_root = root
             self.uri = root
-            # mkdir=True: puts create parent directories; the root itself is created lazily.
-            os.makedirs(root, exist_ok=True) if options.get("create_root") else None
             self._store: Any = None  # created lazily: LocalStore needs the root to exist
             self.lists_in_order = False
         elif scheme == "memory":
@@ -122,12 +121,9 @@ class FileIO:
                 client_options={"allow_http": allow_http, "timeout": options.get("timeout", "30s")},
                 retry_config={"max_retries": int(options.get("max_retries", 3)), "retry_timeout": "30s"},
             )
-            self._prefix = ""
             self.lists_in_order = True  # S3 ListObjectsV2 is lexicographic
         else:
             raise InvalidUri(f"unsupported location {uri!r}: use a local path, file://, memory:// or s3://")
-        if scheme not in ("memory",):
-            self._prefix = ""
 
     # -- plumbing -----------------------------------------------------------------
 

@@ -379,6 +379,9 @@ class PartitionSpec:
     spec_id: int = 0
     fields: tuple[PartitionField, ...] = ()
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", tuple(self.fields))
+
     @property
     def is_unpartitioned(self) -> bool:
         return not self.fields
