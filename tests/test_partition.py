@@ -1,0 +1,360 @@
+"""Hidden partitioning: Iceberg transforms, spec parsing, paths and predicate projection."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import struct
+
+import mmh3
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lamina.errors import CorruptMetadata, InvalidPartitionSpec
+from lamina.spec.partition import (
+    PartitionField,
+    PartitionSpec,
+    apply_transform,
+    murmur3_long,
+    parse_partition_by,
+    project_inclusive,
+    transform_result_type,
+)
+from lamina.spec.schema import Schema
+
+MAX = 2**31 - 1
+
+
+@pytest.fixture
+def schema() -> Schema:
+    return Schema.from_arrow(
+        pa.schema(
+            [
+                ("id", pa.int64()),
+                ("small", pa.int32()),
+                ("name", pa.string()),
+                ("category", pa.string()),
+                ("ts", pa.timestamp("us")),
+                ("tstz", pa.timestamp("us", "UTC")),
+                ("d", pa.date32()),
+                ("f", pa.float64()),
+                ("tags", pa.list_(pa.string())),
+            ]
+        )
+    )
+
+
+# --- bucket -------------------------------------------------------------------------------
+
+
+def _bucket(values, t, n=MAX):
+    return apply_transform(f"bucket[{n}]", pa.array(values, type=t)).to_pylist()
+
+
+@pytest.mark.parametrize(
+    "value,t,murmur",
+    [  # Iceberg spec, Appendix B
+        (34, pa.int32(), 2017239379),
+        (34, pa.int64(), 2017239379),
+        (dt.date(2017, 11, 16), pa.date32(), -653330422),
+        (dt.time(22, 31, 8), pa.time64("us"), -662762989),
+        (dt.datetime(2017, 11, 16, 22, 31, 8), pa.timestamp("us"), -2047944441),
+        (dt.datetime(2017, 11, 16, 14, 31, 8, tzinfo=dt.timezone(dt.timedelta(hours=-8))), pa.timestamp("us", "UTC"), -2047944441),
+        ("iceberg", pa.string(), 1210000089),
+        (b"\x00\x01\x02\x03", pa.binary(), -188683207),
+        (decimal.Decimal("14.20"), pa.decimal128(9, 2), -500754589),
+    ],
+)
+def test_bucket_matches_iceberg_spec(value, t, murmur):
+    for n in (MAX, 16, 1):
+        assert _bucket([value, None], t, n) == [(murmur & MAX) % n, None]
+
+
+def test_bucket_timestamp_units_agree():
+    ts = dt.datetime(2017, 11, 16, 22, 31, 8)
+    for unit in ("s", "ms", "us", "ns"):
+        assert _bucket([ts], pa.timestamp(unit)) == [-2047944441 & MAX]
+
+
+def test_vectorized_murmur_matches_mmh3():
+    rng = np.random.default_rng(42)
+    v = np.concatenate(
+        [rng.integers(-(2**63), 2**63 - 1, 5000, dtype=np.int64), np.array([0, -1, 1, 2**63 - 1, -(2**63)], dtype=np.int64)]
+    )
+    expected = np.array([mmh3.hash(struct.pack("<q", int(x))) for x in v], dtype=np.int32)
+    assert np.array_equal(murmur3_long(v), expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1)), max_size=30), st.integers(1, 1000))
+def test_bucket_int_property(values, n):
+    got = _bucket(values, pa.int32(), n)
+    want = [None if v is None else (mmh3.hash(struct.pack("<q", v)) & MAX) % n for v in values]
+    assert got == want
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=8)), max_size=20))
+def test_bucket_string_property(values):
+    want = [None if v is None else (mmh3.hash(v.encode("utf-8")) & MAX) % 7 for v in values]
+    assert _bucket(values, pa.string(), 7) == want
+
+
+# --- temporal, truncate ---------------------------------------------------------------------
+
+
+def test_temporal_transforms_known_values():
+    ts = pa.array(
+        [dt.datetime(2017, 12, 1, 10, 12, 55, 38194), dt.datetime(1970, 1, 1), dt.datetime(1969, 12, 31, 23, 59, 59), None],
+        pa.timestamp("us"),
+    )
+    assert apply_transform("year", ts).to_pylist() == [47, 0, -1, None]
+    assert apply_transform("month", ts).to_pylist() == [575, 0, -1, None]
+    assert apply_transform("day", ts).to_pylist() == [dt.date(2017, 12, 1), dt.date(1970, 1, 1), dt.date(1969, 12, 31), None]
+    assert apply_transform("hour", ts).to_pylist() == [420034, 0, -1, None]
+    assert apply_transform("day", ts).type == pa.date32()
+    assert apply_transform("hour", ts).type == pa.int32()
+
+    d = pa.array([dt.date(2017, 11, 16), dt.date(1969, 1, 1), dt.date(1968, 12, 31), None], pa.date32())
+    assert apply_transform("year", d).to_pylist() == [47, -1, -2, None]
+    assert apply_transform("month", d).to_pylist() == [574, -12, -13, None]
+    assert apply_transform("day", d).to_pylist() == d.to_pylist()
+
+
+def test_temporal_uses_utc_for_tz_aware_and_any_unit():
+    # 23:30 at -05:00 is 04:30 UTC the next day.
+    local = dt.datetime(2024, 1, 2, 23, 30, tzinfo=dt.timezone(dt.timedelta(hours=-5)))
+    for unit in ("s", "ms", "us", "ns"):
+        a = pa.array([local], pa.timestamp(unit, "America/New_York"))
+        assert apply_transform("day", a).to_pylist() == [dt.date(2024, 1, 3)]
+        assert apply_transform("hour", a).to_pylist() == [(19725 * 24) + 4]
+
+
+def test_truncate():
+    assert apply_transform("truncate[10]", pa.array([1, -1, 0, 9, 10, -10, -11, None])).to_pylist() == [
+        0, -10, 0, 0, 10, -10, -20, None,
+    ]
+    a = pa.array([-1, 127], pa.int8())
+    out = apply_transform("truncate[10]", a)
+    assert out.type == pa.int8() and out.to_pylist() == [-10, 120]
+    assert apply_transform("truncate[3]", pa.array(["iceberg", "ab", "", None, "é😀xyz"])).to_pylist() == [
+        "ice", "ab", "", None, "é😀x",
+    ]
+    assert apply_transform("truncate[2]", pa.array([b"abc", None])).to_pylist() == [b"ab", None]
+    dec = pa.array([decimal.Decimal("10.65"), decimal.Decimal("-0.05")], pa.decimal128(9, 2))
+    assert apply_transform("truncate[50]", dec).to_pylist() == [decimal.Decimal("10.50"), decimal.Decimal("-0.50")]
+
+
+def test_identity_and_result_types():
+    a = pa.chunked_array([[1, 2], [None]])
+    assert apply_transform("identity", a).to_pylist() == [1, 2, None]
+    assert transform_result_type("truncate[4]", pa.string()) == pa.string()
+    assert transform_result_type("bucket[4]", pa.string()) == pa.int32()
+    assert transform_result_type("year", pa.date32()) == pa.int32()
+    for bad, t in [("hour", pa.date32()), ("day", pa.string()), ("bucket[4]", pa.float64()), ("truncate[2]", pa.bool_()),
+                   ("identity", pa.list_(pa.int32())), ("bucket[0]", pa.int32()), ("nope", pa.int32())]:
+        with pytest.raises(InvalidPartitionSpec):
+            transform_result_type(bad, t)
+
+
+# --- spec parsing -----------------------------------------------------------------------------
+
+
+def test_parse_partition_by(schema):
+    spec = parse_partition_by(["category", "day(ts)", "bucket(16, id)", "truncate(4, name)", "month(d)", "year(tstz)", "hour(ts)"], schema)
+    assert [(f.name, f.transform) for f in spec.fields] == [
+        ("category", "identity"),
+        ("ts_day", "day"),
+        ("id_bucket_16", "bucket[16]"),
+        ("name_trunc_4", "truncate[4]"),
+        ("d_month", "month"),
+        ("tstz_year", "year"),
+        ("ts_hour", "hour"),
+    ]
+    assert [f.field_id for f in spec.fields] == list(range(1000, 1007))
+    assert spec.fields[2].source_id == schema.field_id("id")
+    # one string, several entries; case-insensitive transform names and Spark's plural aliases
+    assert parse_partition_by("DAYS(ts), bucket( 8 , `id` )", schema).fields == (
+        PartitionField(schema.field_id("ts"), 1000, "ts_day", "day"),
+        PartitionField(schema.field_id("id"), 1001, "id_bucket_8", "bucket[8]"),
+    )
+    assert parse_partition_by(None, schema).is_unpartitioned
+    assert parse_partition_by([], schema).is_unpartitioned
+    assert not spec.is_unpartitioned
+
+
+@pytest.mark.parametrize(
+    "entry,needle",
+    [
+        ("nope", "unknown column 'nope'"),
+        ("day(nope)", "columns are ['id'"),
+        ("frobnicate(id)", "unknown partition transform 'frobnicate'"),
+        ("day(name)", "day applies to date and timestamp"),
+        ("hour(d)", "hour applies to timestamp"),
+        ("bucket(id, 16)", "positive integer"),
+        ("bucket(0, id)", "positive integer"),
+        ("truncate(-1, name)", "positive integer"),
+        ("bucket(16)", "bucket takes (N, column)"),
+        ("bucket(4, f)", "bucket applies to"),
+        ("tags", "primitive"),
+        ("", "empty"),
+    ],
+)
+def test_parse_partition_by_errors(schema, entry, needle):
+    with pytest.raises(InvalidPartitionSpec) as e:
+        parse_partition_by([entry], schema)
+    assert needle in str(e.value)
+
+
+def test_parse_partition_by_duplicates(schema):
+    with pytest.raises(InvalidPartitionSpec, match="duplicate"):
+        parse_partition_by(["day(ts)", "days(ts)"], schema)
+    with pytest.raises(InvalidPartitionSpec, match="duplicate"):
+        parse_partition_by("category, category", schema)
+
+
+def test_spec_json_round_trip(schema):
+    spec = parse_partition_by(["category", "bucket(16, id)"], schema, spec_id=3)
+    assert PartitionSpec.from_json(spec.to_json()) == spec
+    for bad in [None, [], {"fields": [{"source_id": 1}]}, {"fields": [{"source_id": 1, "field_id": 1000, "name": "x", "transform": "nope"}]},
+                {"fields": "x"}, {"spec_id": "a", "fields": []}]:
+        with pytest.raises(CorruptMetadata):
+            PartitionSpec.from_json(bad)
+
+
+def test_compute_and_partition_type(schema):
+    spec = parse_partition_by(["category", "day(ts)", "bucket(16, id)", "truncate(2, name)"], schema)
+    data = pa.table(
+        {
+            "id": pa.array([34, None], pa.int64()),
+            "name": ["iceberg", None],
+            "category": ["a/b", None],
+            "ts": pa.array([dt.datetime(2024, 1, 3, 5), None], pa.timestamp("us")),
+        }
+    )
+    ptype = spec.partition_type(schema)
+    assert ptype.names == ["category", "ts_day", "id_bucket_16", "name_trunc_2"]
+    assert [f.type for f in ptype] == [pa.string(), pa.date32(), pa.int32(), pa.string()]
+    out = spec.compute(data, schema)
+    assert out.schema == ptype
+    rows = out.to_pylist()
+    assert rows[0] == {"category": "a/b", "ts_day": dt.date(2024, 1, 3), "id_bucket_16": (2017239379 & MAX) % 16, "name_trunc_2": "ic"}
+    assert rows[1] == {"category": None, "ts_day": None, "id_bucket_16": None, "name_trunc_2": None}
+    assert spec.path_for(rows[0]) == f"category=a%2Fb/ts_day=2024-01-03/id_bucket_16={(2017239379 & MAX) % 16}/name_trunc_2=ic"
+    assert spec.path_for(rows[1]) == "category=__NULL__/ts_day=__NULL__/id_bucket_16=__NULL__/name_trunc_2=__NULL__"
+
+
+# --- paths --------------------------------------------------------------------------------------
+
+
+HOSTILE = ["../x", "..", ".", "a/b", "/etc/passwd", "\n", "a\x00b", "\\..\\", "c:d", "%2F", "__NULL__", "", " ", "ü", "x" * 5000]
+
+
+def test_path_escaping_hostile_values(schema):
+    spec = parse_partition_by(["category"], schema)
+    paths = {}
+    for v in HOSTILE + [None]:
+        p = spec.path_for({"category": v})
+        assert "/" not in p and "\\" not in p
+        assert p not in (".", "..") and p.startswith("category=")
+        assert all(32 < ord(ch) < 127 for ch in p), p
+        assert len(p) < 200
+        paths[p] = v
+    assert len(paths) == len(HOSTILE) + 1  # distinct values, distinct directories (null included)
+    assert spec.path_for({"category": "c/3"}) == "category=c%2F3"
+    assert spec.path_for({"category": None}) == "category=__NULL__"
+
+
+def test_path_escapes_field_names_too():
+    s = Schema.from_arrow(pa.schema([("../a/b", pa.string())]))
+    spec = parse_partition_by(['"../a/b"'], s)
+    p = spec.path_for({"../a/b": "v"})
+    assert p == "..%2Fa%2Fb=v" and "/" not in p
+
+
+def test_path_formats_values(schema):
+    spec = parse_partition_by(["day(ts)", "bucket(4, id)"], schema)
+    assert spec.path_for({"ts_day": dt.date(2024, 1, 3), "id_bucket_4": 2}) == "ts_day=2024-01-03/id_bucket_4=2"
+    with pytest.raises(InvalidPartitionSpec):
+        spec.path_for({"ts_day": dt.date(2024, 1, 3)})
+
+
+# --- projection ----------------------------------------------------------------------------------
+
+
+def _holds(op, x, v):
+    return {"=": x == v, "!=": x != v, "<": x < v, "<=": x <= v, ">": x > v, ">=": x >= v}[op]
+
+
+_FIELDS = [
+    ("identity", pa.int64()),
+    ("truncate[10]", pa.int64()),
+    ("bucket[8]", pa.int64()),
+    ("truncate[2]", pa.string()),
+    ("bucket[8]", pa.string()),
+    ("day", pa.timestamp("us")),
+    ("hour", pa.timestamp("us")),
+    ("month", pa.date32()),
+    ("year", pa.timestamp("ms")),
+]
+
+
+def _value(t):
+    if pa.types.is_integer(t):
+        return st.integers(-100, 100)
+    if pa.types.is_string(t):
+        return st.text(alphabet="abé😀", max_size=4)
+    if pa.types.is_date(t):
+        return st.dates(dt.date(1968, 1, 1), dt.date(1972, 12, 31))
+    return st.datetimes(dt.datetime(1969, 12, 1), dt.datetime(1970, 2, 1))
+
+
+@st.composite
+def _projection_case(draw):
+    transform, t = draw(st.sampled_from(_FIELDS))
+    op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "in", "not_in"]))
+    xs = draw(st.lists(_value(t), min_size=1, max_size=10))
+    v = draw(st.lists(_value(t), min_size=1, max_size=3)) if op in ("in", "not_in") else draw(_value(t))
+    return transform, t, op, xs, v
+
+
+@settings(max_examples=200, deadline=None)
+@given(_projection_case())
+def test_project_inclusive_is_inclusive(case):
+    """Whenever `x op v` holds, the projected predicate holds for t(x)."""
+    transform, t, op, xs, v = case
+    field = PartitionField(1, 1000, "p", transform)
+    proj = project_inclusive(field, op, v, t)
+    if proj is None:
+        return
+    pop, pv = proj
+    tx = apply_transform(transform, pa.array(xs, type=t)).to_pylist()
+    for x, px in zip(xs, tx):
+        holds = x in v if op == "in" else x not in v if op == "not_in" else _holds(op, x, v)
+        if not holds:
+            continue
+        if pop == "in":
+            assert px in [s.as_py() for s in pv]
+        elif pop == "not_in":
+            assert px not in [s.as_py() for s in pv]
+        else:
+            assert _holds(pop, px, pv.as_py()), (x, px, pop, pv)
+
+
+def test_project_inclusive_rules():
+    trunc = PartitionField(1, 1000, "p", "truncate[4]")
+    assert project_inclusive(trunc, "<", "abcdef", pa.string()) == ("<=", pa.scalar("abcd"))
+    assert project_inclusive(trunc, ">", "abcdef", pa.string()) == (">=", pa.scalar("abcd"))
+    assert project_inclusive(trunc, "!=", "abcdef", pa.string()) is None
+    assert project_inclusive(trunc, "not_in", ["abcdef"], pa.string()) is None
+    bucket = PartitionField(1, 1000, "p", "bucket[16]")
+    assert project_inclusive(bucket, "<", 34, pa.int64()) is None
+    assert project_inclusive(bucket, "=", 34, pa.int64()) == ("=", pa.scalar((2017239379 & MAX) % 16, pa.int32()))
+    ident = PartitionField(1, 1000, "p", "identity")
+    assert project_inclusive(ident, "!=", 3, pa.int64()) == ("!=", pa.scalar(3))
+    day = PartitionField(1, 1000, "p", "day")
+    op, v = project_inclusive(day, "in", [dt.datetime(2024, 1, 1, 1), dt.datetime(2024, 1, 1, 2)], pa.timestamp("us"))
+    assert op == "in" and [s.as_py() for s in v] == [dt.date(2024, 1, 1)]
