@@ -11,7 +11,7 @@ import os
 import threading
 import urllib.parse
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 import obstore
@@ -119,7 +119,7 @@ class FileIO:
                 prefix=parsed.path.strip("/") or None,
                 config=cfg,
                 client_options={"allow_http": allow_http, "timeout": options.get("timeout", "30s")},
-                retry_config={"max_retries": int(options.get("max_retries", 3)), "retry_timeout": "30s"},
+                retry_config={"max_retries": int(options.get("max_retries", 3)), "retry_timeout": timedelta(seconds=30)},
             )
             self.lists_in_order = True  # S3 ListObjectsV2 is lexicographic
         else:

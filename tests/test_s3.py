@@ -1,0 +1,187 @@
+"""Lamina on S3 (a moto server on localhost): round trip, put-if-absent, hints, racing writers."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+import uuid
+
+import pyarrow as pa
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _workers  # noqa: E402
+from _s3server import S3Server  # noqa: E402
+
+import lamina  # noqa: E402
+from lamina.errors import AlreadyExists, NotFound, TableAlreadyExists  # noqa: E402
+from lamina.io import FileIO  # noqa: E402
+from lamina.maintenance import fsck  # noqa: E402
+from lamina.spec.layout import HINT_PATH, version_path  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("s3")
+
+BUCKET = "lamina-test"
+ROWS = 5
+
+
+@pytest.fixture(scope="session")
+def s3():
+    # The server is on localhost: never route to it through a proxy (this process and workers).
+    saved = {k: os.environ.get(k) for k in ("NO_PROXY", "no_proxy")}
+    for k in saved:
+        os.environ[k] = ",".join(p for p in (saved[k], "127.0.0.1", "localhost") if p)
+    server = S3Server()
+    try:
+        server.create_bucket(BUCKET)
+        yield server
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_s3_fileio_constructs():
+    """Opening an s3:// location builds its store (no request is made)."""
+    io = FileIO(f"s3://{BUCKET}/x", {"endpoint": "http://127.0.0.1:9", "access_key_id": "k",
+                                     "secret_access_key": "s", "region": "us-east-1"})
+    assert io.lists_in_order
+
+
+@pytest.fixture
+def opts(s3):
+    return s3.storage_options
+
+
+@pytest.fixture
+def uri():
+    return f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"
+
+
+def _rows(t: pa.Table) -> collections.Counter:
+    d = t.select(["writer", "seq", "i"]).to_pydict()
+    return collections.Counter(zip(d["writer"], d["seq"], d["i"]))
+
+
+def _batch_rows(writer: int, seq: int) -> collections.Counter:
+    return collections.Counter((writer, seq, i) for i in range(ROWS))
+
+
+def _three_versions(uri: str, opts: dict) -> lamina.Table:
+    t = lamina.create_table(uri, _workers.schema(), storage_options=opts)
+    for seq in range(3):
+        assert t.append(_workers.batch(0, seq, ROWS)) == seq + 1
+    return t
+
+
+def test_round_trip(s3, opts):
+    uri = f"s3://{BUCKET}/t1"
+    t = lamina.create_table(uri, _workers.schema(), storage_options=opts)
+    assert t.version == 0
+    stamps = {0: t.metadata.timestamp_ms}
+    for seq in range(3):
+        assert t.append(_workers.batch(0, seq, ROWS)) == seq + 1
+        stamps[t.version] = t.metadata.timestamp_ms
+
+    t = lamina.open_table(uri, storage_options=opts)
+    assert t.version == 3
+    assert _rows(t.scan().to_arrow()) == sum((_batch_rows(0, s) for s in range(3)), collections.Counter())
+    assert t.scan(where="seq = 1", columns=["seq", "i"]).to_arrow().num_rows == ROWS
+    for v in range(4):
+        want = sum((_batch_rows(0, s) for s in range(v)), collections.Counter())
+        assert _rows(t.scan(version=v).to_arrow()) == want
+        assert _rows(lamina.open_table(uri, version=v, storage_options=opts).scan().to_arrow()) == want
+        assert lamina.open_table(uri, timestamp=stamps[v], storage_options=opts).version == v
+    assert [h["version"] for h in t.history()] == [3, 2, 1, 0]
+    assert t.log.list_versions() == [0, 1, 2, 3]
+
+    # Objects really are in the bucket, under the table prefix.
+    keys = {o["Key"] for o in s3.client().list_objects_v2(Bucket=BUCKET, Prefix="t1/")["Contents"]}
+    assert f"t1/{version_path(3)}" in keys and f"t1/{HINT_PATH}" in keys
+    assert sum(k.startswith("t1/data/") for k in keys) == 3
+
+    report = fsck(t)
+    assert report.ok and not report.missing and not report.unreferenced, report
+
+    with pytest.raises(TableAlreadyExists):
+        lamina.create_table(uri, _workers.schema(), storage_options=opts)
+
+
+def test_put_if_absent_refuses_existing_key(s3, opts, uri):
+    io = FileIO(uri, opts)
+    io.put_if_absent("slot.json", b"first")
+    with pytest.raises(AlreadyExists):
+        io.put_if_absent("slot.json", b"second")
+    assert io.get("slot.json") == b"first"
+    body = s3.client().get_object(Bucket=BUCKET, Key=f"{uri.split('/', 3)[3]}/slot.json")["Body"].read()
+    assert body == b"first"
+    # A version slot taken by one commit is refused to the next.
+    t = lamina.create_table(uri + "/tbl", _workers.schema(), storage_options=opts)
+    with pytest.raises(AlreadyExists):
+        t.io.put_if_absent(version_path(0), b"{}")
+    assert lamina.open_table(uri + "/tbl", storage_options=opts).uuid == t.uuid
+    with pytest.raises(NotFound):
+        io.get("missing.json")
+
+
+def test_open_with_stale_hint(opts, uri):
+    t = _three_versions(uri, opts)
+    stale = json.loads(t.io.get(HINT_PATH))
+    assert stale["version"] == 3
+    stale["version"] = stale["ordinal"] = 1
+    stale["manifest_path"] = version_path(1)
+    t.io.put(HINT_PATH, json.dumps(stale).encode())
+    for allow_list in (True, False):
+        t2 = lamina.open_table(uri, storage_options=opts, allow_list=allow_list)
+        assert t2.version == 3, f"allow_list={allow_list}"
+        assert t2.scan().to_arrow().num_rows == 3 * ROWS
+    assert lamina.open_table(uri, storage_options=opts).append(_workers.batch(1, 0, ROWS)) == 4
+
+
+def test_open_with_hint_deleted(opts, uri):
+    t = _three_versions(uri, opts)
+    t.io.delete(HINT_PATH)
+    assert not t.io.exists(HINT_PATH)
+    for allow_list in (True, False):
+        t2 = lamina.open_table(uri, storage_options=opts, allow_list=allow_list)
+        assert t2.version == 3, f"allow_list={allow_list}"
+        assert t2.scan().to_arrow().num_rows == 3 * ROWS
+    assert lamina.open_table(uri, storage_options=opts).append(_workers.batch(1, 0, ROWS)) == 4
+    assert t.io.exists(HINT_PATH)
+
+
+def test_parallel_appends_on_s3(tmp_path, opts, uri):
+    writers, appends = 4, 10
+    lamina.create_table(uri, _workers.schema(), storage_options=opts)
+    specs = [
+        {"mode": "race_append", "uri": uri, "writer": w, "n": appends, "rows": ROWS, "storage_options": opts}
+        for w in range(writers)
+    ]
+    results = _workers.spawn_workers(specs, str(tmp_path))
+    version_of = {(w, seq): v for w, r in enumerate(results) for seq, v in r["acked"]}
+    assert len(version_of) == writers * appends
+    versions = list(version_of.values())
+    assert len(set(versions)) == len(versions), "a version was claimed by two appends"
+    assert set(versions) == set(range(1, writers * appends + 1))
+
+    t = lamina.open_table(uri, storage_options=opts)
+    final = writers * appends
+    assert t.version == final
+    assert t.log.list_versions() == list(range(final + 1))
+    rows = _rows(t.scan().to_arrow())
+    expected = collections.Counter((w, s, i) for (w, s) in version_of for i in range(ROWS))
+    assert rows == expected, f"lost: {list((expected - rows).items())[:10]} extra: {list((rows - expected).items())[:10]}"
+    append_at = {v: key for key, v in version_of.items()}
+    for v in (1, final // 2, final):
+        want = collections.Counter((*append_at[u], i) for u in range(1, v + 1) for i in range(ROWS))
+        assert _rows(t.scan(version=v).to_arrow()) == want
+        assert t.log.load(v).summary["total-records"] == v * ROWS
+    assert len({t.log.load(v).commit_id for v in range(final + 1)}) == final + 1
+    report = fsck(t)
+    assert report.ok and not report.missing, report
