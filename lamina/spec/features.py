@@ -20,19 +20,16 @@ DEFAULT_READER_FEATURES: tuple[str, ...] = ("manifest-tree-v1",)
 DEFAULT_WRITER_FEATURES: tuple[str, ...] = ("manifest-tree-v1", "monotonic-timestamps")
 
 
-def check_reader(features: Iterable[str], where: str) -> None:
-    unknown = sorted(set(features) - KNOWN_READER_FEATURES)
+def _check(kind: str, known: frozenset[str], features: Iterable[str], where: str, advice: str) -> None:
+    unknown = sorted(set(features) - known)
     if unknown:
-        raise UnsupportedFeature(
-            f"{where} requires reader feature(s) {unknown} that this Lamina does not support; "
-            "upgrade lamina to read this table"
-        )
+        raise UnsupportedFeature(f"{where} requires {kind} feature(s) {unknown} that this Lamina does not support; {advice}")
+
+
+def check_reader(features: Iterable[str], where: str) -> None:
+    _check("reader", KNOWN_READER_FEATURES, features, where, "upgrade lamina to read this table")
 
 
 def check_writer(features: Iterable[str], where: str) -> None:
-    unknown = sorted(set(features) - KNOWN_WRITER_FEATURES)
-    if unknown:
-        raise UnsupportedFeature(
-            f"{where} requires writer feature(s) {unknown} that this Lamina does not support; "
-            "upgrade lamina before writing to this table (reading may still work)"
-        )
+    _check("writer", KNOWN_WRITER_FEATURES, features, where,
+           "upgrade lamina before writing to this table (reading may still work)")
