@@ -122,9 +122,8 @@ class RemoveFiles:
 
 def _empty_entries(base):
     from lamina.manifest.entries import manifest_schema
-    from lamina.spec.partition import PartitionSpec
 
-    return manifest_schema(base.schema, PartitionSpec.from_json(base.partition_spec)).empty_table()
+    return manifest_schema(base.schema, base.partition_spec).empty_table()
 
 
 def test_removing_a_file_removed_concurrently_conflicts(tmp_path):

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lamina
+from lamina.commit import flush_hints
 from lamina.errors import (
     CorruptMetadata,
     InvalidArgument,
@@ -27,6 +28,7 @@ from lamina.maintenance import fsck
 from lamina.spec import content as C
 from lamina.spec.hint import VersionHint
 from lamina.spec.layout import HINT_PATH, parse_version_file_name, version_file_name, version_path
+from lamina.spec.partition import PartitionSpec
 from lamina.spec.schema import Schema
 from lamina.spec.version import VersionManifest
 
@@ -98,7 +100,7 @@ def test_version_manifest_json_round_trip(version, ts, op, summary, props, root,
         operation=op,
         summary=summary,
         schema=Schema.from_arrow(SCHEMA),
-        partition_spec={"spec_id": 0, "fields": []},
+        partition_spec=PartitionSpec(),
         properties=props,
         root_manifest=root,
         reader_features=tuple(feats),
@@ -253,6 +255,7 @@ def test_time_travel_errors(uri):
 
 
 def _hint(uri) -> VersionHint:
+    flush_hints()
     return VersionHint.parse(FileIO(uri).get(HINT_PATH))
 
 
@@ -269,6 +272,7 @@ def test_open_latest_survives_a_bad_hint(uri, tmp_path, damage):
     t = lamina.create_table(uri, SCHEMA)
     for i in range(5):
         t.append(batch(i * 2, 2))
+    flush_hints()  # hints are written in the background; plant the damage after them
     io = FileIO(uri)
     path = io.local_path(HINT_PATH)
     if damage == "missing":
@@ -290,6 +294,7 @@ def test_no_list_reader_uses_hint_and_probes(uri):
     t = lamina.create_table(uri, SCHEMA)
     for i in range(3):
         t.append(batch(i, 1))
+    flush_hints()
     FileIO(uri).put(HINT_PATH, VersionHint(1, version_path(1), t.uuid, None, 0, (), (), 1).to_json())
     t2 = lamina.open_table(uri, allow_list=False)
     assert t2.version == 3

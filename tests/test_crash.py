@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _workers  # noqa: E402
 
 import lamina  # noqa: E402
+from lamina.commit import flush_hints  # noqa: E402
 from lamina.maintenance import fsck  # noqa: E402
 from lamina.spec.layout import HINT_PATH, VERSIONS_DIR  # noqa: E402
 
@@ -166,6 +167,7 @@ def three_versions(tmp_path):
     hints = {}
     for seq in range(3):
         t.append(_workers.batch(0, seq, ROWS))
+        flush_hints()  # hints are written in the background
         with open(os.path.join(uri, HINT_PATH), "rb") as f:
             hints[t.version] = f.read()
     return uri, hints

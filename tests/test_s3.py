@@ -17,6 +17,7 @@ import _workers  # noqa: E402
 from _s3server import S3Server  # noqa: E402
 
 import lamina  # noqa: E402
+from lamina.commit import flush_hints  # noqa: E402
 from lamina.errors import AlreadyExists, NotFound, TableAlreadyExists  # noqa: E402
 from lamina.io import FileIO  # noqa: E402
 from lamina.maintenance import fsck  # noqa: E402
@@ -77,6 +78,7 @@ def _three_versions(uri: str, opts: dict) -> lamina.Table:
     t = lamina.create_table(uri, _workers.schema(), storage_options=opts)
     for seq in range(3):
         assert t.append(_workers.batch(0, seq, ROWS)) == seq + 1
+    flush_hints()  # hints are written in the background
     return t
 
 
@@ -153,6 +155,7 @@ def test_open_with_hint_deleted(opts, uri):
         assert t2.version == 3, f"allow_list={allow_list}"
         assert t2.scan().to_arrow().num_rows == 3 * ROWS
     assert lamina.open_table(uri, storage_options=opts).append(_workers.batch(1, 0, ROWS)) == 4
+    flush_hints()
     assert t.io.exists(HINT_PATH)
 
 

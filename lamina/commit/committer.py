@@ -100,8 +100,7 @@ class Committer:
             outcome = self._publish(vm, commit_id, options)
             if outcome is not None:
                 _step("published")
-                self.log.write_hint(outcome)
-                _step("hinted")
+                self.log.write_hint(outcome, wait=False, after=lambda: _step("hinted"))
                 return outcome
             if attempt >= options.max_attempts or time.monotonic() >= deadline:
                 raise CommitRetriesExhausted(

@@ -18,8 +18,11 @@ only probe forward.
 from __future__ import annotations
 
 import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable
 
 from lamina.errors import CorruptMetadata, NotFound, StorageError, TableNotFound, VersionNotFound
 from lamina.io import FileIO
@@ -28,6 +31,21 @@ from lamina.spec.layout import FORMAT_VERSION, HINT_PATH, VERSIONS_DIR, parse_ve
 from lamina.spec.version import VersionManifest
 
 log = logging.getLogger(__name__)
+
+# Hints are written off the commit's critical path by one thread, in commit order
+# (so a hint never moves backwards because of this process), and the pool is
+# drained at interpreter exit. flush_hints() waits for them.
+_hint_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lamina-hint")
+_hint_pending: set[Future] = set()
+_hint_lock = threading.Lock()
+
+
+def flush_hints() -> None:
+    """Wait until every hint this process queued is written."""
+    with _hint_lock:
+        pending = list(_hint_pending)
+    for f in pending:
+        f.result()
 
 
 @dataclass
@@ -142,8 +160,28 @@ class VersionLog:
         vs = [parse_version_file_name(n) for n in self.io.list_names(VERSIONS_DIR)]
         return sorted(v for v in vs if v is not None)
 
-    def write_hint(self, vm: VersionManifest) -> None:
-        """Best effort: a failed hint write costs readers a listing, never correctness."""
+    def write_hint(self, vm: VersionManifest, wait: bool = True, after: Callable[[], None] | None = None) -> None:
+        """Best effort: a stale or failed hint costs readers a probe or a listing, never correctness.
+
+        ``wait=False`` queues the write (in commit order) and returns at once.
+        """
+        if wait:
+            self._write_hint_now(vm)
+            if after is not None:
+                after()
+            return
+
+        def job() -> None:
+            self._write_hint_now(vm)
+            if after is not None:
+                after()
+
+        with _hint_lock:
+            fut = _hint_pool.submit(job)
+            _hint_pending.add(fut)
+        fut.add_done_callback(lambda f: _discard(f))
+
+    def _write_hint_now(self, vm: VersionManifest) -> None:
         hint = VersionHint(
             version=vm.version,
             manifest_path=version_path(vm.version),
@@ -189,6 +227,11 @@ class VersionLog:
                 "(before the table was created, or those versions were expired)"
             )
         return best
+
+
+def _discard(f: Future) -> None:
+    with _hint_lock:
+        _hint_pending.discard(f)
 
 
 @lru_cache(maxsize=4096)

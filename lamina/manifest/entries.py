@@ -6,6 +6,7 @@ whole Arrow tables of entries; there is no per-entry Python object.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Sequence
 
 import pyarrow as pa
@@ -20,8 +21,10 @@ def _float_type(t: pa.DataType) -> bool:
     return pa.types.is_floating(t)
 
 
+@lru_cache(maxsize=256)
 def manifest_schema(schema: Schema, spec: Any) -> pa.Schema:
-    """Arrow schema of a manifest for a table with ``schema`` and partition ``spec``."""
+    """Arrow schema of a manifest for a table with ``schema`` and partition ``spec`` (memoized:
+    both are frozen, and this is needed several times per commit)."""
     fields = list(C.BASE_FIELDS)
     fields.append(pa.field("max_added_version", pa.int64(), True))  # leaves: newest entry's added_version
     for f in schema.arrow:
@@ -72,8 +75,9 @@ def column_stats(data: pa.Table, schema: Schema) -> dict[str, Any]:
             out[C.min_col(fid)] = out[C.max_col(fid)] = None
             continue
         mm = pc.min_max(col)
-        out[C.min_col(fid)] = mm["min"].as_py()
-        out[C.max_col(fid)] = mm["max"].as_py()
+        # Arrow scalars, not Python values: entries are assembled without conversions.
+        out[C.min_col(fid)] = mm["min"]
+        out[C.max_col(fid)] = mm["max"]
     return out
 
 
@@ -85,19 +89,25 @@ def data_entries(
 ) -> pa.Table:
     """Entries for newly written data files; each dict has path, size, record_count,
     optional partition_path, stats and partition columns (see ``column_stats``)."""
-    rows = []
-    for f in files:
-        row = dict(f)
-        row.update(
-            content=C.DATA,
-            status=C.ADDED,
-            file_count=1,
-            added_version=version,
-            removed_version=None,
-            spec_id=spec_id,
-        )
-        rows.append(row)
-    return pa.Table.from_pylist(rows, schema=mschema)
+    n = len(files)
+    constants = {"content": C.DATA, "status": C.ADDED, "file_count": 1, "added_version": version, "spec_id": spec_id}
+    cols = []
+    for f in mschema:
+        if f.name in constants:
+            cols.append(pa.repeat(pa.scalar(constants[f.name], f.type), n))
+        else:
+            cols.append(_column([x.get(f.name) for x in files], f.type))
+    return pa.Table.from_arrays(cols, schema=mschema)
+
+
+def _column(values: list[Any], typ: pa.DataType) -> pa.Array:
+    """One entry column from Python values or Arrow scalars (the fast path: no conversion)."""
+    if all(isinstance(v, pa.Scalar) for v in values):
+        parts = [pa.repeat(v if v.type.equals(typ) else v.cast(typ), 1) for v in values]
+        return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+    if all(v is None for v in values):
+        return pa.nulls(len(values), typ)
+    return pa.array([v.as_py() if isinstance(v, pa.Scalar) else v for v in values], typ)
 
 
 def entries_from_user_files(files: pa.Table, schema: Schema, spec: Any, mschema: pa.Schema) -> pa.Table:

@@ -58,18 +58,23 @@ def write_manifest(io: FileIO, entries: pa.Table, kind: str) -> tuple[str, int]:
     # One chunk per column: compute kernels pay per chunk, and the cached copy is reused.
     entries = entries.replace_schema_metadata(None).combine_chunks()
     path = new_manifest_path(kind)
+    # All-null columns (unused DV slots, unknown stats) are left out of the file: readers
+    # treat a missing column as all-unknown, and every column costs write time.
+    on_disk = entries.select([i for i, c in enumerate(entries.columns) if c.null_count < len(c) or not entries.schema.field(i).nullable])
     sink = _io.BytesIO()
     md = {b"lamina.format_version": str(FORMAT_VERSION).encode(), b"lamina.manifest_kind": kind.encode()}
+    small = on_disk.num_rows <= 1024
     pq.write_table(
-        entries.replace_schema_metadata(md),
+        on_disk.replace_schema_metadata(md),
         sink,
-        # lz4 without dictionaries: ~3x cheaper to write than zstd for the small roots
-        # written on every commit, and fast to decode when planning over large leaves.
-        compression="lz4",
-        use_dictionary=["partition_path"],
+        # The small roots written on every commit are cheapest uncompressed; large leaves
+        # use lz4 (fast to decode when planning) and a dictionary for partition paths.
+        compression="none" if small else "lz4",
+        use_dictionary=False if small else ["partition_path"],
         row_group_size=64 * 1024,
         write_statistics=False,  # manifests are read whole; their own stats are in columns
-        store_schema=True,
+        store_schema=False,  # readers conform to the manifest schema derived from the table
+        data_page_version="2.0",
     )
     data = sink.getvalue()
     io.put_if_absent(path, data)

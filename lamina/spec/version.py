@@ -12,6 +12,7 @@ from typing import Any
 
 from lamina.errors import CorruptMetadata
 from lamina.spec.layout import FORMAT_VERSION
+from lamina.spec.partition import PartitionSpec
 from lamina.spec.schema import Schema
 
 
@@ -24,7 +25,7 @@ class VersionManifest:
     operation: str
     summary: dict[str, Any]
     schema: Schema
-    partition_spec: dict[str, Any]
+    partition_spec: PartitionSpec
     properties: dict[str, str]
     root_manifest: str | None  # None: the table has no files at this version
     reader_features: tuple[str, ...]
@@ -45,7 +46,7 @@ class VersionManifest:
                 "operation": self.operation,
                 "summary": self.summary,
                 "schema": self.schema.to_json(),
-                "partition_spec": self.partition_spec,
+                "partition_spec": self.partition_spec.to_json(),
                 "properties": self.properties,
                 "root_manifest": self.root_manifest,
                 "reader_features": list(self.reader_features),
@@ -70,7 +71,7 @@ class VersionManifest:
                 operation=str(j["operation"]),
                 summary=dict(j["summary"]),
                 schema=Schema.from_json(j["schema"]),
-                partition_spec=dict(j["partition_spec"]),
+                partition_spec=PartitionSpec.from_json(j["partition_spec"]),
                 properties={str(k): str(v) for k, v in j["properties"].items()},
                 root_manifest=j["root_manifest"],
                 reader_features=tuple(j["reader_features"]),

@@ -126,7 +126,7 @@ class Table:
         return vm.schema
 
     def _spec_of(self, vm: VersionManifest) -> PartitionSpec:
-        return PartitionSpec.from_json(vm.partition_spec)
+        return vm.partition_spec
 
     def _mschema_of(self, vm: VersionManifest) -> pa.Schema:
         return manifest_schema(vm.schema, self._spec_of(vm))
@@ -304,7 +304,7 @@ def create_table(
         operation="create",
         summary={"total-files": 0, "total-records": 0},
         schema=lschema,
-        partition_spec=spec.to_json(),
+        partition_spec=spec,
         properties=props,
         root_manifest=None,
         reader_features=tuple(reader_features),

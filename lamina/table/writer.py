@@ -73,9 +73,10 @@ def write_data_files(
         pvals = spec.compute(data, schema)
         groups = []
         for first, idx in _partition_groups(pvals):
-            row = {pf.name: pvals.column(i)[first].as_py() for i, pf in enumerate(spec.fields)}
-            part = {C.pmin_col(pf.field_id): row[pf.name] for pf in spec.fields}
-            part.update({C.pmax_col(pf.field_id): row[pf.name] for pf in spec.fields})
+            scalars = {pf.name: pvals.column(i)[first] for i, pf in enumerate(spec.fields)}
+            row = {k: v.as_py() for k, v in scalars.items()}
+            part = {C.pmin_col(pf.field_id): scalars[pf.name] for pf in spec.fields}
+            part.update({C.pmax_col(pf.field_id): scalars[pf.name] for pf in spec.fields})
             groups.append((spec.path_for(row), data.take(pa.array(idx)), part))
     for pdir, rows, part in groups:
         for start in range(0, rows.num_rows, max_rows_per_file):
