@@ -54,6 +54,11 @@ def _translate(e: Exception, what: str) -> Exception:
     return StorageError(f"{what}: {type(e).__name__}: {e}")
 
 
+def _as_bytes(data: Any) -> bytes:
+    """obstore takes bytes, not Arrow buffers or memoryviews."""
+    return data if isinstance(data, bytes) else bytes(data)
+
+
 def _is_true(v: Any) -> bool:
     return str(v).strip().lower() in ("1", "true", "yes", "on")
 
@@ -181,12 +186,31 @@ class FileIO:
         except NotFound:
             return False
 
-    def put(self, path: str, data: bytes) -> None:
+    def put(self, path: str, data: Any) -> None:
+        data = _as_bytes(data)
         key = self._key(path)
         self._call(f"put {path}", lambda: obstore.put(self.store, key, data, use_multipart=len(data) > 64 * 2**20))
 
-    def put_if_absent(self, path: str, data: bytes) -> None:
+    def put_data(self, path: str, data: Any) -> None:
+        """Write a data file. On local disk a plain write into a fresh, uniquely named file
+        (no overwrite to guard against, so the object-store staging is not needed)."""
+        local = self.local_path(path) if self._local_root is not None else None
+        if local is None:
+            self.put(path, data)
+            return
+        try:
+            with open(local, "wb") as f:
+                f.write(data)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            with open(local, "wb") as f:
+                f.write(data)
+        except OSError as e:
+            raise _translate(e, f"put {path}") from e
+
+    def put_if_absent(self, path: str, data: Any) -> None:
         """Atomically create ``path``; raise AlreadyExists if anything is there."""
+        data = _as_bytes(data)
         key = self._key(path)
         self._call(f"put-if-absent {path}", lambda: obstore.put(self.store, key, data, mode="create"))
 

@@ -6,7 +6,6 @@ cached process-wide by location; a repeated plan or commit reads no bytes.
 
 from __future__ import annotations
 
-import io as _io
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -61,7 +60,7 @@ def write_manifest(io: FileIO, entries: pa.Table, kind: str) -> tuple[str, int]:
     # All-null columns (unused DV slots, unknown stats) are left out of the file: readers
     # treat a missing column as all-unknown, and every column costs write time.
     on_disk = entries.select([i for i, c in enumerate(entries.columns) if c.null_count < len(c) or not entries.schema.field(i).nullable])
-    sink = _io.BytesIO()
+    sink = pa.BufferOutputStream()
     md = {b"lamina.format_version": str(FORMAT_VERSION).encode(), b"lamina.manifest_kind": kind.encode()}
     small = on_disk.num_rows <= 1024
     pq.write_table(
@@ -79,7 +78,7 @@ def write_manifest(io: FileIO, entries: pa.Table, kind: str) -> tuple[str, int]:
     data = sink.getvalue()
     io.put_if_absent(path, data)
     _cache_put((io.uri, path), entries)
-    return path, len(data)
+    return path, data.size
 
 
 def read_manifest(io: FileIO, path: str, columns: Sequence[str] | None = None) -> pa.Table:

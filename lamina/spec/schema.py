@@ -140,6 +140,7 @@ class Schema:
     arrow: pa.Schema
     schema_id: int = 0
     _by_name: dict[str, pa.Field] = field(default_factory=dict, compare=False, repr=False)
+    _json: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {f.name: f for f in self.arrow})
@@ -204,7 +205,10 @@ class Schema:
         return best
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_id": self.schema_id, "fields": [_field_to_json(f) for f in self.arrow]}
+        # Serialized on every commit; the schema is immutable, so build it once.
+        if self._json is None:
+            object.__setattr__(self, "_json", {"schema_id": self.schema_id, "fields": [_field_to_json(f) for f in self.arrow]})
+        return self._json  # type: ignore[return-value]
 
     @classmethod
     def from_json(cls, j: dict[str, Any]) -> "Schema":

@@ -6,7 +6,6 @@ starts with the write id so cleanup can tell which write left it behind.
 
 from __future__ import annotations
 
-import io as _io
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -40,18 +39,11 @@ def _partition_groups(pvals: pa.Table) -> list[tuple[int, np.ndarray]]:
 
 
 def _write_one(io: FileIO, path: str, data: pa.Table, compression: str) -> int:
-    local = io.local_path(path)
-    if local is not None:
-        import os
-
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-        pq.write_table(data, local, compression=compression)
-        return os.path.getsize(local)
-    sink = _io.BytesIO()
+    sink = pa.BufferOutputStream()
     pq.write_table(data, sink, compression=compression)
     buf = sink.getvalue()
-    io.put(path, buf)
-    return len(buf)
+    io.put_data(path, buf)
+    return buf.size
 
 
 def write_data_files(
