@@ -41,7 +41,7 @@ class CommitOptions:
 
     max_attempts: int = 200
     max_seconds: float = 300.0
-    backoff_min_ms: float = 2.0
+    backoff_min_ms: float = 1.0
     backoff_max_ms: float = 250.0
     resolve_attempts: int = 5  # reads of the version slot to resolve an unknown outcome
 
@@ -108,10 +108,11 @@ class Committer:
                     f"version {vm.version} and later kept being taken by concurrent writers. "
                     "Nothing was committed; retry later or raise commit.retry.max-attempts."
                 )
-            # Lost the race: back off (full jitter) and rebase onto what won.
-            cap = min(options.backoff_max_ms, options.backoff_min_ms * 2 ** min(attempt, 16))
+            # Lost the race: back off (full jitter) and rebase onto what won. The slot we
+            # lost exists, so the newest version is found by probing forward from it.
+            cap = min(options.backoff_max_ms, options.backoff_min_ms * 2 ** min(attempt - 1, 16))
             time.sleep(random.uniform(0, cap) / 1000.0)
-            base = self.log.latest()
+            base = self.log.newest_from(vm.version)
 
     def _prepare(self, base: VersionManifest, op: Operation, commit_id: str) -> tuple[VersionManifest, ChangeResult]:
         change = op.apply(base)

@@ -127,6 +127,13 @@ class VersionLog:
             self.table_uuid = vm.table_uuid
         return vm
 
+    def newest_from(self, known: int) -> VersionManifest:
+        """The latest version, given that version ``known`` exists (no hint read)."""
+        if self.io.lists_in_order and self.allow_list:
+            newest = self._newest_by_listing()
+            return self.load(newest if newest is not None and newest > known else known)
+        return self.load(self._probe_forward(known))
+
     def _probe_forward(self, known: int) -> int:
         """The newest existing version >= ``known`` (which exists), by galloping then bisecting."""
         if not self.exists(known + 1):
