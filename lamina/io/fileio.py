@@ -155,6 +155,10 @@ class FileIO:
             return os.path.join(self._local_root, path)
         return f"{self.uri}/{path}"
 
+    @property
+    def is_local(self) -> bool:
+        return self._local_root is not None
+
     def local_path(self, path: str) -> str | None:
         """The local filesystem path of ``path`` when the table is on local disk, else None."""
         return os.path.join(self._local_root, _check_relative(path)) if self._local_root is not None else None
@@ -194,7 +198,7 @@ class FileIO:
     def put_data(self, path: str, data: Any) -> None:
         """Write a data file. On local disk a plain write into a fresh, uniquely named file
         (no overwrite to guard against, so the object-store staging is not needed)."""
-        local = self.local_path(path) if self._local_root is not None else None
+        local = self.local_path(path)
         if local is None:
             self.put(path, data)
             return

@@ -6,6 +6,7 @@ once, before the first attempt, and reused by every retry.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -17,8 +18,13 @@ from lamina.expr import AlwaysTrue, Expr, to_arrow_filter
 from lamina.manifest.entries import conform, fill_constant
 from lamina.spec.version import VersionManifest
 
+_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-overwrite")
+
 if TYPE_CHECKING:
     from lamina.table.table import Table
+
+# A candidate file with no row matching the predicate stays as it is.
+UNTOUCHED = object()
 
 REMOVED_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("added_version", pa.int64())])
 
@@ -65,7 +71,9 @@ class Overwrite:
     predicate: Expr
     entries: pa.Table
     write: Callable[[pa.Table], pa.Table]  # writes rows as data files, returns their entries
-    _rewrites: dict[str, Any] = field(default_factory=dict)  # path -> "untouched" | remainder entries | None
+    # path -> UNTOUCHED | entries of the rewritten remainder | None (every row matched); kept
+    # across retries so a rebase only reads files it has not seen.
+    _rewrites: dict[str, Any] = field(default_factory=dict)
 
     def apply(self, base: VersionManifest) -> Change:
         scan = self.table._scan_at(base, self.predicate)
@@ -74,13 +82,13 @@ class Overwrite:
         if isinstance(self.predicate, AlwaysTrue):
             removed = candidates
         else:
-            keep_mask = []
             filt = to_arrow_filter(self.predicate)
-            for path in candidates.column("path").to_pylist():
-                if path not in self._rewrites:
-                    self._rewrites[path] = self._rewrite_file(scan, path, filt)
-                keep_mask.append(not isinstance(self._rewrites[path], str))
-            removed = candidates.filter(pa.array(keep_mask, pa.bool_())) if keep_mask else candidates
+            paths = candidates.column("path").to_pylist()
+            unseen = [p for p in paths if p not in self._rewrites]
+            for p, outcome in zip(unseen, _pool.map(lambda p: self._rewrite_file(scan, p, filt), unseen)):
+                self._rewrites[p] = outcome
+            touched = [self._rewrites[p] is not UNTOUCHED for p in paths]
+            removed = candidates.filter(pa.array(touched, pa.bool_())) if paths else candidates
             for path in removed.column("path").to_pylist():
                 remainder = self._rewrites[path]
                 if remainder is not None:
@@ -89,12 +97,12 @@ class Overwrite:
         return Change("overwrite", adds, _removed(removed), summary={"predicate": str(self.predicate)})
 
     def _rewrite_file(self, scan: Any, path: str, filt: Any) -> Any:
-        """'untouched' if no row matches, None if all do, else the entries of the rewritten remainder."""
+        """UNTOUCHED if no row matches, None if all do, else the entries of the rewritten remainder."""
         rows = scan._read_file(path, scan.schema.names, None)
         numbered = rows.append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
         matched = numbered.filter(filt).column("__row")
         if len(matched) == 0:
-            return "untouched"
+            return UNTOUCHED
         if len(matched) == rows.num_rows:
             return None
         # SQL semantics: a row stays unless the predicate is TRUE for it (false or null stay).

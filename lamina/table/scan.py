@@ -175,7 +175,7 @@ class Scan:
             return out_schema.empty_table()
         filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
         io = self.table.io
-        if io.local_path("x") is not None:
+        if io.is_local:
             dataset = ds.dataset([io.local_path(p) for p in plan.paths], schema=self.schema.arrow, format="parquet")
             try:
                 return dataset.to_table(columns=cols, filter=filt).cast(out_schema)
