@@ -444,3 +444,43 @@ def test_pruned_scan_equals_filtered_full_scan(tmp_path_factory, sizes, tmpl, a,
         if path not in planned:
             rows = pq.read_table(t.io.local_path(path))
             assert rows.filter(to_arrow_filter(bind(parse_predicate(where), t.metadata.schema))).num_rows == 0
+
+
+# -- locations and inputs --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["memory", "file"])
+def test_memory_and_file_uris(tmp_path, scheme):
+    uri = f"memory://core-{os.getpid()}/{tmp_path.name}/t" if scheme == "memory" else f"file://{tmp_path}/t"
+    t = lamina.create_table(uri, SCHEMA, partition_by=["category"])
+    t.append(batch(0, 20))
+    t.append(batch(20, 5))
+    t2 = lamina.open_table(uri)
+    assert t2.version == 2 and ids(t2.scan(where="category = 'c1'").to_arrow()) == [i for i in range(25) if i % 5 == 1]
+    assert ids(t2.scan(version=1).to_arrow()) == list(range(20))
+    assert fsck(t2).ok
+
+
+@pytest.mark.parametrize("bad", ["../escape", "/etc/passwd", "a/../../b", "a\\b", "./x"])
+def test_fileio_refuses_paths_outside_the_table(tmp_path, bad):
+    from lamina.errors import InvalidUri
+
+    io = FileIO(str(tmp_path / "t"))
+    with pytest.raises(InvalidUri, match="relative"):
+        io.put(bad, b"x")
+    assert not (tmp_path / "escape").exists()
+
+
+def test_where_accepts_expression_objects(uri):
+    from lamina.expr import col
+
+    t = lamina.create_table(uri, SCHEMA)
+    t.append(batch(0, 30))
+    got = t.scan(where=(col("id") >= 10) & (col("category").isin(["c1", "c2"]))).to_arrow()
+    assert ids(got) == [i for i in range(10, 30) if i % 5 in (1, 2)]
+    from lamina.errors import InvalidPredicate
+
+    with pytest.raises(InvalidPredicate):
+        t.scan(where="nope > 1")
+    with pytest.raises(InvalidPredicate):
+        t.scan(where="id > 1; DROP TABLE x")
