@@ -128,8 +128,9 @@ def _crash(spec: dict[str, Any]) -> dict[str, Any]:
     if at == "write-data":
         orig = writer._write_one
 
-        def torn_write(io, path, data, compression):  # noqa: ANN001
-            # Write the file, leave it torn (half of it), die before any manifest exists.
+        def torn_write(io, path, data, compression, futures=None):  # noqa: ANN001
+            # Write the file (synchronously), leave it torn (half of it), die before any
+            # manifest exists.
             size = orig(io, path, data, compression)
             local = io.local_path(path)
             with open(local, "r+b") as f:

@@ -145,3 +145,20 @@ def test_overwrite_racing_an_append_is_serializable(tmp_path):
     a.append(rows(20))  # ... and one inside it
     b.overwrite(rows(21, 1), where="id >= 20")  # b's base is stale: re-evaluated on the latest
     assert ids(lamina.open_table(a.uri)) == [0, 1, 2, 10, 11, 12, 21]
+
+
+def test_failed_data_file_write_commits_nothing(tmp_path, monkeypatch):
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    t.append(rows(0))
+    from lamina.io import FileIO
+
+    def broken(self, path, data):
+        raise StorageError("disk full")
+
+    monkeypatch.setattr(FileIO, "put_data", broken)
+    with pytest.raises(StorageError, match="disk full"):
+        t.append(rows(100))
+    monkeypatch.undo()
+    fresh = lamina.open_table(t.uri)
+    assert fresh.version == 1 and ids(fresh) == [0, 1, 2]
+    assert t.log.list_versions() == [0, 1]

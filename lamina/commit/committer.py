@@ -88,7 +88,15 @@ class Committer:
         self.coordinator = coordinator
         self.mschema_for = mschema_for
 
-    def commit(self, base: VersionManifest, op: Operation, options: CommitOptions | None = None) -> VersionManifest:
+    def commit(
+        self,
+        base: VersionManifest,
+        op: Operation,
+        options: CommitOptions | None = None,
+        before_publish: Callable[[], None] | None = None,
+    ) -> VersionManifest:
+        """Commit ``op``; ``before_publish`` runs once before the first publish attempt
+        (e.g. waiting until data files are durable: nothing may point at a file not yet written)."""
         options = options or CommitOptions.from_properties(base.properties)
         commit_id = uuid.uuid4().hex
         deadline = time.monotonic() + options.max_seconds
@@ -97,6 +105,9 @@ class Committer:
             attempt += 1
             check_writer(base.writer_features, f"table {self.log.io.uri}")
             vm, result = self._prepare(base, op, commit_id)
+            if before_publish is not None:
+                before_publish()
+                before_publish = None
             outcome = self._publish(vm, commit_id, options)
             if outcome is not None:
                 _step("published")

@@ -33,7 +33,7 @@ from lamina.spec.schema import Schema
 from lamina.spec.version import VersionManifest
 from lamina.table.operations import AppendFiles, Overwrite
 from lamina.table.scan import Scan, ScanPlan
-from lamina.table.writer import write_data_files
+from lamina.table.writer import PendingWrites, write_data_files
 
 DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
 
@@ -200,7 +200,7 @@ class Table:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def _write(self, data: pa.Table, write_id: str) -> list[dict[str, Any]]:
+    def _write(self, data: pa.Table, write_id: str, pending: PendingWrites | None = None) -> list[dict[str, Any]]:
         vm = self._vm
         props = vm.properties
         max_rows = int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
@@ -209,23 +209,25 @@ class Table:
         return write_data_files(
             self.io, vm.schema, self._spec_of(vm), data, write_id, max_rows,
             compression=props.get("write.parquet.compression", "snappy"),
+            pending=pending,
         )
 
     def _entries(self, files: list[dict[str, Any]]) -> pa.Table:
         vm = self._vm
         return data_entries(files, self._mschema_of(vm), vm.version + 1, self._spec_of(vm).spec_id)
 
-    def _commit(self, op: Any, options: CommitOptions | None = None) -> int:
+    def _commit(self, op: Any, options: CommitOptions | None = None, pending: PendingWrites | None = None) -> int:
         # Start from the version this object holds: with one writer it is the latest, and
         # if it is stale the put-if-absent fails fast and the committer rebases.
-        self._vm = self._committer.commit(self._vm, op, options)
+        self._vm = self._committer.commit(self._vm, op, options, before_publish=pending.wait if pending else None)
         return self._vm.version
 
     def append(self, data: Any, *, commit_options: CommitOptions | None = None) -> int:
         """Append rows as one new version; returns the version committed."""
         table = self._vm.schema.conform(_to_arrow(data))  # schema errors before any file is written
-        files = self._write(table, uuid.uuid4().hex[:16])
-        return self._commit(AppendFiles(self, self._entries(files)), commit_options)
+        pending = PendingWrites([])  # the data file reaches disk while manifests are built
+        files = self._write(table, uuid.uuid4().hex[:16], pending)
+        return self._commit(AppendFiles(self, self._entries(files)), commit_options, pending)
 
     def overwrite(self, data: Any, where: str | Expr | None = None, *, commit_options: CommitOptions | None = None) -> int:
         """Replace all rows (or those matching ``where``) with ``data``, as one version.

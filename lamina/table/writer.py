@@ -6,7 +6,7 @@ starts with the write id so cleanup can tell which write left it behind.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ from lamina.spec.layout import new_data_path
 from lamina.spec.schema import Schema
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-write")
+_io_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-store")
 
 
 def _partition_groups(pvals: pa.Table) -> list[tuple[int, np.ndarray]]:
@@ -38,11 +39,31 @@ def _partition_groups(pvals: pa.Table) -> list[tuple[int, np.ndarray]]:
     return [(int(order[s]), order[s:e]) for s, e in zip(starts, ends)]
 
 
-def _write_one(io: FileIO, path: str, data: pa.Table, compression: str) -> int:
+class PendingWrites:
+    """Data files encoded and on their way to storage; ``wait()`` before the commit point."""
+
+    def __init__(self, futures: list[Future]) -> None:
+        self._futures = futures
+
+    def wait(self) -> None:
+        for f in self._futures:
+            f.result()  # re-raises a failed write: the commit then never happens
+        self._futures = []
+
+
+def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures: list[Future] | None = None) -> int:
+    """Encode ``data`` as Parquet and store it at ``path``; returns its size.
+
+    With ``futures``, the store write is queued and its future appended, so the
+    caller can build manifests while the bytes go to disk.
+    """
     sink = pa.BufferOutputStream()
     pq.write_table(data, sink, compression=compression)
     buf = sink.getvalue()
-    io.put_data(path, buf)
+    if futures is None:
+        io.put_data(path, buf)
+    else:
+        futures.append(_io_pool.submit(io.put_data, path, buf))
     return buf.size
 
 
@@ -54,8 +75,13 @@ def write_data_files(
     write_id: str,
     max_rows_per_file: int,
     compression: str = "snappy",
+    pending: PendingWrites | None = None,
 ) -> list[dict[str, Any]]:
-    """Write ``data`` (already conformed to ``schema``) and return one entry dict per file."""
+    """Write ``data`` (already conformed to ``schema``) and return one entry dict per file.
+
+    With ``pending``, a single file's store write overlaps with what the caller does
+    next; the caller must ``pending.wait()`` before committing.
+    """
     if data.num_rows == 0:
         return []
     jobs: list[tuple[pa.Table, dict[str, Any], str | None]] = []
@@ -74,10 +100,14 @@ def write_data_files(
         for start in range(0, rows.num_rows, max_rows_per_file):
             jobs.append((rows.slice(start, max_rows_per_file), part, pdir))
 
+    # One file: queue its store write and let the caller go on. Many files: they are
+    # written in parallel right here.
+    futures = pending._futures if pending is not None and len(jobs) == 1 else None
+
     def run(job: tuple[pa.Table, dict[str, Any], str | None]) -> dict[str, Any]:
         chunk, part, pdir = job
         path = new_data_path(pdir, write_id)
-        size = _write_one(io, path, chunk, compression)
+        size = _write_one(io, path, chunk, compression, futures)
         entry = {"path": path, "size": size, "record_count": chunk.num_rows, "partition_path": pdir}
         entry.update(part)
         entry.update(column_stats(chunk, schema))
