@@ -94,8 +94,8 @@ class Scan:
     def __init__(self, table: "Table", vm: VersionManifest, where: str | Expr | None, columns: Sequence[str] | None):
         self.table = table
         self.vm = vm
-        self.schema = table._schema_of(vm)
-        self.spec = table._spec_of(vm)
+        self.schema = vm.schema
+        self.spec = vm.partition_spec
         self.predicate = bind(to_expr(where), self.schema)
         if columns is not None:
             columns = list(columns)

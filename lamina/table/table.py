@@ -116,20 +116,14 @@ class Table:
 
     @property
     def partition_spec(self) -> PartitionSpec:
-        return self._spec_of(self._vm)
+        return self._vm.partition_spec
 
     @property
     def properties(self) -> dict[str, str]:
         return dict(self._vm.properties)
 
-    def _schema_of(self, vm: VersionManifest) -> Schema:
-        return vm.schema
-
-    def _spec_of(self, vm: VersionManifest) -> PartitionSpec:
-        return vm.partition_spec
-
     def _mschema_of(self, vm: VersionManifest) -> pa.Schema:
-        return manifest_schema(vm.schema, self._spec_of(vm))
+        return manifest_schema(vm.schema, vm.partition_spec)
 
     def refresh(self) -> "Table":
         """Move to the latest version."""
@@ -207,14 +201,14 @@ class Table:
         if max_rows < 1:
             raise InvalidArgument("write.max-rows-per-file must be >= 1")
         return write_data_files(
-            self.io, vm.schema, self._spec_of(vm), data, write_id, max_rows,
+            self.io, vm.schema, vm.partition_spec, data, write_id, max_rows,
             compression=props.get("write.parquet.compression", "snappy"),
             pending=pending,
         )
 
     def _entries(self, files: list[dict[str, Any]]) -> pa.Table:
         vm = self._vm
-        return data_entries(files, self._mschema_of(vm), vm.version + 1, self._spec_of(vm).spec_id)
+        return data_entries(files, self._mschema_of(vm), vm.version + 1, vm.partition_spec.spec_id)
 
     def _commit(self, op: Any, options: CommitOptions | None = None, pending: PendingWrites | None = None) -> int:
         # Start from the version this object holds: with one writer it is the latest, and
@@ -256,7 +250,7 @@ class Table:
         optional ``lower.<col>``, ``upper.<col>``, ``null_count.<col>``, ``partition.<field>``.
         """
         vm = self._vm
-        entries = entries_from_user_files(files, vm.schema, self._spec_of(vm), self._mschema_of(vm))
+        entries = entries_from_user_files(files, vm.schema, vm.partition_spec, self._mschema_of(vm))
         for p in entries.column("path").to_pylist()[:1]:
             if p.startswith("/") or ".." in p.split("/"):
                 raise InvalidArgument(f"add_files paths must be relative to the table root, got {p!r}")
