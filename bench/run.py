@@ -66,11 +66,11 @@ class Config:
     open_reps: int = 50
     plan_files: int = 20_000
     plan_rpf: int = 1024  # rows per data file (deltalake can only split every 1024 rows)
-    plan_cold_reps: int = 3
+    plan_cold_reps: int = 5
     plan_warm_reps: int = 5
     m_files: int = 1_000_000
     m_commits: int = 100
-    m_cold_reps: int = 3
+    m_cold_reps: int = 7
     m_warm_reps: int = 3
     conc_writers: int = 16
     conc_appends: int = 50
@@ -623,6 +623,7 @@ def bench_plan1m(ws: Workspace, cfg: Config) -> Section:
             "files planned",
             "open (fresh process)",
             "plan (fresh process)",
+            "min plan (fresh process)",
             "plan (open handle)",
             "target",
         ],
@@ -669,6 +670,7 @@ def bench_plan1m(ws: Workspace, cfg: Config) -> Section:
                         f"{m['files']:,}",
                         fmt_s(m["open_cold"]),
                         fmt_s(m["plan_cold"]),
+                        fmt_s(min(c["plan_s"] for c in m["cold_runs"])),
                         fmt_s(m["plan_warm"]),
                         f"≤ 300 ms: {verdict(ok)}"
                         + ("" if m["plan_warm"] <= 0.3 else " (open handle: MISS)"),
@@ -676,14 +678,17 @@ def bench_plan1m(ws: Workspace, cfg: Config) -> Section:
                 )
             except Exception as e:  # noqa: BLE001
                 log_error(f"plan1m/{q}", e)
-                sec.rows.append([q, err_text(e), "", "", "", ""])
+                sec.rows.append([q, err_text(e), "", "", "", "", ""])
     except Exception as e:  # noqa: BLE001
         log_error("plan1m", e)
-        sec.rows.append(["(setup)", err_text(e), "", "", "", ""])
+        sec.rows.append(["(setup)", err_text(e), "", "", "", "", ""])
     finally:
         ws.drop(root)
         ws.drop(warm_root)
-    sec.notes.append("The target (≤ 300 ms) is judged on the plan in a fresh process (no warm cache).")
+    sec.notes.append(
+        "The target (≤ 300 ms) is judged on the p50 plan in a fresh process (no warm cache); "
+        "that figure swings with load on the shared machine (reading 100 manifests cold), hence the min."
+    )
     return sec
 
 
