@@ -11,6 +11,8 @@ META_DIR = "_lamina"
 VERSIONS_DIR = f"{META_DIR}/versions"
 MANIFESTS_DIR = f"{META_DIR}/manifests"
 HINT_PATH = f"{META_DIR}/_latest_version.json"
+WRITES_DIR = f"{META_DIR}/writes"
+TAGS_DIR = f"{META_DIR}/tags"
 DATA_DIR = "data"
 
 MAX_VERSION = 2**64 - 1
