@@ -60,6 +60,18 @@ class VersionNotFound(LaminaError):
 # --- user input ------------------------------------------------------------------
 
 
+class TagNotFound(VersionNotFound):
+    """No tag of that name."""
+
+
+class TagAlreadyExists(LaminaError):
+    """A tag of that name exists; tags are never overwritten silently."""
+
+
+class InvalidTagName(LaminaError, ValueError):
+    """A tag name that could be mistaken for a version or a path."""
+
+
 class SchemaMismatch(LaminaError, ValueError):
     """Data does not fit the table schema."""
 

@@ -67,6 +67,7 @@ class Change:
     schema: Schema | None = None  # new schema, if the operation changes it
     properties: dict[str, str] | None = None
     app_transactions: dict[str, int] | None = None
+    readds: bool = False  # ``added`` includes files an earlier version removed (rollback)
 
 
 class Operation(Protocol):
@@ -169,6 +170,7 @@ class Committer:
             root_manifest=result.root_path,
             commit_id=commit_id,
             app_transactions=apps,
+            last_readd_version=base.version + 1 if change.readds else base.last_readd_version,
         )
         return vm, result
 

@@ -209,9 +209,11 @@ class VersionLog:
     def at_timestamp(self, timestamp_ms: int, latest: VersionManifest | None = None) -> VersionManifest:
         """The newest version committed at or before ``timestamp_ms``: O(log n) GETs.
 
-        Timestamps are monotonic along versions and expiry removes the oldest
-        versions first, so existing versions form a contiguous range whose
-        timestamps increase: a binary search needs no listing.
+        Timestamps are monotonic along versions, so a binary search over version
+        numbers needs no listing while every version in range exists. Expiry
+        (oldest first) and destructive rollback (a run in the middle) leave
+        holes; the first missing version met switches to a search over the
+        versions a listing shows.
         """
         latest = latest or self.latest()
         if latest.timestamp_ms <= timestamp_ms:
@@ -221,7 +223,28 @@ class VersionLog:
         while lo < hi:
             mid = (lo + hi) // 2
             vm = self.try_load(mid)
-            if vm is None:  # expired: everything at or below mid is gone
+            if vm is None:
+                return self._at_timestamp_listed(timestamp_ms, latest)
+            if vm.timestamp_ms <= timestamp_ms:
+                best = vm
+                lo = mid + 1
+            else:
+                hi = mid
+        if best is None:
+            raise VersionNotFound(
+                f"no version of {self.io.uri} at or before timestamp {timestamp_ms} "
+                "(before the table was created, or those versions were expired)"
+            )
+        return best
+
+    def _at_timestamp_listed(self, timestamp_ms: int, latest: VersionManifest) -> VersionManifest:
+        versions = [v for v in self.list_versions() if v < latest.version]
+        lo, hi = 0, len(versions)  # answer index < hi
+        best: VersionManifest | None = None
+        while lo < hi:
+            mid = (lo + hi) // 2
+            vm = self.try_load(versions[mid])
+            if vm is None:  # expired meanwhile: treat as too old
                 lo = mid + 1
             elif vm.timestamp_ms <= timestamp_ms:
                 best = vm

@@ -226,10 +226,36 @@ class FileIO:
             pass
 
     def delete_many(self, paths: list[str]) -> None:
+        """Delete every path; ones already gone are fine (deletes are idempotent)."""
+        if self._local_root is not None:
+            for p in paths:
+                try:
+                    os.unlink(self.local_path(p))  # type: ignore[arg-type]
+                except FileNotFoundError:
+                    pass
+            return
         keys = [self._key(p) for p in paths]
         for i in range(0, len(keys), 1000):
             chunk = keys[i : i + 1000]
-            self._call(f"delete {len(chunk)} objects", lambda: obstore.delete(self.store, chunk))
+            try:
+                self._call(f"delete {len(chunk)} objects", lambda: obstore.delete(self.store, chunk))
+            except NotFound:
+                for k in chunk:  # a batch stops at the first missing key on some stores
+                    try:
+                        self._call(f"delete {k}", lambda: obstore.delete(self.store, k))
+                    except NotFound:
+                        pass
+
+    def size(self, path: str) -> int:
+        """Size in bytes of one object (NotFound if absent)."""
+        local = self.local_path(path)
+        if local is not None:
+            try:
+                return os.path.getsize(local)
+            except FileNotFoundError:
+                raise NotFound(f"{path}: not found") from None
+        key = self._key(path)
+        return int(self._call(f"head {path}", lambda: obstore.head(self.store, key))["size"])
 
     def _strip(self, key: str) -> str:
         return key[len(self._prefix) + 1 :] if self._prefix else key

@@ -34,6 +34,11 @@ class VersionManifest:
     format_version: int = FORMAT_VERSION
     # Idempotence records (e.g. streaming query id -> last batch id), carried forward.
     app_transactions: dict[str, int] = field(default_factory=dict)
+    # The newest version that re-added files an earlier version had removed (a
+    # rollback), carried forward. Expiry reasons about a data file from the one
+    # interval [added, removed) its manifests record; a re-added file has two,
+    # so expiry protects re-added files whenever this is newer than what it frees.
+    last_readd_version: int | None = None
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -53,6 +58,7 @@ class VersionManifest:
                 "writer_features": list(self.writer_features),
                 "commit_id": self.commit_id,
                 "app_transactions": self.app_transactions,
+                **({} if self.last_readd_version is None else {"last_readd_version": self.last_readd_version}),
             },
             separators=(",", ":"),
         ).encode()
@@ -79,6 +85,7 @@ class VersionManifest:
                 commit_id=str(j["commit_id"]),
                 format_version=int(j["format_version"]),
                 app_transactions={str(k): int(v) for k, v in j.get("app_transactions", {}).items()},
+                last_readd_version=None if j.get("last_readd_version") is None else int(j["last_readd_version"]),
             )
         except CorruptMetadata as e:
             raise CorruptMetadata(f"{where}: {e}") from None

@@ -14,8 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit import Change
+from lamina.errors import CommitConflict
 from lamina.expr import AlwaysTrue, Expr, to_arrow_filter
 from lamina.manifest.entries import conform, fill_constant
+from lamina.manifest.tree import live_data_entries
 from lamina.spec.version import VersionManifest
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-overwrite")
@@ -107,3 +109,39 @@ class Overwrite:
             return None
         # SQL semantics: a row stays unless the predicate is TRUE for it (false or null stay).
         return self.write(rows.filter(pc.invert(pc.is_in(numbered.column("__row"), value_set=matched))))
+
+
+@dataclass
+class Rollback:
+    """Make the table's content equal ``target``'s, as a new version (history is kept).
+
+    Re-evaluated against every base: whatever committed meanwhile is undone too,
+    since the result must equal the target. Files the target had and the base
+    does not are re-added (same files, new entries), which the version manifest
+    records for expiry (``last_readd_version``).
+    """
+
+    table: "Table"
+    target: VersionManifest
+    tag: str | None = None
+
+    def apply(self, base: VersionManifest) -> Change:
+        if self.tag is None and not self.table.log.exists(self.target.version):
+            raise CommitConflict(
+                f"version {self.target.version} was expired while rolling back to it; nothing was committed"
+            )
+        mschema = self.table._mschema_of(base)
+        want = conform(live_data_entries(self.table.io, self.target.root_manifest, self.table._mschema_of(self.target)), mschema)
+        have = live_data_entries(self.table.io, base.root_manifest, mschema, columns=["path", "added_version"])
+        readd = want.filter(pc.invert(pc.is_in(want.column("path"), value_set=have.column("path"))))
+        drop = have.filter(pc.invert(pc.is_in(have.column("path"), value_set=want.column("path"))))
+        summary = {"rollback-to": self.target.version, "readded-files": readd.num_rows}
+        if self.tag is not None:
+            summary["rollback-tag"] = self.tag
+        return Change(
+            "rollback",
+            fill_constant(readd, added_version=base.version + 1, status=1, removed_version=None),
+            _removed(drop),
+            summary=summary,
+            readds=readd.num_rows > 0,
+        )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
@@ -19,6 +19,7 @@ from lamina.commit.coordinator import CommitCoordinator
 from lamina.errors import (
     AlreadyExists,
     InvalidArgument,
+    VersionNotFound,
     SchemaMismatch,
     TableAlreadyExists,
     TableNotFound,
@@ -31,7 +32,11 @@ from lamina.spec.layout import FORMAT_VERSION, version_path
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.schema import Schema
 from lamina.spec.version import VersionManifest
-from lamina.table.operations import AppendFiles, Overwrite
+from lamina.maintenance import auto_tags, expire, orphans
+from lamina.spec.tag import Tag
+from lamina.table import system
+from lamina.table.operations import AppendFiles, Overwrite, Rollback
+from lamina.table.tags import TagStore
 from lamina.table.scan import Scan, ScanPlan
 from lamina.table.writer import PendingWrites, write_data_files
 
@@ -91,6 +96,7 @@ class Table:
         self._vm = vm
         self.coordinator = coordinator or ObjectStoreCoordinator(io)
         self._committer = Committer(log, self.coordinator, self._mschema_of)
+        self.tag_store = TagStore(io, log)
 
     # -- metadata ---------------------------------------------------------------------
 
@@ -157,15 +163,32 @@ class Table:
 
     # -- reads --------------------------------------------------------------------------
 
-    def _resolve(self, version: int | None, timestamp: Any) -> VersionManifest:
-        if version is not None and timestamp is not None:
-            raise InvalidArgument("pass either version or timestamp, not both")
-        if version is not None:
+    def _resolve(self, version: int | str | None = None, timestamp: Any = None, tag: str | None = None) -> VersionManifest:
+        """The version a read asks for. A non-numeric ``version`` string is a tag name
+        (seed 003), so `versionAsOf` takes either; a timestamp before every
+        retained version falls back to the newest tag at or before it."""
+        if isinstance(version, str):
+            if version.strip().lstrip("+").isdigit():
+                version = int(version)
+            else:
+                version, tag = None, version if tag is None else tag
+        if sum(x is not None for x in (version, timestamp, tag)) > 1:
+            raise InvalidArgument("pass one of version, timestamp or tag, not several")
+        if tag is not None:
+            vm = self.tag_store.get(tag).version
+        elif version is not None:
             if isinstance(version, bool) or not isinstance(version, int):
-                raise InvalidArgument(f"version must be an int, not {version!r}")
+                raise InvalidArgument(f"version must be an int or a tag name, not {version!r}")
             vm = self._vm if version == self._vm.version else self.log.load(version)
         elif timestamp is not None:
-            vm = self.log.at_timestamp(_timestamp_ms(timestamp))
+            ms = _timestamp_ms(timestamp)
+            try:
+                vm = self.log.at_timestamp(ms)
+            except VersionNotFound:
+                older = [t for t in self.tag_store.list() if t.version.timestamp_ms <= ms]
+                if not older:
+                    raise
+                vm = max(older, key=lambda t: (t.version.timestamp_ms, t.tagged_version)).version
         else:
             vm = self._vm
         check_reader(vm.reader_features, f"version {vm.version} of {self.uri}")
@@ -175,10 +198,11 @@ class Table:
         self,
         where: str | Expr | None = None,
         columns: Sequence[str] | None = None,
-        version: int | None = None,
+        version: int | str | None = None,
         timestamp: Any = None,
+        tag: str | None = None,
     ) -> Scan:
-        return Scan(self, self._resolve(version, timestamp), where, columns)
+        return Scan(self, self._resolve(version, timestamp, tag), where, columns)
 
     def _scan_at(self, vm: VersionManifest, where: str | Expr | None) -> Scan:
         return Scan(self, vm, where, None)
@@ -214,6 +238,8 @@ class Table:
         # Start from the version this object holds: with one writer it is the latest, and
         # if it is stale the put-if-absent fails fast and the committer rebases.
         self._vm = self._committer.commit(self._vm, op, options, before_publish=pending.wait if pending else None)
+        if "tag.auto-create" in self._vm.properties:
+            auto_tags.on_commit(self, self._vm)
         return self._vm.version
 
     def append(self, data: Any, *, commit_options: CommitOptions | None = None) -> int:
@@ -256,8 +282,135 @@ class Table:
                 raise InvalidArgument(f"add_files paths must be relative to the table root, got {p!r}")
         return self._commit(AppendFiles(self, entries, operation="add-files"), commit_options)
 
+    # -- tags ---------------------------------------------------------------------------
+
+    def create_tag(
+        self, name: str, version: int | None = None, *, timestamp: Any = None, expires_at: Any = None
+    ) -> Tag:
+        """Tag a version (default: the latest). Creating an existing tag is an error.
+
+        ``expires_at``: a time, or an age (timedelta from now), after which
+        ``expire_versions`` deletes the tag.
+        """
+        vm = self.log.latest() if version is None and timestamp is None else self._resolve(version, timestamp)
+        return self.tag_store.create(name, vm, expires_at_ms=None if expires_at is None else _expiry_ms(expires_at))
+
+    def replace_tag(
+        self, name: str, version: int | None = None, *, timestamp: Any = None, expires_at: Any = None
+    ) -> Tag:
+        """Point an existing tag at another version; frees what only the old target held."""
+        old = self.tag_store.get(name)
+        vm = self.log.latest() if version is None and timestamp is None else self._resolve(version, timestamp)
+        new = Tag(name, vm, int(time.time() * 1000), None if expires_at is None else _expiry_ms(expires_at), old.automatic)
+        self.tag_store.put(new)
+        if old.tagged_version != vm.version:
+            expire.free_tag(self.io, self.log, old)
+        return new
+
+    def rename_tag(self, name: str, new_name: str) -> Tag:
+        old = self.tag_store.get(name)
+        tag = self.tag_store.create(new_name, old.version, expires_at_ms=old.expires_at_ms, confirm_version=False)
+        self.tag_store.delete(name)
+        return tag
+
+    def delete_tag(self, name: str, *, dry_run: bool = False) -> "expire.ExpireReport":
+        """Delete a tag and every file only it held (its version may be long expired)."""
+        g = expire.delete_tag(self.io, self.log, name, dry_run=dry_run)
+        return expire.ExpireReport(
+            dry_run, deleted_manifests=g.manifests, deleted_files=g.files, deleted_bytes=g.bytes_known, kept_for_tags=g.kept
+        )
+
+    def tag(self, name: str) -> Tag:
+        return self.tag_store.get(name)
+
+    def tags(self) -> list[Tag]:
+        """Every tag, ordered by tagged version."""
+        return self.tag_store.list()
+
+    list_tags = tags
+
+    # -- rollback, expiry, orphans --------------------------------------------------------
+
+    def rollback(
+        self,
+        version: int | str | None = None,
+        *,
+        tag: str | None = None,
+        timestamp: Any = None,
+        destructive: bool = False,
+        commit_options: CommitOptions | None = None,
+    ) -> int:
+        """Commit a new version whose content equals ``version``/``tag``/``timestamp``'s.
+
+        History is kept, so a rollback can itself be rolled back. With
+        ``destructive=True`` the versions between the target and the rollback
+        are then deleted with every file only they needed (Paimon's rollback);
+        tags on them survive.
+        """
+        if version is None and tag is None and timestamp is None:
+            raise InvalidArgument("rollback needs a version, a tag or a timestamp")
+        if isinstance(version, str) and not version.strip().lstrip("+").isdigit():
+            version, tag = None, version
+        target = self._resolve(version, timestamp, tag)
+        committed = self._commit(Rollback(self, target, tag), commit_options)
+        if destructive:
+            expire.drop_versions_after(self.io, self.log, target, self._vm)
+        return committed
+
+    def expire_versions(
+        self,
+        older_than: Any = None,
+        retain_last: int | None = None,
+        *,
+        reader_grace: Any = None,
+        dry_run: bool = False,
+        progress: Any = None,
+    ) -> "expire.ExpireReport":
+        """Delete old versions and the files only they needed; tags keep theirs.
+
+        See ``lamina.maintenance.expire`` for the rules (reader grace: versions are
+        expired only once superseded for ``reader_grace``, default one hour).
+        """
+        return expire.expire_versions(
+            self.io, self.log, older_than=older_than, retain_last=retain_last,
+            reader_grace=reader_grace, dry_run=dry_run, progress=progress,
+        )
+
+    def remove_orphans(
+        self, older_than: Any = orphans.DEFAULT_ORPHAN_AGE, *, dry_run: bool = False,
+        allow_short_age: bool = False, progress: Any = None,
+    ) -> "orphans.OrphanReport":
+        """Delete files nothing references, older than ``older_than`` and not in flight."""
+        return orphans.remove_orphans(
+            self.io, self.log, older_than, dry_run=dry_run, allow_short_age=allow_short_age, progress=progress
+        )
+
+    vacuum = remove_orphans
+
+    # -- system tables ------------------------------------------------------------------
+
+    def system_table(self, name: str, *, version: int | str | None = None, tag: str | None = None) -> pa.Table:
+        """``$snapshots``, ``$tags``, ``$files`` or ``$manifests`` as an Arrow table."""
+        vm = self._resolve(version, None, tag) if version is not None or tag is not None else self._vm
+        return system.system_table(self, name, vm)
+
+    def snapshots(self) -> pa.Table:
+        return system.snapshots(self)
+
+    def files(self, **kwargs: Any) -> pa.Table:
+        return self.system_table("files", **kwargs)
+
+    def manifests(self, **kwargs: Any) -> pa.Table:
+        return self.system_table("manifests", **kwargs)
+
     def __repr__(self) -> str:
         return f"lamina.Table({self.uri!r}, version={self.version})"
+
+
+def _expiry_ms(expires_at: Any) -> int:
+    if isinstance(expires_at, timedelta):
+        return int(time.time() * 1000) + int(expires_at.total_seconds() * 1000)
+    return _timestamp_ms(expires_at)
 
 
 def _new_log(uri: str, storage_options: Mapping[str, Any] | None, identifier: str | None, allow_list: bool = True) -> VersionLog:
@@ -325,6 +478,7 @@ def open_table(
     storage_options: Mapping[str, Any] | None = None,
     allow_list: bool = True,
     table_uuid: str | None = None,
+    tag: str | None = None,
 ) -> Table:
     """Open the latest version of the table at ``uri`` (or ``version`` / ``timestamp``).
 
@@ -338,7 +492,8 @@ def open_table(
         vm = log.load(version)
     else:
         vm = log.latest()
-        if timestamp is not None:
-            vm = log.at_timestamp(_timestamp_ms(timestamp), vm)
-    check_reader(vm.reader_features, f"table {uri}")
-    return Table(log.io, log, vm)
+    table = Table(log.io, log, vm)
+    if timestamp is not None or tag is not None:
+        table._vm = table._resolve(None, timestamp, tag)
+    check_reader(table._vm.reader_features, f"table {uri}")
+    return table

@@ -1,0 +1,395 @@
+"""Version expiry and garbage collection that never frees what a tag or a retained version needs.
+
+The rule (seed 003, generalised). A data file's manifests record the one
+interval ``[added_version, removed_version)`` in which it is live. After some
+versions are deleted, a file is still needed iff some *kept point* -- an
+existing version or a tag's version -- lies in its interval. Candidates are
+only files whose removal was recorded by a version next to a deleted one, so
+deciding costs what changed (the roots and the leaves those versions wrote),
+not a walk over every tag's or version's full file list. The one case the
+interval cannot describe -- a rollback re-adding a file an earlier version
+removed -- is flagged in the version manifest (``last_readd_version``), and
+then files re-added since the oldest candidate removal are kept as well.
+
+Manifests are carried only from a version's parent, so the versions whose
+roots reference one manifest form a contiguous run: a manifest referenced by
+a deleted root is free unless the nearest surviving root on either side, or a
+tag, references it.
+
+Ordering, so that concurrent work stays safe:
+1. version files are deleted first (oldest first), so nobody can open an
+   expired version any more;
+2. then tags are listed and the latest version re-read, so a tag created or a
+   rollback committed during the run is honoured (``TagStore.create`` and
+   rollback confirm their source version still exists after writing);
+3. then manifests and data files go.
+
+Reader safety: a version is expired only once its successor has been current
+for ``reader_grace`` (default one hour, property ``expire.reader-grace-ms``):
+a reader that opened it while it was current has had that long to finish.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lamina.commit.log import VersionLog
+from lamina.errors import InvalidArgument, NotFound, VersionNotFound
+from lamina.io import FileIO
+from lamina.maintenance.reachability import (
+    added_by,
+    live_entries,
+    manifest_paths,
+    referenced_files,
+    removed_by,
+    root_of,
+)
+from lamina.spec.layout import version_path
+from lamina.spec.tag import Tag
+from lamina.spec.version import VersionManifest
+from lamina.table.tags import TagStore
+
+DEFAULT_OLDER_THAN = timedelta(days=5)
+DEFAULT_READER_GRACE_MS = 3_600_000
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-expire")
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+@dataclass
+class ExpireReport:
+    dry_run: bool
+    expired_versions: list[int] = field(default_factory=list)
+    earliest_retained: int | None = None
+    expired_tags: list[str] = field(default_factory=list)
+    deleted_manifests: list[str] = field(default_factory=list)
+    deleted_files: list[str] = field(default_factory=list)  # data and deletion-vector files
+    deleted_bytes: int = 0
+    kept_for_tags: int = 0  # candidate data files kept because a tag or retained version needs them
+    seconds: float = 0.0
+
+    @property
+    def deleted_version_files(self) -> int:
+        return len(self.expired_versions)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def to_ms(t: Any, what: str) -> int:
+    """A point in time (datetime, ISO string, epoch ms) or an age (timedelta, before now)."""
+    if isinstance(t, timedelta):
+        return _now_ms() - int(t.total_seconds() * 1000)
+    if isinstance(t, bool):
+        raise InvalidArgument(f"{what} must be a datetime, timedelta, ISO string or epoch ms, not {t!r}")
+    if isinstance(t, (int, float)):
+        return int(t)
+    if isinstance(t, str):
+        try:
+            t = datetime.fromisoformat(t)
+        except ValueError:
+            raise InvalidArgument(f"{what} {t!r} is not ISO 8601") from None
+    if isinstance(t, datetime):
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=timezone.utc)
+        return int(t.timestamp() * 1000)
+    raise InvalidArgument(f"{what} must be a datetime, timedelta, ISO string or epoch ms, not {type(t).__name__}")
+
+
+def _load_many(log: VersionLog, versions: Sequence[int]) -> list[VersionManifest]:
+    return list(_pool.map(log.load, versions)) if len(versions) > 1 else [log.load(v) for v in versions]
+
+
+def _roots(io: FileIO, vms: Sequence[VersionManifest]) -> list[pa.Table]:
+    return list(_pool.map(lambda vm: root_of(io, vm), vms))
+
+
+def _is_in(values: pa.Array, among: pa.Array) -> pa.Array:
+    if not len(among) or not len(values):
+        return pa.array(np.zeros(len(values), dtype=bool))
+    return pc.is_in(values, value_set=among)
+
+
+def _needed(a: np.ndarray, r: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """Row i is needed iff some kept point k has a[i] <= k < r[i] (kept sorted ascending)."""
+    if not len(kept):
+        return np.zeros(len(a), dtype=bool)
+    i = np.searchsorted(kept, a, side="left")
+    return (i < len(kept)) & (kept[np.minimum(i, len(kept) - 1)] < r)
+
+
+def _readded_since(io: FileIO, log: VersionLog, latest: VersionManifest, since: int, known: dict[int, VersionManifest]) -> pa.Array:
+    """Paths re-added by rollbacks at versions >= ``since`` (empty when the manifest says there were none)."""
+    if latest.last_readd_version is None or latest.last_readd_version < since:
+        return pa.array([], pa.string())
+    versions = [v for v in log.list_versions() if v >= since]
+    need = [v for v in versions if v not in known]
+    for vm in _load_many(log, need):
+        known[vm.version] = vm
+    out = []
+    for v in versions:
+        vm = known[v]
+        if vm.operation != "rollback" or not vm.summary.get("readded-files"):
+            continue
+        parent = known.get(vm.parent_version) if vm.parent_version is not None else None
+        if parent is None and vm.parent_version is not None:
+            try:
+                parent = log.load(vm.parent_version)
+            except VersionNotFound:
+                parent = None  # then every leaf of the rollback counts as new: more is kept, never less
+        proot = root_of(io, parent) if parent is not None else None
+        out.append(added_by(io, vm, root_of(io, vm), proot).column("path").combine_chunks())
+    return pa.concat_arrays(out) if out else pa.array([], pa.string())
+
+
+def _sizes(io: FileIO, paths: list[str]) -> int:
+    def one(p: str) -> int:
+        try:
+            return io.size(p)
+        except NotFound:
+            return 0
+
+    return sum(_pool.map(one, paths))
+
+
+@dataclass
+class _Garbage:
+    manifests: list[str]
+    files: list[str]
+    bytes_known: int
+    kept: int
+
+
+def collect_garbage(
+    io: FileIO,
+    log: VersionLog,
+    chain: Sequence[VersionManifest],
+    deleted: set[int],
+    tags: Sequence[Tag],
+    existing: Sequence[int],
+    latest: VersionManifest,
+) -> _Garbage:
+    """What deleting the versions ``deleted`` frees.
+
+    ``chain``: consecutive versions (each the parent of the next) spanning the
+    deleted ones plus the nearest survivor after them (and before, if any);
+    ``existing``: every version that survives; ``tags``: every tag.
+    """
+    roots = _roots(io, chain)
+    # Data: the removals recorded by each version after the first one in the chain.
+    parts = [removed_by(io, vm, root, proot) for vm, root, proot in zip(chain[1:], roots[1:], roots[:-1])]
+    removed = pa.concat_tables(parts) if parts else None
+    files: list[str] = []
+    kept = 0
+    if removed is not None and removed.num_rows:
+        kept_points = np.unique(np.array(list(existing) + [t.tagged_version for t in tags], dtype=np.int64))
+        a = removed.column("added_version").to_numpy()
+        r = removed.column("removed_version").to_numpy()
+        need = _needed(a, r, kept_points)
+        paths = removed.column("path").combine_chunks()
+        needed_paths = paths.filter(pa.array(need))
+        readded = _readded_since(io, log, latest, int(r.min()), {vm.version: vm for vm in chain})
+        keep = pc.or_(_is_in(paths, needed_paths), _is_in(paths, readded))
+        free = removed.filter(pc.invert(keep))
+        kept = len(pc.unique(paths.filter(keep)))
+        files = pc.unique(referenced_files(free)).to_pylist()
+        # a DV file can be shared with a kept entry: never free it then
+        if free.column("dv_path").null_count < free.num_rows:
+            still = referenced_files(removed.filter(keep))
+            files = [p for p in files if p not in set(still.to_pylist())]
+    # Manifests: referenced by a deleted root and by no surviving root in the chain nor any tag.
+    gone = [manifest_paths(io, vm, root) for vm, root in zip(chain, roots) if vm.version in deleted]
+    manifests: list[str] = []
+    if gone:
+        cand = pc.unique(pa.concat_arrays(gone))
+        alive = [manifest_paths(io, vm, root) for vm, root in zip(chain, roots) if vm.version not in deleted]
+        alive += [manifest_paths(io, t.version) for t in tags]
+        if alive:
+            cand = cand.filter(pc.invert(_is_in(cand, pa.concat_arrays(alive))))
+        manifests = cand.to_pylist()
+    return _Garbage(manifests, files, 0, kept)
+
+
+def _delete(io: FileIO, paths: list[str]) -> int:
+    """Delete ``paths``; returns the bytes freed (sizes read first, so it is exact)."""
+    if not paths:
+        return 0
+    freed = _sizes(io, paths)
+    io.delete_many(paths)
+    return freed
+
+
+def expire_versions(
+    io: FileIO,
+    log: VersionLog,
+    *,
+    older_than: Any = None,
+    retain_last: int | None = None,
+    reader_grace: Any = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> ExpireReport:
+    """Delete versions no longer needed, and every file only they needed.
+
+    A version goes when (a) it is older than ``older_than`` -- it stopped being
+    current before that time, so time travel to any instant after it still
+    works -- and (b) it is not among the ``retain_last`` newest versions, and
+    (c) its successor has been current for ``reader_grace``. Neither given:
+    older than 5 days. Tags past their ``expires_at`` are deleted first.
+    """
+    started = time.monotonic()
+    report = ExpireReport(dry_run)
+    step = progress or (lambda *_: None)
+    if retain_last is not None and (isinstance(retain_last, bool) or not isinstance(retain_last, int) or retain_last < 1):
+        raise InvalidArgument(f"retain_last must be an int >= 1 (the latest version is always kept), not {retain_last!r}")
+    latest = log.latest()
+    if older_than is None and retain_last is None:
+        older_than = DEFAULT_OLDER_THAN
+    cutoff = to_ms(older_than, "older_than") if older_than is not None else None
+    grace_ms = (
+        int(reader_grace.total_seconds() * 1000) if isinstance(reader_grace, timedelta)
+        else int(reader_grace) if reader_grace is not None
+        else int(latest.properties.get("expire.reader-grace-ms", DEFAULT_READER_GRACE_MS))
+    )
+    now = _now_ms()
+    limit = now - grace_ms if cutoff is None else min(cutoff, now - grace_ms)
+    store = TagStore(io, log)
+
+    # 0. tags past their expiry time
+    for tag in store.list():
+        if tag.expires_at_ms is not None and tag.expires_at_ms <= now:
+            report.expired_tags.append(tag.name)
+            if not dry_run:
+                g = delete_tag(io, log, tag.name)
+                report.deleted_manifests += g.manifests
+                report.deleted_files += g.files
+                report.deleted_bytes += g.bytes_known
+
+    versions = log.list_versions()
+    candidates = versions[: max(0, len(versions) - (retain_last or 1))]
+    step("plan", 0, len(candidates))
+    # Versions in order until one must stay; a version is decided by its successor's time.
+    vms: dict[int, VersionManifest] = {}
+    expired: list[int] = []
+    chunk = 64
+    for start in range(0, len(candidates), chunk):
+        batch = versions[start : min(start + chunk + 1, len(versions))]
+        for vm in _load_many(log, [v for v in batch if v not in vms]):
+            vms[vm.version] = vm
+        stop = False
+        for i in range(start, min(start + chunk, len(candidates))):
+            if vms[versions[i + 1]].timestamp_ms >= limit:
+                stop = True
+                break
+            expired.append(versions[i])
+        step("plan", len(expired), len(candidates))
+        if stop:
+            break
+    report.expired_versions = expired
+    survivors = versions[len(expired):]
+    report.earliest_retained = survivors[0] if survivors else None
+    if not expired:
+        report.seconds = time.monotonic() - started
+        return report
+    chain = [vms[v] for v in expired] + [vms[survivors[0]]]
+
+    # 1. version files, oldest first, so the remaining versions stay contiguous
+    if not dry_run:
+        for i in range(0, len(expired), chunk):
+            io.delete_many([version_path(v) for v in expired[i : i + chunk]])
+            step("versions", min(i + chunk, len(expired)), len(expired))
+    # 2. what is still needed, seen after the versions are gone
+    tags = store.list()
+    latest = log.latest()
+    g = collect_garbage(io, log, chain, set(expired), tags, survivors, latest)
+    report.kept_for_tags = g.kept
+    report.deleted_manifests += g.manifests
+    report.deleted_files += g.files
+    # 3. the files
+    if dry_run:
+        report.deleted_bytes += _sizes(io, g.manifests + g.files)
+    else:
+        step("files", 0, len(g.files) + len(g.manifests))
+        report.deleted_bytes += _delete(io, g.files) + _delete(io, g.manifests)
+        step("files", len(g.files) + len(g.manifests), len(g.files) + len(g.manifests))
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _neighbours(tags: Sequence[Tag], existing: Sequence[int], log: VersionLog, version: int) -> list[VersionManifest]:
+    """The nearest kept points on either side of ``version``: previous tag, next tag or version."""
+    before = [t for t in tags if t.tagged_version < version]
+    after_tags = [t for t in tags if t.tagged_version > version]
+    after_versions = [v for v in existing if v > version]
+    out = [before[-1].version] if before else []
+    nxt_tag = after_tags[0].version if after_tags else None
+    nxt_ver = after_versions[0] if after_versions else None
+    if nxt_ver is not None and (nxt_tag is None or nxt_ver <= nxt_tag.version):
+        out.append(log.load(nxt_ver))
+    elif nxt_tag is not None:
+        out.append(nxt_tag)
+    return out
+
+
+def free_tag(io: FileIO, log: VersionLog, tag: Tag, dry_run: bool = False) -> _Garbage:
+    """Files only ``tag`` held (it has been deleted): its files minus its neighbours'."""
+    existing = log.list_versions()
+    tags = [t for t in TagStore(io, log).list() if t.name != tag.name]
+    t = tag.tagged_version
+    if t in existing or any(o.tagged_version == t for o in tags):
+        return _Garbage([], [], 0, 0)  # the version itself, or another tag, holds all of it
+    neighbours = _neighbours(tags, existing, log, t)
+    root = root_of(io, tag.version)
+    mine = live_entries(io, tag.version, root)
+    paths = mine.column("path").combine_chunks()
+    keep_paths = [live_entries(io, vm).column("path").combine_chunks() for vm in neighbours]
+    latest = log.latest()
+    keep_paths.append(_readded_since(io, log, latest, t, {}))
+    keep = pa.concat_arrays(keep_paths) if keep_paths else pa.array([], pa.string())
+    mask = _is_in(paths, keep)
+    free = mine.filter(pc.invert(mask))
+    files = pc.unique(referenced_files(free)).to_pylist()
+    if free.column("dv_path").null_count < free.num_rows:
+        still = set(referenced_files(mine.filter(mask)).to_pylist())
+        files = [p for p in files if p not in still]
+    ms = manifest_paths(io, tag.version, root)
+    alive = [manifest_paths(io, vm) for vm in neighbours]
+    if alive:
+        ms = ms.filter(pc.invert(_is_in(ms, pa.concat_arrays(alive))))
+    manifests = ms.to_pylist()
+    kept = int(pc.sum(mask).as_py() or 0)
+    if dry_run:
+        return _Garbage(manifests, files, _sizes(io, manifests + files), kept)
+    freed = _delete(io, files) + _delete(io, manifests)
+    return _Garbage(manifests, files, freed, kept)
+
+
+def delete_tag(io: FileIO, log: VersionLog, name: str, dry_run: bool = False) -> _Garbage:
+    store = TagStore(io, log)
+    tag = store.get(name) if dry_run else store.delete(name)
+    return free_tag(io, log, tag, dry_run=dry_run)
+
+
+def drop_versions_after(io: FileIO, log: VersionLog, target: VersionManifest, rollback: VersionManifest) -> _Garbage:
+    """Destructive rollback (Paimon's behaviour): after ``rollback`` (whose content
+    equals ``target``) has committed, delete the versions between them and every
+    file only those versions needed. Tags on them are kept, and so are their files."""
+    between = list(range(target.version + 1, rollback.version))
+    chain = [target] + _load_many(log, between) + [rollback]
+    # newest first: a reader probing forward from an old hint still finds the rollback
+    for i in range(len(between), 0, -64):
+        io.delete_many([version_path(v) for v in between[max(0, i - 64) : i]])
+    existing = log.list_versions()
+    tags = TagStore(io, log).list()
+    g = collect_garbage(io, log, chain, set(between), tags, existing, log.latest())
+    freed = _delete(io, g.files) + _delete(io, g.manifests)
+    return _Garbage(g.manifests, g.files, freed, g.kept)

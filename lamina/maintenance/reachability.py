@@ -1,0 +1,99 @@
+"""What a version (or a tag's copy of one) references, read with as few manifests as possible.
+
+Every maintenance job asks the same questions: which manifests make up a
+version's tree, which data and deletion-vector files are live in it, and what
+did one version change relative to its parent. They are answered here, column-
+projected (``path``, ``added_version``, ``removed_version``, ``status``,
+``dv_path``) and in Arrow, so sets of millions of paths stay vectorized.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lamina.io import FileIO
+from lamina.manifest.entries import conform, manifest_schema
+from lamina.manifest.files import read_manifests
+from lamina.manifest.tree import load_root
+from lamina.spec import content as C
+from lamina.spec.version import VersionManifest
+
+# The entry columns maintenance needs: lifetimes and what files an entry points at.
+GC_COLUMNS = ["content", "status", "path", "size", "added_version", "removed_version", "dv_path"]
+GC_SCHEMA = pa.schema([f for f in C.BASE_FIELDS if f.name in GC_COLUMNS])
+
+
+def _gc(t: pa.Table) -> pa.Table:
+    return conform(t, GC_SCHEMA)
+
+
+def root_of(io: FileIO, vm: VersionManifest) -> pa.Table:
+    """The root manifest's rows (GC columns); empty for a version with no files."""
+    return _gc(load_root(io, vm.root_manifest, manifest_schema(vm.schema, vm.partition_spec)))
+
+
+def leaf_paths(root: pa.Table) -> pa.Array:
+    return root.filter(pc.equal(root.column("content"), C.LEAF)).column("path").combine_chunks()
+
+
+def manifest_paths(io: FileIO, vm: VersionManifest, root: pa.Table | None = None) -> pa.Array:
+    """The root manifest and every leaf the version's tree references."""
+    if vm.root_manifest is None:
+        return pa.array([], pa.string())
+    root = root_of(io, vm) if root is None else root
+    return pa.concat_arrays([pa.array([vm.root_manifest], pa.string()), leaf_paths(root)])
+
+
+def _data_rows(root: pa.Table) -> pa.Table:
+    return root.filter(pc.equal(root.column("content"), C.DATA))
+
+
+def entries_of(io: FileIO, root: pa.Table, leaves: Iterable[str] | None = None) -> pa.Table:
+    """Data-file entries (every status) of the root's inline rows and ``leaves`` (default: all its leaves)."""
+    paths = leaf_paths(root).to_pylist() if leaves is None else list(leaves)
+    parts = [_data_rows(root)] + [_gc(t) for t in read_manifests(io, paths, GC_COLUMNS)]
+    return pa.concat_tables(parts)
+
+
+def _live(entries: pa.Table) -> pa.Table:
+    return entries.filter(pc.not_equal(entries.column("status"), C.REMOVED))
+
+
+def live_entries(io: FileIO, vm: VersionManifest, root: pa.Table | None = None) -> pa.Table:
+    """Live data-file entries of a version: path, added_version, size, dv_path."""
+    if vm.root_manifest is None:
+        return GC_SCHEMA.empty_table()
+    root = root_of(io, vm) if root is None else root
+    return _live(entries_of(io, root))
+
+
+def referenced_files(entries: pa.Table) -> pa.Array:
+    """Data files plus the deletion-vector files those entries point at."""
+    dv = entries.column("dv_path").drop_null()
+    return pa.concat_arrays([entries.column("path").combine_chunks(), dv.combine_chunks() if len(dv) else pa.array([], pa.string())])
+
+
+def written_by(io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.Table | None) -> pa.Table:
+    """Entries in the manifests version ``vm`` wrote: its root's inline rows and its new leaves.
+
+    A manifest keeps REMOVED entries only of the version that wrote it, so the
+    REMOVED rows here are exactly the files ``vm`` removed from its parent.
+    """
+    leaves = leaf_paths(root)
+    if parent_root is not None and len(leaves):
+        leaves = leaves.filter(pc.invert(pc.is_in(leaves, value_set=leaf_paths(parent_root))))
+    return entries_of(io, root, leaves.to_pylist())
+
+
+def removed_by(io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.Table | None) -> pa.Table:
+    e = written_by(io, vm, root, parent_root)
+    mask = pc.and_(pc.equal(e.column("status"), C.REMOVED), pc.equal(e.column("removed_version"), vm.version))
+    return e.filter(pc.fill_null(mask, False))
+
+
+def added_by(io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.Table | None) -> pa.Table:
+    e = written_by(io, vm, root, parent_root)
+    return e.filter(pc.equal(e.column("added_version"), vm.version))

@@ -1,0 +1,175 @@
+"""System tables as Arrow: ``$snapshots``, ``$tags``, ``$files``, ``$manifests``.
+
+Spark users get the same tables as DataFrames through ``lamina.spark``.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lamina.errors import InvalidArgument, VersionNotFound
+from lamina.manifest.tree import live_data_entries, load_root
+from lamina.spec import content as C
+from lamina.spec.schema import field_id_of
+from lamina.spec.version import VersionManifest
+
+if TYPE_CHECKING:
+    from lamina.table.table import Table
+
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-system")
+_TS = pa.timestamp("ms", "UTC")
+
+SNAPSHOTS_SCHEMA = pa.schema(
+    [
+        ("version", pa.int64()),
+        ("timestamp", _TS),
+        ("operation", pa.string()),
+        ("parent_version", pa.int64()),
+        ("summary", pa.string()),  # JSON
+        ("total_files", pa.int64()),
+        ("total_records", pa.int64()),
+        ("commit_id", pa.string()),
+    ]
+)
+TAGS_SCHEMA = pa.schema(
+    [
+        ("tag_name", pa.string()),
+        ("tagged_version", pa.int64()),
+        ("schema_id", pa.int64()),
+        ("commit_time", _TS),
+        ("record_count", pa.int64()),
+        ("created_at", _TS),
+        ("expires_at", _TS),
+        ("automatic", pa.bool_()),
+    ]
+)
+MANIFESTS_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("kind", pa.string()),
+        ("size", pa.int64()),
+        ("file_count", pa.int64()),
+        ("record_count", pa.int64()),
+        ("min_added_version", pa.int64()),
+        ("max_added_version", pa.int64()),
+    ]
+)
+
+
+def snapshots(table: "Table") -> pa.Table:
+    """Every existing version, oldest first."""
+    log = table.log
+
+    def load(v: int) -> VersionManifest | None:
+        try:
+            return log.load(v)
+        except VersionNotFound:  # expired while listing
+            return None
+
+    vms = [vm for vm in _pool.map(load, log.list_versions()) if vm is not None]
+    return pa.table(
+        {
+            "version": [vm.version for vm in vms],
+            "timestamp": [vm.timestamp_ms for vm in vms],
+            "operation": [vm.operation for vm in vms],
+            "parent_version": [vm.parent_version for vm in vms],
+            "summary": [json.dumps(vm.summary, sort_keys=True) for vm in vms],
+            "total_files": [int(vm.summary.get("total-files", 0)) for vm in vms],
+            "total_records": [int(vm.summary.get("total-records", 0)) for vm in vms],
+            "commit_id": [vm.commit_id for vm in vms],
+        },
+        schema=SNAPSHOTS_SCHEMA,
+    )
+
+
+def tags(table: "Table") -> pa.Table:
+    ts = table.tag_store.list()
+    return pa.table(
+        {
+            "tag_name": [t.name for t in ts],
+            "tagged_version": [t.tagged_version for t in ts],
+            "schema_id": [t.version.schema.schema_id for t in ts],
+            "commit_time": [t.version.timestamp_ms for t in ts],
+            "record_count": [int(t.version.summary.get("total-records", 0)) for t in ts],
+            "created_at": [t.created_at_ms for t in ts],
+            "expires_at": [t.expires_at_ms for t in ts],
+            "automatic": [t.automatic for t in ts],
+        },
+        schema=TAGS_SCHEMA,
+    )
+
+
+def files(table: "Table", vm: VersionManifest) -> pa.Table:
+    """Live data files of ``vm`` with their statistics, bounds keyed by column name."""
+    mschema = table._mschema_of(vm)
+    e = live_data_entries(table.io, vm.root_manifest, mschema)
+    out = {
+        "path": e.column("path"),
+        "size": e.column("size"),
+        "record_count": e.column("record_count"),
+        "added_version": e.column("added_version"),
+        "partition": e.column("partition_path"),
+        "dv_path": e.column("dv_path"),
+        "dv_cardinality": e.column("dv_cardinality"),
+    }
+    for f in vm.schema.arrow:
+        fid = field_id_of(f)
+        for prefix, col in (("lower", C.min_col(fid)), ("upper", C.max_col(fid)), ("null_count", C.nulls_col(fid))):
+            if col in e.column_names:
+                out[f"{prefix}.{f.name}"] = e.column(col)
+    return pa.table(out)
+
+
+def manifests(table: "Table", vm: VersionManifest) -> pa.Table:
+    """The root manifest of ``vm`` and the leaves it references."""
+    if vm.root_manifest is None:
+        return MANIFESTS_SCHEMA.empty_table()
+    root = load_root(table.io, vm.root_manifest, table._mschema_of(vm))
+    leaves = root.filter(pc.equal(root.column("content"), C.LEAF))
+    inline = root.filter(pc.and_(pc.equal(root.column("content"), C.DATA), pc.not_equal(root.column("status"), C.REMOVED)))
+    root_row = pa.table(
+        {
+            "path": [vm.root_manifest],
+            "kind": ["root"],
+            "size": [table.io.size(vm.root_manifest)],
+            "file_count": [inline.num_rows],
+            "record_count": [int(pc.sum(inline.column("record_count")).as_py() or 0)],
+            "min_added_version": [pc.min(inline.column("added_version")).as_py() if inline.num_rows else None],
+            "max_added_version": [pc.max(inline.column("added_version")).as_py() if inline.num_rows else None],
+        },
+        schema=MANIFESTS_SCHEMA,
+    )
+    leaf_rows = pa.table(
+        {
+            "path": leaves.column("path"),
+            "kind": pa.array(["leaf"] * leaves.num_rows, pa.string()),
+            "size": leaves.column("size"),
+            "file_count": leaves.column("file_count"),
+            "record_count": leaves.column("record_count"),
+            "min_added_version": leaves.column("added_version"),
+            "max_added_version": leaves.column("max_added_version"),
+        },
+        schema=MANIFESTS_SCHEMA,
+    )
+    return pa.concat_tables([root_row, leaf_rows])
+
+
+SYSTEM_TABLES = ("snapshots", "tags", "files", "manifests")
+
+
+def system_table(table: "Table", name: str, vm: VersionManifest | None = None) -> pa.Table:
+    key = name.lstrip("$").lower()
+    if key == "snapshots":
+        return snapshots(table)
+    if key == "tags":
+        return tags(table)
+    if key == "files":
+        return files(table, vm or table.metadata)
+    if key == "manifests":
+        return manifests(table, vm or table.metadata)
+    raise InvalidArgument(f"no system table {name!r}; there are {', '.join('$' + n for n in SYSTEM_TABLES)}")

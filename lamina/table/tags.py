@@ -1,0 +1,91 @@
+"""The tag store: ``_lamina/tags/<name>.json``, one self-contained file per tag."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from lamina.commit.log import VersionLog
+from lamina.errors import AlreadyExists, NotFound, TagAlreadyExists, TagNotFound, VersionNotFound
+from lamina.io import FileIO
+from lamina.spec.layout import TAGS_DIR
+from lamina.spec.tag import Tag, tag_path, validate_tag_name
+from lamina.spec.version import VersionManifest
+
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-tags")
+
+
+class TagStore:
+    def __init__(self, io: FileIO, log: VersionLog) -> None:
+        self.io = io
+        self.log = log
+
+    def create(
+        self,
+        name: str,
+        vm: VersionManifest,
+        *,
+        expires_at_ms: int | None = None,
+        automatic: bool = False,
+        confirm_version: bool = True,
+    ) -> Tag:
+        """Create a tag with put-if-absent: an existing tag is never overwritten.
+
+        ``confirm_version``: expiry deletes version files before it lists tags, so
+        if the tagged version's file still exists after our tag is written, every
+        later expiry sees the tag. If it is gone, expiry may already be freeing
+        that version's files: the tag is withdrawn and the caller told.
+        """
+        validate_tag_name(name)
+        tag = Tag(name, vm, int(time.time() * 1000), expires_at_ms, automatic)
+        try:
+            self.io.put_if_absent(tag_path(name), tag.to_json())
+        except AlreadyExists:
+            existing = self.get(name)
+            raise TagAlreadyExists(
+                f"tag {name!r} already exists (version {existing.tagged_version}); "
+                "delete it first or use replace_tag"
+            ) from None
+        if confirm_version and not self.log.exists(vm.version):
+            self._delete_file(name)
+            raise VersionNotFound(f"version {vm.version} was expired while tag {name!r} was being created; nothing was tagged")
+        return tag
+
+    def put(self, tag: Tag) -> None:
+        """Overwrite (replace_tag)."""
+        self.io.put(tag_path(tag.name), tag.to_json())
+
+    def get(self, name: str) -> Tag:
+        path = tag_path(name)
+        try:
+            data = self.io.get(path)
+        except NotFound:
+            raise TagNotFound(f"no tag {name!r} on {self.io.uri}; `lamina tag list` shows the tags") from None
+        return Tag.from_json(data, path)
+
+    def _delete_file(self, name: str) -> None:
+        try:
+            self.io.delete(tag_path(name))
+        except NotFound:
+            pass
+
+    def delete(self, name: str) -> Tag:
+        tag = self.get(name)
+        self._delete_file(name)
+        return tag
+
+    def names(self) -> list[str]:
+        return sorted(n[: -len(".json")] for n in self.io.list_names(TAGS_DIR) if n.endswith(".json"))
+
+    def list(self) -> list[Tag]:
+        """Every tag, ordered by tagged version then name."""
+        names = self.names()
+
+        def load(n: str) -> Tag | None:
+            try:
+                return self.get(validate_tag_name(n))
+            except TagNotFound:  # deleted while listing
+                return None
+
+        tags = [t for t in _pool.map(load, names) if t is not None]
+        return sorted(tags, key=lambda t: (t.tagged_version, t.name))
