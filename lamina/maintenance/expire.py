@@ -8,8 +8,10 @@ only files whose removal was recorded by a version next to a deleted one, so
 deciding costs what changed (the roots and the leaves those versions wrote),
 not a walk over every tag's or version's full file list. The one case the
 interval cannot describe -- a rollback re-adding a file an earlier version
-removed -- is flagged in the version manifest (``last_readd_version``), and
-then files re-added since the oldest candidate removal are kept as well.
+removed, so the file has several intervals, some recorded only by versions
+already deleted -- is flagged in the version manifest
+(``last_readd_version``); on such a table the candidates are checked against
+the full walk of every surviving version and tag instead (exact, slower).
 
 Manifests are carried only from a version's parent, so the versions whose
 roots reference one manifest form a contiguous run: a manifest referenced by
@@ -45,10 +47,10 @@ from lamina.commit.log import VersionLog
 from lamina.errors import InvalidArgument, NotFound, VersionNotFound
 from lamina.io import FileIO
 from lamina.maintenance.reachability import (
-    added_by,
     live_entries,
     manifest_paths,
     referenced_files,
+    referenced_paths,
     removed_by,
     root_of,
 )
@@ -127,30 +129,6 @@ def _needed(a: np.ndarray, r: np.ndarray, kept: np.ndarray) -> np.ndarray:
     return (i < len(kept)) & (kept[np.minimum(i, len(kept) - 1)] < r)
 
 
-def _readded_since(io: FileIO, log: VersionLog, latest: VersionManifest, since: int, known: dict[int, VersionManifest]) -> pa.Array:
-    """Paths re-added by rollbacks at versions >= ``since`` (empty when the manifest says there were none)."""
-    if latest.last_readd_version is None or latest.last_readd_version < since:
-        return pa.array([], pa.string())
-    versions = [v for v in log.list_versions() if v >= since]
-    need = [v for v in versions if v not in known]
-    for vm in _load_many(log, need):
-        known[vm.version] = vm
-    out = []
-    for v in versions:
-        vm = known[v]
-        if vm.operation != "rollback" or not vm.summary.get("readded-files"):
-            continue
-        parent = known.get(vm.parent_version) if vm.parent_version is not None else None
-        if parent is None and vm.parent_version is not None:
-            try:
-                parent = log.load(vm.parent_version)
-            except VersionNotFound:
-                parent = None  # then every leaf of the rollback counts as new: more is kept, never less
-        proot = root_of(io, parent) if parent is not None else None
-        out.append(added_by(io, vm, root_of(io, vm), proot).column("path").combine_chunks())
-    return pa.concat_arrays(out) if out else pa.array([], pa.string())
-
-
 def _sizes(io: FileIO, paths: list[str]) -> int:
     def one(p: str) -> int:
         try:
@@ -194,11 +172,13 @@ def collect_garbage(
         kept_points = np.unique(np.array(list(existing) + [t.tagged_version for t in tags], dtype=np.int64))
         a = removed.column("added_version").to_numpy()
         r = removed.column("removed_version").to_numpy()
-        need = _needed(a, r, kept_points)
         paths = removed.column("path").combine_chunks()
-        needed_paths = paths.filter(pa.array(need))
-        readded = _readded_since(io, log, latest, int(r.min()), {vm.version: vm for vm in chain})
-        keep = pc.or_(_is_in(paths, needed_paths), _is_in(paths, readded))
+        if latest.last_readd_version is None:
+            keep = _is_in(paths, paths.filter(pa.array(_needed(a, r, kept_points))))
+        else:
+            # A rollback once re-added files: a path may have several intervals, some
+            # recorded only by versions already gone. Decide by the full walk instead.
+            keep = _is_in(paths, referenced_paths(io, log))
         free = removed.filter(pc.invert(keep))
         kept = len(pc.unique(paths.filter(keep)))
         files = pc.unique(referenced_files(free)).to_pylist()
@@ -351,10 +331,11 @@ def free_tag(io: FileIO, log: VersionLog, tag: Tag, dry_run: bool = False) -> _G
     root = root_of(io, tag.version)
     mine = live_entries(io, tag.version, root)
     paths = mine.column("path").combine_chunks()
-    keep_paths = [live_entries(io, vm).column("path").combine_chunks() for vm in neighbours]
-    latest = log.latest()
-    keep_paths.append(_readded_since(io, log, latest, t, {}))
-    keep = pa.concat_arrays(keep_paths) if keep_paths else pa.array([], pa.string())
+    if log.latest().last_readd_version is None:
+        parts = [live_entries(io, vm).column("path").combine_chunks() for vm in neighbours]
+        keep = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+    else:  # files re-added by a rollback: their lifetimes are not one interval (see module doc)
+        keep = referenced_paths(io, log)
     mask = _is_in(paths, keep)
     free = mine.filter(pc.invert(mask))
     files = pc.unique(referenced_files(free)).to_pylist()
@@ -383,7 +364,8 @@ def drop_versions_after(io: FileIO, log: VersionLog, target: VersionManifest, ro
     """Destructive rollback (Paimon's behaviour): after ``rollback`` (whose content
     equals ``target``) has committed, delete the versions between them and every
     file only those versions needed. Tags on them are kept, and so are their files."""
-    between = list(range(target.version + 1, rollback.version))
+    # Versions, not a range: an earlier destructive rollback may have left a gap.
+    between = [v for v in log.list_versions() if target.version < v < rollback.version]
     chain = [target] + _load_many(log, between) + [rollback]
     # newest first: a reader probing forward from an old hint still finds the rollback
     for i in range(len(between), 0, -64):

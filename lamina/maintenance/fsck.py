@@ -65,16 +65,15 @@ def fsck(table) -> FsckReport:
         report.checked_files += 1
         if p not in present:
             report.missing.append(p)
-    # 2. everything any existing version references
+    # 2. everything any existing version or tag references
+    from lamina.maintenance.orphans import referenced_paths
+
     referenced = {HINT_PATH} | manifests | data
-    for v in table.log.list_versions():
-        referenced.add(version_path(v))
-        if v == latest.version:
-            continue
-        try:
-            m, d = _referenced(table, table.log.load(v))
-            referenced |= m | d
-        except LaminaError as e:
-            report.errors.append(f"version {v}: {e}")
-    report.unreferenced = sorted(p for p in present if p not in referenced and not p.startswith("_lamina/tags/"))
+    referenced.update(version_path(v) for v in table.log.list_versions())
+    try:
+        referenced.update(referenced_paths(table.io, table.log).to_pylist())
+    except LaminaError as e:
+        report.errors.append(str(e))
+    meta = ("_lamina/tags/", "_lamina/writes/")
+    report.unreferenced = sorted(p for p in present if p not in referenced and not p.startswith(meta))
     return report

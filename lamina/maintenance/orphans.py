@@ -21,16 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit.log import VersionLog
-from lamina.errors import InvalidArgument, VersionNotFound
+from lamina.errors import InvalidArgument
 from lamina.io import FileIO
 from lamina.maintenance.expire import to_ms
-from lamina.maintenance.reachability import GC_COLUMNS, _gc, leaf_paths, referenced_files, root_of
-from lamina.manifest.files import read_manifests
-from lamina.spec import content as C
-from lamina.spec.layout import HINT_PATH, META_DIR, MANIFESTS_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR
-from lamina.spec.version import VersionManifest
+from lamina.maintenance.reachability import referenced_paths
+from lamina.spec.layout import HINT_PATH, TAGS_DIR, VERSIONS_DIR, WRITES_DIR
 from lamina.table.inflight import live_write_ids
-from lamina.table.tags import TagStore
 
 DEFAULT_ORPHAN_AGE = timedelta(days=3)
 MIN_ORPHAN_AGE = timedelta(days=1)
@@ -49,37 +45,6 @@ class OrphanReport:
     kept_young: int = 0  # unreferenced but younger than older_than
     kept_in_flight: int = 0  # unreferenced, carrying the id of a write still in flight
     seconds: float = 0.0
-
-
-def referenced_paths(io: FileIO, log: VersionLog, progress: Callable[[str, int, int], None] | None = None) -> pa.Array:
-    """Every manifest, data file and DV file referenced by an existing version or a tag.
-
-    Each distinct leaf is read once (leaves are shared between versions).
-    """
-    step = progress or (lambda *_: None)
-
-    def load(v: int) -> VersionManifest | None:
-        try:
-            return log.load(v)
-        except VersionNotFound:
-            return None
-
-    vms = [vm for vm in _pool.map(load, log.list_versions()) if vm is not None]
-    vms += [t.version for t in TagStore(io, log).list()]
-    vms = [vm for vm in vms if vm.root_manifest is not None]
-    step("versions", len(vms), len(vms))
-    roots = list(_pool.map(lambda vm: root_of(io, vm), vms))
-    root_paths = pa.array(sorted({vm.root_manifest for vm in vms}), pa.string())
-    leaves = pc.unique(pa.concat_arrays([leaf_paths(r) for r in roots])) if roots else pa.array([], pa.string())
-    step("leaves", 0, len(leaves))
-    tables = [r.filter(pc.equal(r.column("content"), C.DATA)) for r in roots]
-    tables += [_gc(t) for t in read_manifests(io, leaves.to_pylist(), GC_COLUMNS)]
-    step("leaves", len(leaves), len(leaves))
-    parts = [root_paths, leaves]
-    for t in tables:
-        live = t.filter(pc.not_equal(t.column("status"), C.REMOVED))
-        parts.append(referenced_files(live))
-    return pc.unique(pa.concat_arrays(parts))
 
 
 def remove_orphans(

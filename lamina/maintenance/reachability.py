@@ -9,17 +9,23 @@ projected (``path``, ``added_version``, ``removed_version``, ``status``,
 
 from __future__ import annotations
 
-from typing import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lamina.commit.log import VersionLog
+from lamina.errors import VersionNotFound
 from lamina.io import FileIO
 from lamina.manifest.entries import conform, manifest_schema
 from lamina.manifest.files import read_manifests
 from lamina.manifest.tree import load_root
 from lamina.spec import content as C
 from lamina.spec.version import VersionManifest
+from lamina.table.tags import TagStore
+
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-reach")
 
 # The entry columns maintenance needs: lifetimes and what files an entry points at.
 GC_COLUMNS = ["content", "status", "path", "size", "added_version", "removed_version", "dv_path"]
@@ -97,3 +103,34 @@ def removed_by(io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.
 def added_by(io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.Table | None) -> pa.Table:
     e = written_by(io, vm, root, parent_root)
     return e.filter(pc.equal(e.column("added_version"), vm.version))
+
+
+def referenced_paths(io: FileIO, log: VersionLog, progress: Callable[[str, int, int], None] | None = None) -> pa.Array:
+    """Every manifest, data file and DV file referenced by an existing version or a tag.
+
+    Each distinct leaf is read once (leaves are shared between versions).
+    """
+    step = progress or (lambda *_: None)
+
+    def load(v: int) -> VersionManifest | None:
+        try:
+            return log.load(v)
+        except VersionNotFound:
+            return None
+
+    vms = [vm for vm in _pool.map(load, log.list_versions()) if vm is not None]
+    vms += [t.version for t in TagStore(io, log).list()]
+    vms = [vm for vm in vms if vm.root_manifest is not None]
+    step("versions", len(vms), len(vms))
+    roots = list(_pool.map(lambda vm: root_of(io, vm), vms))
+    root_paths = pa.array(sorted({vm.root_manifest for vm in vms}), pa.string())
+    leaves = pc.unique(pa.concat_arrays([leaf_paths(r) for r in roots])) if roots else pa.array([], pa.string())
+    step("leaves", 0, len(leaves))
+    tables = [r.filter(pc.equal(r.column("content"), C.DATA)) for r in roots]
+    tables += [_gc(t) for t in read_manifests(io, leaves.to_pylist(), GC_COLUMNS)]
+    step("leaves", len(leaves), len(leaves))
+    parts = [root_paths, leaves]
+    for t in tables:
+        live = t.filter(pc.not_equal(t.column("status"), C.REMOVED))
+        parts.append(referenced_files(live))
+    return pc.unique(pa.concat_arrays(parts))

@@ -90,6 +90,8 @@ def data_entries(
     """Entries for newly written data files; each dict has path, size, record_count,
     optional partition_path, stats and partition columns (see ``column_stats``)."""
     n = len(files)
+    if n == 0:
+        return mschema.empty_table()
     constants = {"content": C.DATA, "status": C.ADDED, "file_count": 1, "added_version": version, "spec_id": spec_id}
     cols = []
     for f in mschema:

@@ -92,6 +92,8 @@ def live_data_entries(
     ``columns`` limits which manifest columns are read from leaves (the base
     columns plus the statistics ``prune`` uses): planning reads no more than it needs.
     """
+    if columns is not None and "status" not in columns:
+        columns = [*columns, "status"]  # liveness is decided on it
     root = _live(load_root(io, root_path, mschema))
     if prune is not None and root.num_rows:
         root = root.filter(prune(root))

@@ -36,8 +36,8 @@ class VersionManifest:
     app_transactions: dict[str, int] = field(default_factory=dict)
     # The newest version that re-added files an earlier version had removed (a
     # rollback), carried forward. Expiry reasons about a data file from the one
-    # interval [added, removed) its manifests record; a re-added file has two,
-    # so expiry protects re-added files whenever this is newer than what it frees.
+    # interval [added, removed) its manifests record; a re-added file has several,
+    # so on such a table expiry falls back to the full reachability walk.
     last_readd_version: int | None = None
 
     def to_json(self) -> bytes:
