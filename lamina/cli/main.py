@@ -1,14 +1,15 @@
-"""`lamina` command: info, history, files, fsck (typer + rich)."""
+"""`lamina` command: info, history, files, fsck, tags, rollback, expire, remove-orphans (typer + rich)."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 import pyarrow.compute as pc
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
 import lamina
@@ -26,6 +27,46 @@ def _open(uri: str, version: Optional[int] = None):
     except LaminaError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
+
+
+def _fail(e: Exception) -> None:
+    err.print(f"[red]error:[/red] {e}")
+    raise typer.Exit(2) from None
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _duration(text: str) -> timedelta:
+    """'30s', '15m', '12h', '5d', '2w' -> timedelta."""
+    t = text.strip().lower()
+    try:
+        return timedelta(seconds=float(t[:-1]) * _UNITS[t[-1]])
+    except (KeyError, ValueError, IndexError):
+        raise typer.BadParameter(f"{text!r} is not a duration like 30s, 15m, 12h, 5d or 2w") from None
+
+
+def _version_or_tag(value: Optional[str]):
+    """A version number, or a tag name (anything not numeric)."""
+    if value is None:
+        return None
+    return int(value) if value.strip().lstrip("+").isdigit() else value
+
+
+def _progress():
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err)
+    tasks: dict[str, int] = {}
+
+    def update(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = bar.add_task(stage, total=total or 1)
+        bar.update(tasks[stage], completed=done, total=total or 1)
+
+    return bar, update
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.2f} MB"
 
 
 def _ts(ms: int) -> str:
@@ -80,14 +121,14 @@ def history(uri: str, limit: int = typer.Option(50, "--limit", "-n")):
 @app.command()
 def files(
     uri: str,
-    version: Optional[int] = typer.Option(None, "--version", "-v"),
+    version: Optional[str] = typer.Option(None, "--version", "-v", help="version number or tag name"),
     where: Optional[str] = typer.Option(None, "--where", "-w", help="SQL predicate to prune by"),
     limit: int = typer.Option(100, "--limit", "-n"),
 ):
-    """List the live data files of a version (pruned by --where)."""
+    """List the live data files of a version or tag (pruned by --where)."""
     t = _open(uri)
     try:
-        plan = t.scan(where=where, version=version).plan()
+        plan = t.scan(where=where, version=_version_or_tag(version)).plan()
     except LaminaError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
@@ -118,6 +159,154 @@ def fsck(uri: str):
     console.print(f"{len(rep.missing)} missing, {len(rep.errors)} errors, {len(rep.unreferenced)} unreferenced")
     if not rep.ok:
         raise typer.Exit(1)
+
+
+# -- tags ------------------------------------------------------------------------------
+
+tag_app = typer.Typer(help="Create, delete and list tags.", no_args_is_help=True)
+app.add_typer(tag_app, name="tag")
+
+
+@tag_app.command("create")
+def tag_create(
+    uri: str,
+    name: str,
+    version: Optional[int] = typer.Option(None, "--version", "-v", help="version to tag (default: latest)"),
+    expires_in: Optional[str] = typer.Option(None, "--expires-in", help="delete the tag at expiry after this long, e.g. 30d"),
+):
+    """Tag a version (put-if-absent: an existing tag is never overwritten)."""
+    t = _open(uri)
+    try:
+        tag = t.create_tag(name, version, expires_at=_duration(expires_in) if expires_in else None)
+    except LaminaError as e:
+        _fail(e)
+    console.print(f"tagged version {tag.tagged_version} as [bold]{tag.name}[/bold]")
+
+
+@tag_app.command("delete")
+def tag_delete(uri: str, name: str, dry_run: bool = typer.Option(False, "--dry-run", help="only report")):
+    """Delete a tag and the files only it held."""
+    t = _open(uri)
+    try:
+        rep = t.delete_tag(name, dry_run=dry_run)
+    except LaminaError as e:
+        _fail(e)
+    verb = "would free" if dry_run else "freed"
+    console.print(f"{'would delete' if dry_run else 'deleted'} tag {name}; {verb} {len(rep.deleted_files)} data files, "
+                  f"{len(rep.deleted_manifests)} manifests, {_mb(rep.deleted_bytes)}")
+
+
+@tag_app.command("list")
+def tag_list(uri: str):
+    """List tags, oldest tagged version first."""
+    t = _open(uri)
+    rt = RichTable(title=f"tags of {t.uri}")
+    for c in ("tag", "version", "committed", "records", "created", "expires", "auto"):
+        rt.add_column(c)
+    for tag in t.tags():
+        rt.add_row(
+            tag.name, str(tag.tagged_version), _ts(tag.version.timestamp_ms),
+            str(tag.version.summary.get("total-records", "")), _ts(tag.created_at_ms),
+            _ts(tag.expires_at_ms) if tag.expires_at_ms else "-", "yes" if tag.automatic else "",
+        )
+    console.print(rt)
+
+
+# -- rollback, expiry, orphans -------------------------------------------------------------
+
+
+@app.command()
+def rollback(
+    uri: str,
+    to: str = typer.Argument(..., help="version number or tag name to roll back to"),
+    destructive: bool = typer.Option(False, "--destructive", help="also delete the versions after the target"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask before a destructive rollback"),
+):
+    """Commit a new version whose content equals a version's or a tag's."""
+    t = _open(uri)
+    if destructive and not yes:
+        typer.confirm(f"delete every version of {t.uri} after {to} (tags stay)?", abort=True)
+    try:
+        v = t.rollback(_version_or_tag(to), destructive=destructive)
+    except LaminaError as e:
+        _fail(e)
+    console.print(f"rolled back to {to}: committed version {v}")
+
+
+@app.command()
+def expire(
+    uri: str,
+    older_than: Optional[str] = typer.Option(None, "--older-than", help="age, e.g. 5d (default 5d unless --retain-last)"),
+    retain_last: Optional[int] = typer.Option(None, "--retain-last", help="always keep this many newest versions"),
+    reader_grace: Optional[str] = typer.Option(None, "--reader-grace", help="keep versions superseded less than this ago (default 1h)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="only report what would be deleted"),
+):
+    """Expire old versions and delete the files only they needed (tags keep theirs)."""
+    t = _open(uri)
+    bar, update = _progress()
+    try:
+        with bar:
+            rep = t.expire_versions(
+                older_than=_duration(older_than) if older_than else None, retain_last=retain_last,
+                reader_grace=_duration(reader_grace) if reader_grace else None, dry_run=dry_run, progress=update,
+            )
+    except LaminaError as e:
+        _fail(e)
+    would = "would " if dry_run else ""
+    span = f"{rep.expired_versions[0]}..{rep.expired_versions[-1]}" if rep.expired_versions else "none"
+    console.print(
+        f"{would}expire {len(rep.expired_versions)} versions ({span}) and {len(rep.expired_tags)} tags; {would}delete "
+        f"{len(rep.deleted_files)} data files and {len(rep.deleted_manifests)} manifests, {_mb(rep.deleted_bytes)}; "
+        f"{rep.kept_for_tags} files kept for tags"
+    )
+    if rep.held_by_reader_grace:
+        console.print("[yellow]some versions were kept because they were superseded less than the reader grace ago[/yellow]")
+
+
+@app.command("remove-orphans")
+def remove_orphans(
+    uri: str,
+    older_than: str = typer.Option("3d", "--older-than", help="only files older than this (at least 1d)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="only list what would be deleted"),
+):
+    """Delete files no version or tag references (vacuum), sparing in-flight writes."""
+    t = _open(uri)
+    bar, update = _progress()
+    try:
+        with bar:
+            rep = t.remove_orphans(_duration(older_than), dry_run=dry_run, progress=update)
+    except LaminaError as e:
+        _fail(e)
+    for p in rep.orphans[:50]:
+        console.print(f"{'would delete' if dry_run else 'deleted'} {p}")
+    console.print(
+        f"{len(rep.orphans)} orphans ({_mb(rep.deleted_bytes)}) of {rep.scanned} files; "
+        f"kept {rep.kept_young} younger than {older_than}, {rep.kept_in_flight} of writes in flight"
+    )
+
+
+app.command("vacuum", help="Alias of remove-orphans.")(remove_orphans)
+
+
+@app.command()
+def system(
+    uri: str,
+    name: str = typer.Argument(..., help="snapshots, tags, files or manifests"),
+    version: Optional[str] = typer.Option(None, "--version", "-v", help="version or tag (files, manifests)"),
+    limit: int = typer.Option(50, "--limit", "-n"),
+):
+    """Print a system table ($snapshots, $tags, $files, $manifests)."""
+    t = _open(uri)
+    try:
+        tbl = t.system_table(name, version=_version_or_tag(version))
+    except LaminaError as e:
+        _fail(e)
+    rt = RichTable(title=f"${name.lstrip('$')} ({tbl.num_rows} rows)")
+    for c in tbl.column_names:
+        rt.add_column(c)
+    for row in tbl.slice(0, limit).to_pylist():
+        rt.add_row(*["" if v is None else str(v) for v in row.values()])
+    console.print(rt)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -76,6 +76,9 @@ class ExpireReport:
     deleted_files: list[str] = field(default_factory=list)  # data and deletion-vector files
     deleted_bytes: int = 0
     kept_for_tags: int = 0  # candidate data files kept because a tag or retained version needs them
+    # True when versions older_than/retain_last would expire were kept because they were
+    # superseded less than reader_grace ago (pass reader_grace=timedelta(0) if no reader runs)
+    held_by_reader_grace: bool = False
     seconds: float = 0.0
 
     @property
@@ -143,7 +146,7 @@ def _sizes(io: FileIO, paths: list[str]) -> int:
 class _Garbage:
     manifests: list[str]
     files: list[str]
-    bytes_known: int
+    freed_bytes: int
     kept: int
 
 
@@ -162,9 +165,22 @@ def collect_garbage(
     deleted ones plus the nearest survivor after them (and before, if any);
     ``existing``: every version that survives; ``tags``: every tag.
     """
-    roots = _roots(io, chain)
+    # Read only the roots that can matter: a version that removed nothing and wrote no
+    # leaf (its summary says so) adds no candidate, so most roots are never opened.
+    def _n(vm: VersionManifest, key: str) -> int:
+        v = vm.summary.get(key)
+        return 1 if v is None else int(v)  # unknown (older writer): read it
+
+    removing = [i for i in range(1, len(chain)) if _n(chain[i], "removed-files")]
+    need = {0, len(chain) - 1} | set(removing) | {i - 1 for i in removing}
+    need |= {i for i, vm in enumerate(chain) if vm.version in deleted and _n(vm, "leaves-written")}
+    need |= {i for i, vm in enumerate(chain) if vm.version not in deleted}
+    # after a destructive rollback's gap a root carries leaves of a parent long gone
+    need |= {i for i in range(1, len(chain)) if chain[i].parent_version != chain[i - 1].version}
+    order = sorted(need)
+    roots = dict(zip(order, _roots(io, [chain[i] for i in order])))
     # Data: the removals recorded by each version after the first one in the chain.
-    parts = [removed_by(io, vm, root, proot) for vm, root, proot in zip(chain[1:], roots[1:], roots[:-1])]
+    parts = [removed_by(io, chain[i], roots[i], roots[i - 1]) for i in removing]
     removed = pa.concat_tables(parts) if parts else None
     files: list[str] = []
     kept = 0
@@ -187,11 +203,14 @@ def collect_garbage(
             still = referenced_files(removed.filter(keep))
             files = [p for p in files if p not in set(still.to_pylist())]
     # Manifests: referenced by a deleted root and by no surviving root in the chain nor any tag.
-    gone = [manifest_paths(io, vm, root) for vm, root in zip(chain, roots) if vm.version in deleted]
+    # Every leaf a deleted root referenced is in the first deleted root or was written
+    # by a deleted version, so those roots (plus each deleted root's own path) suffice.
+    gone = [pa.array([vm.root_manifest for vm in chain if vm.version in deleted and vm.root_manifest], pa.string())]
+    gone += [manifest_paths(io, chain[i], roots[i]) for i in order if chain[i].version in deleted]
     manifests: list[str] = []
-    if gone:
-        cand = pc.unique(pa.concat_arrays(gone))
-        alive = [manifest_paths(io, vm, root) for vm, root in zip(chain, roots) if vm.version not in deleted]
+    cand = pc.unique(pa.concat_arrays(gone))
+    if len(cand):
+        alive = [manifest_paths(io, chain[i], roots[i]) for i in order if chain[i].version not in deleted]
         alive += [manifest_paths(io, t.version) for t in tags]
         if alive:
             cand = cand.filter(pc.invert(_is_in(cand, pa.concat_arrays(alive))))
@@ -252,7 +271,7 @@ def expire_versions(
                 g = delete_tag(io, log, tag.name)
                 report.deleted_manifests += g.manifests
                 report.deleted_files += g.files
-                report.deleted_bytes += g.bytes_known
+                report.deleted_bytes += g.freed_bytes
 
     versions = log.list_versions()
     candidates = versions[: max(0, len(versions) - (retain_last or 1))]
@@ -267,7 +286,9 @@ def expire_versions(
             vms[vm.version] = vm
         stop = False
         for i in range(start, min(start + chunk, len(candidates))):
-            if vms[versions[i + 1]].timestamp_ms >= limit:
+            ts_next = vms[versions[i + 1]].timestamp_ms
+            if ts_next > limit:
+                report.held_by_reader_grace = cutoff is None or ts_next < cutoff
                 stop = True
                 break
             expired.append(versions[i])
@@ -285,7 +306,7 @@ def expire_versions(
     # 1. version files, oldest first, so the remaining versions stay contiguous
     if not dry_run:
         for i in range(0, len(expired), chunk):
-            io.delete_many([version_path(v) for v in expired[i : i + chunk]])
+            report.deleted_bytes += _delete(io, [version_path(v) for v in expired[i : i + chunk]])
             step("versions", min(i + chunk, len(expired)), len(expired))
     # 2. what is still needed, seen after the versions are gone
     tags = store.list()
@@ -296,7 +317,7 @@ def expire_versions(
     report.deleted_files += g.files
     # 3. the files
     if dry_run:
-        report.deleted_bytes += _sizes(io, g.manifests + g.files)
+        report.deleted_bytes += _sizes(io, g.manifests + g.files + [version_path(v) for v in expired])
     else:
         step("files", 0, len(g.files) + len(g.manifests))
         report.deleted_bytes += _delete(io, g.files) + _delete(io, g.manifests)

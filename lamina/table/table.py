@@ -317,7 +317,7 @@ class Table:
         """Delete a tag and every file only it held (its version may be long expired)."""
         g = expire.delete_tag(self.io, self.log, name, dry_run=dry_run)
         return expire.ExpireReport(
-            dry_run, deleted_manifests=g.manifests, deleted_files=g.files, deleted_bytes=g.bytes_known, kept_for_tags=g.kept
+            dry_run, deleted_manifests=g.manifests, deleted_files=g.files, deleted_bytes=g.freed_bytes, kept_for_tags=g.kept
         )
 
     def tag(self, name: str) -> Tag:
