@@ -6,7 +6,6 @@ import json
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
-import pyarrow.compute as pc
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -268,13 +267,14 @@ def remove_orphans(
     uri: str,
     older_than: str = typer.Option("3d", "--older-than", help="only files older than this (at least 1d)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="only list what would be deleted"),
+    allow_short_age: bool = typer.Option(False, "--allow-short-age", help="allow --older-than below 1d (no writer running)"),
 ):
     """Delete files no version or tag references (vacuum), sparing in-flight writes."""
     t = _open(uri)
     bar, update = _progress()
     try:
         with bar:
-            rep = t.remove_orphans(_duration(older_than), dry_run=dry_run, progress=update)
+            rep = t.remove_orphans(_duration(older_than), dry_run=dry_run, allow_short_age=allow_short_age, progress=update)
     except LaminaError as e:
         _fail(e)
     for p in rep.orphans[:50]:

@@ -22,7 +22,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from lamina.errors import CorruptMetadata, NotFound, StorageError, TableNotFound, VersionNotFound
 from lamina.io import FileIO
@@ -213,50 +213,44 @@ class VersionLog:
         numbers needs no listing while every version in range exists. Expiry
         (oldest first) and destructive rollback (a run in the middle) leave
         holes; the first missing version met switches to a search over the
-        versions a listing shows.
+        versions one listing shows.
         """
         latest = latest or self.latest()
         if latest.timestamp_ms <= timestamp_ms:
             return latest
-        lo, hi = 0, latest.version  # invariant: answer < hi
-        best: VersionManifest | None = None
-        while lo < hi:
-            mid = (lo + hi) // 2
-            vm = self.try_load(mid)
-            if vm is None:
-                return self._at_timestamp_listed(timestamp_ms, latest)
-            if vm.timestamp_ms <= timestamp_ms:
-                best = vm
-                lo = mid + 1
-            else:
-                hi = mid
+        best = self._newest_at_or_before(timestamp_ms, range(latest.version), stop_on_missing=True)
+        if best is _HOLE:
+            listed = [v for v in self.list_versions() if v < latest.version]
+            best = self._newest_at_or_before(timestamp_ms, listed, stop_on_missing=False)
         if best is None:
             raise VersionNotFound(
                 f"no version of {self.io.uri} at or before timestamp {timestamp_ms} "
                 "(before the table was created, or those versions were expired)"
             )
-        return best
+        return best  # type: ignore[return-value]
 
-    def _at_timestamp_listed(self, timestamp_ms: int, latest: VersionManifest) -> VersionManifest:
-        versions = [v for v in self.list_versions() if v < latest.version]
-        lo, hi = 0, len(versions)  # answer index < hi
+    def _newest_at_or_before(self, timestamp_ms: int, versions: Sequence[int], stop_on_missing: bool) -> Any:
+        """Binary search of ``versions`` (ascending): the newest manifest with
+        timestamp <= ``timestamp_ms``, None, or _HOLE if one is missing and
+        ``stop_on_missing`` (otherwise a missing one, expired meanwhile, counts as too old)."""
+        lo, hi = 0, len(versions)  # the answer's index is < hi
         best: VersionManifest | None = None
         while lo < hi:
             mid = (lo + hi) // 2
             vm = self.try_load(versions[mid])
-            if vm is None:  # expired meanwhile: treat as too old
+            if vm is None:
+                if stop_on_missing:
+                    return _HOLE
                 lo = mid + 1
             elif vm.timestamp_ms <= timestamp_ms:
                 best = vm
                 lo = mid + 1
             else:
                 hi = mid
-        if best is None:
-            raise VersionNotFound(
-                f"no version of {self.io.uri} at or before timestamp {timestamp_ms} "
-                "(before the table was created, or those versions were expired)"
-            )
         return best
+
+
+_HOLE = object()
 
 
 def _discard(f: Future) -> None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit.log import VersionLog
-from lamina.errors import InvalidArgument, NotFound, VersionNotFound
+from lamina.errors import InvalidArgument, NotFound
 from lamina.io import FileIO
 from lamina.maintenance.reachability import (
     live_entries,
@@ -58,6 +58,7 @@ from lamina.spec.layout import version_path
 from lamina.spec.tag import Tag
 from lamina.spec.version import VersionManifest
 from lamina.table.tags import TagStore
+from lamina.timeutil import epoch_ms, now_ms
 
 DEFAULT_OLDER_THAN = timedelta(days=5)
 DEFAULT_READER_GRACE_MS = 3_600_000
@@ -86,32 +87,15 @@ class ExpireReport:
         return len(self.expired_versions)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def to_ms(t: Any, what: str) -> int:
-    """A point in time (datetime, ISO string, epoch ms) or an age (timedelta, before now)."""
-    if isinstance(t, timedelta):
-        return _now_ms() - int(t.total_seconds() * 1000)
-    if isinstance(t, bool):
-        raise InvalidArgument(f"{what} must be a datetime, timedelta, ISO string or epoch ms, not {t!r}")
-    if isinstance(t, (int, float)):
-        return int(t)
-    if isinstance(t, str):
-        try:
-            t = datetime.fromisoformat(t)
-        except ValueError:
-            raise InvalidArgument(f"{what} {t!r} is not ISO 8601") from None
-    if isinstance(t, datetime):
-        if t.tzinfo is None:
-            t = t.replace(tzinfo=timezone.utc)
-        return int(t.timestamp() * 1000)
-    raise InvalidArgument(f"{what} must be a datetime, timedelta, ISO string or epoch ms, not {type(t).__name__}")
+    """A point in time, or an age (timedelta before now)."""
+    return epoch_ms(t, what, timedelta_sign=-1)
 
 
 def _load_many(log: VersionLog, versions: Sequence[int]) -> list[VersionManifest]:
-    return list(_pool.map(log.load, versions)) if len(versions) > 1 else [log.load(v) for v in versions]
+    if log.io.is_local or len(versions) <= 1:  # local reads are cheaper than thread hand-offs
+        return [log.load(v) for v in versions]
+    return list(_pool.map(log.load, versions))
 
 
 def _roots(io: FileIO, vms: Sequence[VersionManifest]) -> list[pa.Table]:
@@ -139,6 +123,8 @@ def _sizes(io: FileIO, paths: list[str]) -> int:
         except NotFound:
             return 0
 
+    if io.is_local:  # a stat is microseconds: a thread pool would cost more than it saves
+        return sum(map(one, paths))
     return sum(_pool.map(one, paths))
 
 
@@ -259,7 +245,7 @@ def expire_versions(
         else int(reader_grace) if reader_grace is not None
         else int(latest.properties.get("expire.reader-grace-ms", DEFAULT_READER_GRACE_MS))
     )
-    now = _now_ms()
+    now = now_ms()
     limit = now - grace_ms if cutoff is None else min(cutoff, now - grace_ms)
     store = TagStore(io, log)
 

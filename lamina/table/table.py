@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
@@ -39,6 +39,7 @@ from lamina.table.operations import AppendFiles, Overwrite, Rollback
 from lamina.table.tags import TagStore
 from lamina.table.scan import Scan, ScanPlan
 from lamina.table.writer import PendingWrites, write_data_files
+from lamina.timeutil import epoch_ms
 
 DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
 
@@ -65,22 +66,7 @@ def _to_arrow(data: Any) -> pa.Table:
 
 
 def _timestamp_ms(ts: Any) -> int:
-    if isinstance(ts, bool):
-        raise InvalidArgument(f"timestamp {ts!r} is not a time")
-    if isinstance(ts, (int, float)):
-        return int(ts)
-    if isinstance(ts, str):
-        try:
-            ts = datetime.fromisoformat(ts)
-        except ValueError:
-            raise InvalidArgument(f"timestamp {ts!r} is not ISO 8601 (e.g. '2026-01-31T12:00:00+00:00')") from None
-    if isinstance(ts, date) and not isinstance(ts, datetime):
-        ts = datetime(ts.year, ts.month, ts.day)
-    if isinstance(ts, datetime):
-        if ts.tzinfo is None:
-            ts = ts.replace(tzinfo=timezone.utc)
-        return int(ts.timestamp() * 1000)
-    raise InvalidArgument(f"timestamp must be a datetime, ISO string or epoch milliseconds, not {type(ts).__name__}")
+    return epoch_ms(ts, "timestamp")
 
 
 class Table:
@@ -408,9 +394,7 @@ class Table:
 
 
 def _expiry_ms(expires_at: Any) -> int:
-    if isinstance(expires_at, timedelta):
-        return int(time.time() * 1000) + int(expires_at.total_seconds() * 1000)
-    return _timestamp_ms(expires_at)
+    return epoch_ms(expires_at, "expires_at", timedelta_sign=+1)
 
 
 def _new_log(uri: str, storage_options: Mapping[str, Any] | None, identifier: str | None, allow_list: bool = True) -> VersionLog:
