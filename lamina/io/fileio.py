@@ -181,6 +181,21 @@ class FileIO:
         key = self._key(path)
         return self._call(f"get {path}", lambda: obstore.get(self.store, key).bytes().to_bytes())
 
+    def get_range(self, path: str, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset`` (a deletion vector inside a DV file)."""
+        if self._local_root is not None:
+            try:
+                with open(self.local_path(path), "rb") as f:  # type: ignore[arg-type]
+                    f.seek(offset)
+                    return f.read(length)
+            except (FileNotFoundError, NotADirectoryError) as e:
+                raise NotFound(f"get {path}: not found") from e
+        key = self._key(path)
+        return self._call(
+            f"get {path}[{offset}:{offset + length}]",
+            lambda: bytes(obstore.get_range(self.store, key, start=offset, length=length)),
+        )
+
     def exists(self, path: str) -> bool:
         if self._local_root is not None:
             return os.path.isfile(self.local_path(path))  # type: ignore[arg-type]

@@ -166,28 +166,36 @@ def collect_garbage(
     order = sorted(need)
     roots = dict(zip(order, _roots(io, [chain[i] for i in order])))
     # Data: the removals recorded by each version after the first one in the chain.
-    parts = [removed_by(io, chain[i], roots[i], roots[i - 1]) for i in removing]
-    removed = pa.concat_tables(parts) if parts else None
+    changes = [removed_by(io, chain[i], roots[i], roots[i - 1]) for i in removing]
+    removed = pa.concat_tables([c[0] for c in changes]) if changes else None
+    dropped_dvs = pc.unique(pa.concat_arrays([c[1] for c in changes])) if changes else pa.array([], pa.string())
     files: list[str] = []
     kept = 0
+    full_walk: pa.Array | None = None
+    if latest.last_readd_version is not None and ((removed is not None and removed.num_rows) or len(dropped_dvs)):
+        # A rollback once re-added files: a path may have several intervals, some
+        # recorded only by versions already gone. Decide by the full walk instead.
+        full_walk = referenced_paths(io, log)
     if removed is not None and removed.num_rows:
         kept_points = np.unique(np.array(list(existing) + [t.tagged_version for t in tags], dtype=np.int64))
         a = removed.column("added_version").to_numpy()
         r = removed.column("removed_version").to_numpy()
         paths = removed.column("path").combine_chunks()
-        if latest.last_readd_version is None:
+        if full_walk is None:
             keep = _is_in(paths, paths.filter(pa.array(_needed(a, r, kept_points))))
         else:
-            # A rollback once re-added files: a path may have several intervals, some
-            # recorded only by versions already gone. Decide by the full walk instead.
-            keep = _is_in(paths, referenced_paths(io, log))
-        free = removed.filter(pc.invert(keep))
+            keep = _is_in(paths, full_walk)
         kept = len(pc.unique(paths.filter(keep)))
-        files = pc.unique(referenced_files(free)).to_pylist()
-        # a DV file can be shared with a kept entry: never free it then
-        if free.column("dv_path").null_count < free.num_rows:
-            still = referenced_files(removed.filter(keep))
-            files = [p for p in files if p not in set(still.to_pylist())]
+        files = pc.unique(paths.filter(pc.invert(keep))).to_pylist()
+    if len(dropped_dvs):
+        # A DV file serves many entries from the version that wrote it until the last
+        # of them is replaced: one interval, so the surviving roots next to the deleted
+        # run and the tags tell whether anything still points at it.
+        if full_walk is None:
+            alive_dvs = [_live_dvs(io, chain[i], roots[i]) for i in order if chain[i].version not in deleted]
+            alive_dvs += [_live_dvs(io, t.version, None) for t in tags]
+            full_walk = pa.concat_arrays(alive_dvs) if alive_dvs else pa.array([], pa.string())
+        files += dropped_dvs.filter(pc.invert(_is_in(dropped_dvs, full_walk))).to_pylist()
     # Manifests: referenced by a deleted root and by no surviving root in the chain nor any tag.
     # Every leaf a deleted root referenced is in the first deleted root or was written
     # by a deleted version, so those roots (plus each deleted root's own path) suffice.
@@ -202,6 +210,11 @@ def collect_garbage(
             cand = cand.filter(pc.invert(_is_in(cand, pa.concat_arrays(alive))))
         manifests = cand.to_pylist()
     return _Garbage(manifests, files, 0, kept)
+
+
+def _live_dvs(io: FileIO, vm: VersionManifest, root: pa.Table | None) -> pa.Array:
+    dv = live_entries(io, vm, root).column("dv_path").drop_null()
+    return dv.combine_chunks() if len(dv) else pa.array([], pa.string())
 
 
 def _delete(io: FileIO, paths: list[str]) -> int:
@@ -337,18 +350,14 @@ def free_tag(io: FileIO, log: VersionLog, tag: Tag, dry_run: bool = False) -> _G
     neighbours = _neighbours(tags, existing, log, t)
     root = root_of(io, tag.version)
     mine = live_entries(io, tag.version, root)
-    paths = mine.column("path").combine_chunks()
     if log.latest().last_readd_version is None:
-        parts = [live_entries(io, vm).column("path").combine_chunks() for vm in neighbours]
+        parts = [referenced_files(live_entries(io, vm)) for vm in neighbours]
         keep = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
     else:  # files re-added by a rollback: their lifetimes are not one interval (see module doc)
         keep = referenced_paths(io, log)
-    mask = _is_in(paths, keep)
-    free = mine.filter(pc.invert(mask))
-    files = pc.unique(referenced_files(free)).to_pylist()
-    if free.column("dv_path").null_count < free.num_rows:
-        still = set(referenced_files(mine.filter(mask)).to_pylist())
-        files = [p for p in files if p not in still]
+    mine_files = pc.unique(referenced_files(mine))
+    mask = _is_in(mine_files, keep)
+    files = mine_files.filter(pc.invert(mask)).to_pylist()
     ms = manifest_paths(io, tag.version, root)
     alive = [manifest_paths(io, vm) for vm in neighbours]
     if alive:

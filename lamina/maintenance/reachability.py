@@ -94,10 +94,19 @@ def written_by(io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.
     return entries_of(io, root, leaves.to_pylist())
 
 
-def removed_by(io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.Table | None) -> pa.Table:
+def removed_by(io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.Table | None) -> tuple[pa.Table, pa.Array]:
+    """(entries of data files ``vm`` removed, DV files its REMOVED entries pointed at).
+
+    A REMOVED entry whose path ``vm`` lists again as live is a replacement (a new
+    deletion vector on the same data file): the data file goes on, only its old
+    DV may have become garbage.
+    """
     e = written_by(io, vm, root, parent_root)
-    mask = pc.and_(pc.equal(e.column("status"), C.REMOVED), pc.equal(e.column("removed_version"), vm.version))
-    return e.filter(pc.fill_null(mask, False))
+    mask = pc.fill_null(pc.and_(pc.equal(e.column("status"), C.REMOVED), pc.equal(e.column("removed_version"), vm.version)), False)
+    gone = e.filter(mask)
+    still = _live(e).column("path")
+    removed = gone.filter(pc.invert(pc.is_in(gone.column("path"), value_set=still))) if len(still) else gone
+    return removed, gone.column("dv_path").drop_null().combine_chunks() if gone.num_rows else pa.array([], pa.string())
 
 
 def added_by(io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.Table | None) -> pa.Table:

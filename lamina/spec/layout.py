@@ -46,3 +46,11 @@ def new_manifest_path(kind: str) -> str:
 def new_data_path(partition_dir: str | None, write_id: str) -> str:
     base = f"{DATA_DIR}/{partition_dir}" if partition_dir else DATA_DIR
     return f"{base}/{write_id}-{uuid.uuid4().hex[:12]}.parquet"
+
+
+DV_DIR = f"{DATA_DIR}/_dv"
+
+
+def new_dv_path(write_id: str) -> str:
+    """Deletion-vector files carry the write id too, so orphan cleanup can spare running writes."""
+    return f"{DV_DIR}/{write_id}-{uuid.uuid4().hex[:12]}.dv"

@@ -111,6 +111,13 @@ class Overwrite:
         return self.write(rows.filter(pc.invert(pc.is_in(numbered.column("__row"), value_set=matched))))
 
 
+def _identity(entries: pa.Table) -> pa.Array:
+    dv = pc.binary_join_element_wise(
+        pc.fill_null(entries.column("dv_path"), ""), pc.cast(pc.fill_null(entries.column("dv_offset"), -1), pa.string()), "@"
+    )
+    return pc.binary_join_element_wise(entries.column("path"), dv, "#").combine_chunks() if entries.num_rows else pa.array([], pa.string())
+
+
 @dataclass
 class Rollback:
     """Make the table's content equal ``target``'s, as a new version (history is kept).
@@ -132,9 +139,11 @@ class Rollback:
             )
         mschema = self.table._mschema_of(base)
         want = conform(live_data_entries(self.table.io, self.target.root_manifest, self.table._mschema_of(self.target)), mschema)
-        have = live_data_entries(self.table.io, base.root_manifest, mschema, columns=["path", "added_version"])
-        readd = want.filter(pc.invert(pc.is_in(want.column("path"), value_set=have.column("path"))))
-        drop = have.filter(pc.invert(pc.is_in(have.column("path"), value_set=want.column("path"))))
+        have = live_data_entries(self.table.io, base.root_manifest, mschema, columns=["path", "added_version", "dv_path", "dv_offset"])
+        # A file is the same only with the same deletion vector: (path, DV) is its identity.
+        wkey, hkey = _identity(want), _identity(have)
+        readd = want.filter(pc.invert(pc.is_in(wkey, value_set=hkey)))
+        drop = have.filter(pc.invert(pc.is_in(hkey, value_set=wkey)))
         summary = {"rollback-to": self.target.version, "readded-files": readd.num_rows}
         if self.tag is not None:
             summary["rollback-tag"] = self.tag

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from lamina.errors import CorruptMetadata, NotFound, SchemaMismatch
 from lamina.expr import AlwaysTrue, Expr, bind, may_match, referenced_columns, to_arrow_filter, to_expr
 from lamina.manifest.tree import live_data_entries
+from lamina.table.deletes import DV, dv_of, dvs_of_plan
 from lamina.spec import content as C
 from lamina.spec.version import VersionManifest
 
@@ -41,6 +42,9 @@ class FileScanTask:
     partition_path: str | None
     added_version: int
     dv_path: str | None = None
+    dv_offset: int | None = None
+    dv_length: int | None = None
+    dv_cardinality: int | None = None  # rows deleted; record_count is what is left
 
 
 class ScanPlan(Sequence[FileScanTask]):
@@ -62,6 +66,9 @@ class ScanPlan(Sequence[FileScanTask]):
             partition_path=row["partition_path"],
             added_version=row["added_version"],
             dv_path=row["dv_path"],
+            dv_offset=row["dv_offset"],
+            dv_length=row["dv_length"],
+            dv_cardinality=row["dv_cardinality"],
         )
 
     def __getitem__(self, i):  # type: ignore[override]
@@ -74,7 +81,7 @@ class ScanPlan(Sequence[FileScanTask]):
         return self._task(self.entries.slice(i, 1).to_pylist()[0])
 
     def __iter__(self) -> Iterator[FileScanTask]:
-        cols = ["path", "size", "record_count", "partition_path", "added_version", "dv_path"]
+        cols = ["path", "size", "record_count", "partition_path", "added_version", "dv_path", "dv_offset", "dv_length", "dv_cardinality"]
         for batch in self.entries.select(cols).to_batches(max_chunksize=4096):
             for r in batch.to_pylist():
                 yield self._task(r)
@@ -112,15 +119,18 @@ class Scan:
     def version(self) -> int:
         return self.vm.version
 
-    def plan(self) -> ScanPlan:
-        """Files that may hold matching rows: leaf summaries first, then file stats."""
+    def plan(self, all_columns: bool = False) -> ScanPlan:
+        """Files that may hold matching rows: leaf summaries first, then file stats.
+
+        ``all_columns``: every entry column (a row-level change re-lists entries whole)."""
         io = self.table.io
         mschema = self.table._mschema_of(self.vm)
         prune = None
         if not isinstance(self.predicate, AlwaysTrue):
             pred, schema, spec = self.predicate, self.schema, self.spec
             prune = lambda t: may_match(pred, t, schema, spec)  # noqa: E731
-        return ScanPlan(live_data_entries(io, self.vm.root_manifest, mschema, prune, self._manifest_columns(mschema)), io)
+        cols = None if all_columns else self._manifest_columns(mschema)
+        return ScanPlan(live_data_entries(io, self.vm.root_manifest, mschema, prune, cols), io)
 
     def _manifest_columns(self, mschema: pa.Schema) -> list[str]:
         """The entry columns a file scan task needs, plus the statistics the predicate can use.
@@ -143,11 +153,18 @@ class Scan:
     def _read_columns(self) -> list[str]:
         return self.columns if self.columns is not None else self.schema.names
 
-    def _read_file(self, path: str, columns: list[str], filt: Any) -> pa.Table:
+    def _read_file(self, path: str, columns: list[str], filt: Any, dv: DV | None = None) -> pa.Table:
+        """Rows of one data file: deleted rows (``dv``) go first, since DV positions are
+        row numbers in the file, then the row filter."""
         io = self.table.io
         try:
             local = io.local_path(path)
             source = local if local is not None else pa.BufferReader(io.get(path))
+            if dv is not None:
+                need = list(dict.fromkeys([*columns, *referenced_columns(self.predicate)]))
+                t = pq.read_table(source, columns=need, schema=self.schema.arrow, use_threads=False)
+                t = t.filter(dv_of(io, dv).keep(t.num_rows))
+                return (t.filter(filt) if filt is not None else t).select(columns)
             t = pq.read_table(source, columns=columns, filters=filt, schema=self.schema.arrow, use_threads=False)
         except (NotFound, FileNotFoundError):
             raise CorruptMetadata(
@@ -163,14 +180,15 @@ class Scan:
         filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
         out_schema = pa.schema([self.schema.field(c) for c in cols])
         paths = plan.paths
+        dvs = dvs_of_plan(plan.entries)
         # Read a few files ahead in parallel, yield in plan order.
-        futures = [_pool.submit(self._read_file, p, cols, filt) for p in paths[:8]]
+        futures = [_pool.submit(self._read_file, p, cols, filt, dvs[i]) for i, p in enumerate(paths[:8])]
         nxt = len(futures)
         for i in range(len(paths)):
             t = futures[i].result()
             futures[i] = None  # type: ignore[call-overload]
             if nxt < len(paths):
-                futures.append(_pool.submit(self._read_file, paths[nxt], cols, filt))
+                futures.append(_pool.submit(self._read_file, paths[nxt], cols, filt, dvs[nxt]))
                 nxt += 1
             for b in t.select(cols).cast(out_schema).to_batches():
                 if b.num_rows:
@@ -184,14 +202,22 @@ class Scan:
             return out_schema.empty_table()
         filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
         io = self.table.io
-        if io.is_local:
-            dataset = ds.dataset([io.local_path(p) for p in plan.paths], schema=self.schema.arrow, format="parquet")
-            try:
-                return dataset.to_table(columns=cols, filter=filt).cast(out_schema)
-            except FileNotFoundError as e:
-                raise CorruptMetadata(f"a data file of version {self.vm.version} is missing ({e}); run `lamina fsck`") from None
-        tables = list(_pool.map(lambda p: self._read_file(p, cols, filt), plan.paths))
-        return pa.concat_tables([t.select(cols).cast(out_schema) for t in tables])
+        dvs = dvs_of_plan(plan.entries)
+        paths = plan.paths
+        with_dv = [i for i, d in enumerate(dvs) if d is not None]
+        parts = [self._read_file(paths[i], cols, filt, dvs[i]).cast(out_schema) for i in with_dv]
+        if len(with_dv) < len(paths):
+            plain = paths if not with_dv else [p for p, d in zip(paths, dvs) if d is None]
+            if io.is_local:
+                dataset = ds.dataset([io.local_path(p) for p in plain], schema=self.schema.arrow, format="parquet")
+                try:
+                    parts.append(dataset.to_table(columns=cols, filter=filt).cast(out_schema))
+                except FileNotFoundError as e:
+                    raise CorruptMetadata(f"a data file of version {self.vm.version} is missing ({e}); run `lamina fsck`") from None
+            else:
+                tables = list(_pool.map(lambda p: self._read_file(p, cols, filt), plain))
+                parts += [t.select(cols).cast(out_schema) for t in tables]
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
     def to_pandas(self, **kwargs: Any) -> Any:
         return self.to_arrow().to_pandas(**kwargs)

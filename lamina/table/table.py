@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lamina.commit import CommitOptions, Committer, ObjectStoreCoordinator, VersionLog
 from lamina.commit.coordinator import CommitCoordinator
@@ -24,7 +25,7 @@ from lamina.errors import (
     TableAlreadyExists,
     TableNotFound,
 )
-from lamina.expr import AlwaysTrue, Expr, bind, to_arrow_filter, to_expr
+from lamina.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow_filter, to_expr
 from lamina.io import FileIO
 from lamina.manifest.entries import data_entries, entries_from_user_files, manifest_schema
 from lamina.spec.features import DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, check_reader
@@ -36,6 +37,8 @@ from lamina.maintenance import auto_tags, expire, orphans
 from lamina.spec.tag import Tag
 from lamina.table import system
 from lamina.table.operations import AppendFiles, Overwrite, Rollback
+from lamina.table import rowlevel
+from lamina.table.inflight import new_write_id
 from lamina.table.tags import TagStore
 from lamina.table.scan import Scan, ScanPlan
 from lamina.table.writer import PendingWrites, write_data_files
@@ -267,6 +270,61 @@ class Table:
             if p.startswith("/") or ".." in p.split("/"):
                 raise InvalidArgument(f"add_files paths must be relative to the table root, got {p!r}")
         return self._commit(AppendFiles(self, entries, operation="add-files"), commit_options)
+
+    # -- row-level changes --------------------------------------------------------------
+
+    def _row_mode(self, mode: str | None) -> str:
+        return rowlevel.check_mode(mode or self._vm.properties.get("write.delete.mode", "merge-on-read"))
+
+    def _commit_row_delta(self, op: "rowlevel.RowDelta", options: CommitOptions | None) -> int | None:
+        """Commit ``op``, or nothing (None) if it changes no row in the latest version."""
+        self._vm = self.log.latest()
+        probe = op.apply(self._vm)  # outcomes are cached: the commit's own apply reuses them
+        if not probe.removed.num_rows and not probe.added.num_rows:
+            return None
+        return self._commit(op, options)
+
+    def delete(self, where: str | Expr, *, mode: str | None = None, commit_options: CommitOptions | None = None) -> int | None:
+        """Delete the rows matching ``where`` as one version; None if no row matched (nothing committed).
+
+        Only files whose statistics may match are read. ``mode``: merge-on-read
+        (deletion vectors, default; property ``write.delete.mode``) or copy-on-write.
+        """
+        if where is None:
+            raise InvalidArgument("delete needs a predicate; to remove every row use overwrite with an empty table")
+        pred = bind(to_expr(where), self._vm.schema)
+        op = rowlevel.RowDelta(
+            self, "delete", pred, sorted(referenced_columns(pred)) or [self._vm.schema.names[0]],
+            rowlevel.file_fn_delete(to_arrow_filter(pred)), self._row_mode(mode), new_write_id(),
+        )
+        return self._commit_row_delta(op, commit_options)
+
+    def update(
+        self, where: str | Expr | None = None, set: Mapping[str, Any] | None = None, *,  # noqa: A002
+        mode: str | None = None, commit_options: CommitOptions | None = None,
+    ) -> int | None:
+        """Set columns of the rows matching ``where`` (all rows if None) in one version.
+
+        ``set``: column -> SQL expression text (``"amount * 1.1"``), literal, or a
+        callable on an Arrow table. Errors (unknown column, wrong type) surface
+        before anything is committed.
+        """
+        if not set:
+            raise InvalidArgument("update needs set={column: value or SQL expression}")
+        schema = self._vm.schema
+        for c in set:
+            schema.field(c)
+        pred = bind(to_expr(where), schema)
+        op = rowlevel.RowDelta(
+            self, "update", pred, list(schema.names),
+            rowlevel.file_fn_update(to_arrow_filter(pred) if not isinstance(pred, AlwaysTrue) else pc.scalar(True), dict(set), schema.arrow),
+            self._row_mode(mode), new_write_id(),
+        )
+        return self._commit_row_delta(op, commit_options)
+
+    def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None) -> "rowlevel.MergeBuilder":
+        """Start a merge of ``source`` (Arrow/pandas) into this table on key column(s) ``on``."""
+        return rowlevel.MergeBuilder(self, _to_arrow(source), list(on) if not isinstance(on, str) else on, mode)
 
     # -- tags ---------------------------------------------------------------------------
 

@@ -1,0 +1,93 @@
+"""Reading and writing deletion vectors through FileIO (format: ``lamina.spec.dv``)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap
+
+from lamina.errors import CorruptMetadata, NotFound
+from lamina.io import FileIO
+from lamina.spec import dv as dvfmt
+from lamina.spec.layout import new_dv_path
+
+
+@dataclass(frozen=True)
+class DV:
+    """Where one data file's deletion vector lives."""
+
+    path: str
+    offset: int
+    length: int
+    cardinality: int
+
+
+class LoadedDV:
+    def __init__(self, bitmap: BitMap) -> None:
+        self.bitmap = bitmap
+
+    def keep(self, num_rows: int) -> pa.BooleanArray:
+        return pa.array(dvfmt.keep_mask(self.bitmap, num_rows))
+
+
+_cache: OrderedDict[tuple[str, str, int], BitMap] = OrderedDict()
+_lock = threading.Lock()
+_CACHE_ENTRIES = 4096
+
+
+def read_bitmap(io: FileIO, dv: DV) -> BitMap:
+    key = (io.uri, dv.path, dv.offset)
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    try:
+        blob = io.get_range(dv.path, dv.offset, dv.length)
+    except NotFound:
+        raise CorruptMetadata(f"deletion vector file {dv.path} is missing; run `lamina fsck`") from None
+    bm = dvfmt.decode(blob, dv.path, dv.offset)
+    if len(bm) != dv.cardinality:
+        raise CorruptMetadata(
+            f"deletion vector {dv.path} at offset {dv.offset} deletes {len(bm)} rows but its entry says "
+            f"{dv.cardinality}: the DV file does not belong to this entry; run `lamina fsck`"
+        )
+    with _lock:
+        _cache[key] = bm
+        if len(_cache) > _CACHE_ENTRIES:
+            _cache.popitem(last=False)
+    return bm
+
+
+def dv_of(io: FileIO, dv: DV) -> LoadedDV:
+    return LoadedDV(read_bitmap(io, dv))
+
+
+def dvs_of_plan(entries: pa.Table) -> list[DV | None]:
+    """Per planned file, its DV or None (one column check when no file has one)."""
+    n = entries.num_rows
+    if "dv_path" not in entries.column_names or entries.column("dv_path").null_count == n:
+        return [None] * n
+    cols = entries.select(["dv_path", "dv_offset", "dv_length", "dv_cardinality"]).to_pydict()
+    return [
+        None if p is None else DV(p, o, ln, c)
+        for p, o, ln, c in zip(cols["dv_path"], cols["dv_offset"], cols["dv_length"], cols["dv_cardinality"])
+    ]
+
+
+def write_dv_file(io: FileIO, write_id: str, bitmaps: list[BitMap]) -> list[DV]:
+    """One DV file holding ``bitmaps``; returns where each one lives."""
+    if not bitmaps:
+        return []
+    data, where = dvfmt.encode(bitmaps)
+    path = new_dv_path(write_id)
+    io.put_if_absent(path, data)
+    return [DV(path, off, ln, len(bm)) for (off, ln), bm in zip(where, bitmaps)]
+
+
+def positions_array(bm: BitMap) -> np.ndarray:
+    return dvfmt.positions(bm)

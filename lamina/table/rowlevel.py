@@ -1,0 +1,401 @@
+"""Row-level changes: delete, update and merge, as one operation re-applied to each base.
+
+``RowDelta.apply(base)`` plans the files that may hold affected rows (pruned by
+a predicate, e.g. the merge keys' bounds), and for each one computes the row
+positions to delete and the rows to write instead. Per-file outcomes are
+cached by the file's identity in that base (path + its DV), so a rebase only
+reads files a concurrent commit changed; new data files and DVs are written
+once per outcome and reused. Concurrent appends never fail a row-level change
+(it applies to the newest base, serializably, like ``Overwrite``), and two
+changes to one data file never lose each other's deletes: the loser re-reads
+the winner's DV and merges into it.
+
+Modes (property ``write.delete.mode`` or per call): ``merge-on-read`` writes a
+deletion vector next to the data file (default); ``copy-on-write`` rewrites
+the file without the deleted rows.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyroaring import BitMap
+
+from lamina.commit import Change
+from lamina.errors import InvalidArgument, SchemaMismatch
+from lamina.expr import Expr
+from lamina.expr.values import as_column, as_mask
+from lamina.manifest.entries import conform, fill_constant
+from lamina.spec.version import VersionManifest
+from lamina.table.deletes import DV, read_bitmap, write_dv_file
+from lamina.table.inflight import new_write_id
+from lamina.table.operations import _removed, _stamp
+
+if TYPE_CHECKING:
+    from lamina.table.table import Table
+
+_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
+
+MODES = ("merge-on-read", "copy-on-write")
+POS = "__lamina_pos"  # physical row position within its data file
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise InvalidArgument(f"write mode must be one of {MODES}, not {mode!r}")
+    return mode
+
+
+@dataclass
+class FileOutcome:
+    """What a row-level change does to one data file (as it is in one base)."""
+
+    delete: np.ndarray  # physical positions newly deleted (sorted, unique)
+    new_rows: pa.Table | None = None  # rows written in their place (update / merge)
+    matched_source: np.ndarray | None = None  # merge: source row indices matched in this file
+    # filled lazily, reused by retries on the same base entry:
+    new_entries: pa.Table | None = None
+    remainder_entries: pa.Table | None = None  # copy-on-write
+    dv: DV | None = None
+
+
+# (live rows of one file with a POS column) -> FileOutcome
+FileFn = Callable[[pa.Table], FileOutcome]
+
+
+@dataclass
+class RowDelta:
+    table: "Table"
+    operation: str
+    prune: Expr  # files that may hold affected rows
+    read_columns: list[str]  # columns file_fn needs
+    file_fn: FileFn
+    mode: str
+    write_id: str
+    # merge: rows to insert given the source rows matched nowhere (None = no inserts)
+    inserts: Callable[[np.ndarray], pa.Table | None] | None = None
+    _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
+    _insert_cache: dict[bytes, pa.Table] = field(default_factory=dict)
+    last_stats: dict[str, int] = field(default_factory=dict)
+
+    # -- per file -----------------------------------------------------------------------
+
+    def _rows(self, base: VersionManifest, entry: dict[str, Any]) -> pa.Table:
+        """Live rows of one file with their physical positions."""
+        scan = self.table._scan_at(base, None)
+        t = scan._read_file(entry["path"], self.read_columns, None)
+        t = t.append_column(POS, pa.array(np.arange(t.num_rows, dtype=np.int64)))
+        if entry["dv_path"] is not None:
+            dv = DV(entry["dv_path"], entry["dv_offset"], entry["dv_length"], entry["dv_cardinality"])
+            keep = np.ones(t.num_rows, dtype=bool)
+            keep[np.frombuffer(read_bitmap(self.table.io, dv).to_array(), dtype=np.uint32)] = False
+            t = t.filter(pa.array(keep))
+        return t
+
+    def _outcome(self, base: VersionManifest, entry: dict[str, Any]) -> FileOutcome:
+        key = (entry["path"], entry["dv_path"], entry["dv_offset"])
+        hit = self._outcomes.get(key)
+        if hit is None:
+            hit = self.file_fn(self._rows(base, entry))
+            hit.delete = np.unique(hit.delete.astype(np.int64))
+            self._outcomes[key] = hit
+        return hit
+
+    # -- apply ----------------------------------------------------------------------------
+
+    def apply(self, base: VersionManifest) -> Change:
+        mschema = self.table._mschema_of(base)
+        cands = self.table._scan_at(base, self.prune).plan(all_columns=True).entries
+        rows = cands.to_pylist()
+        outcomes = list(_pool.map(lambda e: self._outcome(base, e), rows)) if len(rows) > 1 else [self._outcome(base, e) for e in rows]
+        touched = [i for i, o in enumerate(outcomes) if len(o.delete)]
+        added: list[pa.Table] = []
+        new_dvs: list[tuple[int, BitMap]] = []
+        deleted_rows = 0
+        for i in touched:
+            o, e = outcomes[i], rows[i]
+            deleted_rows += len(o.delete)
+            physical = e["record_count"] + (e["dv_cardinality"] or 0)
+            old = BitMap() if e["dv_path"] is None else read_bitmap(
+                self.table.io, DV(e["dv_path"], e["dv_offset"], e["dv_length"], e["dv_cardinality"]))
+            merged = old | BitMap(o.delete.astype(np.uint32))
+            if len(merged) >= physical:
+                continue  # every row deleted: the file leaves the live set
+            if self.mode == "copy-on-write":
+                if o.remainder_entries is None:
+                    keep = np.ones(physical, dtype=bool)
+                    keep[np.frombuffer(merged.to_array(), dtype=np.uint32)] = False
+                    whole = self.table._scan_at(base, None)._read_file(e["path"], base.schema.names, None)
+                    o.remainder_entries = self.table._entries(self.table._write(whole.filter(pa.array(keep)), self.write_id))
+                added.append(_stamp(o.remainder_entries, self.table, base))
+            elif o.dv is not None:
+                added.append(self._replacement(cands, i, o.dv, physical, mschema))
+            else:
+                new_dvs.append((i, merged))
+        if new_dvs:
+            locs = write_dv_file(self.table.io, self.write_id, [bm for _, bm in new_dvs])
+            for (i, _), loc in zip(new_dvs, locs):
+                outcomes[i].dv = loc
+                added.append(self._replacement(cands, i, loc, rows[i]["record_count"] + (rows[i]["dv_cardinality"] or 0), mschema))
+        for i in touched:
+            o = outcomes[i]
+            if o.new_rows is not None and o.new_rows.num_rows:
+                if o.new_entries is None:
+                    o.new_entries = self.table._entries(self.table._write(self.table.metadata.schema.conform(o.new_rows), self.write_id))
+                added.append(_stamp(o.new_entries, self.table, base))
+        inserted = 0
+        if self.inserts is not None:
+            matched = [o.matched_source for o in outcomes if o.matched_source is not None and len(o.matched_source)]
+            m = np.unique(np.concatenate(matched)) if matched else np.zeros(0, dtype=np.int64)
+            key = m.tobytes()
+            if key not in self._insert_cache:
+                rows_in = self.inserts(m)
+                self._insert_cache[key] = (
+                    self.table._entries(self.table._write(self.table.metadata.schema.conform(rows_in), self.write_id))
+                    if rows_in is not None and rows_in.num_rows else mschema.empty_table()
+                )
+                self.last_stats["inserted"] = 0 if rows_in is None else rows_in.num_rows
+            if self._insert_cache[key].num_rows:
+                added.append(_stamp(self._insert_cache[key], self.table, base))
+            inserted = self.last_stats.get("inserted", 0)
+        removed = cands.take(pa.array(touched, pa.int64())) if touched else cands.slice(0, 0)
+        updated = sum(outcomes[i].new_rows.num_rows for i in touched if outcomes[i].new_rows is not None)
+        self.last_stats.update(files_touched=len(touched), rows_deleted=deleted_rows, files_scanned=len(rows), rows_updated=updated)
+        adds = pa.concat_tables([conform(a, mschema) for a in added]) if added else mschema.empty_table()
+        summary = {"deleted-rows": deleted_rows, "files-scanned": len(rows), "mode": self.mode}
+        if self.inserts is not None:
+            summary["inserted-rows"] = inserted
+        return Change(self.operation, adds, _removed(removed), summary=summary)
+
+    def _replacement(self, cands: pa.Table, i: int, dv: DV, physical: int, mschema: pa.Schema) -> pa.Table:
+        """The file's entry with a new DV. It keeps its added_version: the data file's
+        lifetime goes on (expiry reads a REMOVED entry whose path the same version
+        re-lists as a replacement, not a removal)."""
+        e = cands.slice(i, 1)
+        e = fill_constant(
+            e,
+            dv_path=dv.path, dv_offset=dv.offset, dv_length=dv.length, dv_cardinality=dv.cardinality,
+            record_count=physical - dv.cardinality, status=1, removed_version=None,
+        )
+        return e
+
+
+def file_fn_delete(filt: Any) -> FileFn:
+    def fn(rows: pa.Table) -> FileOutcome:
+        return FileOutcome(rows.filter(filt).column(POS).to_numpy())
+
+    return fn
+
+
+def file_fn_update(filt: Any, assignments: dict[str, Any], schema: pa.Schema) -> FileFn:
+    def fn(rows: pa.Table) -> FileOutcome:
+        hit = rows.filter(filt)
+        if not hit.num_rows:
+            return FileOutcome(np.zeros(0, dtype=np.int64))
+        cols = []
+        for f in schema:
+            if f.name in assignments:
+                cols.append(as_column(assignments[f.name], hit, f.type, f"update of column {f.name!r}"))
+            else:
+                cols.append(hit.column(f.name))
+        return FileOutcome(hit.column(POS).to_numpy(), pa.table(cols, schema=schema))
+
+    return fn
+
+
+# -- merge ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Clause:
+    kind: str  # "update" | "delete" | "insert"
+    condition: Any = None
+    values: dict[str, Any] | None = None  # None: every column from the source ("*_all")
+
+
+@dataclass
+class MergeResult:
+    version: int | None
+    rows_updated: int
+    rows_deleted: int
+    rows_inserted: int
+    files_scanned: int
+    files_touched: int
+
+
+class MergeBuilder:
+    """``table.merge(source, on="id").when_matched_update(...).when_not_matched_insert_all().execute()``.
+
+    Delta semantics: matched clauses are tried in order and the first whose
+    condition holds applies; a matched target row that no clause takes stays as
+    it is; source rows that match no target row go through the not-matched
+    clauses. Expressions see ``source.<col>`` and ``target.<col>`` (bare names
+    mean the target's). Only files whose key bounds can hold a source key are read.
+    """
+
+    def __init__(self, table: "Table", source: pa.Table, on: str | list[str], mode: str | None = None) -> None:
+        self.table = table
+        self.on = [on] if isinstance(on, str) else list(on)
+        if not self.on:
+            raise InvalidArgument("merge needs at least one key column in on=")
+        schema = table.metadata.schema
+        for k in self.on:
+            schema.field(k)  # SchemaMismatch naming the columns if missing in the target
+            if k not in source.column_names:
+                raise SchemaMismatch(f"merge key {k!r} is not a column of the source ({source.column_names})")
+        self.source = source
+        self.mode = mode
+        self.matched: list[_Clause] = []
+        self.not_matched: list[_Clause] = []
+
+    def when_matched_update(self, set: dict[str, Any], condition: Any = None) -> "MergeBuilder":  # noqa: A002
+        for c in set:
+            self.table.metadata.schema.field(c)
+        self.matched.append(_Clause("update", condition, dict(set)))
+        return self
+
+    def when_matched_update_all(self, condition: Any = None) -> "MergeBuilder":
+        self._need_all_columns("when_matched_update_all")
+        self.matched.append(_Clause("update", condition, None))
+        return self
+
+    def when_matched_delete(self, condition: Any = None) -> "MergeBuilder":
+        self.matched.append(_Clause("delete", condition))
+        return self
+
+    def when_not_matched_insert(self, values: dict[str, Any], condition: Any = None) -> "MergeBuilder":
+        for c in values:
+            self.table.metadata.schema.field(c)
+        self.not_matched.append(_Clause("insert", condition, dict(values)))
+        return self
+
+    def when_not_matched_insert_all(self, condition: Any = None) -> "MergeBuilder":
+        self._need_all_columns("when_not_matched_insert_all")
+        self.not_matched.append(_Clause("insert", condition, None))
+        return self
+
+    def _need_all_columns(self, what: str) -> None:
+        missing = [n for n in self.table.metadata.schema.names if n not in self.source.column_names]
+        if missing:
+            raise SchemaMismatch(f"{what} needs every table column in the source; missing {missing}")
+
+    # -- execution ----------------------------------------------------------------------
+
+    def _prune(self) -> Expr:
+        from lamina.expr import col
+
+        pred: Expr | None = None
+        for k in self.on:
+            keys = self.source.column(k).drop_null()
+            if not len(keys):
+                from lamina.expr import AlwaysFalse
+
+                return AlwaysFalse()
+            mm = pc.min_max(keys)
+            term = (col(k) >= mm["min"].as_py()) & (col(k) <= mm["max"].as_py())
+            pred = term if pred is None else pred & term
+        return pred
+
+    def _prefixed_source(self) -> pa.Table:
+        s = self.source
+        cols = {k: s.column(k) for k in self.on}
+        cols.update({f"source.{n}": s.column(n) for n in s.column_names})
+        cols["__src"] = pa.array(np.arange(s.num_rows, dtype=np.int64))
+        return pa.table(cols)
+
+    def _file_fn(self, tschema: pa.Schema) -> FileFn:
+        src = self._prefixed_source()
+
+        def fn(rows: pa.Table) -> FileOutcome:
+            left = {k: rows.column(k) for k in self.on}
+            left.update({f"target.{n}": rows.column(n) for n in tschema.names})
+            left[POS] = rows.column(POS)
+            j = pa.table(left).join(src, keys=self.on, join_type="inner", use_threads=False)
+            if not j.num_rows:
+                return FileOutcome(np.zeros(0, dtype=np.int64), matched_source=np.zeros(0, dtype=np.int64))
+            pos = j.column(POS).to_numpy()
+            if len(np.unique(pos)) != len(pos):
+                raise InvalidArgument(
+                    "merge: a target row matched more than one source row (duplicate keys "
+                    f"{self.on} in the source); deduplicate the source. Nothing was committed."
+                )
+            remaining = np.ones(j.num_rows, dtype=bool)
+            deletes, updates = [], []
+            for cl in self.matched:
+                m = remaining.copy()
+                if cl.condition is not None:
+                    m &= as_mask(cl.condition, j, f"merge {cl.kind} condition").to_numpy(zero_copy_only=False)
+                remaining &= ~m
+                if not m.any():
+                    continue
+                sel = j.filter(pa.array(m))
+                deletes.append(sel.column(POS).to_numpy())
+                if cl.kind == "update":
+                    cols = []
+                    for f in tschema:
+                        if cl.values is None:
+                            v = pc.cast(sel.column(f"source.{f.name}"), f.type)
+                        elif f.name in cl.values:
+                            v = as_column(cl.values[f.name], sel, f.type, f"merge update of {f.name!r}")
+                        else:
+                            v = sel.column(f"target.{f.name}")
+                        cols.append(v)
+                    updates.append(pa.table(cols, schema=tschema))
+            delete = np.concatenate(deletes) if deletes else np.zeros(0, dtype=np.int64)
+            new = pa.concat_tables(updates) if updates else None
+            return FileOutcome(delete, new, matched_source=j.column("__src").to_numpy())
+
+        return fn
+
+    def _inserts(self, tschema: pa.Schema) -> Callable[[np.ndarray], pa.Table | None]:
+        def fn(matched: np.ndarray) -> pa.Table | None:
+            if not self.not_matched:
+                return None
+            keep = np.ones(self.source.num_rows, dtype=bool)
+            keep[matched] = False
+            src = self._prefixed_source().filter(pa.array(keep))
+            remaining = np.ones(src.num_rows, dtype=bool)
+            out = []
+            for cl in self.not_matched:
+                m = remaining.copy()
+                if cl.condition is not None:
+                    m &= as_mask(cl.condition, src, "merge insert condition").to_numpy(zero_copy_only=False)
+                remaining &= ~m
+                if not m.any():
+                    continue
+                sel = src.filter(pa.array(m))
+                cols = []
+                for f in tschema:
+                    if cl.values is None:
+                        cols.append(pc.cast(sel.column(f"source.{f.name}"), f.type))
+                    elif f.name in cl.values:
+                        cols.append(as_column(cl.values[f.name], sel, f.type, f"merge insert of {f.name!r}"))
+                    else:
+                        cols.append(pa.nulls(sel.num_rows, f.type))
+                out.append(pa.table(cols, schema=tschema))
+            return pa.concat_tables(out) if out else None
+
+        return fn
+
+    def execute(self, *, commit_options: Any = None) -> MergeResult:
+        if not self.matched and not self.not_matched:
+            raise InvalidArgument("merge needs at least one when_matched_* or when_not_matched_* clause")
+        t = self.table
+        tschema = t.metadata.schema.arrow
+        op = RowDelta(
+            t, "merge", self._prune(), list(tschema.names), self._file_fn(tschema),
+            check_mode(self.mode or t.metadata.properties.get("write.delete.mode", "merge-on-read")),
+            new_write_id(), inserts=self._inserts(tschema),
+        )
+        version = t._commit_row_delta(op, commit_options)
+        s = op.last_stats
+        updated = s.get("rows_updated", 0)
+        return MergeResult(
+            version, updated, s.get("rows_deleted", 0) - updated, s.get("inserted", 0),
+            s.get("files_scanned", 0), s.get("files_touched", 0),
+        )
