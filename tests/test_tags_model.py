@@ -49,7 +49,8 @@ def stored_files(root: str) -> set[str]:
 
 
 def referenced_by(t: lamina.Table, **at) -> set[str]:
-    files = t.system_table("files", **at).column("path").to_pylist()
+    f = t.system_table("files", **at)
+    files = f.column("path").to_pylist() + [p for p in f.column("dv_path").to_pylist() if p]
     manifests = t.system_table("manifests", **at).column("path").to_pylist()
     return set(files) | set(manifests)
 
@@ -228,3 +229,58 @@ TestTagsModel = TagsModel.TestCase
 TestTagsModel.settings = _settings
 TestTagsModelWithoutRollback = TagsModelWithoutRollback.TestCase
 TestTagsModelWithoutRollback.settings = _settings
+
+
+class RowLevelModel(TagsModel):
+    """The same model plus delete / update / merge (deletion vectors and copy-on-write):
+    every version, every tag, and the final 0-stranded check must still hold."""
+
+    @rule(k=st.integers(0, 40), grp=st.one_of(st.none(), st.integers(0, 2)), cow=st.booleans())
+    def delete_rows(self, k: int, grp: int | None, cow: bool) -> None:
+        where = f"id < {k}" + ("" if grp is None else f" AND grp = {grp}")
+        hit = lambda r: r[0] < k and (grp is None or r[1] == grp)  # noqa: E731
+        rows = self._latest_rows()
+        v = self.t.delete(where, mode="copy-on-write" if cow else None)
+        if not any(hit(r) for r in rows):
+            assert v is None  # nothing matched: nothing committed
+            return
+        self._committed(v, [r for r in rows if not hit(r)])
+
+    @rule(k=st.integers(0, 40), to=st.integers(0, 2))
+    def update_rows(self, k: int, to: int) -> None:
+        rows = self._latest_rows()
+        v = self.t.update(f"id >= {k}", set={"grp": str(to)})
+        if not any(r[0] >= k for r in rows):
+            assert v is None
+            return
+        self._committed(v, [(i, to) if i >= k else (i, g) for i, g in rows])
+
+    @rule(pick=st.lists(st.integers(0, 60), min_size=1, max_size=6, unique=True), to=st.integers(0, 2), drop=st.booleans())
+    def merge_rows(self, pick: list[int], to: int, drop: bool) -> None:
+        rows = self._latest_rows()
+        src = pa.table({"id": pick, "grp": [to] * len(pick)}, schema=SCHEMA)
+        m = self.t.merge(src, on="id")
+        m = m.when_matched_delete() if drop else m.when_matched_update({"grp": "source.grp"})
+        res = m.when_not_matched_insert_all().execute()
+        have = {i for i, _ in rows}
+        keys = set(pick)
+        out = [] if drop else [(i, to) for i, _ in rows if i in keys]
+        out += [r for r in rows if r[0] not in keys] + [(i, to) for i in pick if i not in have]
+        self.next_id = max(self.next_id, max(pick) + 1)
+        self._committed(res.version, out)
+
+
+TestRowLevelModel = RowLevelModel.TestCase
+TestRowLevelModel.settings = _settings
+
+
+class RowLevelModelWithoutRollback(RowLevelModel):
+    allow_rollback = False
+
+    @invariant()
+    def decided_by_lifetimes(self) -> None:
+        assert self.t.log.latest().last_readd_version is None
+
+
+TestRowLevelModelWithoutRollback = RowLevelModelWithoutRollback.TestCase
+TestRowLevelModelWithoutRollback.settings = _settings
