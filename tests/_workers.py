@@ -109,6 +109,19 @@ def _race_overwrite(spec: dict[str, Any]) -> dict[str, Any]:
     return {"acked": acked}
 
 
+def _race_delete(spec: dict[str, Any]) -> dict[str, Any]:
+    """Delete ``k IN (step's keys)`` once per step; several deleters share the same files."""
+    import lamina
+
+    t = lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
+    _barrier()
+    acked = []
+    for seq, keys in enumerate(spec["steps"]):
+        v = t.delete(f"k IN ({', '.join(str(k) for k in keys)})", mode=spec.get("delete_mode"))
+        acked.append([seq, v])
+    return {"acked": acked}
+
+
 def _die(marker: str, what: str) -> None:
     with open(marker, "w") as f:
         f.write(what)
@@ -154,7 +167,7 @@ def _crash(spec: dict[str, Any]) -> dict[str, Any]:
     return {"error": f"not killed at {at}"}
 
 
-MODES = {"race_append": _race_append, "race_overwrite": _race_overwrite, "crash": _crash}
+MODES = {"race_append": _race_append, "race_overwrite": _race_overwrite, "race_delete": _race_delete, "crash": _crash}
 
 
 def main() -> None:

@@ -137,17 +137,18 @@ class RowDelta:
                 added.append(self._replacement(cands, i, o.dv, physical, mschema))
             else:
                 new_dvs.append((i, merged))
-        if new_dvs:
-            locs = write_dv_file(self.table.io, self.write_id, [bm for _, bm in new_dvs])
-            for (i, _), loc in zip(new_dvs, locs):
-                outcomes[i].dv = loc
-                added.append(self._replacement(cands, i, loc, rows[i]["record_count"] + (rows[i]["dv_cardinality"] or 0), mschema))
+        # New rows first: a row that does not fit the schema fails before any DV is written.
         for i in touched:
             o = outcomes[i]
             if o.new_rows is not None and o.new_rows.num_rows:
                 if o.new_entries is None:
                     o.new_entries = self.table._entries(self.table._write(self.table.metadata.schema.conform(o.new_rows), self.write_id))
                 added.append(_stamp(o.new_entries, self.table, base))
+        if new_dvs:
+            locs = write_dv_file(self.table.io, self.write_id, [bm for _, bm in new_dvs])
+            for (i, _), loc in zip(new_dvs, locs):
+                outcomes[i].dv = loc
+                added.append(self._replacement(cands, i, loc, rows[i]["record_count"] + (rows[i]["dv_cardinality"] or 0), mschema))
         inserted = 0
         if self.inserts is not None:
             matched = [o.matched_source for o in outcomes if o.matched_source is not None and len(o.matched_source)]
