@@ -44,6 +44,10 @@ class CommitOptions:
     backoff_min_ms: float = 1.0
     backoff_max_ms: float = 250.0
     resolve_attempts: int = 5  # reads of the version slot to resolve an unknown outcome
+    # A base older than this (since it was last known to be the latest) is refreshed
+    # before publishing. Expiry never deletes a version file whose successor is younger
+    # than twice this, so a put can never land in a slot expiry has freed.
+    base_max_age_ms: float = 5000.0
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> "CommitOptions":
@@ -53,6 +57,7 @@ class CommitOptions:
             max_seconds=float(props.get("commit.retry.max-seconds", d.max_seconds)),
             backoff_min_ms=float(props.get("commit.retry.backoff-min-ms", d.backoff_min_ms)),
             backoff_max_ms=float(props.get("commit.retry.backoff-max-ms", d.backoff_max_ms)),
+            base_max_age_ms=float(props.get("commit.base-max-age-ms", d.base_max_age_ms)),
         )
 
 
@@ -95,20 +100,31 @@ class Committer:
         op: Operation,
         options: CommitOptions | None = None,
         before_publish: Callable[[], None] | None = None,
+        base_known_at: float | None = None,
     ) -> VersionManifest:
         """Commit ``op``; ``before_publish`` runs once before the first publish attempt
-        (e.g. waiting until data files are durable: nothing may point at a file not yet written)."""
+        (e.g. waiting until data files are durable: nothing may point at a file not yet written).
+
+        ``base_known_at``: ``time.monotonic()`` when ``base`` was last known to be the
+        latest version (None: unknown, e.g. a table opened at an old version).
+        """
         options = options or CommitOptions.from_properties(base.properties)
+        max_age = options.base_max_age_ms / 1000.0
         commit_id = uuid.uuid4().hex
         deadline = time.monotonic() + options.max_seconds
         attempt = 0
         while True:
             attempt += 1
+            if base_known_at is None or time.monotonic() - base_known_at > max_age:
+                # Slot reuse guard: base + 1 may be a slot expiry has freed (see expire.py).
+                base, base_known_at = self.log.latest(), time.monotonic()
             check_writer(base.writer_features, f"table {self.log.io.uri}")
             vm, result = self._prepare(base, op, commit_id)
             if before_publish is not None:
                 before_publish()
                 before_publish = None
+            if time.monotonic() - base_known_at > max_age and not self.log.exists(base.version):
+                continue  # a long prepare on a base expiry has since removed: start from the latest
             outcome = self._publish(vm, commit_id, options)
             if outcome is not None:
                 _step("published")
@@ -125,6 +141,7 @@ class Committer:
             cap = min(options.backoff_max_ms, options.backoff_min_ms * 2 ** min(attempt - 1, 16))
             time.sleep(random.uniform(0, cap) / 1000.0)
             base = self.log.newest_from(vm.version)
+            base_known_at = time.monotonic()
 
     def _prepare(self, base: VersionManifest, op: Operation, commit_id: str) -> tuple[VersionManifest, ChangeResult]:
         change = op.apply(base)

@@ -129,10 +129,15 @@ class VersionLog:
 
     def newest_from(self, known: int) -> VersionManifest:
         """The latest version, given that version ``known`` exists (no hint read)."""
-        if self.io.lists_in_order and self.allow_list:
-            newest = self._newest_by_listing()
-            return self.load(newest if newest is not None and newest > known else known)
-        return self.load(self._probe_forward(known))
+        try:
+            if self.io.lists_in_order and self.allow_list:
+                newest = self._newest_by_listing()
+                return self.load(newest if newest is not None and newest > known else known)
+            return self.load(self._probe_forward(known))
+        except VersionNotFound:
+            # ``known`` (or what we found after it) was expired meanwhile: expiry keeps the
+            # newest version, so the general lookup finds it
+            return self.latest()
 
     def _probe_forward(self, known: int) -> int:
         """The newest existing version >= ``known`` (which exists), by galloping then bisecting."""

@@ -29,6 +29,13 @@ Ordering, so that concurrent work stays safe:
 Reader safety: a version is expired only once its successor has been current
 for ``reader_grace`` (default one hour, property ``expire.reader-grace-ms``):
 a reader that opened it while it was current has had that long to finish.
+
+Writer safety (slot reuse): deleting version file ``v + 1`` frees a name that
+a writer holding ``v`` as its base could put-if-absent into, silently forking
+history. Writers therefore refresh a base not known to be the latest within
+``commit.base-max-age-ms`` (default 5 s) before publishing, and expiry only
+deletes a version whose successor is older than twice that: such a successor
+cannot be younger than any writer's base, so no put in flight targets it.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lamina.commit.committer import CommitOptions
 from lamina.commit.log import VersionLog
 from lamina.errors import InvalidArgument, NotFound
 from lamina.io import FileIO
@@ -258,8 +266,13 @@ def expire_versions(
         else int(reader_grace) if reader_grace is not None
         else int(latest.properties.get("expire.reader-grace-ms", DEFAULT_READER_GRACE_MS))
     )
+    # Slot-reuse guard: a writer refreshes a base older than commit.base-max-age-ms
+    # before publishing, so a version whose successor is older than twice that can
+    # never be the base of a put in flight; only such versions' files are deleted.
+    base_age_ms = 2 * float(latest.properties.get("commit.base-max-age-ms", CommitOptions.base_max_age_ms))
     now = now_ms()
-    limit = now - grace_ms if cutoff is None else min(cutoff, now - grace_ms)
+    floor = now - max(grace_ms, base_age_ms)
+    limit = floor if cutoff is None else min(cutoff, floor)
     store = TagStore(io, log)
 
     # 0. tags past their expiry time

@@ -83,6 +83,8 @@ class Table:
         self.io = io
         self.log = log
         self._vm = vm
+        # When _vm was last known to be the latest version (monotonic); None if not known.
+        self._latest_at: float | None = None
         self.coordinator = coordinator or ObjectStoreCoordinator(io)
         self._committer = Committer(log, self.coordinator, self._mschema_of)
         self.tag_store = TagStore(io, log)
@@ -123,6 +125,7 @@ class Table:
     def refresh(self) -> "Table":
         """Move to the latest version."""
         self._vm = self.log.latest()
+        self._latest_at = time.monotonic()
         check_reader(self._vm.reader_features, f"table {self.uri}")
         return self
 
@@ -226,7 +229,10 @@ class Table:
     def _commit(self, op: Any, options: CommitOptions | None = None, pending: PendingWrites | None = None) -> int:
         # Start from the version this object holds: with one writer it is the latest, and
         # if it is stale the put-if-absent fails fast and the committer rebases.
-        self._vm = self._committer.commit(self._vm, op, options, before_publish=pending.wait if pending else None)
+        self._vm = self._committer.commit(
+            self._vm, op, options, before_publish=pending.wait if pending else None, base_known_at=self._latest_at
+        )
+        self._latest_at = time.monotonic()
         if "tag.auto-create" in self._vm.properties:
             auto_tags.on_commit(self, self._vm)
         return self._vm.version
@@ -278,7 +284,7 @@ class Table:
 
     def _commit_row_delta(self, op: "rowlevel.RowDelta", options: CommitOptions | None) -> int | None:
         """Commit ``op``, or nothing (None) if it changes no row in the latest version."""
-        self._vm = self.log.latest()
+        self.refresh()
         probe = op.apply(self._vm)  # outcomes are cached: the commit's own apply reuses them
         if not probe.removed.num_rows and not probe.added.num_rows:
             return None
@@ -509,7 +515,9 @@ def create_table(
         raise TableAlreadyExists(f"another writer created a table at {uri} at the same time") from None
     log.table_uuid = vm.table_uuid
     log.write_hint(vm)
-    return Table(log.io, log, vm)
+    table = Table(log.io, log, vm)
+    table._latest_at = time.monotonic()
+    return table
 
 
 def open_table(
@@ -537,5 +545,7 @@ def open_table(
     table = Table(log.io, log, vm)
     if timestamp is not None or tag is not None:
         table._vm = table._resolve(None, timestamp, tag)
+    elif version is None:
+        table._latest_at = time.monotonic()
     check_reader(table._vm.reader_features, f"table {uri}")
     return table
