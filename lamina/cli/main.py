@@ -105,14 +105,15 @@ def history(uri: str, limit: int = typer.Option(50, "--limit", "-n")):
     """List versions, newest first."""
     t = _open(uri)
     rt = RichTable(title=f"history of {t.uri}")
-    for c in ("version", "timestamp", "operation", "+files", "-files", "+rows", "-rows", "total rows"):
+    for c in ("version", "timestamp", "operation", "+files", "-files", "+rows", "-rows", "deleted rows", "total rows"):
         rt.add_column(c, justify="right" if c != "operation" else "left")
     for h in t.history(limit=limit):
         s = h["summary"]
         rt.add_row(
             str(h["version"]), _ts(h["timestamp_ms"]), h["operation"],
             str(s.get("added-files", "")), str(s.get("removed-files", "")),
-            str(s.get("added-records", "")), str(s.get("removed-records", "")), str(s.get("total-records", "")),
+            str(s.get("added-records", "")), str(s.get("removed-records", "")),
+            str(s.get("deleted-rows", "")), str(s.get("total-records", "")),
         )
     console.print(rt)
 
