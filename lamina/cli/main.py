@@ -290,6 +290,30 @@ app.command("vacuum", help="Alias of remove-orphans.")(remove_orphans)
 
 
 @app.command()
+def compact(
+    uri: str,
+    target_mb: int = typer.Option(128, "--target-mb", help="target output file size in MB"),
+    where: Optional[str] = typer.Option(None, "--where", "-w", help="only files that may hold rows matching this"),
+    sort_by: Optional[str] = typer.Option(None, "--sort-by", help="comma-separated columns to sort outputs by"),
+):
+    """Bin-pack small files (and files with deletion vectors) into large ones, in one version."""
+    t = _open(uri)
+    bar, update = _progress()
+    try:
+        with bar:
+            r = t.compact(target_file_size=target_mb * 1024 * 1024, where=where, sort_by=sort_by, progress=update)
+    except LaminaError as e:
+        _fail(e)
+    if r.version is None:
+        console.print(f"nothing to compact ({r.files_before} files)")
+        return
+    console.print(
+        f"version {r.version}: {r.input_files} files in {r.groups} groups -> {r.output_files} files; "
+        f"table files {r.files_before} -> {r.files_after}"
+    )
+
+
+@app.command()
 def system(
     uri: str,
     name: str = typer.Argument(..., help="snapshots, tags, files or manifests"),

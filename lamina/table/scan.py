@@ -196,14 +196,18 @@ class Scan:
 
     def to_arrow(self) -> pa.Table:
         plan = self.plan()
-        cols = self._read_columns()
-        out_schema = pa.schema([self.schema.field(c) for c in cols])
-        if not len(plan):
-            return out_schema.empty_table()
         filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
+        return self.read_entries(plan.entries, self._read_columns(), filt)
+
+    def read_entries(self, entries: pa.Table, cols: list[str], filt: Any) -> pa.Table:
+        """The live rows of the files ``entries`` describe: files with a deletion vector one
+        by one, the rest as one dataset scan (local) or in parallel (object stores)."""
+        out_schema = pa.schema([self.schema.field(c) for c in cols])
+        if not entries.num_rows:
+            return out_schema.empty_table()
         io = self.table.io
-        dvs = dvs_of_plan(plan.entries)
-        paths = plan.paths
+        dvs = dvs_of_plan(entries)
+        paths = entries.column("path").to_pylist()
         with_dv = [i for i, d in enumerate(dvs) if d is not None]
         parts = [self._read_file(paths[i], cols, filt, dvs[i]).cast(out_schema) for i in with_dv]
         if len(with_dv) < len(paths):

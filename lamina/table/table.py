@@ -33,7 +33,7 @@ from lamina.spec.layout import FORMAT_VERSION, version_path
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.schema import Schema
 from lamina.spec.version import VersionManifest
-from lamina.maintenance import auto_tags, expire, orphans
+from lamina.maintenance import auto_tags, compaction, expire, orphans
 from lamina.spec.tag import Tag
 from lamina.table import system
 from lamina.table.operations import AppendFiles, Overwrite, Rollback
@@ -210,10 +210,13 @@ class Table:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def _write(self, data: pa.Table, write_id: str, pending: PendingWrites | None = None) -> list[dict[str, Any]]:
+    def _write(
+        self, data: pa.Table, write_id: str, pending: PendingWrites | None = None, max_rows: int | None = None
+    ) -> list[dict[str, Any]]:
         vm = self._vm
         props = vm.properties
-        max_rows = int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
+        limit = int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
+        max_rows = limit if max_rows is None else min(max_rows, limit)
         if max_rows < 1:
             raise InvalidArgument("write.max-rows-per-file must be >= 1")
         return write_data_files(
@@ -331,6 +334,25 @@ class Table:
     def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None) -> "rowlevel.MergeBuilder":
         """Start a merge of ``source`` (Arrow/pandas) into this table on key column(s) ``on``."""
         return rowlevel.MergeBuilder(self, _to_arrow(source), list(on) if not isinstance(on, str) else on, mode)
+
+    # -- layout maintenance ---------------------------------------------------------------
+
+    def compact(
+        self, *, target_file_size: int = compaction.DEFAULT_TARGET, min_file_size: int | None = None,
+        where: str | Expr | None = None, sort_by: Any = None, commit_options: CommitOptions | None = None,
+        progress: Any = None,
+    ) -> "compaction.CompactionResult":
+        """Bin-pack small files (and files with deletion vectors) per partition into
+        ~``target_file_size`` files, in one version. See ``lamina.maintenance.compaction``."""
+        return compaction.compact(
+            self, target_file_size=target_file_size, min_file_size=min_file_size, where=where,
+            sort_by=sort_by, commit_options=commit_options, progress=progress,
+        )
+
+    def rewrite_manifests(self, *, commit_options: CommitOptions | None = None) -> int:
+        """Rewrite the leaf manifests (same files), grouped by partition, in one version."""
+        self.refresh()
+        return self._commit(compaction.RewriteManifests(self), commit_options)
 
     # -- tags ---------------------------------------------------------------------------
 
