@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa

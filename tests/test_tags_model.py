@@ -196,7 +196,7 @@ class TagsModel(RuleBasedStateMachine):
 
     @rule()
     def remove_orphans(self) -> None:
-        r = self.t.remove_orphans(NOW, allow_short_age=True)
+        self.t.remove_orphans(NOW, allow_short_age=True)
         # nothing referenced is ever an orphan: the invariant below reads every version and tag
 
     # -- invariants ---------------------------------------------------------------------

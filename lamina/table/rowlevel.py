@@ -219,6 +219,20 @@ class _Clause:
     values: dict[str, Any] | None = None  # None: every column from the source ("*_all")
 
 
+def _clause_rows(cl: "_Clause", sel: pa.Table, tschema: pa.Schema, what: str, unset: Callable[[pa.Field], Any]) -> pa.Table:
+    """The rows a merge clause writes: every column from the source (``*_all``), or the
+    clause's values with ``unset`` for the columns it does not name."""
+    cols = []
+    for f in tschema:
+        if cl.values is None:
+            cols.append(pc.cast(sel.column(f"source.{f.name}"), f.type))
+        elif f.name in cl.values:
+            cols.append(as_column(cl.values[f.name], sel, f.type, f"merge {what} of {f.name!r}"))
+        else:
+            cols.append(unset(f))
+    return pa.table(cols, schema=tschema)
+
+
 @dataclass
 class MergeResult:
     version: int | None
@@ -337,16 +351,7 @@ class MergeBuilder:
                 sel = j.filter(pa.array(m))
                 deletes.append(sel.column(POS).to_numpy())
                 if cl.kind == "update":
-                    cols = []
-                    for f in tschema:
-                        if cl.values is None:
-                            v = pc.cast(sel.column(f"source.{f.name}"), f.type)
-                        elif f.name in cl.values:
-                            v = as_column(cl.values[f.name], sel, f.type, f"merge update of {f.name!r}")
-                        else:
-                            v = sel.column(f"target.{f.name}")
-                        cols.append(v)
-                    updates.append(pa.table(cols, schema=tschema))
+                    updates.append(_clause_rows(cl, sel, tschema, "update", lambda f: sel.column(f"target.{f.name}")))
             delete = np.concatenate(deletes) if deletes else np.zeros(0, dtype=np.int64)
             new = pa.concat_tables(updates) if updates else None
             return FileOutcome(delete, new, matched_source=j.column("__src").to_numpy())
@@ -370,15 +375,7 @@ class MergeBuilder:
                 if not m.any():
                     continue
                 sel = src.filter(pa.array(m))
-                cols = []
-                for f in tschema:
-                    if cl.values is None:
-                        cols.append(pc.cast(sel.column(f"source.{f.name}"), f.type))
-                    elif f.name in cl.values:
-                        cols.append(as_column(cl.values[f.name], sel, f.type, f"merge insert of {f.name!r}"))
-                    else:
-                        cols.append(pa.nulls(sel.num_rows, f.type))
-                out.append(pa.table(cols, schema=tschema))
+                out.append(_clause_rows(cl, sel, tschema, "insert", lambda f: pa.nulls(sel.num_rows, f.type)))
             return pa.concat_tables(out) if out else None
 
         return fn
