@@ -80,7 +80,7 @@ def remove_orphans(
     flight = pa.array([False] * len(paths))
     for wid in in_flight:
         flight = pc.or_(flight, pc.match_substring(paths, wid))
-    young = pc.greater_equal(modified, cutoff_ms)
+    young = pc.greater(modified, cutoff_ms)
     report.kept_in_flight = int(pc.sum(pc.and_(unreferenced, flight)).as_py() or 0)
     report.kept_young = int(pc.sum(pc.and_(pc.and_(unreferenced, pc.invert(flight)), young)).as_py() or 0)
     doomed = pc.and_(unreferenced, pc.and_(pc.invert(flight), pc.invert(young)))

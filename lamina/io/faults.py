@@ -1,0 +1,78 @@
+"""A fault-injecting FileIO for tests: transient errors, lost responses, slow calls.
+
+Wraps the real FileIO of a location (so the data really is on disk or in the
+store) and, driven by a seeded random generator, makes calls fail:
+
+- ``error``: the call raises StorageError and does nothing (a transient failure);
+- ``lost``: a write is carried out, then raises StorageError as if the response
+  was lost (the caller cannot tell it happened: the case commit ids resolve);
+- ``slow``: the call is counted as slow (no sleeping: tests stay fast; the
+  latency is what retries and timeouts would see, so it only feeds ``stats``).
+
+Used by the property tests over commits, compaction and expiry.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from typing import Any, Callable, TypeVar
+
+from lamina.errors import StorageError
+from lamina.io.fileio import FileIO
+
+T = TypeVar("T")
+
+_WRITES = {"put", "put_data", "put_if_absent", "delete", "delete_many"}
+_READS = {"get", "get_range", "exists", "size", "list", "list_names", "list_first_page"}
+
+
+class FaultInjectingIO(FileIO):
+    def __init__(self, inner: FileIO, *, seed: int = 0, error_rate: float = 0.05, lost_rate: float = 0.05,
+                 slow_rate: float = 0.05, only: set[str] | None = None) -> None:
+        self.__dict__.update(inner.__dict__)  # same location, same store
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.error_rate, self.lost_rate, self.slow_rate = error_rate, lost_rate, slow_rate
+        self.only = only
+        self.enabled = True
+        self.stats: Counter[str] = Counter()
+
+    def _roll(self, op: str) -> str | None:
+        if not self.enabled or (self.only is not None and op not in self.only):
+            return None
+        with self._lock:
+            x = self._rng.random()
+        if x < self.error_rate:
+            return "error"
+        if op in _WRITES and x < self.error_rate + self.lost_rate:
+            return "lost"
+        if x < self.error_rate + self.lost_rate + self.slow_rate:
+            return "slow"
+        return None
+
+    def _faulty(self, op: str, path: Any, call: Callable[[], T]) -> T:
+        fault = self._roll(op)
+        if fault is not None:
+            self.stats[f"{op}:{fault}"] += 1
+        if fault == "error":
+            raise StorageError(f"injected transient error: {op} {path}")
+        result = call()
+        if fault == "lost":
+            raise StorageError(f"injected lost response: {op} {path} (it was carried out)")
+        return result
+
+
+def _wrap(name: str) -> Callable[..., Any]:
+    base = getattr(FileIO, name)
+
+    def method(self: FaultInjectingIO, *args: Any, **kwargs: Any) -> Any:
+        return self._faulty(name, args[0] if args else "", lambda: base(self, *args, **kwargs))
+
+    method.__name__ = name
+    return method
+
+
+for _name in _WRITES | _READS:
+    setattr(FaultInjectingIO, _name, _wrap(_name))
