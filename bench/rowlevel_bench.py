@@ -1,0 +1,921 @@
+#!/usr/bin/env python
+"""Row-level delete benchmarks of issue 4 that need no Spark: Lamina vs deltalake vs
+pylance, in one run on the same data.
+
+    .venv/bin/python bench/rowlevel_bench.py            # full run -> "## Row-level deletes (issue 4)" in BENCHMARKS.md
+    .venv/bin/python bench/rowlevel_bench.py --quick    # smoke test (40 files, 1 repetition) -> bench/out/BENCHMARKS.rowlevel.md
+    .venv/bin/python bench/rowlevel_bench.py --profile  # + cProfile of Lamina's deletes and read -> bench/out/rowlevel_*_profile.txt
+
+(cProfile sees only the calling thread: Lamina's delete reads the candidate files
+in a thread pool, so for where that time goes use a sampling profiler with
+--threads --idle, e.g. py-spy, on the worker command.)
+
+Every system builds the same table: 200 appends of 5,000 rows (one data file /
+fragment each; id int64, category string, amount float64, ts timestamp[us, UTC]).
+In every file exactly 10% of the rows have category 'c0' and exactly 1% have
+amount < 0.01 (category and amount are stratified permutations), so both deletes
+touch every file.
+
+1. **Delete 10%** (`category = 'c0'`): each repetition copies the built table
+   (untimed) and runs open + delete in a fresh interpreter per system, after an
+   untimed delete on a tiny table of the same system there (imports, runtime
+   start-up). Lamina merge-on-read (the default) and copy-on-write; lance
+   `ds.delete`; deltalake `DeltaTable.delete`. Target: Lamina ≤ 0.5× Lance's time.
+2. **Read overhead with 1% deleted** (`amount < 0.01` deleted): full scan and a
+   filtered scan (`amount > 0.5`) of the table without and with the deletes, in a
+   fresh interpreter per system and repetition (the first read of each table in
+   the interpreter is reported as "first read", then repeats alternate between the
+   two tables). Target: time without / time with ≥ 0.8 for Lamina.
+
+Row counts are checked after every delete and every read (mismatches go to
+bench/out/errors.log and show in the tables). Only the `## Row-level deletes
+(issue 4)` section of BENCHMARKS.md is replaced (like bench/expire_bench.py; a
+full `bench/run.py` run rewrites the file, so re-run this script after it). Raw
+numbers: bench/out/rowlevel_results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+import common  # noqa: E402,F401  (sys.path for lamina)
+from common import (  # noqa: E402
+    OUT_DIR,
+    REPO_ROOT,
+    dir_size,
+    err_text,
+    fmt_s,
+    log_error,
+    now,
+    p50,
+)
+from run import (  # noqa: E402
+    Section,
+    Workspace,
+    lamina_revision,
+    loadavg,
+    machine_note,
+    md_table,
+    print_rich,
+    say,
+    verdict,
+)
+import systems  # noqa: E402
+
+SECTION_TITLE = "Row-level deletes (issue 4)"
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("category", pa.string()),
+        ("amount", pa.float64()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+    ]
+)
+CATEGORIES = np.array([f"c{i}" for i in range(10)], dtype=object)
+TS0_US = 1_700_000_000_000_000
+SEED = 4
+
+DELETE_10 = "category = 'c0'"  # exactly 10% of every file
+DELETE_1 = "amount < 0.01"  # exactly 1% of every file
+FILTER = "amount > 0.5"  # the filtered read (exactly half of every file)
+QUERIES = {"full": None, "filtered": FILTER}
+# the same predicates for pyarrow datasets (deltalake reads), as DNF
+DNF = {
+    DELETE_10: [("category", "=", "c0")],
+    DELETE_1: [("amount", "<", 0.01)],
+    FILTER: [("amount", ">", 0.5)],
+}
+
+DELETERS = ["lamina", "lamina-cow", "lance", "deltalake"]  # benchmark 1
+READERS = ["lamina", "lance", "deltalake"]  # benchmark 2
+BASE_OF = {"lamina-cow": "lamina"}  # lamina-cow deletes from copies of lamina's table
+TARGET_DELETE = "≤ 0.5× Lance's time"
+TARGET_READ = "≥ 0.8× the speed without deletes"
+
+
+# --------------------------------------------------------------------------- config
+@dataclass
+class Config:
+    quick: bool
+    files: int = 200
+    rows: int = 5_000  # per file; a multiple of 100 so the 10% / 1% deletes are exact
+    delete_reps: int = 5  # fresh copies per system; the figure is the p50
+    read_reps: int = 5  # fresh interpreters per system
+    read_repeats: int = 3  # timed repeats of each read per interpreter after the first read
+    warm_files: int = 4  # the tiny warm-up tables
+    warm_rows: int = 1_000
+    profile: bool = False
+
+    @classmethod
+    def make(cls, args) -> "Config":
+        cfg = cls(quick=args.quick, profile=args.profile)
+        if args.quick:
+            cfg.files, cfg.delete_reps, cfg.read_reps, cfg.read_repeats = 40, 1, 1, 2
+        if args.files is not None:
+            cfg.files = args.files
+        if args.reps is not None:
+            cfg.delete_reps = cfg.read_reps = args.reps
+        return cfg
+
+
+# --------------------------------------------------------------------------- data
+def make_file(i: int, rows: int) -> pa.Table:
+    """Rows of file i (ids i*rows ..): exactly rows/10 per category, exactly rows/100
+    with amount < 0.01 and rows/2 with amount > 0.5 (amount is a stratified uniform)."""
+    rng = np.random.default_rng([SEED, i])
+    ids = np.arange(i * rows, (i + 1) * rows, dtype=np.int64)
+    return pa.table(
+        {
+            "id": ids,
+            "category": pa.array(CATEGORIES[rng.permutation(rows) % len(CATEGORIES)], pa.string()),
+            "amount": (rng.permutation(rows) + rng.random(rows)) / rows,
+            "ts": pa.array(TS0_US + ids * 1_000_000, pa.timestamp("us", tz="UTC")),
+        },
+        schema=SCHEMA,
+    )
+
+
+def expected_counts(batches: list[pa.Table]) -> dict[str, int]:
+    import pyarrow.compute as pc
+
+    t = pa.concat_tables(batches)
+    c0 = pc.equal(t["category"], "c0")
+    small = pc.less(t["amount"], 0.01)
+    big = pc.greater(t["amount"], 0.5)
+    n = lambda m: int(pc.sum(m.cast(pa.int64())).as_py() or 0)  # noqa: E731
+    return {
+        "total": t.num_rows,
+        "after_10": t.num_rows - n(c0),
+        "after_1": t.num_rows - n(small),
+        "filtered": n(big),
+        "filtered_after_1": n(pc.and_(big, pc.invert(small))),
+        "deleted_10": n(c0),
+        "deleted_1": n(small),
+    }
+
+
+# --------------------------------------------------------------------------- adapters
+class LaminaX:
+    name = "lamina"
+    mode: str | None = None
+    call = "`lamina.open_table(uri)` + `t.delete(\"category = 'c0'\")` (merge-on-read: deletion vectors, the default)"
+    read_call = "`t.scan().to_arrow()` / `t.scan(where=\"amount > 0.5\").to_arrow()`"
+
+    def uri(self, root):
+        return os.path.join(root, "t")
+
+    def build(self, root, batches):
+        import lamina
+
+        t = lamina.create_table(self.uri(root), SCHEMA)
+        for b in batches:
+            t.append(b)
+        self.settle()
+
+    def settle(self):
+        try:  # version hints are written in the background: let them land before a copy
+            from lamina.commit.log import flush_hints
+
+            flush_hints()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def open(self, root):
+        import lamina
+
+        return lamina.open_table(self.uri(root))
+
+    def delete(self, h, pred):
+        v = h.delete(pred, mode=self.mode) if self.mode else h.delete(pred)
+        if v is None:
+            raise RuntimeError(f"delete({pred!r}) committed nothing")
+        return {"version": v}
+
+    def read(self, h, where):
+        return h.scan(where=where).to_arrow().num_rows
+
+    def count(self, root, where=None):
+        return self.open(root).scan(where=where, columns=["id"]).to_arrow().num_rows
+
+    def describe(self, root):
+        t = self.open(root)
+        f = t.system_table("files")
+        card = [c for c in f.column("dv_cardinality").to_pylist() if c]
+        dv_files = {p for p in f.column("dv_path").to_pylist() if p}
+        snap = t.snapshots()
+        last = json.loads(snap.column("summary")[-1].as_py() or "{}")
+        return {
+            "data_files": f.num_rows,
+            "files_with_dv": len(card),
+            "dv_rows": sum(card),
+            "dv_files": len(dv_files),
+            "planned_record_count": t.scan().count(),  # from the manifests' record counts
+            "summary": last,
+        }
+
+
+class LaminaCowX(LaminaX):
+    name = "lamina-cow"
+    mode = "copy-on-write"
+    call = "`lamina.open_table(uri)` + `t.delete(\"category = 'c0'\", mode=\"copy-on-write\")`"
+
+
+class LanceX:
+    name = "lance"
+    call = "`lance.dataset(uri)` + `ds.delete(\"category = 'c0'\")`"
+    read_call = "`ds.to_table()` / `ds.to_table(filter=\"amount > 0.5\")`"
+
+    def uri(self, root):
+        return os.path.join(root, "t.lance")
+
+    def build(self, root, batches):
+        import lance
+
+        ds = lance.write_dataset(batches[0], self.uri(root), schema=SCHEMA)
+        for b in batches[1:]:
+            ds = lance.write_dataset(b, ds, mode="append")
+
+    def settle(self):
+        pass
+
+    def open(self, root):
+        import lance
+
+        return lance.dataset(self.uri(root))
+
+    def delete(self, h, pred):
+        h.delete(pred)
+        return {"version": h.version}
+
+    def read(self, h, where):
+        return h.to_table(filter=where).num_rows
+
+    def count(self, root, where=None):
+        return self.open(root).to_table(columns=["id"], filter=where).num_rows
+
+    def describe(self, root):
+        ds = self.open(root)
+        frags = ds.get_fragments()
+        dels = [f.metadata.deletion_file for f in frags if f.metadata.deletion_file is not None]
+        return {
+            "data_files": sum(len(f.data_files()) for f in frags),
+            "fragments": len(frags),
+            "fragments_with_deletion_file": len(dels),
+            "deletion_file_types": sorted({str(d.file_type) for d in dels}),
+            "deleted_rows": sum(int(d.num_deleted_rows or 0) for d in dels),
+            "count_rows": ds.count_rows(),
+        }
+
+
+class DeltaX:
+    name = "deltalake"
+    call = "`DeltaTable(uri)` + `dt.delete(\"category = 'c0'\")`"
+    read_call = (
+        "`DeltaTable(uri).to_pyarrow_table()` / `.to_pyarrow_table(filters=[(\"amount\", \">\", 0.5)])`"
+    )
+
+    def uri(self, root):
+        return os.path.join(root, "t")
+
+    def build(self, root, batches):
+        from deltalake import DeltaTable, write_deltalake
+
+        dt = DeltaTable.create(self.uri(root), schema=SCHEMA)
+        for b in batches:
+            write_deltalake(dt, b, mode="append")
+
+    def settle(self):
+        pass
+
+    def open(self, root):
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.uri(root))
+
+    def delete(self, h, pred):
+        m = h.delete(pred)
+        return {"version": h.version(), "metrics": m}
+
+    def read(self, h, where):
+        return h.to_pyarrow_table(filters=DNF[where] if where else None).num_rows
+
+    def count(self, root, where=None):
+        return self.open(root).to_pyarrow_table(columns=["id"], filters=DNF[where] if where else None).num_rows
+
+    def describe(self, root):
+        dt = self.open(root)
+        log = os.path.join(self.uri(root), "_delta_log")
+        last = max(f for f in os.listdir(log) if re.fullmatch(r"\d{20}\.json", f))
+        text = open(os.path.join(log, last)).read()
+        p = dt.protocol()
+        return {
+            "data_files": len(dt.file_uris()),
+            "deletion_vectors_in_log": "deletionVector" in text and '"deletionVector":null' not in text,
+            "protocol": f"reader {p.min_reader_version}, writer {p.min_writer_version}, "
+            f"features {p.writer_features or []}",
+        }
+
+
+ADAPTERS = {"lamina": LaminaX, "lamina-cow": LaminaCowX, "lance": LanceX, "deltalake": DeltaX}
+
+
+# --------------------------------------------------------------------------- workers (fresh interpreter)
+def _profile_start(on):
+    if not on:
+        return None
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    return prof
+
+
+def _profile_dump(prof, label):
+    if prof is None:
+        return
+    import pstats
+
+    prof.disable()
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    prof.dump_stats(str(OUT_DIR / f"rowlevel_{label}.prof"))
+    with open(OUT_DIR / f"rowlevel_{label}_profile.txt", "w") as f:
+        ps = pstats.Stats(prof, stream=f).sort_stats("cumulative")
+        ps.print_stats(40)
+        ps.sort_stats("tottime").print_stats(25)
+
+
+def worker_delete(argv) -> None:
+    """Delete on a tiny table (untimed), then open + delete the real one, timed."""
+    name, root, warm_root, pred, profile = argv[0], argv[1], argv[2], argv[3], argv[4] == "1"
+    a = ADAPTERS[name]()
+    a.delete(a.open(warm_root), pred)
+    t0 = now()
+    h = a.open(root)
+    t1 = now()
+    prof = _profile_start(profile)
+    t2 = now()
+    info = a.delete(h, pred)
+    t3 = now()
+    _profile_dump(prof, f"{name}_delete")
+    print(json.dumps({"open_s": t1 - t0, "delete_s": t3 - t2, "info": info}, default=str))
+
+
+def worker_read(argv) -> None:
+    """Reads of the table without and with the 1% deletes: first reads, then repeats."""
+    name, plain, deleted, warm_plain, warm_deleted, repeats, flip, profile = (
+        argv[0], argv[1], argv[2], argv[3], argv[4], int(argv[5]), argv[6] == "1", argv[7] == "1",
+    )
+    a = ADAPTERS[name]()
+    roots = {"without": plain, "with": deleted}
+    for warm in (warm_plain, warm_deleted):  # imports, runtime start-up, both read paths
+        for where in QUERIES.values():
+            a.read(a.open(warm), where)
+    states = ["with", "without"] if flip else ["without", "with"]
+    out: dict[str, dict] = {}
+
+    def one(state, q):
+        h = a.open(roots[state])
+        t0 = now()
+        n = a.read(h, QUERIES[q])
+        dt = now() - t0
+        r = out.setdefault(f"{state}|{q}", {"first": None, "repeats": [], "rows": set()})
+        r["rows"].add(n)
+        return r, dt
+
+    for q in QUERIES:
+        for state in states:
+            prof = _profile_start(profile and state == "with" and q == "full")
+            r, dt = one(state, q)
+            _profile_dump(prof, f"{name}_read_with_deletes")
+            r["first"] = dt
+    for k in range(repeats):
+        for q in QUERIES:
+            for state in states if k % 2 == 0 else states[::-1]:
+                r, dt = one(state, q)
+                r["repeats"].append(dt)
+    for r in out.values():
+        r["rows"] = sorted(r["rows"])
+    print(json.dumps(out))
+
+
+def run_worker(args: list[str], timeout=900) -> dict:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        tail = (p.stderr or p.stdout).strip().splitlines()
+        raise RuntimeError(tail[-1] if tail else f"worker exit {p.returncode}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+# --------------------------------------------------------------------------- helpers
+def copy_table(ws: Workspace, src_root: str, label: str) -> str:
+    dst = ws.new(label)
+    shutil.copytree(src_root, dst, dirs_exist_ok=True)
+    return dst
+
+
+def check(errors: list[str], where: str, got, want) -> bool:
+    if got == want:
+        return True
+    msg = f"{where}: {got} rows, expected {want}"
+    errors.append(msg)
+    log_error(where, AssertionError(msg))
+    return False
+
+
+# --------------------------------------------------------------------------- 0. build
+def build_all(ws: Workspace, cfg: Config, batches, warm_batches, exp, warm_exp) -> dict:
+    """Per system: the big table, a tiny warm-up table, and the tiny one with 1% deleted."""
+    built = {}
+    for name in READERS:
+        a = ADAPTERS[name]()
+        b = built[name] = {}
+        try:
+            b["root"] = ws.new(f"{name}-base")
+            t0 = now()
+            a.build(b["root"], batches)
+            b["build_s"] = now() - t0
+            b["warm"] = ws.new(f"{name}-warm")
+            a.build(b["warm"], warm_batches)
+            b["warm_del"] = copy_table(ws, b["warm"], f"{name}-warm-del")
+            a.delete(a.open(b["warm_del"]), DELETE_1)
+            a.settle()
+            b["bytes"] = dir_size(a.uri(b["root"]))
+            errs: list[str] = []
+            check(errs, f"rowlevel/{name}/build", a.count(b["root"]), exp["total"])
+            check(errs, f"rowlevel/{name}/warm table after 1% delete", a.count(b["warm_del"]), warm_exp["after_1"])
+            if errs:
+                raise RuntimeError("; ".join(errs))
+            say(f"  {name}: built {cfg.files} appends of {cfg.rows:,} rows in {fmt_s(b['build_s'])}, {b['bytes'] / 1e6:.1f} MB")
+        except Exception as e:  # noqa: BLE001
+            log_error(f"rowlevel/{name}/build", e)
+            b["error"] = err_text(e)
+    return built
+
+
+# --------------------------------------------------------------------------- 1. delete 10%
+def bench_delete(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
+    res = {n: {"open_s": [], "delete_s": [], "total_s": [], "errors": []} for n in DELETERS}
+    for rep in range(cfg.delete_reps):
+        k = rep % len(DELETERS)
+        order = DELETERS[k:] + DELETERS[:k]
+        say(f"delete 10%, repetition {rep + 1}/{cfg.delete_reps}: {', '.join(order)}")
+        for name in order:
+            a, r = ADAPTERS[name](), res[name]
+            b = built[BASE_OF.get(name, name)]
+            if "error" in b:
+                r["error"] = b["error"]
+                continue
+            root = warm = None
+            try:
+                root = copy_table(ws, b["root"], f"del-{name}")
+                warm = copy_table(ws, b["warm"], f"del-warm-{name}")
+                before = dir_size(a.uri(root))
+                prof = cfg.profile and rep == 0 and name.startswith("lamina")
+                w = run_worker(["delete", name, root, warm, DELETE_10, "1" if prof else "0"])
+                a.settle()
+                r["open_s"].append(w["open_s"])
+                r["delete_s"].append(w["delete_s"])
+                r["total_s"].append(w["open_s"] + w["delete_s"])
+                ok = check(r["errors"], f"rowlevel/{name}/rows after delete 10% (rep {rep + 1})", a.count(root), exp["after_10"])
+                ok &= check(r["errors"], f"rowlevel/{name}/rows matching {DELETE_10!r} after the delete (rep {rep + 1})", a.count(root, DELETE_10), 0)
+                if rep == 0:
+                    r["info"] = w["info"]
+                    r["describe"] = a.describe(root)
+                    r["bytes_written"] = dir_size(a.uri(root)) - before
+                say(
+                    f"  {name}: open+delete {fmt_s(w['open_s'] + w['delete_s'])} (delete {fmt_s(w['delete_s'])})"
+                    + ("" if ok else " — ROW COUNT MISMATCH")
+                )
+            except Exception as e:  # noqa: BLE001
+                log_error(f"rowlevel/{name}/delete", e)
+                r["error"] = err_text(e)
+            finally:
+                ws.drop(root)
+                ws.drop(warm)
+    return res
+
+
+# --------------------------------------------------------------------------- 2. read with 1% deleted
+def bench_read(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
+    res = {n: {"errors": []} for n in READERS}
+    deleted = {}
+    for name in READERS:
+        a, b, r = ADAPTERS[name](), built[name], res[name]
+        if "error" in b:
+            r["error"] = b["error"]
+            continue
+        try:
+            root = deleted[name] = copy_table(ws, b["root"], f"read-del-{name}")
+            t0 = now()
+            a.delete(a.open(root), DELETE_1)
+            r["delete_1_s"] = now() - t0
+            a.settle()
+            check(r["errors"], f"rowlevel/{name}/rows after delete 1%", a.count(root), exp["after_1"])
+            check(r["errors"], f"rowlevel/{name}/rows matching {DELETE_1!r} after delete 1%", a.count(root, DELETE_1), 0)
+            r["describe"] = a.describe(root)
+        except Exception as e:  # noqa: BLE001
+            log_error(f"rowlevel/{name}/delete 1%", e)
+            r["error"] = err_text(e)
+    want = {
+        ("without", "full"): exp["total"],
+        ("with", "full"): exp["after_1"],
+        ("without", "filtered"): exp["filtered"],
+        ("with", "filtered"): exp["filtered_after_1"],
+    }
+    live = [n for n in READERS if "error" not in res[n]]
+    for rep in range(cfg.read_reps):
+        k = rep % len(live) if live else 0
+        order = live[k:] + live[:k]
+        say(f"reads, repetition {rep + 1}/{cfg.read_reps}: {', '.join(order)}")
+        for name in order:
+            r = res[name]
+            try:
+                w = run_worker(
+                    [
+                        "read", name, built[name]["root"], deleted[name], built[name]["warm"], built[name]["warm_del"],
+                        str(cfg.read_repeats), "1" if rep % 2 else "0",
+                        "1" if cfg.profile and rep == 0 and name == "lamina" else "0",
+                    ]
+                )
+                for (state, q), n in want.items():
+                    cell = r.setdefault(f"{state}|{q}", {"first": [], "repeats": []})
+                    got = w[f"{state}|{q}"]
+                    cell["first"].append(got["first"])
+                    cell["repeats"] += got["repeats"]
+                    check(r["errors"], f"rowlevel/{name}/read {q} {state} deletes (rep {rep + 1})", got["rows"], [n])
+                say(
+                    f"  {name}: full {fmt_s(w['without|full']['first'])} -> {fmt_s(w['with|full']['first'])}, "
+                    f"filtered {fmt_s(w['without|filtered']['first'])} -> {fmt_s(w['with|filtered']['first'])} (first reads)"
+                )
+            except Exception as e:  # noqa: BLE001
+                log_error(f"rowlevel/{name}/read", e)
+                r["error"] = err_text(e)
+    for root in deleted.values():
+        ws.drop(root)
+    return res
+
+
+# --------------------------------------------------------------------------- report
+def fmt_x(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}×" if x < 10 else f"{x:.0f}×"
+
+
+def _div(a, b):
+    return None if a is None or b is None or b <= 0 else a / b
+
+
+def fmt_mb(n: int | None) -> str:
+    return "n/a" if n is None else f"{n / 1e6:.2f} MB"
+
+
+def delete_wrote(name: str, r: dict) -> str:
+    try:
+        return _delete_wrote(name, r)
+    except Exception:  # noqa: BLE001  (first repetition failed: nothing described)
+        return "n/a"
+
+
+def _delete_wrote(name: str, r: dict) -> str:
+    d, info = r.get("describe", {}), r.get("info", {})
+    b = fmt_mb(r.get("bytes_written"))
+    if name == "lamina":
+        return (
+            f"{d.get('files_with_dv')} of {d.get('data_files')} files got a DV ({d.get('dv_rows'):,} rows) in "
+            f"{d.get('dv_files')} DV file(s); +{b} on disk"
+        )
+    if name == "lamina-cow":
+        s = d.get("summary", {})
+        return f"rewrote the touched files: {d.get('data_files')} live data files after ({s.get('files-scanned')} scanned); +{b} on disk"
+    if name == "lance":
+        return (
+            f"{d.get('fragments_with_deletion_file')} of {d.get('fragments')} fragments got a deletion file "
+            f"({', '.join(d.get('deletion_file_types', []))}; {d.get('deleted_rows'):,} rows); +{b} on disk"
+        )
+    if name == "deltalake":
+        m = info.get("metrics", {})
+        return (
+            f"copy-on-write: removed {m.get('num_removed_files')} files, added {m.get('num_added_files')} "
+            f"({m.get('num_copied_rows', 0):,} rows copied); deletion vectors: "
+            f"{'yes' if d.get('deletion_vectors_in_log') else 'no'}; +{b} on disk"
+        )
+    return ""
+
+
+def summarise_delete(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool | None, float | None]:
+    tot = {n: p50(res[n]["total_s"]) for n in DELETERS}
+    dele = {n: p50(res[n]["delete_s"]) for n in DELETERS}
+    ratio = _div(tot["lamina"], tot["lance"])
+    ok = None if ratio is None else ratio <= 0.5
+    reps = cfg.delete_reps
+    sec = Section(
+        key="delete",
+        title=f"Delete 10% of the rows of a {cfg.files}-file table",
+        what=(
+            f"Each system's table ({cfg.files} appends of {cfg.rows:,} rows = {cfg.files} data files, "
+            f"{exp['total']:,} rows) is copied (untimed) before each repetition; then, in a fresh "
+            "interpreter per system, a tiny table of the same system gets the same delete (untimed: imports, "
+            f"runtime start-up), and the copy is opened and `category = 'c0'` deleted ({exp['deleted_10']:,} rows, "
+            f"exactly 10% of every file). **open+delete** is the p50 over {reps} repetition(s) (systems in rotating "
+            "order); *of which delete* is the delete call alone. After each delete the table is read back "
+            f"(rows left must be {exp['after_10']:,}, rows matching the predicate 0). Calls: "
+            + "; ".join(f"{n}: {ADAPTERS[n].call}" for n in DELETERS)
+            + "."
+        ),
+        columns=[
+            "system",
+            f"open+delete (p50 of {reps})",
+            "of which delete",
+            "Lamina (MoR) time / this time (open+delete / delete)",
+            "rows after (expected)",
+            "what the delete wrote",
+            "target",
+        ],
+    )
+    for name in DELETERS:
+        r = res[name]
+        if "error" in r and not r["total_s"]:
+            sec.rows.append([name, r["error"]] + [""] * (len(sec.columns) - 2))
+            continue
+        rows = "OK" if not r["errors"] else f"MISMATCH ({len(r['errors'])})"
+        rows = f"{exp['after_10']:,} {rows}"
+        tgt = "–"
+        if name == "lamina":
+            tgt = f"{TARGET_DELETE}: {verdict(ok)} ({fmt_x(ratio)} of Lance's open+delete; delete alone {fmt_x(_div(dele['lamina'], dele['lance']))})"
+        sec.rows.append(
+            [
+                "lamina (merge-on-read)" if name == "lamina" else "lamina (copy-on-write)" if name == "lamina-cow" else name,
+                fmt_s(tot[name]),
+                fmt_s(dele[name]),
+                "–" if name == "lamina" else f"{fmt_x(_div(tot['lamina'], tot[name]))} / {fmt_x(_div(dele['lamina'], dele[name]))}",
+                rows + (f"; {r['error']}" if "error" in r else ""),
+                delete_wrote(name, r),
+                tgt,
+            ]
+        )
+        sec.raw[name] = r
+    sec.notes.append(
+        f"Target (issue 4): Lamina's delete {TARGET_DELETE} — {verdict(ok)}: Lamina open+delete "
+        f"{fmt_s(tot['lamina'])} / Lance {fmt_s(tot['lance'])} = {fmt_x(ratio)} (judged on open+delete in a fresh interpreter)."
+    )
+    if reps > 1:
+        sec.notes.append(
+            "open+delete of each repetition: "
+            + "; ".join(f"{n} " + ", ".join(fmt_s(x) for x in res[n]["total_s"]) for n in DELETERS if res[n]["total_s"])
+            + "."
+        )
+    lam = res["lamina"].get("describe", {})
+    if lam:
+        s = lam.get("summary", {})
+        sec.notes.append(
+            f"lamina (merge-on-read), first repetition: version summary {json.dumps(s)}; record count from the "
+            f"manifests after the delete {lam.get('planned_record_count'):,} (expected {exp['after_10']:,})."
+        )
+    dl = res["deltalake"]
+    if dl.get("info"):
+        m = dl["info"].get("metrics", {})
+        sec.notes.append(
+            f"deltalake 1.6 deletes copy-on-write: it has no deletion-vector writer (its protocol after the delete: "
+            f"{dl.get('describe', {}).get('protocol')}; no `deletionVector` in the commit), so it rewrote every "
+            f"touched file — here all {m.get('num_removed_files')} into {m.get('num_added_files')} new file(s) "
+            f"(scan {m.get('scan_time_ms')} ms, total {m.get('execution_time_ms')} ms by its own metrics)."
+        )
+    errs = [e for n in DELETERS for e in res[n]["errors"]]
+    sec.notes.append(
+        "Row counts after every delete: " + ("all as expected." if not errs else "MISMATCHES: " + "; ".join(errs[:4]))
+    )
+    return sec, ok, ratio
+
+
+def summarise_read(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool | None]:
+    sec = Section(
+        key="read",
+        title="Read overhead with 1% of the rows deleted",
+        what=(
+            f"The same {cfg.files}-file tables, without deletes and with `amount < 0.01` deleted "
+            f"({exp['deleted_1']:,} rows, exactly 1% of every file, so every file carries deletes: Lamina a DV on "
+            "each file, lance a deletion file on each fragment, deltalake rewrote the files). Two reads: **full** "
+            f"(all columns, {exp['total']:,} / {exp['after_1']:,} rows) and **filtered** `amount > 0.5` "
+            f"({exp['filtered']:,} / {exp['filtered_after_1']:,} rows). In a fresh interpreter per system and "
+            f"repetition ({cfg.read_reps} repetitions, systems in rotating order), after untimed reads of a tiny "
+            "table of the same system without and with deletes (imports, runtime start-up, both read paths), each of the 4 reads is "
+            f"timed once as the **first read** of that table in the interpreter, then {cfg.read_repeats} more "
+            "times (**repeat**), alternating between the table without and with deletes. Each timed read is the "
+            "read call on a handle opened just before (the open is not timed). Figures are p50s; "
+            "**speed with / without** = time without ÷ time with (1 = no overhead). Calls: "
+            + "; ".join(f"{n}: {ADAPTERS[n].read_call}" for n in READERS)
+            + "."
+        ),
+        columns=[
+            "system",
+            "read",
+            "first read: without",
+            "first read: with 1% deleted",
+            "first read: speed with / without",
+            "repeat: without",
+            "repeat: with 1% deleted",
+            "repeat: speed with / without",
+            "rows",
+            "target",
+        ],
+    )
+    verdicts = []
+    for name in READERS:
+        r = res[name]
+        if "error" in r and "without|full" not in r:
+            sec.rows.append([name, r["error"]] + [""] * (len(sec.columns) - 2))
+            continue
+        for q in QUERIES:
+            wo, wi = r.get(f"without|{q}", {}), r.get(f"with|{q}", {})
+            f0, f1 = p50(wo.get("first", [])), p50(wi.get("first", []))
+            r0, r1 = p50(wo.get("repeats", [])), p50(wi.get("repeats", []))
+            sf, sr = _div(f0, f1), _div(r0, r1)
+            bad = [e for e in r["errors"] if f" {q} " in e]
+            rows = "OK" if not bad else f"MISMATCH ({len(bad)})"
+            tgt = "–"
+            if name == "lamina":
+                vf = None if sf is None else sf >= 0.8
+                vr = None if sr is None else sr >= 0.8
+                verdicts += [vf, vr]
+                tgt = f"{TARGET_READ}: first read {verdict(vf)} ({fmt_x(sf)}), repeat {verdict(vr)} ({fmt_x(sr)})"
+            sec.rows.append(
+                [name, q if q == "full" else f"filtered `{FILTER}`", fmt_s(f0), fmt_s(f1), fmt_x(sf), fmt_s(r0), fmt_s(r1), fmt_x(sr), rows, tgt]
+            )
+        sec.raw[name] = r
+    ok = None if not verdicts or any(v is None for v in verdicts) else all(verdicts)
+    sec.notes.append(
+        f"Target (issue 4): Lamina's read with 1% deleted {TARGET_READ} (speed with / without ≥ 0.80×) — "
+        f"{verdict(ok)} (judged on both reads and both measures; every one must pass)."
+    )
+    lam = res["lamina"].get("describe")
+    if lam:
+        sec.notes.append(
+            f"lamina table with deletes: {lam['files_with_dv']} of {lam['data_files']} data files carry a DV "
+            f"({lam['dv_rows']:,} rows) in {lam['dv_files']} DV file(s); the 1% delete itself took "
+            f"{fmt_s(res['lamina'].get('delete_1_s'))} (in the benchmark process, untimed for the target)."
+        )
+    lan = res["lance"].get("describe")
+    if lan:
+        sec.notes.append(
+            f"lance table with deletes: {lan['fragments_with_deletion_file']} of {lan['fragments']} fragments carry a "
+            f"deletion file ({', '.join(lan['deletion_file_types'])}, {lan['deleted_rows']:,} rows)."
+        )
+    dl = res["deltalake"].get("describe")
+    if dl:
+        sec.notes.append(
+            f"deltalake table with deletes: {dl['data_files']} data file(s) — its copy-on-write delete rewrote the "
+            f"{cfg.files} files into {dl['data_files']}, so its *with* read has no deletes to apply and fewer, larger "
+            "files: context only, not a like-for-like deletion-vector read."
+        )
+    errs = [e for n in READERS for e in res[n]["errors"]]
+    sec.notes.append(
+        "Row counts of every timed read and after the 1% delete: "
+        + ("all as expected." if not errs else "MISMATCHES: " + "; ".join(errs[:4]))
+    )
+    if cfg.read_reps > 1:
+        sec.notes.append(
+            "Lamina first-read speed with / without per repetition (full; filtered): "
+            + ", ".join(
+                f"{fmt_x(_div(a, b))}; {fmt_x(_div(c, d))}"
+                for a, b, c, d in zip(
+                    res["lamina"].get("without|full", {}).get("first", []),
+                    res["lamina"].get("with|full", {}).get("first", []),
+                    res["lamina"].get("without|filtered", {}).get("first", []),
+                    res["lamina"].get("with|filtered", {}).get("first", []),
+                )
+            )
+            + "."
+        )
+    return sec, ok
+
+
+def write_section(path: Path, secs: list[Section], cfg: Config, command: str, started: float, elapsed: float,
+                  revision: str, load: tuple, verdicts: list[str]) -> None:
+    vers = systems.library_versions()
+    lines = [
+        f"## {SECTION_TITLE}",
+        "",
+        "Written by `bench/rowlevel_bench.py` (not by `bench/run.py`; a full `bench/run.py` run rewrites this "
+        "file, so re-run this command after it). The Spark merge benchmark of issue 4 is not part of it.",
+        "",
+        f"- Command: `{command}` (from the repository root"
+        + (
+            f"; run in the checkout at `{REPO_ROOT}`, at the commit below, writing into this file)"
+            if path.resolve().parent != REPO_ROOT
+            else ")"
+        ),
+        f"- Run: {time.strftime('%Y-%m-%d %H:%M %Z', time.localtime(started))}, took {elapsed / 60:.1f} min"
+        + (" — **QUICK smoke run: reduced sizes, targets not meaningful**" if cfg.quick else ""),
+        "- Versions: " + ", ".join(f"{k} {v}" for k, v in vers.items() if k != "pyiceberg")
+        + f"; Lamina code at git {revision}",
+        f"- Machine: {machine_note()}; shared, so absolute times drift — quote the ratios from this run.",
+        f"- 1-min load average {load[0]} before, {load[1]} after.",
+        "- Targets: " + "; ".join(verdicts) + ".",
+        "",
+    ]
+    for sec in secs:
+        lines += [f"### {sec.title}", "", sec.what, "", md_table(sec), ""]
+        for n in sec.notes:
+            lines.append(n if n.startswith("- ") else f"- {n}")
+        lines.append("")
+    block = "\n".join(lines)
+    text = path.read_text() if path.exists() else "# Lamina benchmarks\n"
+    pat = re.compile(r"^## " + re.escape(SECTION_TITLE) + r"\n.*?(?=^## |\Z)", re.S | re.M)
+    if pat.search(text):
+        text = pat.sub(lambda _m: block + "\n", text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    path.write_text(text.rstrip("\n") + "\n")
+
+
+# --------------------------------------------------------------------------- main
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        {"delete": worker_delete, "read": worker_read}[argv[1]](argv[2:])
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smoke test: 40 files, 1 repetition")
+    ap.add_argument("--files", type=int, default=None, help="data files (appends) per table (default 200)")
+    ap.add_argument("--reps", type=int, default=None, help="repetitions of each benchmark (default 5)")
+    ap.add_argument("--profile", action="store_true", help="cProfile Lamina's delete and read -> bench/out/rowlevel_*_profile.txt")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="markdown file whose row-level section is replaced (default: BENCHMARKS.md for the default full "
+        "run, else bench/out/BENCHMARKS.rowlevel.md)",
+    )
+    args = ap.parse_args(argv)
+    cfg = Config.make(args)
+    full = not cfg.quick and cfg.files == 200 and args.reps is None and not cfg.profile
+    out_md = Path(args.out) if args.out else (REPO_ROOT / "BENCHMARKS.md" if full else OUT_DIR / "BENCHMARKS.rowlevel.md")
+    try:
+        exe = os.path.relpath(sys.executable, REPO_ROOT)
+    except ValueError:
+        exe = sys.executable
+    if exe.startswith(".."):
+        exe = sys.executable
+    command = " ".join([exe, "bench/rowlevel_bench.py"] + [shlex.quote(a) for a in argv])
+
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    say(
+        f"row-level bench: {cfg.files} files x {cfg.rows:,} rows; {cfg.delete_reps} delete repetition(s), "
+        f"{cfg.read_reps} read repetition(s); {systems.library_versions()}"
+    )
+    revision = lamina_revision()
+    started, t0 = time.time(), now()
+    batches = [make_file(i, cfg.rows) for i in range(cfg.files)]
+    warm_batches = [make_file(10_000 + i, cfg.warm_rows) for i in range(cfg.warm_files)]
+    exp, warm_exp = expected_counts(batches), expected_counts(warm_batches)
+    ws = Workspace()
+    l0 = loadavg()
+    try:
+        say("building the tables")
+        built = build_all(ws, cfg, batches, warm_batches, exp, warm_exp)
+        dres = bench_delete(ws, cfg, built, exp)
+        rres = bench_read(ws, cfg, built, exp)
+    finally:
+        ws.close()
+    elapsed = now() - t0
+    dsec, dok, dratio = summarise_delete(cfg, dres, exp)
+    rsec, rok = summarise_read(cfg, rres, exp)
+    builds = "; ".join(f"{n} {fmt_s(built[n].get('build_s'))}" for n in READERS if "build_s" in built[n])
+    dsec.notes.append(f"Building each table ({cfg.files} appends, untimed for the targets): {builds}.")
+    verdicts = [
+        f"delete 10% {TARGET_DELETE}: **{verdict(dok)}** ({fmt_x(dratio)})",
+        f"read with 1% deleted {TARGET_READ}: **{verdict(rok)}**",
+    ]
+    print()
+    print_rich([dsec, rsec])
+    write_section(out_md, [dsec, rsec], cfg, command, started, elapsed, revision, (l0, loadavg()), verdicts)
+    (OUT_DIR / "rowlevel_results.json").write_text(
+        json.dumps(
+            {"command": command, "config": cfg.__dict__, "elapsed_s": elapsed, "expected": exp,
+             "delete": dres, "read": rres, "build": built},
+            indent=1, default=str,
+        )
+    )
+    say(f"done in {elapsed / 60:.1f} min; targets: {'; '.join(verdicts)}; report: {out_md}")
+    failed = [n for res in (dres, rres) for n, r in res.items() if "error" in r or r.get("errors")]
+    if failed:
+        say(f"failures in {sorted(set(failed))}; tracebacks in {OUT_DIR / 'errors.log'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
