@@ -106,3 +106,72 @@ class S3Server:
 
     def stop(self) -> None:
         self._server.stop()
+
+
+class RadosgwServer(S3Server):
+    """A real S3 server: single-node Ceph radosgw started by the shared script (opt-in:
+    LAMINA_S3_BACKEND=radosgw; needs the Debian packages radosgw ceph-mon ceph-osd).
+
+    The script path defaults to ../shared/scripts/start-radosgw.sh next to the
+    checkout; LAMINA_RADOSGW_SCRIPT overrides it.
+    """
+
+    KEY, SECRET = "test", "testsecret"
+
+    def __init__(self) -> None:  # noqa: D107 - no moto here
+        import os
+        import subprocess
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        script = os.environ.get(
+            "LAMINA_RADOSGW_SCRIPT", os.path.join(here, "..", "..", "shared", "scripts", "start-radosgw.sh")
+        )
+        if not os.path.exists(script):
+            raise RuntimeError(f"LAMINA_S3_BACKEND=radosgw but {script} does not exist; set LAMINA_RADOSGW_SCRIPT")
+        port = _free_port()
+        self._dir = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"lamina-ceph-{port}")
+        env = dict(os.environ, RGW_PORT=str(port), CEPH_DIR=self._dir)
+        subprocess.run(["bash", script], check=True, env=env, stdout=subprocess.DEVNULL, timeout=300)
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self._wait_until_up("127.0.0.1", port, timeout=60.0)
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        return {**super().storage_options, "access_key_id": self.KEY, "secret_access_key": self.SECRET}
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint, aws_access_key_id=self.KEY,
+            aws_secret_access_key=self.SECRET, region_name=REGION,
+        )
+
+    def stop(self) -> None:
+        import glob
+        import os
+        import signal
+
+        for pidfile in glob.glob(os.path.join(self._dir, "run", "*.pid")):
+            try:
+                os.kill(int(open(pidfile).read().strip()), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_s3() -> S3Server:
+    """moto by default; a real radosgw when LAMINA_S3_BACKEND=radosgw."""
+    import os
+
+    backend = os.environ.get("LAMINA_S3_BACKEND", "moto")
+    if backend == "radosgw":
+        return RadosgwServer()
+    if backend != "moto":
+        raise RuntimeError(f"LAMINA_S3_BACKEND must be moto or radosgw, not {backend!r}")
+    return S3Server()
