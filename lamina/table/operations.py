@@ -18,6 +18,7 @@ from lamina.errors import CommitConflict
 from lamina.expr import AlwaysTrue, Expr, to_arrow_filter
 from lamina.manifest.entries import conform, fill_constant
 from lamina.manifest.tree import live_data_entries
+from lamina.table.deletes import dvs_of_plan
 from lamina.spec.version import VersionManifest
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-overwrite")
@@ -75,7 +76,7 @@ class Overwrite:
     write: Callable[[pa.Table], pa.Table]  # writes rows as data files, returns their entries
     # path -> UNTOUCHED | entries of the rewritten remainder | None (every row matched); kept
     # across retries so a rebase only reads files it has not seen.
-    _rewrites: dict[str, Any] = field(default_factory=dict)
+    _rewrites: dict[tuple, Any] = field(default_factory=dict)
 
     def apply(self, base: VersionManifest) -> Change:
         scan = self.table._scan_at(base, self.predicate)
@@ -86,21 +87,25 @@ class Overwrite:
         else:
             filt = to_arrow_filter(self.predicate)
             paths = candidates.column("path").to_pylist()
-            unseen = [p for p in paths if p not in self._rewrites]
-            for p, outcome in zip(unseen, _pool.map(lambda p: self._rewrite_file(scan, p, filt), unseen)):
-                self._rewrites[p] = outcome
-            touched = [self._rewrites[p] is not UNTOUCHED for p in paths]
+            dvs = dvs_of_plan(candidates)
+            keys = list(zip(paths, dvs))  # a file with another DV is another set of rows
+            unseen = [i for i, k in enumerate(keys) if k not in self._rewrites]
+            outs = _pool.map(lambda i: self._rewrite_file(scan, paths[i], filt, dvs[i]), unseen)
+            for i, outcome in zip(unseen, outs):
+                self._rewrites[keys[i]] = outcome
+            touched = [self._rewrites[k] is not UNTOUCHED for k in keys]
             removed = candidates.filter(pa.array(touched, pa.bool_())) if paths else candidates
-            for path in removed.column("path").to_pylist():
-                remainder = self._rewrites[path]
-                if remainder is not None:
+            for k, t in zip(keys, touched):
+                remainder = self._rewrites[k]
+                if t and remainder is not None:
                     added.append(_stamp(remainder, self.table, base))
         adds = pa.concat_tables(added) if added else self.table._mschema_of(base).empty_table()
         return Change("overwrite", adds, _removed(removed), summary={"predicate": str(self.predicate)})
 
-    def _rewrite_file(self, scan: Any, path: str, filt: Any) -> Any:
-        """UNTOUCHED if no row matches, None if all do, else the entries of the rewritten remainder."""
-        rows = scan._read_file(path, scan.schema.names, None)
+    def _rewrite_file(self, scan: Any, path: str, filt: Any, dv: Any = None) -> Any:
+        """UNTOUCHED if no row matches, None if all do, else the entries of the rewritten remainder
+        (live rows only: a row a deletion vector removed stays removed)."""
+        rows = scan._read_file(path, scan.schema.names, None, dv)
         numbered = rows.append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
         matched = numbered.filter(filt).column("__row")
         if len(matched) == 0:

@@ -43,6 +43,7 @@ _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
 
 MODES = ("merge-on-read", "copy-on-write")
 POS = "__lamina_pos"  # physical row position within its data file
+FILE = "__lamina_file"  # which of the files read together a row comes from
 
 
 def check_mode(mode: str) -> str:
@@ -58,14 +59,45 @@ class FileOutcome:
     delete: np.ndarray  # physical positions newly deleted (sorted, unique)
     new_rows: pa.Table | None = None  # rows written in their place (update / merge)
     matched_source: np.ndarray | None = None  # merge: source row indices matched in this file
+    # batch form (many files evaluated at once): the file of each delete / matched source row;
+    # new_rows then carry a FILE column
+    delete_file: np.ndarray | None = None
+    matched_file: np.ndarray | None = None
     # filled lazily, reused by retries on the same base entry:
     new_entries: pa.Table | None = None
     remainder_entries: pa.Table | None = None  # copy-on-write
     dv: DV | None = None
 
 
-# (live rows of one file with a POS column) -> FileOutcome
+# (live rows of many files, with POS and FILE columns) -> one FileOutcome in batch form
 FileFn = Callable[[pa.Table], FileOutcome]
+
+
+def _by_file(files: np.ndarray, n: int) -> list[np.ndarray]:
+    """Row indices per file 0..n-1 (stable)."""
+    order = np.argsort(files, kind="stable")
+    bounds = np.searchsorted(files[order], np.arange(n + 1))
+    return [order[bounds[k] : bounds[k + 1]] for k in range(n)]
+
+
+def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
+    """A batch outcome over files 0..n-1 as one outcome per file."""
+    empty = np.zeros(0, dtype=np.int64)
+    dels = _by_file(o.delete_file, n) if o.delete_file is not None and len(o.delete) else [empty] * n
+    if o.new_rows is not None and o.new_rows.num_rows:
+        nf = o.new_rows.column(FILE).to_numpy()
+        rows = o.new_rows.drop_columns([FILE])
+        news = [rows.take(pa.array(ix)) for ix in _by_file(nf, n)]
+    else:
+        news = [None] * n
+    if o.matched_source is not None and len(o.matched_source):
+        mats = [o.matched_source[ix] for ix in _by_file(o.matched_file, n)]
+    else:
+        mats = [empty if o.matched_source is not None else None] * n
+    return [
+        FileOutcome(o.delete[d] if len(d) else empty, news[k] if news[k] is not None and news[k].num_rows else None, mats[k])
+        for k, d in enumerate(dels)
+    ]
 
 
 @dataclass
@@ -82,40 +114,53 @@ class RowDelta:
     _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
     _insert_cache: dict[bytes, pa.Table] = field(default_factory=dict)
     last_stats: dict[str, int] = field(default_factory=dict)
+    _last: tuple[str, Change] | None = None
 
     # -- per file -----------------------------------------------------------------------
 
-    def _rows(self, base: VersionManifest, entry: dict[str, Any]) -> pa.Table:
-        """Live rows of one file with their physical positions."""
-        scan = self.table._scan_at(base, None)
-        t = scan._read_file(entry["path"], self.read_columns, None)
-        t = t.append_column(POS, pa.array(np.arange(t.num_rows, dtype=np.int64)))
+    def _live_rows(self, base: VersionManifest, k: int, entry: dict[str, Any]) -> pa.Table:
+        """Live rows of one file with their physical positions and batch index ``k``."""
+        t = self.table._scan_at(base, None)._read_file(entry["path"], self.read_columns, None)
+        pos = np.arange(t.num_rows, dtype=np.int64)
         if entry["dv_path"] is not None:
             dv = DV(entry["dv_path"], entry["dv_offset"], entry["dv_length"], entry["dv_cardinality"])
             keep = np.ones(t.num_rows, dtype=bool)
             keep[np.frombuffer(read_bitmap(self.table.io, dv).to_array(), dtype=np.uint32)] = False
-            t = t.filter(pa.array(keep))
-        return t
+            t, pos = t.filter(pa.array(keep)), pos[keep]
+        return t.append_column(POS, pa.array(pos)).append_column(FILE, pa.array(np.full(len(pos), k, np.int32)))
 
-    def _outcome(self, base: VersionManifest, entry: dict[str, Any]) -> FileOutcome:
-        key = (entry["path"], entry["dv_path"], entry["dv_offset"])
-        hit = self._outcomes.get(key)
-        if hit is None:
-            hit = self.file_fn(self._rows(base, entry))
-            hit.delete = np.unique(hit.delete.astype(np.int64))
-            self._outcomes[key] = hit
-        return hit
+    def _outcomes_for(self, base: VersionManifest, rows: list[dict[str, Any]]) -> list[FileOutcome]:
+        """Per-file outcomes; files not seen before are read in parallel and evaluated in one batch."""
+        keys = [(e["path"], e["dv_path"], e["dv_offset"]) for e in rows]
+        new = [i for i, k in enumerate(keys) if k not in self._outcomes]
+        if new:
+            parts = list(_pool.map(lambda kv: self._live_rows(base, kv[0], rows[kv[1]]), enumerate(new)))
+            outs = split_outcome(self.file_fn(pa.concat_tables(parts)), len(new))
+            for i, o in zip(new, outs):
+                o.delete = np.unique(o.delete.astype(np.int64))
+                self._outcomes[keys[i]] = o
+        return [self._outcomes[k] for k in keys]
 
     # -- apply ----------------------------------------------------------------------------
 
     def apply(self, base: VersionManifest) -> Change:
+        # The commit re-applies the operation to the base a probe already used: reuse it.
+        if self._last is not None and self._last[0] == base.commit_id:
+            return self._last[1]
+        change = self._apply(base)
+        self._last = (base.commit_id, change)
+        return change
+
+    def _apply(self, base: VersionManifest) -> Change:
         mschema = self.table._mschema_of(base)
         cands = self.table._scan_at(base, self.prune).plan(all_columns=True).entries
         rows = cands.to_pylist()
-        outcomes = list(_pool.map(lambda e: self._outcome(base, e), rows)) if len(rows) > 1 else [self._outcome(base, e) for e in rows]
+        outcomes = self._outcomes_for(base, rows) if rows else []
         touched = [i for i, o in enumerate(outcomes) if len(o.delete)]
         added: list[pa.Table] = []
         new_dvs: list[tuple[int, BitMap]] = []
+        replaced: list[tuple[int, DV]] = []  # (candidate index, its new DV)
+        rewrite: list[tuple[int, BitMap, int]] = []  # copy-on-write: (index, deleted rows, physical rows)
         deleted_rows = 0
         for i in touched:
             o, e = outcomes[i], rows[i]
@@ -128,15 +173,25 @@ class RowDelta:
                 continue  # every row deleted: the file leaves the live set
             if self.mode == "copy-on-write":
                 if o.remainder_entries is None:
-                    keep = np.ones(physical, dtype=bool)
-                    keep[np.frombuffer(merged.to_array(), dtype=np.uint32)] = False
-                    whole = self.table._scan_at(base, None)._read_file(e["path"], base.schema.names, None)
-                    o.remainder_entries = self.table._entries(self.table._write(whole.filter(pa.array(keep)), self.write_id))
-                added.append(_stamp(o.remainder_entries, self.table, base))
+                    rewrite.append((i, merged, physical))
             elif o.dv is not None:
-                added.append(self._replacement(cands, i, o.dv, physical, mschema))
+                replaced.append((i, o.dv))
             else:
                 new_dvs.append((i, merged))
+        if rewrite:
+            scan = self.table._scan_at(base, None)
+
+            def remainder(job: tuple[int, BitMap, int]) -> pa.Table:
+                i, merged, physical = job
+                keep = np.ones(physical, dtype=bool)
+                keep[np.frombuffer(merged.to_array(), dtype=np.uint32)] = False
+                whole = scan._read_file(rows[i]["path"], base.schema.names, None)
+                return self.table._entries(self.table._write(whole.filter(pa.array(keep)), self.write_id))
+
+            for (i, _, _), entries in zip(rewrite, _pool.map(remainder, rewrite)):
+                outcomes[i].remainder_entries = entries
+        if self.mode == "copy-on-write":
+            added += [_stamp(outcomes[i].remainder_entries, self.table, base) for i in touched if outcomes[i].remainder_entries is not None]
         # New rows first: a row that does not fit the schema fails before any DV is written.
         for i in touched:
             o = outcomes[i]
@@ -148,7 +203,9 @@ class RowDelta:
             locs = write_dv_file(self.table.io, self.write_id, [bm for _, bm in new_dvs])
             for (i, _), loc in zip(new_dvs, locs):
                 outcomes[i].dv = loc
-                added.append(self._replacement(cands, i, loc, rows[i]["record_count"] + (rows[i]["dv_cardinality"] or 0), mschema))
+                replaced.append((i, loc))
+        if replaced:
+            added.append(_replacements(cands, replaced))
         inserted = 0
         if self.inserts is not None:
             matched = [o.matched_source for o in outcomes if o.matched_source is not None and len(o.matched_source)]
@@ -168,27 +225,45 @@ class RowDelta:
         updated = sum(outcomes[i].new_rows.num_rows for i in touched if outcomes[i].new_rows is not None)
         self.last_stats.update(files_touched=len(touched), rows_deleted=deleted_rows, files_scanned=len(rows), rows_updated=updated)
         adds = pa.concat_tables([conform(a, mschema) for a in added]) if added else mschema.empty_table()
-        summary = {"deleted-rows": deleted_rows, "files-scanned": len(rows), "mode": self.mode}
+        new_files = sum(a.num_rows for a in added) - (len(replaced) if replaced else 0)
+        summary = {
+            "deleted-rows": deleted_rows, "files-scanned": len(rows), "mode": self.mode,
+            # a file that only got a new DV is neither added nor removed for the reader
+            "dv-updated-files": len(replaced), "added-files": new_files,
+            "removed-files": len(touched) - len(replaced),
+            "added-records": updated + inserted, "removed-records": deleted_rows,
+        }
         if self.inserts is not None:
             summary["inserted-rows"] = inserted
         return Change(self.operation, adds, _removed(removed), summary=summary)
 
-    def _replacement(self, cands: pa.Table, i: int, dv: DV, physical: int, mschema: pa.Schema) -> pa.Table:
-        """The file's entry with a new DV. It keeps its added_version: the data file's
-        lifetime goes on (expiry reads a REMOVED entry whose path the same version
-        re-lists as a replacement, not a removal)."""
-        e = cands.slice(i, 1)
-        e = fill_constant(
-            e,
-            dv_path=dv.path, dv_offset=dv.offset, dv_length=dv.length, dv_cardinality=dv.cardinality,
-            record_count=physical - dv.cardinality, status=1, removed_version=None,
-        )
-        return e
+
+
+def _replacements(cands: pa.Table, replaced: list[tuple[int, DV]]) -> pa.Table:
+    """The entries of files that get a new DV, all at once. Each keeps its added_version:
+    the data file's lifetime goes on (expiry reads a REMOVED entry whose path the same
+    version re-lists as a replacement, not a removal)."""
+    idx = pa.array([i for i, _ in replaced], pa.int64())
+    e = cands.take(idx)
+    physical = pc.add(e.column("record_count"), pc.fill_null(e.column("dv_cardinality"), 0))
+    card = pa.array([d.cardinality for _, d in replaced], pa.int64())
+    cols = {
+        "dv_path": pa.array([d.path for _, d in replaced], pa.string()),
+        "dv_offset": pa.array([d.offset for _, d in replaced], pa.int64()),
+        "dv_length": pa.array([d.length for _, d in replaced], pa.int64()),
+        "dv_cardinality": card,
+        "record_count": pc.subtract(physical, card),
+    }
+    for name, arr in cols.items():
+        i = e.schema.get_field_index(name)
+        e = e.set_column(i, e.schema.field(i), arr)
+    return fill_constant(e, status=1, removed_version=None)
 
 
 def file_fn_delete(filt: Any) -> FileFn:
     def fn(rows: pa.Table) -> FileOutcome:
-        return FileOutcome(rows.filter(filt).column(POS).to_numpy())
+        hit = rows.filter(filt).select([POS, FILE])
+        return FileOutcome(hit.column(POS).to_numpy(), delete_file=hit.column(FILE).to_numpy())
 
     return fn
 
@@ -196,15 +271,14 @@ def file_fn_delete(filt: Any) -> FileFn:
 def file_fn_update(filt: Any, assignments: dict[str, Any], schema: pa.Schema) -> FileFn:
     def fn(rows: pa.Table) -> FileOutcome:
         hit = rows.filter(filt)
-        if not hit.num_rows:
-            return FileOutcome(np.zeros(0, dtype=np.int64))
         cols = []
         for f in schema:
             if f.name in assignments:
                 cols.append(as_column(assignments[f.name], hit, f.type, f"update of column {f.name!r}"))
             else:
                 cols.append(hit.column(f.name))
-        return FileOutcome(hit.column(POS).to_numpy(), pa.table(cols, schema=schema))
+        new = pa.table(cols, schema=schema).append_column(FILE, hit.column(FILE))
+        return FileOutcome(hit.column(POS).to_numpy(), new, delete_file=hit.column(FILE).to_numpy())
 
     return fn
 
@@ -330,17 +404,18 @@ class MergeBuilder:
             left = {k: rows.column(k) for k in self.on}
             left.update({f"target.{n}": rows.column(n) for n in tschema.names})
             left[POS] = rows.column(POS)
-            j = pa.table(left).join(src, keys=self.on, join_type="inner", use_threads=False)
+            left[FILE] = rows.column(FILE)
+            j = pa.table(left).join(src, keys=self.on, join_type="inner")
             if not j.num_rows:
                 return FileOutcome(np.zeros(0, dtype=np.int64), matched_source=np.zeros(0, dtype=np.int64))
-            pos = j.column(POS).to_numpy()
+            pos = j.column(POS).to_numpy().astype(np.int64) + (j.column(FILE).to_numpy().astype(np.int64) << 32)
             if len(np.unique(pos)) != len(pos):
                 raise InvalidArgument(
                     "merge: a target row matched more than one source row (duplicate keys "
                     f"{self.on} in the source); deduplicate the source. Nothing was committed."
                 )
             remaining = np.ones(j.num_rows, dtype=bool)
-            deletes, updates = [], []
+            deletes, files, updates = [], [], []
             for cl in self.matched:
                 m = remaining.copy()
                 if cl.condition is not None:
@@ -350,11 +425,17 @@ class MergeBuilder:
                     continue
                 sel = j.filter(pa.array(m))
                 deletes.append(sel.column(POS).to_numpy())
+                files.append(sel.column(FILE).to_numpy())
                 if cl.kind == "update":
-                    updates.append(_clause_rows(cl, sel, tschema, "update", lambda f: sel.column(f"target.{f.name}")))
+                    rows_ = _clause_rows(cl, sel, tschema, "update", lambda f: sel.column(f"target.{f.name}"))
+                    updates.append(rows_.append_column(FILE, sel.column(FILE)))
             delete = np.concatenate(deletes) if deletes else np.zeros(0, dtype=np.int64)
+            dfile = np.concatenate(files) if files else np.zeros(0, dtype=np.int32)
             new = pa.concat_tables(updates) if updates else None
-            return FileOutcome(delete, new, matched_source=j.column("__src").to_numpy())
+            return FileOutcome(
+                delete, new, matched_source=j.column("__src").to_numpy(), delete_file=dfile,
+                matched_file=j.column(FILE).to_numpy(),
+            )
 
         return fn
 
