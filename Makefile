@@ -9,7 +9,7 @@ $(VENV)/.installed-%: pyproject.toml
 	$(PY) -m pip install -q -e ".[$*]"
 	touch $@
 
-.PHONY: demo test bench
+.PHONY: demo test bench test-radosgw
 demo: $(VENV)/.installed-test
 	$(PY) -m lamina.demo
 
@@ -18,3 +18,7 @@ test: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-bench
 	$(PY) bench/run.py
+
+# Opt-in: the S3 tests against a real Ceph radosgw (needs: apt-get install -y radosgw ceph-mon ceph-osd).
+test-radosgw: $(VENV)/.installed-test
+	LAMINA_S3_BACKEND=radosgw $(PY) -m pytest -q tests/test_s3.py
