@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
+import platform
+import re
+import shlex
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -91,11 +99,317 @@ def log_error(where: str, exc: BaseException) -> None:
 
 
 def dir_size(path: str | os.PathLike) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
+    return sum(file_sizes(path).values())
+
+
+def file_sizes(root: str | os.PathLike) -> dict[str, int]:
+    """relative path -> size of every file under root."""
+    out = {}
+    for d, _dirs, files in os.walk(root):
         for f in files:
+            p = os.path.join(d, f)
             try:
-                total += os.path.getsize(os.path.join(root, f))
+                out[os.path.relpath(p, root)] = os.path.getsize(p)
             except OSError:
                 pass
-    return total
+    return out
+
+
+def flush_lamina_hints() -> None:
+    """Version hints are written in the background: let them land before a walk or a copy."""
+    try:
+        from lamina.commit.log import flush_hints
+
+        flush_hints()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+# --------------------------------------------------------------------------- sections and reports
+@dataclass
+class Section:
+    key: str
+    title: str
+    what: str  # markdown: exactly what is timed
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    raw: dict = field(default_factory=dict)
+    load: tuple | None = None  # (1-min load average before, after, seconds taken)
+
+    def error_row(self, name: str, text: str) -> None:
+        """A row that says only why the system has no figures."""
+        self.rows.append([name, text] + [""] * (len(self.columns) - 2))
+
+
+def say(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("PASS" if ok else "MISS")
+
+
+def rotated(items: list, rep: int) -> list:
+    """items, started at rep % len(items): each repetition puts another system first."""
+    k = rep % len(items) if items else 0
+    return items[k:] + items[:k]
+
+
+class Workspace:
+    """All tables live in one temp dir under /tmp, removed at the end."""
+
+    def __init__(self):
+        self.base = tempfile.mkdtemp(prefix="lamina-bench-", dir="/tmp")
+
+    def new(self, label: str) -> str:
+        return tempfile.mkdtemp(prefix=f"{label}-", dir=self.base)
+
+    def copy(self, src: str, label: str) -> str:
+        """A new dir holding a copy of the tree at src."""
+        dst = self.new(label)
+        shutil.copytree(src, dst, dirs_exist_ok=True)
+        return dst
+
+    def drop(self, path: str | None) -> None:
+        if path:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def close(self):
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def loadavg() -> float | None:
+    try:
+        return float(open("/proc/loadavg").read().split()[0])
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def lamina_revision() -> str:
+    """Read-only git look-up: which Lamina code the figures belong to."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", "lamina"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        return (head or "no commit") + (" + uncommitted changes in lamina/" if dirty else "")
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+def machine_note() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(open("/proc/meminfo").readline().split()[1])
+        mem = f", {kb / 1024 / 1024:.0f} GiB RAM"
+    except Exception:  # noqa: BLE001
+        pass
+    return f"{os.cpu_count()} vCPU ({cpu}){mem}, Linux {platform.release()}, Python {platform.python_version()}"
+
+
+def print_rich(sections: list[Section]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(width=200)
+    for sec in sections:
+        t = Table(title=sec.title, show_lines=False, title_justify="left")
+        for c in sec.columns:
+            t.add_column(c, overflow="fold")
+        for r in sec.rows:
+            cells = [
+                (f"[green]{x}[/]" if "PASS" in x and "MISS" not in x else f"[red]{x}[/]" if ("MISS" in x or x.startswith("error")) else x)
+                for x in r
+            ]
+            t.add_row(*cells)
+        con.print(t)
+        for n in sec.notes:
+            con.print(f"  {n}", markup=False, highlight=False)
+        con.print()
+
+
+def md_table(sec: Section) -> str:
+    def esc(x: str) -> str:
+        return x.replace("|", "\\|")
+
+    lines = ["| " + " | ".join(sec.columns) + " |", "|" + "---|" * len(sec.columns)]
+    for r in sec.rows:
+        lines.append("| " + " | ".join(esc(x) for x in r) + " |")
+    return "\n".join(lines)
+
+
+def md_notes(notes: list[str]) -> list[str]:
+    """Notes as markdown list items (a note that already is one stays as it is)."""
+    return [n if n.startswith("- ") else f"- {n}" for n in notes]
+
+
+# --------------------------------------------------------------------------- command line and output files
+def command_line(script: str, argv: list[str]) -> str:
+    """How the run was started, as one could type it from the repository root."""
+    try:
+        exe = os.path.relpath(sys.executable, REPO_ROOT)
+    except ValueError:
+        exe = sys.executable
+    if exe.startswith(".."):
+        exe = sys.executable
+    return " ".join([exe, script] + [shlex.quote(a) for a in argv])
+
+
+def report_path(out: str | None, full: bool, partial_name: str) -> Path:
+    """--out if given; else BENCHMARKS.md for a full default run, else bench/out/<partial_name>,
+    so that a partial or quick run never overwrites the real report."""
+    if out:
+        return Path(out)
+    return REPO_ROOT / "BENCHMARKS.md" if full else OUT_DIR / partial_name
+
+
+def standalone_header(
+    path: Path, script: str, command: str, started: float, elapsed: float, revision: str, quick: bool,
+    quick_note: str, intro_extra: str = "",
+) -> list[str]:
+    """The opening lines of a `## ...` section written by a standalone script (not by bench/run.py)."""
+    vers = systems_versions()
+    return [
+        f"Written by `{script}` (not by `bench/run.py`; a full `bench/run.py` run rewrites this "
+        "file, so re-run this command after it)." + intro_extra,
+        "",
+        f"- Command: `{command}` (from the repository root"
+        + (
+            f"; run in the checkout at `{REPO_ROOT}`, at the commit below, writing into this file)"
+            if path.resolve().parent != REPO_ROOT
+            else ")"
+        ),
+        f"- Run: {time.strftime('%Y-%m-%d %H:%M %Z', time.localtime(started))}, took {elapsed / 60:.1f} min"
+        + (f" — **QUICK smoke run: reduced sizes, {quick_note} not meaningful**" if quick else ""),
+        "- Versions: " + ", ".join(f"{k} {v}" for k, v in vers.items() if k != "pyiceberg")
+        + f"; Lamina code at git {revision}",
+        f"- Machine: {machine_note()}; shared, so absolute times drift — quote the ratios from this run.",
+    ]
+
+
+def systems_versions() -> dict:
+    import systems
+
+    return systems.library_versions()
+
+
+def replace_md_section(path: Path, title: str, block: str) -> None:
+    """Replace the `## title` section of the markdown file at path with block (or append it),
+    leaving the rest of the file as it is."""
+    text = path.read_text() if path.exists() else "# Lamina benchmarks\n"
+    pat = re.compile(r"^## " + re.escape(title) + r"\n.*?(?=^## |\Z)", re.S | re.M)
+    if pat.search(text):
+        text = pat.sub(lambda _m: block + "\n", text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    path.write_text(text.rstrip("\n") + "\n")
+
+
+def write_results(name: str, payload: dict) -> Path:
+    """Raw numbers as JSON in bench/out/<name>."""
+    path = OUT_DIR / name
+    path.write_text(json.dumps(payload, indent=1, default=str))
+    return path
+
+
+# --------------------------------------------------------------------------- fresh processes
+def run_json(cmd: list[str], timeout: float = 900, what: str = "worker") -> dict:
+    """Run cmd; its last stdout line is JSON. A failure raises with the last line it printed."""
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        tail = (p.stderr or p.stdout).strip().splitlines()
+        raise RuntimeError(tail[-1] if tail else f"{what} exit {p.returncode}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def run_script_worker(script: str | os.PathLike, args: list[str], timeout: float = 900) -> dict:
+    """`python <script> --worker *args` in a fresh interpreter; its JSON answer."""
+    return run_json([sys.executable, str(Path(script).resolve()), "--worker", *args], timeout)
+
+
+def profile_start(on: bool):
+    if not on:
+        return None
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    return prof
+
+
+def profile_dump(prof, stem: str) -> None:
+    """Stop prof; write bench/out/<stem>.prof and a text summary <stem>_profile.txt."""
+    if prof is None:
+        return
+    import pstats
+
+    prof.disable()
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    prof.dump_stats(str(OUT_DIR / f"{stem}.prof"))
+    with open(OUT_DIR / f"{stem}_profile.txt", "w") as f:
+        ps = pstats.Stats(prof, stream=f).sort_stats("cumulative")
+        ps.print_stats(40)
+        ps.sort_stats("tottime").print_stats(25)
+
+
+def timed_open_call(open_fn, call_fn, profile_stem: str | None = None) -> tuple[float, float, object]:
+    """(seconds to open, seconds of call_fn(handle), its result); cProfile the call when
+    profile_stem is given (see profile_dump)."""
+    t0 = now()
+    h = open_fn()
+    t1 = now()
+    prof = profile_start(profile_stem is not None)
+    t2 = now()
+    out = call_fn(h)
+    t3 = now()
+    profile_dump(prof, profile_stem)
+    return t1 - t0, t3 - t2, out
+
+
+def bench_parser(doc: str | None):
+    """The argument parser of a bench script, with its docstring as the description."""
+    import argparse
+
+    return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_out_arg(ap, what: str, full_run: str, partial_name: str, why: str = "") -> None:
+    """--out: the markdown file to write; by default the one report_path picks."""
+    ap.add_argument(
+        "--out", default=None, help=f"{what} (default: BENCHMARKS.md for {full_run}, else bench/out/{partial_name}{why})"
+    )
+
+
+def add_only_arg(ap, names: list[str]) -> None:
+    ap.add_argument("--only", default=",".join(names), help="comma list of " + ",".join(names))
+
+
+def comma_list(ap, value: str, allowed: list[str], what: str) -> list[str]:
+    """The names in a comma list (--only); an unknown one is a usage error."""
+    items = [x.strip() for x in value.split(",") if x.strip()]
+    bad = [x for x in items if x not in allowed]
+    if bad:
+        ap.error(f"unknown {what}(s): {bad}")
+    return items
+
+
+def begin_run(banner: str) -> tuple[str, float, float]:
+    """Say what runs; (Lamina revision, wall-clock start, perf-counter start). The revision is read at
+    the start: spawned workers import lamina later."""
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    say(banner)
+    return lamina_revision(), time.time(), now()

@@ -25,14 +25,10 @@ bench/out/expire_results.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
-import shlex
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -41,27 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402,F401  (sys.path for lamina)
 from common import (  # noqa: E402
-    OUT_DIR,
-    REPO_ROOT,
-    SCHEMA,
-    err_text,
-    fmt_ratio,
-    fmt_s,
-    log_error,
-    make_batch,
-    now,
-    p50,
-)
-from run import (  # noqa: E402
-    Section,
-    Workspace,
-    lamina_revision,
-    loadavg,
-    machine_note,
-    md_table,
-    print_rich,
-    say,
-    verdict,
+    OUT_DIR, SCHEMA, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser, comma_list,
+    command_line, err_text, file_sizes, flush_lamina_hints, fmt_ratio, fmt_s, loadavg, log_error, make_batch,
+    md_notes, md_table, now, p50, print_rich, replace_md_section, report_path, rotated, run_script_worker, say,
+    standalone_header, timed_open_call, verdict, write_results,
 )
 import systems  # noqa: E402
 
@@ -120,17 +99,7 @@ def history(n: int, every: int, n_tags: int, rows: int, overwrite_rows: int) -> 
 
 
 # --------------------------------------------------------------------------- directory walks
-def inventory(root: str) -> dict[str, int]:
-    """relative path -> size of every file under root."""
-    out = {}
-    for d, _dirs, files in os.walk(root):
-        for f in files:
-            p = os.path.join(d, f)
-            try:
-                out[os.path.relpath(p, root)] = os.path.getsize(p)
-            except OSError:
-                pass
-    return out
+inventory = file_sizes  # relative path -> size of every file under root
 
 
 def fmt_b(n: int | None) -> str:
@@ -166,13 +135,7 @@ class LaminaX:
         self._settle()
         return {"latest": t.version, "tags": tags}
 
-    def _settle(self):
-        try:  # version hints are written in the background: let them land before a walk
-            from lamina.commit.log import flush_hints
-
-            flush_hints()
-        except Exception:  # noqa: BLE001
-            pass
+    _settle = staticmethod(flush_lamina_hints)
 
     def classify(self, rel):
         if rel.startswith("data/"):
@@ -408,39 +371,15 @@ def worker(argv) -> None:
     )
     a = ADAPTERS[name]()
     a.expire(a.open(warm_root), warm_root, retain, warm_latest)
-    t0 = now()
-    h = a.open(root)
-    t1 = now()
-    if profile:
-        import cProfile
-        import pstats
-
-        prof = cProfile.Profile()
-        prof.enable()
-    t2 = now()
-    lib = a.expire(h, root, retain, latest)
-    t3 = now()
-    if profile:
-        prof.disable()
-        OUT_DIR.mkdir(parents=True, exist_ok=True)
-        prof.dump_stats(str(OUT_DIR / f"expire_{name}.prof"))
-        with open(OUT_DIR / f"expire_{name}_profile.txt", "w") as f:
-            ps = pstats.Stats(prof, stream=f).sort_stats("cumulative")
-            ps.print_stats(40)
-            ps.sort_stats("tottime").print_stats(25)
-    print(json.dumps({"open_s": t1 - t0, "expire_s": t3 - t2, "lib": lib}, default=str))
+    open_s, expire_s, lib = timed_open_call(
+        lambda: a.open(root), lambda h: a.expire(h, root, retain, latest), f"expire_{name}" if profile else None
+    )
+    print(json.dumps({"open_s": open_s, "expire_s": expire_s, "lib": lib}, default=str))
 
 
 def run_worker(name, root, latest, warm_root, warm_latest, retain, profile, timeout=900) -> dict:
-    cmd = [
-        sys.executable, str(Path(__file__).resolve()), "--worker",
-        name, root, str(latest), warm_root, str(warm_latest), str(retain), "1" if profile else "0",
-    ]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if p.returncode != 0:
-        tail = (p.stderr or p.stdout).strip().splitlines()
-        raise RuntimeError(tail[-1] if tail else f"worker exit {p.returncode}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    args = [name, root, str(latest), warm_root, str(warm_latest), str(retain), "1" if profile else "0"]
+    return run_script_worker(__file__, args, timeout)
 
 
 # --------------------------------------------------------------------------- one repetition
@@ -479,8 +418,7 @@ def one_rep(ws: Workspace, cfg: Config, rep: int, names: list[str], ops, batches
             r["error"] = err_text(e)
     # 2. the expiries, back to back (order rotates between repetitions)
     live = [n for n in names if "error" not in res[n]]
-    k = rep % len(live) if live else 0
-    for name in live[k:] + live[:k]:
+    for name in rotated(live, rep):
         r = res[name]
         try:
             w = run_worker(
@@ -615,7 +553,7 @@ def summarise(cfg: Config, reps: list[dict]) -> Section:
         if r is None:
             continue
         if "error" in r:
-            sec.rows.append([name, r["error"]] + [""] * (len(sec.columns) - 2))
+            sec.error_row(name, r["error"])
             continue
         d = r["deleted"]
         data_d = d.get("data", {"files": 0, "bytes": 0})
@@ -761,44 +699,15 @@ def summarise(cfg: Config, reps: list[dict]) -> Section:
 
 
 def write_section(path: Path, sec: Section, cfg: Config, command: str, started: float, elapsed: float, revision: str):
-    vers = systems.library_versions()
-    lines = [
-        f"## {sec.title}",
-        "",
-        "Written by `bench/expire_bench.py` (not by `bench/run.py`; a full `bench/run.py` run rewrites this "
-        "file, so re-run this command after it).",
-        "",
-        f"- Command: `{command}` (from the repository root"
-        + (
-            f"; run in the checkout at `{REPO_ROOT}`, at the commit below, writing into this file)"
-            if path.resolve().parent != REPO_ROOT
-            else ")"
-        ),
-        f"- Run: {time.strftime('%Y-%m-%d %H:%M %Z', time.localtime(started))}, took {elapsed / 60:.1f} min"
-        + (" — **QUICK smoke run: reduced sizes, target not meaningful**" if cfg.quick else ""),
-        "- Versions: " + ", ".join(f"{k} {v}" for k, v in vers.items() if k != "pyiceberg")
-        + f"; Lamina code at git {revision}",
-        f"- Machine: {machine_note()}; shared, so absolute times drift — quote the ratios from this run.",
-        "",
-        sec.what,
-        "",
-        md_table(sec),
-        "",
-    ]
-    for n in sec.notes:
-        lines.append(n if n.startswith("- ") else f"- {n}")
+    lines = [f"## {sec.title}", ""]
+    lines += standalone_header(path, "bench/expire_bench.py", command, started, elapsed, revision, cfg.quick, "target")
+    lines += ["", sec.what, "", md_table(sec), ""]
+    lines += md_notes(sec.notes)
     if sec.load:
         l0, l1, dt = sec.load
         lines.append(f"- 1-min load average {l0} before, {l1} after.")
     lines.append("")
-    block = "\n".join(lines)
-    text = path.read_text() if path.exists() else "# Lamina benchmarks\n"
-    pat = re.compile(r"^## " + re.escape(SECTION_TITLE) + r"\n.*?(?=^## |\Z)", re.S | re.M)
-    if pat.search(text):
-        text = pat.sub(lambda _m: block + "\n", text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.write_text(text.rstrip("\n") + "\n")
+    replace_md_section(path, SECTION_TITLE, "\n".join(lines))
 
 
 # --------------------------------------------------------------------------- main
@@ -807,41 +716,24 @@ def main(argv=None) -> int:
     if argv[:1] == ["--worker"]:
         worker(argv[1:])
         return 0
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = bench_parser(__doc__)
     ap.add_argument("--versions", type=int, default=None, help="commits on top of the empty table (default 1000)")
     ap.add_argument("--quick", action="store_true", help="smoke test: 200 versions, 1 repetition")
     ap.add_argument("--reps", type=int, default=None, help="fresh histories per system (default 3)")
-    ap.add_argument("--only", default=",".join(ORDER), help="comma list of " + ",".join(ORDER))
+    add_only_arg(ap, ORDER)
     ap.add_argument("--profile", action="store_true", help="cProfile Lamina's expiry -> bench/out/expire_lamina_profile.txt")
-    ap.add_argument(
-        "--out",
-        default=None,
-        help="markdown file whose Expiry section is replaced (default: BENCHMARKS.md for the default full "
-        "run, else bench/out/BENCHMARKS.expire.md)",
-    )
+    add_out_arg(ap, "markdown file whose Expiry section is replaced", "the default full run", "BENCHMARKS.expire.md")
     args = ap.parse_args(argv)
     cfg = Config.make(args)
-    names = [n.strip() for n in args.only.split(",") if n.strip()]
-    bad = [n for n in names if n not in ORDER]
-    if bad:
-        ap.error(f"unknown system(s): {bad}")
+    names = comma_list(ap, args.only, ORDER, "system")
     full = not cfg.quick and cfg.versions == 1000 and set(names) == set(ORDER) and not cfg.profile
-    out_md = Path(args.out) if args.out else (REPO_ROOT / "BENCHMARKS.md" if full else OUT_DIR / "BENCHMARKS.expire.md")
-    try:
-        exe = os.path.relpath(sys.executable, REPO_ROOT)
-    except ValueError:
-        exe = sys.executable
-    if exe.startswith(".."):
-        exe = sys.executable
-    command = " ".join([exe, "bench/expire_bench.py"] + [shlex.quote(a) for a in argv])
+    out_md = report_path(args.out, full, "BENCHMARKS.expire.md")
+    command = command_line("bench/expire_bench.py", argv)
 
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    say(
+    revision, started, t0 = begin_run(
         f"expire bench: {cfg.versions:,} commits, {cfg.n_tags} tags, overwrite every {cfg.every}, keep last "
         f"{cfg.retain}; {cfg.reps} repetition(s); {systems.library_versions()}"
     )
-    revision = lamina_revision()
-    started, t0 = time.time(), now()
     ops = history(cfg.versions, cfg.every, cfg.n_tags, cfg.rows, cfg.overwrite_rows)
     batches = [make_batch(s, k) for _kind, s, k, _t in ops]
     w_every = max(2, cfg.warm_versions // 4)
@@ -862,10 +754,10 @@ def main(argv=None) -> int:
     print()
     print_rich([sec])
     write_section(out_md, sec, cfg, command, started, elapsed, revision)
-    (OUT_DIR / "expire_results.json").write_text(
-        json.dumps({"command": command, "config": cfg.__dict__, "elapsed_s": elapsed, "expire": sec.raw}, indent=1, default=str)
+    raw = write_results(
+        "expire_results.json", {"command": command, "config": cfg.__dict__, "elapsed_s": elapsed, "expire": sec.raw}
     )
-    say(f"done in {elapsed / 60:.1f} min; report: {out_md}; raw: {OUT_DIR / 'expire_results.json'}")
+    say(f"done in {elapsed / 60:.1f} min; report: {out_md}; raw: {raw}")
     failed = [n for res in reps for n, r in res.items() if "error" in r or r.get("read_mismatch")]
     if failed:
         say(f"failures in {sorted(set(failed))}; tracebacks in {OUT_DIR / 'errors.log'}")

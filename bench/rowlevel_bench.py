@@ -36,15 +36,10 @@ numbers: bench/out/rowlevel_results.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
-import shlex
-import shutil
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,25 +50,10 @@ import pyarrow as pa  # noqa: E402
 
 import common  # noqa: E402,F401  (sys.path for lamina)
 from common import (  # noqa: E402
-    OUT_DIR,
-    REPO_ROOT,
-    dir_size,
-    err_text,
-    fmt_s,
-    log_error,
-    now,
-    p50,
-)
-from run import (  # noqa: E402
-    Section,
-    Workspace,
-    lamina_revision,
-    loadavg,
-    machine_note,
-    md_table,
-    print_rich,
-    say,
-    verdict,
+    OUT_DIR, Section, Workspace, add_out_arg, begin_run, bench_parser, command_line, dir_size, err_text,
+    flush_lamina_hints, fmt_s, loadavg, log_error, md_notes, md_table, now, p50, print_rich, profile_dump,
+    profile_start, replace_md_section, report_path, rotated, run_script_worker, say, standalone_header,
+    timed_open_call, verdict, write_results,
 )
 import systems  # noqa: E402
 
@@ -187,13 +167,7 @@ class LaminaX:
             t.append(b)
         self.settle()
 
-    def settle(self):
-        try:  # version hints are written in the background: let them land before a copy
-            from lamina.commit.log import flush_hints
-
-            flush_hints()
-        except Exception:  # noqa: BLE001
-            pass
+    settle = staticmethod(flush_lamina_hints)
 
     def open(self, root):
         import lamina
@@ -335,44 +309,15 @@ ADAPTERS = {"lamina": LaminaX, "lamina-cow": LaminaCowX, "lance": LanceX, "delta
 
 
 # --------------------------------------------------------------------------- workers (fresh interpreter)
-def _profile_start(on):
-    if not on:
-        return None
-    import cProfile
-
-    prof = cProfile.Profile()
-    prof.enable()
-    return prof
-
-
-def _profile_dump(prof, label):
-    if prof is None:
-        return
-    import pstats
-
-    prof.disable()
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    prof.dump_stats(str(OUT_DIR / f"rowlevel_{label}.prof"))
-    with open(OUT_DIR / f"rowlevel_{label}_profile.txt", "w") as f:
-        ps = pstats.Stats(prof, stream=f).sort_stats("cumulative")
-        ps.print_stats(40)
-        ps.sort_stats("tottime").print_stats(25)
-
-
 def worker_delete(argv) -> None:
     """Delete on a tiny table (untimed), then open + delete the real one, timed."""
     name, root, warm_root, pred, profile = argv[0], argv[1], argv[2], argv[3], argv[4] == "1"
     a = ADAPTERS[name]()
     a.delete(a.open(warm_root), pred)
-    t0 = now()
-    h = a.open(root)
-    t1 = now()
-    prof = _profile_start(profile)
-    t2 = now()
-    info = a.delete(h, pred)
-    t3 = now()
-    _profile_dump(prof, f"{name}_delete")
-    print(json.dumps({"open_s": t1 - t0, "delete_s": t3 - t2, "info": info}, default=str))
+    open_s, delete_s, info = timed_open_call(
+        lambda: a.open(root), lambda h: a.delete(h, pred), f"rowlevel_{name}_delete" if profile else None
+    )
+    print(json.dumps({"open_s": open_s, "delete_s": delete_s, "info": info}, default=str))
 
 
 def worker_read(argv) -> None:
@@ -399,9 +344,9 @@ def worker_read(argv) -> None:
 
     for q in QUERIES:
         for state in states:
-            prof = _profile_start(profile and state == "with" and q == "full")
+            prof = profile_start(profile and state == "with" and q == "full")
             r, dt = one(state, q)
-            _profile_dump(prof, f"{name}_read_with_deletes")
+            profile_dump(prof, f"rowlevel_{name}_read_with_deletes")
             r["first"] = dt
     for k in range(repeats):
         for q in QUERIES:
@@ -414,21 +359,10 @@ def worker_read(argv) -> None:
 
 
 def run_worker(args: list[str], timeout=900) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if p.returncode != 0:
-        tail = (p.stderr or p.stdout).strip().splitlines()
-        raise RuntimeError(tail[-1] if tail else f"worker exit {p.returncode}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_script_worker(__file__, args, timeout)
 
 
 # --------------------------------------------------------------------------- helpers
-def copy_table(ws: Workspace, src_root: str, label: str) -> str:
-    dst = ws.new(label)
-    shutil.copytree(src_root, dst, dirs_exist_ok=True)
-    return dst
-
-
 def check(errors: list[str], where: str, got, want) -> bool:
     if got == want:
         return True
@@ -452,7 +386,7 @@ def build_all(ws: Workspace, cfg: Config, batches, warm_batches, exp, warm_exp) 
             b["build_s"] = now() - t0
             b["warm"] = ws.new(f"{name}-warm")
             a.build(b["warm"], warm_batches)
-            b["warm_del"] = copy_table(ws, b["warm"], f"{name}-warm-del")
+            b["warm_del"] = ws.copy(b["warm"], f"{name}-warm-del")
             a.delete(a.open(b["warm_del"]), DELETE_1)
             a.settle()
             b["bytes"] = dir_size(a.uri(b["root"]))
@@ -472,8 +406,7 @@ def build_all(ws: Workspace, cfg: Config, batches, warm_batches, exp, warm_exp) 
 def bench_delete(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
     res = {n: {"open_s": [], "delete_s": [], "total_s": [], "errors": []} for n in DELETERS}
     for rep in range(cfg.delete_reps):
-        k = rep % len(DELETERS)
-        order = DELETERS[k:] + DELETERS[:k]
+        order = rotated(DELETERS, rep)
         say(f"delete 10%, repetition {rep + 1}/{cfg.delete_reps}: {', '.join(order)}")
         for name in order:
             a, r = ADAPTERS[name](), res[name]
@@ -483,8 +416,8 @@ def bench_delete(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
                 continue
             root = warm = None
             try:
-                root = copy_table(ws, b["root"], f"del-{name}")
-                warm = copy_table(ws, b["warm"], f"del-warm-{name}")
+                root = ws.copy(b["root"], f"del-{name}")
+                warm = ws.copy(b["warm"], f"del-warm-{name}")
                 before = dir_size(a.uri(root))
                 prof = cfg.profile and rep == 0 and name.startswith("lamina")
                 w = run_worker(["delete", name, root, warm, DELETE_10, "1" if prof else "0"])
@@ -521,7 +454,7 @@ def bench_read(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
             r["error"] = b["error"]
             continue
         try:
-            root = deleted[name] = copy_table(ws, b["root"], f"read-del-{name}")
+            root = deleted[name] = ws.copy(b["root"], f"read-del-{name}")
             t0 = now()
             a.delete(a.open(root), DELETE_1)
             r["delete_1_s"] = now() - t0
@@ -540,8 +473,7 @@ def bench_read(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
     }
     live = [n for n in READERS if "error" not in res[n]]
     for rep in range(cfg.read_reps):
-        k = rep % len(live) if live else 0
-        order = live[k:] + live[:k]
+        order = rotated(live, rep)
         say(f"reads, repetition {rep + 1}/{cfg.read_reps}: {', '.join(order)}")
         for name in order:
             r = res[name]
@@ -650,7 +582,7 @@ def summarise_delete(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool |
     for name in DELETERS:
         r = res[name]
         if "error" in r and not r["total_s"]:
-            sec.rows.append([name, r["error"]] + [""] * (len(sec.columns) - 2))
+            sec.error_row(name, r["error"])
             continue
         rows = "OK" if not r["errors"] else f"MISMATCH ({len(r['errors'])})"
         rows = f"{exp['after_10']:,} {rows}"
@@ -738,7 +670,7 @@ def summarise_read(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool | N
     for name in READERS:
         r = res[name]
         if "error" in r and "without|full" not in r:
-            sec.rows.append([name, r["error"]] + [""] * (len(sec.columns) - 2))
+            sec.error_row(name, r["error"])
             continue
         for q in QUERIES:
             wo, wi = r.get(f"without|{q}", {}), r.get(f"with|{q}", {})
@@ -762,26 +694,26 @@ def summarise_read(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool | N
         f"Target (issue 4): Lamina's read with 1% deleted {TARGET_READ} (speed with / without ≥ 0.80×) — "
         f"{verdict(ok)} (judged on both reads and both measures; every one must pass)."
     )
-    lam = res["lamina"].get("describe")
-    if lam:
-        sec.notes.append(
-            f"lamina table with deletes: {lam['files_with_dv']} of {lam['data_files']} data files carry a DV "
-            f"({lam['dv_rows']:,} rows) in {lam['dv_files']} DV file(s); the 1% delete itself took "
+    described = {  # what each table with the 1% deleted holds
+        "lamina": lambda d: (
+            f"lamina table with deletes: {d['files_with_dv']} of {d['data_files']} data files carry a DV "
+            f"({d['dv_rows']:,} rows) in {d['dv_files']} DV file(s); the 1% delete itself took "
             f"{fmt_s(res['lamina'].get('delete_1_s'))} (in the benchmark process, untimed for the target)."
-        )
-    lan = res["lance"].get("describe")
-    if lan:
-        sec.notes.append(
-            f"lance table with deletes: {lan['fragments_with_deletion_file']} of {lan['fragments']} fragments carry a "
-            f"deletion file ({', '.join(lan['deletion_file_types'])}, {lan['deleted_rows']:,} rows)."
-        )
-    dl = res["deltalake"].get("describe")
-    if dl:
-        sec.notes.append(
-            f"deltalake table with deletes: {dl['data_files']} data file(s) — its copy-on-write delete rewrote the "
-            f"{cfg.files} files into {dl['data_files']}, so its *with* read has no deletes to apply and fewer, larger "
+        ),
+        "lance": lambda d: (
+            f"lance table with deletes: {d['fragments_with_deletion_file']} of {d['fragments']} fragments carry a "
+            f"deletion file ({', '.join(d['deletion_file_types'])}, {d['deleted_rows']:,} rows)."
+        ),
+        "deltalake": lambda d: (
+            f"deltalake table with deletes: {d['data_files']} data file(s) — its copy-on-write delete rewrote the "
+            f"{cfg.files} files into {d['data_files']}, so its *with* read has no deletes to apply and fewer, larger "
             "files: context only, not a like-for-like deletion-vector read."
-        )
+        ),
+    }
+    for name, note in described.items():
+        d = res[name].get("describe")
+        if d:
+            sec.notes.append(note(d))
     errs = [e for n in READERS for e in res[n]["errors"]]
     sec.notes.append(
         "Row counts of every timed read and after the 1% delete: "
@@ -806,41 +738,21 @@ def summarise_read(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool | N
 
 def write_section(path: Path, secs: list[Section], cfg: Config, command: str, started: float, elapsed: float,
                   revision: str, load: tuple, verdicts: list[str]) -> None:
-    vers = systems.library_versions()
-    lines = [
-        f"## {SECTION_TITLE}",
-        "",
-        "Written by `bench/rowlevel_bench.py` (not by `bench/run.py`; a full `bench/run.py` run rewrites this "
-        "file, so re-run this command after it). The Spark merge benchmark of issue 4 is not part of it.",
-        "",
-        f"- Command: `{command}` (from the repository root"
-        + (
-            f"; run in the checkout at `{REPO_ROOT}`, at the commit below, writing into this file)"
-            if path.resolve().parent != REPO_ROOT
-            else ")"
-        ),
-        f"- Run: {time.strftime('%Y-%m-%d %H:%M %Z', time.localtime(started))}, took {elapsed / 60:.1f} min"
-        + (" — **QUICK smoke run: reduced sizes, targets not meaningful**" if cfg.quick else ""),
-        "- Versions: " + ", ".join(f"{k} {v}" for k, v in vers.items() if k != "pyiceberg")
-        + f"; Lamina code at git {revision}",
-        f"- Machine: {machine_note()}; shared, so absolute times drift — quote the ratios from this run.",
+    lines = [f"## {SECTION_TITLE}", ""]
+    lines += standalone_header(
+        path, "bench/rowlevel_bench.py", command, started, elapsed, revision, cfg.quick, "targets",
+        " The Spark merge benchmark of issue 4 is not part of it.",
+    )
+    lines += [
         f"- 1-min load average {load[0]} before, {load[1]} after.",
         "- Targets: " + "; ".join(verdicts) + ".",
         "",
     ]
     for sec in secs:
         lines += [f"### {sec.title}", "", sec.what, "", md_table(sec), ""]
-        for n in sec.notes:
-            lines.append(n if n.startswith("- ") else f"- {n}")
+        lines += md_notes(sec.notes)
         lines.append("")
-    block = "\n".join(lines)
-    text = path.read_text() if path.exists() else "# Lamina benchmarks\n"
-    pat = re.compile(r"^## " + re.escape(SECTION_TITLE) + r"\n.*?(?=^## |\Z)", re.S | re.M)
-    if pat.search(text):
-        text = pat.sub(lambda _m: block + "\n", text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.write_text(text.rstrip("\n") + "\n")
+    replace_md_section(path, SECTION_TITLE, "\n".join(lines))
 
 
 # --------------------------------------------------------------------------- main
@@ -849,36 +761,22 @@ def main(argv=None) -> int:
     if argv[:1] == ["--worker"]:
         {"delete": worker_delete, "read": worker_read}[argv[1]](argv[2:])
         return 0
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = bench_parser(__doc__)
     ap.add_argument("--quick", action="store_true", help="smoke test: 40 files, 1 repetition")
     ap.add_argument("--files", type=int, default=None, help="data files (appends) per table (default 200)")
     ap.add_argument("--reps", type=int, default=None, help="repetitions of each benchmark (default 5)")
     ap.add_argument("--profile", action="store_true", help="cProfile Lamina's delete and read -> bench/out/rowlevel_*_profile.txt")
-    ap.add_argument(
-        "--out",
-        default=None,
-        help="markdown file whose row-level section is replaced (default: BENCHMARKS.md for the default full "
-        "run, else bench/out/BENCHMARKS.rowlevel.md)",
-    )
+    add_out_arg(ap, "markdown file whose row-level section is replaced", "the default full run", "BENCHMARKS.rowlevel.md")
     args = ap.parse_args(argv)
     cfg = Config.make(args)
     full = not cfg.quick and cfg.files == 200 and args.reps is None and not cfg.profile
-    out_md = Path(args.out) if args.out else (REPO_ROOT / "BENCHMARKS.md" if full else OUT_DIR / "BENCHMARKS.rowlevel.md")
-    try:
-        exe = os.path.relpath(sys.executable, REPO_ROOT)
-    except ValueError:
-        exe = sys.executable
-    if exe.startswith(".."):
-        exe = sys.executable
-    command = " ".join([exe, "bench/rowlevel_bench.py"] + [shlex.quote(a) for a in argv])
+    out_md = report_path(args.out, full, "BENCHMARKS.rowlevel.md")
+    command = command_line("bench/rowlevel_bench.py", argv)
 
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    say(
+    revision, started, t0 = begin_run(
         f"row-level bench: {cfg.files} files x {cfg.rows:,} rows; {cfg.delete_reps} delete repetition(s), "
         f"{cfg.read_reps} read repetition(s); {systems.library_versions()}"
     )
-    revision = lamina_revision()
-    started, t0 = time.time(), now()
     batches = [make_file(i, cfg.rows) for i in range(cfg.files)]
     warm_batches = [make_file(10_000 + i, cfg.warm_rows) for i in range(cfg.warm_files)]
     exp, warm_exp = expected_counts(batches), expected_counts(warm_batches)
@@ -903,12 +801,10 @@ def main(argv=None) -> int:
     print()
     print_rich([dsec, rsec])
     write_section(out_md, [dsec, rsec], cfg, command, started, elapsed, revision, (l0, loadavg()), verdicts)
-    (OUT_DIR / "rowlevel_results.json").write_text(
-        json.dumps(
-            {"command": command, "config": cfg.__dict__, "elapsed_s": elapsed, "expected": exp,
-             "delete": dres, "read": rres, "build": built},
-            indent=1, default=str,
-        )
+    write_results(
+        "rowlevel_results.json",
+        {"command": command, "config": cfg.__dict__, "elapsed_s": elapsed, "expected": exp,
+         "delete": dres, "read": rres, "build": built},
     )
     say(f"done in {elapsed / 60:.1f} min; targets: {'; '.join(verdicts)}; report: {out_md}")
     failed = [n for res in (dres, rres) for n, r in res.items() if "error" in r or r.get("errors")]

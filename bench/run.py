@@ -12,17 +12,9 @@ cells; tracebacks go to bench/out/errors.log, raw numbers to bench/out/results.j
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
-import shlex
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -32,17 +24,10 @@ import pyarrow as pa  # noqa: E402
 
 import common  # noqa: E402
 import systems  # noqa: E402
-from common import (  # noqa: E402
-    BENCH_DIR,
-    OUT_DIR,
-    REPO_ROOT,
-    err_text,
-    fmt_ratio,
-    fmt_s,
-    log_error,
-    make_batch,
-    now,
-    p50,
+from common import (  # noqa: E402,F401  (Section .. verdict: also imported from here by other scripts)
+    BENCH_DIR, OUT_DIR, REPO_ROOT, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser,
+    comma_list, command_line, err_text, fmt_ratio, fmt_s, lamina_revision, loadavg, log_error, machine_note,
+    make_batch, md_table, now, p50, print_rich, report_path, run_json, say, verdict, write_results,
 )
 
 ALL_BENCHES = ["append", "open", "plan", "plan1m", "concurrent"]
@@ -98,43 +83,6 @@ class Config:
             conc_appends=10,
             conc_timeout_s=300,
         )
-
-
-@dataclass
-class Section:
-    key: str
-    title: str
-    what: str  # markdown: exactly what is timed
-    columns: list[str]
-    rows: list[list[str]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    raw: dict = field(default_factory=dict)
-    load: tuple | None = None  # (1-min load average before, after, seconds taken)
-
-
-def say(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-class Workspace:
-    """All tables live in one temp dir under /tmp, removed at the end."""
-
-    def __init__(self):
-        self.base = tempfile.mkdtemp(prefix="lamina-bench-", dir="/tmp")
-
-    def new(self, label: str) -> str:
-        return tempfile.mkdtemp(prefix=f"{label}-", dir=self.base)
-
-    def drop(self, path: str | None) -> None:
-        if path:
-            shutil.rmtree(path, ignore_errors=True)
-
-    def close(self):
-        shutil.rmtree(self.base, ignore_errors=True)
-
-
-def verdict(ok: bool | None) -> str:
-    return "n/a" if ok is None else ("PASS" if ok else "MISS")
 
 
 # --------------------------------------------------------------------------- 1 append
@@ -410,11 +358,7 @@ def probe(name: str, root: str, warm_root: str, lo=None, hi=None, timeout=900) -
     cmd = [sys.executable, str(BENCH_DIR / "probe.py"), name, root, warm_root]
     if lo is not None:
         cmd += [str(lo), str(hi)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if p.returncode != 0:
-        tail = (p.stderr or p.stdout).strip().splitlines()
-        raise RuntimeError(tail[-1] if tail else f"probe exit {p.returncode}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_json(cmd, timeout, "probe")
 
 
 def make_warm_table(ws: Workspace, name: str, rpf: int) -> str:
@@ -820,7 +764,7 @@ def bench_concurrent(ws: Workspace, cfg: Config) -> Section:
     for name in systems.ORDER:
         r = res[name]
         if "error" in r:
-            sec.rows.append([name, r["error"]] + [""] * 8)
+            sec.error_row(name, r["error"])
             continue
         tgt = "–"
         if name == "lamina":
@@ -866,79 +810,6 @@ def bench_concurrent(ws: Workspace, cfg: Config) -> Section:
 
 
 # --------------------------------------------------------------------------- output
-def loadavg() -> float | None:
-    try:
-        return float(open("/proc/loadavg").read().split()[0])
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def lamina_revision() -> str:
-    """Read-only git look-up: which Lamina code the figures belong to."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", "lamina"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        return (head or "no commit") + (" + uncommitted changes in lamina/" if dirty else "")
-    except Exception:  # noqa: BLE001
-        return "unknown"
-
-
-def machine_note() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        kb = int(open("/proc/meminfo").readline().split()[1])
-        mem = f", {kb / 1024 / 1024:.0f} GiB RAM"
-    except Exception:  # noqa: BLE001
-        pass
-    return f"{os.cpu_count()} vCPU ({cpu}){mem}, Linux {platform.release()}, Python {platform.python_version()}"
-
-
-def print_rich(sections: list[Section]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    con = Console(width=200)
-    for sec in sections:
-        t = Table(title=sec.title, show_lines=False, title_justify="left")
-        for c in sec.columns:
-            t.add_column(c, overflow="fold")
-        for r in sec.rows:
-            cells = [
-                (f"[green]{x}[/]" if "PASS" in x and "MISS" not in x else f"[red]{x}[/]" if ("MISS" in x or x.startswith("error")) else x)
-                for x in r
-            ]
-            t.add_row(*cells)
-        con.print(t)
-        for n in sec.notes:
-            con.print(f"  {n}", markup=False, highlight=False)
-        con.print()
-
-
-def md_table(sec: Section) -> str:
-    def esc(x: str) -> str:
-        return x.replace("|", "\\|")
-
-    lines = ["| " + " | ".join(sec.columns) + " |", "|" + "---|" * len(sec.columns)]
-    for r in sec.rows:
-        lines.append("| " + " | ".join(esc(x) for x in r) + " |")
-    return "\n".join(lines)
-
-
 def write_md(
     path: Path, sections: list[Section], cfg: Config, command: str, started: float, elapsed: float, revision: str
 ) -> None:
@@ -981,40 +852,25 @@ def write_md(
 
 # --------------------------------------------------------------------------- main
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default=",".join(ALL_BENCHES), help="comma list of " + ",".join(ALL_BENCHES))
+    ap = bench_parser(__doc__)
+    add_only_arg(ap, ALL_BENCHES)
     ap.add_argument("--quick", action="store_true", help="shrink every size (smoke test)")
-    ap.add_argument(
-        "--out",
-        default=None,
-        help="markdown report path (default: BENCHMARKS.md for a full run of everything, "
-        "else bench/out/BENCHMARKS.partial.md so a partial run never overwrites the real report)",
+    add_out_arg(
+        ap, "markdown report path", "a full run of everything", "BENCHMARKS.partial.md",
+        " so a partial run never overwrites the real report",
     )
     args = ap.parse_args(argv)
-    only = [x.strip() for x in args.only.split(",") if x.strip()]
-    bad = [x for x in only if x not in ALL_BENCHES]
-    if bad:
-        ap.error(f"unknown benchmark(s): {bad}")
+    only = comma_list(ap, args.only, ALL_BENCHES, "benchmark")
     cfg = Config.make(args.quick)
     full = not args.quick and set(only) == set(ALL_BENCHES)
-    out_md = Path(args.out) if args.out else (REPO_ROOT / "BENCHMARKS.md" if full else OUT_DIR / "BENCHMARKS.partial.md")
+    out_md = report_path(args.out, full, "BENCHMARKS.partial.md")
+    command = command_line("bench/run.py", argv if argv is not None else sys.argv[1:])
 
-    cwd = Path.cwd()
-    try:
-        exe = os.path.relpath(sys.executable, REPO_ROOT)
-    except ValueError:
-        exe = sys.executable
-    if exe.startswith(".."):
-        exe = sys.executable
-    command = " ".join([exe, "bench/run.py"] + [shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])])
-    _ = cwd
-
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
     (OUT_DIR / "errors.log").unlink(missing_ok=True)
     (OUT_DIR / "concurrent_failures.log").unlink(missing_ok=True)
-    say(f"lamina bench: {', '.join(only)}{' (quick)' if cfg.quick else ''}; versions {systems.library_versions()}")
-    revision = lamina_revision()  # at the start: spawned probes/writers import lamina later
-    started, t0 = time.time(), now()
+    revision, started, t0 = begin_run(
+        f"lamina bench: {', '.join(only)}{' (quick)' if cfg.quick else ''}; versions {systems.library_versions()}"
+    )
     ws = Workspace()
     sections: list[Section] = []
     try:
@@ -1047,12 +903,9 @@ def main(argv=None) -> int:
     print_rich(sections)
     out_md.parent.mkdir(parents=True, exist_ok=True)
     write_md(out_md, sections, cfg, command, started, elapsed, revision)
-    (OUT_DIR / "results.json").write_text(
-        json.dumps(
-            {"command": command, "quick": cfg.quick, "elapsed_s": elapsed, "sections": {s.key: s.raw for s in sections}},
-            indent=1,
-            default=str,
-        )
+    write_results(
+        "results.json",
+        {"command": command, "quick": cfg.quick, "elapsed_s": elapsed, "sections": {s.key: s.raw for s in sections}},
     )
     say(f"done in {elapsed / 60:.1f} min; report: {out_md}; raw: {OUT_DIR / 'results.json'}")
     if (OUT_DIR / "errors.log").exists():
