@@ -10,10 +10,10 @@ $(VENV)/.installed-%: pyproject.toml
 	touch $@
 
 .PHONY: demo test bench
-demo: $(VENV)/.installed-test
+demo: $(VENV)/.installed-test,spark
 	$(PY) -m lamina.demo
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test,spark
 	$(PY) -m pytest -n 2 --dist loadgroup -q
 
 bench: $(VENV)/.installed-bench
