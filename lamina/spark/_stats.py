@@ -108,7 +108,7 @@ def file_entries(
     }
     cols.update(_stats_columns(footers, schema))
     table = pa.table(cols)
-    if spec.is_unpartitioned:
+    if spec.is_unpartitioned or table.num_rows == 0:
         return table
     values = partition_values(table, local_paths, schema, spec)
     for name in values.column_names:

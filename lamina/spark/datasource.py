@@ -53,6 +53,7 @@ from lamina.spark._types import arrow_schema, batch_schema, check_writable, spar
 from lamina.spark.read import resolve_scan
 from lamina.spark.session import LAMINA_CONF
 from lamina.spec.partition import PartitionSpec, parse_partition_by
+from lamina.spec.partition import _split_top_level as split_entries
 from lamina.spec.schema import Schema
 from lamina.table.inflight import finish_write, new_write_id, register_write
 from lamina.table.table import DEFAULT_MAX_ROWS_PER_FILE
@@ -262,7 +263,7 @@ class WriteTarget:
         else:
             schema = Schema.from_arrow(arrow_schema(df_schema))
             spec = parse_partition_by(partition_by, schema)
-            props, create = {}, ([] if partition_by is None else [partition_by])
+            props, create = {}, ([] if partition_by is None else [e.strip() for e in split_entries(partition_by)])
         where = _opt(options, "replaceWhere")
         if where is not None:
             if not overwrite:
