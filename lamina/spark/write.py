@@ -181,13 +181,17 @@ def _conformed(df: Any, plan: list[tuple[str, Any, Any]]) -> Any:
     return df.select(*cols)
 
 
-def _checks(schema: Schema, predicate: Expr | None) -> list[tuple[str, Any]]:
-    """Row checks evaluated while the job writes (one pass): (name, Spark aggregate counting violations)."""
+def _checks(schema: Schema, predicate: Expr | None, df_schema: Any) -> list[tuple[str, Any]]:
+    """Row checks evaluated while the job writes (one pass): (name, Spark aggregate counting violations).
+
+    A required table column needs a null check only where the DataFrame's column may hold nulls.
+    """
     from pyspark.sql import functions as F
 
+    nullable = {f.name: f.nullable for f in df_schema.fields}
     out = []
     for f in schema.arrow:
-        if not f.nullable:
+        if not f.nullable and nullable.get(f.name, True):
             out.append((f"nulls in required column {f.name!r}", F.count_if(F.col(_q(f.name)).isNull())))
     if predicate is not None:
         cond = to_spark_column(predicate, schema)
@@ -311,7 +315,7 @@ def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, p
     from pyspark.sql import Observation
 
     conformed = _conformed(df, plan)
-    checks = _checks(schema, predicate)
+    checks = _checks(schema, predicate, df.schema)
     if checks:
         obs = Observation(f"lamina-{os.path.basename(out_dir)}")
         conformed = conformed.observe(obs, *[agg.alias(f"c{i}") for i, (_, agg) in enumerate(checks)])
