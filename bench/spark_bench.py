@@ -63,7 +63,7 @@ def median(xs: list[float]) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=10_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", default=str(REPO / "BENCHMARKS.md"), help="markdown file whose Spark section is (re)written")
     args = ap.parse_args(argv)
 
@@ -79,23 +79,30 @@ def main(argv=None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="lamina-spark-bench-"))
     df = build_df(spark, args.rows)
-    # Warm-up (JIT, Python workers), untimed.
-    build_df(spark, 200_000).write.parquet(str(work / "warm-raw"))
-    write(build_df(spark, 200_000), str(work / "warm"))
-    read(spark, str(work / "warm")).write.format("noop").mode("overwrite").save()
-    spark.read.format("lamina").load(str(work / "warm")).write.format("noop").mode("overwrite").save()
+    writers = {
+        "raw_write": lambda d: df.write.parquet(str(d)),
+        "fast_write": lambda d: write(df, str(d)),
+        "arrow_write": lambda d: df.write.format("lamina").mode("append").save(str(d)),
+    }
+    times: dict[str, list[float]] = {k: [] for k in writers}
+    load_before = os.getloadavg()[0]
+    # Round 0 is a full-size warm-up (JIT, Python workers, page cache), not counted. The order of the
+    # systems rotates every round so that write-back of the previous write falls on each alike.
+    for i in range(args.repeat + 1):
+        names = list(writers)
+        names = names[i % 3:] + names[: i % 3]
+        for name in names:
+            target = work / f"{name}{i}"
+            took = timed(lambda: writers[name](target))
+            if i > 0:
+                times[name].append(took)
+        print(f"write round {i}{' (warm-up)' if i == 0 else ''}: "
+              + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items() if v and i > 0), flush=True)
+        if i > 1:
+            for name in writers:
+                shutil.rmtree(work / f"{name}{i}")
 
-    times: dict[str, list[float]] = {k: [] for k in ("raw_write", "fast_write", "arrow_write")}
-    for i in range(args.repeat):
-        raw_dir, lam_uri, arrow_uri = work / f"raw{i}", str(work / f"lamina{i}"), str(work / f"arrow{i}")
-        times["raw_write"].append(timed(lambda: df.write.parquet(str(raw_dir))))
-        times["fast_write"].append(timed(lambda: write(df, lam_uri)))
-        times["arrow_write"].append(timed(lambda: df.write.format("lamina").mode("append").save(arrow_uri)))
-        print(f"write round {i}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()), flush=True)
-        if i > 0:
-            shutil.rmtree(raw_dir), shutil.rmtree(lam_uri), shutil.rmtree(arrow_uri)
-
-    uri = str(work / "lamina0")
+    uri = str(work / "fast_write1")
     table = lamina.open_table(uri)
     files, rows = len(table.scan().plan()), table.scan().count()
     assert rows == args.rows, (rows, args.rows)
@@ -112,11 +119,16 @@ def main(argv=None) -> int:
     }
     rtimes: dict[tuple[str, str], list[float]] = {(r, a): [] for r in readers for a in actions}
     sums = {}
-    for i in range(args.repeat):
+    for i in range(args.repeat + 1):  # round 0: warm-up
         for a, act in actions.items():
-            for r, make in readers.items():
-                rtimes[(r, a)].append(timed(lambda: act(make())))
-        print(f"read round {i}: " + ", ".join(f"{r}/{a} {v[-1]:.2f}s" for (r, a), v in rtimes.items()), flush=True)
+            names = list(readers)
+            for r in names[i % 3:] + names[: i % 3]:
+                took = timed(lambda: act(readers[r]()))
+                if i > 0:
+                    rtimes[(r, a)].append(took)
+        if i > 0:
+            print(f"read round {i}: " + ", ".join(f"{r}/{a} {v[-1]:.2f}s" for (r, a), v in rtimes.items()), flush=True)
+    load_after = os.getloadavg()[0]
     for r, make in readers.items():
         sums[r] = tuple(make().select(F.sum("qty"), F.count("*"), F.round(F.sum("amount"), 0)).collect()[0])
     assert len(set(sums.values())) == 1, sums  # same rows through every reader
@@ -124,7 +136,7 @@ def main(argv=None) -> int:
     spark.stop()
     shutil.rmtree(work, ignore_errors=True)
 
-    section = report(args, times, rtimes, files, elapsed)
+    section = report(args, times, rtimes, files, elapsed, (load_before, load_after))
     print(section)
     write_section(Path(args.out), section)
     return 0
@@ -134,7 +146,7 @@ def _fmt(s: float) -> str:
     return f"{s:.2f} s"
 
 
-def report(args, times, rtimes, files: int, elapsed: float) -> str:
+def report(args, times, rtimes, files: int, elapsed: float, load: tuple[float, float]) -> str:
     import pyspark
 
     import lamina
@@ -156,7 +168,9 @@ def report(args, times, rtimes, files: int, elapsed: float) -> str:
         "quote ratios, not absolute times.",
         f"- Data: {args.rows:,} orders (order_id, customer_id bigint; category, country string; ts timestamp; amount double; "
         "qty int; is_member boolean) generated in the JVM from `spark.range` (4 partitions).",
-        f"- Each figure is the median of {args.repeat} runs; systems alternate within each round. "
+        f"- Each figure is the median of {args.repeat} runs after one untimed full-size warm-up round; the order of "
+        f"the systems rotates every round. 1-min load average {load[0]:.1f} before, {load[1]:.1f} after (the benchmark "
+        "alone keeps about 2 cores busy). "
         "**Ratio = raw time / Lamina time** (>1: Lamina is faster).",
         "",
         "| operation | raw Parquet | Lamina fast path | ratio | target | Python data source | ratio |",
