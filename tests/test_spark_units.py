@@ -56,7 +56,7 @@ def _spark_truth(f) -> list[bool]:
         if isinstance(f, sds.Not):
             r = ev(f.child, row)
             return None if r is None else not r
-        v = row[f.attribute[0]]
+        v = row[f.attribute[0].lower()]
         if isinstance(v, dt.datetime) and v.tzinfo is None and f.attribute[0] == "ts":
             v = v.replace(tzinfo=dt.timezone.utc)
         ops = {sds.EqualTo: "=", sds.GreaterThan: ">", sds.GreaterThanOrEqual: ">=", sds.LessThan: "<", sds.LessThanOrEqual: "<="}
