@@ -390,7 +390,7 @@ def test_pushed_filters_prune_files(spark, filter_table):
     data, uri = filter_table
     t = lamina.open_table(uri)
     reader = LaminaReader({"path": uri}, spark_schema(t.schema))
-    every = sum(len(p.paths) for p in reader.partitions())
+    every = sum(len(p.files) for p in reader.partitions())
     pushed = [
         sds.GreaterThanOrEqual(("ts",), dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)),
         sds.LessThan(("ts",), dt.datetime(2026, 1, 2, 6, tzinfo=dt.timezone.utc)),
@@ -399,7 +399,7 @@ def test_pushed_filters_prune_files(spark, filter_table):
     ]
     rest = reader.pushFilters(pushed)
     assert rest == pushed[2:]
-    files = [p for part in reader.partitions() for p in part.paths]
+    files = [p for part in reader.partitions() for p, _ in part.files]
     assert 0 < len(files) < every / 2
     rows = pa.Table.from_batches([b for part in reader.partitions() for b in reader.read(part)])
     want = data.filter((pc.field("ts") >= pa.scalar(dt.datetime(2026, 1, 2), pa.timestamp("us", "UTC")))
@@ -417,8 +417,8 @@ def test_data_source_partitions_are_balanced(spark, filter_table):
     size = dict(zip(entries.column("path").to_pylist(), entries.column("size").to_pylist()))
     parts = LaminaReader({"path": uri, "numPartitions": "3"}, spark_schema(t.schema)).partitions()
     assert len(parts) == 3
-    loads = [sum(size[p] for p in part.paths) for part in parts]
-    assert sorted(p for part in parts for p in part.paths) == sorted(size)
+    loads = [sum(size[p] for p, _ in part.files) for part in parts]
+    assert sorted(p for part in parts for p, _ in part.files) == sorted(size)
     assert max(loads) - min(loads) <= max(size.values())
 
 
@@ -688,16 +688,37 @@ def test_deleted_rows_are_removed_by_file_path_and_row_index(spark, tmp_path):
     assert bag(got) == bag(want.filter(pc.invert(pc.is_in(want.column("id"), pa.array(sorted(gone), pa.int64())))))
 
 
+@pytest.mark.skipif(hasattr(lamina.Table, "delete"), reason="this build reads deletion vectors")
 def test_table_with_deletion_vectors_is_refused_not_misread(spark, tmp_path):
     from lamina.spark import read, write
+    from lamina.spark.read import _deleted_positions
 
     uri = str(tmp_path / "t")
     write(sdf(spark, orders(10)), uri)
     t = lamina.open_table(uri)
     with pytest.raises(lamina.errors.UnsupportedFeature, match="deletion vectors"):
-        from lamina.spark.read import _deleted_positions
-
         _deleted_positions(t, t.scan().plan().entries)
+
+
+@pytest.mark.skipif(not hasattr(lamina.Table, "delete"), reason="row-level deletes (issue 4) are not in this build")
+def test_deletion_vectors_are_applied_by_both_readers(spark, tmp_path):
+    from lamina.spark import read, write
+
+    uri = str(tmp_path / "t")
+    data = orders(2000, seed=12)
+    write(sdf(spark, data), uri, partition_by=["day(ts)"])
+    t = lamina.open_table(uri)
+    assert t.delete("qty < 10", mode="merge-on-read") is not None
+    t = lamina.open_table(uri)
+    entries = t.scan().plan().entries
+    assert 0 < entries.num_rows - entries.column("dv_path").null_count, "the delete wrote no deletion vector"
+    want = data.filter(pc.field("qty") >= 10)
+    assert bag(collect(read(spark, uri))) == bag(want) == bag(t.scan().to_arrow())
+    games = want.filter(pc.field("category") == "games")
+    assert bag(collect(read(spark, uri, where="category = 'games'"))) == bag(games)
+    assert bag(collect(spark.read.format("lamina").load(uri))) == bag(want)
+    assert bag(collect(spark.read.format("lamina").load(uri).where("category = 'games'"))) == bag(games)
+    assert bag(collect(read(spark, uri, version=1))) == bag(data)
 
 
 # --- distributed: executors in separate processes ------------------------------------------------

@@ -12,6 +12,7 @@ Options arrive lower-cased from Spark; the names below are matched case-insensit
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
@@ -50,7 +51,7 @@ from lamina.io.fileio import S3_OPTION_ENV
 from lamina.manifest.entries import data_entries, manifest_schema
 from lamina.spark._filters import from_spark_filter
 from lamina.spark._types import arrow_schema, batch_schema, check_writable, spark_schema
-from lamina.spark.read import resolve_scan
+from lamina.spark.read import _deletes_api, resolve_scan
 from lamina.spark.session import LAMINA_CONF
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.partition import _split_top_level as split_entries
@@ -122,11 +123,11 @@ def _open(uri: str, storage: Mapping[str, str]) -> lamina.Table:
 
 
 class FilesPartition(InputPartition):
-    """Table-relative paths of the data files one read task reads."""
+    """The data files one read task reads: (table-relative path, deletion vector or None) each."""
 
-    def __init__(self, paths: tuple[str, ...]) -> None:
-        super().__init__(paths)
-        self.paths = paths
+    def __init__(self, files: tuple[tuple[str, Any], ...]) -> None:
+        super().__init__(files)
+        self.files = files
 
 
 def balanced_bins(sizes: np.ndarray, bins: int) -> np.ndarray:
@@ -169,49 +170,64 @@ class LaminaReader(DataSourceReader):
     def partitions(self) -> list[FilesPartition]:
         table = lamina.open_table(self.uri, version=self.version, storage_options=self.storage or None)
         entries = table.scan(where=self.predicate).plan().entries
-        if entries.column("dv_path").null_count != entries.num_rows:
-            raise UnsupportedFeature(
-                f"planned files of {self.uri} carry deletion vectors, which this build cannot read yet"
-            )
         if entries.num_rows == 0:
             return [FilesPartition(())]
+        has_dv = entries.column("dv_path").null_count != entries.num_rows
+        if has_dv and _deletes_api() is None:
+            raise UnsupportedFeature(
+                f"planned files of {self.uri} carry deletion vectors, which this build cannot read; "
+                "refusing to return deleted rows"
+            )
         sizes = entries.column("size").to_numpy()
         total = int(sizes.sum())
         k = self.num_partitions or max(math.ceil(total / TARGET_SPLIT_BYTES), os.cpu_count() or 1)
         assigned = balanced_bins(sizes, k)
-        paths = np.array(entries.column("path").to_pylist(), dtype=object)
+        # A task is (path, deletion vector or None) per file: the DV travels with its file.
+        dvs = _deletes_api().dvs_of_plan(entries) if has_dv else [None] * entries.num_rows
+        tasks = np.empty(entries.num_rows, dtype=object)
+        tasks[:] = list(zip(entries.column("path").to_pylist(), dvs))
         order = np.argsort(assigned, kind="stable")
         cuts = np.flatnonzero(np.diff(assigned[order])) + 1
-        return [FilesPartition(tuple(group)) for group in np.split(paths[order], cuts)]
+        return [FilesPartition(tuple(group)) for group in np.split(tasks[order], cuts)]
 
     def read(self, partition: FilesPartition) -> Iterator[pa.RecordBatch]:
-        if not partition.paths:
+        if not partition.files:
             return
         io = FileIO(self.uri, self.storage or None)
         filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
         schema = self.table_schema.arrow
-        if io.is_local:
-            dataset = ds.dataset([io.local_path(p) for p in partition.paths], schema=schema, format="parquet")
+        plain = [p for p, dv in partition.files if dv is None]
+        with_dv = [(p, dv) for p, dv in partition.files if dv is not None]
+        if plain and io.is_local:
+            dataset = ds.dataset([io.local_path(p) for p in plain], schema=schema, format="parquet")
             batches: Iterator[pa.RecordBatch] = dataset.to_batches(filter=filt)
         else:
-            batches = _remote_batches(io, partition.paths, schema, filt)
-        for b in batches:
+            batches = _file_batches(io, [(p, None) for p in plain], schema, filt)
+        for b in itertools.chain(batches, _file_batches(io, with_dv, schema, filt)):
             if b.num_rows:
                 yield b.cast(self.out_schema)
 
 
-def _remote_batches(io: FileIO, paths: tuple[str, ...], schema: pa.Schema, filt: Any) -> Iterator[pa.RecordBatch]:
-    """Batches of object-store files, fetching the next file while the current one is consumed."""
+def _file_batches(io: FileIO, files: list[tuple[str, Any]], schema: pa.Schema, filt: Any) -> Iterator[pa.RecordBatch]:
+    """Batches of whole files (object stores, or files with a deletion vector: deleted positions
+    are dropped before the filter), fetching the next file while the current one is consumed."""
 
-    def load(p: str) -> pa.Table:
-        return pq.read_table(pa.BufferReader(io.get(p)), schema=schema, filters=filt)
+    def load(item: tuple[str, Any]) -> pa.Table:
+        path, dv = item
+        local = io.local_path(path)
+        t = pq.read_table(local if local is not None else pa.BufferReader(io.get(path)), schema=schema)
+        if dv is not None:
+            t = t.filter(_deletes_api().dv_of(io, dv).keep(t.num_rows))
+        return t.filter(filt) if filt is not None else t
 
+    if not files:
+        return
     with ThreadPoolExecutor(max_workers=2) as pool:
-        pending = [pool.submit(load, p) for p in paths[:2]]
-        for i in range(len(paths)):
+        pending = [pool.submit(load, f) for f in files[:2]]
+        for i in range(len(files)):
             t = pending[i].result()
-            if i + 2 < len(paths):
-                pending.append(pool.submit(load, paths[i + 2]))
+            if i + 2 < len(files):
+                pending.append(pool.submit(load, files[i + 2]))
             yield from t.to_batches()
 
 

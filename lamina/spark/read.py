@@ -11,8 +11,10 @@ native reader would need Hadoop's S3A jars, see docs/spark.md).
 from __future__ import annotations
 
 import inspect
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -22,6 +24,8 @@ from lamina.expr import Expr
 from lamina.spark._filters import to_spark_column
 from lamina.spark._types import spark_schema
 from lamina.table.scan import Scan
+
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-spark-dv")
 
 # Above this many paths Spark lists files with a distributed job (~1 s of overhead); our
 # paths come from a plan, so listing them on the driver is always the cheaper choice.
@@ -90,16 +94,34 @@ def apply_deletes(df: Any, deletes: Any) -> Any:
     return keyed.join(d, on=["__lamina_file", "__lamina_row"], how="left_anti").drop("__lamina_file", "__lamina_row")
 
 
-def _deleted_positions(table: lamina.Table, entries: pa.Table) -> pa.Table:
-    """(file_path as Spark reports it, row_index) of every deleted row of the files in ``entries``.
+def _deletes_api() -> Any:
+    """Lamina's deletion-vector reader (``lamina.table.deletes``, from the row-level issue), or None
+    in a build without it."""
+    try:
+        from lamina.table import deletes
+    except ImportError:
+        return None
+    return deletes
 
-    Deletion vectors are written by the row-level issue (issue 4); until their reader
-    exists a table with one is refused rather than read with deleted rows in it.
-    """
-    raise UnsupportedFeature(
-        f"{entries.num_rows} planned file(s) of {table.uri} carry deletion vectors, which this build cannot "
-        "read yet; refusing to return deleted rows"
-    )
+
+def _deleted_positions(table: lamina.Table, entries: pa.Table) -> pa.Table:
+    """(file_path as Spark reports it, row_index) of every deleted row of the files in ``entries``
+    (all of which carry a deletion vector); vectors are read in parallel, positions stay numpy."""
+    deletes = _deletes_api()
+    if deletes is None:
+        raise UnsupportedFeature(
+            f"{entries.num_rows} planned file(s) of {table.uri} carry deletion vectors, which this build cannot "
+            "read; refusing to return deleted rows"
+        )
+    dvs = deletes.dvs_of_plan(entries)
+    bitmaps = list(_pool.map(lambda dv: deletes.read_bitmap(table.io, dv), dvs))
+    positions = [deletes.positions_array(bm).astype(np.int64) for bm in bitmaps]
+    paths = [spark_file_path(u) for u in file_uris(table, entries.column("path")).to_pylist()]
+    counts = np.array([len(p) for p in positions], dtype=np.int64)
+    return pa.table({
+        "file_path": pa.array(paths, pa.string()).take(pa.array(np.repeat(np.arange(len(paths)), counts))),
+        "row_index": pa.array(np.concatenate(positions) if positions else np.zeros(0, np.int64), pa.int64()),
+    })
 
 
 def _native_parquet(spark: Any, schema: Any, uris: list[str]) -> Any:
