@@ -254,6 +254,10 @@ def test_append_versions_and_time_travel(spark, source, tmp_path):
         load(versionAsOf="7").count()
 
 
+HAS_TAGS = hasattr(lamina.Table, "create_tag")
+
+
+@pytest.mark.skipif(HAS_TAGS, reason="this build has tags: test_tag_option_reads_the_tagged_version")
 def test_tag_option_needs_tags(spark, source, tmp_path):
     """A non-numeric versionAsOf names a tag; without tag support it is a clear error, not a wrong read."""
     from lamina.spark import read, write
@@ -261,12 +265,28 @@ def test_tag_option_needs_tags(spark, source, tmp_path):
     data, df = source
     uri = str(tmp_path / "t")
     write(df.limit(10), uri)
-    if "tag" in lamina.Table.scan.__code__.co_varnames:
-        pytest.skip("tags exist in this build: covered by the tag tests")
     with pytest.raises(lamina.errors.UnsupportedFeature, match="tag"):
         read(spark, uri, tag="release")
     with pytest.raises(lamina.errors.UnsupportedFeature, match="tag"):
         read(spark, uri, version="release")
+
+
+@pytest.mark.skipif(not HAS_TAGS, reason="tags (issue 5) are not in this build")
+def test_tag_option_reads_the_tagged_version(spark, source, tmp_path):
+    from lamina.spark import read, write
+
+    data, df = source
+    uri = str(tmp_path / "t")
+    write(df, uri)
+    lamina.open_table(uri).create_tag("release", 1)
+    write(sdf(spark, orders(100, seed=3, start=10_000)), uri)
+    assert bag(collect(read(spark, uri, tag="release"))) == bag(data)
+    assert bag(collect(read(spark, uri, version="release"))) == bag(data)
+    assert bag(collect(spark.read.format("lamina").option("tag", "release").load(uri))) == bag(data)
+    assert bag(collect(spark.read.format("lamina").option("versionAsOf", "release").load(uri))) == bag(data)
+    assert read(spark, uri).count() == data.num_rows + 100
+    with pytest.raises(Exception, match="nope"):
+        spark.read.format("lamina").option("tag", "nope").load(uri).count()
 
 
 def test_overwrite_where_and_full_overwrite(spark, source, tmp_path):

@@ -22,6 +22,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import (
@@ -53,6 +54,7 @@ from lamina.spark._filters import from_spark_filter
 from lamina.spark._types import arrow_schema, batch_schema, check_writable, spark_schema
 from lamina.spark.read import _deletes_api, resolve_scan
 from lamina.spark.session import LAMINA_CONF
+from lamina.spec.layout import DATA_DIR
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.partition import _split_top_level as split_entries
 from lamina.spec.schema import Schema
@@ -378,10 +380,20 @@ class WriteTarget:
                 finish_write(io, wid)
 
     def abort(self, messages: list[Any]) -> None:
+        """Remove what the write's tasks left. Spark may pass only Nones (a task that succeeded
+        before another failed is not always reported), so the files are found by write id."""
         io = FileIO(self.uri, self.storage or None)
         msgs = [m for m in messages if m is not None]
-        _delete_quietly(io, [p for m in msgs for p in m.entries.column("path").to_pylist()])
-        for wid in {m.write_id for m in msgs} | {self.write_id}:
+        ids = {m.write_id for m in msgs} | {self.write_id}
+        paths = {p for m in msgs for p in m.entries.column("path").to_pylist()}
+        try:
+            listed = pa.array([o.path for o in io.walk(DATA_DIR)], pa.string())
+            for wid in ids:
+                paths.update(listed.filter(pc.match_substring(listed, f"/{wid}-")).to_pylist())
+        except LaminaError as e:
+            log.warning("could not list %s to remove the aborted write's files: %s", io.uri, e)
+        _delete_quietly(io, sorted(paths))
+        for wid in ids:
             finish_write(io, wid)
 
 
