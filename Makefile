@@ -9,7 +9,7 @@ $(VENV)/.installed-%: pyproject.toml
 	$(PY) -m pip install -q -e ".[$*]"
 	touch $@
 
-.PHONY: demo test bench
+.PHONY: demo test bench bench-spark
 demo: $(VENV)/.installed-test,spark
 	$(PY) -m lamina.demo
 
@@ -18,3 +18,6 @@ test: $(VENV)/.installed-test,spark
 
 bench: $(VENV)/.installed-bench
 	$(PY) bench/run.py
+
+bench-spark: $(VENV)/.installed-test,spark
+	$(PY) bench/spark_bench.py

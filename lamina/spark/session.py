@@ -16,10 +16,19 @@ LAMINA_CONF = {
 FAST_START_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 
-def python_for_workers() -> None:
-    """Make Spark's Python workers run this interpreter, so they import the same lamina."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+def python_for_workers(master: str) -> None:
+    """Make Spark's Python workers run this interpreter, so they import the same lamina.
+
+    With a local master (``local[...]``, ``local-cluster[...]``) the workers run on this
+    machine and must use this interpreter; on a real cluster an explicit
+    ``PYSPARK_PYTHON`` (the executors' Python) is respected.
+    """
+    if master.startswith("local"):
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    else:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
 def spark_session(
@@ -36,7 +45,7 @@ def spark_session(
 
     from lamina.spark.datasource import register
 
-    python_for_workers()
+    python_for_workers(master)
     builder = SparkSession.builder.master(master).appName(app_name).config("spark.ui.enabled", "false")
     for k, v in LAMINA_CONF.items():
         builder = builder.config(k, v)
