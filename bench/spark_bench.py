@@ -3,7 +3,7 @@
     .venv/bin/python bench/spark_bench.py            # ~10M rows, writes the "## Spark" section of BENCHMARKS.md
     .venv/bin/python bench/spark_bench.py --rows 1000000 --out bench/out/spark.md   # smaller, elsewhere
 
-Measured (each a full Spark action, median of ``--repeat`` runs, systems alternating):
+Measured (each a full Spark action; medians, systems alternating, see the report's notes):
 
 - write: raw ``df.write.parquet(dir)`` vs Lamina fast write ``lamina.spark.write(df, uri)`` (native
   writer + footers + one commit) vs the Python data source ``df.write.format("lamina").save(uri)``;
@@ -63,7 +63,8 @@ def median(xs: list[float]) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=10_000_000)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=5, help="timed rounds of writes and of Python data source reads")
+    ap.add_argument("--read-repeat", type=int, default=10, help="timed rounds of raw/fast read pairs")
     ap.add_argument("--out", default=str(REPO / "BENCHMARKS.md"), help="markdown file whose Spark section is (re)written")
     args = ap.parse_args(argv)
 
@@ -76,6 +77,13 @@ def main(argv=None) -> int:
                           conf={"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2"})
     spark.sparkContext.setLogLevel("ERROR")
     from pyspark.sql import functions as F
+
+    # Same Parquet encoding for every writer: Lamina stores INT64 microsecond timestamps (Spark's
+    # default is INT96), so raw Spark gets that setting too and the ratio measures Lamina's overhead.
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+
+    def gc() -> None:  # a full JVM collection before each timed action: no GC debt carried over
+        spark._jvm.System.gc()
 
     work = Path(tempfile.mkdtemp(prefix="lamina-spark-bench-"))
     df = build_df(spark, args.rows)
@@ -93,6 +101,7 @@ def main(argv=None) -> int:
         names = names[i % 3:] + names[: i % 3]
         for name in names:
             target = work / f"{name}{i}"
+            gc()
             took = timed(lambda: writers[name](target))
             if i > 0:
                 times[name].append(took)
@@ -119,15 +128,22 @@ def main(argv=None) -> int:
     }
     rtimes: dict[tuple[str, str], list[float]] = {(r, a): [] for r in readers for a in actions}
     sums = {}
-    for i in range(args.repeat + 1):  # round 0: warm-up
+    # Raw and fast reads alternate tightly (order flipped every round), the Python data source is
+    # timed in its own loop: it runs Python workers that would perturb the pair. Round 0 warms up.
+    for i in range(args.read_repeat + 1):
         for a, act in actions.items():
-            names = list(readers)
-            for r in names[i % 3:] + names[: i % 3]:
+            for r in (("raw", "fast") if i % 2 else ("fast", "raw")):
+                gc()
                 took = timed(lambda: act(readers[r]()))
                 if i > 0:
                     rtimes[(r, a)].append(took)
-        if i > 0:
-            print(f"read round {i}: " + ", ".join(f"{r}/{a} {v[-1]:.2f}s" for (r, a), v in rtimes.items()), flush=True)
+    for i in range(args.repeat + 1):
+        for a, act in actions.items():
+            gc()
+            took = timed(lambda: act(readers["datasource"]()))
+            if i > 0:
+                rtimes[("datasource", a)].append(took)
+    print("reads: " + ", ".join(f"{r}/{a} median {median(v):.2f}s" for (r, a), v in rtimes.items()), flush=True)
     load_after = os.getloadavg()[0]
     for r, make in readers.items():
         sums[r] = tuple(make().select(F.sum("qty"), F.count("*"), F.round(F.sum("amount"), 0)).collect()[0])
@@ -161,16 +177,19 @@ def report(args, times, rtimes, files: int, elapsed: float, load: tuple[float, f
         f"Lamina's Spark paths vs raw Parquet in the same Spark session, same data, one run (written by "
         f"`bench/spark_bench.py`; re-run it, do not edit by hand).",
         "",
-        f"- Command: `.venv/bin/python bench/spark_bench.py` (from the repository root; rows={args.rows:,}, repeat={args.repeat})",
+        f"- Command: `.venv/bin/python bench/spark_bench.py` (from the repository root; `make bench-spark` runs the same; "
+        f"rows={args.rows:,}, repeat={args.repeat}, read-repeat={args.read_repeat})",
         f"- Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, took {elapsed / 60:.1f} min; lamina {lamina.__version__} at git {rev}, "
         f"pyspark {pyspark.__version__}, Java 17, local[2] with spark.driver.memory=4g, default JVM flags",
         f"- Machine: {os.cpu_count()} vCPU, {platform.machine()}, Python {platform.python_version()}; shared with other work, "
         "quote ratios, not absolute times.",
         f"- Data: {args.rows:,} orders (order_id, customer_id bigint; category, country string; ts timestamp; amount double; "
         "qty int; is_member boolean) generated in the JVM from `spark.range` (4 partitions).",
-        f"- Each figure is the median of {args.repeat} runs after one untimed full-size warm-up round; the order of "
-        f"the systems rotates every round. 1-min load average {load[0]:.1f} before, {load[1]:.1f} after (the benchmark "
-        "alone keeps about 2 cores busy). "
+        f"- Each figure is a median: writes over {args.repeat} rounds (order of the three writers rotating), raw and fast "
+        f"reads over {args.read_repeat} tightly alternating pairs (order flipped each round), Python data source reads "
+        f"over {args.repeat} runs; each after an untimed warm-up round and a full JVM GC. All writers use "
+        "`spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS` (Lamina's encoding; Spark's default is INT96). "
+        f"1-min load average {load[0]:.1f} before, {load[1]:.1f} after (the benchmark alone keeps about 2 cores busy). "
         "**Ratio = raw time / Lamina time** (>1: Lamina is faster).",
         "",
         "| operation | raw Parquet | Lamina fast path | ratio | target | Python data source | ratio |",

@@ -186,8 +186,7 @@ class LaminaReader(DataSourceReader):
         assigned = balanced_bins(sizes, k)
         # A task is (path, deletion vector or None) per file: the DV travels with its file.
         dvs = _deletes_api().dvs_of_plan(entries) if has_dv else [None] * entries.num_rows
-        tasks = np.empty(entries.num_rows, dtype=object)
-        tasks[:] = list(zip(entries.column("path").to_pylist(), dvs))
+        tasks = np.fromiter(zip(entries.column("path").to_pylist(), dvs), dtype=object, count=entries.num_rows)
         order = np.argsort(assigned, kind="stable")
         cuts = np.flatnonzero(np.diff(assigned[order])) + 1
         return [FilesPartition(tuple(group)) for group in np.split(tasks[order], cuts)]
