@@ -9,16 +9,19 @@ $(VENV)/.installed-%: pyproject.toml
 	$(PY) -m pip install -q -e ".[$*]"
 	touch $@
 
-.PHONY: demo test bench test-radosgw
-demo: $(VENV)/.installed-test
+.PHONY: demo test bench bench-spark test-radosgw
+demo: $(VENV)/.installed-test,spark
 	$(PY) -m lamina.demo
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test,spark
 	$(PY) -m pytest -n 2 --dist loadgroup -q
 
 bench: $(VENV)/.installed-bench
 	$(PY) bench/run.py
 
+bench-spark: $(VENV)/.installed-test,spark
+	$(PY) bench/spark_bench.py
+
 # Opt-in: the S3 tests against a real Ceph radosgw (needs: apt-get install -y radosgw ceph-mon ceph-osd).
-test-radosgw: $(VENV)/.installed-test
+test-radosgw: $(VENV)/.installed-test,spark
 	LAMINA_S3_BACKEND=radosgw $(PY) -m pytest -q tests/test_s3.py

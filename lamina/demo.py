@@ -1,9 +1,19 @@
-"""The main job on the embedded default (a local directory, no server).
+"""The main job: an orders pipeline on Spark into a partitioned Lamina table, on the embedded default.
 
-Until the Spark pipeline lands this is an end-to-end run of the core format:
-create a partitioned table, load a few daily batches, overwrite one day,
-query with pruning, time-travel by version and timestamp, and check the table.
-Run with `make demo` (or `python -m lamina.demo [warehouse dir]`).
+Runs with ``make demo`` (or ``python -m lamina.demo [warehouse dir]``), on a local
+warehouse directory (recreated each run) and local Spark, no server:
+
+1. generate a few days of realistic orders in Spark (order id, customer, category,
+   timestamp, amount, quantity, country, channel, status);
+2. write them with Spark into a Lamina table partitioned by ``day(ts)``: one version;
+3. append one daily increment per day: one version each;
+4. query with filters (pruned to the partitions and files that can match);
+5. time travel to the version before the increments, by version and by timestamp,
+   through both the fast reader and ``spark.read.format("lamina")``;
+6. check the table (fsck) and print a summary of versions, files, rows and timings.
+
+Each step is a small function taking the ``Demo`` state, so later steps (tags, expiry,
+merges) slot into ``STEPS``.
 """
 
 from __future__ import annotations
@@ -11,73 +21,224 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
 
-import numpy as np
-import pyarrow as pa
 from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table as RichTable
 
 import lamina
 from lamina.maintenance import fsck
 
 console = Console()
 
+FIRST_DAY = datetime(2026, 1, 1, tzinfo=timezone.utc)
+INITIAL_DAYS = 5  # loaded in one write
+INCREMENT_DAYS = 3  # then appended one version per day
+ROWS_PER_DAY = 400_000  # 3.2 M orders in total
+CATEGORIES = ["books", "electronics", "garden", "toys", "grocery", "fashion", "sports", "music", "beauty", "tools"]
+COUNTRIES = ["DE", "FR", "GB", "US", "JP", "BR", "IN", "ES", "IT", "NL"]
+CHANNELS = ["web", "app", "store"]
+STATUSES = ["placed", "paid", "shipped", "delivered", "returned"]
 
-def daily_batch(day: int, rows: int, start_id: int) -> pa.Table:
-    rng = np.random.default_rng(day)
-    base = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(days=day)
-    return pa.table(
-        {
-            "id": pa.array(np.arange(start_id, start_id + rows), pa.int64()),
-            "category": pa.array([f"c{i}" for i in rng.integers(0, 8, rows)]),
-            "amount": pa.array(rng.normal(100, 25, rows)),
-            "ts": pa.array([base + timedelta(seconds=int(s)) for s in rng.integers(0, 86_400, rows)], pa.timestamp("us", "UTC")),
-        }
+
+@dataclass
+class Demo:
+    spark: Any
+    warehouse: str
+    uri: str
+    progress: Progress
+    timings: list[tuple[str, float, str]] = field(default_factory=list)  # (step, seconds, what happened)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def record(self, step: str, seconds: float, detail: str) -> None:
+        self.timings.append((step, seconds, detail))
+        self.progress.console.print(f"[green]✓[/green] {step} [dim]({seconds:.1f} s)[/dim] — {detail}")
+
+
+# --- data ---------------------------------------------------------------------------------
+
+
+def orders_for_day(spark: Any, day: int, rows: int, first_id: int) -> Any:
+    """One day of orders, generated inside Spark (deterministic per day)."""
+    from pyspark.sql import functions as F
+
+    def pick(values: list[str], salt: int) -> Any:
+        idx = (F.abs(F.hash(F.col("id"), F.lit(salt))) % len(values) + 1).cast("int")
+        return F.element_at(F.array(*[F.lit(v) for v in values]), idx)
+
+    start_us = int((FIRST_DAY + timedelta(days=day)).timestamp() * 1_000_000)
+    u = lambda salt: F.abs(F.hash(F.col("id"), F.lit(salt))) % 1_000_000 / 1_000_000.0  # noqa: E731
+    return spark.range(first_id, first_id + rows, numPartitions=2).select(
+        F.col("id").alias("order_id"),
+        (F.abs(F.hash(F.col("id"), F.lit(1))) % 250_000).cast("long").alias("customer_id"),
+        pick(CATEGORIES, 2).alias("category"),
+        F.timestamp_micros(F.lit(start_us) + (u(3) * 86_400_000_000).cast("long")).alias("ts"),
+        F.round(F.exp(u(4) * 5.5) * 2.0 + 1.0, 2).alias("amount"),  # long-tailed, 3 .. ~490
+        ((u(5) * 5).cast("int") + 1).alias("quantity"),
+        pick(COUNTRIES, 6).alias("country"),
+        pick(CHANNELS, 7).alias("channel"),
+        pick(STATUSES, 8).alias("status"),
     )
 
 
-def main(warehouse: str = "demo-warehouse") -> None:
-    shutil.rmtree(warehouse, ignore_errors=True)
-    uri = f"{warehouse}/events"
-    schema = daily_batch(0, 1, 0).schema
-    t = lamina.create_table(uri, schema, partition_by=["day(ts)"], properties={"write.max-rows-per-file": "50000"})
-    console.print(f"[bold]created[/bold] {t.uri} (uuid {t.uuid})")
+def days_of_orders(spark: Any, days: range, rows_per_day: int) -> Any:
+    dfs = [orders_for_day(spark, d, rows_per_day, d * rows_per_day) for d in days]
+    out = dfs[0]
+    for d in dfs[1:]:
+        out = out.unionByName(d)
+    return out
 
-    next_id, per_day = 0, 100_000
-    for day in range(5):
+
+# --- steps -----------------------------------------------------------------------------------
+
+
+def initial_load(demo: Demo) -> None:
+    from lamina.spark import write
+
+    t0 = time.perf_counter()
+    df = days_of_orders(demo.spark, range(INITIAL_DAYS), ROWS_PER_DAY)
+    v = write(df, demo.uri, partition_by=["day(ts)"], properties={"write.max-rows-per-file": "500000"})
+    t = lamina.open_table(demo.uri)
+    demo.facts["loaded_version"] = v
+    demo.record("initial load", time.perf_counter() - t0,
+                f"{INITIAL_DAYS} days, {t.scan().count():,} orders -> version {v} ({len(t.scan().plan())} files)")
+
+
+def daily_increments(demo: Demo) -> None:
+    from lamina.spark import write
+
+    for day in range(INITIAL_DAYS, INITIAL_DAYS + INCREMENT_DAYS):
         t0 = time.perf_counter()
-        v = t.append(daily_batch(day, per_day, next_id))
-        next_id += per_day
-        console.print(f"day {day}: appended {per_day} rows as version {v} in {(time.perf_counter() - t0) * 1000:.0f} ms")
-    after_loads = t.version
-    t_loads = t.metadata.timestamp_ms
+        v = write(orders_for_day(demo.spark, day, ROWS_PER_DAY, day * ROWS_PER_DAY), demo.uri)
+        date = (FIRST_DAY + timedelta(days=day)).date()
+        demo.record(f"append {date}", time.perf_counter() - t0, f"{ROWS_PER_DAY:,} orders -> version {v}")
 
-    # Re-deliver day 2 (a corrected batch): replace exactly that day, as one version.
-    fixed = daily_batch(2, 80_000, 10_000_000)
-    v = t.overwrite(fixed, where="ts >= TIMESTAMP '2026-01-03 00:00:00' AND ts < TIMESTAMP '2026-01-04 00:00:00'")
-    console.print(f"overwrote day 2 with {fixed.num_rows} corrected rows as version {v}")
 
-    t = lamina.open_table(uri)
-    q = "category = 'c3' AND id >= 150000 AND id < 250000"
-    scan = t.scan(where=q, columns=["id", "category", "amount"])
-    plan = scan.plan()
-    total = len(t.scan().plan())
-    rows = scan.to_arrow()
-    console.print(f"query [cyan]{q}[/cyan]: {len(plan)} of {total} files after pruning, {rows.num_rows} rows")
+def filtered_queries(demo: Demo) -> None:
+    from pyspark.sql import functions as F
 
-    now_rows = t.scan().count()
-    old_rows = t.scan(version=after_loads).count()
-    ts_rows = t.scan(timestamp=t_loads).count()
-    console.print(f"rows now: {now_rows}; as of version {after_loads}: {old_rows}; as of its timestamp: {ts_rows}")
-    assert old_rows == ts_rows == 5 * per_day and now_rows == 4 * per_day + fixed.num_rows
+    from lamina.spark import read
 
-    for h in t.history(limit=3):
-        console.print(f"  v{h['version']} {h['operation']:<9} {h['summary']}")
-    rep = fsck(t)
-    console.print(f"fsck: {rep.checked_files} referenced files checked, {len(rep.missing)} missing, "
-                  f"{len(rep.unreferenced)} unreferenced -> {'[green]OK[/green]' if rep.ok else '[red]FAIL[/red]'}")
+    t = lamina.open_table(demo.uri)
+    total_files = len(t.scan().plan())
+    day = (FIRST_DAY + timedelta(days=2)).date()
+    where = f"ts >= TIMESTAMP '{day} 00:00:00' AND ts < TIMESTAMP '{day + timedelta(days=1)} 00:00:00'"
+    t0 = time.perf_counter()
+    revenue = (
+        read(demo.spark, demo.uri, where=where, columns=["category", "amount", "status"])
+        .where(F.col("status") != "returned")
+        .groupBy("category").agg(F.round(F.sum("amount"), 2).alias("revenue"), F.count("*").alias("orders"))
+        .orderBy(F.desc("revenue"))
+        .collect()
+    )
+    planned = len(t.scan(where=where).plan())
+    demo.record("query: revenue by category on one day", time.perf_counter() - t0,
+                f"{planned} of {total_files} files read; top: {revenue[0]['category']} {revenue[0]['revenue']:,.2f}")
+    demo.facts["revenue"] = revenue
+
+    t0 = time.perf_counter()
+    lookup = "order_id >= 1200000 AND order_id < 1250000 AND country IN ('DE', 'FR')"
+    orders = read(demo.spark, demo.uri, where=lookup, columns=["order_id", "customer_id", "amount"])
+    n = orders.count()
+    planned = len(t.scan(where=lookup).plan())
+    demo.record("query: an order-id range in DE/FR", time.perf_counter() - t0,
+                f"{n:,} orders; {planned} of {total_files} files after order_id statistics pruning")
+
+
+def time_travel(demo: Demo) -> None:
+    from lamina.spark import read
+
+    t = lamina.open_table(demo.uri)
+    v = demo.facts["loaded_version"]
+    at = lamina.open_table(demo.uri, version=v).metadata.timestamp_ms
+    t0 = time.perf_counter()
+    now = read(demo.spark, demo.uri).count()
+    then = read(demo.spark, demo.uri, version=v).count()
+    by_time = read(demo.spark, demo.uri, timestamp=at).count()
+    by_source = demo.spark.read.format("lamina").option("versionAsOf", v).load(demo.uri).count()
+    if not then == by_time == by_source == INITIAL_DAYS * ROWS_PER_DAY:
+        raise AssertionError(f"time travel disagrees: {then}, {by_time}, {by_source}")
+    demo.record("time travel", time.perf_counter() - t0,
+                f"version {t.version}: {now:,} orders; version {v} (by number, by timestamp, via format('lamina')): {then:,}")
+
+
+def check_table(demo: Demo) -> None:
+    t0 = time.perf_counter()
+    rep = fsck(lamina.open_table(demo.uri))
+    demo.record("fsck", time.perf_counter() - t0,
+                f"{rep.checked_files} files checked, {len(rep.missing)} missing, {len(rep.unreferenced)} unreferenced")
     if not rep.ok:
-        sys.exit(1)
+        raise SystemExit(f"fsck failed: {rep}")
+
+
+STEPS: list[tuple[str, Callable[[Demo], None]]] = [
+    ("initial load", initial_load),
+    ("daily increments", daily_increments),
+    ("filtered queries", filtered_queries),
+    ("time travel", time_travel),
+    ("check", check_table),
+]
+
+
+# --- summary ---------------------------------------------------------------------------------
+
+
+def print_summary(demo: Demo, total_s: float) -> None:
+    t = lamina.open_table(demo.uri)
+    hist = RichTable(title=f"Versions of {demo.uri}")
+    for col in ("version", "operation", "added files", "added rows", "total files", "total rows"):
+        hist.add_column(col, justify="right" if col != "operation" else "left")
+    for h in reversed(t.history()):
+        s = h["summary"]
+        hist.add_row(str(h["version"]), h["operation"], str(s.get("added-files", "")), f"{s.get('added-records', 0):,}",
+                     str(s.get("total-files", 0)), f"{s.get('total-records', 0):,}")
+    console.print(hist)
+    steps = RichTable(title="Steps")
+    steps.add_column("step")
+    steps.add_column("seconds", justify="right")
+    steps.add_column("result")
+    for name, secs, detail in demo.timings:
+        steps.add_row(name, f"{secs:.1f}", detail)
+    console.print(steps)
+    console.print(
+        f"[bold]{t.version + 1} versions, {len(t.scan().plan())} files, {t.scan().count():,} rows[/bold] "
+        f"in {demo.uri}; whole job {total_s:.1f} s"
+    )
+
+
+def start_spark() -> Any:
+    from lamina.spark import spark_session
+
+    spark = spark_session(
+        master="local[2]", app_name="lamina-demo",
+        conf={"spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "2g"},
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def main(warehouse: str = "warehouse") -> None:
+    t_start = time.perf_counter()
+    shutil.rmtree(warehouse, ignore_errors=True)
+    columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+               TimeElapsedColumn()]
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("starting Spark", total=len(STEPS) + 1)
+        t0 = time.perf_counter()
+        spark = start_spark()
+        demo = Demo(spark, warehouse, f"{warehouse}/orders", progress)
+        demo.record("start Spark (local[2])", time.perf_counter() - t0, f"Spark {spark.version}")
+        progress.advance(task)
+        for name, step in STEPS:
+            progress.update(task, description=name)
+            step(demo)
+            progress.advance(task)
+        progress.update(task, description="done")
+    print_summary(demo, time.perf_counter() - t_start)
+    spark.stop()
 
 
 if __name__ == "__main__":

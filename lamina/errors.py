@@ -99,5 +99,19 @@ class CommitRetriesExhausted(CommitConflict):
     """The commit kept losing the race for its version slot until the retry budget ran out."""
 
 
+class TransactionAlreadyCommitted(LaminaError):
+    """An idempotent write (application id, sequence number) was already committed; nothing new was committed.
+
+    Streaming writers record ``{app_id: batch_id}`` with each commit; replaying a
+    batch at or below the recorded sequence raises this instead of duplicating rows.
+    """
+
+    def __init__(self, message: str, app_id: str = "", sequence: int = -1, version: int = -1) -> None:
+        super().__init__(message)
+        self.app_id = app_id
+        self.sequence = sequence
+        self.version = version  # the version that already holds app_id at >= sequence
+
+
 class CommitStateUnknown(LaminaError):
     """The store did not say whether the commit landed, and it could not be resolved."""

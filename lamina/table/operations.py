@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit import Change
-from lamina.errors import CommitConflict
+from lamina.errors import CommitConflict, TransactionAlreadyCommitted
 from lamina.expr import AlwaysTrue, Expr, to_arrow_filter
 from lamina.manifest.entries import conform, fill_constant
 from lamina.manifest.tree import live_data_entries
@@ -42,9 +42,26 @@ def _stamp(entries: pa.Table, table: "Table", base: VersionManifest) -> pa.Table
     return fill_constant(e, added_version=base.version + 1, status=1, removed_version=None)
 
 
+def check_app_transactions(base: VersionManifest, app_transactions: dict[str, int] | None) -> None:
+    """Raise TransactionAlreadyCommitted if ``base`` already records any app at >= its sequence."""
+    for app, seq in (app_transactions or {}).items():
+        done = base.app_transactions.get(app)
+        if done is not None and done >= seq:
+            raise TransactionAlreadyCommitted(
+                f"application {app!r} already committed sequence {done} (>= {seq}) at version {base.version}; "
+                "nothing was committed",
+                app, seq, base.version,
+            )
+
+
 @dataclass
 class AppendFiles:
-    """Add data files. Applies to any base: appends never conflict."""
+    """Add data files. Applies to any base: appends never conflict.
+
+    With ``app_transactions`` ({app id: sequence}) the append is idempotent: it is
+    checked against every base it is applied to (each retry's rebase included), so
+    a sequence already recorded for the app is never committed twice.
+    """
 
     table: "Table"
     entries: pa.Table
@@ -52,6 +69,7 @@ class AppendFiles:
     app_transactions: dict[str, int] | None = None
 
     def apply(self, base: VersionManifest) -> Change:
+        check_app_transactions(base, self.app_transactions)
         return Change(
             self.operation,
             _stamp(self.entries, self.table, base),

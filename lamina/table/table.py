@@ -35,10 +35,9 @@ from lamina.spec.schema import Schema
 from lamina.spec.version import VersionManifest
 from lamina.maintenance import auto_tags, compaction, expire, orphans
 from lamina.spec.tag import Tag
-from lamina.table import system
-from lamina.table.operations import AppendFiles, Overwrite, Rollback
-from lamina.table import rowlevel
+from lamina.table import rowlevel, system
 from lamina.table.inflight import new_write_id
+from lamina.table.operations import AppendFiles, Overwrite, Rollback, check_app_transactions
 from lamina.table.tags import TagStore
 from lamina.table.scan import Scan, ScanPlan
 from lamina.table.writer import PendingWrites, write_data_files
@@ -66,6 +65,18 @@ def _to_arrow(data: Any) -> pa.Table:
     raise SchemaMismatch(
         f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch, RecordBatchReader or pandas DataFrame"
     )
+
+
+def _app_transactions(app_transaction: tuple[str, int] | None) -> dict[str, int] | None:
+    if app_transaction is None:
+        return None
+    try:
+        app, seq = app_transaction
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"app_transaction must be (app_id, sequence), got {app_transaction!r}") from None
+    if not isinstance(app, str) or not app or isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise InvalidArgument(f"app_transaction must be (non-empty str, int >= 0), got {app_transaction!r}")
+    return {app: seq}
 
 
 def _timestamp_ms(ts: Any) -> int:
@@ -240,12 +251,26 @@ class Table:
             auto_tags.on_commit(self, self._vm)
         return self._vm.version
 
-    def append(self, data: Any, *, commit_options: CommitOptions | None = None) -> int:
-        """Append rows as one new version; returns the version committed."""
+    def append(
+        self,
+        data: Any,
+        *,
+        app_transaction: tuple[str, int] | None = None,
+        commit_options: CommitOptions | None = None,
+    ) -> int:
+        """Append rows as one new version; returns the version committed.
+
+        ``app_transaction=(app_id, sequence)`` makes the append idempotent: it is recorded
+        in the version, and an append whose sequence is not above the app's recorded one
+        raises TransactionAlreadyCommitted with nothing committed.
+        """
         table = self._vm.schema.conform(_to_arrow(data))  # schema errors before any file is written
+        apps = _app_transactions(app_transaction)
+        if apps:
+            check_app_transactions(self.log.latest(), apps)  # before writing a file for nothing
         pending = PendingWrites([])  # the data file reaches disk while manifests are built
         files = self._write(table, uuid.uuid4().hex[:16], pending)
-        return self._commit(AppendFiles(self, self._entries(files)), commit_options, pending)
+        return self._commit(AppendFiles(self, self._entries(files), app_transactions=apps), commit_options, pending)
 
     def overwrite(self, data: Any, where: str | Expr | None = None, *, commit_options: CommitOptions | None = None) -> int:
         """Replace all rows (or those matching ``where``) with ``data``, as one version.
@@ -267,18 +292,61 @@ class Table:
         op = Overwrite(self, predicate, self._entries(files), lambda rows: self._entries(self._write(rows, write_id)))
         return self._commit(op, commit_options)
 
-    def add_files(self, files: pa.Table, *, commit_options: CommitOptions | None = None) -> int:
+    def add_files(
+        self,
+        files: pa.Table,
+        *,
+        mode: str = "append",
+        where: str | Expr | None = None,
+        app_transaction: tuple[str, int] | None = None,
+        commit_options: CommitOptions | None = None,
+    ) -> int:
         """Register existing data files (already under the table root) in one version.
 
         ``files`` columns: path (relative to the table root), size, record_count, and
-        optional ``lower.<col>``, ``upper.<col>``, ``null_count.<col>``, ``partition.<field>``.
+        optional ``partition_path``, ``lower.<col>``, ``upper.<col>``, ``null_count.<col>``,
+        ``partition.<field>``. ``mode="overwrite"`` replaces all rows (or those matching
+        ``where``; the caller guarantees the new files' rows match it) in the same version.
+        ``app_transaction`` as for ``append`` (append mode only).
         """
         vm = self._vm
         entries = entries_from_user_files(files, vm.schema, vm.partition_spec, self._mschema_of(vm))
         for p in entries.column("path").to_pylist()[:1]:
             if p.startswith("/") or ".." in p.split("/"):
                 raise InvalidArgument(f"add_files paths must be relative to the table root, got {p!r}")
-        return self._commit(AppendFiles(self, entries, operation="add-files"), commit_options)
+        return self._commit_entries(
+            entries, mode=mode, where=where, app_transaction=app_transaction,
+            operation="add-files", commit_options=commit_options,
+        )
+
+    def _commit_entries(
+        self,
+        entries: pa.Table,
+        *,
+        mode: str = "append",
+        where: str | Expr | None = None,
+        app_transaction: tuple[str, int] | None = None,
+        operation: str = "append",
+        write_id: str | None = None,
+        commit_options: CommitOptions | None = None,
+    ) -> int:
+        """Commit data files already written (manifest-format ``entries``) as one version.
+
+        Overwrite rewrites files that only partly match ``where``; the rewritten
+        remainders carry ``write_id`` in their names.
+        """
+        apps = _app_transactions(app_transaction)
+        if mode == "append":
+            op: Any = AppendFiles(self, entries, operation=operation, app_transactions=apps)
+        elif mode == "overwrite":
+            if apps:
+                raise InvalidArgument("app_transaction applies to appends only, not to overwrite")
+            predicate = bind(to_expr(where), self._vm.schema)
+            wid = write_id or uuid.uuid4().hex[:16]
+            op = Overwrite(self, predicate, entries, lambda rows: self._entries(self._write(rows, wid)))
+        else:
+            raise InvalidArgument(f"mode must be 'append' or 'overwrite', not {mode!r}")
+        return self._commit(op, commit_options)
 
     # -- row-level changes --------------------------------------------------------------
 

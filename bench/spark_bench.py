@@ -1,0 +1,235 @@
+"""Spark benchmark: Lamina's Spark paths against raw Parquet in Spark, in one run, on the same data.
+
+    .venv/bin/python bench/spark_bench.py            # ~10M rows, writes the "## Spark" section of BENCHMARKS.md
+    .venv/bin/python bench/spark_bench.py --rows 1000000 --out bench/out/spark.md   # smaller, elsewhere
+
+Measured (each a full Spark action; medians, systems alternating, see the report's notes):
+
+- write: raw ``df.write.parquet(dir)`` vs Lamina fast write ``lamina.spark.write(df, uri)`` (native
+  writer + footers + one commit) vs the Python data source ``df.write.format("lamina").save(uri)``;
+- read, full rows (``write.format("noop")``) and one column (``sum(amount)``): raw
+  ``spark.read.parquet(<the Lamina table's data dir>)`` (the same files) vs Lamina fast read
+  ``lamina.spark.read(spark, uri)`` (plan + native reader) vs ``spark.read.format("lamina")``.
+
+Ratios are raw time / Lamina time (>1: Lamina is faster). Targets (issue 3): fast read >= 1.0x
+raw, fast write >= 0.9x raw. Uses a normal JVM (no fast-start flags), local[2].
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BEGIN, END = "<!-- spark-bench:begin -->", "<!-- spark-bench:end -->"
+
+
+def build_df(spark, rows: int):
+    """Orders: 8 columns of mixed types, generated inside the JVM (no Python in the way)."""
+    from pyspark.sql import functions as F
+
+    return spark.range(0, rows, numPartitions=4).select(
+        F.col("id").alias("order_id"),
+        (F.hash("id") % 100_000).cast("long").alias("customer_id"),
+        F.element_at(F.array(*[F.lit(c) for c in ["books", "games", "garden", "toys", "food", "music", "tools", "sport"]]),
+                     (F.abs(F.hash("id", F.lit(1))) % 8 + 1).cast("int")).alias("category"),
+        F.timestamp_micros(F.lit(1_767_225_600_000_000) + F.col("id") * 25_920).alias("ts"),
+        (F.abs(F.hash("id", F.lit(2))) % 100_000 / 100.0).alias("amount"),
+        (F.abs(F.hash("id", F.lit(3))) % 20 + 1).cast("int").alias("qty"),
+        F.element_at(F.array(*[F.lit(c) for c in ["DE", "FR", "US", "JP", "BR", "IN"]]),
+                     (F.abs(F.hash("id", F.lit(4))) % 6 + 1).cast("int")).alias("country"),
+        (F.abs(F.hash("id", F.lit(5))) % 2 == 0).alias("is_member"),
+    )
+
+
+def timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--repeat", type=int, default=5, help="timed rounds of writes and of Python data source reads")
+    ap.add_argument("--read-repeat", type=int, default=10, help="timed rounds of raw/fast read pairs")
+    ap.add_argument("--out", default=str(REPO / "BENCHMARKS.md"), help="markdown file whose Spark section is (re)written")
+    args = ap.parse_args(argv)
+
+    sys.path.insert(0, str(REPO))
+    import lamina
+    from lamina.spark import read, spark_session, write
+
+    started = time.time()
+    spark = spark_session(master="local[2]", app_name="lamina-spark-bench",
+                          conf={"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    from pyspark.sql import functions as F
+
+    # Same Parquet encoding for every writer: Lamina stores INT64 microsecond timestamps (Spark's
+    # default is INT96), so raw Spark gets that setting too and the ratio measures Lamina's overhead.
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+
+    def gc() -> None:  # a full JVM collection before each timed action: no GC debt carried over
+        spark._jvm.System.gc()
+
+    work = Path(tempfile.mkdtemp(prefix="lamina-spark-bench-"))
+    df = build_df(spark, args.rows)
+    writers = {
+        "raw_write": lambda d: df.write.parquet(str(d)),
+        "fast_write": lambda d: write(df, str(d)),
+        "arrow_write": lambda d: df.write.format("lamina").mode("append").save(str(d)),
+    }
+    times: dict[str, list[float]] = {k: [] for k in writers}
+    load_before = os.getloadavg()[0]
+    # Round 0 is a full-size warm-up (JIT, Python workers, page cache), not counted. The order of the
+    # systems rotates every round so that write-back of the previous write falls on each alike.
+    for i in range(args.repeat + 1):
+        names = list(writers)
+        names = names[i % 3:] + names[: i % 3]
+        for name in names:
+            target = work / f"{name}{i}"
+            gc()
+            took = timed(lambda: writers[name](target))
+            if i > 0:
+                times[name].append(took)
+        print(f"write round {i}{' (warm-up)' if i == 0 else ''}: "
+              + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items() if v and i > 0), flush=True)
+        if i > 1:
+            for name in writers:
+                shutil.rmtree(work / f"{name}{i}")
+
+    uri = str(work / "fast_write1")
+    table = lamina.open_table(uri)
+    files, rows = len(table.scan().plan()), table.scan().count()
+    assert rows == args.rows, (rows, args.rows)
+    (spark_dir,) = os.listdir(f"{uri}/data")  # the one write's directory: data/spark-<write id>
+    data_dir = f"file://{uri}/data/{spark_dir}"
+    readers = {
+        "raw": lambda: spark.read.parquet(data_dir),
+        "fast": lambda: read(spark, uri),
+        "datasource": lambda: spark.read.format("lamina").load(uri),
+    }
+    actions = {
+        "full": lambda d: d.write.format("noop").mode("overwrite").save(),
+        "one_column": lambda d: d.select(F.sum("amount")).collect(),
+    }
+    rtimes: dict[tuple[str, str], list[float]] = {(r, a): [] for r in readers for a in actions}
+    sums = {}
+    # Raw and fast reads alternate tightly (order flipped every round), the Python data source is
+    # timed in its own loop: it runs Python workers that would perturb the pair. Round 0 warms up.
+    for i in range(args.read_repeat + 1):
+        for a, act in actions.items():
+            for r in (("raw", "fast") if i % 2 else ("fast", "raw")):
+                gc()
+                took = timed(lambda: act(readers[r]()))
+                if i > 0:
+                    rtimes[(r, a)].append(took)
+    for i in range(args.repeat + 1):
+        for a, act in actions.items():
+            gc()
+            took = timed(lambda: act(readers["datasource"]()))
+            if i > 0:
+                rtimes[("datasource", a)].append(took)
+    print("reads: " + ", ".join(f"{r}/{a} median {median(v):.2f}s" for (r, a), v in rtimes.items()), flush=True)
+    load_after = os.getloadavg()[0]
+    for r, make in readers.items():
+        sums[r] = tuple(make().select(F.sum("qty"), F.count("*"), F.round(F.sum("amount"), 0)).collect()[0])
+    assert len(set(sums.values())) == 1, sums  # same rows through every reader
+    elapsed = time.time() - started
+    spark.stop()
+    shutil.rmtree(work, ignore_errors=True)
+
+    section = report(args, times, rtimes, files, elapsed, (load_before, load_after))
+    print(section)
+    write_section(Path(args.out), section)
+    return 0
+
+
+def _fmt(s: float) -> str:
+    return f"{s:.2f} s"
+
+
+def report(args, times, rtimes, files: int, elapsed: float, load: tuple[float, float]) -> str:
+    import pyspark
+
+    import lamina
+
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    raw_w = median(times["raw_write"])
+    fw, aw = median(times["fast_write"]), median(times["arrow_write"])
+    lines = [
+        BEGIN,
+        "## Spark",
+        "",
+        f"Lamina's Spark paths vs raw Parquet in the same Spark session, same data, one run (written by "
+        f"`bench/spark_bench.py`; re-run it, do not edit by hand).",
+        "",
+        f"- Command: `.venv/bin/python bench/spark_bench.py` (from the repository root; `make bench-spark` runs the same; "
+        f"rows={args.rows:,}, repeat={args.repeat}, read-repeat={args.read_repeat})",
+        f"- Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, took {elapsed / 60:.1f} min; lamina {lamina.__version__} at git {rev}, "
+        f"pyspark {pyspark.__version__}, Java 17, local[2] with spark.driver.memory=4g, default JVM flags",
+        f"- Machine: {os.cpu_count()} vCPU, {platform.machine()}, Python {platform.python_version()}; shared with other work, "
+        "quote ratios, not absolute times.",
+        f"- Data: {args.rows:,} orders (order_id, customer_id bigint; category, country string; ts timestamp; amount double; "
+        "qty int; is_member boolean) generated in the JVM from `spark.range` (4 partitions).",
+        f"- Each figure is a median: writes over {args.repeat} rounds (order of the three writers rotating), raw and fast "
+        f"reads over {args.read_repeat} tightly alternating pairs (order flipped each round), Python data source reads "
+        f"over {args.repeat} runs; each after an untimed warm-up round and a full JVM GC. All writers use "
+        "`spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS` (Lamina's encoding; Spark's default is INT96). "
+        f"1-min load average {load[0]:.1f} before, {load[1]:.1f} after (the benchmark alone keeps about 2 cores busy). "
+        "**Ratio = raw time / Lamina time** (>1: Lamina is faster).",
+        "",
+        "| operation | raw Parquet | Lamina fast path | ratio | target | Python data source | ratio |",
+        "|---|---|---|---|---|---|---|",
+        f"| write `df` (new table / new dir) | {_fmt(raw_w)} | {_fmt(fw)} | {raw_w / fw:.2f}x | >= 0.9x: "
+        f"{'PASS' if raw_w / fw >= 0.9 else 'MISS'} | {_fmt(aw)} | {raw_w / aw:.2f}x |",
+    ]
+    for a, label in (("full", "read all rows (`write.format('noop')`)"), ("one_column", "read one column (`sum(amount)`)")):
+        raw, fast, dsrc = (median(rtimes[(r, a)]) for r in ("raw", "fast", "datasource"))
+        lines.append(
+            f"| {label} | {_fmt(raw)} | {_fmt(fast)} | {raw / fast:.2f}x | >= 1.0x: {'PASS' if raw / fast >= 1.0 else 'MISS'} "
+            f"| {_fmt(dsrc)} | {raw / dsrc:.2f}x |"
+        )
+    lines += [
+        "",
+        f"- Raw runs: write {', '.join(_fmt(x) for x in times['raw_write'])}; fast write {', '.join(_fmt(x) for x in times['fast_write'])}; "
+        f"Arrow writer {', '.join(_fmt(x) for x in times['arrow_write'])}.",
+        "- Read runs: " + "; ".join(f"{r}/{a} " + ", ".join(_fmt(x) for x in v) for (r, a), v in rtimes.items()) + ".",
+        f"- The fast write includes everything after the Spark job too: reading the {files} new files' footers and "
+        "the commit. The raw reads list the table's `data/` directory and infer the schema from a footer; the fast "
+        "read opens the table, plans, and passes the file list and schema. All three readers return the same "
+        "row count, `sum(qty)` and (rounded) `sum(amount)` (checked).",
+        "- The Python data source reads whole files into Arrow in Python workers (no column pruning reaches a "
+        "Python source in Spark 4.3) and its writer encodes Parquet in Python workers: it is the path for object "
+        "stores, not the fast path.",
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def write_section(path: Path, section: str) -> None:
+    text = path.read_text() if path.exists() else "# Lamina benchmarks\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        text = head + section + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

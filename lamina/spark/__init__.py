@@ -1,0 +1,19 @@
+"""Lamina tables from PySpark.
+
+    from lamina.spark import spark_session, read, write
+    spark = spark_session()                      # or your own session + lamina.spark.register(spark)
+    write(df, "warehouse/orders", partition_by=["day(ts)"])          # native Parquet writer, one version
+    read(spark, "warehouse/orders", where="amount > 100").count()    # native Parquet reader over planned files
+    spark.read.format("lamina").option("versionAsOf", 3).load("warehouse/orders")
+    df.write.format("lamina").mode("append").save("s3://bucket/orders")  # Python data source (any store)
+
+See docs/spark.md.
+"""
+
+from lamina.spark.datasource import LaminaDataSource, register
+from lamina.spark.read import read
+from lamina.spark.session import spark_session
+from lamina.spark.streaming import foreach_batch_writer
+from lamina.spark.write import write
+
+__all__ = ["LaminaDataSource", "foreach_batch_writer", "read", "register", "spark_session", "write"]

@@ -1,0 +1,165 @@
+"""Arrow <-> Spark schemas, exactly as Spark's Parquet reader and Arrow bridge see them.
+
+Lamina tables are typed by Arrow schemas; Spark by StructTypes. Reads need the
+Spark schema of a table (native Parquet reader and Python data source alike),
+writes need the Arrow schema of a DataFrame, and the Python data source must
+yield batches whose Arrow schema equals what Spark expects for its StructType.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import types as T
+
+from lamina.errors import SchemaMismatch
+
+
+def spark_type(t: pa.DataType, column: str) -> T.DataType:
+    """The Spark type a Parquet column of Arrow type ``t`` is read as."""
+    if pa.types.is_boolean(t):
+        return T.BooleanType()
+    if pa.types.is_integer(t):
+        # Spark reads Parquet unsigned ints into the next wider signed type (uint64 into decimal(20,0)).
+        return {
+            "int8": T.ByteType(), "int16": T.ShortType(), "int32": T.IntegerType(), "int64": T.LongType(),
+            "uint8": T.ShortType(), "uint16": T.IntegerType(), "uint32": T.LongType(), "uint64": T.DecimalType(20, 0),
+        }[str(t)]
+    if pa.types.is_float32(t):
+        return T.FloatType()
+    if pa.types.is_float64(t):
+        return T.DoubleType()
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return T.StringType()
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return T.BinaryType()
+    if pa.types.is_date(t):
+        return T.DateType()
+    if pa.types.is_timestamp(t):
+        # An instant (zone-aware) is Spark's TIMESTAMP; a wall-clock time is TIMESTAMP_NTZ.
+        return T.TimestampType() if t.tz is not None else T.TimestampNTZType()
+    if pa.types.is_decimal(t):
+        if t.precision > 38:
+            raise SchemaMismatch(f"column {column!r}: Spark decimals hold at most 38 digits, the table has {t}")
+        return T.DecimalType(t.precision, t.scale)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return T.ArrayType(spark_type(t.value_type, column), t.value_field.nullable)
+    if pa.types.is_map(t):
+        return T.MapType(spark_type(t.key_type, column), spark_type(t.item_type, column), t.item_field.nullable)
+    if pa.types.is_struct(t):
+        return T.StructType([T.StructField(f.name, spark_type(f.type, column), f.nullable) for f in t])
+    raise SchemaMismatch(f"column {column!r} has type {t}, which Spark cannot read from Parquet")
+
+
+def spark_schema(schema: pa.Schema) -> T.StructType:
+    """The StructType of a Lamina table (all fields nullable in Spark's view of Parquet)."""
+    return T.StructType([T.StructField(f.name, spark_type(f.type, f.name), True) for f in schema])
+
+
+def arrow_type(t: T.DataType, column: str) -> pa.DataType:
+    """The Arrow type Lamina stores a Spark column as (the inverse of ``spark_type``)."""
+    simple = {
+        T.BooleanType: pa.bool_(), T.ByteType: pa.int8(), T.ShortType: pa.int16(), T.IntegerType: pa.int32(),
+        T.LongType: pa.int64(), T.FloatType: pa.float32(), T.DoubleType: pa.float64(), T.StringType: pa.string(),
+        T.BinaryType: pa.binary(), T.DateType: pa.date32(),
+        T.TimestampType: pa.timestamp("us", "UTC"), T.TimestampNTZType: pa.timestamp("us"),
+    }
+    for cls, at in simple.items():
+        if type(t) is cls:
+            return at
+    if isinstance(t, T.DecimalType):
+        return pa.decimal128(t.precision, t.scale)
+    if isinstance(t, T.ArrayType):
+        return pa.list_(pa.field("element", arrow_type(t.elementType, column), t.containsNull))
+    if isinstance(t, T.MapType):
+        return pa.map_(arrow_type(t.keyType, column), pa.field("value", arrow_type(t.valueType, column), t.valueContainsNull))
+    if isinstance(t, T.StructType):
+        return pa.struct([pa.field(f.name, arrow_type(f.dataType, column), f.nullable) for f in t.fields])
+    raise SchemaMismatch(f"column {column!r} has Spark type {t.simpleString()}, which Lamina tables cannot store")
+
+
+def arrow_schema(schema: T.StructType) -> pa.Schema:
+    """The Arrow schema of a DataFrame, as a new Lamina table would get it."""
+    return pa.schema([pa.field(f.name, arrow_type(f.dataType, f.name), f.nullable) for f in schema.fields])
+
+
+def batch_schema(schema: T.StructType) -> pa.Schema:
+    """The exact Arrow schema Spark accepts from a Python data source for ``schema``.
+
+    Spark compares types (not nullability, not field metadata): int64 not int32,
+    string not large_string, timestamps in microseconds.
+    """
+    return pa.schema([pa.field(f.name, _batch_type(f.dataType, f.name), True) for f in schema.fields])
+
+
+def _batch_type(t: T.DataType, column: str) -> pa.DataType:
+    if isinstance(t, T.ArrayType):
+        return pa.list_(pa.field("element", _batch_type(t.elementType, column), True))
+    if isinstance(t, T.StructType):
+        return pa.struct([pa.field(f.name, _batch_type(f.dataType, column), True) for f in t.fields])
+    if isinstance(t, T.MapType):
+        return pa.map_(_batch_type(t.keyType, column), _batch_type(t.valueType, column))
+    return arrow_type(t, column)
+
+
+# --- writing into an existing table ------------------------------------------------------
+
+_WIDER_INTS = {
+    T.ByteType: (T.ShortType, T.IntegerType, T.LongType),
+    T.ShortType: (T.IntegerType, T.LongType),
+    T.IntegerType: (T.LongType,),
+}
+
+
+def safe_cast(source: T.DataType, target: T.DataType) -> bool:
+    """Whether every value of ``source`` converts to ``target`` without loss."""
+    if source == target or isinstance(source, T.NullType):
+        return True
+    if type(target) in _WIDER_INTS.get(type(source), ()):
+        return True
+    if isinstance(source, (T.ByteType, T.ShortType, T.IntegerType)) and isinstance(target, T.DoubleType):
+        return True
+    if isinstance(source, T.FloatType) and isinstance(target, T.DoubleType):
+        return True
+    if isinstance(source, T.DecimalType) and isinstance(target, T.DecimalType):
+        return target.scale >= source.scale and target.precision - target.scale >= source.precision - source.scale
+    int_digits = {T.ByteType: 3, T.ShortType: 5, T.IntegerType: 10, T.LongType: 19}
+    if type(source) in int_digits and isinstance(target, T.DecimalType):
+        return target.precision - target.scale >= int_digits[type(source)]
+    if isinstance(source, T.ArrayType) and isinstance(target, T.ArrayType):
+        return safe_cast(source.elementType, target.elementType)
+    if isinstance(source, T.StructType) and isinstance(target, T.StructType):
+        return [f.name for f in source.fields] == [f.name for f in target.fields] and all(
+            safe_cast(a.dataType, b.dataType) for a, b in zip(source.fields, target.fields)
+        )
+    if isinstance(source, T.MapType) and isinstance(target, T.MapType):
+        return source.keyType == target.keyType and safe_cast(source.valueType, target.valueType)
+    return False
+
+
+def check_writable(df_schema: T.StructType, table: pa.Schema, uri: str) -> list[tuple[str, T.DataType | None, T.DataType]]:
+    """Plan how a DataFrame's columns become the table's: (table column, DataFrame type or None
+    if missing, table type), in table order. SchemaMismatch names every problem at once."""
+    by_name = {f.name: f for f in df_schema.fields}
+    lower = {f.name.lower(): f.name for f in df_schema.fields}
+    table_names = set(table.names)
+    problems = [f"extra column {n!r} (not in the table)" for n in by_name if n not in table_names]
+    plan = []
+    for f in table:
+        target = spark_type(f.type, f.name)
+        src = by_name.get(f.name)
+        if src is None:
+            if f.name.lower() in lower:
+                problems.append(f"column {lower[f.name.lower()]!r} differs in case from table column {f.name!r}")
+            elif not f.nullable:
+                problems.append(f"required column {f.name!r} is missing")
+            plan.append((f.name, None, target))
+            continue
+        if not safe_cast(src.dataType, target):
+            problems.append(f"column {f.name!r} is {src.dataType.simpleString()}, the table has {target.simpleString()}")
+        plan.append((f.name, src.dataType, target))
+    if problems:
+        raise SchemaMismatch(
+            f"the DataFrame does not fit table {uri}: " + "; ".join(problems)
+            + f". Table schema: {spark_schema(table).simpleString()}; nothing was written."
+        )
+    return plan

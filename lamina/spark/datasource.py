@@ -1,0 +1,479 @@
+"""``spark.read.format("lamina")`` / ``df.write.format("lamina")``: Lamina as a PySpark Python data source.
+
+Reads plan on the driver side with Lamina's planner (pinned to one version),
+prune with the filters Spark pushes, and yield Arrow batches from balanced
+partitions of files. Writes run Lamina's data-file writer on the executors and
+commit one version on the driver side from the tasks' commit messages; a
+failed job commits nothing and removes what it wrote. Streaming writes commit
+each micro-batch exactly once (``appId`` option + batch id recorded in the version).
+
+Options arrive lower-cased from Spark; the names below are matched case-insensitively.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+import lamina
+from lamina.errors import (
+    CommitConflict,
+    InvalidArgument,
+    LaminaError,
+    SchemaMismatch,
+    TableAlreadyExists,
+    TableNotFound,
+    TransactionAlreadyCommitted,
+    UnsupportedFeature,
+)
+from lamina.expr import AlwaysTrue, Expr, and_, bind, to_arrow_filter, to_expr
+from lamina.io import FileIO
+from lamina.io.fileio import S3_OPTION_ENV
+from lamina.manifest.entries import data_entries, manifest_schema
+from lamina.spark._filters import from_spark_filter
+from lamina.spark._types import arrow_schema, batch_schema, check_writable, spark_schema
+from lamina.spark.read import _deletes_api, resolve_scan
+from lamina.spark.session import LAMINA_CONF
+from lamina.spec.layout import DATA_DIR
+from lamina.spec.partition import PartitionSpec, parse_partition_by
+from lamina.spec.partition import _split_top_level as split_entries
+from lamina.spec.schema import Schema
+from lamina.table.inflight import finish_write, new_write_id, register_write
+from lamina.table.table import DEFAULT_MAX_ROWS_PER_FILE
+from lamina.table.writer import write_data_files
+
+log = logging.getLogger(__name__)
+
+TARGET_SPLIT_BYTES = 128 * 2**20  # as spark.sql.files.maxPartitionBytes
+WRITE_BUFFER_BYTES = 256 * 2**20  # rows buffered per task before files are written
+_STORAGE_KEYS = set(S3_OPTION_ENV) | {"timeout", "max_retries"}
+
+
+# --- options -----------------------------------------------------------------------
+
+
+def _opt(options: Mapping[str, str], name: str) -> str | None:
+    v = options.get(name.lower())
+    if v is None:
+        v = options.get(name)
+    return None if v is None or str(v).strip() == "" else str(v)
+
+
+def storage_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The object-store options among the data source options (``endpoint``, ``s3.region``, …)."""
+    out = {}
+    for k, v in options.items():
+        key = k.lower()
+        if key.startswith("s3."):
+            key = key[3:]
+        if key in _STORAGE_KEYS:
+            out[key] = str(v)
+    return out
+
+
+def _path(options: Mapping[str, str]) -> str:
+    uri = _opt(options, "path")
+    if uri is None:
+        raise InvalidArgument("the lamina data source needs a path: .load(uri), .save(uri) or option('path', uri)")
+    return uri
+
+
+def _int_opt(options: Mapping[str, str], name: str) -> int | None:
+    v = _opt(options, name)
+    if v is None:
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise InvalidArgument(f"option {name} must be an integer, got {v!r}") from None
+
+
+def _time_travel(options: Mapping[str, str]) -> dict[str, Any]:
+    ts = _opt(options, "timestampAsOf")
+    return {
+        "version": _opt(options, "versionAsOf"),  # a non-numeric value names a tag
+        "timestamp": int(ts) if ts is not None and ts.isdigit() else ts,
+        "tag": _opt(options, "tag"),
+    }
+
+
+def _open(uri: str, storage: Mapping[str, str]) -> lamina.Table:
+    return lamina.open_table(uri, storage_options=storage or None)
+
+
+# --- reading -------------------------------------------------------------------------
+
+
+class FilesPartition(InputPartition):
+    """The data files one read task reads: (table-relative path, deletion vector or None) each."""
+
+    def __init__(self, files: tuple[tuple[str, Any], ...]) -> None:
+        super().__init__(files)
+        self.files = files
+
+
+def balanced_bins(sizes: np.ndarray, bins: int) -> np.ndarray:
+    """Bin of each file so bins hold about equal bytes: largest first, dealt in snake order
+    (0..k-1, k-1..0, …), vectorized. Returns the bin index per input position."""
+    n = len(sizes)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    bins = max(1, min(bins, n))
+    order = np.argsort(-sizes, kind="stable")
+    rank = np.arange(n)
+    rnd, pos = np.divmod(rank, bins)
+    dealt = np.where(rnd % 2 == 0, pos, bins - 1 - pos)
+    out = np.empty(n, dtype=np.int64)
+    out[order] = dealt
+    return out
+
+
+class LaminaReader(DataSourceReader):
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.uri = _path(options)
+        self.storage = storage_options(options)
+        table = _open(self.uri, self.storage)
+        scan = resolve_scan(table, **_time_travel(options))
+        self.version = scan.version  # pinned: partitions() and read() see this version whatever commits later
+        self.table_schema: Schema = scan.schema
+        self.out_schema = batch_schema(schema)
+        self.predicate: Expr = AlwaysTrue()
+        self.num_partitions = _int_opt(options, "numPartitions")
+
+    def pushFilters(self, filters: list[Any]) -> list[Any]:
+        accepted, rest = [], []
+        for f in filters:
+            e = from_spark_filter(f, self.table_schema)
+            (rest if e is None else accepted).append(f if e is None else e)
+        if accepted:
+            self.predicate = bind(and_(*accepted), self.table_schema)
+        return rest
+
+    def partitions(self) -> list[FilesPartition]:
+        table = lamina.open_table(self.uri, version=self.version, storage_options=self.storage or None)
+        entries = table.scan(where=self.predicate).plan().entries
+        if entries.num_rows == 0:
+            return [FilesPartition(())]
+        has_dv = entries.column("dv_path").null_count != entries.num_rows
+        if has_dv and _deletes_api() is None:
+            raise UnsupportedFeature(
+                f"planned files of {self.uri} carry deletion vectors, which this build cannot read; "
+                "refusing to return deleted rows"
+            )
+        sizes = entries.column("size").to_numpy()
+        total = int(sizes.sum())
+        k = self.num_partitions or max(math.ceil(total / TARGET_SPLIT_BYTES), os.cpu_count() or 1)
+        assigned = balanced_bins(sizes, k)
+        # A task is (path, deletion vector or None) per file: the DV travels with its file.
+        dvs = _deletes_api().dvs_of_plan(entries) if has_dv else [None] * entries.num_rows
+        tasks = np.fromiter(zip(entries.column("path").to_pylist(), dvs), dtype=object, count=entries.num_rows)
+        order = np.argsort(assigned, kind="stable")
+        cuts = np.flatnonzero(np.diff(assigned[order])) + 1
+        return [FilesPartition(tuple(group)) for group in np.split(tasks[order], cuts)]
+
+    def read(self, partition: FilesPartition) -> Iterator[pa.RecordBatch]:
+        if not partition.files:
+            return
+        io = FileIO(self.uri, self.storage or None)
+        filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
+        schema = self.table_schema.arrow
+        plain = [p for p, dv in partition.files if dv is None]
+        with_dv = [(p, dv) for p, dv in partition.files if dv is not None]
+        if plain and io.is_local:
+            dataset = ds.dataset([io.local_path(p) for p in plain], schema=schema, format="parquet")
+            batches: Iterator[pa.RecordBatch] = dataset.to_batches(filter=filt)
+        else:
+            batches = _file_batches(io, [(p, None) for p in plain], schema, filt)
+        for b in itertools.chain(batches, _file_batches(io, with_dv, schema, filt)):
+            if b.num_rows:
+                yield b.cast(self.out_schema)
+
+
+def _file_batches(io: FileIO, files: list[tuple[str, Any]], schema: pa.Schema, filt: Any) -> Iterator[pa.RecordBatch]:
+    """Batches of whole files (object stores, or files with a deletion vector: deleted positions
+    are dropped before the filter), fetching the next file while the current one is consumed."""
+
+    def load(item: tuple[str, Any]) -> pa.Table:
+        path, dv = item
+        local = io.local_path(path)
+        t = pq.read_table(local if local is not None else pa.BufferReader(io.get(path)), schema=schema)
+        if dv is not None:
+            t = t.filter(_deletes_api().dv_of(io, dv).keep(t.num_rows))
+        return t.filter(filt) if filt is not None else t
+
+    if not files:
+        return
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pending = [pool.submit(load, f) for f in files[:2]]
+        for i in range(len(files)):
+            t = pending[i].result()
+            if i + 2 < len(files):
+                pending.append(pool.submit(load, files[i + 2]))
+            yield from t.to_batches()
+
+
+# --- writing -------------------------------------------------------------------------
+
+
+@dataclass
+class LaminaCommitMessage(WriterCommitMessage):
+    write_id: str
+    entries: pa.Table  # manifest-format entries of the data files one task wrote
+    rows: int
+
+
+@dataclass
+class WriteTarget:
+    """What every task of one write needs to know, decided on the driver side before any task runs."""
+
+    uri: str
+    storage: dict[str, str]
+    schema: Schema
+    spec: PartitionSpec
+    create_partition_by: list[str] | None  # set when the table does not exist yet
+    mode: str
+    where: str | None
+    app_id: str | None
+    app_seq: int | None
+    max_rows: int
+    compression: str
+    write_id: str
+
+    @classmethod
+    def prepare(cls, options: Mapping[str, str], df_schema: StructType, overwrite: bool) -> "WriteTarget":
+        uri = _path(options)
+        storage = storage_options(options)
+        partition_by = _opt(options, "partitionBy")
+        try:
+            table: lamina.Table | None = _open(uri, storage)
+        except TableNotFound:
+            table = None
+        if table is not None:
+            check_writable(df_schema, table.schema, uri)
+            schema, spec, props = table.metadata.schema, table.partition_spec, table.properties
+            if partition_by is not None and parse_partition_by(partition_by, schema) != spec:
+                raise InvalidArgument(
+                    f"table {uri} is partitioned by {[f.transform + '(' + schema.name_of(f.source_id) + ')' for f in spec.fields]}; "
+                    f"partitionBy {partition_by!r} cannot change that"
+                )
+            create = None
+        else:
+            schema = Schema.from_arrow(arrow_schema(df_schema))
+            spec = parse_partition_by(partition_by, schema)
+            props, create = {}, ([] if partition_by is None else [e.strip() for e in split_entries(partition_by)])
+        where = _opt(options, "replaceWhere")
+        if where is not None:
+            if not overwrite:
+                raise InvalidArgument("replaceWhere applies to mode('overwrite') only")
+            bind(to_expr(where), schema)  # a bad predicate fails here, before any task runs
+        app_id, app_seq = _opt(options, "txnAppId"), _int_opt(options, "txnVersion")
+        if (app_id is None) != (app_seq is None):
+            raise InvalidArgument("txnAppId and txnVersion go together")
+        max_rows = int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
+        return cls(
+            uri, storage, schema, spec, create, "overwrite" if overwrite else "append", where, app_id, app_seq,
+            max_rows, props.get("write.parquet.compression", "snappy"), new_write_id(),
+        )
+
+    # -- executor side ---------------------------------------------------------------
+
+    def write_task(self, batches: Iterator[pa.RecordBatch]) -> LaminaCommitMessage:
+        """Write one task's rows as data files named by the write id; on failure remove them."""
+        io = FileIO(self.uri, self.storage or None)
+        register_write(io, self.write_id)  # idempotent: every task of the write puts the same marker
+        filt = None if self.where is None else to_arrow_filter(bind(to_expr(self.where), self.schema))
+        files: list[dict[str, Any]] = []
+        buffered: list[pa.RecordBatch] = []
+        rows = nbytes = 0
+        try:
+            for b in batches:
+                buffered.append(b)
+                rows += b.num_rows
+                nbytes += b.nbytes
+                if nbytes >= WRITE_BUFFER_BYTES:
+                    files += self._flush(io, buffered, filt)
+                    buffered, nbytes = [], 0
+            files += self._flush(io, buffered, filt)
+        except BaseException:
+            _delete_quietly(io, [f["path"] for f in files])
+            raise
+        entries = data_entries(files, manifest_schema(self.schema, self.spec), 0, self.spec.spec_id)
+        return LaminaCommitMessage(self.write_id, entries, rows)
+
+    def _flush(self, io: FileIO, buffered: list[pa.RecordBatch], filt: Any) -> list[dict[str, Any]]:
+        if not buffered:
+            return []
+        data = self.schema.conform(pa.Table.from_batches(buffered))
+        if filt is not None:
+            matching = data.filter(filt).num_rows
+            if matching != data.num_rows:
+                raise InvalidArgument(
+                    f"{data.num_rows - matching} rows do not match replaceWhere {self.where!r}; "
+                    "every row written with replaceWhere must match it"
+                )
+        return write_data_files(io, self.schema, self.spec, data, self.write_id, self.max_rows, self.compression)
+
+    # -- driver side ------------------------------------------------------------------
+
+    def _table(self) -> lamina.Table:
+        """The target table, created now if it did not exist when the write was planned."""
+        if self.create_partition_by is None:
+            return _open(self.uri, self.storage)
+        try:
+            table = lamina.create_table(
+                self.uri, _plain(self.schema.arrow), partition_by=self.create_partition_by or None,
+                storage_options=self.storage or None,
+            )
+        except TableAlreadyExists:
+            table = _open(self.uri, self.storage)
+        if table.metadata.schema.to_json()["fields"] != self.schema.to_json()["fields"] or table.partition_spec.to_json()["fields"] != self.spec.to_json()["fields"]:
+            raise SchemaMismatch(
+                f"table {self.uri} was created concurrently with another schema or partitioning; nothing was committed"
+            )
+        return table
+
+    def commit(self, messages: list[Any], app_transaction: tuple[str, int] | None = None) -> int | None:
+        """Commit every task's files as one version; None if ``app_transaction`` was already committed."""
+        msgs = [m for m in messages if m is not None]
+        io = FileIO(self.uri, self.storage or None)
+        entries = [m.entries for m in msgs if m.entries.num_rows]
+        paths = [p for e in entries for p in e.column("path").to_pylist()]
+        if app_transaction is None and self.app_id is not None:
+            app_transaction = (self.app_id, int(self.app_seq))  # type: ignore[arg-type]
+        try:
+            table = self._table()
+            all_entries = pa.concat_tables(entries) if entries else manifest_schema(self.schema, self.spec).empty_table()
+            return table._commit_entries(
+                all_entries, mode=self.mode, where=self.where, app_transaction=app_transaction,
+                operation=self.mode if self.mode == "overwrite" else "append", write_id=self.write_id,
+            )
+        except TransactionAlreadyCommitted as e:
+            log.info("skipping already committed write: %s", e)
+            _delete_quietly(io, paths)
+            return None
+        except (CommitConflict, SchemaMismatch, InvalidArgument):
+            _delete_quietly(io, paths)  # definitely not committed
+            raise
+        finally:
+            for wid in {m.write_id for m in msgs} | {self.write_id}:
+                finish_write(io, wid)
+
+    def abort(self, messages: list[Any]) -> None:
+        """Remove what the write's tasks left. Spark may pass only Nones (a task that succeeded
+        before another failed is not always reported), so the files are found by write id."""
+        io = FileIO(self.uri, self.storage or None)
+        msgs = [m for m in messages if m is not None]
+        ids = {m.write_id for m in msgs} | {self.write_id}
+        paths = {p for m in msgs for p in m.entries.column("path").to_pylist()}
+        try:
+            listed = pa.array([o.path for o in io.walk(DATA_DIR)], pa.string())
+            for wid in ids:
+                paths.update(listed.filter(pc.match_substring(listed, f"/{wid}-")).to_pylist())
+        except LaminaError as e:
+            log.warning("could not list %s to remove the aborted write's files: %s", io.uri, e)
+        _delete_quietly(io, sorted(paths))
+        for wid in ids:
+            finish_write(io, wid)
+
+
+def _plain(schema: pa.Schema) -> pa.Schema:
+    """``schema`` without Lamina's field ids (create_table assigns them, identically)."""
+    return pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema])
+
+
+def _delete_quietly(io: FileIO, paths: list[str]) -> None:
+    if not paths:
+        return
+    try:
+        io.delete_many(paths)
+    except LaminaError as e:  # best effort: the files carry the write id, cleanup can find them
+        log.warning("could not remove %d uncommitted files under %s: %s", len(paths), io.uri, e)
+
+
+class LaminaWriter(DataSourceArrowWriter):
+    def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
+        self.target = WriteTarget.prepare(options, schema, overwrite)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> LaminaCommitMessage:
+        return self.target.write_task(iterator)
+
+    def commit(self, messages: list[Any]) -> None:
+        self.target.commit(messages)
+
+    def abort(self, messages: list[Any]) -> None:
+        self.target.abort(messages)
+
+
+class LaminaStreamWriter(DataSourceStreamArrowWriter):
+    """Appends each micro-batch as one version recording ``{appId: batchId}``; a batch whose id is
+    not above the recorded one (a restarted query replaying it) is skipped, never duplicated."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
+        if overwrite:
+            raise InvalidArgument("streaming writes to Lamina append; use outputMode('append')")
+        self.app_id = _opt(options, "appId") or _opt(options, "queryName")
+        if self.app_id is None:
+            raise InvalidArgument(
+                "streaming writes need option('appId', <stable id of this query>): the table records the last "
+                "committed batch per appId so a restarted query never appends a batch twice"
+            )
+        self.target = WriteTarget.prepare(options, schema, False)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> LaminaCommitMessage:
+        return self.target.write_task(iterator)
+
+    def commit(self, messages: list[Any], batchId: int) -> None:
+        self.target.commit(messages, app_transaction=(self.app_id, int(batchId)))
+
+    def abort(self, messages: list[Any], batchId: int) -> None:
+        self.target.abort(messages)
+
+
+class LaminaDataSource(DataSource):
+    """The ``lamina`` format. Options: path, versionAsOf, timestampAsOf, tag, numPartitions,
+    partitionBy (new tables), replaceWhere (overwrite), txnAppId/txnVersion (idempotent batch
+    writes), appId (streaming), and object-store options (endpoint, region, access_key_id, …)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "lamina"
+
+    def schema(self) -> StructType:
+        table = _open(_path(self.options), storage_options(self.options))
+        return spark_schema(resolve_scan(table, **_time_travel(self.options)).schema.arrow)
+
+    def reader(self, schema: StructType) -> LaminaReader:
+        return LaminaReader(self.options, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> LaminaWriter:
+        return LaminaWriter(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> LaminaStreamWriter:
+        return LaminaStreamWriter(self.options, schema, overwrite)
+
+
+def register(spark: Any) -> None:
+    """Make ``format("lamina")`` available in ``spark`` and enable filter pushdown to it."""
+    spark.dataSource.register(LaminaDataSource)
+    for k, v in LAMINA_CONF.items():
+        spark.conf.set(k, v)

@@ -1,0 +1,204 @@
+"""Fast read: plan on the driver with Lamina's planner, read with Spark's native Parquet reader.
+
+The DataFrame is ``spark.read.schema(<table schema>).parquet(<planned files>)``
+plus the predicate as a Spark filter, so column pruning, Parquet row-group
+filtering and whole-stage codegen stay Spark's own; Lamina only decides which
+files (manifest pruning on partition values and column statistics) and pins the
+version. Tables on object stores go through the Python data source instead (the
+native reader would need Hadoop's S3A jars, see docs/spark.md).
+"""
+
+from __future__ import annotations
+
+import inspect
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import lamina
+from lamina.errors import InvalidArgument, UnsupportedFeature
+from lamina.expr import Expr
+from lamina.spark._filters import to_spark_column
+from lamina.spark._types import spark_schema
+from lamina.table.scan import Scan
+
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-spark-dv")
+
+# Above this many paths Spark lists files with a distributed job (~1 s of overhead); our
+# paths come from a plan, so listing them on the driver is always the cheaper choice.
+_LISTING_THRESHOLD_CONF = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+
+
+def resolve_scan(
+    table: lamina.Table,
+    *,
+    version: int | str | None = None,
+    timestamp: Any = None,
+    tag: str | None = None,
+    where: str | Expr | None = None,
+    columns: Sequence[str] | None = None,
+) -> Scan:
+    """A Scan of ``table`` at a version, a timestamp or a tag (a non-numeric ``version`` is a tag name)."""
+    if isinstance(version, str):
+        text = version.strip()
+        if text.lstrip("-").isdigit():
+            version = int(text)
+        else:
+            if tag is not None:
+                raise InvalidArgument(f"pass either a tag or a version, not both (got tag {tag!r} and version {version!r})")
+            version, tag = None, text
+    if tag is not None:
+        if version is not None or timestamp is not None:
+            raise InvalidArgument("pass only one of version, timestamp and tag")
+        if "tag" not in inspect.signature(table.scan).parameters:
+            raise UnsupportedFeature(f"reading tag {tag!r} needs a Lamina with tags; this build has none")
+        return table.scan(where=where, columns=columns, tag=tag)  # type: ignore[call-arg]
+    return table.scan(where=where, columns=columns, version=version, timestamp=timestamp)
+
+
+def file_uris(table: lamina.Table, paths: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Absolute ``file://`` URIs of table-relative data file paths (vectorized)."""
+    root = table.io.uri.rstrip("/")
+    return pc.binary_join_element_wise(pa.scalar(f"file://{root}/"), paths, pa.scalar(""))
+
+
+def spark_file_path(uri: str) -> str:
+    """The string Spark reports as ``_metadata.file_path`` for a ``file://`` URI we passed it.
+
+    Hadoop's Path goes through java.net.URI's multi-argument constructor: ASCII
+    characters outside its path set are percent-encoded (``%`` too), other
+    printable characters are kept as they are; the scheme loses its empty authority.
+    """
+    path = uri[len("file://"):] if uri.startswith("file://") else uri
+    out = []
+    for ch in path:
+        if ch.isalnum() and ord(ch) < 128 or ch in "/_-!.~'()*,;:$&+=@":
+            out.append(ch)
+        elif ord(ch) > 127 and ch.isprintable() and not ch.isspace():
+            out.append(ch)
+        else:
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8")))
+    return "file:" + "".join(out)
+
+
+def apply_deletes(df: Any, deletes: Any) -> Any:
+    """Remove deleted rows: ``deletes`` is a DataFrame of (file_path, row_index) as Spark reports
+    them in ``_metadata``; a broadcast anti-join keeps the scan itself untouched."""
+    from pyspark.sql import functions as F
+
+    keyed = df.select("*", F.col("_metadata.file_path").alias("__lamina_file"), F.col("_metadata.row_index").alias("__lamina_row"))
+    d = F.broadcast(deletes.select(F.col("file_path").alias("__lamina_file"), F.col("row_index").alias("__lamina_row")))
+    return keyed.join(d, on=["__lamina_file", "__lamina_row"], how="left_anti").drop("__lamina_file", "__lamina_row")
+
+
+def _deletes_api() -> Any:
+    """Lamina's deletion-vector reader (``lamina.table.deletes``, from the row-level issue), or None
+    in a build without it."""
+    try:
+        from lamina.table import deletes
+    except ImportError:
+        return None
+    return deletes
+
+
+def _deleted_positions(table: lamina.Table, entries: pa.Table) -> pa.Table:
+    """(file_path as Spark reports it, row_index) of every deleted row of the files in ``entries``
+    (all of which carry a deletion vector); vectors are read in parallel, positions stay numpy."""
+    deletes = _deletes_api()
+    if deletes is None:
+        raise UnsupportedFeature(
+            f"{entries.num_rows} planned file(s) of {table.uri} carry deletion vectors, which this build cannot "
+            "read; refusing to return deleted rows"
+        )
+    dvs = deletes.dvs_of_plan(entries)
+    bitmaps = list(_pool.map(lambda dv: deletes.read_bitmap(table.io, dv), dvs))
+    positions = [deletes.positions_array(bm).astype(np.int64) for bm in bitmaps]
+    paths = [spark_file_path(u) for u in file_uris(table, entries.column("path")).to_pylist()]
+    counts = np.array([len(p) for p in positions], dtype=np.int64)
+    return pa.table({
+        "file_path": pa.array(paths, pa.string()).take(pa.array(np.repeat(np.arange(len(paths)), counts))),
+        "row_index": pa.array(np.concatenate(positions) if positions else np.zeros(0, np.int64), pa.int64()),
+    })
+
+
+def _native_parquet(spark: Any, schema: Any, uris: list[str]) -> Any:
+    old = spark.conf.get(_LISTING_THRESHOLD_CONF, None)
+    spark.conf.set(_LISTING_THRESHOLD_CONF, str(max(len(uris) + 1, 32)))
+    try:
+        return spark.read.schema(schema).parquet(*uris)
+    finally:
+        if old is None:
+            spark.conf.unset(_LISTING_THRESHOLD_CONF)
+        else:
+            spark.conf.set(_LISTING_THRESHOLD_CONF, old)
+
+
+def read_plan(spark: Any, scan: Scan) -> Any:
+    """The rows of a local table's scan as a DataFrame over Spark's Parquet reader."""
+    table = scan.table
+    schema = spark_schema(scan.schema.arrow)
+    entries = scan.plan().entries
+    has_dv = pc.is_valid(entries.column("dv_path"))
+    dv_entries = entries.filter(has_dv)
+    plain = entries.filter(pc.invert(has_dv))
+    parts = []
+    if plain.num_rows:
+        parts.append(_native_parquet(spark, schema, file_uris(table, plain.column("path")).to_pylist()))
+    if dv_entries.num_rows:
+        deletes = spark.createDataFrame(_deleted_positions(table, dv_entries))
+        dv_df = _native_parquet(spark, schema, file_uris(table, dv_entries.column("path")).to_pylist())
+        parts.append(apply_deletes(dv_df, deletes))
+    if not parts:
+        df = spark.createDataFrame([], schema)
+    else:
+        df = parts[0]
+        for p in parts[1:]:
+            df = df.unionByName(p)
+    return _finish(df, scan)
+
+
+def _finish(df: Any, scan: Scan) -> Any:
+    """Apply the scan's predicate exactly (files were only pruned) and its column selection."""
+    cond = to_spark_column(scan.predicate, scan.schema)
+    if cond is not None:
+        df = df.where(cond)
+    if scan.columns is not None:
+        df = df.select(*[f"`{c.replace('`', '``')}`" for c in scan.columns])
+    return df
+
+
+def read(
+    spark: Any,
+    uri: str,
+    *,
+    version: int | str | None = None,
+    timestamp: Any = None,
+    tag: str | None = None,
+    where: str | Expr | None = None,
+    columns: Sequence[str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Any:
+    """A DataFrame of the table at ``uri`` (latest version, or ``version``/``timestamp``/``tag``).
+
+    ``where`` (Lamina SQL or an Expr) prunes files and filters rows exactly; ``columns``
+    selects columns. Local tables use Spark's native Parquet reader over the planned
+    files; other stores use the Python data source (``format("lamina")``).
+    """
+    table = lamina.open_table(uri, storage_options=storage_options)
+    scan = resolve_scan(table, version=version, timestamp=timestamp, tag=tag, where=where, columns=columns)
+    if table.io.is_local:
+        return read_plan(spark, scan)
+    return _read_via_datasource(spark, uri, scan, storage_options)
+
+
+def _read_via_datasource(spark: Any, uri: str, scan: Scan, storage_options: Mapping[str, Any] | None) -> Any:
+    from lamina.spark.datasource import register
+
+    register(spark)
+    reader = spark.read.format("lamina").option("path", uri).option("versionAsOf", str(scan.version))
+    for k, v in (storage_options or {}).items():
+        reader = reader.option(k, str(v))
+    return _finish(reader.load(), scan)

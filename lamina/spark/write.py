@@ -1,0 +1,361 @@
+"""Fast write: Spark's native Parquet writer into a write-id-scoped directory, one Lamina version.
+
+1. Schema first: the DataFrame must fit the table (or becomes a new table's
+   schema); a mismatch raises before any file is written.
+2. Partition values are computed as *derived* columns (exact Iceberg transforms in
+   Spark expressions; murmur3 ``bucket`` through an Arrow UDF running Lamina's own
+   transform) and Spark partitions the output by them; the table's columns all stay
+   in the data files.
+3. Files go to ``data/spark-<write id>/`` under an in-flight marker, so cleanup
+   knows them as this write's until it commits or gives up.
+4. The driver reads the new files' footers (size, rows, bounds, null counts) and
+   commits them as ONE version. A failed job, a rejected row or a lost commit race
+   that cannot be resolved leaves the table as it was and removes the files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+from typing import Any, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+
+import lamina
+from lamina.errors import (
+    CommitStateUnknown,
+    InvalidArgument,
+    SchemaMismatch,
+    TableAlreadyExists,
+    TableNotFound,
+    TransactionAlreadyCommitted,
+)
+from lamina.expr import Expr, bind, to_expr
+from lamina.io import FileIO
+from lamina.manifest.entries import entries_from_user_files
+from lamina.spark._filters import to_spark_column
+from lamina.spark._stats import file_entries
+from lamina.spark._types import arrow_schema, check_writable, spark_type
+from lamina.spec.partition import PartitionField, PartitionSpec, parse_partition_by
+from lamina.spec.schema import Schema
+from lamina.table.inflight import inflight, new_write_id
+from lamina.table.operations import check_app_transactions
+from lamina.table.table import DEFAULT_MAX_ROWS_PER_FILE
+
+log = logging.getLogger(__name__)
+
+SPARK_DIR_PREFIX = "spark-"  # data/spark-<write id>/...: every file of a native Spark write
+
+
+def spark_write_dir(write_id: str) -> str:
+    return f"data/{SPARK_DIR_PREFIX}{write_id}"
+
+
+@contextlib.contextmanager
+def session_conf(spark: Any, settings: Mapping[str, str]) -> Iterator[None]:
+    """Set session settings for the duration of the block, then restore them."""
+    old = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+# Parquet as Lamina reads it: INT64 microsecond timestamps (Spark's default is INT96).
+_WRITE_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+
+
+def _q(name: str) -> str:
+    return f"`{name.replace('`', '``')}`"
+
+
+# --- partition transforms in Spark ----------------------------------------------------------
+
+_US_PER_DAY = 86_400_000_000
+_US_PER_HOUR = 3_600_000_000
+
+
+def _floor_div(x: str, d: int) -> str:
+    """SQL for floor(x / d) in exact integer arithmetic (``div`` alone truncates toward zero)."""
+    return f"(({x}) - pmod({x}, {d}L)) div {d}L"
+
+
+def _transform_udf(transform: str, src_type: pa.DataType, result: Any) -> Any:
+    from pyspark.sql.functions import arrow_udf
+
+    def fn(values: pa.Array) -> pa.Array:
+        from lamina.spec.partition import apply_transform
+
+        return apply_transform(transform, values, src_type)
+
+    return arrow_udf(fn, result)
+
+
+def partition_column(pf: PartitionField, schema: Schema) -> Any:
+    """A Spark Column equal to ``lamina.spec.partition.apply_transform`` of partition field ``pf``.
+
+    Temporal transforms work on UTC instants (zone-aware timestamps) or on wall-clock
+    values (naive timestamps), never in the session time zone; bucket (Iceberg's
+    murmur3) and decimal truncation run Lamina's own transform in an Arrow UDF.
+    """
+    from pyspark.sql import functions as F
+
+    from lamina.spec.partition import transform_result_type
+
+    src = schema.name_of(pf.source_id)
+    t = schema.field(src).type
+    q = _q(src)
+    name, _, rest = pf.transform.partition("[")
+    arg = int(rest.rstrip("]")) if rest else None
+    if name == "identity":
+        return F.col(q)
+    if name == "bucket" or (name == "truncate" and pa.types.is_decimal(t)):
+        result = spark_type(transform_result_type(pf.transform, t), pf.name)
+        return _transform_udf(pf.transform, t, result)(F.col(q))
+    if name == "truncate":
+        if pa.types.is_integer(t):
+            sql = f"CAST(CAST({q} AS BIGINT) - pmod(CAST({q} AS BIGINT), {arg}L) AS {spark_type(t, src).simpleString()})"
+            return F.expr(sql)
+        return F.expr(f"substring({q}, 1, {arg})")  # code points for strings, bytes for binary
+    if pa.types.is_date(t):
+        day = q
+    elif t.tz is not None:
+        day = f"date_from_unix_date(CAST({_floor_div(f'unix_micros({q})', _US_PER_DAY)} AS INT))"
+    else:
+        day = f"to_date({q})"  # TIMESTAMP_NTZ -> DATE involves no time zone
+    if name == "day":
+        return F.expr(day)
+    if name == "year":
+        return F.expr(f"CAST(year({day}) - 1970 AS INT)")
+    if name == "month":
+        return F.expr(f"CAST((year({day}) - 1970) * 12 + month({day}) - 1 AS INT)")
+    if t.tz is not None:  # hour
+        return F.expr(f"CAST({_floor_div(f'unix_micros({q})', _US_PER_HOUR)} AS INT)")
+    return F.expr(f"CAST(CAST(unix_date({day}) AS BIGINT) * 24 + hour({q}) AS INT)")
+
+
+def derived_names(spec: PartitionSpec, columns: Sequence[str]) -> list[str]:
+    """Names of the derived partition columns Spark partitions by: the partition field's name,
+    suffixed when it would collide (case-insensitively) with a data column (identity always does)."""
+    taken = {c.lower() for c in columns}
+    out = []
+    for pf in spec.fields:
+        name = pf.name if pf.transform != "identity" else f"{pf.name}_part"
+        while name.lower() in taken:
+            name += "_"
+        taken.add(name.lower())
+        out.append(name)
+    return out
+
+
+# --- the write -----------------------------------------------------------------------------
+
+
+def _open_or_none(uri: str, storage_options: Mapping[str, Any] | None) -> lamina.Table | None:
+    try:
+        return lamina.open_table(uri, storage_options=storage_options)
+    except TableNotFound:
+        return None
+
+
+def _conformed(df: Any, plan: list[tuple[str, Any, Any]]) -> Any:
+    """``df`` as exactly the table's columns, in table order and types (missing ones null)."""
+    from pyspark.sql import functions as F
+
+    cols = []
+    for name, have, want in plan:
+        if have is None:
+            cols.append(F.lit(None).cast(want).alias(name))
+        elif have == want:
+            cols.append(F.col(_q(name)))
+        else:
+            cols.append(F.col(_q(name)).cast(want).alias(name))
+    return df.select(*cols)
+
+
+def _checks(schema: Schema, predicate: Expr | None, df_schema: Any) -> list[tuple[str, Any]]:
+    """Row checks evaluated while the job writes (one pass): (name, Spark aggregate counting violations).
+
+    A required table column needs a null check only where the DataFrame's column may hold nulls.
+    """
+    from pyspark.sql import functions as F
+
+    nullable = {f.name: f.nullable for f in df_schema.fields}
+    out = []
+    for f in schema.arrow:
+        if not f.nullable and nullable.get(f.name, True):
+            out.append((f"nulls in required column {f.name!r}", F.count_if(F.col(_q(f.name)).isNull())))
+    if predicate is not None:
+        cond = to_spark_column(predicate, schema)
+        if cond is not None:
+            out.append(("rows not matching the overwrite predicate", F.count_if(F.coalesce(~cond, F.lit(True)))))
+    return out
+
+
+def _local_files(root: str) -> tuple[list[str], list[int], list[str]]:
+    """(table-relative paths, sizes, local paths) of the Parquet files under ``root``; Hadoop's
+    ``.crc`` side files are removed (they are not table data)."""
+    rel, sizes, local = [], [], []
+    base = os.path.dirname(os.path.dirname(root))  # the table root (root is <table>/data/spark-<id>)
+    for d, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(d, n)
+            if n.endswith(".crc"):
+                os.remove(p)
+            elif n.endswith(".parquet") and not n.startswith((".", "_")):
+                local.append(p)
+                rel.append(os.path.relpath(p, base).replace(os.sep, "/"))
+                sizes.append(os.path.getsize(p))
+    order = sorted(range(len(rel)), key=rel.__getitem__)
+    return [rel[i] for i in order], [sizes[i] for i in order], [local[i] for i in order]
+
+
+def _create_or_open(uri: str, schema: Schema, spec: PartitionSpec, partition_by: Any, properties: Mapping[str, Any] | None,
+                    storage_options: Mapping[str, Any] | None) -> lamina.Table:
+    plain = pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema.arrow])
+    try:
+        table = lamina.create_table(uri, plain, partition_by=partition_by, properties=properties, storage_options=storage_options)
+    except TableAlreadyExists:
+        table = lamina.open_table(uri, storage_options=storage_options)
+    if table.metadata.schema.to_json()["fields"] != schema.to_json()["fields"] or table.partition_spec.fields != spec.fields:
+        raise SchemaMismatch(f"table {uri} was created concurrently with another schema or partitioning; nothing was committed")
+    return table
+
+
+def write(
+    df: Any,
+    uri: str,
+    mode: str = "append",
+    *,
+    partition_by: str | Sequence[str] | None = None,
+    where: str | Expr | None = None,
+    properties: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    app_transaction: tuple[str, int] | None = None,
+) -> int | None:
+    """Write ``df`` to the Lamina table at ``uri`` as one new version; returns the version.
+
+    - ``mode``: ``"append"`` or ``"overwrite"`` (all rows, or those matching ``where``; every
+      written row must match ``where``, checked while writing).
+    - ``partition_by``: for a new table (e.g. ``["day(ts)", "bucket(16, id)"]``); an existing
+      table's partitioning is used as it is.
+    - ``properties``: table properties of a new table.
+    - ``app_transaction=(app_id, n)``: idempotent append (streaming); returns None, writing
+      nothing, when ``n`` is not above the sequence already committed for ``app_id``.
+
+    Local tables use Spark's native Parquet writer; other stores go through the
+    Python data source (``df.write.format("lamina")``).
+    """
+    if mode not in ("append", "overwrite"):
+        raise InvalidArgument(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    if where is not None and mode != "overwrite":
+        raise InvalidArgument("where applies to mode='overwrite' only")
+    if app_transaction is not None and mode != "append":
+        raise InvalidArgument("app_transaction applies to mode='append' only")
+    table = _open_or_none(uri, storage_options)
+    if table is not None and app_transaction is not None:
+        try:
+            check_app_transactions(table.log.latest(), {app_transaction[0]: app_transaction[1]})
+        except TransactionAlreadyCommitted as e:
+            log.info("skipping write: %s", e)
+            return None
+    if not FileIO(uri, storage_options).is_local:
+        return _write_via_datasource(df, uri, mode, partition_by, where, storage_options, app_transaction)
+
+    if table is not None:
+        plan = check_writable(df.schema, table.schema, uri)
+        schema, spec, props = table.metadata.schema, table.partition_spec, table.properties
+        if partition_by is not None and parse_partition_by(partition_by, schema) != spec:
+            raise InvalidArgument(f"table {uri} is already partitioned as {spec.to_json()['fields']}; partition_by cannot change it")
+    else:
+        schema = Schema.from_arrow(arrow_schema(df.schema))
+        spec = parse_partition_by(partition_by, schema)
+        props = {str(k): str(v) for k, v in (properties or {}).items()}
+        plan = [(f.name, f.dataType, f.dataType) for f in df.schema.fields]
+    predicate = bind(to_expr(where), schema) if where is not None else None
+    max_rows = int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
+
+    write_id = new_write_id()
+    io = FileIO(uri, storage_options)
+    out_dir = io.local_path(spark_write_dir(write_id))
+    assert out_dir is not None
+    with inflight(io, write_id):
+        try:
+            _run_spark_write(df, plan, schema, spec, predicate, out_dir, max_rows, props)
+            rel, sizes, local = _local_files(out_dir)
+            files = file_entries(rel, sizes, local, schema, spec)
+            if table is None:
+                table = _create_or_open(uri, schema, spec, partition_by, properties, storage_options)
+            entries = entries_from_user_files(files, table.metadata.schema, table.partition_spec, table._mschema_of(table.metadata))
+            return table._commit_entries(
+                entries, mode=mode, where=where, app_transaction=app_transaction,
+                operation="append" if mode == "append" else "overwrite", write_id=write_id,
+            )
+        except TransactionAlreadyCommitted as e:
+            log.info("skipping write: %s", e)
+            shutil.rmtree(out_dir, ignore_errors=True)
+            return None
+        except CommitStateUnknown:
+            raise  # the version may reference the files: keep them
+        except BaseException:
+            shutil.rmtree(out_dir, ignore_errors=True)  # nothing was committed
+            raise
+
+
+def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, predicate: Expr | None,
+                     out_dir: str, max_rows: int, props: Mapping[str, str]) -> None:
+    from pyspark.sql import Observation
+
+    conformed = _conformed(df, plan)
+    checks = _checks(schema, predicate, df.schema)
+    if checks:
+        obs = Observation(f"lamina-{os.path.basename(out_dir)}")
+        conformed = conformed.observe(obs, *[agg.alias(f"c{i}") for i, (_, agg) in enumerate(checks)])
+    names = derived_names(spec, schema.names)
+    out = conformed.select("*", *[partition_column(pf, schema).alias(n) for pf, n in zip(spec.fields, names)])
+    writer = (
+        out.write.mode("errorifexists")
+        .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+        .option("compression", props.get("write.parquet.compression", "snappy"))
+        .option("maxRecordsPerFile", str(max_rows))
+    )
+    if names:
+        writer = writer.partitionBy(*names)
+    with session_conf(df.sparkSession, _WRITE_CONF):
+        writer.parquet("file://" + out_dir)
+    if checks:
+        got = obs.get
+        bad = [f"{got[f'c{i}']} {what}" for i, (what, _) in enumerate(checks) if got.get(f"c{i}")]
+        if bad:
+            err = SchemaMismatch if any("required" in b for b in bad) else InvalidArgument
+            raise err("rejected the write, nothing was committed: " + "; ".join(bad))
+
+
+def _write_via_datasource(df: Any, uri: str, mode: str, partition_by: Any, where: Any,
+                          storage_options: Mapping[str, Any] | None, app_transaction: tuple[str, int] | None) -> int | None:
+    from lamina.spark.datasource import register
+
+    register(df.sparkSession)
+    w = df.write.format("lamina").mode(mode).option("path", uri)
+    if partition_by is not None:
+        w = w.option("partitionBy", partition_by if isinstance(partition_by, str) else ", ".join(partition_by))
+    if where is not None:
+        if not isinstance(where, str):
+            from lamina.expr import to_sql
+
+            where = to_sql(where)
+        w = w.option("replaceWhere", where)
+    if app_transaction is not None:
+        w = w.option("txnAppId", app_transaction[0]).option("txnVersion", str(app_transaction[1]))
+    for k, v in (storage_options or {}).items():
+        w = w.option(k, str(v))
+    w.save()
+    return lamina.open_table(uri, storage_options=storage_options).version
