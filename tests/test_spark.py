@@ -254,24 +254,6 @@ def test_append_versions_and_time_travel(spark, source, tmp_path):
         load(versionAsOf="7").count()
 
 
-HAS_TAGS = hasattr(lamina.Table, "create_tag")
-
-
-@pytest.mark.skipif(HAS_TAGS, reason="this build has tags: test_tag_option_reads_the_tagged_version")
-def test_tag_option_needs_tags(spark, source, tmp_path):
-    """A non-numeric versionAsOf names a tag; without tag support it is a clear error, not a wrong read."""
-    from lamina.spark import read, write
-
-    data, df = source
-    uri = str(tmp_path / "t")
-    write(df.limit(10), uri)
-    with pytest.raises(lamina.errors.UnsupportedFeature, match="tag"):
-        read(spark, uri, tag="release")
-    with pytest.raises(lamina.errors.UnsupportedFeature, match="tag"):
-        read(spark, uri, version="release")
-
-
-@pytest.mark.skipif(not HAS_TAGS, reason="tags (issue 5) are not in this build")
 def test_tag_option_reads_the_tagged_version(spark, source, tmp_path):
     from lamina.spark import read, write
 
@@ -708,19 +690,6 @@ def test_deleted_rows_are_removed_by_file_path_and_row_index(spark, tmp_path):
     assert bag(got) == bag(want.filter(pc.invert(pc.is_in(want.column("id"), pa.array(sorted(gone), pa.int64())))))
 
 
-@pytest.mark.skipif(hasattr(lamina.Table, "delete"), reason="this build reads deletion vectors")
-def test_table_with_deletion_vectors_is_refused_not_misread(spark, tmp_path):
-    from lamina.spark import read, write
-    from lamina.spark.read import _deleted_positions
-
-    uri = str(tmp_path / "t")
-    write(sdf(spark, orders(10)), uri)
-    t = lamina.open_table(uri)
-    with pytest.raises(lamina.errors.UnsupportedFeature, match="deletion vectors"):
-        _deleted_positions(t, t.scan().plan().entries)
-
-
-@pytest.mark.skipif(not hasattr(lamina.Table, "delete"), reason="row-level deletes (issue 4) are not in this build")
 def test_deletion_vectors_are_applied_by_both_readers(spark, tmp_path):
     from lamina.spark import read, write
 

@@ -44,7 +44,6 @@ from lamina.errors import (
     TableAlreadyExists,
     TableNotFound,
     TransactionAlreadyCommitted,
-    UnsupportedFeature,
 )
 from lamina.expr import AlwaysTrue, Expr, and_, bind, to_arrow_filter, to_expr
 from lamina.io import FileIO
@@ -52,7 +51,8 @@ from lamina.io.fileio import S3_OPTION_ENV
 from lamina.manifest.entries import data_entries, manifest_schema
 from lamina.spark._filters import from_spark_filter
 from lamina.spark._types import arrow_schema, batch_schema, check_writable, spark_schema
-from lamina.spark.read import _deletes_api, resolve_scan
+from lamina.spark.read import resolve_scan
+from lamina.table import deletes
 from lamina.spark.session import LAMINA_CONF
 from lamina.spec.layout import DATA_DIR
 from lamina.spec.partition import PartitionSpec, parse_partition_by
@@ -175,17 +175,12 @@ class LaminaReader(DataSourceReader):
         if entries.num_rows == 0:
             return [FilesPartition(())]
         has_dv = entries.column("dv_path").null_count != entries.num_rows
-        if has_dv and _deletes_api() is None:
-            raise UnsupportedFeature(
-                f"planned files of {self.uri} carry deletion vectors, which this build cannot read; "
-                "refusing to return deleted rows"
-            )
         sizes = entries.column("size").to_numpy()
         total = int(sizes.sum())
         k = self.num_partitions or max(math.ceil(total / TARGET_SPLIT_BYTES), os.cpu_count() or 1)
         assigned = balanced_bins(sizes, k)
         # A task is (path, deletion vector or None) per file: the DV travels with its file.
-        dvs = _deletes_api().dvs_of_plan(entries) if has_dv else [None] * entries.num_rows
+        dvs = deletes.dvs_of_plan(entries) if has_dv else [None] * entries.num_rows
         tasks = np.fromiter(zip(entries.column("path").to_pylist(), dvs), dtype=object, count=entries.num_rows)
         order = np.argsort(assigned, kind="stable")
         cuts = np.flatnonzero(np.diff(assigned[order])) + 1
@@ -218,7 +213,7 @@ def _file_batches(io: FileIO, files: list[tuple[str, Any]], schema: pa.Schema, f
         local = io.local_path(path)
         t = pq.read_table(local if local is not None else pa.BufferReader(io.get(path)), schema=schema)
         if dv is not None:
-            t = t.filter(_deletes_api().dv_of(io, dv).keep(t.num_rows))
+            t = t.filter(deletes.dv_of(io, dv).keep(t.num_rows))
         return t.filter(filt) if filt is not None else t
 
     if not files:

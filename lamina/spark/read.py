@@ -10,7 +10,6 @@ native reader would need Hadoop's S3A jars, see docs/spark.md).
 
 from __future__ import annotations
 
-import inspect
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
@@ -19,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import lamina
-from lamina.errors import InvalidArgument, UnsupportedFeature
+from lamina.errors import InvalidArgument
+from lamina.table import deletes
 from lamina.expr import Expr
 from lamina.spark._filters import to_spark_column
 from lamina.spark._types import spark_schema
@@ -53,9 +53,7 @@ def resolve_scan(
     if tag is not None:
         if version is not None or timestamp is not None:
             raise InvalidArgument("pass only one of version, timestamp and tag")
-        if "tag" not in inspect.signature(table.scan).parameters:
-            raise UnsupportedFeature(f"reading tag {tag!r} needs a Lamina with tags; this build has none")
-        return table.scan(where=where, columns=columns, tag=tag)  # type: ignore[call-arg]
+        return table.scan(where=where, columns=columns, tag=tag)
     return table.scan(where=where, columns=columns, version=version, timestamp=timestamp)
 
 
@@ -94,25 +92,9 @@ def apply_deletes(df: Any, deletes: Any) -> Any:
     return keyed.join(d, on=["__lamina_file", "__lamina_row"], how="left_anti").drop("__lamina_file", "__lamina_row")
 
 
-def _deletes_api() -> Any:
-    """Lamina's deletion-vector reader (``lamina.table.deletes``, from the row-level issue), or None
-    in a build without it."""
-    try:
-        from lamina.table import deletes
-    except ImportError:
-        return None
-    return deletes
-
-
 def _deleted_positions(table: lamina.Table, entries: pa.Table) -> pa.Table:
     """(file_path as Spark reports it, row_index) of every deleted row of the files in ``entries``
     (all of which carry a deletion vector); vectors are read in parallel, positions stay numpy."""
-    deletes = _deletes_api()
-    if deletes is None:
-        raise UnsupportedFeature(
-            f"{entries.num_rows} planned file(s) of {table.uri} carry deletion vectors, which this build cannot "
-            "read; refusing to return deleted rows"
-        )
     dvs = deletes.dvs_of_plan(entries)
     bitmaps = list(_pool.map(lambda dv: deletes.read_bitmap(table.io, dv), dvs))
     positions = [deletes.positions_array(bm).astype(np.int64) for bm in bitmaps]
