@@ -727,3 +727,20 @@ def test_local_cluster_read_and_write(local_cluster_run):
     assert result["filtered_rows"] == result["expected_filtered_rows"]
     assert result["ds_write_version"] == 2 and result["ds_read_rows"] == 2 * result["rows"]
     assert result["core_rows"] == 2 * result["rows"]
+
+
+def test_system_tables_as_dataframes(spark, source, tmp_path):
+    from lamina.spark import system_table, write
+
+    data, df = source
+    uri = str(tmp_path / "t")
+    write(df, uri)
+    write(df.limit(5), uri)
+    lamina.open_table(uri).create_tag("first", 1)
+    snaps = system_table(spark, uri, "$snapshots").orderBy("version").collect()
+    assert [r.version for r in snaps] == [0, 1, 2] and snaps[2].operation in ("append", "add-files")
+    tags = system_table(spark, uri, "$tags").collect()
+    assert [(r.tag_name, r.tagged_version, r.record_count) for r in tags] == [("first", 1, data.num_rows)]
+    files = system_table(spark, uri, "$files", tag="first")
+    assert files.agg({"record_count": "sum"}).collect()[0][0] == data.num_rows
+    assert system_table(spark, uri, "$manifests").count() >= 1

@@ -6,6 +6,7 @@
     read(spark, "warehouse/orders", where="amount > 100").count()    # native Parquet reader over planned files
     spark.read.format("lamina").option("versionAsOf", 3).load("warehouse/orders")
     df.write.format("lamina").mode("append").save("s3://bucket/orders")  # Python data source (any store)
+    system_table(spark, "warehouse/orders", "$snapshots").show()     # also $tags, $files, $manifests
 
 See docs/spark.md.
 """
@@ -14,6 +15,7 @@ from lamina.spark.datasource import LaminaDataSource, register
 from lamina.spark.read import read
 from lamina.spark.session import spark_session
 from lamina.spark.streaming import foreach_batch_writer
+from lamina.spark.system import system_table
 from lamina.spark.write import write
 
-__all__ = ["LaminaDataSource", "foreach_batch_writer", "read", "register", "spark_session", "write"]
+__all__ = ["LaminaDataSource", "foreach_batch_writer", "read", "register", "spark_session", "system_table", "write"]

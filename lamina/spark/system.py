@@ -1,0 +1,23 @@
+"""System tables ($snapshots, $tags, $files, $manifests) as Spark DataFrames."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import lamina
+
+
+def system_table(
+    spark: Any,
+    uri: str,
+    name: str,
+    *,
+    version: int | str | None = None,
+    tag: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Any:
+    """``lamina.spark.system_table(spark, "warehouse/orders", "$snapshots")``: the Arrow
+    system table (see ``Table.system_table``) as a DataFrame; metadata is small, so it is
+    built on the driver."""
+    table = lamina.open_table(uri, storage_options=storage_options)
+    return spark.createDataFrame(table.system_table(name, version=version, tag=tag))
