@@ -79,9 +79,10 @@ class SqlCoordinator(CommitCoordinator):
     def publish(self, vm: VersionManifest) -> None:
         data = vm.to_json()
         staged = pending_path(vm.version, vm.commit_id)
-        # A plain put: the name is ours alone (version + commit id), and a retry of the same
-        # attempt after an unknown outcome writes the same bytes again.
-        self.io.put(staged, data)
+        # A plain write: the name is ours alone (version + commit id), and a retry of the same
+        # attempt after an unknown outcome writes the same bytes again. (put_data: a direct
+        # file write on local disk, an ordinary PUT elsewhere.)
+        self.io.put_data(staged, data)
         for _ in range(3):
             row = self.store._swap(self.table_id, vm.version - 1, vm, staged)
             if row is None:
@@ -128,7 +129,7 @@ class SqlCoordinator(CommitCoordinator):
 
     def _drop(self, path: str) -> None:
         try:
-            self.io.delete(path)
+            self.io.delete_many([path])  # a plain unlink on local disk
         except StorageError as e:  # a leftover staged file is harmless
             log.debug("could not delete %s: %s", path, e)
 

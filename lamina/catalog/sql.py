@@ -104,7 +104,7 @@ class _Backend:
     uri: str  # redacted
     IntegrityError: type[Exception]
 
-    def tx(self) -> Any:  # context manager yielding q
+    def tx(self, write: bool = True) -> Any:  # context manager yielding q
         raise NotImplementedError
 
     def close(self) -> None:
@@ -141,11 +141,12 @@ class _SQLite(_Backend):
         return self._conn
 
     @contextmanager
-    def tx(self) -> Iterator[Callable[..., Any]]:
+    def tx(self, write: bool = True) -> Iterator[Callable[..., Any]]:
         with self._lock:
             conn = self._connect()
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                # Writers take the lock up front; readers (WAL) see a snapshot without any lock.
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except sqlite3.Error as e:
                 raise StorageError(f"catalog {self.uri}: could not start a transaction: {e}") from None
             try:
@@ -197,7 +198,7 @@ class _Postgres(_Backend):
         return self._conn
 
     @contextmanager
-    def tx(self) -> Iterator[Callable[..., Any]]:
+    def tx(self, write: bool = True) -> Iterator[Callable[..., Any]]:
         psycopg = self._psycopg
         with self._lock:
             conn = self._connect()
@@ -261,12 +262,12 @@ class SqlCatalog(Catalog):
             raise NamespaceAlreadyExists(f"namespace {namespace!r} already exists in {self.uri}") from None
 
     def list_namespaces(self) -> list[str]:
-        with self._db.tx() as q:
+        with self._db.tx(write=False) as q:
             return [r[0] for r in q("SELECT name FROM lamina_namespaces ORDER BY name").fetchall()]
 
     def namespace_exists(self, namespace: str) -> bool:
         check_name(namespace, "namespace")
-        with self._db.tx() as q:
+        with self._db.tx(write=False) as q:
             return q("SELECT 1 FROM lamina_namespaces WHERE name = ?", (namespace,)).fetchone() is not None
 
     def drop_namespace(self, namespace: str) -> None:
@@ -294,14 +295,14 @@ class SqlCatalog(Catalog):
 
     def table_info(self, identifier: Any) -> TableInfo:
         ns, name = parse_identifier(identifier)
-        with self._db.tx() as q:
+        with self._db.tx(write=False) as q:
             r = q(f"SELECT {_COLS} FROM lamina_tables WHERE namespace = ? AND name = ?", (ns, name)).fetchone()
         if r is None:
             raise CatalogTableNotFound(f"no table {ns}.{name} in {self.uri}")
         return self._info(r)
 
     def tables(self, namespace: str | None = None) -> list[TableInfo]:
-        with self._db.tx() as q:
+        with self._db.tx(write=False) as q:
             if namespace is None:
                 rows = q(f"SELECT {_COLS} FROM lamina_tables ORDER BY namespace, name").fetchall()
             else:
@@ -393,7 +394,7 @@ class SqlCatalog(Catalog):
         return self._open(info.uuid, info.identifier, info.location)
 
     def _online_by_id(self, table_id: str, ident: str) -> bool:
-        with self._db.tx() as q:
+        with self._db.tx(write=False) as q:
             r = q("SELECT online FROM lamina_tables WHERE id = ?", (table_id,)).fetchone()
         if r is None:
             raise CatalogTableNotFound(f"table {ident} (uuid {table_id}) was dropped from {self.uri}")
@@ -497,7 +498,7 @@ class SqlCatalog(Catalog):
         return Row(int(r[0]), r[1], r[2], r[3], bool(r[4]))
 
     def _row(self, table_id: str) -> Row:
-        with self._db.tx() as q:
+        with self._db.tx(write=False) as q:
             r = q(
                 "SELECT version, manifest_path, pending_path, commit_id, online FROM lamina_tables WHERE id = ?",
                 (table_id,),
