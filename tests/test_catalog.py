@@ -32,7 +32,6 @@ from lamina.errors import (
     NamespaceNotFound,
     TableAlreadyExists,
     TableInUse,
-    TableNotFound,
     TableOffline,
 )
 from lamina.spec.layout import HINT_PATH

@@ -30,7 +30,6 @@ import pyarrow as pa
 from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
 from lamina.catalog.coordinator import CatalogVersionLog, Row, SqlCoordinator, pending_path
 from lamina.errors import (
-    AlreadyExists,
     CatalogError,
     CatalogTableAlreadyExists,
     CatalogTableNotFound,
