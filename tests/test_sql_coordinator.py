@@ -207,3 +207,20 @@ def test_path_writer_refused_nothing_committed(catalog_uri):
     assert cat.table_info("ns.t").version == 1
     assert lamina.open_table(t.uri).version == 1
     assert t.append(_workers.batch(0, 1, ROWS)) == 2
+
+
+def test_postgres_connection_killed_mid_session(pg_uri):
+    """A real dropped connection (the server ends the session): the next call reconnects and the
+    commit lands exactly once."""
+    import psycopg
+
+    cat, t = _new_table(pg_uri)
+    t.append(_workers.batch(0, 0, ROWS))
+    admin_uri = pg_uri.split("?")[0]
+    for expected in (2, 3):
+        pid = cat._db._conn.info.backend_pid
+        with psycopg.connect(admin_uri, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        assert t.append(_workers.batch(0, expected - 1, ROWS)) == expected
+    assert cat.table_info("ns.t").version == 3
+    assert lamina.open_table(t.uri).scan().to_arrow().num_rows == 3 * ROWS

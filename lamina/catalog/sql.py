@@ -15,6 +15,7 @@ committer resolves it), with the password never in a message.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -227,6 +228,20 @@ class _Postgres(_Backend):
 # --- the catalog ------------------------------------------------------------------------
 
 
+def _read(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a read-only method again once if it failed on the connection: a connection dropped
+    by a server restart or an idle timeout is reopened, and a read is safe to repeat."""
+
+    @functools.wraps(fn)
+    def method(self: "SqlCatalog", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self, *args, **kwargs)
+        except StorageError:
+            return fn(self, *args, **kwargs)
+
+    return method
+
+
 class SqlCatalog(Catalog):
     def __init__(
         self, backend: _Backend, warehouse: str | None, storage_options: Mapping[str, Any] | None = None,
@@ -260,10 +275,12 @@ class SqlCatalog(Catalog):
         except self._db.IntegrityError:
             raise NamespaceAlreadyExists(f"namespace {namespace!r} already exists in {self.uri}") from None
 
+    @_read
     def list_namespaces(self) -> list[str]:
         with self._db.tx(write=False) as q:
             return [r[0] for r in q("SELECT name FROM lamina_namespaces ORDER BY name").fetchall()]
 
+    @_read
     def namespace_exists(self, namespace: str) -> bool:
         check_name(namespace, "namespace")
         with self._db.tx(write=False) as q:
@@ -292,6 +309,7 @@ class SqlCatalog(Catalog):
             online=bool(r[5]), version=int(r[6]), manifest_path=r[7],
         )
 
+    @_read
     def table_info(self, identifier: Any) -> TableInfo:
         ns, name = parse_identifier(identifier)
         with self._db.tx(write=False) as q:
@@ -300,6 +318,7 @@ class SqlCatalog(Catalog):
             raise CatalogTableNotFound(f"no table {ns}.{name} in {self.uri}")
         return self._info(r)
 
+    @_read
     def tables(self, namespace: str | None = None) -> list[TableInfo]:
         with self._db.tx(write=False) as q:
             if namespace is None:
@@ -392,6 +411,7 @@ class SqlCatalog(Catalog):
         info = self.table_info(identifier)
         return self._open(info.uuid, info.identifier, info.location)
 
+    @_read
     def _online_by_id(self, table_id: str, ident: str) -> bool:
         with self._db.tx(write=False) as q:
             r = q("SELECT online FROM lamina_tables WHERE id = ?", (table_id,)).fetchone()
@@ -496,6 +516,7 @@ class SqlCatalog(Catalog):
             raise CatalogTableNotFound(f"table {table_id} was dropped from {self.uri}; nothing was committed")
         return Row(int(r[0]), r[1], r[2], r[3], bool(r[4]))
 
+    @_read
     def _row(self, table_id: str) -> Row:
         with self._db.tx(write=False) as q:
             r = q(
