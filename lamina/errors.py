@@ -115,3 +115,54 @@ class TransactionAlreadyCommitted(LaminaError):
 
 class CommitStateUnknown(LaminaError):
     """The store did not say whether the commit landed, and it could not be resolved."""
+
+
+# --- catalogs ----------------------------------------------------------------------
+
+
+class CatalogError(LaminaError):
+    """A catalog operation failed; the subclasses say why."""
+
+
+class InvalidCatalogUri(InvalidUri, CatalogError):
+    """A catalog URI with an unknown scheme or missing parts."""
+
+
+class CatalogUnreachable(CatalogError):
+    """The catalog database could not be reached (the message names the URI, never the password)."""
+
+
+class InvalidIdentifier(CatalogError, ValueError):
+    """A namespace or table name that is not letters, digits, '_' and '-' of bounded length."""
+
+
+class NamespaceNotFound(CatalogError):
+    """No namespace of that name."""
+
+
+class NamespaceAlreadyExists(CatalogError):
+    """A namespace of that name exists."""
+
+
+class NamespaceNotEmpty(CatalogError):
+    """A namespace still holding tables cannot be dropped."""
+
+
+class CatalogTableNotFound(TableNotFound, CatalogError):
+    """The catalog has no table of that name."""
+
+
+class CatalogTableAlreadyExists(TableAlreadyExists, CatalogError):
+    """The catalog already has a table of that name (or at that location)."""
+
+
+class TableOffline(CatalogError):
+    """The table is offline: it stays readable but refuses writes and maintenance."""
+
+
+class TableInUse(CatalogError):
+    """The table has writes in flight; purging it now would delete files under them."""
+
+
+class CatalogManaged(UnsupportedFeature):
+    """A catalog-managed table was written by path; its commits must go through its catalog."""

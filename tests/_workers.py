@@ -20,6 +20,8 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STEPS = ["manifests-written", "before-publish", "published", "hinted"]
+# The SQL coordinator adds "swapped": after the catalog row's compare-and-swap, before the
+# version manifest is published under its final name.
 
 
 # --- data shared by workers and tests -------------------------------------------------
@@ -65,12 +67,21 @@ def _barrier() -> None:
         sys.exit(f"no GO from the parent (got {line!r})")
 
 
+def _open(spec: dict[str, Any]) -> Any:
+    """The table by path, or through a catalog when the spec names one (``catalog``, ``identifier``)."""
+    import lamina
+
+    if spec.get("catalog"):
+        return lamina.load_catalog(spec["catalog"]).load_table(spec["identifier"])
+    return lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
+
+
 def _race_append(spec: dict[str, Any]) -> dict[str, Any]:
     import pyarrow.compute as pc
 
     import lamina
 
-    t = lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
+    t = _open(spec)
     w, rows = spec["writer"], spec["rows"]
     outside_step = spec.get("outside_step")  # overwrite race: k outside the predicate, plus one row inside
     _barrier()
@@ -137,7 +148,7 @@ def _crash(spec: dict[str, Any]) -> dict[str, Any]:
     import lamina.table.writer as writer
 
     at, marker = spec["at"], spec["marker"]
-    t = lamina.open_table(spec["uri"])
+    t = _open(spec)
     if at == "write-data":
         orig = writer._write_one
 

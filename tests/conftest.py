@@ -1,11 +1,21 @@
-"""Shared fixtures. The Spark session is created once, by the one xdist worker that runs the
-``xdist_group("spark")`` tests (``--dist loadgroup``), and only if a test asks for it."""
+"""Shared fixtures.
+
+- ``spark``: the Spark session, created once, by the one xdist worker that runs the
+  ``xdist_group("spark")`` tests (``--dist loadgroup``), and only if a test asks for it;
+- ``pg_server`` / ``pg_uri``: a real PostgreSQL server per test session (catalog tests).
+"""
 
 from __future__ import annotations
 
 import os
+import sys
+import uuid
 
 import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _pgserver  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +35,25 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """initdb + pg_ctl on 127.0.0.1 (see _pgserver). .ci/run installs PostgreSQL when it is missing."""
+    if _pgserver.find_bin_dir() is None:
+        pytest.skip(
+            "PostgreSQL binaries (initdb/pg_ctl) not found under /usr/lib/postgresql/*/bin or on PATH; "
+            "install them with `apt-get install -y postgresql` (.ci/run does this)"
+        )
+    server = _pgserver.PgServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_uri(pg_server, tmp_path):
+    """A fresh database on the session's server, with a warehouse under tmp_path."""
+    db = f"t_{uuid.uuid4().hex[:12]}"
+    return pg_server.create_database(db) + f"?warehouse={tmp_path / 'wh'}"

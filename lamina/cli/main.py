@@ -334,5 +334,12 @@ def system(
     console.print(rt)
 
 
+# -- catalogs (lamina/cli/catalog.py) ---------------------------------------------------------
+
+from lamina.cli.catalog import catalog_app  # noqa: E402
+
+app.add_typer(catalog_app, name="catalog")
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

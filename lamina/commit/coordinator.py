@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from lamina.errors import CatalogManaged
 from lamina.io import FileIO
+from lamina.spec.features import CATALOG_COMMITS
 from lamina.spec.layout import version_path
 from lamina.spec.version import VersionManifest
 
@@ -30,4 +32,10 @@ class ObjectStoreCoordinator(CommitCoordinator):
         self.io = io
 
     def publish(self, vm: VersionManifest) -> None:
+        if CATALOG_COMMITS in vm.writer_features:
+            raise CatalogManaged(
+                f"table {self.io.uri} is managed by a SQL catalog (writer feature {CATALOG_COMMITS!r}): "
+                "its commits go through the catalog row, so write to it via lamina.load_catalog(uri).load_table(name). "
+                "Nothing was committed; reading it by path works."
+            )
         self.io.put_if_absent(version_path(vm.version), vm.to_json())

@@ -13,7 +13,14 @@ from lamina.errors import UnsupportedFeature
 
 # Features this build of Lamina implements.
 KNOWN_READER_FEATURES: frozenset[str] = frozenset({"manifest-tree-v1", "hidden-partitioning"})
-KNOWN_WRITER_FEATURES: frozenset[str] = frozenset({"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps"})
+KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
+    {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits"}
+)
+
+# Writer feature of tables whose commit point is their catalog row (lamina.catalog's SQL
+# coordinator): a writer that opened the table by path must not put-if-absent versions
+# behind the catalog's back (the catalog would later publish a different version there).
+CATALOG_COMMITS = "catalog-commits"
 
 # What a new table gets.
 DEFAULT_READER_FEATURES: tuple[str, ...] = ("manifest-tree-v1",)

@@ -575,6 +575,25 @@ def create_table(
             f"a Lamina table (uuid {existing.table_uuid}, version {existing.version}) already exists at {uri}; "
             "open it with lamina.open_table, or choose another location"
         )
+    vm = initial_version(schema, partition_by, properties)
+    try:
+        log.io.put_if_absent(version_path(0), vm.to_json())
+    except AlreadyExists:
+        raise TableAlreadyExists(f"another writer created a table at {uri} at the same time") from None
+    log.table_uuid = vm.table_uuid
+    log.write_hint(vm)
+    table = Table(log.io, log, vm)
+    table._latest_at = time.monotonic()
+    return table
+
+
+def initial_version(
+    schema: pa.Schema,
+    partition_by: str | Iterable[str] | None = None,
+    properties: Mapping[str, Any] | None = None,
+    extra_writer_features: Sequence[str] = (),
+) -> VersionManifest:
+    """Version 0 of a new table (empty); shared by create_table and the catalogs."""
     lschema = Schema.from_arrow(schema)
     spec = parse_partition_by(partition_by if not isinstance(partition_by, str) else [partition_by], lschema)
     props = {str(k): str(v) for k, v in (properties or {}).items()}
@@ -583,7 +602,8 @@ def create_table(
     if not spec.is_unpartitioned:
         reader_features.append("hidden-partitioning")
         writer_features.append("hidden-partitioning")
-    vm = VersionManifest(
+    writer_features.extend(f for f in extra_writer_features if f not in writer_features)
+    return VersionManifest(
         version=0,
         parent_version=None,
         table_uuid=str(uuid.uuid4()),
@@ -599,15 +619,6 @@ def create_table(
         commit_id=uuid.uuid4().hex,
         format_version=FORMAT_VERSION,
     )
-    try:
-        log.io.put_if_absent(version_path(0), vm.to_json())
-    except AlreadyExists:
-        raise TableAlreadyExists(f"another writer created a table at {uri} at the same time") from None
-    log.table_uuid = vm.table_uuid
-    log.write_hint(vm)
-    table = Table(log.io, log, vm)
-    table._latest_at = time.monotonic()
-    return table
 
 
 def open_table(

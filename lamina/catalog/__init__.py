@@ -1,0 +1,52 @@
+"""Catalogs: many tables by ``namespace.name``.
+
+    cat = lamina.load_catalog("sqlite:///warehouse/catalog.db")   # embedded default
+    cat = lamina.load_catalog("postgresql://lamina@db:5432/lamina?warehouse=s3://bucket/wh")
+    cat = lamina.load_catalog("/data/warehouse")                   # directories only, no database
+
+See docs/catalog.md.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any, Mapping
+
+from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
+from lamina.catalog.coordinator import CatalogVersionLog, SqlCoordinator
+from lamina.catalog.directory import DirectoryCatalog
+from lamina.catalog.sql import SqlCatalog, open_postgres, open_sqlite, redact
+from lamina.errors import InvalidCatalogUri
+
+DEFAULT_CATALOG = "sqlite:///warehouse/catalog.db"
+
+
+def load_catalog(
+    uri: str = DEFAULT_CATALOG, *, warehouse: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> Catalog:
+    """A catalog by URI.
+
+    - ``sqlite:///rel/path.db``, ``sqlite:////abs/path.db``: embedded SQLite; tables default
+      to ``<directory of the db>/<ns>/<name>`` (or ``?warehouse=...`` / ``warehouse=``).
+    - ``postgresql://user[:password]@host:port/db?warehouse=...``: PostgreSQL (psycopg 3).
+    - a local path or ``file:///path``: the directory catalog.
+    """
+    if not isinstance(uri, str) or not uri.strip():
+        raise InvalidCatalogUri(f"catalog URI must be a non-empty string, got {uri!r}")
+    scheme = urllib.parse.urlsplit(uri).scheme.lower()
+    if scheme == "sqlite":
+        return open_sqlite(uri, warehouse, storage_options)
+    if scheme in ("postgresql", "postgres"):
+        return open_postgres(uri, warehouse, storage_options)
+    if scheme in ("", "file"):
+        return DirectoryCatalog(uri)
+    raise InvalidCatalogUri(
+        f"unknown catalog scheme {scheme!r} in {redact(uri)!r}: use sqlite:///path.db, "
+        "postgresql://user@host:port/db or a warehouse directory path"
+    )
+
+
+__all__ = [
+    "Catalog", "CatalogTable", "CatalogVersionLog", "DEFAULT_CATALOG", "DirectoryCatalog", "SqlCatalog",
+    "SqlCoordinator", "TableInfo", "check_name", "load_catalog", "parse_identifier",
+]

@@ -1,0 +1,188 @@
+"""What every catalog offers: namespaces, tables by ``namespace.name``, an online flag.
+
+A catalog maps names to table locations. The SQL catalogs (SQLite, PostgreSQL)
+also own each table's commit point (a row compare-and-swap, see
+``lamina.catalog.coordinator``); the directory catalog is only a naming
+convention over a warehouse directory, its tables commit by put-if-absent.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+import pyarrow as pa
+
+from lamina.errors import InvalidIdentifier, TableOffline
+from lamina.table.table import Table
+
+# Names become directory names and SQL parameters: letters, digits, '_' and '-' only,
+# not starting with '-' (it would read as a CLI option), bounded so paths stay short.
+MAX_NAME_LEN = 128
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+
+
+def check_name(name: Any, what: str = "name") -> str:
+    if not isinstance(name, str) or not name or len(name) > MAX_NAME_LEN or not _NAME.fullmatch(name):
+        raise InvalidIdentifier(
+            f"invalid {what} {name!r}: use 1-{MAX_NAME_LEN} letters, digits, '_' or '-' (not starting with '-')"
+        )
+    return name
+
+
+def parse_identifier(identifier: Any) -> tuple[str, str]:
+    """``"ns.name"`` or ``("ns", "name")`` -> validated (namespace, name)."""
+    if isinstance(identifier, (tuple, list)) and len(identifier) == 2:
+        ns, name = identifier
+    elif isinstance(identifier, str) and identifier.count(".") == 1:
+        ns, name = identifier.split(".")
+    else:
+        raise InvalidIdentifier(f"invalid table identifier {identifier!r}: use 'namespace.name'")
+    return check_name(ns, "namespace"), check_name(name, "table name")
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """One catalog entry (what `lamina catalog list` shows)."""
+
+    namespace: str
+    name: str
+    uuid: str
+    location: str
+    schema_json: str
+    online: bool
+    version: int
+    manifest_path: str
+
+    @property
+    def identifier(self) -> str:
+        return f"{self.namespace}.{self.name}"
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return json.loads(self.schema_json)
+
+
+class Catalog(ABC):
+    """Namespaces and tables by name. ``lamina.load_catalog(uri)`` returns one."""
+
+    uri: str  # as given, password redacted
+
+    # -- namespaces
+    @abstractmethod
+    def create_namespace(self, namespace: str) -> None: ...
+
+    @abstractmethod
+    def list_namespaces(self) -> list[str]: ...
+
+    @abstractmethod
+    def drop_namespace(self, namespace: str) -> None:
+        """Drop an empty namespace (NamespaceNotEmpty if it holds tables)."""
+
+    def namespace_exists(self, namespace: str) -> bool:
+        return check_name(namespace, "namespace") in self.list_namespaces()
+
+    # -- tables
+    @abstractmethod
+    def create_table(
+        self,
+        identifier: Any,
+        schema: pa.Schema,
+        partition_by: str | Iterable[str] | None = None,
+        properties: Mapping[str, Any] | None = None,
+        location: str | None = None,
+    ) -> "CatalogTable": ...
+
+    @abstractmethod
+    def load_table(self, identifier: Any) -> "CatalogTable": ...
+
+    @abstractmethod
+    def table_info(self, identifier: Any) -> TableInfo: ...
+
+    @abstractmethod
+    def tables(self, namespace: str | None = None) -> list[TableInfo]:
+        """Entries of one namespace (or all), sorted by identifier."""
+
+    def list_tables(self, namespace: str) -> list[str]:
+        """Identifiers (``ns.name``) of the tables in ``namespace``."""
+        return [t.identifier for t in self.tables(check_name(namespace, "namespace"))]
+
+    @abstractmethod
+    def table_exists(self, identifier: Any) -> bool: ...
+
+    @abstractmethod
+    def drop_table(self, identifier: Any, purge: bool = False, *, force: bool = False) -> None:
+        """Remove the entry; ``purge`` also deletes the table's files (refused while writes are
+        in flight unless ``force``)."""
+
+    @abstractmethod
+    def rename_table(self, old: Any, new: Any) -> None:
+        """Rename (also across namespaces); the location does not move. Refuses an existing target."""
+
+    @abstractmethod
+    def set_online(self, identifier: Any, online: bool) -> None: ...
+
+    @abstractmethod
+    def is_online(self, identifier: Any) -> bool: ...
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "Catalog":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# Table methods that change the table or delete its files: an offline table refuses them
+# before anything is written. (The SQL coordinator also checks the flag in its swap, so a
+# table taken offline mid-write still refuses that commit.)
+_WRITE_METHODS = (
+    "append", "overwrite", "add_files", "delete", "update", "merge", "rollback",
+    "expire_versions", "remove_orphans", "vacuum", "create_tag", "replace_tag", "rename_tag", "delete_tag",
+    "compact", "rewrite_manifests",
+)
+
+
+class CatalogTable(Table):
+    """A Table loaded through a catalog: knows its identifier and honours the online flag."""
+
+    catalog: Catalog
+    identifier: str
+
+    def _bind_catalog(self, catalog: Catalog, identifier: str, online_check: Callable[[], bool]) -> "CatalogTable":
+        self.catalog = catalog
+        self.identifier = identifier
+        self._online_check = online_check
+        return self
+
+    def _check_online(self) -> None:
+        if not self._online_check():
+            raise TableOffline(
+                f"table {self.identifier} ({self.uri}) is offline: it can be read but not written or maintained; "
+                f"bring it back with catalog.set_online({self.identifier!r}, True) or `lamina catalog online {self.identifier}`"
+            )
+
+    def __repr__(self) -> str:
+        return f"lamina.CatalogTable({self.identifier!r}, {self.uri!r}, version={self.version})"
+
+
+def _guarded(name: str) -> Callable[..., Any]:
+    base = getattr(Table, name)
+
+    @functools.wraps(base)
+    def method(self: CatalogTable, *args: Any, **kwargs: Any) -> Any:
+        self._check_online()
+        return base(self, *args, **kwargs)
+
+    return method
+
+
+for _name in _WRITE_METHODS:
+    if hasattr(Table, _name):  # compact/rewrite_manifests arrive with the compaction work
+        setattr(CatalogTable, _name, _guarded(_name))

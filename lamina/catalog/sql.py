@@ -1,0 +1,567 @@
+"""SQL catalogs: SQLite (embedded, the default) and PostgreSQL (server), one schema, one code path.
+
+Two tables. ``lamina_namespaces(name)`` and ``lamina_tables`` with one row per
+table: ``id`` (the table uuid), ``namespace``, ``name``, ``location``,
+``schema_json``, ``online``, and the commit pointer ``version``,
+``manifest_path`` (final name of that version's manifest), ``pending_path``
+(where it was staged before the swap) and ``commit_id``. The pointer is only
+ever changed by the compare-and-swap in ``_swap`` (see ``coordinator.py``).
+
+Every statement is parameterized; names are validated before they get here
+anyway. Connection problems become CatalogUnreachable (while connecting) or
+StorageError (mid-operation: the outcome of a swap is then unknown and the
+committer resolves it), with the password never in a message.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import sqlite3
+import threading
+import time
+import urllib.parse
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import pyarrow as pa
+
+from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
+from lamina.catalog.coordinator import CatalogVersionLog, Row, SqlCoordinator, pending_path
+from lamina.errors import (
+    CatalogError,
+    CatalogTableAlreadyExists,
+    CatalogTableNotFound,
+    CatalogUnreachable,
+    InvalidCatalogUri,
+    NamespaceAlreadyExists,
+    NamespaceNotEmpty,
+    NamespaceNotFound,
+    StorageError,
+    TableInUse,
+    TableNotFound,
+)
+from lamina.io import FileIO
+from lamina.spec.features import CATALOG_COMMITS
+from lamina.spec.layout import version_path
+from lamina.spec.version import VersionManifest
+from lamina.table.inflight import live_write_ids
+from lamina.table.table import initial_version
+
+SCHEMA_DDL = [
+    """CREATE TABLE IF NOT EXISTS lamina_namespaces (
+        name VARCHAR(128) PRIMARY KEY,
+        created_ms BIGINT NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS lamina_tables (
+        id VARCHAR(64) PRIMARY KEY,
+        namespace VARCHAR(128) NOT NULL REFERENCES lamina_namespaces(name),
+        name VARCHAR(128) NOT NULL,
+        location TEXT NOT NULL UNIQUE,
+        schema_json TEXT NOT NULL,
+        online INTEGER NOT NULL DEFAULT 1,
+        version BIGINT NOT NULL,
+        manifest_path TEXT NOT NULL,
+        pending_path TEXT,
+        commit_id VARCHAR(64),
+        created_ms BIGINT NOT NULL,
+        updated_ms BIGINT NOT NULL,
+        UNIQUE (namespace, name)
+    )""",
+]
+
+_COLS = "id, namespace, name, location, schema_json, online, version, manifest_path"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def redact(uri: str) -> str:
+    """``uri`` with its password (if any) replaced by ``***``."""
+    p = urllib.parse.urlsplit(uri)
+    if p.password is None:
+        return uri
+    host = p.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{p.username or ''}:***@{host}" + (f":{p.port}" if p.port else "")
+    return urllib.parse.urlunsplit((p.scheme, netloc, p.path, p.query, p.fragment))
+
+
+def _scrub(message: str, secret: str | None) -> str:
+    return message.replace(secret, "***") if secret else message
+
+
+# --- backends ---------------------------------------------------------------------------
+
+
+class _Backend:
+    """A connection and a transaction helper; ``q(sql, params)`` runs one statement (``?`` marks)."""
+
+    uri: str  # redacted
+    IntegrityError: type[Exception]
+
+    def tx(self, write: bool = True) -> Any:  # context manager yielding q
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class _SQLite(_Backend):
+    def __init__(self, path: str, uri: str) -> None:
+        self.path = path
+        self.uri = uri
+        self.IntegrityError = sqlite3.IntegrityError
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            try:
+                parent = os.path.dirname(self.path)
+                if parent:
+                    os.makedirs(parent, exist_ok=True)
+                # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so every
+                # transaction takes the write lock up front (no upgrade deadlocks), and
+                # the busy timeout makes racing processes queue instead of failing.
+                conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA busy_timeout = 60000")
+                # WAL: readers do not block the writer and vice versa (local disks only,
+                # which is where an embedded catalog lives).
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = FULL")
+            except (sqlite3.Error, OSError) as e:
+                raise CatalogUnreachable(f"cannot open catalog {self.uri}: {e}") from None
+            self._conn = conn
+        return self._conn
+
+    @contextmanager
+    def tx(self, write: bool = True) -> Iterator[Callable[..., Any]]:
+        with self._lock:
+            conn = self._connect()
+            try:
+                # Writers take the lock up front; readers (WAL) see a snapshot without any lock.
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.Error as e:
+                raise StorageError(f"catalog {self.uri}: could not start a transaction: {e}") from None
+            try:
+                yield lambda sql, params=(): conn.execute(sql, params)
+                conn.execute("COMMIT")
+            except BaseException as e:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                if isinstance(e, sqlite3.IntegrityError):
+                    raise
+                if isinstance(e, sqlite3.Error):
+                    raise StorageError(f"catalog {self.uri}: {type(e).__name__}: {e}") from None
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+class _Postgres(_Backend):
+    def __init__(self, conninfo: str, uri: str, password: str | None) -> None:
+        try:
+            import psycopg
+        except ImportError:
+            raise CatalogError(
+                "PostgreSQL catalogs need psycopg: pip install 'lamina[postgres]'"
+            ) from None
+        self._psycopg = psycopg
+        self.conninfo = conninfo
+        self.uri = uri
+        self._password = password
+        self.IntegrityError = psycopg.IntegrityError
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._connect()
+
+    def _connect(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            try:
+                self._conn = self._psycopg.connect(self.conninfo, autocommit=True)
+            except self._psycopg.Error as e:
+                raise CatalogUnreachable(
+                    f"cannot connect to catalog {self.uri}: {_scrub(str(e).strip(), self._password)}"
+                ) from None
+        return self._conn
+
+    @contextmanager
+    def tx(self, write: bool = True) -> Iterator[Callable[..., Any]]:
+        psycopg = self._psycopg
+        with self._lock:
+            conn = self._connect()
+            try:
+                with conn.transaction():
+                    yield lambda sql, params=(): conn.execute(sql.replace("?", "%s"), params)
+            except psycopg.IntegrityError:
+                raise
+            except psycopg.Error as e:
+                if isinstance(e, psycopg.OperationalError) or conn.closed:
+                    # The connection is gone: whatever we sent may or may not have been
+                    # applied. Reconnect next time; the caller decides what unknown means.
+                    try:
+                        conn.close()
+                    except psycopg.Error:
+                        pass
+                    self._conn = None
+                raise StorageError(f"catalog {self.uri}: {type(e).__name__}: {_scrub(str(e).strip(), self._password)}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+# --- the catalog ------------------------------------------------------------------------
+
+
+def _read(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a read-only method again once if it failed on the connection: a connection dropped
+    by a server restart or an idle timeout is reopened, and a read is safe to repeat."""
+
+    @functools.wraps(fn)
+    def method(self: "SqlCatalog", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self, *args, **kwargs)
+        except StorageError:
+            return fn(self, *args, **kwargs)
+
+    return method
+
+
+class SqlCatalog(Catalog):
+    def __init__(
+        self, backend: _Backend, warehouse: str | None, storage_options: Mapping[str, Any] | None = None,
+        *, init_lock: str | None = None,
+    ) -> None:
+        self._db = backend
+        self.uri = backend.uri
+        self.warehouse = warehouse.rstrip("/") if warehouse else None
+        self.storage_options = dict(storage_options or {})
+        with self._db.tx() as q:
+            if init_lock:
+                q(init_lock)  # PostgreSQL: CREATE IF NOT EXISTS races itself across sessions
+            for ddl in SCHEMA_DDL:
+                q(ddl)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __repr__(self) -> str:
+        return f"lamina.SqlCatalog({self.uri!r})"
+
+    # -- namespaces -------------------------------------------------------------------------
+
+    def create_namespace(self, namespace: str) -> None:
+        check_name(namespace, "namespace")
+        try:
+            with self._db.tx() as q:
+                if q("SELECT 1 FROM lamina_namespaces WHERE name = ?", (namespace,)).fetchone():
+                    raise NamespaceAlreadyExists(f"namespace {namespace!r} already exists in {self.uri}")
+                q("INSERT INTO lamina_namespaces (name, created_ms) VALUES (?, ?)", (namespace, _now_ms()))
+        except self._db.IntegrityError:
+            raise NamespaceAlreadyExists(f"namespace {namespace!r} already exists in {self.uri}") from None
+
+    @_read
+    def list_namespaces(self) -> list[str]:
+        with self._db.tx(write=False) as q:
+            return [r[0] for r in q("SELECT name FROM lamina_namespaces ORDER BY name").fetchall()]
+
+    @_read
+    def namespace_exists(self, namespace: str) -> bool:
+        check_name(namespace, "namespace")
+        with self._db.tx(write=False) as q:
+            return q("SELECT 1 FROM lamina_namespaces WHERE name = ?", (namespace,)).fetchone() is not None
+
+    def drop_namespace(self, namespace: str) -> None:
+        check_name(namespace, "namespace")
+        with self._db.tx() as q:
+            n = q("SELECT COUNT(*) FROM lamina_tables WHERE namespace = ?", (namespace,)).fetchone()[0]
+            if n:
+                raise NamespaceNotEmpty(f"namespace {namespace!r} holds {n} table(s); drop or rename them first")
+            if q("DELETE FROM lamina_namespaces WHERE name = ?", (namespace,)).rowcount == 0:
+                raise NamespaceNotFound(f"no namespace {namespace!r} in {self.uri}")
+
+    def _require_namespace(self, q: Callable[..., Any], namespace: str) -> None:
+        if not q("SELECT 1 FROM lamina_namespaces WHERE name = ?", (namespace,)).fetchone():
+            raise NamespaceNotFound(
+                f"no namespace {namespace!r} in {self.uri}; create it first (catalog.create_namespace)"
+            )
+
+    # -- tables -------------------------------------------------------------------------------
+
+    def _info(self, r: Any) -> TableInfo:
+        return TableInfo(
+            namespace=r[1], name=r[2], uuid=r[0], location=r[3], schema_json=r[4],
+            online=bool(r[5]), version=int(r[6]), manifest_path=r[7],
+        )
+
+    @_read
+    def table_info(self, identifier: Any) -> TableInfo:
+        ns, name = parse_identifier(identifier)
+        with self._db.tx(write=False) as q:
+            r = q(f"SELECT {_COLS} FROM lamina_tables WHERE namespace = ? AND name = ?", (ns, name)).fetchone()
+        if r is None:
+            raise CatalogTableNotFound(f"no table {ns}.{name} in {self.uri}")
+        return self._info(r)
+
+    @_read
+    def tables(self, namespace: str | None = None) -> list[TableInfo]:
+        with self._db.tx(write=False) as q:
+            if namespace is None:
+                rows = q(f"SELECT {_COLS} FROM lamina_tables ORDER BY namespace, name").fetchall()
+            else:
+                check_name(namespace, "namespace")
+                self._require_namespace(q, namespace)
+                rows = q(f"SELECT {_COLS} FROM lamina_tables WHERE namespace = ? ORDER BY name", (namespace,)).fetchall()
+        return [self._info(r) for r in rows]
+
+    def table_exists(self, identifier: Any) -> bool:
+        try:
+            self.table_info(identifier)
+            return True
+        except CatalogTableNotFound:
+            return False
+
+    def _default_location(self, ns: str, name: str) -> str:
+        if self.warehouse is None:
+            raise CatalogError(
+                f"catalog {self.uri} has no warehouse: pass location= or add ?warehouse=<path or s3://...> to the URI"
+            )
+        return f"{self.warehouse}/{ns}/{name}"
+
+    def create_table(
+        self,
+        identifier: Any,
+        schema: pa.Schema,
+        partition_by: str | Iterable[str] | None = None,
+        properties: Mapping[str, Any] | None = None,
+        location: str | None = None,
+    ) -> CatalogTable:
+        ns, name = parse_identifier(identifier)
+        ident = f"{ns}.{name}"
+        # Everything that can be refused is checked before a file is written.
+        vm = initial_version(schema, partition_by, properties, extra_writer_features=(CATALOG_COMMITS,))
+        with self._db.tx() as q:
+            self._require_namespace(q, ns)
+            if q("SELECT 1 FROM lamina_tables WHERE namespace = ? AND name = ?", (ns, name)).fetchone():
+                raise CatalogTableAlreadyExists(f"table {ident} already exists in {self.uri}")
+        io = FileIO(location or self._default_location(ns, name), self.storage_options)
+        loc = io.uri
+        try:
+            existing = CatalogVersionLog(io).latest()
+        except TableNotFound:
+            existing = None
+        if existing is not None:
+            raise CatalogTableAlreadyExists(
+                f"{loc} already holds a Lamina table (uuid {existing.table_uuid}); choose another location"
+            )
+        # Version 0 follows the commit protocol too: staged, row inserted (the commit point),
+        # then published. A crash in between is completed by the next load.
+        staged = pending_path(0, vm.commit_id)
+        io.put(staged, vm.to_json())
+        now = _now_ms()
+        try:
+            with self._db.tx() as q:
+                self._require_namespace(q, ns)
+                if q("SELECT 1 FROM lamina_tables WHERE namespace = ? AND name = ?", (ns, name)).fetchone():
+                    raise CatalogTableAlreadyExists(f"table {ident} already exists in {self.uri}")
+                if q("SELECT 1 FROM lamina_tables WHERE location = ?", (loc,)).fetchone():
+                    raise CatalogTableAlreadyExists(f"another table of {self.uri} already lives at {loc}")
+                q(
+                    "INSERT INTO lamina_tables (id, namespace, name, location, schema_json, online, version, "
+                    "manifest_path, pending_path, commit_id, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, 1, 0, ?, ?, ?, ?, ?)",
+                    (vm.table_uuid, ns, name, loc, json.dumps(vm.schema.to_json()), version_path(0), staged,
+                     vm.commit_id, now, now),
+                )
+        except self._db.IntegrityError:
+            io.delete(staged)
+            raise CatalogTableAlreadyExists(f"table {ident} (or its location {loc}) was created concurrently") from None
+        except BaseException:
+            io.delete(staged)
+            raise
+        table = self._open(vm.table_uuid, ident, loc)
+        table.log.write_hint(table.metadata)
+        return table
+
+    def _open(self, table_id: str, ident: str, location: str) -> CatalogTable:
+        io = FileIO(location, self.storage_options)
+        log_ = CatalogVersionLog(io, table_uuid=table_id, table_identifier=ident)
+        coord = SqlCoordinator(self, table_id, log_, ident)
+        log_.coordinator = coord
+        vm = log_.latest()
+        table = CatalogTable(io, log_, vm, coord)
+        table._latest_at = time.monotonic()
+        return table._bind_catalog(self, ident, lambda: self._online_by_id(table_id, ident))
+
+    def load_table(self, identifier: Any) -> CatalogTable:
+        info = self.table_info(identifier)
+        return self._open(info.uuid, info.identifier, info.location)
+
+    @_read
+    def _online_by_id(self, table_id: str, ident: str) -> bool:
+        with self._db.tx(write=False) as q:
+            r = q("SELECT online FROM lamina_tables WHERE id = ?", (table_id,)).fetchone()
+        if r is None:
+            raise CatalogTableNotFound(f"table {ident} (uuid {table_id}) was dropped from {self.uri}")
+        return bool(r[0])
+
+    def is_online(self, identifier: Any) -> bool:
+        return self.table_info(identifier).online
+
+    def set_online(self, identifier: Any, online: bool) -> None:
+        ns, name = parse_identifier(identifier)
+        with self._db.tx() as q:
+            n = q(
+                "UPDATE lamina_tables SET online = ?, updated_ms = ? WHERE namespace = ? AND name = ?",
+                (1 if online else 0, _now_ms(), ns, name),
+            ).rowcount
+        if n == 0:
+            raise CatalogTableNotFound(f"no table {ns}.{name} in {self.uri}")
+
+    def rename_table(self, old: Any, new: Any) -> None:
+        ons, oname = parse_identifier(old)
+        nns, nname = parse_identifier(new)
+        try:
+            with self._db.tx() as q:
+                if not q("SELECT 1 FROM lamina_tables WHERE namespace = ? AND name = ?", (ons, oname)).fetchone():
+                    raise CatalogTableNotFound(f"no table {ons}.{oname} in {self.uri}")
+                self._require_namespace(q, nns)
+                if q("SELECT 1 FROM lamina_tables WHERE namespace = ? AND name = ?", (nns, nname)).fetchone():
+                    raise CatalogTableAlreadyExists(
+                        f"cannot rename {ons}.{oname} to {nns}.{nname}: that table exists; drop it first"
+                    )
+                # Only the name changes: the location, and so every path reader, stays put.
+                q(
+                    "UPDATE lamina_tables SET namespace = ?, name = ?, updated_ms = ? WHERE namespace = ? AND name = ?",
+                    (nns, nname, _now_ms(), ons, oname),
+                )
+        except self._db.IntegrityError:
+            raise CatalogTableAlreadyExists(f"{nns}.{nname} was created concurrently; nothing was renamed") from None
+
+    def drop_table(self, identifier: Any, purge: bool = False, *, force: bool = False) -> None:
+        info = self.table_info(identifier)
+        io = FileIO(info.location, self.storage_options)
+        if purge and not force:
+            live = live_write_ids(io)
+            if live:
+                raise TableInUse(
+                    f"table {info.identifier} has {len(live)} write(s) in flight ({sorted(live)[:3]}...): "
+                    "purging now would delete files under them. Take it offline, wait for them, or pass force=True. "
+                    "Nothing was dropped."
+                )
+        with self._db.tx() as q:
+            if q("DELETE FROM lamina_tables WHERE id = ?", (info.uuid,)).rowcount == 0:
+                raise CatalogTableNotFound(f"no table {info.identifier} in {self.uri} (dropped concurrently)")
+        # The row is gone first, so no commit can land while the files go.
+        if purge:
+            _purge(io)
+
+    def register_table(self, identifier: Any, location: str) -> CatalogTable:
+        """Adopt an existing Lamina table written by this kind of catalog (e.g. after a drop without purge)."""
+        ns, name = parse_identifier(identifier)
+        io = FileIO(location, self.storage_options)
+        vm = CatalogVersionLog(io).latest()
+        if CATALOG_COMMITS not in vm.writer_features:
+            raise CatalogError(
+                f"{io.uri} is a path table (its commits are put-if-absent); registering it would let path "
+                "writers and the catalog both commit. Create a catalog table and copy the data instead."
+            )
+        now = _now_ms()
+        try:
+            with self._db.tx() as q:
+                self._require_namespace(q, ns)
+                if q("SELECT 1 FROM lamina_tables WHERE namespace = ? AND name = ?", (ns, name)).fetchone():
+                    raise CatalogTableAlreadyExists(f"table {ns}.{name} already exists in {self.uri}")
+                q(
+                    "INSERT INTO lamina_tables (id, namespace, name, location, schema_json, online, version, "
+                    "manifest_path, pending_path, commit_id, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, 1, ?, ?, NULL, ?, ?, ?)",
+                    (vm.table_uuid, ns, name, io.uri, json.dumps(vm.schema.to_json()), vm.version,
+                     version_path(vm.version), vm.commit_id, now, now),
+                )
+        except self._db.IntegrityError:
+            raise CatalogTableAlreadyExists(f"table {vm.table_uuid} at {io.uri} is already in {self.uri}") from None
+        return self._open(vm.table_uuid, f"{ns}.{name}", io.uri)
+
+    # -- the commit point (RowStore for SqlCoordinator) ---------------------------------------
+
+    def _swap(self, table_id: str, expected: int, vm: VersionManifest, pending: str) -> Row | None:
+        with self._db.tx() as q:
+            n = q(
+                "UPDATE lamina_tables SET version = ?, manifest_path = ?, pending_path = ?, commit_id = ?, "
+                "schema_json = ?, updated_ms = ? WHERE id = ? AND version = ? AND online = 1",
+                (vm.version, version_path(vm.version), pending, vm.commit_id, json.dumps(vm.schema.to_json()),
+                 _now_ms(), table_id, expected),
+            ).rowcount
+            if n == 1:
+                return None
+            r = q(
+                "SELECT version, manifest_path, pending_path, commit_id, online FROM lamina_tables WHERE id = ?",
+                (table_id,),
+            ).fetchone()
+        if r is None:
+            raise CatalogTableNotFound(f"table {table_id} was dropped from {self.uri}; nothing was committed")
+        return Row(int(r[0]), r[1], r[2], r[3], bool(r[4]))
+
+    @_read
+    def _row(self, table_id: str) -> Row:
+        with self._db.tx(write=False) as q:
+            r = q(
+                "SELECT version, manifest_path, pending_path, commit_id, online FROM lamina_tables WHERE id = ?",
+                (table_id,),
+            ).fetchone()
+        if r is None:
+            raise CatalogTableNotFound(f"table {table_id} was dropped from {self.uri}")
+        return Row(int(r[0]), r[1], r[2], r[3], bool(r[4]))
+
+
+def _purge(io: FileIO) -> None:
+    local = io.local_path("")
+    if local is not None:
+        shutil.rmtree(io.uri, ignore_errors=True)
+        return
+    io.delete_many([o.path for o in io.walk()])
+
+
+# --- URIs ---------------------------------------------------------------------------------
+
+
+def open_sqlite(uri: str, warehouse: str | None, storage_options: Mapping[str, Any] | None) -> SqlCatalog:
+    p = urllib.parse.urlsplit(uri)
+    if p.netloc:
+        raise InvalidCatalogUri(f"{uri!r}: SQLite catalogs are sqlite:///relative/path.db or sqlite:////absolute/path.db")
+    path = p.path[1:] if p.path.startswith("/") else p.path
+    if not path or path.endswith("/"):
+        raise InvalidCatalogUri(f"{uri!r}: name the database file, e.g. sqlite:///warehouse/catalog.db")
+    path = os.path.abspath(os.path.expanduser(path))
+    q = dict(urllib.parse.parse_qsl(p.query))
+    warehouse = warehouse or q.get("warehouse") or os.path.dirname(path)
+    return SqlCatalog(_SQLite(path, uri), warehouse, storage_options)
+
+
+def open_postgres(uri: str, warehouse: str | None, storage_options: Mapping[str, Any] | None) -> SqlCatalog:
+    p = urllib.parse.urlsplit(uri)
+    if not p.hostname and "host=" not in p.query:
+        raise InvalidCatalogUri(f"{redact(uri)!r}: name the server, postgresql://user@host:port/database")
+    query = urllib.parse.parse_qsl(p.query)
+    warehouse = warehouse or dict(query).get("warehouse")
+    rest = [(k, v) for k, v in query if k != "warehouse"]
+    if not any(k == "connect_timeout" for k, _ in rest):
+        rest.append(("connect_timeout", "10"))  # fail fast on an unreachable server
+    conninfo = urllib.parse.urlunsplit(("postgresql", p.netloc, p.path, urllib.parse.urlencode(rest), ""))
+    backend = _Postgres(conninfo, redact(uri), p.password)
+    # Serialize schema creation across sessions (CREATE TABLE IF NOT EXISTS is not race-free).
+    return SqlCatalog(backend, warehouse, storage_options, init_lock="SELECT pg_advisory_xact_lock(7318323)")

@@ -1,0 +1,154 @@
+"""`lamina catalog ...`: namespaces and tables of a catalog (default: the embedded SQLite one).
+
+A NAME without a dot is a namespace, ``ns.table`` a table.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import pyarrow as pa
+import typer
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from lamina.catalog import DEFAULT_CATALOG, load_catalog
+from lamina.errors import LaminaError
+
+catalog_app = typer.Typer(
+    help=f"List, create, rename, drop tables and namespaces; take tables offline/online (default catalog {DEFAULT_CATALOG}).",
+    no_args_is_help=True,
+)
+console = Console()
+err = Console(stderr=True)
+
+_CATALOG = typer.Option(
+    DEFAULT_CATALOG, "--catalog", "-c", envvar="LAMINA_CATALOG",
+    help="catalog URI: sqlite:///path.db, postgresql://user@host:port/db?warehouse=..., or a warehouse directory",
+)
+
+# Column types accepted by --schema (name:type,...).
+_TYPES = {
+    "bool": pa.bool_(), "boolean": pa.bool_(), "int32": pa.int32(), "int": pa.int32(), "int64": pa.int64(),
+    "long": pa.int64(), "bigint": pa.int64(), "float32": pa.float32(), "float": pa.float32(),
+    "float64": pa.float64(), "double": pa.float64(), "string": pa.string(), "binary": pa.binary(),
+    "date": pa.date32(), "timestamp": pa.timestamp("us"), "timestamptz": pa.timestamp("us", tz="UTC"),
+}
+
+
+def _fail(e: Exception) -> None:
+    err.print(f"[red]error:[/red] {e}")
+    raise typer.Exit(2)
+
+
+def _schema(text: str) -> pa.Schema:
+    fields = []
+    for part in text.split(","):
+        name, _, typ = part.strip().partition(":")
+        if not name or typ.strip().lower() not in _TYPES:
+            raise typer.BadParameter(
+                f"{part.strip()!r}: use name:type with type one of {', '.join(sorted(_TYPES))}", param_hint="--schema"
+            )
+        fields.append(pa.field(name.strip(), _TYPES[typ.strip().lower()]))
+    return pa.schema(fields)
+
+
+def _catalog(uri: str):
+    try:
+        return load_catalog(uri)
+    except LaminaError as e:
+        _fail(e)
+
+
+@catalog_app.command("list")
+def list_(namespace: Optional[str] = typer.Argument(None, help="only this namespace"), catalog: str = _CATALOG):
+    """Namespaces and tables with their version, online flag, uuid and location."""
+    cat = _catalog(catalog)
+    try:
+        namespaces = [namespace] if namespace else cat.list_namespaces()
+        infos = cat.tables(namespace)
+    except LaminaError as e:
+        _fail(e)
+    rt = RichTable(title=f"{cat.uri}: {len(namespaces)} namespace(s), {len(infos)} table(s)")
+    for c in ("table", "version", "online", "uuid", "location"):
+        rt.add_column(c)
+    for i in infos:
+        rt.add_row(i.identifier, str(i.version), "yes" if i.online else "[yellow]offline[/yellow]", i.uuid, i.location)
+    console.print(rt)
+    empty = sorted(set(namespaces) - {i.namespace for i in infos})
+    if empty:
+        console.print(f"empty namespaces: {', '.join(empty)}")
+
+
+@catalog_app.command("create")
+def create(
+    name: str = typer.Argument(..., help="namespace, or namespace.table"),
+    schema: Optional[str] = typer.Option(None, "--schema", "-s", help="table columns, e.g. 'id:int64,day:date,name:string'"),
+    partition_by: Optional[List[str]] = typer.Option(None, "--partition-by", "-p", help="e.g. 'day(ts)', repeatable"),
+    location: Optional[str] = typer.Option(None, "--location", help="default: <warehouse>/<namespace>/<table>"),
+    catalog: str = _CATALOG,
+):
+    """Create a namespace, or a table (needs --schema)."""
+    cat = _catalog(catalog)
+    try:
+        if "." not in name:
+            cat.create_namespace(name)
+            console.print(f"created namespace [bold]{name}[/bold]")
+            return
+        if not schema:
+            raise typer.BadParameter("creating a table needs --schema 'col:type,...'", param_hint="--schema")
+        t = cat.create_table(name, _schema(schema), partition_by=partition_by or None, location=location)
+    except LaminaError as e:
+        _fail(e)
+    console.print(f"created table [bold]{name}[/bold] (uuid {t.uuid}) at {t.uri}")
+
+
+@catalog_app.command("rename")
+def rename(old: str, new: str, catalog: str = _CATALOG):
+    """Rename a table (its location and path readers are unaffected); refuses an existing target."""
+    cat = _catalog(catalog)
+    try:
+        cat.rename_table(old, new)
+    except LaminaError as e:
+        _fail(e)
+    console.print(f"renamed {old} to [bold]{new}[/bold]")
+
+
+@catalog_app.command("drop")
+def drop(
+    name: str = typer.Argument(..., help="namespace (must be empty), or namespace.table"),
+    purge: bool = typer.Option(False, "--purge", help="also delete the table's files"),
+    force: bool = typer.Option(False, "--force", help="purge even with writes in flight"),
+    catalog: str = _CATALOG,
+):
+    """Drop an empty namespace, or a table (its files stay unless --purge)."""
+    cat = _catalog(catalog)
+    try:
+        if "." not in name:
+            cat.drop_namespace(name)
+        else:
+            cat.drop_table(name, purge=purge, force=force)
+    except LaminaError as e:
+        _fail(e)
+    console.print(f"dropped {name}{' and its files' if purge else ''}")
+
+
+def _set_online(name: str, online: bool, catalog: str) -> None:
+    cat = _catalog(catalog)
+    try:
+        cat.set_online(name, online)
+    except LaminaError as e:
+        _fail(e)
+    console.print(f"{name} is {'online' if online else 'offline (readable, refuses writes and maintenance)'}")
+
+
+@catalog_app.command("online")
+def online(name: str, catalog: str = _CATALOG):
+    """Allow writes and maintenance again."""
+    _set_online(name, True, catalog)
+
+
+@catalog_app.command("offline")
+def offline(name: str, catalog: str = _CATALOG):
+    """Refuse writes and maintenance (reads keep working)."""
+    _set_online(name, False, catalog)
