@@ -10,7 +10,13 @@ warehouse directory (recreated each run) and local Spark, no server:
 4. query with filters (pruned to the partitions and files that can match);
 5. time travel to the version before the increments, by version and by timestamp,
    through both the fast reader and ``spark.read.format("lamina")``;
-6. check the table (fsck) and print a summary of versions, files, rows and timings.
+6. tag each daily load and query as of a tag;
+7. merge a day's changes (status updates, cancellations, late orders) into the
+   history in one version, reading only the files whose order ids can match, and
+   compare before/after by time travel;
+8. compact the small files and deletion vectors the merge left, reporting files before/after;
+9. expire old versions (tagged data stays readable) and report the space freed;
+10. check the table (fsck) and print a summary of versions, files, rows and timings.
 
 Each step is a small function taking the ``Demo`` state, so later steps (tags, expiry,
 merges) slot into ``STEPS``.
@@ -114,7 +120,9 @@ def daily_increments(demo: Demo) -> None:
         t0 = time.perf_counter()
         v = write(orders_for_day(demo.spark, day, ROWS_PER_DAY, day * ROWS_PER_DAY), demo.uri)
         date = (FIRST_DAY + timedelta(days=day)).date()
-        demo.record(f"append {date}", time.perf_counter() - t0, f"{ROWS_PER_DAY:,} orders -> version {v}")
+        tag = lamina.open_table(demo.uri).create_tag(f"load-{date}", v)  # every daily load is tagged
+        demo.facts.setdefault("tags", []).append(tag.name)
+        demo.record(f"append {date}", time.perf_counter() - t0, f"{ROWS_PER_DAY:,} orders -> version {v}, tag {tag.name}")
 
 
 def filtered_queries(demo: Demo) -> None:
@@ -165,6 +173,86 @@ def time_travel(demo: Demo) -> None:
                 f"version {t.version}: {now:,} orders; version {v} (by number, by timestamp, via format('lamina')): {then:,}")
 
 
+def query_tag(demo: Demo) -> None:
+    from lamina.spark import read
+
+    first = demo.facts["tags"][0]
+    t0 = time.perf_counter()
+    n = read(demo.spark, demo.uri, tag=first).count()
+    via_source = demo.spark.read.format("lamina").option("tag", first).load(demo.uri).count()
+    if n != via_source:
+        raise AssertionError(f"tag {first}: {n} != {via_source}")
+    tags = lamina.open_table(demo.uri).system_table("$tags")
+    demo.record("query as of a tag", time.perf_counter() - t0,
+                f"{first}: {n:,} orders; $tags has {tags.num_rows} tags")
+
+
+def _changes(demo: Demo) -> Any:
+    """A day's changes for orders already in the history: status updates, cancellations
+    (op = 'D'), plus late orders not in the table yet."""
+    import numpy as np
+    import pyarrow as pa
+
+    t = lamina.open_table(demo.uri)
+    day = INITIAL_DAYS + INCREMENT_DAYS - 1  # the latest day, and late orders for the next one
+    rng = np.random.default_rng(7)
+    existing = rng.choice(np.arange(day * ROWS_PER_DAY, (day + 1) * ROWS_PER_DAY), 30_000, replace=False)
+    changed = t.scan(where=f"order_id >= {int(existing.min())} AND order_id <= {int(existing.max())}").to_arrow()
+    changed = changed.filter(pa.compute.is_in(changed.column("order_id"), pa.array(existing)))
+    ops = np.where(np.arange(changed.num_rows) % 6 == 0, "D", "U")
+    changed = changed.set_column(changed.schema.get_field_index("status"), "status",
+                                 pa.array(np.where(ops == "D", "cancelled", "returned")))
+    late_ids = np.arange((day + 1) * ROWS_PER_DAY, (day + 1) * ROWS_PER_DAY + 5_000)
+    sample = changed.slice(0, len(late_ids))
+    late = sample.set_column(0, "order_id", pa.array(late_ids)).set_column(
+        sample.schema.get_field_index("status"), "status", pa.array(["placed"] * len(late_ids)))
+    src = pa.concat_tables([changed, late.cast(changed.schema)])
+    return src.append_column("op", pa.array(list(ops) + ["I"] * len(late_ids)))
+
+
+def merge_changes(demo: Demo) -> None:
+    t = lamina.open_table(demo.uri)
+    before = t.version
+    src = _changes(demo)
+    t0 = time.perf_counter()
+    res = (
+        t.merge(src, on="order_id")
+        .when_matched_delete(condition="source.op = 'D'")
+        .when_matched_update({"status": "source.status"})
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    files = len(t.scan().plan())
+    demo.facts["merged_version"] = res.version
+    returned_then = t.scan(where="status = 'returned'", version=before).count()
+    returned_now = t.scan(where="status = 'returned'").count()
+    demo.record("merge a day's changes", time.perf_counter() - t0,
+                f"version {res.version}: {res.rows_updated:,} updated, {res.rows_deleted:,} cancelled, "
+                f"{res.rows_inserted:,} late orders; read {res.files_scanned} of {files} files; "
+                f"'returned' orders {returned_then:,} -> {returned_now:,} (version {before} -> {res.version})")
+
+
+def expire_history(demo: Demo) -> None:
+    t = lamina.open_table(demo.uri)
+    versions = len(t.log.list_versions())
+    t0 = time.perf_counter()
+    rep = t.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    first = demo.facts["tags"][0]
+    still = t.scan(tag=first).count()  # the tagged version's files were kept
+    demo.record("expire old versions", time.perf_counter() - t0,
+                f"{len(rep.expired_versions)} of {versions} versions expired, {len(rep.deleted_files)} data files "
+                f"and {len(rep.deleted_manifests)} manifests deleted, {rep.deleted_bytes / 1e6:,.1f} MB freed; "
+                f"{rep.kept_for_tags} files kept because tags need them: tag {first} still reads {still:,} orders")
+
+
+def compact_files(demo: Demo) -> None:
+    t = lamina.open_table(demo.uri)
+    t0 = time.perf_counter()
+    r = t.compact(target_file_size=64 * 1024 * 1024)
+    demo.record("compact", time.perf_counter() - t0,
+                f"files {r.files_before} -> {r.files_after} ({r.input_files} small or with deletes, in {r.groups} groups)")
+
+
 def check_table(demo: Demo) -> None:
     t0 = time.perf_counter()
     rep = fsck(lamina.open_table(demo.uri))
@@ -179,6 +267,10 @@ STEPS: list[tuple[str, Callable[[Demo], None]]] = [
     ("daily increments", daily_increments),
     ("filtered queries", filtered_queries),
     ("time travel", time_travel),
+    ("query as of a tag", query_tag),
+    ("merge changes", merge_changes),
+    ("compact", compact_files),
+    ("expire old versions", expire_history),
     ("check", check_table),
 ]
 
