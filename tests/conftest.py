@@ -12,6 +12,13 @@ import sys
 import uuid
 
 import pytest
+from hypothesis import settings
+
+# CI runs the property tests derandomized: a fixed sequence of examples per test, so a
+# run is reproducible; locally every run explores new examples.
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 

@@ -247,19 +247,26 @@ def test_expiry_racing_writers_loses_no_commit_and_deletes_nothing_needed(tmp_pa
     # 40 ms ago: a put can never land in a slot expiry freed
     props = {"manifest.inline-max-files": 4, "manifest.leaf-target-files": 8, "commit.base-max-age-ms": 20}
     lamina.create_table(uri, SCHEMA, properties=props)
-    per_writer, writers = 30, 3
+    min_per_writer, max_per_writer, writers = 20, 400, 3
     committed: list[int] = []
+    last_overwrite: dict[int, int] = {}
+    done_ids: dict[int, int] = {}
     errors: list[BaseException] = []
+    enough = threading.Event()  # set once expiry has run against live writers
 
     def write(w: int) -> None:
         try:
             t = lamina.open_table(uri)
-            for i in range(per_writer):
+            for i in range(max_per_writer):  # bounded: stops once the race has happened
+                if i >= min_per_writer and enough.is_set():
+                    break
                 if i % 10 == 9:
                     t.overwrite(batch([w * 1000 + i], f"w{w}"), where=f"grp = 'w{w}'")
+                    last_overwrite[w] = i
                 else:
                     t.append(batch([w * 1000 + i], f"w{w}"))
                 committed.append(t.version)
+                done_ids[w] = i
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
 
@@ -268,22 +275,26 @@ def test_expiry_racing_writers_loses_no_commit_and_deletes_nothing_needed(tmp_pa
         th.start()
     exp = lamina.open_table(uri)
     rounds = expired = 0
-    while any(th.is_alive() for th in threads) and rounds < 200:
+    while any(th.is_alive() for th in threads) and rounds < 5000:
         expired += len(exp.expire_versions(retain_last=2, reader_grace=NOW).expired_versions)
+        if expired >= 10:
+            enough.set()
         rounds += 1
+    enough.set()
     for th in threads:
         th.join()
     assert not errors, errors
     assert expired > 0, "the expiry never ran concurrently with the writers"
-    assert len(set(committed)) == per_writer * writers  # every commit acknowledged once
+    assert len(set(committed)) == len(committed)  # every commit acknowledged once, no slot twice
     t = lamina.open_table(uri)
+    assert t.version == len(committed)  # ... and none lost
     exp.expire_versions(retain_last=2, reader_grace=NOW)
     for v in t.log.list_versions():  # every surviving version reads completely
         assert t.scan(version=v).to_arrow().num_rows == t.log.load(v).summary["total-records"]
     final = ids(t.refresh().to_arrow())
     for w in range(writers):  # each writer's last overwrite kept its partition + later appends
         mine = [i for i in final if i // 1000 == w]
-        assert mine == [w * 1000 + i for i in range(per_writer) if i >= 29]
+        assert mine == [w * 1000 + i for i in range(last_overwrite[w], done_ids[w] + 1)]
     assert fsck(t).ok
 
 

@@ -68,6 +68,11 @@ class VersionLog:
                 f"version {version} of {self.io.uri} does not exist (never committed, or expired); "
                 "see `lamina history` for the versions there are"
             ) from None
+        if data.startswith(TOMBSTONE_PREFIX):
+            raise VersionNotFound(
+                f"version {version} of {self.io.uri} was dropped by a destructive rollback; "
+                "see `lamina history` for the versions there are"
+            )
         vm = _parse_cached(data, version_path(version))
         if vm.version != version:
             raise CorruptMetadata(f"{version_path(version)} claims to be version {vm.version}")
@@ -112,7 +117,13 @@ class VersionLog:
                     newest = self._newest_by_listing()
                     return vm if newest is None or newest <= vm.version else self.load(newest)
                 newest = self._probe_forward(vm.version)
-                return vm if newest == vm.version else self.load(newest)
+                if newest == vm.version:
+                    return vm
+                found = self.try_load(newest)
+                if found is not None:
+                    return found
+                # The probe stopped on a tombstone: a destructive rollback's hole follows
+                # it, so only a listing can tell what lies beyond (see drop_versions_after).
         if not self.allow_list:
             if self.exists(0):
                 return self.load(self._probe_forward(0))
@@ -168,9 +179,17 @@ class VersionLog:
         return None
 
     def list_versions(self) -> list[int]:
-        """Every version present, oldest first (a full listing)."""
-        vs = [parse_version_file_name(n) for n in self.io.list_names(VERSIONS_DIR)]
-        return sorted(v for v in vs if v is not None)
+        """Every version present, oldest first (a full listing); tombstones are not versions."""
+        return self.list_versions_and_tombstones()[0]
+
+    def list_versions_and_tombstones(self) -> tuple[list[int], list[int]]:
+        """(versions, tombstoned versions), ascending, from one listing with sizes."""
+        real, dead = [], []
+        for o in self.io.list(VERSIONS_DIR):
+            v = parse_version_file_name(o.path.rsplit("/", 1)[-1])
+            if v is not None:
+                (dead if o.size <= TOMBSTONE_MAX_BYTES else real).append(v)
+        return sorted(real), sorted(dead)
 
     def write_hint(self, vm: VersionManifest, wait: bool = True, after: Callable[[], None] | None = None) -> None:
         """Best effort: a stale or failed hint costs readers a probe or a listing, never correctness.
@@ -227,6 +246,8 @@ class VersionLog:
         if best is _HOLE:
             listed = [v for v in self.list_versions() if v < latest.version]
             best = self._newest_at_or_before(timestamp_ms, listed, stop_on_missing=False)
+            while best is _HOLE:  # a tombstone in the listing: drop it and search again
+                best = self._newest_at_or_before(timestamp_ms, listed, stop_on_missing=False)
         if best is None:
             raise VersionNotFound(
                 f"no version of {self.io.uri} at or before timestamp {timestamp_ms} "
@@ -246,6 +267,9 @@ class VersionLog:
             if vm is None:
                 if stop_on_missing:
                     return _HOLE
+                if isinstance(versions, list):  # gone or a tombstone: not an answer either way
+                    del versions[mid]
+                    return _HOLE
                 lo = mid + 1
             elif vm.timestamp_ms <= timestamp_ms:
                 best = vm
@@ -256,6 +280,15 @@ class VersionLog:
 
 
 _HOLE = object()
+# A destructive rollback overwrites the first version of the run it drops with this, so a
+# probe forward from an older hint still steps onto it instead of stopping before the hole.
+TOMBSTONE_PREFIX = b'{"tombstone":'
+# A version manifest is always larger (it carries the schema); a tombstone is ~70 bytes.
+TOMBSTONE_MAX_BYTES = 160
+
+
+def tombstone(version: int, dropped_by: int) -> bytes:
+    return TOMBSTONE_PREFIX + f'true,"version":{version},"dropped_by_rollback":{dropped_by}}}'.encode()
 
 
 def _discard(f: Future) -> None:

@@ -51,7 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit.committer import CommitOptions
-from lamina.commit.log import VersionLog
+from lamina.commit.log import VersionLog, tombstone
 from lamina.errors import InvalidArgument, NotFound
 from lamina.io import FileIO
 from lamina.maintenance.reachability import (
@@ -285,7 +285,7 @@ def expire_versions(
                 report.deleted_files += g.files
                 report.deleted_bytes += g.freed_bytes
 
-    versions = log.list_versions()
+    versions, tombstones = log.list_versions_and_tombstones()
     candidates = versions[: max(0, len(versions) - (retain_last or 1))]
     step("plan", 0, len(candidates))
     # Versions in order until one must stay; a version is decided by its successor's time.
@@ -307,19 +307,22 @@ def expire_versions(
         step("plan", len(expired), len(candidates))
         if stop:
             break
-    report.expired_versions = expired
     survivors = versions[len(expired):]
+    # tombstones (a destructive rollback's dropped versions) below what survives go too
+    buried = [v for v in tombstones if survivors and v < survivors[0]]
+    report.expired_versions = expired
     report.earliest_retained = survivors[0] if survivors else None
     if not expired:
         report.seconds = time.monotonic() - started
         return report
     chain = [vms[v] for v in expired] + [vms[survivors[0]]]
+    expired_files = sorted(expired + buried)
 
     # 1. version files, oldest first, so the remaining versions stay contiguous
     if not dry_run:
-        for i in range(0, len(expired), chunk):
-            report.deleted_bytes += _delete(io, [version_path(v) for v in expired[i : i + chunk]])
-            step("versions", min(i + chunk, len(expired)), len(expired))
+        for i in range(0, len(expired_files), chunk):
+            report.deleted_bytes += _delete(io, [version_path(v) for v in expired_files[i : i + chunk]])
+            step("versions", min(i + chunk, len(expired_files)), len(expired_files))
     # 2. what is still needed, seen after the versions are gone
     tags = store.list()
     latest = log.latest()
@@ -329,7 +332,7 @@ def expire_versions(
     report.deleted_files += g.files
     # 3. the files
     if dry_run:
-        report.deleted_bytes += _sizes(io, g.manifests + g.files + [version_path(v) for v in expired])
+        report.deleted_bytes += _sizes(io, g.manifests + g.files + [version_path(v) for v in expired_files])
     else:
         step("files", 0, len(g.files) + len(g.manifests))
         report.deleted_bytes += _delete(io, g.files) + _delete(io, g.manifests)
@@ -393,12 +396,15 @@ def drop_versions_after(io: FileIO, log: VersionLog, target: VersionManifest, ro
     """Destructive rollback (Paimon's behaviour): after ``rollback`` (whose content
     equals ``target``) has committed, delete the versions between them and every
     file only those versions needed. Tags on them are kept, and so are their files."""
-    # Versions, not a range: an earlier destructive rollback may have left a gap.
+    # Versions, not a range: an earlier destructive rollback left tombstones in the run.
     between = [v for v in log.list_versions() if target.version < v < rollback.version]
     chain = [target] + _load_many(log, between) + [rollback]
-    # newest first: a reader probing forward from an old hint still finds the rollback
-    for i in range(len(between), 0, -64):
-        io.delete_many([version_path(v) for v in between[max(0, i - 64) : i]])
+    # Each dropped version becomes a tombstone rather than vanishing: its name stays taken,
+    # so no writer whose base was in the run can put-if-absent into it (a fork), and a probe
+    # forward from an old hint walks across the run to the rollback. Expiry removes the
+    # tombstones once they are older than every base a writer may hold.
+    for v in between:
+        io.put(version_path(v), tombstone(v, rollback.version))
     existing = log.list_versions()
     tags = TagStore(io, log).list()
     g = collect_garbage(io, log, chain, set(between), tags, existing, log.latest())
