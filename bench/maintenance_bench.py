@@ -1,0 +1,825 @@
+#!/usr/bin/env python
+"""Maintenance benchmarks of issue 6: commits/s through each commit coordinator with 8
+racing writers, and compaction of 2,000 small files vs deltalake and pylance, in one run.
+
+    .venv/bin/python bench/maintenance_bench.py            # full run -> two sections of BENCHMARKS.md
+    .venv/bin/python bench/maintenance_bench.py --quick    # smoke test -> bench/out/BENCHMARKS.maintenance.md
+    .venv/bin/python bench/maintenance_bench.py --profile  # + cProfile of Lamina's compaction -> bench/out/compact_lamina_profile.txt
+
+1. **Commit coordinators** (`## Commit coordinators (issue 6)`): for each coordinator a
+   fresh table is created, then 8 processes open it, wait at a start barrier (each
+   prints READY once its table is open; the parent releases them together) and each
+   commits 50 appends of a small batch tagged (writer, seq, i). Coordinators:
+   put-if-absent on local disk (`lamina.create_table(path)`), the SQLite catalog
+   (`lamina.load_catalog("sqlite:////tmp/.../cat.db")`), a PostgreSQL catalog on a real
+   server started here (tests/_pgserver.py: initdb + pg_ctl on 127.0.0.1, fsync off) and
+   put-if-absent on a moto S3 server started here (tests/_s3server.py; mutating requests
+   serialized so it has S3's atomic If-None-Match). Wall time = first writer released
+   to last writer done (from the writers' own clocks); commits/s = acknowledged commits
+   / wall time. The final table is then read (through the catalog and by path): every
+   acknowledged (writer, seq) batch must be present exactly once (else *lost* /
+   *duplicated*), every version claimed by exactly one append, the versions 0..N all
+   present. A commit that raised is *failed* (and must then be absent, or it is
+   reported as committed-though-failed).
+2. **Compaction** (`## Compaction (issue 6)`): the same 2,000 appends of 500 rows (id
+   int64, category string, value float64, ts timestamp) go into a Lamina, a deltalake
+   and a pylance table (one data file each). Each repetition copies the built table
+   (untimed) and runs, in a fresh interpreter per system, an untimed compaction of a
+   tiny table of the same system (imports, runtime start-up), then open + compact of
+   the copy, timed: `lamina.open_table(uri).compact(target_file_size=128 << 20)`,
+   `DeltaTable(uri).optimize.compact()`, `lance.dataset(uri).optimize.compact_files()`.
+   p50 over 3 repetitions (systems in rotating order). Row counts (and the sum of ids)
+   are checked after every compaction.
+
+Only those two sections of BENCHMARKS.md are replaced (a full `bench/run.py` run
+rewrites the file: re-run this script after it). Tracebacks go to
+bench/out/errors.log, raw numbers to bench/out/maintenance_results.json.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402,F401  (sys.path for lamina)
+from common import (  # noqa: E402
+    OUT_DIR, REPO_ROOT, SCHEMA, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser, comma_list,
+    command_line, err_text, flush_lamina_hints, fmt_s, loadavg, log_error, make_batch, md_notes, md_table, now,
+    p50, print_rich, replace_md_section, report_path, rotated, run_script_worker, say, standalone_header,
+    timed_open_call, verdict, write_results,
+)
+import systems  # noqa: E402
+
+TESTS_DIR = REPO_ROOT / "tests"
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+COORD_TITLE = "Commit coordinators (issue 6)"
+COMPACT_TITLE = "Compaction (issue 6)"
+BENCHES = ["coordinators", "compaction"]
+COORDINATORS = ["local", "sqlite", "postgres", "s3"]
+COMPACTORS = ["lamina", "deltalake", "lance"]
+TARGET_COORD = "0 lost and 0 duplicated"
+TARGET_COMPACT = "faster than deltalake and pylance"
+PG_DB = "lamina_bench"
+S3_BUCKET = "lamina-bench"
+
+
+# --------------------------------------------------------------------------- config
+@dataclass
+class Config:
+    quick: bool
+    writers: int = 8
+    commits: int = 50  # per writer
+    commit_rows: int = 10  # rows per append
+    files: int = 2000  # small appends for the compaction tables
+    file_rows: int = 500
+    reps: int = 3
+    warm_files: int = 20
+    profile: bool = False
+
+    @classmethod
+    def make(cls, args) -> "Config":
+        cfg = cls(quick=args.quick, profile=args.profile)
+        if args.quick:
+            cfg.writers, cfg.commits, cfg.files, cfg.reps = 4, 10, 100, 1
+        for k in ("writers", "commits", "files", "reps"):
+            if getattr(args, k) is not None:
+                setattr(cfg, k, getattr(args, k))
+        return cfg
+
+
+# =========================================================================== 1. coordinators
+COORD_LABEL = {
+    "local": "put-if-absent, local disk",
+    "sqlite": "SQLite catalog (SQL compare-and-swap)",
+    "postgres": "PostgreSQL catalog (SQL compare-and-swap)",
+    "s3": "put-if-absent, moto S3 server",
+}
+COORD_SETUP = {
+    "local": "`lamina.create_table(path, schema)`; writers `lamina.open_table(path).append(...)`",
+    "sqlite": "`lamina.load_catalog(\"sqlite:////<tmp>/cat.db\")`, `create_namespace(\"b\")`, "
+    "`create_table(\"b.t\", schema)`; writers `cat.load_table(\"b.t\").append(...)`",
+    "postgres": "`lamina.load_catalog(\"postgresql://lamina@127.0.0.1:<port>/lamina_bench\")` (server started "
+    "by tests/_pgserver.py), same calls as SQLite",
+    "s3": "`lamina.create_table(\"s3://lamina-bench/t\", schema, storage_options=...)`; writers "
+    "`lamina.open_table(uri, storage_options=...).append(...)` (moto server of tests/_s3server.py, in the "
+    "benchmark process)",
+}
+
+
+def worker_race(argv) -> None:
+    """One racing writer: open, READY, wait for GO, commit `n` appends, print JSON."""
+    import _workers
+
+    import lamina
+
+    spec = json.loads(argv[0])
+    if spec.get("catalog"):
+        t = lamina.load_catalog(spec["catalog"]).load_table(spec["identifier"])
+    else:
+        t = lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
+    w, rows = spec["writer"], spec["rows"]
+    batches = [_workers.batch(w, seq, rows) for seq in range(spec["n"])]
+    print("READY", flush=True)
+    if sys.stdin.readline().strip() != "GO":
+        sys.exit("no GO from the parent")
+    t_go = time.time()
+    acked, failed = [], []
+    for seq, b in enumerate(batches):
+        t0 = now()
+        try:
+            v = t.append(b)
+            acked.append([seq, v, now() - t0])
+        except Exception as e:  # noqa: BLE001  (counted: a typed error is a failure, not a loss)
+            failed.append([seq, err_text(e), now() - t0])
+    t_done = time.time()
+    print(json.dumps({"t_go": t_go, "t_done": t_done, "acked": acked, "failed": failed}), flush=True)
+
+
+def spawn_race(specs: list[dict], logdir: str, timeout: float = 600) -> list[dict]:
+    """One process per spec, released together (start barrier); their JSON results."""
+    procs, errs = [], []
+    try:
+        for n, spec in enumerate(specs):
+            err = open(os.path.join(logdir, f"writer-{n}.stderr"), "w+")
+            errs.append(err)
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(Path(__file__).resolve()), "--worker", "race", json.dumps(spec)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+                )
+            )
+        for n, p in enumerate(procs):
+            line = p.stdout.readline()
+            if line.strip() != "READY":
+                err = errs[n]
+                err.flush()
+                err.seek(0)
+                raise RuntimeError(f"writer {n} did not start: {line!r} {err.read()[-2000:]}")
+        for p in procs:
+            p.stdin.write("GO\n")
+            p.stdin.flush()
+        out = []
+        for n, p in enumerate(procs):
+            o, _ = p.communicate(timeout=timeout)
+            if p.returncode != 0:
+                err = errs[n]
+                err.flush()
+                err.seek(0)
+                raise RuntimeError(f"writer {n} exited with {p.returncode}: {err.read()[-2000:]}")
+            out.append(json.loads(o.strip().splitlines()[-1]))
+        return out
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+        for e in errs:
+            e.close()
+
+
+def batch_counts(t) -> collections.Counter:
+    """(writer, seq) -> rows of that batch in the latest version of table t."""
+    tab = t.scan(columns=["writer", "seq"]).to_arrow()
+    g = tab.group_by(["writer", "seq"]).aggregate([([], "count_all")]).to_pydict()
+    return collections.Counter({(w, s): c for w, s, c in zip(g["writer"], g["seq"], g["count_all"])})
+
+
+def verify_race(readers: dict, results: list[dict], cfg: Config) -> dict:
+    """Lost / duplicated / committed-though-failed, read back from every reader of the final table."""
+    acked = {(w, s): v for w, r in enumerate(results) for s, v, _ in r["acked"]}
+    failed = {(w, s): e for w, r in enumerate(results) for s, e, _ in r["failed"]}
+    versions = collections.Counter(acked.values())
+    out = {
+        "acked": len(acked),
+        "failed": len(failed),
+        "versions_claimed_twice": sum(1 for c in versions.values() if c > 1),
+        "failed_errors": sorted({e for e in failed.values()})[:5],
+    }
+    lost, dup, ghost, per_reader = set(), set(), set(), {}
+    for name, t in readers.items():
+        counts = batch_counts(t)
+        l_ = {k for k in acked if counts.get(k, 0) < cfg.commit_rows}
+        d_ = {k for k, c in counts.items() if c > cfg.commit_rows}
+        g_ = {k for k in counts if k not in acked and counts[k] > 0}  # present but not acknowledged
+        lost |= l_
+        dup |= d_
+        ghost |= g_
+        listed = t.log.list_versions()
+        per_reader[name] = {
+            "version": t.version,
+            "rows": sum(counts.values()),
+            "lost": len(l_),
+            "duplicated": len(d_),
+            "versions_listed_ok": listed == list(range(t.version + 1)),
+        }
+    committed = len(acked) + len(ghost & set(failed))
+    out.update(
+        lost=len(lost),
+        duplicated=len(dup) + out["versions_claimed_twice"],
+        committed_though_failed=len(ghost & set(failed)),
+        unexplained_batches=len(ghost - set(failed)),
+        readers=per_reader,
+        final_version_ok=all(r["version"] == committed for r in per_reader.values()),
+        acked_versions_ok=sorted(acked.values()) == sorted(set(acked.values()))
+        and set(acked.values()) <= set(range(1, committed + 1)),
+    )
+    return out
+
+
+class Coordinators:
+    """Starts the servers a coordinator needs; creates a fresh table per coordinator."""
+
+    def __init__(self, ws: Workspace):
+        self.ws = ws
+        self.pg = None
+        self.s3 = None
+
+    def setup(self, name: str, schema) -> tuple[dict, callable]:
+        """(base spec for the writers, function returning {reader name: table} for verification)."""
+        import lamina
+
+        if name == "local":
+            uri = os.path.join(self.ws.new("coord-local"), "t")
+            lamina.create_table(uri, schema)
+            return {"uri": uri}, lambda: {"path": lamina.open_table(uri)}
+        if name in ("sqlite", "postgres"):
+            if name == "sqlite":
+                cat_uri = f"sqlite:///{self.ws.new('coord-sqlite')}/cat.db"
+            else:
+                from _pgserver import PgServer
+
+                t0 = now()
+                self.pg = PgServer().start()
+                cat_uri = self.pg.create_database(PG_DB)
+                wh = self.ws.new("coord-pg-wh")
+                cat_uri += f"?warehouse={wh}"
+                self.pg_start_s = now() - t0
+            cat = lamina.load_catalog(cat_uri)
+            cat.create_namespace("b")
+            cat.create_table("b.t", schema)
+
+            def readers():
+                c = lamina.load_catalog(cat_uri)
+                info = c.table_info("b.t")
+                return {
+                    "catalog": c.load_table("b.t"),
+                    "path": lamina.open_table(info.location, table_uuid=info.uuid),
+                }
+
+            return {"catalog": cat_uri, "identifier": "b.t"}, readers
+        if name == "s3":
+            from _s3server import S3Server
+
+            t0 = now()
+            self.s3 = S3Server()
+            self.s3.create_bucket(S3_BUCKET)
+            self.s3_start_s = now() - t0
+            opts = self.s3.storage_options
+            uri = f"s3://{S3_BUCKET}/t"
+            lamina.create_table(uri, schema, storage_options=opts)
+            return {"uri": uri, "storage_options": opts}, lambda: {"path": lamina.open_table(uri, storage_options=opts)}
+        raise ValueError(name)
+
+    def teardown(self, name: str) -> None:
+        if name == "postgres" and self.pg is not None:
+            self.pg.stop()
+            self.pg = None
+        if name == "s3" and self.s3 is not None:
+            self.s3.stop()
+            self.s3 = None
+
+    def close(self):
+        for n in ("postgres", "s3"):
+            try:
+                self.teardown(n)
+            except Exception as e:  # noqa: BLE001
+                log_error(f"coordinators/{n}/teardown", e)
+
+
+def bench_coordinators(ws: Workspace, cfg: Config, names: list[str]) -> dict:
+    import _workers
+
+    res = {}
+    coords = Coordinators(ws)
+    try:
+        for name in names:
+            r = res[name] = {}
+            try:
+                spec0, readers = coords.setup(name, _workers.schema())
+                logdir = ws.new(f"logs-{name}")
+                specs = [dict(spec0, writer=w, n=cfg.commits, rows=cfg.commit_rows) for w in range(cfg.writers)]
+                say(f"{name}: {cfg.writers} writers x {cfg.commits} appends")
+                t0 = now()
+                results = spawn_race(specs, logdir)
+                r["parent_wall_s"] = now() - t0
+                r["wall_s"] = max(x["t_done"] for x in results) - min(x["t_go"] for x in results)
+                r["go_spread_s"] = max(x["t_go"] for x in results) - min(x["t_go"] for x in results)
+                lat = [a[2] for x in results for a in x["acked"]]
+                r["latency_p50_s"] = p50(lat)
+                r["latency_max_s"] = max(lat) if lat else None
+                r["latency_p95_s"] = sorted(lat)[int(0.95 * (len(lat) - 1))] if lat else None
+                flush_lamina_hints()
+                t1 = now()
+                r["verify"] = verify_race(readers(), results, cfg)
+                r["verify_s"] = now() - t1
+                if name == "postgres":
+                    r["server_start_s"] = coords.pg_start_s
+                if name == "s3":
+                    r["server_start_s"] = coords.s3_start_s
+                v = r["verify"]
+                say(
+                    f"  {name}: {v['acked']} acked, {v['lost']} lost, {v['duplicated']} duplicated, {v['failed']} failed "
+                    f"in {fmt_s(r['wall_s'])} = {v['acked'] / r['wall_s']:.1f} commits/s"
+                )
+            except Exception as e:  # noqa: BLE001
+                log_error(f"coordinators/{name}", e)
+                r["error"] = err_text(e)
+                say(f"  {name}: {r['error']}")
+            finally:
+                try:
+                    coords.teardown(name)
+                except Exception as e:  # noqa: BLE001
+                    log_error(f"coordinators/{name}/teardown", e)
+    finally:
+        coords.close()
+    return res
+
+
+def summarise_coordinators(cfg: Config, res: dict, names: list[str]) -> tuple[Section, bool | None]:
+    total = cfg.writers * cfg.commits
+    sec = Section(
+        key="coordinators",
+        title=f"Commits/s with {cfg.writers} racing writers ({cfg.writers} processes × {cfg.commits} appends of {cfg.commit_rows} rows)",
+        what=(
+            f"Per coordinator, a fresh table; {cfg.writers} processes each open it, wait at a start barrier, then "
+            f"commit {cfg.commits} appends of {cfg.commit_rows} rows (writer, seq, i, k) one after the other "
+            f"({total} commits in all). **wall time**: first writer released → last writer done; "
+            "**commits/s** = acknowledged / wall time; **commit latency** = one `append` call (write the data "
+            "file, manifests, commit with its retries). Then the final table is read through each way in "
+            "(catalog and path for the catalogs): **lost** = acknowledged batches not present (or incomplete), "
+            "**duplicated** = batches present more than once plus versions claimed by two appends, "
+            "**failed** = appends that raised. Setups: "
+            + "; ".join(f"{n}: {COORD_SETUP[n]}" for n in names)
+            + "."
+        ),
+        columns=[
+            "coordinator", "acknowledged", "lost", "duplicated", "failed", "wall time", "commits/s",
+            "commit latency p50 / p95 / max", "final table", "target",
+        ],
+    )
+    verdicts = []
+    for name in names:
+        r = res.get(name, {})
+        if "error" in r:
+            sec.error_row(COORD_LABEL[name], r["error"])
+            verdicts.append(False)
+            continue
+        v = r["verify"]
+        ok = v["lost"] == 0 and v["duplicated"] == 0
+        verdicts.append(ok)
+        checks = all(x["versions_listed_ok"] for x in v["readers"].values()) and v["final_version_ok"] and v["acked_versions_ok"]
+        final = "; ".join(
+            f"{k}: v{x['version']}, {x['rows']:,} rows" for k, x in v["readers"].items()
+        ) + ("; versions 0..N each once" if checks else "; VERSION CHECK FAILED")
+        sec.rows.append(
+            [
+                COORD_LABEL[name],
+                f"{v['acked']} / {total}",
+                str(v["lost"]),
+                str(v["duplicated"]),
+                str(v["failed"]) + (f" ({v['committed_though_failed']} committed anyway)" if v["committed_though_failed"] else ""),
+                fmt_s(r["wall_s"]),
+                f"{v['acked'] / r['wall_s']:.1f}",
+                f"{fmt_s(r['latency_p50_s'])} / {fmt_s(r.get('latency_p95_s'))} / {fmt_s(r['latency_max_s'])}",
+                final,
+                f"{TARGET_COORD}: {verdict(ok)}",
+            ]
+        )
+        if v["failed"]:
+            sec.notes.append(f"{COORD_LABEL[name]}: failed appends raised: {'; '.join(v['failed_errors'])}.")
+        if v["unexplained_batches"]:
+            sec.notes.append(f"{COORD_LABEL[name]}: {v['unexplained_batches']} batches present that no writer sent (!).")
+    ok = None if not verdicts else all(verdicts)
+    sec.notes.append(f"Target (issue 6): {TARGET_COORD} through every coordinator — {verdict(ok)}.")
+    spread = [f"{n} {fmt_s(res[n].get('go_spread_s'))}" for n in names if "go_spread_s" in res.get(n, {})]
+    if spread:
+        sec.notes.append("Spread of the writers' start times after the barrier: " + ", ".join(spread) + ".")
+    starts = [f"{n} {fmt_s(res[n]['server_start_s'])}" for n in names if "server_start_s" in res.get(n, {})]
+    if starts:
+        sec.notes.append("Server start-up (untimed): " + ", ".join(starts) + ".")
+    return sec, ok
+
+
+# =========================================================================== 2. compaction
+class LaminaC:
+    name = "lamina"
+    call = "`lamina.open_table(uri).compact(target_file_size=128 << 20)`"
+
+    def uri(self, root):
+        return os.path.join(root, "t")
+
+    def build(self, root, batches):
+        import lamina
+
+        t = lamina.create_table(self.uri(root), SCHEMA)
+        for b in batches:
+            t.append(b)
+        flush_lamina_hints()
+
+    def open(self, root):
+        import lamina
+
+        return lamina.open_table(self.uri(root))
+
+    def compact(self, h):
+        r = h.compact(target_file_size=128 << 20)
+        return {k: getattr(r, k) for k in ("version", "files_before", "files_after", "input_files", "output_files", "groups", "bytes_read", "rows_written")}
+
+    def state(self, root):
+        """(data files, rows, sum of ids) of the latest version."""
+        t = self.open(root)
+        ids = t.scan(columns=["id"]).to_arrow().column("id")
+        return t.files().num_rows, len(ids), _sum(ids)
+
+
+class DeltaC:
+    name = "deltalake"
+    call = "`DeltaTable(uri).optimize.compact()`"
+
+    def uri(self, root):
+        return os.path.join(root, "t")
+
+    def build(self, root, batches):
+        from deltalake import DeltaTable, write_deltalake
+
+        dt = DeltaTable.create(self.uri(root), schema=SCHEMA)
+        for b in batches:
+            write_deltalake(dt, b, mode="append")
+
+    def open(self, root):
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.uri(root))
+
+    def compact(self, h):
+        m = h.optimize.compact()
+        return {k: m.get(k) for k in ("numFilesAdded", "numFilesRemoved", "numBatches", "totalConsideredFiles")}
+
+    def state(self, root):
+        dt = self.open(root)
+        ids = dt.to_pyarrow_table(columns=["id"]).column("id")
+        return len(dt.file_uris()), len(ids), _sum(ids)
+
+
+class LanceC:
+    name = "lance"
+    call = "`lance.dataset(uri).optimize.compact_files()`"
+
+    def uri(self, root):
+        return os.path.join(root, "t.lance")
+
+    def build(self, root, batches):
+        import lance
+
+        ds = lance.write_dataset(batches[0], self.uri(root), schema=SCHEMA)
+        for b in batches[1:]:
+            ds = lance.write_dataset(b, ds, mode="append")
+
+    def open(self, root):
+        import lance
+
+        return lance.dataset(self.uri(root))
+
+    def compact(self, h):
+        m = h.optimize.compact_files()
+        return {k: getattr(m, k) for k in ("fragments_removed", "fragments_added", "files_removed", "files_added")}
+
+    def state(self, root):
+        ds = self.open(root)
+        ids = ds.to_table(columns=["id"]).column("id")
+        return sum(len(f.data_files()) for f in ds.get_fragments()), len(ids), _sum(ids)
+
+
+COMPACT_ADAPTERS = {"lamina": LaminaC, "deltalake": DeltaC, "lance": LanceC}
+
+
+def _sum(col) -> int:
+    import pyarrow.compute as pc
+
+    return int(pc.sum(col).as_py() or 0)
+
+
+def worker_build(argv) -> None:
+    """Build one system's table (and its warm-up table) in its own process."""
+    name, root, warm, files, rows, warm_files = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4]), int(argv[5])
+    a = COMPACT_ADAPTERS[name]()
+    t0 = now()
+    a.build(root, [make_batch(i * rows, rows) for i in range(files)])
+    build_s = now() - t0
+    a.build(warm, [make_batch(10**9 + i * rows, rows) for i in range(warm_files)])
+    print(json.dumps({"build_s": build_s}))
+
+
+def worker_compact(argv) -> None:
+    """Fresh interpreter: compact a tiny table (untimed), then open + compact the real one."""
+    name, root, warm, profile = argv[0], argv[1], argv[2], argv[3] == "1"
+    a = COMPACT_ADAPTERS[name]()
+    a.compact(a.open(warm))
+    phases = _time_lamina_phases() if name == "lamina" else None
+    open_s, compact_s, info = timed_open_call(
+        lambda: a.open(root), a.compact, f"compact_{name}" if profile else None
+    )
+    if phases is not None:
+        info["phases_s"] = dict(phases)
+    print(json.dumps({"open_s": open_s, "compact_s": compact_s, "info": info}, default=str))
+
+
+def _time_lamina_phases() -> dict:
+    """Accumulate the time of Lamina's two big steps inside the timed compaction (a
+    wrapper per call: 2 calls here, microseconds): reading the input files
+    (`Scan.read_entries`) and encoding + storing each output file (`writer._write_one`)."""
+    import functools
+
+    import lamina.table.scan as scan_mod
+    import lamina.table.writer as writer_mod
+
+    acc = {"read_inputs": 0.0, "encode_store_outputs": 0.0}
+
+    def wrap(owner, attr, key):
+        f = getattr(owner, attr)
+
+        @functools.wraps(f)
+        def g(*a, **k):
+            t0 = now()
+            try:
+                return f(*a, **k)
+            finally:
+                acc[key] += now() - t0
+
+        setattr(owner, attr, g)
+
+    wrap(scan_mod.Scan, "read_entries", "read_inputs")
+    wrap(writer_mod, "_write_one", "encode_store_outputs")
+    return acc
+
+
+def build_compaction_tables(ws: Workspace, cfg: Config) -> dict:
+    """Each system's table built in its own process, all three at once (the deltalake
+    build dominates: ~75 ms per write_deltalake append here)."""
+    built = {}
+    procs = {}
+    for name in COMPACTORS:
+        b = built[name] = {"root": ws.new(f"{name}-base"), "warm": ws.new(f"{name}-warm")}
+        args = [name, b["root"], b["warm"], str(cfg.files), str(cfg.file_rows), str(cfg.warm_files)]
+        procs[name] = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--worker", "build", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+    for name, p in procs.items():
+        o, e = p.communicate(timeout=900)
+        b = built[name]
+        if p.returncode != 0:
+            tail = (e or o).strip().splitlines()
+            b["error"] = (tail[-1] if tail else f"build exit {p.returncode}")[:160]
+            log_error(f"compaction/{name}/build", RuntimeError(e[-5000:]))
+            continue
+        b["build_s"] = json.loads(o.strip().splitlines()[-1])["build_s"]
+        try:
+            b["files"], b["rows"], b["idsum"] = COMPACT_ADAPTERS[name]().state(b["root"])
+            say(f"  {name}: built {cfg.files} appends in {fmt_s(b['build_s'])}: {b['files']} files, {b['rows']:,} rows")
+        except Exception as e:  # noqa: BLE001
+            log_error(f"compaction/{name}/state", e)
+            b["error"] = err_text(e)
+    return built
+
+
+def bench_compaction(ws: Workspace, cfg: Config, built: dict, exp_rows: int, exp_sum: int) -> dict:
+    res = {n: {"open_s": [], "compact_s": [], "total_s": [], "files_after": [], "errors": []} for n in COMPACTORS}
+    for name in COMPACTORS:
+        b = built[name]
+        if "error" in b:
+            res[name]["error"] = b["error"]
+        elif (b["rows"], b["idsum"]) != (exp_rows, exp_sum):
+            res[name]["errors"].append(f"built table has {b['rows']} rows (expected {exp_rows})")
+    live = [n for n in COMPACTORS if "error" not in res[n]]
+    for rep in range(cfg.reps):
+        order = rotated(live, rep)
+        say(f"compaction, repetition {rep + 1}/{cfg.reps}: {', '.join(order)}")
+        for name in order:
+            a, r, b = COMPACT_ADAPTERS[name](), res[name], built[name]
+            root = warm = None
+            try:
+                root = ws.copy(b["root"], f"cmp-{name}")
+                warm = ws.copy(b["warm"], f"cmp-warm-{name}")
+                prof = cfg.profile and rep == 0 and name == "lamina"
+                w = run_script_worker(__file__, ["compact", name, root, warm, "1" if prof else "0"])
+                r["open_s"].append(w["open_s"])
+                r["compact_s"].append(w["compact_s"])
+                r["total_s"].append(w["open_s"] + w["compact_s"])
+                files, rows, idsum = a.state(root)
+                r["files_after"].append(files)
+                if (rows, idsum) != (exp_rows, exp_sum):
+                    msg = f"rep {rep + 1}: {rows} rows (id sum {idsum}) after compaction, expected {exp_rows} ({exp_sum})"
+                    r["errors"].append(msg)
+                    log_error(f"compaction/{name}", AssertionError(msg))
+                if rep == 0:
+                    r["info"] = {k: v for k, v in w["info"].items() if k != "phases_s"}
+                r.setdefault("infos", []).append(w["info"])
+                say(
+                    f"  {name}: open+compact {fmt_s(w['open_s'] + w['compact_s'])} (compact {fmt_s(w['compact_s'])}); "
+                    f"{b['files']} -> {files} files, {rows:,} rows"
+                )
+            except Exception as e:  # noqa: BLE001
+                log_error(f"compaction/{name}", e)
+                r["error"] = err_text(e)
+            finally:
+                ws.drop(root)
+                ws.drop(warm)
+    return res
+
+
+def fmt_x(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}×" if x < 10 else f"{x:.0f}×"
+
+
+def _div(a, b):
+    return None if a is None or b is None or b <= 0 else a / b
+
+
+def summarise_compaction(cfg: Config, res: dict, built: dict, exp_rows: int) -> tuple[Section, bool | None]:
+    tot = {n: p50(res[n]["total_s"]) for n in COMPACTORS}
+    cmp_ = {n: p50(res[n]["compact_s"]) for n in COMPACTORS}
+    peers = [n for n in COMPACTORS if n != "lamina"]
+    ok = None
+    if tot["lamina"] is not None and all(tot[n] is not None for n in peers):
+        ok = all(tot["lamina"] < tot[n] for n in peers) and not any(res[n]["errors"] for n in COMPACTORS)
+    sec = Section(
+        key="compaction",
+        title=f"Compaction of {cfg.files:,} small files ({cfg.files:,} appends × {cfg.file_rows} rows)",
+        what=(
+            f"Each system's table is built by the same {cfg.files:,} appends of {cfg.file_rows} rows (one small "
+            f"data file each; {exp_rows:,} rows; id int64, category string, value float64, ts timestamp[us]). "
+            f"Each repetition copies it (untimed); in a fresh interpreter per system, a {cfg.warm_files}-file "
+            "table of the same system is compacted first (untimed: imports, runtime start-up), then the copy is "
+            f"opened and compacted: **open+compact** is the p50 over {cfg.reps} repetition(s) (systems in rotating "
+            "order), *of which compact* the compaction call alone. Every compacted copy is read back (row count "
+            "and sum of ids must be unchanged). Calls: "
+            + "; ".join(f"{n}: {COMPACT_ADAPTERS[n].call}" for n in COMPACTORS)
+            + " (each library's default target: everything fits in one file here)."
+        ),
+        columns=[
+            "system", "files before", "files after", f"open+compact (p50 of {cfg.reps})", "of which compact",
+            "Lamina / this (open+compact; compact)", "rows after", "target",
+        ],
+    )
+    for name in COMPACTORS:
+        r, b = res[name], built.get(name, {})
+        if "error" in r and not r["total_s"]:
+            sec.error_row(name, r["error"])
+            continue
+        fa = sorted(set(r["files_after"]))
+        rows = f"{exp_rows:,} " + ("OK" if not r["errors"] else f"MISMATCH ({len(r['errors'])})")
+        tgt = "–"
+        if name == "lamina":
+            tgt = f"{TARGET_COMPACT}: {verdict(ok)}"
+        sec.rows.append(
+            [
+                name, f"{b.get('files', 'n/a'):,}" if isinstance(b.get("files"), int) else "n/a",
+                ", ".join(str(x) for x in fa) or "n/a", fmt_s(tot[name]), fmt_s(cmp_[name]),
+                "–" if name == "lamina" else f"{fmt_x(_div(tot['lamina'], tot[name]))}; {fmt_x(_div(cmp_['lamina'], cmp_[name]))}",
+                rows + (f"; {r['error']}" if "error" in r else ""), tgt,
+            ]
+        )
+    sec.notes.append(
+        f"Target (issue 6): Lamina's compaction {TARGET_COMPACT} — {verdict(ok)} (judged on open+compact in a fresh "
+        "interpreter; Lamina / peer < 1 means Lamina is faster): "
+        + ", ".join(f"{n} {fmt_x(_div(tot['lamina'], tot[n]))}" for n in peers)
+        + "."
+    )
+    if cfg.reps > 1:
+        sec.notes.append(
+            "open+compact of each repetition: "
+            + "; ".join(f"{n} " + ", ".join(fmt_s(x) for x in res[n]["total_s"]) for n in COMPACTORS if res[n]["total_s"])
+            + "."
+        )
+    infos = "; ".join(f"{n} {json.dumps(res[n]['info'])}" for n in COMPACTORS if res[n].get("info"))
+    if infos:
+        sec.notes.append(f"What each compaction reported (first repetition): {infos}.")
+    builds = "; ".join(f"{n} {fmt_s(built[n].get('build_s'))}" for n in COMPACTORS if built.get(n, {}).get("build_s"))
+    sec.notes.append(
+        f"Building each table ({cfg.files:,} appends, untimed for the target; the three builds ran at the same "
+        f"time, each in its own process): {builds}."
+    )
+    ph = [(w["phases_s"], t) for w, t in zip(res["lamina"].get("infos", []), res["lamina"]["compact_s"]) if w.get("phases_s")]
+    if ph:
+        rd = p50([x["read_inputs"] for x, _ in ph])
+        enc = p50([x["encode_store_outputs"] for x, _ in ph])
+        rest = p50([t - x["read_inputs"] - x["encode_store_outputs"] for x, t in ph])
+        nfiles = built.get("lamina", {}).get("files") or cfg.files
+        sec.notes.append(
+            f"Where Lamina's compaction time goes (p50 over the timed runs, from timers around its two big steps): "
+            f"reading the {nfiles:,} input files (`Scan.read_entries`: one pyarrow dataset over the local files) "
+            f"{fmt_s(rd)} ({rd / nfiles * 1e3:.2f} ms per file); encoding + storing the output Parquet file(s) "
+            f"(`writer._write_one`) {fmt_s(enc)}; everything else (plan, stats, manifests, commit) {fmt_s(rest)}. "
+            "The inputs make one bin-packing group, and a group is read, then written, in one thread: no overlap "
+            "of reading and writing, and no parallelism across groups to use."
+        )
+    errs = [f"{n}: {e}" for n in COMPACTORS for e in res[n]["errors"]]
+    sec.notes.append("Row counts after every compaction: " + ("all as expected." if not errs else "MISMATCHES: " + "; ".join(errs[:4])))
+    return sec, ok
+
+
+# =========================================================================== report
+def section_block(title: str, sec: Section, path: Path, cfg: Config, command: str, started: float, elapsed: float,
+                  revision: str, load: tuple, target: str) -> str:
+    lines = [f"## {title}", ""]
+    lines += standalone_header(
+        path, "bench/maintenance_bench.py", command, started, elapsed, revision, cfg.quick, "figures",
+        f" It also writes `## {COMPACT_TITLE if title == COORD_TITLE else COORD_TITLE}`.",
+    )
+    lines += [f"- 1-min load average {load[0]} before, {load[1]} after.", f"- Target: {target}.", ""]
+    lines += [f"### {sec.title}", "", sec.what, "", md_table(sec), ""]
+    lines += md_notes(sec.notes)
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        {"race": worker_race, "build": worker_build, "compact": worker_compact}[argv[1]](argv[2:])
+        return 0
+    ap = bench_parser(__doc__)
+    ap.add_argument("--quick", action="store_true", help="smoke test: 4 writers x 10 commits, 100 files, 1 repetition")
+    ap.add_argument("--writers", type=int, default=None, help="racing writer processes (default 8)")
+    ap.add_argument("--commits", type=int, default=None, help="appends per writer (default 50)")
+    ap.add_argument("--files", type=int, default=None, help="small files to compact (default 2000)")
+    ap.add_argument("--reps", type=int, default=None, help="compaction repetitions (default 3)")
+    ap.add_argument("--coordinators", default=",".join(COORDINATORS), help="comma list of " + ",".join(COORDINATORS))
+    ap.add_argument("--profile", action="store_true", help="cProfile Lamina's compaction -> bench/out/compact_lamina_profile.txt")
+    add_only_arg(ap, BENCHES)
+    add_out_arg(ap, "markdown file whose two sections are replaced", "the default full run", "BENCHMARKS.maintenance.md")
+    args = ap.parse_args(argv)
+    cfg = Config.make(args)
+    only = comma_list(ap, args.only, BENCHES, "benchmark")
+    coords = comma_list(ap, args.coordinators, COORDINATORS, "coordinator")
+    full = (
+        not cfg.quick and not cfg.profile and all(getattr(args, k) is None for k in ("writers", "commits", "files", "reps"))
+        and only == BENCHES and coords == COORDINATORS
+    )
+    out_md = report_path(args.out, full, "BENCHMARKS.maintenance.md")
+    command = command_line("bench/maintenance_bench.py", argv)
+    revision, started, t0 = begin_run(
+        f"maintenance bench: {', '.join(only)}; {cfg.writers} writers x {cfg.commits} commits; "
+        f"compaction of {cfg.files} files x {cfg.file_rows} rows, {cfg.reps} rep(s); {systems.library_versions()}"
+    )
+    ws = Workspace()
+    raw: dict = {"command": command, "config": cfg.__dict__}
+    secs, blocks = [], []
+    try:
+        if "coordinators" in only:
+            l0, c0 = loadavg(), now()
+            cres = raw["coordinators"] = bench_coordinators(ws, cfg, coords)
+            csec, cok = summarise_coordinators(cfg, cres, coords)
+            secs.append(csec)
+            blocks.append((COORD_TITLE, csec, (l0, loadavg()), f"{TARGET_COORD} in each coordinator: **{verdict(cok)}**"))
+            say(f"coordinators done in {fmt_s(now() - c0)}")
+        if "compaction" in only:
+            l0, c0 = loadavg(), now()
+            say(f"building the compaction tables ({cfg.files} appends each, three builds in parallel)")
+            built = raw["build"] = build_compaction_tables(ws, cfg)
+            exp_rows = cfg.files * cfg.file_rows
+            exp_sum = exp_rows * (exp_rows - 1) // 2  # ids 0..exp_rows-1
+            kres = raw["compaction"] = bench_compaction(ws, cfg, built, exp_rows, exp_sum)
+            ksec, kok = summarise_compaction(cfg, kres, built, exp_rows)
+            secs.append(ksec)
+            blocks.append((COMPACT_TITLE, ksec, (l0, loadavg()), f"Lamina {TARGET_COMPACT}: **{verdict(kok)}**"))
+            say(f"compaction done in {fmt_s(now() - c0)}")
+    finally:
+        ws.close()
+    elapsed = now() - t0
+    print()
+    print_rich(secs)
+    # Read-modify-write of the report at the very end (other scripts own other sections).
+    for title, sec, load, target in blocks:
+        replace_md_section(
+            out_md, title, section_block(title, sec, out_md, cfg, command, started, elapsed, revision, load, target)
+        )
+    raw["elapsed_s"] = elapsed
+    write_results("maintenance_results.json", raw)
+    say(f"done in {elapsed / 60:.1f} min; " + "; ".join(b[3] for b in blocks) + f"; report: {out_md}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
