@@ -40,6 +40,7 @@ cannot be younger than any writer's base, so no put in flight targets it.
 
 from __future__ import annotations
 
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -100,13 +101,50 @@ def to_ms(t: Any, what: str) -> int:
     return epoch_ms(t, what, timedelta_sign=-1)
 
 
-def _load_many(log: VersionLog, versions: Sequence[int]) -> list[VersionManifest]:
+class _Stub:
+    """What expiry reads of a version it may delete: its JSON, parsed lazily. Building a
+    full VersionManifest (schema, partition spec) for each of a thousand versions costs
+    more than deciding about them; only the few whose roots are opened need one."""
+
+    def __init__(self, version: int, j: dict[str, Any], raw: bytes) -> None:
+        self.version = version
+        self.timestamp_ms = int(j["timestamp_ms"])
+        self.parent_version = j.get("parent_version")
+        self.root_manifest = j.get("root_manifest")
+        self.summary = j.get("summary") or {}
+        self._raw = raw  # the version file may be deleted before the full manifest is needed
+        self._full: Any = None
+
+    def __getattr__(self, name: str) -> Any:  # schema, partition_spec, ...: the full manifest
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._full is None:
+            self._full = VersionManifest.from_json(self._raw, version_path(self.version))
+        return getattr(self._full, name)
+
+
+def _load_light(log: VersionLog, v: int) -> Any:
+    try:
+        raw = log.io.get(version_path(v))
+        j = json.loads(raw)
+        if not isinstance(j, dict) or j.get("tombstone") or int(j["version"]) != v:
+            return log.load(v)  # the full path says what is wrong
+        return _Stub(v, j, raw)
+    except (ValueError, KeyError, TypeError):
+        return log.load(v)
+    except NotFound:
+        return log.load(v)
+
+
+def _load_many(log: VersionLog, versions: Sequence[int]) -> list[Any]:
     if log.io.is_local or len(versions) <= 1:  # local reads are cheaper than thread hand-offs
-        return [log.load(v) for v in versions]
-    return list(_pool.map(log.load, versions))
+        return [_load_light(log, v) for v in versions]
+    return list(_pool.map(lambda v: _load_light(log, v), versions))
 
 
-def _roots(io: FileIO, vms: Sequence[VersionManifest]) -> list[pa.Table]:
+def _roots(io: FileIO, vms: Sequence[Any]) -> list[pa.Table]:
+    if io.is_local:
+        return [root_of(io, vm) for vm in vms]
     return list(_pool.map(lambda vm: root_of(io, vm), vms))
 
 
