@@ -14,7 +14,7 @@ See docs/spark.md.
 """
 
 from lamina.spark.datasource import LaminaDataSource, register
-from lamina.spark.merge import SparkMergeBuilder, delete, merge
+from lamina.spark.rowlevel import SparkMergeBuilder, delete, merge
 from lamina.spark.read import read
 from lamina.spark.session import spark_session
 from lamina.spark.streaming import foreach_batch_writer
