@@ -21,6 +21,7 @@ The driver plans, Spark computes, the driver commits ONE version:
 from __future__ import annotations
 
 import shutil
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -75,11 +76,9 @@ def read_with_positions(spark: Any, table: lamina.Table, entries: pa.Table) -> A
     from pyspark.sql import functions as F
 
     schema = spark_schema(table.schema)
-    if not entries.num_rows:
-        from pyspark.sql import types as T
-
-        s = T.StructType(schema.fields + [T.StructField(FILE, T.StringType()), T.StructField(ROW, T.LongType())])
-        return spark.createDataFrame([], s)
+    if not entries.num_rows:  # no file can match: an empty relation built in the JVM (no Python job)
+        cols = [F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields]
+        return spark.range(0).select(*cols, F.lit(None).cast("string").alias(FILE), F.lit(None).cast("long").alias(ROW))
     df = _native_parquet(spark, schema, file_uris(table, entries.column("path")).to_pylist())
     df = df.select("*", F.col("_metadata.file_path").alias(FILE), F.col("_metadata.row_index").alias(ROW))
     with_dv = entries.filter(pc.is_valid(entries.column("dv_path")))
@@ -162,6 +161,17 @@ def _local_table(uri: str, storage_options: Mapping[str, Any] | None) -> lamina.
     return table
 
 
+class _Clock:
+    def __init__(self, out: dict[str, float]) -> None:
+        out.clear()
+        self.out, self.t = out, time.perf_counter()
+
+    def __call__(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.out[phase] = self.out.get(phase, 0.0) + now - self.t
+        self.t = now
+
+
 # -- delete -------------------------------------------------------------------------------------
 
 
@@ -228,6 +238,7 @@ class SparkMergeBuilder:
         self.max_attempts = max_attempts
         self.matched: list[_Clause] = []
         self.not_matched: list[_Clause] = []
+        self.timings: dict[str, float] = {}  # seconds per phase of the last execute()
 
     def when_matched_update(self, set: dict[str, Any], condition: Any = None) -> "SparkMergeBuilder":  # noqa: A002
         if not set:
@@ -288,8 +299,11 @@ class SparkMergeBuilder:
         table = self.table
         spark = self.source.sparkSession
         tschema = table.schema
+        clock = _Clock(self.timings)
         prune = self._bounds()
+        clock("bounds")
         entries = table.scan(where=prune).plan(all_columns=True).entries
+        clock("plan")
         target = read_with_positions(spark, table, entries).alias("target")
         # The source as one struct column "source": `source.x` resolves to its field, bare
         # names to the target's columns; the keys are copied out for the join.
@@ -337,6 +351,7 @@ class SparkMergeBuilder:
         ).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             hits = staged.where(F.col(FILE).isNotNull()).select(FILE, ROW, ACTION).toArrow()
+            clock("join+collect")
             if hits.num_rows:
                 keyed = pc.binary_join_element_wise(hits.column(FILE), pc.cast(hits.column(ROW), pa.string()), "\x00")
                 if pc.count_distinct(keyed).as_py() != hits.num_rows:
@@ -354,11 +369,13 @@ class SparkMergeBuilder:
             upd_codes = [n for n, k in kind.items() if k == "update"]
             new_rows = staged.where(F.col(ACTION).isin(upd_codes + ins_codes)).select(*[_q(f.name) for f in tschema])
             written = _write_rows(new_rows, table, write_id) if (upd_codes or ins_codes) else None
+            clock("write")
             inserted = 0
             if written is not None:
                 inserted = int(pc.sum(written.column("record_count")).as_py() or 0) - upd
             version, op = _commit(table, "merge", prune, entries, deletes.select([FILE, ROW]), written, self.mode, write_id,
                                   {"rows_updated": upd, "rows_inserted": inserted})
+            clock("commit")
         finally:
             staged.unpersist()
         if version is None:
