@@ -198,3 +198,13 @@ def test_concurrent_append_outside_the_keys_does_not_recompute(spark, tmp_path, 
     got = spark_merge(s_uri, sdf(spark, rows([120, 121], cat="x")), on="id").when_matched_update_all().execute()
     assert len(calls) == 1 and got.version == 7 and got.rows_updated == 2
     assert lamina.open_table(s_uri).to_arrow().num_rows == 199 + 10
+
+
+def test_unbroadcast_source_gives_the_same_result(spark, tmp_path):
+    """Sources above ``broadcast_rows`` use Spark's own join (shuffled): same rows."""
+    s_uri, a_uri = make_pair(tmp_path)
+    clauses = CASES["upsert_first_clause_wins"]
+    got = clauses(spark_merge(s_uri, sdf(spark, SOURCE), on="id", broadcast_rows=0)).execute()
+    want = clauses(lamina.open_table(a_uri).merge(SOURCE, on="id")).execute()
+    assert (got.rows_updated, got.rows_deleted, got.rows_inserted) == (want.rows_updated, want.rows_deleted, want.rows_inserted)
+    assert sorted_rows(s_uri) == sorted_rows(a_uri)

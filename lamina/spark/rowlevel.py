@@ -20,6 +20,7 @@ The driver plans, Spark computes, the driver commits ONE version:
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 import lamina
 from lamina.errors import CommitStateUnknown, InvalidArgument, SchemaMismatch
@@ -46,6 +48,9 @@ from lamina.table.table import DEFAULT_MAX_ROWS_PER_FILE
 FILE, ROW = "__lamina_file", "__lamina_row"
 ACTION = "__lamina_action"
 DEFAULT_ATTEMPTS = 5
+# Sources up to this many rows are broadcast: the target files are streamed through the join,
+# never shuffled. Larger sources use Spark's own join choice (sort-merge: both sides shuffled).
+DEFAULT_BROADCAST_ROWS = 2_000_000
 
 
 def _q(name: str) -> str:
@@ -124,6 +129,10 @@ def _write_rows(df: Any, table: lamina.Table, write_id: str) -> pa.Table | None:
     max_rows = int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
     _run_spark_write(df, plan, schema, spec, None, out_dir, max_rows, props)
     rel, sizes, local = _local_files(out_dir)
+    keep = [i for i, p in enumerate(local) if pq.read_metadata(p).num_rows]  # a union may leave empty part files
+    for i in set(range(len(local))) - set(keep):
+        os.remove(local[i])
+    rel, sizes, local = [rel[i] for i in keep], [sizes[i] for i in keep], [local[i] for i in keep]
     if not rel:
         return None
     files = file_entries(rel, sizes, local, schema, spec)
@@ -223,7 +232,8 @@ class SparkMergeBuilder:
     """
 
     def __init__(self, uri: str, source: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
-                 storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS) -> None:
+                 storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
+                 broadcast_rows: int = DEFAULT_BROADCAST_ROWS) -> None:
         self.table = _local_table(uri, storage_options)
         self.source = source
         self.on = [on] if isinstance(on, str) else list(on)
@@ -239,6 +249,8 @@ class SparkMergeBuilder:
         self.matched: list[_Clause] = []
         self.not_matched: list[_Clause] = []
         self.timings: dict[str, float] = {}  # seconds per phase of the last execute()
+        self.broadcast_rows = broadcast_rows
+        self._source_rows = 0
 
     def when_matched_update(self, set: dict[str, Any], condition: Any = None) -> "SparkMergeBuilder":  # noqa: A002
         if not set:
@@ -282,7 +294,8 @@ class SparkMergeBuilder:
         aggs = []
         for i, k in enumerate(self.on):
             aggs += [F.min(F.col(_q(k))).alias(f"lo{i}"), F.max(F.col(_q(k))).alias(f"hi{i}")]
-        row = self.source.agg(*aggs).collect()[0]
+        row = self.source.agg(*aggs, F.count(F.lit(1)).alias("n")).collect()[0]
+        self._source_rows = int(row["n"])
         pred: Expr | None = None
         for i, k in enumerate(self.on):
             lo, hi = row[f"lo{i}"], row[f"hi{i}"]
@@ -316,41 +329,50 @@ class SparkMergeBuilder:
         for k, sk in zip(self.on, skeys):
             c = src[sk] == F.col(f"target.{_q(k)}")
             cond = c if cond is None else cond & c
-        how = "left" if self.not_matched else "inner"
-        j = src.join(target, on=cond, how=how)
-        matched = F.col(f"target.{FILE}").isNotNull()
-        clauses = [(True, i, cl) for i, cl in enumerate(self.matched)] + [(False, i, cl) for i, cl in enumerate(self.not_matched)]
-        action = None
-        codes: list[tuple[int, bool, _Clause]] = []
-        for n, (is_m, _, cl) in enumerate(clauses):
-            c = (matched if is_m else ~matched) & _cond(cl.condition)
-            action = F.when(c, F.lit(n)) if action is None else action.when(c, F.lit(n))
-            codes.append((n, is_m, cl))
-        out_cols = []
-        for f in tschema:
-            want = spark_type(f.type, f.name)
-            v = None
+        small = self._source_rows <= self.broadcast_rows
+        bsrc = F.broadcast(src) if small else src
+        codes = [(n, is_m, cl) for n, (is_m, cl) in enumerate(
+            [(True, cl) for cl in self.matched] + [(False, cl) for cl in self.not_matched])]
+
+        def action(side: bool) -> Any:
+            a = None
             for n, is_m, cl in codes:
-                if cl.kind == "delete":
-                    continue
-                if cl.values is None:
-                    e = F.col(f"source.{_q(f.name)}")
-                elif f.name in cl.values:
-                    e = _as_column(cl.values[f.name])
-                elif cl.kind == "update":
-                    e = F.col(f"target.{_q(f.name)}")
-                else:
-                    e = F.lit(None)
-                e = e.cast(want)
-                v = F.when(F.col(ACTION) == n, e) if v is None else v.when(F.col(ACTION) == n, e)
-            out_cols.append((v if v is not None else F.lit(None).cast(want)).alias(f.name))
-        # one pass computes the action and the new values; persisted, reused by the collect and the write
-        j = j.withColumn(ACTION, action)
-        staged = j.where(F.col(f"target.{FILE}").isNotNull() | F.col(ACTION).isNotNull()).select(
-            F.col(f"target.{FILE}").alias(FILE), F.col(f"target.{ROW}").alias(ROW), F.col(ACTION), *out_cols,
-        ).persist(StorageLevel.MEMORY_AND_DISK)
+                if is_m == side:
+                    c = _cond(cl.condition)
+                    a = F.when(c, F.lit(n)) if a is None else a.when(c, F.lit(n))
+            return a if a is not None else F.lit(None).cast("int")
+
+        def out_cols(side: bool) -> list:
+            cols = []
+            for f in tschema:
+                want = spark_type(f.type, f.name)
+                v = None
+                for n, is_m, cl in codes:
+                    if cl.kind == "delete" or is_m != side:
+                        continue
+                    if cl.values is None:
+                        e = F.col(f"source.{_q(f.name)}")
+                    elif f.name in cl.values:
+                        e = _as_column(cl.values[f.name])
+                    elif cl.kind == "update":
+                        e = F.col(f"target.{_q(f.name)}")
+                    else:
+                        e = F.lit(None)
+                    e = e.cast(want)
+                    v = F.when(F.col(ACTION) == n, e) if v is None else v.when(F.col(ACTION) == n, e)
+                cols.append((v if v is not None else F.lit(None).cast(want)).alias(f.name))
+            return cols
+
+        # Matched rows: the target files joined with the (broadcast, when small) source, so the
+        # target is streamed, never shuffled; clauses and new values in one projection, persisted.
+        staged = (
+            target.join(bsrc, on=cond, how="inner").withColumn(ACTION, action(True))
+            .select(F.col(f"target.{FILE}").alias(FILE), F.col(f"target.{ROW}").alias(ROW), F.col(ACTION),
+                    *[F.col(sk) for sk in skeys], *out_cols(True))
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
         try:
-            hits = staged.where(F.col(FILE).isNotNull()).select(FILE, ROW, ACTION).toArrow()
+            hits = staged.select(FILE, ROW, ACTION).toArrow()
             clock("join+collect")
             if hits.num_rows:
                 keyed = pc.binary_join_element_wise(hits.column(FILE), pc.cast(hits.column(ROW), pa.string()), "\x00")
@@ -367,7 +389,13 @@ class SparkMergeBuilder:
             deletes = hits.filter(pa.array(acts >= 0)) if hits.num_rows else hits
             ins_codes = [n for n, is_m, cl in codes if not is_m]
             upd_codes = [n for n, k in kind.items() if k == "update"]
-            new_rows = staged.where(F.col(ACTION).isin(upd_codes + ins_codes)).select(*[_q(f.name) for f in tschema])
+            names = [_q(f.name) for f in tschema]
+            new_rows = staged.where(F.col(ACTION).isin(upd_codes)).select(*names)
+            if ins_codes:  # source rows whose key matched nothing (NULL keys never match)
+                mkeys = staged.select(*skeys)
+                unmatched = src.join(F.broadcast(mkeys) if small else mkeys, on=skeys, how="left_anti")
+                ins = unmatched.withColumn(ACTION, action(False)).where(F.col(ACTION).isNotNull()).select(*out_cols(False))
+                new_rows = new_rows.unionByName(ins)
             written = _write_rows(new_rows, table, write_id) if (upd_codes or ins_codes) else None
             clock("write")
             inserted = 0
@@ -391,6 +419,12 @@ class SparkMergeBuilder:
 
 
 def merge(target_uri: str, source_df: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
-          storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS) -> SparkMergeBuilder:
-    """Start a Spark merge of ``source_df`` into the local table at ``target_uri`` on key column(s) ``on``."""
-    return SparkMergeBuilder(target_uri, source_df, on, mode=mode, storage_options=storage_options, max_attempts=max_attempts)
+          storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
+          broadcast_rows: int = DEFAULT_BROADCAST_ROWS) -> SparkMergeBuilder:
+    """Start a Spark merge of ``source_df`` into the local table at ``target_uri`` on key column(s) ``on``.
+
+    ``mode``: merge-on-read (default; property ``write.delete.mode``) or copy-on-write.
+    ``broadcast_rows``: sources up to this many rows are broadcast to the target scan.
+    """
+    return SparkMergeBuilder(target_uri, source_df, on, mode=mode, storage_options=storage_options,
+                             max_attempts=max_attempts, broadcast_rows=broadcast_rows)
