@@ -6,9 +6,11 @@ The driver plans, Spark computes, the driver commits ONE version:
    only the target files whose statistics can hold them (delete: the predicate prunes).
 2. Those files are read with Spark's native Parquet reader with ``_metadata.file_path``
    and ``_metadata.row_index`` (rows of existing deletion vectors removed first).
-3. merge: a left join of the source (aliased ``source``) with the target rows
-   (``target``), clauses as Spark expressions (first matching clause wins); the
-   result is persisted once. The (file, row index) of every matched row is collected
+3. merge: an inner join of the target rows (aliased ``target``) with the source
+   (``source``; broadcast when small, so the target is never shuffled), matched
+   clauses as Spark expressions (first matching clause wins), persisted once; the
+   source rows whose key matched nothing (left-anti join on the matched keys) go
+   through the not-matched clauses. The (file, row index) of every matched row is collected
    to the driver (duplicates: error, nothing committed); updated and inserted rows
    are written by Spark's native writer into ``data/spark-<write id>/``.
 4. The positions become deletion vectors merged with existing ones (or, in
