@@ -7,15 +7,18 @@
     spark.read.format("lamina").option("versionAsOf", 3).load("warehouse/orders")
     df.write.format("lamina").mode("append").save("s3://bucket/orders")  # Python data source (any store)
     system_table(spark, "warehouse/orders", "$snapshots").show()     # also $tags, $files, $manifests
+    merge("warehouse/orders", changes_df, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
+    delete(spark, "warehouse/orders", "status = 'cancelled'")        # deletion vectors, one version
 
 See docs/spark.md.
 """
 
 from lamina.spark.datasource import LaminaDataSource, register
+from lamina.spark.rowlevel import SparkMergeBuilder, delete, merge
 from lamina.spark.read import read
 from lamina.spark.session import spark_session
 from lamina.spark.streaming import foreach_batch_writer
 from lamina.spark.system import system_table
 from lamina.spark.write import write
 
-__all__ = ["LaminaDataSource", "foreach_batch_writer", "read", "register", "spark_session", "system_table", "write"]
+__all__ = ["LaminaDataSource", "SparkMergeBuilder", "delete", "foreach_batch_writer", "merge", "read", "register", "spark_session", "system_table", "write"]

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lamina.commit import Change
-from lamina.errors import InvalidArgument, SchemaMismatch
+from lamina.errors import CommitConflict, InvalidArgument, SchemaMismatch
 from lamina.expr import Expr
 from lamina.expr.values import as_column, as_mask
 from lamina.manifest.entries import conform, fill_constant
@@ -478,3 +478,63 @@ class MergeBuilder:
             version, updated, s.get("rows_deleted", 0) - updated, s.get("inserted", 0),
             s.get("files_scanned", 0), s.get("files_touched", 0),
         )
+
+
+# -- changes computed elsewhere (Spark) ---------------------------------------------------
+
+
+class StaleRowDelta(CommitConflict):
+    """A precomputed row-level change met a base where the files it may affect changed
+    (a scanned file got another DV or was removed, or a new file may hold affected rows).
+    Nothing was committed; the caller recomputes on the newest version."""
+
+
+def file_key(entry: dict[str, Any]) -> tuple:
+    """A data file's identity in one base: a file with another DV is another set of rows."""
+    return (entry["path"], entry["dv_path"], entry["dv_offset"])
+
+
+@dataclass
+class PositionDelta(RowDelta):
+    """A row-level change whose per-file delete positions and new data files were computed
+    outside Lamina (e.g. by a Spark job) against one base.
+
+    ``positions`` holds, for every candidate file of ``prune`` in that base (by
+    ``file_key``), the physical positions to delete (empty: untouched); ``written``
+    the entries of data files already written (updated and inserted rows). Applied to
+    a base it merges the positions into existing DVs (or rewrites the files in
+    copy-on-write mode) exactly as ``RowDelta`` does. If the candidate files of the
+    base differ from the ones computed against, it raises ``StaleRowDelta``: never a
+    silent loss of another writer's change.
+    """
+
+    positions: dict[tuple, np.ndarray] = field(default_factory=dict)
+    written: pa.Table | None = None
+    counts: dict[str, int] = field(default_factory=dict)  # rows_updated / rows_inserted, for the summary
+
+    def __post_init__(self) -> None:
+        for k, pos in self.positions.items():
+            self._outcomes[k] = FileOutcome(np.unique(np.asarray(pos, dtype=np.int64)))
+
+    def _outcomes_for(self, base: VersionManifest, rows: list[dict[str, Any]]) -> list[FileOutcome]:
+        keys = [file_key(e) for e in rows]
+        if set(keys) != set(self.positions):
+            changed = sorted({k[0] for k in set(keys) ^ set(self.positions)})
+            raise StaleRowDelta(
+                f"{self.operation}: files it may affect changed in version {base.version} "
+                f"({len(changed)} files, e.g. {changed[:3]}); nothing was committed"
+            )
+        return [self._outcomes[k] for k in keys]
+
+    def _apply(self, base: VersionManifest) -> Change:
+        change = super()._apply(base)
+        updated, inserted = self.counts.get("rows_updated", 0), self.counts.get("rows_inserted", 0)
+        self.last_stats.update(rows_updated=updated, inserted=inserted)
+        if self.written is not None and self.written.num_rows:
+            mschema = self.table._mschema_of(base)
+            change.added = pa.concat_tables([conform(change.added, mschema), conform(_stamp(self.written, self.table, base), mschema)])
+            change.summary["added-files"] += self.written.num_rows
+        change.summary["added-records"] = updated + inserted
+        if self.operation == "merge":
+            change.summary["inserted-rows"] = inserted
+        return change

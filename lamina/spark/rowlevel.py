@@ -1,0 +1,432 @@
+"""Row-level changes from Spark: ``merge`` and ``delete`` executed with Spark joins.
+
+The driver plans, Spark computes, the driver commits ONE version:
+
+1. merge: one Spark aggregation gives the source keys' bounds; the core planner keeps
+   only the target files whose statistics can hold them (delete: the predicate prunes).
+2. Those files are read with Spark's native Parquet reader with ``_metadata.file_path``
+   and ``_metadata.row_index`` (rows of existing deletion vectors removed first).
+3. merge: an inner join of the target rows (aliased ``target``) with the source
+   (``source``; broadcast when small, so the target is never shuffled), matched
+   clauses as Spark expressions (first matching clause wins), persisted once; the
+   source rows whose key matched nothing (left-anti join on the matched keys) go
+   through the not-matched clauses. The (file, row index) of every matched row is collected
+   to the driver (duplicates: error, nothing committed); updated and inserted rows
+   are written by Spark's native writer into ``data/spark-<write id>/``.
+4. The positions become deletion vectors merged with existing ones (or, in
+   copy-on-write mode, rewrites of the touched files) through
+   ``lamina.table.rowlevel.PositionDelta``, committed as one version. If a
+   concurrent commit changed a file the change may affect, the whole computation is
+   redone on the newest version (``max_attempts``), then ``CommitConflict``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+import lamina
+from lamina.errors import CommitStateUnknown, InvalidArgument, SchemaMismatch
+from lamina.expr import AlwaysFalse, Expr, bind, col, to_expr
+from lamina.manifest.entries import entries_from_user_files
+from lamina.spark._filters import to_spark_column
+from lamina.spark._stats import file_entries
+from lamina.spark._types import check_writable, spark_schema, spark_type
+from lamina.spark.read import _deleted_positions, _native_parquet, file_uris, spark_file_path
+from lamina.spark.write import _local_files, _run_spark_write, spark_write_dir
+from lamina.table import rowlevel
+from lamina.table.inflight import inflight, new_write_id
+from lamina.table.rowlevel import MergeResult, PositionDelta, StaleRowDelta, file_key
+from lamina.table.table import DEFAULT_MAX_ROWS_PER_FILE
+
+FILE, ROW = "__lamina_file", "__lamina_row"
+ACTION = "__lamina_action"
+DEFAULT_ATTEMPTS = 5
+# Sources up to this many rows are broadcast: the target files are streamed through the join,
+# never shuffled. Larger sources use Spark's own join choice (sort-merge: both sides shuffled).
+DEFAULT_BROADCAST_ROWS = 2_000_000
+
+
+def _q(name: str) -> str:
+    return f"`{name.replace('`', '``')}`"
+
+
+def _as_column(v: Any) -> Any:
+    """A clause value: a Spark Column, SQL expression text, or a Python literal."""
+    from pyspark.sql import Column
+    from pyspark.sql import functions as F
+
+    if isinstance(v, Column):
+        return v
+    if isinstance(v, str):
+        return F.expr(v)
+    return F.lit(v)
+
+
+def _cond(c: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.lit(True) if c is None else _as_column(c)
+
+
+def read_with_positions(spark: Any, table: lamina.Table, entries: pa.Table) -> Any:
+    """Live rows of the planned files ``entries`` with ``__lamina_file`` / ``__lamina_row``
+    (``_metadata.file_path`` / ``row_index``); rows deleted by existing DVs are removed."""
+    from pyspark.sql import functions as F
+
+    schema = spark_schema(table.schema)
+    if not entries.num_rows:  # no file can match: an empty relation built in the JVM (no Python job)
+        cols = [F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields]
+        return spark.range(0).select(*cols, F.lit(None).cast("string").alias(FILE), F.lit(None).cast("long").alias(ROW))
+    df = _native_parquet(spark, schema, file_uris(table, entries.column("path")).to_pylist())
+    df = df.select("*", F.col("_metadata.file_path").alias(FILE), F.col("_metadata.row_index").alias(ROW))
+    with_dv = entries.filter(pc.is_valid(entries.column("dv_path")))
+    if with_dv.num_rows:
+        d = spark.createDataFrame(_deleted_positions(table, with_dv)).select(F.col("file_path").alias(FILE), F.col("row_index").alias(ROW))
+        df = df.join(F.broadcast(d), on=[FILE, ROW], how="left_anti")
+    return df
+
+
+def _positions(table: lamina.Table, entries: pa.Table, hits: pa.Table) -> dict[tuple, np.ndarray]:
+    """Per candidate file (``file_key``), the positions in ``hits`` (columns FILE, ROW)."""
+    names = [spark_file_path(u) for u in file_uris(table, entries.column("path")).to_pylist()]
+    rows = entries.select(["path", "dv_path", "dv_offset"]).to_pylist()
+    out = {file_key(e): np.zeros(0, np.int64) for e in rows}
+    if hits.num_rows:
+        found = pc.index_in(hits.column(FILE), value_set=pa.array(names, pa.string()))
+        if found.null_count:
+            raise RuntimeError(f"Spark reported a file path that was not planned: {hits.column(FILE).filter(pc.is_null(found))[0]}")
+        idx = found.to_numpy().astype(np.int64)
+        pos = hits.column(ROW).to_numpy().astype(np.int64)
+        order = np.argsort(idx, kind="stable")
+        bounds = np.searchsorted(idx[order], np.arange(len(rows) + 1))
+        for k, e in enumerate(rows):
+            out[file_key(e)] = pos[order[bounds[k]: bounds[k + 1]]]
+    return out
+
+
+def _commit(table: lamina.Table, operation: str, prune: Expr, entries: pa.Table, hits: pa.Table, written: pa.Table | None,
+            mode: str | None, write_id: str, counts: dict[str, int]) -> tuple[int | None, PositionDelta]:
+    op = PositionDelta(
+        table, operation, prune, [table.metadata.schema.names[0]], lambda rows: None,  # type: ignore[arg-type, return-value]
+        table._row_mode(mode), write_id,
+        positions=_positions(table, entries, hits), written=written, counts=counts,
+    )
+    return table._commit_row_delta(op, None), op
+
+
+def _write_rows(df: Any, table: lamina.Table, write_id: str) -> pa.Table | None:
+    """Write ``df`` (the table's columns) with Spark's native writer; its files' manifest entries."""
+    schema, spec, props = table.metadata.schema, table.partition_spec, table.properties
+    plan = check_writable(df.schema, table.schema, table.uri)
+    out_dir = table.io.local_path(spark_write_dir(write_id))
+    max_rows = int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
+    _run_spark_write(df, plan, schema, spec, None, out_dir, max_rows, props)
+    rel, sizes, local = _local_files(out_dir)
+    keep = [i for i, p in enumerate(local) if pq.read_metadata(p).num_rows]  # a union may leave empty part files
+    for i in set(range(len(local))) - set(keep):
+        os.remove(local[i])
+    rel, sizes, local = [rel[i] for i in keep], [sizes[i] for i in keep], [local[i] for i in keep]
+    if not rel:
+        return None
+    files = file_entries(rel, sizes, local, schema, spec)
+    return entries_from_user_files(files, schema, spec, table._mschema_of(table.metadata))
+
+
+def _with_attempts(table: lamina.Table, attempts: int, run: Any) -> Any:
+    """Run ``run(write_id)`` under an in-flight marker; recompute on a stale base."""
+    for attempt in range(attempts):
+        write_id = new_write_id()
+        out_dir = table.io.local_path(spark_write_dir(write_id))
+        with inflight(table.io, write_id):
+            try:
+                return run(write_id)
+            except StaleRowDelta:
+                shutil.rmtree(out_dir, ignore_errors=True)
+                if attempt == attempts - 1:
+                    raise
+                table.refresh()
+            except CommitStateUnknown:
+                raise  # the version may reference the files: keep them
+            except BaseException:
+                shutil.rmtree(out_dir, ignore_errors=True)  # nothing was committed
+                raise
+    raise AssertionError("unreachable")
+
+
+def _local_table(uri: str, storage_options: Mapping[str, Any] | None) -> lamina.Table:
+    table = lamina.open_table(uri, storage_options=storage_options)
+    if not table.io.is_local:
+        raise InvalidArgument(
+            f"lamina.spark merge/delete use Spark's native Parquet reader and writer: local tables only ({uri}); "
+            "for object stores use the Arrow path (Table.merge / Table.delete)"
+        )
+    return table
+
+
+class _Clock:
+    def __init__(self, out: dict[str, float]) -> None:
+        out.clear()
+        self.out, self.t = out, time.perf_counter()
+
+    def __call__(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.out[phase] = self.out.get(phase, 0.0) + now - self.t
+        self.t = now
+
+
+# -- delete -------------------------------------------------------------------------------------
+
+
+def delete(spark: Any, uri: str, where: str | Expr, *, mode: str | None = None,
+           storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS) -> int | None:
+    """Delete the rows matching ``where`` with Spark; one version, or None if no row matched.
+
+    Files whose statistics cannot match are not read; the matching rows of the others are
+    found by Spark's native reader and become deletion vectors (``mode``/``write.delete.mode``
+    copy-on-write: rewritten files) as in ``Table.delete``.
+    """
+    if where is None:
+        raise InvalidArgument("delete needs a predicate; to remove every row use overwrite with an empty table")
+    table = _local_table(uri, storage_options)
+
+    def run(write_id: str) -> int | None:
+        pred = bind(to_expr(where), table.metadata.schema)
+        entries = table.scan(where=pred).plan(all_columns=True).entries
+        df = read_with_positions(spark, table, entries)
+        cond = to_spark_column(pred, table.metadata.schema)
+        if cond is not None:
+            df = df.where(cond)
+        hits = df.select(FILE, ROW).toArrow() if entries.num_rows else pa.table({FILE: pa.array([], pa.string()), ROW: pa.array([], pa.int64())})
+        version, _ = _commit(table, "delete", pred, entries, hits, None, mode, write_id, {})
+        return version
+
+    return _with_attempts(table, max_attempts, run)
+
+
+# -- merge --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Clause:
+    kind: str  # update | delete | insert
+    condition: Any = None
+    values: dict[str, Any] | None = None  # None: every column from the source
+
+
+class SparkMergeBuilder:
+    """``lamina.spark.merge(uri, source_df, on="id").when_matched_update(...)...execute()``.
+
+    The clause API of ``Table.merge`` (Delta semantics): matched clauses are tried in
+    order, the first whose condition holds applies; a matched target row no clause
+    takes stays; unmatched source rows go through the not-matched clauses; NULL keys
+    never match. Conditions and values are Spark SQL text (or Columns, or literals for
+    values) over ``source.<col>`` and ``target.<col>``; a bare name means the target's
+    column (the source's columns are reachable only as ``source.<col>``).
+    """
+
+    def __init__(self, uri: str, source: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
+                 storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
+                 broadcast_rows: int = DEFAULT_BROADCAST_ROWS) -> None:
+        self.table = _local_table(uri, storage_options)
+        self.source = source
+        self.on = [on] if isinstance(on, str) else list(on)
+        if not self.on:
+            raise InvalidArgument("merge needs at least one key column in on=")
+        schema = self.table.metadata.schema
+        for k in self.on:
+            schema.field(k)
+            if k not in source.columns:
+                raise SchemaMismatch(f"merge key {k!r} is not a column of the source ({source.columns})")
+        self.mode = rowlevel.check_mode(mode) if mode is not None else None
+        self.max_attempts = max_attempts
+        self.matched: list[_Clause] = []
+        self.not_matched: list[_Clause] = []
+        self.timings: dict[str, float] = {}  # seconds per phase of the last execute()
+        self.broadcast_rows = broadcast_rows
+        self._source_rows = 0
+
+    def when_matched_update(self, set: dict[str, Any], condition: Any = None) -> "SparkMergeBuilder":  # noqa: A002
+        if not set:
+            raise InvalidArgument("when_matched_update needs set={column: value or SQL expression}")
+        for c in set:
+            self.table.metadata.schema.field(c)
+        self.matched.append(_Clause("update", condition, dict(set)))
+        return self
+
+    def when_matched_update_all(self, condition: Any = None) -> "SparkMergeBuilder":
+        self._need_all_columns("when_matched_update_all")
+        self.matched.append(_Clause("update", condition, None))
+        return self
+
+    def when_matched_delete(self, condition: Any = None) -> "SparkMergeBuilder":
+        self.matched.append(_Clause("delete", condition))
+        return self
+
+    def when_not_matched_insert(self, values: dict[str, Any], condition: Any = None) -> "SparkMergeBuilder":
+        for c in values:
+            self.table.metadata.schema.field(c)
+        self.not_matched.append(_Clause("insert", condition, dict(values)))
+        return self
+
+    def when_not_matched_insert_all(self, condition: Any = None) -> "SparkMergeBuilder":
+        self._need_all_columns("when_not_matched_insert_all")
+        self.not_matched.append(_Clause("insert", condition, None))
+        return self
+
+    def _need_all_columns(self, what: str) -> None:
+        missing = [n for n in self.table.metadata.schema.names if n not in self.source.columns]
+        if missing:
+            raise SchemaMismatch(f"{what} needs every table column in the source; missing {missing}")
+
+    # -- execution ---------------------------------------------------------------------------
+
+    def _bounds(self) -> Expr:
+        """The source keys' bounds as a predicate (one Spark aggregation)."""
+        from pyspark.sql import functions as F
+
+        aggs = []
+        for i, k in enumerate(self.on):
+            aggs += [F.min(F.col(_q(k))).alias(f"lo{i}"), F.max(F.col(_q(k))).alias(f"hi{i}")]
+        row = self.source.agg(*aggs, F.count(F.lit(1)).alias("n")).collect()[0]
+        self._source_rows = int(row["n"])
+        pred: Expr | None = None
+        for i, k in enumerate(self.on):
+            lo, hi = row[f"lo{i}"], row[f"hi{i}"]
+            if lo is None:
+                return AlwaysFalse()  # no non-null key: nothing can match
+            term = (col(k) >= lo) & (col(k) <= hi)
+            pred = term if pred is None else pred & term
+        return bind(pred, self.table.metadata.schema)
+
+    def _run(self, write_id: str) -> MergeResult:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        table = self.table
+        spark = self.source.sparkSession
+        tschema = table.schema
+        clock = _Clock(self.timings)
+        prune = self._bounds()
+        clock("bounds")
+        entries = table.scan(where=prune).plan(all_columns=True).entries
+        clock("plan")
+        target = read_with_positions(spark, table, entries).alias("target")
+        # The source as one struct column "source": `source.x` resolves to its field, bare
+        # names to the target's columns; the keys are copied out for the join.
+        skeys = [f"__lamina_key{i}" for i in range(len(self.on))]
+        src = self.source.select(
+            F.struct(*[F.col(_q(c)) for c in self.source.columns]).alias("source"),
+            *[F.col(_q(k)).alias(sk) for k, sk in zip(self.on, skeys)],
+        )
+        cond = None
+        for k, sk in zip(self.on, skeys):
+            c = src[sk] == F.col(f"target.{_q(k)}")
+            cond = c if cond is None else cond & c
+        small = self._source_rows <= self.broadcast_rows
+        bsrc = F.broadcast(src) if small else src
+        codes = [(n, is_m, cl) for n, (is_m, cl) in enumerate(
+            [(True, cl) for cl in self.matched] + [(False, cl) for cl in self.not_matched])]
+
+        def action(side: bool) -> Any:
+            a = None
+            for n, is_m, cl in codes:
+                if is_m == side:
+                    c = _cond(cl.condition)
+                    a = F.when(c, F.lit(n)) if a is None else a.when(c, F.lit(n))
+            return a if a is not None else F.lit(None).cast("int")
+
+        def out_cols(side: bool) -> list:
+            cols = []
+            for f in tschema:
+                want = spark_type(f.type, f.name)
+                v = None
+                for n, is_m, cl in codes:
+                    if cl.kind == "delete" or is_m != side:
+                        continue
+                    if cl.values is None:
+                        e = F.col(f"source.{_q(f.name)}")
+                    elif f.name in cl.values:
+                        e = _as_column(cl.values[f.name])
+                    elif cl.kind == "update":
+                        e = F.col(f"target.{_q(f.name)}")
+                    else:
+                        e = F.lit(None)
+                    e = e.cast(want)
+                    v = F.when(F.col(ACTION) == n, e) if v is None else v.when(F.col(ACTION) == n, e)
+                cols.append((v if v is not None else F.lit(None).cast(want)).alias(f.name))
+            return cols
+
+        # Matched rows: the target files joined with the (broadcast, when small) source, so the
+        # target is streamed, never shuffled; clauses and new values in one projection, persisted.
+        staged = (
+            target.join(bsrc, on=cond, how="inner").withColumn(ACTION, action(True))
+            .select(F.col(f"target.{FILE}").alias(FILE), F.col(f"target.{ROW}").alias(ROW), F.col(ACTION),
+                    *[F.col(sk) for sk in skeys], *out_cols(True))
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        try:
+            hits = staged.select(FILE, ROW, ACTION).toArrow()
+            clock("join+collect")
+            if hits.num_rows:
+                keyed = pc.binary_join_element_wise(hits.column(FILE), pc.cast(hits.column(ROW), pa.string()), "\x00")
+                if pc.count_distinct(keyed).as_py() != hits.num_rows:
+                    raise InvalidArgument(
+                        f"merge: a target row matched more than one source row (duplicate keys {self.on} in the source); "
+                        "deduplicate the source. Nothing was committed."
+                    )
+            acts = hits.column(ACTION).to_numpy(zero_copy_only=False)
+            acts = np.where(pc.is_null(hits.column(ACTION)).to_numpy(zero_copy_only=False), -1, acts).astype(np.int64) if hits.num_rows else np.zeros(0, np.int64)
+            kind = {n: cl.kind for n, _, cl in codes}
+            upd = sum(int((acts == n).sum()) for n, k in kind.items() if k == "update")
+            dele = sum(int((acts == n).sum()) for n, k in kind.items() if k == "delete")
+            deletes = hits.filter(pa.array(acts >= 0)) if hits.num_rows else hits
+            ins_codes = [n for n, is_m, cl in codes if not is_m]
+            upd_codes = [n for n, k in kind.items() if k == "update"]
+            names = [_q(f.name) for f in tschema]
+            new_rows = staged.where(F.col(ACTION).isin(upd_codes)).select(*names)
+            if ins_codes:  # source rows whose key matched nothing (NULL keys never match)
+                mkeys = staged.select(*skeys)
+                unmatched = src.join(F.broadcast(mkeys) if small else mkeys, on=skeys, how="left_anti")
+                ins = unmatched.withColumn(ACTION, action(False)).where(F.col(ACTION).isNotNull()).select(*out_cols(False))
+                new_rows = new_rows.unionByName(ins)
+            written = _write_rows(new_rows, table, write_id) if (upd_codes or ins_codes) else None
+            clock("write")
+            inserted = 0
+            if written is not None:
+                inserted = int(pc.sum(written.column("record_count")).as_py() or 0) - upd
+            version, op = _commit(table, "merge", prune, entries, deletes.select([FILE, ROW]), written, self.mode, write_id,
+                                  {"rows_updated": upd, "rows_inserted": inserted})
+            clock("commit")
+        finally:
+            staged.unpersist()
+        if version is None:
+            shutil.rmtree(table.io.local_path(spark_write_dir(write_id)), ignore_errors=True)
+        s = op.last_stats
+        return MergeResult(version, upd, dele, inserted, entries.num_rows, s.get("files_touched", 0))
+
+    def execute(self) -> MergeResult:
+        if not self.matched and not self.not_matched:
+            raise InvalidArgument("merge needs at least one when_matched_* or when_not_matched_* clause")
+        self.table.refresh()
+        return _with_attempts(self.table, self.max_attempts, self._run)
+
+
+def merge(target_uri: str, source_df: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
+          storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
+          broadcast_rows: int = DEFAULT_BROADCAST_ROWS) -> SparkMergeBuilder:
+    """Start a Spark merge of ``source_df`` into the local table at ``target_uri`` on key column(s) ``on``.
+
+    ``mode``: merge-on-read (default; property ``write.delete.mode``) or copy-on-write.
+    ``broadcast_rows``: sources up to this many rows are broadcast to the target scan.
+    """
+    return SparkMergeBuilder(target_uri, source_df, on, mode=mode, storage_options=storage_options,
+                             max_attempts=max_attempts, broadcast_rows=broadcast_rows)
