@@ -29,6 +29,7 @@ from lamina.commit import Change
 from lamina.errors import InvalidArgument
 from lamina.expr import Expr
 from lamina.spec.version import VersionManifest
+from lamina.table.deletes import file_keys
 from lamina.table.inflight import new_write_id
 from lamina.table.operations import _removed, _stamp
 
@@ -49,11 +50,6 @@ class CompactionResult:
     groups: int
     bytes_read: int
     rows_written: int
-
-
-def _identity(entries: pa.Table) -> list[tuple]:
-    d = entries.select(["path", "dv_path", "dv_offset"]).to_pydict()
-    return list(zip(d["path"], d["dv_path"], d["dv_offset"]))
 
 
 def plan_groups(entries: pa.Table, target: int, min_size: int) -> list[np.ndarray]:
@@ -103,7 +99,7 @@ class CompactFiles:
     def apply(self, base: VersionManifest) -> Change:
         entries = self.table._scan_at(base, self.where).plan(all_columns=True).entries
         groups = plan_groups(entries, self.target, self.min_size)
-        keys = [tuple(_identity(entries.take(pa.array(g)))) for g in groups]
+        keys = [tuple(file_keys(entries.take(pa.array(g)))) for g in groups]
         todo = [i for i, k in enumerate(keys) if k not in self._outputs]
         done = 0
         step = self.progress or (lambda *_: None)

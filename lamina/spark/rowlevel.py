@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -34,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import lamina
-from lamina.errors import CommitStateUnknown, InvalidArgument, SchemaMismatch
+from lamina.errors import CommitStateUnknown, InvalidArgument
 from lamina.expr import AlwaysFalse, Expr, bind, col, to_expr
 from lamina.manifest.entries import entries_from_user_files
 from lamina.spark._filters import to_spark_column
@@ -44,7 +43,8 @@ from lamina.spark.read import _deleted_positions, _native_parquet, file_uris, sp
 from lamina.spark.write import _local_files, _run_spark_write, spark_write_dir
 from lamina.table import rowlevel
 from lamina.table.inflight import inflight, new_write_id
-from lamina.table.rowlevel import MergeResult, PositionDelta, StaleRowDelta, file_key
+from lamina.table.deletes import file_key
+from lamina.table.rowlevel import MergeClauses, MergeResult, PositionDelta, StaleRowDelta
 from lamina.table.table import DEFAULT_MAX_ROWS_PER_FILE
 
 FILE, ROW = "__lamina_file", "__lamina_row"
@@ -215,14 +215,7 @@ def delete(spark: Any, uri: str, where: str | Expr, *, mode: str | None = None,
 # -- merge --------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Clause:
-    kind: str  # update | delete | insert
-    condition: Any = None
-    values: dict[str, Any] | None = None  # None: every column from the source
-
-
-class SparkMergeBuilder:
+class SparkMergeBuilder(MergeClauses):
     """``lamina.spark.merge(uri, source_df, on="id").when_matched_update(...)...execute()``.
 
     The clause API of ``Table.merge`` (Delta semantics): matched clauses are tried in
@@ -238,54 +231,12 @@ class SparkMergeBuilder:
                  broadcast_rows: int = DEFAULT_BROADCAST_ROWS) -> None:
         self.table = _local_table(uri, storage_options)
         self.source = source
-        self.on = [on] if isinstance(on, str) else list(on)
-        if not self.on:
-            raise InvalidArgument("merge needs at least one key column in on=")
-        schema = self.table.metadata.schema
-        for k in self.on:
-            schema.field(k)
-            if k not in source.columns:
-                raise SchemaMismatch(f"merge key {k!r} is not a column of the source ({source.columns})")
+        self._start(on, source.columns)
         self.mode = rowlevel.check_mode(mode) if mode is not None else None
         self.max_attempts = max_attempts
-        self.matched: list[_Clause] = []
-        self.not_matched: list[_Clause] = []
         self.timings: dict[str, float] = {}  # seconds per phase of the last execute()
         self.broadcast_rows = broadcast_rows
         self._source_rows = 0
-
-    def when_matched_update(self, set: dict[str, Any], condition: Any = None) -> "SparkMergeBuilder":  # noqa: A002
-        if not set:
-            raise InvalidArgument("when_matched_update needs set={column: value or SQL expression}")
-        for c in set:
-            self.table.metadata.schema.field(c)
-        self.matched.append(_Clause("update", condition, dict(set)))
-        return self
-
-    def when_matched_update_all(self, condition: Any = None) -> "SparkMergeBuilder":
-        self._need_all_columns("when_matched_update_all")
-        self.matched.append(_Clause("update", condition, None))
-        return self
-
-    def when_matched_delete(self, condition: Any = None) -> "SparkMergeBuilder":
-        self.matched.append(_Clause("delete", condition))
-        return self
-
-    def when_not_matched_insert(self, values: dict[str, Any], condition: Any = None) -> "SparkMergeBuilder":
-        for c in values:
-            self.table.metadata.schema.field(c)
-        self.not_matched.append(_Clause("insert", condition, dict(values)))
-        return self
-
-    def when_not_matched_insert_all(self, condition: Any = None) -> "SparkMergeBuilder":
-        self._need_all_columns("when_not_matched_insert_all")
-        self.not_matched.append(_Clause("insert", condition, None))
-        return self
-
-    def _need_all_columns(self, what: str) -> None:
-        missing = [n for n in self.table.metadata.schema.names if n not in self.source.columns]
-        if missing:
-            raise SchemaMismatch(f"{what} needs every table column in the source; missing {missing}")
 
     # -- execution ---------------------------------------------------------------------------
 

@@ -67,6 +67,17 @@ def dv_of(io: FileIO, dv: DV) -> LoadedDV:
     return LoadedDV(read_bitmap(io, dv))
 
 
+def file_key(entry: dict) -> tuple:
+    """A data file's identity in one base: the same file with another DV is another set of rows."""
+    return (entry["path"], entry["dv_path"], entry["dv_offset"])
+
+
+def file_keys(entries: pa.Table) -> list[tuple]:
+    """``file_key`` of every entry, column-wise."""
+    d = entries.select(["path", "dv_path", "dv_offset"]).to_pydict()
+    return list(zip(d["path"], d["dv_path"], d["dv_offset"]))
+
+
 def dvs_of_plan(entries: pa.Table) -> list[DV | None]:
     """Per planned file, its DV or None (one column check when no file has one)."""
     n = entries.num_rows

@@ -18,7 +18,7 @@ from lamina.errors import CommitConflict, TransactionAlreadyCommitted
 from lamina.expr import AlwaysTrue, Expr, to_arrow_filter
 from lamina.manifest.entries import conform, fill_constant
 from lamina.manifest.tree import live_data_entries
-from lamina.table.deletes import dvs_of_plan
+from lamina.table.deletes import dvs_of_plan, file_keys
 from lamina.spec.version import VersionManifest
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-overwrite")
@@ -106,7 +106,7 @@ class Overwrite:
             filt = to_arrow_filter(self.predicate)
             paths = candidates.column("path").to_pylist()
             dvs = dvs_of_plan(candidates)
-            keys = list(zip(paths, dvs))  # a file with another DV is another set of rows
+            keys = file_keys(candidates)
             unseen = [i for i, k in enumerate(keys) if k not in self._rewrites]
             outs = _pool.map(lambda i: self._rewrite_file(scan, paths[i], filt, dvs[i]), unseen)
             for i, outcome in zip(unseen, outs):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +32,7 @@ from lamina.expr import Expr
 from lamina.expr.values import as_column, as_mask
 from lamina.manifest.entries import conform, fill_constant
 from lamina.spec.version import VersionManifest
-from lamina.table.deletes import DV, read_bitmap, write_dv_file
+from lamina.table.deletes import DV, file_key, read_bitmap, write_dv_file
 from lamina.table.inflight import new_write_id
 from lamina.table.operations import _removed, _stamp
 
@@ -131,7 +131,7 @@ class RowDelta:
 
     def _outcomes_for(self, base: VersionManifest, rows: list[dict[str, Any]]) -> list[FileOutcome]:
         """Per-file outcomes; files not seen before are read in parallel and evaluated in one batch."""
-        keys = [(e["path"], e["dv_path"], e["dv_offset"]) for e in rows]
+        keys = [file_key(e) for e in rows]
         new = [i for i, k in enumerate(keys) if k not in self._outcomes]
         if new:
             parts = list(_pool.map(lambda kv: self._live_rows(base, kv[0], rows[kv[1]]), enumerate(new)))
@@ -317,61 +317,76 @@ class MergeResult:
     files_touched: int
 
 
-class MergeBuilder:
-    """``table.merge(source, on="id").when_matched_update(...).when_not_matched_insert_all().execute()``.
+class MergeClauses:
+    """The clause API and key checks shared by the Arrow and Spark merge builders.
 
     Delta semantics: matched clauses are tried in order and the first whose
     condition holds applies; a matched target row that no clause takes stays as
     it is; source rows that match no target row go through the not-matched
-    clauses. Expressions see ``source.<col>`` and ``target.<col>`` (bare names
-    mean the target's). Only files whose key bounds can hold a source key are read.
+    clauses. Subclasses set ``table`` and call ``_start`` with the source's columns.
     """
 
-    def __init__(self, table: "Table", source: pa.Table, on: str | list[str], mode: str | None = None) -> None:
-        self.table = table
+    table: "Table"
+
+    def _start(self, on: str | Sequence[str], source_columns: Sequence[str]) -> None:
         self.on = [on] if isinstance(on, str) else list(on)
         if not self.on:
             raise InvalidArgument("merge needs at least one key column in on=")
-        schema = table.metadata.schema
+        schema = self.table.metadata.schema
+        self._source_columns = list(source_columns)
         for k in self.on:
             schema.field(k)  # SchemaMismatch naming the columns if missing in the target
-            if k not in source.column_names:
-                raise SchemaMismatch(f"merge key {k!r} is not a column of the source ({source.column_names})")
-        self.source = source
-        self.mode = mode
+            if k not in self._source_columns:
+                raise SchemaMismatch(f"merge key {k!r} is not a column of the source ({self._source_columns})")
         self.matched: list[_Clause] = []
         self.not_matched: list[_Clause] = []
 
-    def when_matched_update(self, set: dict[str, Any], condition: Any = None) -> "MergeBuilder":  # noqa: A002
+    def when_matched_update(self, set: dict[str, Any], condition: Any = None) -> Any:  # noqa: A002
+        if not set:
+            raise InvalidArgument("when_matched_update needs set={column: value or SQL expression}")
         for c in set:
             self.table.metadata.schema.field(c)
         self.matched.append(_Clause("update", condition, dict(set)))
         return self
 
-    def when_matched_update_all(self, condition: Any = None) -> "MergeBuilder":
+    def when_matched_update_all(self, condition: Any = None) -> Any:
         self._need_all_columns("when_matched_update_all")
         self.matched.append(_Clause("update", condition, None))
         return self
 
-    def when_matched_delete(self, condition: Any = None) -> "MergeBuilder":
+    def when_matched_delete(self, condition: Any = None) -> Any:
         self.matched.append(_Clause("delete", condition))
         return self
 
-    def when_not_matched_insert(self, values: dict[str, Any], condition: Any = None) -> "MergeBuilder":
+    def when_not_matched_insert(self, values: dict[str, Any], condition: Any = None) -> Any:
         for c in values:
             self.table.metadata.schema.field(c)
         self.not_matched.append(_Clause("insert", condition, dict(values)))
         return self
 
-    def when_not_matched_insert_all(self, condition: Any = None) -> "MergeBuilder":
+    def when_not_matched_insert_all(self, condition: Any = None) -> Any:
         self._need_all_columns("when_not_matched_insert_all")
         self.not_matched.append(_Clause("insert", condition, None))
         return self
 
     def _need_all_columns(self, what: str) -> None:
-        missing = [n for n in self.table.metadata.schema.names if n not in self.source.column_names]
+        missing = [n for n in self.table.metadata.schema.names if n not in self._source_columns]
         if missing:
             raise SchemaMismatch(f"{what} needs every table column in the source; missing {missing}")
+
+
+class MergeBuilder(MergeClauses):
+    """``table.merge(source, on="id").when_matched_update(...).when_not_matched_insert_all().execute()``.
+
+    Expressions see ``source.<col>`` and ``target.<col>`` (bare names mean the
+    target's). Only files whose key bounds can hold a source key are read.
+    """
+
+    def __init__(self, table: "Table", source: pa.Table, on: str | list[str], mode: str | None = None) -> None:
+        self.table = table
+        self._start(on, source.column_names)
+        self.source = source
+        self.mode = mode
 
     # -- execution ----------------------------------------------------------------------
 
@@ -487,11 +502,6 @@ class StaleRowDelta(CommitConflict):
     """A precomputed row-level change met a base where the files it may affect changed
     (a scanned file got another DV or was removed, or a new file may hold affected rows).
     Nothing was committed; the caller recomputes on the newest version."""
-
-
-def file_key(entry: dict[str, Any]) -> tuple:
-    """A data file's identity in one base: a file with another DV is another set of rows."""
-    return (entry["path"], entry["dv_path"], entry["dv_offset"])
 
 
 @dataclass
