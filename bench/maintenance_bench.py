@@ -147,44 +147,12 @@ def worker_race(argv) -> None:
 
 def spawn_race(specs: list[dict], logdir: str, timeout: float = 600) -> list[dict]:
     """One process per spec, released together (start barrier); their JSON results."""
-    procs, errs = [], []
-    try:
-        for n, spec in enumerate(specs):
-            err = open(os.path.join(logdir, f"writer-{n}.stderr"), "w+")
-            errs.append(err)
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, str(Path(__file__).resolve()), "--worker", "race", json.dumps(spec)],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                )
-            )
-        for n, p in enumerate(procs):
-            line = p.stdout.readline()
-            if line.strip() != "READY":
-                err = errs[n]
-                err.flush()
-                err.seek(0)
-                raise RuntimeError(f"writer {n} did not start: {line!r} {err.read()[-2000:]}")
-        for p in procs:
-            p.stdin.write("GO\n")
-            p.stdin.flush()
-        out = []
-        for n, p in enumerate(procs):
-            o, _ = p.communicate(timeout=timeout)
-            if p.returncode != 0:
-                err = errs[n]
-                err.flush()
-                err.seek(0)
-                raise RuntimeError(f"writer {n} exited with {p.returncode}: {err.read()[-2000:]}")
-            out.append(json.loads(o.strip().splitlines()[-1]))
-        return out
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait(timeout=10)
-        for e in errs:
-            e.close()
+    import _workers
+
+    script = str(Path(__file__).resolve())
+    return _workers.spawn_workers(
+        specs, logdir, timeout, cmd=lambda spec: [sys.executable, script, "--worker", "race", json.dumps(spec)]
+    )
 
 
 def batch_counts(t) -> collections.Counter:

@@ -204,11 +204,16 @@ def _cmd(spec: dict[str, Any]) -> list[str]:
     return [sys.executable, os.path.join(HERE, "_workers.py"), json.dumps(spec)]
 
 
-def spawn_workers(specs: list[dict[str, Any]], logdir: str, timeout: float = 120.0) -> list[dict[str, Any]]:
+def spawn_workers(
+    specs: list[dict[str, Any]], logdir: str, timeout: float = 120.0, cmd: Any = None
+) -> list[dict[str, Any]]:
     """Start one process per spec, release them together, return their JSON results.
 
-    Raises AssertionError (with the worker's stderr) if any worker fails.
+    ``cmd(spec)`` is the worker's command line (default: this script); the worker
+    prints READY, waits for GO on stdin, and ends with one JSON line. Raises
+    AssertionError (with the worker's stderr) if any worker fails.
     """
+    cmd = cmd or _cmd
     env = _env()
     procs, errs = [], []
     try:
@@ -217,7 +222,7 @@ def spawn_workers(specs: list[dict[str, Any]], logdir: str, timeout: float = 120
             errs.append(err)
             procs.append(
                 subprocess.Popen(
-                    _cmd(spec), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env, text=True
+                    cmd(spec), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env, text=True
                 )
             )
         for n, p in enumerate(procs):  # start barrier: every worker has opened the table
