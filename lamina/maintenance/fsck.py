@@ -65,7 +65,7 @@ def fsck(table) -> FsckReport:
         if p not in present:
             report.missing.append(p)
     # 2. everything any existing version or tag references
-    from lamina.maintenance.orphans import referenced_paths
+    from lamina.maintenance.reachability import referenced_paths
 
     referenced = {HINT_PATH} | manifests | data
     referenced.update(version_path(v) for v in table.log.list_versions())

@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit.log import VersionLog
-from lamina.errors import VersionNotFound
 from lamina.io import FileIO
 from lamina.manifest.entries import conform, manifest_schema
 from lamina.manifest.files import read_manifests
@@ -121,13 +120,8 @@ def referenced_paths(io: FileIO, log: VersionLog, progress: Callable[[str, int, 
     """
     step = progress or (lambda *_: None)
 
-    def load(v: int) -> VersionManifest | None:
-        try:
-            return log.load(v)
-        except VersionNotFound:
-            return None
-
-    vms = [vm for vm in _pool.map(load, log.list_versions()) if vm is not None]
+    # try_load: a version expired between the listing and the read is simply not there
+    vms = [vm for vm in _pool.map(log.try_load, log.list_versions()) if vm is not None]
     vms += [t.version for t in TagStore(io, log).list()]
     vms = [vm for vm in vms if vm.root_manifest is not None]
     step("versions", len(vms), len(vms))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.errors import InvalidArgument, VersionNotFound
+from lamina.errors import InvalidArgument
 from lamina.manifest.tree import live_data_entries, load_root
 from lamina.spec import content as C
 from lamina.spec.schema import field_id_of
@@ -65,13 +65,8 @@ def snapshots(table: "Table") -> pa.Table:
     """Every existing version, oldest first."""
     log = table.log
 
-    def load(v: int) -> VersionManifest | None:
-        try:
-            return log.load(v)
-        except VersionNotFound:  # expired while listing
-            return None
-
-    vms = [vm for vm in _pool.map(load, log.list_versions()) if vm is not None]
+    # try_load: a version expired between the listing and the read is simply not there
+    vms = [vm for vm in _pool.map(log.try_load, log.list_versions()) if vm is not None]
     return pa.table(
         {
             "version": [vm.version for vm in vms],
