@@ -31,7 +31,7 @@ from lamina.expr import Expr
 from lamina.spec.version import VersionManifest
 from lamina.table.deletes import file_keys
 from lamina.table.inflight import new_write_id
-from lamina.table.operations import _removed, _stamp
+from lamina.table.operations import ProbedApply, _removed, _stamp
 
 if TYPE_CHECKING:
     from lamina.table.table import Table
@@ -75,7 +75,7 @@ def plan_groups(entries: pa.Table, target: int, min_size: int) -> list[np.ndarra
 
 
 @dataclass
-class CompactFiles:
+class CompactFiles(ProbedApply):
     table: "Table"
     where: Expr | None
     target: int
@@ -96,7 +96,7 @@ class CompactFiles:
         max_rows = max(1, int(self.target / per_row))
         return self.table._entries(self.table._write(rows, self.write_id, max_rows=max_rows))
 
-    def apply(self, base: VersionManifest) -> Change:
+    def _apply(self, base: VersionManifest) -> Change:
         entries = self.table._scan_at(base, self.where).plan(all_columns=True).entries
         groups = plan_groups(entries, self.target, self.min_size)
         keys = [tuple(file_keys(entries.take(pa.array(g)))) for g in groups]
@@ -146,10 +146,9 @@ def compact(
         table, bind(to_expr(where), vm.schema) if where is not None else None, target_file_size,
         min_file_size if min_file_size is not None else target_file_size * 3 // 4, sort_cols, new_write_id(), progress,
     )
-    probe = op.apply(vm)
-    if not probe.removed.num_rows:
+    version = table._commit_unless_noop(op, commit_options)
+    if version is None:
         return CompactionResult(None, before, before, 0, 0, 0, 0, 0)
-    version = table._commit(op, commit_options)
     last = op.last
     return CompactionResult(
         version, before, int(table.metadata.summary.get("total-files", 0)), last["input_files"], last["output_files"],

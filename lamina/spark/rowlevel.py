@@ -120,7 +120,7 @@ def _commit(table: lamina.Table, operation: str, prune: Expr, entries: pa.Table,
         table._row_mode(mode), write_id,
         positions=_positions(table, entries, hits), written=written, counts=counts,
     )
-    return table._commit_row_delta(op, None), op
+    return table._commit_unless_noop(op, None), op
 
 
 def _write_rows(df: Any, table: lamina.Table, write_id: str) -> pa.Table | None:

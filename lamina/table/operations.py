@@ -54,6 +54,24 @@ def check_app_transactions(base: VersionManifest, app_transactions: dict[str, in
             )
 
 
+class ProbedApply:
+    """``apply(base)`` remembered for the last base: an operation that is first probed on
+    the latest version (to see whether it changes anything at all) and then committed on
+    that same version does its work once. Subclasses implement ``_apply``."""
+
+    _last: tuple[str, Change] | None = None
+
+    def apply(self, base: VersionManifest) -> Change:
+        if self._last is not None and self._last[0] == base.commit_id:
+            return self._last[1]
+        change = self._apply(base)
+        self._last = (base.commit_id, change)
+        return change
+
+    def _apply(self, base: VersionManifest) -> Change:
+        raise NotImplementedError
+
+
 @dataclass
 class AppendFiles:
     """Add data files. Applies to any base: appends never conflict.

@@ -34,7 +34,7 @@ from lamina.manifest.entries import conform, fill_constant
 from lamina.spec.version import VersionManifest
 from lamina.table.deletes import DV, file_key, read_bitmap, write_dv_file
 from lamina.table.inflight import new_write_id
-from lamina.table.operations import _removed, _stamp
+from lamina.table.operations import ProbedApply, _removed, _stamp
 
 if TYPE_CHECKING:
     from lamina.table.table import Table
@@ -101,7 +101,7 @@ def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
 
 
 @dataclass
-class RowDelta:
+class RowDelta(ProbedApply):
     table: "Table"
     operation: str
     prune: Expr  # files that may hold affected rows
@@ -114,7 +114,6 @@ class RowDelta:
     _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
     _insert_cache: dict[bytes, pa.Table] = field(default_factory=dict)
     last_stats: dict[str, int] = field(default_factory=dict)
-    _last: tuple[str, Change] | None = None
 
     # -- per file -----------------------------------------------------------------------
 
@@ -142,14 +141,6 @@ class RowDelta:
         return [self._outcomes[k] for k in keys]
 
     # -- apply ----------------------------------------------------------------------------
-
-    def apply(self, base: VersionManifest) -> Change:
-        # The commit re-applies the operation to the base a probe already used: reuse it.
-        if self._last is not None and self._last[0] == base.commit_id:
-            return self._last[1]
-        change = self._apply(base)
-        self._last = (base.commit_id, change)
-        return change
 
     def _apply(self, base: VersionManifest) -> Change:
         mschema = self.table._mschema_of(base)
@@ -486,7 +477,7 @@ class MergeBuilder(MergeClauses):
             check_mode(self.mode or t.metadata.properties.get("write.delete.mode", "merge-on-read")),
             new_write_id(), inserts=self._inserts(tschema),
         )
-        version = t._commit_row_delta(op, commit_options)
+        version = t._commit_unless_noop(op, commit_options)
         s = op.last_stats
         updated = s.get("rows_updated", 0)
         return MergeResult(

@@ -353,10 +353,10 @@ class Table:
     def _row_mode(self, mode: str | None) -> str:
         return rowlevel.check_mode(mode or self._vm.properties.get("write.delete.mode", "merge-on-read"))
 
-    def _commit_row_delta(self, op: "rowlevel.RowDelta", options: CommitOptions | None) -> int | None:
-        """Commit ``op``, or nothing (None) if it changes no row in the latest version."""
+    def _commit_unless_noop(self, op: Any, options: CommitOptions | None) -> int | None:
+        """Commit ``op`` (a ProbedApply), or nothing (None) if it changes nothing in the latest version."""
         self.refresh()
-        probe = op.apply(self._vm)  # outcomes are cached: the commit's own apply reuses them
+        probe = op.apply(self._vm)  # the commit's first attempt, on this same version, reuses it
         if not probe.removed.num_rows and not probe.added.num_rows:
             return None
         return self._commit(op, options)
@@ -374,7 +374,7 @@ class Table:
             self, "delete", pred, sorted(referenced_columns(pred)) or [self._vm.schema.names[0]],
             rowlevel.file_fn_delete(to_arrow_filter(pred)), self._row_mode(mode), new_write_id(),
         )
-        return self._commit_row_delta(op, commit_options)
+        return self._commit_unless_noop(op, commit_options)
 
     def update(
         self, where: str | Expr | None = None, set: Mapping[str, Any] | None = None, *,  # noqa: A002
@@ -397,7 +397,7 @@ class Table:
             rowlevel.file_fn_update(to_arrow_filter(pred) if not isinstance(pred, AlwaysTrue) else pc.scalar(True), dict(set), schema.arrow),
             self._row_mode(mode), new_write_id(),
         )
-        return self._commit_row_delta(op, commit_options)
+        return self._commit_unless_noop(op, commit_options)
 
     def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None) -> "rowlevel.MergeBuilder":
         """Start a merge of ``source`` (Arrow/pandas) into this table on key column(s) ``on``."""
