@@ -22,7 +22,8 @@ DEFAULT_CATALOG = "sqlite:///warehouse/catalog.db"
 
 
 def load_catalog(
-    uri: str = DEFAULT_CATALOG, *, warehouse: str | None = None, storage_options: Mapping[str, Any] | None = None
+    uri: str = DEFAULT_CATALOG, *, warehouse: str | None = None, storage_options: Mapping[str, Any] | None = None,
+    password: str | None = None,
 ) -> Catalog:
     """A catalog by URI.
 
@@ -30,6 +31,8 @@ def load_catalog(
       to ``<directory of the db>/<ns>/<name>`` (or ``?warehouse=...`` / ``warehouse=``).
     - ``postgresql://user[:password]@host:port/db?warehouse=...``: PostgreSQL (psycopg 3).
     - a local path or ``file:///path``: the directory catalog.
+
+    ``password`` (PostgreSQL): used when the URI carries none, so it need not be in the URI.
     """
     if not isinstance(uri, str) or not uri.strip():
         raise InvalidCatalogUri(f"catalog URI must be a non-empty string, got {uri!r}")
@@ -37,7 +40,7 @@ def load_catalog(
     if scheme == "sqlite":
         return open_sqlite(uri, warehouse, storage_options)
     if scheme in ("postgresql", "postgres"):
-        return open_postgres(uri, warehouse, storage_options)
+        return open_postgres(uri, warehouse, storage_options, password)
     if scheme in ("", "file"):
         return DirectoryCatalog(uri)
     raise InvalidCatalogUri(

@@ -101,6 +101,10 @@ class Catalog(ABC):
     def load_table(self, identifier: Any) -> "CatalogTable": ...
 
     @abstractmethod
+    def default_location(self, identifier: Any) -> str:
+        """Where ``create_table`` puts ``identifier`` when given no location."""
+
+    @abstractmethod
     def table_info(self, identifier: Any) -> TableInfo: ...
 
     @abstractmethod
@@ -129,6 +133,11 @@ class Catalog(ABC):
     @abstractmethod
     def is_online(self, identifier: Any) -> bool: ...
 
+    def reopen_uri(self) -> tuple[str, str | None]:
+        """(URI without the password, password or None): enough for another process to
+        ``load_catalog`` this same catalog (Spark's Python workers commit through it)."""
+        return self.uri, None
+
     def close(self) -> None:
         pass
 
@@ -143,6 +152,7 @@ class Catalog(ABC):
 # before anything is written. (The SQL coordinator also checks the flag in its swap, so a
 # table taken offline mid-write still refuses that commit.)
 _WRITE_METHODS = (
+    "_commit_entries",  # data files written by an engine (Spark) and committed here
     "append", "overwrite", "add_files", "delete", "update", "merge", "rollback",
     "expire_versions", "remove_orphans", "vacuum", "create_tag", "replace_tag", "rename_tag", "delete_tag",
     "compact", "rewrite_manifests",
@@ -161,7 +171,7 @@ class CatalogTable(Table):
         self._online_check = online_check
         return self
 
-    def _check_online(self) -> None:
+    def _check_online(self) -> None:  # overrides Table's no-op
         if not self._online_check():
             raise TableOffline(
                 f"table {self.identifier} ({self.uri}) is offline: it can be read but not written or maintained; "

@@ -133,6 +133,9 @@ class DirectoryCatalog(Catalog):
         ns, name = parse_identifier(identifier)
         return self._is_table(self._table_dir(ns, name))
 
+    def default_location(self, identifier: Any) -> str:
+        return self._table_dir(*parse_identifier(identifier))
+
     def create_table(
         self,
         identifier: Any,

@@ -251,6 +251,7 @@ class SqlCatalog(Catalog):
         self.uri = backend.uri
         self.warehouse = warehouse.rstrip("/") if warehouse else None
         self.storage_options = dict(storage_options or {})
+        self._reopen: tuple[str, str | None] = (self.uri, None)  # set by open_sqlite / open_postgres
         with self._db.tx() as q:
             if init_lock:
                 q(init_lock)  # PostgreSQL: CREATE IF NOT EXISTS races itself across sessions
@@ -262,6 +263,9 @@ class SqlCatalog(Catalog):
 
     def __repr__(self) -> str:
         return f"lamina.SqlCatalog({self.uri!r})"
+
+    def reopen_uri(self) -> tuple[str, str | None]:
+        return self._reopen
 
     # -- namespaces -------------------------------------------------------------------------
 
@@ -342,6 +346,9 @@ class SqlCatalog(Catalog):
                 f"catalog {self.uri} has no warehouse: pass location= or add ?warehouse=<path or s3://...> to the URI"
             )
         return f"{self.warehouse}/{ns}/{name}"
+
+    def default_location(self, identifier: Any) -> str:
+        return self._default_location(*parse_identifier(identifier))
 
     def create_table(
         self,
@@ -549,10 +556,13 @@ def open_sqlite(uri: str, warehouse: str | None, storage_options: Mapping[str, A
     path = os.path.abspath(os.path.expanduser(path))
     q = dict(urllib.parse.parse_qsl(p.query))
     warehouse = warehouse or q.get("warehouse") or os.path.dirname(path)
-    return SqlCatalog(_SQLite(path, uri), warehouse, storage_options)
+    cat = SqlCatalog(_SQLite(path, uri), warehouse, storage_options)
+    cat._reopen = (f"sqlite:///{path}?" + urllib.parse.urlencode({"warehouse": warehouse}), None)
+    return cat
 
 
-def open_postgres(uri: str, warehouse: str | None, storage_options: Mapping[str, Any] | None) -> SqlCatalog:
+def open_postgres(uri: str, warehouse: str | None, storage_options: Mapping[str, Any] | None,
+                  password: str | None = None) -> SqlCatalog:
     p = urllib.parse.urlsplit(uri)
     if not p.hostname and "host=" not in p.query:
         raise InvalidCatalogUri(f"{redact(uri)!r}: name the server, postgresql://user@host:port/database")
@@ -561,7 +571,15 @@ def open_postgres(uri: str, warehouse: str | None, storage_options: Mapping[str,
     rest = [(k, v) for k, v in query if k != "warehouse"]
     if not any(k == "connect_timeout" for k, _ in rest):
         rest.append(("connect_timeout", "10"))  # fail fast on an unreachable server
-    conninfo = urllib.parse.urlunsplit(("postgresql", p.netloc, p.path, urllib.parse.urlencode(rest), ""))
-    backend = _Postgres(conninfo, redact(uri), p.password)
+    secret = urllib.parse.unquote(p.password) if p.password else password
+    given = rest + ([("password", password)] if password and not p.password else [])
+    conninfo = urllib.parse.urlunsplit(("postgresql", p.netloc, p.path, urllib.parse.urlencode(given), ""))
+    backend = _Postgres(conninfo, redact(uri), secret)
     # Serialize schema creation across sessions (CREATE TABLE IF NOT EXISTS is not race-free).
-    return SqlCatalog(backend, warehouse, storage_options, init_lock="SELECT pg_advisory_xact_lock(7318323)")
+    cat = SqlCatalog(backend, warehouse, storage_options, init_lock="SELECT pg_advisory_xact_lock(7318323)")
+    netloc = p.netloc.rpartition("@")
+    user = netloc[0].partition(":")[0]
+    plain = urllib.parse.urlunsplit(("postgresql", f"{user}@{netloc[2]}" if netloc[1] else netloc[2], p.path,
+                                     urllib.parse.urlencode(rest + ([("warehouse", warehouse)] if warehouse else [])), ""))
+    cat._reopen = (plain, secret)
+    return cat

@@ -74,6 +74,7 @@ class FileIO:
 
     def __init__(self, uri: str, options: Mapping[str, Any] | None = None) -> None:
         options = dict(options or {})
+        self.options = options  # as given: what opens this location again (e.g. in a Spark worker)
         self.uri = uri.rstrip("/") if uri not in ("/",) else uri
         parsed = urllib.parse.urlparse(uri)
         scheme = parsed.scheme.lower()

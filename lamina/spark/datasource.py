@@ -41,8 +41,6 @@ from lamina.errors import (
     InvalidArgument,
     LaminaError,
     SchemaMismatch,
-    TableAlreadyExists,
-    TableNotFound,
     TransactionAlreadyCommitted,
 )
 from lamina.expr import AlwaysTrue, Expr, and_, bind, to_arrow_filter, to_expr
@@ -61,6 +59,7 @@ from lamina.spec.schema import Schema
 from lamina.table.inflight import finish_write, new_write_id, register_write
 from lamina.table.table import DEFAULT_MAX_ROWS_PER_FILE
 from lamina.table.writer import write_data_files
+from lamina.spark._target import TableRef
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +116,10 @@ def _time_travel(options: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def _open(uri: str, storage: Mapping[str, str]) -> lamina.Table:
-    return lamina.open_table(uri, storage_options=storage or None)
+def _ref(options: Mapping[str, str]) -> TableRef:
+    """The table the options name: ``path`` is a location, or an identifier when ``catalog`` is set."""
+    return TableRef.from_options(_path(options), storage_options(options), _opt(options, "catalog"),
+                                 _opt(options, "catalog.password"))
 
 
 # --- reading -------------------------------------------------------------------------
@@ -150,9 +151,9 @@ def balanced_bins(sizes: np.ndarray, bins: int) -> np.ndarray:
 
 class LaminaReader(DataSourceReader):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        self.uri = _path(options)
-        self.storage = storage_options(options)
-        table = _open(self.uri, self.storage)
+        ref = _ref(options)
+        table = ref.open()
+        self.uri, self.storage = table.uri, dict(table.io.options)  # reads go by location: no catalog needed
         scan = resolve_scan(table, **_time_travel(options))
         self.version = scan.version  # pinned: partitions() and read() see this version whatever commits later
         self.table_schema: Schema = scan.schema
@@ -241,7 +242,8 @@ class LaminaCommitMessage(WriterCommitMessage):
 class WriteTarget:
     """What every task of one write needs to know, decided on the driver side before any task runs."""
 
-    uri: str
+    ref: TableRef  # where to commit (through the catalog, if any)
+    uri: str  # the table's location: where tasks write
     storage: dict[str, str]
     schema: Schema
     spec: PartitionSpec
@@ -256,14 +258,12 @@ class WriteTarget:
 
     @classmethod
     def prepare(cls, options: Mapping[str, str], df_schema: StructType, overwrite: bool) -> "WriteTarget":
-        uri = _path(options)
-        storage = storage_options(options)
+        ref = _ref(options)
+        uri, storage = ref.location, dict(ref.io.options)
         partition_by = _opt(options, "partitionBy")
-        try:
-            table: lamina.Table | None = _open(uri, storage)
-        except TableNotFound:
-            table = None
+        table = ref.open_or_none()
         if table is not None:
+            table._check_online()  # before any task writes a file
             check_writable(df_schema, table.schema, uri)
             schema, spec, props = table.metadata.schema, table.partition_spec, table.properties
             if partition_by is not None and parse_partition_by(partition_by, schema) != spec:
@@ -286,7 +286,7 @@ class WriteTarget:
             raise InvalidArgument("txnAppId and txnVersion go together")
         max_rows = int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
         return cls(
-            uri, storage, schema, spec, create, "overwrite" if overwrite else "append", where, app_id, app_seq,
+            ref, uri, storage, schema, spec, create, "overwrite" if overwrite else "append", where, app_id, app_seq,
             max_rows, props.get("write.parquet.compression", "snappy"), new_write_id(),
         )
 
@@ -333,19 +333,8 @@ class WriteTarget:
     def _table(self) -> lamina.Table:
         """The target table, created now if it did not exist when the write was planned."""
         if self.create_partition_by is None:
-            return _open(self.uri, self.storage)
-        try:
-            table = lamina.create_table(
-                self.uri, _plain(self.schema.arrow), partition_by=self.create_partition_by or None,
-                storage_options=self.storage or None,
-            )
-        except TableAlreadyExists:
-            table = _open(self.uri, self.storage)
-        if table.metadata.schema.to_json()["fields"] != self.schema.to_json()["fields"] or table.partition_spec.to_json()["fields"] != self.spec.to_json()["fields"]:
-            raise SchemaMismatch(
-                f"table {self.uri} was created concurrently with another schema or partitioning; nothing was committed"
-            )
-        return table
+            return self.ref.open()
+        return self.ref.create(self.schema, self.spec, self.create_partition_by or None, None)
 
     def commit(self, messages: list[Any], app_transaction: tuple[str, int] | None = None) -> int | None:
         """Commit every task's files as one version; None if ``app_transaction`` was already committed."""
@@ -389,11 +378,6 @@ class WriteTarget:
         _delete_quietly(io, sorted(paths))
         for wid in ids:
             finish_write(io, wid)
-
-
-def _plain(schema: pa.Schema) -> pa.Schema:
-    """``schema`` without Lamina's field ids (create_table assigns them, identically)."""
-    return pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema])
 
 
 def _delete_quietly(io: FileIO, paths: list[str]) -> None:
@@ -445,7 +429,8 @@ class LaminaStreamWriter(DataSourceStreamArrowWriter):
 
 
 class LaminaDataSource(DataSource):
-    """The ``lamina`` format. Options: path, versionAsOf, timestampAsOf, tag, numPartitions,
+    """The ``lamina`` format. Options: path (a location, or ``ns.name`` with catalog), catalog (a
+    catalog URI; commits go through it), catalog.password, versionAsOf, timestampAsOf, tag, numPartitions,
     partitionBy (new tables), replaceWhere (overwrite), txnAppId/txnVersion (idempotent batch
     writes), appId (streaming), and object-store options (endpoint, region, access_key_id, …)."""
 
@@ -454,7 +439,7 @@ class LaminaDataSource(DataSource):
         return "lamina"
 
     def schema(self) -> StructType:
-        table = _open(_path(self.options), storage_options(self.options))
+        table = _ref(self.options).open()
         return spark_schema(resolve_scan(table, **_time_travel(self.options)).schema.arrow)
 
     def reader(self, schema: StructType) -> LaminaReader:
@@ -472,3 +457,4 @@ def register(spark: Any) -> None:
     spark.dataSource.register(LaminaDataSource)
     for k, v in LAMINA_CONF.items():
         spark.conf.set(k, v)
+

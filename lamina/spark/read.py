@@ -22,6 +22,7 @@ from lamina.errors import InvalidArgument
 from lamina.table import deletes
 from lamina.expr import Expr
 from lamina.spark._filters import to_spark_column
+from lamina.spark._target import TableRef
 from lamina.spark._types import spark_schema
 from lamina.table.scan import Scan
 
@@ -154,7 +155,7 @@ def _finish(df: Any, scan: Scan) -> Any:
 
 def read(
     spark: Any,
-    uri: str,
+    target: Any,
     *,
     version: int | str | None = None,
     timestamp: Any = None,
@@ -162,18 +163,21 @@ def read(
     where: str | Expr | None = None,
     columns: Sequence[str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    catalog: Any = None,
 ) -> Any:
-    """A DataFrame of the table at ``uri`` (latest version, or ``version``/``timestamp``/``tag``).
+    """A DataFrame of a table (latest version, or ``version``/``timestamp``/``tag``).
 
+    ``target``: a location, an open Table, or an identifier with ``catalog=`` (see
+    ``lamina.spark._target``).
     ``where`` (Lamina SQL or an Expr) prunes files and filters rows exactly; ``columns``
     selects columns. Local tables use Spark's native Parquet reader over the planned
     files; other stores use the Python data source (``format("lamina")``).
     """
-    table = lamina.open_table(uri, storage_options=storage_options)
+    table = TableRef.of(target, catalog=catalog, storage_options=storage_options).open()
     scan = resolve_scan(table, version=version, timestamp=timestamp, tag=tag, where=where, columns=columns)
     if table.io.is_local:
         return read_plan(spark, scan)
-    return _read_via_datasource(spark, uri, scan, storage_options)
+    return _read_via_datasource(spark, table.uri, scan, table.io.options)
 
 
 def _read_via_datasource(spark: Any, uri: str, scan: Scan, storage_options: Mapping[str, Any] | None) -> Any:

@@ -38,6 +38,7 @@ from lamina.expr import AlwaysFalse, Expr, bind, col, to_expr
 from lamina.manifest.entries import entries_from_user_files
 from lamina.spark._filters import to_spark_column
 from lamina.spark._stats import file_entries
+from lamina.spark._target import TableRef
 from lamina.spark._types import check_writable, spark_schema, spark_type
 from lamina.spark.read import _deleted_positions, _native_parquet, file_uris, spark_file_path
 from lamina.spark.write import _local_files, _run_spark_write, spark_write_dir
@@ -162,13 +163,15 @@ def _with_attempts(table: lamina.Table, attempts: int, run: Any) -> Any:
     raise AssertionError("unreachable")
 
 
-def _local_table(uri: str, storage_options: Mapping[str, Any] | None) -> lamina.Table:
-    table = lamina.open_table(uri, storage_options=storage_options)
+def _local_table(target: Any, storage_options: Mapping[str, Any] | None, catalog: Any = None) -> lamina.Table:
+    """The target table (a location, an open Table, or an identifier with ``catalog``), local only."""
+    table = TableRef.of(target, catalog=catalog, storage_options=storage_options).open()
     if not table.io.is_local:
         raise InvalidArgument(
-            f"lamina.spark merge/delete use Spark's native Parquet reader and writer: local tables only ({uri}); "
-            "for object stores use the Arrow path (Table.merge / Table.delete)"
+            f"lamina.spark merge/delete/compact use Spark's native Parquet reader and writer: local tables only "
+            f"({table.uri}); for object stores use the Arrow path (Table.merge / Table.delete / Table.compact)"
         )
+    table._check_online()  # before any file is written
     return table
 
 
@@ -186,8 +189,9 @@ class _Clock:
 # -- delete -------------------------------------------------------------------------------------
 
 
-def delete(spark: Any, uri: str, where: str | Expr, *, mode: str | None = None,
-           storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS) -> int | None:
+def delete(spark: Any, target: Any, where: str | Expr, *, mode: str | None = None,
+           storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
+           catalog: Any = None) -> int | None:
     """Delete the rows matching ``where`` with Spark; one version, or None if no row matched.
 
     Files whose statistics cannot match are not read; the matching rows of the others are
@@ -196,7 +200,7 @@ def delete(spark: Any, uri: str, where: str | Expr, *, mode: str | None = None,
     """
     if where is None:
         raise InvalidArgument("delete needs a predicate; to remove every row use overwrite with an empty table")
-    table = _local_table(uri, storage_options)
+    table = _local_table(target, storage_options, catalog)
 
     def run(write_id: str) -> int | None:
         pred = bind(to_expr(where), table.metadata.schema)
@@ -226,10 +230,10 @@ class SparkMergeBuilder(MergeClauses):
     column (the source's columns are reachable only as ``source.<col>``).
     """
 
-    def __init__(self, uri: str, source: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
+    def __init__(self, target: Any, source: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
                  storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
-                 broadcast_rows: int = DEFAULT_BROADCAST_ROWS) -> None:
-        self.table = _local_table(uri, storage_options)
+                 broadcast_rows: int = DEFAULT_BROADCAST_ROWS, catalog: Any = None) -> None:
+        self.table = _local_table(target, storage_options, catalog)
         self.source = source
         self._start(on, source.columns)
         self.mode = rowlevel.check_mode(mode) if mode is not None else None
@@ -371,13 +375,14 @@ class SparkMergeBuilder(MergeClauses):
         return _with_attempts(self.table, self.max_attempts, self._run)
 
 
-def merge(target_uri: str, source_df: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
+def merge(target: Any, source_df: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
           storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
-          broadcast_rows: int = DEFAULT_BROADCAST_ROWS) -> SparkMergeBuilder:
-    """Start a Spark merge of ``source_df`` into the local table at ``target_uri`` on key column(s) ``on``.
+          broadcast_rows: int = DEFAULT_BROADCAST_ROWS, catalog: Any = None) -> SparkMergeBuilder:
+    """Start a Spark merge of ``source_df`` into a local table on key column(s) ``on``.
 
+    ``target``: a location, an open Table, or an identifier with ``catalog=`` (see ``lamina.spark._target``).
     ``mode``: merge-on-read (default; property ``write.delete.mode``) or copy-on-write.
     ``broadcast_rows``: sources up to this many rows are broadcast to the target scan.
     """
-    return SparkMergeBuilder(target_uri, source_df, on, mode=mode, storage_options=storage_options,
-                             max_attempts=max_attempts, broadcast_rows=broadcast_rows)
+    return SparkMergeBuilder(target, source_df, on, mode=mode, storage_options=storage_options,
+                             max_attempts=max_attempts, broadcast_rows=broadcast_rows, catalog=catalog)

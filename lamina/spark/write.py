@@ -23,20 +23,17 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
-import lamina
 from lamina.errors import (
     CommitStateUnknown,
     InvalidArgument,
     SchemaMismatch,
-    TableAlreadyExists,
-    TableNotFound,
     TransactionAlreadyCommitted,
 )
 from lamina.expr import Expr, bind, to_expr
-from lamina.io import FileIO
 from lamina.manifest.entries import entries_from_user_files
 from lamina.spark._filters import to_spark_column
 from lamina.spark._stats import file_entries
+from lamina.spark._target import TableRef
 from lamina.spark._types import arrow_schema, check_writable, spark_type
 from lamina.spec.partition import PartitionField, PartitionSpec, parse_partition_by
 from lamina.spec.schema import Schema
@@ -159,13 +156,6 @@ def derived_names(spec: PartitionSpec, columns: Sequence[str]) -> list[str]:
 # --- the write -----------------------------------------------------------------------------
 
 
-def _open_or_none(uri: str, storage_options: Mapping[str, Any] | None) -> lamina.Table | None:
-    try:
-        return lamina.open_table(uri, storage_options=storage_options)
-    except TableNotFound:
-        return None
-
-
 def _conformed(df: Any, plan: list[tuple[str, Any, Any]]) -> Any:
     """``df`` as exactly the table's columns, in table order and types (missing ones null)."""
     from pyspark.sql import functions as F
@@ -218,21 +208,9 @@ def _local_files(root: str) -> tuple[list[str], list[int], list[str]]:
     return [rel[i] for i in order], [sizes[i] for i in order], [local[i] for i in order]
 
 
-def _create_or_open(uri: str, schema: Schema, spec: PartitionSpec, partition_by: Any, properties: Mapping[str, Any] | None,
-                    storage_options: Mapping[str, Any] | None) -> lamina.Table:
-    plain = pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema.arrow])
-    try:
-        table = lamina.create_table(uri, plain, partition_by=partition_by, properties=properties, storage_options=storage_options)
-    except TableAlreadyExists:
-        table = lamina.open_table(uri, storage_options=storage_options)
-    if table.metadata.schema.to_json()["fields"] != schema.to_json()["fields"] or table.partition_spec.fields != spec.fields:
-        raise SchemaMismatch(f"table {uri} was created concurrently with another schema or partitioning; nothing was committed")
-    return table
-
-
 def write(
     df: Any,
-    uri: str,
+    target: Any,
     mode: str = "append",
     *,
     partition_by: str | Sequence[str] | None = None,
@@ -240,9 +218,12 @@ def write(
     properties: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     app_transaction: tuple[str, int] | None = None,
+    catalog: Any = None,
 ) -> int | None:
-    """Write ``df`` to the Lamina table at ``uri`` as one new version; returns the version.
+    """Write ``df`` to a Lamina table as one new version; returns the version.
 
+    - ``target``: a location, an open ``lamina.Table`` (e.g. ``catalog.load_table("shop.orders")``),
+      or an identifier with ``catalog=`` (a Catalog or a catalog URI): see ``lamina.spark._target``.
     - ``mode``: ``"append"`` or ``"overwrite"`` (all rows, or those matching ``where``; every
       written row must match ``where``, checked while writing).
     - ``partition_by``: for a new table (e.g. ``["day(ts)", "bucket(16, id)"]``); an existing
@@ -260,21 +241,25 @@ def write(
         raise InvalidArgument("where applies to mode='overwrite' only")
     if app_transaction is not None and mode != "append":
         raise InvalidArgument("app_transaction applies to mode='append' only")
-    table = _open_or_none(uri, storage_options)
-    if table is not None and app_transaction is not None:
-        try:
-            check_app_transactions(table.log.latest(), {app_transaction[0]: app_transaction[1]})
-        except TransactionAlreadyCommitted as e:
-            log.info("skipping write: %s", e)
-            return None
-    if not FileIO(uri, storage_options).is_local:
-        return _write_via_datasource(df, uri, mode, partition_by, where, storage_options, app_transaction)
+    ref = TableRef.of(target, catalog=catalog, storage_options=storage_options)
+    table = ref.open_or_none()
+    if table is not None:
+        table._check_online()  # before a file is written
+        if app_transaction is not None:
+            try:
+                check_app_transactions(table.log.latest(), {app_transaction[0]: app_transaction[1]})
+            except TransactionAlreadyCommitted as e:
+                log.info("skipping write: %s", e)
+                return None
+    io = ref.io
+    if not io.is_local:
+        return _write_via_datasource(df, ref, mode, partition_by, where, app_transaction)
 
     if table is not None:
-        plan = check_writable(df.schema, table.schema, uri)
+        plan = check_writable(df.schema, table.schema, ref.name)
         schema, spec, props = table.metadata.schema, table.partition_spec, table.properties
         if partition_by is not None and parse_partition_by(partition_by, schema) != spec:
-            raise InvalidArgument(f"table {uri} is already partitioned as {spec.to_json()['fields']}; partition_by cannot change it")
+            raise InvalidArgument(f"table {ref.name} is already partitioned as {spec.to_json()['fields']}; partition_by cannot change it")
     else:
         schema = Schema.from_arrow(arrow_schema(df.schema))
         spec = parse_partition_by(partition_by, schema)
@@ -284,7 +269,6 @@ def write(
     max_rows = int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
 
     write_id = new_write_id()
-    io = FileIO(uri, storage_options)
     out_dir = io.local_path(spark_write_dir(write_id))
     assert out_dir is not None
     with inflight(io, write_id):
@@ -293,7 +277,7 @@ def write(
             rel, sizes, local = _local_files(out_dir)
             files = file_entries(rel, sizes, local, schema, spec)
             if table is None:
-                table = _create_or_open(uri, schema, spec, partition_by, properties, storage_options)
+                table = ref.create(schema, spec, partition_by, properties)
             entries = entries_from_user_files(files, table.metadata.schema, table.partition_spec, table._mschema_of(table.metadata))
             return table._commit_entries(
                 entries, mode=mode, where=where, app_transaction=app_transaction,
@@ -339,12 +323,12 @@ def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, p
             raise err("rejected the write, nothing was committed: " + "; ".join(bad))
 
 
-def _write_via_datasource(df: Any, uri: str, mode: str, partition_by: Any, where: Any,
-                          storage_options: Mapping[str, Any] | None, app_transaction: tuple[str, int] | None) -> int | None:
+def _write_via_datasource(df: Any, ref: TableRef, mode: str, partition_by: Any, where: Any,
+                          app_transaction: tuple[str, int] | None) -> int | None:
     from lamina.spark.datasource import register
 
     register(df.sparkSession)
-    w = df.write.format("lamina").mode(mode).option("path", uri)
+    w = df.write.format("lamina").mode(mode).options(**ref.data_source_options())
     if partition_by is not None:
         w = w.option("partitionBy", partition_by if isinstance(partition_by, str) else ", ".join(partition_by))
     if where is not None:
@@ -355,7 +339,6 @@ def _write_via_datasource(df: Any, uri: str, mode: str, partition_by: Any, where
         w = w.option("replaceWhere", where)
     if app_transaction is not None:
         w = w.option("txnAppId", app_transaction[0]).option("txnVersion", str(app_transaction[1]))
-    for k, v in (storage_options or {}).items():
-        w = w.option(k, str(v))
     w.save()
-    return lamina.open_table(uri, storage_options=storage_options).version
+    ref.table = None  # the data source committed through its own handle
+    return ref.open().version

@@ -133,6 +133,9 @@ class Table:
     def _mschema_of(self, vm: VersionManifest) -> pa.Schema:
         return manifest_schema(vm.schema, vm.partition_spec)
 
+    def _check_online(self) -> None:
+        """Raise TableOffline if the table may not be written now (catalog tables; see CatalogTable)."""
+
     def refresh(self) -> "Table":
         """Move to the latest version."""
         self._vm = self.log.latest()

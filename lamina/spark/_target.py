@@ -1,0 +1,152 @@
+"""The table a Spark entry point reads or writes: a location, or a table of a catalog.
+
+Every ``lamina.spark`` function takes a *target*:
+
+- a location (``"warehouse/orders"``, ``"s3://bucket/orders"``): opened by path, commits
+  by put-if-absent;
+- a ``lamina.Table`` already open, e.g. ``catalog.load_table("shop.orders")``: commits go
+  through that table's coordinator (the catalog's compare-and-swap for SQL catalogs);
+- an identifier (``"shop.orders"``) with ``catalog=`` (a Catalog or a catalog URI): the same,
+  and a write to a table the catalog does not have yet creates it there.
+
+A catalog-managed table refuses writers that opened it by path (writer feature
+``catalog-commits``), so a pipeline on a catalog must name the table through it.
+
+``TableRef`` pickles without its open catalog and table, but with what reopens the
+catalog (its URI and password): Spark runs a Python data source's driver-side commit
+in a Python worker process, which must commit through the same catalog.
+``format("lamina")`` takes the same target as options: ``path`` (a location, or an
+identifier when ``catalog`` is set), ``catalog`` (a catalog URI), ``catalog.password``
+(Spark redacts option keys containing "password" in its plans and UI).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+import lamina
+from lamina.errors import CatalogTableAlreadyExists, InvalidArgument, SchemaMismatch, TableAlreadyExists, TableNotFound
+from lamina.io import FileIO
+from lamina.spec.partition import PartitionSpec
+from lamina.spec.schema import Schema
+
+
+def _catalog(catalog: Any) -> Any:
+    if catalog is None or not isinstance(catalog, str):
+        return catalog
+    return lamina.load_catalog(catalog)
+
+
+def _reopen(catalog: Any) -> tuple[str | None, str | None]:
+    return catalog.reopen_uri() if catalog is not None else (None, None)
+
+
+@dataclass
+class TableRef:
+    location: str
+    storage_options: dict[str, Any] | None = None
+    identifier: str | None = None  # "ns.name" when the table is (to be) named by a catalog
+    catalog_uri: str | None = None  # reopens the catalog in another process (no password)
+    catalog_password: str | None = field(default=None, repr=False)
+    catalog: Any = field(default=None, repr=False)
+    table: Any = field(default=None, repr=False)  # an open lamina.Table, if one was given or opened
+
+    @classmethod
+    def of(cls, target: Any, *, catalog: Any = None, storage_options: Mapping[str, Any] | None = None) -> "TableRef":
+        storage = dict(storage_options) if storage_options else None
+        if isinstance(target, lamina.Table):
+            if catalog is not None:
+                raise InvalidArgument("pass either an open Table or catalog= with an identifier, not both")
+            cat = getattr(target, "catalog", None)
+            storage = storage or (dict(target.io.options) or None)
+            return cls(target.uri, storage, getattr(target, "identifier", None), *_reopen(cat), cat, target)
+        if not isinstance(target, str) or not target.strip():
+            raise InvalidArgument(f"a Lamina table is a location, an identifier with catalog=, or a Table; got {target!r}")
+        cat = _catalog(catalog)
+        if cat is None:
+            return cls(target, storage)
+        try:
+            table = cat.load_table(target)
+        except TableNotFound:
+            return cls(cat.default_location(target), storage, target, *_reopen(cat), cat)
+        return cls(table.uri, storage, table.identifier, *_reopen(cat), cat, table)
+
+    @classmethod
+    def from_options(cls, path: str, storage: Mapping[str, Any], catalog_uri: str | None, password: str | None) -> "TableRef":
+        """The target of ``format("lamina")`` options (see the module docstring)."""
+        if catalog_uri is None:
+            return cls.of(path, storage_options=storage)
+        cat = lamina.load_catalog(catalog_uri, password=password, storage_options=dict(storage) or None)
+        return cls.of(path, catalog=cat, storage_options=storage)
+
+    def data_source_options(self) -> dict[str, str]:
+        """This target as ``format("lamina")`` options."""
+        storage = {**(getattr(self.catalog, "storage_options", None) or {}), **(self.storage_options or {})}
+        opts = {k: str(v) for k, v in storage.items()}
+        if self.catalog_uri is None:
+            return {**opts, "path": self.location}
+        opts.update(path=str(self.identifier), catalog=self.catalog_uri)
+        if self.catalog_password:
+            opts["catalog.password"] = self.catalog_password
+        return opts
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "catalog": None, "table": None}
+
+    @property
+    def name(self) -> str:
+        return self.identifier or self.location
+
+    @property
+    def io(self) -> FileIO:
+        return self.table.io if self.table is not None else FileIO(self.location, self.storage_options)
+
+    def _catalog(self) -> Any:
+        if self.catalog is None and self.catalog_uri is not None:  # unpickled in another process
+            self.catalog = lamina.load_catalog(self.catalog_uri, password=self.catalog_password,
+                                               storage_options=self.storage_options)
+        return self.catalog
+
+    def open(self, version: int | None = None) -> lamina.Table:
+        """The table at its latest version (or ``version``); TableNotFound if it does not exist."""
+        if self.table is None:
+            self._catalog()
+            if self.catalog is not None:
+                self.table = self.catalog.load_table(self.identifier)
+            else:
+                self.table = lamina.open_table(self.location, storage_options=self.storage_options)
+        else:
+            self.table.refresh()
+        if version is not None and version != self.table.version:
+            return lamina.open_table(self.table.uri, version=version, storage_options=self.storage_options)
+        return self.table
+
+    def open_or_none(self) -> lamina.Table | None:
+        try:
+            return self.open()
+        except TableNotFound:
+            return None
+
+    def create(self, schema: Schema, spec: PartitionSpec, partition_by: Any, properties: Mapping[str, Any] | None) -> lamina.Table:
+        """Create the table (through the catalog when there is one), or open it if a concurrent
+        writer created it first with the same schema and partitioning."""
+        plain = pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema.arrow])
+        try:
+            if self._catalog() is not None:
+                self.table = self.catalog.create_table(self.identifier, plain, partition_by=partition_by,
+                                                       properties=properties, location=self.location)
+            else:
+                self.table = lamina.create_table(self.location, plain, partition_by=partition_by, properties=properties,
+                                                 storage_options=self.storage_options)
+        except (TableAlreadyExists, CatalogTableAlreadyExists):
+            self.table = None
+            self.open()
+        table = self.table
+        if table.metadata.schema.to_json()["fields"] != schema.to_json()["fields"] or table.partition_spec.fields != spec.fields:
+            raise SchemaMismatch(
+                f"table {self.name} was created concurrently with another schema or partitioning; nothing was committed"
+            )
+        return table
