@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -83,6 +83,9 @@ class CompactFiles(ProbedApply):
     sort_by: list[str]
     write_id: str
     progress: Callable[[str, int, int], None] | None = None
+    # Runs the rewrites of several groups: (op, base, groups) -> output entries per group, in
+    # order. Default: this process's thread pool; lamina.spark.compact runs them as Spark tasks.
+    rewrite_groups: Callable[["CompactFiles", VersionManifest, list[pa.Table]], Iterable[pa.Table]] | None = None
     _outputs: dict[tuple, pa.Table] = field(default_factory=dict)  # group identity -> output entries
     last: dict[str, int] = field(default_factory=dict)
 
@@ -104,7 +107,8 @@ class CompactFiles(ProbedApply):
         done = 0
         step = self.progress or (lambda *_: None)
         step("compact", 0, len(todo))
-        for i, out in zip(todo, _pool.map(lambda i: self._rewrite(base, entries.take(pa.array(groups[i]))), todo)):
+        run = self.rewrite_groups or (lambda op, base, gs: _pool.map(lambda g: op._rewrite(base, g), gs))
+        for i, out in zip(todo, run(self, base, [entries.take(pa.array(groups[i])) for i in todo])):
             self._outputs[keys[i]] = out
             done += 1
             step("compact", done, len(todo))
@@ -130,7 +134,10 @@ def compact(
     sort_by: list[str] | str | None = None,
     commit_options: Any = None,
     progress: Callable[[str, int, int], None] | None = None,
+    rewrite_groups: Callable[[CompactFiles, VersionManifest, list[pa.Table]], Iterable[pa.Table]] | None = None,
+    write_id: str | None = None,
 ) -> CompactionResult:
+    """See ``Table.compact``; ``rewrite_groups`` and ``write_id`` let an engine (Spark) do the rewriting."""
     from lamina.expr import bind, to_expr
 
     if not isinstance(target_file_size, int) or target_file_size < 1:
@@ -144,7 +151,8 @@ def compact(
     before = int(vm.summary.get("total-files", 0))
     op = CompactFiles(
         table, bind(to_expr(where), vm.schema) if where is not None else None, target_file_size,
-        min_file_size if min_file_size is not None else target_file_size * 3 // 4, sort_cols, new_write_id(), progress,
+        min_file_size if min_file_size is not None else target_file_size * 3 // 4, sort_cols, write_id or new_write_id(),
+        progress, rewrite_groups,
     )
     version = table._commit_unless_noop(op, commit_options)
     if version is None:

@@ -9,10 +9,18 @@
     system_table(spark, "warehouse/orders", "$snapshots").show()     # also $tags, $files, $manifests
     merge("warehouse/orders", changes_df, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
     delete(spark, "warehouse/orders", "status = 'cancelled'")        # deletion vectors, one version
+    compact(spark, "warehouse/orders", target_file_size=128 << 20)   # groups rewritten by Spark tasks
+
+    # Tables of a catalog: pass the Table, or the identifier and the catalog; commits go through it.
+    cat = lamina.load_catalog("sqlite:///warehouse/catalog.db")
+    write(df, "shop.orders", catalog=cat, partition_by=["day(ts)"])  # creates it in the catalog
+    read(spark, cat.load_table("shop.orders")).count()
+    df.write.format("lamina").option("catalog", "sqlite:///warehouse/catalog.db").mode("append").save("shop.orders")
 
 See docs/spark.md.
 """
 
+from lamina.spark.compact import compact
 from lamina.spark.datasource import LaminaDataSource, register
 from lamina.spark.rowlevel import SparkMergeBuilder, delete, merge
 from lamina.spark.read import read
@@ -21,4 +29,4 @@ from lamina.spark.streaming import foreach_batch_writer
 from lamina.spark.system import system_table
 from lamina.spark.write import write
 
-__all__ = ["LaminaDataSource", "SparkMergeBuilder", "delete", "foreach_batch_writer", "merge", "read", "register", "spark_session", "system_table", "write"]
+__all__ = ["LaminaDataSource", "SparkMergeBuilder", "compact", "delete", "foreach_batch_writer", "merge", "read", "register", "spark_session", "system_table", "write"]

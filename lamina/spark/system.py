@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-import lamina
+from lamina.spark._target import TableRef
 
 
 def system_table(
     spark: Any,
-    uri: str,
+    target: Any,
     name: str,
     *,
     version: int | str | None = None,
     tag: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    catalog: Any = None,
 ) -> Any:
     """``lamina.spark.system_table(spark, "warehouse/orders", "$snapshots")``: the Arrow
     system table (see ``Table.system_table``) as a DataFrame; metadata is small, so it is
     built on the driver."""
-    table = lamina.open_table(uri, storage_options=storage_options)
+    table = TableRef.of(target, catalog=catalog, storage_options=storage_options).open()
     return spark.createDataFrame(table.system_table(name, version=version, tag=tag))
