@@ -1,11 +1,13 @@
 """The main job: an orders pipeline on Spark into a partitioned Lamina table, on the embedded default.
 
 Runs with ``make demo`` (or ``python -m lamina.demo [warehouse dir]``), on a local
-warehouse directory (recreated each run) and local Spark, no server:
+warehouse directory (recreated each run) and local Spark, no server. The table is
+``shop.orders`` in the embedded SQLite catalog ``sqlite:///<warehouse>/catalog.db``:
+every commit (Spark's too) is a compare-and-swap of its catalog row.
 
 1. generate a few days of realistic orders in Spark (order id, customer, category,
    timestamp, amount, quantity, country, channel, status);
-2. write them with Spark into a Lamina table partitioned by ``day(ts)``: one version;
+2. write them with Spark into a new catalog table partitioned by ``day(ts)``: one version;
 3. append one daily increment per day: one version each;
 4. query with filters (pruned to the partitions and files that can match);
 5. time travel to the version before the increments, by version and by timestamp,
@@ -14,9 +16,12 @@ warehouse directory (recreated each run) and local Spark, no server:
 7. merge a day's changes (status updates, cancellations, late orders) into the
    history in one version, reading only the files whose order ids can match, and
    compare before/after by time travel;
-8. compact the small files and deletion vectors the merge left, reporting files before/after;
-9. expire old versions (tagged data stays readable) and report the space freed;
-10. check the table (fsck) and print a summary of versions, files, rows and timings.
+8. compact with Spark the small files and deletion vectors the appends and the merge left,
+   reporting files before/after;
+9. expire old versions, freeing the compacted inputs (tagged data stays readable), and
+   report the space freed;
+10. check the table (fsck), check that a reader by path alone (no catalog) sees the
+    catalog's version, and print a summary of versions, files, rows and timings.
 
 Each step is a small function taking the ``Demo`` state, so later steps (tags, expiry,
 merges) slot into ``STEPS``.
@@ -50,14 +55,22 @@ CHANNELS = ["web", "app", "store"]
 STATUSES = ["placed", "paid", "shipped", "delivered", "returned"]
 
 
+NAMESPACE, TABLE = "shop", "shop.orders"
+
+
 @dataclass
 class Demo:
     spark: Any
     warehouse: str
-    uri: str
+    catalog: Any  # the embedded SQLite catalog
     progress: Progress
+    uri: str = ""  # the table's location, once created
     timings: list[tuple[str, float, str]] = field(default_factory=list)  # (step, seconds, what happened)
     facts: dict[str, Any] = field(default_factory=dict)
+
+    def table(self) -> lamina.Table:
+        """The table at its latest version, through the catalog (commits go through its row)."""
+        return self.catalog.load_table(TABLE)
 
     def record(self, step: str, seconds: float, detail: str) -> None:
         self.timings.append((step, seconds, detail))
@@ -106,11 +119,14 @@ def initial_load(demo: Demo) -> None:
 
     t0 = time.perf_counter()
     df = days_of_orders(demo.spark, range(INITIAL_DAYS), ROWS_PER_DAY)
-    v = write(df, demo.uri, partition_by=["day(ts)"], properties={"write.max-rows-per-file": "500000"})
-    t = lamina.open_table(demo.uri)
+    demo.catalog.create_namespace(NAMESPACE)
+    v = write(df, TABLE, catalog=demo.catalog, partition_by=["day(ts)"], properties={"write.max-rows-per-file": "500000"})
+    t = demo.table()
+    demo.uri = t.uri
     demo.facts["loaded_version"] = v
     demo.record("initial load", time.perf_counter() - t0,
-                f"{INITIAL_DAYS} days, {t.scan().count():,} orders -> version {v} ({len(t.scan().plan())} files)")
+                f"{INITIAL_DAYS} days, {t.scan().count():,} orders -> {TABLE} version {v} ({len(t.scan().plan())} files) "
+                f"in catalog {demo.catalog.uri}")
 
 
 def daily_increments(demo: Demo) -> None:
@@ -118,9 +134,10 @@ def daily_increments(demo: Demo) -> None:
 
     for day in range(INITIAL_DAYS, INITIAL_DAYS + INCREMENT_DAYS):
         t0 = time.perf_counter()
-        v = write(orders_for_day(demo.spark, day, ROWS_PER_DAY, day * ROWS_PER_DAY), demo.uri)
+        t = demo.table()
+        v = write(orders_for_day(demo.spark, day, ROWS_PER_DAY, day * ROWS_PER_DAY), t)
         date = (FIRST_DAY + timedelta(days=day)).date()
-        tag = lamina.open_table(demo.uri).create_tag(f"load-{date}", v)  # every daily load is tagged
+        tag = t.create_tag(f"load-{date}", v)  # every daily load is tagged
         demo.facts.setdefault("tags", []).append(tag.name)
         demo.record(f"append {date}", time.perf_counter() - t0, f"{ROWS_PER_DAY:,} orders -> version {v}, tag {tag.name}")
 
@@ -130,13 +147,13 @@ def filtered_queries(demo: Demo) -> None:
 
     from lamina.spark import read
 
-    t = lamina.open_table(demo.uri)
+    t = demo.table()
     total_files = len(t.scan().plan())
     day = (FIRST_DAY + timedelta(days=2)).date()
     where = f"ts >= TIMESTAMP '{day} 00:00:00' AND ts < TIMESTAMP '{day + timedelta(days=1)} 00:00:00'"
     t0 = time.perf_counter()
     revenue = (
-        read(demo.spark, demo.uri, where=where, columns=["category", "amount", "status"])
+        read(demo.spark, t, where=where, columns=["category", "amount", "status"])
         .where(F.col("status") != "returned")
         .groupBy("category").agg(F.round(F.sum("amount"), 2).alias("revenue"), F.count("*").alias("orders"))
         .orderBy(F.desc("revenue"))
@@ -149,7 +166,7 @@ def filtered_queries(demo: Demo) -> None:
 
     t0 = time.perf_counter()
     lookup = "order_id >= 1200000 AND order_id < 1250000 AND country IN ('DE', 'FR')"
-    orders = read(demo.spark, demo.uri, where=lookup, columns=["order_id", "customer_id", "amount"])
+    orders = read(demo.spark, t, where=lookup, columns=["order_id", "customer_id", "amount"])
     n = orders.count()
     planned = len(t.scan(where=lookup).plan())
     demo.record("query: an order-id range in DE/FR", time.perf_counter() - t0,
@@ -159,13 +176,14 @@ def filtered_queries(demo: Demo) -> None:
 def time_travel(demo: Demo) -> None:
     from lamina.spark import read
 
-    t = lamina.open_table(demo.uri)
+    t = demo.table()
     v = demo.facts["loaded_version"]
-    at = lamina.open_table(demo.uri, version=v).metadata.timestamp_ms
+    at = t.scan(version=v).vm.timestamp_ms
     t0 = time.perf_counter()
-    now = read(demo.spark, demo.uri).count()
-    then = read(demo.spark, demo.uri, version=v).count()
-    by_time = read(demo.spark, demo.uri, timestamp=at).count()
+    now = read(demo.spark, t).count()
+    then = read(demo.spark, t, version=v).count()
+    by_time = read(demo.spark, t, timestamp=at).count()
+    # format("lamina") by location alone: a catalog table stays readable without the catalog
     by_source = demo.spark.read.format("lamina").option("versionAsOf", v).load(demo.uri).count()
     if not then == by_time == by_source == INITIAL_DAYS * ROWS_PER_DAY:
         raise AssertionError(f"time travel disagrees: {then}, {by_time}, {by_source}")
@@ -178,11 +196,13 @@ def query_tag(demo: Demo) -> None:
 
     first = demo.facts["tags"][0]
     t0 = time.perf_counter()
-    n = read(demo.spark, demo.uri, tag=first).count()
-    via_source = demo.spark.read.format("lamina").option("tag", first).load(demo.uri).count()
+    t = demo.table()
+    n = read(demo.spark, t, tag=first).count()
+    via_source = (demo.spark.read.format("lamina").option("catalog", demo.catalog.reopen_uri()[0])
+                  .option("tag", first).load(TABLE).count())
     if n != via_source:
         raise AssertionError(f"tag {first}: {n} != {via_source}")
-    tags = lamina.open_table(demo.uri).system_table("$tags")
+    tags = t.system_table("$tags")
     demo.record("query as of a tag", time.perf_counter() - t0,
                 f"{first}: {n:,} orders; $tags has {tags.num_rows} tags")
 
@@ -193,7 +213,7 @@ def _changes(demo: Demo) -> Any:
     import numpy as np
     import pyarrow as pa
 
-    t = lamina.open_table(demo.uri)
+    t = demo.table()
     day = INITIAL_DAYS + INCREMENT_DAYS - 1  # the latest day, and late orders for the next one
     rng = np.random.default_rng(7)
     existing = rng.choice(np.arange(day * ROWS_PER_DAY, (day + 1) * ROWS_PER_DAY), 30_000, replace=False)
@@ -211,7 +231,7 @@ def _changes(demo: Demo) -> Any:
 
 
 def merge_changes(demo: Demo) -> None:
-    t = lamina.open_table(demo.uri)
+    t = demo.table()
     before = t.version
     src = _changes(demo)
     t0 = time.perf_counter()
@@ -233,31 +253,41 @@ def merge_changes(demo: Demo) -> None:
 
 
 def expire_history(demo: Demo) -> None:
-    t = lamina.open_table(demo.uri)
+    t = demo.table()
     versions = len(t.log.list_versions())
     t0 = time.perf_counter()
     rep = t.expire_versions(retain_last=1, reader_grace=timedelta(0))
     first = demo.facts["tags"][0]
     still = t.scan(tag=first).count()  # the tagged version's files were kept
     demo.record("expire old versions", time.perf_counter() - t0,
-                f"{len(rep.expired_versions)} of {versions} versions expired, {len(rep.deleted_files)} data files "
+                f"{len(rep.expired_versions)} of {versions} versions expired (from version {rep.earliest_retained} on "
+                f"kept: the latest, and versions superseded seconds ago that a writer may still hold as its base), "
+                f"{len(rep.deleted_files)} data files "
                 f"and {len(rep.deleted_manifests)} manifests deleted, {rep.deleted_bytes / 1e6:,.1f} MB freed; "
                 f"{rep.kept_for_tags} files kept because tags need them: tag {first} still reads {still:,} orders")
 
 
 def compact_files(demo: Demo) -> None:
-    t = lamina.open_table(demo.uri)
+    from lamina.spark import compact
+
     t0 = time.perf_counter()
-    r = t.compact(target_file_size=64 * 1024 * 1024)
-    demo.record("compact", time.perf_counter() - t0,
-                f"files {r.files_before} -> {r.files_after} ({r.input_files} small or with deletes, in {r.groups} groups)")
+    r = compact(demo.spark, demo.table(), target_file_size=64 * 1024 * 1024)  # groups rewritten by Spark tasks
+    demo.facts["compaction"] = r
+    demo.record("compact (Spark)", time.perf_counter() - t0,
+                f"files {r.files_before} -> {r.files_after}: {r.input_files} small or with deletes rewritten as "
+                f"{r.output_files} in {r.groups} Spark tasks, {r.rows_written:,} rows, version {r.version}")
 
 
 def check_table(demo: Demo) -> None:
     t0 = time.perf_counter()
-    rep = fsck(lamina.open_table(demo.uri))
+    rep = fsck(demo.table())
+    info = demo.catalog.table_info(TABLE)
+    by_path = lamina.open_table(demo.uri)  # seed 004: the hint and versions, no catalog
+    if by_path.version != info.version or by_path.uuid != info.uuid:
+        raise SystemExit(f"a path reader sees version {by_path.version}, the catalog {info.version}")
     demo.record("fsck", time.perf_counter() - t0,
-                f"{rep.checked_files} files checked, {len(rep.missing)} missing, {len(rep.unreferenced)} unreferenced")
+                f"{rep.checked_files} files checked, {len(rep.missing)} missing, {len(rep.unreferenced)} unreferenced; "
+                f"catalog row and path reader agree on version {info.version}")
     if not rep.ok:
         raise SystemExit(f"fsck failed: {rep}")
 
@@ -279,8 +309,8 @@ STEPS: list[tuple[str, Callable[[Demo], None]]] = [
 
 
 def print_summary(demo: Demo, total_s: float) -> None:
-    t = lamina.open_table(demo.uri)
-    hist = RichTable(title=f"Versions of {demo.uri}")
+    t = demo.table()
+    hist = RichTable(title=f"Versions of {TABLE} ({demo.uri})")
     for col in ("version", "operation", "added files", "added rows", "total files", "total rows"):
         hist.add_column(col, justify="right" if col != "operation" else "left")
     for h in reversed(t.history()):
@@ -295,9 +325,11 @@ def print_summary(demo: Demo, total_s: float) -> None:
     for name, secs, detail in demo.timings:
         steps.add_row(name, f"{secs:.1f}", detail)
     console.print(steps)
+    r = demo.facts.get("compaction")
+    compacted = f"; compaction: {r.files_before} -> {r.files_after} files" if r is not None else ""
     console.print(
-        f"[bold]{t.version + 1} versions, {len(t.scan().plan())} files, {t.scan().count():,} rows[/bold] "
-        f"in {demo.uri}; whole job {total_s:.1f} s"
+        f"[bold]{TABLE}: {t.version + 1} versions, {len(t.scan().plan())} files, {t.scan().count():,} rows[/bold] "
+        f"in {demo.uri} (catalog {demo.catalog.uri}){compacted}; whole job {total_s:.1f} s"
     )
 
 
@@ -321,7 +353,7 @@ def main(warehouse: str = "warehouse") -> None:
         task = progress.add_task("starting Spark", total=len(STEPS) + 1)
         t0 = time.perf_counter()
         spark = start_spark()
-        demo = Demo(spark, warehouse, f"{warehouse}/orders", progress)
+        demo = Demo(spark, warehouse, lamina.load_catalog(f"sqlite:///{warehouse}/catalog.db"), progress)
         demo.record("start Spark (local[2])", time.perf_counter() - t0, f"Spark {spark.version}")
         progress.advance(task)
         for name, step in STEPS:
@@ -330,6 +362,7 @@ def main(warehouse: str = "warehouse") -> None:
             progress.advance(task)
         progress.update(task, description="done")
     print_summary(demo, time.perf_counter() - t_start)
+    demo.catalog.close()
     spark.stop()
 
 
