@@ -386,3 +386,32 @@ def test_cli_catalog(tmp_path):
     assert run("drop", "ns").exit_code == 0
     r = runner.invoke(app, ["catalog", "list", "--catalog", "oracle://x"])
     assert r.exit_code == 2 and "unknown catalog scheme" in r.output
+
+
+def test_cli_table_commands_reach_catalog_tables_by_name(tmp_path):
+    """`lamina compact ns.name` (and every table command) goes through the catalog: the
+    compaction commits by the catalog's swap, and an offline table refuses it."""
+    runner = CliRunner()
+    uri = f"sqlite:///{tmp_path}/wh/catalog.db"
+    cat = lamina.load_catalog(uri)
+    cat.create_namespace("ns")
+    t = cat.create_table("ns.events", pa.schema([("id", pa.int64())]))
+    for i in range(6):
+        t.append(pa.table({"id": pa.array([i, i + 100], pa.int64())}))
+    cat.set_online("ns.events", False)
+    r = runner.invoke(app, ["--catalog", uri, "compact", "ns.events"])
+    assert r.exit_code == 2 and "offline" in r.output
+    assert cat.table_info("ns.events").version == 6
+    cat.set_online("ns.events", True)
+    r = runner.invoke(app, ["--catalog", uri, "compact", "ns.events", "--target-mb", "1"])
+    assert r.exit_code == 0, r.output
+    assert "table files 6 -> 1" in r.output
+    info = cat.table_info("ns.events")
+    assert info.version == 7 and lamina.open_table(info.location).version == 7  # the catalog row moved
+    assert sorted(cat.load_table("ns.events").to_arrow().column("id").to_pylist()) == sorted(
+        [i for i in range(6)] + [i + 100 for i in range(6)])
+    r = runner.invoke(app, ["--catalog", uri, "history", "ns.events"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "compact" in r.output
+    r = runner.invoke(app, ["--catalog", f"sqlite:///{tmp_path}/none/catalog.db", "info", "ns.events"])
+    assert r.exit_code == 2 and "does not exist" in r.output
+    assert not os.path.exists(tmp_path / "none")  # a missing catalog is not created by a lookup

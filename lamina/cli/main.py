@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import urllib.parse
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
@@ -12,7 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table as RichTable
 
 import lamina
-from lamina.errors import LaminaError
+from lamina.catalog import DEFAULT_CATALOG, load_catalog
+from lamina.errors import LaminaError, TableNotFound
 from lamina.maintenance import fsck as run_fsck
 
 app = typer.Typer(help="Inspect and maintain Lamina tables.", no_args_is_help=True, add_completion=False)
@@ -20,9 +23,35 @@ console = Console()
 err = Console(stderr=True)
 
 
-def _open(uri: str, version: Optional[int] = None):
+_state = {"catalog": DEFAULT_CATALOG}
+
+
+@app.callback()
+def _main(
+    catalog: str = typer.Option(
+        DEFAULT_CATALOG, "--catalog", "-c", envvar="LAMINA_CATALOG",
+        help="catalog for tables named ns.name (a location is opened directly)",
+    ),
+) -> None:
+    _state["catalog"] = catalog
+
+
+def _is_identifier(target: str) -> bool:
+    """``ns.name`` that is not an existing path: a catalog table."""
+    return target.count(".") == 1 and "/" not in target and "\\" not in target and not os.path.exists(target)
+
+
+def _open(target: str, version: Optional[int] = None):
+    """A table by location, or by ``ns.name`` through the catalog (commits go through its row)."""
     try:
-        return lamina.open_table(uri, version=version)
+        if not _is_identifier(target):
+            return lamina.open_table(target, version=version)
+        uri = _state["catalog"]
+        db = urllib.parse.urlsplit(uri)
+        if db.scheme == "sqlite" and not os.path.exists(db.path[1:] if db.path.startswith("/") else db.path):
+            raise TableNotFound(f"{target!r} is not a table location, and catalog {uri} does not exist (--catalog / LAMINA_CATALOG)")
+        table = load_catalog(uri).load_table(target)
+        return table if version is None else lamina.open_table(table.uri, version=version)
     except LaminaError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
@@ -291,7 +320,7 @@ app.command("vacuum", help="Alias of remove-orphans.")(remove_orphans)
 
 @app.command()
 def compact(
-    uri: str,
+    uri: str = typer.Argument(..., help="table location, or ns.name of the catalog (--catalog)"),
     target_mb: int = typer.Option(128, "--target-mb", help="target output file size in MB"),
     where: Optional[str] = typer.Option(None, "--where", "-w", help="only files that may hold rows matching this"),
     sort_by: Optional[str] = typer.Option(None, "--sort-by", help="comma-separated columns to sort outputs by"),
