@@ -201,3 +201,34 @@ def test_failed_spark_compact_commits_nothing_and_removes_outputs(spark, cat, mo
     assert t.refresh().version == v
     assert data_files(t.uri) == before_files  # the outputs were removed
     assert not os.listdir(os.path.join(t.uri, "_lamina", "writes"))  # in-flight marker finished
+
+
+def test_catalog_table_on_s3_through_the_data_source_and_spark_compaction(spark, tmp_path):
+    """A SQLite catalog with an s3:// warehouse (moto): Spark writes go through the Python data
+    source, whose commit (in a Python worker) reopens the catalog; compaction tasks reach S3."""
+    from _s3server import S3Server
+
+    server = S3Server()
+    try:
+        server.create_bucket("lakehouse")
+        opts = server.storage_options
+        cat = lamina.load_catalog(f"sqlite:///{tmp_path}/catalog.db", warehouse="s3://lakehouse/lake", storage_options=opts)
+        cat.create_namespace("shop")
+        assert spark_write(sdf(spark, rows(0, 30)), "shop.orders", catalog=cat) == 1
+        for k in range(1, 4):
+            assert spark_write(sdf(spark, rows(30 * k, 30 * k + 30)), "shop.orders", catalog=cat) == k + 1
+        info = cat.table_info("shop.orders")
+        assert info.version == 4 and info.location == "s3://lakehouse/lake/shop/orders"
+        t = cat.load_table("shop.orders")
+        before = len(t.scan().plan())
+        assert before >= 4
+        assert spark_read(spark, t, where="id >= 100").count() == 20
+        r = spark_compact(spark, "shop.orders", catalog=cat, target_file_size=1 << 20)
+        assert (r.files_before, r.files_after) == (before, 1)
+        assert cat.table_info("shop.orders").version == 5
+        assert ids(cat.load_table("shop.orders").to_arrow()) == list(range(120))
+        keys = server.client().list_objects_v2(Bucket="lakehouse", Prefix="lake/shop/orders/_lamina/writes/").get("KeyCount")
+        assert keys == 0  # no in-flight marker left behind
+        cat.close()
+    finally:
+        server.stop()
