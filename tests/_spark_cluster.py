@@ -10,7 +10,7 @@ import sys
 
 def main(workdir: str) -> None:
     import lamina
-    from lamina.spark import read, spark_session, write
+    from lamina.spark import compact, read, spark_session, write
 
     spark = spark_session(
         master="local-cluster[2,1,1024]", app_name="lamina-local-cluster", fast_start=True,
@@ -37,6 +37,12 @@ def main(workdir: str) -> None:
         out["ds_write_version"] = lamina.open_table(uri).version
         out["ds_read_rows"] = spark.read.format("lamina").load(uri).count()
         out["core_rows"] = lamina.open_table(uri).scan().count()
+        # compaction groups rewritten in the executors, committed once by the driver
+        before = len(lamina.open_table(uri).scan().plan())
+        r = compact(spark, uri, target_file_size=1 << 20)
+        t = lamina.open_table(uri)
+        out["compact"] = {"before": before, "files_before": r.files_before, "after": len(t.scan().plan()),
+                          "groups": r.groups, "version": r.version, "rows": t.scan().count()}
         print(json.dumps(out))
     finally:
         spark.stop()

@@ -727,6 +727,9 @@ def test_local_cluster_read_and_write(local_cluster_run):
     assert result["filtered_rows"] == result["expected_filtered_rows"]
     assert result["ds_write_version"] == 2 and result["ds_read_rows"] == 2 * result["rows"]
     assert result["core_rows"] == 2 * result["rows"]
+    c = result["compact"]  # lamina.spark.compact with tasks in the executors
+    assert c["version"] == 3 and c["rows"] == 2 * result["rows"]
+    assert c["files_before"] == c["before"] and c["after"] < c["before"] and c["groups"] >= 1
 
 
 def test_system_tables_as_dataframes(spark, source, tmp_path):
