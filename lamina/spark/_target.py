@@ -110,8 +110,8 @@ class TableRef:
                                                storage_options=self.storage_options)
         return self.catalog
 
-    def open(self, version: int | None = None) -> lamina.Table:
-        """The table at its latest version (or ``version``); TableNotFound if it does not exist."""
+    def open(self) -> lamina.Table:
+        """The table at its latest version; TableNotFound if it does not exist."""
         if self.table is None:
             self._catalog()
             if self.catalog is not None:
@@ -120,8 +120,6 @@ class TableRef:
                 self.table = lamina.open_table(self.location, storage_options=self.storage_options)
         else:
             self.table.refresh()
-        if version is not None and version != self.table.version:
-            return lamina.open_table(self.table.uri, version=version, storage_options=self.storage_options)
         return self.table
 
     def open_or_none(self) -> lamina.Table | None:
