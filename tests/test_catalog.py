@@ -413,6 +413,8 @@ def test_cli_table_commands_reach_catalog_tables_by_name(tmp_path):
         [i for i in range(6)] + [i + 100 for i in range(6)])
     r = runner.invoke(app, ["--catalog", uri, "history", "ns.events"])
     assert r.exit_code == 0 and re.search(r"│\s+7 │", r.output)  # the newest version, read through the catalog
+    r = runner.invoke(app, ["--catalog", uri, "catalog", "list"])  # the catalog commands follow `lamina --catalog`
+    assert r.exit_code == 0 and "ns.events" in r.output
     r = runner.invoke(app, ["--catalog", f"sqlite:///{tmp_path}/none/catalog.db", "info", "ns.events"])
     assert r.exit_code == 2 and "does not exist" in r.output
     assert not os.path.exists(tmp_path / "none")  # a missing catalog is not created by a lookup

@@ -23,8 +23,9 @@ console = Console()
 err = Console(stderr=True)
 
 _CATALOG = typer.Option(
-    DEFAULT_CATALOG, "--catalog", "-c", envvar="LAMINA_CATALOG",
-    help="catalog URI: sqlite:///path.db, postgresql://user@host:port/db?warehouse=..., or a warehouse directory",
+    None, "--catalog", "-c", envvar="LAMINA_CATALOG", show_default=DEFAULT_CATALOG,
+    help="catalog URI: sqlite:///path.db, postgresql://user@host:port/db?warehouse=..., or a warehouse directory "
+    "(default: `lamina --catalog`, else the embedded default)",
 )
 
 # Column types accepted by --schema (name:type,...).
@@ -53,15 +54,17 @@ def _schema(text: str) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _catalog(uri: str):
+def _catalog(uri: str | None):
+    from lamina.cli.main import _state  # `lamina --catalog X catalog ...` (main imports this module)
+
     try:
-        return load_catalog(uri)
+        return load_catalog(uri or _state["catalog"])
     except LaminaError as e:
         _fail(e)
 
 
 @catalog_app.command("list")
-def list_(namespace: Optional[str] = typer.Argument(None, help="only this namespace"), catalog: str = _CATALOG):
+def list_(namespace: Optional[str] = typer.Argument(None, help="only this namespace"), catalog: Optional[str] = _CATALOG):
     """Namespaces and tables with their version, online flag, uuid and location."""
     cat = _catalog(catalog)
     try:
@@ -86,7 +89,7 @@ def create(
     schema: Optional[str] = typer.Option(None, "--schema", "-s", help="table columns, e.g. 'id:int64,day:date,name:string'"),
     partition_by: Optional[List[str]] = typer.Option(None, "--partition-by", "-p", help="e.g. 'day(ts)', repeatable"),
     location: Optional[str] = typer.Option(None, "--location", help="default: <warehouse>/<namespace>/<table>"),
-    catalog: str = _CATALOG,
+    catalog: Optional[str] = _CATALOG,
 ):
     """Create a namespace, or a table (needs --schema)."""
     cat = _catalog(catalog)
@@ -104,7 +107,7 @@ def create(
 
 
 @catalog_app.command("rename")
-def rename(old: str, new: str, catalog: str = _CATALOG):
+def rename(old: str, new: str, catalog: Optional[str] = _CATALOG):
     """Rename a table (its location and path readers are unaffected); refuses an existing target."""
     cat = _catalog(catalog)
     try:
@@ -119,7 +122,7 @@ def drop(
     name: str = typer.Argument(..., help="namespace (must be empty), or namespace.table"),
     purge: bool = typer.Option(False, "--purge", help="also delete the table's files"),
     force: bool = typer.Option(False, "--force", help="purge even with writes in flight"),
-    catalog: str = _CATALOG,
+    catalog: Optional[str] = _CATALOG,
 ):
     """Drop an empty namespace, or a table (its files stay unless --purge)."""
     cat = _catalog(catalog)
@@ -143,12 +146,12 @@ def _set_online(name: str, online: bool, catalog: str) -> None:
 
 
 @catalog_app.command("online")
-def online(name: str, catalog: str = _CATALOG):
+def online(name: str, catalog: Optional[str] = _CATALOG):
     """Allow writes and maintenance again."""
     _set_online(name, True, catalog)
 
 
 @catalog_app.command("offline")
-def offline(name: str, catalog: str = _CATALOG):
+def offline(name: str, catalog: Optional[str] = _CATALOG):
     """Refuse writes and maintenance (reads keep working)."""
     _set_online(name, False, catalog)
