@@ -87,7 +87,8 @@ class CompactFiles(ProbedApply):
     last: dict[str, int] = field(default_factory=dict)
 
     def _rewrite(self, base: VersionManifest, group: pa.Table) -> pa.Table:
-        rows = self.table._scan_at(base, None).read_entries(group, base.schema.names, None)
+        files = self.table._scan_at(base, None).read_files(group, base.schema.names)
+        rows = pa.concat_tables(list(files))
         if self.sort_by and rows.num_rows:
             rows = rows.sort_by([(c, "ascending") for c in self.sort_by])
         # rows per output file from the inputs' bytes per row, so outputs land near the target

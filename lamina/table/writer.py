@@ -51,6 +51,32 @@ class PendingWrites:
         self._futures = []
 
 
+_DICTIONARY_SAMPLE_ROWS = 10_000
+
+
+def _dictionary_columns(data: pa.Table) -> list[str] | bool:
+    """The columns worth dictionary-encoding: those with at most half as many distinct
+    values as rows in a sample (the first rows).
+
+    Parquet's writer otherwise dictionary-encodes every column until a row group's
+    dictionary outgrows 1 MiB: for keys, timestamps or measurements that is mostly
+    unique values, that is hashing every value for nothing and, below 1 MiB, a larger
+    file (twice the encoding time of a 1M-row file here, 3x with smaller row groups).
+    Tables with nested columns keep Parquet's default (a choice per leaf column would
+    need their Parquet paths)."""
+    if any(pa.types.is_nested(f.type) for f in data.schema):
+        return True
+    sample = data.slice(0, _DICTIONARY_SAMPLE_ROWS)
+    return [name for name, col in zip(sample.column_names, sample.columns) if _few_distinct(col)]
+
+
+def _few_distinct(sample: pa.ChunkedArray) -> bool:
+    try:
+        return pc.count_distinct(sample, mode="all").as_py() * 2 <= len(sample)
+    except pa.ArrowNotImplementedError:  # a type without the kernel (null, ...): Parquet decides
+        return True
+
+
 def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures: list[Future] | None = None) -> int:
     """Encode ``data`` as Parquet and store it at ``path``; returns its size.
 
@@ -58,7 +84,7 @@ def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures:
     caller can build manifests while the bytes go to disk.
     """
     sink = pa.BufferOutputStream()
-    pq.write_table(data, sink, compression=compression)
+    pq.write_table(data, sink, compression=compression, use_dictionary=_dictionary_columns(data))
     buf = sink.getvalue()
     if futures is None:
         io.put_data(path, buf)
