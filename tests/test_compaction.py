@@ -10,7 +10,7 @@ import pytest
 
 import lamina
 from lamina.commit import flush_hints
-from lamina.errors import InvalidArgument
+from lamina.errors import CorruptMetadata, InvalidArgument
 from lamina.maintenance import fsck
 from lamina.maintenance.compaction import CompactFiles
 from lamina.table.inflight import new_write_id
@@ -68,6 +68,42 @@ def test_concurrent_delete_on_an_input_is_carried_into_the_output(table):
     got = ids(table.refresh().to_arrow())
     assert 7 not in got and 8 not in got and 500 in got and 501 in got  # no resurrection, no loss
     assert len(got) == 120 - 2 + 2
+
+
+def test_streamed_compaction_splits_files_keeps_stats_and_reads_older_files(tmp_path):
+    """Unpartitioned, no sort order: the output is written row group by row group while
+    the inputs are read. Files roll over at write.max-rows-per-file, every file's stats
+    describe its rows, deletes are applied, and a file written before a column existed
+    (and with a narrower id type) reads with nulls."""
+    t = lamina.create_table(str(tmp_path / "s"), SCHEMA, properties={"write.max-rows-per-file": 25})
+    for i in range(6):
+        t.append(batch(i * 10, i * 10 + 10))
+    old = os.path.join(t.uri, "data/older.parquet")
+    pq.write_table(pa.table({"id": pa.array(range(60, 65), pa.int32())}), old)
+    t.add_files(pa.table({"path": ["data/older.parquet"], "size": [os.path.getsize(old)], "record_count": [5]}))
+    t.delete("id < 3 OR id = 61")
+    want = ids(t.to_arrow())
+    r = t.compact(target_file_size=1 << 20)
+    assert (r.input_files, r.rows_written) == (7, 61) and r.output_files == 3  # 25 + 25 + 11 rows
+    got = t.to_arrow()
+    assert ids(got) == want and t.files().column("dv_path").null_count == 3
+    assert sorted(got.filter(pa.compute.is_null(got.column("cat"))).column("id").to_pylist()) == [60, 62, 63, 64]
+    for f in t.files().to_pylist():
+        rows = pq.read_table(os.path.join(t.uri, f["path"]))
+        assert f["record_count"] == rows.num_rows <= 25
+        assert (f["lower.id"], f["upper.id"]) == (min(rows.column("id").to_pylist()), max(rows.column("id").to_pylist()))
+        assert f["null_count.cat"] == rows.column("cat").null_count
+    assert fsck(t).ok
+
+
+def test_compaction_of_a_missing_input_is_corrupt_metadata(tmp_path):
+    t = lamina.create_table(str(tmp_path / "gone"), SCHEMA)
+    for i in range(3):
+        t.append(batch(i * 10, i * 10 + 10))
+    os.remove(os.path.join(t.uri, t.files().column("path")[1].as_py()))
+    with pytest.raises(CorruptMetadata, match="missing"):
+        t.compact(target_file_size=1 << 20)
+    assert t.version == 3  # nothing committed
 
 
 def test_ten_thousand_small_files_compact_in_one_version(tmp_path):

@@ -6,6 +6,7 @@ as Python objects only when iterated.
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -94,6 +95,20 @@ class ScanPlan(Sequence[FileScanTask]):
     @property
     def paths(self) -> list[str]:
         return self.entries.column("path").to_pylist()
+
+
+def _runs(sizes: list[int], max_files: int, max_bytes: int) -> list[range]:
+    """Consecutive index ranges of at most ``max_files`` files and (unless one file is
+    bigger) ``max_bytes`` bytes."""
+    runs, start, acc = [], 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and (i - start >= max_files or acc + size > max_bytes):
+            runs.append(range(start, i))
+            start, acc = i, 0
+        acc += size
+    if start < len(sizes):
+        runs.append(range(start, len(sizes)))
+    return runs
 
 
 def _slice_bounds(s: slice, n: int) -> tuple[int, int]:
@@ -205,35 +220,49 @@ class Scan:
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         plan = self.plan()
         filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
-        for t in self.read_files(plan.entries, self._read_columns(), filt, ahead_bytes=0):  # 8 files ahead
+        # One file per task, 8 ahead: a streaming reader holds little.
+        for t in self.read_files(plan.entries, self._read_columns(), filt, files_per_task=1, tasks_ahead=8):
             for b in t.to_batches():
                 if b.num_rows:
                     yield b
 
     def read_files(
-        self, entries: pa.Table, cols: list[str], filt: Any = None, ahead_bytes: int = 64 << 20
+        self, entries: pa.Table, cols: list[str], filt: Any = None, *,
+        files_per_task: int = 64, bytes_per_task: int = 8 << 20, tasks_ahead: int | None = None,
     ) -> Iterator[pa.Table]:
-        """The live rows of each file of ``entries``, one table per file, in entry order.
+        """The live rows of each file of ``entries`` (deleted rows dropped), one table per
+        file, in entry order.
 
-        Files are read on the read pool, ahead of the consumer by up to ``ahead_bytes``
-        of input (at least 8 files), so a consumer that writes what it gets overlaps
-        with the reading. Each file is one ParquetFile.read: for small files several
-        times cheaper than a dataset scan, and the GIL is released while decoding.
+        Each file is one ParquetFile.read: for small files several times cheaper than a
+        dataset scan, and the GIL is released while decoding. Runs of consecutive files
+        (up to ``files_per_task`` files or ``bytes_per_task`` of input) are read as one
+        task of the read pool, ``tasks_ahead`` tasks at once (default: one per core on
+        local disk, more for object stores, whose reads mostly wait): a thread per small
+        file would spend much of its time handing the GIL and results around. The
+        consumer gets the first run's tables while later runs are read, so a consumer
+        that writes what it gets overlaps with the reading.
         """
-        out_schema = pa.schema([self.schema.field(c) for c in cols])
+        out_schema = self._arrow_schema_of(tuple(cols))
         paths = entries.column("path").to_pylist()
-        sizes = entries.column("size").to_pylist()
         dvs = dvs_of_plan(entries)
+        runs = _runs(entries.column("size").to_pylist(), files_per_task, bytes_per_task)
+        if tasks_ahead is None:
+            tasks_ahead = (os.cpu_count() or 2) if self.table.io.is_local else 8
+
+        def read_run(run: range) -> list[pa.Table]:
+            return [self._read_file(paths[i], cols, filt, dvs[i]) for i in run]
+
         pending: deque = deque()
-        in_flight = nxt = 0
-        while pending or nxt < len(paths):
-            while nxt < len(paths) and (len(pending) < 8 or in_flight + sizes[nxt] <= ahead_bytes):
-                pending.append((_pool.submit(self._read_file, paths[nxt], cols, filt, dvs[nxt]), sizes[nxt]))
-                in_flight += sizes[nxt]
-                nxt += 1
-            future, size = pending.popleft()
-            in_flight -= size
-            t = future.result()
+        for run in runs:
+            if len(pending) >= tasks_ahead:
+                yield from self._conformed(pending.popleft().result(), cols, out_schema)
+            pending.append(_pool.submit(read_run, run))
+        while pending:
+            yield from self._conformed(pending.popleft().result(), cols, out_schema)
+
+    @staticmethod
+    def _conformed(tables: list[pa.Table], cols: list[str], out_schema: pa.Schema) -> Iterator[pa.Table]:
+        for t in tables:
             yield t if t.schema.equals(out_schema) else t.select(cols).cast(out_schema)
 
     def to_arrow(self) -> pa.Table:

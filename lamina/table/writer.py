@@ -7,7 +7,7 @@ starts with the write id so cleanup can tell which write left it behind.
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -142,3 +142,87 @@ def write_data_files(
     if len(jobs) == 1:
         return [run(jobs[0])]
     return list(_pool.map(run, jobs))
+
+
+ROW_GROUP_ROWS = 128 * 1024
+
+
+def write_data_stream(
+    io: FileIO,
+    schema: Schema,
+    tables: Iterable[pa.Table],
+    write_id: str,
+    max_rows_per_file: int,
+    compression: str = "snappy",
+    row_group_rows: int = ROW_GROUP_ROWS,
+) -> list[dict[str, Any]]:
+    """Write a stream of tables (conformed to ``schema``) into unpartitioned data files of
+    at most ``max_rows_per_file`` rows, in stream order; one entry dict per file.
+
+    Each row group is encoded as soon as its rows have arrived, so encoding overlaps
+    with whatever produces ``tables`` (reads running on other threads). Statistics are
+    computed per file from the rows written, as ``write_data_files`` does.
+    """
+    entries: list[dict[str, Any]] = []
+    buffered: list[pa.Table] = []
+    buffered_rows = 0
+    file: _StreamedFile | None = None
+
+    def flush(rows: pa.Table) -> None:
+        nonlocal file
+        while rows.num_rows:
+            if file is None:
+                file = _StreamedFile(schema, rows, compression, row_group_rows)
+            room = max_rows_per_file - file.rows
+            file.write(rows.slice(0, room))
+            rows = rows.slice(room)
+            if file.rows >= max_rows_per_file:
+                entries.append(file.close(io, write_id))
+                file = None
+
+    for t in tables:
+        if not t.num_rows:
+            continue
+        buffered.append(t)
+        buffered_rows += t.num_rows
+        if buffered_rows >= row_group_rows:
+            # Whole row groups, each one contiguous chunk (encoding many small chunks costs
+            # a third more); the rest waits for more rows.
+            rows = pa.concat_tables(buffered)
+            whole = buffered_rows // row_group_rows * row_group_rows
+            flush(rows.slice(0, whole).combine_chunks())
+            rest = rows.slice(whole)
+            buffered, buffered_rows = ([rest] if rest.num_rows else []), rest.num_rows
+    if buffered:
+        flush(pa.concat_tables(buffered).combine_chunks())
+    if file is not None:
+        entries.append(file.close(io, write_id))
+    return entries
+
+
+class _StreamedFile:
+    """One data file being written row group by row group into memory."""
+
+    def __init__(self, schema: Schema, first: pa.Table, compression: str, row_group_rows: int) -> None:
+        self.schema = schema
+        self.row_group_rows = row_group_rows
+        self.sink = pa.BufferOutputStream()
+        self.writer = pq.ParquetWriter(
+            self.sink, schema.arrow, compression=compression, use_dictionary=_dictionary_columns(first)
+        )
+        self.chunks: list[pa.Table] = []
+        self.rows = 0
+
+    def write(self, rows: pa.Table) -> None:
+        self.writer.write_table(rows, row_group_size=self.row_group_rows)
+        self.chunks.append(rows)
+        self.rows += rows.num_rows
+
+    def close(self, io: FileIO, write_id: str) -> dict[str, Any]:
+        self.writer.close()
+        buf = self.sink.getvalue()
+        path = new_data_path(None, write_id)
+        io.put_data(path, buf)
+        entry = {"path": path, "size": buf.size, "record_count": self.rows, "partition_path": None}
+        entry.update(column_stats(pa.concat_tables(self.chunks), self.schema))
+        return entry
