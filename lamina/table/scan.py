@@ -177,22 +177,30 @@ class Scan:
         return self._schemas[columns]
 
     def _read_plain(self, source: Any, columns: list[str]) -> pa.Table:
-        """All rows of ``columns``: ParquetFile.read, several times cheaper per file than
+        """All rows of ``columns``: one Parquet read, several times cheaper per file than
         read_table's dataset machinery; files lacking a column go the general way."""
         if isinstance(source, str):
             # An open file rather than a path: skips pyarrow's filesystem resolution (~10%
             # of reading a small file).
             with pa.OSFile(source) as f:
                 return self._read_plain(f, columns)
-        # No pre-buffering: for a small file it only hands the I/O to pyarrow's I/O threads
-        # and back (a third more CPU per file, and reads on several threads then contend).
-        pf = pq.ParquetFile(source, pre_buffer=False)
-        names = pf.schema_arrow.names
-        if all(c in names for c in columns):
-            t = pf.read(columns=None if columns == names else columns, use_threads=False)
-            want = self._arrow_schema_of(tuple(columns))
-            return t if t.schema.equals(want) else t.cast(want)
-        return pq.read_table(source, columns=columns, schema=self.schema.arrow, use_threads=False)
+        # pq.ParquetReader (what ParquetFile wraps; pyarrow is pinned) rather than
+        # ParquetFile: the wrapper's Python set-up (nested column paths) holds the GIL for
+        # a third of a small file's read, and reads on several threads then queue for it.
+        # No pre-buffering: for a small file that only hands the I/O to pyarrow's I/O
+        # threads and back.
+        reader = pq.ParquetReader()
+        reader.open(source, pre_buffer=False)
+        names = reader.schema_arrow.names
+        if names == columns:
+            t = reader.read_all(use_threads=False)
+        elif all(c in names for c in columns):
+            # a subset: ParquetFile maps names to (nested) leaf columns
+            t = pq.ParquetFile(source, pre_buffer=False).read(columns=columns, use_threads=False)
+        else:
+            return pq.read_table(source, columns=columns, schema=self.schema.arrow, use_threads=False)
+        want = self._arrow_schema_of(tuple(columns))
+        return t if t.schema.equals(want) else t.cast(want)
 
     def _read_file(self, path: str, columns: list[str], filt: Any, dv: DV | None = None) -> pa.Table:
         """Rows of one data file: deleted rows (``dv``) go first, since DV positions are
