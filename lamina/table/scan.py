@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -20,7 +22,7 @@ import pyarrow.parquet as pq
 from lamina.errors import CorruptMetadata, NotFound, SchemaMismatch
 from lamina.expr import AlwaysTrue, Expr, bind, may_match, referenced_columns, to_arrow_filter, to_expr
 from lamina.manifest.tree import live_data_entries
-from lamina.table.deletes import DV, dv_of, dvs_of_plan
+from lamina.table.deletes import DV, dv_of, dvs_of_plan, positions_array, read_bitmaps
 from lamina.spec import content as C
 from lamina.spec.version import VersionManifest
 
@@ -279,9 +281,11 @@ class Scan:
         return self.read_entries(plan.entries, self._read_columns(), filt)
 
     def read_entries(self, entries: pa.Table, cols: list[str], filt: Any) -> pa.Table:
-        """The live rows of the files ``entries`` describe: files with a deletion vector one
-        by one, the rest as one dataset scan (local) or in parallel (object stores)."""
-        out_schema = pa.schema([self.schema.field(c) for c in cols])
+        """The live rows of the files ``entries`` describe. On local disk, one threaded
+        dataset scan for the files with a deletion vector (their deleted rows dropped per
+        file, then the filter) and one, filter pushed down, for the rest; on object stores,
+        file by file in parallel."""
+        out_schema = self._arrow_schema_of(tuple(cols))
         if not entries.num_rows:
             return out_schema.empty_table()
         io = self.table.io
@@ -290,23 +294,59 @@ class Scan:
         with_dv = [i for i, d in enumerate(dvs) if d is not None]
         parts = []
         if with_dv:
-            # Files with deletes: read in parallel, drop deleted rows, then filter all at once
-            # (one filter plan instead of one per file).
+            # Deletes first (DV positions are row numbers in the file), then the filter, on
+            # all the files at once (one filter plan instead of one per file).
             need = list(dict.fromkeys([*cols, *referenced_columns(self.predicate)])) if filt is not None else cols
-            live = pa.concat_tables(list(_pool.map(lambda i: self._read_file(paths[i], need, None, dvs[i]), with_dv)))
+            if io.is_local:
+                live = self._scan_local_with_dvs([paths[i] for i in with_dv], [dvs[i] for i in with_dv], need)  # type: ignore[misc]
+            else:
+                live = pa.concat_tables(list(_pool.map(lambda i: self._read_file(paths[i], need, None, dvs[i]), with_dv)))
             parts.append((live.filter(filt) if filt is not None else live).select(cols).cast(out_schema))
         if len(with_dv) < len(paths):
             plain = paths if not with_dv else [p for p, d in zip(paths, dvs) if d is None]
             if io.is_local:
-                dataset = ds.dataset([io.local_path(p) for p in plain], schema=self.schema.arrow, format="parquet")
-                try:
+                with self._missing_file_is_corrupt():
+                    dataset = ds.dataset([io.local_path(p) for p in plain], schema=self.schema.arrow, format="parquet")
                     parts.append(dataset.to_table(columns=cols, filter=filt).cast(out_schema))
-                except FileNotFoundError as e:
-                    raise CorruptMetadata(f"a data file of version {self.vm.version} is missing ({e}); run `lamina fsck`") from None
             else:
                 tables = list(_pool.map(lambda p: self._read_file(p, cols, filt), plain))
                 parts += [t.select(cols).cast(out_schema) for t in tables]
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def _scan_local_with_dvs(self, paths: list[str], dvs: list[DV], cols: list[str]) -> pa.Table:
+        """All live rows of local files that carry deletion vectors: one dataset scan (its
+        threads decode several files at once), each batch filtered by its rows' part of its
+        file's DV as it arrives, while the scan goes on. An ordered scan yields a fragment's
+        batches in row order, so a batch's rows start where the fragment's last one ended."""
+        io = self.table.io
+        local = [io.local_path(p) for p in paths]
+        deleted = {p: positions_array(bm) for p, bm in zip(local, read_bitmaps(io, dvs))}
+        seen = dict.fromkeys(local, 0)  # rows of each file so far
+        live = []
+        with self._missing_file_is_corrupt():
+            dataset = ds.dataset(local, schema=self.schema.arrow, format="parquet")
+            for tagged in dataset.scanner(columns=cols).scan_batches():
+                batch, path = tagged.record_batch, tagged.fragment.path
+                start, end = seen[path], seen[path] + batch.num_rows
+                pos = deleted[path]
+                lo, hi = np.searchsorted(pos, [start, end])
+                if hi > lo:
+                    keep = np.ones(batch.num_rows, dtype=bool)
+                    keep[pos[lo:hi] - start] = False
+                    batch = batch.filter(pa.array(keep))
+                seen[path] = end
+                live.append(batch)
+        for path, pos in deleted.items():
+            if len(pos) and int(pos[-1]) >= seen[path]:
+                raise CorruptMetadata(f"deletion vector deletes row {int(pos[-1])} of a file with {seen[path]} rows")
+        return pa.Table.from_batches(live, schema=self._arrow_schema_of(tuple(cols)))
+
+    @contextmanager
+    def _missing_file_is_corrupt(self) -> Iterator[None]:
+        try:
+            yield
+        except FileNotFoundError as e:
+            raise CorruptMetadata(f"a data file of version {self.vm.version} is missing ({e}); run `lamina fsck`") from None
 
     def to_pandas(self, **kwargs: Any) -> Any:
         return self.to_arrow().to_pandas(**kwargs)
