@@ -178,21 +178,28 @@ class Scan:
             self._schemas[columns] = pa.schema([self.schema.field(c) for c in columns])
         return self._schemas[columns]
 
-    def _read_plain(self, source: Any, columns: list[str]) -> pa.Table:
+    def _read_plain(self, source: Any, columns: list[str], memory_pool: pa.MemoryPool | None = None) -> pa.Table:
         """All rows of ``columns``: one Parquet read, several times cheaper per file than
         read_table's dataset machinery; files lacking a column go the general way."""
         if isinstance(source, str):
             # An open file rather than a path: skips pyarrow's filesystem resolution (~10%
             # of reading a small file).
             with pa.OSFile(source) as f:
-                return self._read_plain(f, columns)
+                return self._read_plain(f, columns, memory_pool)
         # pq.ParquetReader (what ParquetFile wraps; pyarrow is pinned) rather than
         # ParquetFile: the wrapper's Python set-up (nested column paths) holds the GIL for
         # a third of a small file's read, and reads on several threads then queue for it.
         # No pre-buffering: for a small file that only hands the I/O to pyarrow's I/O
         # threads and back.
-        reader = pq.ParquetReader()
+        reader = pq.ParquetReader(memory_pool)
         reader.open(source, pre_buffer=False)
+        if reader.metadata.num_columns == len(columns):
+            # Likely the whole file, in the table's column order (any file this table
+            # wrote): read it all and check, rather than ask for its schema first.
+            t = reader.read_all(use_threads=False)
+            if t.column_names == columns:
+                want = self._arrow_schema_of(tuple(columns))
+                return t if t.schema.equals(want) else t.cast(want)
         names = reader.schema_arrow.names
         if names == columns:
             t = reader.read_all(use_threads=False)
@@ -204,7 +211,9 @@ class Scan:
         want = self._arrow_schema_of(tuple(columns))
         return t if t.schema.equals(want) else t.cast(want)
 
-    def _read_file(self, path: str, columns: list[str], filt: Any, dv: DV | None = None) -> pa.Table:
+    def _read_file(
+        self, path: str, columns: list[str], filt: Any, dv: DV | None = None, memory_pool: pa.MemoryPool | None = None
+    ) -> pa.Table:
         """Rows of one data file: deleted rows (``dv``) go first, since DV positions are
         row numbers in the file, then the row filter."""
         io = self.table.io
@@ -213,11 +222,11 @@ class Scan:
             source = local if local is not None else pa.BufferReader(io.get(path))
             if dv is not None:
                 need = list(dict.fromkeys([*columns, *referenced_columns(self.predicate)])) if filt is not None else columns
-                t = self._read_plain(source, need)
+                t = self._read_plain(source, need, memory_pool)
                 t = t.filter(dv_of(io, dv).keep(t.num_rows))
                 return (t.filter(filt) if filt is not None else t).select(columns)
             if filt is None:
-                return self._read_plain(source, columns)
+                return self._read_plain(source, columns, memory_pool)
             t = pq.read_table(source, columns=columns, filters=filt, schema=self.schema.arrow, use_threads=False)
         except (NotFound, FileNotFoundError):
             raise CorruptMetadata(
@@ -239,6 +248,7 @@ class Scan:
     def read_files(
         self, entries: pa.Table, cols: list[str], filt: Any = None, *,
         files_per_task: int = 64, bytes_per_task: int = 8 << 20, tasks_ahead: int | None = None,
+        memory_pool: pa.MemoryPool | None = None,
     ) -> Iterator[pa.Table]:
         """The live rows of each file of ``entries`` (deleted rows dropped), one table per
         file, in entry order.
@@ -250,7 +260,8 @@ class Scan:
         local disk, more for object stores, whose reads mostly wait): a thread per small
         file would spend much of its time handing the GIL and results around. The
         consumer gets the first run's tables while later runs are read, so a consumer
-        that writes what it gets overlaps with the reading.
+        that writes what it gets overlaps with the reading. ``memory_pool``: where whole-file
+        reads allocate (default: Arrow's).
         """
         out_schema = self._arrow_schema_of(tuple(cols))
         paths = entries.column("path").to_pylist()
@@ -260,7 +271,7 @@ class Scan:
             tasks_ahead = (os.cpu_count() or 2) if self.table.io.is_local else 8
 
         def read_run(run: range) -> list[pa.Table]:
-            return [self._read_file(paths[i], cols, filt, dvs[i]) for i in run]
+            return [self._read_file(paths[i], cols, filt, dvs[i], memory_pool) for i in run]
 
         pending: deque = deque()
         for run in runs:

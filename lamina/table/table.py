@@ -236,7 +236,9 @@ class Table:
             pending=pending,
         )
 
-    def _write_stream(self, tables: Iterable[pa.Table], write_id: str, max_rows: int) -> list[dict[str, Any]]:
+    def _write_stream(
+        self, tables: Iterable[pa.Table], write_id: str, max_rows: int, memory_pool: pa.MemoryPool | None = None
+    ) -> list[dict[str, Any]]:
         """``_write`` for an unpartitioned table, from a stream of tables (see write_data_stream)."""
         props = self._vm.properties
         max_rows = min(max_rows, int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE)))
@@ -244,7 +246,7 @@ class Table:
             raise InvalidArgument("write.max-rows-per-file must be >= 1")
         return write_data_stream(
             self.io, self._vm.schema, tables, write_id, max_rows,
-            compression=props.get("write.parquet.compression", "snappy"),
+            compression=props.get("write.parquet.compression", "snappy"), memory_pool=memory_pool,
         )
 
     def _entries(self, files: list[dict[str, Any]]) -> pa.Table:
