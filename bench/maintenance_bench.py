@@ -709,7 +709,7 @@ def summarise_compaction(cfg: Config, res: dict, built: dict, exp_rows: int) -> 
             f"Where Lamina's compaction time goes (p50 over the timed runs, from timers around its steps): "
             f"rewriting the group (`CompactFiles._rewrite`: read the {nfiles:,} inputs, write the output) "
             f"{fmt_s(rw)} of wall time; within it, reading the input files (`Scan._read_file`, one "
-            f"`ParquetFile.read` each, runs of files on the read threads) {fmt_s(rd)} summed over the threads "
+            f"`pq.ParquetReader` read each, runs of files on one thread per core) {fmt_s(rd)} summed over the threads "
             f"({rd / nfiles * 1e3:.2f} ms per file), and encoding + storing the output (row groups encoded as "
             f"the inputs arrive, overlapping the reads) {fmt_s(enc)}; everything else (plan, stats, manifests, "
             f"commit) {fmt_s(rest)}."

@@ -148,3 +148,26 @@ def test_cli_compact(table):
     r = CliRunner().invoke(app, ["compact", table.uri, "--target-mb", "1"])
     assert r.exit_code == 0 and "table files 24 -> 2" in r.output, r.output
     assert "nothing to compact" in CliRunner().invoke(app, ["compact", table.uri]).output
+
+
+def test_stats_merged_from_row_groups_equal_the_whole_files_stats():
+    """A streamed file's stats are merged from its row groups' (nulls add up, NaN makes a
+    bound unknown, an all-null row group has no say); they must equal the stats of all
+    its rows at once."""
+    from lamina.manifest.entries import column_stats
+    from lamina.spec.schema import Schema
+    from lamina.table.writer import _merged_stats
+
+    schema = Schema.from_arrow(pa.schema([pa.field("i", pa.int64()), pa.field("s", pa.string()), pa.field("f", pa.float64())]))
+    parts = [
+        pa.table({"i": [5, None, 3], "s": ["m", "b", None], "f": [1.0, 2.0, None]}),
+        pa.table({"i": [None, None], "s": [None, None], "f": [None, None]}),
+        pa.table({"i": [9, -1], "s": ["z", "c"], "f": [0.5, 7.0]}),
+    ]
+    parts = [p.cast(schema.arrow) for p in parts]
+    whole = pa.concat_tables(parts)
+    assert _merged_stats([column_stats(p, schema) for p in parts], schema) == column_stats(whole, schema)
+    with_nan = parts + [pa.table({"i": [1], "s": ["a"], "f": [float("nan")]}).cast(schema.arrow)]
+    merged = _merged_stats([column_stats(p, schema) for p in with_nan], schema)
+    assert merged == column_stats(pa.concat_tables(with_nan), schema)
+    assert [v for k, v in merged.items() if k in column_stats(whole, schema) and v is None]  # float bounds unknown

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from lamina.table.table import Table
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-read")
+# Reading local files is CPU work (decoding): one thread per core; more only contend.
+_local_pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="lamina-read-local")
 
 PLAN_COLUMNS = (
     "content", "status", "path", "size", "record_count", "added_version", "partition_path",
@@ -240,35 +242,34 @@ class Scan:
         plan = self.plan()
         filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
         # One file per task, 8 ahead: a streaming reader holds little.
-        for t in self.read_files(plan.entries, self._read_columns(), filt, files_per_task=1, tasks_ahead=8):
+        for t in self.read_files(plan.entries, self._read_columns(), filt, files_per_task=1):
             for b in t.to_batches():
                 if b.num_rows:
                     yield b
 
     def read_files(
         self, entries: pa.Table, cols: list[str], filt: Any = None, *,
-        files_per_task: int = 64, bytes_per_task: int = 8 << 20, tasks_ahead: int | None = None,
+        files_per_task: int = 64, bytes_per_task: int = 8 << 20, tasks_ahead: int = 8,
         memory_pool: pa.MemoryPool | None = None,
     ) -> Iterator[pa.Table]:
         """The live rows of each file of ``entries`` (deleted rows dropped), one table per
         file, in entry order.
 
-        Each file is one ParquetFile.read: for small files several times cheaper than a
+        Each file is one Parquet read: for small files several times cheaper than a
         dataset scan, and the GIL is released while decoding. Runs of consecutive files
         (up to ``files_per_task`` files or ``bytes_per_task`` of input) are read as one
-        task of the read pool, ``tasks_ahead`` tasks at once (default: one per core on
-        local disk, more for object stores, whose reads mostly wait): a thread per small
-        file would spend much of its time handing the GIL and results around. The
-        consumer gets the first run's tables while later runs are read, so a consumer
-        that writes what it gets overlaps with the reading. ``memory_pool``: where whole-file
-        reads allocate (default: Arrow's).
+        task (a task per small file would spend much of its time handing the GIL and
+        results around), ``tasks_ahead`` tasks queued ahead of the consumer: local files
+        on one thread per core, object stores on the 8 read threads (their reads mostly
+        wait). A consumer that writes what it gets overlaps with the reading, and the
+        readers keep going while it writes. ``memory_pool``: where whole-file reads
+        allocate (default: Arrow's).
         """
         out_schema = self._arrow_schema_of(tuple(cols))
         paths = entries.column("path").to_pylist()
         dvs = dvs_of_plan(entries)
         runs = _runs(entries.column("size").to_pylist(), files_per_task, bytes_per_task)
-        if tasks_ahead is None:
-            tasks_ahead = (os.cpu_count() or 2) if self.table.io.is_local else 8
+        pool = _local_pool if self.table.io.is_local else _pool
 
         def read_run(run: range) -> list[pa.Table]:
             return [self._read_file(paths[i], cols, filt, dvs[i], memory_pool) for i in run]
@@ -277,7 +278,7 @@ class Scan:
         for run in runs:
             if len(pending) >= tasks_ahead:
                 yield from self._conformed(pending.popleft().result(), cols, out_schema)
-            pending.append(_pool.submit(read_run, run))
+            pending.append(pool.submit(read_run, run))
         while pending:
             yield from self._conformed(pending.popleft().result(), cols, out_schema)
 

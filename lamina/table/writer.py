@@ -18,7 +18,7 @@ from lamina.io import FileIO
 from lamina.manifest.entries import column_stats
 from lamina.spec import content as C
 from lamina.spec.layout import new_data_path
-from lamina.spec.schema import Schema
+from lamina.spec.schema import Schema, field_id_of
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-write")
 _io_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-store")
@@ -221,20 +221,38 @@ class _StreamedFile:
             self.sink, schema.arrow, compression=compression, use_dictionary=_dictionary_columns(first),
             memory_pool=memory_pool,
         )
-        self.chunks: list[pa.Table] = []
+        self.stats: list[dict[str, Any]] = []  # column_stats of each write
         self.rows = 0
 
     def write(self, rows: pa.Table) -> None:
         self.writer.write_table(rows, row_group_size=self.row_group_rows)
-        self.chunks.append(rows)
+        # Stats as the rows come (while the reads go on), merged at the end.
+        self.stats.append(column_stats(rows, self.schema))
         self.rows += rows.num_rows
 
     def close(self, io: FileIO, write_id: str) -> dict[str, Any]:
         self.writer.close()
         buf = self.sink.getvalue()
         path = new_data_path(None, write_id)
-        stored = _io_pool.submit(io.put_data, path, buf)  # while the stats are computed
+        io.put_data(path, buf)
         entry = {"path": path, "size": buf.size, "record_count": self.rows, "partition_path": None}
-        entry.update(column_stats(pa.concat_tables(self.chunks), self.schema))
-        stored.result()
+        entry.update(_merged_stats(self.stats, self.schema))
         return entry
+
+
+def _merged_stats(parts: list[dict[str, Any]], schema: Schema) -> dict[str, Any]:
+    """``column_stats`` of a file from those of its parts: null counts add up, bounds are
+    the least minimum and greatest maximum; a bound unknown in one part (NaN) is unknown."""
+    out: dict[str, Any] = {}
+    for f in schema.arrow:
+        fid = field_id_of(f)
+        out[C.nulls_col(fid)] = sum(p[C.nulls_col(fid)] for p in parts)
+        for key, pick in ((C.min_col(fid), pc.min), (C.max_col(fid), pc.max)):
+            if key not in parts[0]:
+                continue
+            bounds = [p[key] for p in parts]
+            if any(b is None for b in bounds):
+                out[key] = None
+            else:
+                out[key] = pick(pa.array(bounds, type=bounds[0].type))  # nulls (all-null parts) skipped
+    return out
