@@ -202,12 +202,16 @@ class Scan:
             if t.column_names == columns:
                 want = self._arrow_schema_of(tuple(columns))
                 return t if t.schema.equals(want) else t.cast(want)
-        names = reader.schema_arrow.names
+        file_schema = reader.schema_arrow
+        names = file_schema.names
         if names == columns:
             t = reader.read_all(use_threads=False)
+        elif all(c in names for c in columns) and not any(pa.types.is_nested(f.type) for f in file_schema):
+            # a subset of flat columns: leaf column i is field i
+            t = reader.read_all(column_indices=[names.index(c) for c in columns], use_threads=False).select(columns)
         elif all(c in names for c in columns):
             # a subset: ParquetFile maps names to (nested) leaf columns
-            t = pq.ParquetFile(source, pre_buffer=False).read(columns=columns, use_threads=False)
+            t = pq.ParquetFile(source, pre_buffer=False).read(columns=columns, use_threads=False).select(columns)
         else:
             return pq.read_table(source, columns=columns, schema=self.schema.arrow, use_threads=False)
         want = self._arrow_schema_of(tuple(columns))
