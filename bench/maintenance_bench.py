@@ -711,7 +711,7 @@ def summarise_compaction(cfg: Config, res: dict, built: dict, exp_rows: int) -> 
             f"{fmt_s(rw)} of wall time; within it, reading the input files (`Scan._read_file`, one "
             f"`pq.ParquetReader` read each, runs of files on one thread per core) {fmt_s(rd)} summed over the threads "
             f"({rd / nfiles * 1e3:.2f} ms per file), and encoding + storing the output (row groups encoded as "
-            f"the inputs arrive, overlapping the reads) {fmt_s(enc)}; everything else (plan, stats, manifests, "
+            f"the inputs arrive, with their stats, overlapping the reads) {fmt_s(enc)}; everything else (plan, manifests, "
             f"commit) {fmt_s(rest)}."
         )
     errs = [f"{n}: {e}" for n in COMPACTORS for e in res[n]["errors"]]
