@@ -168,11 +168,17 @@ def test_corrupt_dv_is_a_clear_error(table):
         table.to_arrow()
 
 
-def test_reading_files_with_dvs_over_many_row_groups_drops_exactly_the_deleted_rows(tmp_path):
-    """A local read scans the DV-carrying files as one dataset and masks each batch by its
-    rows' part of the file's DV: files of several row groups (several batches each), files
-    without a DV next to them, a filter, and a file gone from disk."""
+@pytest.mark.parametrize("large_file", [32 << 20, 0], ids=["file-by-file", "dataset-scan"])
+def test_reading_files_with_dvs_over_many_row_groups_drops_exactly_the_deleted_rows(tmp_path, monkeypatch, large_file):
+    """DV-carrying files are read file by file (each masked in its reading thread) or, when
+    large, as one local dataset scan masking each batch by its rows' part of the file's DV:
+    files of several row groups (several batches each), files without a DV next to them,
+    a filter, and a file gone from disk."""
     import pyarrow.parquet as pq
+
+    import lamina.table.scan
+
+    monkeypatch.setattr(lamina.table.scan, "LARGE_FILE", large_file)
 
     t = lamina.create_table(str(tmp_path / "rg"), SCHEMA)
     os.makedirs(os.path.join(t.uri, "data"))

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from lamina.table.table import Table
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-read")
+# Files with deletion vectors averaging more than this are read as one dataset scan, which
+# decodes a file's row groups on several threads; smaller ones file by file, a file per thread.
+LARGE_FILE = 32 << 20
 # Reading local files is CPU work (decoding): one thread per core; more only contend.
 _local_pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="lamina-read-local")
 
@@ -297,10 +300,10 @@ class Scan:
         return self.read_entries(plan.entries, self._read_columns(), filt)
 
     def read_entries(self, entries: pa.Table, cols: list[str], filt: Any) -> pa.Table:
-        """The live rows of the files ``entries`` describe. On local disk, one threaded
-        dataset scan for the files with a deletion vector (their deleted rows dropped per
-        file, then the filter) and one, filter pushed down, for the rest; on object stores,
-        file by file in parallel."""
+        """The live rows of the files ``entries`` describe. Files with a deletion vector:
+        their deleted rows dropped, then the filter; files without: on local disk one
+        threaded dataset scan, filter pushed down, on object stores file by file in
+        parallel."""
         out_schema = self._arrow_schema_of(tuple(cols))
         if not entries.num_rows:
             return out_schema.empty_table()
@@ -313,10 +316,15 @@ class Scan:
             # Deletes first (DV positions are row numbers in the file), then the filter, on
             # all the files at once (one filter plan instead of one per file).
             need = list(dict.fromkeys([*cols, *referenced_columns(self.predicate)])) if filt is not None else cols
-            if io.is_local:
+            dv_entries = entries.take(pa.array(with_dv))
+            read_bitmaps(io, [dvs[i] for i in with_dv])  # into the cache: one range read per DV file
+            if io.is_local and pc.mean(dv_entries.column("size")).as_py() > LARGE_FILE:
                 live = self._scan_local_with_dvs([paths[i] for i in with_dv], [dvs[i] for i in with_dv], need)  # type: ignore[misc]
             else:
-                live = pa.concat_tables(list(_pool.map(lambda i: self._read_file(paths[i], need, None, dvs[i]), with_dv)))
+                # File by file on the read threads, each file's deleted rows dropped in the
+                # thread that read it: for files of a few MB, less work than a dataset scan
+                # masked batch by batch (1% deleted: 0.8x the speed without deletes, not 0.7x).
+                live = pa.concat_tables(list(self.read_files(dv_entries, need, files_per_task=16)))
             parts.append((live.filter(filt) if filt is not None else live).select(cols).cast(out_schema))
         if len(with_dv) < len(paths):
             plain = paths if not with_dv else [p for p, d in zip(paths, dvs) if d is None]
