@@ -10,7 +10,7 @@ import pytest
 
 import lamina
 from lamina.commit import flush_hints
-from lamina.errors import InvalidArgument
+from lamina.errors import CorruptMetadata, InvalidArgument
 from lamina.maintenance import fsck
 from lamina.maintenance.compaction import CompactFiles
 from lamina.table.inflight import new_write_id
@@ -70,6 +70,42 @@ def test_concurrent_delete_on_an_input_is_carried_into_the_output(table):
     assert len(got) == 120 - 2 + 2
 
 
+def test_streamed_compaction_splits_files_keeps_stats_and_reads_older_files(tmp_path):
+    """Unpartitioned, no sort order: the output is written row group by row group while
+    the inputs are read. Files roll over at write.max-rows-per-file, every file's stats
+    describe its rows, deletes are applied, and a file written before a column existed
+    (and with a narrower id type) reads with nulls."""
+    t = lamina.create_table(str(tmp_path / "s"), SCHEMA, properties={"write.max-rows-per-file": 25})
+    for i in range(6):
+        t.append(batch(i * 10, i * 10 + 10))
+    old = os.path.join(t.uri, "data/older.parquet")
+    pq.write_table(pa.table({"id": pa.array(range(60, 65), pa.int32())}), old)
+    t.add_files(pa.table({"path": ["data/older.parquet"], "size": [os.path.getsize(old)], "record_count": [5]}))
+    t.delete("id < 3 OR id = 61")
+    want = ids(t.to_arrow())
+    r = t.compact(target_file_size=1 << 20)
+    assert (r.input_files, r.rows_written) == (7, 61) and r.output_files == 3  # 25 + 25 + 11 rows
+    got = t.to_arrow()
+    assert ids(got) == want and t.files().column("dv_path").null_count == 3
+    assert sorted(got.filter(pa.compute.is_null(got.column("cat"))).column("id").to_pylist()) == [60, 62, 63, 64]
+    for f in t.files().to_pylist():
+        rows = pq.read_table(os.path.join(t.uri, f["path"]))
+        assert f["record_count"] == rows.num_rows <= 25
+        assert (f["lower.id"], f["upper.id"]) == (min(rows.column("id").to_pylist()), max(rows.column("id").to_pylist()))
+        assert f["null_count.cat"] == rows.column("cat").null_count
+    assert fsck(t).ok
+
+
+def test_compaction_of_a_missing_input_is_corrupt_metadata(tmp_path):
+    t = lamina.create_table(str(tmp_path / "gone"), SCHEMA)
+    for i in range(3):
+        t.append(batch(i * 10, i * 10 + 10))
+    os.remove(os.path.join(t.uri, t.files().column("path")[1].as_py()))
+    with pytest.raises(CorruptMetadata, match="missing"):
+        t.compact(target_file_size=1 << 20)
+    assert t.version == 3  # nothing committed
+
+
 def test_ten_thousand_small_files_compact_in_one_version(tmp_path):
     t = lamina.create_table(str(tmp_path / "many"), SCHEMA)
     n = 10_000
@@ -112,3 +148,26 @@ def test_cli_compact(table):
     r = CliRunner().invoke(app, ["compact", table.uri, "--target-mb", "1"])
     assert r.exit_code == 0 and "table files 24 -> 2" in r.output, r.output
     assert "nothing to compact" in CliRunner().invoke(app, ["compact", table.uri]).output
+
+
+def test_stats_merged_from_row_groups_equal_the_whole_files_stats():
+    """A streamed file's stats are merged from its row groups' (nulls add up, NaN makes a
+    bound unknown, an all-null row group has no say); they must equal the stats of all
+    its rows at once."""
+    from lamina.manifest.entries import column_stats
+    from lamina.spec.schema import Schema
+    from lamina.table.writer import _merged_stats
+
+    schema = Schema.from_arrow(pa.schema([pa.field("i", pa.int64()), pa.field("s", pa.string()), pa.field("f", pa.float64())]))
+    parts = [
+        pa.table({"i": [5, None, 3], "s": ["m", "b", None], "f": [1.0, 2.0, None]}),
+        pa.table({"i": [None, None], "s": [None, None], "f": [None, None]}),
+        pa.table({"i": [9, -1], "s": ["z", "c"], "f": [0.5, 7.0]}),
+    ]
+    parts = [p.cast(schema.arrow) for p in parts]
+    whole = pa.concat_tables(parts)
+    assert _merged_stats([column_stats(p, schema) for p in parts], schema) == column_stats(whole, schema)
+    with_nan = parts + [pa.table({"i": [1], "s": ["a"], "f": [float("nan")]}).cast(schema.arrow)]
+    merged = _merged_stats([column_stats(p, schema) for p in with_nan], schema)
+    assert merged == column_stats(pa.concat_tables(with_nan), schema)
+    assert [v for k, v in merged.items() if k in column_stats(whole, schema) and v is None]  # float bounds unknown

@@ -32,6 +32,7 @@ from lamina.spec.version import VersionManifest
 from lamina.table.deletes import file_keys
 from lamina.table.inflight import new_write_id
 from lamina.table.operations import ProbedApply, _removed, _stamp
+from lamina.table.writer import SHORT_LIVED_POOL
 
 if TYPE_CHECKING:
     from lamina.table.table import Table
@@ -90,13 +91,18 @@ class CompactFiles(ProbedApply):
     last: dict[str, int] = field(default_factory=dict)
 
     def _rewrite(self, base: VersionManifest, group: pa.Table) -> pa.Table:
-        rows = self.table._scan_at(base, None).read_entries(group, base.schema.names, None)
-        if self.sort_by and rows.num_rows:
-            rows = rows.sort_by([(c, "ascending") for c in self.sort_by])
-        # rows per output file from the inputs' bytes per row, so outputs land near the target
-        live = max(1, rows.num_rows)
+        files = self.table._scan_at(base, None).read_files(group, base.schema.names, memory_pool=SHORT_LIVED_POOL)
+        # rows per output file from the inputs' bytes per (live) row, so outputs land near the target
+        live = max(1, int(pc.sum(group.column("record_count")).as_py() or 0))
         per_row = max(1.0, float(pc.sum(group.column("size")).as_py()) / live)
         max_rows = max(1, int(self.target / per_row))
+        if not self.sort_by and (base.partition_spec is None or base.partition_spec.is_unpartitioned):
+            # Each row group is encoded as soon as its rows are read, while later files
+            # are still being read.
+            return self.table._entries(self.table._write_stream(files, self.write_id, max_rows, SHORT_LIVED_POOL))
+        rows = pa.concat_tables(list(files)).combine_chunks()  # one chunk: cheaper to sort, encode, and for stats
+        if self.sort_by and rows.num_rows:
+            rows = rows.sort_by([(c, "ascending") for c in self.sort_by])
         return self.table._entries(self.table._write(rows, self.write_id, max_rows=max_rows))
 
     def _apply(self, base: VersionManifest) -> Change:

@@ -31,7 +31,10 @@ class LoadedDV:
         self.bitmap = bitmap
 
     def keep(self, num_rows: int) -> pa.BooleanArray:
-        return pa.array(dvfmt.keep_mask(self.bitmap, num_rows))
+        return pa.array(self.keep_mask(num_rows))
+
+    def keep_mask(self, num_rows: int) -> np.ndarray:
+        return dvfmt.keep_mask(self.bitmap, num_rows)
 
 
 _cache: OrderedDict[tuple[str, str, int], BitMap] = OrderedDict()
@@ -40,16 +43,56 @@ _CACHE_ENTRIES = 4096
 
 
 def read_bitmap(io: FileIO, dv: DV) -> BitMap:
-    key = (io.uri, dv.path, dv.offset)
+    return read_bitmaps(io, [dv])[0]
+
+
+def read_bitmaps(io: FileIO, dvs: list[DV]) -> list[BitMap]:
+    """The bitmaps of ``dvs``: cached ones from the cache, the others read with one range
+    request per DV file (a delete writes the DVs of all the files it touched into one
+    file, side by side), not one per DV."""
+    out: list[BitMap | None] = [None] * len(dvs)
+    missing: dict[str, list[int]] = {}
     with _lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            _cache.move_to_end(key)
-            return hit
-    try:
-        blob = io.get_range(dv.path, dv.offset, dv.length)
-    except NotFound:
-        raise CorruptMetadata(f"deletion vector file {dv.path} is missing; run `lamina fsck`") from None
+        for i, dv in enumerate(dvs):
+            hit = _cache.get((io.uri, dv.path, dv.offset))
+            if hit is not None:
+                _cache.move_to_end((io.uri, dv.path, dv.offset))
+                out[i] = hit
+            else:
+                missing.setdefault(dv.path, []).append(i)
+    for path, idx in missing.items():
+        for run in _coalesced(sorted(idx, key=lambda i: dvs[i].offset), dvs):
+            lo = dvs[run[0]].offset
+            hi = max(dvs[i].offset + dvs[i].length for i in run)
+            try:
+                span = io.get_range(path, lo, hi - lo)
+            except NotFound:
+                raise CorruptMetadata(f"deletion vector file {path} is missing; run `lamina fsck`") from None
+            for i in run:
+                start = dvs[i].offset - lo
+                out[i] = _decoded(io, dvs[i], span[start : start + dvs[i].length])
+    return out  # type: ignore[return-value]
+
+
+_MAX_GAP = 64 * 1024
+
+
+def _coalesced(idx: list[int], dvs: list[DV]) -> list[list[int]]:
+    """``idx`` (by offset) in runs whose DVs lie at most _MAX_GAP bytes apart: one read each."""
+    runs: list[list[int]] = []
+    end = 0  # of the current run
+    for i in idx:
+        if runs and dvs[i].offset - end <= _MAX_GAP:
+            runs[-1].append(i)
+            end = max(end, dvs[i].offset + dvs[i].length)
+        else:
+            runs.append([i])
+            end = dvs[i].offset + dvs[i].length
+    return runs
+
+
+def _decoded(io: FileIO, dv: DV, blob: bytes) -> BitMap:
+    key = (io.uri, dv.path, dv.offset)
     bm = dvfmt.decode(blob, dv.path, dv.offset)
     if len(bm) != dv.cardinality:
         raise CorruptMetadata(

@@ -40,7 +40,7 @@ from lamina.table.inflight import new_write_id
 from lamina.table.operations import AppendFiles, Overwrite, Rollback, check_app_transactions
 from lamina.table.tags import TagStore
 from lamina.table.scan import Scan, ScanPlan
-from lamina.table.writer import PendingWrites, write_data_files
+from lamina.table.writer import PendingWrites, write_data_files, write_data_stream
 from lamina.timeutil import epoch_ms
 
 DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
@@ -237,6 +237,19 @@ class Table:
             self.io, vm.schema, vm.partition_spec, data, write_id, max_rows,
             compression=props.get("write.parquet.compression", "snappy"),
             pending=pending,
+        )
+
+    def _write_stream(
+        self, tables: Iterable[pa.Table], write_id: str, max_rows: int, memory_pool: pa.MemoryPool | None = None
+    ) -> list[dict[str, Any]]:
+        """``_write`` for an unpartitioned table, from a stream of tables (see write_data_stream)."""
+        props = self._vm.properties
+        max_rows = min(max_rows, int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE)))
+        if max_rows < 1:
+            raise InvalidArgument("write.max-rows-per-file must be >= 1")
+        return write_data_stream(
+            self.io, self._vm.schema, tables, write_id, max_rows,
+            compression=props.get("write.parquet.compression", "snappy"), memory_pool=memory_pool,
         )
 
     def _entries(self, files: list[dict[str, Any]]) -> pa.Table:
