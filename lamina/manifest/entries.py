@@ -122,7 +122,6 @@ def entries_from_user_files(files: pa.Table, schema: Schema, spec: Any, mschema:
     for req in ("path", "size", "record_count"):
         if req not in files.column_names:
             raise SchemaMismatch(f"add_files needs a {req!r} column; got {files.column_names}")
-    n = files.num_rows
     cols: dict[str, pa.ChunkedArray | pa.Array] = {
         "path": files.column("path").cast(pa.string()),
         "size": files.column("size").cast(pa.int64()),

@@ -7,7 +7,6 @@ not break old manifests. Ids are assigned depth-first from 1.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 

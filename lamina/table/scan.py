@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from lamina.errors import CorruptMetadata, NotFound, SchemaMismatch
+from lamina.errors import CorruptMetadata, NotFound
 from lamina.expr import AlwaysTrue, Expr, bind, may_match, referenced_columns, to_arrow_filter, to_expr
 from lamina.manifest.tree import live_data_entries
 from lamina.table.deletes import DV, dv_of, dvs_of_plan, positions_array, read_bitmaps
