@@ -171,3 +171,27 @@ def test_stats_merged_from_row_groups_equal_the_whole_files_stats():
     merged = _merged_stats([column_stats(p, schema) for p in with_nan], schema)
     assert merged == column_stats(pa.concat_tables(with_nan), schema)
     assert [v for k, v in merged.items() if k in column_stats(whole, schema) and v is None]  # float bounds unknown
+
+
+def test_large_files_dictionary_encode_only_repetitive_columns(tmp_path):
+    """Data files of many rows dictionary-encode columns with few distinct values and leave
+    unique ones (keys, measurements) plain; small files keep Parquet's default."""
+    import pyarrow.parquet as pq
+
+    from lamina.table.writer import _DICTIONARY_MIN_ROWS
+
+    n = _DICTIONARY_MIN_ROWS * 2
+    big = pa.table({"id": pa.array(range(n), pa.int64()), "cat": pa.array([f"c{i % 7}" for i in range(n)])})
+    t = lamina.create_table(str(tmp_path / "t"), big.schema)
+    t.append(big)
+    t.append(big.slice(0, 100))
+
+    def encodings(path):
+        md = pq.read_metadata(os.path.join(t.uri, path))
+        return {md.schema.column(c).name: md.row_group(0).column(c).encodings for c in range(md.num_columns)}
+
+    large, small = sorted(t.scan().plan().paths, key=lambda p: -pq.read_metadata(os.path.join(t.uri, p)).num_rows)
+    enc = encodings(large)
+    assert "RLE_DICTIONARY" in enc["cat"] and "RLE_DICTIONARY" not in enc["id"]
+    assert all("RLE_DICTIONARY" in e for e in encodings(small).values())  # Parquet's default
+    assert sorted(t.to_arrow().column("id").to_pylist()) == sorted(list(range(n)) + list(range(100)))
