@@ -32,7 +32,7 @@ from lamina.expr import Expr
 from lamina.expr.values import as_column, as_mask
 from lamina.manifest.entries import conform, fill_constant
 from lamina.spec.version import VersionManifest
-from lamina.table.deletes import DV, file_key, read_bitmap, write_dv_file
+from lamina.table.deletes import DV, dvs_of_plan, file_key, read_bitmap, read_bitmaps, write_dv_file
 from lamina.table.inflight import new_write_id
 from lamina.table.operations import ProbedApply, _removed, _stamp
 
@@ -100,6 +100,13 @@ def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
     ]
 
 
+def _sorted_unique(positions: np.ndarray) -> np.ndarray:
+    """``np.unique``, skipped when already strictly increasing (a filter over a file's rows in
+    order yields that; joins may not)."""
+    p = positions.astype(np.int64, copy=False)
+    return p if len(p) < 2 or bool((p[1:] > p[:-1]).all()) else np.unique(p)
+
+
 @dataclass
 class RowDelta(ProbedApply):
     table: "Table"
@@ -117,26 +124,39 @@ class RowDelta(ProbedApply):
 
     # -- per file -----------------------------------------------------------------------
 
-    def _live_rows(self, base: VersionManifest, k: int, entry: dict[str, Any]) -> pa.Table:
-        """Live rows of one file with their physical positions and batch index ``k``."""
-        t = self.table._scan_at(base, None)._read_file(entry["path"], self.read_columns, None)
-        pos = np.arange(t.num_rows, dtype=np.int64)
-        if entry["dv_path"] is not None:
-            dv = DV(entry["dv_path"], entry["dv_offset"], entry["dv_length"], entry["dv_cardinality"])
-            keep = np.ones(t.num_rows, dtype=bool)
-            keep[np.frombuffer(read_bitmap(self.table.io, dv).to_array(), dtype=np.uint32)] = False
-            t, pos = t.filter(pa.array(keep)), pos[keep]
-        return t.append_column(POS, pa.array(pos)).append_column(FILE, pa.array(np.full(len(pos), k, np.int32)))
+    def _live_rows(self, base: VersionManifest, entries: pa.Table) -> pa.Table:
+        """Live rows of the files ``entries`` (in order), with their physical positions (POS)
+        and the file's index in ``entries`` (FILE).
 
-    def _outcomes_for(self, base: VersionManifest, rows: list[dict[str, Any]]) -> list[FileOutcome]:
-        """Per-file outcomes; files not seen before are read in parallel and evaluated in one batch."""
+        The files are read whole (``Scan.read_files``: runs of files per task on the read
+        threads), then rows deleted by existing DVs are dropped with one mask: DV positions
+        are physical row numbers, so the DVs must not be applied by the reader."""
+        physical = entries.set_column(entries.schema.get_field_index("dv_path"), "dv_path",
+                                      pa.nulls(entries.num_rows, pa.string()))
+        tables = list(self.table._scan_at(base, None).read_files(physical, self.read_columns, files_per_task=16))
+        lengths = np.fromiter((t.num_rows for t in tables), np.int64, len(tables))
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        t = pa.concat_tables(tables)
+        pos = np.arange(t.num_rows, dtype=np.int64) - np.repeat(starts, lengths)
+        fidx = np.repeat(np.arange(len(tables), dtype=np.int32), lengths)
+        dvs = dvs_of_plan(entries)
+        with_dv = [k for k, d in enumerate(dvs) if d is not None]
+        if with_dv:
+            keep = np.ones(t.num_rows, dtype=bool)
+            for k, bm in zip(with_dv, read_bitmaps(self.table.io, [dvs[k] for k in with_dv])):
+                keep[starts[k] + np.frombuffer(bm.to_array(), dtype=np.uint32).astype(np.int64)] = False
+            t, pos, fidx = t.filter(pa.array(keep)), pos[keep], fidx[keep]
+        return t.append_column(POS, pa.array(pos)).append_column(FILE, pa.array(fidx))
+
+    def _outcomes_for(self, base: VersionManifest, cands: pa.Table, rows: list[dict[str, Any]]) -> list[FileOutcome]:
+        """Per-file outcomes; files not seen before are read together and evaluated in one batch."""
         keys = [file_key(e) for e in rows]
         new = [i for i, k in enumerate(keys) if k not in self._outcomes]
         if new:
-            parts = list(_pool.map(lambda kv: self._live_rows(base, kv[0], rows[kv[1]]), enumerate(new)))
-            outs = split_outcome(self.file_fn(pa.concat_tables(parts)), len(new))
+            live = self._live_rows(base, cands.take(pa.array(new, pa.int64())))
+            outs = split_outcome(self.file_fn(live), len(new))
             for i, o in zip(new, outs):
-                o.delete = np.unique(o.delete.astype(np.int64))
+                o.delete = _sorted_unique(o.delete)
                 self._outcomes[keys[i]] = o
         return [self._outcomes[k] for k in keys]
 
@@ -146,7 +166,7 @@ class RowDelta(ProbedApply):
         mschema = self.table._mschema_of(base)
         cands = self.table._scan_at(base, self.prune).plan(all_columns=True).entries
         rows = cands.to_pylist()
-        outcomes = self._outcomes_for(base, rows) if rows else []
+        outcomes = self._outcomes_for(base, cands, rows) if rows else []
         touched = [i for i, o in enumerate(outcomes) if len(o.delete)]
         added: list[pa.Table] = []
         new_dvs: list[tuple[int, BitMap]] = []
@@ -515,9 +535,9 @@ class PositionDelta(RowDelta):
 
     def __post_init__(self) -> None:
         for k, pos in self.positions.items():
-            self._outcomes[k] = FileOutcome(np.unique(np.asarray(pos, dtype=np.int64)))
+            self._outcomes[k] = FileOutcome(_sorted_unique(np.asarray(pos, dtype=np.int64)))
 
-    def _outcomes_for(self, base: VersionManifest, rows: list[dict[str, Any]]) -> list[FileOutcome]:
+    def _outcomes_for(self, base: VersionManifest, cands: pa.Table, rows: list[dict[str, Any]]) -> list[FileOutcome]:
         keys = [file_key(e) for e in rows]
         if set(keys) != set(self.positions):
             changed = sorted({k[0] for k in set(keys) ^ set(self.positions)})
