@@ -125,6 +125,76 @@ def flush_lamina_hints() -> None:
         pass
 
 
+# --------------------------------------------------------------------------- tables built by appends
+class AppendBuilt:
+    """One system's table built by appending ``batches``, one version each (the same data for
+    every system). A benchmark's adapter subclasses the system's class and adds the operation
+    it times; ``schema`` is the benchmark's."""
+
+    name = ""
+    schema = SCHEMA
+    table_dir = "t"
+
+    def uri(self, root):
+        return os.path.join(root, self.table_dir)
+
+    def settle(self) -> None:
+        """Let a build's background work finish before the table is copied or read."""
+
+
+class LaminaAppends(AppendBuilt):
+    name = "lamina"
+
+    def build(self, root, batches):
+        import lamina
+
+        t = lamina.create_table(self.uri(root), self.schema)
+        for b in batches:
+            t.append(b)
+        self.settle()
+
+    def settle(self) -> None:
+        flush_lamina_hints()
+
+    def open(self, root):
+        import lamina
+
+        return lamina.open_table(self.uri(root))
+
+
+class DeltaAppends(AppendBuilt):
+    name = "deltalake"
+
+    def build(self, root, batches):
+        from deltalake import DeltaTable, write_deltalake
+
+        dt = DeltaTable.create(self.uri(root), schema=self.schema)
+        for b in batches:
+            write_deltalake(dt, b, mode="append")
+
+    def open(self, root):
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.uri(root))
+
+
+class LanceAppends(AppendBuilt):
+    name = "lance"
+    table_dir = "t.lance"
+
+    def build(self, root, batches):
+        import lance
+
+        ds = lance.write_dataset(batches[0], self.uri(root), schema=self.schema)
+        for b in batches[1:]:
+            ds = lance.write_dataset(b, ds, mode="append")
+
+    def open(self, root):
+        import lance
+
+        return lance.dataset(self.uri(root))
+
+
 # --------------------------------------------------------------------------- sections and reports
 @dataclass
 class Section:

@@ -51,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402,F401  (sys.path for lamina)
 from common import (  # noqa: E402
-    OUT_DIR, REPO_ROOT, SCHEMA, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser, comma_list,
-    command_line, err_text, flush_lamina_hints, fmt_s, loadavg, log_error, make_batch, md_notes, md_table, now,
+    OUT_DIR, REPO_ROOT, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser, comma_list,
+    command_line, DeltaAppends, err_text, flush_lamina_hints, fmt_s, LaminaAppends, LanceAppends, loadavg, log_error, make_batch, md_notes, md_table, now,
     p50, print_rich, replace_md_section, report_path, rotated, run_script_worker, say, standalone_header,
     timed_open_call, verdict, write_results,
 )
@@ -389,25 +389,8 @@ def summarise_coordinators(cfg: Config, res: dict, names: list[str]) -> tuple[Se
 
 
 # =========================================================================== 2. compaction
-class LaminaC:
-    name = "lamina"
+class LaminaC(LaminaAppends):
     call = "`lamina.open_table(uri).compact(target_file_size=128 << 20)`"
-
-    def uri(self, root):
-        return os.path.join(root, "t")
-
-    def build(self, root, batches):
-        import lamina
-
-        t = lamina.create_table(self.uri(root), SCHEMA)
-        for b in batches:
-            t.append(b)
-        flush_lamina_hints()
-
-    def open(self, root):
-        import lamina
-
-        return lamina.open_table(self.uri(root))
 
     def compact(self, h):
         r = h.compact(target_file_size=128 << 20)
@@ -420,24 +403,8 @@ class LaminaC:
         return t.files().num_rows, len(ids), _sum(ids)
 
 
-class DeltaC:
-    name = "deltalake"
+class DeltaC(DeltaAppends):
     call = "`DeltaTable(uri).optimize.compact()`"
-
-    def uri(self, root):
-        return os.path.join(root, "t")
-
-    def build(self, root, batches):
-        from deltalake import DeltaTable, write_deltalake
-
-        dt = DeltaTable.create(self.uri(root), schema=SCHEMA)
-        for b in batches:
-            write_deltalake(dt, b, mode="append")
-
-    def open(self, root):
-        from deltalake import DeltaTable
-
-        return DeltaTable(self.uri(root))
 
     def compact(self, h):
         m = h.optimize.compact()
@@ -449,24 +416,8 @@ class DeltaC:
         return len(dt.file_uris()), len(ids), _sum(ids)
 
 
-class LanceC:
-    name = "lance"
+class LanceC(LanceAppends):
     call = "`lance.dataset(uri).optimize.compact_files()`"
-
-    def uri(self, root):
-        return os.path.join(root, "t.lance")
-
-    def build(self, root, batches):
-        import lance
-
-        ds = lance.write_dataset(batches[0], self.uri(root), schema=SCHEMA)
-        for b in batches[1:]:
-            ds = lance.write_dataset(b, ds, mode="append")
-
-    def open(self, root):
-        import lance
-
-        return lance.dataset(self.uri(root))
 
     def compact(self, h):
         m = h.optimize.compact_files()

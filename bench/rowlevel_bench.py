@@ -50,8 +50,8 @@ import pyarrow as pa  # noqa: E402
 
 import common  # noqa: E402,F401  (sys.path for lamina)
 from common import (  # noqa: E402
-    OUT_DIR, Section, Workspace, add_out_arg, begin_run, bench_parser, command_line, dir_size, err_text,
-    flush_lamina_hints, fmt_s, loadavg, log_error, md_notes, md_table, now, p50, print_rich, profile_dump,
+    OUT_DIR, DeltaAppends, LaminaAppends, LanceAppends, Section, Workspace, add_out_arg, begin_run, bench_parser,
+    command_line, dir_size, err_text, fmt_s, loadavg, log_error, md_notes, md_table, now, p50, print_rich, profile_dump,
     profile_start, replace_md_section, report_path, rotated, run_script_worker, say, standalone_header,
     timed_open_call, verdict, write_results,
 )
@@ -150,29 +150,11 @@ def expected_counts(batches: list[pa.Table]) -> dict[str, int]:
 
 
 # --------------------------------------------------------------------------- adapters
-class LaminaX:
-    name = "lamina"
+class LaminaX(LaminaAppends):
+    schema = SCHEMA
     mode: str | None = None
     call = "`lamina.open_table(uri)` + `t.delete(\"category = 'c0'\")` (merge-on-read: deletion vectors, the default)"
     read_call = "`t.scan().to_arrow()` / `t.scan(where=\"amount > 0.5\").to_arrow()`"
-
-    def uri(self, root):
-        return os.path.join(root, "t")
-
-    def build(self, root, batches):
-        import lamina
-
-        t = lamina.create_table(self.uri(root), SCHEMA)
-        for b in batches:
-            t.append(b)
-        self.settle()
-
-    settle = staticmethod(flush_lamina_hints)
-
-    def open(self, root):
-        import lamina
-
-        return lamina.open_table(self.uri(root))
 
     def delete(self, h, pred):
         v = h.delete(pred, mode=self.mode) if self.mode else h.delete(pred)
@@ -209,28 +191,10 @@ class LaminaCowX(LaminaX):
     call = "`lamina.open_table(uri)` + `t.delete(\"category = 'c0'\", mode=\"copy-on-write\")`"
 
 
-class LanceX:
-    name = "lance"
+class LanceX(LanceAppends):
+    schema = SCHEMA
     call = "`lance.dataset(uri)` + `ds.delete(\"category = 'c0'\")`"
     read_call = "`ds.to_table()` / `ds.to_table(filter=\"amount > 0.5\")`"
-
-    def uri(self, root):
-        return os.path.join(root, "t.lance")
-
-    def build(self, root, batches):
-        import lance
-
-        ds = lance.write_dataset(batches[0], self.uri(root), schema=SCHEMA)
-        for b in batches[1:]:
-            ds = lance.write_dataset(b, ds, mode="append")
-
-    def settle(self):
-        pass
-
-    def open(self, root):
-        import lance
-
-        return lance.dataset(self.uri(root))
 
     def delete(self, h, pred):
         h.delete(pred)
@@ -256,30 +220,12 @@ class LanceX:
         }
 
 
-class DeltaX:
-    name = "deltalake"
+class DeltaX(DeltaAppends):
+    schema = SCHEMA
     call = "`DeltaTable(uri)` + `dt.delete(\"category = 'c0'\")`"
     read_call = (
         "`DeltaTable(uri).to_pyarrow_table()` / `.to_pyarrow_table(filters=[(\"amount\", \">\", 0.5)])`"
     )
-
-    def uri(self, root):
-        return os.path.join(root, "t")
-
-    def build(self, root, batches):
-        from deltalake import DeltaTable, write_deltalake
-
-        dt = DeltaTable.create(self.uri(root), schema=SCHEMA)
-        for b in batches:
-            write_deltalake(dt, b, mode="append")
-
-    def settle(self):
-        pass
-
-    def open(self, root):
-        from deltalake import DeltaTable
-
-        return DeltaTable(self.uri(root))
 
     def delete(self, h, pred):
         m = h.delete(pred)
