@@ -9,18 +9,17 @@ from typing import List, Optional
 
 import pyarrow as pa
 import typer
-from rich.console import Console
 from rich.table import Table as RichTable
 
 from lamina.catalog import DEFAULT_CATALOG, load_catalog
+from lamina.cli._output import console
+from lamina.cli._output import fail as _fail
 from lamina.errors import LaminaError
 
 catalog_app = typer.Typer(
     help=f"List, create, rename, drop tables and namespaces; take tables offline/online (default catalog {DEFAULT_CATALOG}).",
     no_args_is_help=True,
 )
-console = Console()
-err = Console(stderr=True)
 
 _CATALOG = typer.Option(
     None, "--catalog", "-c", envvar="LAMINA_CATALOG", show_default=DEFAULT_CATALOG,
@@ -35,11 +34,6 @@ _TYPES = {
     "float64": pa.float64(), "double": pa.float64(), "string": pa.string(), "binary": pa.binary(),
     "date": pa.date32(), "timestamp": pa.timestamp("us"), "timestamptz": pa.timestamp("us", tz="UTC"),
 }
-
-
-def _fail(e: Exception) -> None:
-    err.print(f"[red]error:[/red] {e}")
-    raise typer.Exit(2)
 
 
 def _schema(text: str) -> pa.Schema:

@@ -9,18 +9,17 @@ from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
 import lamina
 from lamina.catalog import DEFAULT_CATALOG, load_catalog
+from lamina.cli._output import console, err
+from lamina.cli._output import fail as _fail
 from lamina.errors import LaminaError, TableNotFound
 from lamina.maintenance import fsck as run_fsck
 
 app = typer.Typer(help="Inspect and maintain Lamina tables.", no_args_is_help=True, add_completion=False)
-console = Console()
-err = Console(stderr=True)
 
 
 _state = {"catalog": DEFAULT_CATALOG}
@@ -53,13 +52,7 @@ def _open(target: str, version: Optional[int] = None):
         table = load_catalog(uri).load_table(target)
         return table if version is None else lamina.open_table(table.uri, version=version)
     except LaminaError as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
-
-
-def _fail(e: Exception) -> None:
-    err.print(f"[red]error:[/red] {e}")
-    raise typer.Exit(2) from None
+        _fail(e)
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -159,8 +152,7 @@ def files(
     try:
         plan = t.scan(where=where, version=_version_or_tag(version)).plan()
     except LaminaError as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        _fail(e)
     rt = RichTable(title=f"{len(plan)} files, {plan.record_count} rows")
     for c in ("path", "rows", "bytes", "partition", "added in", "deleted rows"):
         rt.add_column(c)
