@@ -27,7 +27,7 @@ from lamina.maintenance import compaction
 from lamina.maintenance.compaction import DEFAULT_TARGET, CompactFiles, CompactionResult
 from lamina.spark._target import TableRef
 from lamina.spec.version import VersionManifest
-from lamina.table.inflight import inflight, new_write_id
+from lamina.table.inflight import files_of_writes, inflight, new_write_id
 
 
 def _group_task(location: str, storage: Mapping[str, Any] | None, version: int, target: int, sort_by: list[str],
@@ -92,9 +92,4 @@ def compact(
 
 def _remove_outputs(table: lamina.Table, write_id: str) -> None:
     """Delete what the tasks of an uncommitted compaction wrote (their names carry the write id)."""
-    import pyarrow.compute as pc
-
-    from lamina.spec.layout import DATA_DIR
-
-    listed = pa.array([o.path for o in table.io.walk(DATA_DIR)], pa.string())
-    table.io.delete_many(listed.filter(pc.match_substring(listed, f"/{write_id}-")).to_pylist())
+    table.io.delete_many(files_of_writes(table.io, [write_id]))

@@ -22,7 +22,6 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import (
@@ -52,11 +51,10 @@ from lamina.spark._types import arrow_schema, batch_schema, check_writable, spar
 from lamina.spark.read import resolve_scan
 from lamina.table import deletes
 from lamina.spark.session import LAMINA_CONF
-from lamina.spec.layout import DATA_DIR
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.partition import _split_top_level as split_entries
 from lamina.spec.schema import Schema
-from lamina.table.inflight import finish_write, new_write_id, register_write
+from lamina.table.inflight import files_of_writes, finish_write, new_write_id, register_write
 from lamina.table.table import DEFAULT_MAX_ROWS_PER_FILE
 from lamina.table.writer import write_data_files
 from lamina.spark._target import TableRef
@@ -370,9 +368,7 @@ class WriteTarget:
         ids = {m.write_id for m in msgs} | {self.write_id}
         paths = {p for m in msgs for p in m.entries.column("path").to_pylist()}
         try:
-            listed = pa.array([o.path for o in io.walk(DATA_DIR)], pa.string())
-            for wid in ids:
-                paths.update(listed.filter(pc.match_substring(listed, f"/{wid}-")).to_pylist())
+            paths.update(files_of_writes(io, ids))
         except LaminaError as e:
             log.warning("could not list %s to remove the aborted write's files: %s", io.uri, e)
         _delete_quietly(io, sorted(paths))

@@ -22,7 +22,7 @@ from typing import Iterator
 
 from lamina.errors import NotFound
 from lamina.io import FileIO
-from lamina.spec.layout import WRITES_DIR
+from lamina.spec.layout import DATA_DIR, WRITES_DIR
 
 MARKER_TTL = timedelta(days=7)
 
@@ -73,3 +73,18 @@ def live_write_ids(io: FileIO, now_ms: int | None = None) -> set[str]:
         if now_ms - ms < ttl_ms:
             out.add(name[: -len(".json")])
     return out
+
+
+def files_of_writes(io: FileIO, write_ids: set[str] | list[str]) -> list[str]:
+    """Data files (and DV files) under ``data/`` written by any of ``write_ids``: Lamina's
+    writer names them ``<write id>-<hex>``, so a write that gave up is cleaned by its id."""
+    import re
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not write_ids:
+        return []
+    listed = pa.array([o.path for o in io.walk(DATA_DIR)], pa.string())
+    pattern = "/(" + "|".join(re.escape(w) for w in sorted(write_ids)) + ")-"
+    return listed.filter(pc.match_substring_regex(listed, pattern)).to_pylist()
