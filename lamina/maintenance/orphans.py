@@ -26,7 +26,7 @@ from lamina.io import FileIO
 from lamina.maintenance.expire import to_ms
 from lamina.maintenance.reachability import referenced_paths
 from lamina.spec.layout import HINT_PATH, TAGS_DIR, VERSIONS_DIR, WRITES_DIR
-from lamina.table.inflight import live_write_ids
+from lamina.table.inflight import live_write_ids, written_by
 
 DEFAULT_ORPHAN_AGE = timedelta(days=3)
 MIN_ORPHAN_AGE = timedelta(days=1)
@@ -77,9 +77,7 @@ def remove_orphans(
     modified = pa.array([int(o.last_modified.timestamp() * 1000) for o in listed], pa.int64())
     sizes = pa.array([o.size for o in listed], pa.int64())
     unreferenced = pc.invert(pc.is_in(paths, value_set=referenced)) if len(referenced) else pa.array([True] * len(paths))
-    flight = pa.array([False] * len(paths))
-    for wid in in_flight:
-        flight = pc.or_(flight, pc.match_substring(paths, wid))
+    flight = written_by(paths, in_flight)
     young = pc.greater(modified, cutoff_ms)
     report.kept_in_flight = int(pc.sum(pc.and_(unreferenced, flight)).as_py() or 0)
     report.kept_young = int(pc.sum(pc.and_(pc.and_(unreferenced, pc.invert(flight)), young)).as_py() or 0)

@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 import uuid
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from lamina.errors import NotFound
 from lamina.io import FileIO
 from lamina.spec.layout import DATA_DIR, WRITES_DIR
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MARKER_TTL = timedelta(days=7)
 
@@ -75,16 +79,23 @@ def live_write_ids(io: FileIO, now_ms: int | None = None) -> set[str]:
     return out
 
 
-def files_of_writes(io: FileIO, write_ids: set[str] | list[str]) -> list[str]:
-    """Data files (and DV files) under ``data/`` written by any of ``write_ids``: Lamina's
-    writer names them ``<write id>-<hex>``, so a write that gave up is cleaned by its id."""
-    import re
-
+def written_by(paths: "pa.Array", write_ids: set[str] | list[str]) -> "pa.Array":
+    """Which of ``paths`` carry one of ``write_ids``: Lamina's writer names files
+    ``<write id>-<hex>``, Spark's native writer puts them under ``spark-<write id>/``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if not write_ids:
+        return pa.array([False] * len(paths))
+    return pc.match_substring_regex(paths, "|".join(re.escape(w) for w in sorted(write_ids)))
+
+
+def files_of_writes(io: FileIO, write_ids: set[str] | list[str]) -> list[str]:
+    """The files under ``data/`` (data and DV files) written by any of ``write_ids``, so a
+    write that gave up is cleaned up by its id."""
+    import pyarrow as pa
+
+    if not write_ids:
         return []
     listed = pa.array([o.path for o in io.walk(DATA_DIR)], pa.string())
-    pattern = "/(" + "|".join(re.escape(w) for w in sorted(write_ids)) + ")-"
-    return listed.filter(pc.match_substring_regex(listed, pattern)).to_pylist()
+    return listed.filter(written_by(listed, write_ids)).to_pylist()
