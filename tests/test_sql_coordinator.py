@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _workers  # noqa: E402
 
 import lamina  # noqa: E402
-from lamina.catalog.coordinator import PENDING_DIR  # noqa: E402
+from lamina.spec.layout import PENDING_DIR  # noqa: E402
 from lamina.catalog.sql import SqlCatalog  # noqa: E402
 from lamina.commit import CommitOptions, flush_hints  # noqa: E402
 from lamina.errors import CatalogManaged, CommitRetriesExhausted, StorageError, TableOffline  # noqa: E402

@@ -31,19 +31,10 @@ from lamina.commit.committer import _step
 from lamina.commit.coordinator import CommitCoordinator
 from lamina.commit.log import VersionLog
 from lamina.errors import AlreadyExists, CorruptMetadata, NotFound, StorageError, TableOffline
-from lamina.spec.layout import VERSIONS_DIR, version_path
+from lamina.spec.layout import pending_path, version_path
 from lamina.spec.version import VersionManifest
 
 log = logging.getLogger(__name__)
-
-PENDING_DIR = f"{VERSIONS_DIR}/pending"
-
-
-def pending_path(version: int, commit_id: str) -> str:
-    # Under versions/ so orphan cleanup never deletes a staged manifest a crashed writer's
-    # swap still points at; readers ignore it (not a 20-digit name).
-    return f"{PENDING_DIR}/{version:020d}-{commit_id}.json"
-
 
 @dataclass(frozen=True)
 class Row:

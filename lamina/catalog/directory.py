@@ -160,7 +160,6 @@ class DirectoryCatalog(Catalog):
         t = open_table(path)
         t.log.table_identifier = f"{ns}.{name}"
         table = CatalogTable(t.io, t.log, t.metadata)
-        table._latest_at = t._latest_at
         marker = self._offline_marker(ns, name)
         return table._bind_catalog(self, f"{ns}.{name}", lambda: not os.path.exists(marker))
 

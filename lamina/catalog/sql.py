@@ -411,7 +411,6 @@ class SqlCatalog(Catalog):
         log_.coordinator = coord
         vm = log_.latest()
         table = CatalogTable(io, log_, vm, coord)
-        table._latest_at = time.monotonic()
         return table._bind_catalog(self, ident, lambda: self._online_by_id(table_id, ident))
 
     def load_table(self, identifier: Any) -> CatalogTable:

@@ -28,8 +28,10 @@ from lamina.commit.coordinator import CommitCoordinator
 from lamina.commit.log import VersionLog
 from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted, CommitStateUnknown, StorageError
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
-from lamina.spec.features import check_writer
+from lamina.spec.features import SLOT_TOMBSTONES, check_writer
+from lamina.spec.layout import version_path
 from lamina.spec.schema import Schema
+from lamina.spec.slot import Tombstone, slot_chunk_size
 from lamina.spec.version import VersionManifest
 
 log = logging.getLogger(__name__)
@@ -44,10 +46,6 @@ class CommitOptions:
     backoff_min_ms: float = 1.0
     backoff_max_ms: float = 250.0
     resolve_attempts: int = 5  # reads of the version slot to resolve an unknown outcome
-    # A base older than this (since it was last known to be the latest) is refreshed
-    # before publishing. Expiry never deletes a version file whose successor is younger
-    # than twice this, so a put can never land in a slot expiry has freed.
-    base_max_age_ms: float = 5000.0
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> "CommitOptions":
@@ -57,7 +55,6 @@ class CommitOptions:
             max_seconds=float(props.get("commit.retry.max-seconds", d.max_seconds)),
             backoff_min_ms=float(props.get("commit.retry.backoff-min-ms", d.backoff_min_ms)),
             backoff_max_ms=float(props.get("commit.retry.backoff-max-ms", d.backoff_max_ms)),
-            base_max_age_ms=float(props.get("commit.base-max-age-ms", d.base_max_age_ms)),
         )
 
 
@@ -100,33 +97,26 @@ class Committer:
         op: Operation,
         options: CommitOptions | None = None,
         before_publish: Callable[[], None] | None = None,
-        base_known_at: float | None = None,
     ) -> VersionManifest:
         """Commit ``op``; ``before_publish`` runs once before the first publish attempt
         (e.g. waiting until data files are durable: nothing may point at a file not yet written).
 
-        ``base_known_at``: ``time.monotonic()`` when ``base`` was last known to be the
-        latest version (None: unknown, e.g. a table opened at an old version).
+        ``base`` need not be the latest version: if it is stale, the put finds its
+        successor's slot taken (by a version or a tombstone) and the commit rebases.
         """
         options = options or CommitOptions.from_properties(base.properties)
-        max_age = options.base_max_age_ms / 1000.0
         commit_id = uuid.uuid4().hex
         deadline = time.monotonic() + options.max_seconds
         attempt = 0
         while True:
             attempt += 1
-            if base_known_at is None or time.monotonic() - base_known_at > max_age:
-                # Slot reuse guard: base + 1 may be a slot expiry has freed (see expire.py).
-                base, base_known_at = self.log.latest(), time.monotonic()
             check_writer(base.writer_features, f"table {self.log.io.uri}")
             vm, result = self._prepare(base, op, commit_id)
             if before_publish is not None:
                 before_publish()
                 before_publish = None
-            if time.monotonic() - base_known_at > max_age and not self.log.exists(base.version):
-                continue  # a long prepare on a base expiry has since removed: start from the latest
             outcome = self._publish(vm, commit_id, options)
-            if outcome is not None:
+            if isinstance(outcome, VersionManifest):
                 _step("published")
                 self.log.write_hint(outcome, wait=False, after=lambda: _step("hinted"))
                 return outcome
@@ -136,12 +126,12 @@ class Committer:
                     f"version {vm.version} and later kept being taken by concurrent writers. "
                     "Nothing was committed; retry later or raise commit.retry.max-attempts."
                 )
-            # Lost the race: back off (full jitter) and rebase onto what won. The slot we
-            # lost exists, so the newest version is found by probing forward from it.
+            # Lost the race: back off (full jitter) and rebase onto what won. A slot taken by a
+            # version or a tombstone lies below the newest, which a probe forward from it finds;
+            # a put withdrawn from a freed slot starts over from the general lookup.
             cap = min(options.backoff_max_ms, options.backoff_min_ms * 2 ** min(attempt - 1, 16))
             time.sleep(random.uniform(0, cap) / 1000.0)
-            base = self.log.newest_from(vm.version)
-            base_known_at = time.monotonic()
+            base = self.log.latest() if outcome is _WITHDRAWN else self.log.newest_from(vm.version)
 
     def _prepare(self, base: VersionManifest, op: Operation, commit_id: str) -> tuple[VersionManifest, ChangeResult]:
         change = op.apply(base)
@@ -188,30 +178,66 @@ class Committer:
             commit_id=commit_id,
             app_transactions=apps,
             last_readd_version=base.version + 1 if change.readds else base.last_readd_version,
+            # Tables created before freed-slot records gain the feature with their next commit.
+            writer_features=base.writer_features + ((SLOT_TOMBSTONES,) if SLOT_TOMBSTONES not in base.writer_features else ()),
         )
         return vm, result
 
-    def _publish(self, vm: VersionManifest, commit_id: str, options: CommitOptions) -> VersionManifest | None:
-        """The committed manifest, or None if another commit took the slot."""
+    def _publish(self, vm: VersionManifest, commit_id: str, options: CommitOptions) -> "VersionManifest | object":
+        """The committed manifest; _LOST if another commit holds the slot; _WITHDRAWN if our put
+        landed in a slot that had been freed (so it is not part of the table) and was taken back.
+
+        An outcome where our manifest is in the slot -- the put succeeded, or it was read back
+        after an unknown outcome -- is acknowledged only once the slot is known never to have
+        been freed before it landed: however long the put was delayed, a version is committed
+        only as the first occupant of its slot, which makes it the successor of its base.
+        """
         for _ in range(options.resolve_attempts):
             try:
                 _step("before-publish")
                 self.coordinator.publish(vm)
-                return vm
+                landed = True
             except AlreadyExists:
-                pass
+                landed = False
             except StorageError as e:
                 log.warning("commit of version %d has an unknown outcome (%s); resolving by commit id", vm.version, e)
-            # Either taken or unknown: read the slot back.
+                landed = False
+            if not landed:  # taken, or unknown: read the slot back
+                try:
+                    there = self.log.read_slot(vm.version)
+                except StorageError as e:
+                    log.warning("could not read version %d back: %s", vm.version, e)
+                    continue
+                if there is None:
+                    continue  # the put did not land (or the slot was freed meanwhile): put again
+                if isinstance(there, Tombstone) or there.commit_id != commit_id:
+                    return _LOST
             try:
-                winner = self.log.try_load(vm.version)
+                freed = self.log.freed_record(vm.version, slot_chunk_size(vm.properties))
             except StorageError as e:
-                log.warning("could not read version %d back: %s", vm.version, e)
-                continue
-            if winner is None:
-                continue  # the PUT did not land: try the same slot again
-            return winner if winner.commit_id == commit_id else None
+                log.warning("could not check whether slot %d was freed: %s", vm.version, e)
+                continue  # the put again: it is ours or taken, and the check runs again
+            if freed is None or freed.commit_id_at(vm.version) == commit_id:
+                return vm
+            log.warning(
+                "version %d of %s landed in a slot freed after its version expired (the put was delayed); "
+                "withdrawing it and rebasing", vm.version, self.log.io.uri,
+            )
+            self._withdraw(vm)
+            return _WITHDRAWN
         raise CommitStateUnknown(
             f"could not tell whether commit {commit_id} landed as version {vm.version} of {self.log.io.uri}: "
             "the store kept failing. Check `lamina history` for this commit id before retrying."
         )
+
+    def _withdraw(self, vm: VersionManifest) -> None:
+        """Delete our put from a freed slot (best effort: expiry deletes any it finds, and no
+        reader takes a file in a freed chunk for a version)."""
+        try:
+            self.log.io.delete(version_path(vm.version))
+        except StorageError as e:
+            log.warning("could not withdraw version file %d: %s", vm.version, e)
+
+
+_LOST = object()
+_WITHDRAWN = object()

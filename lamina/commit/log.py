@@ -17,10 +17,11 @@ only probe forward.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
@@ -28,6 +29,16 @@ from lamina.errors import CorruptMetadata, NotFound, StorageError, TableNotFound
 from lamina.io import FileIO
 from lamina.spec.hint import VersionHint
 from lamina.spec.layout import FORMAT_VERSION, HINT_PATH, VERSIONS_DIR, parse_version_file_name, version_path
+from lamina.spec.slot import (
+    FREED_DIR,
+    TOMBSTONE_MAX_BYTES,
+    FreedChunk,
+    Tombstone,
+    chunk_range,
+    freed_path,
+    parse_freed_name,
+    slot_chunk_size,
+)
 from lamina.spec.version import VersionManifest
 
 log = logging.getLogger(__name__)
@@ -36,6 +47,7 @@ log = logging.getLogger(__name__)
 # (so a hint never moves backwards because of this process), and the pool is
 # drained at interpreter exit. flush_hints() waits for them.
 _hint_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lamina-hint")
+_read_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-slots")
 _hint_pending: set[Future] = set()
 _hint_lock = threading.Lock()
 
@@ -54,28 +66,28 @@ class VersionLog:
     table_uuid: str | None = None  # when known (catalog or earlier open): hints/versions of other tables are refused
     table_identifier: str | None = None
     allow_list: bool = True
+    _freed: dict[tuple[int, int], FreedChunk] = field(default_factory=dict, repr=False, compare=False)
 
     # -- loading -----------------------------------------------------------------
 
-    def load(self, version: int) -> VersionManifest:
-        """One version by number: a single GET."""
+    def read_slot(self, version: int) -> "VersionManifest | Tombstone | None":
+        """What slot ``version`` holds now: its manifest, a tombstone, or None (empty), told
+        apart by content. No freed-slot check: the committer reads its own put back with it."""
         if version < 0:
-            raise VersionNotFound(f"version {version} does not exist: versions start at 0")
+            return None
+        path = version_path(version)
         try:
-            data = self.io.get(version_path(version))
+            data = self.io.get(path)
         except NotFound:
-            raise VersionNotFound(
-                f"version {version} of {self.io.uri} does not exist (never committed, or expired); "
-                "see `lamina history` for the versions there are"
-            ) from None
-        if data.startswith(TOMBSTONE_PREFIX):
-            raise VersionNotFound(
-                f"version {version} of {self.io.uri} was dropped by a destructive rollback; "
-                "see `lamina history` for the versions there are"
-            )
-        vm = _parse_cached(data, version_path(version))
+            return None
+        stone = Tombstone.parse(data, path)
+        if stone is not None:
+            if stone.version != version:
+                raise CorruptMetadata(f"{path} is a tombstone of version {stone.version}, not {version}")
+            return stone
+        vm = _parse_cached(data, path)
         if vm.version != version:
-            raise CorruptMetadata(f"{version_path(version)} claims to be version {vm.version}")
+            raise CorruptMetadata(f"{path} claims to be version {vm.version}")
         if self.table_uuid is not None and vm.table_uuid != self.table_uuid:
             raise CorruptMetadata(
                 f"version {version} at {self.io.uri} belongs to table {vm.table_uuid}, "
@@ -83,14 +95,69 @@ class VersionLog:
             )
         return vm
 
+    def load(self, version: int, *, check_freed: bool = True) -> VersionManifest:
+        """One version by number: a GET of its slot (and, unless ``check_freed`` is False,
+        a GET of its chunk's freed-slot record, which does not exist for live versions)."""
+        if version < 0:
+            raise VersionNotFound(f"version {version} does not exist: versions start at 0")
+        slot = self.read_slot(version)
+        if slot is None:
+            raise VersionNotFound(
+                f"version {version} of {self.io.uri} does not exist (never committed, or expired); "
+                "see `lamina history` for the versions there are"
+            )
+        if isinstance(slot, Tombstone):
+            why = "dropped by a destructive rollback" if slot.reason == "rollback" else "expired"
+            raise VersionNotFound(
+                f"version {version} of {self.io.uri} was {why}; see `lamina history` for the versions there are"
+            )
+        if check_freed and self.freed_record(version, slot_chunk_size(slot.properties)) is not None:
+            # The version was expired and its slot freed; what is there now is a put that was
+            # delayed past all that, which its writer withdraws (see lamina.spec.slot).
+            raise VersionNotFound(f"version {version} of {self.io.uri} was expired (its slot has been freed)")
+        return slot
+
     def exists(self, version: int) -> bool:
+        """Whether slot ``version`` is taken (by a version or a tombstone): what probing needs."""
         return self.io.exists(version_path(version))
+
+    def is_live(self, version: int) -> bool:
+        """Whether ``version`` can still be loaded (not expired, not dropped)."""
+        try:
+            self.load(version)
+            return True
+        except VersionNotFound:
+            return False
 
     def try_load(self, version: int) -> VersionManifest | None:
         try:
             return self.load(version)
         except VersionNotFound:
             return None
+
+    # -- freed slots (lamina.spec.slot) ---------------------------------------------------
+
+    def freed_record(self, version: int, chunk_size: int) -> FreedChunk | None:
+        """The record of the freed chunk holding slot ``version``, or None if it was never freed.
+        Records are never deleted, so a record once seen is cached."""
+        first, last = chunk_range(version, chunk_size)
+        hit = self._freed.get((first, last))
+        if hit is not None:
+            return hit
+        path = freed_path(first, last)
+        try:
+            data = self.io.get(path)
+        except NotFound:
+            return None
+        rec = FreedChunk.parse(data, path)
+        if (rec.first, rec.last) != (first, last):
+            raise CorruptMetadata(f"{path} records versions {rec.first}..{rec.last}")
+        self._freed[(first, last)] = rec
+        return rec
+
+    def freed_ranges(self) -> list[tuple[int, int]]:
+        """(first, last) of every freed chunk, ascending (one listing of a small directory)."""
+        return sorted(r for r in map(parse_freed_name, self.io.list_names(FREED_DIR)) if r is not None)
 
     # -- latest --------------------------------------------------------------------
 
@@ -180,16 +247,52 @@ class VersionLog:
 
     def list_versions(self) -> list[int]:
         """Every version present, oldest first (a full listing); tombstones are not versions."""
-        return self.list_versions_and_tombstones()[0]
+        return self.scan_slots().versions
 
     def list_versions_and_tombstones(self) -> tuple[list[int], list[int]]:
-        """(versions, tombstoned versions), ascending, from one listing with sizes."""
-        real, dead = [], []
+        """(versions, tombstoned versions), ascending."""
+        slots = self.scan_slots()
+        return slots.versions, sorted(slots.tombstones)
+
+    def scan_slots(self) -> "SlotListing":
+        """Every slot file, classified by content, from one listing of ``versions/`` and one of
+        ``freed/``. A file small enough to be a tombstone is read to tell which it is: a
+        truncated version manifest is never mistaken for one (it fails to load instead)."""
+        freed = self.freed_ranges()
+        starts = [a for a, _ in freed]
+        versions: list[int] = []
+        small: list[int] = []
+        strays: list[int] = []
         for o in self.io.list(VERSIONS_DIR):
             v = parse_version_file_name(o.path.rsplit("/", 1)[-1])
-            if v is not None:
-                (dead if o.size <= TOMBSTONE_MAX_BYTES else real).append(v)
-        return sorted(real), sorted(dead)
+            if v is None:
+                continue
+            i = bisect.bisect_right(starts, v) - 1
+            if i >= 0 and v <= freed[i][1]:
+                strays.append(v)  # in a freed chunk: a put that landed after the chunk was freed
+            elif o.size <= TOMBSTONE_MAX_BYTES:
+                small.append(v)
+            else:
+                versions.append(v)
+        tombstones: dict[int, Tombstone] = {}
+        for v, data in zip(small, self._get_many([version_path(v) for v in small])):
+            stone = None if data is None else Tombstone.parse(data, version_path(v))
+            if stone is not None:
+                tombstones[v] = stone
+            elif data is not None:
+                versions.append(v)  # a small manifest, or a damaged one: loading it tells
+        return SlotListing(sorted(versions), tombstones, sorted(strays), freed)
+
+    def _get_many(self, paths: list[str]) -> list[bytes | None]:
+        def one(p: str) -> bytes | None:
+            try:
+                return self.io.get(p)
+            except NotFound:
+                return None
+
+        if self.io.is_local or len(paths) <= 1:
+            return [one(p) for p in paths]
+        return list(_read_pool.map(one, paths))
 
     def write_hint(self, vm: VersionManifest, wait: bool = True, after: Callable[[], None] | None = None) -> None:
         """Best effort: a stale or failed hint costs readers a probe or a listing, never correctness.
@@ -280,15 +383,16 @@ class VersionLog:
 
 
 _HOLE = object()
-# A destructive rollback overwrites the first version of the run it drops with this, so a
-# probe forward from an older hint still steps onto it instead of stopping before the hole.
-TOMBSTONE_PREFIX = b'{"tombstone":'
-# A version manifest is always larger (it carries the schema); a tombstone is ~70 bytes.
-TOMBSTONE_MAX_BYTES = 160
 
 
-def tombstone(version: int, dropped_by: int) -> bytes:
-    return TOMBSTONE_PREFIX + f'true,"version":{version},"dropped_by_rollback":{dropped_by}}}'.encode()
+@dataclass(frozen=True)
+class SlotListing:
+    """The slots of ``versions/`` as one listing saw them (see ``VersionLog.scan_slots``)."""
+
+    versions: list[int]  # ascending; loadable unless damaged
+    tombstones: dict[int, Tombstone]  # expired or dropped versions whose slots stay taken
+    strays: list[int]  # slot files inside freed chunks: late puts, not versions
+    freed: list[tuple[int, int]]  # freed chunks, ascending
 
 
 def _discard(f: Future) -> None:

@@ -30,12 +30,14 @@ Reader safety: a version is expired only once its successor has been current
 for ``reader_grace`` (default one hour, property ``expire.reader-grace-ms``):
 a reader that opened it while it was current has had that long to finish.
 
-Writer safety (slot reuse): deleting version file ``v + 1`` frees a name that
-a writer holding ``v`` as its base could put-if-absent into, silently forking
-history. Writers therefore refresh a base not known to be the latest within
-``commit.base-max-age-ms`` (default 5 s) before publishing, and expiry only
-deletes a version whose successor is older than twice that: such a successor
-cannot be younger than any writer's base, so no put in flight targets it.
+Writer safety (slot reuse): an expired version's file is not deleted but
+overwritten with a tombstone carrying its commit id, so its name stays taken
+and a writer whose put-if-absent was delayed finds the slot occupied and
+rebases. Once a whole chunk of slots holds tombstones older than
+``expire.slot-retention-ms`` (and lies below every retained version), the chunk
+is freed: its record (the commit ids) is written first, then the tombstones are
+deleted. A put that lands in a freed slot is withdrawn by its own writer, which
+checks for that record after every landing (lamina.spec.slot, docs/format.md).
 """
 
 from __future__ import annotations
@@ -51,19 +53,30 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.commit.committer import CommitOptions
-from lamina.commit.log import VersionLog, tombstone
-from lamina.errors import InvalidArgument, NotFound
+from lamina.commit.log import SlotListing, VersionLog
+from lamina.errors import AlreadyExists, InvalidArgument, NotFound
 from lamina.io import FileIO
 from lamina.maintenance.reachability import (
     live_entries,
     manifest_paths,
+    paths_of,
     referenced_files,
     referenced_paths,
     removed_by,
     root_of,
+    staged_versions,
 )
+from lamina.spec.features import SLOT_TOMBSTONES, check_writer
 from lamina.spec.layout import version_path
+from lamina.spec.slot import (
+    DEFAULT_SLOT_RETENTION_MS,
+    SLOT_RETENTION_PROP,
+    FreedChunk,
+    Tombstone,
+    chunk_range,
+    freed_path,
+    slot_chunk_size,
+)
 from lamina.spec.tag import Tag
 from lamina.spec.version import VersionManifest
 from lamina.table.tags import TagStore
@@ -89,6 +102,7 @@ class ExpireReport:
     # True when versions older_than/retain_last would expire were kept because they were
     # superseded less than reader_grace ago (pass reader_grace=timedelta(0) if no reader runs)
     held_by_reader_grace: bool = False
+    freed_slots: int = 0  # tombstones deleted with their chunk (a freed-slot record written first)
     seconds: float = 0.0
 
     @property
@@ -101,7 +115,7 @@ def to_ms(t: Any, what: str) -> int:
     return epoch_ms(t, what, timedelta_sign=-1)
 
 
-class _Stub:
+class _LightVersion:
     """What expiry reads of a version it may delete: its JSON, parsed lazily. Building a
     full VersionManifest (schema, partition spec) for each of a thousand versions costs
     more than deciding about them; only the few whose roots are opened need one."""
@@ -110,6 +124,7 @@ class _Stub:
         self.version = version
         self.timestamp_ms = int(j["timestamp_ms"])
         self.parent_version = j.get("parent_version")
+        self.commit_id = j.get("commit_id")
         self.root_manifest = j.get("root_manifest")
         self.summary = j.get("summary") or {}
         self._raw = raw  # the version file may be deleted before the full manifest is needed
@@ -129,7 +144,7 @@ def _load_light(log: VersionLog, v: int) -> Any:
         j = json.loads(raw)
         if not isinstance(j, dict) or j.get("tombstone") or int(j["version"]) != v:
             return log.load(v)  # the full path says what is wrong
-        return _Stub(v, j, raw)
+        return _LightVersion(v, j, raw)
     except (ValueError, KeyError, TypeError):
         return log.load(v)
     except NotFound:
@@ -180,6 +195,21 @@ class _Garbage:
     files: list[str]
     freed_bytes: int
     kept: int
+
+
+def _spare_staged(io: FileIO, latest: VersionManifest, g: _Garbage) -> _Garbage:
+    """``g`` without what a version a SQL catalog committed but has not yet published needs
+    (by path only; through the catalog, loading the latest version published it already)."""
+    staged = staged_versions(io, latest.version)
+    if not staged or not (g.files or g.manifests):
+        return g
+    needed = paths_of(io, staged)
+
+    def keep(paths: list[str]) -> list[str]:
+        arr = pa.array(paths, pa.string())
+        return arr.filter(pc.invert(_is_in(arr, needed))).to_pylist()
+
+    return _Garbage(keep(g.manifests), keep(g.files), g.freed_bytes, g.kept)
 
 
 def collect_garbage(
@@ -296,6 +326,7 @@ def expire_versions(
     if retain_last is not None and (isinstance(retain_last, bool) or not isinstance(retain_last, int) or retain_last < 1):
         raise InvalidArgument(f"retain_last must be an int >= 1 (the latest version is always kept), not {retain_last!r}")
     latest = log.latest()
+    check_writer(latest.writer_features, f"table {io.uri}")
     if older_than is None and retain_last is None:
         older_than = DEFAULT_OLDER_THAN
     cutoff = to_ms(older_than, "older_than") if older_than is not None else None
@@ -304,12 +335,8 @@ def expire_versions(
         else int(reader_grace) if reader_grace is not None
         else int(latest.properties.get("expire.reader-grace-ms", DEFAULT_READER_GRACE_MS))
     )
-    # Slot-reuse guard: a writer refreshes a base older than commit.base-max-age-ms
-    # before publishing, so a version whose successor is older than twice that can
-    # never be the base of a put in flight; only such versions' files are deleted.
-    base_age_ms = 2 * float(latest.properties.get("commit.base-max-age-ms", CommitOptions.base_max_age_ms))
     now = now_ms()
-    floor = now - max(grace_ms, base_age_ms)
+    floor = now - grace_ms
     limit = floor if cutoff is None else min(cutoff, floor)
     store = TagStore(io, log)
 
@@ -323,7 +350,8 @@ def expire_versions(
                 report.deleted_files += g.files
                 report.deleted_bytes += g.freed_bytes
 
-    versions, tombstones = log.list_versions_and_tombstones()
+    slots = log.scan_slots()
+    versions = slots.versions
     candidates = versions[: max(0, len(versions) - (retain_last or 1))]
     step("plan", 0, len(candidates))
     # Versions in order until one must stay; a version is decided by its successor's time.
@@ -346,37 +374,72 @@ def expire_versions(
         if stop:
             break
     survivors = versions[len(expired):]
-    # tombstones (a destructive rollback's dropped versions) below what survives go too
-    buried = [v for v in tombstones if survivors and v < survivors[0]]
     report.expired_versions = expired
     report.earliest_retained = survivors[0] if survivors else None
-    if not expired:
-        report.seconds = time.monotonic() - started
-        return report
-    chain = [vms[v] for v in expired] + [vms[survivors[0]]]
-    expired_files = sorted(expired + buried)
-
-    # 1. version files, oldest first, so the remaining versions stay contiguous
-    if not dry_run:
-        for i in range(0, len(expired_files), chunk):
-            report.deleted_bytes += _delete(io, [version_path(v) for v in expired_files[i : i + chunk]])
-            step("versions", min(i + chunk, len(expired_files)), len(expired_files))
-    # 2. what is still needed, seen after the versions are gone
-    tags = store.list()
-    latest = log.latest()
-    g = collect_garbage(io, log, chain, set(expired), tags, survivors, latest)
-    report.kept_for_tags = g.kept
-    report.deleted_manifests += g.manifests
-    report.deleted_files += g.files
-    # 3. the files
-    if dry_run:
-        report.deleted_bytes += _sizes(io, g.manifests + g.files + [version_path(v) for v in expired_files])
-    else:
-        step("files", 0, len(g.files) + len(g.manifests))
-        report.deleted_bytes += _delete(io, g.files) + _delete(io, g.manifests)
-        step("files", len(g.files) + len(g.manifests), len(g.files) + len(g.manifests))
+    if expired:
+        chain = [vms[v] for v in expired] + [vms[survivors[0]]]
+        # 1. version files become tombstones, oldest first, so the remaining versions stay
+        #    contiguous and no expired slot can be filled again
+        stones = {v: Tombstone(v, vms[v].commit_id, "expired", now) for v in expired}
+        if not dry_run:
+            for i in range(0, len(expired), chunk):
+                for v in expired[i : i + chunk]:
+                    io.put(version_path(v), stones[v].to_json())
+                step("versions", min(i + chunk, len(expired)), len(expired))
+        # 2. what is still needed, seen after the versions are gone
+        tags = store.list()
+        latest = log.latest()
+        g = _spare_staged(io, latest, collect_garbage(io, log, chain, set(expired), tags, survivors, latest))
+        report.kept_for_tags = g.kept
+        report.deleted_manifests += g.manifests
+        report.deleted_files += g.files
+        # 3. the files
+        if dry_run:
+            report.deleted_bytes += _sizes(io, g.manifests + g.files)
+        else:
+            step("files", 0, len(g.files) + len(g.manifests))
+            report.deleted_bytes += _delete(io, g.files) + _delete(io, g.manifests)
+            step("files", len(g.files) + len(g.manifests), len(g.files) + len(g.manifests))
+        slots.tombstones.update(stones)
+    # 4. chunks of old tombstones below every retained version: record, then free
+    if SLOT_TOMBSTONES in latest.writer_features and survivors:
+        report.freed_slots = free_slots(io, log, latest, slots, survivors[0], now, dry_run)
     report.seconds = time.monotonic() - started
     return report
+
+
+def free_slots(
+    io: FileIO, log: VersionLog, latest: VersionManifest, slots: SlotListing, below: int, now: int, dry_run: bool
+) -> int:
+    """Free every chunk of slots lying wholly below version ``below`` whose slots all hold
+    tombstones older than the slot retention (or nothing: holes a pre-tombstone expiry left).
+    Each chunk's record goes first, then its files; slot files already inside freed chunks
+    (late puts their writers did not withdraw) go too. Returns the slot files deleted."""
+    size = slot_chunk_size(latest.properties)
+    retention = int(latest.properties.get(SLOT_RETENTION_PROP, DEFAULT_SLOT_RETENTION_MS))
+    old_enough = now - retention
+    freed = {first for first, _ in slots.freed}
+    present = sorted(set(slots.tombstones) | set(slots.versions))
+    chunks = sorted({chunk_range(v, size) for v in present if v < below})
+    doomed: list[str] = [version_path(v) for v in slots.strays]
+    for first, last in chunks:
+        if first in freed or last >= below:
+            continue
+        stones = [slots.tombstones.get(v) for v in range(first, last + 1)]
+        if any(v in present and v not in slots.tombstones for v in range(first, last + 1)):
+            continue  # a slot that is no tombstone (a damaged file): fsck reports it, nothing is freed
+        if any(t is not None and t.at_ms is not None and t.at_ms > old_enough for t in stones):
+            continue  # expired too recently
+        record = FreedChunk(first, last, tuple(None if t is None else t.commit_id for t in stones), now)
+        if not dry_run:
+            try:
+                io.put_if_absent(freed_path(first, last), record.to_json())
+            except AlreadyExists:
+                log.freed_record(first, size)  # a concurrent expiry freed it: its record must parse
+        doomed += [version_path(v) for v in range(first, last + 1) if v in slots.tombstones]
+    if not dry_run and doomed:
+        io.delete_many(doomed)
+    return len(doomed)
 
 
 def _neighbours(tags: Sequence[Tag], existing: Sequence[int], log: VersionLog, version: int) -> list[VersionManifest]:
@@ -416,12 +479,12 @@ def free_tag(io: FileIO, log: VersionLog, tag: Tag, dry_run: bool = False) -> _G
     alive = [manifest_paths(io, vm) for vm in neighbours]
     if alive:
         ms = ms.filter(pc.invert(_is_in(ms, pa.concat_arrays(alive))))
-    manifests = ms.to_pylist()
     kept = int(pc.sum(mask).as_py() or 0)
+    g = _spare_staged(io, log.latest(), _Garbage(ms.to_pylist(), files, 0, kept))
     if dry_run:
-        return _Garbage(manifests, files, _sizes(io, manifests + files), kept)
-    freed = _delete(io, files) + _delete(io, manifests)
-    return _Garbage(manifests, files, freed, kept)
+        return _Garbage(g.manifests, g.files, _sizes(io, g.manifests + g.files), kept)
+    freed = _delete(io, g.files) + _delete(io, g.manifests)
+    return _Garbage(g.manifests, g.files, freed, kept)
 
 
 def delete_tag(io: FileIO, log: VersionLog, name: str, dry_run: bool = False) -> _Garbage:
@@ -439,12 +502,14 @@ def drop_versions_after(io: FileIO, log: VersionLog, target: VersionManifest, ro
     chain = [target] + _load_many(log, between) + [rollback]
     # Each dropped version becomes a tombstone rather than vanishing: its name stays taken,
     # so no writer whose base was in the run can put-if-absent into it (a fork), and a probe
-    # forward from an old hint walks across the run to the rollback. Expiry removes the
-    # tombstones once they are older than every base a writer may hold.
-    for v in between:
-        io.put(version_path(v), tombstone(v, rollback.version))
+    # forward from an old hint walks across the run to the rollback. Expiry frees the slots
+    # with the rest of their chunk once they lie below every retained version.
+    now = now_ms()
+    for vm in chain[1:-1]:
+        io.put(version_path(vm.version), Tombstone(vm.version, vm.commit_id, "rollback", now, rollback.version).to_json())
     existing = log.list_versions()
     tags = TagStore(io, log).list()
-    g = collect_garbage(io, log, chain, set(between), tags, existing, log.latest())
+    latest = log.latest()
+    g = _spare_staged(io, latest, collect_garbage(io, log, chain, set(between), tags, existing, latest))
     freed = _delete(io, g.files) + _delete(io, g.manifests)
     return _Garbage(g.manifests, g.files, freed, g.kept)

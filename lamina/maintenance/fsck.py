@@ -1,21 +1,22 @@
-"""fsck: does every reference of the latest version exist, and what is unreferenced?
+"""fsck: does every reference of the latest version exist, is every slot readable, and
+what is unreferenced?
 
-Unreferenced = under the table root but referenced by no existing version (its
-version manifest, root, leaves, data files). Those are what crashed or losing
-writers leave behind; they are never visible to readers.
+Unreferenced = under the table root but referenced by no kept version (existing
+versions, tags, versions a SQL catalog committed but has not published), and not
+table metadata. Those are what crashed or losing writers leave behind; they are
+never visible to readers. Damage -- a version file that does not parse, a
+tombstone that is not one, a freed-slot record that does not parse -- is an
+error, never "unreferenced": cleanup must not act on a table it cannot read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import pyarrow.compute as pc
-
 from lamina.errors import CorruptMetadata, LaminaError
-from lamina.manifest.files import read_manifests
-from lamina.manifest.tree import load_root
-from lamina.spec import content as C
-from lamina.spec.layout import HINT_PATH, version_path
+from lamina.maintenance.reachability import kept_versions, manifest_paths, paths_of, referenced_files, live_entries
+from lamina.spec.layout import HINT_PATH, PENDING_DIR, TAGS_DIR, WRITES_DIR, version_path
+from lamina.spec.slot import FREED_DIR, freed_path
 
 
 @dataclass
@@ -24,55 +25,56 @@ class FsckReport:
     checked_files: int = 0
     missing: list[str] = field(default_factory=list)  # referenced by the latest version but absent
     unreferenced: list[str] = field(default_factory=list)  # present but referenced by no version
-    errors: list[str] = field(default_factory=list)  # versions that could not be read
+    errors: list[str] = field(default_factory=list)  # damaged metadata: versions, tombstones, records
 
     @property
     def ok(self) -> bool:
         return not self.missing and not self.errors
 
 
-def _referenced(table, vm) -> tuple[set[str], set[str]]:
-    """(manifest paths, data file paths) a version references."""
-    mschema = table._mschema_of(vm)
-    root = load_root(table.io, vm.root_manifest, mschema)
-    manifests = {vm.root_manifest} if vm.root_manifest else set()
-    is_leaf = pc.equal(root.column("content"), C.LEAF)
-    leaf_paths = root.filter(is_leaf).column("path").to_pylist()
-    manifests.update(leaf_paths)
-    parts = [root.filter(pc.invert(is_leaf))]
-    parts += read_manifests(table.io, leaf_paths)
-    data: set[str] = set()
-    for t in parts:
-        live = t.filter(pc.not_equal(t.column("status"), C.REMOVED))
-        data.update(live.column("path").to_pylist())
-        if "dv_path" in live.column_names:
-            data.update(p for p in live.column("dv_path").to_pylist() if p)
-    return manifests, data
-
-
 def fsck(table) -> FsckReport:
-    latest = table.log.latest()
+    io, log = table.io, table.log
+    latest = log.latest()
     report = FsckReport(latest.version)
-    present = {o.path: o.size for o in table.io.walk()}
+    present = {o.path: o.size for o in io.walk()}
     # 1. the latest version: every reference exists
     try:
-        manifests, data = _referenced(table, latest)
+        latest_refs = set(manifest_paths(io, latest).to_pylist()) | set(referenced_files(live_entries(io, latest)).to_pylist())
     except CorruptMetadata as e:
         report.errors.append(f"version {latest.version}: {e}")
-        manifests, data = set(), set()
-    for p in sorted(manifests | data):
+        latest_refs = set()
+    for p in sorted(latest_refs):
         report.checked_files += 1
         if p not in present:
             report.missing.append(p)
-    # 2. everything any existing version or tag references
-    from lamina.maintenance.reachability import referenced_paths
-
-    referenced = {HINT_PATH} | manifests | data
-    referenced.update(version_path(v) for v in table.log.list_versions())
+    # 2. every slot holds a readable version or a tombstone (told apart by content)
+    referenced = {HINT_PATH} | latest_refs
     try:
-        referenced.update(referenced_paths(table.io, table.log).to_pylist())
+        slots = log.scan_slots()
+    except CorruptMetadata as e:
+        report.errors.append(str(e))
+        slots = None
+    if slots is not None:
+        for v in slots.versions:
+            try:
+                log.load(v, check_freed=False)
+            except CorruptMetadata as e:
+                report.errors.append(f"version {v}: {e}")
+            except LaminaError:
+                pass  # expired meanwhile
+        referenced.update(version_path(v) for v in slots.versions + list(slots.tombstones))
+        referenced.update(freed_path(a, b) for a, b in slots.freed)
+        for a, b in slots.freed:
+            try:
+                log.freed_record(a, b - a + 1)
+            except CorruptMetadata as e:
+                report.errors.append(str(e))
+        # slots.strays (puts that landed in freed slots) stay unreferenced: expiry deletes them
+    # 3. everything a kept version references
+    try:
+        referenced.update(paths_of(io, kept_versions(io, log)).to_pylist())
     except LaminaError as e:
         report.errors.append(str(e))
-    meta = ("_lamina/tags/", "_lamina/writes/")
+    meta = (f"{TAGS_DIR}/", f"{WRITES_DIR}/", f"{PENDING_DIR}/", f"{FREED_DIR}/")
     report.unreferenced = sorted(p for p in present if p not in referenced and not p.startswith(meta))
     return report

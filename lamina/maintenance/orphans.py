@@ -2,7 +2,8 @@
 
 Orphans are what failed or crashed writers leave (data files and manifests
 of commits that never landed) and what a crashed expiry did not finish. A
-file is deleted only if (1) no existing version and no tag references it,
+file is deleted only if (1) no existing version, no tag and no version a SQL
+catalog committed but has not yet published references it,
 (2) it is older than ``older_than`` (default 3 days; at least the longest a
 writer may take between writing a file and committing it), and (3) its path
 carries no write id registered as in flight (``lamina.table.inflight``), so a
@@ -25,15 +26,18 @@ from lamina.errors import InvalidArgument
 from lamina.io import FileIO
 from lamina.maintenance.expire import to_ms
 from lamina.maintenance.reachability import referenced_paths
-from lamina.spec.layout import HINT_PATH, TAGS_DIR, VERSIONS_DIR, WRITES_DIR
+from lamina.spec.features import check_writer
+from lamina.spec.layout import HINT_PATH, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, parse_pending_name
+from lamina.spec.slot import FREED_DIR
 from lamina.table.inflight import live_write_ids, written_by
+from lamina.timeutil import now_ms
 
 DEFAULT_ORPHAN_AGE = timedelta(days=3)
 MIN_ORPHAN_AGE = timedelta(days=1)
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-orphans")
 
 # Metadata that is never an orphan: it is what says what is referenced.
-_PROTECTED_PREFIXES = (f"{VERSIONS_DIR}/", f"{TAGS_DIR}/", f"{WRITES_DIR}/")
+_PROTECTED_PREFIXES = (f"{VERSIONS_DIR}/", f"{TAGS_DIR}/", f"{WRITES_DIR}/", f"{FREED_DIR}/")
 
 
 @dataclass
@@ -57,16 +61,24 @@ def remove_orphans(
     progress: Callable[[str, int, int], None] | None = None,
 ) -> OrphanReport:
     started = time.monotonic()
-    if isinstance(older_than, timedelta) and older_than < MIN_ORPHAN_AGE and not allow_short_age:
-        raise InvalidArgument(
-            f"older_than={older_than} is shorter than {MIN_ORPHAN_AGE}: a writer still running could lose "
-            "files it has written but not yet committed. Pass allow_short_age=True if no writer is running."
-        )
+    # The guard holds whatever form the age or time takes (timedelta, datetime, ISO string,
+    # epoch ms): a cutoff later than now - MIN_ORPHAN_AGE reaches files of writes in flight.
     cutoff_ms = to_ms(older_than, "older_than")
+    min_age_ms = int(MIN_ORPHAN_AGE.total_seconds() * 1000)
+    if cutoff_ms > now_ms() - min_age_ms and not allow_short_age:
+        raise InvalidArgument(
+            f"older_than={older_than!r} is shorter than the minimum age of {MIN_ORPHAN_AGE} (it reaches files "
+            "written since then): a writer still running could lose files it has written but not yet "
+            "committed. Pass an older time, or allow_short_age=True if no writer is running."
+        )
+    # Through a catalog, this also publishes a version its writer committed but stopped
+    # before publishing; by path, such staged versions count as referenced (kept_versions).
+    latest = log.latest()
+    check_writer(latest.writer_features, f"table {io.uri}")
     report = OrphanReport(dry_run)
     # List first: a file written after this listing is not considered at all, and one
     # listed here but committed later is younger than the cutoff (or in flight).
-    listed = [o for o in io.walk() if o.path != HINT_PATH and not o.path.startswith(_PROTECTED_PREFIXES)]
+    listed = [o for o in io.walk() if _may_be_orphan(o.path, latest.version)]
     report.scanned = len(listed)
     in_flight = live_write_ids(io)
     referenced = referenced_paths(io, log, progress)
@@ -91,3 +103,14 @@ def remove_orphans(
             step("delete", min(i + 1000, len(report.orphans)), len(report.orphans))
     report.seconds = time.monotonic() - started
     return report
+
+
+def _may_be_orphan(path: str, latest: int) -> bool:
+    """Metadata that says what is referenced is never an orphan; a manifest staged by the
+    SQL catalog for a version already published (or lost) is one."""
+    if path == HINT_PATH:
+        return False
+    if path.startswith(f"{PENDING_DIR}/"):
+        v = parse_pending_name(path[len(PENDING_DIR) + 1 :])
+        return v is not None and v <= latest
+    return not path.startswith(_PROTECTED_PREFIXES)

@@ -20,7 +20,9 @@ from lamina.io import FileIO
 from lamina.manifest.entries import conform, manifest_schema
 from lamina.manifest.files import read_manifests
 from lamina.manifest.tree import load_root
+from lamina.errors import NotFound
 from lamina.spec import content as C
+from lamina.spec.layout import PENDING_DIR, parse_pending_name
 from lamina.spec.version import VersionManifest
 from lamina.table.tags import TagStore
 
@@ -113,16 +115,48 @@ def added_by(io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.Ta
     return e.filter(pc.equal(e.column("added_version"), vm.version))
 
 
+def staged_versions(io: FileIO, latest: int) -> list[VersionManifest]:
+    """Versions a SQL catalog may have committed but not yet published: manifests staged
+    for a version above ``latest`` (its writer stopped between the row swap and the
+    publish; the next catalog reader or writer publishes it). Maintenance by path keeps
+    what they reference, as if they were published."""
+    out = []
+    for name in io.list_names(PENDING_DIR):
+        v = parse_pending_name(name)
+        if v is None or v <= latest:
+            continue
+        path = f"{PENDING_DIR}/{name}"
+        try:
+            out.append(VersionManifest.from_json(io.get(path), path))
+        except NotFound:  # published (and dropped) meanwhile: then it is a version
+            continue
+    return out
+
+
+def kept_versions(io: FileIO, log: VersionLog) -> list[VersionManifest]:
+    """Every version whose files must stay: existing versions, tags' copies, staged commits.
+
+    A damaged version file raises CorruptMetadata: nothing is freed on a table whose
+    history cannot be read (fail closed)."""
+    # try_load: a version expired between the listing and the read is simply not there
+    vms = [vm for vm in _pool.map(log.try_load, log.list_versions()) if vm is not None]
+    latest = max((vm.version for vm in vms), default=-1)
+    vms += [t.version for t in TagStore(io, log).list()]
+    vms += staged_versions(io, latest)
+    return vms
+
+
 def referenced_paths(io: FileIO, log: VersionLog, progress: Callable[[str, int, int], None] | None = None) -> pa.Array:
-    """Every manifest, data file and DV file referenced by an existing version or a tag.
+    """Every manifest, data file and DV file referenced by a kept version (``kept_versions``).
 
     Each distinct leaf is read once (leaves are shared between versions).
     """
-    step = progress or (lambda *_: None)
+    return paths_of(io, kept_versions(io, log), progress)
 
-    # try_load: a version expired between the listing and the read is simply not there
-    vms = [vm for vm in _pool.map(log.try_load, log.list_versions()) if vm is not None]
-    vms += [t.version for t in TagStore(io, log).list()]
+
+def paths_of(io: FileIO, vms: list[VersionManifest], progress: Callable[[str, int, int], None] | None = None) -> pa.Array:
+    """Every manifest, data file and DV file the versions ``vms`` reference."""
+    step = progress or (lambda *_: None)
     vms = [vm for vm in vms if vm.root_manifest is not None]
     step("versions", len(vms), len(vms))
     roots = list(_pool.map(lambda vm: root_of(io, vm), vms))

@@ -14,7 +14,7 @@ from lamina.errors import UnsupportedFeature
 # Features this build of Lamina implements.
 KNOWN_READER_FEATURES: frozenset[str] = frozenset({"manifest-tree-v1", "hidden-partitioning"})
 KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
-    {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits"}
+    {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits", "slot-tombstones"}
 )
 
 # Writer feature of tables whose commit point is their catalog row (lamina.catalog's SQL
@@ -22,9 +22,15 @@ KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
 # behind the catalog's back (the catalog would later publish a different version there).
 CATALOG_COMMITS = "catalog-commits"
 
+# Writer feature of tables whose expired version slots keep tombstones and are freed only
+# with a freed-slot record, which every writer checks after its put lands (lamina.spec.slot).
+# A writer without that check could be told it committed into a freed slot; expiry frees
+# slots only on tables whose latest version lists this feature, and writers add it.
+SLOT_TOMBSTONES = "slot-tombstones"
+
 # What a new table gets.
 DEFAULT_READER_FEATURES: tuple[str, ...] = ("manifest-tree-v1",)
-DEFAULT_WRITER_FEATURES: tuple[str, ...] = ("manifest-tree-v1", "monotonic-timestamps")
+DEFAULT_WRITER_FEATURES: tuple[str, ...] = ("manifest-tree-v1", "monotonic-timestamps", SLOT_TOMBSTONES)
 
 
 def _check(kind: str, known: frozenset[str], features: Iterable[str], where: str, advice: str) -> None:

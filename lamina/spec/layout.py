@@ -39,6 +39,25 @@ def parse_version_file_name(name: str) -> int | None:
     return v
 
 
+# Version manifests staged by the SQL catalog's coordinator before its row swap (the
+# commit point of catalog tables), published under their final names after it. Under
+# versions/ so orphan cleanup never deletes one; readers ignore them (not a 20-digit name).
+PENDING_DIR = f"{VERSIONS_DIR}/pending"
+
+
+def pending_path(version: int, commit_id: str) -> str:
+    return f"{PENDING_DIR}/{version:020d}-{commit_id}.json"
+
+
+def parse_pending_name(name: str) -> int | None:
+    """The version a staged manifest's file name stands for, or None."""
+    stem, dot, ext = name.partition(".")
+    v, dash, commit_id = stem.partition("-")
+    if ext != "json" or not dash or len(v) != VERSION_NAME_LEN or not v.isdigit() or not commit_id.isalnum():
+        return None
+    return int(v)
+
+
 def new_manifest_path(kind: str) -> str:
     return f"{MANIFESTS_DIR}/{uuid.uuid4().hex}.{kind}.parquet"
 

@@ -174,7 +174,7 @@ class Rollback:
     tag: str | None = None
 
     def apply(self, base: VersionManifest) -> Change:
-        if self.tag is None and not self.table.log.exists(self.target.version):
+        if self.tag is None and not self.table.log.is_live(self.target.version):
             raise CommitConflict(
                 f"version {self.target.version} was expired while rolling back to it; nothing was committed"
             )

@@ -32,6 +32,7 @@ from lamina.spec.features import DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURE
 from lamina.spec.layout import FORMAT_VERSION, version_path
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.schema import Schema
+from lamina.spec.slot import check_slot_chunk_property
 from lamina.spec.version import VersionManifest
 from lamina.maintenance import auto_tags, compaction, expire, orphans
 from lamina.spec.tag import Tag
@@ -94,8 +95,6 @@ class Table:
         self.io = io
         self.log = log
         self._vm = vm
-        # When _vm was last known to be the latest version (monotonic); None if not known.
-        self._latest_at: float | None = None
         self.coordinator = coordinator or ObjectStoreCoordinator(io)
         self._committer = Committer(log, self.coordinator, self._mschema_of)
         self.tag_store = TagStore(io, log)
@@ -139,7 +138,6 @@ class Table:
     def refresh(self) -> "Table":
         """Move to the latest version."""
         self._vm = self.log.latest()
-        self._latest_at = time.monotonic()
         check_reader(self._vm.reader_features, f"table {self.uri}")
         return self
 
@@ -259,10 +257,7 @@ class Table:
     def _commit(self, op: Any, options: CommitOptions | None = None, pending: PendingWrites | None = None) -> int:
         # Start from the version this object holds: with one writer it is the latest, and
         # if it is stale the put-if-absent fails fast and the committer rebases.
-        self._vm = self._committer.commit(
-            self._vm, op, options, before_publish=pending.wait if pending else None, base_known_at=self._latest_at
-        )
-        self._latest_at = time.monotonic()
+        self._vm = self._committer.commit(self._vm, op, options, before_publish=pending.wait if pending else None)
         if "tag.auto-create" in self._vm.properties:
             auto_tags.on_commit(self, self._vm)
         return self._vm.version
@@ -598,9 +593,7 @@ def create_table(
         raise TableAlreadyExists(f"another writer created a table at {uri} at the same time") from None
     log.table_uuid = vm.table_uuid
     log.write_hint(vm)
-    table = Table(log.io, log, vm)
-    table._latest_at = time.monotonic()
-    return table
+    return Table(log.io, log, vm)
 
 
 def initial_version(
@@ -611,6 +604,7 @@ def initial_version(
 ) -> VersionManifest:
     """Version 0 of a new table (empty); shared by create_table and the catalogs."""
     lschema = Schema.from_arrow(schema)
+    check_slot_chunk_property({str(k): str(v) for k, v in (properties or {}).items()})
     spec = parse_partition_by(partition_by if not isinstance(partition_by, str) else [partition_by], lschema)
     props = {str(k): str(v) for k, v in (properties or {}).items()}
     reader_features = list(DEFAULT_READER_FEATURES)
@@ -662,7 +656,5 @@ def open_table(
     table = Table(log.io, log, vm)
     if timestamp is not None or tag is not None:
         table._vm = table._resolve(None, timestamp, tag)
-    elif version is None:
-        table._latest_at = time.monotonic()
     check_reader(table._vm.reader_features, f"table {uri}")
     return table

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from lamina.commit.log import VersionLog
 from lamina.errors import AlreadyExists, NotFound, TagAlreadyExists, TagNotFound, VersionNotFound
 from lamina.io import FileIO
+from lamina.spec.features import check_writer
 from lamina.spec.layout import TAGS_DIR
 from lamina.spec.tag import Tag, tag_path, validate_tag_name
 from lamina.spec.version import VersionManifest
@@ -31,12 +32,13 @@ class TagStore:
     ) -> Tag:
         """Create a tag with put-if-absent: an existing tag is never overwritten.
 
-        ``confirm_version``: expiry deletes version files before it lists tags, so
-        if the tagged version's file still exists after our tag is written, every
-        later expiry sees the tag. If it is gone, expiry may already be freeing
+        ``confirm_version``: expiry turns version files into tombstones before it lists
+        tags, so if the tagged version still loads after our tag is written, every
+        later expiry sees the tag. If it does not, expiry may already be freeing
         that version's files: the tag is withdrawn and the caller told.
         """
         validate_tag_name(name)
+        self.check_writable()
         tag = Tag(name, vm, int(time.time() * 1000), expires_at_ms, automatic)
         try:
             self.io.put_if_absent(tag_path(name), tag.to_json())
@@ -46,13 +48,19 @@ class TagStore:
                 f"tag {name!r} already exists (version {existing.tagged_version}); "
                 "delete it first or use replace_tag"
             ) from None
-        if confirm_version and not self.log.exists(vm.version):
+        if confirm_version and not self.log.is_live(vm.version):
             self._delete_file(name)
             raise VersionNotFound(f"version {vm.version} was expired while tag {name!r} was being created; nothing was tagged")
         return tag
 
+    def check_writable(self) -> None:
+        """Tags change what maintenance keeps: a table whose latest version needs a writer
+        feature this Lamina lacks may reference files in ways it cannot see (UnsupportedFeature)."""
+        check_writer(self.log.latest().writer_features, f"table {self.io.uri}")
+
     def put(self, tag: Tag) -> None:
         """Overwrite (replace_tag)."""
+        self.check_writable()
         self.io.put(tag_path(tag.name), tag.to_json())
 
     def get(self, name: str) -> Tag:
@@ -70,6 +78,7 @@ class TagStore:
             pass
 
     def delete(self, name: str) -> Tag:
+        self.check_writable()
         tag = self.get(name)
         self._delete_file(name)
         return tag
