@@ -178,7 +178,28 @@ def _crash(spec: dict[str, Any]) -> dict[str, Any]:
     return {"error": f"not killed at {at}"}
 
 
-MODES = {"race_append": _race_append, "race_overwrite": _race_overwrite, "race_delete": _race_delete, "crash": _crash}
+def _stop_before_publish(spec: dict[str, Any]) -> dict[str, Any]:
+    """Append once, stopping this process (SIGSTOP) right before its first version put: the
+    parent commits and runs maintenance meanwhile, then continues it with SIGCONT."""
+    import lamina.commit.committer as committer
+
+    t = _open(spec)
+    base = t.version
+
+    def hook(step: str) -> None:
+        if step == "before-publish" and committer._step_hook is hook:
+            committer._step_hook = None  # only the first attempt
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    committer._step_hook = hook
+    v = t.append(batch(spec["writer"], spec["seq"], spec["rows"]))
+    return {"version": v, "base": base}
+
+
+MODES = {
+    "race_append": _race_append, "race_overwrite": _race_overwrite, "race_delete": _race_delete, "crash": _crash,
+    "stop_before_publish": _stop_before_publish,
+}
 
 
 def main() -> None:

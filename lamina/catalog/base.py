@@ -8,7 +8,6 @@ convention over a warehouse directory, its tables commit by put-if-absent.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from abc import ABC, abstractmethod
@@ -148,19 +147,12 @@ class Catalog(ABC):
         self.close()
 
 
-# Table methods that change the table or delete its files: an offline table refuses them
-# before anything is written. (The SQL coordinator also checks the flag in its swap, so a
-# table taken offline mid-write still refuses that commit.)
-_WRITE_METHODS = (
-    "_commit_entries",  # data files written by an engine (Spark) and committed here
-    "append", "overwrite", "add_files", "delete", "update", "merge", "rollback",
-    "expire_versions", "remove_orphans", "vacuum", "create_tag", "replace_tag", "rename_tag", "delete_tag",
-    "compact", "rewrite_manifests",
-)
-
-
 class CatalogTable(Table):
-    """A Table loaded through a catalog: knows its identifier and honours the online flag."""
+    """A Table loaded through a catalog: knows its identifier and honours the online flag.
+
+    Table's write methods (table.WRITE_METHODS) check ``_check_online`` before anything is
+    written; the SQL coordinator also checks the flag in its swap, so a table taken
+    offline mid-write still refuses that commit."""
 
     catalog: Catalog
     identifier: str
@@ -180,19 +172,3 @@ class CatalogTable(Table):
 
     def __repr__(self) -> str:
         return f"lamina.CatalogTable({self.identifier!r}, {self.uri!r}, version={self.version})"
-
-
-def _guarded(name: str) -> Callable[..., Any]:
-    base = getattr(Table, name)
-
-    @functools.wraps(base)
-    def method(self: CatalogTable, *args: Any, **kwargs: Any) -> Any:
-        self._check_online()
-        return base(self, *args, **kwargs)
-
-    return method
-
-
-for _name in _WRITE_METHODS:
-    if hasattr(Table, _name):  # compact/rewrite_manifests arrive with the compaction work
-        setattr(CatalogTable, _name, _guarded(_name))

@@ -76,3 +76,42 @@ def _wrap(name: str) -> Callable[..., Any]:
 
 for _name in _WRITES | _READS:
     setattr(FaultInjectingIO, _name, _wrap(_name))
+
+
+class Hold:
+    """One held call: ``arrived`` is set when the call reaches the store and waits;
+    the call proceeds once ``release`` is set (a stalled network, a paused process)."""
+
+    def __init__(self) -> None:
+        self.arrived = threading.Event()
+        self.release = threading.Event()
+
+
+class DelayedPutsIO(FileIO):
+    """Wraps a FileIO so that a thread's next put-if-absent of a matching path is held
+    until the test releases it: the put then lands exactly as late as the test wants,
+    after whatever commits and maintenance the test ran meanwhile. No sleeping."""
+
+    def __init__(self, inner: FileIO, match: Callable[[str], bool] | None = None) -> None:
+        self.__dict__.update(inner.__dict__)  # same location, same store
+        self._match = match or (lambda path: path.startswith("_lamina/versions/"))
+        self._holds: dict[int, Hold] = {}
+        self._holds_lock = threading.Lock()
+
+    def hold_next_put(self) -> Hold:
+        """Hold the calling thread's next matching put-if-absent."""
+        hold = Hold()
+        with self._holds_lock:
+            self._holds[threading.get_ident()] = hold
+        return hold
+
+    def put_if_absent(self, path: str, data: Any) -> None:
+        hold = None
+        if self._match(path):
+            with self._holds_lock:
+                hold = self._holds.pop(threading.get_ident(), None)
+        if hold is not None:
+            hold.arrived.set()
+            if not hold.release.wait(timeout=120):
+                raise StorageError(f"held put of {path} was never released (test bug)")
+        FileIO.put_if_absent(self, path, data)

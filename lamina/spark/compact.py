@@ -75,7 +75,7 @@ def compact(
     as ``Table.compact``; ``target`` is a location, an open Table, or an identifier with
     ``catalog=`` (see ``lamina.spark._target``)."""
     table = TableRef.of(target, catalog=catalog, storage_options=storage_options).open()
-    table._check_online()  # an offline table refuses maintenance before a task runs
+    table._check_writable()  # an offline table refuses maintenance before a task runs
     write_id = new_write_id()
     with inflight(table.io, write_id):
         try:

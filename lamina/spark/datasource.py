@@ -261,7 +261,7 @@ class WriteTarget:
         partition_by = _opt(options, "partitionBy")
         table = ref.open_or_none()
         if table is not None:
-            table._check_online()  # before any task writes a file
+            table._check_writable()  # before any task writes a file
             check_writable(df_schema, table.schema, uri)
             schema, spec, props = table.metadata.schema, table.partition_spec, table.properties
             if partition_by is not None and parse_partition_by(partition_by, schema) != spec:

@@ -171,7 +171,7 @@ def _local_table(target: Any, storage_options: Mapping[str, Any] | None, catalog
             f"lamina.spark merge/delete/compact use Spark's native Parquet reader and writer: local tables only "
             f"({table.uri}); for object stores use the Arrow path (Table.merge / Table.delete / Table.compact)"
         )
-    table._check_online()  # before any file is written
+    table._check_writable()  # before any file is written
     return table
 
 

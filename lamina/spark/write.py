@@ -244,7 +244,7 @@ def write(
     ref = TableRef.of(target, catalog=catalog, storage_options=storage_options)
     table = ref.open_or_none()
     if table is not None:
-        table._check_online()  # before a file is written
+        table._check_writable()  # before a file is written
         if app_transaction is not None:
             try:
                 check_app_transactions(table.log.latest(), {app_transaction[0]: app_transaction[1]})

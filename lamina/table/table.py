@@ -7,6 +7,7 @@ version and move the object to what they committed.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from datetime import datetime, timezone
@@ -28,7 +29,7 @@ from lamina.errors import (
 from lamina.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow_filter, to_expr
 from lamina.io import FileIO
 from lamina.manifest.entries import data_entries, entries_from_user_files, manifest_schema
-from lamina.spec.features import DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, check_reader
+from lamina.spec.features import DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, check_reader, check_writer
 from lamina.spec.layout import FORMAT_VERSION, version_path
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.schema import Schema
@@ -134,6 +135,13 @@ class Table:
 
     def _check_online(self) -> None:
         """Raise TableOffline if the table may not be written now (catalog tables; see CatalogTable)."""
+
+    def _check_writable(self) -> None:
+        """Before anything is written: the version this object holds needs no writer feature
+        this Lamina lacks (UnsupportedFeature), and the table is online. Every method in
+        WRITE_METHODS runs it first; the committer checks each base again."""
+        check_writer(self._vm.writer_features, f"table {self.uri}")
+        self._check_online()
 
     def refresh(self) -> "Table":
         """Move to the latest version."""
@@ -556,6 +564,29 @@ class Table:
 
     def __repr__(self) -> str:
         return f"lamina.Table({self.uri!r}, version={self.version})"
+
+
+# Every method that writes or deletes anything: refused (before any file is written) on a
+# table that needs an unknown writer feature, or is offline in its catalog.
+WRITE_METHODS = (
+    "_commit_entries",  # data files written by an engine (Spark) and committed here
+    "append", "overwrite", "add_files", "delete", "update", "merge", "rollback",
+    "expire_versions", "remove_orphans", "vacuum", "create_tag", "replace_tag", "rename_tag", "delete_tag",
+    "compact", "rewrite_manifests",
+)
+
+
+def _guarded(method: Any) -> Any:
+    @functools.wraps(method)
+    def guarded(self: Table, *args: Any, **kwargs: Any) -> Any:
+        self._check_writable()
+        return method(self, *args, **kwargs)
+
+    return guarded
+
+
+for _name in WRITE_METHODS:
+    setattr(Table, _name, _guarded(getattr(Table, _name)))
 
 
 def _expiry_ms(expires_at: Any) -> int:
