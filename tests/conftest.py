@@ -44,6 +44,31 @@ def spark():
     session.stop()
 
 
+BUCKET = "lamina-test"
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """A local S3 server (moto; a real radosgw with LAMINA_S3_BACKEND=radosgw) with BUCKET."""
+    from _s3server import start_s3
+
+    # The server is on localhost: never route to it through a proxy (this process and workers).
+    saved = {k: os.environ.get(k) for k in ("NO_PROXY", "no_proxy")}
+    for k in saved:
+        os.environ[k] = ",".join(p for p in (saved[k], "127.0.0.1", "localhost") if p)
+    server = start_s3()
+    try:
+        server.create_bucket(BUCKET)
+        yield server
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 @pytest.fixture(scope="session")
 def pg_server():
     """initdb + pg_ctl on 127.0.0.1 (see _pgserver). .ci/run installs PostgreSQL when it is missing."""

@@ -17,7 +17,6 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _workers  # noqa: E402
-from _s3server import start_s3  # noqa: E402
 
 import lamina  # noqa: E402
 from lamina.commit import flush_hints  # noqa: E402
@@ -28,27 +27,8 @@ from lamina.spec.layout import HINT_PATH, version_path  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("s3")
 
-BUCKET = "lamina-test"
+from conftest import BUCKET  # noqa: E402  (the s3 fixture creates it)
 ROWS = 5
-
-
-@pytest.fixture(scope="session")
-def s3():
-    # The server is on localhost: never route to it through a proxy (this process and workers).
-    saved = {k: os.environ.get(k) for k in ("NO_PROXY", "no_proxy")}
-    for k in saved:
-        os.environ[k] = ",".join(p for p in (saved[k], "127.0.0.1", "localhost") if p)
-    server = start_s3()
-    try:
-        server.create_bucket(BUCKET)
-        yield server
-    finally:
-        server.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def test_s3_fileio_constructs():
