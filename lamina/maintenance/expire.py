@@ -293,6 +293,18 @@ def _live_dvs(io: FileIO, vm: VersionManifest, root: pa.Table | None) -> pa.Arra
     return dv.combine_chunks() if len(dv) else pa.array([], pa.string())
 
 
+def _put_tombstones(io: FileIO, stones: list[Tombstone]) -> None:
+    """Overwrite each version's slot with its tombstone (in any order: the slot stays taken)."""
+    def put(t: Tombstone) -> None:
+        io.put(version_path(t.version), t.to_json())
+
+    if io.is_local or len(stones) <= 1:
+        for t in stones:
+            put(t)
+    else:
+        list(_pool.map(put, stones))
+
+
 def _delete(io: FileIO, paths: list[str]) -> int:
     """Delete ``paths``; returns the bytes freed (sizes read first, so it is exact)."""
     if not paths:
@@ -383,8 +395,7 @@ def expire_versions(
         stones = {v: Tombstone(v, vms[v].commit_id, "expired", now) for v in expired}
         if not dry_run:
             for i in range(0, len(expired), chunk):
-                for v in expired[i : i + chunk]:
-                    io.put(version_path(v), stones[v].to_json())
+                _put_tombstones(io, [stones[v] for v in expired[i : i + chunk]])
                 step("versions", min(i + chunk, len(expired)), len(expired))
         # 2. what is still needed, seen after the versions are gone
         tags = store.list()
@@ -505,8 +516,7 @@ def drop_versions_after(io: FileIO, log: VersionLog, target: VersionManifest, ro
     # forward from an old hint walks across the run to the rollback. Expiry frees the slots
     # with the rest of their chunk once they lie below every retained version.
     now = now_ms()
-    for vm in chain[1:-1]:
-        io.put(version_path(vm.version), Tombstone(vm.version, vm.commit_id, "rollback", now, rollback.version).to_json())
+    _put_tombstones(io, [Tombstone(vm.version, vm.commit_id, "rollback", now, rollback.version) for vm in chain[1:-1]])
     existing = log.list_versions()
     tags = TagStore(io, log).list()
     latest = log.latest()
