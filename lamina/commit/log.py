@@ -135,6 +135,12 @@ class VersionLog:
         except VersionNotFound:
             return None
 
+    def _try_load_unchecked(self, version: int) -> VersionManifest | None:
+        try:
+            return self.load(version, check_freed=False)
+        except VersionNotFound:
+            return None
+
     # -- freed slots (lamina.spec.slot) ---------------------------------------------------
 
     def freed_record(self, version: int, chunk_size: int) -> FreedChunk | None:
@@ -173,20 +179,27 @@ class VersionLog:
     def latest(self) -> VersionManifest:
         hint = self.read_hint()
         if hint is not None and (self.table_uuid is None or hint.table_uuid == self.table_uuid):
+            listing = self.io.lists_in_order and self.allow_list
             try:
-                vm = self.load(hint.version)
+                # With an ordered listing to follow, the freed-slot check is not needed: the
+                # newest slot is never in a freed chunk. A probe has no such confirmation.
+                vm = self.load(hint.version, check_freed=not listing)
             except (VersionNotFound, CorruptMetadata):
                 vm = None
             if vm is not None and vm.table_uuid == hint.table_uuid:
                 if self.table_uuid is None:
                     self.table_uuid = vm.table_uuid
-                if self.io.lists_in_order and self.allow_list:
+                if listing:
                     newest = self._newest_by_listing()
-                    return vm if newest is None or newest <= vm.version else self.load(newest)
+                    if newest is None or newest <= vm.version:
+                        return vm
+                    return self.load(newest, check_freed=False)
                 newest = self._probe_forward(vm.version)
                 if newest == vm.version:
                     return vm
-                found = self.try_load(newest)
+                # above a live version no chunk is freed: whatever the probe found is a slot
+                # of the current run of versions and tombstones
+                found = self._try_load_unchecked(newest)
                 if found is not None:
                     return found
                 # The probe stopped on a tombstone: a destructive rollback's hole follows
@@ -200,7 +213,7 @@ class VersionLog:
             raise TableNotFound(
                 f"no Lamina table at {self.io.uri} (no {VERSIONS_DIR}/); create one with lamina.create_table"
             )
-        vm = self.load(newest)
+        vm = self.load(newest, check_freed=False)  # the newest slot is never in a freed chunk
         if self.table_uuid is None:
             self.table_uuid = vm.table_uuid
         return vm
