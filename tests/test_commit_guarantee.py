@@ -51,15 +51,17 @@ def want(*appends: tuple[int, int], rows: int = 2) -> collections.Counter:
 
 
 class DelayedWriter:
-    """An append whose version put is held until ``land()``; runs in its own thread with its
-    own Table (opened now, so its base is the version current now)."""
+    """An append (or any ``action(table)`` that commits) whose version put is held until
+    ``land()``; runs in its own thread with its own Table (opened now, so its base is the
+    version current now)."""
 
-    def __init__(self, uri: str, writer: int, seq: int, storage_options: dict | None = None) -> None:
-        self.io = DelayedPutsIO(FileIO(uri, storage_options))
+    def __init__(self, uri: str, writer: int = 1, seq: int = 0, action=None) -> None:
+        self.io = DelayedPutsIO(FileIO(uri))
         log = VersionLog(self.io)
         self.table = Table(self.io, log, log.latest())
         self.base = self.table.version
         self.data = _workers.batch(writer, seq, 2)
+        self.action = action or (lambda table: table.append(self.data))
         self.version: int | None = None
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -72,7 +74,7 @@ class DelayedWriter:
         self.hold = self.io.hold_next_put()
         self._ready.set()
         try:
-            self.version = self.table.append(self.data)
+            self.version = self.action(self.table)
         except BaseException as e:  # noqa: BLE001 - reported by land()
             self.error = e
 
@@ -157,6 +159,35 @@ def test_several_late_writers_and_repeated_expiry(tmp_path):
     t.append(_workers.batch(0, 7, 2))
     t.expire_versions(retain_last=2, reader_grace=NOW)
     _check_history(uri, want(*((0, s) for s in range(8)), (1, 0), (2, 0), (3, 0)))
+
+
+def test_rollback_landing_after_expiry_still_has_the_files_it_readds(tmp_path):
+    """A rollback re-adds the target's files; expiry running while its put is held must not
+    free them (a guard tag holds them until the rollback has landed)."""
+    uri, t = _table(tmp_path, FREEING)
+    t.overwrite(_workers.batch(0, 1, 2))  # version 2 removes version 1's file
+    w = DelayedWriter(uri, action=lambda table: table.rollback(1))
+    for s in range(2, 5):
+        t.append(_workers.batch(0, s, 2))
+    rep = t.expire_versions(retain_last=1, reader_grace=NOW)
+    assert 1 in rep.expired_versions and rep.kept_for_tags >= 1  # held by the rollback's guard
+    assert w.land() == 6
+    assert [g.name for g in lamina.open_table(uri).tags()] == []  # the guard is gone
+    _check_history(uri, want((0, 0)))
+    t.expire_versions(retain_last=1, reader_grace=NOW)
+    lamina.open_table(uri).remove_orphans(NOW, allow_short_age=True)
+    _check_history(uri, want((0, 0)))
+
+
+def test_rollback_to_a_version_expired_before_it_was_guarded_commits_nothing(tmp_path):
+    uri, t = _table(tmp_path)
+    t.append(_workers.batch(0, 1, 2))
+    target = t.log.load(1)
+    t.append(_workers.batch(0, 2, 2))
+    t.expire_versions(retain_last=1, reader_grace=NOW)
+    with pytest.raises(lamina.errors.VersionNotFound):
+        t.tag_store.guard(target, "rollback")
+    assert t.tags() == [] and t.refresh().version == 3
 
 
 # -- a real process, paused with SIGSTOP between deciding to commit and its put --------------

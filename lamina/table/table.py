@@ -511,7 +511,13 @@ class Table:
         if isinstance(version, str) and not version.strip().lstrip("+").isdigit():
             version, tag = None, version
         target = self._resolve(version, timestamp, tag)
-        committed = self._commit(Rollback(self, target, tag), commit_options)
+        # The files the rollback re-adds are the target's: a guard tag keeps them from an
+        # expiry (or a deletion of the tag rolled back to) running until the commit lands.
+        guard = self.tag_store.guard(target, "rollback")
+        try:
+            committed = self._commit(Rollback(self, target, tag), commit_options)
+        finally:
+            self.tag_store.drop_guard(guard)
         if destructive:
             expire.drop_versions_after(self.io, self.log, target, self._vm)
         return committed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from lamina.commit.log import VersionLog
@@ -52,6 +53,30 @@ class TagStore:
             self._delete_file(name)
             raise VersionNotFound(f"version {vm.version} was expired while tag {name!r} was being created; nothing was tagged")
         return tag
+
+    def guard(self, vm: VersionManifest, purpose: str) -> Tag:
+        """A short-lived tag that keeps ``vm``'s files from expiry and tag deletion while an
+        operation reads them (a rollback re-adding them). Confirmed like ``create``: after
+        it is written, ``vm`` must still be live or held by another tag, or it is withdrawn
+        (VersionNotFound). Remove it with ``drop_guard``; a crashed holder's guard expires
+        after a day and the next expiry deletes it."""
+        name = f"{purpose}-guard.{uuid.uuid4().hex[:16]}"
+        tag = self.create(name, vm, expires_at_ms=int(time.time() * 1000) + 86_400_000, confirm_version=False)
+        held = self.log.is_live(vm.version) or any(
+            t.tagged_version == vm.version and t.name != name for t in self.list()
+        )
+        if not held:
+            self._delete_file(name)
+            raise VersionNotFound(
+                f"version {vm.version} was expired (and its files freed) before the {purpose} could hold it; "
+                "nothing was committed"
+            )
+        return tag
+
+    def drop_guard(self, tag: Tag) -> None:
+        """Remove a guard's file. What only it held is left to orphan cleanup: usually the
+        operation it guarded now references those files anyway."""
+        self._delete_file(tag.name)
 
     def check_writable(self) -> None:
         """Tags change what maintenance keeps: a table whose latest version needs a writer
