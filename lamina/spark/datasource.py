@@ -3,8 +3,8 @@
 Reads plan on the driver side with Lamina's planner, pinned to the version
 resolved at ``load()``, prune by the ``where`` option, and yield Arrow batches
 from balanced partitions of files; Spark evaluates the filters of each query
-(see ``LaminaReader`` for why none are pushed). Writes run Lamina's data-file writer on the executors and
-commit one version on the driver side from the tasks' commit messages; a
+(see ``LaminaReader`` for why none are pushed). Writes run Lamina's data-file
+writer on the executors and commit one version on the driver side from the tasks' commit messages; a
 failed job commits nothing and removes what it wrote. Streaming writes commit
 each micro-batch exactly once (``appId`` option + batch id recorded in the version).
 
@@ -153,7 +153,7 @@ class LaminaReader(DataSourceReader):
     once per DataFrame and reuses that plan for every query of the DataFrame, and for
     every scan of it within one query (unions, self-joins), whatever their filters: the
     plan is kept on the provider instance the DataFrame holds and is replaced only by a
-    query whose filters get pushed. So this reader holds nothing that belongs to one
+    query with filters Spark hands to the source. So this reader holds nothing that belongs to one
     query: it takes no pushed filters (no ``pushFilters``; Spark evaluates each query's
     filters itself) and reads what belongs to the DataFrame: its options and its version.
     """
@@ -162,7 +162,7 @@ class LaminaReader(DataSourceReader):
         table = _ref(options).open()
         self.uri, self.storage = table.uri, dict(table.io.options)  # reads go by location: no catalog needed
         scan = table.scan(where=_opt(options, "where"), version=version)
-        self.version = scan.version  # partitions() and read() see this version whatever commits later
+        self.version = version  # partitions() and read() see this version whatever commits later
         self.table_schema: Schema = scan.schema
         self.out_schema = batch_schema(schema)
         self.predicate: Expr = scan.predicate
@@ -431,7 +431,8 @@ class LaminaDataSource(DataSource):
     (new tables), replaceWhere (overwrite), txnAppId/txnVersion (idempotent batch writes), appId
     (streaming), and object-store options (endpoint, region, access_key_id, …)."""
 
-    version: int | None = None  # of the read: set by schema(), pickled with the instance (Spark says not to override __init__)
+    # The version read: set by schema(), pickled with the instance (Spark asks not to override __init__).
+    version: int | None = None
 
     @classmethod
     def name(cls) -> str:
