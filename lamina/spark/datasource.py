@@ -4,9 +4,10 @@ Reads plan on the driver side with Lamina's planner, pinned to the version
 resolved at ``load()``, prune by the ``where`` option, and yield Arrow batches
 from balanced partitions of files; Spark evaluates the filters of each query
 (see ``LaminaReader`` for why none are pushed). Writes run Lamina's data-file
-writer on the executors and commit one version on the driver side from the tasks' commit messages; a
-failed job commits nothing and removes what it wrote. Streaming writes commit
-each micro-batch exactly once (``appId`` option + batch id recorded in the version).
+writer on the executors and commit one version on the driver side from the
+tasks' commit messages; a failed job commits nothing and removes what it wrote.
+Streaming writes commit each micro-batch exactly once (``appId`` option + batch
+id recorded in the version).
 
 Options arrive lower-cased from Spark; the names below are matched case-insensitively.
 """
