@@ -372,8 +372,9 @@ def test_fast_read_filters_are_exact(spark, filter_table, predicate):
     ],
 )
 def test_data_source_filters_match_spark(spark, filter_table, spark_filter):
-    """Spark SQL over format("lamina") (filters pushed, evaluated by Lamina) returns exactly what
-    Spark's own evaluation returns over the same rows, NaN and NULL included."""
+    """Spark SQL over format("lamina") (filters evaluated by Spark: the source takes none, see
+    test_spark_reuse) returns exactly what Spark returns over the same rows from a plain
+    DataFrame, NaN and NULL included."""
     from lamina.spark.write import session_conf
 
     data, uri = filter_table
