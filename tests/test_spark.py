@@ -372,8 +372,9 @@ def test_fast_read_filters_are_exact(spark, filter_table, predicate):
     ],
 )
 def test_data_source_filters_match_spark(spark, filter_table, spark_filter):
-    """Spark SQL over format("lamina") (filters pushed, evaluated by Lamina) returns exactly what
-    Spark's own evaluation returns over the same rows, NaN and NULL included."""
+    """Spark SQL over format("lamina") (filters evaluated by Spark: the source takes none, see
+    test_spark_reuse) returns exactly what Spark returns over the same rows from a plain
+    DataFrame, NaN and NULL included."""
     from lamina.spark.write import session_conf
 
     data, uri = filter_table
@@ -383,41 +384,15 @@ def test_data_source_filters_match_spark(spark, filter_table, spark_filter):
     assert bag(got) == bag(want)
 
 
-def test_pushed_filters_prune_files(spark, filter_table):
-    from pyspark.sql import datasource as sds
-
-    from lamina.spark.datasource import LaminaReader
-    from lamina.spark._types import spark_schema
-
-    data, uri = filter_table
-    t = lamina.open_table(uri)
-    reader = LaminaReader({"path": uri}, spark_schema(t.schema))
-    every = sum(len(p.files) for p in reader.partitions())
-    pushed = [
-        sds.GreaterThanOrEqual(("ts",), dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)),
-        sds.LessThan(("ts",), dt.datetime(2026, 1, 2, 6, tzinfo=dt.timezone.utc)),
-        sds.StringStartsWith(("category",), "ga"),
-        sds.GreaterThan(("amount",), 1.0),  # float ordering: left to Spark (NaN)
-    ]
-    rest = reader.pushFilters(pushed)
-    assert rest == pushed[2:]
-    files = [p for part in reader.partitions() for p, _ in part.files]
-    assert 0 < len(files) < every / 2
-    rows = pa.Table.from_batches([b for part in reader.partitions() for b in reader.read(part)])
-    want = data.filter((pc.field("ts") >= pa.scalar(dt.datetime(2026, 1, 2), pa.timestamp("us", "UTC")))
-                       & (pc.field("ts") < pa.scalar(dt.datetime(2026, 1, 2, 6), pa.timestamp("us", "UTC"))))
-    assert bag(rows, ["id"]) == bag(want, ["id"])
-
-
 def test_data_source_partitions_are_balanced(spark, filter_table):
-    from lamina.spark.datasource import LaminaReader
-    from lamina.spark._types import spark_schema
+    from lamina.spark.datasource import LaminaDataSource
 
     _, uri = filter_table
     t = lamina.open_table(uri)
     entries = t.scan().plan().entries
     size = dict(zip(entries.column("path").to_pylist(), entries.column("size").to_pylist()))
-    parts = LaminaReader({"path": uri, "numPartitions": "3"}, spark_schema(t.schema)).partitions()
+    source = LaminaDataSource({"path": uri, "numPartitions": "3"})
+    parts = source.reader(source.schema()).partitions()
     assert len(parts) == 3
     loads = [sum(size[p] for p, _ in part.files) for part in parts]
     assert sorted(p for part in parts for p, _ in part.files) == sorted(size)

@@ -1,5 +1,5 @@
 """Pieces of lamina.spark that need no Spark session: pushed-filter mapping, partition balancing,
-type mapping, write planning, idempotent appends. (The Spark tests are in test_spark.py.)"""
+type mapping, write planning, the data source's where option, idempotent appends. (The Spark tests are in test_spark.py.)"""
 
 from __future__ import annotations
 
@@ -162,6 +162,22 @@ def test_write_plan_names_every_problem():
 def test_storage_options_from_data_source_options():
     opts = {"path": "s3://b/t", "endpoint": "http://x", "s3.region": "eu", "ACCESS_KEY_ID": "k", "versionasof": "3"}
     assert storage_options(opts) == {"endpoint": "http://x", "region": "eu", "access_key_id": "k"}
+
+
+def test_where_option_reads_back_as_the_same_predicate_or_is_left_out(tmp_path):
+    """``read()`` on an object store restricts the data source by its predicate as text; the text
+    must bind back to exactly that predicate, else it is not passed (Spark alone filters)."""
+    from lamina.expr import bind, col
+    from lamina.spark.read import where_option
+
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA.arrow)
+    for where in ["id >= 2 AND s IN ('a', 'it''s')", "ts < TIMESTAMP '1970-01-02 00:00:00'",
+                  "n >= TIMESTAMP '1970-01-01 00:00:00.000005' OR d = DATE '1970-01-02'", "NOT (x <= 1.5) OR id IS NULL"]:
+        scan = t.scan(where=where)
+        text = where_option(scan)
+        assert text is not None and bind(text, scan.schema) == scan.predicate, where
+    assert where_option(t.scan()) is None
+    assert where_option(t.scan(where=col("x") < float("inf"))) is None  # "x < inf" does not parse back
 
 
 def test_idempotent_append_and_add_files(tmp_path):

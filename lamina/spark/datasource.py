@@ -1,11 +1,13 @@
 """``spark.read.format("lamina")`` / ``df.write.format("lamina")``: Lamina as a PySpark Python data source.
 
-Reads plan on the driver side with Lamina's planner (pinned to one version),
-prune with the filters Spark pushes, and yield Arrow batches from balanced
-partitions of files. Writes run Lamina's data-file writer on the executors and
-commit one version on the driver side from the tasks' commit messages; a
-failed job commits nothing and removes what it wrote. Streaming writes commit
-each micro-batch exactly once (``appId`` option + batch id recorded in the version).
+Reads plan on the driver side with Lamina's planner, pinned to the version
+resolved at ``load()``, prune by the ``where`` option, and yield Arrow batches
+from balanced partitions of files; Spark evaluates the filters of each query
+(see ``LaminaReader`` for why none are pushed). Writes run Lamina's data-file
+writer on the executors and commit one version on the driver side from the
+tasks' commit messages; a failed job commits nothing and removes what it wrote.
+Streaming writes commit each micro-batch exactly once (``appId`` option + batch
+id recorded in the version).
 
 Options arrive lower-cased from Spark; the names below are matched case-insensitively.
 """
@@ -42,15 +44,13 @@ from lamina.errors import (
     SchemaMismatch,
     TransactionAlreadyCommitted,
 )
-from lamina.expr import AlwaysTrue, Expr, and_, bind, to_arrow_filter, to_expr
+from lamina.expr import AlwaysTrue, Expr, bind, to_arrow_filter, to_expr
 from lamina.io import FileIO
 from lamina.io.fileio import S3_OPTION_ENV
 from lamina.manifest.entries import data_entries, manifest_schema
-from lamina.spark._filters import from_spark_filter
 from lamina.spark._types import arrow_schema, batch_schema, check_writable, spark_schema
 from lamina.spark.read import resolve_scan
 from lamina.table import deletes
-from lamina.spark.session import LAMINA_CONF
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.partition import _split_top_level as split_entries
 from lamina.spec.schema import Schema
@@ -148,25 +148,26 @@ def balanced_bins(sizes: np.ndarray, bins: int) -> np.ndarray:
 
 
 class LaminaReader(DataSourceReader):
-    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        ref = _ref(options)
-        table = ref.open()
+    """Reads one version of a table, restricted to the ``where`` option.
+
+    Spark 4.3 plans a Python data source's read (this reader, pickled, and its partitions)
+    once per DataFrame and reuses that plan for every query of the DataFrame, and for
+    every scan of it within one query (unions, self-joins), whatever their filters: the
+    plan is kept on the provider instance the DataFrame holds and is replaced only by a
+    query with filters Spark hands to the source. So this reader holds nothing that belongs to one
+    query: it takes no pushed filters (no ``pushFilters``; Spark evaluates each query's
+    filters itself) and reads what belongs to the DataFrame: its options and its version.
+    """
+
+    def __init__(self, options: Mapping[str, str], schema: StructType, version: int) -> None:
+        table = _ref(options).open()
         self.uri, self.storage = table.uri, dict(table.io.options)  # reads go by location: no catalog needed
-        scan = resolve_scan(table, **_time_travel(options))
-        self.version = scan.version  # pinned: partitions() and read() see this version whatever commits later
+        scan = table.scan(where=_opt(options, "where"), version=version)
+        self.version = version  # partitions() and read() see this version whatever commits later
         self.table_schema: Schema = scan.schema
         self.out_schema = batch_schema(schema)
-        self.predicate: Expr = AlwaysTrue()
+        self.predicate: Expr = scan.predicate
         self.num_partitions = _int_opt(options, "numPartitions")
-
-    def pushFilters(self, filters: list[Any]) -> list[Any]:
-        accepted, rest = [], []
-        for f in filters:
-            e = from_spark_filter(f, self.table_schema)
-            (rest if e is None else accepted).append(f if e is None else e)
-        if accepted:
-            self.predicate = bind(and_(*accepted), self.table_schema)
-        return rest
 
     def partitions(self) -> list[FilesPartition]:
         table = lamina.open_table(self.uri, version=self.version, storage_options=self.storage or None)
@@ -426,20 +427,34 @@ class LaminaStreamWriter(DataSourceStreamArrowWriter):
 
 class LaminaDataSource(DataSource):
     """The ``lamina`` format. Options: path (a location, or ``ns.name`` with catalog), catalog (a
-    catalog URI; commits go through it), catalog.password, versionAsOf, timestampAsOf, tag, numPartitions,
-    partitionBy (new tables), replaceWhere (overwrite), txnAppId/txnVersion (idempotent batch
-    writes), appId (streaming), and object-store options (endpoint, region, access_key_id, …)."""
+    catalog URI; commits go through it), catalog.password, versionAsOf, timestampAsOf, tag, where
+    (a Lamina predicate the DataFrame is restricted to: prunes files), numPartitions, partitionBy
+    (new tables), replaceWhere (overwrite), txnAppId/txnVersion (idempotent batch writes), appId
+    (streaming), and object-store options (endpoint, region, access_key_id, …)."""
+
+    # The version read: set by schema(), pickled with the instance (Spark asks not to override __init__).
+    version: int | None = None
 
     @classmethod
     def name(cls) -> str:
         return "lamina"
 
     def schema(self) -> StructType:
+        """The schema of the version to read, resolved now (at ``load()``) and kept on this
+        instance, which Spark pickles into every reader of the DataFrame: all its queries read
+        that version, with that schema. An invalid ``where`` fails here."""
         table = _ref(self.options).open()
-        return spark_schema(resolve_scan(table, **_time_travel(self.options)).schema.arrow)
+        scan = resolve_scan(table, where=_opt(self.options, "where"), **_time_travel(self.options))
+        self.version = scan.version
+        return spark_schema(scan.schema.arrow)
 
     def reader(self, schema: StructType) -> LaminaReader:
-        return LaminaReader(self.options, schema)
+        if self.version is None:  # Spark calls schema() unless the read was given one
+            raise InvalidArgument(
+                "format('lamina') reads the table's own schema (of the version it reads); "
+                "remove .schema(...) from the read"
+            )
+        return LaminaReader(self.options, schema, self.version)
 
     def writer(self, schema: StructType, overwrite: bool) -> LaminaWriter:
         return LaminaWriter(self.options, schema, overwrite)
@@ -449,8 +464,6 @@ class LaminaDataSource(DataSource):
 
 
 def register(spark: Any) -> None:
-    """Make ``format("lamina")`` available in ``spark`` and enable filter pushdown to it."""
+    """Make ``format("lamina")`` available in ``spark``."""
     spark.dataSource.register(LaminaDataSource)
-    for k, v in LAMINA_CONF.items():
-        spark.conf.set(k, v)
 

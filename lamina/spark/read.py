@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import lamina
-from lamina.errors import InvalidArgument
+from lamina.errors import InvalidArgument, LaminaError
 from lamina.table import deletes
-from lamina.expr import Expr
+from lamina.expr import AlwaysTrue, Expr, bind, to_sql
 from lamina.spark._filters import to_spark_column
 from lamina.spark._target import TableRef
 from lamina.spark._types import spark_schema
@@ -180,11 +180,27 @@ def read(
     return _read_via_datasource(spark, table.uri, scan, table.io.options)
 
 
+def where_option(scan: Scan) -> str | None:
+    """The scan's predicate as the data source's ``where`` option: Lamina SQL that binds back to
+    exactly this predicate; None without a predicate or when the text would not read back
+    (literals such as inf or bytes): the rows are then filtered by Spark alone, without pruning."""
+    if isinstance(scan.predicate, AlwaysTrue):
+        return None
+    text = to_sql(scan.predicate)
+    try:
+        return text if bind(text, scan.schema) == scan.predicate else None
+    except LaminaError:
+        return None
+
+
 def _read_via_datasource(spark: Any, uri: str, scan: Scan, storage_options: Mapping[str, Any] | None) -> Any:
     from lamina.spark.datasource import register
 
     register(spark)
     reader = spark.read.format("lamina").option("path", uri).option("versionAsOf", str(scan.version))
+    where = where_option(scan)  # the DataFrame's own restriction: it prunes files (Spark pushes no filters to it)
+    if where is not None:
+        reader = reader.option("where", where)
     for k, v in (storage_options or {}).items():
         reader = reader.option(k, str(v))
     return _finish(reader.load(), scan)

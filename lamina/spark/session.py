@@ -6,12 +6,6 @@ import os
 import sys
 from typing import Any, Mapping
 
-# Spark settings Lamina relies on; applied by ``spark_session`` and by ``register``.
-LAMINA_CONF = {
-    # Filters reach the Python data source only with this on (off by default in Spark 4).
-    "spark.sql.python.filterPushdown.enabled": "true",
-}
-
 # Faster JVM start for short-lived sessions (tests): ~8 s instead of ~12 s here.
 FAST_START_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
@@ -47,8 +41,6 @@ def spark_session(
 
     python_for_workers(master)
     builder = SparkSession.builder.master(master).appName(app_name).config("spark.ui.enabled", "false")
-    for k, v in LAMINA_CONF.items():
-        builder = builder.config(k, v)
     if fast_start:
         builder = builder.config("spark.driver.extraJavaOptions", FAST_START_JAVA_OPTIONS)
         builder = builder.config("spark.executor.extraJavaOptions", FAST_START_JAVA_OPTIONS)
