@@ -122,10 +122,7 @@ class LaminaX:
     def build(self, root, ops, batches):
         import lamina
 
-        # The history is built seconds before the timed expiry: let expiry take versions
-        # the moment they are superseded (commits then always start from the latest
-        # version; see the slot-reuse guard in lamina/maintenance/expire.py).
-        t = lamina.create_table(self.uri(root), SCHEMA, properties={"commit.base-max-age-ms": 0})
+        t = lamina.create_table(self.uri(root), SCHEMA)
         tags = {}
         for (kind, _s, _k, tag), b in zip(ops, batches):
             (t.overwrite if kind == "overwrite" else t.append)(b)

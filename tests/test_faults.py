@@ -29,7 +29,7 @@ from lamina.table.table import Table
 
 SCHEMA = pa.schema([pa.field("seq", pa.int64(), False), pa.field("i", pa.int64(), False)])
 ROWS = 4
-PROPS = {"commit.base-max-age-ms": 0, "manifest.inline-max-files": 3, "manifest.leaf-target-files": 4}
+PROPS = {"version.slot-chunk-size": 2, "expire.slot-retention-ms": 0, "manifest.inline-max-files": 3, "manifest.leaf-target-files": 4}
 
 ops = st.lists(
     st.one_of(

@@ -174,7 +174,7 @@ def test_parallel_appends_on_s3(tmp_path, opts, uri):
 
 
 def test_row_level_compaction_and_expiry_on_s3(opts, uri):
-    t = lamina.create_table(uri, _workers.schema(), storage_options=opts, properties={"commit.base-max-age-ms": 0})
+    t = lamina.create_table(uri, _workers.schema(), storage_options=opts, properties={"version.slot-chunk-size": 2, "expire.slot-retention-ms": 0})
     for seq in range(6):
         t.append(_workers.batch(1, seq, ROWS))
     t.delete("seq = 2 OR (seq = 3 AND i < 2)")  # a whole file goes, another gets a DV

@@ -46,9 +46,7 @@ def on_disk(root: str, sub: str = "") -> set[str]:
 
 @pytest.fixture
 def table(tmp_path):
-    # base-max-age 0: commits always start from the latest version, so expiry may take
-    # versions the moment they are superseded (tests expire right after committing)
-    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"commit.base-max-age-ms": 0})
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
     yield t
     flush_hints()
 
@@ -244,9 +242,9 @@ def test_older_than_keeps_what_time_travel_after_the_cutoff_needs(table):
 
 def test_expiry_racing_writers_loses_no_commit_and_deletes_nothing_needed(tmp_path):
     uri = str(tmp_path / "race")
-    # writers refresh a base older than 20 ms, so expiry only takes versions superseded
-    # 40 ms ago: a put can never land in a slot expiry freed
-    props = {"manifest.inline-max-files": 4, "manifest.leaf-target-files": 8, "commit.base-max-age-ms": 20}
+    # tiny slot chunks freed at once: racing writers' late puts land in freed slots too
+    props = {"manifest.inline-max-files": 4, "manifest.leaf-target-files": 8,
+             "version.slot-chunk-size": 2, "expire.slot-retention-ms": 0}
     lamina.create_table(uri, SCHEMA, properties=props)
     min_per_writer, max_per_writer, writers = 20, 400, 3
     committed: list[int] = []

@@ -31,7 +31,7 @@ from lamina.errors import TagAlreadyExists, TagNotFound
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("grp", pa.int64(), False)])
 PROPS = {
     "manifest.inline-max-files": 3, "manifest.leaf-target-files": 4, "manifest.merge-min-leaves": 2,
-    "commit.base-max-age-ms": 0,  # expire versions the moment they are superseded (see expire.py)
+    "version.slot-chunk-size": 2, "expire.slot-retention-ms": 0,  # expired slots are freed at once
 }
 TAG_NAMES = ["t-a", "t-b", "t-c", "daily-1"]
 NOW = timedelta(0)
