@@ -278,7 +278,7 @@ def expire(
     console.print(
         f"{would}expire {len(rep.expired_versions)} versions ({span}) and {len(rep.expired_tags)} tags; {would}delete "
         f"{len(rep.deleted_files)} data files and {len(rep.deleted_manifests)} manifests, {_mb(rep.deleted_bytes)}; "
-        f"{rep.kept_for_tags} files kept for tags"
+        f"{rep.kept_for_tags} files kept for tags; {would}free {rep.freed_slots} version slots"
     )
     if rep.held_by_reader_grace:
         console.print("[yellow]some versions were kept because they were superseded less than the reader grace ago[/yellow]")
