@@ -67,7 +67,7 @@ from lamina.spec.layout import version_path
 from lamina.spec.tag import Tag
 from lamina.spec.version import VersionManifest
 from lamina.table.tags import TagStore
-from lamina.timeutil import epoch_ms, now_ms
+from lamina.timeutil import duration_ms, epoch_ms, now_ms
 
 DEFAULT_OLDER_THAN = timedelta(days=5)
 DEFAULT_READER_GRACE_MS = 3_600_000
@@ -300,9 +300,8 @@ def expire_versions(
         older_than = DEFAULT_OLDER_THAN
     cutoff = to_ms(older_than, "older_than") if older_than is not None else None
     grace_ms = (
-        int(reader_grace.total_seconds() * 1000) if isinstance(reader_grace, timedelta)
-        else int(reader_grace) if reader_grace is not None
-        else int(latest.properties.get("expire.reader-grace-ms", DEFAULT_READER_GRACE_MS))
+        duration_ms(reader_grace, "reader_grace") if reader_grace is not None
+        else duration_ms(latest.properties.get("expire.reader-grace-ms", DEFAULT_READER_GRACE_MS), "table property expire.reader-grace-ms")
     )
     # Slot-reuse guard: a writer refreshes a base older than commit.base-max-age-ms
     # before publishing, so a version whose successor is older than twice that can
