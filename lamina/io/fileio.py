@@ -153,8 +153,10 @@ def _check_local_root(root: str) -> None:
         )
 
 
-# put_new: attempts, and objects too large for one conditional PUT.
+# put_new: attempts, the first backoff (doubling, full jitter), and objects too large
+# for one conditional PUT.
 PUT_NEW_ATTEMPTS = 6
+PUT_NEW_BACKOFF_S = 0.01
 _MULTIPART_BYTES = 64 * 2**20
 
 
@@ -331,7 +333,7 @@ class FileIO:
         last: StorageError | None = None
         for attempt in range(PUT_NEW_ATTEMPTS):
             if attempt:
-                time.sleep(random.uniform(0, 0.01 * 2**attempt))  # full jitter, 20 ms .. 320 ms caps
+                time.sleep(random.uniform(0, PUT_NEW_BACKOFF_S * 2**attempt))  # caps 20 ms .. 320 ms
             try:
                 self._create_once(path, data)
                 return
