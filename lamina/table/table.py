@@ -31,6 +31,7 @@ from lamina.manifest.entries import data_entries, entries_from_user_files, manif
 from lamina.spec.features import DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, check_reader
 from lamina.spec.layout import FORMAT_VERSION, version_path
 from lamina.spec.partition import PartitionSpec, parse_partition_by
+from lamina.spec.properties import check_properties
 from lamina.spec.schema import Schema
 from lamina.spec.version import VersionManifest
 from lamina.maintenance import auto_tags, compaction, expire, orphans
@@ -652,6 +653,7 @@ def initial_version(
     lschema = Schema.from_arrow(schema)
     spec = parse_partition_by(partition_by if not isinstance(partition_by, str) else [partition_by], lschema)
     props = {str(k): str(v) for k, v in (properties or {}).items()}
+    check_properties(props)
     reader_features = list(DEFAULT_READER_FEATURES)
     writer_features = list(DEFAULT_WRITER_FEATURES)
     if not spec.is_unpartitioned:
