@@ -136,6 +136,8 @@ CASES = [
     ("scan-beyond-max", lambda w, m: w.table.scan(version=2**64), E.InvalidArgument, ["largest version number"]),
     ("scan-float-version", lambda w, m: w.table.scan(version=1.0), E.InvalidArgument, ["version number (int) or a tag name"]),
     ("scan-version-and-tag", lambda w, m: w.table.scan(version="keep", tag="keep"), E.InvalidArgument, ["one of version, timestamp or tag"]),
+    ("open-superscript", lambda w, m: lamina.open_table(w.uri, version="²"), E.InvalidArgument, ["ASCII digits"]),
+    ("open-version-and-tag", lambda w, m: lamina.open_table(w.uri, version=1, tag="keep"), E.InvalidArgument, ["one of version"]),
     ("rollback-superscript", lambda w, m: w.table.rollback("²"), E.InvalidArgument, ["ASCII digits"]),
     ("rollback-double-plus", lambda w, m: w.table.rollback("++1"), E.InvalidArgument, ["ASCII digits"]),
     ("tag-plus", lambda w, m: w.table.create_tag("+1a"), E.InvalidTagName, ["must start with a letter or digit, not '+'"]),
@@ -194,6 +196,16 @@ def test_bad_input_is_refused_clearly_and_changes_nothing(world, monkeypatch, ca
     assert "secret" not in message
     assert world.snapshot() == before, f"{case} changed files"
     assert world.content() == content and lamina.open_table(world.uri).version == 3
+
+
+def test_versions_and_tag_names_given_as_text_still_open_what_they_name(world):
+    """The stricter parsing keeps every form that worked: digits (signed, spaced) and tag names."""
+    for given in (2, "2", "+2", " 2 "):
+        assert world.table.scan(version=given).to_arrow().num_rows == 4
+        assert lamina.open_table(world.uri, version=given).version == 2
+    assert world.table.scan(version="keep").version == 1 == lamina.open_table(world.uri, version="keep").version
+    with pytest.raises(E.VersionNotFound, match="versions start at 0"):
+        world.table.scan(version="-1")
 
 
 def test_a_rejected_add_files_leaves_later_scans_working(world):

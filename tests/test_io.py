@@ -127,6 +127,39 @@ def test_put_new_does_not_retry_a_read_only_store(tmp_path, monkeypatch):
     assert len(calls) == 1
 
 
+# -- sizes of many objects: one listing per directory ------------------------------------
+
+
+def _sizes_case(io: FileIO, n: int) -> None:
+    names = [f"data/p=1/f{i:04d}.parquet" for i in range(n)]
+    for name in names:
+        io.put_new(name, b"x" * (1 + len(name) % 5))
+    io.put_new("data/p=1/sub/deeper.parquet", b"zz")
+    io.put_new("data/top.parquet", b"zzz")
+    asked = names + ["data/p=1/missing.parquet", "data/top.parquet", "data/p=1/sub/deeper.parquet", "data/p=1/sub", "data/x/y"]
+    want = [1 + len(name) % 5 for name in names] + [None, 3, 2, None, None]
+    assert io.sizes(pa.array(asked)).to_pylist() == want
+    assert sorted(io.list_dir("data").column("path").to_pylist()) == ["data/top.parquet"]  # not recursive
+
+
+def test_sizes_lists_each_directory_once(location):
+    _sizes_case(FileIO(location), 1100)  # past one 1,000-entry listing page
+
+
+# -- obstore's errors carry the OS error ----------------------------------------------------
+
+
+def test_store_errors_with_an_os_error_number_are_typed():
+    import obstore.exceptions as oe
+
+    rofs = fileio._translate(oe.GenericError("Unable to open file /t/x: Read-only file system (os error 30)"), "put x")
+    full = fileio._translate(oe.GenericError("Unable to write /t/x: No space left on device (os error 28)"), "put x")
+    other = fileio._translate(oe.GenericError("something else"), "put x")
+    assert isinstance(rofs, ReadOnlyStorage) and "remount it read-write" in str(rofs)
+    assert type(full) is StorageError and "free space and retry" in str(full)
+    assert type(other) is StorageError and "something else" in str(other)
+
+
 # -- whole commits under faults ---------------------------------------------------------
 
 
@@ -176,6 +209,11 @@ def s3():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.mark.xdist_group("s3")
+def test_s3_sizes_lists_each_directory_once(s3):
+    _sizes_case(FileIO(f"s3://lamina-io/{uuid.uuid4().hex[:12]}", s3.storage_options), 20)
 
 
 @pytest.mark.xdist_group("s3")

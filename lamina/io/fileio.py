@@ -480,13 +480,8 @@ class FileIO:
             lead = f"{prefix}/" if prefix else ""
             return pa.table({"path": [lead + n for n, _ in found], "size": [z for _, z in found]}, schema=schema)
         key = self._key(prefix) if prefix else (self._prefix or None)
-        result = self._call(f"list {prefix}", lambda: obstore.list_with_delimiter(self.store, key, return_arrow=True))
-        objects = pa.table(result["objects"])
-        if objects.num_rows == 0:
-            return schema.empty_table()
-        keys = objects.column("path").cast(pa.string())
-        rel = pc.utf8_slice_codeunits(keys, len(self._prefix) + 1) if self._prefix else keys
-        return pa.table({"path": rel, "size": objects.column("size").cast(pa.int64())}, schema=schema)
+        objects = self._call(f"list {prefix}", lambda: obstore.list_with_delimiter(self.store, key)["objects"])
+        return pa.table({"path": [self._strip(m["path"]) for m in objects], "size": [m["size"] for m in objects]}, schema=schema)
 
     def _strip(self, key: str) -> str:
         return key[len(self._prefix) + 1 :] if self._prefix else key

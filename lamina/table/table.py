@@ -681,19 +681,24 @@ def initial_version(
 def open_table(
     uri: str,
     *,
-    version: int | None = None,
+    version: int | str | None = None,
     timestamp: Any = None,
     storage_options: Mapping[str, Any] | None = None,
     allow_list: bool = True,
     table_uuid: str | None = None,
     tag: str | None = None,
 ) -> Table:
-    """Open the latest version of the table at ``uri`` (or ``version`` / ``timestamp``).
+    """Open the latest version of the table at ``uri`` (or ``version`` / ``timestamp`` / ``tag``;
+    a non-numeric ``version`` is a tag name, as for ``scan``).
 
     ``allow_list=False`` trusts the version hint and never lists (for readers
     without list permission); ``table_uuid`` refuses a location that holds
     another table.
     """
+    if sum(x is not None for x in (version, timestamp, tag)) > 1:
+        raise InvalidArgument("pass one of version, timestamp or tag, not several")
+    version, as_tag = split_version_or_tag(version)  # before any I/O: a bad one is refused as is
+    tag = as_tag if as_tag is not None else tag
     log = _new_log(uri, storage_options, None, allow_list)
     log.table_uuid = table_uuid
     if version is not None:
