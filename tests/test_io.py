@@ -24,6 +24,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _faultproxy import FaultProxy  # noqa: E402
+from test_s3 import BUCKET, s3  # noqa: E402,F401 (the session's S3 server, shared with test_s3)
 
 import lamina  # noqa: E402
 from lamina.commit import VersionLog, flush_hints  # noqa: E402
@@ -191,29 +192,9 @@ def test_appends_and_deletes_all_succeed_under_write_faults(location, retried_ra
 # -- S3 (moto) behind a proxy that resets connections and drops answers -----------------
 
 
-@pytest.fixture(scope="module")
-def s3():
-    from _s3server import start_s3
-
-    saved = {k: os.environ.get(k) for k in ("NO_PROXY", "no_proxy")}
-    for k in saved:
-        os.environ[k] = ",".join(p for p in (saved[k], "127.0.0.1", "localhost") if p)
-    server = start_s3()
-    try:
-        server.create_bucket("lamina-io")
-        yield server
-    finally:
-        server.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 @pytest.mark.xdist_group("s3")
 def test_s3_sizes_lists_each_directory_once(s3):
-    _sizes_case(FileIO(f"s3://lamina-io/{uuid.uuid4().hex[:12]}", s3.storage_options), 20)
+    _sizes_case(FileIO(f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}", s3.storage_options), 20)
 
 
 @pytest.mark.xdist_group("s3")
@@ -227,7 +208,7 @@ def test_s3_appends_all_succeed_through_resets_and_lost_answers(s3):
     proxy = FaultProxy((host, int(port)), seed=11, reset_rate=0.05, lost_rate=0.06)
     # Reads are retried by the store client; enough retries that one never runs out here.
     through_proxy = {**s3.storage_options, "endpoint": proxy.endpoint, "max_retries": 10}
-    uri = f"s3://lamina-io/{uuid.uuid4().hex[:12]}"
+    uri = f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"
     proxy.enabled = False
     table = lamina.create_table(uri, SCHEMA, storage_options=through_proxy)
     proxy.enabled = True
