@@ -173,6 +173,10 @@ CASES = [
     ("create-nul", lambda w, m: lamina.create_table(os.path.join(w.root, "n\x00"), SCHEMA), E.InvalidUri, ["NUL character"]),
     ("catalog-nul", lambda w, m: lamina.load_catalog("sqlite:///" + w.root + "/c\x00.db"), E.InvalidCatalogUri, ["NUL character", "remove it"]),
     ("catalog-dir-nul", lambda w, m: lamina.load_catalog(w.root + "/wh\x00"), E.InvalidCatalogUri, ["NUL character"]),
+    ("catalog-warehouse-file", lambda w, m: lamina.load_catalog(w.file), E.InvalidCatalogUri,
+     ["warehouse", "is a file, not a directory", "one directory per namespace"]),
+    ("catalog-warehouse-loop", lambda w, m: lamina.load_catalog(w.loop), E.InvalidCatalogUri, ["symbolic links form a loop"]),
+    ("catalog-warehouse-in-file", lambda w, m: lamina.load_catalog(os.path.join(w.file, "wh")), E.InvalidCatalogUri, ["inside a file"]),
     ("catalog-bad-port", lambda w, m: lamina.load_catalog("postgresql://u:secret@h:abc/db"), E.InvalidCatalogUri,
      ["a port is a number from 1 to 65535", "u:***@h:abc"]),
     # -- data

@@ -128,29 +128,38 @@ def _check_relative(path: str) -> str:
     return path
 
 
-def _check_local_root(root: str) -> None:
-    """Refuse a local table location that can never hold a table (a file, a symlink loop)."""
+def check_local_directory(
+    path: str, what: str = "table location",
+    expected: str = "a table location is the directory holding _lamina/ (for a file of a table, pass the table's directory)",
+    error: type[InvalidUri] = InvalidUri,
+) -> None:
+    """Refuse a local directory location that can never be one: a file, a path inside a
+    file, a symbolic link loop. A path that does not exist yet is fine (created later)."""
     try:
-        st = os.stat(root)
+        st = os.stat(path)
     except FileNotFoundError:
-        return  # created by the first write
+        return
     except NotADirectoryError:
-        raise InvalidUri(
-            f"table location {root!r} is inside a file (one of its parent directories is a file); "
-            "a table location is a directory: pass another path"
+        raise error(
+            f"{what} {path!r} is inside a file (one of its parent directories is a file); {expected}: pass another path"
         ) from None
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise InvalidUri(
-                f"table location {root!r} cannot be resolved: its symbolic links form a loop (ELOOP); "
+            raise error(
+                f"{what} {path!r} cannot be resolved: its symbolic links form a loop (ELOOP); "
                 "point the links at a directory or pass the real path"
             ) from None
-        raise _translate(e, f"open table location {root}") from e
+        raise _translate(e, f"open {what} {path}") from e
     if not stat.S_ISDIR(st.st_mode):
-        raise InvalidUri(
-            f"table location {root!r} is a file, not a directory: a table location is the directory "
-            "holding _lamina/ (for a file of a table, pass the table's directory)"
-        )
+        raise error(f"{what} {path!r} is a file, not a directory: {expected}")
+
+
+def make_local_directory(path: str, what: str) -> None:
+    """``os.makedirs(path, exist_ok=True)`` with the OS error translated (read-only, no space, ...)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise _translate(e, f"create {what} {path}") from e
 
 
 # put_new: attempts, the first backoff (doubling, full jitter), and objects too large
@@ -181,7 +190,7 @@ class FileIO:
             if scheme == "file" and parsed.netloc:
                 raise InvalidUri(f"{uri!r}: file URIs take an absolute path, file:///path")
             root = os.path.abspath(os.path.expanduser(root))
-            _check_local_root(root)
+            check_local_directory(root)
             self._local_root = root
             self.uri = root
             self._store: Any = None  # created lazily: LocalStore needs the root to exist
@@ -232,10 +241,7 @@ class FileIO:
     @property
     def store(self) -> Any:
         if self._store is None:
-            try:
-                os.makedirs(self._local_root, exist_ok=True)  # type: ignore[arg-type]
-            except OSError as e:
-                raise _translate(e, f"create table directory {self._local_root}") from e
+            make_local_directory(self._local_root, "table directory")  # type: ignore[arg-type]
             self._store = LocalStore(self._local_root, mkdir=True)
         return self._store
 
