@@ -266,11 +266,13 @@ def test_add_files_checks_a_long_list_with_one_listing_per_directory(world, monk
     ({"write.max-rows-per-file": "1e6"}, "write.max-rows-per-file='1e6'"),
     ({"commit.base-max-age-ms": "nan"}, "commit.base-max-age-ms='nan' (give a number >= 0)"),
     ({"manifest.leaf-target-files": "lots", "tag.auto-retain-max": -1}, "tag.auto-retain-max='-1'"),
+    ({"tag.auto-create": "weekly"}, "tag.auto-create='weekly' (give one of daily, hourly)"),
+    ({"write.delete.mode": "merge"}, "write.delete.mode='merge' (give one of merge-on-read, copy-on-write)"),
 ])
 def test_numeric_table_properties_are_checked_when_the_table_is_created(tmp_path, properties, words):
     """A property every later write or expiry would fail to parse is refused up front."""
     uri = str(tmp_path / "t")
-    with pytest.raises(E.InvalidArgument, match="not numbers in range") as raised:
+    with pytest.raises(E.InvalidArgument, match="values that cannot be used") as raised:
         lamina.create_table(uri, SCHEMA, properties=properties)
     assert words in str(raised.value) and "Nothing was created" in str(raised.value)
     assert not os.path.exists(uri)

@@ -1,5 +1,6 @@
-"""Table properties that hold numbers: checked when a table is created, so a typo is
-refused up front instead of failing every later write or maintenance call."""
+"""Table properties that hold numbers or one of a few words: checked when a table is
+created, so a typo is refused up front instead of failing (or being ignored with a
+warning) in every later write or maintenance call."""
 
 from __future__ import annotations
 
@@ -24,9 +25,21 @@ NUMERIC_PROPERTIES: dict[str, tuple[bool, float]] = {
 }
 
 
+def _choices() -> dict[str, tuple[str, ...]]:
+    # Imported here: the modules that own these words import the table layer, which imports this.
+    from lamina.maintenance.auto_tags import PERIOD_FORMATS
+    from lamina.table.rowlevel import MODES
+
+    return {"write.delete.mode": MODES, "tag.auto-create": tuple(PERIOD_FORMATS)}
+
+
 def check_properties(properties: Mapping[str, str]) -> None:
-    """InvalidArgument naming every numeric property whose value is not a number in range."""
+    """InvalidArgument naming every numeric property whose value is not a number in range,
+    and every property of a few words whose value is none of them."""
     bad = []
+    for name, words in _choices().items():
+        if name in properties and properties[name] not in words:
+            bad.append(f"{name}={properties[name]!r} (give one of {', '.join(words)})")
     for name, value in properties.items():
         rule = NUMERIC_PROPERTIES.get(name)
         if rule is None:
@@ -40,4 +53,4 @@ def check_properties(properties: Mapping[str, str]) -> None:
         if not ok:
             bad.append(f"{name}={value!r} (give {'an integer' if integer else 'a number'} >= {minimum:g})")
     if bad:
-        raise InvalidArgument(f"table properties that are not numbers in range: {'; '.join(bad)}. Nothing was created.")
+        raise InvalidArgument(f"table properties with values that cannot be used: {'; '.join(bad)}. Nothing was created.")
