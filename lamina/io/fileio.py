@@ -7,7 +7,6 @@ Store errors are mapped to Lamina's typed exceptions here and nowhere else.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import random
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
+import numpy as np
 import obstore
 import obstore.exceptions as oe
 import pyarrow as pa
@@ -89,9 +89,11 @@ def _translate(e: Exception, what: str) -> Exception:
     return StorageError(f"{what}: {type(e).__name__}: {e}")
 
 
-def _as_bytes(data: Any) -> bytes:
-    """obstore takes bytes, not Arrow buffers or memoryviews."""
-    return data if isinstance(data, bytes) else bytes(data)
+def _store_input(data: Any) -> Any:
+    """What obstore takes: bytes as they are, and any other buffer (an Arrow buffer of an
+    encoded Parquet file) as a zero-copy uint8 array (obstore refuses Arrow buffers and
+    memoryviews)."""
+    return data if isinstance(data, bytes) else np.frombuffer(data, dtype=np.uint8)
 
 
 def _is_true(v: Any) -> bool:
@@ -313,7 +315,7 @@ class FileIO:
 
     def put(self, path: str, data: Any) -> None:
         """Write ``path`` whatever is there (atomically: readers see the old or the new bytes)."""
-        data = _as_bytes(data)
+        data = _store_input(data)
         key = self._key(path)
         self._call(f"put {path}", lambda: obstore.put(self.store, key, data, use_multipart=len(data) > _MULTIPART_BYTES))
 
@@ -321,7 +323,7 @@ class FileIO:
         """Atomically create ``path``; raise AlreadyExists if anything is there (a commit point:
         the caller resolves an unknown outcome itself; see ``put_new`` for objects only one
         writer ever names)."""
-        data = _as_bytes(data)
+        data = _store_input(data)
         key = self._key(path)
         self._call(f"put-if-absent {path}", lambda: obstore.put(self.store, key, data, mode="create"))
 
@@ -335,7 +337,7 @@ class FileIO:
         AlreadyExists if it holds anything else. Permission, read-only and missing-location
         errors are not retried; other storage errors are, ``PUT_NEW_ATTEMPTS`` times in all.
         """
-        data = _as_bytes(data)
+        data = _store_input(data)
         last: StorageError | None = None
         for attempt in range(PUT_NEW_ATTEMPTS):
             if attempt:
@@ -369,45 +371,22 @@ class FileIO:
             "retry the operation once the store is healthy"
         ) from last
 
-    def _create_once(self, path: str, data: bytes) -> None:
-        """One attempt of ``put_new``: AlreadyExists if anything is at ``path``."""
-        local = self.local_path(path)
-        if local is not None:
-            # A plain exclusive create: nothing reads the object before this write is
-            # committed, so the object store's staged, atomic create is not needed.
-            self._create_local(local, path, data)
-            return
+    def _create_once(self, path: str, data: Any) -> None:
+        """One attempt of ``put_new``: AlreadyExists if anything is at ``path``. An atomic
+        create on every store (on local disk a staged file linked into place), so no
+        reader or retry ever meets a partly written object."""
         key = self._key(path)
-        if len(data) > _MULTIPART_BYTES:
+        if len(data) > _MULTIPART_BYTES and self._local_root is None:
             # The store API has no conditional multipart upload. The name is this write's
             # alone, so a plain put (a retry writes the same bytes) is as safe.
             self._call(f"put {path}", lambda: obstore.put(self.store, key, data, use_multipart=True))
         else:
             self._call(f"put {path}", lambda: obstore.put(self.store, key, data, mode="create"))
 
-    @staticmethod
-    def _create_local(local: str, path: str, data: bytes) -> None:
-        what = f"put {path}"
-        try:
-            try:
-                f = open(local, "xb")
-            except FileNotFoundError:
-                os.makedirs(os.path.dirname(local), exist_ok=True)
-                f = open(local, "xb")
-        except OSError as e:
-            raise _translate(e, what) from e
-        try:
-            with f:
-                f.write(data)
-        except OSError as e:
-            with contextlib.suppress(OSError):
-                os.unlink(local)  # a partial file must not later pass for this write's object
-            raise _translate(e, what) from e
-
-    def _holds(self, path: str, data: bytes) -> bool:
+    def _holds(self, path: str, data: Any) -> bool:
         """Whether the object at ``path`` is exactly ``data`` (its size first: no download
         of an object that cannot match)."""
-        return self.size(path) == len(data) and self.get(path) == data
+        return self.size(path) == len(data) and self.get(path) == bytes(data)
 
     def delete(self, path: str) -> None:
         if self._local_root is not None:
