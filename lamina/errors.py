@@ -30,6 +30,10 @@ class PermissionDenied(StorageError):
     """The store refused the credentials or the operation."""
 
 
+class ReadOnlyStorage(PermissionDenied):
+    """The file system or store holding the table is read-only (EROFS): nothing can be written or deleted."""
+
+
 class InvalidUri(LaminaError, ValueError):
     """A table location could not be understood."""
 

@@ -155,7 +155,7 @@ def test_failed_data_file_write_commits_nothing(tmp_path, monkeypatch):
     def broken(self, path, data):
         raise StorageError("disk full")
 
-    monkeypatch.setattr(FileIO, "put_data", broken)
+    monkeypatch.setattr(FileIO, "put_new", broken)
     with pytest.raises(StorageError, match="disk full"):
         t.append(rows(100))
     monkeypatch.undo()

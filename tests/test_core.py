@@ -374,9 +374,9 @@ def test_timestamps_monotonic_and_binary_search(uri, monkeypatch):
     loads = []
     real_load = t.log.load
 
-    def counting(v):
+    def counting(v, **kw):
         loads.append(v)
-        return real_load(v)
+        return real_load(v, **kw)
 
     t2 = lamina.open_table(uri)
     t2.log.load = counting

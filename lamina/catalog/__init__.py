@@ -36,6 +36,9 @@ def load_catalog(
     """
     if not isinstance(uri, str) or not uri.strip():
         raise InvalidCatalogUri(f"catalog URI must be a non-empty string, got {uri!r}")
+    for what, text in (("catalog URI", uri), ("warehouse", warehouse)):
+        if text is not None and "\x00" in text:
+            raise InvalidCatalogUri(f"{what} {redact(text)!r} contains a NUL character ('\\x00'); remove it")
     scheme = urllib.parse.urlsplit(uri).scheme.lower()
     if scheme == "sqlite":
         return open_sqlite(uri, warehouse, storage_options)

@@ -70,10 +70,9 @@ class SqlCoordinator(CommitCoordinator):
     def publish(self, vm: VersionManifest) -> None:
         data = vm.to_json()
         staged = pending_path(vm.version, vm.commit_id)
-        # A plain write: the name is ours alone (version + commit id), and a retry of the same
-        # attempt after an unknown outcome writes the same bytes again. (put_data: a direct
-        # file write on local disk, an ordinary PUT elsewhere.)
-        self.io.put_data(staged, data)
+        # The name is ours alone (version + commit id), and a retry of the same attempt
+        # after an unknown outcome writes the same bytes again, which put_new accepts.
+        self.io.put_new(staged, data)
         for _ in range(3):
             row = self.store._swap(self.table_id, vm.version - 1, vm, staged)
             if row is None:

@@ -31,6 +31,7 @@ from lamina.errors import (
     TableInUse,
 )
 from lamina.io import FileIO
+from lamina.io.fileio import check_local_directory, make_local_directory
 from lamina.spec.layout import VERSIONS_DIR, version_path
 from lamina.table.inflight import live_write_ids
 from lamina.table.table import create_table, open_table
@@ -48,7 +49,8 @@ class DirectoryCatalog(Catalog):
         path = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
         self.warehouse = os.path.abspath(os.path.expanduser(path))
         self.uri = self.warehouse
-        os.makedirs(self.warehouse, exist_ok=True)
+        check_local_directory(self.warehouse, "warehouse", "the warehouse is the directory holding one directory per namespace", InvalidCatalogUri)
+        make_local_directory(self.warehouse, "warehouse")
 
     def __repr__(self) -> str:
         return f"lamina.DirectoryCatalog({self.warehouse!r})"

@@ -82,12 +82,10 @@ def _now_ms() -> int:
 def redact(uri: str) -> str:
     """``uri`` with its password (if any) replaced by ``***``."""
     p = urllib.parse.urlsplit(uri)
-    if p.password is None:
+    userinfo, at, hostport = p.netloc.rpartition("@")  # raw text: a bad port must not hide the password
+    if not at or ":" not in userinfo:
         return uri
-    host = p.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{p.username or ''}:***@{host}" + (f":{p.port}" if p.port else "")
+    netloc = f"{userinfo.partition(':')[0]}:***@{hostport}"
     return urllib.parse.urlunsplit((p.scheme, netloc, p.path, p.query, p.fragment))
 
 
@@ -379,7 +377,7 @@ class SqlCatalog(Catalog):
         # Version 0 follows the commit protocol too: staged, row inserted (the commit point),
         # then published. A crash in between is completed by the next load.
         staged = pending_path(0, vm.commit_id)
-        io.put(staged, vm.to_json())
+        io.put_new(staged, vm.to_json())
         now = _now_ms()
         try:
             with self._db.tx() as q:
@@ -563,6 +561,10 @@ def open_sqlite(uri: str, warehouse: str | None, storage_options: Mapping[str, A
 def open_postgres(uri: str, warehouse: str | None, storage_options: Mapping[str, Any] | None,
                   password: str | None = None) -> SqlCatalog:
     p = urllib.parse.urlsplit(uri)
+    try:
+        p.port
+    except ValueError as e:  # 'abc', 99999
+        raise InvalidCatalogUri(f"{redact(uri)!r}: {e}; a port is a number from 1 to 65535, e.g. postgresql://user@host:5432/db") from None
     if not p.hostname and "host=" not in p.query:
         raise InvalidCatalogUri(f"{redact(uri)!r}: name the server, postgresql://user@host:port/database")
     query = urllib.parse.parse_qsl(p.query)

@@ -63,15 +63,8 @@ def _duration(text: str) -> timedelta:
     t = text.strip().lower()
     try:
         return timedelta(seconds=float(t[:-1]) * _UNITS[t[-1]])
-    except (KeyError, ValueError, IndexError):
+    except (KeyError, ValueError, IndexError, OverflowError):  # 'xh', 'nanh', 'infd', '1e30w'
         raise typer.BadParameter(f"{text!r} is not a duration like 30s, 15m, 12h, 5d or 2w") from None
-
-
-def _version_or_tag(value: Optional[str]):
-    """A version number, or a tag name (anything not numeric)."""
-    if value is None:
-        return None
-    return int(value) if value.strip().lstrip("+").isdigit() else value
 
 
 def _progress():
@@ -150,7 +143,7 @@ def files(
     """List the live data files of a version or tag (pruned by --where)."""
     t = _open(uri)
     try:
-        plan = t.scan(where=where, version=_version_or_tag(version)).plan()
+        plan = t.scan(where=where, version=version).plan()
     except LaminaError as e:
         _fail(e)
     rt = RichTable(title=f"{len(plan)} files, {plan.record_count} rows")
@@ -248,7 +241,7 @@ def rollback(
     if destructive and not yes:
         typer.confirm(f"delete every version of {t.uri} after {to} (tags stay)?", abort=True)
     try:
-        v = t.rollback(_version_or_tag(to), destructive=destructive)
+        v = t.rollback(to, destructive=destructive)
     except LaminaError as e:
         _fail(e)
     console.print(f"rolled back to {to}: committed version {v}")
@@ -344,7 +337,7 @@ def system(
     """Print a system table ($snapshots, $tags, $files, $manifests)."""
     t = _open(uri)
     try:
-        tbl = t.system_table(name, version=_version_or_tag(version))
+        tbl = t.system_table(name, version=version)
     except LaminaError as e:
         _fail(e)
     rt = RichTable(title=f"${name.lstrip('$')} ({tbl.num_rows} rows)")

@@ -6,8 +6,13 @@ store) and, driven by a seeded random generator, makes calls fail:
 - ``error``: the call raises StorageError and does nothing (a transient failure);
 - ``lost``: a write is carried out, then raises StorageError as if the response
   was lost (the caller cannot tell it happened: the case commit ids resolve);
+- ``retried``: a conditional create is carried out, then raises AlreadyExists, as when
+  the store client retried a request whose first try had landed (S3 answers 412);
 - ``slow``: the call is counted as slow (no sleeping: tests stay fast; the
   latency is what retries and timeouts would see, so it only feeds ``stats``).
+
+Faults are injected into each store call, so ``put_new`` meets them once per attempt
+(its ``_create_once``), as it would meet a real store's.
 
 Used by the property tests over commits, compaction and expiry.
 """
@@ -19,22 +24,24 @@ import threading
 from collections import Counter
 from typing import Any, Callable, TypeVar
 
-from lamina.errors import StorageError
+from lamina.errors import AlreadyExists, StorageError
 from lamina.io.fileio import FileIO
 
 T = TypeVar("T")
 
-_WRITES = {"put", "put_data", "put_if_absent", "delete", "delete_many"}
+_CREATES = {"put_if_absent", "_create_once"}  # conditional: a retried request finds its own object
+_WRITES = {"put", "delete", "delete_many"} | _CREATES
 _READS = {"get", "get_range", "exists", "size", "list", "list_names", "list_first_page"}
 
 
 class FaultInjectingIO(FileIO):
     def __init__(self, inner: FileIO, *, seed: int = 0, error_rate: float = 0.05, lost_rate: float = 0.05,
-                 slow_rate: float = 0.05, only: set[str] | None = None) -> None:
+                 slow_rate: float = 0.05, retried_rate: float = 0.0, only: set[str] | None = None) -> None:
         self.__dict__.update(inner.__dict__)  # same location, same store
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.error_rate, self.lost_rate, self.slow_rate = error_rate, lost_rate, slow_rate
+        self.retried_rate = retried_rate
         self.only = only
         self.enabled = True
         self.stats: Counter[str] = Counter()
@@ -48,7 +55,9 @@ class FaultInjectingIO(FileIO):
             return "error"
         if op in _WRITES and x < self.error_rate + self.lost_rate:
             return "lost"
-        if x < self.error_rate + self.lost_rate + self.slow_rate:
+        if op in _CREATES and x < self.error_rate + self.lost_rate + self.retried_rate:
+            return "retried"
+        if x < self.error_rate + self.lost_rate + self.retried_rate + self.slow_rate:
             return "slow"
         return None
 
@@ -61,6 +70,8 @@ class FaultInjectingIO(FileIO):
         result = call()
         if fault == "lost":
             raise StorageError(f"injected lost response: {op} {path} (it was carried out)")
+        if fault == "retried":
+            raise AlreadyExists(f"injected: {op} {path} landed, and the client's retry of it found the object")
         return result
 
 

@@ -7,18 +7,26 @@ Store errors are mapped to Lamina's typed exceptions here and nowhere else.
 
 from __future__ import annotations
 
+import errno
 import os
+import random
+import re
+import stat
 import threading
+import time
 import urllib.parse
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
+import numpy as np
 import obstore
 import obstore.exceptions as oe
+import pyarrow as pa
+import pyarrow.compute as pc
 from obstore.store import LocalStore, MemoryStore, S3Store
 
-from lamina.errors import AlreadyExists, InvalidUri, NotFound, PermissionDenied, StorageError
+from lamina.errors import AlreadyExists, InvalidUri, NotFound, PermissionDenied, ReadOnlyStorage, StorageError
 
 T = TypeVar("T")
 
@@ -44,35 +52,133 @@ class ObjectInfo:
     last_modified: datetime
 
 
+# What an OS error means for a table, and what to do about it (local disk; obstore's
+# errors carry the same numbers as "(os error N)").
+_OS_ERRORS: dict[int, tuple[type[StorageError], str]] = {
+    errno.EROFS: (ReadOnlyStorage, "the file system is read-only (EROFS); remount it read-write, "
+                  "or run this where the table is writable"),
+    errno.EACCES: (PermissionDenied, "permission denied (EACCES); check the permissions of the table directory"),
+    errno.EPERM: (PermissionDenied, "operation not permitted (EPERM); check the permissions of the table directory"),
+    errno.ENOSPC: (StorageError, "no space left on the device (ENOSPC); free space and retry"),
+    errno.EDQUOT: (StorageError, "disk quota exceeded (EDQUOT); free space or raise the quota and retry"),
+    errno.ELOOP: (StorageError, "its symbolic links form a loop (ELOOP); fix the links under the table directory"),
+    errno.ENAMETOOLONG: (StorageError, "the path is too long for the file system (ENAMETOOLONG); use a shorter location"),
+    errno.EIO: (StorageError, "the device reported an I/O error (EIO); check the disk, then retry"),
+}
+_OS_ERROR_IN_MESSAGE = re.compile(r"\(os error (\d+)\)")
+
+
+def _os_errno(e: Exception) -> int | None:
+    if isinstance(e, OSError) and e.errno is not None:
+        return e.errno
+    m = _OS_ERROR_IN_MESSAGE.search(str(e))
+    return int(m.group(1)) if m else None
+
+
 def _translate(e: Exception, what: str) -> Exception:
-    if isinstance(e, oe.AlreadyExistsError | oe.PreconditionError):
+    if isinstance(e, oe.AlreadyExistsError | oe.PreconditionError | FileExistsError):
         return AlreadyExists(f"{what}: object already exists")
     if isinstance(e, oe.NotFoundError | FileNotFoundError):
         return NotFound(f"{what}: not found")
+    known = _OS_ERRORS.get(_os_errno(e))  # type: ignore[arg-type]
+    if known is not None:
+        cls, hint = known
+        return cls(f"{what}: {hint}")
     if isinstance(e, oe.PermissionDeniedError | oe.UnauthenticatedError | PermissionError):
         return PermissionDenied(f"{what}: permission denied ({e}); check the store credentials")
     return StorageError(f"{what}: {type(e).__name__}: {e}")
 
 
-def _as_bytes(data: Any) -> bytes:
-    """obstore takes bytes, not Arrow buffers or memoryviews."""
-    return data if isinstance(data, bytes) else bytes(data)
+def _store_input(data: Any) -> Any:
+    """What obstore takes: bytes as they are, and any other buffer (an Arrow buffer of an
+    encoded Parquet file) as a zero-copy uint8 array (obstore refuses Arrow buffers and
+    memoryviews)."""
+    return data if isinstance(data, bytes) else np.frombuffer(data, dtype=np.uint8)
 
 
 def _is_true(v: Any) -> bool:
     return str(v).strip().lower() in ("1", "true", "yes", "on")
 
 
+# The one rule for a path inside a table (relative to its root), as (what is wrong, pattern).
+# The patterns are in the syntax both Python's re and Arrow's RE2 take, so add_files checks
+# a whole column with them (``pc.match_substring_regex``) and every FileIO call one path.
+PATH_RULES: tuple[tuple[str, str], ...] = (
+    ("is absolute (starts with '/')", r"^/"),
+    ("contains '\\' (the separator is '/')", r"\\"),
+    ("has a '.' or '..' segment", r"(^|/)\.\.?(/|$)"),
+    ("has an empty segment ('//' or a trailing '/')", r"//|/$"),
+    ("contains a control character (NUL, newline, ...)", r"[\x00-\x1f\x7f]"),
+)
+VALID_PATH_EXAMPLE = "'data/part-0001.parquet'"
+_INVALID_PATH = re.compile("|".join(f"(?:{pattern})" for _, pattern in PATH_RULES))
+
+
+def path_problem(path: str) -> str | None:
+    """What is wrong with ``path`` as a path inside a table, or None if nothing is."""
+    if not _INVALID_PATH.search(path):
+        return None
+    return next(why for why, pattern in PATH_RULES if re.search(pattern, path))
+
+
 def _check_relative(path: str) -> str:
-    if path.startswith("/") or "\\" in path or any(p in ("..", ".") for p in path.split("/")):
-        raise InvalidUri(f"path {path!r} must be relative to the table root without '.', '..' or '\\'")
+    if _INVALID_PATH.search(path):
+        raise InvalidUri(
+            f"path {path!r} {path_problem(path)}: a path inside a table is relative to its root, "
+            f"'/'-separated, without '.', '..' or empty segments, e.g. {VALID_PATH_EXAMPLE}"
+        )
     return path
+
+
+def check_local_directory(
+    path: str, what: str = "table location",
+    expected: str = "a table location is the directory holding _lamina/ (for a file of a table, pass the table's directory)",
+    error: type[InvalidUri] = InvalidUri,
+) -> None:
+    """Refuse a local directory location that can never be one: a file, a path inside a
+    file, a symbolic link loop. A path that does not exist yet is fine (created later)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        raise error(
+            f"{what} {path!r} is inside a file (one of its parent directories is a file); {expected}: pass another path"
+        ) from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise error(
+                f"{what} {path!r} cannot be resolved: its symbolic links form a loop (ELOOP); "
+                "point the links at a directory or pass the real path"
+            ) from None
+        raise _translate(e, f"open {what} {path}") from e
+    if not stat.S_ISDIR(st.st_mode):
+        raise error(f"{what} {path!r} is a file, not a directory: {expected}")
+
+
+def make_local_directory(path: str, what: str) -> None:
+    """``os.makedirs(path, exist_ok=True)`` with the OS error translated (read-only, no space, ...)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise _translate(e, f"create {what} {path}") from e
+
+
+# put_new: attempts, the first backoff (doubling, full jitter), and objects too large
+# for one conditional PUT.
+PUT_NEW_ATTEMPTS = 6
+PUT_NEW_BACKOFF_S = 0.01
+_MULTIPART_BYTES = 64 * 2**20
 
 
 class FileIO:
     """Storage rooted at one table location (``file://``, plain path, ``memory://``, ``s3://``)."""
 
     def __init__(self, uri: str, options: Mapping[str, Any] | None = None) -> None:
+        if not isinstance(uri, str) or not uri:
+            raise InvalidUri(f"a table location must be a non-empty string, not {uri!r}")
+        if "\x00" in uri:
+            raise InvalidUri(f"table location {uri!r} contains a NUL character ('\\x00'); remove it")
         options = dict(options or {})
         self.options = options  # as given: what opens this location again (e.g. in a Spark worker)
         self.uri = uri.rstrip("/") if uri not in ("/",) else uri
@@ -86,6 +192,7 @@ class FileIO:
             if scheme == "file" and parsed.netloc:
                 raise InvalidUri(f"{uri!r}: file URIs take an absolute path, file:///path")
             root = os.path.abspath(os.path.expanduser(root))
+            check_local_directory(root)
             self._local_root = root
             self.uri = root
             self._store: Any = None  # created lazily: LocalStore needs the root to exist
@@ -136,7 +243,7 @@ class FileIO:
     @property
     def store(self) -> Any:
         if self._store is None:
-            os.makedirs(self._local_root, exist_ok=True)  # type: ignore[arg-type]
+            make_local_directory(self._local_root, "table directory")  # type: ignore[arg-type]
             self._store = LocalStore(self._local_root, mkdir=True)
         return self._store
 
@@ -184,6 +291,7 @@ class FileIO:
 
     def get_range(self, path: str, offset: int, length: int) -> bytes:
         """``length`` bytes at ``offset`` (a deletion vector inside a DV file)."""
+        what = f"get {path}[{offset}:{offset + length}]"
         if self._local_root is not None:
             try:
                 with open(self.local_path(path), "rb") as f:  # type: ignore[arg-type]
@@ -191,11 +299,10 @@ class FileIO:
                     return f.read(length)
             except (FileNotFoundError, NotADirectoryError) as e:
                 raise NotFound(f"get {path}: not found") from e
+            except OSError as e:
+                raise _translate(e, what) from e
         key = self._key(path)
-        return self._call(
-            f"get {path}[{offset}:{offset + length}]",
-            lambda: bytes(obstore.get_range(self.store, key, start=offset, length=length)),
-        )
+        return self._call(what, lambda: bytes(obstore.get_range(self.store, key, start=offset, length=length)))
 
     def exists(self, path: str) -> bool:
         if self._local_root is not None:
@@ -207,34 +314,84 @@ class FileIO:
             return False
 
     def put(self, path: str, data: Any) -> None:
-        data = _as_bytes(data)
+        """Write ``path`` whatever is there (atomically: readers see the old or the new bytes)."""
+        data = _store_input(data)
         key = self._key(path)
-        self._call(f"put {path}", lambda: obstore.put(self.store, key, data, use_multipart=len(data) > 64 * 2**20))
-
-    def put_data(self, path: str, data: Any) -> None:
-        """Write a data file. On local disk a plain write into a fresh, uniquely named file
-        (no overwrite to guard against, so the object-store staging is not needed)."""
-        local = self.local_path(path)
-        if local is None:
-            self.put(path, data)
-            return
-        try:
-            with open(local, "wb") as f:
-                f.write(data)
-        except FileNotFoundError:
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            with open(local, "wb") as f:
-                f.write(data)
-        except OSError as e:
-            raise _translate(e, f"put {path}") from e
+        self._call(f"put {path}", lambda: obstore.put(self.store, key, data, use_multipart=len(data) > _MULTIPART_BYTES))
 
     def put_if_absent(self, path: str, data: Any) -> None:
-        """Atomically create ``path``; raise AlreadyExists if anything is there."""
-        data = _as_bytes(data)
+        """Atomically create ``path``; raise AlreadyExists if anything is there (a commit point:
+        the caller resolves an unknown outcome itself; see ``put_new`` for objects only one
+        writer ever names)."""
+        data = _store_input(data)
         key = self._key(path)
         self._call(f"put-if-absent {path}", lambda: obstore.put(self.store, key, data, mode="create"))
 
+    def put_new(self, path: str, data: Any) -> None:
+        """Create an object under a name only this write uses (a data file, a manifest, a
+        deletion-vector file, a staged version), retrying transient failures.
+
+        A put whose answer was lost may have landed, and so may the first try of a request
+        the store client retried on its own, whose retry then finds the object (S3: 412).
+        So an object already there is success if it holds exactly ``data``, and
+        AlreadyExists if it holds anything else. Permission, read-only and missing-location
+        errors are not retried; other storage errors are, ``PUT_NEW_ATTEMPTS`` times in all.
+        """
+        data = _store_input(data)
+        last: StorageError | None = None
+        for attempt in range(PUT_NEW_ATTEMPTS):
+            if attempt:
+                time.sleep(random.uniform(0, PUT_NEW_BACKOFF_S * 2**attempt))  # caps 20 ms .. 320 ms
+            try:
+                self._create_once(path, data)
+                return
+            except AlreadyExists:
+                try:
+                    if self._holds(path, data):
+                        return
+                except NotFound as e:  # it vanished between the two calls: create it again
+                    last = e
+                    continue
+                except PermissionDenied:
+                    raise
+                except StorageError as e:
+                    last = e
+                    continue
+                raise AlreadyExists(
+                    f"put {path}: another object with different content is already there, under a name "
+                    "that should be unique to this write; nothing refers to this write's object yet, so "
+                    "retry the operation (it writes under new names) and run `lamina fsck` on the table"
+                ) from None
+            except (NotFound, PermissionDenied):
+                raise
+            except StorageError as e:
+                last = e
+        raise StorageError(
+            f"put {path} failed {PUT_NEW_ATTEMPTS} times, the last with: {last}. Nothing refers to it yet: "
+            "retry the operation once the store is healthy"
+        ) from last
+
+    def _create_once(self, path: str, data: Any) -> None:
+        """One attempt of ``put_new``: AlreadyExists if anything is at ``path``. An atomic
+        create on every store (on local disk a staged file linked into place), so no
+        reader or retry ever meets a partly written object."""
+        key = self._key(path)
+        if len(data) > _MULTIPART_BYTES and self._local_root is None:
+            # The store API has no conditional multipart upload. The name is this write's
+            # alone, so a plain put (a retry writes the same bytes) is as safe.
+            self._call(f"put {path}", lambda: obstore.put(self.store, key, data, use_multipart=True))
+        else:
+            self._call(f"put {path}", lambda: obstore.put(self.store, key, data, mode="create"))
+
+    def _holds(self, path: str, data: Any) -> bool:
+        """Whether the object at ``path`` is exactly ``data`` (its size first: no download
+        of an object that cannot match)."""
+        return self.size(path) == len(data) and self.get(path) == bytes(data)
+
     def delete(self, path: str) -> None:
+        if self._local_root is not None:
+            self.delete_many([path])
+            return
         key = self._key(path)
         try:
             self._call(f"delete {path}", lambda: obstore.delete(self.store, key))
@@ -247,8 +404,10 @@ class FileIO:
             for p in paths:
                 try:
                     os.unlink(self.local_path(p))  # type: ignore[arg-type]
-                except FileNotFoundError:
-                    pass
+                except (FileNotFoundError, NotADirectoryError):
+                    pass  # gone already (or its directory never was one)
+                except OSError as e:
+                    raise _translate(e, f"delete {p}" + (f" (and {len(paths) - 1} more)" if len(paths) > 1 else "")) from e
             return
         keys = [self._key(p) for p in paths]
         for i in range(0, len(keys), 1000):
@@ -268,10 +427,46 @@ class FileIO:
         if local is not None:
             try:
                 return os.path.getsize(local)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 raise NotFound(f"{path}: not found") from None
+            except OSError as e:
+                raise _translate(e, f"size of {path}") from e
         key = self._key(path)
         return int(self._call(f"head {path}", lambda: obstore.head(self.store, key))["size"])
+
+    def sizes(self, paths: pa.Array) -> pa.Array:
+        """Size of each object in ``paths`` (int64), null where there is none, vectorized:
+        one listing of each distinct parent directory (not recursive), not a request per path."""
+        paths = paths.cast(pa.string())
+        parents = pc.replace_substring_regex(paths, r"/?[^/]*$", "")
+        names, sizes = [], []
+        for parent in pc.unique(parents).to_pylist():
+            listed = self.list_dir(parent)
+            names.append(listed.column("path"))
+            sizes.append(listed.column("size"))
+        if not names:
+            return pa.nulls(len(paths), pa.int64())
+        index = pc.index_in(paths, value_set=pa.chunked_array(names, pa.string()).combine_chunks())
+        return pc.take(pa.chunked_array(sizes, pa.int64()).combine_chunks(), index)
+
+    def list_dir(self, prefix: str) -> pa.Table:
+        """The objects directly under directory ``prefix`` ("" for the root), not recursive:
+        columns path (relative to the FileIO root) and size."""
+        schema = pa.schema([("path", pa.string()), ("size", pa.int64())])
+        if self._local_root is not None:
+            base = os.path.join(self._local_root, _check_relative(prefix)) if prefix else self._local_root
+            try:
+                with os.scandir(base) as it:
+                    found = [(e.name, e.stat().st_size) for e in it if e.is_file()]
+            except (FileNotFoundError, NotADirectoryError):
+                found = []
+            except OSError as e:
+                raise _translate(e, f"list {prefix}") from e
+            lead = f"{prefix}/" if prefix else ""
+            return pa.table({"path": [lead + n for n, _ in found], "size": [z for _, z in found]}, schema=schema)
+        key = self._key(prefix) if prefix else (self._prefix or None)
+        objects = self._call(f"list {prefix}", lambda: obstore.list_with_delimiter(self.store, key)["objects"])
+        return pa.table({"path": [self._strip(m["path"]) for m in objects], "size": [m["size"] for m in objects]}, schema=schema)
 
     def _strip(self, key: str) -> str:
         return key[len(self._prefix) + 1 :] if self._prefix else key
@@ -296,9 +491,11 @@ class FileIO:
         """Sorted file names directly under ``prefix``; on local disk a plain directory read."""
         if self._local_root is not None:
             try:
-                return sorted(os.listdir(os.path.join(self._local_root, prefix)))
-            except FileNotFoundError:
+                return sorted(os.listdir(os.path.join(self._local_root, _check_relative(prefix))))
+            except (FileNotFoundError, NotADirectoryError):
                 return []
+            except OSError as e:
+                raise _translate(e, f"list {prefix}") from e
         plen = len(prefix) + 1
         return [o.path[plen:] for o in self.list(prefix)]
 

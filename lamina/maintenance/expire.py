@@ -80,7 +80,7 @@ from lamina.spec.slot import (
 from lamina.spec.tag import Tag
 from lamina.spec.version import VersionManifest
 from lamina.table.tags import TagStore
-from lamina.timeutil import epoch_ms, now_ms
+from lamina.timeutil import duration_ms, epoch_ms, now_ms
 
 DEFAULT_OLDER_THAN = timedelta(days=5)
 DEFAULT_READER_GRACE_MS = 3_600_000
@@ -343,9 +343,8 @@ def expire_versions(
         older_than = DEFAULT_OLDER_THAN
     cutoff = to_ms(older_than, "older_than") if older_than is not None else None
     grace_ms = (
-        int(reader_grace.total_seconds() * 1000) if isinstance(reader_grace, timedelta)
-        else int(reader_grace) if reader_grace is not None
-        else int(latest.properties.get("expire.reader-grace-ms", DEFAULT_READER_GRACE_MS))
+        duration_ms(reader_grace, "reader_grace") if reader_grace is not None
+        else duration_ms(latest.properties.get("expire.reader-grace-ms", DEFAULT_READER_GRACE_MS), "table property expire.reader-grace-ms")
     )
     now = now_ms()
     floor = now - grace_ms

@@ -76,7 +76,7 @@ def write_manifest(io: FileIO, entries: pa.Table, kind: str) -> tuple[str, int]:
         data_page_version="2.0",
     )
     data = sink.getvalue()
-    io.put_if_absent(path, data)
+    io.put_new(path, data)
     _cache_put((io.uri, path), entries)
     return path, data.size
 

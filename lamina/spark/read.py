@@ -24,6 +24,7 @@ from lamina.expr import AlwaysTrue, Expr, bind, to_sql
 from lamina.spark._filters import to_spark_column
 from lamina.spark._target import TableRef
 from lamina.spark._types import spark_schema
+from lamina.spec.tag import split_version_or_tag
 from lamina.table.scan import Scan
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-spark-dv")
@@ -44,13 +45,10 @@ def resolve_scan(
 ) -> Scan:
     """A Scan of ``table`` at a version, a timestamp or a tag (a non-numeric ``version`` is a tag name)."""
     if isinstance(version, str):
-        text = version.strip()
-        if text.lstrip("-").isdigit():
-            version = int(text)
-        else:
-            if tag is not None:
-                raise InvalidArgument(f"pass either a tag or a version, not both (got tag {tag!r} and version {version!r})")
-            version, tag = None, text
+        number, name = split_version_or_tag(version)
+        if name is not None and tag is not None:
+            raise InvalidArgument(f"pass either a tag or a version, not both (got tag {tag!r} and version {version!r})")
+        version, tag = number, name.strip() if name is not None else tag
     if tag is not None:
         if version is not None or timestamp is not None:
             raise InvalidArgument("pass only one of version, timestamp and tag")

@@ -9,17 +9,20 @@ expiry for as long as the tag exists.
 from __future__ import annotations
 
 import json
+import numbers
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from lamina.errors import CorruptMetadata, InvalidTagName
-from lamina.spec.layout import TAGS_DIR
+from lamina.errors import CorruptMetadata, InvalidArgument, InvalidTagName
+from lamina.spec.layout import MAX_VERSION, TAGS_DIR
 from lamina.spec.version import VersionManifest
 
 MAX_TAG_NAME = 200
-# Letters, digits and a few separators; no '/', no '..', no control characters.
-_ALLOWED = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+=@-]*")
+
+
+_TAG_CHARS = "_.:+=@-"
+_VERSION_NUMBER = re.compile(r"[+-]?[0-9]+")
 
 
 def validate_tag_name(name: Any) -> str:
@@ -27,22 +30,51 @@ def validate_tag_name(name: Any) -> str:
     if not isinstance(name, str):
         raise InvalidTagName(f"a tag name must be a string, not {type(name).__name__}")
     what = f"tag name {name!r}"
+    rule = f"a tag name is letters, digits and {' '.join(_TAG_CHARS)}, starting with a letter or digit"
     if not name:
-        raise InvalidTagName("a tag name must not be empty")
+        raise InvalidTagName(f"a tag name must not be empty; {rule}")
     if len(name) > MAX_TAG_NAME:
         raise InvalidTagName(f"{what[:60]}... is {len(name)} characters; the limit is {MAX_TAG_NAME}")
-    if name.isdigit() or (name[0] in "+-" and name[1:].isdigit()):
-        raise InvalidTagName(f"{what} is a number, which would be read as a version; add a letter (e.g. 'v{name}')")
+    if _VERSION_NUMBER.fullmatch(name):
+        raise InvalidTagName(f"{what} is a number, which would be read as a version; add a letter (e.g. 'v{name.lstrip('+-')}')")
     if name.startswith("."):
-        raise InvalidTagName(f"{what} starts with '.'; hidden names are reserved")
+        raise InvalidTagName(f"{what} starts with '.'; hidden names are reserved ({rule})")
     if ".." in name:
-        raise InvalidTagName(f"{what} contains '..'")
-    if not _ALLOWED.fullmatch(name):
-        bad = sorted({c for c in name if not (c.isascii() and (c.isalnum() or c in "_.:+=@-"))})
-        raise InvalidTagName(
-            f"{what} contains {''.join(bad)!r}; use letters, digits and _ . : + = @ - (starting with a letter or digit)"
-        )
+        raise InvalidTagName(f"{what} contains '..'; {rule}")
+    bad = sorted({c for c in name if not (c.isascii() and (c.isalnum() or c in _TAG_CHARS))})
+    if bad:
+        shown = ", ".join(repr(c) for c in bad)
+        raise InvalidTagName(f"{what} contains {shown}, which a tag name may not; {rule}")
+    if not name[0].isalnum():
+        raise InvalidTagName(f"{what} must start with a letter or digit, not {name[0]!r}; {rule}")
     return name
+
+
+def split_version_or_tag(value: Any) -> tuple[int | None, str | None]:
+    """A version argument as users give it -> (version number, None) or (None, tag name).
+
+    An int, or a string of ASCII digits (with an optional sign), is a version number; any
+    other string is a tag name (tag names never look like numbers). A string that is made
+    of digits and signs but is not a number ('²', '++1') raises InvalidArgument.
+    """
+    if value is None:
+        return None, None
+    if isinstance(value, str):
+        text = value.strip()
+        if _VERSION_NUMBER.fullmatch(text):
+            value = int(text)
+        elif text and all(c in "+-" or c.isdigit() or c.isnumeric() for c in text):
+            raise InvalidArgument(
+                f"version {value!r} is not a version number: give ASCII digits (e.g. version=12 or '12'), "
+                "or a tag name (letters, digits and _ . : + = @ -, starting with a letter or digit)"
+            )
+        else:
+            return None, value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidArgument(f"version must be a version number (int) or a tag name (str), not {value!r}")
+    if value > MAX_VERSION:
+        raise InvalidArgument(f"version {value} is beyond the largest version number, {MAX_VERSION}")
+    return int(value), None
 
 
 def tag_path(name: str) -> str:

@@ -139,7 +139,7 @@ def write_dv_file(io: FileIO, write_id: str, bitmaps: list[BitMap]) -> list[DV]:
         return []
     data, where = dvfmt.encode(bitmaps)
     path = new_dv_path(write_id)
-    io.put_if_absent(path, data)
+    io.put_new(path, data)
     return [DV(path, off, ln, len(bm)) for (off, ln), bm in zip(where, bitmaps)]
 
 

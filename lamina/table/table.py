@@ -32,14 +32,22 @@ from lamina.manifest.entries import data_entries, entries_from_user_files, manif
 from lamina.spec.features import DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, check_reader, check_writer
 from lamina.spec.layout import FORMAT_VERSION, version_path
 from lamina.spec.partition import PartitionSpec, parse_partition_by
+from lamina.spec.properties import check_properties
 from lamina.spec.schema import Schema
 from lamina.spec.slot import check_slot_chunk_property
 from lamina.spec.version import VersionManifest
 from lamina.maintenance import auto_tags, compaction, expire, orphans
-from lamina.spec.tag import Tag
+from lamina.spec.tag import Tag, split_version_or_tag
 from lamina.table import rowlevel, system
 from lamina.table.inflight import new_write_id
-from lamina.table.operations import AppendFiles, Overwrite, Rollback, check_app_transactions
+from lamina.table.operations import (
+    AppendFiles,
+    Overwrite,
+    Rollback,
+    check_added_files,
+    check_app_transactions,
+    check_not_in_table,
+)
 from lamina.table.tags import TagStore
 from lamina.table.scan import Scan, ScanPlan
 from lamina.table.writer import PendingWrites, write_data_files, write_data_stream
@@ -59,13 +67,34 @@ def _to_arrow(data: Any) -> pa.Table:
         import pandas as pd
 
         if isinstance(data, pd.DataFrame):
-            return pa.Table.from_pandas(data, preserve_index=False)
+            try:
+                return pa.Table.from_pandas(data, preserve_index=False)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+                raise _pandas_mismatch(data, e) from None
     except ImportError:  # pragma: no cover
         pass
     if hasattr(data, "__arrow_c_stream__"):
         return pa.table(data)
     raise SchemaMismatch(
         f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch, RecordBatchReader or pandas DataFrame"
+    )
+
+
+def _pandas_mismatch(df: Any, error: Exception) -> SchemaMismatch:
+    """SchemaMismatch naming the DataFrame columns Arrow could not convert, and why (the
+    usual cause: an object column holding values of several Python types)."""
+    problems = []
+    for name in df.columns:
+        col = df[name]
+        try:
+            pa.array(col, from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            kinds = sorted({type(v).__name__ for v in col.dropna()})
+            problems.append(f"{name!r} holds {', '.join(kinds)} values" if len(kinds) > 1 else f"{name!r} ({', '.join(kinds)})")
+    where = "; ".join(problems) if problems else str(error)
+    return SchemaMismatch(
+        f"the DataFrame cannot be converted to Arrow: column {where}. A column must hold one type: "
+        "convert it first (e.g. df[col].astype(str) or pd.to_numeric(df[col])). Nothing was written."
     )
 
 
@@ -179,18 +208,14 @@ class Table:
         """The version a read asks for. A non-numeric ``version`` string is a tag name
         (seed 003), so `versionAsOf` takes either; a timestamp before every
         retained version falls back to the newest tag at or before it."""
-        if isinstance(version, str):
-            if version.strip().lstrip("+").isdigit():
-                version = int(version)
-            else:
-                version, tag = None, version if tag is None else tag
-        if sum(x is not None for x in (version, timestamp, tag)) > 1:
+        given = sum(x is not None for x in (version, timestamp, tag))
+        version, as_tag = split_version_or_tag(version)
+        if given > 1:
             raise InvalidArgument("pass one of version, timestamp or tag, not several")
+        tag = as_tag if as_tag is not None else tag
         if tag is not None:
             vm = self.tag_store.get(tag).version
         elif version is not None:
-            if isinstance(version, bool) or not isinstance(version, int):
-                raise InvalidArgument(f"version must be an int or a tag name, not {version!r}")
             vm = self._vm if version == self._vm.version else self.log.load(version)
         elif timestamp is not None:
             ms = _timestamp_ms(timestamp)
@@ -318,24 +343,37 @@ class Table:
         mode: str = "append",
         where: str | Expr | None = None,
         app_transaction: tuple[str, int] | None = None,
+        check_files: bool = True,
         commit_options: CommitOptions | None = None,
     ) -> int:
-        """Register existing data files (already under the table root) in one version.
+        """Register existing data files (already under the table's ``data/``) in one version.
 
         ``files`` columns: path (relative to the table root), size, record_count, and
         optional ``partition_path``, ``lower.<col>``, ``upper.<col>``, ``null_count.<col>``,
         ``partition.<field>``. ``mode="overwrite"`` replaces all rows (or those matching
         ``where``; the caller guarantees the new files' rows match it) in the same version.
         ``app_transaction`` as for ``append`` (append mode only).
+
+        Refused with nothing committed (InvalidArgument naming the files): a path outside
+        ``data/`` or not in canonical form, a path given twice, a file already in the table,
+        a missing size or record count, and with ``check_files`` (default) a file that does
+        not exist or whose size differs (one listing per directory of the files).
         """
+        if mode not in ("append", "overwrite"):
+            raise InvalidArgument(f"mode must be 'append' or 'overwrite', not {mode!r}")
+        apps = _app_transactions(app_transaction)
+        if apps:
+            if mode != "append":
+                raise InvalidArgument("app_transaction applies to appends only, not to overwrite")
+            check_app_transactions(self.log.latest(), apps)  # before reading any file for nothing
         vm = self._vm
         entries = entries_from_user_files(files, vm.schema, vm.partition_spec, self._mschema_of(vm))
-        for p in entries.column("path").to_pylist()[:1]:
-            if p.startswith("/") or ".." in p.split("/"):
-                raise InvalidArgument(f"add_files paths must be relative to the table root, got {p!r}")
+        check_added_files(entries, self.io, check_files)
+        if mode == "overwrite":  # (appends check every base they are applied to)
+            check_not_in_table(entries, self, self.log.latest())
         return self._commit_entries(
             entries, mode=mode, where=where, app_transaction=app_transaction,
-            operation="add-files", commit_options=commit_options,
+            operation="add-files", commit_options=commit_options, refuse_present=True,
         )
 
     def _commit_entries(
@@ -348,15 +386,17 @@ class Table:
         operation: str = "append",
         write_id: str | None = None,
         commit_options: CommitOptions | None = None,
+        refuse_present: bool = False,
     ) -> int:
         """Commit data files already written (manifest-format ``entries``) as one version.
 
         Overwrite rewrites files that only partly match ``where``; the rewritten
-        remainders carry ``write_id`` in their names.
+        remainders carry ``write_id`` in their names. ``refuse_present``: an append
+        refuses files already live in the version it lands on.
         """
         apps = _app_transactions(app_transaction)
         if mode == "append":
-            op: Any = AppendFiles(self, entries, operation=operation, app_transactions=apps)
+            op: Any = AppendFiles(self, entries, operation=operation, app_transactions=apps, refuse_present=refuse_present)
         elif mode == "overwrite":
             if apps:
                 raise InvalidArgument("app_transaction applies to appends only, not to overwrite")
@@ -508,9 +548,9 @@ class Table:
         """
         if version is None and tag is None and timestamp is None:
             raise InvalidArgument("rollback needs a version, a tag or a timestamp")
-        if isinstance(version, str) and not version.strip().lstrip("+").isdigit():
-            version, tag = None, version
         target = self._resolve(version, timestamp, tag)
+        if tag is None and isinstance(version, str) and split_version_or_tag(version)[1] is not None:
+            tag = version  # recorded in the summary, as rollback(tag=...) would
         # The files the rollback re-adds are the target's: a guard tag keeps them from an
         # expiry (or a deletion of the tag rolled back to) running until the commit lands.
         guard = self.tag_store.guard(target, "rollback")
@@ -644,6 +684,7 @@ def initial_version(
     check_slot_chunk_property({str(k): str(v) for k, v in (properties or {}).items()})
     spec = parse_partition_by(partition_by if not isinstance(partition_by, str) else [partition_by], lschema)
     props = {str(k): str(v) for k, v in (properties or {}).items()}
+    check_properties(props)
     reader_features = list(DEFAULT_READER_FEATURES)
     writer_features = list(DEFAULT_WRITER_FEATURES)
     if not spec.is_unpartitioned:
@@ -671,19 +712,24 @@ def initial_version(
 def open_table(
     uri: str,
     *,
-    version: int | None = None,
+    version: int | str | None = None,
     timestamp: Any = None,
     storage_options: Mapping[str, Any] | None = None,
     allow_list: bool = True,
     table_uuid: str | None = None,
     tag: str | None = None,
 ) -> Table:
-    """Open the latest version of the table at ``uri`` (or ``version`` / ``timestamp``).
+    """Open the latest version of the table at ``uri`` (or ``version`` / ``timestamp`` / ``tag``;
+    a non-numeric ``version`` is a tag name, as for ``scan``).
 
     ``allow_list=False`` trusts the version hint and never lists (for readers
     without list permission); ``table_uuid`` refuses a location that holds
     another table.
     """
+    if sum(x is not None for x in (version, timestamp, tag)) > 1:
+        raise InvalidArgument("pass one of version, timestamp or tag, not several")
+    version, as_tag = split_version_or_tag(version)  # before any I/O: a bad one is refused as is
+    tag = as_tag if as_tag is not None else tag
     log = _new_log(uri, storage_options, None, allow_list)
     log.table_uuid = table_uuid
     if version is not None:

@@ -90,9 +90,9 @@ def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures:
     pq.write_table(data, sink, compression=compression, use_dictionary=_dictionary_columns(data))
     buf = sink.getvalue()
     if futures is None:
-        io.put_data(path, buf)
+        io.put_new(path, buf)
     else:
-        futures.append(_io_pool.submit(io.put_data, path, buf))
+        futures.append(_io_pool.submit(io.put_new, path, buf))
     return buf.size
 
 
@@ -237,7 +237,7 @@ class _StreamedFile:
         self.writer.close()
         buf = self.sink.getvalue()
         path = new_data_path(None, write_id)
-        io.put_data(path, buf)
+        io.put_new(path, buf)
         entry = {"path": path, "size": buf.size, "record_count": self.rows, "partition_path": None}
         entry.update(_merged_stats(self.stats, self.schema))
         return entry

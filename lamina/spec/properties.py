@@ -1,0 +1,56 @@
+"""Table properties that hold numbers or one of a few words: checked when a table is
+created, so a typo is refused up front instead of failing (or being ignored with a
+warning) in every later write or maintenance call."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+from lamina.errors import InvalidArgument
+
+# name -> (integer only, smallest allowed value)
+NUMERIC_PROPERTIES: dict[str, tuple[bool, float]] = {
+    "write.max-rows-per-file": (True, 1),
+    "manifest.inline-max-files": (True, 0),
+    "manifest.leaf-target-files": (True, 1),
+    "manifest.merge-min-leaves": (True, 2),
+    "commit.retry.max-attempts": (True, 1),
+    "commit.retry.max-seconds": (False, 0),
+    "commit.retry.backoff-min-ms": (False, 0),
+    "commit.retry.backoff-max-ms": (False, 0),
+    "commit.base-max-age-ms": (False, 0),
+    "expire.reader-grace-ms": (True, 0),
+    "tag.auto-retain-max": (True, 0),
+}
+
+
+def _choices() -> dict[str, tuple[str, ...]]:
+    # Imported here: the modules that own these words import the table layer, which imports this.
+    from lamina.maintenance.auto_tags import PERIOD_FORMATS
+    from lamina.table.rowlevel import MODES
+
+    return {"write.delete.mode": MODES, "tag.auto-create": tuple(PERIOD_FORMATS)}
+
+
+def check_properties(properties: Mapping[str, str]) -> None:
+    """InvalidArgument naming every numeric property whose value is not a number in range,
+    and every property of a few words whose value is none of them."""
+    bad = []
+    for name, words in _choices().items():
+        if name in properties and properties[name] not in words:
+            bad.append(f"{name}={properties[name]!r} (give one of {', '.join(words)})")
+    for name, value in properties.items():
+        rule = NUMERIC_PROPERTIES.get(name)
+        if rule is None:
+            continue
+        integer, minimum = rule
+        try:  # parsed as the readers of the property parse it: int() or float()
+            number = int(str(value).strip()) if integer else float(value)
+            ok = math.isfinite(number) and number >= minimum
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            bad.append(f"{name}={value!r} (give {'an integer' if integer else 'a number'} >= {minimum:g})")
+    if bad:
+        raise InvalidArgument(f"table properties with values that cannot be used: {'; '.join(bad)}. Nothing was created.")
