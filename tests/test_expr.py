@@ -254,6 +254,8 @@ def manifest_for(files: list[pa.Table], schema: Schema, spec: PartitionSpec, dro
         for field in schema.arrow:
             fid = schema.field_id(field.name)
             mm = pc.min_max(f[field.name])
+            if pa.types.is_floating(field.type) and pc.any(pc.is_nan(f[field.name])).as_py():
+                mm = {"min": None, "max": None}  # as every writer: no bounds for a float column holding NaN
             for name, v, t in ((C.min_col(fid), mm["min"], field.type), (C.max_col(fid), mm["max"], field.type),
                                (C.nulls_col(fid), f[field.name].null_count, pa.int64())):
                 cols.setdefault(name, []).append(v.as_py() if isinstance(v, pa.Scalar) else v)
@@ -434,11 +436,19 @@ def _eval3(e, row):
     x = row[e.name]
     if x is None:
         return None
+    x = _spark_order(x)
     if isinstance(e, Compare):
-        v = e.value.as_py()
+        v = _spark_order(e.value.as_py())
         return {"=": x == v, "!=": x != v, "<": x < v, "<=": x <= v, ">": x > v, ">=": x >= v}[e.op]
-    vs = [s.as_py() for s in e.values]
+    vs = [_spark_order(s.as_py()) for s in e.values]
     return any(x == v for v in vs) if isinstance(e, In) else all(x != v for v in vs)
+
+
+def _spark_order(v):
+    """A key comparing as Spark compares values: NaN equal to NaN and above every number."""
+    if isinstance(v, float):
+        return (1, 0.0) if v != v else (0, v)
+    return v
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
