@@ -378,13 +378,25 @@ def test_bucket_of_negative_decimals_matches_iceberg():
     assert _java_to_byte_array(-128) == b"\x80" and _java_to_byte_array(128) == b"\x00\x80"
 
 
+_EXACT = decimal.Context(prec=100)  # Python's default 28 digits would round decimal(38) values
+
+
+def _digits(precision: int):
+    """Unscaled values of a decimal(precision): anywhere, and at powers of two (where Python's
+    bit_length and Java's bitLength part ways for negatives)."""
+    top = 10**precision - 1
+    powers = st.integers(0, top.bit_length() - 1).flatmap(lambda b: st.sampled_from([-(1 << b), (1 << b) - 1, 1 << b]))
+    return st.one_of(st.integers(-top, top), powers.filter(lambda v: -top <= v <= top))
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.integers(-(10**18) + 1, 10**18 - 1), st.integers(0, 6), st.integers(1, 1000))
-def test_bucket_decimal_hashes_minimal_twos_complement_bytes(unscaled, scale, n):
-    t = pa.decimal128(18, scale)
-    v = decimal.Decimal(unscaled).scaleb(-scale)
+@given(st.sampled_from([9, 18, 38]).flatmap(lambda p: st.tuples(st.just(p), _digits(p))), st.integers(0, 6), st.integers(1, 1000))
+def test_bucket_decimal_hashes_minimal_twos_complement_bytes(case, scale, n):
+    precision, unscaled = case
+    t = pa.decimal128(precision, scale)
+    v = decimal.Decimal(unscaled).scaleb(-scale, _EXACT)
     want = (mmh3.hash(_java_to_byte_array(unscaled)) & MAX) % n
-    assert _bucket([v], t, n) == [want]
+    assert _bucket([v, None], t, n) == [want, None]
 
 
 def test_truncate_below_a_types_range_is_its_lowest_truncation():
@@ -407,16 +419,17 @@ _TRUNCATABLE = [(pa.int8(), -(2**7), 2**7 - 1), (pa.int32(), -(2**31), 2**31 - 1
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(_TRUNCATABLE + [(pa.decimal128(5, 2), -99999, 99999)]), st.integers(1, 10**6), st.data())
+@given(st.sampled_from(_TRUNCATABLE + [(pa.decimal128(5, 2), -99999, 99999), (pa.decimal128(38, 2), -(10**38 - 1), 10**38 - 1)]),
+       st.integers(1, 10**6), st.data())
 def test_truncate_is_monotonic_and_within_the_type(case, w, data):
     """What pruning relies on (x <= y implies t(x) <= t(y)) and what the type can hold, at the
     edges of the range too; t(x) is x floored to a multiple of w wherever the type holds that."""
     t, lo, hi = case
     edge = st.sampled_from([lo, lo + 1, hi, hi - 1, 0, -1])
     xs = sorted(data.draw(st.lists(st.one_of(st.integers(lo, hi), edge), min_size=2, max_size=20)))
-    values = [decimal.Decimal(x).scaleb(-t.scale) for x in xs] if pa.types.is_decimal(t) else xs
+    values = [decimal.Decimal(x).scaleb(-t.scale, _EXACT) for x in xs] if pa.types.is_decimal(t) else xs
     out = apply_transform(f"truncate[{w}]", pa.array(values, t)).to_pylist()
-    units = [int(decimal.Decimal(v).scaleb(t.scale)) for v in out] if pa.types.is_decimal(t) else out
+    units = [int(v.scaleb(t.scale, _EXACT)) for v in out] if pa.types.is_decimal(t) else out
     assert units == sorted(units)
     for x, u in zip(xs, units):
         assert lo <= u <= hi and u % w == 0

@@ -196,8 +196,32 @@ def murmur3_long(v: np.ndarray) -> np.ndarray:
     return h.view(np.int32)
 
 
-def _decimal_unscaled(d: decimal.Decimal, scale: int) -> int:
-    return int(d.scaleb(scale))
+_EXACT = decimal.Context(prec=100)  # above any decimal's 76 digits: scaling by it is exact
+
+
+def _unscaled(a: pa.Array) -> tuple[np.ndarray | list[int], np.ndarray | None]:
+    """The unscaled integers of decimal array ``a``, read from its storage (Python's Decimal
+    rounds past 28 digits), and its null mask: int64s (vectorized) up to precision 18, where
+    the low word is the value, Python ints beyond."""
+    width = a.type.byte_width
+    raw = np.frombuffer(a.buffers()[1], dtype=np.uint8)[a.offset * width:(a.offset + len(a)) * width]
+    mask = a.is_null().to_numpy(zero_copy_only=False) if a.null_count else None
+    if a.type.precision <= 18:
+        return raw.view("<i8")[:: width // 8].copy(), mask
+    data = raw.tobytes()
+    return [int.from_bytes(data[i:i + width], "little", signed=True) for i in range(0, len(data), width)], mask
+
+
+def _from_unscaled(values: np.ndarray | list[int], mask: np.ndarray | None, t: pa.DataType) -> pa.Array:
+    """A decimal array of type ``t`` from unscaled integers (as ``_unscaled`` gives them)."""
+    if isinstance(values, np.ndarray):  # two's complement words: the value, then its sign
+        words = np.empty((len(values), t.byte_width // 8), dtype="<i8")
+        words[:, 0] = values
+        words[:, 1:] = (values >> 63)[:, None]
+        validity = None if mask is None else pa.array(~mask).buffers()[1]
+        return pa.Array.from_buffers(t, len(values), [validity, pa.py_buffer(words.tobytes())])
+    out = [None if mask is not None and mask[i] else decimal.Decimal(u).scaleb(-t.scale, _EXACT) for i, u in enumerate(values)]
+    return pa.array(out, type=t)
 
 
 def _min_be_bytes(n: int) -> bytes:
@@ -218,7 +242,8 @@ def _bucket(a: pa.Array, n: int) -> pa.Array:
     else:
         # Variable-length keys: hash per value with mmh3 (no vectorized murmur over ragged bytes).
         if pa.types.is_decimal(t):
-            keys = [None if d is None else _min_be_bytes(_decimal_unscaled(d, t.scale)) for d in a.to_pylist()]
+            unscaled, nulls = _unscaled(a)
+            keys = [None if nulls is not None and nulls[i] else _min_be_bytes(int(u)) for i, u in enumerate(unscaled)]
         elif pa.types.is_string(t) or pa.types.is_large_string(t):
             keys = [None if s is None else s.encode("utf-8") for s in a.to_pylist()]
         else:
@@ -261,17 +286,13 @@ def _truncate(a: pa.Array, w: int) -> pa.Array:
         return pc.utf8_slice_codeunits(a, 0, w)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return pc.binary_slice(a, 0, w)
-    # decimal: truncate the unscaled value (rare; per value); -9999999.99 by 50 would be
-    # -10000000.00, which decimal(9,2) cannot hold: the lowest truncation it holds instead.
+    # decimal: truncate the unscaled value; -9999999.99 by 50 would be -10000000.00, which
+    # decimal(9,2) cannot hold: the lowest truncation it holds instead, as for integers.
+    u, mask = _unscaled(a)
     lowest = lowest_truncation(t, w)
-    out = []
-    for d in a.to_pylist():
-        if d is None:
-            out.append(None)
-            continue
-        u = _decimal_unscaled(d, t.scale)
-        out.append(decimal.Decimal(max(u - (u % w), lowest)).scaleb(-t.scale))
-    return pa.array(out, type=t)
+    if isinstance(u, np.ndarray) and w < 2**62:
+        return _from_unscaled(np.where(u < lowest, lowest, u - np.mod(u, w)), mask, t)
+    return _from_unscaled([max(int(x) - int(x) % w, lowest) for x in u], mask, t)
 
 
 def apply_transform(transform: str, values: pa.Array | pa.ChunkedArray, source_type: pa.DataType | None = None) -> pa.Array:
