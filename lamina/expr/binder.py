@@ -65,6 +65,7 @@ _WIDE = decimal.Context(prec=400, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN) 
 _INF_INT = 1 << 200
 _NAN_FLOOR = (_INF_INT + 1, False)
 MAX_TERMS = 1000
+_FOLD_FROM = 8  # comparisons; a narrower predicate gains nothing from folding (and stays as written)
 
 
 class _Mismatch(Exception):
@@ -380,11 +381,13 @@ def _or(l: Expr, r: Expr) -> Expr:
 class _Binder(ExprVisitor[Expr]):
     def __init__(self, schema: Schema):
         self.schema = schema
+        self.leaves = 0  # comparisons seen (each resolves one column)
         self.lower = {}
         for n in schema.names:
             self.lower.setdefault(n.lower(), []).append(n)
 
     def field(self, name: str) -> pa.Field:
+        self.leaves += 1
         if name not in self.schema.names:
             # Unquoted SQL identifiers are case-insensitive: accept a unique case-insensitive match.
             cands = self.lower.get(name.lower(), [])
@@ -534,4 +537,6 @@ def bind(expr: Expr | str | None, schema: Schema) -> Expr:
     predicates too wide to evaluate (``MAX_TERMS``).
     Idempotent: binding a bound expression returns an equal one.
     """
-    return fold(visit(rewrite_not(to_expr(expr)), _Binder(schema)))
+    binder = _Binder(schema)
+    bound = visit(rewrite_not(to_expr(expr)), binder)
+    return fold(bound) if binder.leaves > _FOLD_FROM else bound

@@ -11,6 +11,7 @@ from collections import deque
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -132,7 +133,6 @@ class Scan:
         self.schema = vm.schema
         self.spec = vm.partition_spec
         self.predicate = bind(to_expr(where), self.schema)
-        self._pushdown = pushdown_filter(self.predicate)  # None: the row filter itself is safe to push
         if columns is not None:
             columns = list(columns)
             for c in columns:
@@ -177,6 +177,12 @@ class Scan:
 
     def _read_columns(self) -> list[str]:
         return self.columns if self.columns is not None else self.schema.names
+
+    @cached_property
+    def _pushdown(self) -> Any:
+        """The filter a Parquet scan may be given instead of the row filter; None: the row
+        filter itself (asked when reading, not when planning)."""
+        return pushdown_filter(self.predicate)
 
     def _with_predicate_columns(self, columns: list[str]) -> list[str]:
         return list(dict.fromkeys([*columns, *referenced_columns(self.predicate)]))
