@@ -219,6 +219,11 @@ def test_spark_partition_columns_equal_lamina_transforms(spark):
     # Instants around the epoch and day boundaries, where floor vs truncation differ.
     edge = pa.array([-86_400_000_001, -1, 0, 86_399_999_999, -3_600_000_000, None] * 2, pa.timestamp("us", "UTC"))
     data = data.set_column(5, "ts", pa.concat_arrays([data.column("ts").combine_chunks()[: -len(edge)], edge]))
+    # Integers whose truncation lies below their type's range (the lowest truncation instead).
+    for name, low in (("id", -(2**63)), ("qty", -(2**31))):
+        col = data.column(name).combine_chunks()
+        low_end = pa.array([low, low + 7], col.type)
+        data = data.set_column(data.column_names.index(name), name, pa.concat_arrays([low_end, col[2:]]))
     schema = Schema.from_arrow(data.schema)
     fields = [PartitionField(schema.field_id(c), 1000 + i, f"p{i}", tr) for i, (tr, c) in enumerate(TRANSFORMS)]
     with session_conf(spark, {"spark.sql.session.timeZone": "Pacific/Kiritimati"}):
