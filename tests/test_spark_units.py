@@ -28,12 +28,12 @@ SCHEMA = Schema.from_arrow(
 )
 ROWS = pa.table(
     {
-        "id": pa.array([1, 2, 3, None, 5], pa.int64()),
-        "x": pa.array([1.0, float("nan"), None, -2.5, 7.0]),
-        "s": pa.array(["a", "b", None, "B", "a"]),
-        "ts": pa.array([0, 86_400_000_000, None, -1, 5], pa.timestamp("us", "UTC")),
-        "n": pa.array([0, 86_400_000_000, None, -1, 5], pa.timestamp("us")),
-        "d": pa.array([0, 1, None, -1, 2], pa.int32()).cast(pa.date32()),
+        "id": pa.array([1, 2, 3, None, 5, 6, 7], pa.int64()),
+        "x": pa.array([1.0, float("nan"), None, -2.5, 7.0, -0.0, float("inf")]),
+        "s": pa.array(["a", "b", None, "B", "a", "c", "d"]),
+        "ts": pa.array([0, 86_400_000_000, None, -1, 5, 6, 7], pa.timestamp("us", "UTC")),
+        "n": pa.array([0, 86_400_000_000, None, -1, 5, 6, 7], pa.timestamp("us")),
+        "d": pa.array([0, 1, None, -1, 2, 3, 4], pa.int32()).cast(pa.date32()),
     }
 )
 
@@ -84,6 +84,12 @@ FILTERS = [
     sds.EqualTo(("x",), 1.0), sds.LessThan(("x",), 5.0), sds.GreaterThan(("x",), 0.0), sds.GreaterThanOrEqual(("x",), -3.0),
     sds.Not(sds.LessThan(("x",), 0.0)), sds.Not(sds.EqualTo(("x",), 1.0)), sds.EqualTo(("x",), float("nan")),
     sds.In(("x",), (7.0, -2.5)), sds.IsNull(("x",)), sds.IsNotNull(("x",)),
+    # NaN as Spark has it: equal to itself, above every number (+inf too); -0.0 equal to 0.0
+    sds.GreaterThan(("x",), 1e308), sds.LessThan(("x",), float("nan")), sds.LessThanOrEqual(("x",), float("nan")),
+    sds.GreaterThanOrEqual(("x",), float("nan")), sds.GreaterThan(("x",), float("nan")), sds.Not(sds.EqualTo(("x",), float("nan"))),
+    sds.In(("x",), (float("nan"), 0.0)), sds.Not(sds.In(("x",), (float("nan"), 1.0))), sds.Not(sds.In(("x",), (0.0, 1.0))),
+    sds.EqualTo(("x",), 0.0), sds.LessThan(("x",), 0.0), sds.EqualNullSafe(("x",), float("nan")),
+    sds.Not(sds.GreaterThanOrEqual(("x",), float("inf"))),
     sds.EqualTo(("S",), "a"), sds.LessThan(("s",), "b"), sds.StringStartsWith(("s",), "a"),
     sds.GreaterThanOrEqual(("ts",), dt.datetime(1970, 1, 1, tzinfo=UTC)), sds.LessThan(("ts",), dt.datetime(1970, 1, 2, tzinfo=UTC)),
     sds.LessThan(("n",), dt.datetime(1970, 1, 1, 0, 0, 0, 6)), sds.EqualTo(("d",), dt.date(1970, 1, 2)),
@@ -104,11 +110,15 @@ def test_pushed_filter_is_taken_only_when_exact(f):
     ), f
 
 
-def test_float_orderings_are_left_to_spark():
+def test_float_filters_are_taken_since_lamina_orders_nan_as_spark():
+    """Lamina's NaN semantics are Spark's, so float orderings and NaN literals are pushed
+    (test_pushed_filter_is_taken_only_when_exact checks their rows); what Lamina cannot
+    evaluate exactly still is not."""
     for f in (sds.GreaterThan(("x",), 0.0), sds.GreaterThanOrEqual(("x",), 0.0), sds.Not(sds.LessThan(("x",), 0.0)),
-              sds.EqualTo(("x",), float("nan")), sds.StringStartsWith(("s",), "a"), sds.Not(sds.In(("id",), (1, None)))):
+              sds.EqualTo(("x",), float("nan")), sds.In(("x",), (float("nan"),))):
+        assert from_spark_filter(f, SCHEMA) is not None, f
+    for f in (sds.StringStartsWith(("s",), "a"), sds.Not(sds.In(("id",), (1, None))), sds.Not(sds.EqualNullSafe(("x",), 1.0))):
         assert from_spark_filter(f, SCHEMA) is None, f
-    assert from_spark_filter(sds.LessThan(("x",), 0.0), SCHEMA) is not None
 
 
 @settings(max_examples=200, deadline=None)

@@ -8,7 +8,7 @@ Typical flow::
 """
 
 from lamina.expr.binder import bind, coerce_literal
-from lamina.expr.evaluator import may_match, to_arrow_filter
+from lamina.expr.evaluator import may_match, pushdown_filter, to_arrow_filter
 from lamina.expr.expressions import (
     AlwaysFalse,
     AlwaysTrue,
@@ -25,6 +25,7 @@ from lamina.expr.expressions import (
     Or,
     Ref,
     and_,
+    between,
     col,
     lit,
     negate,
@@ -52,6 +53,7 @@ __all__ = [
     "Or",
     "Ref",
     "and_",
+    "between",
     "bind",
     "coerce_literal",
     "col",
@@ -60,6 +62,7 @@ __all__ = [
     "negate",
     "or_",
     "parse_predicate",
+    "pushdown_filter",
     "referenced_columns",
     "rewrite_not",
     "to_arrow_filter",

@@ -8,7 +8,18 @@ A literal the column type cannot represent exactly (``int_col < 10.5``, a timest
 with a time part against a date column, an out-of-range integer) is rewritten to
 the equivalent predicate on representable values: ``int_col < 10.5`` becomes
 ``int_col <= 10``, ``int_col = 10.5`` becomes FALSE, ``int_col != 10.5`` becomes
-``int_col IS NOT NULL``. NaN compares like IEEE: never =, <, >; always !=.
+``int_col IS NOT NULL``; so does ``float32_col < 1e39`` (above every finite float32,
+below +inf): float columns compare by exact value, as if widened to double.
+
+NaN follows Spark (docs/format.md, "Predicates: NULL, NaN and signed zero"): NaN
+equals NaN and sorts above every other value, +inf included; -0.0 equals 0.0.
+Comparisons with a NaN literal become = / != NaN (``x < 'NaN'`` is ``x != 'NaN'``),
+so the evaluators only meet NaN in equalities and IN lists.
+
+Wide predicates are folded: an OR of equalities on one column becomes one IN (an
+AND of inequalities one NOT IN) and chains are balanced; a predicate that still has
+more than ``MAX_TERMS`` comparisons is refused (Arrow's filter gets quadratically
+slow on wide expressions and crashes beyond about ten thousand terms).
 """
 
 from __future__ import annotations
@@ -16,7 +27,9 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import math
+from collections import deque
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -35,6 +48,7 @@ from lamina.expr.expressions import (
     NotIn,
     NotNull,
     Or,
+    _balanced,
     rewrite_not,
     visit,
 )
@@ -47,6 +61,11 @@ _US_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": None}
 _MIN_DAY = (_dt.date.min - _EPOCH.date()).days
 _MAX_DAY = (_dt.date.max - _EPOCH.date()).days
 _WIDE = decimal.Context(prec=400, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)  # exact scaling
+# +-inf as integers beyond every type's range; NaN above even that (never equal to a value).
+_INF_INT = 1 << 200
+_NAN_FLOOR = (_INF_INT + 1, False)
+MAX_TERMS = 1000
+_FOLD_FROM = 8  # comparisons; a narrower predicate gains nothing from folding (and stays as written)
 
 
 class _Mismatch(Exception):
@@ -76,24 +95,25 @@ def _between(n: int, exact: bool, lo_lim: int, hi_lim: int, make) -> _Coerced:
     return _Coerced(None, lo, hi)
 
 
-def _rational_floor(v: Any) -> tuple[int, bool] | None:
-    """(floor(v), v is integral) for a finite number; None for NaN; +-inf as huge ints."""
+def _rational_floor(v: Any) -> tuple[int, bool]:
+    """(floor(v), v is integral) for a number; +-inf as huge ints, NaN (which sorts above
+    every number, equal to none) just above +inf and not integral."""
     if isinstance(v, bool):
         raise _Mismatch
     if isinstance(v, int):
         return v, True
     if isinstance(v, float):
         if math.isnan(v):
-            return None
+            return _NAN_FLOOR
         if math.isinf(v):
-            return (1 << 200) * (1 if v > 0 else -1), True
+            return _INF_INT * (1 if v > 0 else -1), True
         f = math.floor(v)
         return f, f == v
     if isinstance(v, decimal.Decimal):
         if v.is_nan():
-            return None
+            return _NAN_FLOOR
         if v.is_infinite():
-            return (1 << 200) * (1 if v > 0 else -1), True
+            return _INF_INT * (1 if v > 0 else -1), True
         f = int(v.to_integral_value(rounding=decimal.ROUND_FLOOR))
         return f, f == v
     raise _Mismatch
@@ -122,23 +142,15 @@ def _int_limits(t: pa.DataType) -> tuple[int, int]:
 
 def _coerce_int(v: Any, t: pa.DataType) -> _Coerced:
     fl = _rational_floor(_number(v))
-    if fl is None:
-        return _Coerced(None)
     lo, hi = _int_limits(t)
     return _between(fl[0], fl[1], lo, hi, lambda n: pa.scalar(n, type=t))
 
 
 def _coerce_decimal(v: Any, t: pa.DataType) -> _Coerced:
     v = _number(v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return _Coerced(None)
-        v = decimal.Decimal(repr(v)) if not math.isinf(v) else decimal.Decimal(v)
-    d = decimal.Decimal(v)
-    if d.is_nan():
-        return _Coerced(None)
+    d = decimal.Decimal(repr(v)) if isinstance(v, float) and math.isfinite(v) else decimal.Decimal(v)
     # Work on the unscaled integer: decimal(p, s) holds integers in (-10**p, 10**p) / 10**s.
-    fl = _rational_floor(d.scaleb(t.scale, _WIDE))
+    fl = _rational_floor(d.scaleb(t.scale, _WIDE) if d.is_finite() else d)
     lim = 10**t.precision - 1
     return _between(fl[0], fl[1], -lim, lim, lambda n: pa.scalar(decimal.Decimal(n).scaleb(-t.scale, _WIDE), type=t))
 
@@ -214,10 +226,27 @@ def _coerce_bool(v: Any, t: pa.DataType) -> _Coerced:
 
 
 def _coerce_float(v: Any, t: pa.DataType) -> _Coerced:
-    f = float(_number(v))
-    if math.isnan(f):
-        return _Coerced(None)  # NaN is never =, < or > anything
-    return _Coerced(pa.scalar(f, type=t))
+    v = _number(v)
+    if isinstance(v, float) and not math.isfinite(v) or isinstance(v, decimal.Decimal) and not v.is_finite():
+        return _Coerced(pa.scalar(float(v), type=t))  # NaN and +-inf are values of every float type
+    kind = np.dtype(t.to_pandas_dtype()).type
+    exact = Fraction(v)
+    with np.errstate(over="ignore"):
+        # The nearest value of the column's type (within one step of it, so a neighbour of v).
+        try:
+            near = kind(float(v))
+        except OverflowError:  # an integer beyond every double
+            near = kind(math.copysign(math.inf, v))
+        if math.isinf(near):  # beyond the type's finite range: between its largest value and inf
+            top = np.finfo(kind).max
+            lo, hi = (kind(top), near) if near > 0 else (near, kind(-top))
+        elif Fraction(float(near)) == exact:
+            return _Coerced(pa.scalar(near, type=t))
+        elif Fraction(float(near)) > exact:
+            lo, hi = np.nextafter(near, kind(-math.inf)), near
+        else:
+            lo, hi = near, np.nextafter(near, kind(math.inf))
+    return _Coerced(None, pa.scalar(lo, type=t), pa.scalar(hi, type=t))
 
 
 def _coerce_string(v: Any, t: pa.DataType) -> _Coerced:
@@ -280,8 +309,20 @@ def coerce_literal(value: Any, t: pa.DataType, column: str) -> _Coerced:
         ) from None
 
 
+def is_nan(v: Any) -> bool:
+    """Whether a (bound) literal is a float NaN."""
+    if isinstance(v, pa.Scalar):
+        return pa.types.is_floating(v.type) and v.is_valid and math.isnan(v.as_py())
+    return isinstance(v, float) and math.isnan(v)
+
+
 def _compare(op: str, name: str, c: _Coerced) -> Expr:
     if c.exact is not None:
+        if is_nan(c.exact):
+            # NaN sorts above every value and equals itself: orderings against it are
+            # (in)equalities (x < NaN: x != NaN; x <= NaN: any non-null x).
+            eq, ne = Compare("=", name, c.exact), Compare("!=", name, c.exact)
+            return {"=": eq, ">=": eq, "!=": ne, "<": ne, "<=": NotNull(name), ">": AlwaysFalse()}[op]
         return Compare(op, name, c.exact)
     # Value strictly between lo and hi: rewrite onto the nearest representable bounds.
     if op == "=":
@@ -293,22 +334,26 @@ def _compare(op: str, name: str, c: _Coerced) -> Expr:
     return Compare(">=", name, c.hi) if c.hi is not None else AlwaysFalse()
 
 
+def _add_value(out: dict[Any, pa.Scalar], v: pa.Scalar) -> None:
+    """Add bound literal ``v`` to a set of distinct values (keyed by value; NaN is one value)."""
+    key = v.as_py()
+    if isinstance(key, float):
+        out.setdefault(repr(key), v)
+        if key == 0.0:
+            # Arrow's is_in hashes bits, so 0.0 would miss -0.0 although they compare equal.
+            for z in (0.0, -0.0):
+                out.setdefault(repr(z), pa.scalar(z, type=v.type))
+    else:
+        out.setdefault((type(key), key), v)
+
+
 def _exact_set(name: str, t: pa.DataType, values: tuple) -> tuple[pa.Scalar, ...]:
     """Distinct representable values; others can never be equal and are dropped."""
     out: dict[Any, pa.Scalar] = {}
     for v in values:
         c = coerce_literal(v, t, name)
-        if c.exact is None:
-            continue
-        key = c.exact.as_py()
-        if isinstance(key, float):
-            out.setdefault(repr(key), c.exact)
-            if key == 0.0:
-                # Arrow's is_in hashes bits, so 0.0 would miss -0.0 although they compare equal.
-                for z in (0.0, -0.0):
-                    out.setdefault(repr(z), pa.scalar(z, type=t))
-        else:
-            out.setdefault((type(key), key), c.exact)
+        if c.exact is not None:
+            _add_value(out, c.exact)
     return tuple(out.values())
 
 
@@ -336,11 +381,13 @@ def _or(l: Expr, r: Expr) -> Expr:
 class _Binder(ExprVisitor[Expr]):
     def __init__(self, schema: Schema):
         self.schema = schema
+        self.leaves = 0  # comparisons seen (each resolves one column)
         self.lower = {}
         for n in schema.names:
             self.lower.setdefault(n.lower(), []).append(n)
 
     def field(self, name: str) -> pa.Field:
+        self.leaves += 1
         if name not in self.schema.names:
             # Unquoted SQL identifiers are case-insensitive: accept a unique case-insensitive match.
             cands = self.lower.get(name.lower(), [])
@@ -389,10 +436,107 @@ class _Binder(ExprVisitor[Expr]):
         return NotNull(self.field(e.name).name)
 
 
-def bind(expr: Expr | str | None, schema: Schema) -> Expr:
-    """Resolve ``expr`` against ``schema``: check columns, coerce literals, push down NOT.
+# --- folding wide predicates -----------------------------------------------------------------
 
-    Raises InvalidPredicate for unknown columns or literals that do not fit the column.
+
+@dataclass
+class _Chain:
+    """The operands of a run of one connective (And or Or) while folding."""
+
+    cls: type
+    items: deque
+
+
+class _Fold(ExprVisitor[Any]):
+    """Flatten And/Or runs (merging the smaller run into the larger: linear-logarithmic on
+    any tree shape), fold each run's equalities per column into one IN (And: inequalities
+    into one NOT IN), rebuild balanced, and count the comparisons left."""
+
+    def __init__(self) -> None:
+        self.leaves = 0
+
+    def _leaf(self, e):
+        self.leaves += 1
+        return e
+
+    visit_compare = visit_in = visit_not_in = visit_is_null = visit_not_null = _leaf
+
+    def visit_true(self):
+        return AlwaysTrue()
+
+    def visit_false(self):
+        return AlwaysFalse()
+
+    def visit_not(self, c):
+        raise AssertionError("folding works on negation normal form")
+
+    def _run(self, cls: type, l: Any, r: Any) -> _Chain:
+        left, right = (self._items(cls, x) for x in (l, r))
+        if len(left) >= len(right):
+            left.extend(right)
+            return _Chain(cls, left)
+        right.extendleft(reversed(left))
+        return _Chain(cls, right)
+
+    def _items(self, cls: type, x: Any) -> deque:
+        return x.items if isinstance(x, _Chain) and x.cls is cls else deque([self.close(x)])
+
+    def visit_and(self, l, r):
+        return self._run(And, l, r)
+
+    def visit_or(self, l, r):
+        return self._run(Or, l, r)
+
+    def close(self, x: Any) -> Expr:
+        """A run as a balanced tree of its folded operands (anything else as it is)."""
+        if not isinstance(x, _Chain):
+            return x
+        op, set_cls = ("=", In) if x.cls is Or else ("!=", NotIn)
+        items: list[Any] = []
+        values: dict[str, dict[Any, pa.Scalar]] = {}
+        for e in x.items:
+            if isinstance(e, Compare) and e.op == op:
+                found: tuple = (e.value,)
+            elif isinstance(e, set_cls):
+                found = e.values
+            else:
+                items.append(e)
+                continue
+            if e.name not in values:
+                values[e.name] = {}
+                items.append(e.name)  # where the folded leaf goes
+            else:
+                self.leaves -= 1
+            for v in found:
+                _add_value(values[e.name], v)
+        for i, e in enumerate(items):
+            if isinstance(e, str):
+                vs = tuple(values[e].values())
+                items[i] = Compare(op, e, vs[0]) if len(vs) == 1 else set_cls(e, vs)
+        return _balanced(x.cls, items)
+
+
+def fold(expr: Expr) -> Expr:
+    """``expr`` (bound) with wide And/Or runs folded and balanced (see the module doc);
+    InvalidPredicate if more than ``MAX_TERMS`` comparisons remain."""
+    folder = _Fold()
+    out = folder.close(visit(expr, folder))
+    if folder.leaves > MAX_TERMS:
+        raise InvalidPredicate(
+            f"predicate has {folder.leaves:,} comparisons after folding equalities on one column into IN lists; "
+            f"at most {MAX_TERMS:,} are supported. Write a long list of values as `column IN (...)`"
+        )
+    return out
+
+
+def bind(expr: Expr | str | None, schema: Schema) -> Expr:
+    """Resolve ``expr`` against ``schema``: check columns, coerce literals, push down NOT,
+    fold wide predicates.
+
+    Raises InvalidPredicate for unknown columns, literals that do not fit the column, or
+    predicates too wide to evaluate (``MAX_TERMS``).
     Idempotent: binding a bound expression returns an equal one.
     """
-    return visit(rewrite_not(to_expr(expr)), _Binder(schema))
+    binder = _Binder(schema)
+    bound = visit(rewrite_not(to_expr(expr)), binder)
+    return fold(bound) if binder.leaves > _FOLD_FROM else bound

@@ -1,8 +1,12 @@
 """Evaluating predicates: row filters for Arrow, and file pruning over manifests.
 
 ``to_arrow_filter`` gives a ``pyarrow.compute.Expression`` with SQL WHERE
-semantics (rows where the predicate is null are dropped). ``may_match`` decides,
-for every manifest row at once, whether the file (or leaf manifest) it describes
+semantics (rows where the predicate is null are dropped) and Spark's NaN
+semantics (NaN = NaN; NaN above every other value; docs/format.md).
+``pushdown_filter`` is what a Parquet scan may be given instead: Parquet's
+row-group statistics leave NaN out, and Arrow's scanner trusts them, so a
+comparison that NaN rows satisfy must not reach it. ``may_match`` decides, for
+every manifest row at once, whether the file (or leaf manifest) it describes
 can hold a matching row; it may say True wrongly, never False wrongly.
 """
 
@@ -14,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.expr.binder import bind
+from lamina.expr.binder import bind, is_nan
 from lamina.expr.expressions import Compare, Expr, ExprVisitor, In, IsNull, NotIn, NotNull, rewrite_not, visit
 from lamina.expr.parser import to_expr
 from lamina.spec import content as C
@@ -31,6 +35,39 @@ def _value_set(values: tuple) -> pa.Array:
     if values and all(isinstance(v, pa.Scalar) for v in values):
         return pa.array(values, type=values[0].type)
     return pa.array([v.as_py() if isinstance(v, pa.Scalar) else v for v in values])
+
+
+def _is_float(v: Any) -> bool:
+    """Whether a bound literal is of a float type (where NaN needs its own rules)."""
+    return isinstance(v, pa.Scalar) and pa.types.is_floating(v.type)
+
+
+def _on_float(e: Expr) -> bool:
+    """Whether bound leaf ``e`` compares a float column with literals."""
+    if isinstance(e, Compare):
+        return _is_float(e.value)
+    return isinstance(e, (In, NotIn)) and bool(e.values) and _is_float(e.values[0])
+
+
+def _without_nan(values: tuple) -> tuple[tuple, bool]:
+    """An IN list's values other than NaN, and whether NaN was among them."""
+    kept = tuple(v for v in values if not is_nan(v))
+    return kept, len(kept) < len(values)
+
+
+def nan_satisfies(e: Expr) -> bool:
+    """Whether a NaN value satisfies leaf ``e`` (bound, negation normal form) on a float column.
+
+    NaN is above every number and equal to NaN (the binder turns orderings against a NaN
+    literal into = / !=), so: ``> v``, ``>= v``, ``!= v``, ``= NaN``, ``IN (.., NaN)`` and
+    ``NOT IN (..)`` without NaN. False for non-float columns and for null tests.
+    """
+    if not _on_float(e):
+        return False
+    if isinstance(e, Compare):
+        return e.op == "=" if is_nan(e.value) else e.op in (">", ">=", "!=")
+    has_nan = _without_nan(e.values)[1]
+    return has_nan if isinstance(e, In) else not has_nan
 
 
 class _ArrowFilter(ExprVisitor[pc.Expression]):
@@ -51,17 +88,26 @@ class _ArrowFilter(ExprVisitor[pc.Expression]):
 
     def visit_compare(self, e: Compare):
         f, v = pc.field(e.name), e.value
-        return {"=": f == v, "!=": f != v, "<": f < v, "<=": f <= v, ">": f > v, ">=": f >= v}[e.op]
+        if is_nan(v):
+            # Arrow's = / != follow IEEE (NaN != NaN); the binder left only these two ops.
+            return pc.is_nan(f) if e.op == "=" else ~pc.is_nan(f)
+        out = {"=": f == v, "!=": f != v, "<": f < v, "<=": f <= v, ">": f > v, ">=": f >= v}[e.op]
+        if e.op in (">", ">=") and _is_float(v):
+            out = out | pc.is_nan(f)  # NaN is above every number (IEEE says neither)
+        return out
 
     def visit_in(self, e: In):
-        return pc.field(e.name).isin(_value_set(e.values)) if e.values else pc.scalar(False)
+        values, has_nan = _without_nan(e.values)
+        f = pc.field(e.name)
+        out = f.isin(_value_set(values)) if values else pc.scalar(False)
+        return out | pc.is_nan(f) if has_nan else out
 
     def visit_not_in(self, e: NotIn):
+        values, has_nan = _without_nan(e.values)
         f = pc.field(e.name)
         # is_in says false (not null) for a null input, so its inverse would keep nulls.
-        if not e.values:
-            return f.is_valid()
-        return f.is_valid() & ~f.isin(_value_set(e.values))
+        out = f.is_valid() & ~f.isin(_value_set(values)) if values else f.is_valid()
+        return out & ~pc.is_nan(f) if has_nan else out
 
     def visit_is_null(self, e: IsNull):
         return pc.field(e.name).is_null()
@@ -70,13 +116,59 @@ class _ArrowFilter(ExprVisitor[pc.Expression]):
         return pc.field(e.name).is_valid()
 
 
+class _PushdownFilter(_ArrowFilter):
+    """As _ArrowFilter, with every float comparison that NaN rows satisfy made TRUE.
+
+    Parquet writers leave NaN out of row-group min/max (the format says to), and Arrow's
+    scanner simplifies the filter as if every row lay within them: on a row group holding
+    0.0 and NaN it takes ``x != 0`` for false and skips the group, NaN row and all. A
+    comparison NaN never satisfies can only be simplified wrongly for NaN rows, to a
+    value it cannot be below (FALSE): in negation normal form the filter then keeps a
+    superset of the rows, and the exact filter is applied to what was read.
+    """
+
+    def __init__(self) -> None:
+        self.inexact = False
+
+    def _guard(self, e: Expr, exact: pc.Expression) -> pc.Expression:
+        if not _on_float(e):
+            return exact
+        # Any float comparison may be simplified wrongly for NaN rows (kept when they
+        # should not be): the exact filter must follow.
+        self.inexact = True
+        return pc.scalar(True) if nan_satisfies(e) else exact
+
+    def visit_compare(self, e: Compare):
+        return self._guard(e, super().visit_compare(e))
+
+    def visit_in(self, e: In):
+        return self._guard(e, super().visit_in(e))
+
+    def visit_not_in(self, e: NotIn):
+        return self._guard(e, super().visit_not_in(e))
+
+
 def to_arrow_filter(expr: Expr | str | None) -> pc.Expression:
     """Arrow dataset / ``Table.filter`` expression keeping exactly the rows where ``expr`` is TRUE.
 
-    Pass a bound expression (``bind``) for typed literals; an unbound one relies on
-    Arrow's implicit casts.
+    Pass a bound expression (``bind``) for typed literals and the NaN rules; an unbound
+    one relies on Arrow's implicit casts. Reading Parquet, give the scan ``pushdown_filter``.
     """
     return visit(rewrite_not(to_expr(expr)), _ArrowFilter())
+
+
+def pushdown_filter(expr: Expr | str | None) -> pc.Expression | None:
+    """The filter to give a Parquet scan (``Dataset.to_table(filter=...)``,
+    ``pq.read_table(filters=...)``) for bound ``expr``, or None when that is
+    ``to_arrow_filter(expr)`` itself.
+
+    When not None it keeps a superset of the matching rows, whatever the files'
+    row-group statistics say about float columns holding NaN: read the columns
+    ``expr`` references too and apply ``to_arrow_filter(expr)`` to the rows read.
+    """
+    v = _PushdownFilter()
+    out = visit(rewrite_not(to_expr(expr)), v)
+    return out if v.inexact else None
 
 
 # --- pruning --------------------------------------------------------------------------------
@@ -120,7 +212,9 @@ class _Pruner(ExprVisitor[pa.Array]):
     def _bounds(self, lo_name: str, hi_name: str, t: pa.DataType) -> tuple[pa.Array, pa.Array]:
         lo, hi = self._col(lo_name, t), self._col(hi_name, t)
         if pa.types.is_floating(t):
-            # NaN is unordered: a NaN bound says nothing.
+            # Writers keep no bounds for a float column holding NaN (format.md), so known
+            # bounds say the file has none; a NaN bound (a NaN partition value, or a
+            # foreign writer's) is taken as unknown, since Arrow's comparisons ignore NaN.
             lo = pc.if_else(pc.is_nan(lo), pa.scalar(None, t), lo)
             hi = pc.if_else(pc.is_nan(hi), pa.scalar(None, t), hi)
         return lo, hi
@@ -138,15 +232,14 @@ class _Pruner(ExprVisitor[pa.Array]):
         elif op == ">=":
             r = pc.greater_equal(hi, v)
         elif op == "!=":
-            if pa.types.is_floating(t):
-                return self.true  # NaN rows satisfy != but leave no trace in the bounds
             # Only a file whose every non-null value is v fails; null rows never satisfy !=.
+            # (A NaN v is equal to no bound: every file with known bounds may match.)
             r = pc.invert(pc.and_kleene(pc.equal(lo, v), pc.equal(hi, v)))
         elif op == "in":
-            r = self._any_in_range(v, lo, hi, t)
+            # Known bounds mean no NaN in the file: a NaN in the list matches nothing there.
+            values = _without_nan(v)[0]
+            r = self._any_in_range(values, lo, hi, t) if values else pc.or_(pc.is_null(lo), pc.is_null(hi))
         elif op == "not_in":
-            if pa.types.is_floating(t):
-                return self.true
             r = pc.invert(pc.and_kleene(pc.equal(lo, hi), pc.is_in(lo, value_set=_value_set(v))))
         else:
             raise AssertionError(op)

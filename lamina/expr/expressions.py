@@ -231,9 +231,20 @@ class Ref:
 
     not_null = is_not_null
 
-    def between(self, low: Any, high: Any) -> And:
-        """Inclusive on both ends, as SQL BETWEEN."""
-        return And(Compare(">=", self.name, low), Compare("<=", self.name, high))
+    def between(self, low: Any, high: Any, symmetric: bool = False) -> Expr:
+        """Inclusive on both ends, as SQL BETWEEN; ``symmetric``: either bound may be the lower one."""
+        return between(self.name, low, high, symmetric)
+
+
+def between(name: str, low: Any, high: Any, symmetric: bool = False) -> Expr:
+    """``name BETWEEN [SYMMETRIC] low AND high``.
+
+    SYMMETRIC is ``BETWEEN low AND high OR BETWEEN high AND low``, written out rather than
+    by ordering the bounds here: which bound is lower is only known once they are bound to
+    the column's type (a string can be a date), and the disjunction means the same anyway.
+    """
+    asc = And(Compare(">=", name, low), Compare("<=", name, high))
+    return Or(asc, And(Compare(">=", name, high), Compare("<=", name, low))) if symmetric else asc
 
 
 def col(name: str) -> Ref:

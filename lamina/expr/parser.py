@@ -32,11 +32,13 @@ from lamina.expr.expressions import (
     Or,
     Ref,
     _as_expr,
+    _balanced,
+    between,
 )
 
 SUPPORTED = (
     "supported: column <op> literal with = != <> < <= > >= (either side), col [NOT] IN (literals), "
-    "col IS [NOT] NULL, col [NOT] BETWEEN a AND b, AND, OR, NOT, parentheses; literals: numbers, "
+    "col IS [NOT] NULL, col [NOT] BETWEEN [SYMMETRIC] a AND b, AND, OR, NOT, parentheses; literals: numbers, "
     "'strings', TRUE/FALSE, DATE '...', TIMESTAMP '...', TIME '...'; "
     'quote odd column names as "my col" or `my col`'
 )
@@ -171,13 +173,6 @@ def _flatten(node: exp.Expression, cls: type) -> list[exp.Expression]:
     return out
 
 
-def _balanced(cls: type, parts: list[Expr]) -> Expr:
-    if len(parts) == 1:
-        return parts[0]
-    mid = len(parts) // 2
-    return cls(_balanced(cls, parts[:mid]), _balanced(cls, parts[mid:]))
-
-
 def _convert(node: exp.Expression) -> Expr:
     if isinstance(node, exp.Paren):
         return _convert(node.this)
@@ -209,8 +204,7 @@ def _convert(node: exp.Expression) -> Expr:
         name = _column(node.this)
         if name is None:
             _fail(node, "BETWEEN needs a column on its left")
-        low, high = _literal(node.args["low"]), _literal(node.args["high"])
-        return And(Compare(">=", name, low), Compare("<=", name, high))
+        return between(name, _literal(node.args["low"]), _literal(node.args["high"]), bool(node.args.get("symmetric")))
     if isinstance(node, exp.Boolean):
         return AlwaysTrue() if node.this else AlwaysFalse()
     name = _column(node)

@@ -115,6 +115,8 @@ def _null_if_any_null(col: pa.ChunkedArray, agg: str) -> object:
         return None
     if len(col) == 0:
         return None
+    if pa.types.is_floating(col.type) and pc.any(pc.is_nan(col)).as_py():
+        return None  # Arrow's min/max skip NaN (a NaN partition value): the bound would leave it out
     return getattr(pc, agg)(col).as_py()
 
 

@@ -1,12 +1,18 @@
 """Predicates between Lamina and Spark, with identical results on both sides.
 
+Lamina's predicates follow Spark's NaN semantics (NaN = NaN, NaN above every other
+value, -0.0 = 0.0; docs/format.md), so a comparison means the same on both sides.
+
 - ``to_spark_column``: a bound Lamina predicate as a Spark Column that selects
   exactly the rows Lamina's Arrow filter selects (literals are built from their
-  exact value, never parsed in the session time zone; NaN is kept out of > and >=,
-  where Spark orders it above every number and Arrow never matches it).
+  exact value, never parsed in the session time zone). A float comparison that NaN
+  rows satisfy is kept from Spark's Parquet row-group filtering: Parquet statistics
+  leave NaN out, so parquet-java would skip a row group whose only match is a NaN.
 - ``from_spark_filter``: a filter Spark pushes to the Python data source as a
   Lamina predicate, or None when Lamina cannot evaluate it with Spark's exact
-  semantics (Spark then evaluates it itself).
+  semantics (Spark then evaluates it itself). The data source does not take pushed
+  filters on Spark 4.3, which reuses one planned read for every query of a DataFrame
+  (docs/spark.md); the translation stays, tested, for a Spark that plans per scan.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from lamina.expr import (
     bind,
     visit,
 )
+from lamina.expr.binder import is_nan
+from lamina.expr.evaluator import nan_satisfies
 from lamina.spec.schema import Schema
 from lamina.spark._types import spark_type
 
@@ -73,8 +81,11 @@ class _ToSpark(ExprVisitor[Column]):
     def _col(self, name: str) -> Column:
         return F.col(f"`{name.replace('`', '``')}`")
 
-    def _is_float(self, name: str) -> bool:
-        return pa.types.is_floating(self.schema.field(name).type)
+    def _nan_kept(self, e: Expr, out: Column) -> Column:
+        """``out`` (Spark's own comparison, which already treats NaN as Lamina does), OR-ed
+        with isnan when NaN rows satisfy it: an OR with isnan is not pushed into the
+        Parquet scan, whose row-group statistics know nothing of NaN."""
+        return out | F.isnan(self._col(e.name)) if nan_satisfies(e) else out
 
     def visit_true(self):
         return F.lit(True)
@@ -93,17 +104,21 @@ class _ToSpark(ExprVisitor[Column]):
 
     def visit_compare(self, e: Compare):
         c, v = self._col(e.name), spark_literal(e.value, e.name)
-        out = {"=": c == v, "!=": c != v, "<": c < v, "<=": c <= v, ">": c > v, ">=": c >= v}[e.op]
-        if e.op in (">", ">=") and self._is_float(e.name):
-            out = out & ~F.isnan(c)
-        return out
+        return self._nan_kept(e, {"=": c == v, "!=": c != v, "<": c < v, "<=": c <= v, ">": c > v, ">=": c >= v}[e.op])
+
+    def _isin(self, e: In | NotIn) -> Column:
+        # NaN explicitly, not as a list member: an IN of many values becomes a hash set,
+        # whose NaN handling is not Spark's documented equality.
+        values = [v for v in e.values if not is_nan(v)]
+        c = self._col(e.name)
+        out = c.isin([spark_literal(v, e.name) for v in values]) if values else F.lit(False)
+        return out | F.isnan(c) if len(values) < len(e.values) else out
 
     def visit_in(self, e: In):
-        return self._col(e.name).isin([spark_literal(v, e.name) for v in e.values])
+        return self._nan_kept(e, self._isin(e))
 
     def visit_not_in(self, e: NotIn):
-        c = self._col(e.name)
-        return c.isNotNull() & ~c.isin([spark_literal(v, e.name) for v in e.values])
+        return self._nan_kept(e, self._col(e.name).isNotNull() & ~self._isin(e))
 
     def visit_is_null(self, e: IsNull):
         return self._col(e.name).isNull()
@@ -128,9 +143,6 @@ _COMPARE = {
     sds.LessThan: "<",
     sds.LessThanOrEqual: "<=",
 }
-# Spark orders NaN above every number and NaN = NaN; Arrow never matches NaN with < > =.
-# On float columns only the comparisons where both agree for NaN rows are taken.
-_FLOAT_SAFE = {"=", "<", "<="}
 
 
 def _column(f: Any, schema: Schema) -> str | None:
@@ -144,45 +156,31 @@ def _column(f: Any, schema: Schema) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def _has_nan(v: Any) -> bool:
-    return isinstance(v, float) and v != v
-
-
 def _convert(f: Any, schema: Schema) -> Expr | None:
     if isinstance(f, sds.Not):
         inner = f.child
-        # NOT keeps the three-valued result only for = (a != v) and IS NULL; NOT of an
-        # ordering on a float column would let NaN rows in (Spark) or out (Arrow).
+        # NOT keeps the three-valued result of comparisons, IN and IS [NOT] NULL (not of
+        # <=>, which is never null).
         if isinstance(inner, sds.In) and any(v is None for v in inner.value):
             return None  # NOT (x IN (.., NULL)) is never TRUE in SQL
-        if isinstance(inner, (sds.EqualTo, sds.In, sds.IsNull, sds.IsNotNull)):
-            child = _convert(inner, schema)
-            return None if child is None else Not(child)
-        if isinstance(inner, tuple(_COMPARE)):
-            name = _column(inner, schema)
-            if name is None or pa.types.is_floating(schema.field(name).type):
-                return None
+        if isinstance(inner, (*_COMPARE, sds.In, sds.IsNull, sds.IsNotNull)):
             child = _convert(inner, schema)
             return None if child is None else Not(child)
         return None
     name = _column(f, schema)
     if name is None:
         return None
-    is_float = pa.types.is_floating(schema.field(name).type)
     if type(f) in _COMPARE:
-        op = _COMPARE[type(f)]
-        if f.value is None or isinstance(f.value, (list, dict)) or _has_nan(f.value):
+        if f.value is None or isinstance(f.value, (list, dict)):
             return None
-        if is_float and op not in _FLOAT_SAFE:
-            return None
-        return Compare(op, name, f.value)
+        return Compare(_COMPARE[type(f)], name, f.value)
     if isinstance(f, sds.EqualNullSafe):
-        if isinstance(f.value, (list, dict)) or _has_nan(f.value):
+        if isinstance(f.value, (list, dict)):
             return None
         return IsNull(name) if f.value is None else Compare("=", name, f.value)
     if isinstance(f, sds.In):
         values = [v for v in f.value if v is not None]  # x IN (.., NULL) is never TRUE through the NULL
-        if any(isinstance(v, (list, dict)) or _has_nan(v) for v in values):
+        if any(isinstance(v, (list, dict)) for v in values):
             return None
         return In(name, tuple(values)) if values else AlwaysFalse()
     if isinstance(f, sds.IsNull):

@@ -44,7 +44,7 @@ from lamina.errors import (
     SchemaMismatch,
     TransactionAlreadyCommitted,
 )
-from lamina.expr import AlwaysTrue, Expr, bind, to_arrow_filter, to_expr
+from lamina.expr import AlwaysTrue, Expr, bind, pushdown_filter, to_arrow_filter, to_expr
 from lamina.io import FileIO
 from lamina.io.fileio import S3_OPTION_ENV
 from lamina.manifest.entries import data_entries, manifest_schema
@@ -196,7 +196,10 @@ class LaminaReader(DataSourceReader):
         with_dv = [(p, dv) for p, dv in partition.files if dv is not None]
         if plain and io.is_local:
             dataset = ds.dataset([io.local_path(p) for p in plain], schema=schema, format="parquet")
-            batches: Iterator[pa.RecordBatch] = dataset.to_batches(filter=filt)
+            pushdown = pushdown_filter(self.predicate)  # row-group statistics ignore NaN: see there
+            batches: Iterator[pa.RecordBatch] = dataset.to_batches(filter=filt if pushdown is None else pushdown)
+            if pushdown is not None:
+                batches = (b.filter(filt) for b in batches)
         else:
             batches = _file_batches(io, [(p, None) for p in plain], schema, filt)
         for b in itertools.chain(batches, _file_batches(io, with_dv, schema, filt)):

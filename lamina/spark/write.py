@@ -105,7 +105,7 @@ def partition_column(pf: PartitionField, schema: Schema) -> Any:
     """
     from pyspark.sql import functions as F
 
-    from lamina.spec.partition import transform_result_type
+    from lamina.spec.partition import lowest_truncation, transform_result_type
 
     src = schema.name_of(pf.source_id)
     t = schema.field(src).type
@@ -119,7 +119,10 @@ def partition_column(pf: PartitionField, schema: Schema) -> Any:
         return _transform_udf(pf.transform, t, result)(F.col(q))
     if name == "truncate":
         if pa.types.is_integer(t):
-            sql = f"CAST(CAST({q} AS BIGINT) - pmod(CAST({q} AS BIGINT), {arg}L) AS {spark_type(t, src).simpleString()})"
+            # As apply_transform: a truncation below the type's range is its lowest one.
+            lowest = lowest_truncation(t, arg)
+            v = f"CAST({q} AS BIGINT)"
+            sql = f"CAST(CASE WHEN {v} < {lowest}L THEN {lowest}L ELSE {v} - pmod({v}, {arg}L) END AS {spark_type(t, src).simpleString()})"
             return F.expr(sql)
         return F.expr(f"substring({q}, 1, {arg})")  # code points for strings, bytes for binary
     if pa.types.is_date(t):

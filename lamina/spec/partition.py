@@ -196,13 +196,42 @@ def murmur3_long(v: np.ndarray) -> np.ndarray:
     return h.view(np.int32)
 
 
-def _decimal_unscaled(d: decimal.Decimal, scale: int) -> int:
-    return int(d.scaleb(scale))
+_EXACT = decimal.Context(prec=100)  # above any decimal's 76 digits: scaling by it is exact
+
+
+def _unscaled(a: pa.Array) -> tuple[np.ndarray | list[int], np.ndarray | None]:
+    """The unscaled integers of decimal array ``a``, read from its storage (Python's Decimal
+    rounds past 28 digits), and its null mask: int64s (vectorized) up to precision 18, where
+    the low word is the value, Python ints beyond."""
+    width = a.type.byte_width
+    raw = np.frombuffer(a.buffers()[1], dtype=np.uint8)[a.offset * width:(a.offset + len(a)) * width]
+    mask = a.is_null().to_numpy(zero_copy_only=False) if a.null_count else None
+    if a.type.precision <= 18:
+        return raw.view("<i8")[:: width // 8].copy(), mask
+    data = raw.tobytes()
+    return [int.from_bytes(data[i:i + width], "little", signed=True) for i in range(0, len(data), width)], mask
+
+
+def _from_unscaled(values: np.ndarray | list[int], mask: np.ndarray | None, t: pa.DataType) -> pa.Array:
+    """A decimal array of type ``t`` from unscaled integers (as ``_unscaled`` gives them)."""
+    if isinstance(values, np.ndarray):  # two's complement words: the value, then its sign
+        words = np.empty((len(values), t.byte_width // 8), dtype="<i8")
+        words[:, 0] = values
+        words[:, 1:] = (values >> 63)[:, None]
+        validity = None if mask is None else pa.array(~mask).buffers()[1]
+        return pa.Array.from_buffers(t, len(values), [validity, pa.py_buffer(words.tobytes())])
+    out = [None if mask is not None and mask[i] else decimal.Decimal(u).scaleb(-t.scale, _EXACT) for i, u in enumerate(values)]
+    return pa.array(out, type=t)
 
 
 def _min_be_bytes(n: int) -> bytes:
-    """Minimal big-endian two's-complement bytes, as Java's BigInteger.toByteArray."""
-    return n.to_bytes(n.bit_length() // 8 + 1, "big", signed=True)
+    """Minimal big-endian two's-complement bytes, as Java's BigInteger.toByteArray.
+
+    Java sizes the array by ``bitLength() / 8 + 1``, where bitLength excludes the sign
+    bit: for a negative n that is the bit length of ``~n`` (-128 is the one byte 0x80),
+    not of ``abs(n)`` as Python's ``int.bit_length`` counts.
+    """
+    return n.to_bytes((n if n >= 0 else ~n).bit_length() // 8 + 1, "big", signed=True)
 
 
 def _bucket(a: pa.Array, n: int) -> pa.Array:
@@ -213,7 +242,8 @@ def _bucket(a: pa.Array, n: int) -> pa.Array:
     else:
         # Variable-length keys: hash per value with mmh3 (no vectorized murmur over ragged bytes).
         if pa.types.is_decimal(t):
-            keys = [None if d is None else _min_be_bytes(_decimal_unscaled(d, t.scale)) for d in a.to_pylist()]
+            unscaled, nulls = _unscaled(a)
+            keys = [None if nulls is not None and nulls[i] else _min_be_bytes(int(u)) for i, u in enumerate(unscaled)]
         elif pa.types.is_string(t) or pa.types.is_large_string(t):
             keys = [None if s is None else s.encode("utf-8") for s in a.to_pylist()]
         else:
@@ -224,32 +254,45 @@ def _bucket(a: pa.Array, n: int) -> pa.Array:
     return pa.array(out.astype(np.int32), type=pa.int32(), mask=mask)
 
 
+def lowest_truncation(t: pa.DataType, w: int) -> int:
+    """The least multiple of ``w`` an integer or decimal type ``t`` holds (decimals: unscaled).
+
+    truncate[W] of a value whose truncation falls below the type's range yields this
+    (Iceberg's Java wraps integers around to large positives, which breaks the order
+    pruning relies on, and fails the write of such a decimal).
+    """
+    if pa.types.is_decimal(t):
+        type_min = -(10**t.precision - 1)
+    else:
+        type_min = -(1 << (t.bit_width - 1)) if pa.types.is_signed_integer(t) else 0
+    return -((-type_min) // w * w)
+
+
 def _truncate(a: pa.Array, w: int) -> pa.Array:
     t = a.type
     if pa.types.is_integer(t):
         v = a.fill_null(0).to_numpy(zero_copy_only=False) if a.null_count else a.to_numpy(zero_copy_only=False)
         mask = a.is_null().to_numpy(zero_copy_only=False) if a.null_count else None
         # numpy's % on ints is floored (result has the divisor's sign), as Iceberg requires:
-        # truncate[10](-1) = -10. Work in 64 bits (W may not fit the source type), then
-        # narrow back; overflow at the type's minimum wraps, as in Java.
-        wide = np.uint64 if v.dtype == np.uint64 else np.int64
-        v64 = v.astype(wide)
-        out = v64 - np.mod(v64, wide(w))
+        # truncate[10](-1) = -10; below the type's range, the lowest truncation it holds.
+        if v.dtype == np.uint64:
+            return pa.array(v - np.mod(v, np.uint64(w)), type=t, mask=mask)
+        lowest = lowest_truncation(t, w)
+        v64 = v.astype(np.int64)
+        out = np.where(v64 < lowest, lowest, v64 - np.mod(v64, w))
         return pa.array(out.astype(v.dtype), type=t, mask=mask)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         # Arrow slices utf8 by code points here despite the kernel's name.
         return pc.utf8_slice_codeunits(a, 0, w)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return pc.binary_slice(a, 0, w)
-    # decimal: truncate the unscaled value (rare; per value)
-    out = []
-    for d in a.to_pylist():
-        if d is None:
-            out.append(None)
-            continue
-        u = _decimal_unscaled(d, t.scale)
-        out.append(decimal.Decimal(u - (u % w)).scaleb(-t.scale))
-    return pa.array(out, type=t)
+    # decimal: truncate the unscaled value; -9999999.99 by 50 would be -10000000.00, which
+    # decimal(9,2) cannot hold: the lowest truncation it holds instead, as for integers.
+    u, mask = _unscaled(a)
+    lowest = lowest_truncation(t, w)
+    if isinstance(u, np.ndarray) and w < 2**62:
+        return _from_unscaled(np.where(u < lowest, lowest, u - np.mod(u, w)), mask, t)
+    return _from_unscaled([max(int(x) - int(x) % w, lowest) for x in u], mask, t)
 
 
 def apply_transform(transform: str, values: pa.Array | pa.ChunkedArray, source_type: pa.DataType | None = None) -> pa.Array:

@@ -11,7 +11,8 @@ from collections import deque
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +21,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from lamina.errors import CorruptMetadata, NotFound
-from lamina.expr import AlwaysTrue, Expr, bind, may_match, referenced_columns, to_arrow_filter, to_expr
+from lamina.expr import AlwaysTrue, Expr, bind, may_match, pushdown_filter, referenced_columns, to_arrow_filter, to_expr
 from lamina.manifest.tree import live_data_entries
 from lamina.table.deletes import DV, dv_of, dvs_of_plan, positions_array, read_bitmaps
 from lamina.spec import content as C
@@ -177,6 +178,23 @@ class Scan:
     def _read_columns(self) -> list[str]:
         return self.columns if self.columns is not None else self.schema.names
 
+    @cached_property
+    def _pushdown(self) -> Any:
+        """The filter a Parquet scan may be given instead of the row filter; None: the row
+        filter itself (asked when reading, not when planning)."""
+        return pushdown_filter(self.predicate)
+
+    def _with_predicate_columns(self, columns: list[str]) -> list[str]:
+        return list(dict.fromkeys([*columns, *referenced_columns(self.predicate)]))
+
+    def _parquet_scan(self, read: Callable[[list[str], Any], pa.Table], columns: list[str], filt: Any) -> pa.Table:
+        """The rows of ``read(columns, filter)``, a Parquet scan, that the row filter ``filt``
+        keeps. The scan gets ``filt`` itself unless row-group statistics could mislead it
+        (NaN, see ``lamina.expr.pushdown_filter``); then a safe part, and ``filt`` after."""
+        if filt is None or self._pushdown is None:
+            return read(columns, filt)
+        return read(self._with_predicate_columns(columns), self._pushdown).filter(filt).select(columns)
+
     def _arrow_schema_of(self, columns: tuple[str, ...]) -> pa.Schema:
         """The table schema's ``columns`` (memoized: asked once per file read)."""
         if columns not in self._schemas:
@@ -230,13 +248,16 @@ class Scan:
             local = io.local_path(path)
             source = local if local is not None else pa.BufferReader(io.get(path))
             if dv is not None:
-                need = list(dict.fromkeys([*columns, *referenced_columns(self.predicate)])) if filt is not None else columns
+                need = self._with_predicate_columns(columns) if filt is not None else columns
                 t = self._read_plain(source, need, memory_pool)
                 t = t.filter(dv_of(io, dv).keep(t.num_rows))
                 return (t.filter(filt) if filt is not None else t).select(columns)
             if filt is None:
                 return self._read_plain(source, columns, memory_pool)
-            t = pq.read_table(source, columns=columns, filters=filt, schema=self.schema.arrow, use_threads=False)
+            t = self._parquet_scan(
+                lambda cols, f: pq.read_table(source, columns=cols, filters=f, schema=self.schema.arrow, use_threads=False),
+                columns, filt,
+            )
         except (NotFound, FileNotFoundError):
             raise CorruptMetadata(
                 f"data file {path} of version {self.vm.version} is missing; run `lamina fsck {io.uri}`"
@@ -315,7 +336,7 @@ class Scan:
         if with_dv:
             # Deletes first (DV positions are row numbers in the file), then the filter, on
             # all the files at once (one filter plan instead of one per file).
-            need = list(dict.fromkeys([*cols, *referenced_columns(self.predicate)])) if filt is not None else cols
+            need = self._with_predicate_columns(cols) if filt is not None else cols
             dv_entries = entries.take(pa.array(with_dv))
             read_bitmaps(io, [dvs[i] for i in with_dv])  # into the cache: one range read per DV file
             if io.is_local and pc.mean(dv_entries.column("size")).as_py() > LARGE_FILE:
@@ -331,7 +352,7 @@ class Scan:
             if io.is_local:
                 with self._missing_file_is_corrupt():
                     dataset = ds.dataset([io.local_path(p) for p in plain], schema=self.schema.arrow, format="parquet")
-                    parts.append(dataset.to_table(columns=cols, filter=filt).cast(out_schema))
+                    parts.append(self._parquet_scan(lambda c, f: dataset.to_table(columns=c, filter=f), cols, filt).cast(out_schema))
             else:
                 tables = list(_pool.map(lambda p: self._read_file(p, cols, filt), plain))
                 parts += [t.select(cols).cast(out_schema) for t in tables]

@@ -7,6 +7,7 @@ starts with the write id so cleanup can tell which write left it behind.
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import lru_cache
 from typing import Any, Iterable
 
 import numpy as np
@@ -80,6 +81,26 @@ def _few_distinct(sample: pa.ChunkedArray) -> bool:
         return True
 
 
+@lru_cache(maxsize=256)
+def statistics_columns(schema: pa.Schema) -> list[str] | bool:
+    """The Parquet leaf columns to write row-group statistics for: all but float ones.
+
+    Parquet leaves NaN out of a float column's min/max, and readers that skip row groups
+    by them (parquet-java under Spark, Arrow) would skip a group whose only rows matching
+    ``x > 5`` or ``x != 0`` are NaN, which Spark's semantics (and Lamina's) select. Lamina
+    prunes by its manifests' bounds, which are unknown for a float column holding NaN.
+    """
+    sink = pa.BufferOutputStream()
+    pq.ParquetWriter(sink, schema).close()
+    leaves = pq.read_metadata(pa.BufferReader(sink.getvalue())).schema
+    kept = []
+    for i in range(len(leaves)):
+        c = leaves.column(i)
+        if c.physical_type not in ("FLOAT", "DOUBLE") and c.logical_type.type != "FLOAT16":
+            kept.append(c.path)
+    return True if len(kept) == len(leaves) else kept
+
+
 def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures: list[Future] | None = None) -> int:
     """Encode ``data`` as Parquet and store it at ``path``; returns its size.
 
@@ -87,7 +108,10 @@ def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures:
     caller can build manifests while the bytes go to disk.
     """
     sink = pa.BufferOutputStream()
-    pq.write_table(data, sink, compression=compression, use_dictionary=_dictionary_columns(data))
+    pq.write_table(
+        data, sink, compression=compression, use_dictionary=_dictionary_columns(data),
+        write_statistics=statistics_columns(data.schema),
+    )
     buf = sink.getvalue()
     if futures is None:
         io.put_new(path, buf)
@@ -222,7 +246,7 @@ class _StreamedFile:
         self.sink = pa.BufferOutputStream(memory_pool)
         self.writer = pq.ParquetWriter(
             self.sink, schema.arrow, compression=compression, use_dictionary=_dictionary_columns(first),
-            memory_pool=memory_pool,
+            write_statistics=statistics_columns(schema.arrow), memory_pool=memory_pool,
         )
         self.stats: list[dict[str, Any]] = []  # column_stats of each write
         self.rows = 0
