@@ -151,9 +151,8 @@ class VersionLog:
         if hit is not None:
             return hit
         path = freed_path(first, last)
-        try:
-            data = self.io.get(path)
-        except NotFound:
+        data = self.io.get_optional(path)
+        if data is None:
             return None
         rec = FreedChunk.parse(data, path)
         if (rec.first, rec.last) != (first, last):

@@ -289,6 +289,16 @@ class FileIO:
         key = self._key(path)
         return self._call(f"get {path}", lambda: obstore.get(self.store, key).bytes().to_bytes())
 
+    def get_optional(self, path: str) -> bytes | None:
+        """The object's bytes, or None if there is none. For lookups that usually miss (a
+        freed-slot record): on local disk one stat answers, with no exception raised."""
+        if self._local_root is not None and not os.path.isfile(self.local_path(path)):  # type: ignore[arg-type]
+            return None
+        try:
+            return self.get(path)
+        except NotFound:
+            return None
+
     def get_range(self, path: str, offset: int, length: int) -> bytes:
         """``length`` bytes at ``offset`` (a deletion vector inside a DV file)."""
         what = f"get {path}[{offset}:{offset + length}]"
