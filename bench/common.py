@@ -207,13 +207,6 @@ OPEN_BLOCK = 5
 WARM_APPENDS = 5  # untimed appends to a throwaway table before a system's timed ones
 
 
-def window(lat: list[float], first: int, last: int) -> float | None:
-    """p50 over 1-based commits first..last (inclusive) if all were made."""
-    if len(lat) < last:
-        return None
-    return p50(lat[first - 1 : last])
-
-
 def warm_up_appends(s, root: str, rows: int) -> None:
     """WARM_APPENDS untimed appends through adapter s (bench/systems.py) to a throwaway table in
     root (imports, runtimes, lazy initialisation), so that the timed commits 1-10 of the real table

@@ -14,8 +14,8 @@ bench/common.py's, the same for both. A full run (defaults: 3 rounds of 2,000 ap
 200 opens per revision) takes about 2-3 minutes.
 
 How: each revision's Lamina is imported in its own long-lived worker process
-(`python bench/compare_revisions.py --worker <checkout>` with PYTHONPATH=<checkout>; bytecode
-goes to a temp dir, so the checkouts are not written to), driven over pipes, one request per
+(`python bench/compare_revisions.py --worker <checkout>` with PYTHONPATH=<checkout>, and
+PYTHONDONTWRITEBYTECODE so the checkouts are not written to), driven over pipes, one request per
 block. Per round, each worker makes the untimed warm-up appends of bench/run.py to a throwaway
 table, creates a fresh table, and the two revisions take turns in blocks of 10 commits
 (100-row batches from bench/common.make_batch, one append = one commit, each timed end to end),
@@ -46,12 +46,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import common  # noqa: E402,F401
 from common import (  # noqa: E402
     APPEND_BLOCK, OPEN_BLOCK, REPO_ROOT, Section, Workspace, add_out_arg, begin_run, bench_parser, command_line,
     err_text, flush_lamina_hints, fmt_s, lamina_revision, loadavg, log_error, make_batch, md_notes, md_table, now,
     p50, print_rich, replace_md_section, report_path, rotated, say, standalone_header, timed_append, timed_opens,
-    verdict, warm_up_appends, window, write_results,
+    verdict, warm_up_appends, write_results,
 )
 import systems  # noqa: E402
 
@@ -111,12 +110,17 @@ def worker(checkout: str) -> None:
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything the library prints goes to stderr, not into the replies
     s = h = root = rows = None
+    try:  # at once, while the other revision's worker starts too; a failure is the first reply
+        where, import_error = import_lamina_from(checkout), None
+    except Exception as e:  # noqa: BLE001
+        import_error = e
     for line in sys.stdin:
         req = json.loads(line)
         try:
             op = req["op"]
             if op == "setup":
-                where = import_lamina_from(checkout)
+                if import_error is not None:
+                    raise import_error
                 rows, root = req["rows"], req["root"]
                 s = systems.get("lamina")
                 warm_up_appends(s, req["warm_root"], rows)
@@ -146,32 +150,40 @@ def worker(checkout: str) -> None:
 class Worker:
     """The harness's end of one revision's worker process."""
 
-    def __init__(self, label: str, checkout: str, pycache: str):
+    def __init__(self, label: str, checkout: str):
         self.label = label
-        env = dict(os.environ, PYTHONPATH=checkout, PYTHONPYCACHEPREFIX=pycache)
+        # bytecode is read where it exists but never written: the checkouts are not written to
+        env = dict(os.environ, PYTHONPATH=checkout, PYTHONDONTWRITEBYTECODE="1")
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "--worker", checkout],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
         )
 
-    def ask(self, **req) -> dict:
-        """Send one request; its reply. A failure, a dead or a hung worker raises, naming the revision."""
+    def send(self, **req) -> None:
+        self.op = req["op"]
         try:
             self.proc.stdin.write(json.dumps(req) + "\n")
             self.proc.stdin.flush()
         except BrokenPipeError:
-            pass  # the worker died: the read below says so
+            pass  # the worker died: receive says so
+
+    def receive(self) -> dict:
+        """The reply to the request sent. A failure, a dead or a hung worker raises, naming the revision."""
         ready, _, _ = select.select([self.proc.stdout], [], [], REPLY_TIMEOUT_S)
         if not ready:
-            raise RuntimeError(f"{self.label} worker gave no reply to {req['op']} in {REPLY_TIMEOUT_S:.0f} s")
+            raise RuntimeError(f"{self.label} worker gave no reply to {self.op} in {REPLY_TIMEOUT_S:.0f} s")
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"{self.label} worker exited (code {self.proc.wait()}); its stderr is above")
         reply = json.loads(line)
         if "error" in reply:
-            log_error(f"compare_revisions/{self.label}/{req['op']}", RuntimeError(reply["traceback"]))
+            log_error(f"compare_revisions/{self.label}/{self.op}", RuntimeError(reply["traceback"]))
             raise RuntimeError(f"{self.label}: {reply['error']}")
         return reply
+
+    def ask(self, **req) -> dict:
+        self.send(**req)
+        return self.receive()
 
     def close(self) -> None:
         self.proc.stdin.close()  # the worker's loop ends at end of input
@@ -192,12 +204,14 @@ def one_round(ws: Workspace, cfg: Config, rnd: int, checkouts: dict[str, str]) -
     dirs = []
     try:
         for label in REVISIONS:
-            workers[label] = Worker(label, checkouts[label], os.path.join(ws.base, f"pycache-{label}"))
-        for label in REVISIONS:
+            workers[label] = Worker(label, checkouts[label])
+        for label in REVISIONS:  # both at once: untimed
             dirs.append(d := ws.new(f"round{rnd}-{label}"))
-            out[label]["lamina"] = workers[label].ask(
+            workers[label].send(
                 op="setup", rows=cfg.rows, warm_root=os.path.join(d, "warm"), root=os.path.join(d, "table")
-            )["lamina"]
+            )
+        for label in REVISIONS:
+            out[label]["lamina"] = workers[label].receive()["lamina"]
         for blk, first in enumerate(range(0, cfg.appends, APPEND_BLOCK)):
             for label in rotated(list(REVISIONS), rnd + blk):
                 n = min(APPEND_BLOCK, cfg.appends - first)
@@ -298,6 +312,11 @@ def summarise(cfg: Config, rounds: list[dict]) -> tuple[Section, dict[str, float
     sec.notes.append(
         f"Fastest open: baseline {fmt_s(mins['baseline'])}, candidate {fmt_s(mins['candidate'])} "
         f"(ratio {ratio_text(mins['candidate'] / mins['baseline'])})."
+    )
+    sec.notes.append(
+        "Tables on the local disk, as in bench/run.py: a GET is a file read here. On an object store "
+        "each GET is a network round trip, so a change in the number of GETs per commit or open "
+        "weighs far more there than these ratios show."
     )
     return sec, worst
 

@@ -29,7 +29,7 @@ from common import (  # noqa: E402,F401  (Section .. verdict: also imported from
     comma_list, command_line, err_text, fmt_ratio, fmt_s, lamina_revision, loadavg, log_error, machine_note,
     make_batch, md_table, now, p50, print_rich, report_path, run_json, say, verdict, write_results,
 )
-from common import APPEND_BLOCK, OPEN_BLOCK, WARM_APPENDS, timed_append, timed_opens, warm_up_appends, window  # noqa: E402
+from common import APPEND_BLOCK, OPEN_BLOCK, WARM_APPENDS, timed_append, timed_opens, warm_up_appends  # noqa: E402
 
 ALL_BENCHES = ["append", "open", "plan", "plan1m", "concurrent"]
 
@@ -80,6 +80,13 @@ class Config:
 
 
 # --------------------------------------------------------------------------- 1 append
+def window(lat: list[float], first: int, last: int) -> float | None:
+    """p50 over 1-based commits first..last (inclusive) if all were made."""
+    if len(lat) < last:
+        return None
+    return p50(lat[first - 1 : last])
+
+
 def append_runs(ws: Workspace, cfg: Config) -> dict:
     """All systems append in lockstep (round-robin: commit i of every system, then
     commit i+1, ...), so background load on the shared machine hits every system's
