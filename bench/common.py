@@ -195,6 +195,47 @@ class LanceAppends(AppendBuilt):
         return lance.dataset(self.uri(root))
 
 
+# --------------------------------------------------------------------------- the append and open workload
+# (bench/run.py sections 1-2; bench/compare_revisions.py runs the same on two Lamina revisions)
+# Systems take turns in blocks: 10 consecutive commits (= one reported window) or
+# opens per system, then the next system. Blocks keep background load on the shared
+# machine spread over all systems alike, while consecutive calls of one system avoid
+# charging it for another library's after-effects (CPU caches, runtime threads),
+# which distorts sub-millisecond calls when systems alternate call by call.
+APPEND_BLOCK = 10
+OPEN_BLOCK = 5
+WARM_APPENDS = 5  # untimed appends to a throwaway table before a system's timed ones
+
+
+def warm_up_appends(s, root: str, rows: int) -> None:
+    """WARM_APPENDS untimed appends through adapter s (bench/systems.py) to a throwaway table in
+    root (imports, runtimes, lazy initialisation), so that the timed commits 1-10 of the real table
+    measure a small history, not start-up."""
+    h = s.create(root)
+    for i in range(WARM_APPENDS):
+        h = s.append(h, make_batch(i * rows, rows))
+
+
+def timed_append(s, h, data: pa.Table):
+    """(handle, seconds) of one append through adapter s, timed end to end (write the data file +
+    commit the new version)."""
+    t0 = now()
+    h = s.append(h, data)
+    return h, now() - t0
+
+
+def timed_opens(s, root: str, n: int) -> list[float]:
+    """One untimed open through adapter s (re-warm after another system's turn), then n timed
+    opens of the table in root, each timed with reading the version number."""
+    s.version(s.open(root))
+    lat = []
+    for _ in range(n):
+        t0 = now()
+        s.version(s.open(root))
+        lat.append(now() - t0)
+    return lat
+
+
 # --------------------------------------------------------------------------- sections and reports
 @dataclass
 class Section:
@@ -256,14 +297,15 @@ def loadavg() -> float | None:
         return None
 
 
-def lamina_revision() -> str:
-    """Read-only git look-up: which Lamina code the figures belong to."""
+def lamina_revision(checkout: str | os.PathLike = REPO_ROOT) -> str:
+    """Read-only git look-up: which Lamina code (of the checkout, by default this one) the figures
+    belong to."""
     try:
         head = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+            ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", "lamina"],
+            ["git", "-C", str(checkout), "status", "--porcelain", "--", "lamina"],
             capture_output=True,
             text=True,
             timeout=10,
@@ -349,10 +391,11 @@ def report_path(out: str | None, full: bool, partial_name: str) -> Path:
 
 def standalone_header(
     path: Path, script: str, command: str, started: float, elapsed: float, revision: str, quick: bool,
-    quick_note: str, intro_extra: str = "",
+    quick_note: str, intro_extra: str = "", versions: dict | None = None,
 ) -> list[str]:
-    """The opening lines of a `## ...` section written by a standalone script (not by bench/run.py)."""
-    vers = systems_versions()
+    """The opening lines of a `## ...` section written by a standalone script (not by bench/run.py);
+    versions: the libraries to name (default: every system's)."""
+    vers = systems_versions() if versions is None else versions
     return [
         f"Written by `{script}` (not by `bench/run.py`; a full `bench/run.py` run rewrites this "
         "file, so re-run this command after it)." + intro_extra,

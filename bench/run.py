@@ -29,15 +29,9 @@ from common import (  # noqa: E402,F401  (Section .. verdict: also imported from
     comma_list, command_line, err_text, fmt_ratio, fmt_s, lamina_revision, loadavg, log_error, machine_note,
     make_batch, md_table, now, p50, print_rich, report_path, run_json, say, verdict, write_results,
 )
+from common import APPEND_BLOCK, OPEN_BLOCK, WARM_APPENDS, timed_append, timed_opens, warm_up_appends  # noqa: E402
 
 ALL_BENCHES = ["append", "open", "plan", "plan1m", "concurrent"]
-# Systems take turns in blocks: 10 consecutive commits (= one reported window) or
-# opens per system, then the next system. Blocks keep background load on the shared
-# machine spread over all systems alike, while consecutive calls of one system avoid
-# charging it for another library's after-effects (CPU caches, runtime threads),
-# which distorts sub-millisecond calls when systems alternate call by call.
-APPEND_BLOCK = 10
-OPEN_BLOCK = 5
 
 
 # --------------------------------------------------------------------------- config
@@ -106,10 +100,7 @@ def append_runs(ws: Workspace, cfg: Config) -> dict:
         s = r["s"] = systems.get(name)
         try:
             warm = ws.new(f"warm-append-{name}")
-            h = s.create(warm)
-            for i in range(5):
-                h = s.append(h, make_batch(i * cfg.append_rows, cfg.append_rows))
-            del h
+            warm_up_appends(s, warm, cfg.append_rows)
             ws.drop(warm)
             r["root"] = ws.new(f"append-{name}")
             r["h"] = s.create(r["root"])
@@ -128,9 +119,7 @@ def append_runs(ws: Workspace, cfg: Config) -> dict:
                     break
                 data = cache[i] if i < len(cache) else make_batch(i * cfg.append_rows, cfg.append_rows)
                 try:
-                    t0 = now()
-                    r["h"] = r["s"].append(r["h"], data)
-                    dt = now() - t0
+                    r["h"], dt = timed_append(r["s"], r["h"], data)
                 except Exception as e:  # noqa: BLE001
                     r["error"] = f"{err_text(e)} (at commit {i + 1})"
                     log_error(f"append/{name}/commit {i + 1}", e)
@@ -192,7 +181,7 @@ def bench_append(ws: Workspace, cfg: Config) -> tuple[Section, dict]:
             f"take turns in blocks of {APPEND_BLOCK} commits (commits 1–10 of each system, then 11–20, ...) "
             f"up to {N:,}, so background load on the shared machine falls on all of them alike; "
             "Lamina then continues alone. "
-            "Each system first makes 5 untimed appends to a throwaway table (imports, lazy "
+            f"Each system first makes {WARM_APPENDS} untimed appends to a throwaway table (imports, lazy "
             "initialisation). Each append "
             "call is timed end to end (write the Parquet/Lance data file + commit the new "
             "version). Figures are the p50 over the commits in the window. Calls: "
@@ -322,12 +311,7 @@ def bench_open(ws: Workspace, cfg: Config, runs: dict) -> Section:
     for _ in range(-(-cfg.open_reps // OPEN_BLOCK)):  # systems take turns, in blocks
         for name, L in list(live.items()):
             try:
-                L["s"].version(L["s"].open(L["root"]))  # untimed: re-warm after the switch
-                for _ in range(OPEN_BLOCK):
-                    t0 = now()
-                    h = L["s"].open(L["root"])
-                    L["s"].version(h)
-                    L["lat"].append(now() - t0)
+                L["lat"] += timed_opens(L["s"], L["root"], OPEN_BLOCK)
             except Exception as e:  # noqa: BLE001
                 log_error(f"open/{name}", e)
                 sec.rows.append([name, err_text(e), "", "", "", ""])
