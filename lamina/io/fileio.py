@@ -8,6 +8,7 @@ Store errors are mapped to Lamina's typed exceptions here and nowhere else.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import random
 import re
@@ -121,7 +122,9 @@ def path_problem(path: str) -> str | None:
     return next(why for why, pattern in PATH_RULES if re.search(pattern, path))
 
 
+@functools.lru_cache(maxsize=8192)
 def _check_relative(path: str) -> str:
+    # cached: the same metadata paths are checked on every open and commit
     if _INVALID_PATH.search(path):
         raise InvalidUri(
             f"path {path!r} {path_problem(path)}: a path inside a table is relative to its root, "
@@ -192,7 +195,8 @@ class FileIO:
             if scheme == "file" and parsed.netloc:
                 raise InvalidUri(f"{uri!r}: file URIs take an absolute path, file:///path")
             root = os.path.abspath(os.path.expanduser(root))
-            check_local_directory(root)
+            # A root that is a file, inside a file or a link loop is refused (check_local_directory)
+            # when a call first trips over it, not with a stat on every open.
             self._local_root = root
             self.uri = root
             self._store: Any = None  # created lazily: LocalStore needs the root to exist
@@ -243,6 +247,7 @@ class FileIO:
     @property
     def store(self) -> Any:
         if self._store is None:
+            self._check_root()
             make_local_directory(self._local_root, "table directory")  # type: ignore[arg-type]
             self._store = LocalStore(self._local_root, mkdir=True)
         return self._store
@@ -271,6 +276,11 @@ class FileIO:
         """The local filesystem path of ``path`` when the table is on local disk, else None."""
         return os.path.join(self._local_root, _check_relative(path)) if self._local_root is not None else None
 
+    def _check_root(self) -> None:
+        """InvalidUri if the local root is a file, inside a file or a symbolic link loop."""
+        if self._local_root is not None:
+            check_local_directory(self._local_root)
+
     # -- operations ----------------------------------------------------------------
 
     def get(self, path: str) -> bytes:
@@ -280,11 +290,15 @@ class FileIO:
             try:
                 with open(self.local_path(path), "rb") as f:  # type: ignore[arg-type]
                     return f.read()
-            except (FileNotFoundError, NotADirectoryError) as e:
+            except FileNotFoundError as e:
+                raise NotFound(f"get {path}: not found") from e
+            except NotADirectoryError as e:
+                self._check_root()
                 raise NotFound(f"get {path}: not found") from e
             except IsADirectoryError as e:
                 raise NotFound(f"get {path}: is a directory") from e
             except OSError as e:
+                self._check_root()
                 raise _translate(e, f"get {path}") from e
         key = self._key(path)
         return self._call(f"get {path}", lambda: obstore.get(self.store, key).bytes().to_bytes())
@@ -502,9 +516,13 @@ class FileIO:
         if self._local_root is not None:
             try:
                 return sorted(os.listdir(os.path.join(self._local_root, _check_relative(prefix))))
-            except (FileNotFoundError, NotADirectoryError):
+            except FileNotFoundError:
+                return []
+            except NotADirectoryError:
+                self._check_root()
                 return []
             except OSError as e:
+                self._check_root()
                 raise _translate(e, f"list {prefix}") from e
         plen = len(prefix) + 1
         return [o.path[plen:] for o in self.list(prefix)]
