@@ -15,6 +15,7 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
+import pyarrow as pa
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -211,3 +212,44 @@ def test_orphan_cutoff_older_than_the_minimum_needs_no_force(tmp_path):
     old = datetime.now(timezone.utc) - timedelta(days=2)
     for older_than in (old, old.isoformat(), int(old.timestamp() * 1000), timedelta(days=2)):
         assert t.remove_orphans(older_than).orphans == []
+
+
+# -- a file registered again after an earlier version removed it ----------------------------
+
+
+def test_expiry_keeps_a_file_add_files_registered_again(tmp_path):
+    """add_files of a file an older version removed gives it a second lifetime interval; expiry,
+    which reasons about one interval per file, must not free it under the live table."""
+    uri = str(tmp_path / "t")
+    t = lamina.create_table(uri, _workers.schema())
+    t.append(_workers.batch(0, 0, ROWS))  # version 1: file A
+    first = t.files().to_pylist()[0]
+    t.overwrite(_workers.batch(0, 1, ROWS))  # version 2 removes A
+    t.add_files(pa.table({"path": [first["path"]], "size": [first["size"]],
+                          "record_count": [first["record_count"]]}))  # version 3: A again
+    assert t.to_arrow().num_rows == 2 * ROWS
+    t.expire_versions(retain_last=1, reader_grace=NOW)
+    t.remove_orphans(NOW, allow_short_age=True)
+    assert os.path.exists(os.path.join(uri, first["path"]))
+    assert sorted(lamina.open_table(uri).to_arrow().column("seq").to_pylist()) == [0] * ROWS + [1] * ROWS
+    assert fsck(lamina.open_table(uri)).ok
+
+
+# -- a create whose answer was lost is retried and finds its own object ---------------------
+
+
+def test_a_tag_created_through_a_lost_answer_is_created_once(tmp_path):
+    from lamina.commit import VersionLog
+    from lamina.io import FileIO
+    from lamina.io.faults import FaultInjectingIO
+    from lamina.table.tags import TagStore
+
+    uri = str(tmp_path / "t")
+    lamina.create_table(uri, _workers.schema()).append(_workers.batch(0, 0, ROWS))
+    for fault in ("lost", "retried"):
+        rates = {"lost_rate": 1.0} if fault == "lost" else {"retried_rate": 1.0}
+        fio = FaultInjectingIO(FileIO(uri), error_rate=0.0, slow_rate=0.0, only={"_create_once"}, **{"lost_rate": 0.0, **rates})
+        log = VersionLog(fio)
+        tag = TagStore(fio, log).create(f"t-{fault}", log.latest())  # the first attempt lands, its answer is lost
+        assert fio.stats[f"_create_once:{fault}"] >= 1
+        assert lamina.open_table(uri).tag(f"t-{fault}").tagged_version == tag.tagged_version == 1

@@ -443,7 +443,7 @@ def free_slots(
         record = FreedChunk(first, last, tuple(None if t is None else t.commit_id for t in stones), now)
         if not dry_run:
             try:
-                io.put_if_absent(freed_path(first, last), record.to_json())
+                io.put_new(freed_path(first, last), record.to_json())
             except AlreadyExists:
                 log.freed_record(first, size)  # a concurrent expiry freed it: its record must parse
         doomed += [version_path(v) for v in range(first, last + 1) if v in slots.tombstones]

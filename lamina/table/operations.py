@@ -157,7 +157,10 @@ class AppendFiles:
     checked against every base it is applied to (each retry's rebase included), so
     a sequence already recorded for the app is never committed twice. With
     ``refuse_present`` (files registered by ``add_files``), so is every file: one
-    already live in the base is refused rather than counted twice.
+    already live in the base is refused rather than counted twice. Such a file may
+    also be one an earlier version removed (registered again): the change is marked
+    as re-adding files, so expiry, which reasons about one lifetime interval per
+    file, checks such tables against the full reachability walk instead.
     """
 
     table: "Table"
@@ -175,6 +178,7 @@ class AppendFiles:
             _stamp(self.entries, self.table, base),
             REMOVED_SCHEMA.empty_table(),
             app_transactions=self.app_transactions,
+            readds=self.refuse_present,
         )
 
 
@@ -192,6 +196,7 @@ class Overwrite:
     predicate: Expr
     entries: pa.Table
     write: Callable[[pa.Table], pa.Table]  # writes rows as data files, returns their entries
+    readds: bool = False  # ``entries`` are files given by the user (add_files): see AppendFiles
     # path -> UNTOUCHED | entries of the rewritten remainder | None (every row matched); kept
     # across retries so a rebase only reads files it has not seen.
     _rewrites: dict[tuple, Any] = field(default_factory=dict)
@@ -218,7 +223,8 @@ class Overwrite:
                 if t and remainder is not None:
                     added.append(_stamp(remainder, self.table, base))
         adds = pa.concat_tables(added) if added else self.table._mschema_of(base).empty_table()
-        return Change("overwrite", adds, _removed(removed), summary={"predicate": str(self.predicate)})
+        return Change("overwrite", adds, _removed(removed), summary={"predicate": str(self.predicate)},
+                      readds=self.readds and self.entries.num_rows > 0)
 
     def _rewrite_file(self, scan: Any, path: str, filt: Any, dv: Any = None) -> Any:
         """UNTOUCHED if no row matches, None if all do, else the entries of the rewritten remainder

@@ -402,7 +402,7 @@ class Table:
                 raise InvalidArgument("app_transaction applies to appends only, not to overwrite")
             predicate = bind(to_expr(where), self._vm.schema)
             wid = write_id or uuid.uuid4().hex[:16]
-            op = Overwrite(self, predicate, entries, lambda rows: self._entries(self._write(rows, wid)))
+            op = Overwrite(self, predicate, entries, lambda rows: self._entries(self._write(rows, wid)), readds=refuse_present)
         else:
             raise InvalidArgument(f"mode must be 'append' or 'overwrite', not {mode!r}")
         return self._commit(op, commit_options)
@@ -665,7 +665,8 @@ def create_table(
         )
     vm = initial_version(schema, partition_by, properties)
     try:
-        log.io.put_if_absent(version_path(0), vm.to_json())
+        # put_new: a retry after a lost answer finds our own version 0 (same bytes) and succeeds
+        log.io.put_new(version_path(0), vm.to_json())
     except AlreadyExists:
         raise TableAlreadyExists(f"another writer created a table at {uri} at the same time") from None
     log.table_uuid = vm.table_uuid

@@ -42,7 +42,8 @@ class TagStore:
         self.check_writable()
         tag = Tag(name, vm, int(time.time() * 1000), expires_at_ms, automatic)
         try:
-            self.io.put_if_absent(tag_path(name), tag.to_json())
+            # put_new: a retry after a lost answer finds our own tag (same bytes) and succeeds
+            self.io.put_new(tag_path(name), tag.to_json())
         except AlreadyExists:
             existing = self.get(name)
             raise TagAlreadyExists(
