@@ -260,8 +260,8 @@ def expire_history(demo: Demo) -> None:
     first = demo.facts["tags"][0]
     still = t.scan(tag=first).count()  # the tagged version's files were kept
     demo.record("expire old versions", time.perf_counter() - t0,
-                f"{len(rep.expired_versions)} of {versions} versions expired (from version {rep.earliest_retained} on "
-                f"kept: the latest, and versions superseded seconds ago that a writer may still hold as its base), "
+                f"{len(rep.expired_versions)} of {versions} versions expired (version {rep.earliest_retained}, the latest, "
+                f"kept; the expired ones' slots keep tombstones, so a writer still holding one as its base rebases), "
                 f"{len(rep.deleted_files)} data files "
                 f"and {len(rep.deleted_manifests)} manifests deleted, {rep.deleted_bytes / 1e6:,.1f} MB freed; "
                 f"{rep.kept_for_tags} files kept because tags need them: tag {first} still reads {still:,} orders")
@@ -328,7 +328,8 @@ def print_summary(demo: Demo, total_s: float) -> None:
     r = demo.facts.get("compaction")
     compacted = f"; compaction: {r.files_before} -> {r.files_after} files" if r is not None else ""
     console.print(
-        f"[bold]{TABLE}: {t.version + 1} versions, {len(t.scan().plan())} files, {t.scan().count():,} rows[/bold] "
+        f"[bold]{TABLE}: version {t.version} ({len(t.log.list_versions())} retained), {len(t.scan().plan())} files, "
+        f"{t.scan().count():,} rows[/bold] "
         f"in {demo.uri} (catalog {demo.catalog.uri}){compacted}; whole job {total_s:.1f} s"
     )
 
