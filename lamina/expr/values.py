@@ -40,6 +40,7 @@ _BINARY = {
     exp.And: "and_kleene",
     exp.Or: "or_kleene",
 }
+_LOGIC = (exp.And, exp.Or)
 _FUNCS = {"UPPER": "utf8_upper", "LOWER": "utf8_lower", "ABS": "abs", "ROUND": "round", "LENGTH": "utf8_length"}
 
 
@@ -75,6 +76,8 @@ def compare(fn: str, left: Any, right: Any) -> Any:
     Arrow's kernels follow IEEE 754, where NaN is unequal to and unordered with everything,
     itself included; -0.0 = 0.0 holds in both. A null on either side gives null.
     """
+    if pa.types.is_null(left.type) or pa.types.is_null(right.type):
+        return pa.scalar(None, pa.bool_())  # a NULL literal: no kernel takes it, and SQL says NULL
     out = getattr(pc, fn)(left, right)
     left_nan, right_nan = _nan_flags(left), _nan_flags(right)
     if isinstance(left_nan, pa.BooleanScalar) and isinstance(right_nan, pa.BooleanScalar) and not (
@@ -116,7 +119,7 @@ def _eval(n: exp.Expression, t: pa.Table, text: str) -> Any:
     if isinstance(n, exp.Neg):
         return pc.negate_checked(_eval(n.this, t, text))
     if isinstance(n, exp.Not):
-        return pc.invert(_eval(n.this, t, text))
+        return _kernel(n, text, pc.invert, _truth(_eval(n.this, t, text)))
     if isinstance(n, exp.Is) and isinstance(n.expression, exp.Null):
         return pc.is_null(_eval(n.this, t, text))
     if isinstance(n, exp.In) and n.expressions:
@@ -133,7 +136,10 @@ def _eval(n: exp.Expression, t: pa.Table, text: str) -> Any:
     if type(n) in _COMPARISONS:
         return _kernel(n, text, compare, _COMPARISONS[type(n)], _eval(n.left, t, text), _eval(n.right, t, text))
     if type(n) in _BINARY:
-        return _kernel(n, text, getattr(pc, _BINARY[type(n)]), _eval(n.left, t, text), _eval(n.right, t, text))
+        left, right = _eval(n.left, t, text), _eval(n.right, t, text)
+        if isinstance(n, _LOGIC):
+            left, right = _truth(left), _truth(right)
+        return _kernel(n, text, getattr(pc, _BINARY[type(n)]), left, right)
     if isinstance(n, exp.Coalesce):
         return pc.coalesce(*[_eval(a, t, text) for a in [n.this, *n.expressions]])
     if isinstance(n, exp.DPipe) or isinstance(n, exp.Concat):
@@ -158,6 +164,11 @@ def _kernel(n: exp.Expression, text: str, fn: Any, *args: Any) -> Any:
         raise InvalidArgument(f"cannot evaluate {n.sql()!r} in {text!r}: {e}") from None
 
 
+def _truth(v: Any) -> Any:
+    """A truth value: a NULL literal as a boolean NULL (Arrow's logic kernels take no null type)."""
+    return pa.scalar(None, pa.bool_()) if pa.types.is_null(v.type) else v
+
+
 def _case(n: exp.Case, t: pa.Table, text: str) -> Any:
     """``CASE [subject] WHEN c THEN v ... [ELSE d] END``: the first branch whose condition is
     TRUE (with a subject: that equals it); NULL conditions are not TRUE."""
@@ -168,7 +179,8 @@ def _case(n: exp.Case, t: pa.Table, text: str) -> Any:
         cond = _eval(branch.this, t, text)
         if subject is not None:
             cond = _kernel(n, text, compare, "equal", subject, cond)
-        out = _kernel(n, text, pc.if_else, _kernel(n, text, pc.fill_null, cond, False), _eval(branch.args["true"], t, text), out)
+        is_true = _kernel(n, text, pc.fill_null, _truth(cond), False)
+        out = _kernel(n, text, pc.if_else, is_true, _eval(branch.args["true"], t, text), out)
     return out
 
 
