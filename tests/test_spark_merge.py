@@ -208,3 +208,52 @@ def test_unbroadcast_source_gives_the_same_result(spark, tmp_path):
     want = clauses(lamina.open_table(a_uri).merge(SOURCE, on="id")).execute()
     assert (got.rows_updated, got.rows_deleted, got.rows_inserted) == (want.rows_updated, want.rows_deleted, want.rows_inserted)
     assert sorted_rows(s_uri) == sorted_rows(a_uri)
+
+
+# A NaN of Arrow's 0/0 bit pattern (0xfff8...), not NumPy's: every NaN is one key.
+NAN = pa.compute.divide(pa.array([0.0]), pa.array([0.0]))[0].as_py()
+FLOAT_KEY_FILES = [([0, 1, 2, 3, 4], [1.0, 2.0, 3.0, 4.0, 5.0]), ([10, 11, 12], [NAN, 6.0, None]),
+                   ([20, 21, 22], [-0.0, float("inf"), -1.0]), ([30, 31], [100.0, 200.0])]
+
+
+def float_key_pair(tmp_path) -> tuple[str, str]:
+    t = lamina.create_table(str(tmp_path / "spark"), SCHEMA)
+    for ids, amts in FLOAT_KEY_FILES:
+        t.append(rows(ids, cat="t", amt=amts))
+    shutil.copytree(t.uri, str(tmp_path / "arrow"), ignore=shutil.ignore_patterns("*#*"))
+    return t.uri, str(tmp_path / "arrow")
+
+
+def canonical_rows(uri: str) -> list[tuple]:
+    """Rows comparable with NaN in them (NaN != NaN would fail any list comparison)."""
+    return sorted((r["id"], r["cat"], "nan" if r["amt"] != r["amt"] else r["amt"], r["day"])
+                  for r in lamina.open_table(uri).to_arrow().to_pylist())
+
+
+def test_merge_on_float_keys_matches_nan_and_signed_zero_and_prunes_as_the_arrow_merge(spark, tmp_path):
+    """Spark's join matches NaN with NaN and -0.0 with 0.0, NULL with nothing; the Arrow merge
+    must do the same, and both must prune by the non-NaN keys' bounds plus NaN: the file of
+    keys 100 and 200 is not read, the file holding NaN is."""
+    s_uri, a_uri = float_key_pair(tmp_path)
+    src = rows([50, 51, 52, 53, 54], cat=["u", "u", "n", "D", "n"], amt=[NAN, 0.0, None, 2.0, 7.5])
+
+    def clauses(b):
+        return (b.when_matched_delete(condition="source.cat = 'D'")
+                .when_matched_update({"cat": "CASE WHEN target.amt > 1e308 THEN 'big' ELSE source.cat END"})
+                .when_not_matched_insert_all(condition="source.amt > 0 OR source.amt IS NULL"))
+
+    got = clauses(spark_merge(s_uri, spark.createDataFrame(src), on="amt")).execute()
+    assert (got.rows_updated, got.rows_deleted, got.rows_inserted, got.files_scanned) == (2, 1, 2, 3)
+    want = clauses(lamina.open_table(a_uri).merge(src, on="amt")).execute()
+    assert (want.rows_updated, want.rows_deleted, want.rows_inserted, want.files_scanned) == (2, 1, 2, 3)
+    assert canonical_rows(s_uri) == canonical_rows(a_uri)
+    updated = {r[0]: r[1] for r in canonical_rows(a_uri) if r[1] != "t"}
+    assert updated == {10: "big", 20: "u", 52: "n", 54: "n"}  # NaN and -0.0 matched; the NULL key inserted
+
+
+def test_spark_delete_keeps_nan_candidates(spark, tmp_path):
+    s_uri, a_uri = float_key_pair(tmp_path)
+    for where in ("amt > 1e308", "amt != 1 AND amt < 100", "amt = 0.0"):
+        assert spark_delete(spark, s_uri, where) == lamina.open_table(a_uri).delete(where)
+        assert canonical_rows(s_uri) == canonical_rows(a_uri)
+    assert [r[0] for r in canonical_rows(s_uri)] == [0, 12, 30, 31]

@@ -1,11 +1,16 @@
 """SQL value expressions over Arrow rows: ``update(set=...)`` values and merge conditions.
 
 ``amount * 1.1``, ``source.qty + target.qty``, ``upper(category)``,
-``coalesce(source.note, 'none')``, ``source.op = 'D' AND target.qty > 0``:
+``coalesce(source.note, 'none')``, ``source.op = 'D' AND target.qty > 0``,
+``CASE WHEN source.x > target.x THEN source.x ELSE target.x END``:
 parsed with sqlglot, evaluated with Arrow compute kernels on a whole table at
 once (never row by row). Columns may be qualified (``source.x``, ``target.x``)
 when the table has such columns (a merge's joined rows). Anything else is an
 InvalidArgument naming the part that is not supported.
+
+Comparisons, IN and CASE mean what they mean in a predicate (docs/format.md,
+"Predicates: NULL, NaN and signed zero"): SQL's NULL logic, NaN equal to NaN and
+above every other value, -0.0 equal to 0.0.
 """
 
 from __future__ import annotations
@@ -19,20 +24,23 @@ from sqlglot import exp
 
 from lamina.errors import InvalidArgument
 
-_BINARY = {
-    exp.Add: "add_checked",
-    exp.Sub: "subtract_checked",
-    exp.Mul: "multiply_checked",
-    exp.Div: "divide",
+_COMPARISONS = {
     exp.EQ: "equal",
     exp.NEQ: "not_equal",
     exp.GT: "greater",
     exp.GTE: "greater_equal",
     exp.LT: "less",
     exp.LTE: "less_equal",
+}
+_BINARY = {
+    exp.Add: "add_checked",
+    exp.Sub: "subtract_checked",
+    exp.Mul: "multiply_checked",
+    exp.Div: "divide",
     exp.And: "and_kleene",
     exp.Or: "or_kleene",
 }
+_LOGIC = (exp.And, exp.Or)
 _FUNCS = {"UPPER": "utf8_upper", "LOWER": "utf8_lower", "ABS": "abs", "ROUND": "round", "LENGTH": "utf8_length"}
 
 
@@ -54,6 +62,37 @@ def _column(t: pa.Table, node: exp.Column, text: str) -> Any:
     if not qual and f"target.{name}" in t.column_names:
         return t.column(f"target.{name}")
     raise InvalidArgument(f"expression {text!r} refers to {full!r}, which is not a column here ({t.column_names})")
+
+
+def _nan_flags(v: Any) -> Any:
+    """Where ``v`` is NaN (null where it is null); a plain False for a non-float ``v``."""
+    return pc.is_nan(v) if pa.types.is_floating(v.type) else pa.scalar(False)
+
+
+def compare(fn: str, left: Any, right: Any) -> Any:
+    """``pc.<fn>(left, right)`` for a comparison ``fn`` (``equal``, ``less``, ...), with NaN
+    equal to NaN and above every other value.
+
+    Arrow's kernels follow IEEE 754, where NaN is unequal to and unordered with everything,
+    itself included; -0.0 = 0.0 holds in both. A null on either side gives null.
+    """
+    if pa.types.is_null(left.type) or pa.types.is_null(right.type):
+        return pa.scalar(None, pa.bool_())  # a NULL literal: no kernel takes it, and SQL says NULL
+    out = getattr(pc, fn)(left, right)
+    left_nan, right_nan = _nan_flags(left), _nan_flags(right)
+    if isinstance(left_nan, pa.BooleanScalar) and isinstance(right_nan, pa.BooleanScalar) and not (
+            left_nan.as_py() or right_nan.as_py()):
+        return out  # neither side can be NaN
+    on_nan = {
+        "equal": pc.and_(left_nan, right_nan),
+        "not_equal": pc.xor(left_nan, right_nan),
+        "less": pc.and_not(right_nan, left_nan),
+        "less_equal": right_nan,
+        "greater": pc.and_not(left_nan, right_nan),
+        "greater_equal": left_nan,
+    }[fn]
+    # ``out`` is null exactly where a side is null (NaN is a value): keep those nulls.
+    return pc.if_else(pc.and_(pc.or_(left_nan, right_nan), pc.is_valid(out)), on_nan, out)
 
 
 def evaluate(text_or_node: Any, t: pa.Table) -> Any:
@@ -80,19 +119,27 @@ def _eval(n: exp.Expression, t: pa.Table, text: str) -> Any:
     if isinstance(n, exp.Neg):
         return pc.negate_checked(_eval(n.this, t, text))
     if isinstance(n, exp.Not):
-        return pc.invert(_eval(n.this, t, text))
+        return _kernel(n, text, pc.invert, _truth(_eval(n.this, t, text)))
     if isinstance(n, exp.Is) and isinstance(n.expression, exp.Null):
         return pc.is_null(_eval(n.this, t, text))
-    if isinstance(n, exp.In):
-        vals = [_eval(v, t, text) for v in n.expressions]
-        return pc.is_in(_eval(n.this, t, text), value_set=pa.array([v.as_py() for v in vals]))
-    for cls, fn in _BINARY.items():
-        if type(n) is cls:
-            left, right = _eval(n.left, t, text), _eval(n.right, t, text)
-            try:
-                return getattr(pc, fn)(left, right)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise InvalidArgument(f"cannot evaluate {n.sql()!r} in {text!r}: {e}") from None
+    if isinstance(n, exp.In) and n.expressions:
+        # SQL's definition, an OR of equalities: NULL when nothing is equal and a side is
+        # NULL (Arrow's is_in says false there, and hashes -0.0 apart from 0.0).
+        subject = _eval(n.this, t, text)
+        out = None
+        for v in n.expressions:
+            eq = _kernel(n, text, compare, "equal", subject, _eval(v, t, text))
+            out = eq if out is None else pc.or_kleene(out, eq)
+        return out
+    if isinstance(n, exp.Case):
+        return _case(n, t, text)
+    if type(n) in _COMPARISONS:
+        return _kernel(n, text, compare, _COMPARISONS[type(n)], _eval(n.left, t, text), _eval(n.right, t, text))
+    if type(n) in _BINARY:
+        left, right = _eval(n.left, t, text), _eval(n.right, t, text)
+        if isinstance(n, _LOGIC):
+            left, right = _truth(left), _truth(right)
+        return _kernel(n, text, getattr(pc, _BINARY[type(n)]), left, right)
     if isinstance(n, exp.Coalesce):
         return pc.coalesce(*[_eval(a, t, text) for a in [n.this, *n.expressions]])
     if isinstance(n, exp.DPipe) or isinstance(n, exp.Concat):
@@ -104,8 +151,37 @@ def _eval(n: exp.Expression, t: pa.Table, text: str) -> Any:
             return getattr(pc, _FUNCS[name])(_eval(n.this, t, text))
     raise InvalidArgument(
         f"{n.sql()!r} in {text!r} is not supported in a value expression; use columns, literals, "
-        "+ - * /, comparisons, AND/OR/NOT, IS NULL, IN, COALESCE, UPPER, LOWER, ABS, ROUND, LENGTH, ||"
+        "+ - * /, comparisons, AND/OR/NOT, IS NULL, IN (values), CASE, COALESCE, UPPER, LOWER, ABS, "
+        "ROUND, LENGTH, ||"
     )
+
+
+def _kernel(n: exp.Expression, text: str, fn: Any, *args: Any) -> Any:
+    """``fn(*args)``; Arrow's complaints (types that do not go together) as InvalidArgument."""
+    try:
+        return fn(*args)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise InvalidArgument(f"cannot evaluate {n.sql()!r} in {text!r}: {e}") from None
+
+
+def _truth(v: Any) -> Any:
+    """A truth value: a NULL literal as a boolean NULL (Arrow's logic kernels take no null type)."""
+    return pa.scalar(None, pa.bool_()) if pa.types.is_null(v.type) else v
+
+
+def _case(n: exp.Case, t: pa.Table, text: str) -> Any:
+    """``CASE [subject] WHEN c THEN v ... [ELSE d] END``: the first branch whose condition is
+    TRUE (with a subject: that equals it); NULL conditions are not TRUE."""
+    subject = _eval(n.this, t, text) if n.this is not None else None
+    default = n.args.get("default")
+    out = _eval(default, t, text) if default is not None else pa.scalar(None)
+    for branch in reversed(n.args["ifs"]):  # built from the last branch, so the first wins
+        cond = _eval(branch.this, t, text)
+        if subject is not None:
+            cond = _kernel(n, text, compare, "equal", subject, cond)
+        is_true = _kernel(n, text, pc.fill_null, _truth(cond), False)
+        out = _kernel(n, text, pc.if_else, is_true, _eval(branch.args["true"], t, text), out)
+    return out
 
 
 def as_column(value: Any, t: pa.Table, typ: pa.DataType, what: str) -> pa.Array:

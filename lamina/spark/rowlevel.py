@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 import lamina
 from lamina.errors import CommitStateUnknown, InvalidArgument
-from lamina.expr import AlwaysFalse, Expr, bind, col, to_expr
+from lamina.expr import Expr, and_, bind, to_expr
 from lamina.manifest.entries import entries_from_user_files
 from lamina.spark._filters import to_spark_column
 from lamina.spark._stats import file_entries
@@ -245,22 +245,23 @@ class SparkMergeBuilder(MergeClauses):
     # -- execution ---------------------------------------------------------------------------
 
     def _bounds(self) -> Expr:
-        """The source keys' bounds as a predicate (one Spark aggregation)."""
+        """The source keys' bounds as a predicate (one Spark aggregation): ``key_range`` of the
+        non-NaN keys' min and max, and whether a key is NaN (Spark's max would be NaN then,
+        which would keep every file with a key above the min)."""
         from pyspark.sql import functions as F
+        from pyspark.sql.types import DoubleType, FloatType
 
         aggs = []
         for i, k in enumerate(self.on):
-            aggs += [F.min(F.col(_q(k))).alias(f"lo{i}"), F.max(F.col(_q(k))).alias(f"hi{i}")]
+            c = F.col(_q(k))
+            floating = isinstance(self.source.schema[k].dataType, (DoubleType, FloatType))
+            number = F.when(~F.isnan(c), c) if floating else c
+            aggs += [F.min(number).alias(f"lo{i}"), F.max(number).alias(f"hi{i}"),
+                     (F.bool_or(F.isnan(c)) if floating else F.lit(False)).alias(f"nan{i}")]
         row = self.source.agg(*aggs, F.count(F.lit(1)).alias("n")).collect()[0]
         self._source_rows = int(row["n"])
-        pred: Expr | None = None
-        for i, k in enumerate(self.on):
-            lo, hi = row[f"lo{i}"], row[f"hi{i}"]
-            if lo is None:
-                return AlwaysFalse()  # no non-null key: nothing can match
-            term = (col(k) >= lo) & (col(k) <= hi)
-            pred = term if pred is None else pred & term
-        return bind(pred, self.table.metadata.schema)
+        terms = [rowlevel.key_range(k, row[f"lo{i}"], row[f"hi{i}"], bool(row[f"nan{i}"])) for i, k in enumerate(self.on)]
+        return bind(and_(*terms), self.table.metadata.schema)
 
     def _run(self, write_id: str) -> MergeResult:
         from pyspark import StorageLevel

@@ -28,7 +28,7 @@ from pyroaring import BitMap
 
 from lamina.commit import Change
 from lamina.errors import CommitConflict, InvalidArgument, SchemaMismatch
-from lamina.expr import Expr
+from lamina.expr import Expr, and_, col, or_
 from lamina.expr.values import as_column, as_mask
 from lamina.manifest.entries import conform, fill_constant
 from lamina.spec.version import VersionManifest
@@ -44,6 +44,7 @@ _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
 MODES = ("merge-on-read", "copy-on-write")
 POS = "__lamina_pos"  # physical row position within its data file
 FILE = "__lamina_file"  # which of the files read together a row comes from
+KEY = "__lamina_key"  # merge: the join key columns, KEY0, KEY1, ... (see join_key)
 
 
 def check_mode(mode: str) -> str:
@@ -318,6 +319,33 @@ def _clause_rows(cl: "_Clause", sel: pa.Table, tschema: pa.Schema, what: str, un
     return pa.table(cols, schema=tschema)
 
 
+def join_key(keys: pa.Array | pa.ChunkedArray, typ: pa.DataType, what: str) -> pa.Array | pa.ChunkedArray:
+    """Merge keys as ``typ`` (the type both sides are joined as), in the form in which
+    Arrow's hash join matches them as SQL's = does (docs/format.md, Deletion vectors and
+    row-level changes): the join hashes and compares bits, so -0.0 would miss 0.0 and a NaN
+    would miss NaNs of other bit patterns (Arrow's 0/0 is 0xfff8..., NumPy's nan 0x7ff8...).
+    Floats therefore become one zero and one NaN; nulls stay null, and never match."""
+    try:
+        keys = keys if keys.type.equals(typ) else pc.cast(keys, typ)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise SchemaMismatch(f"merge: {what} cannot be compared as {typ} ({e}); cast it to the table's type") from None
+    if not pa.types.is_floating(typ):
+        return keys
+    zero, nan = pa.scalar(0, typ), pa.scalar(float("nan"), typ)
+    return pc.if_else(pc.is_nan(keys), nan, pc.if_else(pc.equal(keys, zero), zero, keys))
+
+
+def key_range(name: str, lo: Any, hi: Any, has_nan: bool) -> Expr:
+    """The target rows that source keys of column ``name`` may match, for pruning: keys in
+    [lo, hi] (the bounds of the non-NaN source keys; None if there are none), and NaN keys
+    if a source key is NaN (NaN matches NaN only, while an ordering would put it above
+    ``hi`` and widen the range to everything above ``lo``)."""
+    terms = [] if lo is None else [(col(name) >= lo) & (col(name) <= hi)]
+    if has_nan:
+        terms.append(col(name) == float("nan"))
+    return or_(*terms)
+
+
 @dataclass
 class MergeResult:
     version: int | None
@@ -398,40 +426,57 @@ class MergeBuilder(MergeClauses):
         self._start(on, source.column_names)
         self.source = source
         self.mode = mode
+        # The type each key is joined as: the table's, or a wider one both sides convert to
+        # exactly (float32 and float64 as float64, as a predicate compares them).
+        self._key_types = [self._key_type(k) for k in self.on]
+
+    def _key_type(self, k: str) -> pa.DataType:
+        mine, theirs = self.table.metadata.schema.arrow.field(k).type, self.source.schema.field(k).type
+        if mine.equals(theirs):
+            return mine
+        try:
+            return pa.unify_schemas([pa.schema([(k, mine)]), pa.schema([(k, theirs)])], promote_options="permissive").field(k).type
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            raise SchemaMismatch(
+                f"merge key {k!r} is {mine} in the table but {theirs} in the source, which do not compare; "
+                "cast the source's column to the table's type"
+            ) from None
+
+    def _keys(self, t: pa.Table, names: Sequence[str], side: str) -> dict[str, Any]:
+        return {f"{KEY}{i}": join_key(t.column(n), typ, f"the {side}'s key {k!r} ({t.schema.field(n).type})")
+                for i, (k, n, typ) in enumerate(zip(self.on, names, self._key_types))}
 
     # -- execution ----------------------------------------------------------------------
 
     def _prune(self) -> Expr:
-        from lamina.expr import col
-
-        pred: Expr | None = None
+        terms = []
         for k in self.on:
-            keys = self.source.column(k).drop_null()
-            if not len(keys):
-                from lamina.expr import AlwaysFalse
-
-                return AlwaysFalse()
-            mm = pc.min_max(keys)
-            term = (col(k) >= mm["min"].as_py()) & (col(k) <= mm["max"].as_py())
-            pred = term if pred is None else pred & term
-        return pred
+            keys = self.source.column(k)
+            nan = pc.is_nan(keys) if pa.types.is_floating(keys.type) else None
+            has_nan = nan is not None and bool(pc.any(nan).as_py())
+            if has_nan:
+                keys = keys.filter(pc.invert(nan))  # nulls go too
+            mm = pc.min_max(keys)  # skips nulls: they match nothing
+            terms.append(key_range(k, mm["min"].as_py(), mm["max"].as_py(), has_nan))
+        return and_(*terms)
 
     def _prefixed_source(self) -> pa.Table:
         s = self.source
-        cols = {k: s.column(k) for k in self.on}
+        cols = self._keys(s, self.on, "source")
         cols.update({f"source.{n}": s.column(n) for n in s.column_names})
         cols["__src"] = pa.array(np.arange(s.num_rows, dtype=np.int64))
         return pa.table(cols)
 
     def _file_fn(self, tschema: pa.Schema) -> FileFn:
         src = self._prefixed_source()
+        keys = [f"{KEY}{i}" for i in range(len(self.on))]
 
         def fn(rows: pa.Table) -> FileOutcome:
-            left = {k: rows.column(k) for k in self.on}
+            left = self._keys(rows, self.on, "table")
             left.update({f"target.{n}": rows.column(n) for n in tschema.names})
             left[POS] = rows.column(POS)
             left[FILE] = rows.column(FILE)
-            j = pa.table(left).join(src, keys=self.on, join_type="inner")
+            j = pa.table(left).join(src, keys=keys, join_type="inner")
             if not j.num_rows:
                 return FileOutcome(np.zeros(0, dtype=np.int64), matched_source=np.zeros(0, dtype=np.int64))
             pos = j.column(POS).to_numpy().astype(np.int64) + (j.column(FILE).to_numpy().astype(np.int64) << 32)
