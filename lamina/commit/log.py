@@ -129,15 +129,9 @@ class VersionLog:
         except VersionNotFound:
             return False
 
-    def try_load(self, version: int) -> VersionManifest | None:
+    def try_load(self, version: int, *, check_freed: bool = True) -> VersionManifest | None:
         try:
-            return self.load(version)
-        except VersionNotFound:
-            return None
-
-    def _try_load_unchecked(self, version: int) -> VersionManifest | None:
-        try:
-            return self.load(version, check_freed=False)
+            return self.load(version, check_freed=check_freed)
         except VersionNotFound:
             return None
 
@@ -198,7 +192,7 @@ class VersionLog:
                     return vm
                 # above a live version no chunk is freed: whatever the probe found is a slot
                 # of the current run of versions and tombstones
-                found = self._try_load_unchecked(newest)
+                found = self.try_load(newest, check_freed=False)
                 if found is not None:
                     return found
                 # The probe stopped on a tombstone: a destructive rollback's hole follows
@@ -261,11 +255,6 @@ class VersionLog:
         """Every version present, oldest first (a full listing); tombstones are not versions."""
         return self.scan_slots().versions
 
-    def list_versions_and_tombstones(self) -> tuple[list[int], list[int]]:
-        """(versions, tombstoned versions), ascending."""
-        slots = self.scan_slots()
-        return slots.versions, sorted(slots.tombstones)
-
     def scan_slots(self) -> "SlotListing":
         """Every slot file, classified by content, from one listing of ``versions/`` and one of
         ``freed/``. A file small enough to be a tombstone is read to tell which it is: a
@@ -287,24 +276,15 @@ class VersionLog:
             else:
                 versions.append(v)
         tombstones: dict[int, Tombstone] = {}
-        for v, data in zip(small, self._get_many([version_path(v) for v in small])):
+        paths = [version_path(v) for v in small]
+        read = map(self.io.get_optional, paths) if self.io.is_local or len(paths) <= 1 else _read_pool.map(self.io.get_optional, paths)
+        for v, data in zip(small, read):
             stone = None if data is None else Tombstone.parse(data, version_path(v))
             if stone is not None:
                 tombstones[v] = stone
             elif data is not None:
                 versions.append(v)  # a small manifest, or a damaged one: loading it tells
         return SlotListing(sorted(versions), tombstones, sorted(strays), freed)
-
-    def _get_many(self, paths: list[str]) -> list[bytes | None]:
-        def one(p: str) -> bytes | None:
-            try:
-                return self.io.get(p)
-            except NotFound:
-                return None
-
-        if self.io.is_local or len(paths) <= 1:
-            return [one(p) for p in paths]
-        return list(_read_pool.map(one, paths))
 
     def write_hint(self, vm: VersionManifest, wait: bool = True, after: Callable[[], None] | None = None) -> None:
         """Best effort: a stale or failed hint costs readers a probe or a listing, never correctness.

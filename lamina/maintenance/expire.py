@@ -429,14 +429,14 @@ def free_slots(
     retention = int(latest.properties.get(SLOT_RETENTION_PROP, DEFAULT_SLOT_RETENTION_MS))
     old_enough = now - retention
     freed = {first for first, _ in slots.freed}
-    present = sorted(set(slots.tombstones) | set(slots.versions))
-    chunks = sorted({chunk_range(v, size) for v in present if v < below})
+    live = set(slots.versions).difference(slots.tombstones)  # versions just expired are tombstones now
+    chunks = sorted({chunk_range(v, size) for v in live.union(slots.tombstones) if v < below})
     doomed: list[str] = [version_path(v) for v in slots.strays]
     for first, last in chunks:
         if first in freed or last >= below:
             continue
         stones = [slots.tombstones.get(v) for v in range(first, last + 1)]
-        if any(v in present and v not in slots.tombstones for v in range(first, last + 1)):
+        if any(v in live for v in range(first, last + 1)):
             continue  # a slot that is no tombstone (a damaged file): fsck reports it, nothing is freed
         if any(t is not None and t.at_ms is not None and t.at_ms > old_enough for t in stones):
             continue  # expired too recently

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lamina.errors import CorruptMetadata, LaminaError
-from lamina.maintenance.reachability import kept_versions, manifest_paths, paths_of, referenced_files, live_entries
+from lamina.maintenance.reachability import kept_versions, live_entries, manifest_paths, paths_of, referenced_files, root_of
 from lamina.spec.layout import HINT_PATH, PENDING_DIR, TAGS_DIR, WRITES_DIR, version_path
 from lamina.spec.slot import FREED_DIR, freed_path
 
@@ -39,7 +39,10 @@ def fsck(table) -> FsckReport:
     present = {o.path: o.size for o in io.walk()}
     # 1. the latest version: every reference exists
     try:
-        latest_refs = set(manifest_paths(io, latest).to_pylist()) | set(referenced_files(live_entries(io, latest)).to_pylist())
+        root = root_of(io, latest)
+        latest_refs = set(manifest_paths(io, latest, root).to_pylist()) | set(
+            referenced_files(live_entries(io, latest, root)).to_pylist()
+        )
     except CorruptMetadata as e:
         report.errors.append(f"version {latest.version}: {e}")
         latest_refs = set()
@@ -54,10 +57,11 @@ def fsck(table) -> FsckReport:
     except CorruptMetadata as e:
         report.errors.append(str(e))
         slots = None
+    loaded = []  # the versions that read, for step 3 (each is loaded once)
     if slots is not None:
         for v in slots.versions:
             try:
-                log.load(v, check_freed=False)
+                loaded.append(log.load(v, check_freed=False))
             except CorruptMetadata as e:
                 report.errors.append(f"version {v}: {e}")
             except LaminaError:
@@ -72,7 +76,7 @@ def fsck(table) -> FsckReport:
         # slots.strays (puts that landed in freed slots) stay unreferenced: expiry deletes them
     # 3. everything a kept version references
     try:
-        referenced.update(paths_of(io, kept_versions(io, log)).to_pylist())
+        referenced.update(paths_of(io, kept_versions(io, log, loaded if slots is not None else None)).to_pylist())
     except LaminaError as e:
         report.errors.append(str(e))
     meta = (f"{TAGS_DIR}/", f"{WRITES_DIR}/", f"{PENDING_DIR}/", f"{FREED_DIR}/")

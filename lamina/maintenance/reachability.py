@@ -133,13 +133,16 @@ def staged_versions(io: FileIO, latest: int) -> list[VersionManifest]:
     return out
 
 
-def kept_versions(io: FileIO, log: VersionLog) -> list[VersionManifest]:
-    """Every version whose files must stay: existing versions, tags' copies, staged commits.
+def kept_versions(io: FileIO, log: VersionLog, versions: list[VersionManifest] | None = None) -> list[VersionManifest]:
+    """Every version whose files must stay: existing versions (``versions`` if the caller
+    has loaded them), tags' copies, staged commits.
 
     A damaged version file raises CorruptMetadata: nothing is freed on a table whose
     history cannot be read (fail closed)."""
     # try_load: a version expired between the listing and the read is simply not there
-    vms = [vm for vm in _pool.map(log.try_load, log.list_versions()) if vm is not None]
+    vms = list(versions) if versions is not None else [
+        vm for vm in _pool.map(log.try_load, log.list_versions()) if vm is not None
+    ]
     latest = max((vm.version for vm in vms), default=-1)
     vms += [t.version for t in TagStore(io, log).list()]
     vms += staged_versions(io, latest)
