@@ -38,8 +38,7 @@ class World:
     def __init__(self, root: str) -> None:
         self.root = root
         self.uri = os.path.join(root, "t")
-        # base-max-age 0: expiry may take versions superseded a moment ago
-        self.table = lamina.create_table(self.uri, SCHEMA, properties={"commit.base-max-age-ms": 0})
+        self.table = lamina.create_table(self.uri, SCHEMA)
         for i in range(3):
             self.table.append(rows([i * 10, i * 10 + 1]))
         self.table.create_tag("keep", 1)
@@ -270,7 +269,9 @@ def test_add_files_checks_a_long_list_with_one_listing_per_directory(world, monk
     ({"expire.reader-grace-ms": "one hour"}, "expire.reader-grace-ms='one hour' (give an integer >= 0)"),
     ({"write.max-rows-per-file": "0"}, "write.max-rows-per-file='0' (give an integer >= 1)"),
     ({"write.max-rows-per-file": "1e6"}, "write.max-rows-per-file='1e6'"),
-    ({"commit.base-max-age-ms": "nan"}, "commit.base-max-age-ms='nan' (give a number >= 0)"),
+    ({"commit.retry.max-seconds": "nan"}, "commit.retry.max-seconds='nan' (give a number >= 0)"),
+    ({"version.slot-chunk-size": "0"}, "version.slot-chunk-size='0' (give an integer >= 1)"),
+    ({"expire.slot-retention-ms": "1 day"}, "expire.slot-retention-ms='1 day' (give an integer >= 0)"),
     ({"manifest.leaf-target-files": "lots", "tag.auto-retain-max": -1}, "tag.auto-retain-max='-1'"),
     ({"tag.auto-create": "weekly"}, "tag.auto-create='weekly' (give one of daily, hourly)"),
     ({"write.delete.mode": "merge"}, "write.delete.mode='merge' (give one of merge-on-read, copy-on-write)"),

@@ -8,6 +8,7 @@ import math
 from typing import Mapping
 
 from lamina.errors import InvalidArgument
+from lamina.spec.slot import SLOT_CHUNK_PROP, SLOT_RETENTION_PROP
 
 # name -> (integer only, smallest allowed value)
 NUMERIC_PROPERTIES: dict[str, tuple[bool, float]] = {
@@ -19,8 +20,9 @@ NUMERIC_PROPERTIES: dict[str, tuple[bool, float]] = {
     "commit.retry.max-seconds": (False, 0),
     "commit.retry.backoff-min-ms": (False, 0),
     "commit.retry.backoff-max-ms": (False, 0),
-    "commit.base-max-age-ms": (False, 0),
     "expire.reader-grace-ms": (True, 0),
+    SLOT_CHUNK_PROP: (True, 1),
+    SLOT_RETENTION_PROP: (True, 0),
     "tag.auto-retain-max": (True, 0),
 }
 

@@ -26,13 +26,14 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from lamina.errors import CorruptMetadata, InvalidArgument
+from lamina.errors import CorruptMetadata
 from lamina.spec.layout import META_DIR
 
 FREED_DIR = f"{META_DIR}/freed"
 
-# Table properties. The chunk size is fixed when the table is created: writers and
-# expiry must agree on which record covers a slot.
+# Table properties (checked at creation with the others: lamina.spec.properties). The chunk
+# size is fixed when the table is created: writers and expiry must agree on which record
+# covers a slot.
 SLOT_CHUNK_PROP = "version.slot-chunk-size"
 DEFAULT_SLOT_CHUNK = 1000
 # Tombstones are kept at least this long before their chunk may be freed. Correctness
@@ -56,17 +57,6 @@ def slot_chunk_size(properties: Mapping[str, str]) -> int:
     if n < 1:
         raise CorruptMetadata(f"table property {SLOT_CHUNK_PROP}={raw!r} is not a positive integer")
     return n
-
-
-def check_slot_chunk_property(properties: Mapping[str, str]) -> None:
-    """At create time: the chunk size must be a positive integer (it cannot change later)."""
-    if SLOT_CHUNK_PROP in properties:
-        try:
-            slot_chunk_size(properties)
-        except CorruptMetadata:
-            raise InvalidArgument(
-                f"{SLOT_CHUNK_PROP} must be a positive integer, got {properties[SLOT_CHUNK_PROP]!r}"
-            ) from None
 
 
 def chunk_range(version: int, size: int) -> tuple[int, int]:

@@ -34,7 +34,6 @@ from lamina.spec.layout import FORMAT_VERSION, version_path
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.properties import check_properties
 from lamina.spec.schema import Schema
-from lamina.spec.slot import check_slot_chunk_property
 from lamina.spec.version import VersionManifest
 from lamina.maintenance import auto_tags, compaction, expire, orphans
 from lamina.spec.tag import Tag, split_version_or_tag
@@ -682,7 +681,6 @@ def initial_version(
 ) -> VersionManifest:
     """Version 0 of a new table (empty); shared by create_table and the catalogs."""
     lschema = Schema.from_arrow(schema)
-    check_slot_chunk_property({str(k): str(v) for k, v in (properties or {}).items()})
     spec = parse_partition_by(partition_by if not isinstance(partition_by, str) else [partition_by], lschema)
     props = {str(k): str(v) for k, v in (properties or {}).items()}
     check_properties(props)
