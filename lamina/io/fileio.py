@@ -353,7 +353,10 @@ class FileIO:
 
     def put_new(self, path: str, data: Any) -> None:
         """Create an object under a name only this write uses (a data file, a manifest, a
-        deletion-vector file, a staged version), retrying transient failures.
+        deletion-vector file, a staged version), retrying transient failures. Also for names
+        others may race for when identical bytes can only be this writer's own retry (version
+        0 and tags carry a fresh uuid or timestamp; a freed-slot record differs in its time):
+        the caller turns AlreadyExists into its own error.
 
         A put whose answer was lost may have landed, and so may the first try of a request
         the store client retried on its own, whose retry then finds the object (S3: 412).
