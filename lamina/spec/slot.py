@@ -81,7 +81,7 @@ class Tombstone:
     """What stays in a slot whose version is gone."""
 
     version: int
-    commit_id: str | None  # None: unknown (tombstones written before format 1.1, legacy holes)
+    commit_id: str | None  # None: unknown (rollback tombstones written before slot records existed)
     reason: str  # "expired" | "rollback"
     at_ms: int | None  # when the version was expired or dropped
     dropped_by: int | None = None  # the destructive rollback's version
