@@ -473,9 +473,9 @@ def _time_lamina_phases() -> dict:
     import functools
     import threading
 
-    import lamina.maintenance.compaction as compaction_mod
-    import lamina.table.scan as scan_mod
-    import lamina.table.writer as writer_mod
+    import lamina.operations.compaction as compaction_mod
+    import lamina.data.scan as scan_mod
+    import lamina.data.writer as writer_mod
 
     acc = {"rewrite_groups": 0.0, "read_inputs_thread_sum": 0.0, "encode_store_outputs": 0.0}
     lock = threading.Lock()

@@ -145,7 +145,7 @@ def _crash(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one write and SIGKILL this process at ``spec['at']``."""
     import lamina
     import lamina.commit.committer as committer
-    import lamina.table.writer as writer
+    import lamina.data.writer as writer
 
     at, marker = spec["at"], spec["marker"]
     t = _open(spec)

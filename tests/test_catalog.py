@@ -36,7 +36,7 @@ from lamina.errors import (
     TableOffline,
 )
 from lamina.spec.layout import HINT_PATH
-from lamina.table.inflight import register_write
+from lamina.data.inflight import register_write
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import lamina
 from lamina.commit import Change, CommitOptions, ObjectStoreCoordinator
 from lamina.errors import CommitConflict, CommitRetriesExhausted, CommitStateUnknown, StorageError
-from lamina.table.operations import REMOVED_SCHEMA
+from lamina.commit import Operation, removed_of
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("s", pa.string())])
 
@@ -109,21 +109,14 @@ def test_retry_budget_exhausted_commits_nothing(tmp_path):
     assert ids(lamina.open_table(a.uri)) == [0, 1, 2]
 
 
-class RemoveFiles:
+class RemoveFiles(Operation):
     """Remove specific files: conflicts if a concurrent commit removed one of them."""
 
     def __init__(self, entries):
         self.entries = entries
 
     def apply(self, base):
-        removed = pa.table({"path": self.entries.column("path"), "added_version": self.entries.column("added_version")}, schema=REMOVED_SCHEMA)
-        return Change("delete-files", _empty_entries(base), removed)
-
-
-def _empty_entries(base):
-    from lamina.manifest.entries import manifest_schema
-
-    return manifest_schema(base.schema, base.partition_spec).empty_table()
+        return Change("delete-files", base.empty(), removed_of(self.entries))
 
 
 def test_removing_a_file_removed_concurrently_conflicts(tmp_path):
@@ -133,7 +126,7 @@ def test_removing_a_file_removed_concurrently_conflicts(tmp_path):
     files = b.scan().plan().entries
     a.overwrite(rows(50))  # removes the file b is about to remove
     with pytest.raises(CommitConflict, match="no longer live"):
-        b._committer.commit(b.metadata, RemoveFiles(files))
+        b.transaction().add_operation(RemoveFiles(files)).commit()
     assert ids(lamina.open_table(a.uri)) == [50, 51, 52]
 
 

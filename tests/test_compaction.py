@@ -9,11 +9,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import lamina
-from lamina.commit import flush_hints
+from lamina.commit import Base, flush_hints
 from lamina.errors import CorruptMetadata, InvalidArgument
 from lamina.maintenance import fsck
-from lamina.maintenance.compaction import CompactFiles
-from lamina.table.inflight import new_write_id
+from lamina.operations.compaction import CompactFiles
+from lamina.data.inflight import new_write_id
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("cat", pa.string())])
 
@@ -59,12 +59,13 @@ def test_compaction_where_limits_the_inputs(table):
 
 
 def test_concurrent_delete_on_an_input_is_carried_into_the_output(table):
-    op = CompactFiles(table, None, 1 << 20, 1 << 19, [], new_write_id())
-    op.apply(table.refresh().metadata)  # outputs computed from the inputs as they were
+    op = CompactFiles(None, 1 << 20, 1 << 19, [], new_write_id())
+    vm = table.refresh().metadata
+    op.apply(Base(table.io, vm, vm.version + 1))  # outputs computed from the inputs as they were
     other = lamina.open_table(table.uri)
     other.delete("id = 7 OR id = 8")  # lands first, on two of the inputs
     other.append(batch(500, 502))  # and an append: never a conflict
-    table._commit(op)
+    table.transaction().add_operation(op).commit()
     got = ids(table.refresh().to_arrow())
     assert 7 not in got and 8 not in got and 500 in got and 501 in got  # no resurrection, no loss
     assert len(got) == 120 - 2 + 2
@@ -156,7 +157,7 @@ def test_stats_merged_from_row_groups_equal_the_whole_files_stats():
     its rows at once."""
     from lamina.manifest.entries import column_stats
     from lamina.spec.schema import Schema
-    from lamina.table.writer import _merged_stats
+    from lamina.data.writer import _merged_stats
 
     schema = Schema.from_arrow(pa.schema([pa.field("i", pa.int64()), pa.field("s", pa.string()), pa.field("f", pa.float64())]))
     parts = [
@@ -178,7 +179,7 @@ def test_large_files_dictionary_encode_only_repetitive_columns(tmp_path):
     unique ones (keys, measurements) plain; small files keep Parquet's default."""
     import pyarrow.parquet as pq
 
-    from lamina.table.writer import _DICTIONARY_MIN_ROWS
+    from lamina.data.writer import _DICTIONARY_MIN_ROWS
 
     n = _DICTIONARY_MIN_ROWS * 2
     big = pa.table({"id": pa.array(range(n), pa.int64()), "cat": pa.array([f"c{i % 7}" for i in range(n)])})

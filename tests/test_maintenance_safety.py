@@ -242,7 +242,7 @@ def test_a_tag_created_through_a_lost_answer_is_created_once(tmp_path):
     from lamina.commit import VersionLog
     from lamina.io import FileIO
     from lamina.io.faults import FaultInjectingIO
-    from lamina.table.tags import TagStore
+    from lamina.commit.tags import TagStore
 
     uri = str(tmp_path / "t")
     lamina.create_table(uri, _workers.schema()).append(_workers.batch(0, 0, ROWS))

@@ -161,7 +161,7 @@ def test_corrupt_dv_is_a_clear_error(table):
     data = bytearray(open(path, "rb").read())
     data[-1] ^= 0xFF
     open(path, "wb").write(bytes(data))
-    from lamina.table.deletes import _cache
+    from lamina.data.deletes import _cache
 
     _cache.clear()
     with pytest.raises(CorruptMetadata, match="checksum"):
@@ -176,9 +176,9 @@ def test_reading_files_with_dvs_over_many_row_groups_drops_exactly_the_deleted_r
     a filter, and a file gone from disk."""
     import pyarrow.parquet as pq
 
-    import lamina.table.scan
+    import lamina.data.scan
 
-    monkeypatch.setattr(lamina.table.scan, "LARGE_FILE", large_file)
+    monkeypatch.setattr(lamina.data.scan, "LARGE_FILE", large_file)
 
     t = lamina.create_table(str(tmp_path / "rg"), SCHEMA)
     os.makedirs(os.path.join(t.uri, "data"))
@@ -193,7 +193,7 @@ def test_reading_files_with_dvs_over_many_row_groups_drops_exactly_the_deleted_r
     want = [i for i in range(300) if i not in gone]
     assert sorted(t.to_arrow().column("id").to_pylist()) == want
     assert sorted(t.scan(where="amt > 150", columns=["id"]).to_arrow().column("id").to_pylist()) == [i for i in want if i > 150]
-    from lamina.table.deletes import _cache
+    from lamina.data.deletes import _cache
 
     _cache.clear()  # DVs read again: one range request per DV file
     assert sorted(t.to_arrow().column("id").to_pylist()) == want

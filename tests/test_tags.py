@@ -23,7 +23,7 @@ from lamina.errors import (
 )
 from lamina.maintenance import fsck
 from lamina.spec.layout import TAGS_DIR
-from lamina.table.inflight import inflight, new_write_id
+from lamina.data.inflight import inflight, new_write_id
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("grp", pa.string())])
 NOW = timedelta(0)

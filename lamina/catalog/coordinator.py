@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from lamina.commit.committer import _step
+from lamina.commit.committer import step
 from lamina.commit.coordinator import CommitCoordinator
 from lamina.commit.log import VersionLog
 from lamina.errors import AlreadyExists, CorruptMetadata, NotFound, StorageError, TableOffline
@@ -56,6 +56,9 @@ class RowStore(Protocol):
 
     def _row(self, table_id: str) -> Row: ...
 
+    def _insert_table(self, table_id: str, ident: str, location: str, vm: VersionManifest, staged: str) -> None:
+        """Insert the row of a new table at version 0 (CatalogTableAlreadyExists if taken)."""
+
 
 class SqlCoordinator(CommitCoordinator):
     def __init__(self, store: RowStore, table_id: str, log_: VersionLog, identifier: str) -> None:
@@ -67,6 +70,19 @@ class SqlCoordinator(CommitCoordinator):
 
     # -- the commit ----------------------------------------------------------------------
 
+    def create(self, vm: VersionManifest) -> None:
+        """Version 0: staged, the catalog row inserted (the commit point), then published."""
+        data = vm.to_json()
+        staged = pending_path(0, vm.commit_id)
+        self.io.put_new(staged, data)
+        try:
+            self.store._insert_table(self.table_id, self.identifier, self.io.uri, vm, staged)
+        except BaseException:
+            self._drop(staged)
+            raise
+        step("swapped")
+        self._publish_final(0, data, vm.commit_id, staged)
+
     def publish(self, vm: VersionManifest) -> None:
         data = vm.to_json()
         staged = pending_path(vm.version, vm.commit_id)
@@ -76,7 +92,7 @@ class SqlCoordinator(CommitCoordinator):
         for _ in range(3):
             row = self.store._swap(self.table_id, vm.version - 1, vm, staged)
             if row is None:
-                _step("swapped")
+                step("swapped")
                 self._publish_final(vm.version, data, vm.commit_id, staged)
                 return
             if row.version == vm.version and row.commit_id == vm.commit_id:

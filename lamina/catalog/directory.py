@@ -33,7 +33,7 @@ from lamina.errors import (
 from lamina.io import FileIO
 from lamina.io.fileio import check_local_directory, make_local_directory
 from lamina.spec.layout import VERSIONS_DIR, version_path
-from lamina.table.inflight import live_write_ids
+from lamina.data.inflight import live_write_ids
 from lamina.table.table import create_table, open_table
 
 OFFLINE_DIR = ".lamina-offline"

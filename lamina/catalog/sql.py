@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import pyarrow as pa
 
 from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
+from lamina.commit import Committer
 from lamina.catalog.coordinator import CatalogVersionLog, Row, SqlCoordinator, pending_path
 from lamina.errors import (
     CatalogError,
@@ -47,7 +48,7 @@ from lamina.io import FileIO
 from lamina.spec.features import CATALOG_COMMITS
 from lamina.spec.layout import version_path
 from lamina.spec.version import VersionManifest
-from lamina.table.inflight import live_write_ids
+from lamina.data.inflight import live_write_ids
 from lamina.table.table import initial_version
 
 SCHEMA_DDL = [
@@ -374,41 +375,44 @@ class SqlCatalog(Catalog):
             raise CatalogTableAlreadyExists(
                 f"{loc} already holds a Lamina table (uuid {existing.table_uuid}); choose another location"
             )
-        # Version 0 follows the commit protocol too: staged, row inserted (the commit point),
-        # then published. A crash in between is completed by the next load.
-        staged = pending_path(0, vm.commit_id)
-        io.put_new(staged, vm.to_json())
+        # Version 0 is committed like every version: through the table's coordinator (staged,
+        # row inserted -- the commit point --, then published). A crash in between is
+        # completed by the next load.
+        coordinator = self._coordinator(vm.table_uuid, ident, io)
+        Committer(coordinator.log, coordinator).create(vm)
+        return self._open(vm.table_uuid, ident, loc)
+
+    def _insert_table(self, table_id: str, ident: str, location: str, vm: VersionManifest, staged: str) -> None:
+        """The catalog row of a new table at version 0 (its commit point; see SqlCoordinator.create)."""
+        ns, name = parse_identifier(ident)
         now = _now_ms()
         try:
             with self._db.tx() as q:
                 self._require_namespace(q, ns)
                 if q("SELECT 1 FROM lamina_tables WHERE namespace = ? AND name = ?", (ns, name)).fetchone():
                     raise CatalogTableAlreadyExists(f"table {ident} already exists in {self.uri}")
-                if q("SELECT 1 FROM lamina_tables WHERE location = ?", (loc,)).fetchone():
-                    raise CatalogTableAlreadyExists(f"another table of {self.uri} already lives at {loc}")
+                if q("SELECT 1 FROM lamina_tables WHERE location = ?", (location,)).fetchone():
+                    raise CatalogTableAlreadyExists(f"another table of {self.uri} already lives at {location}")
                 q(
                     "INSERT INTO lamina_tables (id, namespace, name, location, schema_json, online, version, "
                     "manifest_path, pending_path, commit_id, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, 1, 0, ?, ?, ?, ?, ?)",
-                    (vm.table_uuid, ns, name, loc, json.dumps(vm.schema.to_json()), version_path(0), staged,
+                    (table_id, ns, name, location, json.dumps(vm.schema.to_json()), version_path(0), staged,
                      vm.commit_id, now, now),
                 )
         except self._db.IntegrityError:
-            io.delete(staged)
-            raise CatalogTableAlreadyExists(f"table {ident} (or its location {loc}) was created concurrently") from None
-        except BaseException:
-            io.delete(staged)
-            raise
-        table = self._open(vm.table_uuid, ident, loc)
-        table.log.write_hint(table.metadata)
-        return table
+            raise CatalogTableAlreadyExists(f"table {ident} (or its location {location}) was created concurrently") from None
 
-    def _open(self, table_id: str, ident: str, location: str) -> CatalogTable:
-        io = FileIO(location, self.storage_options)
+    def _coordinator(self, table_id: str, ident: str, io: FileIO) -> SqlCoordinator:
         log_ = CatalogVersionLog(io, table_uuid=table_id, table_identifier=ident)
         coord = SqlCoordinator(self, table_id, log_, ident)
         log_.coordinator = coord
+        return coord
+
+    def _open(self, table_id: str, ident: str, location: str) -> CatalogTable:
+        coord = self._coordinator(table_id, ident, FileIO(location, self.storage_options))
+        log_ = coord.log
         vm = log_.latest()
-        table = CatalogTable(io, log_, vm, coord)
+        table = CatalogTable(log_.io, log_, vm, coord)
         return table._bind_catalog(self, ident, lambda: self._online_by_id(table_id, ident))
 
     def load_table(self, identifier: Any) -> CatalogTable:

@@ -1,7 +1,13 @@
-"""Optimistic concurrency: version log, coordinators, conflict rules, retry/rebase."""
+"""Where versions are made: the version log, tags, coordinators, and the committer that
+applies operations to the latest version (``Base``), publishes, and rebases on conflict."""
 
-from lamina.commit.committer import Change, CommitOptions, Committer, Operation
+from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation, removed_of
+from lamina.commit.committer import CommitOptions, Committer
 from lamina.commit.coordinator import CommitCoordinator, ObjectStoreCoordinator
 from lamina.commit.log import VersionLog, flush_hints
+from lamina.commit.tags import TagStore
 
-__all__ = ["Change", "CommitOptions", "Committer", "Operation", "CommitCoordinator", "ObjectStoreCoordinator", "VersionLog", "flush_hints"]
+__all__ = [
+    "REMOVED_SCHEMA", "Base", "Change", "CommitOptions", "Committer", "Operation", "CommitCoordinator",
+    "ObjectStoreCoordinator", "TagStore", "VersionLog", "flush_hints", "removed_of",
+]

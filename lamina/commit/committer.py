@@ -1,10 +1,13 @@
-"""Optimistic commits: apply a change to the latest version, publish, rebase on conflict.
+"""Optimistic commits: apply operations to the latest version, publish, rebase on conflict.
 
-A change is data plus what it needs from the version it is applied to
-(pyiceberg's model): ``Operation.apply(base)`` turns the operation into manifest
-changes against ``base`` and raises CommitConflict if ``base`` no longer allows
-it (e.g. a file it removes was removed concurrently). Appends apply to any
-base, so append vs append never conflicts.
+This is where every version of a table is made, version 0 included. A change is
+data plus what it needs from the version it is applied to (pyiceberg's model):
+``Operation.apply(base)`` turns the operation into manifest changes against
+``base`` (a ``lamina.commit.base.Base``) and raises CommitConflict if ``base`` no
+longer allows it (e.g. a file it removes was removed concurrently). Appends
+apply to any base, so append vs append never conflicts. A transaction is a
+sequence of operations applied in order, each seeing the ones before it, and
+re-applied as a unit on every attempt.
 
 Every attempt carries the same commit id, which is how an ambiguous outcome
 (the conditional PUT may have landed but the answer was lost) is resolved:
@@ -19,18 +22,17 @@ import logging
 import random
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
-import pyarrow as pa
-
+from lamina.commit.base import Base, Change, Operation, combine
 from lamina.commit.coordinator import CommitCoordinator
 from lamina.commit.log import VersionLog
 from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted, CommitStateUnknown, StorageError
+from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
 from lamina.spec.features import SLOT_TOMBSTONES, check_writer
 from lamina.spec.layout import version_path
-from lamina.spec.schema import Schema
 from lamina.spec.slot import Tombstone, slot_chunk_size
 from lamina.spec.version import VersionManifest
 
@@ -58,51 +60,68 @@ class CommitOptions:
         )
 
 
-@dataclass
-class Change:
-    """What one operation does to one base version."""
-
-    operation: str
-    added: pa.Table  # data-file entries to add (manifest schema)
-    removed: pa.Table  # columns path, added_version: live files to remove
-    summary: dict[str, Any] = field(default_factory=dict)
-    schema: Schema | None = None  # new schema, if the operation changes it
-    properties: dict[str, str] | None = None
-    app_transactions: dict[str, int] | None = None
-    readds: bool = False  # ``added`` includes files an earlier version removed (rollback)
-
-
-class Operation(Protocol):
-    def apply(self, base: VersionManifest) -> Change: ...
-
-
 # Hook for tests that kill a writer at each step of the commit (crash tests).
 _step_hook: Callable[[str], None] | None = None
 
 
-def _step(name: str) -> None:
+def step(name: str) -> None:
+    """Mark a step of a commit for the crash tests' hook (``_step_hook``)."""
     if _step_hook is not None:
         _step_hook(name)
 
 
 class Committer:
-    def __init__(self, log_: VersionLog, coordinator: CommitCoordinator, mschema_for: Callable[[VersionManifest], pa.Schema]):
+    def __init__(self, log_: VersionLog, coordinator: CommitCoordinator):
         self.log = log_
         self.coordinator = coordinator
-        self.mschema_for = mschema_for
+
+    def create(self, vm: VersionManifest, options: CommitOptions | None = None) -> VersionManifest:
+        """Commit version 0 (a new table): through the coordinator, like every version.
+
+        Raises AlreadyExists if another table holds version 0. An unknown outcome is
+        resolved by reading the slot back: our commit id there means it landed."""
+        options = options or CommitOptions.from_properties(vm.properties)
+        for _ in range(options.resolve_attempts):
+            try:
+                step("before-publish")
+                self.coordinator.create(vm)
+                break
+            except (AlreadyExists, StorageError) as e:
+                try:
+                    there = self.log.read_slot(0)
+                except StorageError as read_error:
+                    log.warning("could not read version 0 back: %s", read_error)
+                    continue
+                if there is not None and not isinstance(there, Tombstone) and there.commit_id == vm.commit_id:
+                    break  # ours: an earlier attempt landed and its answer was lost
+                if isinstance(e, AlreadyExists):
+                    raise
+                if there is not None:
+                    raise AlreadyExists(f"version 0 of {self.log.io.uri} is another table's") from None
+        else:
+            raise CommitStateUnknown(
+                f"could not tell whether the table at {self.log.io.uri} was created (commit {vm.commit_id}): "
+                "the store kept failing. Open it to check before retrying."
+            )
+        step("published")
+        self.log.table_uuid = vm.table_uuid
+        self.log.write_hint(vm)
+        return vm
 
     def commit(
         self,
         base: VersionManifest,
-        op: Operation,
+        ops: Sequence[Operation],
         options: CommitOptions | None = None,
         before_publish: Callable[[], None] | None = None,
-    ) -> VersionManifest:
-        """Commit ``op``; ``before_publish`` runs once before the first publish attempt
-        (e.g. waiting until data files are durable: nothing may point at a file not yet written).
+    ) -> VersionManifest | None:
+        """Commit ``ops`` as one version (in order, each seeing the ones before); None if every
+        operation is ``skip_if_noop`` and together they change nothing (nothing committed).
 
-        ``base`` need not be the latest version: if it is stale, the put finds its
-        successor's slot taken (by a version or a tombstone) and the commit rebases.
+        ``before_publish`` runs once before the first publish attempt (e.g. waiting until
+        data files are durable: nothing may point at a file not yet written). ``base`` need
+        not be the latest version: if it is stale, the put finds its successor's slot taken
+        (by a version or a tombstone) and the commit rebases.
         """
         options = options or CommitOptions.from_properties(base.properties)
         commit_id = uuid.uuid4().hex
@@ -111,14 +130,17 @@ class Committer:
         while True:
             attempt += 1
             check_writer(base.writer_features, f"table {self.log.io.uri}")
-            vm, result = self._prepare(base, op, commit_id)
+            prepared = self._prepare(base, ops, commit_id)
+            if prepared is None:
+                return None
+            vm = prepared
             if before_publish is not None:
                 before_publish()
                 before_publish = None
             outcome = self._publish(vm, commit_id, options)
             if isinstance(outcome, VersionManifest):
-                _step("published")
-                self.log.write_hint(outcome, wait=False, after=lambda: _step("hinted"))
+                step("published")
+                self.log.write_hint(outcome, wait=False, after=lambda: step("hinted"))
                 return outcome
             if attempt >= options.max_attempts or time.monotonic() >= deadline:
                 raise CommitRetriesExhausted(
@@ -133,15 +155,32 @@ class Committer:
             time.sleep(random.uniform(0, cap) / 1000.0)
             base = self.log.latest() if outcome is _WITHDRAWN else self.log.newest_from(vm.version)
 
-    def _prepare(self, base: VersionManifest, op: Operation, commit_id: str) -> tuple[VersionManifest, ChangeResult]:
-        change = op.apply(base)
+    def _changes(self, base: VersionManifest, ops: Sequence[Operation]) -> list[Change]:
+        """Each operation applied in order: the first to ``base``, each later one to ``base``
+        plus the changes before it (a staged tree, written only if an operation looks)."""
+        version = base.version + 1
+        changes: list[Change] = []
+        staged: list[VersionManifest] = [base]
+
+        def view(i: int) -> VersionManifest:
+            while len(staged) <= i:  # staged[k] = base + changes[:k]
+                prev = staged[-1]
+                change = changes[len(staged) - 1]
+                staged.append(self._apply_tree(prev, change, version)[0])
+            return staged[i]
+
+        for i, op in enumerate(ops):
+            changes.append(op.apply(Base(self.log.io, base if i == 0 else (lambda i=i: view(i)), version)))
+        return changes
+
+    def _apply_tree(self, base: VersionManifest, change: Change, version: int) -> tuple[VersionManifest, ChangeResult]:
+        """``base`` with ``change`` applied to its manifest tree: the manifests of ``version``."""
         schema = change.schema or base.schema
-        new_base = base if change.schema is None else base.next(schema=schema)
-        mschema = self.mschema_for(new_base)
         props = change.properties if change.properties is not None else base.properties
+        new_base = base if change.schema is None and change.properties is None else base.next(schema=schema, properties=props)
         try:
             result = apply_change(
-                self.log.io, base.root_manifest, mschema, base.version + 1,
+                self.log.io, base.root_manifest, manifest_schema_of(new_base), version,
                 change.added, change.removed, TreeConfig.from_properties(props),
             )
         except MissingFiles as e:
@@ -149,7 +188,17 @@ class Committer:
                 f"{change.operation} conflicts with a concurrent commit: {e}. "
                 "Nothing was committed; re-run the operation on the latest version."
             ) from None
-        _step("manifests-written")
+        return new_base.next(root_manifest=result.root_path), result
+
+    def _prepare(self, base: VersionManifest, ops: Sequence[Operation], commit_id: str) -> VersionManifest | None:
+        changes = self._changes(base, ops)
+        if all(op.skip_if_noop for op in ops) and all(c.is_empty for c in changes):
+            return None
+        change = combine(changes, base.version)
+        schema = change.schema or base.schema
+        props = change.properties if change.properties is not None else base.properties
+        _, result = self._apply_tree(base, change, base.version + 1)
+        step("manifests-written")
         summary = {
             "added-files": result.files_added,
             "removed-files": result.files_removed,
@@ -181,7 +230,7 @@ class Committer:
             # Tables created before freed-slot records gain the feature with their next commit.
             writer_features=base.writer_features + ((SLOT_TOMBSTONES,) if SLOT_TOMBSTONES not in base.writer_features else ()),
         )
-        return vm, result
+        return vm
 
     def _publish(self, vm: VersionManifest, commit_id: str, options: CommitOptions) -> "VersionManifest | object":
         """The committed manifest; _LOST if another commit holds the slot; _WITHDRAWN if our put
@@ -194,7 +243,7 @@ class Committer:
         """
         for _ in range(options.resolve_attempts):
             try:
-                _step("before-publish")
+                step("before-publish")
                 self.coordinator.publish(vm)
                 landed = True
             except AlreadyExists:

@@ -24,12 +24,20 @@ class CommitCoordinator(ABC):
         StorageError if the outcome is unknown (the caller resolves it by commit id).
         """
 
+    @abstractmethod
+    def create(self, vm: VersionManifest) -> None:
+        """Make ``vm`` version 0 of a new table; errors as for ``publish``."""
+
 
 class ObjectStoreCoordinator(CommitCoordinator):
     """Put-if-absent of ``_lamina/versions/<name>.json``: the commit point is one conditional write."""
 
     def __init__(self, io: FileIO) -> None:
         self.io = io
+
+    def create(self, vm: VersionManifest) -> None:
+        # put_new: a retry after a lost answer finds our own version 0 (same bytes) and succeeds
+        self.io.put_new(version_path(0), vm.to_json())
 
     def publish(self, vm: VersionManifest) -> None:
         if CATALOG_COMMITS in vm.writer_features:

@@ -1,4 +1,7 @@
-"""Table maintenance: consistency checks (fsck); compaction, expiry and GC come later."""
+"""Table maintenance that makes no version: expiry, orphan cleanup, reachability, fsck.
+
+These work on a table's storage and version log directly (never on a ``Table``), so the
+table layer above calls them and nothing here calls back up."""
 
 from lamina.maintenance.fsck import FsckReport, fsck
 

@@ -79,7 +79,7 @@ from lamina.spec.slot import (
 )
 from lamina.spec.tag import Tag
 from lamina.spec.version import VersionManifest
-from lamina.table.tags import TagStore
+from lamina.commit.tags import TagStore
 from lamina.timeutil import duration_ms, epoch_ms, now_ms
 
 DEFAULT_OLDER_THAN = timedelta(days=5)

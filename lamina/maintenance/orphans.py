@@ -6,7 +6,7 @@ file is deleted only if (1) no existing version, no tag and no version a SQL
 catalog committed but has not yet published references it,
 (2) it is older than ``older_than`` (default 3 days; at least the longest a
 writer may take between writing a file and committing it), and (3) its path
-carries no write id registered as in flight (``lamina.table.inflight``), so a
+carries no write id registered as in flight (``lamina.data.inflight``), so a
 job that runs for days keeps its files whatever their age (iceberg #4194).
 """
 
@@ -29,7 +29,7 @@ from lamina.maintenance.reachability import referenced_paths
 from lamina.spec.features import check_writer
 from lamina.spec.layout import HINT_PATH, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, parse_pending_name
 from lamina.spec.slot import FREED_DIR
-from lamina.table.inflight import live_write_ids, written_by
+from lamina.data.inflight import live_write_ids, written_by
 from lamina.timeutil import now_ms
 
 DEFAULT_ORPHAN_AGE = timedelta(days=3)

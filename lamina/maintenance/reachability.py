@@ -24,7 +24,7 @@ from lamina.errors import NotFound
 from lamina.spec import content as C
 from lamina.spec.layout import PENDING_DIR, parse_pending_name
 from lamina.spec.version import VersionManifest
-from lamina.table.tags import TagStore
+from lamina.commit.tags import TagStore
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-reach")
 

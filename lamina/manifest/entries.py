@@ -41,6 +41,11 @@ def manifest_schema(schema: Schema, spec: Any) -> pa.Schema:
     return pa.schema(fields)
 
 
+def manifest_schema_of(vm: Any) -> pa.Schema:
+    """The manifest schema of a version (a ``VersionManifest``): its schema's and partition spec's."""
+    return manifest_schema(vm.schema, vm.partition_spec)
+
+
 def conform(entries: pa.Table, mschema: pa.Schema) -> pa.Table:
     """Entries in exactly ``mschema``: missing columns become nulls (unknown), extras are dropped.
 

@@ -1,6 +1,6 @@
 """Spark-distributed compaction: the bin-packed groups are rewritten by Spark tasks.
 
-The driver plans exactly as ``Table.compact`` does (``lamina.maintenance.compaction``:
+The driver plans exactly as ``Table.compact`` does (``lamina.operations.compaction``:
 small and deletion-vector-carrying files, bin-packed per partition) and commits one
 version replacing inputs with outputs; each group is one Spark task, which opens the
 table by location at the planned version, reads its inputs with Lamina's reader
@@ -23,11 +23,11 @@ import pyarrow as pa
 
 import lamina
 from lamina.errors import CommitStateUnknown
-from lamina.maintenance import compaction
-from lamina.maintenance.compaction import DEFAULT_TARGET, CompactFiles, CompactionResult
+from lamina.operations import compaction
+from lamina.operations.compaction import DEFAULT_TARGET, CompactFiles, CompactionResult
 from lamina.spark._target import TableRef
 from lamina.spec.version import VersionManifest
-from lamina.table.inflight import files_of_writes, inflight, new_write_id
+from lamina.data.inflight import files_of_writes, inflight, new_write_id
 
 
 def _group_task(location: str, storage: Mapping[str, Any] | None, version: int, target: int, sort_by: list[str],

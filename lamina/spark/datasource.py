@@ -52,11 +52,11 @@ from lamina.spark._types import arrow_schema, batch_schema, check_writable, spar
 from lamina.spark.read import resolve_scan
 from lamina.table import deletes
 from lamina.spec.partition import PartitionSpec, parse_partition_by
-from lamina.spec.partition import _split_top_level as split_entries
+from lamina.spec.partition import split_top_level as split_entries
 from lamina.spec.schema import Schema
-from lamina.table.inflight import files_of_writes, finish_write, new_write_id, register_write
+from lamina.data.inflight import files_of_writes, finish_write, new_write_id, register_write
 from lamina.table.table import DEFAULT_MAX_ROWS_PER_FILE
-from lamina.table.writer import write_data_files
+from lamina.data.writer import write_data_files
 from lamina.spark._target import TableRef
 
 log = logging.getLogger(__name__)

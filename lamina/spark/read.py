@@ -25,7 +25,7 @@ from lamina.spark._filters import to_spark_column
 from lamina.spark._target import TableRef
 from lamina.spark._types import spark_schema
 from lamina.spec.tag import split_version_or_tag
-from lamina.table.scan import Scan
+from lamina.data.scan import Scan
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-spark-dv")
 

@@ -15,7 +15,7 @@ The driver plans, Spark computes, the driver commits ONE version:
    are written by Spark's native writer into ``data/spark-<write id>/``.
 4. The positions become deletion vectors merged with existing ones (or, in
    copy-on-write mode, rewrites of the touched files) through
-   ``lamina.table.rowlevel.PositionDelta``, committed as one version. If a
+   ``lamina.operations.rowlevel.PositionDelta``, committed as one version. If a
    concurrent commit changed a file the change may affect, the whole computation is
    redone on the newest version (``max_attempts``), then ``CommitConflict``.
 """
@@ -43,9 +43,9 @@ from lamina.spark._types import check_writable, spark_schema, spark_type
 from lamina.spark.read import _deleted_positions, _native_parquet, file_uris, spark_file_path
 from lamina.spark.write import _local_files, _run_spark_write, spark_write_dir
 from lamina.table import rowlevel
-from lamina.table.inflight import inflight, new_write_id
-from lamina.table.deletes import file_key
-from lamina.table.rowlevel import MergeClauses, MergeResult, PositionDelta, StaleRowDelta
+from lamina.data.inflight import inflight, new_write_id
+from lamina.data.deletes import file_key
+from lamina.operations.rowlevel import MergeClauses, MergeResult, PositionDelta, StaleRowDelta
 from lamina.table.table import DEFAULT_MAX_ROWS_PER_FILE
 
 FILE, ROW = "__lamina_file", "__lamina_row"

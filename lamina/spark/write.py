@@ -37,8 +37,8 @@ from lamina.spark._target import TableRef
 from lamina.spark._types import arrow_schema, check_writable, spark_type
 from lamina.spec.partition import PartitionField, PartitionSpec, parse_partition_by
 from lamina.spec.schema import Schema
-from lamina.table.inflight import inflight, new_write_id
-from lamina.table.operations import check_app_transactions
+from lamina.data.inflight import inflight, new_write_id
+from lamina.operations.files import check_app_transactions
 from lamina.table.table import DEFAULT_MAX_ROWS_PER_FILE
 
 log = logging.getLogger(__name__)

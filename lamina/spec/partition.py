@@ -518,7 +518,7 @@ class PartitionSpec:
 _CALL_RE = re.compile(r"^\s*([A-Za-z_]+)\s*\((.*)\)\s*$", re.S)
 
 
-def _split_top_level(s: str) -> list[str]:
+def split_top_level(s: str) -> list[str]:
     """Split on commas outside parentheses and quotes: "day(ts), bucket(16, id)" -> 2 entries."""
     out, depth, quote_char, cur = [], 0, None, []
     for ch in s:
@@ -571,7 +571,7 @@ def _parse_entry(entry: str, schema: Schema) -> tuple[pa.Field, str, str]:
     m = _CALL_RE.match(entry)
     is_call = m is not None and entry.strip()[0] not in "\"`"
     fn = _ALIASES.get(m.group(1).lower(), m.group(1).lower()) if is_call else "identity"
-    args = _split_top_level(m.group(2)) if is_call else [entry]
+    args = split_top_level(m.group(2)) if is_call else [entry]
     if fn in ("bucket", "truncate"):
         if len(args) != 2:
             raise InvalidPartitionSpec(f"{fn} takes (N, column), e.g. {fn}(16, id); got {entry!r}")
@@ -615,7 +615,7 @@ def parse_partition_by(
     if partition_by is None:
         return PartitionSpec(spec_id, ())
     if isinstance(partition_by, str):
-        entries = [e for e in _split_top_level(partition_by)] if partition_by.strip() else []
+        entries = [e for e in split_top_level(partition_by)] if partition_by.strip() else []
     else:
         entries = list(partition_by)
     fields: list[PartitionField] = []

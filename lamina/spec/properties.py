@@ -27,12 +27,12 @@ NUMERIC_PROPERTIES: dict[str, tuple[bool, float]] = {
 }
 
 
-def _choices() -> dict[str, tuple[str, ...]]:
-    # Imported here: the modules that own these words import the table layer, which imports this.
-    from lamina.maintenance.auto_tags import PERIOD_FORMATS
-    from lamina.table.rowlevel import MODES
+DELETE_MODES = ("merge-on-read", "copy-on-write")
+AUTO_TAG_PERIODS = ("daily", "hourly")
 
-    return {"write.delete.mode": MODES, "tag.auto-create": tuple(PERIOD_FORMATS)}
+
+def _choices() -> dict[str, tuple[str, ...]]:
+    return {"write.delete.mode": DELETE_MODES, "tag.auto-create": AUTO_TAG_PERIODS}
 
 
 def check_properties(properties: Mapping[str, str]) -> None:

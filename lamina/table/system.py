@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.errors import InvalidArgument
+from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import live_data_entries, load_root
 from lamina.spec import content as C
 from lamina.spec.schema import field_id_of
@@ -101,7 +102,7 @@ def tags(table: "Table") -> pa.Table:
 
 def files(table: "Table", vm: VersionManifest) -> pa.Table:
     """Live data files of ``vm`` with their statistics, bounds keyed by column name."""
-    mschema = table._mschema_of(vm)
+    mschema = manifest_schema_of(vm)
     e = live_data_entries(table.io, vm.root_manifest, mschema)
     out = {
         "path": e.column("path"),
@@ -124,7 +125,7 @@ def manifests(table: "Table", vm: VersionManifest) -> pa.Table:
     """The root manifest of ``vm`` and the leaves it references."""
     if vm.root_manifest is None:
         return MANIFESTS_SCHEMA.empty_table()
-    root = load_root(table.io, vm.root_manifest, table._mschema_of(vm))
+    root = load_root(table.io, vm.root_manifest, manifest_schema_of(vm))
     leaves = root.filter(pc.equal(root.column("content"), C.LEAF))
     inline = root.filter(pc.and_(pc.equal(root.column("content"), C.DATA), pc.not_equal(root.column("status"), C.REMOVED)))
     root_row = pa.table(

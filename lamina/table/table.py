@@ -14,99 +14,28 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from lamina.commit import CommitOptions, Committer, ObjectStoreCoordinator, VersionLog
+from lamina.commit import CommitOptions, Committer, ObjectStoreCoordinator, TagStore, VersionLog
 from lamina.commit.coordinator import CommitCoordinator
-from lamina.errors import (
-    AlreadyExists,
-    InvalidArgument,
-    VersionNotFound,
-    SchemaMismatch,
-    TableAlreadyExists,
-    TableNotFound,
-)
-from lamina.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow_filter, to_expr
+from lamina.data.inflight import new_write_id
+from lamina.data.scan import Scan, ScanPlan
+from lamina.errors import AlreadyExists, InvalidArgument, TableAlreadyExists, TableNotFound, VersionNotFound
+from lamina.expr import Expr, bind, to_expr
 from lamina.io import FileIO
-from lamina.manifest.entries import data_entries, entries_from_user_files, manifest_schema
+from lamina.maintenance import expire, orphans
+from lamina.operations import CompactFiles, CompactionResult, MergeBuilder, RewriteManifests, Rollback
+from lamina.operations import compaction
 from lamina.spec.features import DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, check_reader, check_writer
-from lamina.spec.layout import FORMAT_VERSION, version_path
+from lamina.spec.layout import FORMAT_VERSION
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.properties import check_properties
 from lamina.spec.schema import Schema
-from lamina.spec.version import VersionManifest
-from lamina.maintenance import auto_tags, compaction, expire, orphans
 from lamina.spec.tag import Tag, split_version_or_tag
-from lamina.table import rowlevel, system
-from lamina.table.inflight import new_write_id
-from lamina.table.operations import (
-    AppendFiles,
-    Overwrite,
-    Rollback,
-    check_added_files,
-    check_app_transactions,
-    check_not_in_table,
-)
-from lamina.table.tags import TagStore
-from lamina.table.scan import Scan, ScanPlan
-from lamina.table.writer import PendingWrites, write_data_files, write_data_stream
+from lamina.spec.version import VersionManifest
+from lamina.table import auto_tags, system
+from lamina.table.convert import to_arrow
+from lamina.table.transaction import Transaction
 from lamina.timeutil import epoch_ms
-
-DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
-
-
-def _to_arrow(data: Any) -> pa.Table:
-    if isinstance(data, pa.Table):
-        return data
-    if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
-    if isinstance(data, pa.RecordBatchReader):
-        return data.read_all()
-    try:
-        import pandas as pd
-
-        if isinstance(data, pd.DataFrame):
-            try:
-                return pa.Table.from_pandas(data, preserve_index=False)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-                raise _pandas_mismatch(data, e) from None
-    except ImportError:  # pragma: no cover
-        pass
-    if hasattr(data, "__arrow_c_stream__"):
-        return pa.table(data)
-    raise SchemaMismatch(
-        f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch, RecordBatchReader or pandas DataFrame"
-    )
-
-
-def _pandas_mismatch(df: Any, error: Exception) -> SchemaMismatch:
-    """SchemaMismatch naming the DataFrame columns Arrow could not convert, and why (the
-    usual cause: an object column holding values of several Python types)."""
-    problems = []
-    for name in df.columns:
-        col = df[name]
-        try:
-            pa.array(col, from_pandas=True)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            kinds = sorted({type(v).__name__ for v in col.dropna()})
-            problems.append(f"{name!r} holds {', '.join(kinds)} values" if len(kinds) > 1 else f"{name!r} ({', '.join(kinds)})")
-    where = "; ".join(problems) if problems else str(error)
-    return SchemaMismatch(
-        f"the DataFrame cannot be converted to Arrow: column {where}. A column must hold one type: "
-        "convert it first (e.g. df[col].astype(str) or pd.to_numeric(df[col])). Nothing was written."
-    )
-
-
-def _app_transactions(app_transaction: tuple[str, int] | None) -> dict[str, int] | None:
-    if app_transaction is None:
-        return None
-    try:
-        app, seq = app_transaction
-    except (TypeError, ValueError):
-        raise InvalidArgument(f"app_transaction must be (app_id, sequence), got {app_transaction!r}") from None
-    if not isinstance(app, str) or not app or isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        raise InvalidArgument(f"app_transaction must be (non-empty str, int >= 0), got {app_transaction!r}")
-    return {app: seq}
 
 
 def _timestamp_ms(ts: Any) -> int:
@@ -125,7 +54,7 @@ class Table:
         self.log = log
         self._vm = vm
         self.coordinator = coordinator or ObjectStoreCoordinator(io)
-        self._committer = Committer(log, self.coordinator, self._mschema_of)
+        self._committer = Committer(log, self.coordinator)
         self.tag_store = TagStore(io, log)
 
     # -- metadata ---------------------------------------------------------------------
@@ -157,9 +86,6 @@ class Table:
     @property
     def properties(self) -> dict[str, str]:
         return dict(self._vm.properties)
-
-    def _mschema_of(self, vm: VersionManifest) -> pa.Schema:
-        return manifest_schema(vm.schema, vm.partition_spec)
 
     def _check_online(self) -> None:
         """Raise TableOffline if the table may not be written now (catalog tables; see CatalogTable)."""
@@ -238,10 +164,7 @@ class Table:
         timestamp: Any = None,
         tag: str | None = None,
     ) -> Scan:
-        return Scan(self, self._resolve(version, timestamp, tag), where, columns)
-
-    def _scan_at(self, vm: VersionManifest, where: str | Expr | None) -> Scan:
-        return Scan(self, vm, where, None)
+        return Scan(self.io, self._resolve(version, timestamp, tag), where, columns)
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:
         return self.scan(**kwargs).to_arrow()
@@ -253,46 +176,24 @@ class Table:
         return self.scan(**kwargs).plan()
 
     # -- writes ---------------------------------------------------------------------------
+    #
+    # Every change is a transaction (lamina.table.transaction): the methods below are
+    # one-operation transactions.
 
-    def _write(
-        self, data: pa.Table, write_id: str, pending: PendingWrites | None = None, max_rows: int | None = None
-    ) -> list[dict[str, Any]]:
-        vm = self._vm
-        props = vm.properties
-        limit = int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
-        max_rows = limit if max_rows is None else min(max_rows, limit)
-        if max_rows < 1:
-            raise InvalidArgument("write.max-rows-per-file must be >= 1")
-        return write_data_files(
-            self.io, vm.schema, vm.partition_spec, data, write_id, max_rows,
-            compression=props.get("write.parquet.compression", "snappy"),
-            pending=pending,
-        )
+    def transaction(self, *, commit_options: CommitOptions | None = None) -> Transaction:
+        """Several changes as one version: ``with t.transaction() as tx: tx.append(...); tx.delete(...)``."""
+        return Transaction(self, commit_options)
 
-    def _write_stream(
-        self, tables: Iterable[pa.Table], write_id: str, max_rows: int, memory_pool: pa.MemoryPool | None = None
-    ) -> list[dict[str, Any]]:
-        """``_write`` for an unpartitioned table, from a stream of tables (see write_data_stream)."""
-        props = self._vm.properties
-        max_rows = min(max_rows, int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE)))
-        if max_rows < 1:
-            raise InvalidArgument("write.max-rows-per-file must be >= 1")
-        return write_data_stream(
-            self.io, self._vm.schema, tables, write_id, max_rows,
-            compression=props.get("write.parquet.compression", "snappy"), memory_pool=memory_pool,
-        )
+    def _committed(self, vm: VersionManifest, new: bool) -> None:
+        """After a transaction: the object moves to the version it committed (``new``) or, if
+        it committed nothing, to the latest version it looked at; a new version runs the
+        commit hooks (automatic tags)."""
+        self._vm = vm
+        if new and "tag.auto-create" in vm.properties:
+            auto_tags.on_commit(self, vm)
 
-    def _entries(self, files: list[dict[str, Any]]) -> pa.Table:
-        vm = self._vm
-        return data_entries(files, self._mschema_of(vm), vm.version + 1, vm.partition_spec.spec_id)
-
-    def _commit(self, op: Any, options: CommitOptions | None = None, pending: PendingWrites | None = None) -> int:
-        # Start from the version this object holds: with one writer it is the latest, and
-        # if it is stale the put-if-absent fails fast and the committer rebases.
-        self._vm = self._committer.commit(self._vm, op, options, before_publish=pending.wait if pending else None)
-        if "tag.auto-create" in self._vm.properties:
-            auto_tags.on_commit(self, self._vm)
-        return self._vm.version
+    def _one(self, tx: Transaction) -> int | None:
+        return tx.commit()
 
     def append(
         self,
@@ -307,13 +208,7 @@ class Table:
         in the version, and an append whose sequence is not above the app's recorded one
         raises TransactionAlreadyCommitted with nothing committed.
         """
-        table = self._vm.schema.conform(_to_arrow(data))  # schema errors before any file is written
-        apps = _app_transactions(app_transaction)
-        if apps:
-            check_app_transactions(self.log.latest(), apps)  # before writing a file for nothing
-        pending = PendingWrites([])  # the data file reaches disk while manifests are built
-        files = self._write(table, uuid.uuid4().hex[:16], pending)
-        return self._commit(AppendFiles(self, self._entries(files), app_transactions=apps), commit_options, pending)
+        return self._one(self.transaction(commit_options=commit_options).append(data, app_transaction=app_transaction))
 
     def overwrite(self, data: Any, where: str | Expr | None = None, *, commit_options: CommitOptions | None = None) -> int:
         """Replace all rows (or those matching ``where``) with ``data``, as one version.
@@ -321,19 +216,7 @@ class Table:
         With ``where``, every new row must match it (as Delta's replaceWhere), and
         files that only partly match are rewritten without the matching rows.
         """
-        table = self._vm.schema.conform(_to_arrow(data))
-        predicate = bind(to_expr(where), self._vm.schema)
-        if not isinstance(predicate, AlwaysTrue) and table.num_rows:
-            matching = table.filter(to_arrow_filter(predicate)).num_rows
-            if matching != table.num_rows:
-                raise InvalidArgument(
-                    f"{table.num_rows - matching} of {table.num_rows} new rows do not match the overwrite "
-                    f"predicate {where!r}; every row written by overwrite(where=...) must match it"
-                )
-        write_id = uuid.uuid4().hex[:16]
-        files = self._write(table, write_id)
-        op = Overwrite(self, predicate, self._entries(files), lambda rows: self._entries(self._write(rows, write_id)))
-        return self._commit(op, commit_options)
+        return self._one(self.transaction(commit_options=commit_options).overwrite(data, where))
 
     def add_files(
         self,
@@ -358,66 +241,10 @@ class Table:
         a missing size or record count, and with ``check_files`` (default) a file that does
         not exist or whose size differs (one listing per directory of the files).
         """
-        if mode not in ("append", "overwrite"):
-            raise InvalidArgument(f"mode must be 'append' or 'overwrite', not {mode!r}")
-        apps = _app_transactions(app_transaction)
-        if apps:
-            if mode != "append":
-                raise InvalidArgument("app_transaction applies to appends only, not to overwrite")
-            check_app_transactions(self.log.latest(), apps)  # before reading any file for nothing
-        vm = self._vm
-        entries = entries_from_user_files(files, vm.schema, vm.partition_spec, self._mschema_of(vm))
-        check_added_files(entries, self.io, check_files)
-        if mode == "overwrite":  # (appends check every base they are applied to)
-            check_not_in_table(entries, self, self.log.latest())
-        return self._commit_entries(
-            entries, mode=mode, where=where, app_transaction=app_transaction,
-            operation="add-files", commit_options=commit_options, refuse_present=True,
-        )
-
-    def _commit_entries(
-        self,
-        entries: pa.Table,
-        *,
-        mode: str = "append",
-        where: str | Expr | None = None,
-        app_transaction: tuple[str, int] | None = None,
-        operation: str = "append",
-        write_id: str | None = None,
-        commit_options: CommitOptions | None = None,
-        refuse_present: bool = False,
-    ) -> int:
-        """Commit data files already written (manifest-format ``entries``) as one version.
-
-        Overwrite rewrites files that only partly match ``where``; the rewritten
-        remainders carry ``write_id`` in their names. ``refuse_present``: an append
-        refuses files already live in the version it lands on.
-        """
-        apps = _app_transactions(app_transaction)
-        if mode == "append":
-            op: Any = AppendFiles(self, entries, operation=operation, app_transactions=apps, refuse_present=refuse_present)
-        elif mode == "overwrite":
-            if apps:
-                raise InvalidArgument("app_transaction applies to appends only, not to overwrite")
-            predicate = bind(to_expr(where), self._vm.schema)
-            wid = write_id or uuid.uuid4().hex[:16]
-            op = Overwrite(self, predicate, entries, lambda rows: self._entries(self._write(rows, wid)), readds=refuse_present)
-        else:
-            raise InvalidArgument(f"mode must be 'append' or 'overwrite', not {mode!r}")
-        return self._commit(op, commit_options)
+        tx = self.transaction(commit_options=commit_options)
+        return self._one(tx.add_files(files, mode=mode, where=where, app_transaction=app_transaction, check_files=check_files))
 
     # -- row-level changes --------------------------------------------------------------
-
-    def _row_mode(self, mode: str | None) -> str:
-        return rowlevel.check_mode(mode or self._vm.properties.get("write.delete.mode", "merge-on-read"))
-
-    def _commit_unless_noop(self, op: Any, options: CommitOptions | None) -> int | None:
-        """Commit ``op`` (a ProbedApply), or nothing (None) if it changes nothing in the latest version."""
-        self.refresh()
-        probe = op.apply(self._vm)  # the commit's first attempt, on this same version, reuses it
-        if not probe.removed.num_rows and not probe.added.num_rows:
-            return None
-        return self._commit(op, options)
 
     def delete(self, where: str | Expr, *, mode: str | None = None, commit_options: CommitOptions | None = None) -> int | None:
         """Delete the rows matching ``where`` as one version; None if no row matched (nothing committed).
@@ -425,14 +252,7 @@ class Table:
         Only files whose statistics may match are read. ``mode``: merge-on-read
         (deletion vectors, default; property ``write.delete.mode``) or copy-on-write.
         """
-        if where is None:
-            raise InvalidArgument("delete needs a predicate; to remove every row use overwrite with an empty table")
-        pred = bind(to_expr(where), self._vm.schema)
-        op = rowlevel.RowDelta(
-            self, "delete", pred, sorted(referenced_columns(pred)) or [self._vm.schema.names[0]],
-            rowlevel.file_fn_delete(to_arrow_filter(pred)), self._row_mode(mode), new_write_id(),
-        )
-        return self._commit_unless_noop(op, commit_options)
+        return self._one(self.transaction(commit_options=commit_options).delete(where, mode=mode))
 
     def update(
         self, where: str | Expr | None = None, set: Mapping[str, Any] | None = None, *,  # noqa: A002
@@ -444,41 +264,47 @@ class Table:
         callable on an Arrow table. Errors (unknown column, wrong type) surface
         before anything is committed.
         """
-        if not set:
-            raise InvalidArgument("update needs set={column: value or SQL expression}")
-        schema = self._vm.schema
-        for c in set:
-            schema.field(c)
-        pred = bind(to_expr(where), schema)
-        op = rowlevel.RowDelta(
-            self, "update", pred, list(schema.names),
-            rowlevel.file_fn_update(to_arrow_filter(pred) if not isinstance(pred, AlwaysTrue) else pc.scalar(True), dict(set), schema.arrow),
-            self._row_mode(mode), new_write_id(),
-        )
-        return self._commit_unless_noop(op, commit_options)
+        return self._one(self.transaction(commit_options=commit_options).update(where, set, mode=mode))
 
-    def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None) -> "rowlevel.MergeBuilder":
+    def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None) -> MergeBuilder:
         """Start a merge of ``source`` (Arrow/pandas) into this table on key column(s) ``on``."""
-        return rowlevel.MergeBuilder(self, _to_arrow(source), list(on) if not isinstance(on, str) else on, mode)
+        def run(op: Any, options: CommitOptions | None) -> int | None:
+            return self._one(self.transaction(commit_options=options).add_operation(op))
+
+        return MergeBuilder(self._vm.schema, to_arrow(source), on, Transaction(self).row_mode(mode), run)
 
     # -- layout maintenance ---------------------------------------------------------------
 
     def compact(
         self, *, target_file_size: int = compaction.DEFAULT_TARGET, min_file_size: int | None = None,
         where: str | Expr | None = None, sort_by: Any = None, commit_options: CommitOptions | None = None,
-        progress: Any = None,
-    ) -> "compaction.CompactionResult":
+        progress: Any = None, rewrite_groups: Any = None, write_id: str | None = None,
+    ) -> CompactionResult:
         """Bin-pack small files (and files with deletion vectors) per partition into
-        ~``target_file_size`` files, in one version. See ``lamina.maintenance.compaction``."""
-        return compaction.compact(
-            self, target_file_size=target_file_size, min_file_size=min_file_size, where=where,
-            sort_by=sort_by, commit_options=commit_options, progress=progress,
+        ~``target_file_size`` files, in one version. See ``lamina.operations.compaction``.
+
+        ``rewrite_groups`` and ``write_id`` let an engine (Spark) do the rewriting."""
+        target = compaction.check_target(target_file_size)
+        vm = self.refresh().metadata
+        op = CompactFiles(
+            bind(to_expr(where), vm.schema) if where is not None else None, target,
+            min_file_size if min_file_size is not None else target * 3 // 4,
+            compaction.sort_columns(vm.schema, sort_by, vm.properties.get("write.sort-order", "")),
+            write_id or new_write_id(), progress, rewrite_groups,
+        )
+        before = int(vm.summary.get("total-files", 0))
+        version = self._one(self.transaction(commit_options=commit_options).add_operation(op))
+        if version is None:
+            return CompactionResult(None, before, before, 0, 0, 0, 0, 0)
+        last = op.last
+        return CompactionResult(
+            version, before, int(self._vm.summary.get("total-files", 0)), last["input_files"], last["output_files"],
+            last["groups"], last["bytes_read"], last["rows_written"],
         )
 
     def rewrite_manifests(self, *, commit_options: CommitOptions | None = None) -> int:
         """Rewrite the leaf manifests (same files), grouped by partition, in one version."""
-        self.refresh()
-        return self._commit(compaction.RewriteManifests(self), commit_options)
+        return self._one(self.transaction(commit_options=commit_options).add_operation(RewriteManifests()))
 
     # -- tags ---------------------------------------------------------------------------
 
@@ -554,7 +380,7 @@ class Table:
         # expiry (or a deletion of the tag rolled back to) running until the commit lands.
         guard = self.tag_store.guard(target, "rollback")
         try:
-            committed = self._commit(Rollback(self, target, tag), commit_options)
+            committed = self._one(self.transaction(commit_options=commit_options).add_operation(Rollback(target, tag)))
         finally:
             self.tag_store.drop_guard(guard)
         if destructive:
@@ -614,7 +440,7 @@ class Table:
 # Every method that writes or deletes anything: refused (before any file is written) on a
 # table that needs an unknown writer feature, or is offline in its catalog.
 WRITE_METHODS = (
-    "_commit_entries",  # data files written by an engine (Spark) and committed here
+    "transaction",  # and every change, which is one (checked again at its commit)
     "append", "overwrite", "add_files", "delete", "update", "merge", "rollback",
     "expire_versions", "remove_orphans", "vacuum", "create_tag", "replace_tag", "rename_tag", "delete_tag",
     "compact", "rewrite_manifests",
@@ -663,14 +489,12 @@ def create_table(
             "open it with lamina.open_table, or choose another location"
         )
     vm = initial_version(schema, partition_by, properties)
+    table = Table(log.io, log, vm)
     try:
-        # put_new: a retry after a lost answer finds our own version 0 (same bytes) and succeeds
-        log.io.put_new(version_path(0), vm.to_json())
+        table._committer.create(vm)
     except AlreadyExists:
         raise TableAlreadyExists(f"another writer created a table at {uri} at the same time") from None
-    log.table_uuid = vm.table_uuid
-    log.write_hint(vm)
-    return Table(log.io, log, vm)
+    return table
 
 
 def initial_version(

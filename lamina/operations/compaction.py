@@ -19,23 +19,18 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, ClassVar, Iterable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.commit import Change
+from lamina.commit import Operation, Base, Change, removed_of
+from lamina.data.deletes import file_keys
+from lamina.data.writer import SHORT_LIVED_POOL
 from lamina.errors import InvalidArgument
 from lamina.expr import Expr
-from lamina.spec.version import VersionManifest
-from lamina.table.deletes import file_keys
-from lamina.table.inflight import new_write_id
-from lamina.table.operations import ProbedApply, _removed, _stamp
-from lamina.table.writer import SHORT_LIVED_POOL
-
-if TYPE_CHECKING:
-    from lamina.table.table import Table
+from lamina.spec.schema import Schema
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-compact")
 DEFAULT_TARGET = 128 * 1024 * 1024
@@ -76,8 +71,7 @@ def plan_groups(entries: pa.Table, target: int, min_size: int) -> list[np.ndarra
 
 
 @dataclass
-class CompactFiles(ProbedApply):
-    table: "Table"
+class CompactFiles(Operation):
     where: Expr | None
     target: int
     min_size: int
@@ -86,12 +80,15 @@ class CompactFiles(ProbedApply):
     progress: Callable[[str, int, int], None] | None = None
     # Runs the rewrites of several groups: (op, base, groups) -> output entries per group, in
     # order. Default: this process's thread pool; lamina.spark.compact runs them as Spark tasks.
-    rewrite_groups: Callable[["CompactFiles", VersionManifest, list[pa.Table]], Iterable[pa.Table]] | None = None
+    rewrite_groups: Callable[["CompactFiles", Base, list[pa.Table]], Iterable[pa.Table]] | None = None
     _outputs: dict[tuple, pa.Table] = field(default_factory=dict)  # group identity -> output entries
     last: dict[str, int] = field(default_factory=dict)
+    skip_if_noop: ClassVar[bool] = True
+    refresh_base: ClassVar[bool] = True
 
-    def _rewrite(self, base: VersionManifest, group: pa.Table) -> pa.Table:
-        files = self.table._scan_at(base, None).read_files(group, base.schema.names, memory_pool=SHORT_LIVED_POOL)
+    def rewrite(self, base: Base, group: pa.Table) -> pa.Table:
+        """The entries of the files one group is rewritten into (not yet stamped)."""
+        files = base.scan().read_files(group, base.schema.names, memory_pool=SHORT_LIVED_POOL)
         # rows per output file from the inputs' bytes per (live) row, so outputs land near the target
         live = max(1, int(pc.sum(group.column("record_count")).as_py() or 0))
         per_row = max(1.0, float(pc.sum(group.column("size")).as_py()) / live)
@@ -99,83 +96,60 @@ class CompactFiles(ProbedApply):
         if not self.sort_by and (base.partition_spec is None or base.partition_spec.is_unpartitioned):
             # Each row group is encoded as soon as its rows are read, while later files
             # are still being read.
-            return self.table._entries(self.table._write_stream(files, self.write_id, max_rows, SHORT_LIVED_POOL))
+            return base.write_stream(files, self.write_id, max_rows, SHORT_LIVED_POOL)
         rows = pa.concat_tables(list(files)).combine_chunks()  # one chunk: cheaper to sort, encode, and for stats
         if self.sort_by and rows.num_rows:
             rows = rows.sort_by([(c, "ascending") for c in self.sort_by])
-        return self.table._entries(self.table._write(rows, self.write_id, max_rows=max_rows))
+        return base.write(rows, self.write_id, max_rows=max_rows)
 
-    def _apply(self, base: VersionManifest) -> Change:
-        entries = self.table._scan_at(base, self.where).plan(all_columns=True).entries
+    def apply(self, base: Base) -> Change:
+        entries = base.entries(self.where)
         groups = plan_groups(entries, self.target, self.min_size)
         keys = [tuple(file_keys(entries.take(pa.array(g)))) for g in groups]
         todo = [i for i, k in enumerate(keys) if k not in self._outputs]
         done = 0
         step = self.progress or (lambda *_: None)
         step("compact", 0, len(todo))
-        run = self.rewrite_groups or (lambda op, base, gs: _pool.map(lambda g: op._rewrite(base, g), gs))
+        run = self.rewrite_groups or (lambda op, base, gs: _pool.map(lambda g: op.rewrite(base, g), gs))
         for i, out in zip(todo, run(self, base, [entries.take(pa.array(groups[i])) for i in todo])):
             self._outputs[keys[i]] = out
             done += 1
             step("compact", done, len(todo))
         if not groups:
-            return Change("compact", self.table._mschema_of(base).empty_table(), _removed(entries.slice(0, 0)))
+            return Change("compact", base.empty(), removed_of(entries.slice(0, 0)))
         inputs = entries.take(pa.array(np.concatenate(groups)))
-        outputs = pa.concat_tables([_stamp(self._outputs[k], self.table, base) for k in keys])
+        outputs = pa.concat_tables([base.stamp(self._outputs[k]) for k in keys])
         self.last = {
             "groups": len(groups), "input_files": inputs.num_rows, "output_files": outputs.num_rows,
             "bytes_read": int(pc.sum(inputs.column("size")).as_py() or 0),
             "rows_written": int(pc.sum(outputs.column("record_count")).as_py() or 0),
         }
         summary = {"compacted-files": inputs.num_rows, "output-files": outputs.num_rows, "groups": len(groups)}
-        return Change("compact", outputs, _removed(inputs), summary=summary)
+        return Change("compact", outputs, removed_of(inputs), summary=summary)
 
 
-def compact(
-    table: "Table",
-    *,
-    target_file_size: int = DEFAULT_TARGET,
-    min_file_size: int | None = None,
-    where: Any = None,
-    sort_by: list[str] | str | None = None,
-    commit_options: Any = None,
-    progress: Callable[[str, int, int], None] | None = None,
-    rewrite_groups: Callable[[CompactFiles, VersionManifest, list[pa.Table]], Iterable[pa.Table]] | None = None,
-    write_id: str | None = None,
-) -> CompactionResult:
-    """See ``Table.compact``; ``rewrite_groups`` and ``write_id`` let an engine (Spark) do the rewriting."""
-    from lamina.expr import bind, to_expr
+def sort_columns(schema: Schema, sort_by: list[str] | str | None, default: str) -> list[str]:
+    """The columns compaction sorts by: ``sort_by``, else the table's ``write.sort-order``."""
+    sort = sort_by if sort_by is not None else default
+    cols = [c.strip() for c in (sort.split(",") if isinstance(sort, str) else sort) if c.strip()]
+    for c in cols:
+        schema.field(c)  # SchemaMismatch naming the columns
+    return cols
 
-    if not isinstance(target_file_size, int) or target_file_size < 1:
+
+def check_target(target_file_size: Any) -> int:
+    if isinstance(target_file_size, bool) or not isinstance(target_file_size, int) or target_file_size < 1:
         raise InvalidArgument(f"target_file_size must be a positive number of bytes, not {target_file_size!r}")
-    table.refresh()
-    vm = table.metadata
-    sort = sort_by if sort_by is not None else vm.properties.get("write.sort-order", "")
-    sort_cols = [c.strip() for c in (sort.split(",") if isinstance(sort, str) else sort) if c.strip()]
-    for c in sort_cols:
-        vm.schema.field(c)
-    before = int(vm.summary.get("total-files", 0))
-    op = CompactFiles(
-        table, bind(to_expr(where), vm.schema) if where is not None else None, target_file_size,
-        min_file_size if min_file_size is not None else target_file_size * 3 // 4, sort_cols, write_id or new_write_id(),
-        progress, rewrite_groups,
-    )
-    version = table._commit_unless_noop(op, commit_options)
-    if version is None:
-        return CompactionResult(None, before, before, 0, 0, 0, 0, 0)
-    last = op.last
-    return CompactionResult(
-        version, before, int(table.metadata.summary.get("total-files", 0)), last["input_files"], last["output_files"],
-        last["groups"], last["bytes_read"], last["rows_written"],
-    )
+    return target_file_size
 
 
 @dataclass
-class RewriteManifests:
+class RewriteManifests(Operation):
     """Rewrite every leaf manifest: entries unchanged (same added_version), re-grouped by partition."""
 
-    table: "Table"
+    operation: str = "rewrite-manifests"
+    refresh_base: ClassVar[bool] = True
 
-    def apply(self, base: VersionManifest) -> Change:
-        entries = self.table._scan_at(base, None).plan(all_columns=True).entries
-        return Change("rewrite-manifests", entries, _removed(entries), summary={"rewritten-files": entries.num_rows})
+    def apply(self, base: Base) -> Change:
+        entries = base.entries()
+        return Change(self.operation, entries, removed_of(entries), summary={"rewritten-files": entries.num_rows})

@@ -19,29 +19,26 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap
 
-from lamina.commit import Change
+from lamina.commit import Operation, Base, Change, removed_of
 from lamina.errors import CommitConflict, InvalidArgument, SchemaMismatch
 from lamina.expr import Expr, and_, col, or_
 from lamina.expr.values import as_column, as_mask
 from lamina.manifest.entries import conform, fill_constant
-from lamina.spec.version import VersionManifest
-from lamina.table.deletes import DV, dvs_of_plan, file_key, read_bitmap, read_bitmaps, write_dv_file
-from lamina.table.inflight import new_write_id
-from lamina.table.operations import ProbedApply, _removed, _stamp
-
-if TYPE_CHECKING:
-    from lamina.table.table import Table
+from lamina.data.inflight import new_write_id
+from lamina.data.deletes import DV, dvs_of_plan, file_key, read_bitmap, read_bitmaps, write_dv_file
+from lamina.spec.properties import DELETE_MODES
+from lamina.spec.schema import Schema
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
 
-MODES = ("merge-on-read", "copy-on-write")
+MODES = DELETE_MODES
 POS = "__lamina_pos"  # physical row position within its data file
 FILE = "__lamina_file"  # which of the files read together a row comes from
 KEY = "__lamina_key"  # merge: the join key columns, KEY0, KEY1, ... (see join_key)
@@ -109,8 +106,7 @@ def _sorted_unique(positions: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class RowDelta(ProbedApply):
-    table: "Table"
+class RowDelta(Operation):
     operation: str
     prune: Expr  # files that may hold affected rows
     read_columns: list[str]  # columns file_fn needs
@@ -122,10 +118,12 @@ class RowDelta(ProbedApply):
     _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
     _insert_cache: dict[bytes, pa.Table] = field(default_factory=dict)
     last_stats: dict[str, int] = field(default_factory=dict)
+    skip_if_noop: ClassVar[bool] = True  # a change that matched no row commits no version
+    refresh_base: ClassVar[bool] = True  # it reads the base's files: start from the latest
 
     # -- per file -----------------------------------------------------------------------
 
-    def _live_rows(self, base: VersionManifest, entries: pa.Table) -> pa.Table:
+    def _live_rows(self, base: Base, entries: pa.Table) -> pa.Table:
         """Live rows of the files ``entries`` (in order), with their physical positions (POS)
         and the file's index in ``entries`` (FILE).
 
@@ -134,7 +132,7 @@ class RowDelta(ProbedApply):
         are physical row numbers, so the DVs must not be applied by the reader."""
         physical = entries.set_column(entries.schema.get_field_index("dv_path"), "dv_path",
                                       pa.nulls(entries.num_rows, pa.string()))
-        tables = list(self.table._scan_at(base, None).read_files(physical, self.read_columns, files_per_task=16))
+        tables = list(base.scan().read_files(physical, self.read_columns, files_per_task=16))
         lengths = np.fromiter((t.num_rows for t in tables), np.int64, len(tables))
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         t = pa.concat_tables(tables)
@@ -144,12 +142,12 @@ class RowDelta(ProbedApply):
         with_dv = [k for k, d in enumerate(dvs) if d is not None]
         if with_dv:
             keep = np.ones(t.num_rows, dtype=bool)
-            for k, bm in zip(with_dv, read_bitmaps(self.table.io, [dvs[k] for k in with_dv])):
+            for k, bm in zip(with_dv, read_bitmaps(base.io, [dvs[k] for k in with_dv])):
                 keep[starts[k] + np.frombuffer(bm.to_array(), dtype=np.uint32).astype(np.int64)] = False
             t, pos, fidx = t.filter(pa.array(keep)), pos[keep], fidx[keep]
         return t.append_column(POS, pa.array(pos)).append_column(FILE, pa.array(fidx))
 
-    def _outcomes_for(self, base: VersionManifest, cands: pa.Table, rows: list[dict[str, Any]]) -> list[FileOutcome]:
+    def _outcomes_for(self, base: Base, cands: pa.Table, rows: list[dict[str, Any]]) -> list[FileOutcome]:
         """Per-file outcomes; files not seen before are read together and evaluated in one batch."""
         keys = [file_key(e) for e in rows]
         new = [i for i, k in enumerate(keys) if k not in self._outcomes]
@@ -163,9 +161,9 @@ class RowDelta(ProbedApply):
 
     # -- apply ----------------------------------------------------------------------------
 
-    def _apply(self, base: VersionManifest) -> Change:
-        mschema = self.table._mschema_of(base)
-        cands = self.table._scan_at(base, self.prune).plan(all_columns=True).entries
+    def apply(self, base: Base) -> Change:
+        mschema = base.manifest_schema
+        cands = base.entries(self.prune)
         rows = cands.to_pylist()
         outcomes = self._outcomes_for(base, cands, rows) if rows else []
         touched = [i for i, o in enumerate(outcomes) if len(o.delete)]
@@ -179,7 +177,7 @@ class RowDelta(ProbedApply):
             deleted_rows += len(o.delete)
             physical = e["record_count"] + (e["dv_cardinality"] or 0)
             old = BitMap() if e["dv_path"] is None else read_bitmap(
-                self.table.io, DV(e["dv_path"], e["dv_offset"], e["dv_length"], e["dv_cardinality"]))
+                base.io, DV(e["dv_path"], e["dv_offset"], e["dv_length"], e["dv_cardinality"]))
             merged = old | BitMap(o.delete.astype(np.uint32))
             if len(merged) >= physical:
                 continue  # every row deleted: the file leaves the live set
@@ -191,28 +189,28 @@ class RowDelta(ProbedApply):
             else:
                 new_dvs.append((i, merged))
         if rewrite:
-            scan = self.table._scan_at(base, None)
+            scan = base.scan()
 
             def remainder(job: tuple[int, BitMap, int]) -> pa.Table:
                 i, merged, physical = job
                 keep = np.ones(physical, dtype=bool)
                 keep[np.frombuffer(merged.to_array(), dtype=np.uint32)] = False
-                whole = scan._read_file(rows[i]["path"], base.schema.names, None)
-                return self.table._entries(self.table._write(whole.filter(pa.array(keep)), self.write_id))
+                whole = scan.read_file(rows[i]["path"], base.schema.names, None)
+                return base.write(whole.filter(pa.array(keep)), self.write_id)
 
             for (i, _, _), entries in zip(rewrite, _pool.map(remainder, rewrite)):
                 outcomes[i].remainder_entries = entries
         if self.mode == "copy-on-write":
-            added += [_stamp(outcomes[i].remainder_entries, self.table, base) for i in touched if outcomes[i].remainder_entries is not None]
+            added += [base.stamp(outcomes[i].remainder_entries) for i in touched if outcomes[i].remainder_entries is not None]
         # New rows first: a row that does not fit the schema fails before any DV is written.
         for i in touched:
             o = outcomes[i]
             if o.new_rows is not None and o.new_rows.num_rows:
                 if o.new_entries is None:
-                    o.new_entries = self.table._entries(self.table._write(self.table.metadata.schema.conform(o.new_rows), self.write_id))
-                added.append(_stamp(o.new_entries, self.table, base))
+                    o.new_entries = base.write(base.schema.conform(o.new_rows), self.write_id)
+                added.append(base.stamp(o.new_entries))
         if new_dvs:
-            locs = write_dv_file(self.table.io, self.write_id, [bm for _, bm in new_dvs])
+            locs = write_dv_file(base.io, self.write_id, [bm for _, bm in new_dvs])
             for (i, _), loc in zip(new_dvs, locs):
                 outcomes[i].dv = loc
                 replaced.append((i, loc))
@@ -226,12 +224,12 @@ class RowDelta(ProbedApply):
             if key not in self._insert_cache:
                 rows_in = self.inserts(m)
                 self._insert_cache[key] = (
-                    self.table._entries(self.table._write(self.table.metadata.schema.conform(rows_in), self.write_id))
+                    base.write(base.schema.conform(rows_in), self.write_id)
                     if rows_in is not None and rows_in.num_rows else mschema.empty_table()
                 )
                 self.last_stats["inserted"] = 0 if rows_in is None else rows_in.num_rows
             if self._insert_cache[key].num_rows:
-                added.append(_stamp(self._insert_cache[key], self.table, base))
+                added.append(base.stamp(self._insert_cache[key]))
             inserted = self.last_stats.get("inserted", 0)
         removed = cands.take(pa.array(touched, pa.int64())) if touched else cands.slice(0, 0)
         updated = sum(outcomes[i].new_rows.num_rows for i in touched if outcomes[i].new_rows is not None)
@@ -247,7 +245,7 @@ class RowDelta(ProbedApply):
         }
         if self.inserts is not None:
             summary["inserted-rows"] = inserted
-        return Change(self.operation, adds, _removed(removed), summary=summary)
+        return Change(self.operation, adds, removed_of(removed), summary=summary)
 
 
 
@@ -362,16 +360,16 @@ class MergeClauses:
     Delta semantics: matched clauses are tried in order and the first whose
     condition holds applies; a matched target row that no clause takes stays as
     it is; source rows that match no target row go through the not-matched
-    clauses. Subclasses set ``table`` and call ``_start`` with the source's columns.
+    clauses. Subclasses call ``_start`` with the target's schema and the source's columns.
     """
 
-    table: "Table"
+    schema: Schema
 
-    def _start(self, on: str | Sequence[str], source_columns: Sequence[str]) -> None:
+    def _start(self, schema: Schema, on: str | Sequence[str], source_columns: Sequence[str]) -> None:
+        self.schema = schema
         self.on = [on] if isinstance(on, str) else list(on)
         if not self.on:
             raise InvalidArgument("merge needs at least one key column in on=")
-        schema = self.table.metadata.schema
         self._source_columns = list(source_columns)
         for k in self.on:
             schema.field(k)  # SchemaMismatch naming the columns if missing in the target
@@ -384,7 +382,7 @@ class MergeClauses:
         if not set:
             raise InvalidArgument("when_matched_update needs set={column: value or SQL expression}")
         for c in set:
-            self.table.metadata.schema.field(c)
+            self.schema.field(c)
         self.matched.append(_Clause("update", condition, dict(set)))
         return self
 
@@ -399,7 +397,7 @@ class MergeClauses:
 
     def when_not_matched_insert(self, values: dict[str, Any], condition: Any = None) -> Any:
         for c in values:
-            self.table.metadata.schema.field(c)
+            self.schema.field(c)
         self.not_matched.append(_Clause("insert", condition, dict(values)))
         return self
 
@@ -409,7 +407,7 @@ class MergeClauses:
         return self
 
     def _need_all_columns(self, what: str) -> None:
-        missing = [n for n in self.table.metadata.schema.names if n not in self._source_columns]
+        missing = [n for n in self.schema.names if n not in self._source_columns]
         if missing:
             raise SchemaMismatch(f"{what} needs every table column in the source; missing {missing}")
 
@@ -421,17 +419,20 @@ class MergeBuilder(MergeClauses):
     target's). Only files whose key bounds can hold a source key are read.
     """
 
-    def __init__(self, table: "Table", source: pa.Table, on: str | list[str], mode: str | None = None) -> None:
-        self.table = table
-        self._start(on, source.column_names)
+    def __init__(
+        self, schema: Schema, source: pa.Table, on: str | list[str], mode: str,
+        run: Callable[[RowDelta, Any], int | None],
+    ) -> None:
+        self._start(schema, on, source.column_names)
         self.source = source
-        self.mode = mode
+        self.mode = check_mode(mode)
+        self._run = run  # commits the merge's operation (a Table's, or adds it to a transaction)
         # The type each key is joined as: the table's, or a wider one both sides convert to
         # exactly (float32 and float64 as float64, as a predicate compares them).
         self._key_types = [self._key_type(k) for k in self.on]
 
     def _key_type(self, k: str) -> pa.DataType:
-        mine, theirs = self.table.metadata.schema.arrow.field(k).type, self.source.schema.field(k).type
+        mine, theirs = self.schema.arrow.field(k).type, self.source.schema.field(k).type
         if mine.equals(theirs):
             return mine
         try:
@@ -535,14 +536,12 @@ class MergeBuilder(MergeClauses):
     def execute(self, *, commit_options: Any = None) -> MergeResult:
         if not self.matched and not self.not_matched:
             raise InvalidArgument("merge needs at least one when_matched_* or when_not_matched_* clause")
-        t = self.table
-        tschema = t.metadata.schema.arrow
+        tschema = self.schema.arrow
         op = RowDelta(
-            t, "merge", self._prune(), list(tschema.names), self._file_fn(tschema),
-            check_mode(self.mode or t.metadata.properties.get("write.delete.mode", "merge-on-read")),
+            "merge", self._prune(), list(tschema.names), self._file_fn(tschema), self.mode,
             new_write_id(), inserts=self._inserts(tschema),
         )
-        version = t._commit_unless_noop(op, commit_options)
+        version = self._run(op, commit_options)
         s = op.last_stats
         updated = s.get("rows_updated", 0)
         return MergeResult(
@@ -582,23 +581,23 @@ class PositionDelta(RowDelta):
         for k, pos in self.positions.items():
             self._outcomes[k] = FileOutcome(_sorted_unique(np.asarray(pos, dtype=np.int64)))
 
-    def _outcomes_for(self, base: VersionManifest, cands: pa.Table, rows: list[dict[str, Any]]) -> list[FileOutcome]:
+    def _outcomes_for(self, base: Base, cands: pa.Table, rows: list[dict[str, Any]]) -> list[FileOutcome]:
         keys = [file_key(e) for e in rows]
         if set(keys) != set(self.positions):
             changed = sorted({k[0] for k in set(keys) ^ set(self.positions)})
             raise StaleRowDelta(
-                f"{self.operation}: files it may affect changed in version {base.version} "
+                f"{self.operation}: files it may affect changed in version {base.metadata.version} "
                 f"({len(changed)} files, e.g. {changed[:3]}); nothing was committed"
             )
         return [self._outcomes[k] for k in keys]
 
-    def _apply(self, base: VersionManifest) -> Change:
-        change = super()._apply(base)
+    def apply(self, base: Base) -> Change:
+        change = super().apply(base)
         updated, inserted = self.counts.get("rows_updated", 0), self.counts.get("rows_inserted", 0)
         self.last_stats.update(rows_updated=updated, inserted=inserted)
         if self.written is not None and self.written.num_rows:
-            mschema = self.table._mschema_of(base)
-            change.added = pa.concat_tables([conform(change.added, mschema), conform(_stamp(self.written, self.table, base), mschema)])
+            mschema = base.manifest_schema
+            change.added = pa.concat_tables([conform(change.added, mschema), base.stamp(self.written)])
             change.summary["added-files"] += self.written.num_rows
         change.summary["added-records"] = updated + inserted
         if self.operation == "merge":

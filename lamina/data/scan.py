@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -22,13 +22,12 @@ import pyarrow.parquet as pq
 
 from lamina.errors import CorruptMetadata, NotFound
 from lamina.expr import AlwaysTrue, Expr, bind, may_match, pushdown_filter, referenced_columns, to_arrow_filter, to_expr
+from lamina.io import FileIO
+from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import live_data_entries
-from lamina.table.deletes import DV, dv_of, dvs_of_plan, positions_array, read_bitmaps
+from lamina.data.deletes import DV, dv_of, dvs_of_plan, positions_array, read_bitmaps
 from lamina.spec import content as C
 from lamina.spec.version import VersionManifest
-
-if TYPE_CHECKING:
-    from lamina.table.table import Table
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-read")
 # Files with deletion vectors averaging more than this are read as one dataset scan, which
@@ -127,8 +126,14 @@ def _slice_bounds(s: slice, n: int) -> tuple[int, int]:
 
 
 class Scan:
-    def __init__(self, table: "Table", vm: VersionManifest, where: str | Expr | None, columns: Sequence[str] | None):
-        self.table = table
+    """A read of one version: ``plan()`` prunes the manifest tree to file scan tasks, the
+    readers return its live rows. Built by ``Table.scan`` and, for the version an operation
+    is applied to, by ``lamina.commit.Base.scan``."""
+
+    def __init__(
+        self, io: FileIO, vm: VersionManifest, where: str | Expr | None = None, columns: Sequence[str] | None = None
+    ) -> None:
+        self.io = io
         self.vm = vm
         self.schema = vm.schema
         self.spec = vm.partition_spec
@@ -148,8 +153,8 @@ class Scan:
         """Files that may hold matching rows: leaf summaries first, then file stats.
 
         ``all_columns``: every entry column (a row-level change re-lists entries whole)."""
-        io = self.table.io
-        mschema = self.table._mschema_of(self.vm)
+        io = self.io
+        mschema = manifest_schema_of(self.vm)
         prune = None
         if not isinstance(self.predicate, AlwaysTrue):
             pred, schema, spec = self.predicate, self.schema, self.spec
@@ -238,12 +243,12 @@ class Scan:
         want = self._arrow_schema_of(tuple(columns))
         return t if t.schema.equals(want) else t.cast(want)
 
-    def _read_file(
+    def read_file(
         self, path: str, columns: list[str], filt: Any, dv: DV | None = None, memory_pool: pa.MemoryPool | None = None
     ) -> pa.Table:
         """Rows of one data file: deleted rows (``dv``) go first, since DV positions are
         row numbers in the file, then the row filter."""
-        io = self.table.io
+        io = self.io
         try:
             local = io.local_path(path)
             source = local if local is not None else pa.BufferReader(io.get(path))
@@ -297,10 +302,10 @@ class Scan:
         paths = entries.column("path").to_pylist()
         dvs = dvs_of_plan(entries)
         runs = _runs(entries.column("size").to_pylist(), files_per_task, bytes_per_task)
-        pool = _local_pool if self.table.io.is_local else _pool
+        pool = _local_pool if self.io.is_local else _pool
 
         def read_run(run: range) -> list[pa.Table]:
-            return [self._read_file(paths[i], cols, filt, dvs[i], memory_pool) for i in run]
+            return [self.read_file(paths[i], cols, filt, dvs[i], memory_pool) for i in run]
 
         pending: deque = deque()
         for run in runs:
@@ -328,7 +333,7 @@ class Scan:
         out_schema = self._arrow_schema_of(tuple(cols))
         if not entries.num_rows:
             return out_schema.empty_table()
-        io = self.table.io
+        io = self.io
         dvs = dvs_of_plan(entries)
         paths = entries.column("path").to_pylist()
         with_dv = [i for i, d in enumerate(dvs) if d is not None]
@@ -354,7 +359,7 @@ class Scan:
                     dataset = ds.dataset([io.local_path(p) for p in plain], schema=self.schema.arrow, format="parquet")
                     parts.append(self._parquet_scan(lambda c, f: dataset.to_table(columns=c, filter=f), cols, filt).cast(out_schema))
             else:
-                tables = list(_pool.map(lambda p: self._read_file(p, cols, filt), plain))
+                tables = list(_pool.map(lambda p: self.read_file(p, cols, filt), plain))
                 parts += [t.select(cols).cast(out_schema) for t in tables]
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
@@ -363,7 +368,7 @@ class Scan:
         threads decode several files at once), each batch filtered by its rows' part of its
         file's DV as it arrives, while the scan goes on. An ordered scan yields a fragment's
         batches in row order, so a batch's rows start where the fragment's last one ended."""
-        io = self.table.io
+        io = self.io
         local = [io.local_path(p) for p in paths]
         deleted = {p: positions_array(bm) for p, bm in zip(local, read_bitmaps(io, dvs))}
         seen = dict.fromkeys(local, 0)  # rows of each file so far

@@ -1,0 +1,217 @@
+"""What an operation sees of the version it is applied to, and what it gives back.
+
+The committer applies every operation to a ``Base``: the metadata of the version
+the operation applies to (the latest version at that attempt, or within a
+transaction that version plus the transaction's earlier operations), a scan of
+it, its live entries, and a writer for new data files. An operation returns a
+``Change``. Nothing here knows ``Table``: operations reach the table only
+through this context, so an engine, a transaction and a retry all apply them
+the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, ClassVar, Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lamina.data.scan import Scan
+from lamina.data.writer import write_data_files, write_data_stream
+from lamina.errors import InvalidArgument
+from lamina.expr import Expr
+from lamina.io import FileIO
+from lamina.manifest.entries import conform, data_entries, fill_constant, manifest_schema_of
+from lamina.manifest.tree import live_data_entries
+from lamina.spec.schema import Schema
+from lamina.spec.version import VersionManifest
+
+DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
+
+# What a change removes: the live files' paths and the versions that added them (which is
+# how the manifest tree finds the leaves that hold them without reading every leaf).
+# Summary counts the committer computes from the manifest tree's result; a transaction's
+# operations' own figures for them are replaced by the transaction's totals.
+COUNT_KEYS = ("added-files", "removed-files", "added-records", "removed-records")
+
+REMOVED_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("added_version", pa.int64())])
+
+
+def removed_of(entries: pa.Table) -> pa.Table:
+    """The REMOVED_SCHEMA rows that remove the files ``entries`` describe."""
+    return pa.table({"path": entries.column("path"), "added_version": entries.column("added_version")}, schema=REMOVED_SCHEMA)
+
+
+@dataclass
+class Change:
+    """What one operation does to one base."""
+
+    operation: str
+    added: pa.Table  # data-file entries to add (manifest schema)
+    removed: pa.Table  # REMOVED_SCHEMA: live files to remove
+    summary: dict[str, Any] = field(default_factory=dict)
+    schema: Schema | None = None  # new schema, if the operation changes it
+    properties: dict[str, str] | None = None
+    app_transactions: dict[str, int] | None = None
+    readds: bool = False  # ``added`` includes files an earlier version removed (rollback, add_files)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.added.num_rows and not self.removed.num_rows and self.schema is None and self.properties is None
+
+
+class Operation:
+    """A change as data (every operation subclasses this): ``apply`` runs once per commit attempt, on that attempt's base, and
+    raises CommitConflict if the base no longer allows it. Work that does not depend on
+    the base (writing new rows) is done once, before the first attempt, and reused.
+
+    ``skip_if_noop``: a change that turns out to change nothing (a delete that matched no
+    row) commits no version. ``refresh_base``: the operation reads the base's files, so
+    it starts from the latest version instead of the one its table object holds."""
+
+    skip_if_noop: ClassVar[bool] = False
+    refresh_base: ClassVar[bool] = False
+
+    def apply(self, base: "Base") -> Change:
+        raise NotImplementedError
+
+
+class Base:
+    """The version an operation is applied to, and the tools to build its change.
+
+    ``metadata`` is what the operation sees (within a transaction: the base plus the
+    earlier operations, built lazily, only when an operation looks); ``version`` is the
+    version the commit creates, which every new entry is stamped with."""
+
+    def __init__(self, io: FileIO, metadata: VersionManifest | Callable[[], VersionManifest], version: int) -> None:
+        self.io = io
+        self._metadata = metadata
+        self.version = version
+
+    @cached_property
+    def metadata(self) -> VersionManifest:
+        return self._metadata if isinstance(self._metadata, VersionManifest) else self._metadata()
+
+    @property
+    def schema(self) -> Schema:
+        return self.metadata.schema
+
+    @property
+    def partition_spec(self) -> Any:
+        return self.metadata.partition_spec
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return self.metadata.properties
+
+    @property
+    def manifest_schema(self) -> pa.Schema:
+        return manifest_schema_of(self.metadata)
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """Identifies what the operation sees (cache key for work done on one base)."""
+        vm = self.metadata
+        return vm.commit_id, vm.root_manifest
+
+    # -- reading the base ----------------------------------------------------------------
+
+    def scan(self, where: str | Expr | None = None, columns: Sequence[str] | None = None) -> Scan:
+        return Scan(self.io, self.metadata, where, columns)
+
+    def entries(self, where: str | Expr | None = None) -> pa.Table:
+        """Live data-file entries (every manifest column), pruned by ``where``."""
+        return self.scan(where).plan(all_columns=True).entries
+
+    def live_entries(self, columns: list[str] | None = None) -> pa.Table:
+        """Every live data-file entry (``columns`` of them), without a predicate."""
+        return live_data_entries(self.io, self.metadata.root_manifest, self.manifest_schema, columns=columns)
+
+    # -- building the change --------------------------------------------------------------
+
+    def stamp(self, entries: pa.Table) -> pa.Table:
+        """New entries as the committed version records them: in the base's manifest schema,
+        added by ``version``."""
+        e = conform(entries, self.manifest_schema)
+        return fill_constant(e, added_version=self.version, status=1, removed_version=None)
+
+    def empty(self) -> pa.Table:
+        return self.manifest_schema.empty_table()
+
+    def new_files(self, files: list[dict[str, Any]]) -> pa.Table:
+        """Entries for data files written for this base (see ``lamina.data.writer``)."""
+        vm = self.metadata
+        return data_entries(files, self.manifest_schema, self.version, vm.partition_spec.spec_id)
+
+    def write(self, rows: pa.Table, write_id: str, *, max_rows: int | None = None, pending: Any = None) -> pa.Table:
+        """Write ``rows`` (in the base's schema) as data files named by ``write_id``; their entries."""
+        vm = self.metadata
+        return self.new_files(write_data_files(
+            self.io, vm.schema, vm.partition_spec, rows, write_id, self._max_rows(max_rows),
+            compression=self._compression, pending=pending,
+        ))
+
+    def write_stream(
+        self, tables: Iterable[pa.Table], write_id: str, max_rows: int, memory_pool: pa.MemoryPool | None = None
+    ) -> pa.Table:
+        """``write`` for an unpartitioned table, from a stream of tables (see write_data_stream)."""
+        return self.new_files(write_data_stream(
+            self.io, self.metadata.schema, tables, write_id, self._max_rows(max_rows),
+            compression=self._compression, memory_pool=memory_pool,
+        ))
+
+    @property
+    def _compression(self) -> str:
+        return self.properties.get("write.parquet.compression", "snappy")
+
+    def _max_rows(self, max_rows: int | None) -> int:
+        limit = int(self.properties.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
+        n = limit if max_rows is None else min(max_rows, limit)
+        if n < 1:
+            raise InvalidArgument("write.max-rows-per-file must be >= 1")
+        return n
+
+
+def combine(changes: Sequence[Change], base_version: int) -> Change:
+    """One change with the effect of ``changes`` applied in order to version ``base_version``
+    (a transaction's operations).
+
+    A file added by one change and removed by a later one never reaches the version; a
+    file of the base removed (or given a new deletion vector, which is a removal plus an
+    addition of the same path) several times is removed once, and only its last
+    replacement is added."""
+    if len(changes) == 1:
+        return changes[0]
+    added: list[pa.Table] = []
+    removed: list[pa.Table] = []
+    summary: dict[str, Any] = {"operations": ",".join(c.operation for c in changes)}
+    out = Change("transaction", pa.table({}), REMOVED_SCHEMA.empty_table(), summary)
+    for c in changes:
+        if c.removed.num_rows:
+            gone = c.removed.column("path")
+            added = [a.filter(pc.invert(pc.is_in(a.column("path"), value_set=gone))) for a in added]
+            removed.append(c.removed.filter(pc.less_equal(c.removed.column("added_version"), base_version)))
+        if c.added.num_rows:
+            added.append(c.added)
+        for k, v in c.summary.items():
+            if k in COUNT_KEYS:
+                continue
+            if isinstance(v, int) and not isinstance(v, bool) and isinstance(summary.get(k), int):
+                summary[k] += v
+            else:
+                summary[k] = v
+        out.schema = c.schema or out.schema
+        out.properties = c.properties if c.properties is not None else out.properties
+        if c.app_transactions:
+            out.app_transactions = {**(out.app_transactions or {}), **c.app_transactions}
+        out.readds = out.readds or c.readds
+    schema = changes[-1].added.schema
+    out.added = pa.concat_tables([conform(a, schema) for a in added]) if added else changes[-1].added
+    if removed:
+        r = pa.concat_tables(removed)
+        first = pc.unique(r.column("path"))
+        r = r.take(pc.index_in(first, value_set=r.column("path")))
+        out.removed = r
+    return out

@@ -1,0 +1,140 @@
+"""Appending data files: rows written by ``Table.append``, files registered by
+``add_files``, files written by an engine (``lamina.table.engine.WriteSession``).
+
+Appends apply to any base, so they never conflict with each other; what they check
+against every base is idempotence (application transactions) and, for registered
+files, that a file is not in the table already.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lamina.commit import Operation, REMOVED_SCHEMA, Base, Change
+from lamina.errors import InvalidArgument, TransactionAlreadyCommitted
+from lamina.io.fileio import PATH_RULES, VALID_PATH_EXAMPLE
+from lamina.spec.layout import DATA_DIR, DV_DIR
+from lamina.spec.version import VersionManifest
+
+
+def check_app_transactions(base: VersionManifest, app_transactions: dict[str, int] | None) -> None:
+    """Raise TransactionAlreadyCommitted if ``base`` already records any app at >= its sequence."""
+    for app, seq in (app_transactions or {}).items():
+        done = base.app_transactions.get(app)
+        if done is not None and done >= seq:
+            raise TransactionAlreadyCommitted(
+                f"application {app!r} already committed sequence {done} (>= {seq}) at version {base.version}; "
+                "nothing was committed",
+                app, seq, base.version,
+            )
+
+
+# --- add_files: what a file registered from outside must be ------------------------------
+
+_MAX_NAMED = 5  # offending paths named per problem in an error message
+
+
+def _named(paths: pa.Array, mask: pa.Array) -> str:
+    bad = pc.unique(paths.filter(mask))
+    shown = ", ".join(repr(p) for p in bad.slice(0, _MAX_NAMED).to_pylist())
+    return shown + (f" and {len(bad) - _MAX_NAMED} more" if len(bad) > _MAX_NAMED else "")
+
+
+def _refuse(problems: list[tuple[str, pa.Array, pa.Array]], n: int, what_to_do: str) -> None:
+    """Raise InvalidArgument naming, per problem, the paths that have it (each path once)."""
+    parts, seen = [], pa.repeat(pa.scalar(False), n) if problems else None
+    for why, paths, mask in problems:
+        mask = pc.and_(pc.fill_null(mask, True), pc.invert(seen))
+        if pc.any(mask).as_py():
+            parts.append(f"{_named(paths, mask)} {why}")
+            seen = pc.or_(seen, mask)
+    if parts:
+        bad = pc.sum(seen).as_py()
+        raise InvalidArgument(f"add_files: {bad} of {n} files refused: {'; '.join(parts)}. {what_to_do} Nothing was committed.")
+
+
+def check_added_files(entries: pa.Table, io: Any, check_files: bool) -> None:
+    """Refuse, before anything is written, files ``add_files`` must not register (vectorized
+    over the whole list): paths that are not a data-file path of the table, a path given
+    twice, a size or record count that cannot be right, and with ``check_files`` a file
+    that does not exist or has another size."""
+    n = entries.num_rows
+    paths = entries.column("path").combine_chunks()
+    text = pc.fill_null(paths, "")
+    problems = [("is null (every file needs a path)", paths, pc.is_null(paths))]
+    problems += [(why, paths, pc.match_substring_regex(text, pattern)) for why, pattern in PATH_RULES]
+    problems.append((f"is not under {DATA_DIR}/", paths, pc.invert(pc.starts_with(text, f"{DATA_DIR}/"))))
+    problems.append((f"is under {DV_DIR}/, which holds deletion vectors", paths, pc.starts_with(text, f"{DV_DIR}/")))
+    _refuse(
+        problems, n,
+        f"A data-file path is relative to the table root and under {DATA_DIR}/, '/'-separated, "
+        f"without '.', '..' or empty segments, e.g. {VALID_PATH_EXAMPLE}.",
+    )
+    counts = pc.value_counts(paths)
+    twice = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+    size, records = entries.column("size").combine_chunks(), entries.column("record_count").combine_chunks()
+    _refuse(
+        [
+            ("is given more than once", paths, pc.is_in(paths, value_set=twice)),
+            ("has no size or a size < 1", paths, pc.invert(pc.fill_null(pc.greater(size, 0), False))),
+            ("has no record_count or a negative one", paths, pc.invert(pc.fill_null(pc.greater_equal(records, 0), False))),
+        ],
+        n, "Give each file once, with its size in bytes and its number of rows.",
+    )
+    if check_files:
+        actual = io.sizes(paths)
+        _refuse(
+            [
+                ("does not exist", paths, pc.is_null(actual)),
+                ("has another size on storage than the size given", paths, pc.not_equal(actual, size)),
+            ],
+            n, "Write the files under the table first and pass their sizes (or check_files=False to skip this check).",
+        )
+
+
+def check_not_in_table(entries: pa.Table, base: Base) -> None:
+    """Refuse files already live in ``base``: registering one again would double its rows."""
+    live = base.live_entries(["path"]).column("path")
+    paths = entries.column("path").combine_chunks()
+    # Hash the (few) new paths and probe the (many) live ones, not the other way round.
+    present = live.filter(pc.is_in(live, value_set=paths))
+    _refuse(
+        [(f"is already in the table (version {base.metadata.version})", paths, pc.is_in(paths, value_set=present))],
+        entries.num_rows, "Register only files the table does not hold yet.",
+    )
+
+
+@dataclass
+class AppendFiles(Operation):
+    """Add data files. Applies to any base: appends never conflict.
+
+    With ``app_transactions`` ({app id: sequence}) the append is idempotent: it is
+    checked against every base it is applied to (each retry's rebase included), so
+    a sequence already recorded for the app is never committed twice. With
+    ``refuse_present`` (files registered by ``add_files``), so is every file: one
+    already live in the base is refused rather than counted twice. Such a file may
+    also be one an earlier version removed (registered again): the change is marked
+    as re-adding files, so expiry, which reasons about one lifetime interval per
+    file, checks such tables against the full reachability walk instead.
+    """
+
+    entries: pa.Table
+    operation: str = "append"
+    app_transactions: dict[str, int] | None = None
+    refuse_present: bool = False
+
+    def apply(self, base: Base) -> Change:
+        check_app_transactions(base.metadata, self.app_transactions)
+        if self.refuse_present:
+            check_not_in_table(self.entries, base)
+        return Change(
+            self.operation,
+            base.stamp(self.entries),
+            REMOVED_SCHEMA.empty_table(),
+            app_transactions=self.app_transactions,
+            readds=self.refuse_present,
+        )

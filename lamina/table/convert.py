@@ -1,0 +1,63 @@
+"""Turning what users pass into what operations take: data as Arrow, app transactions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from lamina.errors import InvalidArgument, SchemaMismatch
+
+
+def to_arrow(data: Any) -> pa.Table:
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    try:
+        import pandas as pd
+
+        if isinstance(data, pd.DataFrame):
+            try:
+                return pa.Table.from_pandas(data, preserve_index=False)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+                raise _pandas_mismatch(data, e) from None
+    except ImportError:  # pragma: no cover
+        pass
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.table(data)
+    raise SchemaMismatch(
+        f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch, RecordBatchReader or pandas DataFrame"
+    )
+
+
+def _pandas_mismatch(df: Any, error: Exception) -> SchemaMismatch:
+    """SchemaMismatch naming the DataFrame columns Arrow could not convert, and why (the
+    usual cause: an object column holding values of several Python types)."""
+    problems = []
+    for name in df.columns:
+        col = df[name]
+        try:
+            pa.array(col, from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            kinds = sorted({type(v).__name__ for v in col.dropna()})
+            problems.append(f"{name!r} holds {', '.join(kinds)} values" if len(kinds) > 1 else f"{name!r} ({', '.join(kinds)})")
+    where = "; ".join(problems) if problems else str(error)
+    return SchemaMismatch(
+        f"the DataFrame cannot be converted to Arrow: column {where}. A column must hold one type: "
+        "convert it first (e.g. df[col].astype(str) or pd.to_numeric(df[col])). Nothing was written."
+    )
+
+
+def app_transactions(app_transaction: tuple[str, int] | None) -> dict[str, int] | None:
+    if app_transaction is None:
+        return None
+    try:
+        app, seq = app_transaction
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"app_transaction must be (app_id, sequence), got {app_transaction!r}") from None
+    if not isinstance(app, str) or not app or isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise InvalidArgument(f"app_transaction must be (non-empty str, int >= 0), got {app_transaction!r}")
+    return {app: seq}

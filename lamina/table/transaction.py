@@ -1,0 +1,293 @@
+"""Transactions: several changes to one table, committed as one version.
+
+    with table.transaction() as tx:
+        tx.append(new_rows)
+        tx.delete(where="status = 'void'")
+        tx.create_tag("eod-2026-01-05")
+
+Each call checks its input and writes its new data files at once (errors surface
+where they are made); the operations are applied in order at commit, each seeing
+the ones before it, and re-applied as a unit on every retry with the same
+conflict rules. Leaving the block by an exception commits nothing and deletes
+the data files the transaction wrote. ``Table.append`` and the other changes are
+one-operation transactions.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lamina.commit import CommitOptions, Operation
+from lamina.data.inflight import new_write_id
+from lamina.data.writer import PendingWrites
+from lamina.errors import CommitStateUnknown, InvalidArgument, LaminaError, StorageError, TagAlreadyExists
+from lamina.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow_filter, to_expr
+from lamina.manifest.entries import entries_from_user_files, manifest_schema_of
+from lamina.operations import (
+    AppendFiles,
+    MergeBuilder,
+    Overwrite,
+    RowDelta,
+    check_added_files,
+    check_app_transactions,
+    check_not_in_table,
+)
+from lamina.operations.rowlevel import check_mode, file_fn_delete, file_fn_update
+from lamina.commit import Base
+from lamina.spec.properties import DELETE_MODES
+from lamina.spec.tag import validate_tag_name
+from lamina.spec.version import VersionManifest
+from lamina.table.convert import app_transactions, to_arrow
+
+if TYPE_CHECKING:
+    from lamina.table.table import Table
+
+log = logging.getLogger(__name__)
+
+
+class Transaction:
+    """Changes to one table, made visible together as one version (or not at all)."""
+
+    def __init__(self, table: "Table", commit_options: CommitOptions | None = None) -> None:
+        self.table = table
+        self.commit_options = commit_options
+        self.version: int | None = None  # what ``commit`` committed (None: nothing changed)
+        self._ops: list[Operation] = []
+        self._pending: list[PendingWrites] = []
+        self._written: list[str] = []  # data files written by this transaction's calls
+        self._tags: list[tuple[str, int | None]] = []
+        self._state = "open"
+
+    # -- what the changes see -----------------------------------------------------------
+
+    @property
+    def metadata(self) -> VersionManifest:
+        """The version the transaction's input is checked against (the table's, when it began)."""
+        return self.table.metadata
+
+    def _base(self) -> Base:
+        """The latest version, for the checks a call makes before its operation is queued."""
+        vm = self.table.log.latest()
+        return Base(self.table.io, vm, vm.version + 1)
+
+    # -- changes ------------------------------------------------------------------------
+
+    def add_operation(self, op: Operation, *, pending: PendingWrites | None = None, written: Sequence[str] = ()) -> "Transaction":
+        """Queue an operation (``lamina.operations``); ``pending``: its data files' writes still in
+        flight; ``written``: the data files it references that this transaction wrote (deleted
+        if the transaction does not commit)."""
+        self._check_open()
+        self._ops.append(op)
+        if pending is not None:
+            self._pending.append(pending)
+        self._written.extend(written)
+        return self
+
+    def _write(self, rows: pa.Table, write_id: str, pending: PendingWrites | None = None) -> pa.Table:
+        vm = self.metadata
+        entries = Base(self.table.io, vm, vm.version + 1).write(rows, write_id, pending=pending)
+        self._written.extend(entries.column("path").to_pylist())
+        return entries
+
+    def append(self, data: Any, *, app_transaction: tuple[str, int] | None = None) -> "Transaction":
+        """Append rows (see ``Table.append``)."""
+        self._check_open()
+        rows = self.metadata.schema.conform(to_arrow(data))  # schema errors before any file is written
+        apps = app_transactions(app_transaction)
+        if apps:
+            check_app_transactions(self.table.log.latest(), apps)  # before writing a file for nothing
+        pending = PendingWrites([])  # the data file reaches storage while manifests are built
+        entries = self._write(rows, new_write_id(), pending)
+        return self.add_operation(AppendFiles(entries, app_transactions=apps), pending=pending)
+
+    def overwrite(self, data: Any, where: str | Expr | None = None) -> "Transaction":
+        """Replace all rows, or those matching ``where``, with ``data`` (see ``Table.overwrite``)."""
+        self._check_open()
+        rows = self.metadata.schema.conform(to_arrow(data))
+        predicate = bind(to_expr(where), self.metadata.schema)
+        if not isinstance(predicate, AlwaysTrue) and rows.num_rows:
+            matching = rows.filter(to_arrow_filter(predicate)).num_rows
+            if matching != rows.num_rows:
+                raise InvalidArgument(
+                    f"{rows.num_rows - matching} of {rows.num_rows} new rows do not match the overwrite "
+                    f"predicate {where!r}; every row written by overwrite(where=...) must match it"
+                )
+        write_id = new_write_id()
+        return self.add_operation(Overwrite(predicate, self._write(rows, write_id), write_id))
+
+    def add_files(
+        self, files: pa.Table, *, mode: str = "append", where: str | Expr | None = None,
+        app_transaction: tuple[str, int] | None = None, check_files: bool = True,
+    ) -> "Transaction":
+        """Register data files already under the table's ``data/`` (see ``Table.add_files``)."""
+        self._check_open()
+        if mode not in ("append", "overwrite"):
+            raise InvalidArgument(f"mode must be 'append' or 'overwrite', not {mode!r}")
+        apps = app_transactions(app_transaction)
+        if apps:
+            if mode != "append":
+                raise InvalidArgument("app_transaction applies to appends only, not to overwrite")
+            check_app_transactions(self.table.log.latest(), apps)  # before reading any file for nothing
+        vm = self.metadata
+        entries = entries_from_user_files(files, vm.schema, vm.partition_spec, manifest_schema_of(vm))
+        check_added_files(entries, self.table.io, check_files)
+        if mode == "overwrite":  # (appends check every base they are applied to)
+            check_not_in_table(entries, self._base())
+        return self.add_entries(entries, mode=mode, where=where, app_transaction=app_transaction,
+                                operation="add-files", refuse_present=True)
+
+    def add_entries(
+        self, entries: pa.Table, *, mode: str = "append", where: str | Expr | None = None,
+        app_transaction: tuple[str, int] | None = None, operation: str | None = None,
+        write_id: str | None = None, refuse_present: bool = False,
+    ) -> "Transaction":
+        """Queue data files already written (manifest-format ``entries``; the engine write
+        session's path). Overwrite rewrites files that only partly match ``where``; their
+        remainders carry ``write_id`` in their names. ``refuse_present``: an append refuses
+        files already live in the version it lands on."""
+        apps = app_transactions(app_transaction)
+        if mode == "append":
+            op: Operation = AppendFiles(entries, operation=operation or "append", app_transactions=apps,
+                                        refuse_present=refuse_present)
+        elif mode == "overwrite":
+            if apps:
+                raise InvalidArgument("app_transaction applies to appends only, not to overwrite")
+            predicate = bind(to_expr(where), self.metadata.schema)
+            op = Overwrite(predicate, entries, write_id or new_write_id(), readds=refuse_present,
+                           operation=operation or "overwrite")
+        else:
+            raise InvalidArgument(f"mode must be 'append' or 'overwrite', not {mode!r}")
+        return self.add_operation(op)
+
+    def row_mode(self, mode: str | None) -> str:
+        """The row-level write mode: ``mode``, else the table's ``write.delete.mode``."""
+        return check_mode(mode or self.metadata.properties.get("write.delete.mode", DELETE_MODES[0]))
+
+    def delete(self, where: str | Expr, *, mode: str | None = None) -> "Transaction":
+        """Delete the rows matching ``where`` (see ``Table.delete``)."""
+        if where is None:
+            raise InvalidArgument("delete needs a predicate; to remove every row use overwrite with an empty table")
+        schema = self.metadata.schema
+        pred = bind(to_expr(where), schema)
+        return self.add_operation(RowDelta(
+            "delete", pred, sorted(referenced_columns(pred)) or [schema.names[0]],
+            file_fn_delete(to_arrow_filter(pred)), self.row_mode(mode), new_write_id(),
+        ))
+
+    def update(
+        self, where: str | Expr | None = None, set: Mapping[str, Any] | None = None, *,  # noqa: A002
+        mode: str | None = None,
+    ) -> "Transaction":
+        """Set columns of the rows matching ``where`` (see ``Table.update``)."""
+        if not set:
+            raise InvalidArgument("update needs set={column: value or SQL expression}")
+        schema = self.metadata.schema
+        for c in set:
+            schema.field(c)
+        pred = bind(to_expr(where), schema)
+        filt = to_arrow_filter(pred) if not isinstance(pred, AlwaysTrue) else pc.scalar(True)
+        return self.add_operation(RowDelta(
+            "update", pred, list(schema.names), file_fn_update(filt, dict(set), schema.arrow),
+            self.row_mode(mode), new_write_id(),
+        ))
+
+    def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None) -> MergeBuilder:
+        """A merge of ``source`` on key column(s) ``on``; its ``execute()`` queues it here (and
+        returns None: the merge's counts are known once the transaction commits)."""
+        def queue(op: RowDelta, options: Any) -> None:
+            if options is not None:
+                raise InvalidArgument("commit options of a merge in a transaction are the transaction's")
+            self.add_operation(op)
+            return None
+
+        return MergeBuilder(self.metadata.schema, to_arrow(source), on, self.row_mode(mode), queue)
+
+    def create_tag(self, name: str, *, expires_at_ms: int | None = None) -> "Transaction":
+        """Tag the version this transaction commits (checked now, created once it has landed)."""
+        self._check_open()
+        validate_tag_name(name)
+        if name in self.table.tag_store.names() or any(n == name for n, _ in self._tags):
+            raise TagAlreadyExists(f"tag {name!r} already exists on {self.table.uri}")
+        self._tags.append((name, expires_at_ms))
+        return self
+
+    # -- the end ------------------------------------------------------------------------
+
+    def commit(self) -> int | None:
+        """Commit every change as one version; its number, or None if together they changed
+        nothing (a delete that matched no row: nothing is committed)."""
+        self._check_open()
+        table = self.table
+        try:
+            table._check_writable()
+            if not self._ops and not self._tags:
+                raise InvalidArgument("the transaction has no changes to commit")
+            # An operation that reads the base's files starts from the latest version; appends
+            # start from the version the table object holds (if stale, the put fails fast).
+            base = table.log.latest() if any(op.refresh_base for op in self._ops) else table.metadata
+            pending = self._pending
+            vm = table._committer.commit(
+                base, self._ops, self.commit_options,
+                before_publish=(lambda: [p.wait() for p in pending]) if pending else None,
+            ) if self._ops else None
+        except CommitStateUnknown:
+            self._state = "unknown"  # the version may reference the files: keep them
+            raise
+        except BaseException:
+            self._abort()
+            raise
+        self._state = "committed"
+        table._committed(vm if vm is not None else base, vm is not None)
+        self.version = None if vm is None else vm.version
+        self._create_tags(vm if vm is not None else base)
+        return self.version
+
+    def _create_tags(self, vm: VersionManifest) -> None:
+        failed = []
+        for name, expires_at_ms in self._tags:
+            try:
+                self.table.tag_store.create(name, vm, expires_at_ms=expires_at_ms)
+            except LaminaError as e:
+                failed.append(f"{name!r} ({e})")
+        if failed:
+            raise TagAlreadyExists(
+                f"version {vm.version} of {self.table.uri} was committed, but tags {', '.join(failed)} could not be "
+                "created for it; create them with Table.create_tag(name, version)"
+            )
+
+    def abort(self) -> None:
+        """Discard the transaction: nothing is committed, its data files are deleted."""
+        self._check_open()
+        self._abort()
+
+    def _abort(self) -> None:
+        self._state = "aborted"
+        for p in self._pending:
+            try:
+                p.wait()
+            except Exception:  # a write that failed left nothing to delete
+                pass
+        if self._written:
+            try:
+                self.table.io.delete_many(self._written)
+            except StorageError as e:  # unreferenced files: orphan cleanup removes them later
+                log.warning("could not delete the data files of an aborted transaction: %s", e)
+
+    def _check_open(self) -> None:
+        if self._state != "open":
+            raise InvalidArgument(f"the transaction is {self._state}; start a new one with table.transaction()")
+
+    def __enter__(self) -> "Transaction":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self._state != "open":
+            return
+        if exc_type is not None:
+            self._abort()
+        else:
+            self.commit()
