@@ -150,7 +150,7 @@ class Catalog(ABC):
 class CatalogTable(Table):
     """A Table loaded through a catalog: knows its identifier and honours the online flag.
 
-    Table's write methods (table.WRITE_METHODS) check ``_check_online`` before anything is
+    Table's write methods (table.WRITE_METHODS) check ``check_online`` before anything is
     written; the SQL coordinator also checks the flag in its swap, so a table taken
     offline mid-write still refuses that commit."""
 
@@ -163,7 +163,7 @@ class CatalogTable(Table):
         self._online_check = online_check
         return self
 
-    def _check_online(self) -> None:  # overrides Table's no-op
+    def check_online(self) -> None:  # overrides Table's no-op
         if not self._online_check():
             raise TableOffline(
                 f"table {self.identifier} ({self.uri}) is offline: it can be read but not written or maintained; "

@@ -421,12 +421,13 @@ class MergeBuilder(MergeClauses):
 
     def __init__(
         self, schema: Schema, source: pa.Table, on: str | list[str], mode: str,
-        run: Callable[[RowDelta, Any], int | None],
+        run: Callable[[RowDelta, Any], int | None], *, queued: bool = False,
     ) -> None:
         self._start(schema, on, source.column_names)
         self.source = source
         self.mode = check_mode(mode)
-        self._run = run  # commits the merge's operation (a Table's, or adds it to a transaction)
+        self._run = run  # commits the merge's operation, or (``queued``) adds it to a transaction
+        self._queued = queued
         # The type each key is joined as: the table's, or a wider one both sides convert to
         # exactly (float32 and float64 as float64, as a predicate compares them).
         self._key_types = [self._key_type(k) for k in self.on]
@@ -533,7 +534,7 @@ class MergeBuilder(MergeClauses):
 
         return fn
 
-    def execute(self, *, commit_options: Any = None) -> MergeResult:
+    def execute(self, *, commit_options: Any = None) -> MergeResult | None:
         if not self.matched and not self.not_matched:
             raise InvalidArgument("merge needs at least one when_matched_* or when_not_matched_* clause")
         tschema = self.schema.arrow
@@ -542,6 +543,8 @@ class MergeBuilder(MergeClauses):
             new_write_id(), inserts=self._inserts(tschema),
         )
         version = self._run(op, commit_options)
+        if self._queued:
+            return None  # committed with its transaction: the counts are not known yet
         s = op.last_stats
         updated = s.get("rows_updated", 0)
         return MergeResult(

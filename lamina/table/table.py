@@ -87,7 +87,7 @@ class Table:
     def properties(self) -> dict[str, str]:
         return dict(self._vm.properties)
 
-    def _check_online(self) -> None:
+    def check_online(self) -> None:
         """Raise TableOffline if the table may not be written now (catalog tables; see CatalogTable)."""
 
     def _check_writable(self) -> None:
@@ -95,7 +95,7 @@ class Table:
         this Lamina lacks (UnsupportedFeature), and the table is online. Every method in
         WRITE_METHODS runs it first; the committer checks each base again."""
         check_writer(self._vm.writer_features, f"table {self.uri}")
-        self._check_online()
+        self.check_online()
 
     def refresh(self) -> "Table":
         """Move to the latest version."""

@@ -204,7 +204,7 @@ class Transaction:
             self.add_operation(op)
             return None
 
-        return MergeBuilder(self.metadata.schema, to_arrow(source), on, self.row_mode(mode), queue)
+        return MergeBuilder(self.metadata.schema, to_arrow(source), on, self.row_mode(mode), queue, queued=True)
 
     def create_tag(self, name: str, *, expires_at_ms: int | None = None) -> "Transaction":
         """Tag the version this transaction commits (checked now, created once it has landed)."""

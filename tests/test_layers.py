@@ -1,0 +1,156 @@
+"""The layering of lamina's packages, read from the code (ast): every import points down, and
+no module reaches into another package's private names.
+
+The layers, bottom to top (README.md, "Layers", states the same; docs/architecture.md says why):
+a package may import its own modules and the packages below it, never one above or beside
+it, so there is no circle between packages.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "lamina"
+
+LAYERS = [
+    ("errors",),
+    ("timeutil",),
+    ("io",),
+    ("spec",),
+    ("expr",),
+    ("manifest",),
+    ("data",),
+    ("commit",),
+    ("operations",),
+    ("maintenance",),
+    ("table",),
+    ("catalog",),
+    ("__init__",),  # the facade: lamina.open_table, lamina.load_catalog, ...
+    ("spark",),
+    ("cli",),
+    ("demo",),
+]
+RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+
+def _package(module: str) -> str:
+    """``lamina.commit.log`` -> ``commit``; ``lamina`` (the facade) -> ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _modules() -> dict[str, ast.Module]:
+    out = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        out[name] = ast.parse(path.read_text(), str(path))
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, tree: ast.Module) -> list[tuple[int, str, list[str]]]:
+    """(line, imported lamina module, names taken) for every import, wherever it is (in
+    functions and TYPE_CHECKING blocks too: a lazy import is still a dependency)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, []) for a in node.names if a.name.split(".")[0] == "lamina"]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            base = node.module
+            if node.level:  # relative: resolve against this module's package
+                pkg = module.split(".") if module in ("lamina",) or _is_package(module) else module.split(".")[:-1]
+                base = ".".join(pkg[: len(pkg) - node.level + 1] + [node.module])
+            if base.split(".")[0] == "lamina":
+                out.append((node.lineno, base, [a.name for a in node.names]))
+    return out
+
+
+def _is_package(module: str) -> bool:
+    return (ROOT.parent / module.replace(".", "/") / "__init__.py").exists()
+
+
+def test_every_package_has_a_layer():
+    packages = {_package(m) for m in MODULES}
+    assert packages <= set(RANK), f"packages without a layer in LAYERS: {sorted(packages - set(RANK))}"
+
+
+def test_imports_point_down():
+    bad = []
+    for module, tree in MODULES.items():
+        mine = _package(module)
+        for line, target, _ in _imports(module, tree):
+            theirs = _package(target)
+            if theirs != mine and RANK[theirs] >= RANK[mine]:
+                bad.append(f"{module}:{line} imports {target} ({theirs} is not below {mine})")
+    assert not bad, "imports that point up or sideways:\n" + "\n".join(bad)
+
+
+def test_no_private_name_is_imported_across_packages():
+    bad = []
+    for module, tree in MODULES.items():
+        for line, target, names in _imports(module, tree):
+            if _package(target) == _package(module):
+                continue
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            private += [p for p in target.split(".") if p.startswith("_") and not p.startswith("__")]
+            if private:
+                bad.append(f"{module}:{line} takes {private} from {target}")
+    assert not bad, "private names imported across packages:\n" + "\n".join(bad)
+
+
+def _private_names_defined(package: str) -> set[str]:
+    """Every ``_name`` a package defines: functions, classes, assignments, attributes set on
+    any object (``self._x = ...``), and keyword parameters."""
+    names: set[str] = set()
+    for module, tree in MODULES.items():
+        if _package(module) != package:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+# Private attributes of libraries' objects that are their documented API.
+LIBRARY_API = {"_replace", "_asdict", "_fields", "_make", "_getframe"}
+
+
+def test_no_private_member_is_reached_from_another_package():
+    """``obj._name`` outside ``self``/``cls`` must name something the accessing package itself
+    defines: a private member of a class of another package (``table._mschema_of`` from
+    spark) is that package's business, not an API."""
+    own = {p: _private_names_defined(p) for p in RANK}
+    bad = []
+    for module, tree in MODULES.items():
+        mine = _package(module)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute):
+                continue
+            name = node.attr
+            if not name.startswith("_") or name.startswith("__") or name in LIBRARY_API:
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            if isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and node.value.func.id == "super":
+                continue
+            if name not in own[mine]:
+                bad.append(f"{module}:{node.lineno} reaches .{name}")
+    assert not bad, "private members reached from another package:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("layer", [p for names in LAYERS for p in names if p not in ("__init__",)])
+def test_layer_exists(layer):
+    """Every layer named is a module or package of lamina (the list stays true as code moves)."""
+    assert (ROOT / layer).is_dir() or (ROOT / f"{layer}.py").exists(), layer
