@@ -7,8 +7,12 @@
 """
 
 from lamina.commit import CommitOptions
+from lamina.spec.properties import TableProperties, WriterProperties
 from lamina.table import FileScanTask, Scan, Table, create_table, open_table
 from lamina.catalog import load_catalog  # after lamina.table: catalogs build on tables
 
 __version__ = "0.1.0"
-__all__ = ["CommitOptions", "FileScanTask", "Scan", "Table", "create_table", "load_catalog", "open_table", "__version__"]
+__all__ = [
+    "CommitOptions", "FileScanTask", "Scan", "Table", "TableProperties", "WriterProperties",
+    "create_table", "load_catalog", "open_table", "__version__",
+]

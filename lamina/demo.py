@@ -120,7 +120,7 @@ def initial_load(demo: Demo) -> None:
     t0 = time.perf_counter()
     df = days_of_orders(demo.spark, range(INITIAL_DAYS), ROWS_PER_DAY)
     demo.catalog.create_namespace(NAMESPACE)
-    v = write(df, TABLE, catalog=demo.catalog, partition_by=["day(ts)"], properties={"write.max-rows-per-file": "500000"})
+    v = write(df, TABLE, catalog=demo.catalog, partition_by=["day(ts)"], properties={lamina.TableProperties.WRITE_MAX_ROWS_PER_FILE.key: "500000"})
     t = demo.table()
     demo.uri = t.uri
     demo.facts["loaded_version"] = v

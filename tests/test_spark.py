@@ -160,6 +160,33 @@ def test_round_trip_unpartitioned(spark, source, tmp_path):
         assert e.column(f"nulls_{fid}")[i].as_py() == amount.null_count
 
 
+def test_every_spark_write_follows_the_write_properties(spark, tmp_path):
+    """write(), the data source and merge write files with the table's codec and row limit;
+    a new table's properties are checked before Spark writes anything."""
+    from lamina.spark import merge, write
+
+    uri = str(tmp_path / "t")
+    props = {"write.parquet.compression": "GZIP", "write.max-rows-per-file": "7"}
+    data = pa.table({"id": pa.array(range(40), pa.int64()), "v": pa.array([float(i) for i in range(40)])})
+
+    def codecs_and_rows() -> tuple[set, int]:
+        meta = [pq.read_metadata(f) for f in data_files(uri)]
+        return {m.row_group(0).column(0).compression for m in meta}, max(m.num_rows for m in meta)
+
+    write(sdf(spark, data.slice(0, 20)), uri, properties=props)
+    assert codecs_and_rows() == ({"GZIP"}, 7)
+    sdf(spark, data.slice(20, 10)).write.format("lamina").mode("append").save(uri)
+    assert codecs_and_rows() == ({"GZIP"}, 7)
+    merge(uri, sdf(spark, data.slice(30, 10))).when_not_matched_insert_all().execute()
+    assert codecs_and_rows() == ({"GZIP"}, 7)
+    assert sorted(lamina.open_table(uri).scan().to_arrow().column("id").to_pylist()) == list(range(40))
+
+    other = str(tmp_path / "u")
+    with pytest.raises(InvalidArgument, match=r"write.parquet.compression='lzo' \(give one of none, snappy"):
+        write(sdf(spark, data), other, properties={"write.parquet.compression": "lzo"})
+    assert not os.path.exists(other)
+
+
 @pytest.mark.parametrize(
     "partition_by",
     [["category"], ["day(ts)", "bucket(8, id)"], ["month(local_ts)", "truncate(10, qty)", "bucket(3, category)"]],

@@ -25,10 +25,10 @@ from lamina.expr import Expr
 from lamina.io import FileIO
 from lamina.manifest.entries import conform, data_entries, fill_constant, manifest_schema_of
 from lamina.manifest.tree import live_data_entries
+from lamina.spec.properties import TableProperties, WriterProperties
 from lamina.spec.schema import Schema
 from lamina.spec.version import VersionManifest
 
-DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
 
 # What a change removes: the live files' paths and the versions that added them (which is
 # how the manifest tree finds the leaves that hold them without reading every leaf).
@@ -162,15 +162,20 @@ class Base:
             compression=self._compression, memory_pool=memory_pool,
         ))
 
+    @cached_property
+    def writer(self) -> WriterProperties:
+        """The table's writer settings (``write.*`` properties)."""
+        return WriterProperties.from_properties(self.properties)
+
     @property
     def _compression(self) -> str:
-        return self.properties.get("write.parquet.compression", "snappy")
+        return self.writer.parquet_compression
 
     def _max_rows(self, max_rows: int | None) -> int:
-        limit = int(self.properties.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
+        limit = self.writer.max_rows_per_file
         n = limit if max_rows is None else min(max_rows, limit)
         if n < 1:
-            raise InvalidArgument("write.max-rows-per-file must be >= 1")
+            raise InvalidArgument(f"{TableProperties.WRITE_MAX_ROWS_PER_FILE.key} must be >= 1")
         return n
 
 

@@ -23,7 +23,7 @@ import random
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from lamina.commit.base import Base, Change, Operation, combine
 from lamina.commit.coordinator import CommitCoordinator
@@ -33,6 +33,7 @@ from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
 from lamina.spec.features import SLOT_TOMBSTONES, check_writer
 from lamina.spec.layout import version_path
+from lamina.spec.properties import TableProperties
 from lamina.spec.slot import Tombstone, slot_chunk_size
 from lamina.spec.version import VersionManifest
 
@@ -43,20 +44,20 @@ log = logging.getLogger(__name__)
 class CommitOptions:
     """Retry policy. Bounded by attempts and by wall time, whichever comes first."""
 
-    max_attempts: int = 200
-    max_seconds: float = 300.0
-    backoff_min_ms: float = 1.0
-    backoff_max_ms: float = 250.0
+    max_attempts: int = TableProperties.COMMIT_RETRY_MAX_ATTEMPTS.default
+    max_seconds: float = TableProperties.COMMIT_RETRY_MAX_SECONDS.default
+    backoff_min_ms: float = TableProperties.COMMIT_RETRY_BACKOFF_MIN_MS.default
+    backoff_max_ms: float = TableProperties.COMMIT_RETRY_BACKOFF_MAX_MS.default
     resolve_attempts: int = 5  # reads of the version slot to resolve an unknown outcome
 
     @classmethod
-    def from_properties(cls, props: dict[str, str]) -> "CommitOptions":
-        d = cls()
+    def from_properties(cls, props: Mapping[str, str]) -> "CommitOptions":
+        """The retry policy a table's ``commit.retry.*`` properties set."""
         return cls(
-            max_attempts=int(props.get("commit.retry.max-attempts", d.max_attempts)),
-            max_seconds=float(props.get("commit.retry.max-seconds", d.max_seconds)),
-            backoff_min_ms=float(props.get("commit.retry.backoff-min-ms", d.backoff_min_ms)),
-            backoff_max_ms=float(props.get("commit.retry.backoff-max-ms", d.backoff_max_ms)),
+            max_attempts=TableProperties.COMMIT_RETRY_MAX_ATTEMPTS.get(props),
+            max_seconds=TableProperties.COMMIT_RETRY_MAX_SECONDS.get(props),
+            backoff_min_ms=TableProperties.COMMIT_RETRY_BACKOFF_MIN_MS.get(props),
+            backoff_max_ms=TableProperties.COMMIT_RETRY_BACKOFF_MAX_MS.get(props),
         )
 
 

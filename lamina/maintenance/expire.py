@@ -68,9 +68,8 @@ from lamina.maintenance.reachability import (
 )
 from lamina.spec.features import SLOT_TOMBSTONES, check_writer
 from lamina.spec.layout import version_path
+from lamina.spec.properties import TableProperties
 from lamina.spec.slot import (
-    DEFAULT_SLOT_RETENTION_MS,
-    SLOT_RETENTION_PROP,
     FreedChunk,
     Tombstone,
     chunk_range,
@@ -83,7 +82,6 @@ from lamina.commit.tags import TagStore
 from lamina.timeutil import duration_ms, epoch_ms, now_ms
 
 DEFAULT_OLDER_THAN = timedelta(days=5)
-DEFAULT_READER_GRACE_MS = 3_600_000
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-expire")
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
@@ -339,7 +337,7 @@ def expire_versions(
     cutoff = to_ms(older_than, "older_than") if older_than is not None else None
     grace_ms = (
         duration_ms(reader_grace, "reader_grace") if reader_grace is not None
-        else duration_ms(latest.properties.get("expire.reader-grace-ms", DEFAULT_READER_GRACE_MS), "table property expire.reader-grace-ms")
+        else TableProperties.EXPIRE_READER_GRACE_MS.get(latest.properties)
     )
     now = now_ms()
     floor = now - grace_ms
@@ -421,7 +419,7 @@ def free_slots(
     Each chunk's record goes first, then its files; slot files already inside freed chunks
     (late puts their writers did not withdraw) go too. Returns the slot files deleted."""
     size = slot_chunk_size(latest.properties)
-    retention = int(latest.properties.get(SLOT_RETENTION_PROP, DEFAULT_SLOT_RETENTION_MS))
+    retention = TableProperties.EXPIRE_SLOT_RETENTION_MS.get(latest.properties)
     old_enough = now - retention
     freed = {first for first, _ in slots.freed}
     live = set(slots.versions).difference(slots.tombstones)  # versions just expired are tombstones now

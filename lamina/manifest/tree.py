@@ -15,7 +15,7 @@ versions drop such entries the next time they rewrite that manifest.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +25,7 @@ from lamina.manifest.entries import conform
 from lamina.manifest.files import read_manifest, read_manifests, write_manifest
 from lamina.io import FileIO
 from lamina.spec import content as C
+from lamina.spec.properties import TableProperties
 
 Pruner = Callable[[pa.Table], "pa.Array | pa.ChunkedArray"]
 
@@ -39,16 +40,18 @@ class MissingFiles(Exception):
 
 @dataclass(frozen=True)
 class TreeConfig:
-    inline_max: int = 64
-    leaf_target: int = 10_000
-    merge_min_leaves: int = 8
+    """The tree's shape: the table's ``manifest.*`` properties."""
+
+    inline_max: int = TableProperties.MANIFEST_INLINE_MAX_FILES.default
+    leaf_target: int = TableProperties.MANIFEST_LEAF_TARGET_FILES.default
+    merge_min_leaves: int = TableProperties.MANIFEST_MERGE_MIN_LEAVES.default
 
     @classmethod
-    def from_properties(cls, props: dict[str, str]) -> "TreeConfig":
+    def from_properties(cls, props: Mapping[str, str]) -> "TreeConfig":
         return cls(
-            inline_max=int(props.get("manifest.inline-max-files", cls.inline_max)),
-            leaf_target=max(1, int(props.get("manifest.leaf-target-files", cls.leaf_target))),
-            merge_min_leaves=max(2, int(props.get("manifest.merge-min-leaves", cls.merge_min_leaves))),
+            inline_max=TableProperties.MANIFEST_INLINE_MAX_FILES.get(props),
+            leaf_target=TableProperties.MANIFEST_LEAF_TARGET_FILES.get(props),
+            merge_min_leaves=TableProperties.MANIFEST_MERGE_MIN_LEAVES.get(props),
         )
 
 

@@ -53,9 +53,9 @@ from lamina.spark.read import resolve_scan
 from lamina.table import deletes
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.partition import split_top_level as split_entries
+from lamina.spec.properties import WriterProperties
 from lamina.spec.schema import Schema
 from lamina.data.inflight import files_of_writes, finish_write, new_write_id, register_write
-from lamina.table.table import DEFAULT_MAX_ROWS_PER_FILE
 from lamina.data.writer import write_data_files
 from lamina.spark._target import TableRef
 
@@ -286,10 +286,10 @@ class WriteTarget:
         app_id, app_seq = _opt(options, "txnAppId"), _int_opt(options, "txnVersion")
         if (app_id is None) != (app_seq is None):
             raise InvalidArgument("txnAppId and txnVersion go together")
-        max_rows = int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
+        writer = WriterProperties.from_properties(props)
         return cls(
             ref, uri, storage, schema, spec, create, "overwrite" if overwrite else "append", where, app_id, app_seq,
-            max_rows, props.get("write.parquet.compression", "snappy"), new_write_id(),
+            writer.max_rows_per_file, writer.parquet_compression, new_write_id(),
         )
 
     # -- executor side ---------------------------------------------------------------

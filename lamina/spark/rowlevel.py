@@ -42,11 +42,11 @@ from lamina.spark._target import TableRef
 from lamina.spark._types import check_writable, spark_schema, spark_type
 from lamina.spark.read import _deleted_positions, _native_parquet, file_uris, spark_file_path
 from lamina.spark.write import _local_files, _run_spark_write, spark_write_dir
+from lamina.spec.properties import WriterProperties
 from lamina.table import rowlevel
 from lamina.data.inflight import inflight, new_write_id
 from lamina.data.deletes import file_key
 from lamina.operations.rowlevel import MergeClauses, MergeResult, PositionDelta, StaleRowDelta
-from lamina.table.table import DEFAULT_MAX_ROWS_PER_FILE
 
 FILE, ROW = "__lamina_file", "__lamina_row"
 ACTION = "__lamina_action"
@@ -126,11 +126,10 @@ def _commit(table: lamina.Table, operation: str, prune: Expr, entries: pa.Table,
 
 def _write_rows(df: Any, table: lamina.Table, write_id: str) -> pa.Table | None:
     """Write ``df`` (the table's columns) with Spark's native writer; its files' manifest entries."""
-    schema, spec, props = table.metadata.schema, table.partition_spec, table.properties
+    schema, spec = table.metadata.schema, table.partition_spec
     plan = check_writable(df.schema, table.schema, table.uri)
     out_dir = table.io.local_path(spark_write_dir(write_id))
-    max_rows = int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
-    _run_spark_write(df, plan, schema, spec, None, out_dir, max_rows, props)
+    _run_spark_write(df, plan, schema, spec, None, out_dir, WriterProperties.from_properties(table.properties))
     rel, sizes, local = _local_files(out_dir)
     keep = [i for i, p in enumerate(local) if pq.read_metadata(p).num_rows]  # a union may leave empty part files
     for i in set(range(len(local))) - set(keep):

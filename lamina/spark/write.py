@@ -36,10 +36,10 @@ from lamina.spark._stats import file_entries
 from lamina.spark._target import TableRef
 from lamina.spark._types import arrow_schema, check_writable, spark_type
 from lamina.spec.partition import PartitionField, PartitionSpec, parse_partition_by
+from lamina.spec.properties import WriterProperties, check_properties
 from lamina.spec.schema import Schema
 from lamina.data.inflight import inflight, new_write_id
-from lamina.operations.files import check_app_transactions
-from lamina.table.table import DEFAULT_MAX_ROWS_PER_FILE
+from lamina.table.operations import check_app_transactions
 
 log = logging.getLogger(__name__)
 
@@ -267,16 +267,17 @@ def write(
         schema = Schema.from_arrow(arrow_schema(df.schema))
         spec = parse_partition_by(partition_by, schema)
         props = {str(k): str(v) for k, v in (properties or {}).items()}
+        check_properties(props)  # before Spark writes anything
         plan = [(f.name, f.dataType, f.dataType) for f in df.schema.fields]
     predicate = bind(to_expr(where), schema) if where is not None else None
-    max_rows = int(props.get("write.max-rows-per-file", DEFAULT_MAX_ROWS_PER_FILE))
+    writer_properties = WriterProperties.from_properties(props)
 
     write_id = new_write_id()
     out_dir = io.local_path(spark_write_dir(write_id))
     assert out_dir is not None
     with inflight(io, write_id):
         try:
-            _run_spark_write(df, plan, schema, spec, predicate, out_dir, max_rows, props)
+            _run_spark_write(df, plan, schema, spec, predicate, out_dir, writer_properties)
             rel, sizes, local = _local_files(out_dir)
             files = file_entries(rel, sizes, local, schema, spec)
             if table is None:
@@ -298,7 +299,7 @@ def write(
 
 
 def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, predicate: Expr | None,
-                     out_dir: str, max_rows: int, props: Mapping[str, str]) -> None:
+                     out_dir: str, writer_properties: WriterProperties) -> None:
     from pyspark.sql import Observation
 
     conformed = _conformed(df, plan)
@@ -311,8 +312,8 @@ def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, p
     writer = (
         out.write.mode("errorifexists")
         .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-        .option("compression", props.get("write.parquet.compression", "snappy"))
-        .option("maxRecordsPerFile", str(max_rows))
+        .option("compression", writer_properties.parquet_compression)
+        .option("maxRecordsPerFile", str(writer_properties.max_rows_per_file))
     )
     if names:
         writer = writer.partitionBy(*names)

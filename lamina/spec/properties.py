@@ -1,58 +1,183 @@
-"""Table properties that hold numbers or one of a few words: checked when a table is
-created, so a typo is refused up front instead of failing (or being ignored with a
-warning) in every later write or maintenance call."""
+"""Table properties: every key Lamina reads, with its default, its parser and what it allows.
+
+A table's properties are text (``VersionManifest.properties``), fixed when the table is
+created. Code never spells a key: it reads a parsed value through its constant,
+
+    TableProperties.WRITE_MAX_ROWS_PER_FILE.get(vm.properties)   # -> int, default 1000000
+    WriterProperties.from_properties(vm.properties)              # the write.* settings at once
+
+and ``check_properties`` refuses, at creation, every registered property whose value its
+reader could not use, so a typo fails up front instead of in every later write or
+maintenance call. Keys Lamina does not know are kept as they are (user metadata).
+docs/format.md, "Table properties", lists them all.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, overload
 
 from lamina.errors import InvalidArgument
-from lamina.spec.slot import SLOT_CHUNK_PROP, SLOT_RETENTION_PROP
 
-# name -> (integer only, smallest allowed value)
-NUMERIC_PROPERTIES: dict[str, tuple[bool, float]] = {
-    "write.max-rows-per-file": (True, 1),
-    "manifest.inline-max-files": (True, 0),
-    "manifest.leaf-target-files": (True, 1),
-    "manifest.merge-min-leaves": (True, 2),
-    "commit.retry.max-attempts": (True, 1),
-    "commit.retry.max-seconds": (False, 0),
-    "commit.retry.backoff-min-ms": (False, 0),
-    "commit.retry.backoff-max-ms": (False, 0),
-    "expire.reader-grace-ms": (True, 0),
-    SLOT_CHUNK_PROP: (True, 1),
-    SLOT_RETENTION_PROP: (True, 0),
-    "tag.auto-retain-max": (True, 0),
-}
+T = TypeVar("T")
+
+# The allowed words of the properties below that take one of a few. Defined here, in the
+# format's model, and imported by the code that acts on them.
+MERGE_ON_READ = "merge-on-read"
+COPY_ON_WRITE = "copy-on-write"
+DELETE_MODES = (MERGE_ON_READ, COPY_ON_WRITE)
+# period -> strftime format of the name of its automatic tag (UTC), e.g. 2026-11-21 or 2026-11-21T09
+AUTO_TAG_PERIOD_FORMATS = {"daily": "%Y-%m-%d", "hourly": "%Y-%m-%dT%H"}
+# what both writers accept: pyarrow.parquet and Spark's Parquet source (case-insensitive)
+PARQUET_COMPRESSIONS = ("none", "snappy", "gzip", "brotli", "lz4", "lz4_raw", "zstd")
 
 
-DELETE_MODES = ("merge-on-read", "copy-on-write")
-AUTO_TAG_PERIODS = ("daily", "hourly")
+@dataclass(frozen=True)
+class Property(Generic[T]):
+    """One table property. ``parser`` reads the stored text (ValueError if it cannot);
+    the parsed value must then be ``>= minimum`` or one of ``choices``, when they are given.
+    ``default`` is the value of a table that does not set it (None: the feature is off)."""
 
+    key: str
+    default: T
+    parser: Callable[[str], T]
+    expects: str  # what the parser reads, for messages: "an integer", "a number", "one of a, b"
+    minimum: float | None = None
+    choices: tuple[str, ...] = ()
+    render: Callable[[T], str] = field(default=str, repr=False)  # a value as the table stores it
 
-def _choices() -> dict[str, tuple[str, ...]]:
-    return {"write.delete.mode": DELETE_MODES, "tag.auto-create": AUTO_TAG_PERIODS}
-
-
-def check_properties(properties: Mapping[str, str]) -> None:
-    """InvalidArgument naming every numeric property whose value is not a number in range,
-    and every property of a few words whose value is none of them."""
-    bad = []
-    for name, words in _choices().items():
-        if name in properties and properties[name] not in words:
-            bad.append(f"{name}={properties[name]!r} (give one of {', '.join(words)})")
-    for name, value in properties.items():
-        rule = NUMERIC_PROPERTIES.get(name)
-        if rule is None:
-            continue
-        integer, minimum = rule
-        try:  # parsed as the readers of the property parse it: int() or float()
-            number = int(str(value).strip()) if integer else float(value)
-            ok = math.isfinite(number) and number >= minimum
+    def problem(self, raw: Any) -> str | None:
+        """What to give instead of ``raw`` ("give an integer >= 1"), or None if ``raw`` is usable."""
+        try:
+            self._parse(raw)
         except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            bad.append(f"{name}={value!r} (give {'an integer' if integer else 'a number'} >= {minimum:g})")
+            return f"give {self.expects}"
+        return None
+
+    def parse(self, raw: Any) -> T:
+        """``raw`` (the stored text) as this property's value; InvalidArgument if it cannot be used."""
+        try:
+            return self._parse(raw)
+        except (TypeError, ValueError):
+            raise InvalidArgument(f"table property {self.key}={raw!r} cannot be used: give {self.expects}") from None
+
+    def get(self, properties: Mapping[str, Any]) -> T:
+        """This property's value in ``properties`` (a table's), or its default if it is not set."""
+        raw = properties.get(self.key)
+        return self.default if raw is None else self.parse(raw)
+
+    @property
+    def default_text(self) -> str | None:
+        """The default as a table would store it (None: unset)."""
+        return None if self.default is None else self.render(self.default)
+
+    def _parse(self, raw: Any) -> T:
+        value = self.parser(str(raw))
+        if self.minimum is not None and not value >= self.minimum:  # type: ignore[operator]
+            raise ValueError(f"{value!r} < {self.minimum}")
+        if self.choices and value not in self.choices:
+            raise ValueError(f"{value!r} is not one of {self.choices}")
+        return value
+
+
+def _parse_int(text: str) -> int:
+    return int(text.strip())  # "1e6" and "1.0" are refused: an integer property holds digits
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not finite")
+    return value
+
+
+def _parse_columns(text: str) -> tuple[str, ...]:
+    return tuple(c.strip() for c in text.split(",") if c.strip())
+
+
+def _int_property(key: str, default: int, minimum: int) -> Property[int]:
+    return Property(key, default, _parse_int, f"an integer >= {minimum}", minimum=minimum)
+
+
+def _float_property(key: str, default: float, minimum: float) -> Property[float]:
+    return Property(key, default, _parse_float, f"a number >= {minimum:g}", minimum=minimum, render="{:g}".format)
+
+
+@overload
+def _word_property(key: str, default: str, words: tuple[str, ...], fold_case: bool = ...) -> Property[str]: ...
+@overload
+def _word_property(key: str, default: None, words: tuple[str, ...], fold_case: bool = ...) -> Property[str | None]: ...
+def _word_property(key: str, default: str | None, words: tuple[str, ...], fold_case: bool = False) -> Property[Any]:
+    parser: Callable[[str], str] = str.lower if fold_case else str
+    return Property(key, default, parser, f"one of {', '.join(words)}", choices=words)
+
+
+class TableProperties:
+    """Every table property Lamina reads (pyiceberg's TableProperties, typed). What each
+    one means: docs/format.md, "Table properties"."""
+
+    WRITE_MAX_ROWS_PER_FILE = _int_property("write.max-rows-per-file", 1_000_000, 1)
+    WRITE_PARQUET_COMPRESSION = _word_property("write.parquet.compression", "snappy", PARQUET_COMPRESSIONS, fold_case=True)
+    WRITE_DELETE_MODE = _word_property("write.delete.mode", MERGE_ON_READ, DELETE_MODES)
+    WRITE_SORT_ORDER = Property("write.sort-order", (), _parse_columns, "column names separated by commas", render=", ".join)
+
+    MANIFEST_INLINE_MAX_FILES = _int_property("manifest.inline-max-files", 64, 0)
+    MANIFEST_LEAF_TARGET_FILES = _int_property("manifest.leaf-target-files", 10_000, 1)
+    MANIFEST_MERGE_MIN_LEAVES = _int_property("manifest.merge-min-leaves", 8, 2)
+
+    COMMIT_RETRY_MAX_ATTEMPTS = _int_property("commit.retry.max-attempts", 200, 1)
+    COMMIT_RETRY_MAX_SECONDS = _float_property("commit.retry.max-seconds", 300.0, 0)
+    COMMIT_RETRY_BACKOFF_MIN_MS = _float_property("commit.retry.backoff-min-ms", 1.0, 0)
+    COMMIT_RETRY_BACKOFF_MAX_MS = _float_property("commit.retry.backoff-max-ms", 250.0, 0)
+
+    EXPIRE_READER_GRACE_MS = _int_property("expire.reader-grace-ms", 3_600_000, 0)
+    # Tombstones are kept at least this long before their chunk may be freed. Correctness does
+    # not depend on it (the freed-slot record check does); it makes the rare withdraw-and-rebase
+    # of a late writer rarer still, and keeps recently expired slots cheap to probe across.
+    EXPIRE_SLOT_RETENTION_MS = _int_property("expire.slot-retention-ms", 24 * 3_600_000, 0)
+    # Fixed when the table is created: writers and expiry must agree on which record covers a slot.
+    VERSION_SLOT_CHUNK_SIZE = _int_property("version.slot-chunk-size", 1000, 1)
+
+    TAG_AUTO_CREATE = _word_property("tag.auto-create", None, tuple(AUTO_TAG_PERIOD_FORMATS))  # unset: no automatic tags
+    TAG_AUTO_RETAIN_MAX = _int_property("tag.auto-retain-max", 0, 0)  # 0: keep every automatic tag
+
+    @classmethod
+    def all(cls) -> tuple[Property[Any], ...]:
+        """Every registered property, in the order above."""
+        return tuple(p for p in vars(cls).values() if isinstance(p, Property))
+
+
+def check_properties(properties: Mapping[str, Any]) -> None:
+    """InvalidArgument naming every registered property whose value its parser refuses
+    (a number out of range, not a number, none of its words)."""
+    registered = {p.key: p for p in TableProperties.all()}
+    bad = []
+    for key, raw in properties.items():
+        prop = registered.get(key)
+        problem = prop.problem(raw) if prop is not None else None
+        if problem is not None:
+            bad.append(f"{key}={raw!r} ({problem})")
     if bad:
         raise InvalidArgument(f"table properties with values that cannot be used: {'; '.join(bad)}. Nothing was created.")
+
+
+@dataclass(frozen=True)
+class WriterProperties:
+    """How data files are written: the ``write.*`` properties of a table, parsed."""
+
+    max_rows_per_file: int = TableProperties.WRITE_MAX_ROWS_PER_FILE.default
+    parquet_compression: str = TableProperties.WRITE_PARQUET_COMPRESSION.default
+    delete_mode: str = TableProperties.WRITE_DELETE_MODE.default
+    sort_order: tuple[str, ...] = TableProperties.WRITE_SORT_ORDER.default
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, Any]) -> WriterProperties:
+        p = TableProperties
+        return cls(
+            max_rows_per_file=p.WRITE_MAX_ROWS_PER_FILE.get(properties),
+            parquet_compression=p.WRITE_PARQUET_COMPRESSION.get(properties),
+            delete_mode=p.WRITE_DELETE_MODE.get(properties),
+            sort_order=p.WRITE_SORT_ORDER.get(properties),
+        )

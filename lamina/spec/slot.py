@@ -26,21 +26,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from lamina.errors import CorruptMetadata
+from lamina.errors import CorruptMetadata, InvalidArgument
 from lamina.spec.layout import META_DIR
+from lamina.spec.properties import TableProperties
 
 FREED_DIR = f"{META_DIR}/freed"
-
-# Table properties (checked at creation with the others: lamina.spec.properties). The chunk
-# size is fixed when the table is created: writers and expiry must agree on which record
-# covers a slot.
-SLOT_CHUNK_PROP = "version.slot-chunk-size"
-DEFAULT_SLOT_CHUNK = 1000
-# Tombstones are kept at least this long before their chunk may be freed. Correctness
-# does not depend on it (the record check does); it makes the rare withdraw-and-rebase
-# of a late writer rarer still, and keeps recently expired slots cheap to probe across.
-SLOT_RETENTION_PROP = "expire.slot-retention-ms"
-DEFAULT_SLOT_RETENTION_MS = 24 * 3_600_000
 
 TOMBSTONE_PREFIX = b'{"tombstone":'
 # Every tombstone Lamina writes is smaller than this; a slot file at most this large is
@@ -49,14 +39,11 @@ TOMBSTONE_MAX_BYTES = 512
 
 
 def slot_chunk_size(properties: Mapping[str, str]) -> int:
-    raw = properties.get(SLOT_CHUNK_PROP, DEFAULT_SLOT_CHUNK)
+    """The table's chunk size (fixed at creation: writers and expiry must agree on which record covers a slot)."""
     try:
-        n = int(raw)
-    except (TypeError, ValueError):
-        n = 0
-    if n < 1:
-        raise CorruptMetadata(f"table property {SLOT_CHUNK_PROP}={raw!r} is not a positive integer")
-    return n
+        return TableProperties.VERSION_SLOT_CHUNK_SIZE.get(properties)
+    except InvalidArgument as e:  # refused at creation: the table's metadata was altered
+        raise CorruptMetadata(str(e)) from None
 
 
 def chunk_range(version: int, size: int) -> tuple[int, int]:

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from lamina.errors import InvalidArgument, LaminaError, TagAlreadyExists
+from lamina.spec.properties import AUTO_TAG_PERIOD_FORMATS, TableProperties
 from lamina.spec.version import VersionManifest
 
 if TYPE_CHECKING:
@@ -26,20 +27,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PERIOD_FORMATS = {"daily": "%Y-%m-%d", "hourly": "%Y-%m-%dT%H"}
 
 
 def period_name(timestamp_ms: int, period: str) -> str:
     try:
-        fmt = PERIOD_FORMATS[period]
+        fmt = AUTO_TAG_PERIOD_FORMATS[period]
     except KeyError:
-        raise InvalidArgument(f"tag.auto-create must be one of {sorted(PERIOD_FORMATS)}, not {period!r}") from None
+        raise InvalidArgument(
+            f"{TableProperties.TAG_AUTO_CREATE.key} must be one of {sorted(AUTO_TAG_PERIOD_FORMATS)}, not {period!r}"
+        ) from None
     return datetime.fromtimestamp(timestamp_ms / 1000, tz=timezone.utc).strftime(fmt)
 
 
 def on_commit(table: "Table", vm: VersionManifest) -> str | None:
     """Create the previous period's tag if ``vm`` opened a new period; returns its name."""
-    period = vm.properties.get("tag.auto-create")
+    period = TableProperties.TAG_AUTO_CREATE.get(vm.properties)
     if not period or vm.parent_version is None:
         return None
     try:
@@ -51,7 +53,7 @@ def on_commit(table: "Table", vm: VersionManifest) -> str | None:
             table.tag_store.create(name, parent, automatic=True)
         except TagAlreadyExists:
             return None
-        retain = int(vm.properties.get("tag.auto-retain-max", "0"))
+        retain = TableProperties.TAG_AUTO_RETAIN_MAX.get(vm.properties)
         if retain > 0:
             auto = [t for t in table.tag_store.list() if t.automatic]
             for old in auto[: max(0, len(auto) - retain)]:

@@ -28,7 +28,7 @@ from lamina.operations import compaction
 from lamina.spec.features import DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, check_reader, check_writer
 from lamina.spec.layout import FORMAT_VERSION
 from lamina.spec.partition import PartitionSpec, parse_partition_by
-from lamina.spec.properties import check_properties
+from lamina.spec.properties import TableProperties, check_properties
 from lamina.spec.schema import Schema
 from lamina.spec.tag import Tag, split_version_or_tag
 from lamina.spec.version import VersionManifest
@@ -189,7 +189,7 @@ class Table:
         it committed nothing, to the latest version it looked at; a new version runs the
         commit hooks (automatic tags)."""
         self._vm = vm
-        if new and "tag.auto-create" in vm.properties:
+        if new and TableProperties.TAG_AUTO_CREATE.key in vm.properties:
             auto_tags.on_commit(self, vm)
 
     def _one(self, tx: Transaction) -> int | None:
@@ -289,7 +289,7 @@ class Table:
         op = CompactFiles(
             bind(to_expr(where), vm.schema) if where is not None else None, target,
             min_file_size if min_file_size is not None else target * 3 // 4,
-            compaction.sort_columns(vm.schema, sort_by, vm.properties.get("write.sort-order", "")),
+            compaction.sort_columns(vm.schema, sort_by, TableProperties.WRITE_SORT_ORDER.get(vm.properties)),
             write_id or new_write_id(), progress, rewrite_groups,
         )
         before = int(vm.summary.get("total-files", 0))

@@ -38,7 +38,7 @@ from lamina.operations import (
 )
 from lamina.operations.rowlevel import check_mode, file_fn_delete, file_fn_update
 from lamina.commit import Base
-from lamina.spec.properties import DELETE_MODES
+from lamina.spec.properties import TableProperties
 from lamina.spec.tag import validate_tag_name
 from lamina.spec.version import VersionManifest
 from lamina.table.convert import app_transactions, to_arrow
@@ -165,7 +165,7 @@ class Transaction:
 
     def row_mode(self, mode: str | None) -> str:
         """The row-level write mode: ``mode``, else the table's ``write.delete.mode``."""
-        return check_mode(mode or self.metadata.properties.get("write.delete.mode", DELETE_MODES[0]))
+        return check_mode(mode or TableProperties.WRITE_DELETE_MODE.get(self.metadata.properties))
 
     def delete(self, where: str | Expr, *, mode: str | None = None) -> "Transaction":
         """Delete the rows matching ``where`` (see ``Table.delete``)."""
