@@ -16,82 +16,26 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import threading
 from datetime import timedelta
 
-import pyarrow as pa
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lamina
+from lamina.commit import flush_hints
+from lamina.maintenance import fsck
+from lamina.spec.layout import version_path
+from lamina.spec.slot import FREED_DIR
 
-import _workers  # noqa: E402
-
-import lamina  # noqa: E402
-from lamina.commit import VersionLog, flush_hints  # noqa: E402
-from lamina.io import FileIO  # noqa: E402
-from lamina.io.faults import DelayedPutsIO  # noqa: E402
-from lamina.maintenance import fsck  # noqa: E402
-from lamina.spec.layout import version_path  # noqa: E402
-from lamina.spec.slot import FREED_DIR  # noqa: E402
-from lamina.table.table import Table  # noqa: E402
+from support import workers
+from support.delayed_writer import FREEING, DelayedWriter, rows_of, want
 
 NOW = timedelta(0)
-# Tiny chunks freed as soon as expired: the harshest setting for a late writer.
-FREEING = {"version.slot-chunk-size": "2", "expire.slot-retention-ms": "0"}
-
-
-def rows_of(t: pa.Table) -> collections.Counter:
-    d = t.select(["writer", "seq", "i"]).to_pydict()
-    return collections.Counter(zip(d["writer"], d["seq"], d["i"]))
-
-
-def want(*appends: tuple[int, int], rows: int = 2) -> collections.Counter:
-    return collections.Counter((w, s, i) for w, s in appends for i in range(rows))
-
-
-class DelayedWriter:
-    """An append (or any ``action(table)`` that commits) whose version put is held until
-    ``land()``; runs in its own thread with its own Table (opened now, so its base is the
-    version current now)."""
-
-    def __init__(self, uri: str, writer: int = 1, seq: int = 0, action=None) -> None:
-        self.io = DelayedPutsIO(FileIO(uri))
-        log = VersionLog(self.io)
-        self.table = Table(self.io, log, log.latest())
-        self.base = self.table.version
-        self.data = _workers.batch(writer, seq, 2)
-        self.action = action or (lambda table: table.append(self.data))
-        self.version: int | None = None
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._ready = threading.Event()
-        self._thread.start()
-        assert self._ready.wait(30)
-        assert self.hold.arrived.wait(60), "the delayed writer never reached its put"
-
-    def _run(self) -> None:
-        self.hold = self.io.hold_next_put()
-        self._ready.set()
-        try:
-            self.version = self.action(self.table)
-        except BaseException as e:  # noqa: BLE001 - reported by land()
-            self.error = e
-
-    def land(self) -> int:
-        self.hold.release.set()
-        self._thread.join(60)
-        assert not self._thread.is_alive(), "the delayed writer did not finish"
-        if self.error is not None:
-            raise self.error
-        assert self.version is not None
-        return self.version
 
 
 def _table(tmp_path, props: dict | None = None):
     uri = str(tmp_path / "t")
-    t = lamina.create_table(uri, _workers.schema(), properties=props)
-    t.append(_workers.batch(0, 0, 2))
+    t = lamina.create_table(uri, workers.schema(), properties=props)
+    t.append(workers.batch(0, 0, 2))
     return uri, t
 
 
@@ -112,9 +56,9 @@ def test_late_put_into_an_expired_slot_finds_its_tombstone_and_rebases(tmp_path)
     uri, t = _table(tmp_path)
     w = DelayedWriter(uri, 1, 0)  # decided to commit version 2 on base 1; its put stalls
     assert w.base == 1
-    t.append(_workers.batch(0, 1, 2))  # version 2: the slot w aims at
-    t.append(_workers.batch(0, 2, 2))
-    t.append(_workers.batch(0, 3, 2))
+    t.append(workers.batch(0, 1, 2))  # version 2: the slot w aims at
+    t.append(workers.batch(0, 2, 2))
+    t.append(workers.batch(0, 3, 2))
     rep = t.expire_versions(retain_last=1, reader_grace=NOW)
     assert 2 in rep.expired_versions and rep.freed_slots == 0  # default chunks: nothing freed
     assert os.path.exists(os.path.join(uri, version_path(2)))  # a tombstone keeps the slot taken
@@ -127,7 +71,7 @@ def test_late_put_into_a_freed_slot_is_withdrawn_and_rebased(tmp_path):
     uri, t = _table(tmp_path, FREEING)
     w = DelayedWriter(uri, 1, 0)  # aims at slot 2
     for s in range(1, 6):
-        t.append(_workers.batch(0, s, 2))  # versions 2..6
+        t.append(workers.batch(0, s, 2))  # versions 2..6
     rep = t.expire_versions(retain_last=1, reader_grace=NOW)
     assert rep.expired_versions == [0, 1, 2, 3, 4, 5]
     assert rep.freed_slots == 6  # chunks 0-1, 2-3, 4-5: records written, tombstones deleted
@@ -148,15 +92,15 @@ def test_several_late_writers_and_repeated_expiry(tmp_path):
     and freed after later writers already landed in freed slots next to them."""
     uri, t = _table(tmp_path, FREEING)
     late = [DelayedWriter(uri, 1, 0)]
-    t.append(_workers.batch(0, 1, 2))
+    t.append(workers.batch(0, 1, 2))
     late.append(DelayedWriter(uri, 2, 0))  # same base as t now: aims at slot 3
     late.append(DelayedWriter(uri, 3, 0))  # aims at slot 3 too
     for s in range(2, 7):
-        t.append(_workers.batch(0, s, 2))
+        t.append(workers.batch(0, s, 2))
         t.expire_versions(retain_last=1, reader_grace=NOW)
     acked = [w.land() for w in late]
     assert len(set(acked)) == 3 and min(acked) > 7
-    t.append(_workers.batch(0, 7, 2))
+    t.append(workers.batch(0, 7, 2))
     t.expire_versions(retain_last=2, reader_grace=NOW)
     _check_history(uri, want(*((0, s) for s in range(8)), (1, 0), (2, 0), (3, 0)))
 
@@ -165,10 +109,10 @@ def test_rollback_landing_after_expiry_still_has_the_files_it_readds(tmp_path):
     """A rollback re-adds the target's files; expiry running while its put is held must not
     free them (a guard tag holds them until the rollback has landed)."""
     uri, t = _table(tmp_path, FREEING)
-    t.overwrite(_workers.batch(0, 1, 2))  # version 2 removes version 1's file
+    t.overwrite(workers.batch(0, 1, 2))  # version 2 removes version 1's file
     w = DelayedWriter(uri, action=lambda table: table.rollback(1))
     for s in range(2, 5):
-        t.append(_workers.batch(0, s, 2))
+        t.append(workers.batch(0, s, 2))
     rep = t.expire_versions(retain_last=1, reader_grace=NOW)
     assert 1 in rep.expired_versions and rep.kept_for_tags >= 1  # held by the rollback's guard
     assert w.land() == 6
@@ -181,9 +125,9 @@ def test_rollback_landing_after_expiry_still_has_the_files_it_readds(tmp_path):
 
 def test_rollback_to_a_version_expired_before_it_was_guarded_commits_nothing(tmp_path):
     uri, t = _table(tmp_path)
-    t.append(_workers.batch(0, 1, 2))
+    t.append(workers.batch(0, 1, 2))
     target = t.log.load(1)
-    t.append(_workers.batch(0, 2, 2))
+    t.append(workers.batch(0, 2, 2))
     t.expire_versions(retain_last=1, reader_grace=NOW)
     with pytest.raises(lamina.errors.VersionNotFound):
         t.tag_store.guard(target, "rollback")
@@ -195,8 +139,8 @@ def test_rollback_to_a_version_expired_before_it_was_guarded_commits_nothing(tmp
 
 def _stopped_writer(spec: dict) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, os.path.join(os.path.dirname(__file__), "_workers.py"), json.dumps(dict(spec, mode="stop_before_publish"))],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_workers._env(),
+        workers._cmd(dict(spec, mode="stop_before_publish")),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=workers._env(),
     )
     _, status = os.waitpid(proc.pid, os.WUNTRACED)  # returns once the worker has stopped itself
     assert os.WIFSTOPPED(status), f"worker did not stop: {proc.communicate(timeout=30)}"
@@ -210,7 +154,7 @@ def test_writer_paused_across_expiry_commits_once_when_resumed(tmp_path, props):
     proc = _stopped_writer({"uri": uri, "writer": 1, "seq": 0, "rows": 2})  # base 1, aims at slot 2
     try:
         for s in range(1, 6):
-            t.append(_workers.batch(0, s, 2))
+            t.append(workers.batch(0, s, 2))
         rep = t.expire_versions(retain_last=1, reader_grace=NOW)
         assert rep.expired_versions == [0, 1, 2, 3, 4, 5]
         assert (rep.freed_slots > 0) == (props is not None)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import os
 import shutil
-import sys
 import tempfile
 from datetime import timedelta
 
@@ -28,14 +27,12 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lamina
+from lamina.commit import flush_hints
+from lamina.maintenance import fsck
 
-import _workers  # noqa: E402
-from test_commit_guarantee import DelayedWriter, rows_of  # noqa: E402
-
-import lamina  # noqa: E402
-from lamina.commit import flush_hints  # noqa: E402
-from lamina.maintenance import fsck  # noqa: E402
+from support import workers
+from support.delayed_writer import DelayedWriter, rows_of
 
 NOW = timedelta(0)
 ROWS = 2
@@ -57,7 +54,7 @@ class TableHistory(RuleBasedStateMachine):
         props = {"manifest.inline-max-files": str(inline)}
         if freeing:  # tiny chunks, freed as soon as their versions expire
             props.update({"version.slot-chunk-size": "2", "expire.slot-retention-ms": "0"})
-        self.t = lamina.create_table(self.uri, _workers.schema(), properties=props)
+        self.t = lamina.create_table(self.uri, workers.schema(), properties=props)
         self.model[0] = collections.Counter()
 
     def _acked(self, version: int, base_rows: collections.Counter) -> None:
@@ -75,7 +72,7 @@ class TableHistory(RuleBasedStateMachine):
     def append(self, n: int) -> None:
         for _ in range(n):  # several at once: slots a delayed put aims at fall behind faster
             seq, new = self._next_rows(0)
-            v = self.t.append(_workers.batch(0, seq, ROWS))
+            v = self.t.append(workers.batch(0, seq, ROWS))
             self._acked(v, self.model[v - 1] + new)
 
     @precondition(lambda self: len(self.in_flight) < 3)

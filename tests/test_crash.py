@@ -11,19 +11,16 @@ import collections
 import json
 import os
 import signal
-import sys
 
 import pyarrow as pa
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lamina
+from lamina.commit import flush_hints
+from lamina.maintenance import fsck
+from lamina.spec.layout import HINT_PATH, VERSIONS_DIR
 
-import _workers  # noqa: E402
-
-import lamina  # noqa: E402
-from lamina.commit import flush_hints  # noqa: E402
-from lamina.maintenance import fsck  # noqa: E402
-from lamina.spec.layout import HINT_PATH, VERSIONS_DIR  # noqa: E402
+from support import workers
 
 procs = pytest.mark.xdist_group("procs")
 
@@ -54,9 +51,9 @@ def _hint_version(root: str) -> int:
 
 def _two_versions(uri: str) -> dict[int, collections.Counter]:
     """A table with versions 0..2 (two appends); returns the expected rows per version."""
-    t = lamina.create_table(uri, _workers.schema())
-    t.append(_workers.batch(0, 0, ROWS))
-    t.append(_workers.batch(0, 1, ROWS))
+    t = lamina.create_table(uri, workers.schema())
+    t.append(workers.batch(0, 0, ROWS))
+    t.append(workers.batch(0, 1, ROWS))
     return {0: collections.Counter(), 1: _batch_rows(0, 0), 2: _batch_rows(0, 0) + _batch_rows(0, 1)}
 
 
@@ -85,7 +82,7 @@ def test_sigkill_during_append(tmp_path, at, committed):
     before = _files(uri)
     marker = str(tmp_path / "marker")
 
-    proc = _workers.run_crash_worker({"uri": uri, "at": at, "marker": marker, "writer": 1, "seq": 0, "rows": ROWS})
+    proc = workers.run_crash_worker({"uri": uri, "at": at, "marker": marker, "writer": 1, "seq": 0, "rows": ROWS})
     assert proc.returncode == -signal.SIGKILL, f"worker was not killed at {at}: rc={proc.returncode}\n{proc.stderr}"
     with open(marker) as f:
         assert f.read().startswith(at)
@@ -118,7 +115,7 @@ def test_sigkill_during_append(tmp_path, at, committed):
 
     # The table keeps working: the next append gets the next version.
     t2 = lamina.open_table(uri)
-    assert t2.append(_workers.batch(2, 0, ROWS)) == latest + 1
+    assert t2.append(workers.batch(2, 0, ROWS)) == latest + 1
     expected[latest + 1] = expected[latest] + _batch_rows(2, 0)
     t3 = lamina.open_table(uri)
     assert t3.version == latest + 1
@@ -138,7 +135,7 @@ def test_sigkill_during_overwrite_where(tmp_path, at, committed):
     uri = str(tmp_path / "t")
     expected = _two_versions(uri)  # k = i: rows with i >= 2 match k >= 2
     before = _files(uri)
-    proc = _workers.run_crash_worker(
+    proc = workers.run_crash_worker(
         {"uri": uri, "at": at, "marker": str(tmp_path / "m"), "writer": 5, "seq": 0, "rows": 2,
          "k_base": 10, "op": "overwrite", "where": "k >= 2"}
     )
@@ -154,7 +151,7 @@ def test_sigkill_during_overwrite_where(tmp_path, at, committed):
     assert report.ok and not report.missing
     assert set(report.unreferenced) <= leftovers
     assert all(p.startswith(("data/", "_lamina/manifests/")) for p in report.unreferenced)
-    assert t.append(_workers.batch(6, 0, ROWS)) == max(expected) + 1
+    assert t.append(workers.batch(6, 0, ROWS)) == max(expected) + 1
 
 
 # --- the hint is only a hint ---------------------------------------------------------------------
@@ -163,10 +160,10 @@ def test_sigkill_during_overwrite_where(tmp_path, at, committed):
 @pytest.fixture
 def three_versions(tmp_path):
     uri = str(tmp_path / "t")
-    t = lamina.create_table(uri, _workers.schema())
+    t = lamina.create_table(uri, workers.schema())
     hints = {}
     for seq in range(3):
-        t.append(_workers.batch(0, seq, ROWS))
+        t.append(workers.batch(0, seq, ROWS))
         flush_hints()  # hints are written in the background
         with open(os.path.join(uri, HINT_PATH), "rb") as f:
             hints[t.version] = f.read()
@@ -183,7 +180,7 @@ def _assert_latest(uri: str, version: int = 3) -> None:
         t = lamina.open_table(uri, allow_list=allow_list)
         assert t.version == version, f"allow_list={allow_list}"
         assert t.scan().to_arrow().num_rows == version * ROWS
-    assert lamina.open_table(uri).append(_workers.batch(9, 0, ROWS)) == version + 1
+    assert lamina.open_table(uri).append(workers.batch(9, 0, ROWS)) == version + 1
 
 
 def test_stale_hint(three_versions):
@@ -216,16 +213,16 @@ def test_hint_ahead_of_versions(three_versions):
     _write_hint(uri, json.dumps(h).encode())
     t = lamina.open_table(uri)
     assert t.version == 3
-    assert t.append(_workers.batch(9, 0, ROWS)) == 4
+    assert t.append(workers.batch(9, 0, ROWS)) == 4
 
 
 def test_hint_of_another_table(three_versions, tmp_path):
     """A hint copied from another table (other uuid) must not be trusted over this table's versions."""
     uri, _ = three_versions
     other = str(tmp_path / "other")
-    o = lamina.create_table(other, _workers.schema())
+    o = lamina.create_table(other, workers.schema())
     for seq in range(2):  # its hint names version 2, which this table also has
-        o.append(_workers.batch(7, seq, ROWS))
+        o.append(workers.batch(7, seq, ROWS))
     with open(os.path.join(other, HINT_PATH), "rb") as f:
         _write_hint(uri, f.read())
     t = lamina.open_table(uri)

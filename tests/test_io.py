@@ -13,27 +13,23 @@ every append is acknowledged and the table holds exactly the acknowledged rows.
 from __future__ import annotations
 
 import collections
-import os
-import sys
 import time
 import uuid
 
 import pyarrow as pa
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lamina
+from lamina.commit import VersionLog, flush_hints
+from lamina.errors import AlreadyExists, ReadOnlyStorage, StorageError
+from lamina.io import FileIO
+from lamina.io import fileio
+from lamina.io.faults import FaultInjectingIO
+from lamina.maintenance import fsck
+from lamina.table.table import Table
 
-from _faultproxy import FaultProxy  # noqa: E402
-from conftest import BUCKET  # noqa: E402  (the s3 fixture creates it)
-
-import lamina  # noqa: E402
-from lamina.commit import VersionLog, flush_hints  # noqa: E402
-from lamina.errors import AlreadyExists, ReadOnlyStorage, StorageError  # noqa: E402
-from lamina.io import FileIO  # noqa: E402
-from lamina.io import fileio  # noqa: E402
-from lamina.io.faults import FaultInjectingIO  # noqa: E402
-from lamina.maintenance import fsck  # noqa: E402
-from lamina.table.table import Table  # noqa: E402
+from support import BUCKET
+from support.faultproxy import FaultProxy
 
 SCHEMA = pa.schema([pa.field("batch", pa.int64(), False), pa.field("i", pa.int64(), False)])
 ROWS = 3

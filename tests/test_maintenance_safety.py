@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -18,15 +17,13 @@ from datetime import datetime, timedelta, timezone
 import pyarrow as pa
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lamina
+from lamina.commit import flush_hints
+from lamina.errors import CorruptMetadata, InvalidArgument, UnsupportedFeature
+from lamina.maintenance import fsck
+from lamina.spec.layout import PENDING_DIR, version_path
 
-import _workers  # noqa: E402
-
-import lamina  # noqa: E402
-from lamina.commit import flush_hints  # noqa: E402
-from lamina.errors import CorruptMetadata, InvalidArgument, UnsupportedFeature  # noqa: E402
-from lamina.maintenance import fsck  # noqa: E402
-from lamina.spec.layout import PENDING_DIR, version_path  # noqa: E402
+from support import workers
 
 NOW = timedelta(0)
 ROWS = 3
@@ -61,12 +58,12 @@ def test_maintenance_keeps_a_version_committed_but_not_yet_published(tmp_path, h
     uri = f"sqlite:///{tmp_path}/wh/catalog.db"
     cat = lamina.load_catalog(uri)
     cat.create_namespace("ns")
-    t = cat.create_table("ns.t", _workers.schema(), properties={"manifest.inline-max-files": "1"})
+    t = cat.create_table("ns.t", workers.schema(), properties={"manifest.inline-max-files": "1"})
     for s in range(3):
-        t.append(_workers.batch(0, s, ROWS))
+        t.append(workers.batch(0, s, ROWS))
     old_handle = cat.load_table("ns.t")
     flush_hints()
-    proc = _workers.run_crash_worker(
+    proc = workers.run_crash_worker(
         {"catalog": uri, "identifier": "ns.t", "uri": t.uri, "at": "swapped", "marker": str(tmp_path / "m"),
          "writer": 1, "seq": 0, "rows": ROWS}
     )
@@ -92,9 +89,9 @@ def test_maintenance_keeps_a_version_committed_but_not_yet_published(tmp_path, h
 @pytest.mark.parametrize("keep", [0, 1, 13, 100, 160, 300])
 def test_a_truncated_version_file_is_damage_not_a_tombstone(tmp_path, keep):
     uri = str(tmp_path / "t")
-    t = lamina.create_table(uri, _workers.schema(), properties={"manifest.inline-max-files": "1"})
+    t = lamina.create_table(uri, workers.schema(), properties={"manifest.inline-max-files": "1"})
     for s in range(3):
-        t.append(_workers.batch(0, s, ROWS))
+        t.append(workers.batch(0, s, ROWS))
     flush_hints()
     path = os.path.join(uri, version_path(1))
     with open(path, "r+b") as f:
@@ -117,9 +114,9 @@ def test_a_truncated_version_file_is_damage_not_a_tombstone(tmp_path, keep):
 
 def test_a_damaged_tombstone_is_reported_and_blocks_cleanup(tmp_path):
     uri = str(tmp_path / "t")
-    t = lamina.create_table(uri, _workers.schema())
+    t = lamina.create_table(uri, workers.schema())
     for s in range(3):
-        t.append(_workers.batch(0, s, ROWS))
+        t.append(workers.batch(0, s, ROWS))
     t.expire_versions(retain_last=1, reader_grace=NOW)
     with open(os.path.join(uri, version_path(1)), "r+b") as f:
         f.truncate(20)  # '{"tombstone":true,"v'
@@ -136,9 +133,9 @@ def test_a_damaged_tombstone_is_reported_and_blocks_cleanup(tmp_path):
 
 def test_maintenance_refuses_a_table_needing_an_unknown_writer_feature(tmp_path):
     uri = str(tmp_path / "t")
-    t = lamina.create_table(uri, _workers.schema())
+    t = lamina.create_table(uri, workers.schema())
     for s in range(3):
-        t.append(_workers.batch(0, s, ROWS))
+        t.append(workers.batch(0, s, ROWS))
     t.create_tag("keep")
     # A newer Lamina commits version 4 with a feature of its own and a file only it references.
     vm = t.log.latest()
@@ -159,7 +156,7 @@ def test_maintenance_refuses_a_table_needing_an_unknown_writer_feature(tmp_path)
         "delete_tag": lambda: t.delete_tag("keep"),
         "replace_tag": lambda: t.replace_tag("keep", 1),
         "rename_tag": lambda: t.rename_tag("keep", "kept"),
-        "append": lambda: t.append(_workers.batch(1, 0, ROWS)),
+        "append": lambda: t.append(workers.batch(1, 0, ROWS)),
         "compact": lambda: t.compact(),
         "rollback": lambda: t.rollback(1),
     }
@@ -189,8 +186,8 @@ def _now_forms():
 @pytest.mark.parametrize("form", sorted(_now_forms()))
 def test_orphan_minimum_age_holds_for_every_form_of_older_than(tmp_path, form):
     uri = str(tmp_path / "t")
-    t = lamina.create_table(uri, _workers.schema())
-    t.append(_workers.batch(0, 0, ROWS))
+    t = lamina.create_table(uri, workers.schema())
+    t.append(workers.batch(0, 0, ROWS))
     in_flight = os.path.join(uri, "data", "0123456789abcdef-000000000000.parquet")
     with open(in_flight, "wb") as f:
         f.write(b"a file a running writer has not committed yet")
@@ -208,7 +205,7 @@ def test_orphan_minimum_age_holds_for_every_form_of_older_than(tmp_path, form):
 
 def test_orphan_cutoff_older_than_the_minimum_needs_no_force(tmp_path):
     uri = str(tmp_path / "t")
-    t = lamina.create_table(uri, _workers.schema())
+    t = lamina.create_table(uri, workers.schema())
     old = datetime.now(timezone.utc) - timedelta(days=2)
     for older_than in (old, old.isoformat(), int(old.timestamp() * 1000), timedelta(days=2)):
         assert t.remove_orphans(older_than).orphans == []
@@ -221,10 +218,10 @@ def test_expiry_keeps_a_file_add_files_registered_again(tmp_path):
     """add_files of a file an older version removed gives it a second lifetime interval; expiry,
     which reasons about one interval per file, must not free it under the live table."""
     uri = str(tmp_path / "t")
-    t = lamina.create_table(uri, _workers.schema())
-    t.append(_workers.batch(0, 0, ROWS))  # version 1: file A
+    t = lamina.create_table(uri, workers.schema())
+    t.append(workers.batch(0, 0, ROWS))  # version 1: file A
     first = t.files().to_pylist()[0]
-    t.overwrite(_workers.batch(0, 1, ROWS))  # version 2 removes A
+    t.overwrite(workers.batch(0, 1, ROWS))  # version 2 removes A
     t.add_files(pa.table({"path": [first["path"]], "size": [first["size"]],
                           "record_count": [first["record_count"]]}))  # version 3: A again
     assert t.to_arrow().num_rows == 2 * ROWS
@@ -245,7 +242,7 @@ def test_a_tag_created_through_a_lost_answer_is_created_once(tmp_path):
     from lamina.table.tags import TagStore
 
     uri = str(tmp_path / "t")
-    lamina.create_table(uri, _workers.schema()).append(_workers.batch(0, 0, ROWS))
+    lamina.create_table(uri, workers.schema()).append(workers.batch(0, 0, ROWS))
     for fault in ("lost", "retried"):
         rates = {"lost_rate": 1.0} if fault == "lost" else {"retried_rate": 1.0}
         fio = FaultInjectingIO(FileIO(uri), error_rate=0.0, slow_rate=0.0, only={"_create_once"}, **{"lost_rate": 0.0, **rates})

@@ -8,18 +8,14 @@ twice, whatever the interleaving.
 from __future__ import annotations
 
 import collections
-import os
-import sys
 
 import pyarrow as pa
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lamina
+from lamina.maintenance import fsck
 
-import _workers  # noqa: E402
-
-import lamina  # noqa: E402
-from lamina.maintenance import fsck  # noqa: E402
+from support import workers
 
 procs = pytest.mark.xdist_group("procs")
 
@@ -35,9 +31,9 @@ def _rows(t: pa.Table) -> collections.Counter:
 
 def test_sequential_appends_all_visible(tmp_path):
     """Minimal single-process check the race test relies on: every append stays visible."""
-    t = lamina.create_table(str(tmp_path / "t"), _workers.schema())
+    t = lamina.create_table(str(tmp_path / "t"), workers.schema())
     for seq in range(3):
-        assert t.append(_workers.batch(0, seq, 2)) == seq + 1
+        assert t.append(workers.batch(0, seq, 2)) == seq + 1
     got = _rows(lamina.open_table(str(tmp_path / "t")).scan().to_arrow())
     assert got == collections.Counter((0, s, i) for s in range(3) for i in range(2))
 
@@ -45,11 +41,11 @@ def test_sequential_appends_all_visible(tmp_path):
 @procs
 def test_parallel_appends_lose_nothing(tmp_path):
     uri = str(tmp_path / "t")
-    lamina.create_table(uri, _workers.schema())
+    lamina.create_table(uri, workers.schema())
     specs = [
         {"mode": "race_append", "uri": uri, "writer": w, "n": APPENDS, "rows": ROWS} for w in range(WRITERS)
     ]
-    results = _workers.spawn_workers(specs, str(tmp_path))
+    results = workers.spawn_workers(specs, str(tmp_path))
 
     # Which version each acknowledged append says it landed as.
     version_of: dict[tuple[int, int], int] = {}
@@ -121,7 +117,7 @@ def test_overwrite_where_races_appends(tmp_path):
     """
     uri = str(tmp_path / "t")
     where = "k >= 1000"
-    lamina.create_table(uri, _workers.schema())
+    lamina.create_table(uri, workers.schema())
     n_app, n_ow, rows = 40, 15, 5
     specs = [
         {"mode": "race_append", "uri": uri, "writer": 1, "n": n_app, "rows": rows,
@@ -129,7 +125,7 @@ def test_overwrite_where_races_appends(tmp_path):
         {"mode": "race_overwrite", "uri": uri, "writer": 99, "n": n_ow, "rows": 3,
          "k_in_base": 100_000, "where": where},
     ]
-    app, ow = _workers.spawn_workers(specs, str(tmp_path))
+    app, ow = workers.spawn_workers(specs, str(tmp_path))
     app_v = {v: seq for seq, v in app["acked"]}
     ow_v = {v: seq for seq, v in ow["acked"]}
     assert len(app_v) == n_app and len(ow_v) == n_ow

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import collections
 import os
-import sys
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from typer.testing import CliRunner
 
-sys.path.insert(0, os.path.dirname(__file__))
-import _workers  # noqa: E402
+import lamina
+from lamina.cli.main import app
+from lamina.commit import flush_hints
+from lamina.errors import CorruptMetadata, InvalidArgument, SchemaMismatch
+from lamina.maintenance import fsck
 
-import lamina  # noqa: E402
-from lamina.cli.main import app  # noqa: E402
-from lamina.commit import flush_hints  # noqa: E402
-from lamina.errors import CorruptMetadata, InvalidArgument, SchemaMismatch  # noqa: E402
-from lamina.maintenance import fsck  # noqa: E402
+from support import workers
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("cat", pa.string()), pa.field("amt", pa.float64())])
 
@@ -226,8 +224,8 @@ procs = pytest.mark.xdist_group("procs")
 @pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
 def test_racing_deletes_on_the_same_files_and_appends_lose_nothing(tmp_path, mode):
     uri = str(tmp_path / "t")
-    t = lamina.create_table(uri, _workers.schema(), properties={"write.max-rows-per-file": 60})
-    t.append(_workers.batch(0, 0, 120, k_base=10_000))  # two files every deleter touches
+    t = lamina.create_table(uri, workers.schema(), properties={"write.max-rows-per-file": 60})
+    t.append(workers.batch(0, 0, 120, k_base=10_000))  # two files every deleter touches
     steps = 12
     a_steps = [[10_000 + 4 * s, 10_000 + 4 * s + 4 * steps] for s in range(steps)]
     b_steps = [[10_000 + 4 * s + 1, 10_000 + 4 * s + 1 + 4 * steps] for s in range(steps)]
@@ -236,7 +234,7 @@ def test_racing_deletes_on_the_same_files_and_appends_lose_nothing(tmp_path, mod
         {"mode": "race_delete", "uri": uri, "steps": b_steps, "delete_mode": mode},
         {"mode": "race_append", "uri": uri, "writer": 7, "n": 10, "rows": 3},
     ]
-    a, b, app_ = _workers.spawn_workers(specs, str(tmp_path))
+    a, b, app_ = workers.spawn_workers(specs, str(tmp_path))
     versions = [v for _, v in a["acked"]] + [v for _, v in b["acked"]] + [v for _, v in app_["acked"]]
     assert None not in versions and len(set(versions)) == len(versions) == 2 * steps + 10
     deleted = {k for s in a_steps + b_steps for k in s}

@@ -1,33 +1,28 @@
 """Lamina on S3: round trip, put-if-absent, hints, racing writers, row-level changes and maintenance.
 
 A moto server on localhost by default; LAMINA_S3_BACKEND=radosgw runs the same
-tests against a real Ceph radosgw (opt-in; see tests/_s3server.py)."""
+tests against a real Ceph radosgw (opt-in; see tests/support/s3server.py)."""
 
 from __future__ import annotations
 
 import collections
 import json
-import os
-import sys
 import uuid
 
 import pyarrow as pa
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lamina
+from lamina.commit import flush_hints
+from lamina.errors import AlreadyExists, NotFound, TableAlreadyExists
+from lamina.io import FileIO
+from lamina.maintenance import fsck
+from lamina.spec.layout import HINT_PATH, version_path
 
-import _workers  # noqa: E402
-
-import lamina  # noqa: E402
-from lamina.commit import flush_hints  # noqa: E402
-from lamina.errors import AlreadyExists, NotFound, TableAlreadyExists  # noqa: E402
-from lamina.io import FileIO  # noqa: E402
-from lamina.maintenance import fsck  # noqa: E402
-from lamina.spec.layout import HINT_PATH, version_path  # noqa: E402
+from support import BUCKET, workers
 
 pytestmark = pytest.mark.xdist_group("s3")
 
-from conftest import BUCKET  # noqa: E402  (the s3 fixture creates it)
 ROWS = 5
 
 
@@ -58,20 +53,20 @@ def _batch_rows(writer: int, seq: int) -> collections.Counter:
 
 
 def _three_versions(uri: str, opts: dict) -> lamina.Table:
-    t = lamina.create_table(uri, _workers.schema(), storage_options=opts)
+    t = lamina.create_table(uri, workers.schema(), storage_options=opts)
     for seq in range(3):
-        assert t.append(_workers.batch(0, seq, ROWS)) == seq + 1
+        assert t.append(workers.batch(0, seq, ROWS)) == seq + 1
     flush_hints()  # hints are written in the background
     return t
 
 
 def test_round_trip(s3, opts):
     uri = f"s3://{BUCKET}/t1"
-    t = lamina.create_table(uri, _workers.schema(), storage_options=opts)
+    t = lamina.create_table(uri, workers.schema(), storage_options=opts)
     assert t.version == 0
     stamps = {0: t.metadata.timestamp_ms}
     for seq in range(3):
-        assert t.append(_workers.batch(0, seq, ROWS)) == seq + 1
+        assert t.append(workers.batch(0, seq, ROWS)) == seq + 1
         stamps[t.version] = t.metadata.timestamp_ms
 
     t = lamina.open_table(uri, storage_options=opts)
@@ -95,7 +90,7 @@ def test_round_trip(s3, opts):
     assert report.ok and not report.missing and not report.unreferenced, report
 
     with pytest.raises(TableAlreadyExists):
-        lamina.create_table(uri, _workers.schema(), storage_options=opts)
+        lamina.create_table(uri, workers.schema(), storage_options=opts)
 
 
 def test_put_if_absent_refuses_existing_key(s3, opts, uri):
@@ -107,7 +102,7 @@ def test_put_if_absent_refuses_existing_key(s3, opts, uri):
     body = s3.client().get_object(Bucket=BUCKET, Key=f"{uri.split('/', 3)[3]}/slot.json")["Body"].read()
     assert body == b"first"
     # A version slot taken by one commit is refused to the next.
-    t = lamina.create_table(uri + "/tbl", _workers.schema(), storage_options=opts)
+    t = lamina.create_table(uri + "/tbl", workers.schema(), storage_options=opts)
     with pytest.raises(AlreadyExists):
         t.io.put_if_absent(version_path(0), b"{}")
     assert lamina.open_table(uri + "/tbl", storage_options=opts).uuid == t.uuid
@@ -126,7 +121,7 @@ def test_open_with_stale_hint(opts, uri):
         t2 = lamina.open_table(uri, storage_options=opts, allow_list=allow_list)
         assert t2.version == 3, f"allow_list={allow_list}"
         assert t2.scan().to_arrow().num_rows == 3 * ROWS
-    assert lamina.open_table(uri, storage_options=opts).append(_workers.batch(1, 0, ROWS)) == 4
+    assert lamina.open_table(uri, storage_options=opts).append(workers.batch(1, 0, ROWS)) == 4
 
 
 def test_open_with_hint_deleted(opts, uri):
@@ -137,19 +132,19 @@ def test_open_with_hint_deleted(opts, uri):
         t2 = lamina.open_table(uri, storage_options=opts, allow_list=allow_list)
         assert t2.version == 3, f"allow_list={allow_list}"
         assert t2.scan().to_arrow().num_rows == 3 * ROWS
-    assert lamina.open_table(uri, storage_options=opts).append(_workers.batch(1, 0, ROWS)) == 4
+    assert lamina.open_table(uri, storage_options=opts).append(workers.batch(1, 0, ROWS)) == 4
     flush_hints()
     assert t.io.exists(HINT_PATH)
 
 
 def test_parallel_appends_on_s3(tmp_path, opts, uri):
     writers, appends = 4, 10
-    lamina.create_table(uri, _workers.schema(), storage_options=opts)
+    lamina.create_table(uri, workers.schema(), storage_options=opts)
     specs = [
         {"mode": "race_append", "uri": uri, "writer": w, "n": appends, "rows": ROWS, "storage_options": opts}
         for w in range(writers)
     ]
-    results = _workers.spawn_workers(specs, str(tmp_path))
+    results = workers.spawn_workers(specs, str(tmp_path))
     version_of = {(w, seq): v for w, r in enumerate(results) for seq, v in r["acked"]}
     assert len(version_of) == writers * appends
     versions = list(version_of.values())
@@ -174,9 +169,9 @@ def test_parallel_appends_on_s3(tmp_path, opts, uri):
 
 
 def test_row_level_compaction_and_expiry_on_s3(opts, uri):
-    t = lamina.create_table(uri, _workers.schema(), storage_options=opts, properties={"version.slot-chunk-size": 2, "expire.slot-retention-ms": 0})
+    t = lamina.create_table(uri, workers.schema(), storage_options=opts, properties={"version.slot-chunk-size": 2, "expire.slot-retention-ms": 0})
     for seq in range(6):
-        t.append(_workers.batch(1, seq, ROWS))
+        t.append(workers.batch(1, seq, ROWS))
     t.delete("seq = 2 OR (seq = 3 AND i < 2)")  # a whole file goes, another gets a DV
     t.create_tag("before-compaction")
     r = t.compact(target_file_size=1 << 20)

@@ -1,5 +1,5 @@
 """The commit guarantee over a real S3 protocol (moto; radosgw with LAMINA_S3_BACKEND=radosgw):
-a writer's conditional version PUT is held in a proxy (tests/_s3proxy.py) while other
+a writer's conditional version PUT is held in a proxy (tests/support/s3proxy.py) while other
 writers commit and expiry retires, then frees, the slot it targets; or the PUT lands and
 its response is lost, so the S3 client retries a PUT that already landed.
 
@@ -9,24 +9,19 @@ The held writer talks to S3 through the proxy; everyone else talks to it directl
 from __future__ import annotations
 
 import collections
-import os
-import sys
 import threading
 import uuid
 from datetime import timedelta
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lamina
+from lamina.commit import flush_hints
+from lamina.maintenance import fsck
 
-import _workers  # noqa: E402
-from _s3proxy import S3Proxy  # noqa: E402
-from conftest import BUCKET  # noqa: E402
-from test_commit_guarantee import FREEING, rows_of, want  # noqa: E402
-
-import lamina  # noqa: E402
-from lamina.commit import flush_hints  # noqa: E402
-from lamina.maintenance import fsck  # noqa: E402
+from support import BUCKET, workers
+from support.delayed_writer import FREEING, rows_of, want
+from support.s3proxy import S3Proxy
 
 pytestmark = pytest.mark.xdist_group("s3")
 NOW = timedelta(0)
@@ -69,14 +64,14 @@ def _finish(th: threading.Thread, out: dict) -> int:
 def test_version_put_held_in_the_network_past_expiry(s3, proxy, props):
     uri = f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"
     direct = s3.storage_options
-    t = lamina.create_table(uri, _workers.schema(), properties=props, storage_options=direct)
-    t.append(_workers.batch(0, 0, 2))
+    t = lamina.create_table(uri, workers.schema(), properties=props, storage_options=direct)
+    t.append(workers.batch(0, 0, 2))
     late = lamina.open_table(uri, storage_options=proxy.storage_options(direct))
     hold = proxy.hold(_version_put)
-    th, out = _append_in_thread(late, _workers.batch(1, 0, 2))  # aims at slot 2 on base 1
+    th, out = _append_in_thread(late, workers.batch(1, 0, 2))  # aims at slot 2 on base 1
     assert hold.arrived.wait(60)
     for s in range(1, 6):
-        t.append(_workers.batch(0, s, 2))
+        t.append(workers.batch(0, s, 2))
     rep = t.expire_versions(retain_last=1, reader_grace=NOW)
     assert rep.expired_versions == [0, 1, 2, 3, 4, 5] and (rep.freed_slots > 0) == (props is not None)
     hold.release.set()  # the PUT of slot 2 reaches the server now
@@ -97,14 +92,14 @@ def test_version_put_held_in_the_network_past_expiry(s3, proxy, props):
 def test_retried_version_put_that_had_landed_commits_once(s3, proxy):
     uri = f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"
     direct = s3.storage_options
-    lamina.create_table(uri, _workers.schema(), storage_options=direct)
+    lamina.create_table(uri, workers.schema(), storage_options=direct)
     t = lamina.open_table(uri, storage_options=proxy.storage_options(direct))
     lost = proxy.lose_response(_version_put)
-    assert t.append(_workers.batch(1, 0, 2)) == 1
+    assert t.append(workers.batch(1, 0, 2)) == 1
     assert lost.done.is_set()  # the first PUT reached the server and landed
     version_puts = [(p, st) for m, p, st in proxy.log if _version_put(m, p)]
     assert version_puts[0][1] is None and all(p == version_puts[0][0] for p, _ in version_puts)
-    assert t.append(_workers.batch(1, 1, 2)) == 2
+    assert t.append(workers.batch(1, 1, 2)) == 2
     flush_hints()
     fresh = lamina.open_table(uri, storage_options=direct)
     assert [h["version"] for h in fresh.history()] == [2, 1, 0]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import decimal
-import math
 import os
 
 import numpy as np
@@ -24,6 +23,8 @@ from lamina.errors import InvalidArgument, SchemaMismatch, TransactionAlreadyCom
 from lamina.expr import bind, to_arrow_filter
 from lamina.spec.layout import WRITES_DIR
 from lamina.spec.partition import apply_transform
+
+from support.spark_results import bag, collect
 
 pytestmark = pytest.mark.xdist_group("spark")
 
@@ -54,30 +55,11 @@ def orders(n: int, seed: int = 0, start: int = 0) -> pa.Table:
     )
 
 
-def _norm(v):
-    if isinstance(v, float) and math.isnan(v):
-        return "NaN"
-    if isinstance(v, dt.datetime) and v.tzinfo is not None:
-        return v.astimezone(dt.timezone.utc)
-    return v
-
-
-def bag(t: pa.Table, columns=None) -> collections.Counter:
-    """Rows as a multiset of tuples (NaN made comparable, instants in UTC)."""
-    cols = columns or t.column_names
-    d = t.select(cols).to_pydict()
-    return collections.Counter(tuple(_norm(d[c][i]) for c in cols) for i in range(t.num_rows))
-
-
 def sdf(spark, t: pa.Table):
     """A DataFrame of ``t`` with Spark types that round-trip (naive timestamps as TIMESTAMP_NTZ)."""
     from lamina.spark._types import spark_schema
 
     return spark.createDataFrame(t, schema=spark_schema(t.schema))
-
-
-def collect(df) -> pa.Table:
-    return df.toArrow()
 
 
 def all_entries(t: lamina.Table) -> pa.Table:
@@ -109,7 +91,9 @@ def local_cluster_run(request, tmp_path_factory):
     if not any(i.name == "test_local_cluster_read_and_write" for i in request.session.items):
         yield None
         return
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_spark_cluster.py")
+    from support import spark_cluster
+
+    script = spark_cluster.__file__
     work = tmp_path_factory.mktemp("local-cluster")
     proc = subprocess.Popen([sys.executable, script, str(work)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     yield proc
@@ -487,7 +471,7 @@ def test_data_source_idempotent_batch_write(spark, source, tmp_path):
 
 
 def test_s3_table_through_the_python_data_source(spark, source):
-    from _s3server import S3Server
+    from support.s3server import S3Server
 
     from lamina.spark import read, write
 
@@ -733,7 +717,7 @@ def test_deletion_vectors_are_applied_by_both_readers(spark, tmp_path):
 
 
 def test_local_cluster_read_and_write(local_cluster_run):
-    """tests/_spark_cluster.py with master local-cluster[2,1,1024] (its own SparkContext, so its own
+    """tests/support/spark_cluster.py with master local-cluster[2,1,1024] (its own SparkContext, so its own
     process; started when this module starts so it overlaps with the tests above)."""
     import json
 

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 import lamina
 from lamina.spark.write import session_conf
-from test_spark import bag, collect
+
+from support.spark_results import bag, collect
 
 pytestmark = pytest.mark.xdist_group("spark")
 

@@ -10,22 +10,19 @@ from __future__ import annotations
 import collections
 import os
 import signal
-import sys
 
 import pyarrow as pa
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lamina
+from lamina.spec.layout import PENDING_DIR
+from lamina.catalog.sql import SqlCatalog
+from lamina.commit import CommitOptions, flush_hints
+from lamina.errors import CatalogManaged, CommitRetriesExhausted, StorageError, TableOffline
+from lamina.maintenance import fsck
+from lamina.table.table import Table
 
-import _workers  # noqa: E402
-
-import lamina  # noqa: E402
-from lamina.spec.layout import PENDING_DIR  # noqa: E402
-from lamina.catalog.sql import SqlCatalog  # noqa: E402
-from lamina.commit import CommitOptions, flush_hints  # noqa: E402
-from lamina.errors import CatalogManaged, CommitRetriesExhausted, StorageError, TableOffline  # noqa: E402
-from lamina.maintenance import fsck  # noqa: E402
-from lamina.table.table import Table  # noqa: E402
+from support import workers
 
 procs = pytest.mark.xdist_group("procs")
 
@@ -49,7 +46,7 @@ def _rows(t: pa.Table) -> collections.Counter:
 def _new_table(uri: str):
     cat = lamina.load_catalog(uri)
     cat.create_namespace("ns")
-    return cat, cat.create_table("ns.t", _workers.schema())
+    return cat, cat.create_table("ns.t", workers.schema())
 
 
 @procs
@@ -59,7 +56,7 @@ def test_racing_writers_lose_and_duplicate_nothing(catalog_uri, tmp_path):
         {"mode": "race_append", "catalog": catalog_uri, "identifier": "ns.t", "writer": w, "n": APPENDS, "rows": ROWS}
         for w in range(WRITERS)
     ]
-    results = _workers.spawn_workers(specs, str(tmp_path), timeout=240)
+    results = workers.spawn_workers(specs, str(tmp_path), timeout=240)
 
     version_of = {}
     for w, r in enumerate(results):
@@ -97,12 +94,12 @@ CRASH_POINTS = [("before-publish", False), ("swapped", True), ("published", True
 @pytest.mark.parametrize("at,committed", CRASH_POINTS, ids=[c for c, _ in CRASH_POINTS])
 def test_sigkill_between_swap_and_publish(catalog_uri, tmp_path, at, committed):
     cat, t = _new_table(catalog_uri)
-    t.append(_workers.batch(0, 0, ROWS))
-    t.append(_workers.batch(0, 1, ROWS))
+    t.append(workers.batch(0, 0, ROWS))
+    t.append(workers.batch(0, 1, ROWS))
     flush_hints()
     stale_writer = cat.load_table("ns.t")  # loaded before the crash: its base is version 2
     loc = t.uri
-    proc = _workers.run_crash_worker(
+    proc = workers.run_crash_worker(
         {"catalog": catalog_uri, "identifier": "ns.t", "uri": loc, "at": at, "marker": str(tmp_path / "m"),
          "writer": 1, "seq": 0, "rows": ROWS}
     )
@@ -115,7 +112,7 @@ def test_sigkill_between_swap_and_publish(catalog_uri, tmp_path, at, committed):
         assert lamina.open_table(loc).version == 2
         assert os.listdir(os.path.join(loc, PENDING_DIR))
     # ... until the next writer completes the publish while losing its swap, and rebases.
-    assert stale_writer.append(_workers.batch(2, 0, ROWS)) == latest + 1
+    assert stale_writer.append(workers.batch(2, 0, ROWS)) == latest + 1
     for allow_list in (True, False):
         assert lamina.open_table(loc, allow_list=allow_list).version == latest + 1
     want = collections.Counter((0, s, i) for s in range(2) for i in range(ROWS))
@@ -133,8 +130,8 @@ def test_sigkill_between_swap_and_publish(catalog_uri, tmp_path, at, committed):
 @pytest.mark.parametrize("via", ["load", "refresh"])
 def test_next_reader_completes_a_crashed_publish(catalog_uri, tmp_path, via):
     cat, t = _new_table(catalog_uri)
-    t.append(_workers.batch(0, 0, ROWS))
-    proc = _workers.run_crash_worker(
+    t.append(workers.batch(0, 0, ROWS))
+    proc = workers.run_crash_worker(
         {"catalog": catalog_uri, "identifier": "ns.t", "uri": t.uri, "at": "swapped", "marker": str(tmp_path / "m"),
          "writer": 1, "seq": 0, "rows": ROWS}
     )
@@ -164,7 +161,7 @@ class _LostAnswer(SqlCatalog):
 def test_lost_answer_after_swap_commits_exactly_once(catalog_uri):
     cat, t = _new_table(catalog_uri)
     cat.__class__ = _LostAnswer
-    assert t.append(_workers.batch(0, 0, ROWS)) == 1  # resolved by commit id, not re-applied
+    assert t.append(workers.batch(0, 0, ROWS)) == 1  # resolved by commit id, not re-applied
     assert cat.lose == 0
     t2 = lamina.load_catalog(catalog_uri).load_table("ns.t")
     assert t2.version == 1 and t2.scan().to_arrow().num_rows == ROWS
@@ -174,24 +171,24 @@ def test_lost_answer_after_swap_commits_exactly_once(catalog_uri):
 def test_retries_exhausted_raise_and_commit_nothing(catalog_uri):
     cat, t = _new_table(catalog_uri)
     other = cat.load_table("ns.t")
-    other.append(_workers.batch(1, 0, ROWS))
+    other.append(workers.batch(1, 0, ROWS))
     with pytest.raises(CommitRetriesExhausted):
-        t.append(_workers.batch(0, 0, ROWS), commit_options=CommitOptions(max_attempts=1))
+        t.append(workers.batch(0, 0, ROWS), commit_options=CommitOptions(max_attempts=1))
     assert cat.table_info("ns.t").version == 1
     assert _rows(cat.load_table("ns.t").scan().to_arrow()) == collections.Counter((1, 0, i) for i in range(ROWS))
     assert not os.listdir(os.path.join(t.uri, PENDING_DIR))
     # Bounded by time too: a zero time budget gives up after the first lost race.
     with pytest.raises(CommitRetriesExhausted):
-        t.append(_workers.batch(0, 1, ROWS), commit_options=CommitOptions(max_seconds=0.0))
+        t.append(workers.batch(0, 1, ROWS), commit_options=CommitOptions(max_seconds=0.0))
 
 
 def test_offline_checked_in_the_swap(catalog_uri):
     """A table taken offline after a writer's own check still refuses that commit at the swap."""
     cat, t = _new_table(catalog_uri)
-    t.append(_workers.batch(0, 0, ROWS))
+    t.append(workers.batch(0, 0, ROWS))
     lamina.load_catalog(catalog_uri).set_online("ns.t", False)
     with pytest.raises(TableOffline):
-        Table.append(t, _workers.batch(0, 1, ROWS))  # the unguarded method: only the swap can refuse
+        Table.append(t, workers.batch(0, 1, ROWS))  # the unguarded method: only the swap can refuse
     assert cat.table_info("ns.t").version == 1
     assert lamina.open_table(t.uri).version == 1
     assert not os.listdir(os.path.join(t.uri, PENDING_DIR))
@@ -200,13 +197,13 @@ def test_offline_checked_in_the_swap(catalog_uri):
 
 def test_path_writer_refused_nothing_committed(catalog_uri):
     cat, t = _new_table(catalog_uri)
-    t.append(_workers.batch(0, 0, ROWS))
+    t.append(workers.batch(0, 0, ROWS))
     p = lamina.open_table(t.uri)
     with pytest.raises(CatalogManaged, match="load_catalog"):
-        p.append(_workers.batch(9, 0, ROWS))
+        p.append(workers.batch(9, 0, ROWS))
     assert cat.table_info("ns.t").version == 1
     assert lamina.open_table(t.uri).version == 1
-    assert t.append(_workers.batch(0, 1, ROWS)) == 2
+    assert t.append(workers.batch(0, 1, ROWS)) == 2
 
 
 def test_postgres_connection_killed_mid_session(pg_uri):
@@ -215,12 +212,12 @@ def test_postgres_connection_killed_mid_session(pg_uri):
     import psycopg
 
     cat, t = _new_table(pg_uri)
-    t.append(_workers.batch(0, 0, ROWS))
+    t.append(workers.batch(0, 0, ROWS))
     admin_uri = pg_uri.split("?")[0]
     for expected in (2, 3):
         pid = cat._db._conn.info.backend_pid
         with psycopg.connect(admin_uri, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        assert t.append(_workers.batch(0, expected - 1, ROWS)) == expected
+        assert t.append(workers.batch(0, expected - 1, ROWS)) == expected
     assert cat.table_info("ns.t").version == 3
     assert lamina.open_table(t.uri).scan().to_arrow().num_rows == 3 * ROWS

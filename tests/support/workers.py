@@ -1,6 +1,6 @@
 """Subprocess workers for the race, crash and S3 tests (run as a script, never imported by workers).
 
-Usage: ``python _workers.py '<json spec>'``. The spec names a ``mode`` and its
+Usage: ``python tests/support/workers.py '<json spec>'``. The spec names a ``mode`` and its
 parameters. Race workers print ``READY`` once the table is open, then wait for a
 line on stdin (a start barrier, so every writer really races), then run and
 print one JSON result line. Crash workers kill themselves with SIGKILL at the
@@ -222,7 +222,7 @@ def _env() -> dict[str, str]:
 
 
 def _cmd(spec: dict[str, Any]) -> list[str]:
-    return [sys.executable, os.path.join(HERE, "_workers.py"), json.dumps(spec)]
+    return [sys.executable, os.path.join(HERE, "workers.py"), json.dumps(spec)]
 
 
 def spawn_workers(

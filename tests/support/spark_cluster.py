@@ -1,5 +1,5 @@
-"""Run by test_spark.py in its own process: Lamina with executors in separate JVMs and Python
-workers (master local-cluster[2,1,1024]). Prints one JSON line of results."""
+"""Run by tests/spark/test_spark.py in its own process: Lamina with executors in separate JVMs
+and Python workers (master local-cluster[2,1,1024]). Prints one JSON line of results."""
 
 from __future__ import annotations
 

@@ -124,7 +124,7 @@ class RadosgwServer(S3Server):
 
         here = os.path.dirname(os.path.abspath(__file__))
         script = os.environ.get(
-            "LAMINA_RADOSGW_SCRIPT", os.path.join(here, "..", "..", "shared", "scripts", "start-radosgw.sh")
+            "LAMINA_RADOSGW_SCRIPT", os.path.join(here, "..", "..", "..", "shared", "scripts", "start-radosgw.sh")
         )
         if not os.path.exists(script):
             raise RuntimeError(f"LAMINA_S3_BACKEND=radosgw but {script} does not exist; set LAMINA_RADOSGW_SCRIPT")
