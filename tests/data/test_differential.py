@@ -25,7 +25,7 @@ mean something else the oracle's text says what Lamina means, explicitly:
 
 CI runs a fixed number of examples (derandomized, tests/conftest.py). A longer run:
 
-    LAMINA_DIFF_EXAMPLES=2000 .venv/bin/python -m pytest -q tests/test_differential.py
+    LAMINA_DIFF_EXAMPLES=2000 .venv/bin/python -m pytest -q tests/data/test_differential.py
 """
 
 from __future__ import annotations

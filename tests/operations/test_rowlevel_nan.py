@@ -14,7 +14,7 @@ here is compared with what DuckDB's SQL computes over the same rows:
 
 NaN keys come with several bit patterns (NumPy's 0x7ff8..., Arrow's 0/0 0xfff8..., a payload
 0x7ff8...01): all are one value. CI runs a fixed number of examples (tests/conftest.py); a
-longer run: ``LAMINA_DIFF_EXAMPLES=2000 .venv/bin/python -m pytest -q tests/test_rowlevel_nan.py``.
+longer run: ``LAMINA_DIFF_EXAMPLES=2000 .venv/bin/python -m pytest -q tests/operations/test_rowlevel_nan.py``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ rows; every retained version and every tag reads back exactly the rows the model
 it; fsck finds nothing missing or damaged and no file is left in a freed slot.
 
 CI runs a fixed number of derandomized examples; for a longer search:
-``LAMINA_MODEL_EXAMPLES=500 LAMINA_MODEL_STEPS=40 pytest tests/test_commit_model.py``.
+``LAMINA_MODEL_EXAMPLES=500 LAMINA_MODEL_STEPS=40 pytest tests/commit/test_commit_model.py``.
 """
 
 from __future__ import annotations
