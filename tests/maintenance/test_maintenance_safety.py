@@ -230,23 +230,3 @@ def test_expiry_keeps_a_file_add_files_registered_again(tmp_path):
     assert os.path.exists(os.path.join(uri, first["path"]))
     assert sorted(lamina.open_table(uri).to_arrow().column("seq").to_pylist()) == [0] * ROWS + [1] * ROWS
     assert fsck(lamina.open_table(uri)).ok
-
-
-# -- a create whose answer was lost is retried and finds its own object ---------------------
-
-
-def test_a_tag_created_through_a_lost_answer_is_created_once(tmp_path):
-    from lamina.commit import VersionLog
-    from lamina.io import FileIO
-    from lamina.io.faults import FaultInjectingIO
-    from lamina.table.tags import TagStore
-
-    uri = str(tmp_path / "t")
-    lamina.create_table(uri, workers.schema()).append(workers.batch(0, 0, ROWS))
-    for fault in ("lost", "retried"):
-        rates = {"lost_rate": 1.0} if fault == "lost" else {"retried_rate": 1.0}
-        fio = FaultInjectingIO(FileIO(uri), error_rate=0.0, slow_rate=0.0, only={"_create_once"}, **{"lost_rate": 0.0, **rates})
-        log = VersionLog(fio)
-        tag = TagStore(fio, log).create(f"t-{fault}", log.latest())  # the first attempt lands, its answer is lost
-        assert fio.stats[f"_create_once:{fault}"] >= 1
-        assert lamina.open_table(uri).tag(f"t-{fault}").tagged_version == tag.tagged_version == 1

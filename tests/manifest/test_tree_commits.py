@@ -1,9 +1,10 @@
 """The manifest tree as commits shape it (lamina.manifest.tree): small writes inlined in the
 root, then flushed to leaves that later versions carry by reference; a removal rewrites
-only the leaf that held the file."""
+only the leaf that held the file; leaf summaries keep a NaN partition."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
@@ -12,6 +13,8 @@ from lamina.maintenance import fsck
 from lamina.spec import content as C
 
 from support.sample import SCHEMA, batch, ids
+
+NAN = float("nan")
 
 
 @pytest.fixture
@@ -64,3 +67,18 @@ def test_removal_rewrites_only_the_affected_leaf(uri):
     leaves = [read_manifest(t.io, p) for p in after - before if p]
     removed = [e for lf in leaves for e in lf.to_pylist() if e["status"] == C.REMOVED]
     assert len(removed) == 1 and removed[0]["removed_version"] == t.version
+
+
+def test_leaf_summaries_keep_nan_partitions(tmp_path):
+    """Identity-partitioned float column, files in leaf manifests: the leaf's partition bounds
+    must not leave out a NaN partition (Arrow's min/max skip NaN)."""
+    import lamina
+
+    schema = pa.schema([("id", pa.int64()), ("f", pa.float64())])
+    t = lamina.create_table(str(tmp_path / "t"), schema, partition_by=["f"], properties={"manifest.inline-max-files": "1"})
+    for i, v in enumerate([1.0, NAN, 2.0, -0.0]):
+        t.append(pa.table({"id": pa.array([i], pa.int64()), "f": pa.array([v])}))
+    t = lamina.open_table(t.uri)
+    assert sorted(t.scan(where="f > 1.5").to_arrow()["id"].to_pylist()) == [1, 2]
+    assert t.scan(where="f = 'NaN'").to_arrow()["id"].to_pylist() == [1]
+    assert sorted(t.scan(where="f = 0").to_arrow()["id"].to_pylist()) == [3]

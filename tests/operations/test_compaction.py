@@ -15,23 +15,12 @@ from lamina.maintenance import fsck
 from lamina.maintenance.compaction import CompactFiles
 from lamina.table.inflight import new_write_id
 
-SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("cat", pa.string())])
-
-
-def batch(lo: int, hi: int) -> pa.Table:
-    return pa.table({"id": list(range(lo, hi)), "cat": ["a" if i % 2 else "b" for i in range(lo, hi)]}, schema=SCHEMA)
-
-
-def ids(t) -> list[int]:
-    return sorted(t.column("id").to_pylist())
+from support.small_files import SCHEMA, batch, ids, small_files
 
 
 @pytest.fixture
 def table(tmp_path):
-    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["cat"])
-    for i in range(12):
-        t.append(batch(i * 10, i * 10 + 10))
-    yield t
+    yield small_files(tmp_path)
     flush_hints()
 
 
@@ -140,58 +129,3 @@ def test_rewrite_manifests_keeps_every_file_and_version(tmp_path):
     assert fsck(t).ok
 
 
-def test_cli_compact(table):
-    from typer.testing import CliRunner
-
-    from lamina.cli.main import app
-
-    r = CliRunner().invoke(app, ["compact", table.uri, "--target-mb", "1"])
-    assert r.exit_code == 0 and "table files 24 -> 2" in r.output, r.output
-    assert "nothing to compact" in CliRunner().invoke(app, ["compact", table.uri]).output
-
-
-def test_stats_merged_from_row_groups_equal_the_whole_files_stats():
-    """A streamed file's stats are merged from its row groups' (nulls add up, NaN makes a
-    bound unknown, an all-null row group has no say); they must equal the stats of all
-    its rows at once."""
-    from lamina.manifest.entries import column_stats
-    from lamina.spec.schema import Schema
-    from lamina.table.writer import _merged_stats
-
-    schema = Schema.from_arrow(pa.schema([pa.field("i", pa.int64()), pa.field("s", pa.string()), pa.field("f", pa.float64())]))
-    parts = [
-        pa.table({"i": [5, None, 3], "s": ["m", "b", None], "f": [1.0, 2.0, None]}),
-        pa.table({"i": [None, None], "s": [None, None], "f": [None, None]}),
-        pa.table({"i": [9, -1], "s": ["z", "c"], "f": [0.5, 7.0]}),
-    ]
-    parts = [p.cast(schema.arrow) for p in parts]
-    whole = pa.concat_tables(parts)
-    assert _merged_stats([column_stats(p, schema) for p in parts], schema) == column_stats(whole, schema)
-    with_nan = parts + [pa.table({"i": [1], "s": ["a"], "f": [float("nan")]}).cast(schema.arrow)]
-    merged = _merged_stats([column_stats(p, schema) for p in with_nan], schema)
-    assert merged == column_stats(pa.concat_tables(with_nan), schema)
-    assert [v for k, v in merged.items() if k in column_stats(whole, schema) and v is None]  # float bounds unknown
-
-
-def test_large_files_dictionary_encode_only_repetitive_columns(tmp_path):
-    """Data files of many rows dictionary-encode columns with few distinct values and leave
-    unique ones (keys, measurements) plain; small files keep Parquet's default."""
-    import pyarrow.parquet as pq
-
-    from lamina.table.writer import _DICTIONARY_MIN_ROWS
-
-    n = _DICTIONARY_MIN_ROWS * 2
-    big = pa.table({"id": pa.array(range(n), pa.int64()), "cat": pa.array([f"c{i % 7}" for i in range(n)])})
-    t = lamina.create_table(str(tmp_path / "t"), big.schema)
-    t.append(big)
-    t.append(big.slice(0, 100))
-
-    def encodings(path):
-        md = pq.read_metadata(os.path.join(t.uri, path))
-        return {md.schema.column(c).name: md.row_group(0).column(c).encodings for c in range(md.num_columns)}
-
-    large, small = sorted(t.scan().plan().paths, key=lambda p: -pq.read_metadata(os.path.join(t.uri, p)).num_rows)
-    enc = encodings(large)
-    assert "RLE_DICTIONARY" in enc["cat"] and "RLE_DICTIONARY" not in enc["id"]
-    assert all("RLE_DICTIONARY" in e for e in encodings(small).values())  # Parquet's default
-    assert sorted(t.to_arrow().column("id").to_pylist()) == sorted(list(range(n)) + list(range(100)))

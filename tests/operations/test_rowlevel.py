@@ -1,4 +1,5 @@
-"""Row-level changes (issue 4): deletion vectors, delete / update / merge, bad input, races."""
+"""Row-level changes (issue 4): delete (deletion vectors or copy-on-write), update, merge, bad
+input, rollback of a delete, races. How scans apply deletion vectors: data/test_deletes.py."""
 
 from __future__ import annotations
 
@@ -8,34 +9,19 @@ import os
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from typer.testing import CliRunner
 
 import lamina
-from lamina.cli.main import app
 from lamina.commit import flush_hints
-from lamina.errors import CorruptMetadata, InvalidArgument, SchemaMismatch
+from lamina.errors import InvalidArgument, SchemaMismatch
 from lamina.maintenance import fsck
 
 from support import workers
-
-SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("cat", pa.string()), pa.field("amt", pa.float64())])
-
-
-def rows(n0: int, n1: int) -> pa.Table:
-    ids = list(range(n0, n1))
-    return pa.table({"id": ids, "cat": ["a" if i % 2 else "b" for i in ids], "amt": [float(i) for i in ids]}, schema=SCHEMA)
-
-
-def as_dict(t: pa.Table) -> dict[int, tuple]:
-    return {r["id"]: (r["cat"], r["amt"]) for r in t.to_pylist()}
+from support.rowlevel import SCHEMA, as_dict, rows, three_files
 
 
 @pytest.fixture
 def table(tmp_path):
-    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"write.max-rows-per-file": 50})
-    t.append(rows(0, 100))  # two files
-    t.append(rows(100, 150))  # a third
-    yield t
+    yield three_files(tmp_path)
     flush_hints()
 
 
@@ -152,54 +138,6 @@ def test_merge_bad_input(table):
     assert table.refresh().version == v
 
 
-def test_corrupt_dv_is_a_clear_error(table):
-    table.delete("id < 5")
-    dv = [p for p in table.files().column("dv_path").to_pylist() if p][0]
-    path = os.path.join(table.uri, dv)
-    data = bytearray(open(path, "rb").read())
-    data[-1] ^= 0xFF
-    open(path, "wb").write(bytes(data))
-    from lamina.table.deletes import _cache
-
-    _cache.clear()
-    with pytest.raises(CorruptMetadata, match="checksum"):
-        table.to_arrow()
-
-
-@pytest.mark.parametrize("large_file", [32 << 20, 0], ids=["file-by-file", "dataset-scan"])
-def test_reading_files_with_dvs_over_many_row_groups_drops_exactly_the_deleted_rows(tmp_path, monkeypatch, large_file):
-    """DV-carrying files are read file by file (each masked in its reading thread) or, when
-    large, as one local dataset scan masking each batch by its rows' part of the file's DV:
-    files of several row groups (several batches each), files without a DV next to them,
-    a filter, and a file gone from disk."""
-    import pyarrow.parquet as pq
-
-    import lamina.table.scan
-
-    monkeypatch.setattr(lamina.table.scan, "LARGE_FILE", large_file)
-
-    t = lamina.create_table(str(tmp_path / "rg"), SCHEMA)
-    os.makedirs(os.path.join(t.uri, "data"))
-    added = []
-    for k in range(3):
-        rel = f"data/rg-{k}.parquet"
-        pq.write_table(rows(k * 100, k * 100 + 100), os.path.join(t.uri, rel), row_group_size=7)
-        added.append((rel, os.path.getsize(os.path.join(t.uri, rel))))
-    t.add_files(pa.table({"path": [a[0] for a in added], "size": [a[1] for a in added], "record_count": [100] * 3}))
-    gone = [i for i in range(200) if i % 9 == 4]  # in files 0 and 1 (many row groups each); file 2 has none
-    t.delete(f"id IN ({', '.join(map(str, gone))})")
-    want = [i for i in range(300) if i not in gone]
-    assert sorted(t.to_arrow().column("id").to_pylist()) == want
-    assert sorted(t.scan(where="amt > 150", columns=["id"]).to_arrow().column("id").to_pylist()) == [i for i in want if i > 150]
-    from lamina.table.deletes import _cache
-
-    _cache.clear()  # DVs read again: one range request per DV file
-    assert sorted(t.to_arrow().column("id").to_pylist()) == want
-    os.remove(os.path.join(t.uri, added[0][0]))
-    with pytest.raises(CorruptMetadata, match="missing"):
-        t.to_arrow()
-
-
 def test_rollback_restores_deleted_rows(table):
     v = table.version
     table.delete("id < 10")
@@ -207,14 +145,6 @@ def test_rollback_restores_deleted_rows(table):
     assert table.scan().count() == 150
     table.rollback(v + 1)
     assert table.scan().count() == 140
-
-
-def test_cli_shows_dv_cardinality_and_deleted_rows(table):
-    table.delete("id < 7")
-    r = CliRunner().invoke(app, ["files", table.uri])
-    assert r.exit_code == 0 and " 7 " in r.output.replace("│", " ")
-    r = CliRunner().invoke(app, ["history", table.uri])
-    assert r.exit_code == 0 and "delete" in r.output
 
 
 procs = pytest.mark.xdist_group("procs")

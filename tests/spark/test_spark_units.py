@@ -1,5 +1,6 @@
 """Pieces of lamina.spark that need no Spark session: pushed-filter mapping, partition balancing,
-type mapping, write planning, the data source's where option, idempotent appends. (The Spark tests are in test_spark.py.)"""
+type mapping, write planning, the data source's where option. (The Spark tests are in test_spark.py;
+idempotent appends, which Spark's writes rely on, in operations/test_append.py.)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pyspark.sql import datasource as sds
 from pyspark.sql import types as T
 
 import lamina
-from lamina.errors import SchemaMismatch, TransactionAlreadyCommitted
+from lamina.errors import SchemaMismatch
 from lamina.expr import AlwaysFalse, to_arrow_filter
 from lamina.spark._filters import from_spark_filter
 from lamina.spark._types import arrow_schema, check_writable, safe_cast, spark_schema
@@ -190,24 +191,3 @@ def test_where_option_reads_back_as_the_same_predicate_or_is_left_out(tmp_path):
     assert where_option(t.scan(where=col("x") < float("inf"))) is None  # "x < inf" does not parse back
 
 
-def test_idempotent_append_and_add_files(tmp_path):
-    t = lamina.create_table(str(tmp_path / "t"), pa.schema([("a", pa.int64())]))
-    assert t.append(pa.table({"a": [1]}), app_transaction=("job", 5)) == 1
-    for seq in (5, 4):
-        with pytest.raises(TransactionAlreadyCommitted) as e:
-            t.append(pa.table({"a": [1]}), app_transaction=("job", seq))
-        assert e.value.app_id == "job" and e.value.version == 1
-    assert t.append(pa.table({"a": [2]}), app_transaction=("other", 0)) == 2
-    assert lamina.open_table(t.uri).metadata.app_transactions == {"job": 5, "other": 0}
-    # A stale handle that rebases onto a version recording the transaction commits nothing.
-    stale = lamina.open_table(t.uri, version=0)
-    lamina.open_table(t.uri).append(pa.table({"a": [3]}), app_transaction=("race", 1))
-    files = pa.table({"path": ["data/none.parquet"], "size": [1], "record_count": [1]})
-    with pytest.raises(TransactionAlreadyCommitted):
-        stale._vm = lamina.open_table(t.uri, version=2).metadata  # as if opened just before the race
-        stale.add_files(files, app_transaction=("race", 1))
-    assert lamina.open_table(t.uri).version == 3
-    with pytest.raises(lamina.errors.InvalidArgument):
-        t.add_files(files, mode="overwrite", app_transaction=("x", 1))
-    with pytest.raises(lamina.errors.InvalidArgument):
-        t.append(pa.table({"a": [1]}), app_transaction=("x", -1))

@@ -298,14 +298,3 @@ def test_reader_grace_property_that_is_not_a_number_is_refused_by_expiry(tmp_pat
     assert t.log.list_versions() == [0, 1, 2]
 
 
-@pytest.mark.parametrize("text", ["nanh", "infd", "1e30w"])
-def test_cli_durations_that_are_not_durations_are_refused(tmp_path, text):
-    from typer.testing import CliRunner
-
-    from lamina.cli.main import app
-
-    uri = str(tmp_path / "t")
-    lamina.create_table(uri, SCHEMA).append(rows([1]))
-    result = CliRunner().invoke(app, ["expire", uri, "--older-than", text])
-    assert result.exit_code == 2 and "is not a duration like" in result.output
-    assert lamina.open_table(uri).log.list_versions() == [0, 1]
