@@ -24,7 +24,7 @@ bench-spark: $(VENV)/.installed-test,spark
 
 # Opt-in: the S3 tests against a real Ceph radosgw (needs: apt-get install -y radosgw ceph-mon ceph-osd).
 test-radosgw: $(VENV)/.installed-test,spark
-	LAMINA_S3_BACKEND=radosgw $(PY) -m pytest -q tests/test_s3.py
+	LAMINA_S3_BACKEND=radosgw $(PY) -m pytest -q tests/io/test_s3.py
 	@# a second run: the script's monitor port is fixed, and the first server's daemons exit asynchronously
 	LAMINA_S3_BACKEND=radosgw $(PY) -m pytest -q \
-		tests/test_spark_catalog.py::test_catalog_table_on_s3_through_the_data_source_and_spark_compaction
+		tests/spark/test_spark_catalog.py::test_catalog_table_on_s3_through_the_data_source_and_spark_compaction

@@ -12,8 +12,8 @@ racing writers, and compaction of 2,000 small files vs deltalake and pylance, in
    commits 50 appends of a small batch tagged (writer, seq, i). Coordinators:
    put-if-absent on local disk (`lamina.create_table(path)`), the SQLite catalog
    (`lamina.load_catalog("sqlite:////tmp/.../cat.db")`), a PostgreSQL catalog on a real
-   server started here (tests/_pgserver.py: initdb + pg_ctl on 127.0.0.1, fsync off) and
-   put-if-absent on a moto S3 server started here (tests/_s3server.py; mutating requests
+   server started here (tests/support/pgserver.py: initdb + pg_ctl on 127.0.0.1, fsync off) and
+   put-if-absent on a moto S3 server started here (tests/support/s3server.py; mutating requests
    serialized so it has S3's atomic If-None-Match). Wall time = first writer released
    to last writer done (from the writers' own clocks); commits/s = acknowledged commits
    / wall time. The final table is then read (through the catalog and by path): every
@@ -109,16 +109,16 @@ COORD_SETUP = {
     "sqlite": "`lamina.load_catalog(\"sqlite:////<tmp>/cat.db\")`, `create_namespace(\"b\")`, "
     "`create_table(\"b.t\", schema)`; writers `cat.load_table(\"b.t\").append(...)`",
     "postgres": "`lamina.load_catalog(\"postgresql://lamina@127.0.0.1:<port>/lamina_bench\")` (server started "
-    "by tests/_pgserver.py), same calls as SQLite",
+    "by tests/support/pgserver.py), same calls as SQLite",
     "s3": "`lamina.create_table(\"s3://lamina-bench/t\", schema, storage_options=...)`; writers "
-    "`lamina.open_table(uri, storage_options=...).append(...)` (moto server of tests/_s3server.py, in the "
+    "`lamina.open_table(uri, storage_options=...).append(...)` (moto server of tests/support/s3server.py, in the "
     "benchmark process)",
 }
 
 
 def worker_race(argv) -> None:
     """One racing writer: open, READY, wait for GO, commit `n` appends, print JSON."""
-    import _workers
+    from support import workers
 
     import lamina
 
@@ -128,7 +128,7 @@ def worker_race(argv) -> None:
     else:
         t = lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
     w, rows = spec["writer"], spec["rows"]
-    batches = [_workers.batch(w, seq, rows) for seq in range(spec["n"])]
+    batches = [workers.batch(w, seq, rows) for seq in range(spec["n"])]
     print("READY", flush=True)
     if sys.stdin.readline().strip() != "GO":
         sys.exit("no GO from the parent")
@@ -147,10 +147,10 @@ def worker_race(argv) -> None:
 
 def spawn_race(specs: list[dict], logdir: str, timeout: float = 600) -> list[dict]:
     """One process per spec, released together (start barrier); their JSON results."""
-    import _workers
+    from support import workers
 
     script = str(Path(__file__).resolve())
-    return _workers.spawn_workers(
+    return workers.spawn_workers(
         specs, logdir, timeout, cmd=lambda spec: [sys.executable, script, "--worker", "race", json.dumps(spec)]
     )
 
@@ -224,7 +224,7 @@ class Coordinators:
             if name == "sqlite":
                 cat_uri = f"sqlite:///{self.ws.new('coord-sqlite')}/cat.db"
             else:
-                from _pgserver import PgServer
+                from support.pgserver import PgServer
 
                 t0 = now()
                 self.pg = PgServer().start()
@@ -246,7 +246,7 @@ class Coordinators:
 
             return {"catalog": cat_uri, "identifier": "b.t"}, readers
         if name == "s3":
-            from _s3server import S3Server
+            from support.s3server import S3Server
 
             t0 = now()
             self.s3 = S3Server()
@@ -275,7 +275,7 @@ class Coordinators:
 
 
 def bench_coordinators(ws: Workspace, cfg: Config, names: list[str]) -> dict:
-    import _workers
+    from support import workers
 
     res = {}
     coords = Coordinators(ws)
@@ -283,7 +283,7 @@ def bench_coordinators(ws: Workspace, cfg: Config, names: list[str]) -> dict:
         for name in names:
             r = res[name] = {}
             try:
-                spec0, readers = coords.setup(name, _workers.schema())
+                spec0, readers = coords.setup(name, workers.schema())
                 logdir = ws.new(f"logs-{name}")
                 specs = [dict(spec0, writer=w, n=cfg.commits, rows=cfg.commit_rows) for w in range(cfg.writers)]
                 say(f"{name}: {cfg.writers} writers x {cfg.commits} appends")

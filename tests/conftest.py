@@ -2,7 +2,11 @@
 
 - ``spark``: the Spark session, created once, by the one xdist worker that runs the
   ``xdist_group("spark")`` tests (``--dist loadgroup``), and only if a test asks for it;
+- ``s3``: a local S3 server with the bucket ``support.BUCKET``;
 - ``pg_server`` / ``pg_uri``: a real PostgreSQL server per test session (catalog tests).
+
+The tests mirror the packages of lamina (tests/<package>/test_*.py); what they share that
+is not a test (servers, proxies, workers, sample tables) is the package tests/support.
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
+# tests/ on sys.path, for `support` (pytest puts each test file's own directory there).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import _pgserver  # noqa: E402
+from support import pgserver  # noqa: E402
+from support import BUCKET  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -44,13 +50,10 @@ def spark():
     session.stop()
 
 
-BUCKET = "lamina-test"
-
-
 @pytest.fixture(scope="session")
 def s3():
     """A local S3 server (moto; a real radosgw with LAMINA_S3_BACKEND=radosgw) with BUCKET."""
-    from _s3server import start_s3
+    from support.s3server import start_s3
 
     # The server is on localhost: never route to it through a proxy (this process and workers).
     saved = {k: os.environ.get(k) for k in ("NO_PROXY", "no_proxy")}
@@ -71,13 +74,13 @@ def s3():
 
 @pytest.fixture(scope="session")
 def pg_server():
-    """initdb + pg_ctl on 127.0.0.1 (see _pgserver). .ci/run installs PostgreSQL when it is missing."""
-    if _pgserver.find_bin_dir() is None:
+    """initdb + pg_ctl on 127.0.0.1 (see support/pgserver.py). .ci/run installs PostgreSQL when it is missing."""
+    if pgserver.find_bin_dir() is None:
         pytest.skip(
             "PostgreSQL binaries (initdb/pg_ctl) not found under /usr/lib/postgresql/*/bin or on PATH; "
             "install them with `apt-get install -y postgresql` (.ci/run does this)"
         )
-    server = _pgserver.PgServer().start()
+    server = pgserver.PgServer().start()
     try:
         yield server
     finally:

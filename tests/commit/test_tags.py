@@ -1,0 +1,138 @@
+"""Tags (the tag store, TagStore): names, create/replace/rename/delete, a tag keeping its
+version's files past expiry, time travel falling back to a tag, tag expiry, damaged tag files,
+and a create whose answer was lost."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import lamina
+from lamina.commit import flush_hints
+from lamina.errors import (
+    CorruptMetadata,
+    InvalidArgument,
+    InvalidTagName,
+    TagAlreadyExists,
+    TagNotFound,
+    VersionNotFound,
+)
+from lamina.maintenance import fsck
+from lamina.spec.layout import TAGS_DIR
+
+from support import workers
+from support.grouped import NOW, batch, ids, new_table, on_disk
+
+
+@pytest.fixture
+def table(tmp_path):
+    yield new_table(tmp_path)
+    flush_hints()
+
+
+@pytest.mark.parametrize(
+    "name", ["", "123", "-7", "a/b", "..", "x..y", ".hidden", "bad\x01name", "tab\tname", "a b", "x" * 201, "é"]
+)
+def test_bad_tag_names_are_refused_and_nothing_is_written(table, name):
+    with pytest.raises(InvalidTagName):
+        table.create_tag(name)
+    assert not os.path.exists(os.path.join(table.uri, TAGS_DIR)) or not os.listdir(os.path.join(table.uri, TAGS_DIR))
+
+
+def test_tag_create_is_put_if_absent_and_reads_everywhere(table):
+    table.append(batch(range(3)))
+    tag = table.create_tag("v1.0")
+    assert tag.tagged_version == 1
+    table.append(batch(range(3, 5)))
+    with pytest.raises(TagAlreadyExists, match="replace_tag"):
+        table.create_tag("v1.0")
+    assert table.tag("v1.0").tagged_version == 1  # not overwritten
+    assert ids(table.scan(tag="v1.0").to_arrow()) == [0, 1, 2]
+    assert ids(table.scan(version="v1.0").to_arrow()) == [0, 1, 2]  # versionAsOf takes a tag name
+    assert ids(lamina.open_table(table.uri, tag="v1.0").to_arrow()) == [0, 1, 2]
+    assert [t.name for t in table.tags()] == ["v1.0"]
+    with pytest.raises(TagNotFound):
+        table.scan(tag="nope")
+    with pytest.raises(InvalidArgument):
+        table.scan(version=1, tag="v1.0")
+
+
+def test_replace_and_rename_tag(table):
+    table.append(batch([1]))
+    table.create_tag("prod")
+    table.append(batch([2]))
+    table.replace_tag("prod")
+    assert table.tag("prod").tagged_version == 2
+    table.rename_tag("prod", "prod-old")
+    assert [t.name for t in table.tags()] == ["prod-old"]
+    with pytest.raises(TagNotFound):
+        table.tag("prod")
+
+
+def test_tag_outlives_its_expired_version_and_deleting_it_frees_only_its_files(table):
+    table.append(batch(range(10)))
+    table.create_tag("snap")  # version 1
+    table.overwrite(batch(range(100, 102)))
+    table.append(batch([200]))
+    before = on_disk(table.uri, "data")
+    rep = table.expire_versions(retain_last=1, reader_grace=NOW)
+    assert rep.expired_versions == [0, 1, 2]
+    assert rep.kept_for_tags == 1 and rep.deleted_files == []  # the tagged file stays
+    assert ids(table.scan(tag="snap").to_arrow()) == list(range(10))
+    with pytest.raises(VersionNotFound):
+        table.scan(version=1)
+    assert fsck(table).ok
+    freed = table.delete_tag("snap")
+    assert len(freed.deleted_files) == 1 and freed.deleted_bytes > 0
+    assert on_disk(table.uri, "data") == before - set(freed.deleted_files)
+    assert ids(table.refresh().to_arrow()) == [100, 101, 200]
+
+
+def test_timestamp_before_every_retained_version_falls_back_to_the_newest_tag(table):
+    table.append(batch([1]))
+    table.create_tag("first")
+    table.append(batch([2]))
+    t1 = table.metadata.timestamp_ms
+    table.append(batch([3]))
+    table.append(batch([4]))
+    table.expire_versions(retain_last=1, reader_grace=NOW)
+    assert ids(table.scan(timestamp=t1).to_arrow()) == [1]  # versions <= t1 are gone: tag 'first'
+    with pytest.raises(VersionNotFound):
+        table.scan(timestamp=0)
+
+
+def test_expired_tags_are_deleted_by_expiry(table):
+    table.append(batch([1]))
+    table.create_tag("short", expires_at=datetime.now(timezone.utc) - timedelta(seconds=1))
+    table.create_tag("long", expires_at=timedelta(days=30))
+    rep = table.expire_versions(retain_last=5, reader_grace=NOW)
+    assert rep.expired_tags == ["short"]
+    assert [t.name for t in table.tags()] == ["long"]
+
+
+def test_corrupt_tag_file_is_a_clear_error(table):
+    table.append(batch([1]))
+    table.create_tag("ok")
+    with open(os.path.join(table.uri, TAGS_DIR, "bad.json"), "wb") as f:
+        f.write(b'{"name": "bad", "tagged_version": 3')
+    with pytest.raises(CorruptMetadata, match="tag file"):
+        table.scan(tag="bad")
+
+
+def test_a_tag_created_through_a_lost_answer_is_created_once(tmp_path):
+    from lamina.commit import VersionLog
+    from lamina.io import FileIO
+    from lamina.io.faults import FaultInjectingIO
+    from lamina.commit.tags import TagStore
+
+    uri = str(tmp_path / "t")
+    lamina.create_table(uri, workers.schema()).append(workers.batch(0, 0, 3))
+    for fault in ("lost", "retried"):
+        rates = {"lost_rate": 1.0} if fault == "lost" else {"retried_rate": 1.0}
+        fio = FaultInjectingIO(FileIO(uri), error_rate=0.0, slow_rate=0.0, only={"_create_once"}, **{"lost_rate": 0.0, **rates})
+        log = VersionLog(fio)
+        tag = TagStore(fio, log).create(f"t-{fault}", log.latest())  # the first attempt lands, its answer is lost
+        assert fio.stats[f"_create_once:{fault}"] >= 1
+        assert lamina.open_table(uri).tag(f"t-{fault}").tagged_version == tag.tagged_version == 1

@@ -1,0 +1,68 @@
+"""Deletion vectors as scans apply them: a damaged one is a clear error; files of many row groups,
+read file by file or as one dataset scan, lose exactly the deleted rows."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+from lamina.commit import flush_hints
+from lamina.errors import CorruptMetadata
+
+from support.rowlevel import SCHEMA, rows, three_files
+
+
+@pytest.fixture
+def table(tmp_path):
+    yield three_files(tmp_path)
+    flush_hints()
+
+
+def test_corrupt_dv_is_a_clear_error(table):
+    table.delete("id < 5")
+    dv = [p for p in table.files().column("dv_path").to_pylist() if p][0]
+    path = os.path.join(table.uri, dv)
+    data = bytearray(open(path, "rb").read())
+    data[-1] ^= 0xFF
+    open(path, "wb").write(bytes(data))
+    from lamina.data.deletes import _cache
+
+    _cache.clear()
+    with pytest.raises(CorruptMetadata, match="checksum"):
+        table.to_arrow()
+
+
+@pytest.mark.parametrize("large_file", [32 << 20, 0], ids=["file-by-file", "dataset-scan"])
+def test_reading_files_with_dvs_over_many_row_groups_drops_exactly_the_deleted_rows(tmp_path, monkeypatch, large_file):
+    """DV-carrying files are read file by file (each masked in its reading thread) or, when
+    large, as one local dataset scan masking each batch by its rows' part of the file's DV:
+    files of several row groups (several batches each), files without a DV next to them,
+    a filter, and a file gone from disk."""
+    import pyarrow.parquet as pq
+
+    import lamina.data.scan
+
+    monkeypatch.setattr(lamina.data.scan, "LARGE_FILE", large_file)
+
+    t = lamina.create_table(str(tmp_path / "rg"), SCHEMA)
+    os.makedirs(os.path.join(t.uri, "data"))
+    added = []
+    for k in range(3):
+        rel = f"data/rg-{k}.parquet"
+        pq.write_table(rows(k * 100, k * 100 + 100), os.path.join(t.uri, rel), row_group_size=7)
+        added.append((rel, os.path.getsize(os.path.join(t.uri, rel))))
+    t.add_files(pa.table({"path": [a[0] for a in added], "size": [a[1] for a in added], "record_count": [100] * 3}))
+    gone = [i for i in range(200) if i % 9 == 4]  # in files 0 and 1 (many row groups each); file 2 has none
+    t.delete(f"id IN ({', '.join(map(str, gone))})")
+    want = [i for i in range(300) if i not in gone]
+    assert sorted(t.to_arrow().column("id").to_pylist()) == want
+    assert sorted(t.scan(where="amt > 150", columns=["id"]).to_arrow().column("id").to_pylist()) == [i for i in want if i > 150]
+    from lamina.data.deletes import _cache
+
+    _cache.clear()  # DVs read again: one range request per DV file
+    assert sorted(t.to_arrow().column("id").to_pylist()) == want
+    os.remove(os.path.join(t.uri, added[0][0]))
+    with pytest.raises(CorruptMetadata, match="missing"):
+        t.to_arrow()

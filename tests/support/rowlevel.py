@@ -1,0 +1,26 @@
+"""The (id, cat, amt) table of the row-level tests (delete, update, merge, deletion vectors, and
+the CLI showing them): ``three_files`` is ids 0..149 in three data files of 50 rows."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+import lamina
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("cat", pa.string()), pa.field("amt", pa.float64())])
+
+
+def rows(n0: int, n1: int) -> pa.Table:
+    ids = list(range(n0, n1))
+    return pa.table({"id": ids, "cat": ["a" if i % 2 else "b" for i in ids], "amt": [float(i) for i in ids]}, schema=SCHEMA)
+
+
+def as_dict(t: pa.Table) -> dict[int, tuple]:
+    return {r["id"]: (r["cat"], r["amt"]) for r in t.to_pylist()}
+
+
+def three_files(tmp_path) -> lamina.Table:
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"write.max-rows-per-file": 50})
+    t.append(rows(0, 100))  # two files
+    t.append(rows(100, 150))  # a third
+    return t

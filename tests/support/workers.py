@@ -1,0 +1,283 @@
+"""Subprocess workers for the race, crash and S3 tests (run as a script, never imported by workers).
+
+Usage: ``python tests/support/workers.py '<json spec>'``. The spec names a ``mode`` and its
+parameters. Race workers print ``READY`` once the table is open, then wait for a
+line on stdin (a start barrier, so every writer really races), then run and
+print one JSON result line. Crash workers kill themselves with SIGKILL at the
+chosen point of a commit after writing a marker file.
+
+The parent side (``spawn_workers`` / ``run_crash_worker``) is imported by the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STEPS = ["manifests-written", "before-publish", "published", "hinted"]
+# The SQL coordinator adds "swapped": after the catalog row's compare-and-swap, before the
+# version manifest is published under its final name.
+
+
+# --- data shared by workers and tests -------------------------------------------------
+
+
+def batch(writer: int, seq: int, rows: int, k_base: int | None = None, k_in: int | None = None) -> Any:
+    """``rows`` rows tagged (writer, seq, i), with k = k_base + i, except k = k_in for the last row if given."""
+    import pyarrow as pa
+
+    ks = [(k_base if k_base is not None else 0) + i for i in range(rows)]
+    if k_in is not None:
+        ks[-1] = k_in
+    return pa.table(
+        {
+            "writer": pa.array([writer] * rows, pa.int32()),
+            "seq": pa.array([seq] * rows, pa.int32()),
+            "i": pa.array(list(range(rows)), pa.int32()),
+            "k": pa.array(ks, pa.int64()),
+        }
+    )
+
+
+def schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("writer", pa.int32()),
+            pa.field("seq", pa.int32()),
+            pa.field("i", pa.int32()),
+            pa.field("k", pa.int64()),
+        ]
+    )
+
+
+# --- worker side ---------------------------------------------------------------------------
+
+
+def _barrier() -> None:
+    print("READY", flush=True)
+    line = sys.stdin.readline()
+    if line.strip() != "GO":
+        sys.exit(f"no GO from the parent (got {line!r})")
+
+
+def _open(spec: dict[str, Any]) -> Any:
+    """The table by path, or through a catalog when the spec names one (``catalog``, ``identifier``)."""
+    import lamina
+
+    if spec.get("catalog"):
+        return lamina.load_catalog(spec["catalog"]).load_table(spec["identifier"])
+    return lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
+
+
+def _race_append(spec: dict[str, Any]) -> dict[str, Any]:
+    import pyarrow.compute as pc
+
+    import lamina
+
+    t = _open(spec)
+    w, rows = spec["writer"], spec["rows"]
+    outside_step = spec.get("outside_step")  # overwrite race: k outside the predicate, plus one row inside
+    _barrier()
+    acked = []
+    for seq in range(spec["n"]):
+        if outside_step is None:
+            data = batch(w, seq, rows)
+        else:
+            data = batch(w, seq, rows, k_base=seq * outside_step, k_in=spec["k_in_base"] + seq)
+        v = t.append(data)
+        acked.append([seq, v])
+        if spec.get("read_back"):
+            # Read-your-writes at the version just committed, then at the latest version:
+            # every acknowledged row outside the overwrite range is still there, once.
+            got = t.scan(where=f"seq = {seq}", version=v).to_arrow()
+            if got.filter(pc.equal(got.column("writer"), w)).num_rows != rows:
+                sys.exit(f"append {seq} committed as version {v} but does not read back")
+            latest = t.refresh().scan(where=f"k < {spec['k_in_base']}").to_arrow()
+            seen = sorted(zip(latest.column("seq").to_pylist(), latest.column("i").to_pylist()))
+            if seen != [(s, i) for s in range(seq + 1) for i in range(rows - 1)]:
+                sys.exit(f"after append {seq}: acknowledged rows outside the range changed at version {t.version}")
+    return {"acked": acked}
+
+
+def _race_overwrite(spec: dict[str, Any]) -> dict[str, Any]:
+    import lamina
+
+    t = lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
+    w, rows = spec["writer"], spec["rows"]
+    _barrier()
+    acked = []
+    for seq in range(spec["n"]):
+        data = batch(w, seq, rows, k_base=spec["k_in_base"] + 100 * seq)
+        v = t.overwrite(data, where=spec["where"])
+        acked.append([seq, v])
+    return {"acked": acked}
+
+
+def _race_delete(spec: dict[str, Any]) -> dict[str, Any]:
+    """Delete ``k IN (step's keys)`` once per step; several deleters share the same files."""
+    import lamina
+
+    t = lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
+    _barrier()
+    acked = []
+    for seq, keys in enumerate(spec["steps"]):
+        v = t.delete(f"k IN ({', '.join(str(k) for k in keys)})", mode=spec.get("delete_mode"))
+        acked.append([seq, v])
+    return {"acked": acked}
+
+
+def _die(marker: str, what: str) -> None:
+    with open(marker, "w") as f:
+        f.write(what)
+        f.flush()
+        os.fsync(f.fileno())
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _crash(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one write and SIGKILL this process at ``spec['at']``."""
+    import lamina
+    import lamina.commit.committer as committer
+    import lamina.data.writer as writer
+
+    at, marker = spec["at"], spec["marker"]
+    t = _open(spec)
+    if at == "write-data":
+        orig = writer._write_one
+
+        def torn_write(io, path, data, compression, futures=None):  # noqa: ANN001
+            # Write the file (synchronously), leave it torn (half of it), die before any
+            # manifest exists.
+            size = orig(io, path, data, compression)
+            local = io.local_path(path)
+            with open(local, "r+b") as f:
+                f.truncate(max(1, size // 2))
+            _die(marker, f"write-data {path}")
+            return size  # pragma: no cover
+
+        writer._write_one = torn_write
+    else:
+
+        def hook(step: str) -> None:
+            if step == at:
+                _die(marker, step)
+
+        committer._step_hook = hook
+    data = batch(spec["writer"], spec["seq"], spec["rows"], k_base=spec.get("k_base", 0))
+    if spec.get("op") == "overwrite":
+        t.overwrite(data, where=spec["where"])
+    else:
+        t.append(data)
+    return {"error": f"not killed at {at}"}
+
+
+def _stop_before_publish(spec: dict[str, Any]) -> dict[str, Any]:
+    """Append once, stopping this process (SIGSTOP) right before its first version put: the
+    parent commits and runs maintenance meanwhile, then continues it with SIGCONT."""
+    import lamina.commit.committer as committer
+
+    t = _open(spec)
+    base = t.version
+
+    def hook(step: str) -> None:
+        if step == "before-publish" and committer._step_hook is hook:
+            committer._step_hook = None  # only the first attempt
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    committer._step_hook = hook
+    v = t.append(batch(spec["writer"], spec["seq"], spec["rows"]))
+    return {"version": v, "base": base}
+
+
+MODES = {
+    "race_append": _race_append, "race_overwrite": _race_overwrite, "race_delete": _race_delete, "crash": _crash,
+    "stop_before_publish": _stop_before_publish,
+}
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    result = MODES[spec["mode"]](spec)
+    print(json.dumps(result), flush=True)
+
+
+# --- parent side -----------------------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    """Workers import the same lamina as the test process, whatever the cwd."""
+    import lamina
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(lamina.__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return env
+
+
+def _cmd(spec: dict[str, Any]) -> list[str]:
+    return [sys.executable, os.path.join(HERE, "workers.py"), json.dumps(spec)]
+
+
+def spawn_workers(
+    specs: list[dict[str, Any]], logdir: str, timeout: float = 120.0, cmd: Any = None
+) -> list[dict[str, Any]]:
+    """Start one process per spec, release them together, return their JSON results.
+
+    ``cmd(spec)`` is the worker's command line (default: this script); the worker
+    prints READY, waits for GO on stdin, and ends with one JSON line. Raises
+    AssertionError (with the worker's stderr) if any worker fails.
+    """
+    cmd = cmd or _cmd
+    env = _env()
+    procs, errs = [], []
+    try:
+        for n, spec in enumerate(specs):
+            err = open(os.path.join(logdir, f"worker-{n}.stderr"), "w+")
+            errs.append(err)
+            procs.append(
+                subprocess.Popen(
+                    cmd(spec), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env, text=True
+                )
+            )
+        for n, p in enumerate(procs):  # start barrier: every worker has opened the table
+            line = p.stdout.readline()  # type: ignore[union-attr]
+            if line.strip() != "READY":
+                raise AssertionError(f"worker {n} did not start: {line!r}\n{_stderr(errs[n])}")
+        for p in procs:
+            p.stdin.write("GO\n")  # type: ignore[union-attr]
+            p.stdin.flush()  # type: ignore[union-attr]  # communicate() closes it
+        results = []
+        for n, p in enumerate(procs):
+            out, _ = p.communicate(timeout=timeout)
+            if p.returncode != 0:
+                raise AssertionError(f"worker {n} exited with {p.returncode}:\n{_stderr(errs[n])}")
+            results.append(json.loads(out.strip().splitlines()[-1]))
+        return results
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+        for e in errs:
+            e.close()
+
+
+def _stderr(f: Any) -> str:
+    f.flush()
+    f.seek(0)
+    return f.read()[-5000:]
+
+
+def run_crash_worker(spec: dict[str, Any], timeout: float = 60.0) -> subprocess.CompletedProcess:
+    return subprocess.run(_cmd(dict(spec, mode="crash")), capture_output=True, text=True, env=_env(), timeout=timeout)
+
+
+if __name__ == "__main__":
+    main()
