@@ -11,7 +11,7 @@ bytes a file) travel back to the driver.
 Concurrency and safety are the Arrow compaction's (``Table.compact`` plans and commits):
 appends never conflict; a group whose inputs a concurrent delete changed is recomputed
 (as another Spark job of just those groups) carrying the new deletes. The job runs in an
-engine write session (``lamina.table.engine.WriteSession``): its in-flight marker keeps
+engine write session (``lamina.table.WriteSession``): its in-flight marker keeps
 orphan cleanup from deleting outputs that are about to be committed, and a compaction
 that fails removes them. Works on every store the tasks can reach (local paths,
 ``s3://``), since tasks use Lamina's FileIO.
@@ -28,7 +28,7 @@ from lamina.commit import Base
 from lamina.operations import CompactFiles, CompactionResult
 from lamina.operations.compaction import DEFAULT_TARGET
 from lamina.spark._target import TableRef
-from lamina.table.engine import WriteSession
+from lamina.table import WriteSession
 
 
 def _group_task(location: str, storage: Mapping[str, Any] | None, base_version: int, version: int, target: int,

@@ -6,7 +6,7 @@ from balanced partitions of files; Spark evaluates the filters of each query
 (see ``LaminaReader`` for why none are pushed). Writes run Lamina's data-file
 writer on the executors and commit one version on the driver side from the
 tasks' commit messages, through an engine write session
-(``lamina.table.engine.WriteSession``); a failed job commits nothing and removes
+(``lamina.table.WriteSession``); a failed job commits nothing and removes
 what it wrote. Streaming writes commit each micro-batch exactly once (``appId``
 option + batch id recorded in the version).
 
@@ -53,7 +53,7 @@ from lamina.spark.write import WriterSettings, writer_settings
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.partition import split_top_level as split_entries
 from lamina.spec.schema import Schema
-from lamina.table.engine import WriteSession
+from lamina.table import WriteSession
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from lamina.spark._target import TableRef
 from lamina.spark._types import check_writable, spark_schema, spark_type
 from lamina.spark.read import _deleted_positions, _native_parquet, file_uris, spark_file_path
 from lamina.spark.write import _local_files, _run_spark_write, writer_settings
-from lamina.table.engine import WriteSession
+from lamina.table import WriteSession
 
 FILE, ROW = "__lamina_file", "__lamina_row"
 ACTION = "__lamina_action"

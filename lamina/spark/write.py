@@ -7,7 +7,7 @@
    transform) and Spark partitions the output by them; the table's columns all stay
    in the data files.
 3. Files go to ``data/spark-<write id>/`` (the ``data_dir`` of an engine write session,
-   ``lamina.table.engine.WriteSession``) under an in-flight marker, so cleanup knows them
+   ``lamina.table.WriteSession``) under an in-flight marker, so cleanup knows them
    as this write's until it commits or gives up.
 4. The driver reads the new files' footers (size, rows, bounds, null counts) and the
    session commits them as ONE version. A failed job, a rejected row or a lost commit race
@@ -35,7 +35,7 @@ from lamina.spark._types import arrow_schema, check_writable, spark_type
 from lamina.spec.layout import engine_data_dir
 from lamina.spec.partition import PartitionField, PartitionSpec, parse_partition_by
 from lamina.spec.schema import Schema
-from lamina.table.engine import WriteSession
+from lamina.table import WriteSession
 
 log = logging.getLogger(__name__)
 

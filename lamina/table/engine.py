@@ -22,8 +22,7 @@ the write put under ``data/`` and commits nothing; a commit whose outcome is unk
 (CommitStateUnknown) keeps the files, which the version may reference.
 
 A distributed engine may plan a write in one process, write in others and commit in a
-third: the session's state that travels is its ``write_id`` (and ``base.version``). The
-committing process opens ``WriteSession(table, write_id=..., register=False)`` to take the
+third: the session's state that travels is its ``write_id``. The committing process opens ``WriteSession(table, write_id=..., register=False)`` to take the
 write over; tasks that name their files with write ids of their own (each registered by its
 task with ``lamina.data.inflight.register_write``) are taken over with ``adopt``. A write
 that starts before its table exists registers its id itself and is taken over the same way

@@ -289,7 +289,7 @@ class Table:
         ~``target_file_size`` files, in one version. See ``lamina.operations.compaction``.
 
         An engine does the rewriting with ``rewrite_groups`` (see ``CompactFiles``) and a
-        ``session`` (``lamina.table.engine.WriteSession`` on this table): the outputs carry
+        ``session`` (``lamina.table.WriteSession`` on this table): the outputs carry
         the session's write id, and the session commits them (with its commit options), or
         deletes them if the compaction fails."""
         if session is not None:

@@ -22,7 +22,7 @@ from lamina.errors import InvalidArgument, TransactionAlreadyCommitted, Unsuppor
 from lamina.expr import col
 from lamina.operations import StaleRowDelta
 from lamina.spec.layout import WRITES_DIR, version_path
-from lamina.table.engine import WriteSession
+from lamina.table import WriteSession
 
 SCHEMA = pa.schema([("id", pa.int64()), ("cat", pa.string())])
 OLD = time.time() - 10 * 86400  # older than any orphan age used here
