@@ -12,21 +12,25 @@ after ``MARKER_TTL`` so the space is eventually reclaimed.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import shutil
 import socket
 import time
 import uuid
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
-from lamina.errors import NotFound
+from lamina.errors import NotFound, StorageError
 from lamina.io import FileIO
-from lamina.spec.layout import DATA_DIR, WRITES_DIR
+from lamina.spec.layout import DATA_DIR, WRITES_DIR, engine_data_dir
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+log = logging.getLogger(__name__)
 
 MARKER_TTL = timedelta(days=7)
 
@@ -52,6 +56,13 @@ def finish_write(io: FileIO, write_id: str) -> None:
         io.delete(_marker(write_id))
     except NotFound:
         pass
+
+
+def finish_writes(io: FileIO, write_ids: Iterable[str]) -> None:
+    """Remove the markers of ``write_ids`` (one batched delete; missing ones are fine)."""
+    markers = [_marker(w) for w in sorted(set(write_ids))]
+    if markers:
+        io.delete_many(markers)
 
 
 @contextmanager
@@ -99,3 +110,33 @@ def files_of_writes(io: FileIO, write_ids: set[str] | list[str]) -> list[str]:
         return []
     listed = pa.array([o.path for o in io.walk(DATA_DIR)], pa.string())
     return listed.filter(written_by(listed, write_ids)).to_pylist()
+
+
+def discard_writes(io: FileIO, write_ids: Iterable[str], paths: Iterable[str] = (), *, search: bool = True) -> None:
+    """Delete what writes that committed nothing put under ``data/``, then remove their markers.
+
+    Deleted: ``paths`` (the files the writes reported), everything under each write's own
+    directory (``engine_data_dir``; on local disk the directories go too), and with
+    ``search`` every file under ``data/`` whose name carries one of ``write_ids``: files
+    the writes' tasks wrote but never reported (one listing of ``data/``). Best effort: a
+    storage error is logged, and what it left behind is orphan cleanup's once the markers
+    are gone (or have expired)."""
+    ids = sorted(set(write_ids))
+    doomed = set(paths)
+    try:
+        if search:
+            doomed.update(files_of_writes(io, ids))
+        else:
+            for w in ids:
+                doomed.update(o.path for o in io.walk(engine_data_dir(w)))
+        if doomed:
+            io.delete_many(sorted(doomed))
+        if io.is_local:
+            for w in ids:
+                shutil.rmtree(io.local_path(engine_data_dir(w)), ignore_errors=True)  # type: ignore[arg-type]
+    except StorageError as e:
+        log.warning("could not delete the files of uncommitted writes %s under %s: %s", ids, io.uri, e)
+    try:
+        finish_writes(io, ids)
+    except StorageError as e:  # the markers expire after MARKER_TTL
+        log.warning("could not remove the in-flight markers of writes %s under %s: %s", ids, io.uri, e)

@@ -8,11 +8,13 @@ table by location at the planned version, reads its inputs with Lamina's reader
 files under the table with the compaction's write id. Only entries (a few hundred
 bytes a file) travel back to the driver.
 
-Concurrency and safety are the Arrow compaction's: appends never conflict; a group
-whose inputs a concurrent delete changed is recomputed (as another Spark job of just
-those groups) carrying the new deletes. An in-flight marker covers the job, so orphan
-cleanup never deletes outputs that are about to be committed. Works on every store
-the tasks can reach (local paths, ``s3://``), since tasks use Lamina's FileIO.
+Concurrency and safety are the Arrow compaction's (``Table.compact`` plans and commits):
+appends never conflict; a group whose inputs a concurrent delete changed is recomputed
+(as another Spark job of just those groups) carrying the new deletes. The job runs in an
+engine write session (``lamina.table.WriteSession``): its in-flight marker keeps
+orphan cleanup from deleting outputs that are about to be committed, and a compaction
+that fails removes them. Works on every store the tasks can reach (local paths,
+``s3://``), since tasks use Lamina's FileIO.
 """
 
 from __future__ import annotations
@@ -22,37 +24,36 @@ from typing import Any, Callable, Iterable, Mapping
 import pyarrow as pa
 
 import lamina
-from lamina.errors import CommitStateUnknown
-from lamina.operations import compaction
-from lamina.operations.compaction import DEFAULT_TARGET, CompactFiles, CompactionResult
+from lamina.commit import Base
+from lamina.operations import CompactFiles, CompactionResult
+from lamina.operations.compaction import DEFAULT_TARGET
 from lamina.spark._target import TableRef
-from lamina.spec.version import VersionManifest
-from lamina.data.inflight import files_of_writes, inflight, new_write_id
+from lamina.table import WriteSession
 
 
-def _group_task(location: str, storage: Mapping[str, Any] | None, version: int, target: int, sort_by: list[str],
-                write_id: str) -> Callable[[pa.Table], pa.Table]:
-    """What one Spark task runs: rewrite one group's input files as output files; their entries."""
+def _group_task(location: str, storage: Mapping[str, Any] | None, base_version: int, version: int, target: int,
+                sort_by: list[str], write_id: str) -> Callable[[pa.Table], pa.Table]:
+    """What one Spark task runs: rewrite one group's input files (of ``base_version``) as
+    output files for ``version``; their entries."""
 
     def run(group: pa.Table) -> pa.Table:
-        table = lamina.open_table(location, storage_options=storage)
-        base = table.log.load(version)
-        op = CompactFiles(table, None, target, 0, sort_by, write_id)
-        return op._rewrite(base, group)
+        table = lamina.open_table(location, version=base_version, storage_options=storage)
+        op = CompactFiles(None, target, 0, sort_by, write_id)
+        return op.rewrite(Base(table.io, table.metadata, version), group)
 
     return run
 
 
-def spark_rewriter(spark: Any) -> Callable[[CompactFiles, VersionManifest, list[pa.Table]], Iterable[pa.Table]]:
+def spark_rewriter(spark: Any) -> Callable[[CompactFiles, Base, list[pa.Table]], Iterable[pa.Table]]:
     """``CompactFiles.rewrite_groups`` running each group as one Spark task (in group order)."""
 
-    def rewrite(op: CompactFiles, base: VersionManifest, groups: list[pa.Table]) -> list[pa.Table]:
+    def rewrite(op: CompactFiles, base: Base, groups: list[pa.Table]) -> list[pa.Table]:
         if not groups:
             return []
-        io = op.table.io
-        task = _group_task(io.uri, io.options or None, base.version, op.target, op.sort_by, op.write_id)
+        io, base_version = base.io, base.metadata.version
+        task = _group_task(io.uri, io.options or None, base_version, base.version, op.target, op.sort_by, op.write_id)
         rdd = spark.sparkContext.parallelize(groups, len(groups))
-        rdd.setName(f"lamina compact {io.uri} v{base.version}: {len(groups)} groups")
+        rdd.setName(f"lamina compact {io.uri} v{base_version}: {len(groups)} groups")
         return rdd.map(task).collect()
 
     return rewrite
@@ -75,21 +76,10 @@ def compact(
     as ``Table.compact``; ``target`` is a location, an open Table, or an identifier with
     ``catalog=`` (see ``lamina.spark._target``)."""
     table = TableRef.of(target, catalog=catalog, storage_options=storage_options).open()
-    table._check_writable()  # an offline table refuses maintenance before a task runs
-    write_id = new_write_id()
-    with inflight(table.io, write_id):
-        try:
-            return compaction.compact(
-                table, target_file_size=target_file_size, min_file_size=min_file_size, where=where, sort_by=sort_by,
-                commit_options=commit_options, rewrite_groups=spark_rewriter(spark), write_id=write_id,
-            )
-        except CommitStateUnknown:
-            raise  # the version may reference the outputs: keep them
-        except BaseException:
-            _remove_outputs(table, write_id)  # nothing was committed
-            raise
-
-
-def _remove_outputs(table: lamina.Table, write_id: str) -> None:
-    """Delete what the tasks of an uncommitted compaction wrote (their names carry the write id)."""
-    table.io.delete_many(files_of_writes(table.io, [write_id]))
+    # The session refuses a table that may not be written (offline, unknown writer feature)
+    # before a task runs, and deletes the outputs if the compaction commits nothing.
+    with WriteSession(table, commit_options=commit_options) as session:
+        return table.compact(
+            target_file_size=target_file_size, min_file_size=min_file_size, where=where, sort_by=sort_by,
+            rewrite_groups=spark_rewriter(spark), session=session,
+        )

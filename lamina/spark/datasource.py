@@ -5,9 +5,10 @@ resolved at ``load()``, prune by the ``where`` option, and yield Arrow batches
 from balanced partitions of files; Spark evaluates the filters of each query
 (see ``LaminaReader`` for why none are pushed). Writes run Lamina's data-file
 writer on the executors and commit one version on the driver side from the
-tasks' commit messages; a failed job commits nothing and removes what it wrote.
-Streaming writes commit each micro-batch exactly once (``appId`` option + batch
-id recorded in the version).
+tasks' commit messages, through an engine write session
+(``lamina.table.WriteSession``); a failed job commits nothing and removes
+what it wrote. Streaming writes commit each micro-batch exactly once (``appId``
+option + batch id recorded in the version).
 
 Options arrive lower-cased from Spark; the names below are matched case-insensitively.
 """
@@ -37,27 +38,22 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 import lamina
-from lamina.errors import (
-    CommitConflict,
-    InvalidArgument,
-    LaminaError,
-    SchemaMismatch,
-    TransactionAlreadyCommitted,
-)
+from lamina.data import deletes
+from lamina.data.inflight import discard_writes, new_write_id, register_write
+from lamina.data.writer import write_data_files
+from lamina.errors import InvalidArgument, LaminaError, TransactionAlreadyCommitted
 from lamina.expr import AlwaysTrue, Expr, bind, pushdown_filter, to_arrow_filter, to_expr
 from lamina.io import FileIO
 from lamina.io.fileio import S3_OPTION_ENV
 from lamina.manifest.entries import data_entries, manifest_schema
+from lamina.spark._target import TableRef
 from lamina.spark._types import arrow_schema, batch_schema, check_writable, spark_schema
 from lamina.spark.read import resolve_scan
-from lamina.table import deletes
+from lamina.spec.properties import WriterProperties
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.partition import split_top_level as split_entries
-from lamina.spec.properties import WriterProperties
 from lamina.spec.schema import Schema
-from lamina.data.inflight import files_of_writes, finish_write, new_write_id, register_write
-from lamina.data.writer import write_data_files
-from lamina.spark._target import TableRef
+from lamina.table import WriteSession
 
 log = logging.getLogger(__name__)
 
@@ -235,14 +231,19 @@ def _file_batches(io: FileIO, files: list[tuple[str, Any]], schema: pa.Schema, f
 
 @dataclass
 class LaminaCommitMessage(WriterCommitMessage):
-    write_id: str
+    write_id: str  # the write id the task's files carry
     entries: pa.Table  # manifest-format entries of the data files one task wrote
     rows: int
 
 
 @dataclass
 class WriteTarget:
-    """What every task of one write needs to know, decided on the driver side before any task runs."""
+    """What every task of one write needs to know, decided on the driver side before any task runs.
+
+    The tasks share the write id, so an abort finds the files of tasks Spark did not report.
+    Spark commits (or aborts) a batch write with the writer it planned, but a streaming
+    micro-batch with a writer made anew (another write id): the tasks' write id then comes
+    from their messages, and the commit's write session adopts it."""
 
     ref: TableRef  # where to commit (through the catalog, if any)
     uri: str  # the table's location: where tasks write
@@ -254,8 +255,7 @@ class WriteTarget:
     where: str | None
     app_id: str | None
     app_seq: int | None
-    max_rows: int
-    compression: str
+    settings: WriterProperties
     write_id: str
 
     @classmethod
@@ -265,7 +265,7 @@ class WriteTarget:
         partition_by = _opt(options, "partitionBy")
         table = ref.open_or_none()
         if table is not None:
-            table._check_writable()  # before any task writes a file
+            table.check_writable()  # before any task writes a file
             check_writable(df_schema, table.schema, uri)
             schema, spec, props = table.metadata.schema, table.partition_spec, table.properties
             if partition_by is not None and parse_partition_by(partition_by, schema) != spec:
@@ -286,16 +286,16 @@ class WriteTarget:
         app_id, app_seq = _opt(options, "txnAppId"), _int_opt(options, "txnVersion")
         if (app_id is None) != (app_seq is None):
             raise InvalidArgument("txnAppId and txnVersion go together")
-        writer = WriterProperties.from_properties(props)
         return cls(
             ref, uri, storage, schema, spec, create, "overwrite" if overwrite else "append", where, app_id, app_seq,
-            writer.max_rows_per_file, writer.parquet_compression, new_write_id(),
+            WriterProperties.from_properties(props), new_write_id(),
         )
 
     # -- executor side ---------------------------------------------------------------
 
     def write_task(self, batches: Iterator[pa.RecordBatch]) -> LaminaCommitMessage:
-        """Write one task's rows as data files named by the write id; on failure remove them."""
+        """Write one task's rows as data files named by the write id, registered in flight
+        first; on failure remove them."""
         io = FileIO(self.uri, self.storage or None)
         register_write(io, self.write_id)  # idempotent: every task of the write puts the same marker
         filt = None if self.where is None else to_arrow_filter(bind(to_expr(self.where), self.schema))
@@ -312,7 +312,7 @@ class WriteTarget:
                     buffered, nbytes = [], 0
             files += self._flush(io, buffered, filt)
         except BaseException:
-            _delete_quietly(io, [f["path"] for f in files])
+            _delete_quietly(io, [f["path"] for f in files])  # the marker is the write's: other tasks share it
             raise
         entries = data_entries(files, manifest_schema(self.schema, self.spec), 0, self.spec.spec_id)
         return LaminaCommitMessage(self.write_id, entries, rows)
@@ -328,7 +328,8 @@ class WriteTarget:
                     f"{data.num_rows - matching} rows do not match replaceWhere {self.where!r}; "
                     "every row written with replaceWhere must match it"
                 )
-        return write_data_files(io, self.schema, self.spec, data, self.write_id, self.max_rows, self.compression)
+        return write_data_files(io, self.schema, self.spec, data, self.write_id, self.settings.max_rows_per_file,
+                                self.settings.parquet_compression)
 
     # -- driver side ------------------------------------------------------------------
 
@@ -338,46 +339,41 @@ class WriteTarget:
             return self.ref.open()
         return self.ref.create(self.schema, self.spec, self.create_partition_by or None, None)
 
+    @staticmethod
+    def _reported(messages: list[Any]) -> tuple[list[Any], list[str]]:
+        """The tasks' messages (Spark passes None for a task it has no message of) and their write ids."""
+        msgs = [m for m in messages if m is not None]
+        return msgs, list(dict.fromkeys(m.write_id for m in msgs))
+
     def commit(self, messages: list[Any], app_transaction: tuple[str, int] | None = None) -> int | None:
         """Commit every task's files as one version; None if ``app_transaction`` was already committed."""
-        msgs = [m for m in messages if m is not None]
-        io = FileIO(self.uri, self.storage or None)
-        entries = [m.entries for m in msgs if m.entries.num_rows]
-        paths = [p for e in entries for p in e.column("path").to_pylist()]
+        msgs, write_ids = self._reported(messages)
         if app_transaction is None and self.app_id is not None:
             app_transaction = (self.app_id, int(self.app_seq))  # type: ignore[arg-type]
         try:
-            table = self._table()
-            all_entries = pa.concat_tables(entries) if entries else manifest_schema(self.schema, self.spec).empty_table()
-            return table._commit_entries(
-                all_entries, mode=self.mode, where=self.where, app_transaction=app_transaction,
-                operation=self.mode if self.mode == "overwrite" else "append", write_id=self.write_id,
-            )
-        except TransactionAlreadyCommitted as e:
-            log.info("skipping already committed write: %s", e)
-            _delete_quietly(io, paths)
-            return None
-        except (CommitConflict, SchemaMismatch, InvalidArgument):
-            _delete_quietly(io, paths)  # definitely not committed
+            session = WriteSession(self._table(), write_id=self.write_id, register=False)
+        except BaseException:  # no table to commit to (or it may not be written): nothing was committed
+            discard_writes(FileIO(self.uri, self.storage or None), [self.write_id, *write_ids],
+                           [p for m in msgs for p in m.entries.column("path").to_pylist()], search=False)
             raise
-        finally:
-            for wid in {m.write_id for m in msgs} | {self.write_id}:
-                finish_write(io, wid)
+        with session:
+            session.adopt(write_ids)  # the tasks' write id (a streaming batch's is not this writer's)
+            for m in msgs:
+                session.add_entries(m.entries)
+            try:
+                return session.commit(self.mode, where=self.where, app_transaction=app_transaction)
+            except TransactionAlreadyCommitted as e:  # the session removed the files
+                log.info("skipping already committed write: %s", e)
+                return None
 
     def abort(self, messages: list[Any]) -> None:
         """Remove what the write's tasks left. Spark may pass only Nones (a task that succeeded
-        before another failed is not always reported), so the files are found by write id."""
-        io = FileIO(self.uri, self.storage or None)
-        msgs = [m for m in messages if m is not None]
-        ids = {m.write_id for m in msgs} | {self.write_id}
-        paths = {p for m in msgs for p in m.entries.column("path").to_pylist()}
-        try:
-            paths.update(files_of_writes(io, ids))
-        except LaminaError as e:
-            log.warning("could not list %s to remove the aborted write's files: %s", io.uri, e)
-        _delete_quietly(io, sorted(paths))
-        for wid in ids:
-            finish_write(io, wid)
+        before another failed is not always reported), so the files are also found by write
+        id. The table may not exist (a new table is created by the commit), so this works on
+        the location, without a write session."""
+        msgs, write_ids = self._reported(messages)
+        paths = [p for m in msgs for p in m.entries.column("path").to_pylist()]
+        discard_writes(FileIO(self.uri, self.storage or None), [self.write_id, *write_ids], paths)
 
 
 def _delete_quietly(io: FileIO, paths: list[str]) -> None:

@@ -18,14 +18,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import lamina
+from lamina.data import deletes
+from lamina.data.scan import Scan
 from lamina.errors import InvalidArgument, LaminaError
-from lamina.table import deletes
 from lamina.expr import AlwaysTrue, Expr, bind, to_sql
+from lamina.io import FileIO
 from lamina.spark._filters import to_spark_column
 from lamina.spark._target import TableRef
 from lamina.spark._types import spark_schema
 from lamina.spec.tag import split_version_or_tag
-from lamina.data.scan import Scan
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-spark-dv")
 
@@ -56,9 +57,9 @@ def resolve_scan(
     return table.scan(where=where, columns=columns, version=version, timestamp=timestamp)
 
 
-def file_uris(table: lamina.Table, paths: pa.Array | pa.ChunkedArray) -> pa.Array:
+def file_uris(io: FileIO, paths: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Absolute ``file://`` URIs of table-relative data file paths (vectorized)."""
-    root = table.io.uri.rstrip("/")
+    root = io.uri.rstrip("/")
     return pc.binary_join_element_wise(pa.scalar(f"file://{root}/"), paths, pa.scalar(""))
 
 
@@ -91,13 +92,13 @@ def apply_deletes(df: Any, deletes: Any) -> Any:
     return keyed.join(d, on=["__lamina_file", "__lamina_row"], how="left_anti").drop("__lamina_file", "__lamina_row")
 
 
-def _deleted_positions(table: lamina.Table, entries: pa.Table) -> pa.Table:
+def _deleted_positions(io: FileIO, entries: pa.Table) -> pa.Table:
     """(file_path as Spark reports it, row_index) of every deleted row of the files in ``entries``
     (all of which carry a deletion vector); vectors are read in parallel, positions stay numpy."""
     dvs = deletes.dvs_of_plan(entries)
-    bitmaps = list(_pool.map(lambda dv: deletes.read_bitmap(table.io, dv), dvs))
+    bitmaps = list(_pool.map(lambda dv: deletes.read_bitmap(io, dv), dvs))
     positions = [deletes.positions_array(bm).astype(np.int64) for bm in bitmaps]
-    paths = [spark_file_path(u) for u in file_uris(table, entries.column("path")).to_pylist()]
+    paths = [spark_file_path(u) for u in file_uris(io, entries.column("path")).to_pylist()]
     counts = np.array([len(p) for p in positions], dtype=np.int64)
     return pa.table({
         "file_path": pa.array(paths, pa.string()).take(pa.array(np.repeat(np.arange(len(paths)), counts))),
@@ -119,7 +120,7 @@ def _native_parquet(spark: Any, schema: Any, uris: list[str]) -> Any:
 
 def read_plan(spark: Any, scan: Scan) -> Any:
     """The rows of a local table's scan as a DataFrame over Spark's Parquet reader."""
-    table = scan.table
+    io = scan.io
     schema = spark_schema(scan.schema.arrow)
     entries = scan.plan().entries
     has_dv = pc.is_valid(entries.column("dv_path"))
@@ -127,10 +128,10 @@ def read_plan(spark: Any, scan: Scan) -> Any:
     plain = entries.filter(pc.invert(has_dv))
     parts = []
     if plain.num_rows:
-        parts.append(_native_parquet(spark, schema, file_uris(table, plain.column("path")).to_pylist()))
+        parts.append(_native_parquet(spark, schema, file_uris(io, plain.column("path")).to_pylist()))
     if dv_entries.num_rows:
-        deletes = spark.createDataFrame(_deleted_positions(table, dv_entries))
-        dv_df = _native_parquet(spark, schema, file_uris(table, dv_entries.column("path")).to_pylist())
+        deletes = spark.createDataFrame(_deleted_positions(io, dv_entries))
+        dv_df = _native_parquet(spark, schema, file_uris(io, dv_entries.column("path")).to_pylist())
         parts.append(apply_deletes(dv_df, deletes))
     if not parts:
         df = spark.createDataFrame([], schema)

@@ -14,16 +14,15 @@ The driver plans, Spark computes, the driver commits ONE version:
    to the driver (duplicates: error, nothing committed); updated and inserted rows
    are written by Spark's native writer into ``data/spark-<write id>/``.
 4. The positions become deletion vectors merged with existing ones (or, in
-   copy-on-write mode, rewrites of the touched files) through
-   ``lamina.operations.rowlevel.PositionDelta``, committed as one version. If a
-   concurrent commit changed a file the change may affect, the whole computation is
-   redone on the newest version (``max_attempts``), then ``CommitConflict``.
+   copy-on-write mode, rewrites of the touched files), committed as one version by the
+   attempt's engine write session (``WriteSession.commit_row_delta``). If a concurrent
+   commit changed a file the change may affect, the whole computation is redone on the
+   newest version in a new session (``max_attempts``), then ``CommitConflict``.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from typing import Any, Mapping, Sequence
 
@@ -33,20 +32,19 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import lamina
-from lamina.errors import CommitStateUnknown, InvalidArgument
+from lamina.data.deletes import file_key
+from lamina.errors import InvalidArgument
 from lamina.expr import Expr, and_, bind, to_expr
-from lamina.manifest.entries import entries_from_user_files
+from lamina.operations import MergeResult, PositionDelta, StaleRowDelta
+from lamina.operations.rowlevel import MergeClauses, check_mode, key_range
 from lamina.spark._filters import to_spark_column
 from lamina.spark._stats import file_entries
 from lamina.spark._target import TableRef
 from lamina.spark._types import check_writable, spark_schema, spark_type
 from lamina.spark.read import _deleted_positions, _native_parquet, file_uris, spark_file_path
-from lamina.spark.write import _local_files, _run_spark_write, spark_write_dir
+from lamina.spark.write import _local_files, _run_spark_write
 from lamina.spec.properties import WriterProperties
-from lamina.table import rowlevel
-from lamina.data.inflight import inflight, new_write_id
-from lamina.data.deletes import file_key
-from lamina.operations.rowlevel import MergeClauses, MergeResult, PositionDelta, StaleRowDelta
+from lamina.table import WriteSession
 
 FILE, ROW = "__lamina_file", "__lamina_row"
 ACTION = "__lamina_action"
@@ -87,18 +85,18 @@ def read_with_positions(spark: Any, table: lamina.Table, entries: pa.Table) -> A
     if not entries.num_rows:  # no file can match: an empty relation built in the JVM (no Python job)
         cols = [F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields]
         return spark.range(0).select(*cols, F.lit(None).cast("string").alias(FILE), F.lit(None).cast("long").alias(ROW))
-    df = _native_parquet(spark, schema, file_uris(table, entries.column("path")).to_pylist())
+    df = _native_parquet(spark, schema, file_uris(table.io, entries.column("path")).to_pylist())
     df = df.select("*", F.col("_metadata.file_path").alias(FILE), F.col("_metadata.row_index").alias(ROW))
     with_dv = entries.filter(pc.is_valid(entries.column("dv_path")))
     if with_dv.num_rows:
-        d = spark.createDataFrame(_deleted_positions(table, with_dv)).select(F.col("file_path").alias(FILE), F.col("row_index").alias(ROW))
+        d = spark.createDataFrame(_deleted_positions(table.io, with_dv)).select(F.col("file_path").alias(FILE), F.col("row_index").alias(ROW))
         df = df.join(F.broadcast(d), on=[FILE, ROW], how="left_anti")
     return df
 
 
 def _positions(table: lamina.Table, entries: pa.Table, hits: pa.Table) -> dict[tuple, np.ndarray]:
     """Per candidate file (``file_key``), the positions in ``hits`` (columns FILE, ROW)."""
-    names = [spark_file_path(u) for u in file_uris(table, entries.column("path")).to_pylist()]
+    names = [spark_file_path(u) for u in file_uris(table.io, entries.column("path")).to_pylist()]
     rows = entries.select(["path", "dv_path", "dv_offset"]).to_pylist()
     out = {file_key(e): np.zeros(0, np.int64) for e in rows}
     if hits.num_rows:
@@ -114,51 +112,42 @@ def _positions(table: lamina.Table, entries: pa.Table, hits: pa.Table) -> dict[t
     return out
 
 
-def _commit(table: lamina.Table, operation: str, prune: Expr, entries: pa.Table, hits: pa.Table, written: pa.Table | None,
-            mode: str | None, write_id: str, counts: dict[str, int]) -> tuple[int | None, PositionDelta]:
-    op = PositionDelta(
-        table, operation, prune, [table.metadata.schema.names[0]], lambda rows: None,  # type: ignore[arg-type, return-value]
-        table._row_mode(mode), write_id,
-        positions=_positions(table, entries, hits), written=written, counts=counts,
-    )
-    return table._commit_unless_noop(op, None), op
+def _commit(session: WriteSession, operation: str, prune: Expr, entries: pa.Table, hits: pa.Table,
+            mode: str | None, counts: dict[str, int]) -> tuple[int | None, PositionDelta]:
+    """Commit the positions in ``hits`` of the planned files ``entries``, and the files added to
+    ``session``, as one version (StaleRowDelta if the files changed since the session's base)."""
+    positions = _positions(session.table, entries, hits)
+    return session.commit_row_delta(operation, prune, positions, mode=mode, counts=counts)
 
 
-def _write_rows(df: Any, table: lamina.Table, write_id: str) -> pa.Table | None:
-    """Write ``df`` (the table's columns) with Spark's native writer; its files' manifest entries."""
+def _write_rows(df: Any, session: WriteSession) -> None:
+    """Write ``df`` (the table's columns) with Spark's native writer into the session's
+    directory and add its (non-empty) files to the session."""
+    table = session.table
     schema, spec = table.metadata.schema, table.partition_spec
     plan = check_writable(df.schema, table.schema, table.uri)
-    out_dir = table.io.local_path(spark_write_dir(write_id))
+    out_dir = table.io.local_path(session.data_dir)
     _run_spark_write(df, plan, schema, spec, None, out_dir, WriterProperties.from_properties(table.properties))
     rel, sizes, local = _local_files(out_dir)
     keep = [i for i, p in enumerate(local) if pq.read_metadata(p).num_rows]  # a union may leave empty part files
     for i in set(range(len(local))) - set(keep):
         os.remove(local[i])
     rel, sizes, local = [rel[i] for i in keep], [sizes[i] for i in keep], [local[i] for i in keep]
-    if not rel:
-        return None
-    files = file_entries(rel, sizes, local, schema, spec)
-    return entries_from_user_files(files, schema, spec, table._mschema_of(table.metadata))
+    if rel:
+        session.add_files(file_entries(rel, sizes, local, schema, spec))
 
 
 def _with_attempts(table: lamina.Table, attempts: int, run: Any) -> Any:
-    """Run ``run(write_id)`` under an in-flight marker; recompute on a stale base."""
+    """Run ``run(session)`` in a write session on the table's version; on a stale base, again
+    in a new session on the newest version. A failed attempt's session deletes its files."""
     for attempt in range(attempts):
-        write_id = new_write_id()
-        out_dir = table.io.local_path(spark_write_dir(write_id))
-        with inflight(table.io, write_id):
+        with WriteSession(table) as session:
             try:
-                return run(write_id)
+                return run(session)
             except StaleRowDelta:
-                shutil.rmtree(out_dir, ignore_errors=True)
                 if attempt == attempts - 1:
                     raise
-                table.refresh()
-            except CommitStateUnknown:
-                raise  # the version may reference the files: keep them
-            except BaseException:
-                shutil.rmtree(out_dir, ignore_errors=True)  # nothing was committed
-                raise
+        table.refresh()
     raise AssertionError("unreachable")
 
 
@@ -170,7 +159,7 @@ def _local_table(target: Any, storage_options: Mapping[str, Any] | None, catalog
             f"lamina.spark merge/delete/compact use Spark's native Parquet reader and writer: local tables only "
             f"({table.uri}); for object stores use the Arrow path (Table.merge / Table.delete / Table.compact)"
         )
-    table._check_writable()  # before any file is written
+    table.check_writable()  # before any file is written
     return table
 
 
@@ -201,7 +190,7 @@ def delete(spark: Any, target: Any, where: str | Expr, *, mode: str | None = Non
         raise InvalidArgument("delete needs a predicate; to remove every row use overwrite with an empty table")
     table = _local_table(target, storage_options, catalog)
 
-    def run(write_id: str) -> int | None:
+    def run(session: WriteSession) -> int | None:
         pred = bind(to_expr(where), table.metadata.schema)
         entries = table.scan(where=pred).plan(all_columns=True).entries
         df = read_with_positions(spark, table, entries)
@@ -209,7 +198,7 @@ def delete(spark: Any, target: Any, where: str | Expr, *, mode: str | None = Non
         if cond is not None:
             df = df.where(cond)
         hits = df.select(FILE, ROW).toArrow() if entries.num_rows else pa.table({FILE: pa.array([], pa.string()), ROW: pa.array([], pa.int64())})
-        version, _ = _commit(table, "delete", pred, entries, hits, None, mode, write_id, {})
+        version, _ = _commit(session, "delete", pred, entries, hits, mode, {})
         return version
 
     return _with_attempts(table, max_attempts, run)
@@ -234,8 +223,8 @@ class SparkMergeBuilder(MergeClauses):
                  broadcast_rows: int = DEFAULT_BROADCAST_ROWS, catalog: Any = None) -> None:
         self.table = _local_table(target, storage_options, catalog)
         self.source = source
-        self._start(on, source.columns)
-        self.mode = rowlevel.check_mode(mode) if mode is not None else None
+        self._start(self.table.metadata.schema, on, source.columns)
+        self.mode = check_mode(mode) if mode is not None else None
         self.max_attempts = max_attempts
         self.timings: dict[str, float] = {}  # seconds per phase of the last execute()
         self.broadcast_rows = broadcast_rows
@@ -259,10 +248,10 @@ class SparkMergeBuilder(MergeClauses):
                      (F.bool_or(F.isnan(c)) if floating else F.lit(False)).alias(f"nan{i}")]
         row = self.source.agg(*aggs, F.count(F.lit(1)).alias("n")).collect()[0]
         self._source_rows = int(row["n"])
-        terms = [rowlevel.key_range(k, row[f"lo{i}"], row[f"hi{i}"], bool(row[f"nan{i}"])) for i, k in enumerate(self.on)]
+        terms = [key_range(k, row[f"lo{i}"], row[f"hi{i}"], bool(row[f"nan{i}"])) for i, k in enumerate(self.on)]
         return bind(and_(*terms), self.table.metadata.schema)
 
-    def _run(self, write_id: str) -> MergeResult:
+    def _run(self, session: WriteSession) -> MergeResult:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
@@ -353,18 +342,16 @@ class SparkMergeBuilder(MergeClauses):
                 unmatched = src.join(F.broadcast(mkeys) if small else mkeys, on=skeys, how="left_anti")
                 ins = unmatched.withColumn(ACTION, action(False)).where(F.col(ACTION).isNotNull()).select(*out_cols(False))
                 new_rows = new_rows.unionByName(ins)
-            written = _write_rows(new_rows, table, write_id) if (upd_codes or ins_codes) else None
+            if upd_codes or ins_codes:
+                _write_rows(new_rows, session)
             clock("write")
-            inserted = 0
-            if written is not None:
-                inserted = int(pc.sum(written.column("record_count")).as_py() or 0) - upd
-            version, op = _commit(table, "merge", prune, entries, deletes.select([FILE, ROW]), written, self.mode, write_id,
+            written = session.entries
+            inserted = int(pc.sum(written.column("record_count")).as_py()) - upd if written.num_rows else 0
+            version, op = _commit(session, "merge", prune, entries, deletes.select([FILE, ROW]), self.mode,
                                   {"rows_updated": upd, "rows_inserted": inserted})
             clock("commit")
         finally:
             staged.unpersist()
-        if version is None:
-            shutil.rmtree(table.io.local_path(spark_write_dir(write_id)), ignore_errors=True)
         s = op.last_stats
         return MergeResult(version, upd, dele, inserted, entries.num_rows, s.get("files_touched", 0))
 

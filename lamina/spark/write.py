@@ -6,10 +6,11 @@
    Spark expressions; murmur3 ``bucket`` through an Arrow UDF running Lamina's own
    transform) and Spark partitions the output by them; the table's columns all stay
    in the data files.
-3. Files go to ``data/spark-<write id>/`` under an in-flight marker, so cleanup
-   knows them as this write's until it commits or gives up.
-4. The driver reads the new files' footers (size, rows, bounds, null counts) and
-   commits them as ONE version. A failed job, a rejected row or a lost commit race
+3. Files go to ``data/spark-<write id>/`` (the ``data_dir`` of an engine write session,
+   ``lamina.table.WriteSession``) under an in-flight marker, so cleanup knows them
+   as this write's until it commits or gives up.
+4. The driver reads the new files' footers (size, rows, bounds, null counts) and the
+   session commits them as ONE version. A failed job, a rejected row or a lost commit race
    that cannot be resolved leaves the table as it was and removes the files.
 """
 
@@ -18,36 +19,25 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
-from lamina.errors import (
-    CommitStateUnknown,
-    InvalidArgument,
-    SchemaMismatch,
-    TransactionAlreadyCommitted,
-)
+from lamina.data.inflight import discard_writes, new_write_id, register_write
+from lamina.errors import InvalidArgument, SchemaMismatch, TransactionAlreadyCommitted
 from lamina.expr import Expr, bind, to_expr
-from lamina.manifest.entries import entries_from_user_files
+from lamina.operations import check_app_transactions
 from lamina.spark._filters import to_spark_column
 from lamina.spark._stats import file_entries
 from lamina.spark._target import TableRef
 from lamina.spark._types import arrow_schema, check_writable, spark_type
+from lamina.spec.layout import engine_data_dir
 from lamina.spec.partition import PartitionField, PartitionSpec, parse_partition_by
 from lamina.spec.properties import WriterProperties, check_properties
 from lamina.spec.schema import Schema
-from lamina.data.inflight import inflight, new_write_id
-from lamina.table.operations import check_app_transactions
+from lamina.table import WriteSession
 
 log = logging.getLogger(__name__)
-
-SPARK_DIR_PREFIX = "spark-"  # data/spark-<write id>/...: every file of a native Spark write
-
-
-def spark_write_dir(write_id: str) -> str:
-    return f"data/{SPARK_DIR_PREFIX}{write_id}"
 
 
 @contextlib.contextmanager
@@ -247,7 +237,7 @@ def write(
     ref = TableRef.of(target, catalog=catalog, storage_options=storage_options)
     table = ref.open_or_none()
     if table is not None:
-        table._check_writable()  # before a file is written
+        table.check_writable()  # before a file is written
         if app_transaction is not None:
             try:
                 check_app_transactions(table.log.latest(), {app_transaction[0]: app_transaction[1]})
@@ -270,36 +260,38 @@ def write(
         check_properties(props)  # before Spark writes anything
         plan = [(f.name, f.dataType, f.dataType) for f in df.schema.fields]
     predicate = bind(to_expr(where), schema) if where is not None else None
-    writer_properties = WriterProperties.from_properties(props)
 
-    write_id = new_write_id()
-    out_dir = io.local_path(spark_write_dir(write_id))
-    assert out_dir is not None
-    with inflight(io, write_id):
-        try:
-            _run_spark_write(df, plan, schema, spec, predicate, out_dir, writer_properties)
-            rel, sizes, local = _local_files(out_dir)
-            files = file_entries(rel, sizes, local, schema, spec)
-            if table is None:
-                table = ref.create(schema, spec, partition_by, properties)
-            entries = entries_from_user_files(files, table.metadata.schema, table.partition_spec, table._mschema_of(table.metadata))
-            return table._commit_entries(
-                entries, mode=mode, where=where, app_transaction=app_transaction,
-                operation="append" if mode == "append" else "overwrite", write_id=write_id,
-            )
-        except TransactionAlreadyCommitted as e:
-            log.info("skipping write: %s", e)
-            shutil.rmtree(out_dir, ignore_errors=True)
-            return None
-        except CommitStateUnknown:
-            raise  # the version may reference the files: keep them
-        except BaseException:
-            shutil.rmtree(out_dir, ignore_errors=True)  # nothing was committed
-            raise
+    # A new table is created once its first files are written: until then the write id is
+    # registered here, and the session opened on the new table takes the write over.
+    session = WriteSession(table) if table is not None else None
+    write_id = session.write_id if session is not None else new_write_id()
+    if session is None:
+        register_write(io, write_id)
+    try:
+        out_dir = io.local_path(engine_data_dir(write_id))
+        assert out_dir is not None
+        _run_spark_write(df, plan, schema, spec, predicate, out_dir, WriterProperties.from_properties(props))
+        rel, sizes, local = _local_files(out_dir)
+        files = file_entries(rel, sizes, local, schema, spec)
+        if session is None:
+            session = WriteSession(ref.create(schema, spec, partition_by, properties), write_id=write_id, register=False)
+        session.add_files(files)
+        return session.commit(mode, where=where, app_transaction=app_transaction)
+    except TransactionAlreadyCommitted as e:  # the session deleted the files
+        log.info("skipping write: %s", e)
+        return None
+    except BaseException:
+        if session is None:  # no table yet: nothing was committed
+            discard_writes(io, [write_id], search=False)
+        else:
+            session.abort()  # nothing was committed (a commit of unknown outcome keeps the files)
+        raise
 
 
 def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, predicate: Expr | None,
-                     out_dir: str, writer_properties: WriterProperties) -> None:
+                     out_dir: str, settings: WriterProperties) -> None:
+    """Write ``df`` (checked against ``plan``: see ``check_writable``) with Spark's native Parquet
+    writer under ``out_dir``, partitioned by ``spec``; ``settings``: the table's writer properties."""
     from pyspark.sql import Observation
 
     conformed = _conformed(df, plan)
@@ -312,8 +304,8 @@ def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, p
     writer = (
         out.write.mode("errorifexists")
         .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-        .option("compression", writer_properties.parquet_compression)
-        .option("maxRecordsPerFile", str(writer_properties.max_rows_per_file))
+        .option("compression", settings.parquet_compression)
+        .option("maxRecordsPerFile", str(settings.max_rows_per_file))
     )
     if names:
         writer = writer.partitionBy(*names)

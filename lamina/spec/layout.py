@@ -67,6 +67,16 @@ def new_data_path(partition_dir: str | None, write_id: str) -> str:
     return f"{base}/{write_id}-{uuid.uuid4().hex[:12]}.parquet"
 
 
+# An engine that writes data files with its own writer puts a write's files under one
+# directory of their own (Spark's native writer: data/spark-<write id>/<partition dirs>/...),
+# which names the write id, so orphan cleanup and an abort recognise them.
+ENGINE_DIR_PREFIX = "spark-"
+
+
+def engine_data_dir(write_id: str) -> str:
+    return f"{DATA_DIR}/{ENGINE_DIR_PREFIX}{write_id}"
+
+
 DV_DIR = f"{DATA_DIR}/_dv"
 
 

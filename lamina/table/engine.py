@@ -1,70 +1,105 @@
 """The engine write session: how an engine (Spark today) writes into a Lamina table.
 
-    with WriteSession(table) as session:           # registers the write id (in flight)
-        ... the engine writes Parquet files under session.data_dir ...
+    with WriteSession(table) as session:           # checks the table may be written; registers the write id
+        ... the engine writes Parquet files under session.data_dir, named with session.write_id ...
         session.add_files(files)                    # path, size, record_count, statistics
         session.commit(mode="overwrite", where="day = '2026-01-05'")
 
-The engine writes data files wherever its tasks run, names them with the session's
-write id (so orphan cleanup spares them while the session is open, and an abort
-finds them), and hands their statistics back; the session commits them as one
-version through a transaction, with the same conflict rules as every other change.
-Leaving the block by an exception, or ``abort()``, deletes what the write id wrote.
+The engine writes data files wherever its tasks run, in paths that carry the session's
+write id (under ``data_dir``, or named ``<write id>-...`` by ``lamina.data.writer``), so
+orphan cleanup spares them while the session is open and an abort finds them; it hands
+their statistics back, and the session commits them as one version through a transaction,
+with the same conflict rules as every other change. Three ways to commit:
+
+- ``commit``: append the added files, or overwrite the rows matching a predicate with them;
+- ``commit_row_delta``: row-level positions to delete (merge, delete, update) computed by
+  the engine against ``base``, plus the added files holding rewritten or inserted rows;
+- ``commit_operation``: any operation that references the write's files (``Table.compact``
+  with ``session=`` commits a compaction whose groups the engine rewrote this way).
+
+A commit that fails, ``abort()``, or leaving the ``with`` block by an exception deletes what
+the write put under ``data/`` and commits nothing; a commit whose outcome is unknown
+(CommitStateUnknown) keeps the files, which the version may reference.
+
+A distributed engine may plan a write in one process, write in others and commit in a
+third: the session's state that travels is its ``write_id``. The committing process opens ``WriteSession(table, write_id=..., register=False)`` to take the
+write over; tasks that name their files with write ids of their own (each registered by its
+task with ``lamina.data.inflight.register_write``) are taken over with ``adopt``. A write
+that starts before its table exists registers its id itself and is taken over the same way
+once the table is created; until then ``lamina.data.inflight.discard_writes`` cleans it up.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 import pyarrow as pa
 
-from lamina.commit import CommitOptions
-from lamina.data.inflight import files_of_writes, finish_write, new_write_id, register_write
-from lamina.errors import CommitStateUnknown, StorageError
+from lamina.commit import CommitOptions, Operation
+from lamina.data.inflight import discard_writes, finish_writes, new_write_id, register_write
+from lamina.errors import CommitStateUnknown, InvalidArgument, StorageError
 from lamina.expr import Expr
 from lamina.manifest.entries import entries_from_user_files, manifest_schema_of
 from lamina.operations import PositionDelta
-from lamina.spec.layout import DATA_DIR
+from lamina.spec.layout import engine_data_dir
 from lamina.spec.version import VersionManifest
 
 if TYPE_CHECKING:
     from lamina.table.table import Table
+    from lamina.table.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
-# Data files an engine writes go under data/<ENGINE_DIR_PREFIX><write id>/ (orphan cleanup and
-# aborts recognise the write id in the path).
-ENGINE_DIR_PREFIX = "spark-"
-
 
 class WriteSession:
-    """One engine write into ``table``, based on the version the table object holds.
+    """One engine write into ``table``, based on the version the table object holds (``base``).
 
-    ``register=False`` skips the in-flight marker (a write that commits within moments)."""
+    ``write_id``: continue a write started elsewhere (the engine's planning process, or before
+    the table existed) instead of starting one; ``register``: put the write's in-flight marker
+    now (False: it is in place already, put by whoever started the write). Either way the
+    session removes the marker when it ends. Raises (UnsupportedFeature, CatalogManaged,
+    TableOffline) before anything is written if the table may not be written."""
 
     def __init__(self, table: "Table", *, write_id: str | None = None, register: bool = True,
                  commit_options: CommitOptions | None = None) -> None:
-        table._check_writable()  # before the engine writes anything
+        if not register and write_id is None:
+            raise InvalidArgument("register=False continues a write started elsewhere: pass its write_id")
+        table.check_writable()  # before the engine writes anything
         self.table = table
         self.base: VersionManifest = table.metadata
         self.write_id = write_id or new_write_id()
         self.commit_options = commit_options
+        self._write_ids = [self.write_id]
         self._entries: list[pa.Table] = []
-        self._registered = register
         self._state = "open"
         if register:
             register_write(table.io, self.write_id)
 
     @property
     def data_dir(self) -> str:
-        """Where the engine puts this write's files, relative to the table root."""
-        return f"{DATA_DIR}/{ENGINE_DIR_PREFIX}{self.write_id}"
+        """Where an engine with its own data-file writer puts this write's files (relative to
+        the table root); their partition directories go below it."""
+        return engine_data_dir(self.write_id)
+
+    @property
+    def write_ids(self) -> list[str]:
+        """The session's write id, then every adopted one."""
+        return list(self._write_ids)
+
+    def adopt(self, write_ids: Iterable[str]) -> None:
+        """Make writes registered under other ids part of this one (an engine whose tasks each
+        name their files with a write id of their own): their files are committed with the
+        session's, an abort deletes them, and the end of the session removes their markers."""
+        self._check_open()
+        self._write_ids += [w for w in dict.fromkeys(write_ids) if w not in self._write_ids]
 
     @property
     def manifest_schema(self) -> pa.Schema:
         return manifest_schema_of(self.base)
+
+    # -- the files --------------------------------------------------------------------------
 
     def entries_of(self, files: pa.Table) -> pa.Table:
         """Manifest entries for files described as for ``Table.add_files`` (path, size,
@@ -73,16 +108,19 @@ class WriteSession:
         return entries_from_user_files(files, vm.schema, vm.partition_spec, manifest_schema_of(vm))
 
     def add_files(self, files: pa.Table) -> None:
-        """Add data files the engine wrote (see ``entries_of``) to what ``commit`` commits."""
+        """Add data files the engine wrote (see ``entries_of``) to what the session commits."""
         self.add_entries(self.entries_of(files))
 
     def add_entries(self, entries: pa.Table) -> None:
-        """Add data files already as manifest entries (e.g. built by the engine's tasks)."""
+        """Add data files already as manifest entries (e.g. built by the engine's tasks with
+        ``lamina.manifest.entries.data_entries``)."""
+        self._check_open()
         if entries.num_rows:
             self._entries.append(entries)
 
     @property
     def entries(self) -> pa.Table:
+        """The entries of every file added so far."""
         return pa.concat_tables(self._entries) if self._entries else self.manifest_schema.empty_table()
 
     # -- commit ---------------------------------------------------------------------------
@@ -92,9 +130,10 @@ class WriteSession:
         app_transaction: tuple[str, int] | None = None, operation: str | None = None,
     ) -> int | None:
         """Commit the added files as one version: ``mode`` append, or overwrite of the rows
-        matching ``where`` (all rows if None). Raises TransactionAlreadyCommitted (nothing
-        committed) if ``app_transaction`` was committed before."""
-        tx = self.table.transaction(commit_options=self.commit_options)
+        matching ``where`` (all rows if None; files that only partly match are rewritten,
+        named by the write id). The version's number. Raises TransactionAlreadyCommitted
+        (nothing committed, the files deleted) if ``app_transaction`` was committed before."""
+        tx = self._transaction()
         tx.add_entries(self.entries, mode=mode, where=where, app_transaction=app_transaction,
                        operation=operation, write_id=self.write_id)
         return self._commit(tx)
@@ -103,22 +142,34 @@ class WriteSession:
         self, operation: str, prune: Expr, positions: Mapping[tuple, np.ndarray], *,
         mode: str | None = None, counts: Mapping[str, int] | None = None,
     ) -> tuple[int | None, PositionDelta]:
-        """Commit a row-level change computed by the engine against ``base``: for every file
-        ``prune`` selects in it (by ``lamina.data.deletes.file_key``), the physical row
-        positions to delete; the added files hold the rows written instead (updates,
-        inserts). Applied like ``Table.delete``: deletion vectors merged into existing ones
-        (or files rewritten, copy-on-write). Raises StaleRowDelta (nothing committed) if the
-        files ``prune`` selects changed since ``base``: the engine recomputes."""
-        tx = self.table.transaction(commit_options=self.commit_options)
+        """Commit a row-level change the engine computed against ``base``: for every file
+        ``prune`` selects in it (keyed by ``lamina.data.deletes.file_key``), the physical row
+        positions to delete (empty: untouched); the added files hold the rows written instead
+        (updates, inserts; ``counts``: rows_updated / rows_inserted, for the summary).
+        Applied like ``Table.delete``: deletion vectors merged into existing ones, or
+        (``mode`` copy-on-write; default the table's ``write.delete.mode``) the files
+        rewritten. Raises StaleRowDelta (nothing committed, the files deleted) if the files
+        ``prune`` selects changed since ``base``: the engine recomputes in a new session.
+        Returns the version (None if nothing changed: nothing committed) and the operation
+        (``last_stats``: files touched, rows deleted)."""
+        tx = self._transaction()
         op = PositionDelta(
             operation, prune, [self.base.schema.names[0]], lambda rows: None,  # type: ignore[arg-type, return-value]
             tx.row_mode(mode), self.write_id, positions=dict(positions), written=self.entries,
             counts=dict(counts or {}),
         )
-        tx.add_operation(op)
-        return self._commit(tx), op
+        return self._commit(tx.add_operation(op)), op
 
-    def _commit(self, tx: Any) -> int | None:
+    def commit_operation(self, op: Operation) -> int | None:
+        """Commit an operation (``lamina.operations``) that references this write's files, as
+        one version; None if it changed nothing (nothing committed: the files are deleted)."""
+        return self._commit(self._transaction().add_operation(op))
+
+    def _transaction(self) -> "Transaction":
+        self._check_open()
+        return self.table.transaction(commit_options=self.commit_options)
+
+    def _commit(self, tx: "Transaction") -> int | None:
         try:
             version = tx.commit()
         except CommitStateUnknown:
@@ -129,32 +180,41 @@ class WriteSession:
             self.abort()
             raise
         self._state = "committed"
-        self._finish()
+        if version is None:  # nothing referenced the write's files: an empty directory at most
+            self._discard(search=False)
+        else:
+            self._finish()
         return version
 
     # -- the end ----------------------------------------------------------------------------
 
     def abort(self) -> None:
-        """Nothing is committed; delete every file this write id put under ``data/``."""
-        if self._state in ("committed", "unknown"):
+        """Commit nothing, and delete what this write put under ``data/``: the files added,
+        everything under ``data_dir``, and every file named by one of ``write_ids`` (files
+        the engine's tasks wrote but never reported; one listing of ``data/``). Does nothing
+        once the session has committed."""
+        if self._state != "open":
             return
         self._state = "aborted"
-        try:
-            paths = files_of_writes(self.table.io, [self.write_id])
-            if paths:
-                self.table.io.delete_many(paths)
-        except StorageError as e:  # left for orphan cleanup (the marker expires)
-            log.warning("could not delete the files of aborted write %s: %s", self.write_id, e)
-        self._finish()
+        self._discard(search=True)
+
+    def _discard(self, search: bool) -> None:
+        entries = self.entries
+        discard_writes(self.table.io, self._write_ids, entries.column("path").to_pylist(), search=search)
 
     def _finish(self) -> None:
-        if self._registered:
-            self._registered = False
-            finish_write(self.table.io, self.write_id)
+        try:
+            finish_writes(self.table.io, self._write_ids)
+        except StorageError as e:  # committed all the same; the markers expire
+            log.warning("could not remove the in-flight markers of writes %s: %s", self._write_ids, e)
+
+    def _check_open(self) -> None:
+        if self._state != "open":
+            raise InvalidArgument(f"the write session is {self._state}; open a new one")
 
     def __enter__(self) -> "WriteSession":
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None or self._state == "open":
+        if self._state == "open":
             self.abort()

@@ -11,7 +11,7 @@ import functools
 import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -36,6 +36,9 @@ from lamina.table import auto_tags, system
 from lamina.table.convert import to_arrow
 from lamina.table.transaction import Transaction
 from lamina.timeutil import epoch_ms
+
+if TYPE_CHECKING:
+    from lamina.table.engine import WriteSession
 
 
 def _timestamp_ms(ts: Any) -> int:
@@ -90,10 +93,12 @@ class Table:
     def check_online(self) -> None:
         """Raise TableOffline if the table may not be written now (catalog tables; see CatalogTable)."""
 
-    def _check_writable(self) -> None:
-        """Before anything is written: the version this object holds needs no writer feature
-        this Lamina lacks (UnsupportedFeature), and the table is online. Every method in
-        WRITE_METHODS runs it first; the committer checks each base again."""
+    def check_writable(self) -> None:
+        """Raise unless this table may be written now: the version this object holds needs no
+        writer feature this Lamina lacks (UnsupportedFeature; CatalogManaged for a catalog's
+        table opened by path), and the table is online (TableOffline). Every method in
+        WRITE_METHODS and every engine write session runs it before writing anything; the
+        committer checks each base again."""
         check_writer(self._vm.writer_features, f"table {self.uri}")
         self.check_online()
 
@@ -278,22 +283,33 @@ class Table:
     def compact(
         self, *, target_file_size: int = compaction.DEFAULT_TARGET, min_file_size: int | None = None,
         where: str | Expr | None = None, sort_by: Any = None, commit_options: CommitOptions | None = None,
-        progress: Any = None, rewrite_groups: Any = None, write_id: str | None = None,
+        progress: Any = None, rewrite_groups: Any = None, session: "WriteSession | None" = None,
     ) -> CompactionResult:
         """Bin-pack small files (and files with deletion vectors) per partition into
         ~``target_file_size`` files, in one version. See ``lamina.operations.compaction``.
 
-        ``rewrite_groups`` and ``write_id`` let an engine (Spark) do the rewriting."""
+        An engine does the rewriting with ``rewrite_groups`` (see ``CompactFiles``) and a
+        ``session`` (``lamina.table.WriteSession`` on this table): the outputs carry
+        the session's write id, and the session commits them (with its commit options), or
+        deletes them if the compaction fails."""
+        if session is not None:
+            if session.table is not self:
+                raise InvalidArgument("compact(session=...) takes a write session opened on this table object")
+            if commit_options is not None:
+                raise InvalidArgument("the commit options of a compaction in a write session are the session's")
         target = compaction.check_target(target_file_size)
         vm = self.refresh().metadata
         op = CompactFiles(
             bind(to_expr(where), vm.schema) if where is not None else None, target,
             min_file_size if min_file_size is not None else target * 3 // 4,
             compaction.sort_columns(vm.schema, sort_by, TableProperties.WRITE_SORT_ORDER.get(vm.properties)),
-            write_id or new_write_id(), progress, rewrite_groups,
+            session.write_id if session is not None else new_write_id(), progress, rewrite_groups,
         )
         before = int(vm.summary.get("total-files", 0))
-        version = self._one(self.transaction(commit_options=commit_options).add_operation(op))
+        if session is not None:
+            version = session.commit_operation(op)
+        else:
+            version = self._one(self.transaction(commit_options=commit_options).add_operation(op))
         if version is None:
             return CompactionResult(None, before, before, 0, 0, 0, 0, 0)
         last = op.last
@@ -450,7 +466,7 @@ WRITE_METHODS = (
 def _guarded(method: Any) -> Any:
     @functools.wraps(method)
     def guarded(self: Table, *args: Any, **kwargs: Any) -> Any:
-        self._check_writable()
+        self.check_writable()
         return method(self, *args, **kwargs)
 
     return guarded

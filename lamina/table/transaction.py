@@ -223,7 +223,7 @@ class Transaction:
         self._check_open()
         table = self.table
         try:
-            table._check_writable()
+            table.check_writable()
             if not self._ops and not self._tags:
                 raise InvalidArgument("the transaction has no changes to commit")
             # An operation that reads the base's files starts from the latest version; appends

@@ -64,9 +64,10 @@ def sdf(spark, t: pa.Table):
 
 def all_entries(t: lamina.Table) -> pa.Table:
     """Every manifest column of the live data files (the planner reads only what a scan needs)."""
+    from lamina.manifest.entries import manifest_schema_of
     from lamina.manifest.tree import live_data_entries
 
-    return live_data_entries(t.io, t.metadata.root_manifest, t._mschema_of(t.metadata))
+    return live_data_entries(t.io, t.metadata.root_manifest, manifest_schema_of(t.metadata))
 
 
 def data_files(root) -> list[str]:

@@ -12,7 +12,7 @@ import pytest
 
 import lamina
 from lamina.errors import CatalogManaged, TableOffline
-from lamina.maintenance import compaction, fsck
+from lamina.maintenance import fsck
 from lamina.spark import compact as spark_compact
 from lamina.spark import delete as spark_delete
 from lamina.spark import merge as spark_merge
@@ -180,7 +180,7 @@ def test_spark_compact_recomputes_a_group_a_concurrent_delete_changed(spark, cat
         calls.append(len(groups))
         return out
 
-    r = compaction.compact(t, target_file_size=1 << 20, rewrite_groups=racing)
+    r = t.compact(target_file_size=1 << 20, rewrite_groups=racing)
     assert len(calls) == 2  # the group was recomputed on the new base
     got = cat.load_table("shop.orders").to_arrow()
     assert ids(got) == [i for i in range(300) if i % 10 != 3 and i not in (0, 1)]  # no resurrected row

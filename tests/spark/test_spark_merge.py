@@ -164,11 +164,11 @@ def test_concurrent_change_to_a_touched_file_is_recomputed(spark, tmp_path, monk
     real = smerge._commit
     calls = []
 
-    def racing(table, *args, **kwargs):
+    def racing(session, *args, **kwargs):
         if not calls:
-            lamina.open_table(table.uri).delete("id IN (3, 4, 121)")  # the concurrent writer
+            lamina.open_table(session.table.uri).delete("id IN (3, 4, 121)")  # the concurrent writer
         calls.append(1)
-        return real(table, *args, **kwargs)
+        return real(session, *args, **kwargs)
 
     monkeypatch.setattr(smerge, "_commit", racing)
     clauses = CASES["upsert_first_clause_wins"]
@@ -188,11 +188,11 @@ def test_concurrent_append_outside_the_keys_does_not_recompute(spark, tmp_path, 
     real = smerge._commit
     calls = []
 
-    def racing(table, *args, **kwargs):
+    def racing(session, *args, **kwargs):
         if not calls:
-            lamina.open_table(table.uri).append(rows(range(1000, 1010)))
+            lamina.open_table(session.table.uri).append(rows(range(1000, 1010)))
         calls.append(1)
-        return real(table, *args, **kwargs)
+        return real(session, *args, **kwargs)
 
     monkeypatch.setattr(smerge, "_commit", racing)
     got = spark_merge(s_uri, sdf(spark, rows([120, 121], cat="x")), on="id").when_matched_update_all().execute()

@@ -191,3 +191,39 @@ def test_where_option_reads_back_as_the_same_predicate_or_is_left_out(tmp_path):
     assert where_option(t.scan(where=col("x") < float("inf"))) is None  # "x < inf" does not parse back
 
 
+def test_streaming_batches_commit_and_abort_through_writers_made_anew(tmp_path):
+    """As Spark runs a streaming query: each micro-batch's tasks run the writer planned for that
+    batch, its commit or abort runs on a writer made anew (another write id), given the tasks'
+    messages, None for a task it has no message of. The commit takes the tasks' write over
+    (their marker goes); the abort removes the batch's files, reported or not, and nothing of
+    the batches committed before it."""
+    from lamina.spark.datasource import LaminaStreamWriter
+
+    uri = str(tmp_path / "t")
+    lamina.create_table(uri, pa.schema([("id", pa.int64())]))
+    options = {"path": uri, "appid": "q1"}
+    schema = T.StructType([T.StructField("id", T.LongType())])
+
+    def task(writer, lo: int, hi: int):
+        return writer.write(iter([pa.record_batch([pa.array(range(lo, hi), pa.int64())], names=["id"])]))
+
+    def on_disk() -> set[str]:
+        return {str(p.relative_to(tmp_path / "t")) for p in (tmp_path / "t" / "data").rglob("*") if p.is_file()}
+
+    def markers() -> list:
+        return list((tmp_path / "t" / "_lamina" / "writes").iterdir())
+
+    batch0 = LaminaStreamWriter(options, schema, False)
+    done = [task(batch0, 0, 5), task(batch0, 5, 10)]
+    assert len(markers()) == 1
+    LaminaStreamWriter(options, schema, False).commit(done, 0)
+    assert markers() == []
+    committed = on_disk()
+    batch1 = LaminaStreamWriter(options, schema, False)
+    finished = task(batch1, 10, 15)
+    task(batch1, 15, 20)  # finished too, but Spark lost its message
+    LaminaStreamWriter(options, schema, False).abort([finished, None], 1)
+    assert on_disk() == committed and markers() == []
+    t = lamina.open_table(uri)
+    assert sorted(t.to_arrow().column("id").to_pylist()) == list(range(10))
+    assert t.metadata.app_transactions == {"q1": 0}
