@@ -115,14 +115,50 @@ def file_sizes(root: str | os.PathLike) -> dict[str, int]:
     return out
 
 
-def flush_lamina_hints() -> None:
-    """Version hints are written in the background: let them land before a walk or a copy."""
+def flush_lamina_hints() -> bool:
+    """Version hints are written in the background: let them land before a walk or a copy. False
+    if this Lamina has no lamina.commit.log.flush_hints (or it failed): nothing was waited for."""
     try:
         from lamina.commit.log import flush_hints
 
         flush_hints()
+        return True
     except Exception:  # noqa: BLE001
-        pass
+        return False
+
+
+# --------------------------------------------------------------------------- plan tables
+def one_percent_ids(n_files: int, rows_per_file: int) -> tuple[int, int]:
+    """[lo, hi) of the ids of make_batch data held by 1% of n_files files of rows_per_file rows
+    (at least one file), in the middle of the table: the selective query of the plan benchmarks."""
+    lo = (n_files // 2) * rows_per_file
+    return lo, lo + max(1, n_files // 100) * rows_per_file
+
+
+def synthetic_data_files(first: int, n: int, rows_per_file: int, all_columns: bool = False) -> pa.Table:
+    """Entries for ``Table.add_files(..., check_files=False)`` of n data files that do not exist
+    (a plan reads only the manifests): file i (first <= i < first + n) holds the ids
+    [i * rows_per_file, (i + 1) * rows_per_file) of make_batch data. Statistics of id, or with
+    all_columns of every column of SCHEMA, as a native write of that data records them."""
+    i = np.arange(first, first + n, dtype=np.int64)
+    lo, hi = i * rows_per_file, i * rows_per_file + rows_per_file - 1
+    cols = {
+        "path": pa.array([f"data/synthetic/{k:07d}.parquet" for k in i.tolist()], pa.string()),
+        "size": pa.array(np.full(n, 4_000_000, dtype=np.int64)),
+        "record_count": pa.array(np.full(n, rows_per_file, dtype=np.int64)),
+    }
+    bounds = {"id": (pa.array(lo), pa.array(hi))}
+    if all_columns:
+        if rows_per_file < len(_CATEGORIES):
+            raise ValueError(f"all_columns needs files of at least {len(_CATEGORIES)} rows (every category)")
+        bounds |= {
+            "category": (pa.array(np.full(n, _CATEGORIES[0]), pa.string()), pa.array(np.full(n, _CATEGORIES[-1]), pa.string())),
+            "value": (pa.array(lo * 0.5), pa.array(hi * 0.5)),
+            "ts": tuple(pa.array(_TS0_US + x * 1_000_000, pa.timestamp("us")) for x in (lo, hi)),
+        }
+    for name, (lower, upper) in bounds.items():
+        cols |= {f"lower.{name}": lower, f"upper.{name}": upper, f"null_count.{name}": pa.array(np.zeros(n, dtype=np.int64))}
+    return pa.table(cols)
 
 
 # --------------------------------------------------------------------------- tables built by appends

@@ -20,14 +20,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
 
 import common  # noqa: E402
 import systems  # noqa: E402
 from common import (  # noqa: E402,F401  (Section .. verdict: also imported from here by other scripts)
     BENCH_DIR, OUT_DIR, REPO_ROOT, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser,
     comma_list, command_line, err_text, fmt_ratio, fmt_s, lamina_revision, loadavg, log_error, machine_note,
-    make_batch, md_table, now, p50, print_rich, report_path, run_json, say, verdict, write_results,
+    make_batch, md_table, now, one_percent_ids, p50, print_rich, report_path, run_json, say, synthetic_data_files,
+    verdict, write_results,
 )
 from common import APPEND_BLOCK, OPEN_BLOCK, WARM_APPENDS, timed_append, timed_opens, warm_up_appends  # noqa: E402
 
@@ -402,8 +402,7 @@ def measure_plans(targets: list[tuple], cold_reps: int, warm_reps: int) -> dict:
 def bench_plan(ws: Workspace, cfg: Config) -> Section:
     NF, RPF = cfg.plan_files, cfg.plan_rpf
     nrows = NF * RPF
-    lo = (NF // 2) * RPF
-    hi = lo + max(1, NF // 100) * RPF
+    lo, hi = one_percent_ids(NF, RPF)
     say(f"plan: generating {nrows:,} rows")
     data = make_batch(0, nrows)
     sec = Section(
@@ -531,8 +530,7 @@ def bench_plan(ws: Workspace, cfg: Config) -> Section:
 def bench_plan1m(ws: Workspace, cfg: Config) -> Section:
     NF, NC, RPF = cfg.m_files, cfg.m_commits, 1024
     per = NF // NC
-    lo = (NF // 2) * RPF
-    hi = lo + max(1, NF // 100) * RPF
+    lo, hi = one_percent_ids(NF, RPF)
     sec = Section(
         key="plan1m",
         title=f"4. Plan over {NF:,} data files (Lamina only)",
@@ -565,17 +563,7 @@ def bench_plan1m(ws: Workspace, cfg: Config) -> Section:
         reg = []
         say(f"plan1m: registering {NF:,} files in {NC} commits")
         for c in range(NC):
-            i = np.arange(c * per, (c + 1) * per, dtype=np.int64)
-            files = pa.table(
-                {
-                    "path": pa.array([f"data/synthetic/{k:07d}.parquet" for k in i.tolist()], pa.string()),
-                    "size": pa.array(np.full(per, 4_000_000, dtype=np.int64)),
-                    "record_count": pa.array(np.full(per, RPF, dtype=np.int64)),
-                    "lower.id": pa.array(i * RPF),
-                    "upper.id": pa.array(i * RPF + RPF - 1),
-                    "null_count.id": pa.array(np.zeros(per, dtype=np.int64)),
-                }
-            )
+            files = synthetic_data_files(c * per, per, RPF)
             t0 = now()
             h = s.add_files(h, files)
             reg.append(now() - t0)
