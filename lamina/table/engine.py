@@ -177,7 +177,11 @@ class WriteSession:
             self._finish()
             raise
         except BaseException:
-            self.abort()
+            if tx._state == "committed":  # the version landed, a commit hook failed: the files are its
+                self._state = "committed"
+                self._finish()
+            else:
+                self.abort()
             raise
         self._state = "committed"
         if version is None:  # nothing referenced the write's files: an empty directory at most

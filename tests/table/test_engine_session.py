@@ -290,3 +290,25 @@ def test_a_table_that_may_not_be_written_is_refused_before_anything_is_written(t
     with pytest.raises(UnsupportedFeature, match="future-feature"):
         WriteSession(t)
     assert markers(t) == [] and data_tree(t) == before
+
+
+def test_an_error_after_the_version_landed_keeps_its_files(table, monkeypatch):
+    """A commit hook (automatic tags) runs once the version has landed; if it is interrupted,
+    the error surfaces, but the files are the committed version's: nothing is deleted."""
+    landed = type(table)._committed
+
+    def interrupted(self, vm, new):
+        landed(self, vm, new)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(type(table), "_committed", interrupted)
+    s = WriteSession(table)
+    mine = put_file(table, f"{s.data_dir}/part-0.parquet", rows(range(10, 12)))
+    s.add_files(files(mine))
+    with pytest.raises(KeyboardInterrupt):
+        s.commit()
+    monkeypatch.undo()
+    assert exists(table, mine["path"]) and markers(table) == []
+    assert content(table) == model(rows(range(12)))
+    s.abort()  # the session ended with its commit: nothing to abort
+    assert exists(table, mine["path"])
