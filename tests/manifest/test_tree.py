@@ -107,7 +107,7 @@ steps = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(cfg=shapes, history=steps, probe=st.integers(-5, 105))
 def test_the_tree_holds_exactly_the_model_live_files(cfg, history, probe):
     io = memory_io()
