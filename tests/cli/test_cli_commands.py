@@ -25,11 +25,24 @@ from lamina.cli.main import app
 from lamina.commit import flush_hints
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("c", pa.string())])
-WIDE = {"COLUMNS": "400"}  # rich draws tables to the terminal width: wide enough for whole paths
+
+
+@pytest.fixture(autouse=True)
+def wide_console():
+    """rich wraps output to its console's width, taken from COLUMNS when the console was
+    created (at import, whatever the environment then): wide enough here for whole paths."""
+    from lamina.cli._output import console, err
+
+    saved = [(c, c._width) for c in (console, err)]
+    for c in (console, err):
+        c.width = 400
+    yield
+    for c, width in saved:
+        c._width = width
 
 
 def run(*args: str, input: str | None = None):
-    return CliRunner().invoke(app, list(args), env=WIDE, input=input)
+    return CliRunner().invoke(app, list(args), input=input)
 
 
 def ok(*args: str):
