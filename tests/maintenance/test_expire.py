@@ -385,6 +385,31 @@ def test_tags_keep_their_versions_readable_and_their_files(clock, tmp_path):
     assert gc_files(t.uri) == referenced(lamina.open_table(t.uri))
 
 
+@pytest.mark.parametrize("readd", [False, True], ids=["plain", "after-a-rollback-readd"])
+def test_deleting_a_tag_frees_what_only_it_held_and_its_dry_run_says_so(clock, tmp_path, readd):
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    t.append(batch([0]))  # v1: file A
+    t.overwrite(batch([1]))  # v2: file B replaces A
+    only_tag = set(t.files().column("path").to_pylist())
+    t.create_tag("two")
+    if readd:
+        t.rollback(1)  # v3: A again (re-added), B removed
+    else:
+        t.overwrite(batch([0]))  # v3: a new file replaces B
+    clock.advance(MINUTE)
+    t.expire_versions(retain_last=1, reader_grace=NO_GRACE)  # B is held by the tag alone
+    before = table_files(t.uri)
+    dry = t.delete_tag("two", dry_run=True)
+    assert table_files(t.uri) == before and t.tag("two").tagged_version == 2
+    rep = t.delete_tag("two")
+    assert set(rep.deleted_files) == only_tag
+    assert (sorted(dry.deleted_files), sorted(dry.deleted_manifests), dry.deleted_bytes) == (
+        sorted(rep.deleted_files), sorted(rep.deleted_manifests), rep.deleted_bytes)
+    assert set(before) - set(table_files(t.uri)) == set(rep.deleted_files) | set(rep.deleted_manifests) | {
+        "_lamina/tags/two.json"}
+    assert gc_files(t.uri) == referenced(lamina.open_table(t.uri))
+
+
 def test_a_file_live_in_the_latest_version_is_never_deleted(clock, tmp_path):
     """The oldest file of the table stays live through every later commit (appends, a
     rollback that re-adds, a delete on another file) and every expiry."""
