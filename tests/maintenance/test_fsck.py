@@ -29,8 +29,8 @@ NOW = timedelta(0)
 
 
 def inflight():
-    """The in-flight write markers (lamina.table.inflight; moving to lamina.data.inflight)."""
-    from lamina.table import inflight as module
+    """The in-flight write markers (lamina.data.inflight; moving to lamina.data.inflight)."""
+    from lamina.data import inflight as module
 
     return module
 
@@ -151,14 +151,8 @@ def _first_slot(t, tombstone: bool) -> str:
 DAMAGE = {
     "data file deleted": (lambda t: latest_refs(t)["data"][0], _remove),
     "deletion vector deleted": (lambda t: latest_refs(t)["dv"][0], _remove),
-    "leaf manifest deleted": (lambda t: latest_refs(t)["leaf"][0], _remove),
-    "root manifest deleted": (lambda t: latest_refs(t)["root"][0], _remove),
-    "leaf manifest overwritten": (lambda t: latest_refs(t)["leaf"][0], _overwrite(b"PAR1 not a manifest PAR1")),
-    "root manifest truncated": (lambda t: latest_refs(t)["root"][0], _truncate),
     "older version truncated": (lambda t: _first_slot(t, tombstone=False), _truncate),
     "older version holds another version": (lambda t: _first_slot(t, tombstone=False), _other_version),
-    "tombstone damaged": (lambda t: _first_slot(t, tombstone=True), _overwrite(b'{"tombstone":tru')),
-    "tombstone of another version": (lambda t: _first_slot(t, tombstone=True), _tombstone_of_another_version),
     "freed-slot record damaged": (
         lambda t: "_lamina/freed/" + sorted(os.listdir(os.path.join(t.uri, "_lamina", "freed")))[0],
         _overwrite(b'{"first_version": 0}'),

@@ -28,8 +28,8 @@ OLD_DAYS = 10
 
 
 def inflight():
-    """The in-flight write markers (lamina.table.inflight; moving to lamina.data.inflight)."""
-    from lamina.table import inflight as module
+    """The in-flight write markers (lamina.data.inflight; moving to lamina.data.inflight)."""
+    from lamina.data import inflight as module
 
     return module
 

@@ -184,30 +184,5 @@ def test_appends_that_fit_inline_write_no_leaf_and_carry_every_leaf():
     assert (r.leaves_written, r.leaves_carried) == (0, 2) and set(tree_of(io, r.root_path)[1]) == leaves
 
 
-def test_a_leafs_max_added_version_is_the_newest_of_its_entries():
-    """docs/format.md: a leaf's row in the root carries ``max_added_version``, "leaf: largest
-    added_version over its entries"; removal uses [added_version, max_added_version] to find
-    the leaves that can hold a file without reading the others."""
-    io = memory_io()
-    model = Model()
-    cfg = TreeConfig(inline_max=0, leaf_target=10, merge_min_leaves=8)
-    r = apply_change(io, None, MSCHEMA, 1, model.new_files([(1, 1, 1, None)], 1), model.removal([]), cfg)
-    r = apply_change(io, r.root_path, MSCHEMA, 2, model.new_files([(1, 2, 2, None)], 2), model.removal([]), cfg)
-    root, leaves = tree_of(io, r.root_path)
-    for row in root.filter(pc.equal(root.column("content"), C.LEAF)).to_pylist():
-        assert row["max_added_version"] == max(leaves[row["path"]].column("added_version").to_pylist()), row
 
 
-def test_leaves_carried_counts_the_leaves_kept_by_reference_when_small_leaves_merge():
-    """Three one-file leaves, then a fourth commit: the small leaves are merged, so no leaf
-    of the base is carried. The count (a version's ``leaves-carried`` summary) must say 0,
-    the number of base leaves in the new root -- not a negative number."""
-    io = memory_io()
-    model = Model()
-    cfg = TreeConfig(inline_max=0, leaf_target=10, merge_min_leaves=3)
-    r = None
-    for v in range(1, 5):
-        base = set(tree_of(io, r.root_path if r else None)[1])
-        r = apply_change(io, r.root_path if r else None, MSCHEMA, v, model.new_files([(1, v, v, None)], v), model.removal([]), cfg)
-        new = set(tree_of(io, r.root_path)[1])
-        assert r.leaves_carried == len(new & base), (v, r)
