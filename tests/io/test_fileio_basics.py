@@ -1,0 +1,171 @@
+"""lamina.io.FileIO, the only way Lamina touches storage: the same behaviour on local disk,
+memory:// and S3 (a local moto server, the session's ``s3`` fixture).
+
+Reads and writes, the three create semantics (``put`` overwrites, ``put_if_absent`` never,
+``put_new`` succeeds again only on identical bytes), deletes that are idempotent,
+listings (recursive ``list``/``walk``, one-level ``list_dir``/``list_names``), and paths
+that try to leave the table root refused with ``InvalidUri`` before anything is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from datetime import datetime
+
+import pyarrow as pa
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from support import BUCKET  # noqa: E402  (the s3 fixture creates it)
+
+from lamina.errors import AlreadyExists, InvalidUri, NotFound  # noqa: E402
+from lamina.io import FileIO  # noqa: E402
+
+
+@pytest.fixture(params=["local", "memory", pytest.param("s3", marks=pytest.mark.xdist_group("s3"))])
+def store(request, tmp_path):
+    """A function making FileIOs rooted under one fresh location of the backend: ``store(sub)``."""
+    name = uuid.uuid4().hex[:12]
+    if request.param == "local":
+        return lambda sub="t": FileIO(str(tmp_path / sub))
+    if request.param == "memory":
+        return lambda sub="t": FileIO(f"memory://fileio-{name}/{sub}")
+    s3 = request.getfixturevalue("s3")
+    return lambda sub="t": FileIO(f"s3://{BUCKET}/{name}/{sub}", s3.storage_options)
+
+
+def paths_of(io: FileIO, prefix: str = "") -> list[str]:
+    return sorted(o.path for o in io.walk(prefix))
+
+
+# -- reading and writing --------------------------------------------------------------------
+
+
+def test_put_get_and_sizes(store):
+    io = store()
+    io.put("data/a.bin", b"first")
+    assert io.get("data/a.bin") == b"first" and io.exists("data/a.bin") and io.size("data/a.bin") == 5
+    io.put("data/a.bin", b"second, longer")  # put replaces whatever is there
+    assert io.get("data/a.bin") == b"second, longer" and io.size("data/a.bin") == 14
+    assert io.get_optional("data/a.bin") == b"second, longer"
+    assert io.get_range("data/a.bin", 8, 6) == b"longer"
+    io.put("data/buf.bin", pa.py_buffer(b"\x00\x01arrow"))  # an Arrow buffer (an encoded Parquet file)
+    assert io.get("data/buf.bin") == b"\x00\x01arrow"
+    assert io.sizes(pa.array(["data/a.bin", "data/buf.bin", "data/none.bin"])).to_pylist() == [14, 7, None]
+
+
+def test_a_missing_object(store):
+    io = store()
+    io.put("data/other.bin", b"x")  # the location exists
+    assert io.get_optional("data/missing.bin") is None and not io.exists("data/missing.bin")
+    for read in (io.get, io.size, lambda p: io.get_range(p, 0, 1)):
+        with pytest.raises(NotFound, match="data/missing.bin"):
+            read("data/missing.bin")
+    io.delete("data/missing.bin")  # deletes are idempotent
+    io.delete_many(["data/missing.bin", "data/gone/too.bin"])
+    assert paths_of(io) == ["data/other.bin"]
+
+
+def test_put_if_absent_never_replaces_an_object(store):
+    io = store()
+    io.put_if_absent("_lamina/versions/v.json", b"winner")
+    for data in (b"loser", b"winner"):  # the commit point: even the same bytes are someone else's
+        with pytest.raises(AlreadyExists):
+            io.put_if_absent("_lamina/versions/v.json", data)
+    assert io.get("_lamina/versions/v.json") == b"winner"
+
+
+def test_put_new_succeeds_again_only_on_identical_bytes(store):
+    io = store()
+    io.put_new("data/f.parquet", b"these bytes")
+    io.put_new("data/f.parquet", b"these bytes")  # our own retry: the object is ours
+    for other in (b"other bytes", b"these bytez", b"these bytes and more"):
+        with pytest.raises(AlreadyExists, match="different content"):
+            io.put_new("data/f.parquet", other)
+    assert io.get("data/f.parquet") == b"these bytes"
+
+
+def test_delete_and_delete_many(store):
+    io = store()
+    names = [f"data/p={i % 2}/f{i}.parquet" for i in range(6)]
+    for n in names:
+        io.put(n, n.encode())
+    io.delete(names[0])
+    io.delete_many(names[1:4] + ["data/never.parquet"])
+    assert paths_of(io) == sorted(names[4:])
+    io.delete_many([])
+    assert [io.get(n) for n in names[4:]] == [n.encode() for n in names[4:]]
+
+
+# -- listings --------------------------------------------------------------------------------
+
+TREE = {"a/x.json": b"1", "a/b/y.json": b"22", "a/b/c/z.json": b"333", "ab/w.json": b"4444", "r.json": b"55555"}
+
+
+def test_list_walk_and_list_dir(store):
+    io = store()
+    for p, data in TREE.items():
+        io.put(p, data)
+    listed = io.list("a")
+    assert [o.path for o in listed] == ["a/b/c/z.json", "a/b/y.json", "a/x.json"]  # sorted, not "ab/"
+    assert [o.size for o in listed] == [3, 2, 1]
+    assert all(isinstance(o.last_modified, datetime) for o in listed)
+    assert io.list("nothing/here") == []
+    assert paths_of(io) == sorted(TREE)
+    assert paths_of(io, "a/b") == ["a/b/c/z.json", "a/b/y.json"]
+    assert {o.path: o.size for o in io.walk()} == {p: len(d) for p, d in TREE.items()}
+    top = io.list_dir("a")
+    assert top.column("path").to_pylist() == ["a/x.json"] and top.column("size").to_pylist() == [1]
+    assert sorted(io.list_dir("").column("path").to_pylist()) == ["r.json"]
+
+
+
+
+
+
+def test_locations_sharing_a_prefix_do_not_see_each_others_objects(store):
+    one, longer = store("p1"), store("p12")
+    one.put("data/x.json", b"one")
+    longer.put("data/x.json", b"longer")
+    longer.put("data/y.json", b"only in p12")
+    assert paths_of(one) == ["data/x.json"] and one.get("data/x.json") == b"one"
+    assert [o.path for o in one.list("data")] == ["data/x.json"]
+    assert not one.exists("data/y.json")
+    one.delete_many(["data/x.json", "data/y.json"])
+    assert paths_of(longer) == ["data/x.json", "data/y.json"]
+
+
+def test_two_fileios_on_one_memory_location_share_its_objects():
+    uri = f"memory://fileio-{uuid.uuid4().hex[:12]}/t"
+    FileIO(uri).put("data/x.json", b"shared")
+    assert FileIO(uri).get("data/x.json") == b"shared"
+    assert FileIO(uri + "/").get("data/x.json") == b"shared"
+
+
+# -- paths that leave the root, and locations that are none -----------------------------------
+
+HOSTILE = ["../escape", "/etc/passwd", "a/../../escape", "a\\b", "./x", "a/./b", "a//b", "a/", "..", "a\x00b", "a\nb"]
+
+
+def _every_call(io: FileIO):
+    """Each FileIO method taking a path inside the table, as (name, call(path)); ``local_path``
+    only where there is one (elsewhere it is None, whatever the path)."""
+    calls = [
+        ("get", io.get), ("get_optional", io.get_optional), ("get_range", lambda p: io.get_range(p, 0, 1)),
+        ("exists", io.exists), ("size", io.size), ("put", lambda p: io.put(p, b"x")),
+        ("put_if_absent", lambda p: io.put_if_absent(p, b"x")), ("put_new", lambda p: io.put_new(p, b"x")),
+        ("delete", io.delete), ("delete_many", lambda p: io.delete_many(["ok.json", p])),
+        ("list", io.list), ("list_names", io.list_names), ("list_dir", io.list_dir), ("walk", lambda p: list(io.walk(p))),
+    ]
+    return calls + ([("local_path", io.local_path)] if io.is_local else [])
+
+
+
+
+@pytest.mark.parametrize("uri", ["", "ftp://host/t", "memory://", "s3://", "file://host/t", "t\x00u", None])
+def test_a_location_that_is_none_is_refused(uri):
+    with pytest.raises(InvalidUri):
+        FileIO(uri)
