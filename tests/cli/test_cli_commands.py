@@ -23,6 +23,8 @@ from typer.testing import CliRunner
 import lamina
 from lamina.cli.main import app
 from lamina.commit import flush_hints
+from support.files import ids_of, table_files
+from support.files import set_age as age
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("c", pa.string())])
 
@@ -61,24 +63,10 @@ def batch(ids, c: str = "a") -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64()), "c": [c] * len(ids)}, schema=SCHEMA)
 
 
-def ids_of(t: pa.Table) -> list[int]:
-    return sorted(t.column("id").to_pylist())
 
 
-def table_files(root: str) -> dict[str, bytes]:
-    flush_hints()
-    out = {}
-    for d, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(d, n)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, root)] = f.read()
-    return out
 
 
-def age(path: str, days: float) -> None:
-    t = time.time() - days * 86400
-    os.utime(path, (t, t))
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ from lamina.commit import flush_hints
 from lamina.errors import InvalidArgument, VersionNotFound
 from lamina.maintenance import fsck
 from lamina.spec.layout import version_path
+from support.files import ids_of, table_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("grp", pa.string())])
 NO_GRACE = timedelta(0)
@@ -73,20 +74,8 @@ def batch(ids, grp: str = "a") -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64()), "grp": [grp] * len(ids)}, schema=SCHEMA)
 
 
-def ids_of(t: pa.Table) -> list[int]:
-    return sorted(t.column("id").to_pylist())
 
 
-def table_files(root: str) -> dict[str, bytes]:
-    """Every file under the table with its bytes (what "nothing changed" compares)."""
-    flush_hints()
-    out = {}
-    for d, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(d, n)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, root)] = f.read()
-    return out
 
 
 def gc_files(root: str) -> set[str]:

@@ -23,6 +23,7 @@ from lamina.errors import CorruptMetadata
 from lamina.maintenance import fsck
 from lamina.manifest.files import clear_cache
 from lamina.spec.layout import version_path
+from support.files import table_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("grp", pa.string())])
 NOW = timedelta(0)
@@ -40,15 +41,6 @@ def batch(ids, grp: str = "a") -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64()), "grp": [grp] * len(ids)}, schema=SCHEMA)
 
 
-def table_files(root: str) -> dict[str, bytes]:
-    flush_hints()
-    out = {}
-    for d, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(d, n)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, root)] = f.read()
-    return out
 
 
 def latest_refs(t: lamina.Table) -> dict[str, list[str]]:

@@ -21,6 +21,7 @@ import lamina
 from lamina.commit import flush_hints
 from lamina.errors import InvalidArgument
 from lamina.maintenance import fsck
+from support.files import ids_of, set_age, table_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("grp", pa.string())])
 NOW = timedelta(0)
@@ -39,24 +40,10 @@ def batch(ids, grp: str = "a") -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64()), "grp": [grp] * len(ids)}, schema=SCHEMA)
 
 
-def ids_of(t: pa.Table) -> list[int]:
-    return sorted(t.column("id").to_pylist())
 
 
-def table_files(root: str) -> dict[str, bytes]:
-    flush_hints()
-    out = {}
-    for d, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(d, n)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, root)] = f.read()
-    return out
 
 
-def set_age(path: str, days: float) -> None:
-    t = time.time() - days * 86400
-    os.utime(path, (t, t))
 
 
 def age_all(root: str, days: float = OLD_DAYS) -> None:

@@ -1,0 +1,33 @@
+"""What the tests read of a table's files: every file with its bytes ("nothing changed"
+compares two of these), row ids, and file ages set by hand (no sleeps)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pyarrow as pa
+
+from lamina.commit import flush_hints
+
+
+def table_files(root: str) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes, once the background version hints are written."""
+    flush_hints()
+    out = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(d, n)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, root)] = f.read()
+    return out
+
+
+def ids_of(t: pa.Table) -> list[int]:
+    return sorted(t.column("id").to_pylist())
+
+
+def set_age(path: str, days: float) -> None:
+    """Make ``path`` look ``days`` old (its modification time)."""
+    t = time.time() - days * 86400
+    os.utime(path, (t, t))
