@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
 from lamina.commit import Committer
-from lamina.catalog.coordinator import CatalogVersionLog, Row, SqlCoordinator, pending_path
+from lamina.catalog.coordinator import CatalogVersionLog, Row, SqlCoordinator
 from lamina.errors import (
     CatalogError,
     CatalogTableAlreadyExists,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.commit import CommitOptions, Operation
+from lamina.commit import Base, CommitOptions, Operation
 from lamina.data.inflight import new_write_id
 from lamina.data.writer import PendingWrites
 from lamina.errors import CommitStateUnknown, InvalidArgument, LaminaError, StorageError, TagAlreadyExists
@@ -37,7 +37,6 @@ from lamina.operations import (
     check_not_in_table,
 )
 from lamina.operations.rowlevel import check_mode, file_fn_delete, file_fn_update
-from lamina.commit import Base
 from lamina.spec.properties import TableProperties
 from lamina.spec.tag import validate_tag_name
 from lamina.spec.version import VersionManifest
