@@ -110,12 +110,6 @@ class Base:
     def manifest_schema(self) -> pa.Schema:
         return manifest_schema_of(self.metadata)
 
-    @property
-    def key(self) -> tuple[str, str | None]:
-        """Identifies what the operation sees (cache key for work done on one base)."""
-        vm = self.metadata
-        return vm.commit_id, vm.root_manifest
-
     # -- reading the base ----------------------------------------------------------------
 
     def scan(self, where: str | Expr | None = None, columns: Sequence[str] | None = None) -> Scan:
