@@ -19,8 +19,9 @@ Spark: --spark-rows (3,000,000), --spark-writes (timed writes per revision and r
 --baseline is a checkout of the baseline revision (e.g. a `git worktree add ... 0f5b064`);
 --candidate defaults to this repository. Only each checkout's `lamina` package is taken
 from it: the harness (schema, data, windows, timing, Spark session) is this script's and
-bench/common.py's, the same for both. A full run (defaults) takes about 7 minutes on an idle
-machine (append and open 1.5, plan 1.5, Spark 4).
+bench/common.py's, the same for both. A full run (defaults) takes about 7 minutes with a 1-min
+load average of 4-9 on this 2-vCPU machine (append and open 1.5, plan 1.5, Spark 4), 11 at 20,
+27 at 30.
 
 How: each revision's Lamina is imported in its own worker process
 (`python bench/compare_revisions.py --worker <checkout>` with PYTHONPATH=<checkout>, and
