@@ -144,7 +144,7 @@ class Base:
         vm = self.metadata
         return self.new_files(write_data_files(
             self.io, vm.schema, vm.partition_spec, rows, write_id, self._max_rows(max_rows),
-            compression=self._compression, pending=pending,
+            compression=self.writer.parquet_compression, pending=pending,
         ))
 
     def write_stream(
@@ -153,17 +153,13 @@ class Base:
         """``write`` for an unpartitioned table, from a stream of tables (see write_data_stream)."""
         return self.new_files(write_data_stream(
             self.io, self.metadata.schema, tables, write_id, self._max_rows(max_rows),
-            compression=self._compression, memory_pool=memory_pool,
+            compression=self.writer.parquet_compression, memory_pool=memory_pool,
         ))
 
     @cached_property
     def writer(self) -> WriterProperties:
         """The table's writer settings (``write.*`` properties)."""
         return WriterProperties.from_properties(self.properties)
-
-    @property
-    def _compression(self) -> str:
-        return self.writer.parquet_compression
 
     def _max_rows(self, max_rows: int | None) -> int:
         limit = self.writer.max_rows_per_file

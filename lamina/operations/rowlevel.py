@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +33,7 @@ from lamina.expr.values import as_column, as_mask
 from lamina.manifest.entries import conform, fill_constant
 from lamina.data.inflight import new_write_id
 from lamina.data.deletes import DV, dvs_of_plan, file_key, read_bitmap, read_bitmaps, write_dv_file
-from lamina.spec.properties import DELETE_MODES
+from lamina.spec.properties import DELETE_MODES, TableProperties
 from lamina.spec.schema import Schema
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
@@ -48,6 +48,11 @@ def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise InvalidArgument(f"write mode must be one of {MODES}, not {mode!r}")
     return mode
+
+
+def row_mode(mode: str | None, properties: Mapping[str, str]) -> str:
+    """The row-level write mode: ``mode``, else the table's ``write.delete.mode``."""
+    return check_mode(mode or TableProperties.WRITE_DELETE_MODE.get(properties))
 
 
 @dataclass

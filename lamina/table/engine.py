@@ -177,7 +177,7 @@ class WriteSession:
             self._finish()
             raise
         except BaseException:
-            if tx._state == "committed":  # the version landed, a commit hook failed: the files are its
+            if tx.state == "committed":  # the version landed, a commit hook failed: the files are its
                 self._state = "committed"
                 self._finish()
             else:

@@ -25,6 +25,7 @@ from lamina.io import FileIO
 from lamina.maintenance import expire, orphans
 from lamina.operations import CompactFiles, CompactionResult, MergeBuilder, RewriteManifests, Rollback
 from lamina.operations import compaction
+from lamina.operations.rowlevel import row_mode
 from lamina.spec.features import DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, check_reader, check_writer
 from lamina.spec.layout import FORMAT_VERSION
 from lamina.spec.partition import PartitionSpec, parse_partition_by
@@ -276,7 +277,7 @@ class Table:
         def run(op: Any, options: CommitOptions | None) -> int | None:
             return self._one(self.transaction(commit_options=options).add_operation(op))
 
-        return MergeBuilder(self._vm.schema, to_arrow(source), on, Transaction(self).row_mode(mode), run)
+        return MergeBuilder(self._vm.schema, to_arrow(source), on, row_mode(mode, self._vm.properties), run)
 
     # -- layout maintenance ---------------------------------------------------------------
 

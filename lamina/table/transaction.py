@@ -36,8 +36,7 @@ from lamina.operations import (
     check_app_transactions,
     check_not_in_table,
 )
-from lamina.operations.rowlevel import check_mode, file_fn_delete, file_fn_update
-from lamina.spec.properties import TableProperties
+from lamina.operations.rowlevel import file_fn_delete, file_fn_update, row_mode
 from lamina.spec.tag import validate_tag_name
 from lamina.spec.version import VersionManifest
 from lamina.table.convert import app_transactions, to_arrow
@@ -61,6 +60,12 @@ class Transaction:
         self._tags: list[tuple[str, int | None]] = []
         self._state = "open"
 
+    @property
+    def state(self) -> str:
+        """open, committed (its version landed, or nothing changed), aborted, or unknown (the
+        commit's outcome could not be told: its files are kept)."""
+        return self._state
+
     # -- what the changes see -----------------------------------------------------------
 
     @property
@@ -75,15 +80,13 @@ class Transaction:
 
     # -- changes ------------------------------------------------------------------------
 
-    def add_operation(self, op: Operation, *, pending: PendingWrites | None = None, written: Sequence[str] = ()) -> "Transaction":
+    def add_operation(self, op: Operation, *, pending: PendingWrites | None = None) -> "Transaction":
         """Queue an operation (``lamina.operations``); ``pending``: its data files' writes still in
-        flight; ``written``: the data files it references that this transaction wrote (deleted
-        if the transaction does not commit)."""
+        flight."""
         self._check_open()
         self._ops.append(op)
         if pending is not None:
             self._pending.append(pending)
-        self._written.extend(written)
         return self
 
     def _write(self, rows: pa.Table, write_id: str, pending: PendingWrites | None = None) -> pa.Table:
@@ -164,7 +167,7 @@ class Transaction:
 
     def row_mode(self, mode: str | None) -> str:
         """The row-level write mode: ``mode``, else the table's ``write.delete.mode``."""
-        return check_mode(mode or TableProperties.WRITE_DELETE_MODE.get(self.metadata.properties))
+        return row_mode(mode, self.metadata.properties)
 
     def delete(self, where: str | Expr, *, mode: str | None = None) -> "Transaction":
         """Delete the rows matching ``where`` (see ``Table.delete``)."""
