@@ -122,10 +122,6 @@ def test_list_walk_and_list_dir(store):
     assert sorted(io.list_dir("").column("path").to_pylist()) == ["r.json"]
 
 
-
-
-
-
 def test_locations_sharing_a_prefix_do_not_see_each_others_objects(store):
     one, longer = store("p1"), store("p12")
     one.put("data/x.json", b"one")
@@ -146,23 +142,6 @@ def test_two_fileios_on_one_memory_location_share_its_objects():
 
 
 # -- paths that leave the root, and locations that are none -----------------------------------
-
-HOSTILE = ["../escape", "/etc/passwd", "a/../../escape", "a\\b", "./x", "a/./b", "a//b", "a/", "..", "a\x00b", "a\nb"]
-
-
-def _every_call(io: FileIO):
-    """Each FileIO method taking a path inside the table, as (name, call(path)); ``local_path``
-    only where there is one (elsewhere it is None, whatever the path)."""
-    calls = [
-        ("get", io.get), ("get_optional", io.get_optional), ("get_range", lambda p: io.get_range(p, 0, 1)),
-        ("exists", io.exists), ("size", io.size), ("put", lambda p: io.put(p, b"x")),
-        ("put_if_absent", lambda p: io.put_if_absent(p, b"x")), ("put_new", lambda p: io.put_new(p, b"x")),
-        ("delete", io.delete), ("delete_many", lambda p: io.delete_many(["ok.json", p])),
-        ("list", io.list), ("list_names", io.list_names), ("list_dir", io.list_dir), ("walk", lambda p: list(io.walk(p))),
-    ]
-    return calls + ([("local_path", io.local_path)] if io.is_local else [])
-
-
 
 
 @pytest.mark.parametrize("uri", ["", "ftp://host/t", "memory://", "s3://", "file://host/t", "t\x00u", None])

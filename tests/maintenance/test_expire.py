@@ -8,8 +8,7 @@ Checked against oracles that do not ask expiry what it should have done:
   old);
 - which files go: exactly the data, deletion-vector and manifest files no surviving version
   and no tag references, as the public ``$files``/``$manifests`` system tables list them;
-- what survives reads: the rows each retained version and tag returned before expiry, which
-  must also be a plain Python model's rows;
+- what survives reads: the rows each retained version and tag returned before expiry;
 - slots: an expired version's slot holds a tombstone with its commit id; a chunk of old
   tombstones is freed only after its record (naming every commit id) is written
   (docs/format.md, "The commit guarantee").
@@ -27,15 +26,13 @@ from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import lamina
 from lamina.commit import flush_hints
 from lamina.errors import InvalidArgument, VersionNotFound
 from lamina.maintenance import fsck
 from lamina.spec.layout import version_path
-from support.files import ids_of, table_files
+from support.files import ids_of, referenced, table_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("grp", pa.string())])
 NO_GRACE = timedelta(0)
@@ -83,30 +80,8 @@ def gc_files(root: str) -> set[str]:
     return {p for p in table_files(root) if p.startswith(("data/", "_lamina/manifests/"))}
 
 
-def referenced(t: lamina.Table) -> set[str]:
-    """Every data, DV and manifest file a surviving version or a tag references, from the
-    public system tables ($files, $manifests)."""
-    out: set[str] = set()
-    points = [{"version": h["version"]} for h in t.history()] + [{"tag": tg.name} for tg in t.tags()]
-    for at in points:
-        files = t.files(**at)
-        out.update(files.column("path").to_pylist())
-        out.update(p for p in files.column("dv_path").to_pylist() if p is not None)
-        out.update(t.manifests(**at).column("path").to_pylist())
-    return out
 
 
-def expected_expired(history: list[dict], retain_last: int | None, limit_ms: int) -> list[int]:
-    """The rule of docs/format.md: oldest first, while the version is not among the
-    ``retain_last`` newest and its successor was committed at or before ``limit_ms``."""
-    versions = sorted(h["version"] for h in history)
-    ts = {h["version"]: h["timestamp_ms"] for h in history}
-    out = []
-    for i, v in enumerate(versions[: max(0, len(versions) - (retain_last or 1))]):
-        if ts[versions[i + 1]] > limit_ms:
-            break
-        out.append(v)
-    return out
 
 
 def reads(t: lamina.Table) -> tuple[dict[int, list[int]], dict[str, list[int]]]:
@@ -139,63 +114,6 @@ def check_after_expiry(t: lamina.Table, rep, before_versions, before_tags, commi
     assert left == needed, f"expiry left files nothing references: {sorted(left - needed)}"
     report = fsck(t)
     assert report.ok and report.unreferenced == [], report
-
-
-# -- the model: random histories, then one expiry -------------------------------------------
-
-ops = st.lists(
-    st.one_of(
-        st.tuples(st.just("append"), st.integers(1, 3), st.sampled_from("ab")),
-        st.tuples(st.just("overwrite"), st.sampled_from("ab")),
-        st.tuples(st.just("delete"), st.integers(0, 2)),
-        st.tuples(st.just("rollback"), st.integers(0, 50)),
-        st.tuples(st.just("tag")),
-        st.tuples(st.just("compact")),
-    ),
-    min_size=1,
-    max_size=7,
-)
-
-
-def run_history(t: lamina.Table, steps, clock: Clock) -> dict[int, list[int]]:
-    """Apply ``steps`` (one commit each, a minute apart); returns the model's rows per version."""
-    rows: list[tuple[int, str]] = []
-    model: dict[int, list[tuple[int, str]]] = {0: []}
-    next_id = 0
-    for step in steps:
-        clock.advance(MINUTE)
-        kind = step[0]
-        if kind == "append":
-            new = [(next_id + i, step[2]) for i in range(step[1])]
-            next_id += step[1]
-            t.append(batch([i for i, _ in new], step[2]))
-            rows += new
-        elif kind == "overwrite":
-            t.overwrite(batch([next_id], step[1]), where=f"grp = '{step[1]}'")
-            rows = [r for r in rows if r[1] != step[1]] + [(next_id, step[1])]
-            next_id += 1
-        elif kind == "delete":  # merge-on-read: deletion vectors on the files holding them
-            doomed = [i for i, _ in rows if i % 3 == step[1]]
-            if not doomed:
-                continue
-            t.delete(f"id IN ({', '.join(map(str, doomed))})")
-            rows = [r for r in rows if r[0] % 3 != step[1]]
-        elif kind == "rollback":
-            target = sorted(model)[step[1] % len(model)]
-            t.rollback(target)
-            rows = list(model[target])
-        elif kind == "compact":  # same rows in fewer files; deletion vectors applied
-            if t.compact().version is None:
-                continue
-        else:
-            t.create_tag(f"tag{t.version}-{len(t.tags())}")
-            continue
-        model[t.version] = sorted(rows)
-    return {v: [i for i, _ in r] for v, r in model.items()}
-
-
-
-
 
 
 # -- which versions go ----------------------------------------------------------------------

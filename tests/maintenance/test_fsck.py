@@ -41,8 +41,6 @@ def batch(ids, grp: str = "a") -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64()), "grp": [grp] * len(ids)}, schema=SCHEMA)
 
 
-
-
 def latest_refs(t: lamina.Table) -> dict[str, list[str]]:
     """What the latest version references, from the public system tables."""
     files = t.files()
@@ -123,12 +121,6 @@ def _truncate(t, path):
 def _other_version(t, path):
     """The slot holds a (valid) manifest of another version: a half-restored backup."""
     _overwrite(t.io.get(version_path(t.version)))(t, path)
-
-
-def _tombstone_of_another_version(t, path):
-    stone = json.loads(t.io.get(path))
-    stone["version"] -= 1
-    _overwrite(json.dumps(stone, separators=(",", ":")).encode())(t, path)
 
 
 def _first_slot(t, tombstone: bool) -> str:

@@ -21,7 +21,7 @@ import lamina
 from lamina.commit import flush_hints
 from lamina.errors import InvalidArgument
 from lamina.maintenance import fsck
-from support.files import ids_of, set_age, table_files
+from support.files import ids_of, referenced, set_age, table_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("grp", pa.string())])
 NOW = timedelta(0)
@@ -62,16 +62,6 @@ def plant(root: str, rel: str, days: float = OLD_DAYS, data: bytes | None = None
     return rel
 
 
-def referenced(t: lamina.Table) -> set[str]:
-    """Data, DV and manifest files of every surviving version and tag ($files, $manifests)."""
-    out: set[str] = set()
-    points = [{"version": h["version"]} for h in t.history()] + [{"tag": tg.name} for tg in t.tags()]
-    for at in points:
-        files = t.files(**at)
-        out.update(files.column("path").to_pylist())
-        out.update(p for p in files.column("dv_path").to_pylist() if p is not None)
-        out.update(t.manifests(**at).column("path").to_pylist())
-    return out
 
 
 def reads(t: lamina.Table) -> tuple[dict, dict]:

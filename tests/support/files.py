@@ -8,6 +8,8 @@ import time
 
 import pyarrow as pa
 
+import lamina
+
 from lamina.commit import flush_hints
 
 
@@ -31,3 +33,16 @@ def set_age(path: str, days: float) -> None:
     """Make ``path`` look ``days`` old (its modification time)."""
     t = time.time() - days * 86400
     os.utime(path, (t, t))
+
+
+def referenced(t: lamina.Table) -> set[str]:
+    """Every data, DV and manifest file a surviving version or a tag references, from the
+    public system tables ($files, $manifests)."""
+    out: set[str] = set()
+    points = [{"version": h["version"]} for h in t.history()] + [{"tag": tg.name} for tg in t.tags()]
+    for at in points:
+        files = t.files(**at)
+        out.update(files.column("path").to_pylist())
+        out.update(p for p in files.column("dv_path").to_pylist() if p is not None)
+        out.update(t.manifests(**at).column("path").to_pylist())
+    return out
