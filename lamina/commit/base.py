@@ -53,13 +53,17 @@ class Change:
     removed: pa.Table  # REMOVED_SCHEMA: live files to remove
     summary: dict[str, Any] = field(default_factory=dict)
     schema: Schema | None = None  # new schema, if the operation changes it
+    partition_spec: Any = None  # new partition spec (a PartitionSpec), if the operation changes it
     properties: dict[str, str] | None = None
     app_transactions: dict[str, int] | None = None
     readds: bool = False  # ``added`` includes files an earlier version removed (rollback, add_files)
 
     @property
     def is_empty(self) -> bool:
-        return not self.added.num_rows and not self.removed.num_rows and self.schema is None and self.properties is None
+        return (
+            not self.added.num_rows and not self.removed.num_rows
+            and self.schema is None and self.partition_spec is None and self.properties is None
+        )
 
 
 class Operation:
@@ -198,6 +202,7 @@ def combine(changes: Sequence[Change], base_version: int) -> Change:
             else:
                 summary[k] = v
         out.schema = c.schema or out.schema
+        out.partition_spec = c.partition_spec or out.partition_spec
         out.properties = c.properties if c.properties is not None else out.properties
         if c.app_transactions:
             out.app_transactions = {**(out.app_transactions or {}), **c.app_transactions}

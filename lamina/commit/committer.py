@@ -176,13 +176,11 @@ class Committer:
 
     def _apply_tree(self, base: VersionManifest, change: Change, version: int) -> tuple[VersionManifest, ChangeResult]:
         """``base`` with ``change`` applied to its manifest tree: the manifests of ``version``."""
-        schema = change.schema or base.schema
-        props = change.properties if change.properties is not None else base.properties
-        new_base = base if change.schema is None and change.properties is None else base.next(schema=schema, properties=props)
+        new_base = _with_metadata(base, change)
         try:
             result = apply_change(
                 self.log.io, base.root_manifest, manifest_schema_of(new_base), version,
-                change.added, change.removed, TreeConfig.from_properties(props),
+                change.added, change.removed, TreeConfig.from_properties(new_base.properties),
             )
         except MissingFiles as e:
             raise CommitConflict(
@@ -196,8 +194,7 @@ class Committer:
         if all(op.skip_if_noop for op in ops) and all(c.is_empty for c in changes):
             return None
         change = combine(changes, base.version)
-        schema = change.schema or base.schema
-        props = change.properties if change.properties is not None else base.properties
+        changed = _with_metadata(base, change)
         _, result = self._apply_tree(base, change, base.version + 1)
         step("manifests-written")
         summary = {
@@ -222,8 +219,9 @@ class Committer:
             timestamp_ms=max(int(time.time() * 1000), base.timestamp_ms + 1),
             operation=change.operation,
             summary=summary,
-            schema=schema,
-            properties=props,
+            schema=changed.schema,
+            partition_spec=changed.partition_spec,
+            properties=changed.properties,
             root_manifest=result.root_path,
             commit_id=commit_id,
             app_transactions=apps,
@@ -291,3 +289,14 @@ class Committer:
 
 _LOST = object()
 _WITHDRAWN = object()
+
+
+def _with_metadata(base: VersionManifest, change: Change) -> VersionManifest:
+    """``base`` with the schema, partition spec and properties ``change`` sets (itself if none)."""
+    if change.schema is None and change.partition_spec is None and change.properties is None:
+        return base
+    return base.next(
+        schema=change.schema or base.schema,
+        partition_spec=change.partition_spec or base.partition_spec,
+        properties=change.properties if change.properties is not None else base.properties,
+    )
