@@ -176,6 +176,14 @@ class SchemaUpdate:
             self._add(change)
         return self
 
+    def replace_with(self, schema: pa.Schema) -> "SchemaUpdate":
+        """Make the table's columns exactly ``schema``'s, in its order (what
+        ``schema_mode="overwrite"`` does with an overwrite of every row): a column of both keeps
+        its id if its type is the same or wider, otherwise it is replaced."""
+        for change in overwrite_changes(self._current, schema):
+            self._add(change)
+        return self
+
     def commit(self) -> int | None:
         """Commit the changes as one version (its number); None if there were none, or if
         the update is part of a transaction (it commits with it)."""

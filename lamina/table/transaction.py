@@ -37,7 +37,7 @@ from lamina.operations import (
     check_not_in_table,
 )
 from lamina.operations.rowlevel import file_fn_delete, file_fn_update, row_mode
-from lamina.operations.schema import SchemaUpdate, UpdateSchema, merge_changes, overwrite_changes
+from lamina.operations.schema import SchemaUpdate, UpdateSchema
 from lamina.spec.schema import Schema
 from lamina.spec.tag import validate_tag_name
 from lamina.spec.version import VersionManifest
@@ -117,17 +117,11 @@ class Transaction:
             return
         if schema_mode not in allowed:
             raise InvalidArgument(f"schema_mode must be one of {list(allowed)} here, got {schema_mode!r}")
-        if schema_mode == "overwrite":
-            if where is not None:
-                raise InvalidArgument("schema_mode='overwrite' replaces the schema, so it overwrites every row: drop where=")
-            changes = overwrite_changes(self.metadata.schema, data.schema)
-        else:
-            changes = merge_changes(self.metadata.schema, data.schema)
-        if changes:
-            update = self.update_schema()
-            for c in changes:
-                update._add(c)
-            update.commit()
+        if schema_mode == "overwrite" and where is not None:
+            raise InvalidArgument("schema_mode='overwrite' replaces the schema, so it overwrites every row: drop where=")
+        update = self.update_schema()
+        (update.replace_with if schema_mode == "overwrite" else update.union_by_name)(data.schema)
+        update.commit()
 
     def append(
         self, data: Any, *, app_transaction: tuple[str, int] | None = None, schema_mode: str | None = None
