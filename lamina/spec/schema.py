@@ -395,6 +395,31 @@ class Schema:
             walk(f.type)
         return best
 
+    def describe(self) -> list[dict[str, Any]]:
+        """Every field at any depth, depth-first: path (dotted; list element / map key and
+        value by their names), field id, type, required, doc, defaults and physical name."""
+        out: list[dict[str, Any]] = []
+
+        def walk(fields: Any, prefix: str, depth: int) -> None:
+            for f in fields:
+                md = f.metadata or {}
+                path = f"{prefix}{f.name}"
+                out.append({
+                    "path": path,
+                    "depth": depth,
+                    "field_id": field_id_of(f),
+                    "type": str(f.type) if not pa.types.is_nested(f.type) else _type_to_json(f.type)["type"],
+                    "required": not f.nullable,
+                    "doc": md[DOC_KEY].decode() if DOC_KEY in md else None,
+                    "initial_default": md[INITIAL_DEFAULT_KEY].decode() if INITIAL_DEFAULT_KEY in md else None,
+                    "write_default": md[WRITE_DEFAULT_KEY].decode() if WRITE_DEFAULT_KEY in md else None,
+                    "physical_name": physical_name_of(f),
+                })
+                walk(children_of(f.type), path + ".", depth + 1)
+
+        walk(self.arrow, "", 0)
+        return out
+
     def to_json(self) -> dict[str, Any]:
         # Serialized on every commit; the schema is immutable, so build it once.
         if self._json is None:
