@@ -140,8 +140,11 @@ def encode_default(value: Any, t: pa.DataType) -> Any:
     if pa.types.is_nested(t):
         raise SchemaMismatch(f"defaults are supported for primitive columns only, not {t}")
     try:
-        py = pa.scalar(value, t).as_py()
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
+        if isinstance(value, str) and not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            py = pa.scalar(value).cast(t).as_py()  # "2026-01-02" for a date, "1.25" for a decimal
+        else:
+            py = pa.scalar(value, t).as_py()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError) as e:
         raise SchemaMismatch(f"default {value!r} does not fit type {t}: {e}") from None
     if isinstance(py, (_dt.date, _dt.datetime, _dt.time)):
         return py.isoformat()
