@@ -480,10 +480,16 @@ class MergeBuilder(MergeClauses):
 
         def fn(rows: pa.Table) -> FileOutcome:
             left = self._keys(rows, self.on, "table")
-            left.update({f"target.{n}": rows.column(n) for n in tschema.names})
-            left[POS] = rows.column(POS)
-            left[FILE] = rows.column(FILE)
-            j = pa.table(left).join(src, keys=keys, join_type="inner")
+            left["__tgt"] = pa.array(np.arange(rows.num_rows, dtype=np.int64))
+            # Arrow's hash join carries no nested (struct, list, map) non-key column: join the
+            # keys and row numbers only, then take both sides' columns by row number.
+            pairs = pa.table(left).join(src.select([*keys, "__src"]), keys=keys, join_type="inner")
+            tgt, src_rows = pairs.column("__tgt"), pairs.column("__src")
+            cols = {k: pairs.column(k) for k in keys}
+            cols.update({f"target.{n}": rows.column(n).take(tgt) for n in tschema.names})
+            cols[POS], cols[FILE] = rows.column(POS).take(tgt), rows.column(FILE).take(tgt)
+            cols.update({n: src.column(n).take(src_rows) for n in src.column_names if n not in keys})
+            j = pa.table(cols)
             if not j.num_rows:
                 return FileOutcome(np.zeros(0, dtype=np.int64), matched_source=np.zeros(0, dtype=np.int64))
             pos = j.column(POS).to_numpy().astype(np.int64) + (j.column(FILE).to_numpy().astype(np.int64) << 32)
