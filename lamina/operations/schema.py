@@ -19,7 +19,8 @@ naming the change, and nothing is committed.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -42,6 +43,45 @@ def protected_columns(schema: Schema, spec: Any, properties: Mapping[str, str]) 
         if name in schema.names:
             out.setdefault(schema.field_id(name), "the table's sort order (write.sort-order)")
     return out
+
+
+@dataclass(frozen=True)
+class PlannedColumns:
+    """The columns a data change was planned on (name, field id and, for whole rows, type),
+    checked against the schema of each base it is applied to.
+
+    A delete or an overwrite's condition names columns: applied after a concurrent drop,
+    rename, or drop and re-add of one of them, it would test another column (or none), so
+    it fails with CommitConflict instead. An update or merge writes whole rows built in the
+    planned schema: applied after any concurrent change of the columns (even an add: a
+    concurrent write may have set the new column in a row it rewrites), it could silently
+    lose values, so it fails with CommitConflict too. Appends never conflict: their files
+    are read by field id whatever schema wrote them."""
+
+    columns: frozenset[tuple[Any, ...]]
+    whole_rows: bool
+
+    @classmethod
+    def of(cls, schema: Schema, names: Iterable[str] | None = None) -> "PlannedColumns":
+        """``names`` (a condition's columns) or, if None, every column (whole rows)."""
+        whole = names is None
+        fields = schema.arrow if whole else [schema.field(n) for n in names]  # type: ignore[union-attr]
+        return cls(frozenset(_identity(f, whole) for f in fields), whole)
+
+    def check(self, base: Schema, what: str) -> None:
+        now = {_identity(f, self.whole_rows) for f in base.arrow}
+        if (now == self.columns) if self.whole_rows else self.columns <= now:
+            return
+        diff = self.columns ^ now if self.whole_rows else self.columns - now
+        raise CommitConflict(
+            f"{what}: a concurrent schema change (now #{base.schema_id}) changed column(s) {sorted({c[0] for c in diff})} that "
+            f"it was planned on ({'it rewrites whole rows' if self.whole_rows else 'its condition uses them'}). "
+            "Nothing was committed; run it again on the latest version"
+        )
+
+
+def _identity(f: pa.Field, with_type: bool) -> tuple[Any, ...]:
+    return (f.name, field_id_of(f), str(f.type)) if with_type else (f.name, field_id_of(f))
 
 
 def renamed_properties(properties: Mapping[str, str], old: Schema, new: Schema) -> dict[str, str] | None:
