@@ -9,12 +9,28 @@ A schema change is one version and metadata only (see ``lamina.spec.schema_updat
 for why no data file needs rewriting). The builder checks every call at once
 against the schema it started from, so a bad change raises where it is made.
 
-Conflicts: at commit the changes are re-applied, by path, to the latest schema.
-A concurrent append, delete, merge or compaction never conflicts with a schema
-change (their files are read by field id, whichever schema wrote them). Two
-schema changes conflict only when the second no longer makes sense on the first's
-result (e.g. both add a column ``email``): it then fails with CommitConflict
-naming the change, and nothing is committed.
+Conflicts (also docs/format.md, Conflicts and retries): at commit a standalone
+schema change is re-applied, by path, to the latest schema. Two schema changes
+conflict only when the second no longer makes sense on the first's result (e.g.
+both add a column ``email``): it then fails with CommitConflict naming the change,
+and nothing is committed. In a transaction (also ``schema_mode``) a schema change
+is strict: any concurrent schema change fails it with CommitConflict (its files'
+statistics are keyed by the field ids it planned).
+
+A schema change itself never fails because of a concurrent data change. The data
+change, re-applied after a schema change, keeps serializability:
+
+- appends and compaction never conflict: files are read by field id, whichever
+  schema wrote them (a dropped and re-added name is a new column: the old values
+  never resurface under it);
+- a delete or ``overwrite(where)`` fails with CommitConflict if a column its
+  condition uses was dropped, renamed or dropped and re-added (``PlannedColumns``);
+- an update or merge writes whole rows in the schema it was planned on: any
+  concurrent change of the table's columns fails it with CommitConflict, where it
+  would otherwise null a value a concurrent write set in a column it does not know.
+
+So a merge whose condition uses a column that a concurrent commit drops either
+lands first (then the drop) or fails clearly; never a wrong row or a silent loss.
 """
 
 from __future__ import annotations
