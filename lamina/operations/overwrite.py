@@ -38,8 +38,12 @@ class Overwrite(Operation):
     # across retries so a rebase only reads files it has not seen.
     _rewrites: dict[tuple, Any] = field(default_factory=dict)
     operation: str = "overwrite"
+    # the predicate's columns as planned, checked against each base's schema (see PlannedColumns)
+    planned: Any = None
 
     def apply(self, base: Base) -> Change:
+        if self.planned is not None:
+            self.planned.check(base.schema, self.operation)
         scan = base.scan(self.predicate)
         candidates = scan.plan().entries
         added = [base.stamp(self.entries)] if self.entries.num_rows else []

@@ -34,6 +34,7 @@ from lamina.manifest.entries import conform, fill_constant
 from lamina.data.inflight import new_write_id
 from lamina.data.deletes import DV, dvs_of_plan, file_key, read_bitmap, read_bitmaps, write_dv_file
 from lamina.spec.properties import DELETE_MODES, TableProperties
+from lamina.operations.schema import PlannedColumns
 from lamina.spec.schema import Schema
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
@@ -123,6 +124,8 @@ class RowDelta(Operation):
     _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
     _insert_cache: dict[bytes, pa.Table] = field(default_factory=dict)
     last_stats: dict[str, int] = field(default_factory=dict)
+    # the columns it was planned on, checked against each base's schema (see PlannedColumns)
+    planned: PlannedColumns | None = None
     skip_if_noop: ClassVar[bool] = True  # a change that matched no row commits no version
     refresh_base: ClassVar[bool] = True  # it reads the base's files: start from the latest
 
@@ -167,6 +170,8 @@ class RowDelta(Operation):
     # -- apply ----------------------------------------------------------------------------
 
     def apply(self, base: Base) -> Change:
+        if self.planned is not None:
+            self.planned.check(base.schema, self.operation)
         mschema = base.manifest_schema
         cands = base.entries(self.prune)
         rows = cands.to_pylist()
@@ -480,10 +485,16 @@ class MergeBuilder(MergeClauses):
 
         def fn(rows: pa.Table) -> FileOutcome:
             left = self._keys(rows, self.on, "table")
-            left.update({f"target.{n}": rows.column(n) for n in tschema.names})
-            left[POS] = rows.column(POS)
-            left[FILE] = rows.column(FILE)
-            j = pa.table(left).join(src, keys=keys, join_type="inner")
+            left["__tgt"] = pa.array(np.arange(rows.num_rows, dtype=np.int64))
+            # Arrow's hash join carries no nested (struct, list, map) non-key column: join the
+            # keys and row numbers only, then take both sides' columns by row number.
+            pairs = pa.table(left).join(src.select([*keys, "__src"]), keys=keys, join_type="inner")
+            tgt, src_rows = pairs.column("__tgt"), pairs.column("__src")
+            cols = {k: pairs.column(k) for k in keys}
+            cols.update({f"target.{n}": rows.column(n).take(tgt) for n in tschema.names})
+            cols[POS], cols[FILE] = rows.column(POS).take(tgt), rows.column(FILE).take(tgt)
+            cols.update({n: src.column(n).take(src_rows) for n in src.column_names if n not in keys})
+            j = pa.table(cols)
             if not j.num_rows:
                 return FileOutcome(np.zeros(0, dtype=np.int64), matched_source=np.zeros(0, dtype=np.int64))
             pos = j.column(POS).to_numpy().astype(np.int64) + (j.column(FILE).to_numpy().astype(np.int64) << 32)
@@ -545,7 +556,7 @@ class MergeBuilder(MergeClauses):
         tschema = self.schema.arrow
         op = RowDelta(
             "merge", self._prune(), list(tschema.names), self._file_fn(tschema), self.mode,
-            new_write_id(), inserts=self._inserts(tschema),
+            new_write_id(), inserts=self._inserts(tschema), planned=PlannedColumns.of(self.schema),
         )
         version = self._run(op, commit_options)
         if self._queued:

@@ -9,17 +9,34 @@ A schema change is one version and metadata only (see ``lamina.spec.schema_updat
 for why no data file needs rewriting). The builder checks every call at once
 against the schema it started from, so a bad change raises where it is made.
 
-Conflicts: at commit the changes are re-applied, by path, to the latest schema.
-A concurrent append, delete, merge or compaction never conflicts with a schema
-change (their files are read by field id, whichever schema wrote them). Two
-schema changes conflict only when the second no longer makes sense on the first's
-result (e.g. both add a column ``email``): it then fails with CommitConflict
-naming the change, and nothing is committed.
+Conflicts (also docs/format.md, Conflicts and retries): at commit a standalone
+schema change is re-applied, by path, to the latest schema. Two schema changes
+conflict only when the second no longer makes sense on the first's result (e.g.
+both add a column ``email``): it then fails with CommitConflict naming the change,
+and nothing is committed. In a transaction (also ``schema_mode``) a schema change
+is strict: any concurrent schema change fails it with CommitConflict (its files'
+statistics are keyed by the field ids it planned).
+
+A schema change itself never fails because of a concurrent data change. The data
+change, re-applied after a schema change, keeps serializability:
+
+- appends and compaction never conflict: files are read by field id, whichever
+  schema wrote them (a dropped and re-added name is a new column: the old values
+  never resurface under it);
+- a delete or ``overwrite(where)`` fails with CommitConflict if a column its
+  condition uses was dropped, renamed or dropped and re-added (``PlannedColumns``);
+- an update or merge writes whole rows in the schema it was planned on: any
+  concurrent change of the table's columns fails it with CommitConflict, where it
+  would otherwise null a value a concurrent write set in a column it does not know.
+
+So a merge whose condition uses a column that a concurrent commit drops either
+lands first (then the drop) or fails clearly; never a wrong row or a silent loss.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -42,6 +59,45 @@ def protected_columns(schema: Schema, spec: Any, properties: Mapping[str, str]) 
         if name in schema.names:
             out.setdefault(schema.field_id(name), "the table's sort order (write.sort-order)")
     return out
+
+
+@dataclass(frozen=True)
+class PlannedColumns:
+    """The columns a data change was planned on (name, field id and, for whole rows, type),
+    checked against the schema of each base it is applied to.
+
+    A delete or an overwrite's condition names columns: applied after a concurrent drop,
+    rename, or drop and re-add of one of them, it would test another column (or none), so
+    it fails with CommitConflict instead. An update or merge writes whole rows built in the
+    planned schema: applied after any concurrent change of the columns (even an add: a
+    concurrent write may have set the new column in a row it rewrites), it could silently
+    lose values, so it fails with CommitConflict too. Appends never conflict: their files
+    are read by field id whatever schema wrote them."""
+
+    columns: frozenset[tuple[Any, ...]]
+    whole_rows: bool
+
+    @classmethod
+    def of(cls, schema: Schema, names: Iterable[str] | None = None) -> "PlannedColumns":
+        """``names`` (a condition's columns) or, if None, every column (whole rows)."""
+        whole = names is None
+        fields = schema.arrow if whole else [schema.field(n) for n in names]  # type: ignore[union-attr]
+        return cls(frozenset(_identity(f, whole) for f in fields), whole)
+
+    def check(self, base: Schema, what: str) -> None:
+        now = {_identity(f, self.whole_rows) for f in base.arrow}
+        if (now == self.columns) if self.whole_rows else self.columns <= now:
+            return
+        diff = self.columns ^ now if self.whole_rows else self.columns - now
+        raise CommitConflict(
+            f"{what}: a concurrent schema change (now #{base.schema_id}) changed column(s) {sorted({c[0] for c in diff})} that "
+            f"it was planned on ({'it rewrites whole rows' if self.whole_rows else 'its condition uses them'}). "
+            "Nothing was committed; run it again on the latest version"
+        )
+
+
+def _identity(f: pa.Field, with_type: bool) -> tuple[Any, ...]:
+    return (f.name, field_id_of(f), str(f.type)) if with_type else (f.name, field_id_of(f))
 
 
 def renamed_properties(properties: Mapping[str, str], old: Schema, new: Schema) -> dict[str, str] | None:

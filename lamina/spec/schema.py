@@ -435,11 +435,28 @@ class Schema:
     @classmethod
     def from_json(cls, j: dict[str, Any]) -> "Schema":
         try:
-            return cls(
+            schema = cls(
                 pa.schema([_field_from_json(f) for f in j["fields"]]), int(j.get("schema_id", 0)), int(j.get("last_column_id", 0))
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptMetadata(f"schema is malformed: {e}") from e
+        schema._check_identities()
+        return schema
+
+    def _check_identities(self) -> None:
+        """Raise CorruptMetadata unless field ids are unique at every depth, and names and
+        physical names unique among siblings, and the defaults parse: statistics are keyed
+        by id and file columns read by physical name, so a clash would read wrong values
+        rather than fail."""
+        ids = [field_id_of(f) for f in _walk(self.arrow)]
+        if len(set(ids)) != len(ids):
+            raise CorruptMetadata(f"schema is malformed: field ids {sorted({i for i in ids if ids.count(i) > 1})} are used twice")
+        levels = [list(self.arrow)] + [children_of(f.type) for f in _walk(self.arrow) if pa.types.is_struct(f.type)]
+        for level in levels:
+            for what, names in (("name", [f.name for f in level]), ("physical name", [physical_name_of(f) for f in level])):
+                if len(set(names)) != len(names):
+                    raise CorruptMetadata(f"schema is malformed: two sibling fields have the same {what} ({names})")
+        _ = (self.initial_defaults, self.write_defaults)  # parsed now: a bad default is CorruptMetadata here
 
     def conform(self, data: pa.Table) -> pa.Table:
         """Return ``data`` cast to this schema, or raise SchemaMismatch before anything is written.

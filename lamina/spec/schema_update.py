@@ -43,6 +43,10 @@ class InvalidSchemaChange(SchemaMismatch):
     """A schema change that is not allowed (unknown column, narrowing, duplicate name, ...)."""
 
 
+class _UnknownColumn(InvalidSchemaChange):
+    """A path that names no column (told apart from an ambiguous one)."""
+
+
 def widens(old: pa.DataType, new: pa.DataType) -> bool:
     """Whether values of ``old`` convert to ``new`` without loss, the way Iceberg allows a
     column's type to change: a wider integer or float, a decimal with more precision and
@@ -215,14 +219,14 @@ class _Tree:
             self._unknown((path,), None)
         if len(found) > 1:
             raise InvalidSchemaChange(
-                f"column path {path!r} is ambiguous: it names {[_show(f[0]) for f in found]!r} "
+                f"column path {path!r} is ambiguous: it names {[f[0] for f in found]!r} "
                 "(a name contains a dot); pass the path as a tuple of names instead"
             )
         return found[0]
 
     def _unknown(self, path: Sequence[str], parent: dict[str, Any] | None) -> None:
         names = [n for n, _, _ in self._level(parent)]
-        raise InvalidSchemaChange(f"no column {_show(path)!r} in the table schema; columns there are {names}")
+        raise _UnknownColumn(f"no column {_show(path)!r} in the table schema; columns there are {names}")
 
     # -- changes --------------------------------------------------------------------------
 
@@ -248,7 +252,7 @@ class _Tree:
                 head, name = path.rsplit(".", 1)
                 try:
                     names, parent, _, _ = self.resolve(head)
-                except InvalidSchemaChange:
+                except _UnknownColumn:
                     raise InvalidSchemaChange(
                         f"cannot add {path!r}: no struct column {head!r} to add {name!r} to. To add a top-level "
                         f"column whose name contains a dot, pass the path as a tuple: ({path!r},)"
@@ -282,17 +286,22 @@ class _Tree:
         if c.doc is not None:
             node["doc"] = str(c.doc)
         if c.default is not None:
-            node["initial_default"] = node["write_default"] = encode_default(c.default, t)
+            try:
+                node["initial_default"] = node["write_default"] = encode_default(c.default, t)
+            except SchemaMismatch as e:  # one error type for every bad change
+                raise InvalidSchemaChange(f"cannot add {_show(path)!r}: {e}") from None
         siblings.append(node)
         if c.position is not None:
             self._place(path, siblings, node, c.position)
 
     def _place(self, path: tuple[str, ...], siblings: list[dict[str, Any]], node: dict[str, Any], position: Any) -> None:
         where, ref = position
-        siblings.remove(node)
         if where == "first":
+            siblings.remove(node)
             siblings.insert(0, node)
             return
+        # The reference is resolved while the node is still in place: "after itself" is
+        # then told as such, not as an unknown column.
         ref_names, ref_node, ref_holder, _ = self.resolve(ref)
         if ref_holder is not siblings:
             raise InvalidSchemaChange(
@@ -300,6 +309,7 @@ class _Tree:
             )
         if ref_node is node:
             raise InvalidSchemaChange(f"cannot move {_show(path)!r} {where} itself")
+        siblings.remove(node)
         i = siblings.index(ref_node)
         siblings.insert(i + 1 if where == "after" else i, node)
 

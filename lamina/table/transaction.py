@@ -37,7 +37,7 @@ from lamina.operations import (
     check_not_in_table,
 )
 from lamina.operations.rowlevel import file_fn_delete, file_fn_update, row_mode
-from lamina.operations.schema import SchemaUpdate, UpdateSchema
+from lamina.operations.schema import PlannedColumns, SchemaUpdate, UpdateSchema
 from lamina.spec.schema import Schema
 from lamina.spec.tag import validate_tag_name
 from lamina.spec.version import VersionManifest
@@ -153,7 +153,8 @@ class Transaction:
                     f"predicate {where!r}; every row written by overwrite(where=...) must match it"
                 )
         write_id = new_write_id()
-        return self.add_operation(Overwrite(predicate, self._write(rows, write_id), write_id))
+        planned = PlannedColumns.of(self.metadata.schema, referenced_columns(predicate))
+        return self.add_operation(Overwrite(predicate, self._write(rows, write_id), write_id, planned=planned))
 
     def add_files(
         self, files: pa.Table, *, mode: str = "append", where: str | Expr | None = None,
@@ -194,7 +195,8 @@ class Transaction:
                 raise InvalidArgument("app_transaction applies to appends only, not to overwrite")
             predicate = bind(to_expr(where), self.metadata.schema)
             op = Overwrite(predicate, entries, write_id or new_write_id(), readds=refuse_present,
-                           operation=operation or "overwrite")
+                           operation=operation or "overwrite",
+                           planned=PlannedColumns.of(self.metadata.schema, referenced_columns(predicate)))
         else:
             raise InvalidArgument(f"mode must be 'append' or 'overwrite', not {mode!r}")
         return self.add_operation(op)
@@ -212,6 +214,7 @@ class Transaction:
         return self.add_operation(RowDelta(
             "delete", pred, sorted(referenced_columns(pred)) or [schema.names[0]],
             file_fn_delete(to_arrow_filter(pred)), self.row_mode(mode), new_write_id(),
+            planned=PlannedColumns.of(schema, referenced_columns(pred)),
         ))
 
     def update(
@@ -228,7 +231,7 @@ class Transaction:
         filt = to_arrow_filter(pred) if not isinstance(pred, AlwaysTrue) else pc.scalar(True)
         return self.add_operation(RowDelta(
             "update", pred, list(schema.names), file_fn_update(filt, dict(set), schema.arrow),
-            self.row_mode(mode), new_write_id(),
+            self.row_mode(mode), new_write_id(), planned=PlannedColumns.of(schema),
         ))
 
     def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None) -> MergeBuilder:

@@ -196,7 +196,45 @@ def _stop_before_publish(spec: dict[str, Any]) -> dict[str, Any]:
     return {"version": v, "base": base}
 
 
+def _schema_race(spec: dict[str, Any]) -> dict[str, Any]:
+    """One schema-evolution step (``action``) racing others: schema changes, appends of
+    ``batch`` rows in the schema the table had when opened (``append``: ``n`` of them, each
+    acknowledged), a delete, or an append with ``schema_mode="merge"`` bringing column
+    ``column``. Reports the versions acknowledged, or the error's type and text."""
+    import pyarrow as pa
+
+    from lamina.errors import LaminaError
+
+    t = _open(spec)
+    action, column = spec["action"], spec.get("column")
+    types = {"int8": pa.int8(), "string": pa.string(), "int64": pa.int64()}
+    _barrier()
+    acked = []
+    try:
+        if action == "append":
+            for seq in range(spec["n"]):
+                acked.append([seq, t.append(batch(spec["writer"], seq, spec["rows"]))])
+        elif action == "add_column":
+            acked.append(t.update_schema().add_column(column, types[spec["type"]]).commit())
+        elif action == "rename_column":
+            acked.append(t.update_schema().rename_column(column, spec["new_name"]).commit())
+        elif action == "drop_column":
+            acked.append(t.update_schema().drop_column(column).commit())
+        elif action == "delete":
+            acked.append(t.delete(spec["where"]))
+        elif action == "append_merge":
+            data = batch(spec["writer"], 0, spec["rows"])
+            data = data.append_column(column, pa.array([f"{spec['writer']}-{i}" for i in range(spec["rows"])]))
+            acked.append(t.append(data, schema_mode="merge"))
+        else:
+            raise ValueError(action)
+    except LaminaError as e:
+        return {"acked": acked, "error": type(e).__name__, "message": str(e)}
+    return {"acked": acked}
+
+
 MODES = {
+    "schema_race": _schema_race,
     "race_append": _race_append, "race_overwrite": _race_overwrite, "race_delete": _race_delete, "crash": _crash,
     "stop_before_publish": _stop_before_publish,
 }
