@@ -31,7 +31,7 @@ from lamina.commit.log import VersionLog
 from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted, CommitStateUnknown, StorageError
 from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
-from lamina.spec.features import SLOT_TOMBSTONES, check_writer
+from lamina.spec.features import HIDDEN_PARTITIONING, PARTITION_EVOLUTION, SLOT_TOMBSTONES, SORT_ORDERS, check_writer, with_features
 from lamina.spec.layout import version_path
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import Tombstone, slot_chunk_size
@@ -221,13 +221,16 @@ class Committer:
             summary=summary,
             schema=changed.schema,
             partition_spec=changed.partition_spec,
+            partition_specs=changed.partition_specs,
+            sort_order=changed.sort_order,
             properties=changed.properties,
             root_manifest=result.root_path,
             commit_id=commit_id,
             app_transactions=apps,
             last_readd_version=base.version + 1 if change.readds else base.last_readd_version,
             # Tables created before freed-slot records gain the feature with their next commit.
-            writer_features=base.writer_features + ((SLOT_TOMBSTONES,) if SLOT_TOMBSTONES not in base.writer_features else ()),
+            reader_features=changed.reader_features,
+            writer_features=with_features(changed.writer_features, SLOT_TOMBSTONES),
         )
         return vm
 
@@ -292,11 +295,26 @@ _WITHDRAWN = object()
 
 
 def _with_metadata(base: VersionManifest, change: Change) -> VersionManifest:
-    """``base`` with the schema, partition spec and properties ``change`` sets (itself if none)."""
-    if change.schema is None and change.partition_spec is None and change.properties is None:
+    """``base`` with the schema, partition spec, sort order and properties ``change`` sets
+    (itself if none). A new partition spec joins the table's list of specs (files written
+    under the earlier ones keep theirs), and the writer features say what a writer must
+    keep: the spec list, the sort order."""
+    if change.schema is None and change.partition_spec is None and change.sort_order is None and change.properties is None:
         return base
+    spec = change.partition_spec or base.partition_spec
+    specs = base.all_partition_specs
+    if spec not in specs:
+        specs = (*specs, spec)
+    sort_order = change.sort_order if change.sort_order is not None else base.sort_order
+    features = [PARTITION_EVOLUTION] if len(specs) > 1 else []
+    features += [SORT_ORDERS] if sort_order is not None else []
+    partitioned = [HIDDEN_PARTITIONING] if not spec.is_unpartitioned else []
     return base.next(
+        reader_features=with_features(base.reader_features, *partitioned),
         schema=change.schema or base.schema,
-        partition_spec=change.partition_spec or base.partition_spec,
+        partition_spec=spec,
+        partition_specs=specs if len(specs) > 1 else (),
+        sort_order=sort_order,
         properties=change.properties if change.properties is not None else base.properties,
+        writer_features=with_features(base.writer_features, *partitioned, *features),
     )

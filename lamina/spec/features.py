@@ -14,7 +14,8 @@ from lamina.errors import UnsupportedFeature
 # Features this build of Lamina implements.
 KNOWN_READER_FEATURES: frozenset[str] = frozenset({"manifest-tree-v1", "hidden-partitioning"})
 KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
-    {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits", "slot-tombstones"}
+    {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits", "slot-tombstones",
+     "partition-evolution", "sort-orders"}
 )
 
 # Writer feature of tables whose commit point is their catalog row (lamina.catalog's SQL
@@ -27,6 +28,25 @@ CATALOG_COMMITS = "catalog-commits"
 # A writer without that check could be told it committed into a freed slot; expiry frees
 # slots only on tables whose latest version lists this feature, and writers add it.
 SLOT_TOMBSTONES = "slot-tombstones"
+
+# Reader and writer feature of partitioned tables (partition values derived by transforms).
+HIDDEN_PARTITIONING = "hidden-partitioning"
+
+# Writer feature of tables that have had more than one partition spec (``partition_specs``
+# in the version manifest): a writer that did not carry the list forward, and the older
+# specs' partition bounds in the manifests it rewrites, would lose what files written under
+# them are pruned by. Readers need nothing: a partition field id means the same in every
+# spec, and a file without a field's bounds is never pruned by it.
+PARTITION_EVOLUTION = "partition-evolution"
+
+# Writer feature of tables whose sort order is set in the version manifest (``sort_order``,
+# by field id): a writer must carry it forward and sort what it writes by it.
+SORT_ORDERS = "sort-orders"
+
+
+def with_features(features: tuple[str, ...], *needed: str) -> tuple[str, ...]:
+    """``features`` plus those of ``needed`` it lacks."""
+    return features + tuple(f for f in dict.fromkeys(needed) if f not in features)
 
 # What a new table gets.
 DEFAULT_READER_FEATURES: tuple[str, ...] = ("manifest-tree-v1",)
