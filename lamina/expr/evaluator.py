@@ -201,12 +201,13 @@ class _Pruner(ExprVisitor[pa.Array]):
         self.false = pa.array(np.zeros(self.n, dtype=bool))
 
     def _foreign(self, pf: PartitionField) -> pa.Array | None:
-        """Data-file rows written under a spec without ``pf`` (their bounds for it are not
-        trusted, whatever a writer put there), when the manifest says which spec wrote each
-        file; None when every spec has the field or it cannot be told."""
-        having = specs_with_field(self.specs, pf.field_id)
-        if len(having) == len(self.specs) or "spec_id" not in self.m.column_names:
+        """Data-file rows written under a spec without ``pf``, or a spec not given (their
+        bounds for it are not trusted, whatever a writer put there), when the manifest says
+        which spec wrote each file; None when it does not (planning reads ``spec_id`` only
+        on tables with several specs)."""
+        if "spec_id" not in self.m.column_names:
             return None
+        having = specs_with_field(self.specs, pf.field_id)
         foreign = pc.invert(pc.is_in(self._col("spec_id", pa.int32()), value_set=pa.array(having, pa.int32())))
         if "content" in self.m.column_names:  # a leaf's bounds span its files: nulls where any lacks them
             foreign = pc.and_(foreign, pc.equal(self._col("content", pa.int8()), C.DATA))
