@@ -199,6 +199,7 @@ class _Pruner(ExprVisitor[pa.Array]):
             self.by_source.setdefault(pf.source_id, []).append(pf)
         self.true = pa.array(np.ones(self.n, dtype=bool))
         self.false = pa.array(np.zeros(self.n, dtype=bool))
+        self._foreign_of: dict[int, pa.Array] = {}
 
     def _foreign(self, pf: PartitionField) -> pa.Array | None:
         """Data-file rows written under a spec without ``pf``, or a spec not given (their
@@ -207,11 +208,13 @@ class _Pruner(ExprVisitor[pa.Array]):
         on tables with several specs)."""
         if "spec_id" not in self.m.column_names:
             return None
-        having = specs_with_field(self.specs, pf.field_id)
-        foreign = pc.invert(pc.is_in(self._col("spec_id", pa.int32()), value_set=pa.array(having, pa.int32())))
-        if "content" in self.m.column_names:  # a leaf's bounds span its files: nulls where any lacks them
-            foreign = pc.and_(foreign, pc.equal(self._col("content", pa.int8()), C.DATA))
-        return pc.fill_null(foreign, True)
+        if pf.field_id not in self._foreign_of:
+            having = specs_with_field(self.specs, pf.field_id)
+            foreign = pc.invert(pc.is_in(self._col("spec_id", pa.int32()), value_set=pa.array(having, pa.int32())))
+            if "content" in self.m.column_names:  # a leaf's bounds span its files: nulls where any lacks them
+                foreign = pc.and_(foreign, pc.equal(self._col("content", pa.int8()), C.DATA))
+            self._foreign_of[pf.field_id] = pc.fill_null(foreign, True)
+        return self._foreign_of[pf.field_id]
 
     def _col(self, name: str, t: pa.DataType) -> pa.Array:
         """A manifest column as one array of type ``t``; all-null (unknown) if absent or unusable."""

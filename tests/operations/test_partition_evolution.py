@@ -479,3 +479,18 @@ def test_two_spec_changing_processes_one_wins_one_conflicts(tmp_path):
     assert won == [1] and len(lost) == 1 and "concurrent spec change" in lost[0]
     t = lamina.open_table(uri)
     assert t.version == 1 and len(t.partition_spec.fields) == 2
+
+
+def test_cli_info_shows_the_spec_id_and_sort_order(tmp_path):
+    from typer.testing import CliRunner
+
+    from lamina.cli.main import app
+
+    t = evolved(tmp_path)
+    t.update_sort_order().desc("ts").commit()
+    r = CliRunner().invoke(app, ["info", t.uri, "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert (doc["partition_spec_id"], doc["partition_specs"]) == (2, 3)
+    assert doc["sort_order"] == "ts DESC NULLS LAST"
+    assert doc["partition_by"] == ["day(ts) as ts_day", "bucket[4](id) as id_bucket_4"]
