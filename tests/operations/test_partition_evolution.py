@@ -494,3 +494,22 @@ def test_cli_info_shows_the_spec_id_and_sort_order(tmp_path):
     assert (doc["partition_spec_id"], doc["partition_specs"]) == (2, 3)
     assert doc["sort_order"] == "ts DESC NULLS LAST"
     assert doc["partition_by"] == ["day(ts) as ts_day", "bucket[4](id) as id_bucket_4"]
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_row_level_changes_of_old_spec_files(tmp_path, mode):
+    """A deletion vector keeps the file (and its spec); a copy-on-write rewrite is a new
+    file, laid out by the current spec. Plans stay exact either way."""
+    t = evolved(tmp_path)
+    t.delete("id IN (5, 65, 125)", mode=mode)
+    t.update(where="id = 7", set={"amount": 1000}, mode=mode)
+    files = t.files()
+    old = files.filter(pc.is_valid(files.column("dv_path"))) if mode == "merge-on-read" else None
+    if old is not None:
+        assert 0 in old.column("spec_id").to_pylist()
+    else:
+        newest = files.filter(pc.equal(files.column("added_version"), t.version))
+        assert set(newest.column("spec_id").to_pylist()) == {2}
+    assert t.scan().count() == 177
+    for where in ["cat = 'c2'", "id < 10", "amount = 1000", "ts < '2024-01-02'", "id IN (5, 6, 65)"]:
+        check(t, where)
