@@ -176,7 +176,7 @@ class Committer:
 
     def _apply_tree(self, base: VersionManifest, change: Change, version: int) -> tuple[VersionManifest, ChangeResult]:
         """``base`` with ``change`` applied to its manifest tree: the manifests of ``version``."""
-        new_base = _with_metadata(base, change)
+        new_base = with_metadata(base, change)
         try:
             result = apply_change(
                 self.log.io, base.root_manifest, manifest_schema_of(new_base), version,
@@ -194,7 +194,7 @@ class Committer:
         if all(op.skip_if_noop for op in ops) and all(c.is_empty for c in changes):
             return None
         change = combine(changes, base.version)
-        changed = _with_metadata(base, change)
+        changed = with_metadata(base, change)
         _, result = self._apply_tree(base, change, base.version + 1)
         step("manifests-written")
         summary = {
@@ -294,7 +294,7 @@ _LOST = object()
 _WITHDRAWN = object()
 
 
-def _with_metadata(base: VersionManifest, change: Change) -> VersionManifest:
+def with_metadata(base: VersionManifest, change: Change) -> VersionManifest:
     """``base`` with the schema, partition spec, sort order and properties ``change`` sets
     (itself if none). A new partition spec joins the table's list of specs (files written
     under the earlier ones keep theirs), and the writer features say what a writer must

@@ -36,7 +36,7 @@ from lamina.operations import (
     check_app_transactions,
     check_not_in_table,
 )
-from lamina.commit.committer import _with_metadata
+from lamina.commit.committer import with_metadata
 from lamina.operations.partition_spec import SpecUpdate
 from lamina.operations.rowlevel import file_fn_delete, file_fn_update, row_mode
 from lamina.operations.sort_order import SortOrderUpdate
@@ -84,7 +84,7 @@ class Transaction:
         vm = self.metadata
         change = op.apply(Base(self.table.io, vm, vm.version + 1))
         self.add_operation(op)
-        self._staged = _with_metadata(vm, change)
+        self._staged = with_metadata(vm, change)
 
     def update_spec(self) -> SpecUpdate:
         """A partition spec change in this transaction (see ``Table.update_spec``): what the
