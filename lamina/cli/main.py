@@ -18,6 +18,7 @@ from lamina.cli._output import console, err
 from lamina.cli._output import fail as _fail
 from lamina.errors import LaminaError, TableNotFound
 from lamina.maintenance import fsck as run_fsck
+from lamina.spec.sort import effective_sort_order
 
 app = typer.Typer(help="Inspect and maintain Lamina tables.", no_args_is_help=True, add_completion=False)
 
@@ -102,6 +103,9 @@ def info(uri: str, version: Optional[int] = typer.Option(None, "--version", "-v"
         "records": vm.summary.get("total-records"),
         "schema": [f"{f.name}: {f.type}{'' if f.nullable else ' not null'}" for f in t.schema],
         "partition_by": [f"{f.transform}({t.metadata.schema.name_of(f.source_id)}) as {f.name}" for f in t.partition_spec.fields],
+        "partition_spec_id": vm.partition_spec.spec_id,
+        "partition_specs": len(vm.all_partition_specs),
+        "sort_order": effective_sort_order(vm.schema, vm.sort_order, vm.properties).describe(vm.schema),
         "properties": vm.properties,
         "reader_features": list(vm.reader_features),
         "writer_features": list(vm.writer_features),

@@ -27,6 +27,7 @@ from lamina.manifest.entries import conform, data_entries, fill_constant, manife
 from lamina.manifest.tree import live_data_entries
 from lamina.spec.properties import TableProperties, WriterProperties
 from lamina.spec.schema import Schema
+from lamina.spec.sort import effective_sort_keys, sort_rows
 from lamina.spec.version import VersionManifest
 
 
@@ -54,6 +55,7 @@ class Change:
     summary: dict[str, Any] = field(default_factory=dict)
     schema: Schema | None = None  # new schema, if the operation changes it
     partition_spec: Any = None  # new partition spec (a PartitionSpec), if the operation changes it
+    sort_order: Any = None  # new sort order (a lamina.spec.sort.SortOrder), if the operation changes it
     properties: dict[str, str] | None = None
     app_transactions: dict[str, int] | None = None
     readds: bool = False  # ``added`` includes files an earlier version removed (rollback, add_files)
@@ -62,7 +64,8 @@ class Change:
     def is_empty(self) -> bool:
         return (
             not self.added.num_rows and not self.removed.num_rows
-            and self.schema is None and self.partition_spec is None and self.properties is None
+            and self.schema is None and self.partition_spec is None and self.sort_order is None
+            and self.properties is None
         )
 
 
@@ -143,9 +146,15 @@ class Base:
         vm = self.metadata
         return data_entries(files, self.manifest_schema, self.version, vm.partition_spec.spec_id)
 
-    def write(self, rows: pa.Table, write_id: str, *, max_rows: int | None = None, pending: Any = None) -> pa.Table:
-        """Write ``rows`` (in the base's schema) as data files named by ``write_id``; their entries."""
+    def write(
+        self, rows: pa.Table, write_id: str, *, max_rows: int | None = None, pending: Any = None,
+        sort_by: Sequence[Any] | None = None,
+    ) -> pa.Table:
+        """Write ``rows`` (in the base's schema) as data files named by ``write_id``, laid out
+        by the current partition spec and sorted by ``sort_by`` (``lamina.spec.sort.sort_rows``
+        keys; default: the table's sort order); their entries."""
         vm = self.metadata
+        rows = sort_rows(rows, self.sort_keys if sort_by is None else sort_by)
         return self.new_files(write_data_files(
             self.io, vm.schema, vm.partition_spec, rows, write_id, self._max_rows(max_rows),
             compression=self.writer.parquet_compression, pending=pending,
@@ -159,6 +168,11 @@ class Base:
             self.io, self.metadata.schema, tables, write_id, self._max_rows(max_rows),
             compression=self.writer.parquet_compression, memory_pool=memory_pool,
         ))
+
+    @cached_property
+    def sort_keys(self) -> list[tuple[str, str, str]]:
+        """The table's sort order, as ``sort_rows`` keys (empty: unsorted)."""
+        return effective_sort_keys(self.metadata)
 
     @cached_property
     def writer(self) -> WriterProperties:
@@ -203,6 +217,7 @@ def combine(changes: Sequence[Change], base_version: int) -> Change:
                 summary[k] = v
         out.schema = c.schema or out.schema
         out.partition_spec = c.partition_spec or out.partition_spec
+        out.sort_order = c.sort_order if c.sort_order is not None else out.sort_order
         out.properties = c.properties if c.properties is not None else out.properties
         if c.app_transactions:
             out.app_transactions = {**(out.app_transactions or {}), **c.app_transactions}

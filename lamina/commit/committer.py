@@ -31,7 +31,7 @@ from lamina.commit.log import VersionLog
 from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted, CommitStateUnknown, StorageError
 from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
-from lamina.spec.features import COLUMN_MAPPING, SLOT_TOMBSTONES, check_writer, with_features
+from lamina.spec.features import COLUMN_MAPPING, HIDDEN_PARTITIONING, PARTITION_EVOLUTION, SLOT_TOMBSTONES, SORT_ORDERS, check_writer, with_features
 from lamina.spec.layout import version_path
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import Tombstone, slot_chunk_size
@@ -176,7 +176,7 @@ class Committer:
 
     def _apply_tree(self, base: VersionManifest, change: Change, version: int) -> tuple[VersionManifest, ChangeResult]:
         """``base`` with ``change`` applied to its manifest tree: the manifests of ``version``."""
-        new_base = _with_metadata(base, change)
+        new_base = with_metadata(base, change)
         try:
             result = apply_change(
                 self.log.io, base.root_manifest, manifest_schema_of(new_base), version,
@@ -194,7 +194,7 @@ class Committer:
         if all(op.skip_if_noop for op in ops) and all(c.is_empty for c in changes):
             return None
         change = combine(changes, base.version)
-        changed = _with_metadata(base, change)
+        changed = with_metadata(base, change)
         _, result = self._apply_tree(base, change, base.version + 1)
         step("manifests-written")
         summary = {
@@ -221,17 +221,16 @@ class Committer:
             summary=summary,
             schema=changed.schema,
             partition_spec=changed.partition_spec,
+            partition_specs=changed.partition_specs,
+            sort_order=changed.sort_order,
             properties=changed.properties,
             root_manifest=result.root_path,
             commit_id=commit_id,
             app_transactions=apps,
             last_readd_version=base.version + 1 if change.readds else base.last_readd_version,
-            # Tables created before freed-slot records gain the feature with their next commit; a
-            # schema whose file columns must be mapped needs readers and writers that map them.
-            reader_features=with_features(base.reader_features, *((COLUMN_MAPPING,) if changed.schema.is_evolved else ())),
-            writer_features=with_features(
-                base.writer_features, SLOT_TOMBSTONES, *((COLUMN_MAPPING,) if changed.schema.is_evolved else ())
-            ),
+            # Tables created before freed-slot records gain the feature with their next commit.
+            reader_features=changed.reader_features,
+            writer_features=with_features(changed.writer_features, SLOT_TOMBSTONES),
         )
         return vm
 
@@ -295,12 +294,30 @@ _LOST = object()
 _WITHDRAWN = object()
 
 
-def _with_metadata(base: VersionManifest, change: Change) -> VersionManifest:
-    """``base`` with the schema, partition spec and properties ``change`` sets (itself if none)."""
-    if change.schema is None and change.partition_spec is None and change.properties is None:
+def with_metadata(base: VersionManifest, change: Change) -> VersionManifest:
+    """``base`` with the schema, partition spec, sort order and properties ``change`` sets
+    (itself if none). A new partition spec joins the table's list of specs (files written
+    under the earlier ones keep theirs), and the features say what a writer must keep (the
+    spec list, the sort order) and what readers and writers must do (map evolved columns)."""
+    if change.schema is None and change.partition_spec is None and change.sort_order is None and change.properties is None:
         return base
+    spec = change.partition_spec or base.partition_spec
+    specs = base.all_partition_specs
+    if spec not in specs:
+        specs = (*specs, spec)
+    sort_order = change.sort_order if change.sort_order is not None else base.sort_order
+    features = [PARTITION_EVOLUTION] if len(specs) > 1 else []
+    features += [SORT_ORDERS] if sort_order is not None else []
+    partitioned = [HIDDEN_PARTITIONING] if not spec.is_unpartitioned else []
+    schema = change.schema or base.schema
+    # A schema whose file columns must be mapped needs readers and writers that map them.
+    partitioned += [COLUMN_MAPPING] if schema.is_evolved else []
     return base.next(
-        schema=change.schema or base.schema,
-        partition_spec=change.partition_spec or base.partition_spec,
+        reader_features=with_features(base.reader_features, *partitioned),
+        schema=schema,
+        partition_spec=spec,
+        partition_specs=specs if len(specs) > 1 else (),
+        sort_order=sort_order,
         properties=change.properties if change.properties is not None else base.properties,
+        writer_features=with_features(base.writer_features, *partitioned, *features),
     )

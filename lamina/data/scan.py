@@ -27,6 +27,7 @@ from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import live_data_entries
 from lamina.data.deletes import DV, dv_of, dvs_of_plan, positions_array, read_bitmaps
 from lamina.spec import content as C
+from lamina.spec.partition import fields_by_id
 from lamina.spec.version import VersionManifest
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-read")
@@ -137,6 +138,7 @@ class Scan:
         self.vm = vm
         self.schema = vm.schema
         self.spec = vm.partition_spec
+        self.specs = vm.all_partition_specs  # files keep the spec they were written with
         self.predicate = bind(to_expr(where), self.schema)
         if columns is not None:
             columns = list(columns)
@@ -160,8 +162,8 @@ class Scan:
         mschema = manifest_schema_of(self.vm)
         prune = None
         if not isinstance(self.predicate, AlwaysTrue):
-            pred, schema, spec = self.predicate, self.schema, self.spec
-            prune = lambda t: may_match(pred, t, schema, spec)  # noqa: E731
+            pred, schema, specs = self.predicate, self.schema, self.specs
+            prune = lambda t: may_match(pred, t, schema, specs)  # noqa: E731
         cols = None if all_columns else self._manifest_columns(mschema)
         return ScanPlan(live_data_entries(io, self.vm.root_manifest, mschema, prune, cols), io)
 
@@ -169,16 +171,20 @@ class Scan:
         """The entry columns a file scan task needs, plus the statistics the predicate can use.
 
         Bookkeeping columns (file_count, removed_version, spec_id, max_added_version)
-        are not read: at a million files each costs ~8 MB of decoding.
+        are not read: at a million files each costs ~8 MB of decoding. (spec_id is, on a
+        table with several partition specs whose fields the predicate can use: a file is
+        never pruned by a field of a spec other than its own.)
         """
         wanted = set(PLAN_COLUMNS)
         refs = referenced_columns(self.predicate)
         fids = {self.schema.field_id(n) for n in refs}
         for fid in fids:
             wanted |= {C.min_col(fid), C.max_col(fid), C.nulls_col(fid)}
-        for pf in self.spec.fields:
+        for pf in fields_by_id(self.specs).values():
             if pf.source_id in fids:
                 wanted |= {C.pmin_col(pf.field_id), C.pmax_col(pf.field_id)}
+                if len(self.specs) > 1:
+                    wanted.add("spec_id")
         return [n for n in mschema.names if n in wanted]
 
     # -- reading ---------------------------------------------------------------------

@@ -12,7 +12,7 @@ can hold a matching row; it may say True wrongly, never False wrongly.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +22,9 @@ from lamina.expr.binder import bind, is_nan
 from lamina.expr.expressions import Compare, Expr, ExprVisitor, In, IsNull, NotIn, NotNull, rewrite_not, visit
 from lamina.expr.parser import to_expr
 from lamina.spec import content as C
-from lamina.spec.partition import PartitionSpec, project_inclusive, transform_result_type
+from lamina.spec.partition import (
+    PartitionField, PartitionSpec, fields_by_id, project_inclusive, specs_with_field, transform_result_type,
+)
 from lamina.spec.schema import Schema
 
 _SMALL_IN = 8  # IN lists up to this size are tested value by value; larger ones by binary search
@@ -193,17 +195,35 @@ def _numpy_keys(a: pa.Array) -> np.ndarray:
 class _Pruner(ExprVisitor[pa.Array]):
     """Each node -> BooleanArray over manifest rows, True where a match is possible."""
 
-    def __init__(self, manifest: pa.Table, schema: Schema, spec: PartitionSpec | None):
+    def __init__(self, manifest: pa.Table, schema: Schema, specs: tuple[PartitionSpec, ...]):
         self.m = manifest
         self.n = manifest.num_rows
         self.schema = schema
-        self.spec = spec if spec is not None else PartitionSpec()
+        self.specs = specs
+        # A partition field id means one source and transform in every spec of a table, so
+        # each field prunes every row that has its bounds; a file written under a spec
+        # without the field has none (null: unknown).
+        self.by_source: dict[int, list[PartitionField]] = {}
+        for pf in fields_by_id(specs).values():
+            self.by_source.setdefault(pf.source_id, []).append(pf)
         self.true = pa.array(np.ones(self.n, dtype=bool))
         self.false = pa.array(np.zeros(self.n, dtype=bool))
-        # Partition bounds only mean something for rows written under this spec.
-        self.other_spec = None
-        if "spec_id" in manifest.column_names and not self.spec.is_unpartitioned:
-            self.other_spec = pc.fill_null(pc.not_equal(self._col("spec_id", pa.int32()), self.spec.spec_id), True)
+        self._foreign_of: dict[int, pa.Array] = {}
+
+    def _foreign(self, pf: PartitionField) -> pa.Array | None:
+        """Data-file rows written under a spec without ``pf``, or a spec not given (their
+        bounds for it are not trusted, whatever a writer put there), when the manifest says
+        which spec wrote each file; None when it does not (planning reads ``spec_id`` only
+        on tables with several specs)."""
+        if "spec_id" not in self.m.column_names:
+            return None
+        if pf.field_id not in self._foreign_of:
+            having = specs_with_field(self.specs, pf.field_id)
+            foreign = pc.invert(pc.is_in(self._col("spec_id", pa.int32()), value_set=pa.array(having, pa.int32())))
+            if "content" in self.m.column_names:  # a leaf's bounds span its files: nulls where any lacks them
+                foreign = pc.and_(foreign, pc.equal(self._col("content", pa.int8()), C.DATA))
+            self._foreign_of[pf.field_id] = pc.fill_null(foreign, True)
+        return self._foreign_of[pf.field_id]
 
     def _col(self, name: str, t: pa.DataType) -> pa.Array:
         """A manifest column as one array of type ``t``; all-null (unknown) if absent or unusable."""
@@ -277,15 +297,16 @@ class _Pruner(ExprVisitor[pa.Array]):
         fid, t = self.schema.field_id(name), f.type
         lo, hi = self._bounds(C.min_col(fid), C.max_col(fid), t)
         r = self._test(op, v, lo, hi, t)
-        for pf in self.spec.fields_for_source(fid):
+        for pf in self.by_source.get(fid, ()):
             proj = project_inclusive(pf, op, v, t)
             if proj is None:
                 continue
             pt = transform_result_type(pf.transform, t)
             plo, phi = self._bounds(C.pmin_col(pf.field_id), C.pmax_col(pf.field_id), pt)
             pr = self._test(proj[0], proj[1], plo, phi, pt)
-            if self.other_spec is not None:
-                pr = pc.or_(pr, self.other_spec)
+            foreign = self._foreign(pf)
+            if foreign is not None:
+                pr = pc.or_(pr, foreign)
             r = pc.and_(r, pr)
         return r
 
@@ -328,14 +349,20 @@ class _Pruner(ExprVisitor[pa.Array]):
         return r
 
 
-def may_match(expr: Expr | str | None, manifest: pa.Table, schema: Schema, spec: PartitionSpec | None = None) -> pa.BooleanArray:
+def may_match(
+    expr: Expr | str | None, manifest: pa.Table, schema: Schema,
+    spec: PartitionSpec | Sequence[PartitionSpec] | None = None,
+) -> pa.BooleanArray:
     """For each manifest row, False only if the file/leaf it describes surely has no row matching ``expr``.
 
-    Uses ``min_<fid>``/``max_<fid>``/``nulls_<fid>``/``record_count`` and, for fields of
-    ``spec``, ``pmin_<pid>``/``pmax_<pid>``; absent columns and null values mean unknown.
+    Uses ``min_<fid>``/``max_<fid>``/``nulls_<fid>``/``record_count`` and, for the fields of
+    ``spec`` (one spec, or every spec the table has had), ``pmin_<pid>``/``pmax_<pid>``;
+    absent columns and null values mean unknown. With several specs and a ``spec_id``
+    column, a data file is never pruned by a field its own spec lacks.
     Binds ``expr`` itself (InvalidPredicate on unknown columns or bad literals).
     """
-    out = visit(bind(expr, schema), _Pruner(manifest, schema, spec))
+    specs = (spec,) if isinstance(spec, PartitionSpec) else tuple(spec or ())
+    out = visit(bind(expr, schema), _Pruner(manifest, schema, specs))
     if isinstance(out, pa.ChunkedArray):
         out = out.combine_chunks()
     return out

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from lamina.commit.log import VersionLog
 from lamina.io import FileIO
-from lamina.manifest.entries import conform, manifest_schema
+from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.files import read_manifests
 from lamina.manifest.tree import load_root
 from lamina.errors import NotFound
@@ -39,7 +39,7 @@ def _gc(t: pa.Table) -> pa.Table:
 
 def root_of(io: FileIO, vm: VersionManifest) -> pa.Table:
     """The root manifest's rows (GC columns); empty for a version with no files."""
-    return _gc(load_root(io, vm.root_manifest, manifest_schema(vm.schema, vm.partition_spec)))
+    return _gc(load_root(io, vm.root_manifest, manifest_schema_of(vm)))
 
 
 def leaf_paths(root: pa.Table) -> pa.Array:

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from lamina.errors import SchemaMismatch
 from lamina.spec import content as C
+from lamina.spec.partition import fields_by_id, transform_result_type
 from lamina.spec.schema import Schema, field_id_of
 
 
@@ -22,9 +23,14 @@ def _float_type(t: pa.DataType) -> bool:
 
 
 @lru_cache(maxsize=256)
-def manifest_schema(schema: Schema, spec: Any) -> pa.Schema:
-    """Arrow schema of a manifest for a table with ``schema`` and partition ``spec`` (memoized:
-    both are frozen, and this is needed several times per commit)."""
+def manifest_schema(schema: Schema, specs: Any) -> pa.Schema:
+    """Arrow schema of a manifest for a table with ``schema`` and partition spec(s) ``specs``
+    (one spec, or a tuple of every spec the table has had; memoized: all are frozen, and this
+    is needed several times per commit).
+
+    The partition bounds of every spec's fields are kept, so entries written under an
+    older spec keep their values; a field whose source column is gone is left out (no
+    predicate can name it)."""
     fields = list(C.BASE_FIELDS)
     fields.append(pa.field("max_added_version", pa.int64(), True))  # leaves: newest entry's added_version
     for f in schema.arrow:
@@ -33,17 +39,35 @@ def manifest_schema(schema: Schema, spec: Any) -> pa.Schema:
             fields.append(pa.field(C.min_col(fid), f.type, True))
             fields.append(pa.field(C.max_col(fid), f.type, True))
         fields.append(pa.field(C.nulls_col(fid), pa.int64(), True))
-    if spec is not None and spec.fields:
-        ptype = spec.partition_type(schema)
-        for pf, af in zip(spec.fields, ptype):
-            fields.append(pa.field(C.pmin_col(pf.field_id), af.type, True))
-            fields.append(pa.field(C.pmax_col(pf.field_id), af.type, True))
+    specs = specs if isinstance(specs, tuple) else (specs,) if specs is not None else ()
+    current = specs[-1] if len(specs) == 1 else None
+    if current is not None:
+        # One spec (the common case): its columns, in its field order.
+        ptype = current.partition_type(schema)
+        pfields = list(zip((pf.field_id for pf in current.fields), (af.type for af in ptype)))
+    else:
+        pfields = _partition_types(schema, specs)
+    for pid, t in pfields:
+        fields.append(pa.field(C.pmin_col(pid), t, True))
+        fields.append(pa.field(C.pmax_col(pid), t, True))
     return pa.schema(fields)
 
 
+def _partition_types(schema: Schema, specs: tuple[Any, ...]) -> list[tuple[int, pa.DataType]]:
+    """(field id, partition value type) of every partition field of ``specs``, by field id."""
+    out = []
+    by_name = {field_id_of(f): f for f in schema.arrow}
+    for pid, pf in sorted(fields_by_id(specs).items()):
+        src = by_name.get(pf.source_id)
+        if src is not None:
+            out.append((pid, transform_result_type(pf.transform, src.type)))
+    return out
+
+
 def manifest_schema_of(vm: Any) -> pa.Schema:
-    """The manifest schema of a version (a ``VersionManifest``): its schema's and partition spec's."""
-    return manifest_schema(vm.schema, vm.partition_spec)
+    """The manifest schema of a version (a ``VersionManifest``): its schema's and every partition spec's."""
+    specs = vm.partition_specs
+    return manifest_schema(vm.schema, specs if specs else vm.partition_spec)
 
 
 def conform(entries: pa.Table, mschema: pa.Schema) -> pa.Table:

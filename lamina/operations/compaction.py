@@ -3,9 +3,13 @@ large ones, in one version.
 
 Planning bin-packs, per partition, the files smaller than ``min_file_size``
 (default 3/4 of the target) plus every file carrying a deletion vector, into
-groups of about ``target_file_size`` bytes. Each group is read (deleted rows
-dropped), optionally sorted (property ``write.sort-order``, e.g. ``"ts, id"``),
-and written as new files; the commit removes the inputs and adds the outputs.
+groups of about ``target_file_size`` bytes. Files written under an older partition
+spec are always rewritten, into the current spec: they are grouped by what the
+manifest tells of their partition in the current spec (the values of the fields
+their own spec shares with it). Each group is read (deleted rows dropped), sorted
+by ``sort_by`` or else the table's sort order (``Table.update_sort_order``, or the
+older property ``write.sort-order``), and written as new files laid out by the
+current spec; the commit removes the inputs and adds the outputs.
 There is no limit on inputs per commit.
 
 Concurrency: the operation is re-applied to each base. Appends never conflict
@@ -28,9 +32,12 @@ import pyarrow.compute as pc
 from lamina.commit import Operation, Base, Change, removed_of
 from lamina.data.deletes import file_keys
 from lamina.data.writer import SHORT_LIVED_POOL
-from lamina.errors import InvalidArgument
+from lamina.errors import CorruptMetadata, InvalidArgument
 from lamina.expr import Expr
-from lamina.spec.schema import Schema
+from lamina.spec import content as C
+from lamina.spec.partition import PartitionSpec, specs_with_field
+from lamina.spec.sort import effective_sort_keys
+from lamina.spec.version import VersionManifest
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-compact")
 DEFAULT_TARGET = 128 * 1024 * 1024
@@ -48,14 +55,58 @@ class CompactionResult:
     rows_written: int
 
 
-def plan_groups(entries: pa.Table, target: int, min_size: int) -> list[np.ndarray]:
-    """Indices of ``entries`` per group: small or DV-carrying files, bin-packed per partition."""
+def _wrong_spec(entries: pa.Table, spec: PartitionSpec | None, specs: tuple[PartitionSpec, ...]) -> np.ndarray:
+    """Which entries were written under a spec that lays out files otherwise than ``spec``
+    (a spec differing only in field names lays them out alike); CorruptMetadata for a spec
+    id the table does not have."""
+    n = entries.num_rows
+    if spec is None or len(specs) < 2 or "spec_id" not in entries.column_names:
+        return np.zeros(n, dtype=bool)
+    ids = entries.column("spec_id")
+    unknown = pc.invert(pc.is_in(ids, value_set=pa.array([s.spec_id for s in specs], pa.int32())))
+    if pc.any(unknown).as_py():
+        bad = pc.unique(ids.filter(unknown)).to_pylist()
+        raise CorruptMetadata(f"data files name partition spec ids {bad} the table does not have; run `lamina fsck`")
+    alike = [s.spec_id for s in specs if s.layout == spec.layout]
+    return pc.invert(pc.is_in(ids, value_set=pa.array(alike, pa.int32()))).to_numpy(zero_copy_only=False)
+
+
+def _partition_keys(entries: pa.Table, spec: PartitionSpec, specs: tuple[PartitionSpec, ...]) -> np.ndarray:
+    """A key per entry, equal for files that hold rows of one partition of the current
+    ``spec`` as far as the manifest tells: each field's value where the file's own spec has
+    the field (null included), "unknown" where it does not. (Two keys that collide only put
+    more files in one group: the rewrite splits its rows by partition anyway.)"""
+    n = entries.num_rows
+    parts: list[pa.Array] = []
+    for pf in spec.fields:
+        value = entries.column(C.pmin_col(pf.field_id))
+        value = value.cast(pa.binary()) if pa.types.is_binary(value.type) else value.cast(pa.string()).cast(pa.binary())
+        has = pc.is_in(entries.column("spec_id"), value_set=pa.array(specs_with_field(specs, pf.field_id), pa.int32()))
+        known = pc.if_else(pc.is_null(value), pa.scalar(b"\x00null"), value)
+        parts.append(pc.if_else(has, known, pa.scalar(b"\x00?")))
+    if not parts:
+        return np.zeros(n, dtype=object)
+    key = pc.binary_join_element_wise(*parts, b"\x00/") if len(parts) > 1 else parts[0]
+    return (key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key).to_numpy(zero_copy_only=False)
+
+
+def plan_groups(
+    entries: pa.Table, target: int, min_size: int,
+    spec: PartitionSpec | None = None, specs: tuple[PartitionSpec, ...] = (),
+) -> list[np.ndarray]:
+    """Indices of ``entries`` per group: small or DV-carrying files, and every file written
+    under a partition spec other than the current ``spec`` (of the table's ``specs``),
+    bin-packed per partition of the current spec."""
     size = entries.column("size").to_numpy()
     has_dv = pc.is_valid(entries.column("dv_path")).to_numpy(zero_copy_only=False)
-    cand = np.nonzero((size < min_size) | has_dv)[0]
+    wrong = _wrong_spec(entries, spec, specs)
+    cand = np.nonzero((size < min_size) | has_dv | wrong)[0]
     if not len(cand):
         return []
-    parts = entries.column("partition_path").take(pa.array(cand)).fill_null("").to_numpy(zero_copy_only=False)
+    if wrong.any():
+        parts = _partition_keys(entries.take(pa.array(cand)), spec, specs)  # type: ignore[arg-type]
+    else:
+        parts = entries.column("partition_path").take(pa.array(cand)).fill_null("").to_numpy(zero_copy_only=False)
     groups: list[np.ndarray] = []
     for part in np.unique(parts):
         idx = cand[parts == part]
@@ -65,7 +116,7 @@ def plan_groups(entries: pa.Table, target: int, min_size: int) -> list[np.ndarra
         bins = (cum - 1) // max(1, target)
         for b in np.unique(bins):
             g = idx[bins == b]
-            if len(g) > 1 or has_dv[g].any():
+            if len(g) > 1 or has_dv[g].any() or wrong[g].any():
                 groups.append(g)
     return groups
 
@@ -75,7 +126,7 @@ class CompactFiles(Operation):
     where: Expr | None
     target: int
     min_size: int
-    sort_by: list[str]
+    sort_by: list[Any]  # lamina.spec.sort.sort_rows keys
     write_id: str
     progress: Callable[[str, int, int], None] | None = None
     # Runs the rewrites of several groups: (op, base, groups) -> output entries per group, in
@@ -98,13 +149,11 @@ class CompactFiles(Operation):
             # are still being read.
             return base.write_stream(files, self.write_id, max_rows, SHORT_LIVED_POOL)
         rows = pa.concat_tables(list(files)).combine_chunks()  # one chunk: cheaper to sort, encode, and for stats
-        if self.sort_by and rows.num_rows:
-            rows = rows.sort_by([(c, "ascending") for c in self.sort_by])
-        return base.write(rows, self.write_id, max_rows=max_rows)
+        return base.write(rows, self.write_id, max_rows=max_rows, sort_by=self.sort_by)
 
     def apply(self, base: Base) -> Change:
         entries = base.entries(self.where)
-        groups = plan_groups(entries, self.target, self.min_size)
+        groups = plan_groups(entries, self.target, self.min_size, base.partition_spec, base.metadata.all_partition_specs)
         keys = [tuple(file_keys(entries.take(pa.array(g)))) for g in groups]
         todo = [i for i, k in enumerate(keys) if k not in self._outputs]
         done = 0
@@ -128,12 +177,14 @@ class CompactFiles(Operation):
         return Change("compact", outputs, removed_of(inputs), summary=summary)
 
 
-def sort_columns(schema: Schema, sort_by: list[str] | str | None, default: str) -> list[str]:
-    """The columns compaction sorts by: ``sort_by``, else the table's ``write.sort-order``."""
-    sort = sort_by if sort_by is not None else default
-    cols = [c.strip() for c in (sort.split(",") if isinstance(sort, str) else sort) if c.strip()]
+def sort_columns(vm: VersionManifest, sort_by: list[str] | str | None) -> list[Any]:
+    """What compaction sorts by (``lamina.spec.sort.sort_rows`` keys): the columns
+    ``sort_by`` names (ascending), else the table's sort order."""
+    if sort_by is None:
+        return effective_sort_keys(vm)
+    cols = [c.strip() for c in (sort_by.split(",") if isinstance(sort_by, str) else sort_by) if c.strip()]
     for c in cols:
-        schema.field(c)  # SchemaMismatch naming the columns
+        vm.schema.field(c)  # SchemaMismatch naming the columns
     return cols
 
 

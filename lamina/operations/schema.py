@@ -44,20 +44,22 @@ from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation
 from lamina.errors import CommitConflict, InvalidArgument
 from lamina.spec.properties import TableProperties
 from lamina.spec.schema import Schema, field_id_of, normalize_type
+from lamina.spec.sort import effective_sort_order
+from lamina.spec.version import VersionManifest
 from lamina.spec.schema_update import (
     AddColumn, DropColumn, InvalidSchemaChange, MoveColumn, Path, RenameColumn, ReplaceColumn, SchemaChange, UpdateColumn,
     apply_schema_changes, as_path, widens,
 )
 
 
-def protected_columns(schema: Schema, spec: Any, properties: Mapping[str, str]) -> dict[int, str]:
-    """Field id -> what uses the column: partition fields of ``spec`` and the sort order."""
+def protected_columns(vm: VersionManifest) -> dict[int, str]:
+    """Field id -> what uses the column in version ``vm``: its partition spec's fields and its
+    sort order (set by ``update_sort_order``, or the ``write.sort-order`` property)."""
     out: dict[int, str] = {}
-    for pf in getattr(spec, "fields", ()):
+    for pf in vm.partition_spec.fields:
         out.setdefault(pf.source_id, f"partition field {pf.name!r}")
-    for name in TableProperties.WRITE_SORT_ORDER.get(properties):
-        if name in schema.names:
-            out.setdefault(schema.field_id(name), "the table's sort order (write.sort-order)")
+    for fid in effective_sort_order(vm.schema, vm.sort_order, vm.properties).source_ids:
+        out.setdefault(fid, "the table's sort order")
     return out
 
 
@@ -127,7 +129,8 @@ class UpdateSchema(Operation):
         self.planned_schema_id = planned_schema_id
         self.strict = strict
 
-    def new_schema(self, base_schema: Schema, spec: Any, properties: Mapping[str, str]) -> Schema:
+    def new_schema(self, vm: VersionManifest) -> Schema:
+        base_schema = vm.schema
         if self.strict and base_schema.schema_id != self.planned_schema_id:
             raise CommitConflict(
                 f"a concurrent commit changed the table's schema (now #{base_schema.schema_id}, this transaction "
@@ -135,7 +138,7 @@ class UpdateSchema(Operation):
                 "committed; run the transaction again on the latest version"
             )
         try:
-            return apply_schema_changes(base_schema, self.changes, protected_columns(base_schema, spec, properties))
+            return apply_schema_changes(base_schema, self.changes, protected_columns(vm))
         except InvalidSchemaChange as e:
             if base_schema.schema_id == self.planned_schema_id:
                 raise
@@ -146,7 +149,7 @@ class UpdateSchema(Operation):
             ) from None
 
     def apply(self, base: Base) -> Change:
-        new = self.new_schema(base.schema, base.partition_spec, base.properties)
+        new = self.new_schema(base.metadata)
         summary = {"schema-id": new.schema_id, "schema-changes": "; ".join(c.describe() for c in self.changes)}
         return Change(
             "update-schema", base.empty(), REMOVED_SCHEMA.empty_table(), summary, schema=new,
@@ -175,12 +178,11 @@ class SchemaUpdate:
     them in the transaction."""
 
     def __init__(
-        self, schema: Schema, spec: Any, properties: Mapping[str, str],
-        run: Callable[[UpdateSchema, Schema], int | None], *, strict: bool = False,
+        self, vm: VersionManifest, run: Callable[[UpdateSchema], int | None], *, strict: bool = False,
     ) -> None:
-        self._base = schema
-        self._protected = protected_columns(schema, spec, properties)
-        self._current = schema
+        self._base = vm.schema
+        self._protected = protected_columns(vm)
+        self._current = vm.schema
         self._changes: list[SchemaChange] = []
         self._run = run
         self._strict = strict
@@ -248,7 +250,7 @@ class SchemaUpdate:
         self._done = True
         if not self._changes:
             return None
-        return self._run(UpdateSchema(self._changes, self._base.schema_id, strict=self._strict), self._current)
+        return self._run(UpdateSchema(self._changes, self._base.schema_id, strict=self._strict))
 
     def __enter__(self) -> "SchemaUpdate":
         return self

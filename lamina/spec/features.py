@@ -15,7 +15,7 @@ from lamina.errors import UnsupportedFeature
 KNOWN_READER_FEATURES: frozenset[str] = frozenset({"manifest-tree-v1", "hidden-partitioning", "column-mapping"})
 KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
     {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits", "slot-tombstones",
-     "column-mapping"}
+     "column-mapping", "partition-evolution", "sort-orders"}
 )
 
 # Writer feature of tables whose commit point is their catalog row (lamina.catalog's SQL
@@ -35,6 +35,20 @@ SLOT_TOMBSTONES = "slot-tombstones"
 # read a default where a file lacks it. A reader that read columns by name would return
 # wrong values, so it must refuse the table.
 COLUMN_MAPPING = "column-mapping"
+
+# Reader and writer feature of partitioned tables (partition values derived by transforms).
+HIDDEN_PARTITIONING = "hidden-partitioning"
+
+# Writer feature of tables that have had more than one partition spec (``partition_specs``
+# in the version manifest): a writer that did not carry the list forward, and the older
+# specs' partition bounds in the manifests it rewrites, would lose what files written under
+# them are pruned by. Readers need nothing: a partition field id means the same in every
+# spec, and a file without a field's bounds is never pruned by it.
+PARTITION_EVOLUTION = "partition-evolution"
+
+# Writer feature of tables whose sort order is set in the version manifest (``sort_order``,
+# by field id): a writer must carry it forward and sort what it writes by it.
+SORT_ORDERS = "sort-orders"
 
 
 def with_features(features: tuple[str, ...], *needed: str) -> tuple[str, ...]:

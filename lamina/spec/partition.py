@@ -432,6 +432,12 @@ class PartitionSpec:
     def fields_for_source(self, source_id: int) -> tuple[PartitionField, ...]:
         return tuple(f for f in self.fields if f.source_id == source_id)
 
+    @property
+    def layout(self) -> tuple[tuple[int, int, str], ...]:
+        """What the spec does to data, without names: (field id, source id, transform) per
+        field. Specs with one layout (a rename apart) lay out files alike."""
+        return tuple((f.field_id, f.source_id, f.transform) for f in self.fields)
+
     def to_json(self) -> dict[str, Any]:
         return {"spec_id": self.spec_id, "fields": [f.to_json() for f in self.fields]}
 
@@ -578,17 +584,16 @@ def _parse_entry(entry: str, schema: Schema) -> tuple[pa.Field, str, str]:
         n = _positive_int(args[0], fn, entry)
         src = _resolve(_unquote(args[1]), schema, entry)
         transform = f"{fn}[{n}]"
-        name = f"{src.name}_bucket_{n}" if fn == "bucket" else f"{src.name}_trunc_{n}"
     elif fn in _TEMPORAL:
         if len(args) != 1:
             raise InvalidPartitionSpec(f"{fn} takes one column, e.g. {fn}(ts); got {entry!r}")
         src = _resolve(_unquote(args[0]), schema, entry)
-        transform, name = fn, f"{src.name}_{_SUFFIX[fn]}"
+        transform = fn
     elif fn == "identity":
         if len(args) != 1:
             raise InvalidPartitionSpec(f"identity takes one column, e.g. identity(category); got {entry!r}")
         src = _resolve(_unquote(args[0]), schema, entry)
-        transform, name = "identity", src.name
+        transform = "identity"
     else:
         raise InvalidPartitionSpec(
             f"unknown partition transform {m.group(1)!r} in {entry!r}; use a column name or "
@@ -598,7 +603,51 @@ def _parse_entry(entry: str, schema: Schema) -> tuple[pa.Field, str, str]:
         transform_result_type(transform, src.type)
     except InvalidPartitionSpec as e:
         raise InvalidPartitionSpec(f"cannot partition by {entry.strip()!r}: column {src.name!r} is {src.type}; {e}") from None
-    return src, transform, name
+    return src, transform, default_field_name(src.name, transform)
+
+
+def default_field_name(source: str, transform: str) -> str:
+    """A partition field's name unless one is given: ``category``, ``ts_day``, ``id_bucket_16``,
+    ``name_trunc_4`` (Iceberg's)."""
+    name, arg = _parse_transform(transform)
+    if name == "identity":
+        return source
+    if name == "bucket":
+        return f"{source}_bucket_{arg}"
+    if name == "truncate":
+        return f"{source}_trunc_{arg}"
+    return f"{source}_{_SUFFIX[name]}"
+
+
+_TRANSFORM_ARG_RE = re.compile(r"^\s*([A-Za-z_]+)\s*(?:\[\s*([0-9]+)\s*\]|\(\s*([0-9]+)\s*\))?\s*$")
+
+
+def normalize_transform(transform: str) -> str:
+    """A transform as given by a user (``day``, ``days``, ``bucket[16]``, ``bucket(16)``,
+    ``Truncate[4]``) in its stored form (``day``, ``bucket[16]``); InvalidPartitionSpec if unknown."""
+    m = _TRANSFORM_ARG_RE.match(transform) if isinstance(transform, str) else None
+    if m is None:
+        _parse_transform(transform)  # raises, naming the transforms
+    fn = _ALIASES.get(m.group(1).lower(), m.group(1).lower())  # type: ignore[union-attr]
+    arg = m.group(2) or m.group(3)  # type: ignore[union-attr]
+    out = f"{fn}[{int(arg)}]" if arg is not None else fn
+    _parse_transform(out)
+    return out
+
+
+def source_and_transform(entry: str, schema: Schema) -> tuple[pa.Field, str]:
+    """The source column and transform of one ``partition_by`` entry (``day(ts)``, ``category``)."""
+    src, transform, _ = _parse_entry(entry, schema)
+    return src, transform
+
+
+def check_field_name(name: str, source: pa.Field, transform: str, schema: Schema, what: str) -> None:
+    """Refuse a partition field name that would be mistaken for a column: only an identity
+    field may share its own source column's name (Iceberg's rule)."""
+    if not isinstance(name, str) or not name or any(ord(c) < 32 for c in name):
+        raise InvalidPartitionSpec(f"partition field name {name!r} must be a non-empty string without control characters")
+    if name in schema.names and not (transform == "identity" and name == source.name):
+        raise InvalidPartitionSpec(f"partition field name {name!r} ({what}) clashes with a table column of that name")
 
 
 def parse_partition_by(
@@ -627,10 +676,22 @@ def parse_partition_by(
             raise InvalidPartitionSpec(f"duplicate partition field: {entry.strip()!r} repeats {seen[(sid, transform)]!r}")
         if any(f.name == name for f in fields):
             raise InvalidPartitionSpec(f"duplicate partition field name {name!r} (from {entry.strip()!r})")
-        if transform != "identity" and name in schema.names:
-            raise InvalidPartitionSpec(
-                f"partition field name {name!r} (from {entry.strip()!r}) clashes with a table column of that name"
-            )
+        check_field_name(name, src, transform, schema, f"from {entry.strip()!r}")
         seen[(sid, transform)] = entry.strip()
         fields.append(PartitionField(sid, first_field_id + i, name, transform))
     return PartitionSpec(spec_id, tuple(fields))
+
+
+def fields_by_id(specs: Iterable[PartitionSpec]) -> dict[int, PartitionField]:
+    """Every partition field of ``specs`` by field id (a field id means one source and
+    transform in every spec of a table; the newest name is kept)."""
+    out: dict[int, PartitionField] = {}
+    for spec in specs:
+        for f in spec.fields:
+            out[f.field_id] = f
+    return out
+
+
+def specs_with_field(specs: Iterable[PartitionSpec], field_id: int) -> tuple[int, ...]:
+    """The ids of the specs among ``specs`` that have partition field ``field_id``."""
+    return tuple(s.spec_id for s in specs if any(f.field_id == field_id for f in s.fields))

@@ -14,6 +14,7 @@ from lamina.errors import CorruptMetadata
 from lamina.spec.layout import FORMAT_VERSION
 from lamina.spec.partition import PartitionSpec
 from lamina.spec.schema import Schema
+from lamina.spec.sort import SortOrder
 
 
 # Consecutive versions almost always share one schema and spec: parse each distinct
@@ -29,6 +30,23 @@ def _cached(parse: Any, j: Any) -> Any:
             _parsed.clear()
         hit = _parsed[key] = parse(j)
     return hit
+
+
+def _parse_specs(j: Any) -> tuple[PartitionSpec, ...]:
+    """A table's partition specs, oldest first: ids unique and rising, and a field id
+    means one (source, transform) in every spec (pruning and manifests key by it)."""
+    if not isinstance(j, list) or len(j) < 2:
+        raise CorruptMetadata("partition_specs must list at least two specs (one is stored as partition_spec alone)")
+    specs = tuple(PartitionSpec.from_json(s) for s in j)
+    ids = [s.spec_id for s in specs]
+    if ids != sorted(set(ids)):
+        raise CorruptMetadata(f"partition_specs has spec ids {ids}; they must be unique and ascending")
+    meaning: dict[int, tuple[int, str]] = {}
+    for s in specs:
+        for f in s.fields:
+            if meaning.setdefault(f.field_id, (f.source_id, f.transform)) != (f.source_id, f.transform):
+                raise CorruptMetadata(f"partition field id {f.field_id} means different things in different specs")
+    return specs
 
 
 @dataclass(frozen=True)
@@ -54,6 +72,18 @@ class VersionManifest:
     # interval [added, removed) its manifests record; a re-added file has several,
     # so on such a table expiry falls back to the full reachability walk.
     last_readd_version: int | None = None
+    # Every partition spec the table has had, oldest first, the current one included; empty
+    # while the table has had only ``partition_spec`` (stored only when there are several).
+    # Data files keep the spec they were written with (their entries' ``spec_id``).
+    partition_specs: tuple[PartitionSpec, ...] = ()
+    # The sort order writers use, by field id; None: the ``write.sort-order`` property's, if
+    # set (``lamina.spec.sort.effective_sort_order``).
+    sort_order: SortOrder | None = None
+
+    @property
+    def all_partition_specs(self) -> tuple[PartitionSpec, ...]:
+        """Every spec of the table, oldest first (the current one included)."""
+        return self.partition_specs or (self.partition_spec,)
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -74,6 +104,8 @@ class VersionManifest:
                 "commit_id": self.commit_id,
                 "app_transactions": self.app_transactions,
                 **({} if self.last_readd_version is None else {"last_readd_version": self.last_readd_version}),
+                **({} if len(self.partition_specs) < 2 else {"partition_specs": [p.to_json() for p in self.partition_specs]}),
+                **({} if self.sort_order is None else {"sort_order": self.sort_order.to_json()}),
             },
             separators=(",", ":"),
         ).encode()
@@ -84,6 +116,13 @@ class VersionManifest:
             j = json.loads(data)
             if not isinstance(j, dict):
                 raise TypeError("not a JSON object")
+            spec = _cached(PartitionSpec.from_json, j["partition_spec"])
+            specs = j.get("partition_specs")
+            if specs is not None:
+                specs = _cached(_parse_specs, specs)
+                if spec not in specs:
+                    raise CorruptMetadata(f"the current partition spec (id {spec.spec_id}) is not among partition_specs")
+            order = j.get("sort_order")
             return cls(
                 version=int(j["version"]),
                 parent_version=None if j["parent_version"] is None else int(j["parent_version"]),
@@ -92,7 +131,7 @@ class VersionManifest:
                 operation=str(j["operation"]),
                 summary=dict(j["summary"]),
                 schema=_cached(Schema.from_json, j["schema"]),
-                partition_spec=_cached(PartitionSpec.from_json, j["partition_spec"]),
+                partition_spec=spec,
                 properties={str(k): str(v) for k, v in j["properties"].items()},
                 root_manifest=j["root_manifest"],
                 reader_features=tuple(j["reader_features"]),
@@ -101,6 +140,8 @@ class VersionManifest:
                 format_version=int(j["format_version"]),
                 app_transactions={str(k): int(v) for k, v in j.get("app_transactions", {}).items()},
                 last_readd_version=None if j.get("last_readd_version") is None else int(j["last_readd_version"]),
+                partition_specs=specs or (),
+                sort_order=None if order is None else _cached(SortOrder.from_json, order),
             )
         except CorruptMetadata as e:
             raise CorruptMetadata(f"{where}: {e}") from None

@@ -113,6 +113,7 @@ def files(table: "Table", vm: VersionManifest) -> pa.Table:
         "size": e.column("size"),
         "record_count": e.column("record_count"),
         "added_version": e.column("added_version"),
+        "spec_id": e.column("spec_id"),  # the partition spec the file was written with
         "partition": e.column("partition_path"),
         "dv_path": e.column("dv_path"),
         "dv_cardinality": e.column("dv_cardinality"),

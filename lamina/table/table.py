@@ -25,8 +25,10 @@ from lamina.io import FileIO
 from lamina.maintenance import expire, orphans
 from lamina.operations import CompactFiles, CompactionResult, MergeBuilder, RewriteManifests, Rollback
 from lamina.operations import compaction
+from lamina.operations.partition_spec import SpecUpdate
 from lamina.operations.rowlevel import row_mode
-from lamina.operations.schema import SchemaUpdate, UpdateSchema
+from lamina.operations.schema import SchemaUpdate
+from lamina.operations.sort_order import SortOrderUpdate
 from lamina.spec.features import DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, check_reader, check_writer
 from lamina.spec.layout import FORMAT_VERSION
 from lamina.spec.partition import PartitionSpec, parse_partition_by
@@ -238,12 +240,21 @@ class Table:
         """A schema change, one version, metadata only: ``with t.update_schema() as u:
         u.add_column("email", pa.string())`` (or ``...add_column(...).commit()``); see
         ``lamina.operations.schema``."""
-        vm = self.metadata
+        return SchemaUpdate(self.metadata, self._run_metadata(commit_options))
 
-        def run(op: UpdateSchema, new: Any) -> int | None:
-            return self._one(self.transaction(commit_options=commit_options).add_operation(op))
+    def update_spec(self, *, commit_options: CommitOptions | None = None) -> SpecUpdate:
+        """A partition spec change, one version, metadata only: ``with t.update_spec() as u:
+        u.add_field("ts", "hour")`` (or ``...add_field(...).commit()``); see
+        ``lamina.operations.partition_spec``."""
+        return SpecUpdate(self.metadata, self._run_metadata(commit_options))
 
-        return SchemaUpdate(vm.schema, vm.partition_spec, vm.properties, run)
+    def update_sort_order(self, *, commit_options: CommitOptions | None = None) -> SortOrderUpdate:
+        """Replace the sort order writes and compaction use, one version: ``with
+        t.update_sort_order() as s: s.asc("ts").desc("id")``; see ``lamina.operations.sort_order``."""
+        return SortOrderUpdate(self.metadata, self._run_metadata(commit_options))
+
+    def _run_metadata(self, commit_options: CommitOptions | None) -> Any:
+        return lambda op: self._one(self.transaction(commit_options=commit_options).add_operation(op))
 
     def add_files(
         self,
@@ -324,7 +335,7 @@ class Table:
         op = CompactFiles(
             bind(to_expr(where), vm.schema) if where is not None else None, target,
             min_file_size if min_file_size is not None else target * 3 // 4,
-            compaction.sort_columns(vm.schema, sort_by, TableProperties.WRITE_SORT_ORDER.get(vm.properties)),
+            compaction.sort_columns(vm, sort_by),
             session.write_id if session is not None else new_write_id(), progress, rewrite_groups,
         )
         before = int(vm.summary.get("total-files", 0))
@@ -481,7 +492,7 @@ WRITE_METHODS = (
     "transaction",  # and every change, which is one (checked again at its commit)
     "append", "overwrite", "add_files", "delete", "update", "merge", "rollback",
     "expire_versions", "remove_orphans", "vacuum", "create_tag", "replace_tag", "rename_tag", "delete_tag",
-    "compact", "rewrite_manifests", "update_schema",
+    "compact", "rewrite_manifests", "update_schema", "update_spec", "update_sort_order",
 )
 
 

@@ -36,9 +36,11 @@ from lamina.operations import (
     check_app_transactions,
     check_not_in_table,
 )
+from lamina.commit.committer import with_metadata
+from lamina.operations.partition_spec import SpecUpdate
 from lamina.operations.rowlevel import file_fn_delete, file_fn_update, row_mode
-from lamina.operations.schema import PlannedColumns, SchemaUpdate, UpdateSchema
-from lamina.spec.schema import Schema
+from lamina.operations.schema import PlannedColumns, SchemaUpdate
+from lamina.operations.sort_order import SortOrderUpdate
 from lamina.spec.tag import validate_tag_name
 from lamina.spec.version import VersionManifest
 from lamina.table.convert import app_transactions, to_arrow
@@ -61,7 +63,7 @@ class Transaction:
         self._written: list[str] = []  # data files written by this transaction's calls
         self._tags: list[tuple[str, int | None]] = []
         self._state = "open"
-        self._staged: VersionManifest | None = None  # the metadata after this transaction's schema changes
+        self._staged: VersionManifest | None = None  # the metadata after this transaction's metadata changes
 
     @property
     def state(self) -> str:
@@ -74,8 +76,27 @@ class Transaction:
     @property
     def metadata(self) -> VersionManifest:
         """The version the transaction's input is checked against: the table's when it began,
-        with the schema changes queued so far."""
+        with the metadata changes (partition spec, sort order) queued so far, so the writes
+        after them use them."""
         return self._staged or self.table.metadata
+
+    def _queue_metadata(self, op: Operation) -> None:
+        """Queue a metadata-only operation and stage its result for the calls after it."""
+        vm = self.metadata
+        change = op.apply(Base(self.table.io, vm, vm.version + 1))
+        self.add_operation(op)
+        self._staged = with_metadata(vm, change)
+
+    def update_spec(self) -> SpecUpdate:
+        """A partition spec change in this transaction (see ``Table.update_spec``): what the
+        calls after its ``commit()`` write uses the new spec; it commits with the transaction."""
+        self._check_open()
+        return SpecUpdate(self.metadata, lambda op: self._queue_metadata(op))
+
+    def update_sort_order(self) -> SortOrderUpdate:
+        """A sort order change in this transaction (see ``Table.update_sort_order``)."""
+        self._check_open()
+        return SortOrderUpdate(self.metadata, lambda op: self._queue_metadata(op))
 
     def _base(self) -> Base:
         """The latest version, for the checks a call makes before its operation is queued."""
@@ -103,13 +124,7 @@ class Transaction:
         """A schema change in this transaction (see ``Table.update_schema``): the calls after its
         ``commit()`` see the new schema; it commits with the transaction."""
         self._check_open()
-        vm = self.metadata
-
-        def queue(op: UpdateSchema, new: Schema) -> None:
-            self.add_operation(op)
-            self._staged = self.metadata.next(schema=new)
-
-        return SchemaUpdate(vm.schema, vm.partition_spec, vm.properties, queue, strict=True)
+        return SchemaUpdate(self.metadata, self._queue_metadata, strict=True)
 
     def _evolve(self, data: pa.Table, schema_mode: str | None, allowed: tuple[str, ...], where: Any = None) -> None:
         """Queue the schema change ``schema_mode`` asks for ``data``, if any."""

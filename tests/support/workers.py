@@ -233,7 +233,35 @@ def _schema_race(spec: dict[str, Any]) -> dict[str, Any]:
     return {"acked": acked}
 
 
+def _race_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """Partition spec changes, each ``[[method, *args], ...]`` on ``update_spec()``; with
+    ``plan_first`` the first change is planned before the start barrier (on the version
+    opened), so changes of several such workers race on one base."""
+    from lamina.errors import CommitConflict
+
+    t = _open(spec)
+    steps = spec["steps"]
+
+    def build(calls: list[list[Any]]) -> Any:
+        u = t.update_spec()
+        for method, *args in calls:
+            getattr(u, method)(*args)
+        return u
+
+    first = build(steps[0]) if spec.get("plan_first") else None
+    _barrier()
+    out = []
+    for i, calls in enumerate(steps):
+        u = first if i == 0 and first is not None else build(calls)
+        try:
+            out.append(u.commit())
+        except CommitConflict as e:
+            out.append(f"conflict: {e}")
+    return {"versions": out}
+
+
 MODES = {
+    "race_spec": _race_spec,
     "schema_race": _schema_race,
     "race_append": _race_append, "race_overwrite": _race_overwrite, "race_delete": _race_delete, "crash": _crash,
     "stop_before_publish": _stop_before_publish,
