@@ -334,3 +334,486 @@ def build_commit_tables(ws: Workspace, cfg: Config, names: list[str]) -> dict:
             log_error(f"commit/{name}/state", e)
             b["error"] = err_text(e)
     return built
+
+
+def warm_up(a, warm_root: str, n: int, prefix: str) -> None:
+    """n untimed schema changes on the system's small table (imports, lazy start-up)."""
+    h = a.open(warm_root)
+    for i in range(n):
+        h = a.add_column(h, f"{prefix}{i}")
+
+
+def bench_commit(ws: Workspace, cfg: Config, names: list[str]) -> dict:
+    say(f"building the tables: {cfg.versions:,} versions x {cfg.files_per_commit} file entries, one process per system")
+    built = build_commit_tables(ws, cfg, names)
+    res: dict = {"built": {n: {k: v for k, v in b.items() if k not in ("root", "warm")} for n, b in built.items()}}
+    live = [n for n in names if "error" not in built[n]]
+    adapters = {n: COMMIT_ADAPTERS[n]() for n in live}
+    handles, lat, untimed = {}, {n: [] for n in live}, {n: 0 for n in live}
+    for n in list(live):
+        try:
+            warm_up(adapters[n], built[n]["warm"], cfg.warm_changes, "warm_")
+            handles[n] = adapters[n].open(built[n]["root"])
+        except Exception as e:  # noqa: BLE001
+            log_error(f"commit/{n}/warm", e)
+            res.setdefault("errors", {})[n] = err_text(e)
+            live.remove(n)
+    col = 0
+    for rnd in range(cfg.rounds):
+        order = rotated(live, rnd)
+        for n in order:
+            a = adapters[n]
+            try:
+                handles[n] = a.add_column(handles[n], f"u_{rnd}")  # untimed: re-warm after another library's turn
+                untimed[n] += 1
+                for i in range(cfg.block):
+                    name = f"c_{rnd}_{i}"
+                    t0 = now()
+                    handles[n] = a.add_column(handles[n], name)
+                    lat[n].append(now() - t0)
+            except Exception as e:  # noqa: BLE001
+                log_error(f"commit/{n}/round{rnd}", e)
+                res.setdefault("errors", {})[n] = err_text(e)
+                live.remove(n)
+        col += cfg.block
+        say(f"round {rnd + 1}/{cfg.rounds} ({', '.join(order)}): " + ", ".join(
+            f"{n} p50 {fmt_s(p50(lat[n][-cfg.block:]))}" for n in order if lat[n]))
+    res["lat"] = lat
+    # Every change must be visible after a reopen: all added columns, and (Lamina, deltalake) one version each.
+    checks = {}
+    for n in adapters:
+        try:
+            st = adapters[n].state(built[n]["root"])
+            want = [f"u_{r}" for r in range(cfg.rounds)] + [f"c_{r}_{i}" for r in range(cfg.rounds) for i in range(cfg.block)]
+            missing = sorted(set(want) - set(st["columns"]))
+            base = built[n]["state"]["version"]
+            changes = untimed[n] + len(lat[n])
+            checks[n] = {
+                "columns_missing": len(missing), "version_before": base, "version_after": st["version"], "changes": changes,
+                "ok": not missing and (n == "pyiceberg" or st["version"] == base + changes),
+            }
+        except Exception as e:  # noqa: BLE001
+            log_error(f"commit/{n}/check", e)
+            checks[n] = {"ok": False, "error": err_text(e)}
+    res["checks"] = checks
+    if cfg.profile and "lamina" in handles:
+        prof = profile_start(True)
+        for i in range(50):
+            handles["lamina"] = adapters["lamina"].add_column(handles["lamina"], f"prof_{i}")
+        profile_dump(prof, "evolution_commit_lamina")
+        say("profile of 50 Lamina schema changes: bench/out/evolution_commit_lamina_profile.txt")
+    return res
+
+
+def quantile(xs, q):
+    return float(np.quantile(np.asarray(xs), q)) if xs else None
+
+
+def fmt_x(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}×" if x < 10 else f"{x:.0f}×"
+
+
+def summarise_commit(cfg: Config, res: dict, names: list[str]) -> tuple[Section, bool | None]:
+    lat = res.get("lat", {})
+    med = {n: p50(lat.get(n, [])) for n in names}
+    peers = [n for n in names if n != "lamina" and med.get(n) is not None]
+    best = min(peers, key=lambda n: med[n]) if peers else None
+    ratio = med["lamina"] / med[best] if best and med.get("lamina") else None
+    ok = None if ratio is None else ratio <= 0.5 and all(c.get("ok") for c in res.get("checks", {}).values())
+    sec = Section(
+        key="commit",
+        title=f"Schema change commit on a table with {cfg.versions:,} versions and {cfg.versions * cfg.files_per_commit:,} files",
+        what=(
+            f"Each system's table: the empty table, then {cfg.versions:,} versions each registering {cfg.files_per_commit} "
+            f"data-file entries ({cfg.versions * cfg.files_per_commit:,} files; file i claims ids [i·{FILE_ROWS}, (i+1)·{FILE_ROWS}) "
+            "with id statistics; no data file exists — a schema change reads none), same entries for all. Built: "
+            + "; ".join(f"**{n}** {COMMIT_ADAPTERS[n].build_how}" for n in names)
+            + f". Then {cfg.rounds} rounds; in each, every system in turn (order rotating) makes one untimed schema change "
+            f"(re-warm after another library's turn) and {cfg.block} timed ones, each adding a new nullable int64 "
+            "column through one long-lived handle: "
+            + "; ".join(f"{n} {COMMIT_ADAPTERS[n].call}" for n in names)
+            + f". Before the first round each system makes {cfg.warm_changes} untimed changes on a small table of its own. "
+            "Each figure is over the timed changes of the whole run; ratio = peer / Lamina (>1: Lamina is faster)."
+        ),
+        columns=["system", "timed changes", "p50", "p25–p75", "min", "ratio peer / Lamina (p50)", "after reopen", "target"],
+    )
+    for n in names:
+        xs = lat.get(n, [])
+        err = res.get("built", {}).get(n, {}).get("error") or res.get("errors", {}).get(n)
+        if not xs:
+            sec.error_row(n, err or "no figures")
+            continue
+        c = res.get("checks", {}).get(n, {})
+        chk = (
+            f"{c['changes']} columns present, version {c['version_before']:,} → {c['version_after']:,}"
+            if "changes" in c and not c.get("columns_missing") else f"CHECK FAILED: {c}"
+        )
+        tgt = "–"
+        if n == "lamina":
+            tgt = f"{TARGET_COMMIT}: {verdict(ok)}" + (f" ({fmt_x(ratio)} of {best})" if ratio is not None else "")
+        sec.rows.append([
+            n, str(len(xs)), fmt_s(med[n]), f"{fmt_s(quantile(xs, 0.25))}–{fmt_s(quantile(xs, 0.75))}", fmt_s(min(xs)),
+            "–" if n == "lamina" else fmt_x(med[n] / med["lamina"] if med.get("lamina") else None),
+            chk + (f"; {err}" if err else ""), tgt,
+        ])
+    if ratio is not None:
+        sec.notes.append(
+            f"Target (issue 14): schema change commit p50 {TARGET_COMMIT} — {verdict(ok)}: Lamina {fmt_s(med['lamina'])} / "
+            f"{best} {fmt_s(med[best])} = {fmt_x(ratio)}."
+        )
+    sec.notes.append(
+        "pyiceberg has no integer versions: its *version* is the snapshot count, which a schema change leaves alone "
+        "(the change writes a new metadata.json and swaps the catalog pointer); Lamina's and deltalake's versions "
+        "must grow by one per change (checked), and every added column must be in the reopened schema (checked)."
+    )
+    b = res.get("built", {})
+    sec.notes.append(
+        "Building the tables (untimed, the builds ran at the same time, one process each): "
+        + "; ".join(
+            f"{n} {fmt_s(b[n].get('build_s'))} (" + ", ".join(f"{k} {v:,}" for k, v in b[n].get("state", {}).items() if k != "columns") + ")"
+            for n in names if b.get(n, {}).get("build_s")
+        )
+        + "."
+    )
+    return sec, ok
+
+
+# =========================================================================== 2. read across schema versions
+# The schema before the first write, and the change made before the writes of stage k (k = 1..9): the files of
+# stage k hold the columns of the schema as it was then, under the names and types of then.
+READ_SCHEMA0 = pa.schema(list(SCHEMA) + [pa.field("qty", pa.int32())])
+SCHEMA_CHANGES = [
+    ("add", "a1", pa.int64()),
+    ("rename", "category", "cat"),
+    ("widen", "qty", pa.int64()),
+    ("add", "a2", pa.string()),
+    ("add", "a3", pa.float64()),
+    ("add", "a4", pa.int64()),
+    ("add", "a5", pa.string()),
+    ("add", "a6", pa.float64()),
+    ("add", "a7", pa.int64()),
+]
+CHANGES_TEXT = "add a1 int64; rename category → cat; widen qty int32 → int64; add a2 string, a3 double, a4 int64, a5 string, a6 double, a7 int64"
+
+
+def evolve_schema(schema: pa.Schema, change) -> pa.Schema:
+    """The Arrow schema after one SCHEMA_CHANGES entry (the model the tables are checked against)."""
+    kind, name, arg = change
+    i = schema.get_field_index(name) if kind != "add" else -1
+    if kind == "add":
+        return schema.append(pa.field(name, arg))
+    if kind == "rename":
+        return schema.set(i, schema.field(i).with_name(arg))
+    return schema.set(i, schema.field(i).with_type(arg))
+
+
+def stage_schemas(n_stages: int) -> list[pa.Schema]:
+    out = [READ_SCHEMA0]
+    for change in SCHEMA_CHANGES[: n_stages - 1]:
+        out.append(evolve_schema(out[-1], change))
+    return out
+
+
+def stage_rows(k: int, schema: pa.Schema, files: int, file_rows: int) -> pa.Table:
+    """The rows of stage k (files k*files .. k*files+files-1), in stage k's schema; each column's values are a
+    function of id alone, so that the rows of a stage read the same under every later schema."""
+    from common import make_batch
+
+    n = files * file_rows
+    base = make_batch(k * n, n)
+    ids = base.column("id").to_numpy()
+    cols = {"id": base.column("id"), "category": base.column("category"), "value": base.column("value"), "ts": base.column("ts"),
+            "qty": pa.array((ids % 20 + 1).astype(np.int32))}
+    cols["cat"] = cols["category"]
+    for name in ("a1", "a4", "a7"):
+        cols[name] = pa.array(ids * int(name[1]))
+    for name in ("a2", "a5"):
+        cols[name] = pa.array(np.char.add(f"{name}-", (ids % 997).astype(str)).astype(object), pa.string())
+    for name in ("a3", "a6"):
+        cols[name] = pa.array(ids * 0.25 + int(name[1]))
+    return pa.table([cols[f.name].cast(f.type) for f in schema], schema=schema)
+
+
+def as_final(tbl: pa.Table, final: pa.Schema) -> pa.Table:
+    """tbl read under the final schema: later names (category → cat), widened types, nulls for later columns."""
+    renamed = {"category": "cat"}
+    cols = {renamed.get(f.name, f.name): tbl.column(f.name) for f in tbl.schema}
+    return pa.table(
+        [cols[f.name].cast(f.type) if f.name in cols else pa.nulls(tbl.num_rows, f.type) for f in final], schema=final
+    )
+
+
+def apply_change(t, change) -> None:
+    kind, name, arg = change
+    if kind == "add":
+        t.update_schema().add_column(name, arg).commit()
+    elif kind == "rename":
+        t.update_schema().rename_column(name, arg).commit()
+    else:
+        t.update_schema().update_column(name, type=arg).commit()
+
+
+def build_read_tables(root: str, cfg: Config) -> dict:
+    """The evolved table (root/evolved) and the single-schema one (root/single): the same rows in the same
+    100-file layout, written in the same 10 appends."""
+    import lamina
+
+    stages = cfg.schema_versions
+    per_stage = cfg.read_files // stages
+    schemas = stage_schemas(stages)
+    props = {"write.max-rows-per-file": str(cfg.read_file_rows)}
+    out = {"evolved": os.path.join(root, "evolved"), "single": os.path.join(root, "single")}
+    t0 = now()
+    ev = lamina.create_table(out["evolved"], schemas[0], properties=props)
+    for k in range(stages):
+        if k:
+            apply_change(ev, SCHEMA_CHANGES[k - 1])
+        ev.append(stage_rows(k, schemas[k], per_stage, cfg.read_file_rows))
+    t1 = now()
+    single = lamina.create_table(out["single"], schemas[-1], properties=props)
+    for k in range(stages):
+        single.append(as_final(stage_rows(k, schemas[k], per_stage, cfg.read_file_rows), schemas[-1]))
+    t2 = now()
+    flush_lamina_hints()
+    out.update(build_evolved_s=t1 - t0, build_single_s=t2 - t1, final_schema=schemas[-1])
+    return out
+
+
+def alternate_pairs(fns: dict, pairs: int, before=None) -> dict:
+    """Times of fns['evolved'] and fns['single'] in `pairs` pairs after one untimed pair, the order flipped
+    every pair; before() (untimed) runs before each call."""
+    times = {k: [] for k in fns}
+    for i in range(pairs + 1):
+        order = ["evolved", "single"] if i % 2 == 0 else ["single", "evolved"]
+        for k in order:
+            if before:
+                before()
+            t0 = now()
+            fns[k]()
+            took = now() - t0
+            if i:
+                times[k].append(took)
+    return times
+
+
+def bench_read(ws: Workspace, cfg: Config) -> dict:
+    import lamina
+
+    res: dict = {}
+    root = ws.new("read")
+    say(f"building the read tables: {cfg.read_files} files x {cfg.read_file_rows:,} rows over {cfg.schema_versions} schema versions")
+    b = build_read_tables(root, cfg)
+    res["build"] = {k: v for k, v in b.items() if k.endswith("_s")}
+    tabs = {k: lamina.open_table(b[k]) for k in ("evolved", "single")}
+    # Same content: the evolved table read under its final schema must equal the single-schema table and the model.
+    got = {k: t.scan().to_arrow().sort_by("id") for k, t in tabs.items()}
+    stages = cfg.schema_versions
+    model = pa.concat_tables([
+        as_final(stage_rows(k, sch, cfg.read_files // stages, cfg.read_file_rows), b["final_schema"])
+        for k, sch in enumerate(stage_schemas(stages))
+    ])
+    res["check"] = {
+        "rows": got["evolved"].num_rows,
+        "evolved_equals_model": got["evolved"].equals(model),
+        "single_equals_model": got["single"].equals(model),
+        "files": {k: len(t.scan().plan()) for k, t in tabs.items()},
+        "versions": {k: int(t.version) for k, t in tabs.items()},
+        "schema": str(got["evolved"].schema).replace("\n", ", "),
+    }
+    if not (res["check"]["evolved_equals_model"] and res["check"]["single_equals_model"]):
+        res["check"]["error"] = f"contents differ: {res['check']}"
+    del got, model
+    say(f"  built (evolved {fmt_s(res['build']['build_evolved_s'])}, single {fmt_s(res['build']['build_single_s'])}); check {res['check']}")
+    say(f"arrow: {cfg.read_pairs} pairs of t.scan().to_arrow()")
+    res["arrow"] = alternate_pairs({k: (lambda t=t: t.scan().to_arrow()) for k, t in tabs.items()}, cfg.read_pairs)
+    say("  arrow p50: " + ", ".join(f"{k} {fmt_s(p50(v))}" for k, v in res["arrow"].items()))
+    if cfg.profile:
+        prof = profile_start(True)
+        for _ in range(3):
+            tabs["evolved"].scan().to_arrow()
+        profile_dump(prof, "evolution_read_arrow_evolved")
+        prof = profile_start(True)
+        for _ in range(3):
+            tabs["single"].scan().to_arrow()
+        profile_dump(prof, "evolution_read_arrow_single")
+    if cfg.spark:
+        try:
+            res["spark"] = bench_spark_read(b, cfg)
+            say("  spark p50: " + ", ".join(f"{k} {fmt_s(p50(v))}" for k, v in res["spark"]["times"].items()))
+        except Exception as e:  # noqa: BLE001
+            log_error("read/spark", e)
+            res["spark"] = {"error": err_text(e)}
+            say(f"  spark: {res['spark']['error']}")
+    return res
+
+
+def bench_spark_read(b: dict, cfg: Config) -> dict:
+    """The Spark fast path over both tables in one local[2] session (bench/spark_bench.py's settings)."""
+    from pyspark.sql import functions as F
+
+    from lamina.spark import read, spark_session
+
+    t0 = now()
+    spark = spark_session(master="local[2]", app_name="lamina-evolution-bench",
+                          conf={"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    out: dict = {"session_s": now() - t0}
+    # The same answer from both tables (every evolved column: renamed, widened, added later).
+    aggs = [F.count(F.lit(1)).alias("n"), F.sum("qty").alias("qty"), F.sum("a1").alias("a1"), F.sum("a7").alias("a7"),
+            F.count("a2").alias("a2"), F.countDistinct("cat").alias("cat")]
+    out["check"] = {k: read(spark, b[k]).agg(*aggs).collect()[0].asDict() for k in ("evolved", "single")}
+    out["check_ok"] = out["check"]["evolved"] == out["check"]["single"]
+    out["columns"] = {k: read(spark, b[k]).columns for k in ("evolved", "single")}
+    out["times"] = alternate_pairs(
+        {k: (lambda u=b[k]: read(spark, u).write.format("noop").mode("overwrite").save()) for k in ("evolved", "single")},
+        cfg.read_pairs, before=lambda: spark._jvm.System.gc(),
+    )
+    spark.stop()
+    return out
+
+
+def summarise_read(cfg: Config, res: dict) -> tuple[Section, bool | None]:
+    chk = res.get("check", {})
+    rows = chk.get("rows", cfg.read_files * cfg.read_file_rows)
+    sec = Section(
+        key="read",
+        title=f"Read a table whose {cfg.read_files} files span {cfg.schema_versions} schema versions (Lamina only)",
+        what=(
+            f"**evolved**: a Lamina table created with (id int64, category string, value double, ts timestamp[us], qty int32), "
+            f"then {cfg.schema_versions} appends of {cfg.read_files // cfg.schema_versions} files × {cfg.read_file_rows:,} rows "
+            f"(`write.max-rows-per-file`), one schema change before each append after the first ({CHANGES_TEXT}; "
+            "`t.update_schema().add_column / rename_column / update_column(type=) ... .commit()`), each append written "
+            "in the schema of its time. **single**: the same rows written with the final schema (nulls where a "
+            f"column did not exist yet) in the same {cfg.schema_versions} appends and {cfg.read_files}-file layout. "
+            f"{rows:,} rows, 12 columns. Both read in {cfg.read_pairs} timed pairs after an untimed pair, the order flipped "
+            "every pair, each through a handle opened once: **Arrow** `t.scan().to_arrow()`; **Spark fast path** "
+            "`lamina.spark.read(spark, uri).write.format(\"noop\").mode(\"overwrite\").save()` (local[2], "
+            "spark.driver.memory=4g; a full JVM GC before each read). Ratio = single time / evolved time (the evolved "
+            "table's speed relative to the single-schema one; ≥ 1: no slower)."
+        ),
+        columns=["reader", "single-schema p50 (p25–p75)", "evolved p50 (p25–p75)", "ratio single / evolved", "target"],
+    )
+    oks = []
+    for key, label in (("arrow", "Arrow `t.scan().to_arrow()`"), ("spark", "Spark fast path `lamina.spark.read`")):
+        r = res.get(key)
+        if r is None:
+            continue
+        times = r.get("times", r) if key == "spark" else r
+        if "error" in r:
+            sec.error_row(label, r["error"])
+            oks.append(False)
+            continue
+        s, e = times["single"], times["evolved"]
+        ratio = p50(s) / p50(e)
+        ok = ratio >= 0.9
+        oks.append(ok)
+        spread = lambda xs: f"{fmt_s(p50(xs))} ({fmt_s(quantile(xs, 0.25))}–{fmt_s(quantile(xs, 0.75))})"  # noqa: E731
+        sec.rows.append([label, spread(s), spread(e), fmt_x(ratio), f"≥ 0.9×: {verdict(ok)}"])
+    if "error" in chk:
+        oks.append(False)
+    sec.notes.append(
+        f"Contents checked: evolved and single read {rows:,} rows equal to a model of the final schema (rename, widening "
+        f"and nulls for later columns applied in Arrow): evolved {chk.get('evolved_equals_model')}, single "
+        f"{chk.get('single_equals_model')}; files {chk.get('files')}, versions {chk.get('versions')}."
+    )
+    sp = res.get("spark", {})
+    if "check" in sp:
+        sec.notes.append(
+            f"Spark: the same aggregate (count, sum(qty), sum(a1), sum(a7), count(a2), count distinct cat) from both tables: "
+            f"{'equal' if sp['check_ok'] else 'DIFFERENT: ' + str(sp['check'])}; session start {fmt_s(sp['session_s'])}."
+        )
+    for key in ("arrow", "spark"):
+        r = res.get(key)
+        times = (r or {}).get("times", r) if key == "spark" else r
+        if times and "error" not in (r or {}):
+            sec.notes.append(f"{key} runs: " + "; ".join(f"{k} " + ", ".join(fmt_s(x) for x in v) for k, v in times.items()) + ".")
+    bld = res.get("build", {})
+    sec.notes.append(f"Building (untimed): evolved {fmt_s(bld.get('build_evolved_s'))}, single {fmt_s(bld.get('build_single_s'))}.")
+    ok = None if not oks else all(oks)
+    return sec, ok
+
+
+# =========================================================================== report
+def section_block(path: Path, cfg: Config, secs: list, command: str, started: float, elapsed: float, revision: str,
+                  load: tuple, targets: list[str]) -> str:
+    lines = [f"## {SECTION_TITLE}", ""]
+    vers = {k: v for k, v in systems.library_versions().items() if k != "pylance"}
+    lines += standalone_header(path, "bench/evolution_bench.py", command, started, elapsed, revision, cfg.quick, "figures",
+                               versions=vers)
+    lines[-3] = lines[-3].replace("- Versions: ", "- Versions: ") + ("" if "pyiceberg" not in vers else "")
+    lines += [f"- pyiceberg {vers.get('pyiceberg')}; 1-min load average {load[0]} before, {load[1]} after."]
+    lines += [f"- Targets: {t}." for t in targets] + [""]
+    for sec in secs:
+        lines += [f"### {sec.title}", "", sec.what, "", md_table(sec), ""]
+        lines += md_notes(sec.notes)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        {"build": worker_build}[argv[1]](argv[2:])
+        return 0
+    ap = bench_parser(__doc__)
+    ap.add_argument("--quick", action="store_true", help="smoke test: 100 versions, 3 rounds of 3, 2,000-row read files, 3 pairs")
+    ap.add_argument("--versions", type=int, default=None, help="versions of file entries (default 1000)")
+    ap.add_argument("--files-per-commit", type=int, default=None, help="file entries per version (default 10)")
+    ap.add_argument("--rounds", type=int, default=None, help="turns of each system (default 20)")
+    ap.add_argument("--block", type=int, default=None, help="timed schema changes per turn (default 5)")
+    ap.add_argument("--read-files", type=int, default=None, help="files of the read tables (default 100)")
+    ap.add_argument("--read-file-rows", type=int, default=None, help="rows per file of the read tables (default 50,000)")
+    ap.add_argument("--read-pairs", type=int, default=None, help="timed read pairs per reader (default 10)")
+    ap.add_argument("--no-spark", action="store_true", help="skip the Spark fast-path reads")
+    ap.add_argument("--systems", default=",".join(COMMITTERS), help="comma list of " + ",".join(COMMITTERS))
+    ap.add_argument("--profile", action="store_true", help="cProfile Lamina's schema changes and Arrow reads -> bench/out/evolution_*")
+    add_only_arg(ap, BENCHES)
+    add_out_arg(ap, "markdown file whose section is replaced", "the default full run", "BENCHMARKS.evolution.md")
+    args = ap.parse_args(argv)
+    cfg = Config.make(args)
+    only = comma_list(ap, args.only, BENCHES, "benchmark")
+    names = comma_list(ap, args.systems, COMMITTERS, "system")
+    sized = ("versions", "files_per_commit", "rounds", "block", "read_files", "read_file_rows", "read_pairs")
+    full = (not cfg.quick and not cfg.profile and cfg.spark and all(getattr(args, k) is None for k in sized)
+            and only == BENCHES and names == COMMITTERS)
+    out_md = report_path(args.out, full, "BENCHMARKS.evolution.md")
+    command = command_line("bench/evolution_bench.py", argv)
+    revision, started, t0 = begin_run(
+        f"evolution bench: {', '.join(only)}; {cfg.versions} versions x {cfg.files_per_commit} files, {cfg.rounds} rounds x "
+        f"{cfg.block}; read {cfg.read_files} files x {cfg.read_file_rows} rows, {cfg.read_pairs} pairs; {systems.library_versions()}"
+    )
+    ws = Workspace()
+    raw: dict = {"command": command, "config": cfg.__dict__}
+    secs, targets = [], []
+    l0 = loadavg()
+    try:
+        if "commit" in only:
+            res = raw["commit"] = bench_commit(ws, cfg, names)
+            sec, ok = summarise_commit(cfg, res, names)
+            secs.append(sec)
+            targets.append(f"schema change commit: {TARGET_COMMIT}: **{verdict(ok)}**")
+        if "read" in only:
+            try:
+                res = raw["read"] = bench_read(ws, cfg)
+            except Exception as e:  # noqa: BLE001
+                log_error("read", e)
+                res = raw["read"] = {"arrow": {"error": err_text(e)}}
+                say(f"read: {res['arrow']['error']}")
+            sec, ok = summarise_read(cfg, res)
+            secs.append(sec)
+            targets.append(f"read across schema versions: {TARGET_READ}: **{verdict(ok)}**")
+    finally:
+        ws.close()
+    elapsed = now() - t0
+    print()
+    print_rich(secs)
+    replace_md_section(out_md, SECTION_TITLE,
+                       section_block(out_md, cfg, secs, command, started, elapsed, revision, (l0, loadavg()), targets))
+    raw["elapsed_s"] = elapsed
+    write_results("evolution_results.json", raw)
+    say(f"done in {elapsed / 60:.1f} min; " + "; ".join(targets) + f"; report: {out_md}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
