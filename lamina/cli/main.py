@@ -124,12 +124,39 @@ def history(uri: str, limit: int = typer.Option(50, "--limit", "-n")):
         rt.add_column(c, justify="right" if c != "operation" else "left")
     for h in t.history(limit=limit):
         s = h["summary"]
+        operation = h["operation"] + (f" ({s['schema-changes']})" if s.get("schema-changes") else "")
         rt.add_row(
-            str(h["version"]), _ts(h["timestamp_ms"]), h["operation"],
+            str(h["version"]), _ts(h["timestamp_ms"]), operation,
             str(s.get("added-files", "")), str(s.get("removed-files", "")),
             str(s.get("added-records", "")), str(s.get("removed-records", "")),
             str(s.get("deleted-rows", "")), str(s.get("total-records", "")),
         )
+    console.print(rt)
+
+
+@app.command()
+def schema(
+    uri: str,
+    version: Optional[str] = typer.Option(None, "--version", "-v", help="version number (or tag name)"),
+    tag: Optional[str] = typer.Option(None, "--tag", "-t", help="tag name"),
+    as_json: bool = typer.Option(False, "--json"),
+):
+    """Print the schema of a version or tag, with field ids, defaults and docs."""
+    t = _open(uri)
+    try:
+        vm = t.scan(version=version, tag=tag).vm
+    except LaminaError as e:
+        _fail(e)
+    fields = vm.schema.describe()
+    if as_json:
+        console.print_json(json.dumps({"version": vm.version, "schema_id": vm.schema.schema_id, "fields": fields}))
+        return
+    rt = RichTable(title=f"schema #{vm.schema.schema_id} of {t.uri} at version {vm.version}")
+    for c in ("id", "column", "type", "required", "default", "doc"):
+        rt.add_column(c, justify="right" if c == "id" else "left")
+    for f in fields:
+        name = "  " * f["depth"] + f["path"].rsplit(".", 1)[-1] if f["depth"] else f["path"]
+        rt.add_row(str(f["field_id"]), name, f["type"], "yes" if f["required"] else "", f["initial_default"] or "", f["doc"] or "")
     console.print(rt)
 
 
@@ -327,14 +354,23 @@ def compact(
     )
 
 
+def _cell(v: object) -> str:
+    """A system table value for a terminal: a list of columns ($schemas) as ``path type`` pairs."""
+    if v is None:
+        return ""
+    if isinstance(v, list) and v and all(isinstance(x, dict) and "path" in x for x in v):
+        return ", ".join(f"{x['path']} {x.get('type', '')}".strip() for x in v)
+    return str(v)
+
+
 @app.command()
 def system(
     uri: str,
-    name: str = typer.Argument(..., help="snapshots, tags, files or manifests"),
+    name: str = typer.Argument(..., help="snapshots, tags, files, manifests or schemas"),
     version: Optional[str] = typer.Option(None, "--version", "-v", help="version or tag (files, manifests)"),
     limit: int = typer.Option(50, "--limit", "-n"),
 ):
-    """Print a system table ($snapshots, $tags, $files, $manifests)."""
+    """Print a system table ($snapshots, $tags, $files, $manifests, $schemas)."""
     t = _open(uri)
     try:
         tbl = t.system_table(name, version=version)
@@ -344,7 +380,7 @@ def system(
     for c in tbl.column_names:
         rt.add_column(c)
     for row in tbl.slice(0, limit).to_pylist():
-        rt.add_row(*["" if v is None else str(v) for v in row.values()])
+        rt.add_row(*[_cell(v) for v in row.values()])
     console.print(rt)
 
 

@@ -31,7 +31,7 @@ from lamina.commit.log import VersionLog
 from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted, CommitStateUnknown, StorageError
 from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
-from lamina.spec.features import SLOT_TOMBSTONES, check_writer
+from lamina.spec.features import COLUMN_MAPPING, SLOT_TOMBSTONES, check_writer, with_features
 from lamina.spec.layout import version_path
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import Tombstone, slot_chunk_size
@@ -226,8 +226,12 @@ class Committer:
             commit_id=commit_id,
             app_transactions=apps,
             last_readd_version=base.version + 1 if change.readds else base.last_readd_version,
-            # Tables created before freed-slot records gain the feature with their next commit.
-            writer_features=base.writer_features + ((SLOT_TOMBSTONES,) if SLOT_TOMBSTONES not in base.writer_features else ()),
+            # Tables created before freed-slot records gain the feature with their next commit; a
+            # schema whose file columns must be mapped needs readers and writers that map them.
+            reader_features=with_features(base.reader_features, *((COLUMN_MAPPING,) if changed.schema.is_evolved else ())),
+            writer_features=with_features(
+                base.writer_features, SLOT_TOMBSTONES, *((COLUMN_MAPPING,) if changed.schema.is_evolved else ())
+            ),
         )
         return vm
 

@@ -144,6 +144,9 @@ class Scan:
                 self.schema.field(c)  # raises SchemaMismatch naming the columns
         self.columns = columns
         self._schemas: dict[tuple[str, ...], pa.Schema] = {}
+        # An evolved schema's columns are mapped from the files (physical names, defaults,
+        # see lamina.spec.schema), not read by name as they are.
+        self._evolved = self.schema.is_evolved
 
     @property
     def version(self) -> int:
@@ -188,6 +191,53 @@ class Scan:
         """The filter a Parquet scan may be given instead of the row filter; None: the row
         filter itself (asked when reading, not when planning)."""
         return pushdown_filter(self.predicate)
+
+    @cached_property
+    def _physical_pushdown(self) -> Any:
+        """For an evolved schema: the filter a Parquet scan may be given, on physical names
+        (a superset of the matching rows: the row filter follows); None when a column the
+        predicate uses reads a default where a file lacks it (the scan would see nulls)."""
+        if isinstance(self.predicate, AlwaysTrue):
+            return None
+        if any(c in self.schema.initial_defaults for c in referenced_columns(self.predicate)):
+            return None
+        names = self.schema.physical_names
+        pushdown = pushdown_filter(self.predicate, names)
+        return pushdown if pushdown is not None else to_arrow_filter(self.predicate, names)
+
+    def _read_evolved(
+        self, source: Any, columns: list[str], filt: Any, dv: DV | None, memory_pool: pa.MemoryPool | None
+    ) -> pa.Table:
+        """Rows of one data file of an evolved table: its columns selected by physical name
+        (missing ones null, narrower ones cast up), relabelled, defaults filled where the file
+        lacks a column, then deleted rows and the row filter."""
+        need = self._with_predicate_columns(columns) if filt is not None else columns
+        schema = self.schema
+        pushdown = self._physical_pushdown if filt is not None and dv is None else None
+        if isinstance(source, str):
+            with pa.OSFile(source) as f:
+                return self._read_evolved(f, columns, filt, dv, memory_pool)
+        t = pq.read_table(
+            source, columns=[schema.physical_names[c] for c in need], schema=schema.physical_arrow,
+            filters=pushdown, use_threads=False, memory_map=False,
+        )
+        t = self._fill_defaults(source, schema.to_logical(t, need))
+        if dv is not None:
+            t = t.filter(dv_of(self.io, dv).keep(t.num_rows))
+        return (t.filter(filt) if filt is not None else t).select(columns)
+
+    def _fill_defaults(self, source: Any, t: pa.Table) -> pa.Table:
+        """``t`` with the columns that have an initial default and that the file lacks set to it."""
+        defaults = {c: d for c, d in self.schema.initial_defaults.items() if c in t.column_names}
+        if not defaults:
+            return t
+        source.seek(0)
+        in_file = set(pq.read_schema(source).names)
+        for name, value in defaults.items():
+            if self.schema.physical_names[name] not in in_file:
+                i = t.schema.get_field_index(name)
+                t = t.set_column(i, t.schema.field(i), pa.repeat(value, t.num_rows))
+        return t
 
     def _with_predicate_columns(self, columns: list[str]) -> list[str]:
         return list(dict.fromkeys([*columns, *referenced_columns(self.predicate)]))
@@ -252,6 +302,8 @@ class Scan:
         try:
             local = io.local_path(path)
             source = local if local is not None else pa.BufferReader(io.get(path))
+            if self._evolved:
+                return self._read_evolved(source, columns, filt, dv, memory_pool)
             if dv is not None:
                 need = self._with_predicate_columns(columns) if filt is not None else columns
                 t = self._read_plain(source, need, memory_pool)
@@ -344,7 +396,7 @@ class Scan:
             need = self._with_predicate_columns(cols) if filt is not None else cols
             dv_entries = entries.take(pa.array(with_dv))
             read_bitmaps(io, [dvs[i] for i in with_dv])  # into the cache: one range read per DV file
-            if io.is_local and pc.mean(dv_entries.column("size")).as_py() > LARGE_FILE:
+            if io.is_local and not self._evolved and pc.mean(dv_entries.column("size")).as_py() > LARGE_FILE:
                 live = self._scan_local_with_dvs([paths[i] for i in with_dv], [dvs[i] for i in with_dv], need)  # type: ignore[misc]
             else:
                 # File by file on the read threads, each file's deleted rows dropped in the
@@ -354,7 +406,12 @@ class Scan:
             parts.append((live.filter(filt) if filt is not None else live).select(cols).cast(out_schema))
         if len(with_dv) < len(paths):
             plain = paths if not with_dv else [p for p, d in zip(paths, dvs) if d is None]
-            if io.is_local:
+            if io.is_local and self._evolved and not self.schema.initial_defaults:
+                parts.append(self._scan_local_evolved(plain, cols, filt))
+            elif self._evolved:
+                plain_entries = entries if not with_dv else entries.filter(pc.is_null(entries.column("dv_path")))
+                parts += list(self.read_files(plain_entries, cols, filt, files_per_task=16))
+            elif io.is_local:
                 with self._missing_file_is_corrupt():
                     dataset = ds.dataset([io.local_path(p) for p in plain], schema=self.schema.arrow, format="parquet")
                     parts.append(self._parquet_scan(lambda c, f: dataset.to_table(columns=c, filter=f), cols, filt).cast(out_schema))
@@ -362,6 +419,17 @@ class Scan:
                 tables = list(_pool.map(lambda p: self.read_file(p, cols, filt), plain))
                 parts += [t.select(cols).cast(out_schema) for t in tables]
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def _scan_local_evolved(self, paths: list[str], cols: list[str], filt: Any) -> pa.Table:
+        """Local files of an evolved table without deletes or defaults: one threaded dataset
+        scan by physical names, relabelled, then the row filter."""
+        schema = self.schema
+        need = self._with_predicate_columns(cols) if filt is not None else cols
+        with self._missing_file_is_corrupt():
+            dataset = ds.dataset([self.io.local_path(p) for p in paths], schema=schema.physical_arrow, format="parquet")
+            t = dataset.to_table(columns=[schema.physical_names[c] for c in need], filter=self._physical_pushdown)
+        t = schema.to_logical(t, need)
+        return (t.filter(filt) if filt is not None else t).select(cols)
 
     def _scan_local_with_dvs(self, paths: list[str], dvs: list[DV], cols: list[str]) -> pa.Table:
         """All live rows of local files that carry deletion vectors: one dataset scan (its

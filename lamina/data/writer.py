@@ -160,7 +160,7 @@ def write_data_files(
     def run(job: tuple[pa.Table, dict[str, Any], str | None]) -> dict[str, Any]:
         chunk, part, pdir = job
         path = new_data_path(pdir, write_id)
-        size = _write_one(io, path, chunk, compression, futures)
+        size = _write_one(io, path, schema.to_physical(chunk), compression, futures)
         entry = {"path": path, "size": size, "record_count": chunk.num_rows, "partition_path": pdir}
         entry.update(part)
         entry.update(column_stats(chunk, schema))
@@ -245,14 +245,14 @@ class _StreamedFile:
         self.row_group_rows = row_group_rows
         self.sink = pa.BufferOutputStream(memory_pool)
         self.writer = pq.ParquetWriter(
-            self.sink, schema.arrow, compression=compression, use_dictionary=_dictionary_columns(first),
-            write_statistics=statistics_columns(schema.arrow), memory_pool=memory_pool,
+            self.sink, schema.physical_arrow, compression=compression, use_dictionary=_dictionary_columns(schema.to_physical(first)),
+            write_statistics=statistics_columns(schema.physical_arrow), memory_pool=memory_pool,
         )
         self.stats: list[dict[str, Any]] = []  # column_stats of each write
         self.rows = 0
 
     def write(self, rows: pa.Table) -> None:
-        self.writer.write_table(rows, row_group_size=self.row_group_rows)
+        self.writer.write_table(self.schema.to_physical(rows), row_group_size=self.row_group_rows)
         # Stats as the rows come (while the reads go on), merged at the end.
         self.stats.append(column_stats(rows, self.schema))
         self.rows += rows.num_rows

@@ -12,7 +12,7 @@ can hold a matching row; it may say True wrongly, never False wrongly.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -71,6 +71,12 @@ def nan_satisfies(e: Expr) -> bool:
 
 
 class _ArrowFilter(ExprVisitor[pc.Expression]):
+    def __init__(self, names: Mapping[str, str] | None = None) -> None:
+        self.names = names or {}
+
+    def _field(self, name: str) -> pc.Expression:
+        return pc.field(self.names.get(name, name))
+
     def visit_true(self):
         return pc.scalar(True)
 
@@ -87,7 +93,7 @@ class _ArrowFilter(ExprVisitor[pc.Expression]):
         raise AssertionError("filters are built from negation normal form")
 
     def visit_compare(self, e: Compare):
-        f, v = pc.field(e.name), e.value
+        f, v = self._field(e.name), e.value
         if is_nan(v):
             # Arrow's = / != follow IEEE (NaN != NaN); the binder left only these two ops.
             return pc.is_nan(f) if e.op == "=" else ~pc.is_nan(f)
@@ -98,22 +104,22 @@ class _ArrowFilter(ExprVisitor[pc.Expression]):
 
     def visit_in(self, e: In):
         values, has_nan = _without_nan(e.values)
-        f = pc.field(e.name)
+        f = self._field(e.name)
         out = f.isin(_value_set(values)) if values else pc.scalar(False)
         return out | pc.is_nan(f) if has_nan else out
 
     def visit_not_in(self, e: NotIn):
         values, has_nan = _without_nan(e.values)
-        f = pc.field(e.name)
+        f = self._field(e.name)
         # is_in says false (not null) for a null input, so its inverse would keep nulls.
         out = f.is_valid() & ~f.isin(_value_set(values)) if values else f.is_valid()
         return out & ~pc.is_nan(f) if has_nan else out
 
     def visit_is_null(self, e: IsNull):
-        return pc.field(e.name).is_null()
+        return self._field(e.name).is_null()
 
     def visit_not_null(self, e: NotNull):
-        return pc.field(e.name).is_valid()
+        return self._field(e.name).is_valid()
 
 
 class _PushdownFilter(_ArrowFilter):
@@ -127,7 +133,8 @@ class _PushdownFilter(_ArrowFilter):
     superset of the rows, and the exact filter is applied to what was read.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, names: Mapping[str, str] | None = None) -> None:
+        super().__init__(names)
         self.inexact = False
 
     def _guard(self, e: Expr, exact: pc.Expression) -> pc.Expression:
@@ -148,16 +155,18 @@ class _PushdownFilter(_ArrowFilter):
         return self._guard(e, super().visit_not_in(e))
 
 
-def to_arrow_filter(expr: Expr | str | None) -> pc.Expression:
+def to_arrow_filter(expr: Expr | str | None, names: Mapping[str, str] | None = None) -> pc.Expression:
     """Arrow dataset / ``Table.filter`` expression keeping exactly the rows where ``expr`` is TRUE.
 
     Pass a bound expression (``bind``) for typed literals and the NaN rules; an unbound
     one relies on Arrow's implicit casts. Reading Parquet, give the scan ``pushdown_filter``.
+    ``names``: column name -> the name to filter on instead (a column's physical name in
+    the Parquet files of an evolved table).
     """
-    return visit(rewrite_not(to_expr(expr)), _ArrowFilter())
+    return visit(rewrite_not(to_expr(expr)), _ArrowFilter(names))
 
 
-def pushdown_filter(expr: Expr | str | None) -> pc.Expression | None:
+def pushdown_filter(expr: Expr | str | None, names: Mapping[str, str] | None = None) -> pc.Expression | None:
     """The filter to give a Parquet scan (``Dataset.to_table(filter=...)``,
     ``pq.read_table(filters=...)``) for bound ``expr``, or None when that is
     ``to_arrow_filter(expr)`` itself.
@@ -166,7 +175,7 @@ def pushdown_filter(expr: Expr | str | None) -> pc.Expression | None:
     row-group statistics say about float columns holding NaN: read the columns
     ``expr`` references too and apply ``to_arrow_filter(expr)`` to the rows read.
     """
-    v = _PushdownFilter()
+    v = _PushdownFilter(names)
     out = visit(rewrite_not(to_expr(expr)), v)
     return out if v.inexact else None
 

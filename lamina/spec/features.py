@@ -12,9 +12,10 @@ from typing import Iterable
 from lamina.errors import UnsupportedFeature
 
 # Features this build of Lamina implements.
-KNOWN_READER_FEATURES: frozenset[str] = frozenset({"manifest-tree-v1", "hidden-partitioning"})
+KNOWN_READER_FEATURES: frozenset[str] = frozenset({"manifest-tree-v1", "hidden-partitioning", "column-mapping"})
 KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
-    {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits", "slot-tombstones"}
+    {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits", "slot-tombstones",
+     "column-mapping"}
 )
 
 # Writer feature of tables whose commit point is their catalog row (lamina.catalog's SQL
@@ -27,6 +28,19 @@ CATALOG_COMMITS = "catalog-commits"
 # A writer without that check could be told it committed into a freed slot; expiry frees
 # slots only on tables whose latest version lists this feature, and writers add it.
 SLOT_TOMBSTONES = "slot-tombstones"
+
+# Reader and writer feature of tables whose schema evolved so that data files' columns must
+# be mapped, not read by name as they are (lamina.spec.schema): a renamed column's values
+# keep their old name in the files, an added one has a fresh physical name, a column may
+# read a default where a file lacks it. A reader that read columns by name would return
+# wrong values, so it must refuse the table.
+COLUMN_MAPPING = "column-mapping"
+
+
+def with_features(features: tuple[str, ...], *needed: str) -> tuple[str, ...]:
+    """``features`` plus those of ``needed`` it lacks."""
+    return features + tuple(f for f in dict.fromkeys(needed) if f not in features)
+
 
 # What a new table gets.
 DEFAULT_READER_FEATURES: tuple[str, ...] = ("manifest-tree-v1",)

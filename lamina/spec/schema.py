@@ -3,18 +3,38 @@
 Field ids live in each Arrow field's metadata under ``lamina.field_id`` and
 are what manifests key their statistics by, so a later rename or reorder does
 not break old manifests. Ids are assigned depth-first from 1.
+
+A field's *physical name* is the name its values have in the Parquet files; it
+is the field's name unless the schema evolved (``lamina.spec.schema_update``): a
+renamed field keeps the physical name it had, and a field added later gets a
+fresh one (``col-<uuid>``) that no file written before can hold, so a dropped
+column's old values never resurface under a new column of the same name.
+Readers select Parquet columns by physical name and relabel them (see
+``to_logical``).
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import decimal
+import json
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, Iterator
 
 import pyarrow as pa
 
 from lamina.errors import CorruptMetadata, SchemaMismatch
 
 FIELD_ID_KEY = b"lamina.field_id"
+PHYSICAL_NAME_KEY = b"lamina.physical_name"
+DOC_KEY = b"lamina.doc"
+# Iceberg v3's two defaults: what rows of files written before the field existed read
+# (initial), and what a write that lacks the field stores (write). JSON text.
+INITIAL_DEFAULT_KEY = b"lamina.initial_default"
+WRITE_DEFAULT_KEY = b"lamina.write_default"
+# The Parquet field id (Iceberg's convention) written into files of evolved tables.
+PARQUET_FIELD_ID_KEY = b"PARQUET:field_id"
 
 
 def _type_to_json(t: pa.DataType) -> Any:
@@ -78,17 +98,125 @@ def _type_from_json(j: Any) -> pa.DataType:
     raise CorruptMetadata(f"unknown column type {kind!r} in schema")
 
 
+# Optional field attributes: JSON key <-> Arrow field metadata key. Defaults are stored as
+# JSON text (see ``encode_default``).
+_OPTIONAL_KEYS = (
+    ("physical_name", PHYSICAL_NAME_KEY),
+    ("doc", DOC_KEY),
+    ("initial_default", INITIAL_DEFAULT_KEY),
+    ("write_default", WRITE_DEFAULT_KEY),
+)
+_JSON_VALUED = {"initial_default", "write_default"}
+
+
 def _field_to_json(f: pa.Field) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "id": field_id_of(f),
         "name": f.name,
         "nullable": f.nullable,
         "type": _type_to_json(f.type),
     }
+    md = f.metadata or {}
+    for key, mkey in _OPTIONAL_KEYS:
+        if mkey in md:
+            text = md[mkey].decode()
+            out[key] = json.loads(text) if key in _JSON_VALUED else text
+    return out
 
 
 def _field_from_json(j: dict[str, Any]) -> pa.Field:
-    return pa.field(j["name"], _type_from_json(j["type"]), j["nullable"], {FIELD_ID_KEY: str(j["id"]).encode()})
+    md = {FIELD_ID_KEY: str(int(j["id"])).encode()}
+    for key, mkey in _OPTIONAL_KEYS:
+        if j.get(key) is not None:
+            value = j[key]
+            md[mkey] = (json.dumps(value) if key in _JSON_VALUED else str(value)).encode()
+    return pa.field(j["name"], _type_from_json(j["type"]), j["nullable"], md)
+
+
+def encode_default(value: Any, t: pa.DataType) -> Any:
+    """``value`` as a default of a column of type ``t`` in JSON (raises SchemaMismatch if it
+    does not fit): numbers, booleans and strings as they are, dates and times ISO 8601,
+    decimals as strings, binary as hex."""
+    if pa.types.is_nested(t):
+        raise SchemaMismatch(f"defaults are supported for primitive columns only, not {t}")
+    try:
+        if isinstance(value, str) and not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            py = pa.scalar(value).cast(t).as_py()  # "2026-01-02" for a date, "1.25" for a decimal
+        else:
+            py = pa.scalar(value, t).as_py()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError) as e:
+        raise SchemaMismatch(f"default {value!r} does not fit type {t}: {e}") from None
+    if isinstance(py, (_dt.date, _dt.datetime, _dt.time)):
+        return py.isoformat()
+    if isinstance(py, decimal.Decimal):
+        return str(py)
+    if isinstance(py, (bytes, bytearray)):
+        return bytes(py).hex()
+    if isinstance(py, float) and py != py:
+        return "NaN"
+    return py
+
+
+def decode_default(j: Any, t: pa.DataType) -> pa.Scalar:
+    """The Arrow scalar of a default stored by ``encode_default``."""
+    try:
+        if pa.types.is_binary(t) or pa.types.is_fixed_size_binary(t) or pa.types.is_large_binary(t):
+            return pa.scalar(bytes.fromhex(j), t)
+        if isinstance(j, str) and not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            return pa.scalar(j).cast(t)
+        return pa.scalar(j, t)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+        raise CorruptMetadata(f"column default {j!r} is not a {t}: {e}") from None
+
+
+def physical_name_of(f: pa.Field) -> str:
+    md = f.metadata or {}
+    return md[PHYSICAL_NAME_KEY].decode() if PHYSICAL_NAME_KEY in md else f.name
+
+
+def children_of(t: pa.DataType) -> list[pa.Field]:
+    """The child fields of a nested type (struct fields, list element, map key and value)."""
+    if pa.types.is_struct(t):
+        return list(t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [t.value_field]
+    if pa.types.is_map(t):
+        return [t.key_field, t.item_field]
+    return []
+
+
+def _with_children(t: pa.DataType, children: list[pa.Field]) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct(children)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(children[0])
+    if pa.types.is_map(t):
+        return pa.map_(children[0], children[1])
+    return t
+
+
+def _physical_field(f: pa.Field) -> pa.Field:
+    """``f`` named by its physical name at every depth, with its Parquet field id."""
+    md = dict(f.metadata or {})
+    md[PARQUET_FIELD_ID_KEY] = md[FIELD_ID_KEY]
+    kids = children_of(f.type)
+    t = _with_children(f.type, [_physical_field(c) for c in kids]) if kids else f.type
+    return pa.field(physical_name_of(f), t, f.nullable, md)
+
+
+def _walk(fields: Any) -> Iterator[pa.Field]:
+    for f in fields:
+        yield f
+        yield from _walk(children_of(f.type))
+
+
+def relabel(col: pa.ChunkedArray | pa.Array, t: pa.DataType) -> pa.ChunkedArray | pa.Array:
+    """``col`` as type ``t``, which differs from its type in field names only (zero-copy)."""
+    if col.type.equals(t):
+        return col
+    if isinstance(col, pa.ChunkedArray):
+        return pa.chunked_array([c.view(t) for c in col.chunks], type=t)
+    return col.view(t)
 
 
 def field_id_of(f: pa.Field) -> int:
@@ -114,21 +242,21 @@ def _assign_field(f: pa.Field, next_id: list[int]) -> pa.Field:
     return pa.field(f.name, _assign_ids(f.type, next_id), f.nullable, {FIELD_ID_KEY: str(fid).encode()})
 
 
-def _normalize_type(t: pa.DataType) -> pa.DataType:
+def normalize_type(t: pa.DataType) -> pa.DataType:
     """Table types use the plain (not large/view) variants so Spark and Parquet agree."""
     if pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return pa.string()
     if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
         return pa.binary()
     if pa.types.is_dictionary(t):
-        return _normalize_type(t.value_type)
+        return normalize_type(t.value_type)
     if pa.types.is_timestamp(t) and t.unit == "ns":
         # Parquet stores us natively; ns round-trips poorly through Spark.
         return pa.timestamp("us", t.tz)
     if pa.types.is_struct(t):
-        return pa.struct([pa.field(x.name, _normalize_type(x.type), x.nullable) for x in t])
+        return pa.struct([pa.field(x.name, normalize_type(x.type), x.nullable) for x in t])
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return pa.list_(pa.field(t.value_field.name, _normalize_type(t.value_type), t.value_field.nullable))
+        return pa.list_(pa.field(t.value_field.name, normalize_type(t.value_type), t.value_field.nullable))
     return t
 
 
@@ -138,11 +266,78 @@ class Schema:
 
     arrow: pa.Schema
     schema_id: int = 0
+    # The highest field id ever assigned (ids of dropped fields are never reused); 0: the
+    # highest id in ``arrow``.
+    last_column_id: int = 0
     _by_name: dict[str, pa.Field] = field(default_factory=dict, compare=False, repr=False)
     _json: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {f.name: f for f in self.arrow})
+        if self.last_column_id < self.highest_field_id:
+            object.__setattr__(self, "last_column_id", self.highest_field_id)
+
+    # -- physical names, defaults -----------------------------------------------------------
+
+    @cached_property
+    def has_column_mapping(self) -> bool:
+        """Whether some field's Parquet name differs from its name (the schema evolved)."""
+        return any(PHYSICAL_NAME_KEY in (f.metadata or {}) and physical_name_of(f) != f.name for f in _walk(self.arrow))
+
+    @cached_property
+    def physical_arrow(self) -> pa.Schema:
+        """The schema as data files store it: physical names at every depth. The Arrow schema
+        itself when no name differs."""
+        if not self.has_column_mapping:
+            return self.arrow
+        return pa.schema([_physical_field(f) for f in self.arrow])
+
+    @cached_property
+    def physical_names(self) -> dict[str, str]:
+        """Column name -> its physical name, for top-level columns."""
+        return {f.name: physical_name_of(f) for f in self.arrow}
+
+    @cached_property
+    def initial_defaults(self) -> dict[str, pa.Scalar]:
+        """Top-level columns that rows of files written before them read as a default."""
+        out = {}
+        for f in self.arrow:
+            md = f.metadata or {}
+            if INITIAL_DEFAULT_KEY in md:
+                out[f.name] = decode_default(json.loads(md[INITIAL_DEFAULT_KEY]), f.type)
+        return out
+
+    @cached_property
+    def write_defaults(self) -> dict[str, pa.Scalar]:
+        """Top-level columns a write that lacks them fills with a default."""
+        out = {}
+        for f in self.arrow:
+            md = f.metadata or {}
+            if WRITE_DEFAULT_KEY in md:
+                out[f.name] = decode_default(json.loads(md[WRITE_DEFAULT_KEY]), f.type)
+        return out
+
+    @property
+    def is_evolved(self) -> bool:
+        """Whether readers must map file columns (physical names or defaults) instead of
+        reading them by name as they are."""
+        return self.has_column_mapping or bool(self.initial_defaults)
+
+    def to_physical(self, data: pa.Table) -> pa.Table:
+        """Rows conformed to this schema, as data files store them (physical names)."""
+        if not self.has_column_mapping:
+            return data
+        phys = self.physical_arrow
+        return pa.Table.from_arrays([relabel(c, f.type) for c, f in zip(data.columns, phys)], schema=phys)
+
+    def to_logical(self, data: pa.Table, columns: list[str]) -> pa.Table:
+        """Columns read from data files under their physical names (with this schema's types)
+        as the table's ``columns``."""
+        if not self.has_column_mapping:
+            return data
+        fields = [self.field(c) for c in columns]
+        cols = [relabel(data.column(self.physical_names[c]), f.type) for c, f in zip(columns, fields)]
+        return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
     @classmethod
     def from_arrow(cls, schema: pa.Schema, schema_id: int = 0) -> "Schema":
@@ -158,7 +353,7 @@ class Schema:
                 raise SchemaMismatch(f"invalid column name {n!r}: names must be non-empty without control characters")
         next_id = [1]
         fields = [
-            _assign_field(pa.field(f.name, _normalize_type(f.type), f.nullable), next_id) for f in schema
+            _assign_field(pa.field(f.name, normalize_type(f.type), f.nullable), next_id) for f in schema
         ]
         return cls(pa.schema(fields), schema_id)
 
@@ -203,17 +398,47 @@ class Schema:
             walk(f.type)
         return best
 
+    def describe(self) -> list[dict[str, Any]]:
+        """Every field at any depth, depth-first: path (dotted; list element / map key and
+        value by their names), field id, type, required, doc, defaults and physical name."""
+        out: list[dict[str, Any]] = []
+
+        def walk(fields: Any, prefix: str, depth: int) -> None:
+            for f in fields:
+                md = f.metadata or {}
+                path = f"{prefix}{f.name}"
+                out.append({
+                    "path": path,
+                    "depth": depth,
+                    "field_id": field_id_of(f),
+                    "type": str(f.type) if not pa.types.is_nested(f.type) else _type_to_json(f.type)["type"],
+                    "required": not f.nullable,
+                    "doc": md[DOC_KEY].decode() if DOC_KEY in md else None,
+                    "initial_default": md[INITIAL_DEFAULT_KEY].decode() if INITIAL_DEFAULT_KEY in md else None,
+                    "write_default": md[WRITE_DEFAULT_KEY].decode() if WRITE_DEFAULT_KEY in md else None,
+                    "physical_name": physical_name_of(f),
+                })
+                walk(children_of(f.type), path + ".", depth + 1)
+
+        walk(self.arrow, "", 0)
+        return out
+
     def to_json(self) -> dict[str, Any]:
         # Serialized on every commit; the schema is immutable, so build it once.
         if self._json is None:
-            object.__setattr__(self, "_json", {"schema_id": self.schema_id, "fields": [_field_to_json(f) for f in self.arrow]})
+            j: dict[str, Any] = {"schema_id": self.schema_id, "fields": [_field_to_json(f) for f in self.arrow]}
+            if self.last_column_id > self.highest_field_id:
+                j["last_column_id"] = self.last_column_id
+            object.__setattr__(self, "_json", j)
         return self._json  # type: ignore[return-value]
 
     @classmethod
     def from_json(cls, j: dict[str, Any]) -> "Schema":
         try:
-            return cls(pa.schema([_field_from_json(f) for f in j["fields"]]), int(j.get("schema_id", 0)))
-        except (KeyError, TypeError) as e:
+            return cls(
+                pa.schema([_field_from_json(f) for f in j["fields"]]), int(j.get("schema_id", 0)), int(j.get("last_column_id", 0))
+            )
+        except (KeyError, TypeError, ValueError) as e:
             raise CorruptMetadata(f"schema is malformed: {e}") from e
 
     def conform(self, data: pa.Table) -> pa.Table:
@@ -228,13 +453,18 @@ class Schema:
         if extra:
             raise SchemaMismatch(
                 f"data has columns not in the table schema: {extra}; table columns are {self.names}. "
-                "Drop them or evolve the table schema first."
+                "Drop them, pass schema_mode='merge' to add them in the same version, or add them "
+                "first with table.update_schema().add_column(...)."
             )
         if len(set(data.column_names)) != len(data.column_names):
             raise SchemaMismatch(f"data has duplicate column names: {data.column_names}")
         arrays = []
         for f in self.arrow:
             if f.name not in have:
+                default = self.write_defaults.get(f.name)
+                if default is not None:
+                    arrays.append(pa.repeat(default, data.num_rows))
+                    continue
                 if not f.nullable:
                     raise SchemaMismatch(f"data lacks required column {f.name!r} ({f.type})")
                 arrays.append(pa.nulls(data.num_rows, f.type))

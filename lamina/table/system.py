@@ -1,4 +1,4 @@
-"""System tables as Arrow: ``$snapshots``, ``$tags``, ``$files``, ``$manifests``.
+"""System tables as Arrow: ``$snapshots``, ``$tags``, ``$files``, ``$manifests``, ``$schemas``.
 
 Spark users get the same tables as DataFrames through ``lamina.spark``.
 """
@@ -62,12 +62,16 @@ MANIFESTS_SCHEMA = pa.schema(
 )
 
 
-def snapshots(table: "Table") -> pa.Table:
+def _versions(table: "Table") -> list[VersionManifest]:
     """Every existing version, oldest first."""
     log = table.log
-
     # try_load: a version expired between the listing and the read is simply not there
-    vms = [vm for vm in _pool.map(log.try_load, log.list_versions()) if vm is not None]
+    return [vm for vm in _pool.map(log.try_load, log.list_versions()) if vm is not None]
+
+
+def snapshots(table: "Table") -> pa.Table:
+    """Every existing version, oldest first."""
+    vms = _versions(table)
     return pa.table(
         {
             "version": [vm.version for vm in vms],
@@ -155,7 +159,35 @@ def manifests(table: "Table", vm: VersionManifest) -> pa.Table:
     return pa.concat_tables([root_row, leaf_rows])
 
 
-SYSTEM_TABLES = ("snapshots", "tags", "files", "manifests")
+SCHEMA_COLUMN = pa.struct([
+    ("path", pa.string()), ("field_id", pa.int64()), ("type", pa.string()), ("required", pa.bool_()),
+    ("doc", pa.string()), ("initial_default", pa.string()), ("physical_name", pa.string()),
+])
+SCHEMAS_SCHEMA = pa.schema([
+    ("schema_id", pa.int64()),
+    ("first_version", pa.int64()),  # the oldest existing version with this schema
+    ("last_version", pa.int64()),
+    ("versions", pa.int64()),  # how many existing versions have it
+    ("columns", pa.list_(SCHEMA_COLUMN)),  # every field at any depth, by dotted path
+])
+
+
+def schemas(table: "Table") -> pa.Table:
+    """Every schema the existing versions have, oldest first, with its columns."""
+    seen: dict[int, dict] = {}
+    for vm in _versions(table):
+        sid = vm.schema.schema_id
+        row = seen.get(sid)
+        if row is None:
+            cols = [{k: c[k] for k in SCHEMA_COLUMN.names} for c in vm.schema.describe()]
+            seen[sid] = {"schema_id": sid, "first_version": vm.version, "last_version": vm.version, "versions": 1, "columns": cols}
+        else:
+            row["last_version"] = vm.version
+            row["versions"] += 1
+    return pa.Table.from_pylist(list(seen.values()), schema=SCHEMAS_SCHEMA)
+
+
+SYSTEM_TABLES = ("snapshots", "tags", "files", "manifests", "schemas")
 
 
 def system_table(table: "Table", name: str, vm: VersionManifest | None = None) -> pa.Table:
@@ -164,6 +196,8 @@ def system_table(table: "Table", name: str, vm: VersionManifest | None = None) -
         return snapshots(table)
     if key == "tags":
         return tags(table)
+    if key == "schemas":
+        return schemas(table)
     if key == "files":
         return files(table, vm or table.metadata)
     if key == "manifests":

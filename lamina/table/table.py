@@ -26,6 +26,7 @@ from lamina.maintenance import expire, orphans
 from lamina.operations import CompactFiles, CompactionResult, MergeBuilder, RewriteManifests, Rollback
 from lamina.operations import compaction
 from lamina.operations.rowlevel import row_mode
+from lamina.operations.schema import SchemaUpdate, UpdateSchema
 from lamina.spec.features import DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, check_reader, check_writer
 from lamina.spec.layout import FORMAT_VERSION
 from lamina.spec.partition import PartitionSpec, parse_partition_by
@@ -206,23 +207,43 @@ class Table:
         data: Any,
         *,
         app_transaction: tuple[str, int] | None = None,
+        schema_mode: str | None = None,
         commit_options: CommitOptions | None = None,
     ) -> int:
         """Append rows as one new version; returns the version committed.
 
         ``app_transaction=(app_id, sequence)`` makes the append idempotent: it is recorded
         in the version, and an append whose sequence is not above the app's recorded one
-        raises TransactionAlreadyCommitted with nothing committed.
+        raises TransactionAlreadyCommitted with nothing committed. ``schema_mode="merge"``:
+        columns of ``data`` the table lacks are added, and wider types widen the table's,
+        in the same version.
         """
-        return self._one(self.transaction(commit_options=commit_options).append(data, app_transaction=app_transaction))
+        tx = self.transaction(commit_options=commit_options)
+        return self._one(tx.append(data, app_transaction=app_transaction, schema_mode=schema_mode))
 
-    def overwrite(self, data: Any, where: str | Expr | None = None, *, commit_options: CommitOptions | None = None) -> int:
+    def overwrite(
+        self, data: Any, where: str | Expr | None = None, *, schema_mode: str | None = None,
+        commit_options: CommitOptions | None = None,
+    ) -> int:
         """Replace all rows (or those matching ``where``) with ``data``, as one version.
 
         With ``where``, every new row must match it (as Delta's replaceWhere), and
         files that only partly match are rewritten without the matching rows.
+        ``schema_mode``: "merge" as for ``append``; "overwrite" (no ``where``) makes the
+        table's schema ``data``'s.
         """
-        return self._one(self.transaction(commit_options=commit_options).overwrite(data, where))
+        return self._one(self.transaction(commit_options=commit_options).overwrite(data, where, schema_mode=schema_mode))
+
+    def update_schema(self, *, commit_options: CommitOptions | None = None) -> SchemaUpdate:
+        """A schema change, one version, metadata only: ``with t.update_schema() as u:
+        u.add_column("email", pa.string())`` (or ``...add_column(...).commit()``); see
+        ``lamina.operations.schema``."""
+        vm = self.metadata
+
+        def run(op: UpdateSchema, new: Any) -> int | None:
+            return self._one(self.transaction(commit_options=commit_options).add_operation(op))
+
+        return SchemaUpdate(vm.schema, vm.partition_spec, vm.properties, run)
 
     def add_files(
         self,
@@ -460,7 +481,7 @@ WRITE_METHODS = (
     "transaction",  # and every change, which is one (checked again at its commit)
     "append", "overwrite", "add_files", "delete", "update", "merge", "rollback",
     "expire_versions", "remove_orphans", "vacuum", "create_tag", "replace_tag", "rename_tag", "delete_tag",
-    "compact", "rewrite_manifests",
+    "compact", "rewrite_manifests", "update_schema",
 )
 
 

@@ -37,6 +37,8 @@ from lamina.operations import (
     check_not_in_table,
 )
 from lamina.operations.rowlevel import file_fn_delete, file_fn_update, row_mode
+from lamina.operations.schema import SchemaUpdate, UpdateSchema
+from lamina.spec.schema import Schema
 from lamina.spec.tag import validate_tag_name
 from lamina.spec.version import VersionManifest
 from lamina.table.convert import app_transactions, to_arrow
@@ -59,6 +61,7 @@ class Transaction:
         self._written: list[str] = []  # data files written by this transaction's calls
         self._tags: list[tuple[str, int | None]] = []
         self._state = "open"
+        self._staged: VersionManifest | None = None  # the metadata after this transaction's schema changes
 
     @property
     def state(self) -> str:
@@ -70,8 +73,9 @@ class Transaction:
 
     @property
     def metadata(self) -> VersionManifest:
-        """The version the transaction's input is checked against (the table's, when it began)."""
-        return self.table.metadata
+        """The version the transaction's input is checked against: the table's when it began,
+        with the schema changes queued so far."""
+        return self._staged or self.table.metadata
 
     def _base(self) -> Base:
         """The latest version, for the checks a call makes before its operation is queued."""
@@ -95,10 +99,38 @@ class Transaction:
         self._written.extend(entries.column("path").to_pylist())
         return entries
 
-    def append(self, data: Any, *, app_transaction: tuple[str, int] | None = None) -> "Transaction":
+    def update_schema(self) -> SchemaUpdate:
+        """A schema change in this transaction (see ``Table.update_schema``): the calls after its
+        ``commit()`` see the new schema; it commits with the transaction."""
+        self._check_open()
+        vm = self.metadata
+
+        def queue(op: UpdateSchema, new: Schema) -> None:
+            self.add_operation(op)
+            self._staged = self.metadata.next(schema=new)
+
+        return SchemaUpdate(vm.schema, vm.partition_spec, vm.properties, queue, strict=True)
+
+    def _evolve(self, data: pa.Table, schema_mode: str | None, allowed: tuple[str, ...], where: Any = None) -> None:
+        """Queue the schema change ``schema_mode`` asks for ``data``, if any."""
+        if schema_mode is None:
+            return
+        if schema_mode not in allowed:
+            raise InvalidArgument(f"schema_mode must be one of {list(allowed)} here, got {schema_mode!r}")
+        if schema_mode == "overwrite" and where is not None:
+            raise InvalidArgument("schema_mode='overwrite' replaces the schema, so it overwrites every row: drop where=")
+        update = self.update_schema()
+        (update.replace_with if schema_mode == "overwrite" else update.union_by_name)(data.schema)
+        update.commit()
+
+    def append(
+        self, data: Any, *, app_transaction: tuple[str, int] | None = None, schema_mode: str | None = None
+    ) -> "Transaction":
         """Append rows (see ``Table.append``)."""
         self._check_open()
-        rows = self.metadata.schema.conform(to_arrow(data))  # schema errors before any file is written
+        data = to_arrow(data)
+        self._evolve(data, schema_mode, ("merge",))
+        rows = self.metadata.schema.conform(data)  # schema errors before any file is written
         apps = app_transactions(app_transaction)
         if apps:
             check_app_transactions(self.table.log.latest(), apps)  # before writing a file for nothing
@@ -106,10 +138,12 @@ class Transaction:
         entries = self._write(rows, new_write_id(), pending)
         return self.add_operation(AppendFiles(entries, app_transactions=apps), pending=pending)
 
-    def overwrite(self, data: Any, where: str | Expr | None = None) -> "Transaction":
+    def overwrite(self, data: Any, where: str | Expr | None = None, *, schema_mode: str | None = None) -> "Transaction":
         """Replace all rows, or those matching ``where``, with ``data`` (see ``Table.overwrite``)."""
         self._check_open()
-        rows = self.metadata.schema.conform(to_arrow(data))
+        data = to_arrow(data)
+        self._evolve(data, schema_mode, ("merge", "overwrite"), where)
+        rows = self.metadata.schema.conform(data)
         predicate = bind(to_expr(where), self.metadata.schema)
         if not isinstance(predicate, AlwaysTrue) and rows.num_rows:
             matching = rows.filter(to_arrow_filter(predicate)).num_rows

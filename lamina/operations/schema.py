@@ -1,0 +1,261 @@
+"""Schema changes as operations: ``UpdateSchema`` and the fluent ``SchemaUpdate`` builder.
+
+    with table.update_schema() as u:
+        u.add_column("email", pa.string(), doc="work address")
+        u.rename_column("ts", "event_time")
+        u.update_column("amount", type=pa.float64())
+
+A schema change is one version and metadata only (see ``lamina.spec.schema_update``
+for why no data file needs rewriting). The builder checks every call at once
+against the schema it started from, so a bad change raises where it is made.
+
+Conflicts: at commit the changes are re-applied, by path, to the latest schema.
+A concurrent append, delete, merge or compaction never conflicts with a schema
+change (their files are read by field id, whichever schema wrote them). Two
+schema changes conflict only when the second no longer makes sense on the first's
+result (e.g. both add a column ``email``): it then fails with CommitConflict
+naming the change, and nothing is committed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import pyarrow as pa
+
+from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation
+from lamina.errors import CommitConflict, InvalidArgument
+from lamina.spec.properties import TableProperties
+from lamina.spec.schema import Schema, field_id_of, normalize_type
+from lamina.spec.schema_update import (
+    AddColumn, DropColumn, InvalidSchemaChange, MoveColumn, Path, RenameColumn, ReplaceColumn, SchemaChange, UpdateColumn,
+    apply_schema_changes, as_path, widens,
+)
+
+
+def protected_columns(schema: Schema, spec: Any, properties: Mapping[str, str]) -> dict[int, str]:
+    """Field id -> what uses the column: partition fields of ``spec`` and the sort order."""
+    out: dict[int, str] = {}
+    for pf in getattr(spec, "fields", ()):
+        out.setdefault(pf.source_id, f"partition field {pf.name!r}")
+    for name in TableProperties.WRITE_SORT_ORDER.get(properties):
+        if name in schema.names:
+            out.setdefault(schema.field_id(name), "the table's sort order (write.sort-order)")
+    return out
+
+
+def renamed_properties(properties: Mapping[str, str], old: Schema, new: Schema) -> dict[str, str] | None:
+    """``properties`` with column names that a rename changed updated (the sort order); None
+    if nothing changed."""
+    sort = TableProperties.WRITE_SORT_ORDER.get(properties)
+    if not sort:
+        return None
+    by_id = {field_id_of(f): f.name for f in new.arrow}
+    renamed = tuple(by_id.get(old.field_id(n), n) if n in old.names else n for n in sort)
+    if renamed == tuple(sort):
+        return None
+    out = dict(properties)
+    out[TableProperties.WRITE_SORT_ORDER.key] = TableProperties.WRITE_SORT_ORDER.render(renamed)
+    return out
+
+
+class UpdateSchema(Operation):
+    """Apply schema ``changes`` (planned against schema ``planned_schema_id``) to the base's schema.
+
+    ``strict``: the base's schema must still be the planned one (a transaction that also
+    wrote data files: their statistics are keyed by the field ids the planned schema gave
+    new columns, which a re-application on another schema could give other columns)."""
+
+    def __init__(self, changes: Sequence[SchemaChange], planned_schema_id: int, *, strict: bool = False) -> None:
+        self.changes = list(changes)
+        self.planned_schema_id = planned_schema_id
+        self.strict = strict
+
+    def new_schema(self, base_schema: Schema, spec: Any, properties: Mapping[str, str]) -> Schema:
+        if self.strict and base_schema.schema_id != self.planned_schema_id:
+            raise CommitConflict(
+                f"a concurrent commit changed the table's schema (now #{base_schema.schema_id}, this transaction "
+                f"planned its schema change and wrote its data against #{self.planned_schema_id}). Nothing was "
+                "committed; run the transaction again on the latest version"
+            )
+        try:
+            return apply_schema_changes(base_schema, self.changes, protected_columns(base_schema, spec, properties))
+        except InvalidSchemaChange as e:
+            if base_schema.schema_id == self.planned_schema_id:
+                raise
+            raise CommitConflict(
+                f"schema change conflicts with a concurrent schema change (the schema is now #{base_schema.schema_id}, "
+                f"the change was made against #{self.planned_schema_id}): {e}. Nothing was committed; "
+                "look at the table's schema and make the change again"
+            ) from None
+
+    def apply(self, base: Base) -> Change:
+        new = self.new_schema(base.schema, base.partition_spec, base.properties)
+        summary = {"schema-id": new.schema_id, "schema-changes": "; ".join(c.describe() for c in self.changes)}
+        return Change(
+            "update-schema", base.empty(), REMOVED_SCHEMA.empty_table(), summary, schema=new,
+            properties=renamed_properties(base.properties, base.schema, new),
+        )
+
+
+def _position(first: bool, after: Path | None, before: Path | None) -> tuple[str, Any] | None:
+    given = [x for x in (first or None, after, before) if x is not None]
+    if len(given) > 1:
+        raise InvalidArgument("give at most one of first=True, after=... and before=...")
+    if first:
+        return ("first", None)
+    if after is not None:
+        return ("after", as_path(after))
+    if before is not None:
+        return ("before", as_path(before))
+    return None
+
+
+class SchemaUpdate:
+    """Fluent builder of one schema change (``Table.update_schema``, ``Transaction.update_schema``).
+
+    Every call is checked at once against the schema so far; ``commit()`` (or leaving a
+    ``with`` block without an exception) commits the changes as one version, or queues
+    them in the transaction."""
+
+    def __init__(
+        self, schema: Schema, spec: Any, properties: Mapping[str, str],
+        run: Callable[[UpdateSchema, Schema], int | None], *, strict: bool = False,
+    ) -> None:
+        self._base = schema
+        self._protected = protected_columns(schema, spec, properties)
+        self._current = schema
+        self._changes: list[SchemaChange] = []
+        self._run = run
+        self._strict = strict
+        self._done = False
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The schema as the changes so far make it."""
+        return self._current.arrow
+
+    def _add(self, change: SchemaChange) -> "SchemaUpdate":
+        if self._done:
+            raise InvalidArgument("this schema update was already committed; start a new one with update_schema()")
+        self._current = apply_schema_changes(self._current, [change], self._protected)
+        self._changes.append(change)
+        return self
+
+    def add_column(
+        self, path: Path, type: pa.DataType, *, doc: str | None = None, default: Any = None, required: bool = False,
+        after: Path | None = None, before: Path | None = None, first: bool = False,
+    ) -> "SchemaUpdate":
+        """Add a column (``"a.b"`` inside struct ``a``). Optional unless ``required`` (which needs
+        a ``default``). ``default``: what rows written before read, and what writes that lack
+        the column store."""
+        return self._add(AddColumn(as_path(path), type, required, doc, default, _position(first, after, before)))  # type: ignore[arg-type]
+
+    def drop_column(self, path: Path) -> "SchemaUpdate":
+        return self._add(DropColumn(as_path(path)))  # type: ignore[arg-type]
+
+    def rename_column(self, path: Path, new_name: str) -> "SchemaUpdate":
+        return self._add(RenameColumn(as_path(path), new_name))  # type: ignore[arg-type]
+
+    def move_column(self, path: Path, *, first: bool = False, after: Path | None = None, before: Path | None = None) -> "SchemaUpdate":
+        position = _position(first, after, before)
+        if position is None:
+            raise InvalidArgument("move_column needs first=True, after=... or before=...")
+        return self._add(MoveColumn(as_path(path), position))  # type: ignore[arg-type]
+
+    def update_column(
+        self, path: Path, type: pa.DataType | None = None, *, nullable: bool | None = None, doc: str | None = None
+    ) -> "SchemaUpdate":
+        """Widen a column's type, make it optional (``nullable=True``) or set its doc."""
+        return self._add(UpdateColumn(as_path(path), type, nullable, doc))  # type: ignore[arg-type]
+
+    def union_by_name(self, schema: pa.Schema) -> "SchemaUpdate":
+        """Add the columns (at any depth) of ``schema`` the table lacks, and widen the ones
+        ``schema`` has wider (what ``schema_mode="merge"`` does on write)."""
+        for change in merge_changes(self._current, schema):
+            self._add(change)
+        return self
+
+    def replace_with(self, schema: pa.Schema) -> "SchemaUpdate":
+        """Make the table's columns exactly ``schema``'s, in its order (what
+        ``schema_mode="overwrite"`` does with an overwrite of every row): a column of both keeps
+        its id if its type is the same or wider, otherwise it is replaced."""
+        for change in overwrite_changes(self._current, schema):
+            self._add(change)
+        return self
+
+    def commit(self) -> int | None:
+        """Commit the changes as one version (its number); None if there were none, or if
+        the update is part of a transaction (it commits with it)."""
+        if self._done:
+            raise InvalidArgument("this schema update was already committed")
+        self._done = True
+        if not self._changes:
+            return None
+        return self._run(UpdateSchema(self._changes, self._base.schema_id, strict=self._strict), self._current)
+
+    def __enter__(self) -> "SchemaUpdate":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None and not self._done:
+            self.commit()
+
+
+def merge_changes(table: Schema, data: pa.Schema, prefix: tuple[str, ...] = ()) -> list[SchemaChange]:
+    """The changes that make ``table`` accept ``data``: columns it lacks added (optional, at
+    any depth), columns ``data`` has wider widened. Columns ``data`` lacks stay."""
+    changes: list[SchemaChange] = []
+    fields = table.arrow if not prefix else _struct_at(table, prefix)
+    have = {f.name: f for f in fields}
+    for f in data:
+        path = prefix + (f.name,)
+        mine = have.get(f.name)
+        if mine is None:
+            changes.append(AddColumn(path, f.type))
+        elif pa.types.is_struct(mine.type) and pa.types.is_struct(f.type):
+            changes += merge_changes(table, pa.schema(list(f.type)), path)
+        elif not pa.types.is_nested(mine.type) and not mine.type.equals(f.type) and widens(mine.type, _plain(f.type)):
+            changes.append(UpdateColumn(path, _plain(f.type)))
+    return changes
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    return normalize_type(t)
+
+
+def _struct_at(schema: Schema, path: tuple[str, ...]) -> list[pa.Field]:
+    t = schema.field(path[0]).type
+    for name in path[1:]:
+        t = t.field(name).type
+    return list(t)
+
+
+def overwrite_changes(table: Schema, data: pa.Schema) -> list[SchemaChange]:
+    """The changes that make ``table`` exactly ``data``'s columns, in its order, for an
+    overwrite of every row (``schema_mode="overwrite"``): a column of both keeps its id if its
+    type is the same or wider, otherwise it is replaced."""
+    changes: list[SchemaChange] = []
+    drops: list[DropColumn] = []
+    incoming = {f.name: f for f in data}
+    kept = []
+    for f in table.arrow:
+        new = incoming.get(f.name)
+        if new is not None and (f.type.equals(_plain(new.type)) or (not pa.types.is_nested(f.type) and widens(f.type, _plain(new.type)))):
+            kept.append(f.name)
+            if not f.type.equals(_plain(new.type)):
+                changes.append(UpdateColumn((f.name,), _plain(new.type)))
+            if f.nullable != new.nullable and new.nullable:
+                changes.append(UpdateColumn((f.name,), nullable=True))
+        else:
+            drops.append(DropColumn((f.name,)))
+    # Drops after adds: a table always keeps a column.
+    for f in data:
+        if f.name not in kept:
+            changes.append(ReplaceColumn((f.name,), f.type) if f.name in table.names else AddColumn((f.name,), f.type))
+    changes += [d for d in drops if d.path[0] not in incoming]
+    previous = None
+    for f in data:
+        changes.append(MoveColumn((f.name,), ("first", None) if previous is None else ("after", (previous,))))
+        previous = f.name
+    return changes
