@@ -655,7 +655,8 @@ def bench_spark_read(b: dict, cfg: Config) -> dict:
 
     t0 = now()
     spark = spark_session(master="local[2]", app_name="lamina-evolution-bench",
-                          conf={"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2"})
+                          conf={"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2",
+                                "spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     out: dict = {"session_s": now() - t0}
     # The same answer from both tables (every evolved column: renamed, widened, added later).
@@ -705,10 +706,13 @@ def summarise_read(cfg: Config, res: dict) -> tuple[Section, bool | None]:
             continue
         s, e = times["single"], times["evolved"]
         ratio = p50(s) / p50(e)
-        ok = ratio >= 0.9
+        # A reader that returns other rows from the evolved table than from the single-schema one has no speed to judge.
+        wrong = key == "spark" and not r.get("check_ok")
+        ok = ratio >= 0.9 and not wrong
         oks.append(ok)
         spread = lambda xs: f"{fmt_s(p50(xs))} ({fmt_s(quantile(xs, 0.25))}–{fmt_s(quantile(xs, 0.75))})"  # noqa: E731
-        sec.rows.append([label, spread(s), spread(e), fmt_x(ratio), f"≥ 0.9×: {verdict(ok)}"])
+        tgt = "≥ 0.9×: " + ("MISS (wrong result from the evolved table, see notes)" if wrong else verdict(ok))
+        sec.rows.append([label, spread(s), spread(e), fmt_x(ratio), tgt])
     if "error" in chk:
         oks.append(False)
     sec.notes.append(
@@ -740,7 +744,6 @@ def section_block(path: Path, cfg: Config, secs: list, command: str, started: fl
     vers = {k: v for k, v in systems.library_versions().items() if k != "pylance"}
     lines += standalone_header(path, "bench/evolution_bench.py", command, started, elapsed, revision, cfg.quick, "figures",
                                versions=vers)
-    lines[-3] = lines[-3].replace("- Versions: ", "- Versions: ") + ("" if "pyiceberg" not in vers else "")
     lines += [f"- pyiceberg {vers.get('pyiceberg')}; 1-min load average {load[0]} before, {load[1]} after."]
     lines += [f"- Targets: {t}." for t in targets] + [""]
     for sec in secs:
