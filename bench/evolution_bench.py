@@ -397,12 +397,64 @@ def bench_commit(ws: Workspace, cfg: Config, names: list[str]) -> dict:
             checks[n] = {"ok": False, "error": err_text(e)}
     res["checks"] = checks
     if cfg.profile and "lamina" in handles:
+        # Where a Lamina schema change's time goes, and how it grows with the schema's width: CPU time per
+        # change and per step, on the small warm-up table and on the big table after the timed rounds.
+        res["phases"] = {
+            "small table": lamina_phases(adapters["lamina"], adapters["lamina"].open(built["lamina"]["warm"]), 30),
+            "big table after the rounds": lamina_phases(adapters["lamina"], handles["lamina"], 30),
+        }
+        for k, v in res["phases"].items():
+            say(f"  lamina phases, {k}: {v}")
         prof = profile_start(True)
         for i in range(50):
             handles["lamina"] = adapters["lamina"].add_column(handles["lamina"], f"prof_{i}")
         profile_dump(prof, "evolution_commit_lamina")
         say("profile of 50 Lamina schema changes: bench/out/evolution_commit_lamina_profile.txt")
     return res
+
+
+def lamina_phases(a, h, n: int) -> dict:
+    """CPU ms per schema change of n changes through handle h, and of the steps that grow with the schema's
+    width (timers around them, removed afterwards)."""
+    import functools
+    import time
+
+    import lamina.commit.base as base_mod
+    import lamina.commit.committer as committer_mod
+    import lamina.operations.schema as schema_ops
+
+    steps = {
+        "apply_schema_changes (in add_column and again at commit)": (schema_ops, "apply_schema_changes"),
+        "Committer._apply_tree (root manifest rewritten in the new manifest schema)": (committer_mod.Committer, "_apply_tree"),
+        "Base.empty (empty entries table of the manifest schema)": (base_mod.Base, "empty"),
+        "Committer._publish (version file)": (committer_mod.Committer, "_publish"),
+    }
+    acc = dict.fromkeys(steps, 0.0)
+    saved = {k: getattr(owner, attr) for k, (owner, attr) in steps.items()}
+
+    def timed(key, f):
+        @functools.wraps(f)
+        def g(*args, **kw):
+            t0 = time.process_time()
+            try:
+                return f(*args, **kw)
+            finally:
+                acc[key] += time.process_time() - t0
+        return g
+
+    for k, (owner, attr) in steps.items():
+        setattr(owner, attr, timed(k, saved[k]))
+    try:
+        cols = len(h.schema)
+        c0, w0 = time.process_time(), now()
+        for i in range(n):
+            h = a.add_column(h, f"phase_{time.time_ns()}_{i}")
+        cpu, wall = (time.process_time() - c0) / n, (now() - w0) / n
+    finally:
+        for k, (owner, attr) in steps.items():
+            setattr(owner, attr, saved[k])
+    return {"columns": f"{cols}→{cols + n}", "cpu_ms": round(cpu * 1e3, 2), "wall_ms": round(wall * 1e3, 2)} | {
+        k: round(v / n * 1e3, 2) for k, v in acc.items()}
 
 
 def quantile(xs, q):
@@ -466,6 +518,11 @@ def summarise_commit(cfg: Config, res: dict, names: list[str]) -> tuple[Section,
         "(the change writes a new metadata.json and swaps the catalog pointer); Lamina's and deltalake's versions "
         "must grow by one per change (checked), and every added column must be in the reopened schema (checked)."
     )
+    for k, v in res.get("phases", {}).items():
+        sec.notes.append(
+            f"Lamina, {k} (`--profile`): {v['columns']} columns, {v['cpu_ms']} ms CPU per change (wall {v['wall_ms']} ms); "
+            + ", ".join(f"{s} {ms} ms" for s, ms in v.items() if s not in ("columns", "cpu_ms", "wall_ms")) + "."
+        )
     b = res.get("built", {})
     sec.notes.append(
         "Building the tables (untimed, the builds ran at the same time, one process each): "
