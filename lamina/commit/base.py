@@ -12,7 +12,7 @@ the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Callable, ClassVar, Iterable, Sequence
 
 import pyarrow as pa
@@ -85,6 +85,13 @@ class Operation:
         raise NotImplementedError
 
 
+@lru_cache(maxsize=64)
+def _empty_entries(mschema: pa.Schema) -> pa.Table:
+    # A wide table's manifest schema has three statistics columns per column: building its
+    # empty table costs ms, and a metadata-only change asks for one per commit attempt.
+    return mschema.empty_table()
+
+
 class Base:
     """The version an operation is applied to, and the tools to build its change.
 
@@ -139,7 +146,7 @@ class Base:
         return fill_constant(e, added_version=self.version, status=1, removed_version=None)
 
     def empty(self) -> pa.Table:
-        return self.manifest_schema.empty_table()
+        return _empty_entries(self.manifest_schema)
 
     def new_files(self, files: list[dict[str, Any]]) -> pa.Table:
         """Entries for data files written for this base (see ``lamina.data.writer``)."""

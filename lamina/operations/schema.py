@@ -48,7 +48,7 @@ from lamina.spec.sort import effective_sort_order
 from lamina.spec.version import VersionManifest
 from lamina.spec.schema_update import (
     AddColumn, DropColumn, InvalidSchemaChange, MoveColumn, Path, RenameColumn, ReplaceColumn, SchemaChange, UpdateColumn,
-    apply_schema_changes, as_path, widens,
+    apply_schema_changes, as_path, check_protected, widens,
 )
 
 
@@ -124,10 +124,16 @@ class UpdateSchema(Operation):
     wrote data files: their statistics are keyed by the field ids the planned schema gave
     new columns, which a re-application on another schema could give other columns)."""
 
-    def __init__(self, changes: Sequence[SchemaChange], planned_schema_id: int, *, strict: bool = False) -> None:
+    def __init__(
+        self, changes: Sequence[SchemaChange], planned_schema_id: int, *, strict: bool = False,
+        planned: tuple[Schema, Schema] | None = None,
+    ) -> None:
         self.changes = list(changes)
         self.planned_schema_id = planned_schema_id
         self.strict = strict
+        # (schema the changes were made on, their result): a base with that very schema
+        # gets the result without applying the changes again (the usual case).
+        self.planned = planned
 
     def new_schema(self, vm: VersionManifest) -> Schema:
         base_schema = vm.schema
@@ -137,6 +143,9 @@ class UpdateSchema(Operation):
                 f"planned its schema change and wrote its data against #{self.planned_schema_id}). Nothing was "
                 "committed; run the transaction again on the latest version"
             )
+        if self.planned is not None and self.planned[0] == base_schema:
+            check_protected(base_schema, self.planned[1], protected_columns(vm))  # the spec may have changed
+            return self.planned[1]
         try:
             return apply_schema_changes(base_schema, self.changes, protected_columns(vm))
         except InvalidSchemaChange as e:
@@ -250,7 +259,10 @@ class SchemaUpdate:
         self._done = True
         if not self._changes:
             return None
-        return self._run(UpdateSchema(self._changes, self._base.schema_id, strict=self._strict))
+        # One version, one new schema id (the builder's running schema counted every call).
+        result = Schema(self._current.arrow, self._base.schema_id + 1, self._current.last_column_id)
+        planned = (self._base, result)
+        return self._run(UpdateSchema(self._changes, self._base.schema_id, strict=self._strict, planned=planned))
 
     def __enter__(self) -> "SchemaUpdate":
         return self

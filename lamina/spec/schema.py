@@ -260,7 +260,7 @@ def normalize_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Schema:
     """An immutable table schema. ``arrow`` carries field ids in field metadata."""
 
@@ -276,6 +276,18 @@ class Schema:
         object.__setattr__(self, "_by_name", {f.name: f for f in self.arrow})
         if self.last_column_id < self.highest_field_id:
             object.__setattr__(self, "last_column_id", self.highest_field_id)
+
+    # Equal schemas are equal field for field, ids, physical names and defaults included
+    # (pyarrow's schema equality ignores field metadata, where those live).
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Schema):
+            return NotImplemented
+        return self.schema_id == other.schema_id and self.last_column_id == other.last_column_id and self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash((self.schema_id, self.last_column_id, tuple(self.arrow.names)))
 
     # -- physical names, defaults -----------------------------------------------------------
 

@@ -390,6 +390,13 @@ def apply_schema_changes(
         {AddColumn: tree.add, DropColumn: tree.drop, RenameColumn: tree.rename, MoveColumn: tree.move,
          UpdateColumn: tree.update, ReplaceColumn: tree.replace}[type(c)](c)  # type: ignore[operator]
     new = tree.result()
+    check_protected(schema, new, protected)
+    return new
+
+
+def check_protected(schema: Schema, new: Schema, protected: Mapping[int, str] | None) -> None:
+    """Refuse ``new`` if it drops, or changes the type (other than widening an integer) of, a
+    column of ``schema`` that ``protected`` names a user of."""
     for fid, user in (protected or {}).items():
         before, after = _field_by_id(schema, fid), _field_by_id(new, fid)
         if after is None and before is not None:
@@ -402,7 +409,6 @@ def apply_schema_changes(
                 raise InvalidSchemaChange(
                     f"cannot change the type of column {before.name!r} from {before.type} to {after.type}: {user} uses it"
                 )
-    return new
 
 
 def _field_by_id(schema: Schema, fid: int) -> pa.Field | None:
