@@ -104,12 +104,13 @@ class Transaction:
         ``commit()`` see the new schema; it commits with the transaction."""
         self._check_open()
         vm = self.metadata
+        return SchemaUpdate(vm.schema, vm.partition_spec, vm.properties, self.stage_schema_update, strict=True)
 
-        def queue(op: UpdateSchema, new: Schema) -> None:
-            self.add_operation(op)
-            self._staged = self.metadata.next(schema=new)
-
-        return SchemaUpdate(vm.schema, vm.partition_spec, vm.properties, queue, strict=True)
+    def stage_schema_update(self, op: UpdateSchema, schema: Schema) -> None:
+        """Queue schema change ``op``, whose result is ``schema``: the calls after it see
+        ``schema`` (an engine write session stages the change its files were written for)."""
+        self.add_operation(op)
+        self._staged = self.metadata.next(schema=schema)
 
     def _evolve(self, data: pa.Table, schema_mode: str | None, allowed: tuple[str, ...], where: Any = None) -> None:
         """Queue the schema change ``schema_mode`` asks for ``data``, if any."""
