@@ -17,6 +17,10 @@ with the same conflict rules as every other change. Three ways to commit:
 - ``commit_operation``: any operation that references the write's files (``Table.compact``
   with ``session=`` commits a compaction whose groups the engine rewrote this way).
 
+A write that changes the table's schema (``schema_mode="merge"``) plans the change first
+(``merged_schema``), writes its files for the new schema, and stages the change in the
+session (``stage_schema_update``): it commits in the same version as the files.
+
 A commit that fails, ``abort()``, or leaving the ``with`` block by an exception deletes what
 the write put under ``data/`` and commits nothing; a commit whose outcome is unknown
 (CommitStateUnknown) keeps the files, which the version may reference.
