@@ -8,6 +8,7 @@ into Lamina's file statistics with Arrow group-bys, not per-value Python.
 from __future__ import annotations
 
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
@@ -39,8 +40,10 @@ def _bound(v: Any) -> Any:
 
 
 def _stats_columns(footers: list[pq.FileMetaData], schema: Schema) -> dict[str, pa.Array]:
-    """``lower.<col>`` / ``upper.<col>`` / ``null_count.<col>`` per file (null = unknown)."""
+    """``lower.<col>`` / ``upper.<col>`` / ``null_count.<col>`` per file (null = unknown); the
+    files hold each column under its physical name."""
     n_files = len(footers)
+    physical = schema.physical_names
     file_idx: list[int] = []
     per_col: dict[str, tuple[list, list, list, list]] = {f.name: ([], [], [], []) for f in schema.arrow}
     for i, md in enumerate(footers):
@@ -49,7 +52,7 @@ def _stats_columns(footers: list[pq.FileMetaData], schema: Schema) -> dict[str, 
             group = md.row_group(rg)
             file_idx.append(i)
             for name, (lo, hi, nulls, known) in per_col.items():
-                j = index.get(name)
+                j = index.get(physical[name])
                 st = group.column(j).statistics if j is not None else None
                 if st is None:
                     lo.append(None), hi.append(None), nulls.append(None), known.append(False)
@@ -99,8 +102,16 @@ def file_entries(
     spec: PartitionSpec,
 ) -> pa.Table:
     """The ``add_files`` table for data files just written: path, size, record_count,
-    partition_path, stats and ``partition.<field>`` values derived from the stats."""
+    partition_path, stats and ``partition.<field>`` values derived from the stats. Files
+    without rows (Spark writes one for a task that had none) are deleted and left out."""
     footers = read_footers(local_paths)
+    empty = {i for i, md in enumerate(footers) if md.num_rows == 0}
+    if empty:
+        for i in empty:
+            os.remove(local_paths[i])
+        keep = [i for i in range(len(footers)) if i not in empty]
+        rel_paths, sizes, local_paths = [rel_paths[i] for i in keep], [sizes[i] for i in keep], [local_paths[i] for i in keep]
+        footers = [footers[i] for i in keep]
     cols: dict[str, Any] = {
         "path": pa.array(rel_paths, pa.string()),
         "size": pa.array(sizes, pa.int64()),
@@ -137,7 +148,7 @@ def partition_values(files: pa.Table, local_paths: Sequence[str], schema: Schema
         all_null = pc.fill_null(pc.equal(nulls, files.column("record_count")), False)
         missing = np.flatnonzero(pc.and_(pc.is_null(lower), pc.invert(all_null)).to_numpy(zero_copy_only=False))
         if len(missing):
-            lower = _fill_from_files(lower, missing, local_paths, src, src_type)
+            lower = _fill_from_files(lower, missing, local_paths, schema.physical_names[src], src_type)
         value = apply_transform(pf.transform, lower, src_type)
         if pf.transform.split("[")[0] in _ORDER_PRESERVING and pc.any(pc.is_valid(upper)).as_py():
             hi = apply_transform(pf.transform, upper.combine_chunks() if isinstance(upper, pa.ChunkedArray) else upper, src_type)
@@ -149,9 +160,9 @@ def partition_values(files: pa.Table, local_paths: Sequence[str], schema: Schema
     return pa.Table.from_arrays(arrays, schema=ptype)
 
 
-def _fill_from_files(lower: pa.Array, missing: np.ndarray, local_paths: Sequence[str], column: str, t: pa.DataType) -> pa.Array:
+def _fill_from_files(lower: pa.Array, missing: np.ndarray, local_paths: Sequence[str], physical: str, t: pa.DataType) -> pa.Array:
     def first(i: int) -> Any:
-        col = pq.read_table(local_paths[i], columns=[column]).column(0).drop_null()
+        col = pq.read_table(local_paths[i], columns=[physical]).column(0).drop_null()
         return col[0].cast(t) if len(col) else pa.scalar(None, t)
 
     found = dict(zip(missing.tolist(), _pool.map(first, missing.tolist())))

@@ -12,10 +12,17 @@ import pyarrow as pa
 from pyspark.sql import types as T
 
 from lamina.errors import SchemaMismatch
+from lamina.spec.schema import PARQUET_FIELD_ID_KEY, Schema
 
 
-def spark_type(t: pa.DataType, column: str) -> T.DataType:
-    """The Spark type a Parquet column of Arrow type ``t`` is read as."""
+def quoted(name: str) -> str:
+    """A column name as Spark SQL and ``F.col`` take it literally (dots, spaces, backquotes)."""
+    return f"`{name.replace('`', '``')}`"
+
+
+def spark_type(t: pa.DataType, column: str, field_ids: bool = False) -> T.DataType:
+    """The Spark type a Parquet column of Arrow type ``t`` is read as. ``field_ids``: struct
+    fields carry their Parquet field id (``PARQUET:field_id``) as Spark's writer takes it."""
     if pa.types.is_boolean(t):
         return T.BooleanType()
     if pa.types.is_integer(t):
@@ -42,17 +49,23 @@ def spark_type(t: pa.DataType, column: str) -> T.DataType:
             raise SchemaMismatch(f"column {column!r}: Spark decimals hold at most 38 digits, the table has {t}")
         return T.DecimalType(t.precision, t.scale)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return T.ArrayType(spark_type(t.value_type, column), t.value_field.nullable)
+        return T.ArrayType(spark_type(t.value_type, column, field_ids), t.value_field.nullable)
     if pa.types.is_map(t):
-        return T.MapType(spark_type(t.key_type, column), spark_type(t.item_type, column), t.item_field.nullable)
+        return T.MapType(spark_type(t.key_type, column, field_ids), spark_type(t.item_type, column, field_ids), t.item_field.nullable)
     if pa.types.is_struct(t):
-        return T.StructType([T.StructField(f.name, spark_type(f.type, column), f.nullable) for f in t])
+        return T.StructType([T.StructField(f.name, spark_type(f.type, column, field_ids), f.nullable, _field_id(f, field_ids)) for f in t])
     raise SchemaMismatch(f"column {column!r} has type {t}, which Spark cannot read from Parquet")
 
 
-def spark_schema(schema: pa.Schema) -> T.StructType:
-    """The StructType of a Lamina table (all fields nullable in Spark's view of Parquet)."""
-    return T.StructType([T.StructField(f.name, spark_type(f.type, f.name), True) for f in schema])
+def _field_id(f: pa.Field, wanted: bool) -> dict[str, int] | None:
+    md = f.metadata or {}
+    return {"parquet.field.id": int(md[PARQUET_FIELD_ID_KEY])} if wanted and PARQUET_FIELD_ID_KEY in md else None
+
+
+def spark_schema(schema: pa.Schema, field_ids: bool = False) -> T.StructType:
+    """The StructType of a Lamina table (all fields nullable in Spark's view of Parquet).
+    ``field_ids``: with the Parquet field ids of ``schema`` (``Schema.physical_arrow``)."""
+    return T.StructType([T.StructField(f.name, spark_type(f.type, f.name, field_ids), True, _field_id(f, field_ids)) for f in schema])
 
 
 def arrow_type(t: T.DataType, column: str) -> pa.DataType:
@@ -136,13 +149,26 @@ def safe_cast(source: T.DataType, target: T.DataType) -> bool:
     return False
 
 
-def check_writable(df_schema: T.StructType, table: pa.Schema, uri: str) -> list[tuple[str, T.DataType | None, T.DataType]]:
-    """Plan how a DataFrame's columns become the table's: (table column, DataFrame type or None
-    if missing, table type), in table order. SchemaMismatch names every problem at once."""
+def _widens_to(t: pa.DataType, source: T.DataType) -> bool:
+    """Whether a table column of type ``t`` may be widened to hold a DataFrame column of ``source``."""
+    from lamina.spec.schema_update import widens
+
+    try:
+        return widens(t, arrow_type(source, ""))
+    except SchemaMismatch:
+        return False
+
+
+def check_writable(df_schema: T.StructType, schema: Schema, uri: str) -> list[tuple[str, T.DataType | None, T.DataType]]:
+    """Plan how a DataFrame's columns become the columns of a table of ``schema``: (table
+    column, DataFrame type or None if missing, table type), in table order. A missing column
+    with a write default is written as it; SchemaMismatch names every problem at once."""
+    table = schema.arrow
     by_name = {f.name: f for f in df_schema.fields}
     lower = {f.name.lower(): f.name for f in df_schema.fields}
     table_names = set(table.names)
     problems = [f"extra column {n!r} (not in the table)" for n in by_name if n not in table_names]
+    evolvable = bool(problems)
     plan = []
     for f in table:
         target = spark_type(f.type, f.name)
@@ -150,16 +176,22 @@ def check_writable(df_schema: T.StructType, table: pa.Schema, uri: str) -> list[
         if src is None:
             if f.name.lower() in lower:
                 problems.append(f"column {lower[f.name.lower()]!r} differs in case from table column {f.name!r}")
-            elif not f.nullable:
+            elif not f.nullable and f.name not in schema.write_defaults:
                 problems.append(f"required column {f.name!r} is missing")
             plan.append((f.name, None, target))
             continue
         if not safe_cast(src.dataType, target):
             problems.append(f"column {f.name!r} is {src.dataType.simpleString()}, the table has {target.simpleString()}")
+            evolvable = evolvable or _widens_to(f.type, src.dataType)
         plan.append((f.name, src.dataType, target))
     if problems:
+        hint = (
+            " To add the new columns (and widen columns the DataFrame has wider) in the same version, write with "
+            "option('mergeSchema', 'true') (lamina.spark.write(..., schema_mode='merge')), or change the table's "
+            "schema first with table.update_schema()." if evolvable else ""
+        )
         raise SchemaMismatch(
             f"the DataFrame does not fit table {uri}: " + "; ".join(problems)
-            + f". Table schema: {spark_schema(table).simpleString()}; nothing was written."
+            + f". Table schema: {spark_schema(table).simpleString()}; nothing was written." + hint
         )
     return plan

@@ -15,18 +15,14 @@ Options arrive lower-cased from Spark; the names below are matched case-insensit
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -40,12 +36,14 @@ from pyspark.sql.types import StructType
 import lamina
 from lamina.data import deletes
 from lamina.data.inflight import discard_writes, new_write_id, register_write
+from lamina.data.scan import Scan
 from lamina.data.writer import write_data_files
 from lamina.errors import InvalidArgument, LaminaError, TransactionAlreadyCommitted
-from lamina.expr import AlwaysTrue, Expr, bind, pushdown_filter, to_arrow_filter, to_expr
+from lamina.expr import AlwaysTrue, Expr, bind, to_arrow_filter, to_expr
 from lamina.io import FileIO
 from lamina.io.fileio import S3_OPTION_ENV
 from lamina.manifest.entries import data_entries, manifest_schema
+from lamina.operations.schema import UpdateSchema
 from lamina.spark._target import TableRef
 from lamina.spark._types import arrow_schema, batch_schema, check_writable, spark_schema
 from lamina.spark.read import resolve_scan
@@ -54,6 +52,7 @@ from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.partition import split_top_level as split_entries
 from lamina.spec.schema import Schema
 from lamina.table import WriteSession
+from lamina.table.engine import merged_schema
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +100,15 @@ def _int_opt(options: Mapping[str, str], name: str) -> int | None:
         raise InvalidArgument(f"option {name} must be an integer, got {v!r}") from None
 
 
+def _bool_opt(options: Mapping[str, str], name: str) -> bool:
+    v = _opt(options, name)
+    if v is None:
+        return False
+    if v.lower() not in ("true", "false"):
+        raise InvalidArgument(f"option {name} must be true or false, got {v!r}")
+    return v.lower() == "true"
+
+
 def _time_travel(options: Mapping[str, str]) -> dict[str, Any]:
     ts = _opt(options, "timestampAsOf")
     return {
@@ -120,11 +128,16 @@ def _ref(options: Mapping[str, str]) -> TableRef:
 
 
 class FilesPartition(InputPartition):
-    """The data files one read task reads: (table-relative path, deletion vector or None) each."""
+    """The data files one read task reads: their planned entries (path, size, deletion vector)."""
 
-    def __init__(self, files: tuple[tuple[str, Any], ...]) -> None:
-        super().__init__(files)
-        self.files = files
+    def __init__(self, entries: pa.Table) -> None:
+        super().__init__(entries)
+        self.entries = entries
+
+    @property
+    def files(self) -> list[tuple[str, Any]]:
+        """(table-relative path, deletion vector or None) of each file."""
+        return list(zip(self.entries.column("path").to_pylist(), deletes.dvs_of_plan(self.entries)))
 
 
 def balanced_bins(sizes: np.ndarray, bins: int) -> np.ndarray:
@@ -153,6 +166,10 @@ class LaminaReader(DataSourceReader):
     query with filters Spark hands to the source. So this reader holds nothing that belongs to one
     query: it takes no pushed filters (no ``pushFilters``; Spark evaluates each query's
     filters itself) and reads what belongs to the DataFrame: its options and its version.
+
+    The tasks read their files with Lamina's own reader (``Scan.read_files``: deleted rows
+    dropped, evolved schemas mapped from physical names, defaults filled), on the version's
+    metadata the reader carries.
     """
 
     def __init__(self, options: Mapping[str, str], schema: StructType, version: int) -> None:
@@ -160,70 +177,40 @@ class LaminaReader(DataSourceReader):
         self.uri, self.storage = table.uri, dict(table.io.options)  # reads go by location: no catalog needed
         scan = table.scan(where=_opt(options, "where"), version=version)
         self.version = version  # partitions() and read() see this version whatever commits later
+        self.metadata = scan.vm
         self.table_schema: Schema = scan.schema
         self.out_schema = batch_schema(schema)
         self.predicate: Expr = scan.predicate
         self.num_partitions = _int_opt(options, "numPartitions")
 
+    def _scan(self) -> Scan:
+        return Scan(FileIO(self.uri, self.storage or None), self.metadata, self.predicate)
+
     def partitions(self) -> list[FilesPartition]:
-        table = lamina.open_table(self.uri, version=self.version, storage_options=self.storage or None)
-        entries = table.scan(where=self.predicate).plan().entries
+        entries = self._scan().plan().entries
+        entries = entries.select([c for c in entries.column_names if c == "path" or c == "size" or c.startswith("dv_")])
         if entries.num_rows == 0:
-            return [FilesPartition(())]
-        has_dv = entries.column("dv_path").null_count != entries.num_rows
+            return [FilesPartition(entries)]
         sizes = entries.column("size").to_numpy()
         total = int(sizes.sum())
         k = self.num_partitions or max(math.ceil(total / TARGET_SPLIT_BYTES), os.cpu_count() or 1)
         assigned = balanced_bins(sizes, k)
-        # A task is (path, deletion vector or None) per file: the DV travels with its file.
-        dvs = deletes.dvs_of_plan(entries) if has_dv else [None] * entries.num_rows
-        tasks = np.fromiter(zip(entries.column("path").to_pylist(), dvs), dtype=object, count=entries.num_rows)
         order = np.argsort(assigned, kind="stable")
         cuts = np.flatnonzero(np.diff(assigned[order])) + 1
-        return [FilesPartition(tuple(group)) for group in np.split(tasks[order], cuts)]
+        grouped = entries.take(pa.array(order))
+        bounds = [0, *cuts.tolist(), entries.num_rows]
+        return [FilesPartition(grouped.slice(lo, hi - lo)) for lo, hi in zip(bounds, bounds[1:])]
 
     def read(self, partition: FilesPartition) -> Iterator[pa.RecordBatch]:
-        if not partition.files:
+        if not partition.entries.num_rows:
             return
-        io = FileIO(self.uri, self.storage or None)
+        scan = self._scan()
         filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
-        schema = self.table_schema.arrow
-        plain = [p for p, dv in partition.files if dv is None]
-        with_dv = [(p, dv) for p, dv in partition.files if dv is not None]
-        if plain and io.is_local:
-            dataset = ds.dataset([io.local_path(p) for p in plain], schema=schema, format="parquet")
-            pushdown = pushdown_filter(self.predicate)  # row-group statistics ignore NaN: see there
-            batches: Iterator[pa.RecordBatch] = dataset.to_batches(filter=filt if pushdown is None else pushdown)
-            if pushdown is not None:
-                batches = (b.filter(filt) for b in batches)
-        else:
-            batches = _file_batches(io, [(p, None) for p in plain], schema, filt)
-        for b in itertools.chain(batches, _file_batches(io, with_dv, schema, filt)):
-            if b.num_rows:
-                yield b.cast(self.out_schema)
-
-
-def _file_batches(io: FileIO, files: list[tuple[str, Any]], schema: pa.Schema, filt: Any) -> Iterator[pa.RecordBatch]:
-    """Batches of whole files (object stores, or files with a deletion vector: deleted positions
-    are dropped before the filter), fetching the next file while the current one is consumed."""
-
-    def load(item: tuple[str, Any]) -> pa.Table:
-        path, dv = item
-        local = io.local_path(path)
-        t = pq.read_table(local if local is not None else pa.BufferReader(io.get(path)), schema=schema)
-        if dv is not None:
-            t = t.filter(deletes.dv_of(io, dv).keep(t.num_rows))
-        return t.filter(filt) if filt is not None else t
-
-    if not files:
-        return
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        pending = [pool.submit(load, f) for f in files[:2]]
-        for i in range(len(files)):
-            t = pending[i].result()
-            if i + 2 < len(files):
-                pending.append(pool.submit(load, files[i + 2]))
-            yield from t.to_batches()
+        # Two reads ahead of the rows handed to Spark: a task holds a few files' rows at most.
+        for t in scan.read_files(partition.entries, self.table_schema.names, filt, tasks_ahead=2):
+            for b in t.to_batches():
+                if b.num_rows:
+                    yield b.cast(self.out_schema)
 
 
 # --- writing -------------------------------------------------------------------------
@@ -257,6 +244,8 @@ class WriteTarget:
     app_seq: int | None
     settings: WriterProperties
     write_id: str
+    # The schema change (mergeSchema) the tasks write for and the commit stages with their files.
+    schema_update: tuple[UpdateSchema, Schema] | None = None
 
     @classmethod
     def prepare(cls, options: Mapping[str, str], df_schema: StructType, overwrite: bool) -> "WriteTarget":
@@ -264,10 +253,14 @@ class WriteTarget:
         uri, storage = ref.location, dict(ref.io.options)
         partition_by = _opt(options, "partitionBy")
         table = ref.open_or_none()
+        schema_update = None
         if table is not None:
             table.check_writable()  # before any task writes a file
-            check_writable(df_schema, table.schema, uri)
-            schema, spec, props = table.metadata.schema, table.partition_spec, table.properties
+            if _bool_opt(options, "mergeSchema"):
+                schema_update = merged_schema(table.metadata, arrow_schema(df_schema))
+            schema = table.metadata.schema if schema_update is None else schema_update[1]
+            check_writable(df_schema, schema, uri)
+            spec, props = table.partition_spec, table.properties
             if partition_by is not None and parse_partition_by(partition_by, schema) != spec:
                 raise InvalidArgument(
                     f"table {uri} is partitioned by {[f.transform + '(' + schema.name_of(f.source_id) + ')' for f in spec.fields]}; "
@@ -288,7 +281,7 @@ class WriteTarget:
             raise InvalidArgument("txnAppId and txnVersion go together")
         return cls(
             ref, uri, storage, schema, spec, create, "overwrite" if overwrite else "append", where, app_id, app_seq,
-            WriterProperties.from_properties(props), new_write_id(),
+            WriterProperties.from_properties(props), new_write_id(), schema_update,
         )
 
     # -- executor side ---------------------------------------------------------------
@@ -357,6 +350,8 @@ class WriteTarget:
                            [p for m in msgs for p in m.entries.column("path").to_pylist()], search=False)
             raise
         with session:
+            if self.schema_update is not None:
+                session.stage_schema_update(*self.schema_update)
             session.adopt(write_ids)  # the tasks' write id (a streaming batch's is not this writer's)
             for m in msgs:
                 session.add_entries(m.entries)

@@ -21,11 +21,13 @@ import lamina
 from lamina.data import deletes
 from lamina.data.scan import Scan
 from lamina.errors import InvalidArgument, LaminaError
-from lamina.expr import AlwaysTrue, Expr, bind, to_sql
+from lamina.expr import AlwaysTrue, Expr, bind, referenced_columns, to_sql
 from lamina.io import FileIO
-from lamina.spark._filters import to_spark_column
+from lamina.spark._filters import spark_literal, to_spark_column
+from lamina.spark._stats import read_footers
 from lamina.spark._target import TableRef
-from lamina.spark._types import spark_schema
+from lamina.spark._types import quoted as _q, spark_schema
+from lamina.spec.schema import Schema
 from lamina.spec.tag import split_version_or_tag
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-spark-dv")
@@ -33,6 +35,8 @@ _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-spark-dv")
 # Above this many paths Spark lists files with a distributed job (~1 s of overhead); our
 # paths come from a plan, so listing them on the driver is always the cheaper choice.
 _LISTING_THRESHOLD_CONF = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+# Columns a read with positions adds: each row's data file (as Spark reports it) and row index in it.
+FILE, ROW = "__lamina_file", "__lamina_row"
 
 
 def resolve_scan(
@@ -82,14 +86,32 @@ def spark_file_path(uri: str) -> str:
     return "file:" + "".join(out)
 
 
-def apply_deletes(df: Any, deletes: Any) -> Any:
-    """Remove deleted rows: ``deletes`` is a DataFrame of (file_path, row_index) as Spark reports
-    them in ``_metadata``; a broadcast anti-join keeps the scan itself untouched."""
+def _positions() -> list[Any]:
+    """``_metadata.file_path`` / ``row_index`` of the rows a native Parquet scan reads, as FILE, ROW."""
     from pyspark.sql import functions as F
 
-    keyed = df.select("*", F.col("_metadata.file_path").alias("__lamina_file"), F.col("_metadata.row_index").alias("__lamina_row"))
-    d = F.broadcast(deletes.select(F.col("file_path").alias("__lamina_file"), F.col("row_index").alias("__lamina_row")))
-    return keyed.join(d, on=["__lamina_file", "__lamina_row"], how="left_anti").drop("__lamina_file", "__lamina_row")
+    return [F.col("_metadata.file_path").alias(FILE), F.col("_metadata.row_index").alias(ROW)]
+
+
+def _anti_join_deleted(df: Any, deletes: Any) -> Any:
+    """``df`` (with FILE, ROW) without the rows in ``deletes`` (a DataFrame of file_path,
+    row_index as Spark reports them); a broadcast anti-join keeps the scan itself untouched."""
+    from pyspark.sql import functions as F
+
+    d = F.broadcast(deletes.select(F.col("file_path").alias(FILE), F.col("row_index").alias(ROW)))
+    return df.join(d, on=[FILE, ROW], how="left_anti")
+
+
+def apply_deletes(df: Any, deletes: Any) -> Any:
+    """Remove deleted rows from ``df``, a native Parquet scan: ``deletes`` is a DataFrame of
+    (file_path, row_index) as Spark reports them in ``_metadata``."""
+    return _anti_join_deleted(df.select("*", *_positions()), deletes).drop(FILE, ROW)
+
+
+def without_deleted(spark: Any, df: Any, io: FileIO, dv_entries: pa.Table) -> Any:
+    """``df`` (with FILE, ROW, over files among ``dv_entries``) without the rows their
+    deletion vectors delete."""
+    return _anti_join_deleted(df, spark.createDataFrame(_deleted_positions(io, dv_entries)))
 
 
 def _deleted_positions(io: FileIO, entries: pa.Table) -> pa.Table:
@@ -118,23 +140,77 @@ def _native_parquet(spark: Any, schema: Any, uris: list[str]) -> Any:
             spark.conf.set(_LISTING_THRESHOLD_CONF, old)
 
 
+def native_read(spark: Any, schema: Schema, io: FileIO, entries: pa.Table, columns: Sequence[str] | None = None,
+                *, positions: bool = False) -> Any:
+    """The rows of the data files ``entries`` (deletion vectors not applied) of a local table of
+    ``schema``, read by Spark's Parquet reader, as the table's columns.
+
+    An evolved schema (``Schema.is_evolved``) is read by physical names, with its current
+    types (Spark's reader casts narrower file columns up: int to bigint, float to double,
+    decimal precision, date to timestamp_ntz), and relabelled: a top-level rename is an
+    alias, a rename inside a struct, list or map a cast to the logical type (struct casts
+    are positional). Where a file lacks a column with an initial default, Spark would read
+    null: the files are grouped by which of those columns they lack (their footers tell),
+    each group read natively with the defaults as literals, and the groups unioned.
+    ``columns``: the columns the caller reads (None: all), so footers are read only when
+    one of them has a default. ``positions``: with FILE and ROW, each row's file (as
+    ``_metadata.file_path``) and position in it."""
+    from pyspark.sql import functions as F
+
+    uris = file_uris(io, entries.column("path")).to_pylist()
+    extra = _positions() if positions else []
+    if not schema.is_evolved:
+        df = _native_parquet(spark, spark_schema(schema.arrow), uris)
+        return df.select("*", *extra) if extra else df
+    physical = spark_schema(schema.physical_arrow)
+    logical = spark_schema(schema.arrow)
+    wanted = schema.names if columns is None else columns
+    defaults = {c: v for c, v in schema.initial_defaults.items() if c in wanted}
+    groups: dict[frozenset[str], list[str]] = {frozenset(): uris}
+    if defaults:
+        groups = {}
+        local = [io.local_path(p) for p in entries.column("path").to_pylist()]
+        for uri, md in zip(uris, read_footers(local)):
+            in_file = set(md.schema.to_arrow_schema().names)
+            lacking = frozenset(c for c in defaults if schema.physical_names[c] not in in_file)
+            groups.setdefault(lacking, []).append(uri)
+    out = None
+    for lacking, group in groups.items():
+        cols = []
+        for p, f in zip(physical.fields, logical.fields):
+            if f.name in lacking:
+                c = spark_literal(defaults[f.name], f.name)
+            else:
+                c = F.col(_q(p.name)) if p.dataType == f.dataType else F.col(_q(p.name)).cast(f.dataType)
+            cols.append(c.alias(f.name))
+        df = _native_parquet(spark, physical, group).select(*cols, *extra)
+        out = df if out is None else out.unionByName(df)
+    return out
+
+
+def _read_columns(scan: Scan) -> list[str] | None:
+    """The columns a scan's DataFrame reads: its selection and its predicate's (None: all)."""
+    if scan.columns is None:
+        return None
+    return list(dict.fromkeys([*scan.columns, *referenced_columns(scan.predicate)]))
+
+
 def read_plan(spark: Any, scan: Scan) -> Any:
     """The rows of a local table's scan as a DataFrame over Spark's Parquet reader."""
     io = scan.io
-    schema = spark_schema(scan.schema.arrow)
     entries = scan.plan().entries
     has_dv = pc.is_valid(entries.column("dv_path"))
     dv_entries = entries.filter(has_dv)
     plain = entries.filter(pc.invert(has_dv))
+    columns = _read_columns(scan)
     parts = []
     if plain.num_rows:
-        parts.append(_native_parquet(spark, schema, file_uris(io, plain.column("path")).to_pylist()))
+        parts.append(native_read(spark, scan.schema, io, plain, columns))
     if dv_entries.num_rows:
-        deletes = spark.createDataFrame(_deleted_positions(io, dv_entries))
-        dv_df = _native_parquet(spark, schema, file_uris(io, dv_entries.column("path")).to_pylist())
-        parts.append(apply_deletes(dv_df, deletes))
+        with_positions = native_read(spark, scan.schema, io, dv_entries, columns, positions=True)
+        parts.append(without_deleted(spark, with_positions, io, dv_entries).drop(FILE, ROW))
     if not parts:
-        df = spark.createDataFrame([], schema)
+        df = spark.createDataFrame([], spark_schema(scan.schema.arrow))
     else:
         df = parts[0]
         for p in parts[1:]:
@@ -148,7 +224,7 @@ def _finish(df: Any, scan: Scan) -> Any:
     if cond is not None:
         df = df.where(cond)
     if scan.columns is not None:
-        df = df.select(*[f"`{c.replace('`', '``')}`" for c in scan.columns])
+        df = df.select(*[_q(c) for c in scan.columns])
     return df
 
 

@@ -22,14 +22,12 @@ The driver plans, Spark computes, the driver commits ONE version:
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 import lamina
 from lamina.data.deletes import file_key
@@ -40,22 +38,17 @@ from lamina.operations.rowlevel import MergeClauses, check_mode, key_range
 from lamina.spark._filters import to_spark_column
 from lamina.spark._stats import file_entries
 from lamina.spark._target import TableRef
-from lamina.spark._types import check_writable, spark_schema, spark_type
-from lamina.spark.read import _deleted_positions, _native_parquet, file_uris, spark_file_path
+from lamina.spark._types import check_writable, quoted as _q, spark_schema, spark_type
+from lamina.spark.read import FILE, ROW, file_uris, native_read, spark_file_path, without_deleted
 from lamina.spark.write import _local_files, _run_spark_write
 from lamina.spec.properties import WriterProperties
 from lamina.table import WriteSession
 
-FILE, ROW = "__lamina_file", "__lamina_row"
 ACTION = "__lamina_action"
 DEFAULT_ATTEMPTS = 5
 # Sources up to this many rows are broadcast: the target files are streamed through the join,
 # never shuffled. Larger sources use Spark's own join choice (sort-merge: both sides shuffled).
 DEFAULT_BROADCAST_ROWS = 2_000_000
-
-
-def _q(name: str) -> str:
-    return f"`{name.replace('`', '``')}`"
 
 
 def _as_column(v: Any) -> Any:
@@ -81,17 +74,12 @@ def read_with_positions(spark: Any, table: lamina.Table, entries: pa.Table) -> A
     (``_metadata.file_path`` / ``row_index``); rows deleted by existing DVs are removed."""
     from pyspark.sql import functions as F
 
-    schema = spark_schema(table.schema)
     if not entries.num_rows:  # no file can match: an empty relation built in the JVM (no Python job)
-        cols = [F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields]
+        cols = [F.lit(None).cast(f.dataType).alias(f.name) for f in spark_schema(table.schema).fields]
         return spark.range(0).select(*cols, F.lit(None).cast("string").alias(FILE), F.lit(None).cast("long").alias(ROW))
-    df = _native_parquet(spark, schema, file_uris(table.io, entries.column("path")).to_pylist())
-    df = df.select("*", F.col("_metadata.file_path").alias(FILE), F.col("_metadata.row_index").alias(ROW))
+    df = native_read(spark, table.metadata.schema, table.io, entries, positions=True)
     with_dv = entries.filter(pc.is_valid(entries.column("dv_path")))
-    if with_dv.num_rows:
-        d = spark.createDataFrame(_deleted_positions(table.io, with_dv)).select(F.col("file_path").alias(FILE), F.col("row_index").alias(ROW))
-        df = df.join(F.broadcast(d), on=[FILE, ROW], how="left_anti")
-    return df
+    return without_deleted(spark, df, table.io, with_dv) if with_dv.num_rows else df
 
 
 def _positions(table: lamina.Table, entries: pa.Table, hits: pa.Table) -> dict[tuple, np.ndarray]:
@@ -123,18 +111,12 @@ def _commit(session: WriteSession, operation: str, prune: Expr, entries: pa.Tabl
 def _write_rows(df: Any, session: WriteSession) -> None:
     """Write ``df`` (the table's columns) with Spark's native writer into the session's
     directory and add its (non-empty) files to the session."""
-    table = session.table
-    schema, spec = table.metadata.schema, table.partition_spec
-    plan = check_writable(df.schema, table.schema, table.uri)
+    table, vm = session.table, session.metadata
+    schema, spec = vm.schema, vm.partition_spec
+    plan = check_writable(df.schema, schema, table.uri)
     out_dir = table.io.local_path(session.data_dir)
     _run_spark_write(df, plan, schema, spec, None, out_dir, WriterProperties.from_properties(table.properties))
-    rel, sizes, local = _local_files(out_dir)
-    keep = [i for i, p in enumerate(local) if pq.read_metadata(p).num_rows]  # a union may leave empty part files
-    for i in set(range(len(local))) - set(keep):
-        os.remove(local[i])
-    rel, sizes, local = [rel[i] for i in keep], [sizes[i] for i in keep], [local[i] for i in keep]
-    if rel:
-        session.add_files(file_entries(rel, sizes, local, schema, spec))
+    session.add_files(file_entries(*_local_files(out_dir), schema, spec))  # a union may leave empty part files: dropped
 
 
 def _with_attempts(table: lamina.Table, attempts: int, run: Any) -> Any:

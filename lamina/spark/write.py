@@ -27,15 +27,16 @@ from lamina.data.inflight import discard_writes, new_write_id, register_write
 from lamina.errors import InvalidArgument, SchemaMismatch, TransactionAlreadyCommitted
 from lamina.expr import Expr, bind, to_expr
 from lamina.operations import check_app_transactions
-from lamina.spark._filters import to_spark_column
+from lamina.spark._filters import spark_literal, to_spark_column
 from lamina.spark._stats import file_entries
 from lamina.spark._target import TableRef
-from lamina.spark._types import arrow_schema, check_writable, spark_type
+from lamina.spark._types import arrow_schema, check_writable, quoted as _q, spark_schema, spark_type
 from lamina.spec.layout import engine_data_dir
 from lamina.spec.partition import PartitionField, PartitionSpec, parse_partition_by
 from lamina.spec.properties import WriterProperties, check_properties
 from lamina.spec.schema import Schema
 from lamina.table import WriteSession
+from lamina.table.engine import merged_schema
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +59,6 @@ def session_conf(spark: Any, settings: Mapping[str, str]) -> Iterator[None]:
 
 # Parquet as Lamina reads it: INT64 microsecond timestamps (Spark's default is INT96).
 _WRITE_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
-
-
-def _q(name: str) -> str:
-    return f"`{name.replace('`', '``')}`"
 
 
 # --- partition transforms in Spark ----------------------------------------------------------
@@ -149,19 +146,38 @@ def derived_names(spec: PartitionSpec, columns: Sequence[str]) -> list[str]:
 # --- the write -----------------------------------------------------------------------------
 
 
-def _conformed(df: Any, plan: list[tuple[str, Any, Any]]) -> Any:
-    """``df`` as exactly the table's columns, in table order and types (missing ones null)."""
+def _conformed(df: Any, plan: list[tuple[str, Any, Any]], schema: Schema) -> Any:
+    """``df`` as exactly the table's columns, in table order and types (missing ones their
+    write default, or null)."""
     from pyspark.sql import functions as F
 
     cols = []
     for name, have, want in plan:
         if have is None:
-            cols.append(F.lit(None).cast(want).alias(name))
+            default = schema.write_defaults.get(name)
+            cols.append((F.lit(None).cast(want) if default is None else spark_literal(default, name)).alias(name))
         elif have == want:
             cols.append(F.col(_q(name)))
         else:
             cols.append(F.col(_q(name)).cast(want).alias(name))
     return df.select(*cols)
+
+
+def physical_columns(schema: Schema) -> list[Any]:
+    """The table's columns of a DataFrame with ``schema``'s columns as data files store them:
+    under their physical names at every depth (nested renames: a cast, struct casts are
+    positional), with their Parquet field ids (Spark writes ``parquet.field.id``); the
+    columns themselves when the schema has no column mapping."""
+    from pyspark.sql import functions as F
+
+    if not schema.has_column_mapping:
+        return [F.col(_q(n)) for n in schema.names]
+    logical = spark_schema(schema.arrow)
+    physical = spark_schema(schema.physical_arrow, field_ids=True)
+    return [
+        (F.col(_q(f.name)) if f.dataType == p.dataType else F.col(_q(f.name)).cast(p.dataType)).alias(p.name, metadata=p.metadata)
+        for f, p in zip(logical.fields, physical.fields)
+    ]
 
 
 def _checks(schema: Schema, predicate: Expr | None, df_schema: Any) -> list[tuple[str, Any]]:
@@ -212,6 +228,7 @@ def write(
     storage_options: Mapping[str, Any] | None = None,
     app_transaction: tuple[str, int] | None = None,
     catalog: Any = None,
+    schema_mode: str | None = None,
 ) -> int | None:
     """Write ``df`` to a Lamina table as one new version; returns the version.
 
@@ -224,6 +241,10 @@ def write(
     - ``properties``: table properties of a new table.
     - ``app_transaction=(app_id, n)``: idempotent append (streaming); returns None, writing
       nothing, when ``n`` is not above the sequence already committed for ``app_id``.
+    - ``schema_mode="merge"``: columns of ``df`` the table lacks are added (at any depth) and
+      columns ``df`` has wider are widened, in the same version as the rows (as
+      ``Table.append(..., schema_mode="merge")``). Without it such a DataFrame is refused
+      (SchemaMismatch) before anything is written.
 
     Local tables use Spark's native Parquet writer; other stores go through the
     Python data source (``df.write.format("lamina")``).
@@ -234,6 +255,8 @@ def write(
         raise InvalidArgument("where applies to mode='overwrite' only")
     if app_transaction is not None and mode != "append":
         raise InvalidArgument("app_transaction applies to mode='append' only")
+    if schema_mode not in (None, "merge"):
+        raise InvalidArgument(f"schema_mode must be None or 'merge', not {schema_mode!r}")
     ref = TableRef.of(target, catalog=catalog, storage_options=storage_options)
     table = ref.open_or_none()
     if table is not None:
@@ -246,11 +269,14 @@ def write(
                 return None
     io = ref.io
     if not io.is_local:
-        return _write_via_datasource(df, ref, mode, partition_by, where, app_transaction)
+        return _write_via_datasource(df, ref, mode, partition_by, where, app_transaction, schema_mode)
 
+    evolution = None
     if table is not None:
-        plan = check_writable(df.schema, table.schema, ref.name)
-        schema, spec, props = table.metadata.schema, table.partition_spec, table.properties
+        evolution = merged_schema(table.metadata, arrow_schema(df.schema)) if schema_mode == "merge" else None
+        schema = table.metadata.schema if evolution is None else evolution[1]
+        plan = check_writable(df.schema, schema, ref.name)
+        spec, props = table.partition_spec, table.properties
         if partition_by is not None and parse_partition_by(partition_by, schema) != spec:
             raise InvalidArgument(f"table {ref.name} is already partitioned as {spec.to_json()['fields']}; partition_by cannot change it")
     else:
@@ -267,6 +293,8 @@ def write(
     write_id = session.write_id if session is not None else new_write_id()
     if session is None:
         register_write(io, write_id)
+    elif evolution is not None:
+        session.stage_schema_update(*evolution)  # committed with the files, which follow it
     try:
         out_dir = io.local_path(engine_data_dir(write_id))
         assert out_dir is not None
@@ -294,13 +322,14 @@ def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, p
     writer under ``out_dir``, partitioned by ``spec``; ``settings``: the table's writer properties."""
     from pyspark.sql import Observation
 
-    conformed = _conformed(df, plan)
+    conformed = _conformed(df, plan, schema)
     checks = _checks(schema, predicate, df.schema)
     if checks:
         obs = Observation(f"lamina-{os.path.basename(out_dir)}")
         conformed = conformed.observe(obs, *[agg.alias(f"c{i}") for i, (_, agg) in enumerate(checks)])
-    names = derived_names(spec, schema.names)
-    out = conformed.select("*", *[partition_column(pf, schema).alias(n) for pf, n in zip(spec.fields, names)])
+    names = derived_names(spec, [*schema.names, *schema.physical_names.values()])
+    # Partition values from the table's columns; the files hold them under physical names.
+    out = conformed.select(*physical_columns(schema), *[partition_column(pf, schema).alias(n) for pf, n in zip(spec.fields, names)])
     writer = (
         out.write.mode("errorifexists")
         .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
@@ -320,7 +349,7 @@ def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, p
 
 
 def _write_via_datasource(df: Any, ref: TableRef, mode: str, partition_by: Any, where: Any,
-                          app_transaction: tuple[str, int] | None) -> int | None:
+                          app_transaction: tuple[str, int] | None, schema_mode: str | None) -> int | None:
     from lamina.spark.datasource import register
 
     register(df.sparkSession)
@@ -335,6 +364,8 @@ def _write_via_datasource(df: Any, ref: TableRef, mode: str, partition_by: Any, 
         w = w.option("replaceWhere", where)
     if app_transaction is not None:
         w = w.option("txnAppId", app_transaction[0]).option("txnVersion", str(app_transaction[1]))
+    if schema_mode == "merge":
+        w = w.option("mergeSchema", "true")
     w.save()
     ref.table = None  # the data source committed through its own handle
     return ref.open().version

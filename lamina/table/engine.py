@@ -17,6 +17,10 @@ with the same conflict rules as every other change. Three ways to commit:
 - ``commit_operation``: any operation that references the write's files (``Table.compact``
   with ``session=`` commits a compaction whose groups the engine rewrote this way).
 
+A write that changes the table's schema (``schema_mode="merge"``) plans the change first
+(``merged_schema``), writes its files for the new schema, and stages the change in the
+session (``stage_schema_update``): it commits in the same version as the files.
+
 A commit that fails, ``abort()``, or leaving the ``with`` block by an exception deletes what
 the write put under ``data/`` and commits nothing; a commit whose outcome is unknown
 (CommitStateUnknown) keeps the files, which the version may reference.
@@ -43,7 +47,9 @@ from lamina.errors import CommitStateUnknown, InvalidArgument, StorageError
 from lamina.expr import Expr
 from lamina.manifest.entries import entries_from_user_files, manifest_schema_of
 from lamina.operations import PositionDelta
+from lamina.operations.schema import SchemaUpdate, UpdateSchema
 from lamina.spec.layout import engine_data_dir
+from lamina.spec.schema import Schema
 from lamina.spec.version import VersionManifest
 
 if TYPE_CHECKING:
@@ -73,6 +79,7 @@ class WriteSession:
         self.commit_options = commit_options
         self._write_ids = [self.write_id]
         self._entries: list[pa.Table] = []
+        self._schema_update: tuple[UpdateSchema, Schema] | None = None
         self._state = "open"
         if register:
             register_write(table.io, self.write_id)
@@ -96,15 +103,31 @@ class WriteSession:
         self._write_ids += [w for w in dict.fromkeys(write_ids) if w not in self._write_ids]
 
     @property
+    def metadata(self) -> VersionManifest:
+        """The version the engine writes files for: ``base``, with the schema change staged by
+        ``stage_schema_update`` (the files follow that schema)."""
+        return self.base if self._schema_update is None else self.base.next(schema=self._schema_update[1])
+
+    def stage_schema_update(self, op: UpdateSchema, schema: Schema) -> None:
+        """Commit schema change ``op`` (see ``merged_schema``), whose result is ``schema``, in the
+        same version as the files, before them: the engine writes its files for ``schema``
+        (physical names, field ids). If a concurrent commit changed the table's schema
+        meanwhile, the commit fails (CommitConflict) and deletes the files."""
+        self._check_open()
+        if self._entries:
+            raise InvalidArgument("stage the schema update before adding files: they must be written for it")
+        self._schema_update = (op, schema)
+
+    @property
     def manifest_schema(self) -> pa.Schema:
-        return manifest_schema_of(self.base)
+        return manifest_schema_of(self.metadata)
 
     # -- the files --------------------------------------------------------------------------
 
     def entries_of(self, files: pa.Table) -> pa.Table:
         """Manifest entries for files described as for ``Table.add_files`` (path, size,
         record_count, ``partition_path``, ``lower.<col>``/``upper.<col>``/``null_count.<col>``)."""
-        vm = self.base
+        vm = self.metadata
         return entries_from_user_files(files, vm.schema, vm.partition_spec, manifest_schema_of(vm))
 
     def add_files(self, files: pa.Table) -> None:
@@ -167,7 +190,10 @@ class WriteSession:
 
     def _transaction(self) -> "Transaction":
         self._check_open()
-        return self.table.transaction(commit_options=self.commit_options)
+        tx = self.table.transaction(commit_options=self.commit_options)
+        if self._schema_update is not None:
+            tx.stage_schema_update(self._schema_update[0])
+        return tx
 
     def _commit(self, tx: "Transaction") -> int | None:
         try:
@@ -222,3 +248,16 @@ class WriteSession:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if self._state == "open":
             self.abort()
+
+
+def merged_schema(vm: VersionManifest, data: pa.Schema) -> tuple[UpdateSchema, Schema] | None:
+    """The schema change a write of rows of schema ``data`` into version ``vm`` makes with
+    ``schema_mode="merge"`` (the columns ``vm`` lacks added, the columns ``data`` has wider
+    widened: ``SchemaUpdate.union_by_name``) and the schema it makes; None if none is needed.
+    Planned once, so its added columns' physical names are fixed: an engine writes its files
+    for the schema, and commits the change with them (``WriteSession.stage_schema_update``),
+    in whichever process it commits."""
+    planned: list[tuple[UpdateSchema, Schema]] = []
+    update = SchemaUpdate(vm, lambda op: planned.append((op, op.planned[1])), strict=True)
+    update.union_by_name(data).commit()
+    return planned[0] if planned else None

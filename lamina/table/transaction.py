@@ -39,7 +39,7 @@ from lamina.operations import (
 from lamina.commit.committer import with_metadata
 from lamina.operations.partition_spec import SpecUpdate
 from lamina.operations.rowlevel import file_fn_delete, file_fn_update, row_mode
-from lamina.operations.schema import PlannedColumns, SchemaUpdate
+from lamina.operations.schema import PlannedColumns, SchemaUpdate, UpdateSchema
 from lamina.operations.sort_order import SortOrderUpdate
 from lamina.spec.tag import validate_tag_name
 from lamina.spec.version import VersionManifest
@@ -124,7 +124,12 @@ class Transaction:
         """A schema change in this transaction (see ``Table.update_schema``): the calls after its
         ``commit()`` see the new schema; it commits with the transaction."""
         self._check_open()
-        return SchemaUpdate(self.metadata, self._queue_metadata, strict=True)
+        return SchemaUpdate(self.metadata, self.stage_schema_update, strict=True)
+
+    def stage_schema_update(self, op: UpdateSchema) -> None:
+        """Queue schema change ``op``: the calls after it see its schema (an engine write
+        session stages the change its files were written for)."""
+        self._queue_metadata(op)
 
     def _evolve(self, data: pa.Table, schema_mode: str | None, allowed: tuple[str, ...], where: Any = None) -> None:
         """Queue the schema change ``schema_mode`` asks for ``data``, if any."""

@@ -161,12 +161,12 @@ def test_write_plan_names_every_problem():
     table = pa.schema([pa.field("id", pa.int64(), False), ("name", pa.string()), ("ts", pa.timestamp("us", "UTC"))])
     df = T.StructType([T.StructField("name", T.LongType()), T.StructField("extra", T.StringType()), T.StructField("TS", T.TimestampType())])
     with pytest.raises(SchemaMismatch) as e:
-        check_writable(df, table, "t")
+        check_writable(df, Schema.from_arrow(table), "t")
     msg = str(e.value)
     assert "extra column 'extra'" in msg and "required column 'id' is missing" in msg
     assert "column 'name' is bigint" in msg and "'TS' differs in case" in msg and "nothing was written" in msg
     ok = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("ts", T.TimestampType())])
-    assert check_writable(ok, table, "t") == [("id", T.IntegerType(), T.LongType()), ("name", None, T.StringType()),
+    assert check_writable(ok, Schema.from_arrow(table), "t") == [("id", T.IntegerType(), T.LongType()), ("name", None, T.StringType()),
                                               ("ts", T.TimestampType(), T.TimestampType())]
 
 
