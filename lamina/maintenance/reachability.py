@@ -69,12 +69,15 @@ def _live(entries: pa.Table) -> pa.Table:
     return entries.filter(pc.not_equal(entries.column("status"), C.REMOVED))
 
 
-def live_entries(io: FileIO, vm: VersionManifest, root: pa.Table | None = None) -> pa.Table:
-    """Live data-file entries of a version: path, added_version, size, dv_path."""
+def live_entries(
+    io: FileIO, vm: VersionManifest, root: pa.Table | None = None, leaves: Iterable[str] | None = None
+) -> pa.Table:
+    """Live data-file entries of a version: path, added_version, size, dv_path (of the root's
+    inline rows and ``leaves``, default all its leaves)."""
     if vm.root_manifest is None:
         return GC_SCHEMA.empty_table()
     root = root_of(io, vm) if root is None else root
-    return _live(entries_of(io, root))
+    return _live(entries_of(io, root, leaves))
 
 
 def referenced_files(entries: pa.Table) -> pa.Array:
