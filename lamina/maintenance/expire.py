@@ -503,7 +503,9 @@ def free_tag(io: FileIO, log: VersionLog, tag: Tag, dry_run: bool = False, gone_
 
 def delete_tag(io: FileIO, log: VersionLog, name: str, dry_run: bool = False, gone_tags: Collection[str] = ()) -> _Garbage:
     store = TagStore(io, log)
-    tag = store.get(name) if dry_run else store.delete(name)
+    tag = store.readable(name) if dry_run else store.delete(name)
+    if tag is None:  # a damaged tag file: what only it held is left to orphan cleanup (TagStore.delete)
+        return _Garbage([], [], 0, 0)
     return free_tag(io, log, tag, dry_run=dry_run, gone_tags=gone_tags)
 
 

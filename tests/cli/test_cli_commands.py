@@ -352,3 +352,19 @@ def test_an_existing_tag_is_not_overwritten(table):
     assert table_files(table.uri) == before and table.tag("gold").tagged_version == 1
 
 
+def test_a_corrupt_tag_can_be_deleted_as_its_error_says(table):
+    """A damaged tag file's error says: delete it with `lamina tag delete` and re-create it."""
+    table.create_tag("gold", 1)
+    path = os.path.join(table.uri, "_lamina", "tags", "gold.json")
+    with open(path, "r+b") as f:
+        f.truncate(20)
+    r = run("files", table.uri, "--version", "gold")
+    assert r.exit_code == 2 and "lamina tag delete" in r.output
+    before = table_files(table.uri)
+    assert "would delete tag gold" in ok("tag", "delete", table.uri, "gold", "--dry-run")
+    assert table_files(table.uri) == before
+    r = run("tag", "delete", table.uri, "gold")
+    assert r.exit_code == 0, r.output
+    assert not os.path.exists(path)
+    ok("tag", "create", table.uri, "gold", "--version", "1")
+    assert table.tag("gold").tagged_version == 1
