@@ -92,7 +92,7 @@ def fsck(table) -> FsckReport:
                 log.freed_record(a, b - a + 1)
             except CorruptMetadata as e:
                 report.errors.append(str(e))  # it names slots, no files: the walk stays complete
-        # slots.strays (puts that landed in freed slots) stay unreferenced: expiry deletes them
+        # slots.strays (slot files inside freed chunks) stay unreferenced: expiry and orphan cleanup delete them
     # 3. everything the other kept versions and the tags reference (the latest's tree is
     #    step 1's: read again, its damage would be reported twice)
     try:
