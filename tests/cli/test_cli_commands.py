@@ -131,6 +131,13 @@ def test_fsck(table):
     os.remove(os.path.join(table.uri, victim))
     r = run("fsck", table.uri)
     assert r.exit_code == 1 and f"missing {victim}" in r.output and "1 missing" in r.output
+    # a missing manifest hides which files the version holds: none is called unreferenced
+    manifests = table.manifests().to_pylist()
+    root = next(m["path"] for m in manifests if m["kind"] == "root")
+    os.remove(os.path.join(table.uri, root))
+    r = run("fsck", table.uri)
+    assert r.exit_code == 1 and f"missing {root}" in r.output and "0 unreferenced" in r.output
+    assert "unreferenced files not listed" in r.output
 
 
 def test_system(table):
