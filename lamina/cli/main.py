@@ -201,6 +201,8 @@ def fsck(uri: str):
         console.print(f"[red]error[/red] {e}")
     for u in rep.unreferenced:
         console.print(f"[yellow]unreferenced[/yellow] {u}")
+    if not rep.unreferenced_known:
+        console.print("unreferenced files not listed: the damage above hides what some version or tag references")
     console.print(f"{len(rep.missing)} missing, {len(rep.errors)} errors, {len(rep.unreferenced)} unreferenced")
     if not rep.ok:
         raise typer.Exit(1)

@@ -279,11 +279,20 @@ class VersionLog:
         paths = [version_path(v) for v in small]
         read = map(self.io.get_optional, paths) if self.io.is_local or len(paths) <= 1 else _read_pool.map(self.io.get_optional, paths)
         for v, data in zip(small, read):
-            stone = None if data is None else Tombstone.parse(data, version_path(v))
-            if stone is not None:
+            if data is None:
+                continue  # deleted since the listing
+            try:
+                stone = Tombstone.parse(data, version_path(v))
+            except CorruptMetadata:
+                stone = None  # a damaged tombstone
+            if stone is not None and stone.version == v:
                 tombstones[v] = stone
-            elif data is not None:
-                versions.append(v)  # a small manifest, or a damaged one: loading it tells
+            else:
+                # A small manifest, or damage (a tombstone that does not parse or names
+                # another version): listed as a version, so loading it (``read_slot``, the
+                # one judge of a slot) says what is wrong, and expiry, orphan cleanup and
+                # fsck see it as damage rather than as a gone version.
+                versions.append(v)
         return SlotListing(sorted(versions), tombstones, sorted(strays), freed)
 
     def write_hint(self, vm: VersionManifest, wait: bool = True, after: Callable[[], None] | None = None) -> None:

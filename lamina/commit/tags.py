@@ -7,7 +7,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from lamina.commit.log import VersionLog
-from lamina.errors import AlreadyExists, NotFound, TagAlreadyExists, TagNotFound, VersionNotFound
+from lamina.errors import AlreadyExists, CorruptMetadata, NotFound, TagAlreadyExists, TagNotFound, VersionNotFound
 from lamina.io import FileIO
 from lamina.spec.features import check_writer
 from lamina.spec.layout import TAGS_DIR
@@ -103,9 +103,20 @@ class TagStore:
         except NotFound:
             pass
 
-    def delete(self, name: str) -> Tag:
+    def readable(self, name: str) -> Tag | None:
+        """Tag ``name``, or None if its file is damaged (TagNotFound if there is none)."""
+        try:
+            return self.get(name)
+        except CorruptMetadata:
+            return None
+
+    def delete(self, name: str) -> Tag | None:
+        """Delete tag ``name``; returns it, or None if its file was damaged. A damaged tag is
+        deleted all the same: that is what the error reading it advises, and until it is gone
+        expiry and orphan cleanup refuse to run. Which files only it held cannot be read, so
+        they are left to orphan cleanup (unreferenced once the tag is gone)."""
         self.check_writable()
-        tag = self.get(name)
+        tag = self.readable(name)
         self._delete_file(name)
         return tag
 

@@ -428,9 +428,12 @@ class FileIO:
     def delete_many(self, paths: list[str]) -> None:
         """Delete every path; ones already gone are fine (deletes are idempotent)."""
         if self._local_root is not None:
-            for p in paths:
+            # every path checked before the first delete, as the object stores' keys are: a
+            # hostile path refuses the whole call, it does not stop it half done
+            local = [self.local_path(p) for p in paths]
+            for p, path in zip(paths, local):
                 try:
-                    os.unlink(self.local_path(p))  # type: ignore[arg-type]
+                    os.unlink(path)  # type: ignore[arg-type]
                 except (FileNotFoundError, NotADirectoryError):
                     pass  # gone already (or its directory never was one)
                 except OSError as e:
@@ -453,11 +456,15 @@ class FileIO:
         local = self.local_path(path)
         if local is not None:
             try:
-                return os.path.getsize(local)
+                st = os.stat(local)
             except (FileNotFoundError, NotADirectoryError):
                 raise NotFound(f"{path}: not found") from None
             except OSError as e:
                 raise _translate(e, f"size of {path}") from e
+            if not stat.S_ISREG(st.st_mode):
+                # a directory is a prefix, no object (an object store has nothing there): like get
+                raise NotFound(f"{path}: not found (a directory)")
+            return st.st_size
         key = self._key(path)
         return int(self._call(f"head {path}", lambda: obstore.head(self.store, key))["size"])
 
@@ -500,9 +507,9 @@ class FileIO:
 
     def list(self, prefix: str) -> list[ObjectInfo]:
         """Every object under ``prefix`` (a directory, no trailing slash), sorted by path."""
-        if self._local_root is not None and not os.path.isdir(os.path.join(self._local_root, prefix)):
+        key = self._key(prefix)  # first: a path leaving the root is refused, on every store
+        if self._local_root is not None and not os.path.isdir(self.local_path(prefix)):  # type: ignore[arg-type]
             return []
-        key = self._key(prefix)
 
         def run() -> list[ObjectInfo]:
             out = []
@@ -515,10 +522,13 @@ class FileIO:
         return items
 
     def list_names(self, prefix: str) -> list[str]:
-        """Sorted file names directly under ``prefix``; on local disk a plain directory read."""
+        """Sorted file names directly under ``prefix``: no subdirectories, nothing deeper (as
+        ``list_dir``, without sizes); on local disk a plain directory read."""
         if self._local_root is not None:
             try:
-                return sorted(os.listdir(os.path.join(self._local_root, _check_relative(prefix))))
+                # is_file from the directory entry's type: no stat per name
+                with os.scandir(os.path.join(self._local_root, _check_relative(prefix))) as it:
+                    return sorted(e.name for e in it if e.is_file())
             except FileNotFoundError:
                 return []
             except NotADirectoryError:
@@ -527,8 +537,9 @@ class FileIO:
             except OSError as e:
                 self._check_root()
                 raise _translate(e, f"list {prefix}") from e
-        plen = len(prefix) + 1
-        return [o.path[plen:] for o in self.list(prefix)]
+        # One level (a delimiter listing): a recursive listing would name deeper objects too.
+        plen = len(prefix) + 1 if prefix else 0
+        return sorted(p[plen:] for p in self.list_dir(prefix).column("path").to_pylist())
 
     def list_first_page(self, prefix: str, offset: str | None = None) -> list[str]:
         """The first page (up to 1000) of names under ``prefix`` after ``offset``, in order.

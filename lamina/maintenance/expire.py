@@ -47,7 +47,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -220,12 +220,14 @@ def collect_garbage(
     tags: Sequence[Tag],
     existing: Sequence[int],
     latest: VersionManifest,
+    gone_tags: Collection[str] = (),
 ) -> _Garbage:
     """What deleting the versions ``deleted`` frees.
 
     ``chain``: consecutive versions (each the parent of the next) spanning the
     deleted ones plus the nearest survivor after them (and before, if any);
-    ``existing``: every version that survives; ``tags``: every tag.
+    ``existing``: every version that survives; ``tags``: every tag that stays;
+    ``gone_tags``: tags a dry run counts as deleted though they are still there.
     """
     # Read only the roots that can matter: a version that removed nothing and wrote no
     # leaf (its summary says so) adds no candidate, so most roots are never opened.
@@ -250,8 +252,10 @@ def collect_garbage(
     full_walk: pa.Array | None = None
     if latest.last_readd_version is not None and ((removed is not None and removed.num_rows) or len(dropped_dvs)):
         # A rollback once re-added files: a path may have several intervals, some
-        # recorded only by versions already gone. Decide by the full walk instead.
-        full_walk = referenced_paths(io, log)
+        # recorded only by versions already gone. Decide by the full walk instead, without
+        # the deleted versions: a real run has tombstoned them already, a dry run has not,
+        # and counting them would keep (and under-report) what only they reference.
+        full_walk = referenced_paths(io, log, dropping=deleted, dropping_tags=gone_tags)
     if removed is not None and removed.num_rows:
         kept_points = np.unique(np.array(list(existing) + [t.tagged_version for t in tags], dtype=np.int64))
         a = removed.column("added_version").to_numpy()
@@ -344,15 +348,17 @@ def expire_versions(
     limit = floor if cutoff is None else min(cutoff, floor)
     store = TagStore(io, log)
 
-    # 0. tags past their expiry time
+    # 0. tags past their expiry time. A dry run deletes none, so from here on it leaves
+    #    them out by name (``gone_tags``) wherever the real run would no longer find them.
+    #    (A real run must not: a tag re-created under the name meanwhile is honoured.)
     for tag in store.list():
         if tag.expires_at_ms is not None and tag.expires_at_ms <= now:
             report.expired_tags.append(tag.name)
-            if not dry_run:
-                g = delete_tag(io, log, tag.name)
-                report.deleted_manifests += g.manifests
-                report.deleted_files += g.files
-                report.deleted_bytes += g.freed_bytes
+            g = delete_tag(io, log, tag.name, dry_run=dry_run, gone_tags=report.expired_tags if dry_run else ())
+            report.deleted_manifests += g.manifests
+            report.deleted_files += g.files
+            report.deleted_bytes += g.freed_bytes
+    gone_tags = set(report.expired_tags) if dry_run else set()
 
     slots = log.scan_slots()
     versions = slots.versions
@@ -390,9 +396,9 @@ def expire_versions(
                 _put_tombstones(io, [stones[v] for v in expired[i : i + chunk]])
                 step("versions", min(i + chunk, len(expired)), len(expired))
         # 2. what is still needed, seen after the versions are gone
-        tags = store.list()
+        tags = [t for t in store.list() if t.name not in gone_tags]
         latest = log.latest()
-        g = _spare_staged(io, latest, collect_garbage(io, log, chain, set(expired), tags, survivors, latest))
+        g = _spare_staged(io, latest, collect_garbage(io, log, chain, set(expired), tags, survivors, latest, gone_tags))
         report.kept_for_tags = g.kept
         report.deleted_manifests += g.manifests
         report.deleted_files += g.files
@@ -460,10 +466,13 @@ def _neighbours(tags: Sequence[Tag], existing: Sequence[int], log: VersionLog, v
     return out
 
 
-def free_tag(io: FileIO, log: VersionLog, tag: Tag, dry_run: bool = False) -> _Garbage:
-    """Files only ``tag`` held (it has been deleted): its files minus its neighbours'."""
+def free_tag(io: FileIO, log: VersionLog, tag: Tag, dry_run: bool = False, gone_tags: Collection[str] = ()) -> _Garbage:
+    """Files only ``tag`` held (it has been deleted): its files minus its neighbours'.
+
+    ``gone_tags``: other tags a dry run counts as deleted though they are still there."""
     existing = log.list_versions()
-    tags = [t for t in TagStore(io, log).list() if t.name != tag.name]
+    gone = {tag.name, *gone_tags}
+    tags = [t for t in TagStore(io, log).list() if t.name not in gone]
     t = tag.tagged_version
     if t in existing or any(o.tagged_version == t for o in tags):
         return _Garbage([], [], 0, 0)  # the version itself, or another tag, holds all of it
@@ -474,7 +483,9 @@ def free_tag(io: FileIO, log: VersionLog, tag: Tag, dry_run: bool = False) -> _G
         parts = [referenced_files(live_entries(io, vm)) for vm in neighbours]
         keep = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
     else:  # files re-added by a rollback: their lifetimes are not one interval (see module doc)
-        keep = referenced_paths(io, log)
+        # A dry run has not deleted the tag: leave it out of the walk, or it keeps its own
+        # files. A real run has, and must see a tag re-created under the name meanwhile.
+        keep = referenced_paths(io, log, dropping_tags=gone if dry_run else ())
     mine_files = pc.unique(referenced_files(mine))
     mask = _is_in(mine_files, keep)
     files = mine_files.filter(pc.invert(mask)).to_pylist()
@@ -490,10 +501,12 @@ def free_tag(io: FileIO, log: VersionLog, tag: Tag, dry_run: bool = False) -> _G
     return _Garbage(g.manifests, g.files, freed, kept)
 
 
-def delete_tag(io: FileIO, log: VersionLog, name: str, dry_run: bool = False) -> _Garbage:
+def delete_tag(io: FileIO, log: VersionLog, name: str, dry_run: bool = False, gone_tags: Collection[str] = ()) -> _Garbage:
     store = TagStore(io, log)
-    tag = store.get(name) if dry_run else store.delete(name)
-    return free_tag(io, log, tag, dry_run=dry_run)
+    tag = store.readable(name) if dry_run else store.delete(name)
+    if tag is None:  # a damaged tag file: what only it held is left to orphan cleanup (TagStore.delete)
+        return _Garbage([], [], 0, 0)
+    return free_tag(io, log, tag, dry_run=dry_run, gone_tags=gone_tags)
 
 
 def drop_versions_after(io: FileIO, log: VersionLog, target: VersionManifest, rollback: VersionManifest) -> _Garbage:

@@ -7,6 +7,10 @@ table metadata. Those are what crashed or losing writers leave behind; they are
 never visible to readers. Damage -- a version file that does not parse, a
 tombstone that is not one, a freed-slot record that does not parse -- is an
 error, never "unreferenced": cleanup must not act on a table it cannot read.
+Nor does fsck list anything as unreferenced when damage hides what some kept
+version or tag references (a missing or corrupt manifest, a damaged version,
+tombstone or tag): every file might be one of those, so none is called
+unreferenced (``unreferenced_known`` is False) until the damage is repaired.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lamina.errors import CorruptMetadata, LaminaError
-from lamina.maintenance.reachability import kept_versions, live_entries, manifest_paths, paths_of, referenced_files, root_of
+from lamina.maintenance.reachability import kept_versions, leaf_paths, live_entries, paths_of, referenced_files, root_of
 from lamina.spec.layout import HINT_PATH, PENDING_DIR, TAGS_DIR, WRITES_DIR, version_path
 from lamina.spec.slot import FREED_DIR, freed_path
 
@@ -26,6 +30,9 @@ class FsckReport:
     missing: list[str] = field(default_factory=list)  # referenced by the latest version but absent
     unreferenced: list[str] = field(default_factory=list)  # present but referenced by no version
     errors: list[str] = field(default_factory=list)  # damaged metadata: versions, tombstones, records
+    # False when damage hid what a kept version or tag references: ``unreferenced`` is then
+    # left empty, since any file present might be one of those
+    unreferenced_known: bool = True
 
     @property
     def ok(self) -> bool:
@@ -37,25 +44,37 @@ def fsck(table) -> FsckReport:
     latest = log.latest()
     report = FsckReport(latest.version)
     present = {o.path: o.size for o in io.walk()}
-    # 1. the latest version: every reference exists
+    complete = True  # every kept version's and tag's references were read
+
+    def damaged(message: str) -> None:
+        nonlocal complete
+        report.errors.append(message)
+        complete = False
+
+    # 1. the latest version: every reference exists. Each manifest is looked for before it
+    #    is read, so one that is gone is listed as missing and the others are still checked.
+    manifests = [] if latest.root_manifest is None else [latest.root_manifest]
+    files: list[str] = []
     try:
-        root = root_of(io, latest)
-        latest_refs = set(manifest_paths(io, latest, root).to_pylist()) | set(
-            referenced_files(live_entries(io, latest, root)).to_pylist()
-        )
+        if latest.root_manifest in present:
+            root = root_of(io, latest)
+            manifests += leaf_paths(root).to_pylist()
+            files = referenced_files(live_entries(io, latest, root, [p for p in manifests[1:] if p in present])).to_pylist()
     except CorruptMetadata as e:
-        report.errors.append(f"version {latest.version}: {e}")
-        latest_refs = set()
+        damaged(f"version {latest.version}: {e}")
+    latest_refs = set(manifests) | set(files)
     for p in sorted(latest_refs):
         report.checked_files += 1
         if p not in present:
             report.missing.append(p)
+    if any(p not in present for p in manifests):
+        complete = False  # what a missing manifest lists is unknown
     # 2. every slot holds a readable version or a tombstone (told apart by content)
     referenced = {HINT_PATH} | latest_refs
     try:
         slots = log.scan_slots()
     except CorruptMetadata as e:
-        report.errors.append(str(e))
+        damaged(str(e))
         slots = None
     loaded = []  # the versions that read, for step 3 (each is loaded once)
     if slots is not None:
@@ -63,7 +82,7 @@ def fsck(table) -> FsckReport:
             try:
                 loaded.append(log.load(v, check_freed=False))
             except CorruptMetadata as e:
-                report.errors.append(f"version {v}: {e}")
+                damaged(f"version {v}: {e}")
             except LaminaError:
                 pass  # expired meanwhile
         referenced.update(version_path(v) for v in slots.versions + list(slots.tombstones))
@@ -72,13 +91,17 @@ def fsck(table) -> FsckReport:
             try:
                 log.freed_record(a, b - a + 1)
             except CorruptMetadata as e:
-                report.errors.append(str(e))
-        # slots.strays (puts that landed in freed slots) stay unreferenced: expiry deletes them
-    # 3. everything a kept version references
+                report.errors.append(str(e))  # it names slots, no files: the walk stays complete
+        # slots.strays (slot files inside freed chunks) stay unreferenced: expiry and orphan cleanup delete them
+    # 3. everything the other kept versions and the tags reference (the latest's tree is
+    #    step 1's: read again, its damage would be reported twice)
     try:
-        referenced.update(paths_of(io, kept_versions(io, log, loaded if slots is not None else None)).to_pylist())
+        others = [vm for vm in kept_versions(io, log, loaded) if vm.root_manifest != latest.root_manifest]
+        referenced.update(paths_of(io, others).to_pylist())
     except LaminaError as e:
-        report.errors.append(str(e))
-    meta = (f"{TAGS_DIR}/", f"{WRITES_DIR}/", f"{PENDING_DIR}/", f"{FREED_DIR}/")
-    report.unreferenced = sorted(p for p in present if p not in referenced and not p.startswith(meta))
+        damaged(str(e))
+    report.unreferenced_known = complete
+    if complete:
+        meta = (f"{TAGS_DIR}/", f"{WRITES_DIR}/", f"{PENDING_DIR}/", f"{FREED_DIR}/")
+        report.unreferenced = sorted(p for p in present if p not in referenced and not p.startswith(meta))
     return report

@@ -3,7 +3,8 @@
 Orphans are what failed or crashed writers leave (data files and manifests
 of commits that never landed) and what a crashed expiry did not finish. A
 file is deleted only if (1) no existing version, no tag and no version a SQL
-catalog committed but has not yet published references it,
+catalog committed but has not yet published references it, and it is no table
+metadata (version slots are, except slot files inside freed chunks),
 (2) it is older than ``older_than`` (default 3 days; at least the longest a
 writer may take between writing a file and committing it), and (3) its path
 carries no write id registered as in flight (``lamina.data.inflight``), so a
@@ -27,7 +28,7 @@ from lamina.io import FileIO
 from lamina.maintenance.expire import to_ms
 from lamina.maintenance.reachability import referenced_paths
 from lamina.spec.features import check_writer
-from lamina.spec.layout import HINT_PATH, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, parse_pending_name
+from lamina.spec.layout import HINT_PATH, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, parse_pending_name, version_path
 from lamina.spec.slot import FREED_DIR
 from lamina.data.inflight import live_write_ids, written_by
 from lamina.timeutil import now_ms
@@ -76,9 +77,14 @@ def remove_orphans(
     latest = log.latest()
     check_writer(latest.writer_features, f"table {io.uri}")
     report = OrphanReport(dry_run)
+    # Slot files inside freed chunks are no version: a tombstone an interrupted expiry did
+    # not delete after writing its chunk's record, or a late put its writer withdraws. fsck
+    # calls them unreferenced and expiry deletes them; so does this, after the same age check
+    # as any orphan (else they stay until the next expiry, on a table that may get none).
+    strays = {version_path(v) for v in log.scan_slots().strays}
     # List first: a file written after this listing is not considered at all, and one
     # listed here but committed later is younger than the cutoff (or in flight).
-    listed = [o for o in io.walk() if _may_be_orphan(o.path, latest.version)]
+    listed = [o for o in io.walk() if o.path in strays or _may_be_orphan(o.path, latest.version)]
     report.scanned = len(listed)
     in_flight = live_write_ids(io)
     referenced = referenced_paths(io, log, progress)

@@ -10,7 +10,7 @@ projected (``path``, ``added_version``, ``removed_version``, ``status``,
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable
+from typing import Callable, Collection, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -69,12 +69,15 @@ def _live(entries: pa.Table) -> pa.Table:
     return entries.filter(pc.not_equal(entries.column("status"), C.REMOVED))
 
 
-def live_entries(io: FileIO, vm: VersionManifest, root: pa.Table | None = None) -> pa.Table:
-    """Live data-file entries of a version: path, added_version, size, dv_path."""
+def live_entries(
+    io: FileIO, vm: VersionManifest, root: pa.Table | None = None, leaves: Iterable[str] | None = None
+) -> pa.Table:
+    """Live data-file entries of a version: path, added_version, size, dv_path (of the root's
+    inline rows and ``leaves``, default all its leaves)."""
     if vm.root_manifest is None:
         return GC_SCHEMA.empty_table()
     root = root_of(io, vm) if root is None else root
-    return _live(entries_of(io, root))
+    return _live(entries_of(io, root, leaves))
 
 
 def referenced_files(entries: pa.Table) -> pa.Array:
@@ -133,28 +136,47 @@ def staged_versions(io: FileIO, latest: int) -> list[VersionManifest]:
     return out
 
 
-def kept_versions(io: FileIO, log: VersionLog, versions: list[VersionManifest] | None = None) -> list[VersionManifest]:
+def kept_versions(
+    io: FileIO,
+    log: VersionLog,
+    versions: list[VersionManifest] | None = None,
+    *,
+    dropping: Collection[int] = (),
+    dropping_tags: Collection[str] = (),
+) -> list[VersionManifest]:
     """Every version whose files must stay: existing versions (``versions`` if the caller
     has loaded them), tags' copies, staged commits.
+
+    ``dropping`` / ``dropping_tags``: versions and tags the caller is about to delete and
+    still lists (a dry run deletes nothing), left out so that it sees what the real run
+    would free, not what these still hold.
 
     A damaged version file raises CorruptMetadata: nothing is freed on a table whose
     history cannot be read (fail closed)."""
     # try_load: a version expired between the listing and the read is simply not there
     vms = list(versions) if versions is not None else [
-        vm for vm in _pool.map(log.try_load, log.list_versions()) if vm is not None
+        vm for vm in _pool.map(log.try_load, [v for v in log.list_versions() if v not in dropping]) if vm is not None
     ]
     latest = max((vm.version for vm in vms), default=-1)
-    vms += [t.version for t in TagStore(io, log).list()]
+    vms += [t.version for t in TagStore(io, log).list() if t.name not in dropping_tags]
     vms += staged_versions(io, latest)
     return vms
 
 
-def referenced_paths(io: FileIO, log: VersionLog, progress: Callable[[str, int, int], None] | None = None) -> pa.Array:
-    """Every manifest, data file and DV file referenced by a kept version (``kept_versions``).
+def referenced_paths(
+    io: FileIO,
+    log: VersionLog,
+    progress: Callable[[str, int, int], None] | None = None,
+    *,
+    dropping: Collection[int] = (),
+    dropping_tags: Collection[str] = (),
+) -> pa.Array:
+    """Every manifest, data file and DV file referenced by a kept version (``kept_versions``,
+    which says what ``dropping`` and ``dropping_tags`` leave out).
 
     Each distinct leaf is read once (leaves are shared between versions).
     """
-    return paths_of(io, kept_versions(io, log), progress)
+    return paths_of(io, kept_versions(io, log, dropping=dropping, dropping_tags=dropping_tags), progress)
 
 
 def paths_of(io: FileIO, vms: list[VersionManifest], progress: Callable[[str, int, int], None] | None = None) -> pa.Array:

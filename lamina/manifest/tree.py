@@ -145,6 +145,11 @@ def leaf_summary(entries: pa.Table, path: str, size: int, version: int, mschema:
         "partition_path": None,
     }
     for name in mschema.names:
+        if name in row:
+            # Bookkeeping columns are set above; ``max_added_version`` starts with "max_" but
+            # is no column bound (its entries hold null: taken as one it nulled the summary,
+            # and removals read every leaf instead of pruning by added_version).
+            continue
         if name.startswith(("min_", "pmin_")):
             row[name] = _null_if_any_null(live.column(name), "min")
         elif name.startswith(("max_", "pmax_")):
@@ -219,6 +224,7 @@ def apply_change(
     """
     w = _Writer(io, mschema, version, cfg)
     root = load_root(io, base_root, mschema)
+    base_leaves = root.filter(pc.equal(root.column("content"), C.LEAF)).column("path")
     # Drop what earlier versions already recorded: old REMOVED inline entries and
     # leaves left with nothing live.
     stale = (_np(root, "status") == C.REMOVED) | ((_np(root, "content") == C.LEAF) & (_np(root, "file_count") == 0))
@@ -262,7 +268,10 @@ def apply_change(
 
     root = _merge_small_leaves(w, root)
     rows_added = int(_np(added, "record_count").sum()) if added.num_rows else 0
-    carried = int((_np(root, "content") == C.LEAF).sum()) - w.written
+    # Carried = base leaves the new root still references. Not "leaves in the root minus
+    # leaves written": a leaf written by this change and then merged away counts as written
+    # but is in no root, which made the difference negative.
+    carried = pc.sum(pc.is_in(root.column("path"), value_set=base_leaves)).as_py() or 0
     root_path = None
     if root.num_rows:
         root_path, _ = write_manifest(io, root, "root")

@@ -131,6 +131,13 @@ def test_fsck(table):
     os.remove(os.path.join(table.uri, victim))
     r = run("fsck", table.uri)
     assert r.exit_code == 1 and f"missing {victim}" in r.output and "1 missing" in r.output
+    # a missing manifest hides which files the version holds: none is called unreferenced
+    manifests = table.manifests().to_pylist()
+    root = next(m["path"] for m in manifests if m["kind"] == "root")
+    os.remove(os.path.join(table.uri, root))
+    r = run("fsck", table.uri)
+    assert r.exit_code == 1 and f"missing {root}" in r.output and "0 unreferenced" in r.output
+    assert "unreferenced files not listed" in r.output
 
 
 def test_system(table):
@@ -352,3 +359,19 @@ def test_an_existing_tag_is_not_overwritten(table):
     assert table_files(table.uri) == before and table.tag("gold").tagged_version == 1
 
 
+def test_a_corrupt_tag_can_be_deleted_as_its_error_says(table):
+    """A damaged tag file's error says: delete it with `lamina tag delete` and re-create it."""
+    table.create_tag("gold", 1)
+    path = os.path.join(table.uri, "_lamina", "tags", "gold.json")
+    with open(path, "r+b") as f:
+        f.truncate(20)
+    r = run("files", table.uri, "--version", "gold")
+    assert r.exit_code == 2 and "lamina tag delete" in r.output
+    before = table_files(table.uri)
+    assert "would delete tag gold" in ok("tag", "delete", table.uri, "gold", "--dry-run")
+    assert table_files(table.uri) == before
+    r = run("tag", "delete", table.uri, "gold")
+    assert r.exit_code == 0, r.output
+    assert not os.path.exists(path)
+    ok("tag", "create", table.uri, "gold", "--version", "1")
+    assert table.tag("gold").tagged_version == 1

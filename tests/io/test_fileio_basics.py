@@ -122,6 +122,28 @@ def test_list_walk_and_list_dir(store):
     assert sorted(io.list_dir("").column("path").to_pylist()) == ["r.json"]
 
 
+def test_list_names_gives_the_file_names_directly_under_a_prefix(store):
+    """Its docstring: "Sorted file names directly under ``prefix``" -- the same on every
+    store: no subdirectory names (local disk lists them), no deeper objects (object stores
+    list them)."""
+    io = store()
+    for p, data in TREE.items():
+        io.put(p, data)
+    assert io.list_names("a/b") == ["y.json"]
+    assert io.list_names("a") == ["x.json"]
+    assert io.list_names("nothing") == []
+
+
+def test_a_prefix_is_not_an_object(store):
+    """Where objects live under ``a/b/``, ``a/b`` itself is no object, on every store."""
+    io = store()
+    io.put("a/b/y.json", b"22")
+    assert not io.exists("a/b") and io.get_optional("a/b") is None
+    for read in (io.get, io.size):
+        with pytest.raises(NotFound):
+            read("a/b")
+
+
 def test_locations_sharing_a_prefix_do_not_see_each_others_objects(store):
     one, longer = store("p1"), store("p12")
     one.put("data/x.json", b"one")
@@ -142,6 +164,40 @@ def test_two_fileios_on_one_memory_location_share_its_objects():
 
 
 # -- paths that leave the root, and locations that are none -----------------------------------
+
+HOSTILE = ["../escape", "/etc/passwd", "a/../../escape", "a\\b", "./x", "a/./b", "a//b", "a/", "..", "a\x00b", "a\nb"]
+
+
+def _every_call(io: FileIO):
+    """Each FileIO method taking a path inside the table, as (name, call(path)); ``local_path``
+    only where there is one (elsewhere it is None, whatever the path)."""
+    calls = [
+        ("get", io.get), ("get_optional", io.get_optional), ("get_range", lambda p: io.get_range(p, 0, 1)),
+        ("exists", io.exists), ("size", io.size), ("put", lambda p: io.put(p, b"x")),
+        ("put_if_absent", lambda p: io.put_if_absent(p, b"x")), ("put_new", lambda p: io.put_new(p, b"x")),
+        ("delete", io.delete), ("delete_many", lambda p: io.delete_many(["ok.json", p])),
+        ("list", io.list), ("list_names", io.list_names), ("list_dir", io.list_dir), ("walk", lambda p: list(io.walk(p))),
+    ]
+    return calls + ([("local_path", io.local_path)] if io.is_local else [])
+
+
+def test_a_path_leaving_the_root_is_refused_before_anything_is_touched(store, tmp_path):
+    io = store("t/inner")
+    io.put("ok.json", b"ok")
+    outer = store("t")
+    before = {o.path: outer.get(o.path) for o in outer.walk()}
+    not_refused = []
+    for path in HOSTILE:
+        for name, call in _every_call(io):
+            try:
+                call(path)
+            except InvalidUri as e:
+                assert "relative to its root" in str(e), (name, path, str(e))
+            else:
+                not_refused.append((name, path))
+    assert not_refused == [], f"hostile paths not refused: {not_refused}"
+    assert {o.path: outer.get(o.path) for o in outer.walk()} == before  # nothing written or deleted
+    assert not (tmp_path / "escape").exists()
 
 
 @pytest.mark.parametrize("uri", ["", "ftp://host/t", "memory://", "s3://", "file://host/t", "t\x00u", None])

@@ -8,7 +8,8 @@ Checked against oracles that do not ask expiry what it should have done:
   old);
 - which files go: exactly the data, deletion-vector and manifest files no surviving version
   and no tag references, as the public ``$files``/``$manifests`` system tables list them;
-- what survives reads: the rows each retained version and tag returned before expiry;
+- what survives reads: the rows each retained version and tag returned before expiry, which
+  must also be a plain Python model's rows;
 - slots: an expired version's slot holds a tombstone with its commit id; a chunk of old
   tombstones is freed only after its record (naming every commit id) is written
   (docs/format.md, "The commit guarantee").
@@ -26,6 +27,8 @@ from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import lamina
 from lamina.commit import flush_hints
@@ -71,17 +74,22 @@ def batch(ids, grp: str = "a") -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64()), "grp": [grp] * len(ids)}, schema=SCHEMA)
 
 
-
-
-
-
 def gc_files(root: str) -> set[str]:
     """The files expiry may delete: data files, deletion vectors, manifests."""
     return {p for p in table_files(root) if p.startswith(("data/", "_lamina/manifests/"))}
 
 
-
-
+def expected_expired(history: list[dict], retain_last: int | None, limit_ms: int) -> list[int]:
+    """The rule of docs/format.md: oldest first, while the version is not among the
+    ``retain_last`` newest and its successor was committed at or before ``limit_ms``."""
+    versions = sorted(h["version"] for h in history)
+    ts = {h["version"]: h["timestamp_ms"] for h in history}
+    out = []
+    for i, v in enumerate(versions[: max(0, len(versions) - (retain_last or 1))]):
+        if ts[versions[i + 1]] > limit_ms:
+            break
+        out.append(v)
+    return out
 
 
 def reads(t: lamina.Table) -> tuple[dict[int, list[int]], dict[str, list[int]]]:
@@ -114,6 +122,110 @@ def check_after_expiry(t: lamina.Table, rep, before_versions, before_tags, commi
     assert left == needed, f"expiry left files nothing references: {sorted(left - needed)}"
     report = fsck(t)
     assert report.ok and report.unreferenced == [], report
+
+
+# -- the model: random histories, then one expiry -------------------------------------------
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 3), st.sampled_from("ab")),
+        st.tuples(st.just("overwrite"), st.sampled_from("ab")),
+        st.tuples(st.just("delete"), st.integers(0, 2)),
+        st.tuples(st.just("rollback"), st.integers(0, 50)),
+        st.tuples(st.just("tag")),
+        st.tuples(st.just("compact")),
+    ),
+    min_size=1,
+    max_size=7,
+)
+
+
+def run_history(t: lamina.Table, steps, clock: Clock) -> dict[int, list[int]]:
+    """Apply ``steps`` (one commit each, a minute apart); returns the model's rows per version."""
+    rows: list[tuple[int, str]] = []
+    model: dict[int, list[tuple[int, str]]] = {0: []}
+    next_id = 0
+    for step in steps:
+        clock.advance(MINUTE)
+        kind = step[0]
+        if kind == "append":
+            new = [(next_id + i, step[2]) for i in range(step[1])]
+            next_id += step[1]
+            t.append(batch([i for i, _ in new], step[2]))
+            rows += new
+        elif kind == "overwrite":
+            t.overwrite(batch([next_id], step[1]), where=f"grp = '{step[1]}'")
+            rows = [r for r in rows if r[1] != step[1]] + [(next_id, step[1])]
+            next_id += 1
+        elif kind == "delete":  # merge-on-read: deletion vectors on the files holding them
+            doomed = [i for i, _ in rows if i % 3 == step[1]]
+            if not doomed:
+                continue
+            t.delete(f"id IN ({', '.join(map(str, doomed))})")
+            rows = [r for r in rows if r[0] % 3 != step[1]]
+        elif kind == "rollback":
+            target = sorted(model)[step[1] % len(model)]
+            t.rollback(target)
+            rows = list(model[target])
+        elif kind == "compact":  # same rows in fewer files; deletion vectors applied
+            if t.compact().version is None:
+                continue
+        else:
+            t.create_tag(f"tag{t.version}-{len(t.tags())}")
+            continue
+        model[t.version] = sorted(rows)
+    return {v: [i for i, _ in r] for v, r in model.items()}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=ops, retain=st.integers(1, 8), by_time=st.booleans(), pick=st.integers(0, 50), edge=st.sampled_from([-1, 0]))
+def test_expiry_keeps_exactly_what_retained_versions_and_tags_need(tmp_path_factory, clock, steps, retain, by_time, pick, edge):
+    t = lamina.create_table(str(tmp_path_factory.mktemp("exp") / "t"), SCHEMA, properties=TREE)
+    model = run_history(t, steps, clock)
+    clock.advance(MINUTE)
+    history = t.history()
+    before_versions, before_tags = reads(t)
+    assert before_versions == model  # the reads the oracle is taken from are the model's
+    commit_ids = {h["version"]: h["commit_id"] for h in history}
+    if by_time:  # a cutoff at a version's commit time (edge 0) or just before it (-1)
+        stamps = sorted(h["timestamp_ms"] for h in history)
+        cutoff = stamps[pick % len(stamps)] + edge
+        kwargs = {"older_than": cutoff}
+        want = expected_expired(history, None, cutoff)
+    else:
+        kwargs = {"retain_last": retain}
+        want = expected_expired(history, retain, clock.ms)
+    files_before = table_files(t.uri)
+    dry = t.expire_versions(reader_grace=NO_GRACE, dry_run=True, **kwargs)
+    assert table_files(t.uri) == files_before, "a dry run changed the table"
+    rep = t.expire_versions(reader_grace=NO_GRACE, **kwargs)
+    assert rep.expired_versions == want == dry.expired_versions
+    deleted = set(files_before) - set(table_files(t.uri))
+    assert set(rep.deleted_files) | set(rep.deleted_manifests) == {p for p in deleted if not p.startswith("_lamina/versions/")}
+    assert (sorted(dry.deleted_files), sorted(dry.deleted_manifests)) == (sorted(rep.deleted_files), sorted(rep.deleted_manifests))
+    assert rep.deleted_bytes == dry.deleted_bytes == sum(len(files_before[p]) for p in rep.deleted_files + rep.deleted_manifests)
+    check_after_expiry(t, rep, before_versions, before_tags, commit_ids)
+
+
+def test_dry_run_reports_what_the_real_run_deletes_after_a_rollback_readded_files(clock, tmp_path):
+    """The smallest history the model found: a rollback re-adds a file (the table's
+    ``last_readd_version`` is set, so expiry decides by the full reachability walk). The dry
+    run must report the file the real run deletes: B, which only version 2 referenced."""
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    t.append(batch([0]))  # v1: file A
+    t.overwrite(batch([1]))  # v2: removes A, adds B
+    only_v2 = set(t.files().column("path").to_pylist())
+    t.rollback(1)  # v3: re-adds A, removes B
+    clock.advance(MINUTE)
+    before = table_files(t.uri)
+    dry = t.expire_versions(retain_last=1, reader_grace=NO_GRACE, dry_run=True)
+    assert table_files(t.uri) == before
+    rep = t.expire_versions(retain_last=1, reader_grace=NO_GRACE)
+    assert rep.expired_versions == dry.expired_versions == [0, 1, 2]
+    assert set(rep.deleted_files) == only_v2  # B: nothing retained references it
+    assert sorted(dry.deleted_files) == sorted(rep.deleted_files)
+    assert dry.deleted_bytes == rep.deleted_bytes and dry.kept_for_tags == rep.kept_for_tags
+    assert ids_of(lamina.open_table(t.uri).to_arrow()) == [0]
 
 
 # -- which versions go ----------------------------------------------------------------------
@@ -245,7 +357,7 @@ def test_tags_keep_their_versions_readable_and_their_files(clock, tmp_path):
     assert gc_files(t.uri) == referenced(lamina.open_table(t.uri))
 
 
-@pytest.mark.parametrize("readd", [False], ids=["plain"])  # after a rollback re-add the dry run under-reports today (known bug, branch new-tests)
+@pytest.mark.parametrize("readd", [False, True], ids=["plain", "after-a-rollback-readd"])
 def test_deleting_a_tag_frees_what_only_it_held_and_its_dry_run_says_so(clock, tmp_path, readd):
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
     t.append(batch([0]))  # v1: file A
@@ -267,6 +379,53 @@ def test_deleting_a_tag_frees_what_only_it_held_and_its_dry_run_says_so(clock, t
         sorted(rep.deleted_files), sorted(rep.deleted_manifests), rep.deleted_bytes)
     assert set(before) - set(table_files(t.uri)) == set(rep.deleted_files) | set(rep.deleted_manifests) | {
         "_lamina/tags/two.json"}
+    assert gc_files(t.uri) == referenced(lamina.open_table(t.uri))
+
+
+def dry_then_real_expiry(t: lamina.Table, **kwargs):
+    """A dry run, then the real run: the dry run changed nothing and reported what the real
+    run deleted, file for file and byte for byte. Returns the real run's report."""
+    before = table_files(t.uri)
+    dry = t.expire_versions(reader_grace=NO_GRACE, dry_run=True, **kwargs)
+    assert table_files(t.uri) == before, "a dry run changed the table"
+    rep = t.expire_versions(reader_grace=NO_GRACE, **kwargs)
+    assert (dry.expired_tags, dry.expired_versions) == (rep.expired_tags, rep.expired_versions)
+    assert (sorted(dry.deleted_files), sorted(dry.deleted_manifests), dry.deleted_bytes) == (
+        sorted(rep.deleted_files), sorted(rep.deleted_manifests), rep.deleted_bytes)
+    return rep
+
+
+@pytest.mark.parametrize("readd", [False, True], ids=["plain", "after-a-rollback-readd"])
+def test_dry_run_counts_tags_past_their_expiry_as_deleted(clock, tmp_path, readd):
+    """Expiry deletes tags past ``expires_at`` first; its dry run deletes none, yet must
+    report what the real run frees without them: the files only they held, whether their
+    version expires in the same run or went earlier. Two tags on one version, so neither may
+    count the other as keeping it."""
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    t.append(batch([0]))  # v1: file A
+    t.overwrite(batch([1]))  # v2: file B replaces A
+    only_tagged = set(t.files().column("path").to_pylist())
+    for name in ("two", "also-two"):
+        t.create_tag(name, expires_at=timedelta(minutes=5))
+    if readd:
+        t.rollback(1)  # v3: A again (re-added), B removed
+    else:
+        t.overwrite(batch([0]))  # v3: a new file replaces B
+    clock.advance(10 * MINUTE)
+    # the tags' version expires in the same run as the tags
+    rep = dry_then_real_expiry(t, retain_last=1)
+    assert rep.expired_tags == ["also-two", "two"] and only_tagged <= set(rep.deleted_files)
+    # the tags' version went in an earlier run, the tags held its files
+    t.overwrite(batch([2]))  # v4: file D
+    only_tagged = set(t.files().column("path").to_pylist())
+    for name in ("four", "also-four"):
+        t.create_tag(name, expires_at=timedelta(minutes=5))
+    t.overwrite(batch([3]))  # v5: D removed
+    clock.advance(MINUTE)
+    assert dry_then_real_expiry(t, retain_last=1).expired_tags == []  # the tags hold D
+    clock.advance(10 * MINUTE)
+    rep = dry_then_real_expiry(t, retain_last=1)
+    assert rep.expired_tags == ["also-four", "four"] and set(rep.deleted_files) == only_tagged
     assert gc_files(t.uri) == referenced(lamina.open_table(t.uri))
 
 

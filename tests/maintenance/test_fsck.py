@@ -23,14 +23,14 @@ from lamina.errors import CorruptMetadata
 from lamina.maintenance import fsck
 from lamina.manifest.files import clear_cache
 from lamina.spec.layout import version_path
-from support.files import table_files
+from support.files import referenced, table_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("grp", pa.string())])
 NOW = timedelta(0)
 
 
 def inflight():
-    """The in-flight write markers (lamina.data.inflight; moving to lamina.data.inflight)."""
+    """The in-flight write markers (lamina.data.inflight)."""
     from lamina.data import inflight as module
 
     return module
@@ -123,6 +123,12 @@ def _other_version(t, path):
     _overwrite(t.io.get(version_path(t.version)))(t, path)
 
 
+def _tombstone_of_another_version(t, path):
+    stone = json.loads(t.io.get(path))
+    stone["version"] -= 1
+    _overwrite(json.dumps(stone, separators=(",", ":")).encode())(t, path)
+
+
 def _first_slot(t, tombstone: bool) -> str:
     for v in range(t.version):
         p = version_path(v)
@@ -135,8 +141,14 @@ def _first_slot(t, tombstone: bool) -> str:
 DAMAGE = {
     "data file deleted": (lambda t: latest_refs(t)["data"][0], _remove),
     "deletion vector deleted": (lambda t: latest_refs(t)["dv"][0], _remove),
+    "leaf manifest deleted": (lambda t: latest_refs(t)["leaf"][0], _remove),
+    "root manifest deleted": (lambda t: latest_refs(t)["root"][0], _remove),
+    "leaf manifest overwritten": (lambda t: latest_refs(t)["leaf"][0], _overwrite(b"PAR1 not a manifest PAR1")),
+    "root manifest truncated": (lambda t: latest_refs(t)["root"][0], _truncate),
     "older version truncated": (lambda t: _first_slot(t, tombstone=False), _truncate),
     "older version holds another version": (lambda t: _first_slot(t, tombstone=False), _other_version),
+    "tombstone damaged": (lambda t: _first_slot(t, tombstone=True), _overwrite(b'{"tombstone":tru')),
+    "tombstone of another version": (lambda t: _first_slot(t, tombstone=True), _tombstone_of_another_version),
     "freed-slot record damaged": (
         lambda t: "_lamina/freed/" + sorted(os.listdir(os.path.join(t.uri, "_lamina", "freed")))[0],
         _overwrite(b'{"first_version": 0}'),
@@ -150,6 +162,7 @@ def test_each_kind_of_damage_is_reported_naming_the_path(table, case):
     locate, damage = DAMAGE[case]
     path = locate(table)
     live = {p for paths in latest_refs(table).values() for p in paths}
+    held = referenced(table)  # by any version or tag, before the damage
     damage(table, path)
     before = table_files(table.uri)
     report = fsck(fresh(table))
@@ -160,6 +173,7 @@ def test_each_kind_of_damage_is_reported_naming_the_path(table, case):
     # version references (fsck's contract: damage is an error, never "unreferenced")
     assert path not in report.unreferenced
     assert not live & set(report.unreferenced), f"live files listed as unreferenced: {sorted(live & set(report.unreferenced))}"
+    assert not held & set(report.unreferenced), f"files a version or tag holds listed as unreferenced: {sorted(held & set(report.unreferenced))}"
     assert table_files(table.uri) == before  # fsck only reads
 
 

@@ -21,6 +21,8 @@ import lamina
 from lamina.commit import flush_hints
 from lamina.errors import InvalidArgument
 from lamina.maintenance import fsck
+from lamina.spec.layout import version_path
+from lamina.spec.slot import Tombstone
 from support.files import ids_of, referenced, set_age, table_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("grp", pa.string())])
@@ -40,12 +42,6 @@ def batch(ids, grp: str = "a") -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64()), "grp": [grp] * len(ids)}, schema=SCHEMA)
 
 
-
-
-
-
-
-
 def age_all(root: str, days: float = OLD_DAYS) -> None:
     flush_hints()
     for d, _, names in os.walk(root):
@@ -60,8 +56,6 @@ def plant(root: str, rel: str, days: float = OLD_DAYS, data: bytes | None = None
         f.write(data if data is not None else os.urandom(37))
     set_age(p, days)
     return rel
-
-
 
 
 def reads(t: lamina.Table) -> tuple[dict, dict]:
@@ -96,6 +90,7 @@ def world(tmp_path):
     age_all(t.uri)
     root = t.uri
     latest = t.version
+    first_freed = min(t.log.freed_ranges())[0]
     orphans = [
         plant(root, f"data/{wid()}-{uuid.uuid4().hex[:12]}.parquet"),  # an append that never committed
         plant(root, f"data/grp=b/{wid()}-{uuid.uuid4().hex[:12]}.parquet"),
@@ -105,6 +100,9 @@ def world(tmp_path):
         # a manifest the SQL catalog staged for a version that is published (or lost) by now
         plant(root, f"_lamina/versions/pending/{latest:020d}-{uuid.uuid4().hex}.json", data=b"{}"),
         plant(root, "data/stray/notes.bin"),
+        # a tombstone in a freed chunk: expiry wrote the chunk's record, then its delete of
+        # the chunk's tombstones failed (the fault test met it)
+        plant(root, version_path(first_freed), data=Tombstone(first_freed, None, "expired", 0).to_json()),
     ]
     stale = wid()  # a crashed job: its marker is past the marker TTL (7 days), so its files go
     inflight().register_write(t.io, stale)

@@ -93,6 +93,7 @@ def check_shape(io: FileIO, root_path: str | None, cfg: TreeConfig) -> None:
         assert leaf_row["file_count"] == alive.num_rows
         assert leaf_row["record_count"] == sum(alive.column("record_count").to_pylist())
         assert leaf_row["added_version"] == min(entries.column("added_version").to_pylist())
+        assert leaf_row["max_added_version"] == max(entries.column("added_version").to_pylist())
         assert leaf_row[LO] == bound(alive.column(LO).to_pylist(), min)
         assert leaf_row[HI] == bound(alive.column(HI).to_pylist(), max)
 
@@ -141,6 +142,7 @@ def test_the_tree_holds_exactly_the_model_live_files(cfg, history, probe):
         # copy-on-write: a leaf holding no removed file and too big to be merged is carried as is
         new_leaves = set(leaves)
         assert result.leaves_written >= len(new_leaves - base_leaves)
+        assert result.leaves_carried == len(new_leaves & base_leaves)
         for path in base_leaves:
             old = read_manifest(io, path)
             touched = bool(set(old.column("path").to_pylist()) & set(doomed))
@@ -184,5 +186,56 @@ def test_appends_that_fit_inline_write_no_leaf_and_carry_every_leaf():
     assert (r.leaves_written, r.leaves_carried) == (0, 2) and set(tree_of(io, r.root_path)[1]) == leaves
 
 
+def test_a_leafs_max_added_version_is_the_newest_of_its_entries():
+    """docs/format.md: a leaf's row in the root carries ``max_added_version``, "leaf: largest
+    added_version over its entries"; removal uses [added_version, max_added_version] to find
+    the leaves that can hold a file without reading the others."""
+    io = memory_io()
+    model = Model()
+    cfg = TreeConfig(inline_max=0, leaf_target=10, merge_min_leaves=8)
+    r = apply_change(io, None, MSCHEMA, 1, model.new_files([(1, 1, 1, None)], 1), model.removal([]), cfg)
+    r = apply_change(io, r.root_path, MSCHEMA, 2, model.new_files([(1, 2, 2, None)], 2), model.removal([]), cfg)
+    root, leaves = tree_of(io, r.root_path)
+    for row in root.filter(pc.equal(root.column("content"), C.LEAF)).to_pylist():
+        assert row["max_added_version"] == max(leaves[row["path"]].column("added_version").to_pylist()), row
 
 
+def test_leaves_carried_counts_the_leaves_kept_by_reference_when_small_leaves_merge():
+    """Three one-file leaves, then a fourth commit: the small leaves are merged, so no leaf
+    of the base is carried. The count (a version's ``leaves-carried`` summary) must say 0,
+    the number of base leaves in the new root -- not a negative number."""
+    io = memory_io()
+    model = Model()
+    cfg = TreeConfig(inline_max=0, leaf_target=10, merge_min_leaves=3)
+    r = None
+    for v in range(1, 5):
+        base = set(tree_of(io, r.root_path if r else None)[1])
+        r = apply_change(io, r.root_path if r else None, MSCHEMA, v, model.new_files([(1, v, v, None)], v), model.removal([]), cfg)
+        new = set(tree_of(io, r.root_path)[1])
+        assert r.leaves_carried == len(new & base), (v, r)
+
+
+def test_a_removal_reads_only_the_leaves_whose_added_versions_admit_the_file(monkeypatch):
+    """Five one-file leaves, one per version; removing the file added by version 3 must read
+    the one leaf whose [added_version, max_added_version] holds 3 (docs/format.md), not every
+    leaf added at or before it."""
+    import lamina.manifest.tree as tree
+
+    io = memory_io()
+    model = Model()
+    cfg = TreeConfig(inline_max=0, leaf_target=10, merge_min_leaves=100)
+    r = None
+    for v in range(1, 6):
+        r = apply_change(io, r.root_path if r else None, MSCHEMA, v, model.new_files([(1, v, v, None)], v), model.removal([]), cfg)
+    holder = {p for p, leaf in tree_of(io, r.root_path)[1].items() if leaf.column("added_version").to_pylist() == [3]}
+    read: list[str] = []
+
+    def counting(io, paths, columns=None):
+        read.extend(paths)
+        return real(io, paths, columns)
+
+    real = tree.read_manifests
+    monkeypatch.setattr(tree, "read_manifests", counting)
+    r = apply_change(io, r.root_path, MSCHEMA, 6, MSCHEMA.empty_table(), model.removal(["data/f00002.parquet"]), cfg)
+    assert set(read) == holder and len(read) == 1
+    assert r.files_removed == 1 and r.leaves_carried == 4
