@@ -312,22 +312,17 @@ class Schema:
     @cached_property
     def initial_defaults(self) -> dict[str, pa.Scalar]:
         """Top-level columns that rows of files written before them read as a default."""
-        out = {}
-        for f in self.arrow:
-            md = f.metadata or {}
-            if INITIAL_DEFAULT_KEY in md:
-                out[f.name] = decode_default(json.loads(md[INITIAL_DEFAULT_KEY]), f.type)
-        return out
+        return self._defaults(INITIAL_DEFAULT_KEY)
 
     @cached_property
     def write_defaults(self) -> dict[str, pa.Scalar]:
         """Top-level columns a write that lacks them fills with a default."""
-        out = {}
-        for f in self.arrow:
-            md = f.metadata or {}
-            if WRITE_DEFAULT_KEY in md:
-                out[f.name] = decode_default(json.loads(md[WRITE_DEFAULT_KEY]), f.type)
-        return out
+        return self._defaults(WRITE_DEFAULT_KEY)
+
+    def _defaults(self, key: bytes) -> dict[str, pa.Scalar]:
+        return {
+            f.name: decode_default(json.loads(f.metadata[key]), f.type) for f in self.arrow if key in (f.metadata or {})
+        }
 
     @property
     def is_evolved(self) -> bool:
