@@ -272,7 +272,9 @@ class Table:
         optional ``partition_path``, ``lower.<col>``, ``upper.<col>``, ``null_count.<col>``,
         ``partition.<field>``. ``mode="overwrite"`` replaces all rows (or those matching
         ``where``; the caller guarantees the new files' rows match it) in the same version.
-        ``app_transaction`` as for ``append`` (append mode only).
+        ``app_transaction`` as for ``append`` (append mode only). The files' Parquet columns
+        must be named as the table stores them: on a table whose schema evolved, by their
+        physical names (``t.metadata.schema.physical_arrow``), which a rename does not change.
 
         Refused with nothing committed (InvalidArgument naming the files): a path outside
         ``data/`` or not in canonical form, a path given twice, a file already in the table,
