@@ -194,6 +194,11 @@ class _Writer:
     def __init__(self, io: FileIO, mschema: pa.Schema, version: int, cfg: TreeConfig) -> None:
         self.io, self.mschema, self.version, self.cfg = io, mschema, version, cfg
         self.written = 0
+        self.written_paths: list[str] = []  # the leaves this change wrote (a few)
+
+    def wrote(self, path: str) -> None:
+        self.written += 1
+        self.written_paths.append(path)
 
     def leaves(self, entries: pa.Table) -> list[dict]:
         """Write entries as leaves of at most leaf_target entries; return their root rows."""
@@ -202,7 +207,7 @@ class _Writer:
         for start in range(0, entries.num_rows, step):
             chunk = entries.slice(start, step)
             path, size = write_manifest(self.io, chunk, "leaf")
-            self.written += 1
+            self.wrote(path)
             rows.append(leaf_summary(chunk, path, size, self.version, self.mschema))
         return rows
 
@@ -224,7 +229,6 @@ def apply_change(
     """
     w = _Writer(io, mschema, version, cfg)
     root = load_root(io, base_root, mschema)
-    base_leaves = root.filter(pc.equal(root.column("content"), C.LEAF)).column("path")
     # Drop what earlier versions already recorded: old REMOVED inline entries and
     # leaves left with nothing live.
     stale = (_np(root, "status") == C.REMOVED) | ((_np(root, "content") == C.LEAF) & (_np(root, "file_count") == 0))
@@ -268,10 +272,14 @@ def apply_change(
 
     root = _merge_small_leaves(w, root)
     rows_added = int(_np(added, "record_count").sum()) if added.num_rows else 0
-    # Carried = base leaves the new root still references. Not "leaves in the root minus
-    # leaves written": a leaf written by this change and then merged away counts as written
-    # but is in no root, which made the difference negative.
-    carried = pc.sum(pc.is_in(root.column("path"), value_set=base_leaves)).as_py() or 0
+    # Carried = base leaves the new root still references: its leaves but those this change
+    # wrote and kept. Not "minus leaves written": a leaf written by this change and then
+    # merged away counts as written but is in no root, which made the difference negative.
+    leaves = int((_np(root, "content") == C.LEAF).sum())
+    if leaves and w.written_paths:
+        kept = pc.is_in(root.column("path"), value_set=pa.array(w.written_paths, pa.string()))
+        leaves -= pc.sum(kept).as_py() or 0
+    carried = leaves
     root_path = None
     if root.num_rows:
         root_path, _ = write_manifest(io, root, "root")
@@ -308,7 +316,7 @@ def _remove_from_leaves(w: _Writer, root: pa.Table, remaining: pa.Table) -> tupl
         n_rows += pc.sum(leaf.filter(hit).column("record_count")).as_py() or 0
         leaf = _age(_set_removed(leaf, hit, w.version), w.version)
         path, size = write_manifest(w.io, leaf, "leaf")
-        w.written += 1
+        w.wrote(path)
         drop[i] = True
         new_rows.append(leaf_summary(leaf, path, size, w.version, w.mschema))
     root = root.filter(pa.array(~drop))
