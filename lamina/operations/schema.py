@@ -135,6 +135,14 @@ class UpdateSchema(Operation):
         # gets the result without applying the changes again (the usual case).
         self.planned = planned
 
+    @property
+    def planned_schema(self) -> Schema:
+        """The schema the changes make of the one they were planned on (what a write staged
+        with them writes its files for)."""
+        if self.planned is None:
+            raise InvalidArgument("this schema update was not planned by a SchemaUpdate builder")
+        return self.planned[1]
+
     def new_schema(self, vm: VersionManifest) -> Schema:
         base_schema = vm.schema
         if self.strict and base_schema.schema_id != self.planned_schema_id:

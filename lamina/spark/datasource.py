@@ -245,7 +245,7 @@ class WriteTarget:
     settings: WriterProperties
     write_id: str
     # The schema change (mergeSchema) the tasks write for and the commit stages with their files.
-    schema_update: tuple[UpdateSchema, Schema] | None = None
+    schema_update: UpdateSchema | None = None
 
     @classmethod
     def prepare(cls, options: Mapping[str, str], df_schema: StructType, overwrite: bool) -> "WriteTarget":
@@ -258,7 +258,7 @@ class WriteTarget:
             table.check_writable()  # before any task writes a file
             if _bool_opt(options, "mergeSchema"):
                 schema_update = merged_schema(table.metadata, arrow_schema(df_schema))
-            schema = table.metadata.schema if schema_update is None else schema_update[1]
+            schema = table.metadata.schema if schema_update is None else schema_update.planned_schema
             check_writable(df_schema, schema, uri)
             spec, props = table.partition_spec, table.properties
             if partition_by is not None and parse_partition_by(partition_by, schema) != spec:
@@ -351,7 +351,7 @@ class WriteTarget:
             raise
         with session:
             if self.schema_update is not None:
-                session.stage_schema_update(*self.schema_update)
+                session.stage_schema_update(self.schema_update)
             session.adopt(write_ids)  # the tasks' write id (a streaming batch's is not this writer's)
             for m in msgs:
                 session.add_entries(m.entries)

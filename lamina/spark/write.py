@@ -274,7 +274,7 @@ def write(
     evolution = None
     if table is not None:
         evolution = merged_schema(table.metadata, arrow_schema(df.schema)) if schema_mode == "merge" else None
-        schema = table.metadata.schema if evolution is None else evolution[1]
+        schema = table.metadata.schema if evolution is None else evolution.planned_schema
         plan = check_writable(df.schema, schema, ref.name)
         spec, props = table.partition_spec, table.properties
         if partition_by is not None and parse_partition_by(partition_by, schema) != spec:
@@ -294,7 +294,7 @@ def write(
     if session is None:
         register_write(io, write_id)
     elif evolution is not None:
-        session.stage_schema_update(*evolution)  # committed with the files, which follow it
+        session.stage_schema_update(evolution)  # committed with the files, which follow it
     try:
         out_dir = io.local_path(engine_data_dir(write_id))
         assert out_dir is not None

@@ -49,7 +49,6 @@ from lamina.manifest.entries import entries_from_user_files, manifest_schema_of
 from lamina.operations import PositionDelta
 from lamina.operations.schema import SchemaUpdate, UpdateSchema
 from lamina.spec.layout import engine_data_dir
-from lamina.spec.schema import Schema
 from lamina.spec.version import VersionManifest
 
 if TYPE_CHECKING:
@@ -79,7 +78,7 @@ class WriteSession:
         self.commit_options = commit_options
         self._write_ids = [self.write_id]
         self._entries: list[pa.Table] = []
-        self._schema_update: tuple[UpdateSchema, Schema] | None = None
+        self._schema_update: UpdateSchema | None = None
         self._state = "open"
         if register:
             register_write(table.io, self.write_id)
@@ -106,17 +105,16 @@ class WriteSession:
     def metadata(self) -> VersionManifest:
         """The version the engine writes files for: ``base``, with the schema change staged by
         ``stage_schema_update`` (the files follow that schema)."""
-        return self.base if self._schema_update is None else self.base.next(schema=self._schema_update[1])
+        return self.base if self._schema_update is None else self.base.next(schema=self._schema_update.planned_schema)
 
-    def stage_schema_update(self, op: UpdateSchema, schema: Schema) -> None:
-        """Commit schema change ``op`` (see ``merged_schema``), whose result is ``schema``, in the
-        same version as the files, before them: the engine writes its files for ``schema``
-        (physical names, field ids). If a concurrent commit changed the table's schema
-        meanwhile, the commit fails (CommitConflict) and deletes the files."""
+    def stage_schema_update(self, op: UpdateSchema) -> None:
+        """Commit schema change ``op`` (see ``merged_schema``) in the same version as the files,
+        before them: the engine writes its files for ``op.planned_schema`` (physical names,
+        field ids). If a concurrent commit changed the table's schema meanwhile, the commit fails (CommitConflict) and deletes the files."""
         self._check_open()
         if self._entries:
             raise InvalidArgument("stage the schema update before adding files: they must be written for it")
-        self._schema_update = (op, schema)
+        self._schema_update = op
 
     @property
     def manifest_schema(self) -> pa.Schema:
@@ -192,7 +190,7 @@ class WriteSession:
         self._check_open()
         tx = self.table.transaction(commit_options=self.commit_options)
         if self._schema_update is not None:
-            tx.stage_schema_update(self._schema_update[0])
+            tx.stage_schema_update(self._schema_update)
         return tx
 
     def _commit(self, tx: "Transaction") -> int | None:
@@ -250,14 +248,15 @@ class WriteSession:
             self.abort()
 
 
-def merged_schema(vm: VersionManifest, data: pa.Schema) -> tuple[UpdateSchema, Schema] | None:
+def merged_schema(vm: VersionManifest, data: pa.Schema) -> UpdateSchema | None:
     """The schema change a write of rows of schema ``data`` into version ``vm`` makes with
     ``schema_mode="merge"`` (the columns ``vm`` lacks added, the columns ``data`` has wider
-    widened: ``SchemaUpdate.union_by_name``) and the schema it makes; None if none is needed.
+    widened: ``SchemaUpdate.union_by_name``; the schema it makes is its ``planned_schema``);
+    None if none is needed.
     Planned once, so its added columns' physical names are fixed: an engine writes its files
     for the schema, and commits the change with them (``WriteSession.stage_schema_update``),
     in whichever process it commits."""
-    planned: list[tuple[UpdateSchema, Schema]] = []
-    update = SchemaUpdate(vm, lambda op: planned.append((op, op.planned[1])), strict=True)
+    planned: list[UpdateSchema] = []
+    update = SchemaUpdate(vm, planned.append, strict=True)
     update.union_by_name(data).commit()
     return planned[0] if planned else None

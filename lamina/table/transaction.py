@@ -91,12 +91,12 @@ class Transaction:
         """A partition spec change in this transaction (see ``Table.update_spec``): what the
         calls after its ``commit()`` write uses the new spec; it commits with the transaction."""
         self._check_open()
-        return SpecUpdate(self.metadata, lambda op: self._queue_metadata(op))
+        return SpecUpdate(self.metadata, self._queue_metadata)
 
     def update_sort_order(self) -> SortOrderUpdate:
         """A sort order change in this transaction (see ``Table.update_sort_order``)."""
         self._check_open()
-        return SortOrderUpdate(self.metadata, lambda op: self._queue_metadata(op))
+        return SortOrderUpdate(self.metadata, self._queue_metadata)
 
     def _base(self) -> Base:
         """The latest version, for the checks a call makes before its operation is queued."""
