@@ -293,13 +293,9 @@ def merge_changes(table: Schema, data: pa.Schema, prefix: tuple[str, ...] = ()) 
             changes.append(AddColumn(path, f.type))
         elif pa.types.is_struct(mine.type) and pa.types.is_struct(f.type):
             changes += merge_changes(table, pa.schema(list(f.type)), path)
-        elif not pa.types.is_nested(mine.type) and not mine.type.equals(f.type) and widens(mine.type, _plain(f.type)):
-            changes.append(UpdateColumn(path, _plain(f.type)))
+        elif not pa.types.is_nested(mine.type) and not mine.type.equals(f.type) and widens(mine.type, normalize_type(f.type)):
+            changes.append(UpdateColumn(path, normalize_type(f.type)))
     return changes
-
-
-def _plain(t: pa.DataType) -> pa.DataType:
-    return normalize_type(t)
 
 
 def _struct_at(schema: Schema, path: tuple[str, ...]) -> list[pa.Field]:
@@ -319,19 +315,22 @@ def overwrite_changes(table: Schema, data: pa.Schema) -> list[SchemaChange]:
     kept = []
     for f in table.arrow:
         new = incoming.get(f.name)
-        if new is not None and (f.type.equals(_plain(new.type)) or (not pa.types.is_nested(f.type) and widens(f.type, _plain(new.type)))):
+        if new is None:
+            drops.append(DropColumn((f.name,)))
+            continue
+        t = normalize_type(new.type)
+        if widens(f.type, t):  # the same type, or a wider one (a nested type only the same)
             kept.append(f.name)
-            if not f.type.equals(_plain(new.type)):
-                changes.append(UpdateColumn((f.name,), _plain(new.type)))
+            if not f.type.equals(t):
+                changes.append(UpdateColumn((f.name,), t))
             if f.nullable != new.nullable and new.nullable:
                 changes.append(UpdateColumn((f.name,), nullable=True))
-        else:
-            drops.append(DropColumn((f.name,)))
-    # Drops after adds: a table always keeps a column.
+    # Drops after adds: a table always keeps a column. A column of both whose type cannot
+    # widen is replaced in place.
     for f in data:
         if f.name not in kept:
             changes.append(ReplaceColumn((f.name,), f.type) if f.name in table.names else AddColumn((f.name,), f.type))
-    changes += [d for d in drops if d.path[0] not in incoming]
+    changes += drops
     previous = None
     for f in data:
         changes.append(MoveColumn((f.name,), ("first", None) if previous is None else ("after", (previous,))))
