@@ -217,7 +217,7 @@ class Scan:
         """Rows of one data file of an evolved table: its columns selected by physical name
         (missing ones null, narrower ones cast up), relabelled, defaults filled where the file
         lacks a column, then deleted rows and the row filter."""
-        need = self._with_predicate_columns(columns) if filt is not None else columns
+        need = self._needed(columns, filt)
         schema = self.schema
         pushdown = self._physical_pushdown if filt is not None and dv is None else None
         if isinstance(source, str):
@@ -245,7 +245,12 @@ class Scan:
                 t = t.set_column(i, t.schema.field(i), pa.repeat(value, t.num_rows))
         return t
 
-    def _with_predicate_columns(self, columns: list[str]) -> list[str]:
+    def _needed(self, columns: list[str], filt: Any) -> list[str]:
+        """The columns to read for ``columns``: with the predicate's too when ``filt`` is applied."""
+        return self.with_predicate_columns(columns) if filt is not None else columns
+
+    def with_predicate_columns(self, columns: Sequence[str]) -> list[str]:
+        """``columns`` and, after them, those the scan's predicate uses."""
         return list(dict.fromkeys([*columns, *referenced_columns(self.predicate)]))
 
     def _parquet_scan(self, read: Callable[[list[str], Any], pa.Table], columns: list[str], filt: Any) -> pa.Table:
@@ -254,7 +259,7 @@ class Scan:
         (NaN, see ``lamina.expr.pushdown_filter``); then a safe part, and ``filt`` after."""
         if filt is None or self._pushdown is None:
             return read(columns, filt)
-        return read(self._with_predicate_columns(columns), self._pushdown).filter(filt).select(columns)
+        return read(self.with_predicate_columns(columns), self._pushdown).filter(filt).select(columns)
 
     def _arrow_schema_of(self, columns: tuple[str, ...]) -> pa.Schema:
         """The table schema's ``columns`` (memoized: asked once per file read)."""
@@ -311,7 +316,7 @@ class Scan:
             if self._evolved:
                 return self._read_evolved(source, columns, filt, dv, memory_pool)
             if dv is not None:
-                need = self._with_predicate_columns(columns) if filt is not None else columns
+                need = self._needed(columns, filt)
                 t = self._read_plain(source, need, memory_pool)
                 t = t.filter(dv_of(io, dv).keep(t.num_rows))
                 return (t.filter(filt) if filt is not None else t).select(columns)
@@ -399,7 +404,7 @@ class Scan:
         if with_dv:
             # Deletes first (DV positions are row numbers in the file), then the filter, on
             # all the files at once (one filter plan instead of one per file).
-            need = self._with_predicate_columns(cols) if filt is not None else cols
+            need = self._needed(cols, filt)
             dv_entries = entries.take(pa.array(with_dv))
             read_bitmaps(io, [dvs[i] for i in with_dv])  # into the cache: one range read per DV file
             if io.is_local and not self._evolved and pc.mean(dv_entries.column("size")).as_py() > LARGE_FILE:
@@ -430,7 +435,7 @@ class Scan:
         """Local files of an evolved table without deletes or defaults: one threaded dataset
         scan by physical names, relabelled, then the row filter."""
         schema = self.schema
-        need = self._with_predicate_columns(cols) if filt is not None else cols
+        need = self._needed(cols, filt)
         with self._missing_file_is_corrupt():
             dataset = ds.dataset([self.io.local_path(p) for p in paths], schema=schema.physical_arrow, format="parquet")
             t = dataset.to_table(columns=[schema.physical_names[c] for c in need], filter=self._physical_pushdown)

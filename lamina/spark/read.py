@@ -21,7 +21,7 @@ import lamina
 from lamina.data import deletes
 from lamina.data.scan import Scan
 from lamina.errors import InvalidArgument, LaminaError
-from lamina.expr import AlwaysTrue, Expr, bind, referenced_columns, to_sql
+from lamina.expr import AlwaysTrue, Expr, bind, to_sql
 from lamina.io import FileIO
 from lamina.spark._filters import spark_literal, to_spark_column
 from lamina.spark._stats import read_footers
@@ -190,9 +190,7 @@ def native_read(spark: Any, schema: Schema, io: FileIO, entries: pa.Table, colum
 
 def _read_columns(scan: Scan) -> list[str] | None:
     """The columns a scan's DataFrame reads: its selection and its predicate's (None: all)."""
-    if scan.columns is None:
-        return None
-    return list(dict.fromkeys([*scan.columns, *referenced_columns(scan.predicate)]))
+    return None if scan.columns is None else scan.with_predicate_columns(scan.columns)
 
 
 def read_plan(spark: Any, scan: Scan) -> Any:
