@@ -599,7 +599,7 @@ def initial_version(
     if not spec.is_unpartitioned:
         reader_features.append("hidden-partitioning")
         writer_features.append("hidden-partitioning")
-    lineage = TableProperties.ROW_LINEAGE.get(props) == "true"
+    lineage = TableProperties.ROW_LINEAGE_ENABLED.get(props) == "true"
     if lineage:
         writer_features.append(ROW_LINEAGE)
     writer_features.extend(f for f in extra_writer_features if f not in writer_features)

@@ -139,7 +139,7 @@ def test_bad_ranges_are_typed_errors(t):
 
 
 def test_expired_and_pre_lineage_ranges_name_the_oldest_answerable(tmp_path):
-    t = lamina.create_table(str(tmp_path), SCHEMA, properties={"row-lineage": "false", "expire.reader-grace-ms": "0"})
+    t = lamina.create_table(str(tmp_path), SCHEMA, properties={"row-lineage.enabled": "false", "expire.reader-grace-ms": "0"})
     t.append(pa.table({"id": [1], "v": ["a"]}))
     with pytest.raises(ChangesUnavailable) as e:
         t.changes(0)

@@ -67,7 +67,7 @@ def test_overwrite_with_predicate_keeps_remainder_ids(tmp_path):
 
 
 def test_table_without_lineage_refuses_row_ids_then_enables(tmp_path):
-    t = lamina.create_table(str(tmp_path), SCHEMA, properties={"row-lineage": "false"})
+    t = lamina.create_table(str(tmp_path), SCHEMA, properties={"row-lineage.enabled": "false"})
     t.append(pa.table({"id": [1, 2, 3], "v": list("abc")}))
     t.delete("id = 2")
     assert "row-lineage" not in t.metadata.writer_features
