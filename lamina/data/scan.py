@@ -341,13 +341,18 @@ class Scan:
             with pa.OSFile(source) as f:
                 return self._read_with_lineage(f, columns, filt, dv, memory_pool, lineage)
         data_cols = [c for c in self._needed(columns, filt) if c not in _LINEAGE_FIELD]
-        stored = [c for c in LINEAGE_COLUMNS if c in pq.read_schema(source).names]
-        source.seek(0)
-        t = self._read_evolved(source, data_cols, None, None, memory_pool) if self._evolved else self._read_plain(source, data_cols, memory_pool)
-        kept = None
-        if stored:
-            source.seek(0)
-            kept = pq.read_table(source, columns=stored, use_threads=False, memory_map=False)
+        file = pq.ParquetFile(source, pre_buffer=False, memory_map=False)  # one footer read
+        stored = [c for c in LINEAGE_COLUMNS if c in file.schema_arrow.names]
+        if self._evolved:
+            t = self._read_evolved(source, data_cols, None, None, memory_pool)
+            kept = file.read(columns=stored, use_threads=False) if stored else None
+        else:  # every column is in the file, under its name
+            both = file.read(columns=[*data_cols, *stored], use_threads=False)
+            t = both.select(data_cols)
+            want = self.arrow_schema_of(tuple(data_cols))
+            t = t if t.schema.equals(want) else t.cast(want)
+            kept = both.select(stored) if stored else None
+        if kept is not None:
             kept = pa.table({c: kept.column(c) if c in stored else pa.nulls(t.num_rows, pa.int64()) for c in LINEAGE_COLUMNS})
         ids, versions = row_lineage(lineage[0], lineage[1], t.num_rows, kept)
         t = t.append_column(_LINEAGE_FIELD[ROW_ID], ids).append_column(_LINEAGE_FIELD[LAST_UPDATED], versions)

@@ -76,22 +76,35 @@ def with_lineage(rows: pa.Table, lineage: pa.Table | None) -> pa.Table:
 def assign_row_ids(entries: pa.Table, next_row_id: int, version: int) -> tuple[pa.Table, int]:
     """``entries`` (added data-file entries) with ``first_row_id`` and ``data_version`` set
     where null: ids handed out in entry order, one per physical row (live rows plus those
-    a deletion vector already deletes); and the table's next row id after them."""
-    if not entries.num_rows or FIRST_ROW_ID not in entries.column_names:
+    a deletion vector already deletes); and the table's next row id after them. (On every
+    commit: the common case, all entries new, takes no per-entry kernel.)"""
+    n = entries.num_rows
+    if not n or FIRST_ROW_ID not in entries.column_names:
         return entries, next_row_id
     first = entries.column(FIRST_ROW_ID)
-    missing = pc.is_null(first).to_numpy(zero_copy_only=False)
-    if missing.any():
-        physical = pc.add(entries.column("record_count"), pc.fill_null(entries.column("dv_cardinality"), 0))
-        rows = np.where(missing, physical.to_numpy(), 0).astype(np.int64)
-        starts = next_row_id + np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
-        ids = pc.if_else(pa.array(missing), pa.array(starts), first.combine_chunks() if isinstance(first, pa.ChunkedArray) else first)
+    if first.null_count:
+        rows = entries.column("record_count").to_numpy()
+        dv = entries.column("dv_cardinality")
+        if dv.null_count < n:
+            rows = rows + pc.fill_null(dv, pa.scalar(0, pa.int64())).to_numpy()
+        if first.null_count < n:
+            missing = pc.is_null(first).to_numpy(zero_copy_only=False)
+            rows = np.where(missing, rows, 0)
+        starts = np.empty(n, dtype=np.int64)
+        starts[0] = next_row_id
+        np.cumsum(rows[:-1], out=starts[1:])
+        starts[1:] += next_row_id
+        ids: Any = pa.array(starts)
+        if first.null_count < n:
+            ids = pc.if_else(pa.array(missing), ids, first)
         entries = entries.set_column(entries.schema.get_field_index(FIRST_ROW_ID), entries.schema.field(FIRST_ROW_ID), ids)
         next_row_id += int(rows.sum())
-    dv = entries.column(DATA_VERSION)
-    if dv.null_count:
+    dver = entries.column(DATA_VERSION)
+    if dver.null_count:
         i = entries.schema.get_field_index(DATA_VERSION)
-        entries = entries.set_column(i, entries.schema.field(i), pc.fill_null(dv, pa.scalar(version, pa.int64())))
+        filled = (pa.repeat(pa.scalar(version, pa.int64()), n) if dver.null_count == n
+                  else pc.fill_null(dver, pa.scalar(version, pa.int64())))
+        entries = entries.set_column(i, entries.schema.field(i), filled)
     return entries, next_row_id
 
 
