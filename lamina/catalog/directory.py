@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 
 from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
-from lamina.commit import VersionLog
+from lamina.commit import VersionLog, flush_hints
 from lamina.errors import (
     CatalogError,
     CatalogTableAlreadyExists,
@@ -205,6 +205,7 @@ class DirectoryCatalog(Catalog):
             )
         if not force and live_write_ids(FileIO(path)):
             raise TableInUse(f"table {ns}.{name} has writes in flight; nothing was dropped (force=True overrides)")
+        flush_hints()  # a queued version hint would land after the purge and recreate the directory
         shutil.rmtree(path)
         try:
             os.remove(self._offline_marker(ns, name))

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import pyarrow as pa
 
 from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
-from lamina.commit import Committer
+from lamina.commit import Committer, flush_hints
 from lamina.catalog.coordinator import CatalogVersionLog, Row, SqlCoordinator
 from lamina.errors import (
     CatalogError,
@@ -537,6 +537,9 @@ class SqlCatalog(Catalog):
 
 
 def _purge(io: FileIO) -> None:
+    # A version hint this process queued (commits return before their hint is written) would
+    # otherwise land after the purge and leave the table's directory behind.
+    flush_hints()
     local = io.local_path("")
     if local is not None:
         shutil.rmtree(io.uri, ignore_errors=True)

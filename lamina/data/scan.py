@@ -335,7 +335,7 @@ class Scan:
     ) -> pa.Table:
         """Rows of one data file with their ``_row_id`` and ``_last_updated_version``: every
         physical row numbered (lamina.spec.lineage), then deleted rows and the row filter."""
-        if lineage is None or lineage[0] is None:
+        if lineage is None:
             raise CorruptMetadata("a data file of a table with row lineage has no first_row_id; run `lamina fsck`")
         if isinstance(source, str):
             with pa.OSFile(source) as f:
@@ -426,7 +426,7 @@ class Scan:
         dvs = dvs_of_plan(entries)
         runs = _runs(entries.column("size").to_pylist(), files_per_task, bytes_per_task)
         pool = _local_pool if self.io.is_local else _pool
-        lineages = lineages_of(entries) if any(c in _LINEAGE_FIELD for c in cols) else [None] * len(paths)
+        lineages = lineages_of(entries, self.vm.version) if any(c in _LINEAGE_FIELD for c in cols) else [None] * len(paths)
 
         def read_run(run: range) -> list[pa.Table]:
             return [self.read_file(paths[i], cols, filt, dvs[i], memory_pool, lineages[i]) for i in run]

@@ -56,7 +56,7 @@ class Overwrite(Operation):
             dvs = dvs_of_plan(candidates)
             keys = file_keys(candidates)
             unseen = [i for i, k in enumerate(keys) if k not in self._rewrites]
-            lineages = lineages_of(candidates)
+            lineages = lineages_of(candidates, base.metadata.version)
             outs = _pool.map(lambda i: self._rewrite_file(base, scan, paths[i], filt, dvs[i], lineages[i]), unseen)
             for i, outcome in zip(unseen, outs):
                 self._rewrites[keys[i]] = outcome

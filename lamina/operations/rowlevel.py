@@ -211,7 +211,7 @@ class RowDelta(Operation):
                 i, merged, physical = job
                 keep = np.ones(physical, dtype=bool)
                 keep[np.frombuffer(merged.to_array(), dtype=np.uint32)] = False
-                whole = scan.read_file(rows[i]["path"], names, None, lineage=lineage_of(rows[i]))
+                whole = scan.read_file(rows[i]["path"], names, None, lineage=lineage_of(rows[i], base.metadata.version))
                 return base.write(whole.filter(pa.array(keep)), self.write_id)
 
             for (i, _, _), entries in zip(rewrite, _pool.map(remainder, rewrite)):

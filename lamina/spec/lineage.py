@@ -108,24 +108,38 @@ def assign_row_ids(entries: pa.Table, next_row_id: int, version: int) -> tuple[p
     return entries, next_row_id
 
 
-def lineage_of(entry: dict[str, Any]) -> tuple[int, int] | None:
-    """(first_row_id, data_version) of a data file's entry as a dict; None without lineage."""
+# The lineage of a file added by the commit being made (seen by a later operation of the same
+# transaction): its ids come at the commit point, so its rows read null ids, and rows written
+# from them get fresh ones.
+UNASSIGNED: tuple[None, None] = (None, None)
+
+
+def lineage_of(entry: dict[str, Any], version: int) -> tuple[Any, Any] | None:
+    """(first_row_id, data_version) of a data file's entry (a dict) in ``version``;
+    UNASSIGNED for a file the commit being made adds; None without lineage."""
     first = entry.get(FIRST_ROW_ID)
-    return None if first is None else (first, entry[DATA_VERSION])
+    if first is not None:
+        return first, entry[DATA_VERSION]
+    return UNASSIGNED if entry.get("added_version", -1) > version else None
 
 
-def lineages_of(entries: pa.Table) -> list[tuple[int, int] | None]:
-    """(first_row_id, data_version) of each entry of ``entries``; Nones without lineage."""
+def lineages_of(entries: pa.Table, version: int) -> list[tuple[Any, Any] | None]:
+    """``lineage_of`` each entry of ``entries``; Nones without lineage."""
     if FIRST_ROW_ID not in entries.column_names:
         return [None] * entries.num_rows
-    return list(zip(entries.column(FIRST_ROW_ID).to_pylist(), entries.column(DATA_VERSION).to_pylist()))
+    cols = entries.select([FIRST_ROW_ID, DATA_VERSION, "added_version"]).to_pydict()
+    return [(f, d) if f is not None else (UNASSIGNED if a > version else None)
+            for f, d, a in zip(cols[FIRST_ROW_ID], cols[DATA_VERSION], cols["added_version"])]
 
 
-def row_lineage(first_row_id: int, data_version: int, n: int, stored: pa.Table | None) -> tuple[pa.Array, pa.Array]:
+def row_lineage(first_row_id: int | None, data_version: int | None, n: int, stored: pa.Table | None) -> tuple[pa.Array, pa.Array]:
     """The ``_row_id`` and ``_last_updated_version`` of a file's ``n`` physical rows, from its
     entry and the lineage columns it stores (``stored``, or None)."""
-    ids = pa.array(np.arange(first_row_id, first_row_id + n, dtype=np.int64))
-    versions = pa.repeat(pa.scalar(data_version, pa.int64()), n)
+    if first_row_id is None:  # UNASSIGNED
+        ids, versions = pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64())
+    else:
+        ids = pa.array(np.arange(first_row_id, first_row_id + n, dtype=np.int64))
+        versions = pa.repeat(pa.scalar(data_version, pa.int64()), n)
     if stored is None:
         return ids, versions
     return (pc.coalesce(stored.column(ROW_ID), ids).combine_chunks(),
