@@ -103,66 +103,114 @@ def version_changes(io: FileIO, older: VersionManifest, newer: VersionManifest, 
     """The row changes ``newer`` made to ``older`` (its parent). ``reader``, a scan of the
     range's newest version (whose schema the rows follow), gives the columns and the row
     filter; the filter applies after rows are paired, so an update whose other image it
-    does not select is never mistaken for a delete or an insert."""
+    does not select is never mistaken for a delete or an insert.
+
+    In three passes, so a rewrite that moves many rows and changes few costs little: the
+    candidate rows' positions (from entries and DVs), their ``_row_id`` and
+    ``_last_updated_version`` (free for files that store no lineage column: first id plus
+    position), pairing on those alone, and only then the columns asked for, read from the
+    files that hold a changed row."""
     out_schema = change_schema(reader)
     if newer.operation in NO_DATA_CHANGE:
         return out_schema.empty_table()
     columns = list(reader.output_columns)
-    filt = reader.row_filter
-    cols = list(dict.fromkeys([*reader.with_predicate_columns(columns), *LINEAGE_COLUMNS]))
     gone_e, new_e = changed_entries(io, older, newer)
-    gone_paths = set(gone_e.column("path").to_pylist())
-    both = gone_paths & set(new_e.column("path").to_pylist())
-    gone_parts, new_parts = [], []
-    if both:
-        in_both = pa.array(sorted(both))
-        g = gone_e.filter(pc.is_in(gone_e.column("path"), value_set=in_both))
-        n = new_e.filter(pc.is_in(new_e.column("path"), value_set=in_both))
-        gone_e = gone_e.filter(pc.invert(pc.is_in(gone_e.column("path"), value_set=in_both)))
-        new_e = new_e.filter(pc.invert(pc.is_in(new_e.column("path"), value_set=in_both)))
-        lost, back = _dv_changes(io, reader, g, n, cols)
-        gone_parts.append(lost)
-        new_parts.append(back)
-    if gone_e.num_rows:
-        gone_parts += list(reader.read_files(gone_e, cols, files_per_task=16))
-    if new_e.num_rows:
-        new_parts += list(reader.read_files(new_e, cols, files_per_task=16))
-    schema = reader.arrow_schema_of(tuple(cols))
-    gone = pa.concat_tables(gone_parts) if gone_parts else schema.empty_table()
-    new = pa.concat_tables(new_parts) if new_parts else schema.empty_table()
-    gone_type, new_type = _pair(gone, new)
-    out = []
+    files, gone_pos, new_pos = _candidates(io, gone_e, new_e)
+    if not files.num_rows:
+        return out_schema.empty_table()
+    # Pass 1: the lineage of every candidate row.
+    lineage = list(reader.read_files(files, list(LINEAGE_COLUMNS), files_per_task=16))
+    sides = [_side(lineage, gone_pos, 0), _side(lineage, new_pos, 1)]
+    # Pass 2: pairing by row id, on those narrow columns.
+    kinds = _pair(sides[0], sides[1])
+    rows = pa.concat_tables([s.append_column("kind", k) for s, k in zip(sides, kinds)])
+    rows = rows.filter(pc.is_valid(rows.column("kind")))
+    if not rows.num_rows:
+        return out_schema.empty_table()
+    # Pass 3: the columns asked for (and the predicate's), from the files holding a change.
+    data_cols = [c for c in reader.with_predicate_columns(columns) if c not in LINEAGE_COLUMNS]
+    rows = rows.take(pc.sort_indices(rows, [("file", "ascending"), ("pos", "ascending")]))
+    if data_cols:
+        rows = _with_data(reader, files, rows, data_cols)
+    t = rows.rename_columns([CHANGE_TYPE if c == "kind" else c for c in rows.column_names])
+    t = t.take(pc.sort_indices(t, [("side", "ascending")]))  # gone rows first, stable
+    if reader.row_filter is not None:
+        t = t.filter(reader.row_filter)
+    t = t.select([*columns, CHANGE_TYPE])
     stamp = {COMMIT_VERSION: pa.scalar(newer.version, pa.int64()),
              COMMIT_TIMESTAMP: pa.scalar(newer.timestamp_ms, pa.timestamp("ms", tz="UTC"))}
-    for rows, types in ((gone, gone_type), (new, new_type)):
-        t = rows.append_column(CHANGE_FIELDS[0], types).filter(pc.is_valid(types))
-        if filt is not None and t.num_rows:
-            t = t.filter(filt)
-        t = t.select([*columns, CHANGE_TYPE])
-        for f in CHANGE_FIELDS[1:]:
-            t = t.append_column(f, pa.repeat(stamp[f.name], t.num_rows))
-        out.append(t)
-    return pa.concat_tables(out).cast(out_schema)
+    for f in CHANGE_FIELDS[1:]:
+        t = t.append_column(f, pa.repeat(stamp[f.name], t.num_rows))
+    return t.cast(out_schema)
 
 
-def _dv_changes(io: FileIO, reader: Scan, old: pa.Table, new: pa.Table, cols: list[str]) -> tuple[pa.Table, pa.Table]:
-    """Files whose deletion vector changed between the versions (``old``/``new``: their entries
-    in each, one per file): the rows the new DV deletes, and those it no longer deletes."""
-    new = new.take(pc.index_in(old.column("path"), value_set=new.column("path")))
-    olds, news = old.to_pylist(), new.to_pylist()
-    maps = read_bitmaps(io, [d for d in (_dv(e) for e in olds + news) if d is not None])
-    it = iter(maps)
-    old_bm = [next(it) if e["dv_path"] is not None else None for e in olds]
-    new_bm = [next(it) if e["dv_path"] is not None else None for e in news]
-    # Every physical row of each file (no DV applied), then the positions that changed.
-    physical = old.set_column(old.schema.get_field_index("dv_path"), "dv_path", pa.nulls(old.num_rows, pa.string()))
-    lost, back = [], []
-    for t, ob, nb in zip(reader.read_files(physical, cols, files_per_task=16), old_bm, new_bm):
-        o = _positions(ob)
-        n = _positions(nb)
-        lost.append(t.take(pa.array(np.setdiff1d(n, o, assume_unique=True))))
-        back.append(t.take(pa.array(np.setdiff1d(o, n, assume_unique=True))))
-    return pa.concat_tables(lost), pa.concat_tables(back)
+def _candidates(io: FileIO, gone_e: pa.Table, new_e: pa.Table) -> tuple[pa.Table, list[np.ndarray], list[np.ndarray]]:
+    """The files rows may have changed in (their entries, deletion vectors cleared: rows are
+    read by physical position), and per file the positions of rows gone and rows new: a
+    removed file's live rows are gone, an added file's are new; where a file's DV changed,
+    the positions the new DV adds are gone and those it drops are new."""
+    new_paths = new_e.column("path")
+    in_new = pc.is_in(gone_e.column("path"), value_set=new_paths)
+    changed_dv = gone_e.filter(in_new)
+    removed = gone_e.filter(pc.invert(in_new))
+    added = new_e.filter(pc.invert(pc.is_in(new_paths, value_set=gone_e.column("path"))))
+    replaced = new_e.take(pc.index_in(changed_dv.column("path"), value_set=new_paths))
+    groups = [changed_dv, removed, added]
+    entries = pa.concat_tables(groups)
+    dvs = [_dv(e) for e in entries.select(["dv_path", "dv_offset", "dv_length", "dv_cardinality"]).to_pylist()]
+    dvs += [_dv(e) for e in replaced.select(["dv_path", "dv_offset", "dv_length", "dv_cardinality"]).to_pylist()]
+    maps = iter(read_bitmaps(io, [d for d in dvs if d is not None]))
+    deleted = [_positions(next(maps)) if d is not None else _positions(None) for d in dvs]
+    physical = pc.add(entries.column("record_count"), pc.fill_null(entries.column("dv_cardinality"), 0)).to_pylist()
+    n_dv, n_rm = changed_dv.num_rows, removed.num_rows
+    gone_pos, new_pos = [], []
+    empty = np.zeros(0, dtype=np.int64)
+    for k, rows in enumerate(physical):
+        if k < n_dv:  # the DV changed: (parent's DV, this version's)
+            old, now = deleted[k], deleted[entries.num_rows + k]
+            gone_pos.append(np.setdiff1d(now, old, assume_unique=True))
+            new_pos.append(np.setdiff1d(old, now, assume_unique=True))
+        elif k < n_dv + n_rm:
+            gone_pos.append(np.setdiff1d(np.arange(rows, dtype=np.int64), deleted[k], assume_unique=True))
+            new_pos.append(empty)
+        else:
+            gone_pos.append(empty)
+            new_pos.append(np.setdiff1d(np.arange(rows, dtype=np.int64), deleted[k], assume_unique=True))
+    files = entries.set_column(entries.schema.get_field_index("dv_path"), "dv_path", pa.nulls(entries.num_rows, pa.string()))
+    return files, gone_pos, new_pos
+
+
+def _side(lineage: list[pa.Table], positions: list[np.ndarray], side: int) -> pa.Table:
+    """The candidate rows of one side: file index, position, row id and last-updated version."""
+    counts = [len(p) for p in positions]
+    n = sum(counts)
+    if not n:
+        return pa.table({"side": pa.array([], pa.int8()), "file": pa.array([], pa.int32()), "pos": pa.array([], pa.int64()),
+                         ROW_ID: pa.array([], pa.int64()), LAST_UPDATED: pa.array([], pa.int64())})
+    taken = [t.take(pa.array(p)) for t, p in zip(lineage, positions) if len(p)]
+    both = pa.concat_tables(taken)
+    return pa.table({
+        "side": pa.repeat(pa.scalar(side, pa.int8()), n),
+        "file": pa.array(np.repeat(np.arange(len(positions), dtype=np.int32), counts)),
+        "pos": pa.array(np.concatenate([p for p in positions if len(p)])),
+        ROW_ID: both.column(ROW_ID), LAST_UPDATED: both.column(LAST_UPDATED),
+    })
+
+
+def _with_data(reader: Scan, files: pa.Table, rows: pa.Table, data_cols: list[str]) -> pa.Table:
+    """``rows`` (sorted by file and position) with ``data_cols`` read from their files."""
+    file = rows.column("file").to_numpy()
+    wanted = np.unique(file)
+    starts = np.searchsorted(file, wanted)
+    ends = np.r_[starts[1:], len(file)]
+    pos = rows.column("pos").to_numpy()
+    parts = []
+    for t, a, b in zip(reader.read_files(files.take(pa.array(wanted)), data_cols, files_per_task=16), starts, ends):
+        parts.append(t.take(pa.array(pos[a:b])))
+    data = pa.concat_tables(parts)
+    for name, col in zip(data.column_names, data.columns):
+        rows = rows.append_column(data.schema.field(name), col)
+    return rows
 
 
 def _positions(bm: Any) -> np.ndarray:
@@ -170,21 +218,23 @@ def _positions(bm: Any) -> np.ndarray:
 
 
 def _pair(gone: pa.Table, new: pa.Table) -> tuple[pa.Array, pa.Array]:
-    """The change type of each gone and each new row (null: a row moved, not changed)."""
-    g_id, n_id = gone.column(ROW_ID), new.column(ROW_ID)
-    g_in = pc.is_in(g_id, value_set=n_id).combine_chunks() if gone.num_rows else pa.array([], pa.bool_())
-    if not gone.num_rows or not new.num_rows or not pc.any(g_in).as_py():
-        return (pa.repeat(pa.scalar(DELETE), gone.num_rows).cast(pa.string()),
-                pa.repeat(pa.scalar(INSERT), new.num_rows).cast(pa.string()))
-    pairs = pa.table({ROW_ID: g_id, "g": gone.column(LAST_UPDATED)}).join(
-        pa.table({ROW_ID: n_id, "n": new.column(LAST_UPDATED)}), keys=ROW_ID, join_type="inner")
-    moved = pc.equal(pairs.column("g"), pairs.column("n"))
-    moved_ids = pairs.column(ROW_ID).filter(moved)
-    updated_ids = pairs.column(ROW_ID).filter(pc.invert(moved))
-
-    def types(ids: Any, plain: str, image: str) -> pa.Array:
-        t = pc.if_else(pc.is_in(ids, value_set=updated_ids), pa.scalar(image), pa.scalar(plain))
-        t = pc.if_else(pc.is_in(ids, value_set=moved_ids), pa.scalar(None, pa.string()), t)
-        return t.combine_chunks() if isinstance(t, pa.ChunkedArray) else t
-
-    return types(g_id, DELETE, PREIMAGE), types(n_id, INSERT, POSTIMAGE)
+    """The change type of each gone and each new row, by row id: a row id on both sides is an
+    update if its last-updated version differs, else a row that moved (null: no change)."""
+    g_type = np.full(gone.num_rows, 1, dtype=np.int8)  # 1 delete / insert, 2 image, 0 moved
+    n_type = np.full(new.num_rows, 1, dtype=np.int8)
+    if gone.num_rows and new.num_rows:
+        left = pa.table({ROW_ID: gone.column(ROW_ID), "g_lu": gone.column(LAST_UPDATED),
+                         "g": pa.array(np.arange(gone.num_rows, dtype=np.int64))})
+        right = pa.table({ROW_ID: new.column(ROW_ID), "n_lu": new.column(LAST_UPDATED),
+                          "n": pa.array(np.arange(new.num_rows, dtype=np.int64))})
+        pairs = left.join(right, keys=ROW_ID, join_type="inner")
+        if pairs.num_rows:
+            moved = pc.equal(pairs.column("g_lu"), pairs.column("n_lu")).to_numpy(zero_copy_only=False)
+            code = np.where(moved, 0, 2).astype(np.int8)
+            g_type[pairs.column("g").to_numpy()] = code
+            n_type[pairs.column("n").to_numpy()] = code
+    names = [
+        pa.array([None, DELETE, PREIMAGE], pa.string()),
+        pa.array([None, INSERT, POSTIMAGE], pa.string()),
+    ]
+    return names[0].take(pa.array(g_type)), names[1].take(pa.array(n_type))
