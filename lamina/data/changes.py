@@ -213,6 +213,11 @@ def _with_data(reader: Scan, files: pa.Table, rows: pa.Table, data_cols: list[st
     return rows
 
 
+def _ints(col: Any) -> np.ndarray:
+    """An int64 column as NumPy, nulls (ids not assigned) as -1, which matches nothing."""
+    return pc.fill_null(col, -1).to_numpy() if col.null_count else col.to_numpy()
+
+
 def _positions(bm: Any) -> np.ndarray:
     return np.zeros(0, dtype=np.int64) if bm is None else np.frombuffer(bm.to_array(), dtype=np.uint32).astype(np.int64)
 
@@ -223,16 +228,20 @@ def _pair(gone: pa.Table, new: pa.Table) -> tuple[pa.Array, pa.Array]:
     g_type = np.full(gone.num_rows, 1, dtype=np.int8)  # 1 delete / insert, 2 image, 0 moved
     n_type = np.full(new.num_rows, 1, dtype=np.int8)
     if gone.num_rows and new.num_rows:
-        left = pa.table({ROW_ID: gone.column(ROW_ID), "g_lu": gone.column(LAST_UPDATED),
-                         "g": pa.array(np.arange(gone.num_rows, dtype=np.int64))})
-        right = pa.table({ROW_ID: new.column(ROW_ID), "n_lu": new.column(LAST_UPDATED),
-                          "n": pa.array(np.arange(new.num_rows, dtype=np.int64))})
-        pairs = left.join(right, keys=ROW_ID, join_type="inner")
-        if pairs.num_rows:
-            moved = pc.equal(pairs.column("g_lu"), pairs.column("n_lu")).to_numpy(zero_copy_only=False)
+        # Row ids are unique on each side: match by sorting one side (ids of a file come in
+        # runs, which a stable sort merges fast) and searching it, not a hash join.
+        g_id, n_id = _ints(gone.column(ROW_ID)), _ints(new.column(ROW_ID))
+        order = np.argsort(n_id, kind="stable")
+        sorted_ids = n_id[order]
+        at = np.minimum(np.searchsorted(sorted_ids, g_id), len(sorted_ids) - 1)
+        hit = (sorted_ids[at] == g_id) & (g_id >= 0)
+        g = np.nonzero(hit)[0]
+        n = order[at[hit]]
+        if len(g):
+            moved = _ints(gone.column(LAST_UPDATED))[g] == _ints(new.column(LAST_UPDATED))[n]
             code = np.where(moved, 0, 2).astype(np.int8)
-            g_type[pairs.column("g").to_numpy()] = code
-            n_type[pairs.column("n").to_numpy()] = code
+            g_type[g] = code
+            n_type[n] = code
     names = [
         pa.array([None, DELETE, PREIMAGE], pa.string()),
         pa.array([None, INSERT, POSTIMAGE], pa.string()),
