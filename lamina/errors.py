@@ -61,11 +61,24 @@ class VersionNotFound(LaminaError):
     """A requested version never existed or has been expired."""
 
 
+class ChangesUnavailable(VersionNotFound):
+    """A change feed range reaches versions whose changes cannot be computed (expired, or
+    older than row lineage); ``oldest`` is the oldest start version still answerable."""
+
+    def __init__(self, message: str, oldest: int | None) -> None:
+        super().__init__(message)
+        self.oldest = oldest
+
+
 # --- user input ------------------------------------------------------------------
 
 
 class TagNotFound(VersionNotFound):
     """No tag of that name."""
+
+
+class RowLineageNotEnabled(UnsupportedFeature):
+    """Row ids were asked of a table (or version) without row lineage."""
 
 
 class TagAlreadyExists(LaminaError):

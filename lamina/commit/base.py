@@ -59,13 +59,14 @@ class Change:
     properties: dict[str, str] | None = None
     app_transactions: dict[str, int] | None = None
     readds: bool = False  # ``added`` includes files an earlier version removed (rollback, add_files)
+    writer_features: tuple[str, ...] = ()  # writer features the change turns on (e.g. row lineage)
 
     @property
     def is_empty(self) -> bool:
         return (
             not self.added.num_rows and not self.removed.num_rows
             and self.schema is None and self.partition_spec is None and self.sort_order is None
-            and self.properties is None
+            and self.properties is None and not self.writer_features
         )
 
 
@@ -229,6 +230,7 @@ def combine(changes: Sequence[Change], base_version: int) -> Change:
         if c.app_transactions:
             out.app_transactions = {**(out.app_transactions or {}), **c.app_transactions}
         out.readds = out.readds or c.readds
+        out.writer_features = (*out.writer_features, *(f for f in c.writer_features if f not in out.writer_features))
     schema = changes[-1].added.schema
     out.added = pa.concat_tables([conform(a, schema) for a in added]) if added else changes[-1].added
     if removed:

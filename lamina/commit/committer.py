@@ -22,17 +22,18 @@ import logging
 import random
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
 from lamina.commit.base import Base, Change, Operation, combine
 from lamina.commit.coordinator import CommitCoordinator
 from lamina.commit.log import VersionLog
 from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted, CommitStateUnknown, StorageError
-from lamina.manifest.entries import manifest_schema_of
+from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
 from lamina.spec.features import COLUMN_MAPPING, HIDDEN_PARTITIONING, PARTITION_EVOLUTION, SLOT_TOMBSTONES, SORT_ORDERS, check_writer, with_features
 from lamina.spec.layout import version_path
+from lamina.spec.lineage import assign_row_ids, has_lineage
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import Tombstone, slot_chunk_size
 from lamina.spec.version import VersionManifest
@@ -195,6 +196,13 @@ class Committer:
             return None
         change = combine(changes, base.version)
         changed = with_metadata(base, change)
+        next_row_id = base.next_row_id
+        if has_lineage(changed):
+            # Ids for this attempt's base: a copy of the change, whose entries the operations
+            # reuse across attempts, so a rebase hands out ids from the new base's counter.
+            added, next_row_id = assign_row_ids(
+                conform(change.added, manifest_schema_of(changed)), base.next_row_id or 0, base.version + 1)
+            change = replace(change, added=added)
         _, result = self._apply_tree(base, change, base.version + 1)
         step("manifests-written")
         summary = {
@@ -224,6 +232,7 @@ class Committer:
             partition_specs=changed.partition_specs,
             sort_order=changed.sort_order,
             properties=changed.properties,
+            next_row_id=next_row_id,
             root_manifest=result.root_path,
             commit_id=commit_id,
             app_transactions=apps,
@@ -299,7 +308,8 @@ def with_metadata(base: VersionManifest, change: Change) -> VersionManifest:
     (itself if none). A new partition spec joins the table's list of specs (files written
     under the earlier ones keep theirs), and the features say what a writer must keep (the
     spec list, the sort order) and what readers and writers must do (map evolved columns)."""
-    if change.schema is None and change.partition_spec is None and change.sort_order is None and change.properties is None:
+    if (change.schema is None and change.partition_spec is None and change.sort_order is None
+            and change.properties is None and not change.writer_features):
         return base
     spec = change.partition_spec or base.partition_spec
     specs = base.all_partition_specs
@@ -319,5 +329,5 @@ def with_metadata(base: VersionManifest, change: Change) -> VersionManifest:
         partition_specs=specs if len(specs) > 1 else (),
         sort_order=sort_order,
         properties=change.properties if change.properties is not None else base.properties,
-        writer_features=with_features(base.writer_features, *partitioned, *features),
+        writer_features=with_features(base.writer_features, *partitioned, *features, *change.writer_features),
     )

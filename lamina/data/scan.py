@@ -20,13 +20,14 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from lamina.errors import CorruptMetadata, NotFound
+from lamina.errors import CorruptMetadata, NotFound, RowLineageNotEnabled
 from lamina.expr import AlwaysTrue, Expr, bind, may_match, pushdown_filter, referenced_columns, to_arrow_filter, to_expr
 from lamina.io import FileIO
 from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import live_data_entries
 from lamina.data.deletes import DV, dv_of, dvs_of_plan, positions_array, read_bitmaps
 from lamina.spec import content as C
+from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, has_lineage, lineages_of, row_lineage
 from lamina.spec.partition import fields_by_id
 from lamina.spec.version import VersionManifest
 
@@ -36,6 +37,8 @@ _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-read")
 LARGE_FILE = 32 << 20
 # Reading local files is CPU work (decoding): one thread per core; more only contend.
 _local_pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="lamina-read-local")
+
+_LINEAGE_FIELD = {f.name: f for f in LINEAGE_FIELDS}
 
 PLAN_COLUMNS = (
     "content", "status", "path", "size", "record_count", "added_version", "partition_path",
@@ -143,8 +146,17 @@ class Scan:
         if columns is not None:
             columns = list(columns)
             for c in columns:
-                self.schema.field(c)  # raises SchemaMismatch naming the columns
+                if c not in LINEAGE_COLUMNS:
+                    self.schema.field(c)  # raises SchemaMismatch naming the columns
         self.columns = columns
+        # Row lineage columns asked for (lamina.spec.lineage): read from each file's entry and
+        # its stored lineage columns, by physical position.
+        self.lineage = columns is not None and any(c in LINEAGE_COLUMNS for c in columns)
+        if self.lineage and not has_lineage(vm):
+            raise RowLineageNotEnabled(
+                f"version {vm.version} of this table has no row lineage, so it has no {ROW_ID} or {LAST_UPDATED}; "
+                "turn it on with table.enable_row_lineage() (rows get ids from that version on)"
+            )
         self._schemas: dict[tuple[str, ...], pa.Schema] = {}
         # An evolved schema's columns are mapped from the files (physical names, defaults,
         # see lamina.spec.schema), not read by name as they are.
@@ -176,6 +188,8 @@ class Scan:
         never pruned by a field of a spec other than its own.)
         """
         wanted = set(PLAN_COLUMNS)
+        if self.lineage:
+            wanted |= {FIRST_ROW_ID, DATA_VERSION}
         refs = referenced_columns(self.predicate)
         fids = {self.schema.field_id(n) for n in refs}
         for fid in fids:
@@ -191,6 +205,16 @@ class Scan:
 
     def _read_columns(self) -> list[str]:
         return self.columns if self.columns is not None else self.schema.names
+
+    @property
+    def output_columns(self) -> tuple[str, ...]:
+        """The columns a read returns: those asked for, else the schema's."""
+        return tuple(self._read_columns())
+
+    @cached_property
+    def row_filter(self) -> Any:
+        """The predicate as an Arrow filter over rows; None when it selects every row."""
+        return None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
 
     @cached_property
     def _pushdown(self) -> Any:
@@ -261,10 +285,11 @@ class Scan:
             return read(columns, filt)
         return read(self.with_predicate_columns(columns), self._pushdown).filter(filt).select(columns)
 
-    def _arrow_schema_of(self, columns: tuple[str, ...]) -> pa.Schema:
-        """The table schema's ``columns`` (memoized: asked once per file read)."""
+    def arrow_schema_of(self, columns: tuple[str, ...]) -> pa.Schema:
+        """The Arrow schema of ``columns`` of the table schema, or row lineage columns
+        (memoized: asked once per file read)."""
         if columns not in self._schemas:
-            self._schemas[columns] = pa.schema([self.schema.field(c) for c in columns])
+            self._schemas[columns] = pa.schema([_LINEAGE_FIELD[c] if c in _LINEAGE_FIELD else self.schema.field(c) for c in columns])
         return self._schemas[columns]
 
     def _read_plain(self, source: Any, columns: list[str], memory_pool: pa.MemoryPool | None = None) -> pa.Table:
@@ -287,7 +312,7 @@ class Scan:
             # wrote): read it all and check, rather than ask for its schema first.
             t = reader.read_all(use_threads=False)
             if t.column_names == columns:
-                want = self._arrow_schema_of(tuple(columns))
+                want = self.arrow_schema_of(tuple(columns))
                 return t if t.schema.equals(want) else t.cast(want)
         file_schema = reader.schema_arrow
         names = file_schema.names
@@ -301,18 +326,48 @@ class Scan:
             t = pq.ParquetFile(source, pre_buffer=False).read(columns=columns, use_threads=False).select(columns)
         else:
             return pq.read_table(source, columns=columns, schema=self.schema.arrow, use_threads=False)
-        want = self._arrow_schema_of(tuple(columns))
+        want = self.arrow_schema_of(tuple(columns))
         return t if t.schema.equals(want) else t.cast(want)
 
+    def _read_with_lineage(
+        self, source: Any, columns: list[str], filt: Any, dv: DV | None, memory_pool: pa.MemoryPool | None,
+        lineage: tuple[int, int] | None,
+    ) -> pa.Table:
+        """Rows of one data file with their ``_row_id`` and ``_last_updated_version``: every
+        physical row numbered (lamina.spec.lineage), then deleted rows and the row filter."""
+        if lineage is None or lineage[0] is None:
+            raise CorruptMetadata("a data file of a table with row lineage has no first_row_id; run `lamina fsck`")
+        if isinstance(source, str):
+            with pa.OSFile(source) as f:
+                return self._read_with_lineage(f, columns, filt, dv, memory_pool, lineage)
+        data_cols = [c for c in self._needed(columns, filt) if c not in _LINEAGE_FIELD]
+        stored = [c for c in LINEAGE_COLUMNS if c in pq.read_schema(source).names]
+        source.seek(0)
+        t = self._read_evolved(source, data_cols, None, None, memory_pool) if self._evolved else self._read_plain(source, data_cols, memory_pool)
+        kept = None
+        if stored:
+            source.seek(0)
+            kept = pq.read_table(source, columns=stored, use_threads=False, memory_map=False)
+            kept = pa.table({c: kept.column(c) if c in stored else pa.nulls(t.num_rows, pa.int64()) for c in LINEAGE_COLUMNS})
+        ids, versions = row_lineage(lineage[0], lineage[1], t.num_rows, kept)
+        t = t.append_column(_LINEAGE_FIELD[ROW_ID], ids).append_column(_LINEAGE_FIELD[LAST_UPDATED], versions)
+        if dv is not None:
+            t = t.filter(dv_of(self.io, dv).keep(t.num_rows))
+        return (t.filter(filt) if filt is not None else t).select(columns)
+
     def read_file(
-        self, path: str, columns: list[str], filt: Any, dv: DV | None = None, memory_pool: pa.MemoryPool | None = None
+        self, path: str, columns: list[str], filt: Any, dv: DV | None = None, memory_pool: pa.MemoryPool | None = None,
+        lineage: tuple[int, int] | None = None,
     ) -> pa.Table:
         """Rows of one data file: deleted rows (``dv``) go first, since DV positions are
-        row numbers in the file, then the row filter."""
+        row numbers in the file, then the row filter. ``lineage``: the file's entry's
+        (first_row_id, data_version), needed when ``columns`` has row lineage columns."""
         io = self.io
         try:
             local = io.local_path(path)
             source = local if local is not None else pa.BufferReader(io.get(path))
+            if any(c in _LINEAGE_FIELD for c in columns):
+                return self._read_with_lineage(source, columns, filt, dv, memory_pool, lineage)
             if self._evolved:
                 return self._read_evolved(source, columns, filt, dv, memory_pool)
             if dv is not None:
@@ -361,14 +416,15 @@ class Scan:
         readers keep going while it writes. ``memory_pool``: where whole-file reads
         allocate (default: Arrow's).
         """
-        out_schema = self._arrow_schema_of(tuple(cols))
+        out_schema = self.arrow_schema_of(tuple(cols))
         paths = entries.column("path").to_pylist()
         dvs = dvs_of_plan(entries)
         runs = _runs(entries.column("size").to_pylist(), files_per_task, bytes_per_task)
         pool = _local_pool if self.io.is_local else _pool
+        lineages = lineages_of(entries) if any(c in _LINEAGE_FIELD for c in cols) else [None] * len(paths)
 
         def read_run(run: range) -> list[pa.Table]:
-            return [self.read_file(paths[i], cols, filt, dvs[i], memory_pool) for i in run]
+            return [self.read_file(paths[i], cols, filt, dvs[i], memory_pool, lineages[i]) for i in run]
 
         pending: deque = deque()
         for run in runs:
@@ -393,9 +449,12 @@ class Scan:
         their deleted rows dropped, then the filter; files without: on local disk one
         threaded dataset scan, filter pushed down, on object stores file by file in
         parallel."""
-        out_schema = self._arrow_schema_of(tuple(cols))
+        out_schema = self.arrow_schema_of(tuple(cols))
         if not entries.num_rows:
             return out_schema.empty_table()
+        if any(c in _LINEAGE_FIELD for c in cols):
+            # Row ids number a file's physical rows: file by file, before deletes and filter.
+            return pa.concat_tables(list(self.read_files(entries, cols, filt, files_per_task=16)))
         io = self.io
         dvs = dvs_of_plan(entries)
         paths = entries.column("path").to_pylist()
@@ -468,7 +527,7 @@ class Scan:
         for path, pos in deleted.items():
             if len(pos) and int(pos[-1]) >= seen[path]:
                 raise CorruptMetadata(f"deletion vector deletes row {int(pos[-1])} of a file with {seen[path]} rows")
-        return pa.Table.from_batches(live, schema=self._arrow_schema_of(tuple(cols)))
+        return pa.Table.from_batches(live, schema=self.arrow_schema_of(tuple(cols)))
 
     @contextmanager
     def _missing_file_is_corrupt(self) -> Iterator[None]:

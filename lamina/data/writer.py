@@ -19,6 +19,7 @@ from lamina.io import FileIO
 from lamina.manifest.entries import column_stats
 from lamina.spec import content as C
 from lamina.spec.layout import new_data_path
+from lamina.spec.lineage import LINEAGE_FIELDS, split_lineage, with_lineage
 from lamina.spec.schema import Schema, field_id_of
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-write")
@@ -130,7 +131,8 @@ def write_data_files(
     compression: str = "snappy",
     pending: PendingWrites | None = None,
 ) -> list[dict[str, Any]]:
-    """Write ``data`` (already conformed to ``schema``) and return one entry dict per file.
+    """Write ``data`` (already conformed to ``schema``, optionally followed by the row lineage
+    columns of lamina.spec.lineage) and return one entry dict per file.
 
     With ``pending``, a single file's store write overlaps with what the caller does
     next; the caller must ``pending.wait()`` before committing.
@@ -160,7 +162,8 @@ def write_data_files(
     def run(job: tuple[pa.Table, dict[str, Any], str | None]) -> dict[str, Any]:
         chunk, part, pdir = job
         path = new_data_path(pdir, write_id)
-        size = _write_one(io, path, schema.to_physical(chunk), compression, futures)
+        chunk, lineage = split_lineage(chunk)  # stored after the schema's columns, no stats
+        size = _write_one(io, path, with_lineage(schema.to_physical(chunk), lineage), compression, futures)
         entry = {"path": path, "size": size, "record_count": chunk.num_rows, "partition_path": pdir}
         entry.update(part)
         entry.update(column_stats(chunk, schema))
@@ -244,15 +247,24 @@ class _StreamedFile:
         self.schema = schema
         self.row_group_rows = row_group_rows
         self.sink = pa.BufferOutputStream(memory_pool)
+        # Rows that carry row lineage (a rewrite of existing rows) store it after the columns.
+        self.lineage = split_lineage(first)[1] is not None
+        physical = pa.schema([*schema.physical_arrow, *LINEAGE_FIELDS]) if self.lineage else schema.physical_arrow
         self.writer = pq.ParquetWriter(
-            self.sink, schema.physical_arrow, compression=compression, use_dictionary=_dictionary_columns(schema.to_physical(first)),
-            write_statistics=statistics_columns(schema.physical_arrow), memory_pool=memory_pool,
+            self.sink, physical, compression=compression, use_dictionary=_dictionary_columns(self._physical(first)),
+            write_statistics=statistics_columns(physical), memory_pool=memory_pool,
         )
         self.stats: list[dict[str, Any]] = []  # column_stats of each write
         self.rows = 0
 
+    def _physical(self, rows: pa.Table) -> pa.Table:
+        data, lineage = split_lineage(rows)
+        if self.lineage and lineage is None:
+            lineage = split_lineage(data, fill=True)[1]
+        return with_lineage(self.schema.to_physical(data), lineage if self.lineage else None)
+
     def write(self, rows: pa.Table) -> None:
-        self.writer.write_table(self.schema.to_physical(rows), row_group_size=self.row_group_rows)
+        self.writer.write_table(self._physical(rows), row_group_size=self.row_group_rows)
         # Stats as the rows come (while the reads go on), merged at the end.
         self.stats.append(column_stats(rows, self.schema))
         self.rows += rows.num_rows

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from lamina.errors import SchemaMismatch
 from lamina.spec import content as C
+from lamina.spec.lineage import ENTRY_FIELDS, has_lineage
 from lamina.spec.partition import fields_by_id, transform_result_type
 from lamina.spec.schema import Schema, field_id_of
 
@@ -23,16 +24,19 @@ def _float_type(t: pa.DataType) -> bool:
 
 
 @lru_cache(maxsize=256)
-def manifest_schema(schema: Schema, specs: Any) -> pa.Schema:
+def manifest_schema(schema: Schema, specs: Any, lineage: bool = False) -> pa.Schema:
     """Arrow schema of a manifest for a table with ``schema`` and partition spec(s) ``specs``
     (one spec, or a tuple of every spec the table has had; memoized: all are frozen, and this
-    is needed several times per commit).
+    is needed several times per commit). ``lineage``: the table keeps row lineage, whose
+    entries record ``first_row_id`` and ``data_version`` (lamina.spec.lineage).
 
     The partition bounds of every spec's fields are kept, so entries written under an
     older spec keep their values; a field whose source column is gone is left out (no
     predicate can name it)."""
     fields = list(C.BASE_FIELDS)
     fields.append(pa.field("max_added_version", pa.int64(), True))  # leaves: newest entry's added_version
+    if lineage:
+        fields += ENTRY_FIELDS
     for f in schema.arrow:
         fid = field_id_of(f)
         if C.stats_supported(f.type):
@@ -67,7 +71,7 @@ def _partition_types(schema: Schema, specs: tuple[Any, ...]) -> list[tuple[int, 
 def manifest_schema_of(vm: Any) -> pa.Schema:
     """The manifest schema of a version (a ``VersionManifest``): its schema's and every partition spec's."""
     specs = vm.partition_specs
-    return manifest_schema(vm.schema, specs if specs else vm.partition_spec)
+    return manifest_schema(vm.schema, specs if specs else vm.partition_spec, has_lineage(vm))
 
 
 def conform(entries: pa.Table, mschema: pa.Schema) -> pa.Table:

@@ -35,6 +35,7 @@ from lamina.data.writer import SHORT_LIVED_POOL
 from lamina.errors import CorruptMetadata, InvalidArgument
 from lamina.expr import Expr
 from lamina.spec import content as C
+from lamina.spec.lineage import LINEAGE_COLUMNS, has_lineage
 from lamina.spec.partition import PartitionSpec, specs_with_field
 from lamina.spec.sort import effective_sort_keys
 from lamina.spec.version import VersionManifest
@@ -139,7 +140,9 @@ class CompactFiles(Operation):
 
     def rewrite(self, base: Base, group: pa.Table) -> pa.Table:
         """The entries of the files one group is rewritten into (not yet stamped)."""
-        files = base.scan().read_files(group, base.schema.names, memory_pool=SHORT_LIVED_POOL)
+        # Rows keep their lineage: compaction changes where rows live, not what they are.
+        names = [*base.schema.names, *LINEAGE_COLUMNS] if has_lineage(base.metadata) else base.schema.names
+        files = base.scan().read_files(group, names, memory_pool=SHORT_LIVED_POOL)
         # rows per output file from the inputs' bytes per (live) row, so outputs land near the target
         live = max(1, int(pc.sum(group.column("record_count")).as_py() or 0))
         per_row = max(1.0, float(pc.sum(group.column("size")).as_py()) / live)

@@ -13,6 +13,7 @@ from lamina.commit import Operation, Base, Change, removed_of
 from lamina.data.deletes import dvs_of_plan, file_keys
 from lamina.data.scan import Scan
 from lamina.expr import AlwaysTrue, Expr, to_arrow_filter
+from lamina.spec.lineage import LINEAGE_COLUMNS, has_lineage, lineages_of
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-overwrite")
 
@@ -45,7 +46,7 @@ class Overwrite(Operation):
         if self.planned is not None:
             self.planned.check(base.schema, self.operation)
         scan = base.scan(self.predicate)
-        candidates = scan.plan().entries
+        candidates = scan.plan(all_columns=has_lineage(base.metadata)).entries
         added = [base.stamp(self.entries)] if self.entries.num_rows else []
         if isinstance(self.predicate, AlwaysTrue):
             removed = candidates
@@ -55,7 +56,8 @@ class Overwrite(Operation):
             dvs = dvs_of_plan(candidates)
             keys = file_keys(candidates)
             unseen = [i for i, k in enumerate(keys) if k not in self._rewrites]
-            outs = _pool.map(lambda i: self._rewrite_file(base, scan, paths[i], filt, dvs[i]), unseen)
+            lineages = lineages_of(candidates)
+            outs = _pool.map(lambda i: self._rewrite_file(base, scan, paths[i], filt, dvs[i], lineages[i]), unseen)
             for i, outcome in zip(unseen, outs):
                 self._rewrites[keys[i]] = outcome
             touched = [self._rewrites[k] is not UNTOUCHED for k in keys]
@@ -68,10 +70,11 @@ class Overwrite(Operation):
         return Change(self.operation, adds, removed_of(removed), summary={"predicate": str(self.predicate)},
                       readds=self.readds and self.entries.num_rows > 0)
 
-    def _rewrite_file(self, base: Base, scan: Scan, path: str, filt: Any, dv: Any = None) -> Any:
+    def _rewrite_file(self, base: Base, scan: Scan, path: str, filt: Any, dv: Any = None, lineage: Any = None) -> Any:
         """UNTOUCHED if no row matches, None if all do, else the entries of the rewritten remainder
-        (live rows only: a row a deletion vector removed stays removed)."""
-        rows = scan.read_file(path, scan.schema.names, None, dv)
+        (live rows only: a row a deletion vector removed stays removed; rows kept keep their lineage)."""
+        names = scan.schema.names if lineage is None else [*scan.schema.names, *LINEAGE_COLUMNS]
+        rows = scan.read_file(path, names, None, dv, lineage=lineage)
         numbered = rows.append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
         matched = numbered.filter(filt).column("__row")
         if len(matched) == 0:

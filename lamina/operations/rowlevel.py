@@ -35,6 +35,7 @@ from lamina.data.inflight import new_write_id
 from lamina.data.deletes import DV, dvs_of_plan, file_key, read_bitmap, read_bitmaps, write_dv_file
 from lamina.spec.properties import DELETE_MODES, TableProperties
 from lamina.operations.schema import PlannedColumns
+from lamina.spec.lineage import LINEAGE_COLUMNS, ROW_ID, conform_keeping_lineage, has_lineage, lineage_of
 from lamina.spec.schema import Schema
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
@@ -140,7 +141,10 @@ class RowDelta(Operation):
         are physical row numbers, so the DVs must not be applied by the reader."""
         physical = entries.set_column(entries.schema.get_field_index("dv_path"), "dv_path",
                                       pa.nulls(entries.num_rows, pa.string()))
-        tables = list(base.scan().read_files(physical, self.read_columns, files_per_task=16))
+        # Row lineage rides along where rows are written in place of these (they keep their ids).
+        writes = self.operation != "delete" and has_lineage(base.metadata)
+        cols = [*self.read_columns, *LINEAGE_COLUMNS] if writes else self.read_columns
+        tables = list(base.scan().read_files(physical, cols, files_per_task=16))
         lengths = np.fromiter((t.num_rows for t in tables), np.int64, len(tables))
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         t = pa.concat_tables(tables)
@@ -200,12 +204,14 @@ class RowDelta(Operation):
                 new_dvs.append((i, merged))
         if rewrite:
             scan = base.scan()
+            # copy-on-write: the rows kept are copies, lineage and all
+            names = [*base.schema.names, *LINEAGE_COLUMNS] if has_lineage(base.metadata) else base.schema.names
 
             def remainder(job: tuple[int, BitMap, int]) -> pa.Table:
                 i, merged, physical = job
                 keep = np.ones(physical, dtype=bool)
                 keep[np.frombuffer(merged.to_array(), dtype=np.uint32)] = False
-                whole = scan.read_file(rows[i]["path"], base.schema.names, None)
+                whole = scan.read_file(rows[i]["path"], names, None, lineage=lineage_of(rows[i]))
                 return base.write(whole.filter(pa.array(keep)), self.write_id)
 
             for (i, _, _), entries in zip(rewrite, _pool.map(remainder, rewrite)):
@@ -217,7 +223,7 @@ class RowDelta(Operation):
             o = outcomes[i]
             if o.new_rows is not None and o.new_rows.num_rows:
                 if o.new_entries is None:
-                    o.new_entries = base.write(base.schema.conform(o.new_rows), self.write_id)
+                    o.new_entries = base.write(conform_keeping_lineage(base.schema, o.new_rows), self.write_id)
                 added.append(base.stamp(o.new_entries))
         if new_dvs:
             locs = write_dv_file(base.io, self.write_id, [bm for _, bm in new_dvs])
@@ -280,6 +286,14 @@ def _replacements(cands: pa.Table, replaced: list[tuple[int, DV]]) -> pa.Table:
     return fill_constant(e, status=1, removed_version=None)
 
 
+def _keep_row_ids(new_rows: pa.Table, old_rows: pa.Table) -> pa.Table:
+    """Rows written in place of ``old_rows`` (an update), with their row ids when the table
+    keeps lineage; their ``_last_updated_version`` is left null: the version that writes them."""
+    if ROW_ID not in old_rows.column_names:
+        return new_rows
+    return new_rows.append_column(ROW_ID, old_rows.column(ROW_ID))
+
+
 def file_fn_delete(filt: Any) -> FileFn:
     def fn(rows: pa.Table) -> FileOutcome:
         hit = rows.filter(filt).select([POS, FILE])
@@ -297,7 +311,7 @@ def file_fn_update(filt: Any, assignments: dict[str, Any], schema: pa.Schema) ->
                 cols.append(as_column(assignments[f.name], hit, f.type, f"update of column {f.name!r}"))
             else:
                 cols.append(hit.column(f.name))
-        new = pa.table(cols, schema=schema).append_column(FILE, hit.column(FILE))
+        new = _keep_row_ids(pa.table(cols, schema=schema), hit).append_column(FILE, hit.column(FILE))
         return FileOutcome(hit.column(POS).to_numpy(), new, delete_file=hit.column(FILE).to_numpy())
 
     return fn
@@ -493,6 +507,8 @@ class MergeBuilder(MergeClauses):
             cols = {k: pairs.column(k) for k in keys}
             cols.update({f"target.{n}": rows.column(n).take(tgt) for n in tschema.names})
             cols[POS], cols[FILE] = rows.column(POS).take(tgt), rows.column(FILE).take(tgt)
+            if ROW_ID in rows.column_names:
+                cols[ROW_ID] = rows.column(ROW_ID).take(tgt)
             cols.update({n: src.column(n).take(src_rows) for n in src.column_names if n not in keys})
             j = pa.table(cols)
             if not j.num_rows:
@@ -517,7 +533,7 @@ class MergeBuilder(MergeClauses):
                 files.append(sel.column(FILE).to_numpy())
                 if cl.kind == "update":
                     rows_ = _clause_rows(cl, sel, tschema, "update", lambda f: sel.column(f"target.{f.name}"))
-                    updates.append(rows_.append_column(FILE, sel.column(FILE)))
+                    updates.append(_keep_row_ids(rows_, sel).append_column(FILE, sel.column(FILE)))
             delete = np.concatenate(deletes) if deletes else np.zeros(0, dtype=np.int64)
             dfile = np.concatenate(files) if files else np.zeros(0, dtype=np.int32)
             new = pa.concat_tables(updates) if updates else None

@@ -15,7 +15,7 @@ from lamina.errors import UnsupportedFeature
 KNOWN_READER_FEATURES: frozenset[str] = frozenset({"manifest-tree-v1", "hidden-partitioning", "column-mapping"})
 KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
     {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits", "slot-tombstones",
-     "column-mapping", "partition-evolution", "sort-orders"}
+     "column-mapping", "partition-evolution", "sort-orders", "row-lineage"}
 )
 
 # Writer feature of tables whose commit point is their catalog row (lamina.catalog's SQL
@@ -59,6 +59,8 @@ def with_features(features: tuple[str, ...], *needed: str) -> tuple[str, ...]:
 # What a new table gets.
 DEFAULT_READER_FEATURES: tuple[str, ...] = ("manifest-tree-v1",)
 DEFAULT_WRITER_FEATURES: tuple[str, ...] = ("manifest-tree-v1", "monotonic-timestamps", SLOT_TOMBSTONES)
+# Row lineage (lamina.spec.lineage) is the default for new tables too, unless their
+# ``row-lineage`` property says "false"; ``initial_version`` adds it.
 
 
 def _check(kind: str, known: frozenset[str], features: Iterable[str], where: str, advice: str) -> None:

@@ -140,6 +140,10 @@ class TableProperties:
     # Fixed when the table is created: writers and expiry must agree on which record covers a slot.
     VERSION_SLOT_CHUNK_SIZE = _int_property("version.slot-chunk-size", 1000, 1)
 
+    # Read when the table is created: "false" creates it without row lineage (its writer
+    # feature, lamina.spec.lineage); ``Table.enable_row_lineage`` turns it on later.
+    ROW_LINEAGE = _word_property("row-lineage", "true", ("true", "false"), fold_case=True)
+
     TAG_AUTO_CREATE = _word_property("tag.auto-create", None, tuple(AUTO_TAG_PERIOD_FORMATS))  # unset: no automatic tags
     TAG_AUTO_RETAIN_MAX = _int_property("tag.auto-retain-max", 0, 0)  # 0: keep every automatic tag
 

@@ -79,6 +79,9 @@ class VersionManifest:
     # The sort order writers use, by field id; None: the ``write.sort-order`` property's, if
     # set (``lamina.spec.sort.effective_sort_order``).
     sort_order: SortOrder | None = None
+    # Row lineage (lamina.spec.lineage): the first row id the next added row gets; None on a
+    # table without lineage.
+    next_row_id: int | None = None
 
     @property
     def all_partition_specs(self) -> tuple[PartitionSpec, ...]:
@@ -106,6 +109,7 @@ class VersionManifest:
                 **({} if self.last_readd_version is None else {"last_readd_version": self.last_readd_version}),
                 **({} if len(self.partition_specs) < 2 else {"partition_specs": [p.to_json() for p in self.partition_specs]}),
                 **({} if self.sort_order is None else {"sort_order": self.sort_order.to_json()}),
+                **({} if self.next_row_id is None else {"next_row_id": self.next_row_id}),
             },
             separators=(",", ":"),
         ).encode()
@@ -142,6 +146,7 @@ class VersionManifest:
                 last_readd_version=None if j.get("last_readd_version") is None else int(j["last_readd_version"]),
                 partition_specs=specs or (),
                 sort_order=None if order is None else _cached(SortOrder.from_json, order),
+                next_row_id=None if j.get("next_row_id") is None else int(j["next_row_id"]),
             )
         except CorruptMetadata as e:
             raise CorruptMetadata(f"{where}: {e}") from None

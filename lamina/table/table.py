@@ -25,18 +25,21 @@ from lamina.io import FileIO
 from lamina.maintenance import expire, orphans
 from lamina.operations import CompactFiles, CompactionResult, MergeBuilder, RewriteManifests, Rollback
 from lamina.operations import compaction
+from lamina.operations.lineage import EnableRowLineage
 from lamina.operations.partition_spec import SpecUpdate
 from lamina.operations.rowlevel import row_mode
 from lamina.operations.schema import SchemaUpdate
 from lamina.operations.sort_order import SortOrderUpdate
 from lamina.spec.features import DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, check_reader, check_writer
 from lamina.spec.layout import FORMAT_VERSION
+from lamina.spec.lineage import ROW_LINEAGE
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.properties import TableProperties, check_properties
 from lamina.spec.schema import Schema
 from lamina.spec.tag import Tag, split_version_or_tag
 from lamina.spec.version import VersionManifest
 from lamina.table import auto_tags, system
+from lamina.table.changes import ChangeFeed, change_feed, resolve_end, resolve_start
 from lamina.table.convert import to_arrow
 from lamina.table.transaction import Transaction
 from lamina.timeutil import epoch_ms
@@ -353,6 +356,38 @@ class Table:
             last["groups"], last["bytes_read"], last["rows_written"],
         )
 
+    def changes(
+        self,
+        start_version: int | None = None,
+        end_version: int | None = None,
+        *,
+        start_timestamp: Any = None,
+        end_timestamp: Any = None,
+        start_tag: str | None = None,
+        end_tag: str | None = None,
+        where: str | Expr | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> ChangeFeed:
+        """The change data feed of the versions in (start, end]: every row they inserted,
+        deleted or updated (pre- and post-image, paired by row id), with ``_change_type``,
+        ``_commit_version`` and ``_commit_timestamp``. ``end`` defaults to the latest version;
+        by timestamp the range holds the versions committed at or after ``start_timestamp``
+        and at or before ``end_timestamp``. Compaction yields no change rows. ``where`` and
+        ``columns`` apply as in ``scan`` (the columns may include ``_row_id`` and
+        ``_last_updated_version``); rows follow the schema of the range's last version.
+
+        Raises ChangesUnavailable (naming the oldest start still answerable) for a range
+        reaching expired versions or versions without row lineage."""
+        start = resolve_start(self, start_version, start_timestamp, start_tag)
+        end = resolve_end(self, end_version, end_timestamp, end_tag)
+        return change_feed(self, start, end, where, columns)
+
+    def enable_row_lineage(self, *, commit_options: CommitOptions | None = None) -> int | None:
+        """Give the table row lineage (``_row_id``, ``_last_updated_version``, the change feed)
+        from a new version on; None if it has lineage already. Rows of the live files get ids
+        in that version (a metadata-only commit: no data file is rewritten)."""
+        return self._one(self.transaction(commit_options=commit_options).add_operation(EnableRowLineage()))
+
     def rewrite_manifests(self, *, commit_options: CommitOptions | None = None) -> int:
         """Rewrite the leaf manifests (same files), grouped by partition, in one version."""
         return self._one(self.transaction(commit_options=commit_options).add_operation(RewriteManifests()))
@@ -564,6 +599,9 @@ def initial_version(
     if not spec.is_unpartitioned:
         reader_features.append("hidden-partitioning")
         writer_features.append("hidden-partitioning")
+    lineage = TableProperties.ROW_LINEAGE.get(props) == "true"
+    if lineage:
+        writer_features.append(ROW_LINEAGE)
     writer_features.extend(f for f in extra_writer_features if f not in writer_features)
     return VersionManifest(
         version=0,
@@ -580,6 +618,7 @@ def initial_version(
         writer_features=tuple(writer_features),
         commit_id=uuid.uuid4().hex,
         format_version=FORMAT_VERSION,
+        next_row_id=0 if lineage else None,
     )
 
 

@@ -1,0 +1,119 @@
+"""Row lineage (Iceberg v3 semantics): every row has a stable id and the version that last
+wrote it, at no per-row cost for appends.
+
+A table with lineage (writer feature ``row-lineage``) keeps ``next_row_id`` in its version
+manifest, and each data file's entry records ``first_row_id`` and ``data_version``. The row
+at physical position ``p`` of a file has
+
+- ``_row_id = coalesce(file column _row_id[p], first_row_id + p)``
+- ``_last_updated_version = coalesce(file column _last_updated_version[p], data_version)``
+
+Appends store nothing per row: both columns are absent and every row inherits. A file that
+rewrites existing rows (update, merge, copy-on-write, compaction) stores the two columns
+after the schema's: a copied row keeps both values, an updated row keeps its ``_row_id`` and
+leaves ``_last_updated_version`` null (so it reads the new file's ``data_version``), an
+inserted row leaves both null. The committer assigns ``first_row_id`` (from the base's
+``next_row_id``, one id per physical row) and ``data_version`` (the new version) to every
+added entry that lacks them, at each commit attempt; writers never assign ids themselves, so
+a rebase cannot hand out an id twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+ROW_ID = "_row_id"
+LAST_UPDATED = "_last_updated_version"
+LINEAGE_COLUMNS: tuple[str, ...] = (ROW_ID, LAST_UPDATED)
+LINEAGE_FIELDS: tuple[pa.Field, ...] = (pa.field(ROW_ID, pa.int64()), pa.field(LAST_UPDATED, pa.int64()))
+
+# Writer feature: a writer must assign row ids to what it adds and carry them through rewrites.
+# Readers need nothing: the extra file columns are never among a schema's columns.
+ROW_LINEAGE = "row-lineage"
+
+# Manifest entry columns of tables with lineage (lamina.spec.content).
+FIRST_ROW_ID = "first_row_id"
+DATA_VERSION = "data_version"
+ENTRY_FIELDS: tuple[pa.Field, ...] = (pa.field(FIRST_ROW_ID, pa.int64()), pa.field(DATA_VERSION, pa.int64()))
+
+
+def has_lineage(vm: Any) -> bool:
+    """Whether the version (a ``VersionManifest``) keeps row lineage."""
+    return ROW_LINEAGE in vm.writer_features
+
+
+def split_lineage(rows: pa.Table, fill: bool = False) -> tuple[pa.Table, pa.Table | None]:
+    """``rows`` without their lineage columns, and those columns (None when absent, unless
+    ``fill``: then nulls, as for rows new to the table)."""
+    present = [c for c in LINEAGE_COLUMNS if c in rows.column_names]
+    if not present and not fill:
+        return rows, None
+    lineage = pa.table({f.name: (rows.column(f.name).cast(f.type) if f.name in present else pa.nulls(rows.num_rows, f.type))
+                        for f in LINEAGE_FIELDS})
+    return rows.drop_columns(present), lineage
+
+
+def conform_keeping_lineage(schema: Any, rows: pa.Table) -> pa.Table:
+    """``rows`` conformed to ``schema`` (a ``lamina.spec.schema.Schema``), their lineage
+    columns, if any, kept after the schema's."""
+    data, lineage = split_lineage(rows)
+    return with_lineage(schema.conform(data), lineage)
+
+
+def with_lineage(rows: pa.Table, lineage: pa.Table | None) -> pa.Table:
+    """``rows`` with the lineage columns of ``lineage`` appended (as ``split_lineage`` gave them)."""
+    if lineage is None:
+        return rows
+    for f in LINEAGE_FIELDS:
+        rows = rows.append_column(f, lineage.column(f.name))
+    return rows
+
+
+def assign_row_ids(entries: pa.Table, next_row_id: int, version: int) -> tuple[pa.Table, int]:
+    """``entries`` (added data-file entries) with ``first_row_id`` and ``data_version`` set
+    where null: ids handed out in entry order, one per physical row (live rows plus those
+    a deletion vector already deletes); and the table's next row id after them."""
+    if not entries.num_rows or FIRST_ROW_ID not in entries.column_names:
+        return entries, next_row_id
+    first = entries.column(FIRST_ROW_ID)
+    missing = pc.is_null(first).to_numpy(zero_copy_only=False)
+    if missing.any():
+        physical = pc.add(entries.column("record_count"), pc.fill_null(entries.column("dv_cardinality"), 0))
+        rows = np.where(missing, physical.to_numpy(), 0).astype(np.int64)
+        starts = next_row_id + np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
+        ids = pc.if_else(pa.array(missing), pa.array(starts), first.combine_chunks() if isinstance(first, pa.ChunkedArray) else first)
+        entries = entries.set_column(entries.schema.get_field_index(FIRST_ROW_ID), entries.schema.field(FIRST_ROW_ID), ids)
+        next_row_id += int(rows.sum())
+    dv = entries.column(DATA_VERSION)
+    if dv.null_count:
+        i = entries.schema.get_field_index(DATA_VERSION)
+        entries = entries.set_column(i, entries.schema.field(i), pc.fill_null(dv, pa.scalar(version, pa.int64())))
+    return entries, next_row_id
+
+
+def lineage_of(entry: dict[str, Any]) -> tuple[int, int] | None:
+    """(first_row_id, data_version) of a data file's entry as a dict; None without lineage."""
+    first = entry.get(FIRST_ROW_ID)
+    return None if first is None else (first, entry[DATA_VERSION])
+
+
+def lineages_of(entries: pa.Table) -> list[tuple[int, int] | None]:
+    """(first_row_id, data_version) of each entry of ``entries``; Nones without lineage."""
+    if FIRST_ROW_ID not in entries.column_names:
+        return [None] * entries.num_rows
+    return list(zip(entries.column(FIRST_ROW_ID).to_pylist(), entries.column(DATA_VERSION).to_pylist()))
+
+
+def row_lineage(first_row_id: int, data_version: int, n: int, stored: pa.Table | None) -> tuple[pa.Array, pa.Array]:
+    """The ``_row_id`` and ``_last_updated_version`` of a file's ``n`` physical rows, from its
+    entry and the lineage columns it stores (``stored``, or None)."""
+    ids = pa.array(np.arange(first_row_id, first_row_id + n, dtype=np.int64))
+    versions = pa.repeat(pa.scalar(data_version, pa.int64()), n)
+    if stored is None:
+        return ids, versions
+    return (pc.coalesce(stored.column(ROW_ID), ids).combine_chunks(),
+            pc.coalesce(stored.column(LAST_UPDATED), versions).combine_chunks())

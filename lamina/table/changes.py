@@ -1,0 +1,175 @@
+"""The change data feed of a table: the row changes of every version in a range.
+
+``Table.changes(start, end)`` covers the versions in (start, end] (Delta's ``table_changes``
+and ``readChangeFeed``, with Delta's column names): each row changed by a version, with
+``_change_type`` (insert, delete, update_preimage, update_postimage), ``_commit_version``
+and ``_commit_timestamp``. Each version's changes come from the manifests and deletion
+vectors that differ from its parent's (``lamina.data.changes``); nothing else is read.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+import pyarrow as pa
+
+from lamina.commit import VersionLog
+from lamina.data.changes import change_schema, version_changes
+from lamina.data.scan import Scan
+from lamina.errors import ChangesUnavailable, InvalidArgument, VersionNotFound
+from lamina.expr import Expr
+from lamina.io import FileIO
+from lamina.spec.lineage import has_lineage
+from lamina.spec.version import VersionManifest
+from lamina.timeutil import epoch_ms
+
+if TYPE_CHECKING:
+    from lamina.table.table import Table
+
+
+class ChangeFeed:
+    """The changes of the versions in (``start``, ``end``] of a table, read lazily version by
+    version. Built by ``Table.changes``; the range and its versions are checked when it is
+    built (a range that cannot be answered raises then, before anything is read)."""
+
+    def __init__(self, io: FileIO, versions: Sequence[VersionManifest], where: str | Expr | None,
+                 columns: Sequence[str] | None) -> None:
+        self.io = io
+        self._versions = list(versions)  # start, then every version of the range, in order
+        # Rows follow the range's newest schema; the scan binds the predicate and checks columns.
+        self._reader = Scan(io, self._versions[-1], where, columns)
+
+    @property
+    def start_version(self) -> int:
+        return self._versions[0].version
+
+    @property
+    def end_version(self) -> int:
+        return self._versions[-1].version
+
+    @property
+    def versions(self) -> list[int]:
+        """The versions whose changes the feed holds, oldest first."""
+        return [vm.version for vm in self._versions[1:]]
+
+    @property
+    def schema(self) -> pa.Schema:
+        return change_schema(self._reader)
+
+    def by_version(self) -> Iterator[tuple[int, pa.Table]]:
+        """(version, its changes) for each version of the range, oldest first."""
+        for older, newer in zip(self._versions, self._versions[1:]):
+            yield newer.version, version_changes(self.io, older, newer, self._reader)
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        for _, t in self.by_version():
+            yield from (b for b in t.to_batches() if b.num_rows)
+
+    def to_arrow(self) -> pa.Table:
+        parts = [t for _, t in self.by_version()]
+        return pa.concat_tables(parts) if parts else self.schema.empty_table()
+
+    def to_pandas(self, **kwargs: Any) -> Any:
+        return self.to_arrow().to_pandas(**kwargs)
+
+    def count(self) -> int:
+        return sum(t.num_rows for _, t in self.by_version())
+
+
+def change_feed(
+    table: "Table", start: VersionManifest, end: VersionManifest | None, where: str | Expr | None,
+    columns: Sequence[str] | None,
+) -> ChangeFeed:
+    """The feed of ``table`` over (``start``, ``end``] (``end`` None: the latest version), every
+    version of the range loaded and checked: present, and with row lineage (which pairs
+    updates) from ``start`` on."""
+    log = table.log
+    end = end if end is not None else log.latest()
+    if end.version < start.version:
+        raise InvalidArgument(
+            f"the change range ends at version {end.version}, before its start {start.version}; "
+            "the range is (start, end]: pass an end at or after the start"
+        )
+    versions = [start]
+    for v in range(start.version + 1, end.version):
+        vm = log.try_load(v)
+        if vm is None:
+            raise _unavailable(log, end, f"version {v} of the range was expired or removed")
+        versions.append(vm)
+    if end.version > start.version:
+        versions.append(end)
+    if not has_lineage(start):
+        raise _unavailable(log, end, f"version {start.version} has no row lineage (changes are computed from it)")
+    return ChangeFeed(table.io, versions, where, columns)
+
+
+def _unavailable(log: VersionLog, end: VersionManifest, why: str) -> ChangesUnavailable:
+    oldest = oldest_answerable(log, end)
+    advice = (f"the oldest start version still answerable is {oldest}" if oldest is not None
+              else "no earlier version can start a change range: turn row lineage on with table.enable_row_lineage()")
+    return ChangesUnavailable(f"cannot compute changes: {why}; {advice}", oldest)
+
+
+def oldest_answerable(log: VersionLog, end: VersionManifest) -> int | None:
+    """The oldest version from which every version up to ``end`` is retained and has row
+    lineage (lineage, once on, stays on: a binary search); None if none before ``end``."""
+    present = set(log.list_versions())
+    lo = end.version
+    while lo - 1 in present:
+        lo -= 1
+    if not has_lineage(end):
+        return None
+    hi = end.version
+    while lo < hi:  # the first version of [lo, hi] with lineage
+        mid = (lo + hi) // 2
+        vm = log.try_load(mid)
+        if vm is not None and has_lineage(vm):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def resolve_start(table: "Table", version: int | None, timestamp: Any, tag: str | None) -> VersionManifest:
+    """The version a change range starts after. By timestamp: the newest version committed
+    before it, so the range holds every version committed at or after it (Delta's
+    ``startingTimestamp``)."""
+    given = sum(x is not None for x in (version, timestamp, tag))
+    if given != 1:
+        raise InvalidArgument("changes needs exactly one of start_version, start_timestamp or start_tag")
+    if timestamp is not None:
+        ms = epoch_ms(timestamp, "start_timestamp")
+        try:
+            return table.log.at_timestamp(ms - 1)
+        except VersionNotFound:
+            first = table.log.try_load(0)
+            if first is not None and first.timestamp_ms >= ms:
+                return first  # at or before the table's creation: every version
+            raise
+    return _resolve(table, version, tag)
+
+
+def resolve_end(table: "Table", version: int | None, timestamp: Any, tag: str | None) -> VersionManifest | None:
+    """The last version of a change range (None: the latest). By timestamp: the newest
+    version committed at or before it."""
+    if sum(x is not None for x in (version, timestamp, tag)) > 1:
+        raise InvalidArgument("pass at most one of end_version, end_timestamp or end_tag")
+    if version is None and timestamp is None and tag is None:
+        return None
+    if timestamp is not None:
+        return table.log.at_timestamp(epoch_ms(timestamp, "end_timestamp"))
+    return _resolve(table, version, tag)
+
+
+def _resolve(table: "Table", version: int | None, tag: str | None) -> VersionManifest:
+    if tag is not None:
+        return table.tag_store.get(tag).version
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise InvalidArgument(f"a change range's versions are non-negative integers, not {version!r}")
+    vm = table.log.try_load(version)
+    if vm is not None:
+        return vm
+    latest = table.log.latest()
+    if version > latest.version:
+        raise VersionNotFound(f"version {version} does not exist: the latest version is {latest.version}")
+    raise _unavailable(table.log, latest, f"version {version} was expired")

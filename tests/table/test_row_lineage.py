@@ -1,0 +1,94 @@
+"""Row lineage: ids assigned at commit, kept through update, merge, copy-on-write and
+compaction; enabling it on an older table; typed errors where it is absent."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lamina
+from lamina.errors import RowLineageNotEnabled
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+LINEAGE = ["id", "v", "_row_id", "_last_updated_version"]
+
+
+def rows(t, version=None):
+    return {r["id"]: r for r in t.scan(columns=LINEAGE, version=version).to_arrow().to_pylist()}
+
+
+def test_appends_number_rows_without_storing_them(tmp_path):
+    t = lamina.create_table(str(tmp_path), SCHEMA)
+    t.append(pa.table({"id": [1, 2, 3], "v": list("abc")}))
+    t.append(pa.table({"id": [4, 5], "v": list("de")}))
+    got = rows(t)
+    assert sorted(r["_row_id"] for r in got.values()) == [0, 1, 2, 3, 4]
+    assert {i: got[i]["_last_updated_version"] for i in got} == {1: 1, 2: 1, 3: 1, 4: 2, 5: 2}
+    assert t.metadata.next_row_id == 5
+    for f in t.scan().plan():  # appended files store no lineage column
+        assert pq.read_schema(tmp_path / f.path).names == ["id", "v"]
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_ids_survive_update_merge_delete_and_compaction(tmp_path, mode):
+    t = lamina.create_table(str(tmp_path), SCHEMA)
+    t.append(pa.table({"id": list(range(10)), "v": ["x"] * 10}))
+    t.append(pa.table({"id": list(range(10, 20)), "v": ["y"] * 10}))
+    before = rows(t)
+    t.update(where="id = 3", set={"v": "'U'"}, mode=mode)
+    v_update = t.metadata.version
+    t.merge(pa.table({"id": [12, 99], "v": ["M", "N"]}), on="id", mode=mode) \
+        .when_matched_update_all().when_not_matched_insert_all().execute()
+    v_merge = t.metadata.version
+    t.delete("id = 15", mode=mode)
+    t.compact()
+    after = rows(t)
+    assert set(after) == set(before) - {15} | {99}
+    for i in set(before) - {15}:
+        assert after[i]["_row_id"] == before[i]["_row_id"]
+    assert after[3]["_last_updated_version"] == v_update and after[3]["v"] == "U"
+    assert after[12]["_last_updated_version"] == v_merge
+    unchanged = set(before) - {3, 12, 15}
+    assert all(after[i]["_last_updated_version"] == before[i]["_last_updated_version"] for i in unchanged)
+    assert after[99]["_row_id"] >= 20 and after[99]["_last_updated_version"] == v_merge
+    ids = [r["_row_id"] for r in after.values()]
+    assert len(set(ids)) == len(ids)
+
+
+def test_overwrite_with_predicate_keeps_remainder_ids(tmp_path):
+    t = lamina.create_table(str(tmp_path), SCHEMA)
+    t.append(pa.table({"id": [1, 2, 3], "v": list("abc")}))
+    before = rows(t)
+    t.overwrite(pa.table({"id": [2], "v": ["B"]}), where="id = 2")
+    after = rows(t)
+    assert after[1]["_row_id"] == before[1]["_row_id"] and after[3]["_row_id"] == before[3]["_row_id"]
+    assert after[2]["_row_id"] not in {r["_row_id"] for r in before.values()}
+
+
+def test_table_without_lineage_refuses_row_ids_then_enables(tmp_path):
+    t = lamina.create_table(str(tmp_path), SCHEMA, properties={"row-lineage": "false"})
+    t.append(pa.table({"id": [1, 2, 3], "v": list("abc")}))
+    t.delete("id = 2")
+    assert "row-lineage" not in t.metadata.writer_features
+    with pytest.raises(RowLineageNotEnabled, match="enable_row_lineage"):
+        t.scan(columns=["id", "_row_id"])
+    data_before = t.scan().to_arrow()
+    v = t.enable_row_lineage()
+    assert v == t.metadata.version and "row-lineage" in t.metadata.writer_features
+    assert t.enable_row_lineage() is None  # already on: no version
+    assert t.scan().to_arrow().equals(data_before)
+    got = rows(t)
+    assert sorted(got) == [1, 3] and got[3]["_row_id"] - got[1]["_row_id"] == 2  # positions, DV kept
+    assert t.metadata.summary["added-files"] == 0 and t.metadata.summary["removed-files"] == 0
+    with pytest.raises(RowLineageNotEnabled):
+        t.scan(columns=["_row_id"], version=v - 1)
+
+
+def test_rebased_commits_never_share_ids(tmp_path):
+    a = lamina.create_table(str(tmp_path), SCHEMA)
+    b = lamina.open_table(str(tmp_path))
+    a.append(pa.table({"id": [1, 2], "v": list("ab")}))
+    b.append(pa.table({"id": [3, 4], "v": list("cd")}))  # b's base is stale: it rebases
+    ids = [r["_row_id"] for r in rows(lamina.open_table(str(tmp_path))).values()]
+    assert sorted(ids) == [0, 1, 2, 3]
