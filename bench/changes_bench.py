@@ -477,7 +477,7 @@ def lineage_state(uri: str, rows: int, lineage: bool, versions: int | None = Non
         t = lamina.open_table(uri)
         out |= {"rows": t.scan().count(), "files": len(t.scan().plan()), "version": int(t.version)}
         try:
-            rid = t.scan(columns=["id", "_row_id"]).to_arrow().column("_row_id")
+            rid = t.scan(columns=["_row_id"]).to_arrow().column("_row_id")
             out["row_ids_0_to_n"] = (rid.null_count == 0 and len(rid) == rows == pc.count_distinct(rid).as_py()
                                      and pc.min_max(rid).as_py() == {"min": 0, "max": rows - 1})
         except RowLineageNotEnabled:
@@ -548,7 +548,7 @@ def summarise_appends(cfg: Config, res: dict) -> tuple[Section, bool | None]:
         sec.notes.append(f"Target (issue 15): {TARGET_APPEND} — **{verdict(ok)}**: {fmt_s(med['on'])} / {fmt_s(med['off'])} "
                          f"= {fmt_x(ratio)}.")
     sec.notes.append("Checked after the appends: every append is one version and all rows are there; the lineage table's "
-                     "`scan(columns=[\"id\", \"_row_id\"])` gives row ids 0..n-1, each once; the other refuses `_row_id` "
+                     "`scan(columns=[\"_row_id\"])` gives row ids 0..n-1, each once; the other refuses `_row_id` "
                      "(RowLineageNotEnabled).")
     return sec, ok
 
