@@ -58,43 +58,14 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import common  # noqa: F401  (sys.path for lamina)
-import systems
-from common import (
-    APPEND_BLOCK,
-    OUT_DIR,
-    SCHEMA,
-    Section,
-    Workspace,
-    add_only_arg,
-    add_out_arg,
-    begin_run,
-    bench_parser,
-    comma_list,
-    command_line,
-    err_text,
-    flush_lamina_hints,
-    fmt_s,
-    loadavg,
-    log_error,
-    make_batch,
-    md_notes,
-    md_table,
-    now,
-    p50,
-    print_rich,
-    profile_dump,
-    profile_start,
-    replace_md_section,
-    report_path,
-    rotated,
-    say,
-    standalone_header,
-    timed_append,
-    verdict,
+import common  # noqa: E402,F401  (sys.path for lamina)
+from common import (  # noqa: E402
+    APPEND_BLOCK, OUT_DIR, SCHEMA, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser, comma_list,
+    command_line, err_text, finish_run, flush_lamina_hints, fmt_s, loadavg, log_error, make_batch, now, p50,
+    profile_dump, profile_start, report_path, rotated, say, sections_markdown, standalone_header, timed_append, verdict,
     warm_up_appends,
-    write_results,
 )
+import systems  # noqa: E402
 
 SECTION_TITLE = "Change data feed and row lineage (issue 15)"
 BENCHES = ["changes", "appends", "spark"]
@@ -389,7 +360,7 @@ def spread(xs: list[float]) -> str:
     return f"{fmt_s(quantile(xs, 0.25))}–{fmt_s(quantile(xs, 0.75))}"
 
 
-def summarise_changes(cfg: Config, res: dict, names: list[str]) -> tuple[Section, dict]:
+def summarise_changes(cfg: Config, res: dict, names: list[str]) -> tuple[Section, list[tuple[str, bool | None]]]:
     lat, checks = res.get("lat", {}), res.get("checks", {})
     med = {n: p50(lat.get(n, [])) for n in names}
     lam = med.get("lamina")
@@ -457,7 +428,7 @@ def summarise_changes(cfg: Config, res: dict, names: list[str]) -> tuple[Section
     for n, top in res.get("profile", {}).items():
         sec.notes.append(f"cProfile of one more `changes()` call ({n}; bench/out/changes_{n}_profile.txt; calling thread only), "
                          f"top {len(top)} by own time: " + "; ".join(top) + ".")
-    return sec, oks
+    return sec, [(f"changes of one merge: {TARGET_DELTA}", oks["deltalake"]), (f"changes of one merge: {TARGET_DIFF}", oks["full-diff"])]
 
 
 # =========================================================================== 2. row lineage cost on appends
@@ -497,7 +468,7 @@ def state_text(st: dict) -> str:
     return text + ("" if st.get("ok") else " — **CHECK FAILED**")
 
 
-def bench_appends(ws: Workspace, cfg: Config) -> dict:
+def bench_appends(ws: Workspace, cfg: Config, _names=None) -> dict:
     s = systems.get("lamina")
     warm_up_appends(s, ws.new("warm"), cfg.append_rows)
     roots = {k: ws.new(f"lineage-{k}") for k in LINEAGE_TABLES}
@@ -517,7 +488,7 @@ def bench_appends(ws: Workspace, cfg: Config) -> dict:
     return {"lat": lat, "state": state}
 
 
-def summarise_appends(cfg: Config, res: dict) -> tuple[Section, bool | None]:
+def summarise_appends(cfg: Config, res: dict, _names=None) -> tuple[Section, list[tuple[str, bool | None]]]:
     lat, state = res.get("lat", {}), res.get("state", {})
     med = {k: p50(v) for k, v in lat.items()}
     ratio = med["on"] / med["off"] if med.get("on") and med.get("off") else None
@@ -550,11 +521,11 @@ def summarise_appends(cfg: Config, res: dict) -> tuple[Section, bool | None]:
     sec.notes.append("Checked after the appends: every append is one version and all rows are there; the lineage table's "
                      "`scan(columns=[\"_row_id\"])` gives row ids 0..n-1, each once; the other refuses `_row_id` "
                      "(RowLineageNotEnabled).")
-    return sec, ok
+    return sec, [(f"row lineage cost: {TARGET_APPEND}", ok)]
 
 
 # =========================================================================== 3. Spark write with lineage
-def bench_spark(ws: Workspace, cfg: Config) -> dict:
+def bench_spark(ws: Workspace, cfg: Config, _names=None) -> dict:
     """bench/spark_bench.py's write measurement (its session, DataFrame and rotating rounds) with the writers
     raw Parquet, Lamina with lineage (the default) and Lamina without."""
     from spark_bench import bench_session, build_df, rotating_writes
@@ -579,7 +550,7 @@ def bench_spark(ws: Workspace, cfg: Config) -> dict:
     return out
 
 
-def summarise_spark(cfg: Config, res: dict) -> tuple[Section, bool | None]:
+def summarise_spark(cfg: Config, res: dict, _names=None) -> tuple[Section, list[tuple[str, bool | None]]]:
     times, state = res.get("times", {}), res.get("state", {})
     med = {k: p50(v) for k, v in times.items()}
     ratio = {k: med["raw"] / med[k] if med.get("raw") and med.get(k) else None for k in ("on", "off")}
@@ -614,7 +585,7 @@ def summarise_spark(cfg: Config, res: dict) -> tuple[Section, bool | None]:
                          + f"; session start {fmt_s(res.get('session_s'))}.")
     sec.notes.append("Checked on each writer's first timed table: all rows there; lineage on gives row ids 0..n-1, "
                      "each once; lineage off refuses `_row_id`.")
-    return sec, ok
+    return sec, [(f"row lineage cost: {TARGET_SPARK}", ok)]
 
 
 # =========================================================================== report
@@ -633,11 +604,14 @@ def section_block(path: Path, cfg: Config, secs: list, command: str, started: fl
                                versions=vers)
     lines += [f"- 1-min load average {load[0]} before, {load[1]} after."]
     lines += [f"- Targets: {t}." for t in targets] + [""]
-    for sec in secs:
-        lines += [f"### {sec.title}", "", sec.what, "", md_table(sec), ""]
-        lines += md_notes(sec.notes)
-        lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + sections_markdown(secs))
+
+
+PARTS = {  # benchmark -> (run(ws, cfg, readers) -> raw results, summarise(cfg, results, readers) -> (Section, targets))
+    "changes": (bench_changes, summarise_changes),
+    "appends": (bench_appends, summarise_appends),
+    "spark": (bench_spark, summarise_spark),
+}
 
 
 def main(argv=None) -> int:
@@ -677,42 +651,22 @@ def main(argv=None) -> int:
     secs, targets = [], []
     l0 = loadavg()
     try:
-        if "changes" in only:
-            res = raw["changes"] = bench_changes(ws, cfg, names)
-            sec, oks = summarise_changes(cfg, res, names)
-            secs.append(sec)
-            targets += [f"changes of one merge: {TARGET_DELTA}: **{verdict(oks['deltalake'])}**",
-                        f"changes of one merge: {TARGET_DIFF}: **{verdict(oks['full-diff'])}**"]
-        if "appends" in only:
+        for part in only:
+            run, summarise = PARTS[part]
             try:
-                res = raw["appends"] = bench_appends(ws, cfg)
+                res = raw[part] = run(ws, cfg, names)
             except Exception as e:  # noqa: BLE001
-                log_error("appends", e)
-                res = raw["appends"] = {"error": err_text(e)}
-                say(f"appends: {res['error']}")
-            sec, ok = summarise_appends(cfg, res)
+                log_error(part, e)
+                res = raw[part] = {"error": err_text(e)}
+                say(f"{part}: {res['error']}")
+            sec, judged = summarise(cfg, res, names)
             secs.append(sec)
-            targets.append(f"row lineage cost: {TARGET_APPEND}: **{verdict(ok)}**")
-        if "spark" in only:
-            try:
-                res = raw["spark"] = bench_spark(ws, cfg)
-            except Exception as e:  # noqa: BLE001
-                log_error("spark", e)
-                res = raw["spark"] = {"error": err_text(e)}
-                say(f"spark: {res['error']}")
-            sec, ok = summarise_spark(cfg, res)
-            secs.append(sec)
-            targets.append(f"row lineage cost: {TARGET_SPARK}: **{verdict(ok)}**")
+            targets += [f"{what}: **{verdict(ok)}**" for what, ok in judged]
     finally:
         ws.close()
     elapsed = now() - t0
-    print()
-    print_rich(secs)
-    replace_md_section(out_md, SECTION_TITLE,
-                       section_block(out_md, cfg, secs, command, started, elapsed, revision, (l0, loadavg()), targets))
-    raw["elapsed_s"] = elapsed
-    write_results("changes_results.json", raw)
-    say(f"done in {elapsed / 60:.1f} min; " + "; ".join(targets) + f"; report: {out_md}")
+    block = section_block(out_md, cfg, secs, command, started, elapsed, revision, (l0, loadavg()), targets)
+    finish_run(secs, out_md, SECTION_TITLE, block, raw, "changes_results.json", targets, elapsed)
     return 0
 
 
