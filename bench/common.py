@@ -405,6 +405,14 @@ def md_notes(notes: list[str]) -> list[str]:
     return [n if n.startswith("- ") else f"- {n}" for n in notes]
 
 
+def sections_markdown(secs: list[Section]) -> list[str]:
+    """The lines of each section under its `### title`: what is timed, the table, the notes."""
+    lines: list[str] = []
+    for sec in secs:
+        lines += [f"### {sec.title}", "", sec.what, "", md_table(sec), "", *md_notes(sec.notes), ""]
+    return lines
+
+
 # --------------------------------------------------------------------------- command line and output files
 def command_line(script: str, argv: list[str]) -> str:
     """How the run was started, as one could type it from the repository root."""
@@ -554,6 +562,18 @@ def comma_list(ap, value: str, allowed: list[str], what: str) -> list[str]:
     if bad:
         ap.error(f"unknown {what}(s): {bad}")
     return items
+
+
+def finish_run(secs: list[Section], out_md: Path, title: str, block: str, raw: dict, results_name: str,
+               targets: list[str], elapsed: float) -> None:
+    """The end of a standalone bench script: print its sections, put block in place of the `## title`
+    section of out_md, write the raw numbers to bench/out/<results_name>, and say the verdicts."""
+    print()
+    print_rich(secs)
+    replace_md_section(out_md, title, block)
+    raw["elapsed_s"] = elapsed
+    write_results(results_name, raw)
+    say(f"done in {elapsed / 60:.1f} min; " + "; ".join(targets) + f"; report: {out_md}")
 
 
 def begin_run(banner: str) -> tuple[str, float, float]:

@@ -58,10 +58,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402,F401  (sys.path for lamina)
 from common import (  # noqa: E402
-    SCHEMA, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser, comma_list,
-    command_line, err_text, flush_lamina_hints, fmt_s, loadavg, log_error, md_notes, md_table, now, p50,
-    print_rich, profile_dump, profile_start, replace_md_section, report_path, rotated, say, standalone_header,
-    synthetic_data_files, verdict, write_results,
+    SCHEMA, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser, comma_list, command_line, err_text,
+    finish_run, flush_lamina_hints, fmt_s, loadavg, log_error, now, p50, profile_dump, profile_start, report_path,
+    rotated, say, sections_markdown, standalone_header, synthetic_data_files, verdict,
 )
 import systems  # noqa: E402
 
@@ -803,11 +802,7 @@ def section_block(path: Path, cfg: Config, secs: list, command: str, started: fl
                                versions=vers)
     lines += [f"- pyiceberg {vers.get('pyiceberg')}; 1-min load average {load[0]} before, {load[1]} after."]
     lines += [f"- Targets: {t}." for t in targets] + [""]
-    for sec in secs:
-        lines += [f"### {sec.title}", "", sec.what, "", md_table(sec), ""]
-        lines += md_notes(sec.notes)
-        lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + sections_markdown(secs))
 
 
 def main(argv=None) -> int:
@@ -865,13 +860,8 @@ def main(argv=None) -> int:
     finally:
         ws.close()
     elapsed = now() - t0
-    print()
-    print_rich(secs)
-    replace_md_section(out_md, SECTION_TITLE,
-                       section_block(out_md, cfg, secs, command, started, elapsed, revision, (l0, loadavg()), targets))
-    raw["elapsed_s"] = elapsed
-    write_results("evolution_results.json", raw)
-    say(f"done in {elapsed / 60:.1f} min; " + "; ".join(targets) + f"; report: {out_md}")
+    block = section_block(out_md, cfg, secs, command, started, elapsed, revision, (l0, loadavg()), targets)
+    finish_run(secs, out_md, SECTION_TITLE, block, raw, "evolution_results.json", targets, elapsed)
     return 0
 
 

@@ -52,8 +52,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402,F401  (sys.path for lamina)
 from common import (  # noqa: E402
     OUT_DIR, REPO_ROOT, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser, comma_list,
-    command_line, DeltaAppends, err_text, flush_lamina_hints, fmt_s, LaminaAppends, LanceAppends, loadavg, log_error, make_batch, md_notes, md_table, now,
-    p50, print_rich, replace_md_section, report_path, rotated, run_script_worker, say, standalone_header,
+    command_line, DeltaAppends, err_text, flush_lamina_hints, fmt_s, LaminaAppends, LanceAppends, loadavg, log_error, make_batch, now,
+    p50, print_rich, replace_md_section, report_path, rotated, run_script_worker, say, sections_markdown, standalone_header,
     timed_open_call, verdict, write_results,
 )
 import systems  # noqa: E402
@@ -679,10 +679,7 @@ def section_block(title: str, sec: Section, path: Path, cfg: Config, command: st
         f" It also writes `## {COMPACT_TITLE if title == COORD_TITLE else COORD_TITLE}`.",
     )
     lines += [f"- 1-min load average {load[0]} before, {load[1]} after.", f"- Target: {target}.", ""]
-    lines += [f"### {sec.title}", "", sec.what, "", md_table(sec), ""]
-    lines += md_notes(sec.notes)
-    lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + sections_markdown([sec]))
 
 
 def main(argv=None) -> int:

@@ -60,6 +60,46 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
+def bench_session(app_name: str):
+    """The local[2] session every Spark figure is measured in (spark.driver.memory=4g, default JVM flags)."""
+    from lamina.spark import spark_session
+
+    spark = spark_session(master="local[2]", app_name=app_name,
+                          conf={"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    # Same Parquet encoding for every writer: Lamina stores INT64 microsecond timestamps (Spark's
+    # default is INT96), so raw Spark gets that setting too and the ratio measures Lamina's overhead.
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    return spark
+
+
+def full_gc(spark) -> None:
+    """A full JVM collection before each timed action: no GC debt carried over."""
+    spark._jvm.System.gc()
+
+
+def rotating_writes(spark, writers: dict, work: Path, repeat: int, keep_first: bool = False) -> dict[str, list[float]]:
+    """Seconds of each writer (name -> fn(target dir)) over `repeat` timed rounds, each writing into a new
+    directory under work. Round 0 is a full-size warm-up (JIT, Python workers, page cache), not counted. The
+    order of the writers rotates every round so that write-back of the previous write falls on each alike.
+    Outputs are removed after their round; keep_first keeps round 1's (work/<name>1)."""
+    times: dict[str, list[float]] = {k: [] for k in writers}
+    for i in range(repeat + 1):
+        names = list(writers)
+        k = i % len(names)
+        for name in names[k:] + names[:k]:
+            full_gc(spark)
+            took = timed(lambda: writers[name](work / f"{name}{i}"))
+            if i > 0:
+                times[name].append(took)
+        print(f"write round {i}{' (warm-up)' if i == 0 else ''}: "
+              + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items() if v and i > 0), flush=True)
+        if not (keep_first and i == 1):
+            for name in writers:
+                shutil.rmtree(work / f"{name}{i}", ignore_errors=True)
+    return times
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=10_000_000)
@@ -70,20 +110,14 @@ def main(argv=None) -> int:
 
     sys.path.insert(0, str(REPO))
     import lamina
-    from lamina.spark import read, spark_session, write
+    from lamina.spark import read, write
 
     started = time.time()
-    spark = spark_session(master="local[2]", app_name="lamina-spark-bench",
-                          conf={"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2"})
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = bench_session("lamina-spark-bench")
     from pyspark.sql import functions as F
 
-    # Same Parquet encoding for every writer: Lamina stores INT64 microsecond timestamps (Spark's
-    # default is INT96), so raw Spark gets that setting too and the ratio measures Lamina's overhead.
-    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-
-    def gc() -> None:  # a full JVM collection before each timed action: no GC debt carried over
-        spark._jvm.System.gc()
+    def gc() -> None:
+        full_gc(spark)
 
     work = Path(tempfile.mkdtemp(prefix="lamina-spark-bench-"))
     df = build_df(spark, args.rows)
@@ -92,24 +126,8 @@ def main(argv=None) -> int:
         "fast_write": lambda d: write(df, str(d)),
         "arrow_write": lambda d: df.write.format("lamina").mode("append").save(str(d)),
     }
-    times: dict[str, list[float]] = {k: [] for k in writers}
     load_before = os.getloadavg()[0]
-    # Round 0 is a full-size warm-up (JIT, Python workers, page cache), not counted. The order of the
-    # systems rotates every round so that write-back of the previous write falls on each alike.
-    for i in range(args.repeat + 1):
-        names = list(writers)
-        names = names[i % 3:] + names[: i % 3]
-        for name in names:
-            target = work / f"{name}{i}"
-            gc()
-            took = timed(lambda: writers[name](target))
-            if i > 0:
-                times[name].append(took)
-        print(f"write round {i}{' (warm-up)' if i == 0 else ''}: "
-              + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items() if v and i > 0), flush=True)
-        if i > 1:
-            for name in writers:
-                shutil.rmtree(work / f"{name}{i}")
+    times = rotating_writes(spark, writers, work, args.repeat, keep_first=True)
 
     uri = str(work / "fast_write1")
     table = lamina.open_table(uri)
