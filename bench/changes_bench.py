@@ -28,7 +28,7 @@
    Targets: Lamina ≤ 0.5× deltalake's p50 and ≤ 0.1× full-diff's. One more Lamina call is
    cProfiled afterwards (bench/out/changes_<system>_profile.txt; its top entries go into the report).
 2. **Row lineage cost on appends** (Lamina only): two tables, lineage on (the default) and off
-   (`create_table(..., properties={"row-lineage": "false"})`), each after untimed appends to a
+   (`create_table(..., properties={"row-lineage.enabled": "false"})`), each after untimed appends to a
    throwaway table; `--appends` (300) appends of `--append-rows` (100) rows each, in alternating
    blocks of 10 (bench/common.APPEND_BLOCK, the order flipped every pair of blocks), each timed end to
    end. Target: p50 on ≤ 1.05× off. Checked: the lineage table's `_row_id`s are 0..n-1, the other
@@ -36,7 +36,7 @@
 3. **Spark write with row lineage** vs raw Parquet, as bench/spark_bench.py measures "fast write ≥
    0.9× raw" (its session, DataFrame and rotating write rounds, reused): `df.write.parquet(dir)` vs
    `lamina.spark.write(df, uri)` (a new table, lineage on: the default) vs the same with
-   `properties={"row-lineage": "false"}`. Target: raw time / lineage-on time ≥ 0.9.
+   `properties={"row-lineage.enabled": "false"}`. Target: raw time / lineage-on time ≥ 0.9.
 
 Only the `## Change data feed and row lineage (issue 15)` section of BENCHMARKS.md is replaced (a
 full `bench/run.py` run rewrites the file: re-run this script after it). Tracebacks go to
@@ -76,7 +76,7 @@ TARGET_APPEND = "append p50 with lineage on ≤ 1.05× off"
 TARGET_SPARK = "Spark write with lineage on ≥ 0.9× raw Parquet's speed"
 SEED = 15
 CDF = {"delta.enableChangeDataFeed": "true"}
-NO_LINEAGE = {"row-lineage": "false"}
+NO_LINEAGE = {"row-lineage.enabled": "false"}
 DATA_COLUMNS = SCHEMA.names
 PRE, POST = "update_preimage", "update_postimage"
 PROFILE_TOP = 8  # entries of a profile quoted in the report
@@ -498,7 +498,7 @@ def summarise_appends(cfg: Config, res: dict, _names=None) -> tuple[Section, lis
         title=f"Row lineage cost on appends: {cfg.appends} appends of {cfg.append_rows} rows, lineage on vs off",
         what=(
             "Two Lamina tables (bench schema): **on** `create_table(uri, schema)` (row lineage is the default), **off** "
-            "`create_table(uri, schema, properties={\"row-lineage\": \"false\"})`. After "
+            "`create_table(uri, schema, properties={\"row-lineage.enabled\": \"false\"})`. After "
             "untimed appends to a throwaway table (imports, lazy start-up), "
             f"each gets {cfg.appends} appends of {cfg.append_rows} rows (`t.append(batch)`: data file + commit, timed end "
             f"to end), in blocks of {APPEND_BLOCK} alternating between the tables (on, off, off, on, ...), the same "
@@ -564,7 +564,7 @@ def summarise_spark(cfg: Config, res: dict, _names=None) -> tuple[Section, list[
             f"the JVM; {cfg.spark_repeat} timed rounds after a full-size warm-up round, the writers' order rotating, a "
             "full JVM GC before each write. **raw** `df.write.parquet(dir)`; **lineage on** `lamina.spark.write(df, uri)` "
             "(a new table; lineage is the default); **lineage off** `lamina.spark.write(df, uri, "
-            "properties={\"row-lineage\": \"false\"})`. Ratio = raw time / the writer's (≥ 1: as fast as raw)."
+            "properties={\"row-lineage.enabled\": \"false\"})`. Ratio = raw time / the writer's (≥ 1: as fast as raw)."
         ),
         columns=["writer", "rounds", "p50", "min–max", "raw / this (p50)", "table written", "target"],
     )
