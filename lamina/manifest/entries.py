@@ -15,6 +15,9 @@ import pyarrow.compute as pc
 from lamina.errors import SchemaMismatch
 from lamina.spec import content as C
 from lamina.spec.lineage import ENTRY_FIELDS, has_lineage
+
+# Entry columns a new file's entry never has when written: the commit fills them (row lineage).
+UNSET_AT_WRITE = frozenset(f.name for f in ENTRY_FIELDS)
 from lamina.spec.partition import fields_by_id, transform_result_type
 from lamina.spec.schema import Schema, field_id_of
 
@@ -130,6 +133,8 @@ def data_entries(
     for f in mschema:
         if f.name in constants:
             cols.append(pa.repeat(pa.scalar(constants[f.name], f.type), n))
+        elif f.name in UNSET_AT_WRITE:
+            cols.append(pa.nulls(n, f.type))
         else:
             cols.append(_column([x.get(f.name) for x in files], f.type))
     return pa.Table.from_arrays(cols, schema=mschema)

@@ -82,6 +82,17 @@ def assign_row_ids(entries: pa.Table, next_row_id: int, version: int) -> tuple[p
     if not n or FIRST_ROW_ID not in entries.column_names:
         return entries, next_row_id
     first = entries.column(FIRST_ROW_ID)
+    if first.null_count == n and entries.column(DATA_VERSION).null_count == n:
+        # Every entry new (each append): both columns at once, no per-entry kernel.
+        rows = entries.column("record_count").to_numpy()
+        dv = entries.column("dv_cardinality")
+        if dv.null_count < n:
+            rows = rows + pc.fill_null(dv, pa.scalar(0, pa.int64())).to_numpy()
+        starts = np.cumsum(rows) - rows + next_row_id
+        cols = entries.columns
+        cols[entries.schema.get_field_index(FIRST_ROW_ID)] = pa.array(starts)
+        cols[entries.schema.get_field_index(DATA_VERSION)] = pa.repeat(pa.scalar(version, pa.int64()), n)
+        return pa.Table.from_arrays(cols, schema=entries.schema), next_row_id + int(rows.sum())
     if first.null_count:
         rows = entries.column("record_count").to_numpy()
         dv = entries.column("dv_cardinality")
