@@ -223,17 +223,15 @@ def test_summary_and_history_fit_80_columns(wide_rows):
     assert [(int(r[0]), r[2]) for r in rows_of(history)] == [(2, "update"), (1, "append"), (0, "create")]
 
 
-def test_the_command_at_80_columns_in_a_terminal_of_80(wide_rows):
-    """COLUMNS=80 as a shell sets it, in a process of its own: the table fits, an error is one line."""
+def test_the_command_in_a_terminal_of_80_columns(wide_rows):
+    """COLUMNS=80 as a shell sets it, read when the command starts (the tests above set the
+    width in-process)."""
     env = {**os.environ, "COLUMNS": "80"}
-    cmd = [sys.executable, "-m", "lamina.cli.main", "changes", wide_rows.uri]
-    r = subprocess.run([*cmd, "--from", "0"], env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-m", "lamina.cli.main", "changes", wide_rows.uri, "--from", "0"],
+                       env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert all(len(line) <= 80 for line in r.stdout.splitlines()) and "update_postimage" in r.stdout
-    r = subprocess.run([*cmd, "--from", "2", "--to", "1"], env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and r.stdout == ""
-    assert len(r.stderr.splitlines()) == 1 and len(r.stderr) > 80  # a long message, not wrapped
-    assert r.stderr.startswith("error: the change range ends at version 1, before its start 2")
+    assert all(len(line) <= 80 for line in r.stdout.splitlines()) and "not fit in 80 characters" in r.stdout
+    assert sorted(int(row[0]) for row in rows_of(r.stdout) if row[0]) == [1, 1, 1, 2, 2, 2, 2]
 
 
 # -- row lineage in info and history ---------------------------------------------------------------
@@ -301,7 +299,7 @@ def test_bad_input_is_a_one_line_error_with_exit_2_and_changes_nothing(history, 
         r = run("changes", history.uri, *args)
     assert r.exit_code == 2, r.output
     assert words in r.output and "Traceback" not in r.output
-    assert len(r.output.strip().splitlines()) == 1 and r.output.startswith("error: "), r.output
+    assert len(r.output.strip().splitlines()) == 1 and r.output.startswith("error: "), r.output  # even past 80 characters
     assert table_files(history.uri) == before
 
 
