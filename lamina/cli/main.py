@@ -236,7 +236,7 @@ def changes(
     as_json: bool = typer.Option(False, "--json", help="print JSON Lines, one object per row"),
     as_csv: bool = typer.Option(False, "--csv", help="print CSV with a header"),
     limit: Optional[int] = typer.Option(
-        None, "--limit", "-n", min=1, help="rows to print [default: 50 in a table, all with --json or --csv]"),
+        None, "--limit", "-n", min=1, help="rows to print (default: 50 in a table, all with --json or --csv)"),
 ):
     """Show the change data feed: the rows the versions in (from, to] inserted, deleted or updated."""
     if as_json and as_csv:
