@@ -16,11 +16,17 @@ every commit (Spark's too) is a compare-and-swap of its catalog row.
 7. merge a day's changes (status updates, cancellations, late orders) into the
    history in one version, reading only the files whose order ids can match, and
    compare before/after by time travel;
-8. compact with Spark the small files and deletion vectors the appends and the merge left,
-   reporting files before/after;
-9. expire old versions, freeing the compacted inputs (tagged data stays readable), and
-   report the space freed;
-10. check the table (fsck), check that a reader by path alone (no catalog) sees the
+8. incremental read: the change data feed of the merge's version (``t.changes(v - 1, v)``),
+   what a downstream job reads instead of the table, counted by change type (update
+   pre/post-image pairs for the status updates, deletes for the cancellations, inserts
+   for the late orders) and checked against the counts the merge reported;
+9. (to come: a Spark streaming query, ``spark.readStream.format("lamina")``, that picks up
+   a later append; see the marked place in ``STEPS``)
+10. compact with Spark the small files and deletion vectors the appends and the merge left,
+    reporting files before/after;
+11. expire old versions, freeing the compacted inputs (tagged data stays readable), and
+    report the space freed;
+12. check the table (fsck), check that a reader by path alone (no catalog) sees the
     catalog's version, and print a summary of versions, files, rows and timings.
 
 Each step is a small function taking the ``Demo`` state, so later steps (tags, expiry,
@@ -216,13 +222,13 @@ def _changes(demo: Demo) -> Any:
     t = demo.table()
     day = INITIAL_DAYS + INCREMENT_DAYS - 1  # the latest day, and late orders for the next one
     rng = np.random.default_rng(7)
-    existing = rng.choice(np.arange(day * ROWS_PER_DAY, (day + 1) * ROWS_PER_DAY), 30_000, replace=False)
+    existing = rng.choice(np.arange(day * ROWS_PER_DAY, (day + 1) * ROWS_PER_DAY), ROWS_PER_DAY * 3 // 40, replace=False)
     changed = t.scan(where=f"order_id >= {int(existing.min())} AND order_id <= {int(existing.max())}").to_arrow()
     changed = changed.filter(pa.compute.is_in(changed.column("order_id"), pa.array(existing)))
     ops = np.where(np.arange(changed.num_rows) % 6 == 0, "D", "U")
     changed = changed.set_column(changed.schema.get_field_index("status"), "status",
                                  pa.array(np.where(ops == "D", "cancelled", "returned")))
-    late_ids = np.arange((day + 1) * ROWS_PER_DAY, (day + 1) * ROWS_PER_DAY + 5_000)
+    late_ids = np.arange((day + 1) * ROWS_PER_DAY, (day + 1) * ROWS_PER_DAY + ROWS_PER_DAY // 80)
     sample = changed.slice(0, len(late_ids))
     late = sample.set_column(0, "order_id", pa.array(late_ids)).set_column(
         sample.schema.get_field_index("status"), "status", pa.array(["placed"] * len(late_ids)))
@@ -243,13 +249,51 @@ def merge_changes(demo: Demo) -> None:
         .execute()
     )
     files = len(t.scan().plan())
-    demo.facts["merged_version"] = res.version
+    demo.facts["merge"] = res
     returned_then = t.scan(where="status = 'returned'", version=before).count()
     returned_now = t.scan(where="status = 'returned'").count()
     demo.record("merge a day's changes", time.perf_counter() - t0,
                 f"version {res.version}: {res.rows_updated:,} updated, {res.rows_deleted:,} cancelled, "
                 f"{res.rows_inserted:,} late orders; read {res.files_scanned} of {files} files; "
                 f"'returned' orders {returned_then:,} -> {returned_now:,} (version {before} -> {res.version})")
+
+
+def expected_change_counts(merge: Any) -> dict[str, int]:
+    """What each change type of a merge's version must count: the merge's own counts."""
+    return {"update_preimage": merge.rows_updated, "update_postimage": merge.rows_updated,
+            "delete": merge.rows_deleted, "insert": merge.rows_inserted}
+
+
+def check_change_feed(changes: Any, merge: Any) -> dict[str, int]:
+    """The change rows of ``merge``'s version (an Arrow table) counted by change type; raises
+    AssertionError, stopping the job, unless the counts are the merge's and every update's
+    post-image and every insert carries the status the merge wrote."""
+    import pyarrow.compute as pc
+
+    by_type = pc.value_counts(changes.column("_change_type"))
+    counts = dict(zip(by_type.field("values").to_pylist(), by_type.field("counts").to_pylist()))
+    want = expected_change_counts(merge)
+    if {kind: counts.get(kind, 0) for kind in want} != want or set(counts) - set(want):
+        raise AssertionError(f"the change feed of version {merge.version} counts {counts}, the merge reported {want}")
+    for kind, status in (("update_postimage", "returned"), ("insert", "placed")):
+        rows = changes.filter(pc.equal(changes.column("_change_type"), kind))
+        wrong = rows.filter(pc.invert(pc.fill_null(pc.equal(rows.column("status"), status), False))).num_rows
+        if wrong:
+            raise AssertionError(f"{wrong} {kind} rows of version {merge.version} do not have status {status!r}")
+    return counts
+
+
+def incremental_read(demo: Demo) -> None:
+    merge = demo.facts["merge"]
+    t = demo.table()
+    t0 = time.perf_counter()
+    changes = t.changes(merge.version - 1, merge.version).to_arrow()  # what a downstream job reads
+    counts = check_change_feed(changes, merge)
+    demo.record("incremental read (change feed)", time.perf_counter() - t0,
+                f"version {merge.version}: {changes.num_rows:,} change rows, "
+                f"{counts.get('update_preimage', 0):,} update pre/post-image pairs (status -> 'returned'), "
+                f"{counts.get('delete', 0):,} deletes (cancelled), {counts.get('insert', 0):,} inserts (late orders), "
+                f"as the merge reported (from what it changed, not a diff of two versions)")
 
 
 def expire_history(demo: Demo) -> None:
@@ -299,6 +343,11 @@ STEPS: list[tuple[str, Callable[[Demo], None]]] = [
     ("time travel", time_travel),
     ("query as of a tag", query_tag),
     ("merge changes", merge_changes),
+    ("incremental read", incremental_read),
+    # --- STREAMING STEP GOES HERE (issue 15, point 6) -------------------------------------------
+    # A Spark structured streaming query, spark.readStream.format("lamina") on TABLE, started here,
+    # that picks up an append made after it starts (being built separately; not yet in this job).
+    # ---------------------------------------------------------------------------------------------
     ("compact", compact_files),
     ("expire old versions", expire_history),
     ("check", check_table),

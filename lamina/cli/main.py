@@ -1,4 +1,4 @@
-"""`lamina` command: info, history, files, fsck, tags, rollback, expire, remove-orphans (typer + rich)."""
+"""`lamina` command: info, history, files, changes, fsck, tags, rollback, expire, remove-orphans (typer + rich)."""
 
 from __future__ import annotations
 
@@ -6,19 +6,24 @@ import json
 import os
 import urllib.parse
 from datetime import datetime, timedelta, timezone
-from typing import Optional
+from typing import Any, Optional
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
 import lamina
 from lamina.catalog import DEFAULT_CATALOG, load_catalog
-from lamina.cli._output import console, err
+from lamina.cli._output import at_most, console, err, print_table, write_rows
 from lamina.cli._output import fail as _fail
-from lamina.errors import LaminaError, TableNotFound
+from lamina.data.changes import CHANGE_FIELDS, CHANGE_TYPE, CHANGE_TYPES, COMMIT_TIMESTAMP, COMMIT_VERSION
+from lamina.errors import InvalidArgument, LaminaError, TableNotFound
 from lamina.maintenance import fsck as run_fsck
+from lamina.spec.lineage import has_lineage
 from lamina.spec.sort import effective_sort_order
+from lamina.table.changes import ChangeFeed
 
 app = typer.Typer(help="Inspect and maintain Lamina tables.", no_args_is_help=True, add_completion=False)
 
@@ -109,6 +114,8 @@ def info(uri: str, version: Optional[int] = typer.Option(None, "--version", "-v"
         "properties": vm.properties,
         "reader_features": list(vm.reader_features),
         "writer_features": list(vm.writer_features),
+        "row_lineage": has_lineage(vm),  # _row_id, _last_updated_version and the change feed
+        "next_row_id": vm.next_row_id,  # the id the next row added gets
     }
     if as_json:
         console.print_json(json.dumps(doc))
@@ -116,26 +123,38 @@ def info(uri: str, version: Optional[int] = typer.Option(None, "--version", "-v"
     for k, v in doc.items():
         if isinstance(v, list):
             v = ", ".join(v) if v else "-"
+        elif isinstance(v, bool):
+            v = "on" if v else "off"
+        elif v is None:
+            v = "-"
         console.print(f"[bold]{k:>16}[/bold]  {v}")
+
+
+# `history`: its columns and the summary keys they show.
+_HISTORY_COUNTS = {
+    "+files": "added-files", "-files": "removed-files", "+rows": "added-records", "-rows": "removed-records",
+    "deleted rows": "deleted-rows", "total rows": "total-records",
+}
+
+
+def _count(v: Any) -> int | None:
+    return None if v is None or v == "" else int(v)
 
 
 @app.command()
 def history(uri: str, limit: int = typer.Option(50, "--limit", "-n")):
     """List versions, newest first."""
     t = _open(uri)
-    rt = RichTable(title=f"history of {t.uri}")
-    for c in ("version", "timestamp", "operation", "+files", "-files", "+rows", "-rows", "deleted rows", "total rows"):
-        rt.add_column(c, justify="right" if c != "operation" else "left")
-    for h in t.history(limit=limit):
-        s = h["summary"]
-        operation = h["operation"] + (f" ({s['schema-changes']})" if s.get("schema-changes") else "")
-        rt.add_row(
-            str(h["version"]), _ts(h["timestamp_ms"]), operation,
-            str(s.get("added-files", "")), str(s.get("removed-files", "")),
-            str(s.get("added-records", "")), str(s.get("removed-records", "")),
-            str(s.get("deleted-rows", "")), str(s.get("total-records", "")),
-        )
-    console.print(rt)
+    hist = t.history(limit=limit)
+    operations = [h["operation"] + (f" ({h['summary']['schema-changes']})" if h["summary"].get("schema-changes") else "")
+                  for h in hist]
+    tbl = pa.table({
+        "version": pa.array([h["version"] for h in hist], pa.int64()),
+        "timestamp": pa.array([h["timestamp_ms"] for h in hist], pa.timestamp("ms", "UTC")),
+        "operation": pa.array(operations, pa.string()),
+        **{c: pa.array([_count(h["summary"].get(key)) for h in hist], pa.int64()) for c, key in _HISTORY_COUNTS.items()},
+    })
+    print_table(tbl, f"history of {t.uri}", whole_words=["operation"])
 
 
 @app.command()
@@ -186,6 +205,96 @@ def files(
     console.print(rt)
     if len(plan) > limit:
         console.print(f"... {len(plan) - limit} more (use --limit)")
+
+
+# -- the change data feed ------------------------------------------------------------------------
+
+# The change columns as the table of rows shows them: first, and in words that wrap.
+_CHANGE_HEADERS = {COMMIT_VERSION: "version", COMMIT_TIMESTAMP: "commit time", CHANGE_TYPE: "change"}
+_COUNT_HEADERS = {"timestamp": "commit time", "update_preimage": "update preimage", "update_postimage": "update postimage"}
+
+
+def _point_in_time(text: Optional[str]) -> Optional[str | int]:
+    """A time as given on the command line: digits are epoch milliseconds, else ISO 8601."""
+    return int(text) if text is not None and text.strip().isascii() and text.strip().isdigit() else text
+
+
+@app.command()
+def changes(
+    uri: str = typer.Argument(..., help="table location, or ns.name of the catalog (--catalog)"),
+    from_version: Optional[int] = typer.Option(None, "--from", help="the changes after this version: the range is (from, to]"),
+    from_timestamp: Optional[str] = typer.Option(
+        None, "--from-timestamp", help="the changes committed at or after this time (ISO 8601, or epoch ms)"),
+    from_tag: Optional[str] = typer.Option(None, "--from-tag", help="the changes after this tag's version"),
+    to_version: Optional[int] = typer.Option(None, "--to", help="up to this version, included (default: the latest)"),
+    to_timestamp: Optional[str] = typer.Option(None, "--to-timestamp", help="up to the versions committed at or before this time"),
+    to_tag: Optional[str] = typer.Option(None, "--to-tag", help="up to this tag's version, included"),
+    where: Optional[str] = typer.Option(None, "--where", "-w", help="SQL predicate the changed rows match"),
+    columns: Optional[str] = typer.Option(
+        None, "--columns", help="comma-separated columns to show (also _row_id, _last_updated_version)"),
+    summary: bool = typer.Option(False, "--summary", help="count the change rows by version and change type"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON Lines, one object per row"),
+    as_csv: bool = typer.Option(False, "--csv", help="print CSV with a header"),
+    limit: Optional[int] = typer.Option(
+        None, "--limit", "-n", min=1, help="rows to print (default: 50 in a table, all with --json or --csv)"),
+):
+    """Show the change data feed: the rows the versions in (from, to] inserted, deleted or updated."""
+    if as_json and as_csv:
+        _fail(InvalidArgument("pass --json or --csv, not both"))
+    if summary and (columns is not None or limit is not None):
+        _fail(InvalidArgument("--summary counts every change of the range: --columns and --limit apply to the rows listed without it"))
+    if sum(x is not None for x in (from_version, from_timestamp, from_tag)) != 1:
+        _fail(InvalidArgument("say where the changes start with one of --from VERSION, --from-timestamp TIME or --from-tag TAG "
+                              "(the changes after it are shown)"))
+    if sum(x is not None for x in (to_version, to_timestamp, to_tag)) > 1:
+        _fail(InvalidArgument("pass at most one of --to, --to-timestamp or --to-tag (without one, the range ends at the latest version)"))
+    fmt = "json" if as_json else "csv" if as_csv else None
+    t = _open(uri)
+    try:
+        feed = t.changes(
+            from_version, to_version, start_timestamp=_point_in_time(from_timestamp), end_timestamp=_point_in_time(to_timestamp),
+            start_tag=from_tag, end_tag=to_tag, where=where,
+            columns=None if columns is None else [c.strip() for c in columns.split(",") if c.strip()],
+        )
+        if summary:
+            _print_change_counts(feed, fmt)
+        elif fmt:
+            write_rows(at_most(feed.to_batches(), limit), feed.schema, fmt)
+        else:
+            _print_change_rows(feed, limit or 50, where)
+    except LaminaError as e:
+        _fail(e)
+
+
+def _span(feed: ChangeFeed) -> str:
+    return f"versions ({feed.start_version}, {feed.end_version}]"
+
+
+def _print_change_rows(feed: ChangeFeed, limit: int, where: Optional[str]) -> None:
+    """The first ``limit`` change rows, the change columns first; computing no version past them."""
+    rows = pa.Table.from_batches(list(at_most(feed.to_batches(), limit + 1)), feed.schema)
+    shown = rows.slice(0, limit)
+    data = [c for c in shown.column_names if c not in {f.name for f in CHANGE_FIELDS}]
+    print_table(
+        shown.select([COMMIT_VERSION, COMMIT_TIMESTAMP, CHANGE_TYPE, *data]), f"changes in {_span(feed)}",
+        headers=_CHANGE_HEADERS, short_times=[COMMIT_TIMESTAMP], whole_words=[CHANGE_TYPE],
+        hint="--columns picks columns; --json and --csv print every one",
+    )
+    if rows.num_rows > limit:
+        console.print(f"the first {limit} change rows; more follow (--limit N, or --summary to count them)")
+    elif not rows.num_rows:
+        console.print(f"no row changes in {_span(feed)}" + (" matching --where" if where else ""))
+
+
+def _print_change_counts(feed: ChangeFeed, fmt: Optional[str]) -> None:
+    counts = feed.counts()
+    if fmt:
+        write_rows(counts.to_batches(), counts.schema, fmt)
+        return
+    print_table(counts, f"change rows in {_span(feed)} by version and type", headers=_COUNT_HEADERS,
+                whole_words=["operation"])
+    n = {kind: int(pc.sum(counts.column(kind)).as_py() or 0) for kind in CHANGE_TYPES}
+    console.print(f"{sum(n.values())} change rows: " + ", ".join(f"{n[kind]} {kind}" for kind in CHANGE_TYPES))
 
 
 @app.command()
@@ -360,15 +469,6 @@ def compact(
     )
 
 
-def _cell(v: object) -> str:
-    """A system table value for a terminal: a list of columns ($schemas) as ``path type`` pairs."""
-    if v is None:
-        return ""
-    if isinstance(v, list) and v and all(isinstance(x, dict) and "path" in x for x in v):
-        return ", ".join(f"{x['path']} {x.get('type', '')}".strip() for x in v)
-    return str(v)
-
-
 @app.command()
 def system(
     uri: str,
@@ -382,12 +482,7 @@ def system(
         tbl = t.system_table(name, version=version)
     except LaminaError as e:
         _fail(e)
-    rt = RichTable(title=f"${name.lstrip('$')} ({tbl.num_rows} rows)")
-    for c in tbl.column_names:
-        rt.add_column(c)
-    for row in tbl.slice(0, limit).to_pylist():
-        rt.add_row(*[_cell(v) for v in row.values()])
-    console.print(rt)
+    print_table(tbl.slice(0, limit), f"${name.lstrip('$')} ({tbl.num_rows} rows)", whole_words=["operation"])
 
 
 # -- catalogs (lamina/cli/catalog.py) ---------------------------------------------------------

@@ -40,6 +40,7 @@ CHANGE_TYPE = "_change_type"
 COMMIT_VERSION = "_commit_version"
 COMMIT_TIMESTAMP = "_commit_timestamp"
 INSERT, DELETE, PREIMAGE, POSTIMAGE = "insert", "delete", "update_preimage", "update_postimage"
+CHANGE_TYPES = (INSERT, DELETE, PREIMAGE, POSTIMAGE)
 CHANGE_FIELDS = (
     pa.field(CHANGE_TYPE, pa.string()),
     pa.field(COMMIT_VERSION, pa.int64()),

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lamina.commit import VersionLog
-from lamina.data.changes import change_schema, version_changes
+from lamina.data.changes import CHANGE_TYPE, CHANGE_TYPES, change_schema, version_changes
 from lamina.data.scan import Scan
 from lamina.errors import ChangesUnavailable, InvalidArgument, VersionNotFound
 from lamina.expr import Expr
@@ -27,6 +28,13 @@ if TYPE_CHECKING:
     from lamina.table.table import Table
 
 
+# ChangeFeed.counts(): change rows per version and change type.
+COUNTS_SCHEMA = pa.schema(
+    [("version", pa.int64()), ("timestamp", pa.timestamp("ms", tz="UTC")), ("operation", pa.string()),
+     *[(kind, pa.int64()) for kind in CHANGE_TYPES]]
+)
+
+
 class ChangeFeed:
     """The changes of the versions in (``start``, ``end``] of a table, read lazily version by
     version. Built by ``Table.changes``; the range and its versions are checked when it is
@@ -36,6 +44,7 @@ class ChangeFeed:
                  columns: Sequence[str] | None) -> None:
         self.io = io
         self._versions = list(versions)  # start, then every version of the range, in order
+        self._where = where
         # Rows follow the range's newest schema; the scan binds the predicate and checks columns.
         self._reader = Scan(io, self._versions[-1], where, columns)
 
@@ -56,10 +65,27 @@ class ChangeFeed:
     def schema(self) -> pa.Schema:
         return change_schema(self._reader)
 
+    def _each_version(self, reader: Scan) -> Iterator[tuple[VersionManifest, pa.Table]]:
+        for older, newer in zip(self._versions, self._versions[1:]):
+            yield newer, version_changes(self.io, older, newer, reader)
+
     def by_version(self) -> Iterator[tuple[int, pa.Table]]:
         """(version, its changes) for each version of the range, oldest first."""
-        for older, newer in zip(self._versions, self._versions[1:]):
-            yield newer.version, version_changes(self.io, older, newer, self._reader)
+        for vm, changes in self._each_version(self._reader):
+            yield vm.version, changes
+
+    def counts(self) -> pa.Table:
+        """How many change rows of each type every version of the range has (``where``
+        applies; no column beyond its own is read): one row per version, oldest first, with
+        its commit time and operation; a version without changes (compaction) counts zeros."""
+        reader = Scan(self.io, self._versions[-1], self._where, [])
+        rows = []
+        for vm, changes in self._each_version(reader):
+            types = pc.value_counts(changes.column(CHANGE_TYPE))
+            counted = dict(zip(types.field("values").to_pylist(), types.field("counts").to_pylist()))
+            rows.append({"version": vm.version, "timestamp": vm.timestamp_ms, "operation": vm.operation,
+                         **{kind: counted.get(kind, 0) for kind in CHANGE_TYPES}})
+        return pa.Table.from_pylist(rows, schema=COUNTS_SCHEMA)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         for _, t in self.by_version():

@@ -18,11 +18,10 @@ from datetime import timedelta
 
 import pyarrow as pa
 import pytest
-from typer.testing import CliRunner
 
 import lamina
-from lamina.cli.main import app
 from lamina.commit import flush_hints
+from support.cli import console_width, ok, rows_of, run
 from support.files import ids_of, table_files
 from support.files import set_age as age
 
@@ -31,31 +30,8 @@ SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("c", pa.string()
 
 @pytest.fixture(autouse=True)
 def wide_console():
-    """rich wraps output to its console's width, taken from COLUMNS when the console was
-    created (at import, whatever the environment then): wide enough here for whole paths."""
-    from lamina.cli._output import console, err
-
-    saved = [(c, c._width) for c in (console, err)]
-    for c in (console, err):
-        c.width = 400
-    yield
-    for c, width in saved:
-        c._width = width
-
-
-def run(*args: str, input: str | None = None):
-    return CliRunner().invoke(app, list(args), input=input)
-
-
-def ok(*args: str):
-    r = run(*args)
-    assert r.exit_code == 0, r.output
-    return r.output
-
-
-def rows_of(output: str) -> list[list[str]]:
-    """The body rows of the rich table(s) in ``output``, as stripped cells."""
-    return [[c.strip() for c in line.split("│")[1:-1]] for line in output.splitlines() if line.startswith("│")]
+    with console_width(400):  # wide enough for whole paths
+        yield
 
 
 def batch(ids, c: str = "a") -> pa.Table:
@@ -306,7 +282,8 @@ def test_catalog_commands(tmp_path):
 
 
 COMMANDS_ON_A_TABLE = [
-    ["info", "{t}"], ["history", "{t}"], ["files", "{t}"], ["fsck", "{t}"], ["system", "{t}", "snapshots"],
+    ["info", "{t}"], ["history", "{t}"], ["files", "{t}"], ["changes", "{t}", "--from", "0"], ["fsck", "{t}"],
+    ["system", "{t}", "snapshots"],
     ["tag", "create", "{t}", "x"], ["tag", "delete", "{t}", "x"], ["tag", "list", "{t}"], ["rollback", "{t}", "1"],
     ["expire", "{t}"], ["remove-orphans", "{t}"], ["vacuum", "{t}"], ["compact", "{t}"],
 ]

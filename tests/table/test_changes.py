@@ -158,3 +158,27 @@ def test_expired_and_pre_lineage_ranges_name_the_oldest_answerable(tmp_path):
         t.changes(on)
     assert e.value.oldest == latest - 1
     assert t.changes(latest - 1).versions == [latest]
+
+
+@pytest.mark.parametrize("where", [None, "id >= 3"])
+def test_counts_are_the_change_rows_grouped_by_version_and_type(t, where):
+    """``ChangeFeed.counts()`` (it reads no data column) against DuckDB grouping the feed's rows."""
+    import duckdb
+
+    t.merge(pa.table({"id": [2, 3, 7], "v": ["B", "x", "g"]}), on="id").when_matched_delete(condition="source.v = 'x'") \
+        .when_matched_update_all().when_not_matched_insert_all().execute()
+    t.compact()
+    t.update(where="id = 7", set={"v": "'G'"}, mode="copy-on-write")
+    t.delete("id = 1")
+    t.rollback(2)
+    feed = t.changes(0, where=where)
+    counts = feed.counts()
+    assert counts.column("version").to_pylist() == feed.versions == list(range(1, t.metadata.version + 1))
+    assert counts.column("operation").to_pylist() == [t.scan(version=v).vm.operation for v in feed.versions]
+    assert counts.column("timestamp").cast(pa.int64()).to_pylist() == [t.scan(version=v).vm.timestamp_ms for v in feed.versions]
+    rows = feed.to_arrow()  # noqa: F841 (DuckDB reads it by name)
+    grouped = duckdb.sql("SELECT _commit_version, _change_type, count(*) FROM rows GROUP BY ALL").fetchall()
+    kinds = ["insert", "delete", "update_preimage", "update_postimage"]
+    got = {(r["version"], k): r[k] for r in counts.to_pylist() for k in kinds if r[k]}
+    assert got == {(v, k): n for v, k, n in grouped}
+    assert sum(got.values()) == feed.count() > 0

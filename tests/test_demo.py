@@ -1,0 +1,82 @@
+"""The main job (lamina/demo.py): every step at a small scale on the shared Spark session, and
+the incremental read's check, which must stop the job when the change feed and the merge
+disagree."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from rich.console import Console
+from rich.progress import Progress
+
+import lamina
+from lamina import demo
+from lamina.commit import flush_hints
+
+
+@pytest.mark.xdist_group("spark")
+def test_every_step_of_the_main_job_at_a_small_scale(spark, tmp_path, monkeypatch):
+    monkeypatch.setattr(demo, "ROWS_PER_DAY", 800)
+    out = io.StringIO()
+    job = demo.Demo(spark, str(tmp_path), lamina.load_catalog(f"sqlite:///{tmp_path}/catalog.db"),
+                    Progress(console=Console(file=out, width=200)))
+    try:
+        for _, step in demo.STEPS:
+            step(job)
+    finally:
+        job.catalog.close()
+        flush_hints()
+    merge = job.facts["merge"]
+    assert (merge.rows_updated, merge.rows_deleted, merge.rows_inserted) == (50, 10, 10)  # 60 of a day's orders changed, 10 late ones
+    read = next(detail for step, _, detail in job.timings if step.startswith("incremental read"))
+    assert f"version {merge.version}: 120 change rows, 50 update pre/post-image pairs" in read, out.getvalue()
+    assert [step for step, *_ in job.timings][-1] == "fsck"
+
+
+ORDERS = pa.schema([pa.field("order_id", pa.int64(), False), pa.field("status", pa.string())])
+
+
+@pytest.fixture
+def merged(tmp_path):
+    """A merge like the job's: 4 orders updated to 'returned', 2 cancelled (deleted), 3 late ones inserted."""
+    t = lamina.create_table(str(tmp_path / "orders"), ORDERS)
+    t.append(pa.table({"order_id": pa.array(range(10), pa.int64()), "status": ["paid"] * 10}, schema=ORDERS))
+    src = pa.table({"order_id": pa.array([1, 2, 3, 4, 5, 6, 20, 21, 22], pa.int64()),
+                    "status": ["returned"] * 4 + ["cancelled"] * 2 + ["placed"] * 3,
+                    "op": ["U"] * 4 + ["D"] * 2 + ["I"] * 3})
+    res = (t.merge(src, on="order_id").when_matched_delete(condition="source.op = 'D'")
+           .when_matched_update({"status": "source.status"}).when_not_matched_insert_all().execute())
+    yield t, res
+    flush_hints()
+
+
+def test_the_check_passes_the_feed_of_the_merge(merged):
+    t, res = merged
+    counts = demo.check_change_feed(t.changes(res.version - 1, res.version).to_arrow(), res)
+    assert counts == {"update_preimage": 4, "update_postimage": 4, "delete": 2, "insert": 3}
+
+
+@pytest.mark.parametrize("field", ["rows_updated", "rows_deleted", "rows_inserted"])
+def test_the_check_stops_the_job_when_a_count_differs_from_the_merge(merged, field):
+    t, res = merged
+    changes = t.changes(res.version - 1, res.version).to_arrow()
+    claimed = dataclasses.replace(res, **{field: getattr(res, field) + 1})
+    with pytest.raises(AssertionError, match="the merge reported"):
+        demo.check_change_feed(changes, claimed)
+
+
+def test_the_check_stops_the_job_when_an_image_lacks_the_merged_status(merged):
+    t, res = merged
+    changes = t.changes(res.version - 1, res.version).to_arrow()
+    post = pc.equal(changes.column("_change_type"), "update_postimage")
+    wrong = changes.set_column(changes.schema.get_field_index("status"), "status",
+                               pc.if_else(post, pa.scalar("paid"), changes.column("status")))
+    with pytest.raises(AssertionError, match="4 update_postimage rows .* do not have status 'returned'"):
+        demo.check_change_feed(wrong, res)
+    dropped = changes.filter(pc.invert(pc.equal(changes.column("_change_type"), "delete")))  # a feed missing its deletes
+    with pytest.raises(AssertionError, match="the merge reported"):
+        demo.check_change_feed(dropped, res)
