@@ -238,7 +238,7 @@ def test_the_command_in_a_terminal_of_80_columns(wide_rows):
 
 
 def test_info_shows_row_lineage_and_the_next_row_id(tmp_path):
-    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"row-lineage": "false"})
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"row-lineage.enabled": "false"})
     t.append(batch([1, 2, 3], "a"))
     t.delete("id = 2")  # a deletion vector: the file keeps 3 physical rows
     doc = json.loads(ok("info", t.uri, "--json"))
@@ -255,7 +255,7 @@ def test_info_shows_row_lineage_and_the_next_row_id(tmp_path):
 
 
 def test_history_and_changes_of_a_table_that_turns_lineage_on(tmp_path):
-    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"row-lineage": "false"})
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"row-lineage.enabled": "false"})
     t.append(batch([1, 2], "a"))
     v = t.enable_row_lineage()
     t.append(batch([3], "b"))
