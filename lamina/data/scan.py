@@ -342,9 +342,11 @@ class Scan:
                 return self._read_with_lineage(f, columns, filt, dv, memory_pool, lineage)
         data_cols = [c for c in self._needed(columns, filt) if c not in _LINEAGE_FIELD]
         file = pq.ParquetFile(source, pre_buffer=False, memory_map=False)  # one footer read
-        stored = [c for c in LINEAGE_COLUMNS if c in file.schema_arrow.names]
-        if self._evolved:
-            t = self._read_evolved(source, data_cols, None, None, memory_pool)
+        names = file.schema_arrow.names
+        stored = [c for c in LINEAGE_COLUMNS if c in names]
+        if self._evolved or not all(c in names for c in data_cols):  # mapped, or a file added without a column
+            t = (self._read_evolved(source, data_cols, None, None, memory_pool) if self._evolved
+                 else self._read_plain(source, data_cols, memory_pool))
             kept = file.read(columns=stored, use_threads=False) if stored else None
         else:  # every column is in the file, under its name
             both = file.read(columns=[*data_cols, *stored], use_threads=False)
