@@ -33,7 +33,7 @@ from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
 from lamina.spec.features import COLUMN_MAPPING, HIDDEN_PARTITIONING, PARTITION_EVOLUTION, SLOT_TOMBSTONES, SORT_ORDERS, check_writer, with_features
 from lamina.spec.layout import version_path
-from lamina.spec.lineage import assign_row_ids, has_lineage
+from lamina.spec.lineage import assign_row_ids, counter_of, has_lineage
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import Tombstone, slot_chunk_size
 from lamina.spec.version import VersionManifest
@@ -169,7 +169,7 @@ class Committer:
         version = base.version + 1
         changes: list[Change] = []
         staged: list[VersionManifest] = [base]
-        meta, next_row_id = base, base.next_row_id
+        meta, next_row_id = base, counter_of(base)
 
         def view(i: int) -> VersionManifest:
             while len(staged) <= i:  # staged[k] = base + changes[:k]

@@ -27,7 +27,7 @@ from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import live_data_entries
 from lamina.data.deletes import DV, dv_of, dvs_of_plan, positions_array, read_bitmaps
 from lamina.spec import content as C
-from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, has_lineage, lineages_of, row_lineage
+from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, has_lineage, lineages_of, no_row_ids, row_lineage
 from lamina.spec.partition import fields_by_id
 from lamina.spec.version import VersionManifest
 
@@ -331,12 +331,10 @@ class Scan:
 
     def _read_with_lineage(
         self, source: Any, columns: list[str], filt: Any, dv: DV | None, memory_pool: pa.MemoryPool | None,
-        lineage: tuple[int, int] | None,
+        lineage: tuple[int, int],
     ) -> pa.Table:
         """Rows of one data file with their ``_row_id`` and ``_last_updated_version``: every
         physical row numbered (lamina.spec.lineage), then deleted rows and the row filter."""
-        if lineage is None or lineage[0] is None:
-            raise CorruptMetadata("a data file of a table with row lineage has no first_row_id; run `lamina fsck`")
         if isinstance(source, str):
             with pa.OSFile(source) as f:
                 return self._read_with_lineage(f, columns, filt, dv, memory_pool, lineage)
@@ -367,6 +365,8 @@ class Scan:
             local = io.local_path(path)
             source = local if local is not None else pa.BufferReader(io.get(path))
             if any(c in _LINEAGE_FIELD for c in columns):
+                if lineage is None or lineage[0] is None:
+                    raise no_row_ids(path, self.vm.version)
                 return self._read_with_lineage(source, columns, filt, dv, memory_pool, lineage)
             if self._evolved:
                 return self._read_evolved(source, columns, filt, dv, memory_pool)

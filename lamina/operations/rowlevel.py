@@ -35,7 +35,7 @@ from lamina.data.inflight import new_write_id
 from lamina.data.deletes import DV, dvs_of_plan, file_key, read_bitmap, read_bitmaps, write_dv_file
 from lamina.spec.properties import DELETE_MODES, TableProperties
 from lamina.operations.schema import PlannedColumns
-from lamina.spec.lineage import LINEAGE_COLUMNS, ROW_ID, conform_keeping_lineage, has_lineage, lineage_of
+from lamina.spec.lineage import LINEAGE_COLUMNS, ROW_ID, check_row_ids, conform_keeping_lineage, has_lineage, lineage_of
 from lamina.spec.schema import Schema
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
@@ -181,6 +181,8 @@ class RowDelta(Operation):
         rows = cands.to_pylist()
         outcomes = self._outcomes_for(base, cands, rows) if rows else []
         touched = [i for i, o in enumerate(outcomes) if len(o.delete)]
+        # Files it re-lists (a new DV) or rewrites keep their rows' ids: they must have them.
+        check_row_ids(cands.take(pa.array(touched, pa.int64())), base.metadata.version)
         added: list[pa.Table] = []
         new_dvs: list[tuple[int, BitMap]] = []
         replaced: list[tuple[int, DV]] = []  # (candidate index, its new DV)

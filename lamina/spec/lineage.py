@@ -26,6 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lamina.errors import CorruptMetadata
+
 ROW_ID = "_row_id"
 LAST_UPDATED = "_last_updated_version"
 LINEAGE_COLUMNS: tuple[str, ...] = (ROW_ID, LAST_UPDATED)
@@ -44,6 +46,36 @@ ENTRY_FIELDS: tuple[pa.Field, ...] = (pa.field(FIRST_ROW_ID, pa.int64()), pa.fie
 def has_lineage(vm: Any) -> bool:
     """Whether the version (a ``VersionManifest``) keeps row lineage."""
     return ROW_LINEAGE in vm.writer_features
+
+
+def counter_of(vm: Any) -> int | None:
+    """The version's ``next_row_id`` (None on a table without lineage). A version that keeps
+    lineage without a valid counter is corrupt: counting again from 0 would give a second
+    row an id a live row has."""
+    n = vm.next_row_id
+    if has_lineage(vm) and (n is None or n < 0):
+        raise CorruptMetadata(
+            f"version {vm.version} keeps row lineage but its next_row_id is {n!r}; nothing was committed. "
+            "Restore the version manifest from a backup, or roll back to a version whose manifest is intact"
+        )
+    return n
+
+
+def no_row_ids(path: str, version: int) -> CorruptMetadata:
+    """The error for a live data file of a table with lineage whose entry lacks ``first_row_id``."""
+    return CorruptMetadata(
+        f"data file {path} of version {version} has no first_row_id although the table keeps row lineage: "
+        "its rows have no ids (its manifest entry is corrupt). "
+        "Roll back to a version whose manifests are intact, or restore the manifest from a backup"
+    )
+
+
+def check_row_ids(entries: pa.Table, version: int) -> None:
+    """Refuse live entries of a table with lineage that lack ``first_row_id`` (``no_row_ids``):
+    re-listing one (a new deletion vector) would have the committer number its rows afresh."""
+    if FIRST_ROW_ID not in entries.column_names or not entries.column(FIRST_ROW_ID).null_count:
+        return
+    raise no_row_ids(entries.filter(pc.is_null(entries.column(FIRST_ROW_ID))).column("path")[0].as_py(), version)
 
 
 def split_lineage(rows: pa.Table, fill: bool = False) -> tuple[pa.Table, pa.Table | None]:
