@@ -21,7 +21,7 @@ import pytest
 
 import lamina
 from lamina.data.scan import Scan
-from lamina.errors import ChangesUnavailable, CorruptMetadata, InvalidArgument, RowLineageNotEnabled, VersionNotFound
+from lamina.errors import ChangesUnavailable, CorruptMetadata, InvalidArgument, RowLineageNotEnabled, SchemaMismatch, VersionNotFound
 from lamina.manifest import files as manifest_files
 from lamina.spec.layout import version_path
 
@@ -183,3 +183,34 @@ def test_a_file_without_first_row_id_is_named_and_never_renumbered(t):
     # the rest of the table is unaffected: the versions before, and the other files
     assert t.changes(1, 4).count() == 3
     assert t.delete("id = 1") == 6
+
+
+@pytest.mark.parametrize("name", ["_row_id", "_last_updated_version", "_change_type", "_commit_version", "_commit_timestamp"])
+def test_metadata_column_names_are_not_table_columns(tmp_path, name):
+    """A column named as a metadata column would be taken for it (appends failed with a
+    KeyError, the feed could not be built): a new table refuses the name."""
+    with pytest.raises(SchemaMismatch, match=f"column name '{name}' is reserved"):
+        lamina.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64()), (name, pa.int64())]))
+    assert not os.path.exists(tmp_path / "t" / "_lamina")
+
+
+def test_enabling_lineage_on_a_table_with_a_metadata_column_name_asks_for_a_rename(tmp_path):
+    t = lamina.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("ct", pa.string())]),
+                            properties={"row-lineage": "false"})
+    t.append(pa.table({"id": [1], "ct": ["a"]}))
+    # a table from before the names were reserved: its version manifest names the column so
+    path = os.path.join(t.uri, version_path(t.version))
+    with open(path) as f:
+        j = json.load(f)
+    j["schema"]["fields"][1]["name"] = "_change_type"
+    with open(path, "w") as f:
+        json.dump(j, f)
+    t = lamina.open_table(t.uri)
+    with pytest.raises(SchemaMismatch, match=r"columns named \['_change_type'\].*rename_column"):
+        t.enable_row_lineage()
+    assert t.refresh().version == 1
+    t.update_schema().rename_column("_change_type", "change").commit()
+    on = t.enable_row_lineage()
+    t.append(pa.table({"id": [2], "change": ["b"]}))
+    got = t.changes(on, columns=["id", "change"]).to_arrow().select(["id", "change", "_change_type", "_commit_version"])
+    assert got.to_pylist() == [{"id": 2, "change": "b", "_change_type": "insert", "_commit_version": on + 1}]
