@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Iterable
 
 from lamina.errors import UnsupportedFeature
+from lamina.spec.lineage import ROW_LINEAGE
 
 # Features this build of Lamina implements.
 KNOWN_READER_FEATURES: frozenset[str] = frozenset({"manifest-tree-v1", "hidden-partitioning", "column-mapping"})
 KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
     {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits", "slot-tombstones",
-     "column-mapping", "partition-evolution", "sort-orders", "row-lineage"}
+     "column-mapping", "partition-evolution", "sort-orders", ROW_LINEAGE}
 )
 
 # Writer feature of tables whose commit point is their catalog row (lamina.catalog's SQL

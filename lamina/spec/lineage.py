@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.errors import CorruptMetadata
+from lamina.spec.properties import TableProperties
 
 ROW_ID = "_row_id"
 LAST_UPDATED = "_last_updated_version"
@@ -34,8 +35,9 @@ LINEAGE_COLUMNS: tuple[str, ...] = (ROW_ID, LAST_UPDATED)
 LINEAGE_FIELDS: tuple[pa.Field, ...] = (pa.field(ROW_ID, pa.int64()), pa.field(LAST_UPDATED, pa.int64()))
 
 # Writer feature: a writer must assign row ids to what it adds and carry them through rewrites.
-# Readers need nothing: the extra file columns are never among a schema's columns.
-ROW_LINEAGE = "row-lineage"
+# Readers need nothing: the extra file columns are never among a schema's columns. It has the
+# name of the table property that turns it on at creation.
+ROW_LINEAGE = TableProperties.ROW_LINEAGE.key
 
 # Manifest entry columns of tables with lineage (lamina.spec.content).
 FIRST_ROW_ID = "first_row_id"
