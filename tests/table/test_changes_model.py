@@ -59,8 +59,8 @@ PROPS = {
     # several files per write, so row-level changes touch some files of a version and not others
     "write.max-rows-per-file": 3,
 }
-# Operations a transaction may combine (each also runs alone).
-TX_KINDS = ["append", "delete", "update", "merge", "overwrite_where"]
+# Data operations (the ``op_`` methods), alone or two in a transaction.
+KINDS = ["append", "delete", "update", "merge", "overwrite", "overwrite_where"]
 Row = dict[str, Any]  # the columns, RID (None until assigned) and LU
 
 
@@ -190,6 +190,22 @@ class ChangeFeedModel(RuleBasedStateMachine):
 
         return (lambda t: t.overwrite(self.arrow(rows), where=f"g = {g}")), model
 
+    def op_compact(self, rnd: random.Random) -> tuple[Callable, Callable]:
+        return (lambda t: t.compact()), (lambda v: None)  # rows move to other files, none changes
+
+    def op_rewrite_manifests(self, rnd: random.Random) -> tuple[Callable, Callable]:
+        return (lambda t: t.rewrite_manifests()), (lambda v: None)
+
+    def op_rollback(self, rnd: random.Random) -> tuple[Callable, Callable]:
+        target = rnd.choice(sorted(self.snaps)[:-1] or sorted(self.snaps))
+        _, rows = self.snaps[target]
+
+        def model(v: int) -> None:
+            # the target's rows, ids and versions (columns added since read null)
+            self.rows = {r["k"]: {**{c: r.get(c) for c in self.cols}, RID: r[RID], LU: r[LU]} for r in rows.values()}
+
+        return (lambda t: t.rollback(target)), model
+
     # -- committing and checking -----------------------------------------------------------
 
     def run(self, kind: str, table: Callable[[Any], Any], model: Callable[[int], None]) -> None:
@@ -285,73 +301,32 @@ class ChangeFeedModel(RuleBasedStateMachine):
 
     # -- rules -----------------------------------------------------------------------------
 
-    @rule(seed=st.integers(0, 2**16))
-    def append(self, seed: int) -> None:
-        self.run("append", *self.op_append(random.Random(seed)))
-
-    @rule(seed=st.integers(0, 2**16))
-    def delete(self, seed: int) -> None:
-        self.run("delete", *self.op_delete(random.Random(seed)))
-
-    @rule(seed=st.integers(0, 2**16))
-    def update(self, seed: int) -> None:
-        self.run("update", *self.op_update(random.Random(seed)))
-
-    @rule(seed=st.integers(0, 2**16))
-    def merge(self, seed: int) -> None:
-        self.run("merge", *self.op_merge(random.Random(seed)))
-
-    @rule(seed=st.integers(0, 2**16))
-    def overwrite(self, seed: int) -> None:
-        self.run("overwrite", *self.op_overwrite(random.Random(seed)))
-
-    @rule(seed=st.integers(0, 2**16))
-    def overwrite_where(self, seed: int) -> None:
-        self.run("overwrite_where", *self.op_overwrite_where(random.Random(seed)))
-
-    @rule(kinds=st.tuples(st.sampled_from(TX_KINDS), st.sampled_from(TX_KINDS)), seed=st.integers(0, 2**16))
-    def transaction(self, kinds: tuple[str, str], seed: int) -> None:
-        """Two operations as one version, the second seeing the first (its rows, its ids)."""
+    @rule(kind=st.sampled_from([*KINDS, "compact", "rewrite_manifests", "rollback"]),
+          then=st.one_of(st.none(), st.sampled_from(KINDS)), seed=st.integers(0, 2**16))
+    def operation(self, kind: str, then: str | None, seed: int) -> None:
+        """One operation, or (``then``, after a data operation) two data operations as one
+        transaction, the second seeing the first (its rows, its ids)."""
         rnd = random.Random(seed)
-        first_table, first_model = getattr(self, f"op_{kinds[0]}")(rnd)
-        version = self.t.version + 1
+        first_table, first_model = getattr(self, f"op_{kind}")(rnd)
+        if then is None or kind not in KINDS:
+            self.run(kind, first_table, first_model)
+            return
+        # The second operation is planned on the model as it is after the first.
+        saved = {k: dict(r) for k, r in self.rows.items()}
+        first_model(self.t.version + 1)
+        second_table, second_model = getattr(self, f"op_{then}")(rnd)
+        after_first, self.rows = self.rows, saved
 
         def table(t: Any) -> None:
             with t.transaction() as tx:
                 first_table(tx)
                 second_table(tx)
 
-        # The second operation is planned on the model as it is after the first.
-        saved = {k: dict(r) for k, r in self.rows.items()}
-        first_model(version)
-        second_table, second_model = getattr(self, f"op_{kinds[1]}")(rnd)
-        after_first, self.rows = self.rows, saved
-
         def model(v: int) -> None:
             self.rows = after_first
             second_model(v)
 
-        self.run("+".join(kinds), table, model)
-
-    @rule()
-    def compact(self) -> None:
-        self.run("compact", lambda t: t.compact(), lambda v: None)
-
-    @rule()
-    def rewrite_manifests(self) -> None:
-        self.run("rewrite_manifests", lambda t: t.rewrite_manifests(), lambda v: None)
-
-    @precondition(lambda self: len(self.snaps) > 1)
-    @rule(data=st.data())
-    def rollback(self, data: st.DataObject) -> None:
-        target = data.draw(st.sampled_from(sorted(self.snaps)[:-1]))
-        _, rows = self.snaps[target]
-
-        def model(v: int) -> None:
-            # the target's rows, ids and versions (columns added since read null)
-            self.rows = {r["k"]: {**{c: r.get(c) for c in self.cols}, RID: r[RID], LU: r[LU]} for r in rows.values()}
-
-        self.run("rollback", lambda t: t.rollback(target), model)
+        self.run(f"{kind}+{then}", table, model)
 
     @precondition(lambda self: len(self.cols) < len(SCHEMA) + len(EXTRA_COLUMNS))
     @rule()
@@ -368,18 +343,24 @@ class ChangeFeedModel(RuleBasedStateMachine):
     # -- reads -----------------------------------------------------------------------------
 
     @precondition(lambda self: len(self.snaps) > 1)
-    @rule(data=st.data())
-    def changes_applied_give_the_later_version(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), check=st.sampled_from(["replay", "whole_history", "filtered", "time_travel"]),
+          seed=st.integers(0, 2**16))
+    def read(self, data: st.DataObject, check: str, seed: int) -> None:
         versions = sorted(self.snaps)
-        a = data.draw(st.sampled_from(versions[:-1]))
-        b = data.draw(st.sampled_from([v for v in versions if v > a]))
-        self.check_pair(a, b)
+        if check == "whole_history":
+            self.check_pair(versions[0], versions[-1])
+        elif check == "time_travel":
+            self.check_time_travel(data.draw(st.sampled_from(versions)))
+        else:
+            a = data.draw(st.sampled_from(versions[:-1]))
+            b = data.draw(st.sampled_from([v for v in versions if v > a]))
+            self.check_pair(a, b) if check == "replay" else self.check_filtered(a, b, random.Random(seed))
 
     def check_pair(self, a: int, b: int) -> None:
+        """changes(a, b) applied in commit order to version a's rows gives version b's."""
         cols, end = self.snaps[b]
         state = {rid: self.values(r, cols) for rid, r in self.snaps[a][1].items()}
         feed = sorted(self.feed(a, b), key=lambda r: (r["_commit_version"], r["_change_type"] in ("insert", "update_postimage")))
-        assert [r["_commit_version"] for r in feed] == sorted(r["_commit_version"] for r in feed)
         for r in feed:
             assert a < r["_commit_version"] <= b
             if r["_change_type"] in ("delete", "update_preimage"):
@@ -389,15 +370,9 @@ class ChangeFeedModel(RuleBasedStateMachine):
                 state[r[RID]] = self.values(r, cols)
         assert state == {rid: self.values(r, cols) for rid, r in end.items()}, f"changes({a}, {b}) applied to {a}"
 
-    @precondition(lambda self: len(self.snaps) > 1)
-    @rule(data=st.data(), seed=st.integers(0, 2**16))
-    def filtered_changes(self, data: st.DataObject, seed: int) -> None:
+    def check_filtered(self, a: int, b: int, rnd: random.Random) -> None:
         """``where`` keeps the change rows it selects (after pairing: an update whose other
         image it drops stays an update), ``columns`` projects them: the full feed, filtered."""
-        versions = sorted(self.snaps)
-        a = data.draw(st.sampled_from(versions[:-1]))
-        b = versions[-1]
-        rnd = random.Random(seed)
         where, test = self.predicate(rnd)
         cols = rnd.sample(self.snaps[b][0], rnd.randint(1, len(self.snaps[b][0])))
         meta = ["_change_type", "_commit_version"]
@@ -407,10 +382,8 @@ class ChangeFeedModel(RuleBasedStateMachine):
         have = [tuple(r.values()) for r in got.select([*cols, *meta]).to_pylist()]
         assert sorted(have, key=repr) == sorted(want, key=repr), where
 
-    @precondition(lambda self: len(self.snaps) > 1)
-    @rule(data=st.data())
-    def time_travel(self, data: st.DataObject) -> None:
-        v = data.draw(st.sampled_from(sorted(self.snaps)))
+    def check_time_travel(self, v: int) -> None:
+        """An earlier version still reads the rows, ids and versions recorded for it."""
         cols, rows = self.snaps[v]
         got = self.t.scan(version=v, columns=[*cols, RID, LU]).to_arrow().to_pylist()
         assert {r[RID]: (r[LU], self.values(r, cols)) for r in got} == {
@@ -421,12 +394,6 @@ class ChangeFeedModel(RuleBasedStateMachine):
         if hasattr(self, "t") and self.seen_ids:
             assert self.t.metadata.next_row_id > max(self.seen_ids)
 
-    @precondition(lambda self: len(self.snaps) > 2)
-    @rule()
-    def whole_history(self) -> None:
-        versions = sorted(self.snaps)
-        self.check_pair(versions[0], versions[-1])
-
     def teardown(self) -> None:
         flush_hints()
         shutil.rmtree(self.root, ignore_errors=True)
@@ -434,7 +401,7 @@ class ChangeFeedModel(RuleBasedStateMachine):
 
 ChangeFeedModel.TestCase.settings = settings(
     max_examples=int(os.environ.get("LAMINA_CDF_EXAMPLES", "10")),
-    stateful_step_count=int(os.environ.get("LAMINA_CDF_STEPS", "20")),
+    stateful_step_count=int(os.environ.get("LAMINA_CDF_STEPS", "25")),
     deadline=None,
     suppress_health_check=list(HealthCheck),
     phases=tuple(Phase) if not os.environ.get("LAMINA_NO_SHRINK") else (Phase.explicit, Phase.reuse, Phase.generate),
