@@ -181,8 +181,6 @@ class RowDelta(Operation):
         rows = cands.to_pylist()
         outcomes = self._outcomes_for(base, cands, rows) if rows else []
         touched = [i for i, o in enumerate(outcomes) if len(o.delete)]
-        # Files it re-lists (a new DV) or rewrites keep their rows' ids: they must have them.
-        check_row_ids(cands.take(pa.array(touched, pa.int64())), base.metadata.version)
         added: list[pa.Table] = []
         new_dvs: list[tuple[int, BitMap]] = []
         replaced: list[tuple[int, DV]] = []  # (candidate index, its new DV)
@@ -204,6 +202,9 @@ class RowDelta(Operation):
                 replaced.append((i, o.dv))
             else:
                 new_dvs.append((i, merged))
+        # Files it re-lists (a new DV) or rewrites keep their rows' ids: they must have them.
+        kept = [i for i, _, _ in rewrite] + [i for i, _ in new_dvs] + [i for i, _ in replaced]
+        check_row_ids(cands.take(pa.array(kept, pa.int64())), base.metadata.version)
         if rewrite:
             scan = base.scan()
             # copy-on-write: the rows kept are copies, lineage and all

@@ -164,25 +164,30 @@ def lose_first_row_id(t: lamina.Table, id_value: int) -> str:
 
 
 def test_a_file_without_first_row_id_is_named_and_never_renumbered(t):
-    path = lose_first_row_id(t, 4)  # the file version 5 added
+    t.append(rows(5, 6))  # version 6
+    path = lose_first_row_id(t, 5)
     t = lamina.open_table(t.uri)
-    assert sorted(t.to_arrow().column("id").to_pylist()) == [0, 1, 2, 3, 4]  # plain reads need no ids
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [0, 1, 2, 3, 4, 5, 6]  # plain reads need no ids
+    lamina.commit.flush_hints()
     before = tree(t.uri)
-    reads = [lambda: t.scan(columns=["id", "_row_id"]).to_arrow(), lambda: t.changes(4).to_arrow(),
-             lambda: t.scan(where="id = 4", columns=["_last_updated_version"]).to_arrow()]
+    reads = [lambda: t.scan(columns=["id", "_row_id"]).to_arrow(), lambda: t.changes(5).to_arrow(),
+             lambda: t.scan(where="id = 5", columns=["_last_updated_version"]).to_arrow()]
     # every write that re-lists or rewrites the file: its rows would get new ids
-    writes = [lambda: t.update(where="id = 4", set={"v": "'U'"}), lambda: t.delete("id = 4", mode="merge-on-read"),
-              lambda: t.delete("id = 4", mode="copy-on-write"), lambda: t.overwrite(rows(44), where="id >= 4"),
-              lambda: t.compact(),
-              lambda: t.merge(rows(4), on="id").when_matched_update_all().execute()]
+    writes = [lambda: t.update(where="id = 5", set={"v": "'U'"}), lambda: t.delete("id = 5", mode="merge-on-read"),
+              lambda: t.delete("id = 5", mode="copy-on-write"), lambda: t.overwrite(rows(5), where="id = 5"),
+              lambda: t.compact(), lambda: t.merge(rows(5), on="id").when_matched_update_all().execute()]
     for call in reads + writes:
-        with pytest.raises(CorruptMetadata, match=f"data file {path} of version 5 has no first_row_id"):
+        with pytest.raises(CorruptMetadata, match=f"data file {path} of version 6 has no first_row_id"):
             call()
     assert tree(t.uri) == before
-    assert lamina.open_table(t.uri).version == 5
-    # the rest of the table is unaffected: the versions before, and the other files
-    assert t.changes(1, 4).count() == 3
-    assert t.delete("id = 1") == 6
+    # the rest of the table is unaffected: the versions before, the other files, and
+    # deleting every row of the file (nothing of it is kept)
+    assert t.changes(1, 5).count() == 4
+    assert t.delete("id = 1") == 7
+    assert t.delete("id >= 5", mode="merge-on-read") == 8
+    with pytest.raises(CorruptMetadata, match=f"data file {path} of version 6 has no first_row_id"):
+        t.rollback(6)  # re-adding it would number its rows afresh
+    assert t.rollback(5) == 9
 
 
 @pytest.mark.parametrize("name", ["_row_id", "_last_updated_version", "_change_type", "_commit_version", "_commit_timestamp"])
