@@ -33,7 +33,7 @@ from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
 from lamina.spec.features import COLUMN_MAPPING, HIDDEN_PARTITIONING, PARTITION_EVOLUTION, SLOT_TOMBSTONES, SORT_ORDERS, check_writer, with_features
 from lamina.spec.layout import version_path
-from lamina.spec.lineage import assign_row_ids, has_lineage
+from lamina.spec.lineage import assign_row_ids, counter_of, has_lineage
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import Tombstone, slot_chunk_size
 from lamina.spec.version import VersionManifest
@@ -157,12 +157,19 @@ class Committer:
             time.sleep(random.uniform(0, cap) / 1000.0)
             base = self.log.latest() if outcome is _WITHDRAWN else self.log.newest_from(vm.version)
 
-    def _changes(self, base: VersionManifest, ops: Sequence[Operation]) -> list[Change]:
+    def _changes(self, base: VersionManifest, ops: Sequence[Operation]) -> tuple[list[Change], int | None]:
         """Each operation applied in order: the first to ``base``, each later one to ``base``
-        plus the changes before it (a staged tree, written only if an operation looks)."""
+        plus the changes before it (a staged tree, written only if an operation looks); and
+        the table's next row id after them.
+
+        On a table with row lineage each change's added files get their row ids here, as it is
+        staged (lamina.spec.lineage): a later operation of the transaction that rewrites rows an
+        earlier one added (an update of rows just appended) reads them with their ids and keeps
+        them, and the ids continue from the base's counter, so a rebase hands out fresh ones."""
         version = base.version + 1
         changes: list[Change] = []
         staged: list[VersionManifest] = [base]
+        meta, next_row_id = base, counter_of(base)
 
         def view(i: int) -> VersionManifest:
             while len(staged) <= i:  # staged[k] = base + changes[:k]
@@ -172,8 +179,14 @@ class Committer:
             return staged[i]
 
         for i, op in enumerate(ops):
-            changes.append(op.apply(Base(self.log.io, base if i == 0 else (lambda i=i: view(i)), version)))
-        return changes
+            change = op.apply(Base(self.log.io, base if i == 0 else (lambda i=i: view(i)), version))
+            meta = with_metadata(meta, change)
+            if has_lineage(meta):
+                # A copy of the change: operations reuse their entries across attempts.
+                added, next_row_id = assign_row_ids(conform(change.added, manifest_schema_of(meta)), next_row_id or 0, version)
+                change = replace(change, added=added)
+            changes.append(change)
+        return changes, next_row_id
 
     def _apply_tree(self, base: VersionManifest, change: Change, version: int) -> tuple[VersionManifest, ChangeResult]:
         """``base`` with ``change`` applied to its manifest tree: the manifests of ``version``."""
@@ -191,18 +204,11 @@ class Committer:
         return new_base.next(root_manifest=result.root_path), result
 
     def _prepare(self, base: VersionManifest, ops: Sequence[Operation], commit_id: str) -> VersionManifest | None:
-        changes = self._changes(base, ops)
+        changes, next_row_id = self._changes(base, ops)
         if all(op.skip_if_noop for op in ops) and all(c.is_empty for c in changes):
             return None
         change = combine(changes, base.version)
         changed = with_metadata(base, change)
-        next_row_id = base.next_row_id
-        if has_lineage(changed):
-            # Ids for this attempt's base: a copy of the change, whose entries the operations
-            # reuse across attempts, so a rebase hands out ids from the new base's counter.
-            added, next_row_id = assign_row_ids(
-                conform(change.added, manifest_schema_of(changed)), base.next_row_id or 0, base.version + 1)
-            change = replace(change, added=added)
         _, result = self._apply_tree(base, change, base.version + 1)
         step("manifests-written")
         summary = {

@@ -27,7 +27,7 @@ from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import live_data_entries
 from lamina.data.deletes import DV, dv_of, dvs_of_plan, positions_array, read_bitmaps
 from lamina.spec import content as C
-from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, has_lineage, lineages_of, row_lineage
+from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, has_lineage, lineages_of, no_row_ids, row_lineage
 from lamina.spec.partition import fields_by_id
 from lamina.spec.version import VersionManifest
 
@@ -331,12 +331,10 @@ class Scan:
 
     def _read_with_lineage(
         self, source: Any, columns: list[str], filt: Any, dv: DV | None, memory_pool: pa.MemoryPool | None,
-        lineage: tuple[int, int] | None,
+        lineage: tuple[int, int],
     ) -> pa.Table:
         """Rows of one data file with their ``_row_id`` and ``_last_updated_version``: every
         physical row numbered (lamina.spec.lineage), then deleted rows and the row filter."""
-        if lineage is None:
-            raise CorruptMetadata("a data file of a table with row lineage has no first_row_id; run `lamina fsck`")
         if isinstance(source, str):
             with pa.OSFile(source) as f:
                 return self._read_with_lineage(f, columns, filt, dv, memory_pool, lineage)
@@ -354,10 +352,14 @@ class Scan:
             want = self.arrow_schema_of(tuple(data_cols))
             t = t if t.schema.equals(want) else t.cast(want)
             kept = both.select(stored) if stored else None
+        n = file.metadata.num_rows  # (a read of no column may not say how many rows there are)
         if kept is not None:
-            kept = pa.table({c: kept.column(c) if c in stored else pa.nulls(t.num_rows, pa.int64()) for c in LINEAGE_COLUMNS})
-        ids, versions = row_lineage(lineage[0], lineage[1], t.num_rows, kept)
-        t = t.append_column(_LINEAGE_FIELD[ROW_ID], ids).append_column(_LINEAGE_FIELD[LAST_UPDATED], versions)
+            kept = pa.table({c: kept.column(c) if c in stored else pa.nulls(n, pa.int64()) for c in LINEAGE_COLUMNS})
+        ids, versions = row_lineage(lineage[0], lineage[1], n, kept)
+        if data_cols:
+            t = t.append_column(_LINEAGE_FIELD[ROW_ID], ids).append_column(_LINEAGE_FIELD[LAST_UPDATED], versions)
+        else:
+            t = pa.Table.from_arrays([ids, versions], schema=pa.schema(LINEAGE_FIELDS))
         if dv is not None:
             t = t.filter(dv_of(self.io, dv).keep(t.num_rows))
         return (t.filter(filt) if filt is not None else t).select(columns)
@@ -374,6 +376,8 @@ class Scan:
             local = io.local_path(path)
             source = local if local is not None else pa.BufferReader(io.get(path))
             if any(c in _LINEAGE_FIELD for c in columns):
+                if lineage is None or lineage[0] is None:
+                    raise no_row_ids(path, self.vm.version)
                 return self._read_with_lineage(source, columns, filt, dv, memory_pool, lineage)
             if self._evolved:
                 return self._read_evolved(source, columns, filt, dv, memory_pool)
@@ -428,7 +432,7 @@ class Scan:
         dvs = dvs_of_plan(entries)
         runs = _runs(entries.column("size").to_pylist(), files_per_task, bytes_per_task)
         pool = _local_pool if self.io.is_local else _pool
-        lineages = lineages_of(entries, self.vm.version) if any(c in _LINEAGE_FIELD for c in cols) else [None] * len(paths)
+        lineages = lineages_of(entries) if any(c in _LINEAGE_FIELD for c in cols) else [None] * len(paths)
 
         def read_run(run: range) -> list[pa.Table]:
             return [self.read_file(paths[i], cols, filt, dvs[i], memory_pool, lineages[i]) for i in run]

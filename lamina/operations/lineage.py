@@ -8,7 +8,9 @@ from typing import ClassVar
 import pyarrow as pa
 
 from lamina.commit import Base, Change, Operation, removed_of
+from lamina.errors import SchemaMismatch
 from lamina.spec.lineage import ENTRY_FIELDS, ROW_LINEAGE, has_lineage
+from lamina.spec.schema import RESERVED_NAMES
 
 
 @dataclass
@@ -24,6 +26,13 @@ class EnableRowLineage(Operation):
     def apply(self, base: Base) -> Change:
         if has_lineage(base.metadata):
             return Change("enable-row-lineage", base.empty(), removed_of(base.empty()))
+        # A table created before these names were reserved: its column would hide the metadata one.
+        taken = [n for n in base.schema.names if n in RESERVED_NAMES]
+        if taken:
+            raise SchemaMismatch(
+                f"the table has columns named {taken}, which row lineage and the change feed add as metadata "
+                f"columns; rename them first (table.update_schema().rename_column({taken[0]!r}, ...)), then enable it"
+            )
         entries = base.live_entries()
         relisted = entries.append_column(ENTRY_FIELDS[0], pa.nulls(entries.num_rows, pa.int64()))
         relisted = relisted.append_column(ENTRY_FIELDS[1], entries.column("added_version"))

@@ -56,8 +56,9 @@ class Overwrite(Operation):
             dvs = dvs_of_plan(candidates)
             keys = file_keys(candidates)
             unseen = [i for i, k in enumerate(keys) if k not in self._rewrites]
-            lineages = lineages_of(candidates, base.metadata.version)
-            outs = _pool.map(lambda i: self._rewrite_file(base, scan, paths[i], filt, dvs[i], lineages[i]), unseen)
+            lineages = lineages_of(candidates)
+            carry = has_lineage(base.metadata)
+            outs = _pool.map(lambda i: self._rewrite_file(base, scan, paths[i], filt, dvs[i], carry, lineages[i]), unseen)
             for i, outcome in zip(unseen, outs):
                 self._rewrites[keys[i]] = outcome
             touched = [self._rewrites[k] is not UNTOUCHED for k in keys]
@@ -70,10 +71,13 @@ class Overwrite(Operation):
         return Change(self.operation, adds, removed_of(removed), summary={"predicate": str(self.predicate)},
                       readds=self.readds and self.entries.num_rows > 0)
 
-    def _rewrite_file(self, base: Base, scan: Scan, path: str, filt: Any, dv: Any = None, lineage: Any = None) -> Any:
+    def _rewrite_file(
+        self, base: Base, scan: Scan, path: str, filt: Any, dv: Any = None, carry: bool = False, lineage: Any = None,
+    ) -> Any:
         """UNTOUCHED if no row matches, None if all do, else the entries of the rewritten remainder
-        (live rows only: a row a deletion vector removed stays removed; rows kept keep their lineage)."""
-        names = scan.schema.names if lineage is None else [*scan.schema.names, *LINEAGE_COLUMNS]
+        (live rows only: a row a deletion vector removed stays removed; with ``carry``, rows kept
+        keep their lineage, the file's ``lineage``)."""
+        names = [*scan.schema.names, *LINEAGE_COLUMNS] if carry else scan.schema.names
         rows = scan.read_file(path, names, None, dv, lineage=lineage)
         numbered = rows.append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
         matched = numbered.filter(filt).column("__row")

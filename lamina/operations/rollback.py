@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 from lamina.commit import Operation, Base, Change, removed_of
 from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.tree import live_data_entries
+from lamina.spec.lineage import check_row_ids, has_lineage
 from lamina.spec.version import VersionManifest
 
 
@@ -41,6 +42,8 @@ class Rollback(Operation):
         # A file is the same only with the same deletion vector: (path, DV) is its identity.
         wkey, hkey = _identity(want), _identity(have)
         readd = want.filter(pc.invert(pc.is_in(wkey, value_set=hkey)))
+        if has_lineage(self.target):  # its files keep their ids (a target before lineage: they get new ones)
+            check_row_ids(readd, self.target.version)
         drop = have.filter(pc.invert(pc.is_in(hkey, value_set=wkey)))
         summary = {"rollback-to": self.target.version, "readded-files": readd.num_rows}
         if self.tag is not None:

@@ -35,7 +35,7 @@ from lamina.data.inflight import new_write_id
 from lamina.data.deletes import DV, dvs_of_plan, file_key, read_bitmap, read_bitmaps, write_dv_file
 from lamina.spec.properties import DELETE_MODES, TableProperties
 from lamina.operations.schema import PlannedColumns
-from lamina.spec.lineage import LINEAGE_COLUMNS, ROW_ID, conform_keeping_lineage, has_lineage, lineage_of
+from lamina.spec.lineage import LINEAGE_COLUMNS, ROW_ID, check_row_ids, conform_keeping_lineage, has_lineage, lineage_of
 from lamina.spec.schema import Schema
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
@@ -202,6 +202,9 @@ class RowDelta(Operation):
                 replaced.append((i, o.dv))
             else:
                 new_dvs.append((i, merged))
+        # Files it re-lists (a new DV) or rewrites keep their rows' ids: they must have them.
+        kept = [i for i, _, _ in rewrite] + [i for i, _ in new_dvs] + [i for i, _ in replaced]
+        check_row_ids(cands.take(pa.array(kept, pa.int64())), base.metadata.version)
         if rewrite:
             scan = base.scan()
             # copy-on-write: the rows kept are copies, lineage and all
@@ -211,7 +214,7 @@ class RowDelta(Operation):
                 i, merged, physical = job
                 keep = np.ones(physical, dtype=bool)
                 keep[np.frombuffer(merged.to_array(), dtype=np.uint32)] = False
-                whole = scan.read_file(rows[i]["path"], names, None, lineage=lineage_of(rows[i], base.metadata.version))
+                whole = scan.read_file(rows[i]["path"], names, None, lineage=lineage_of(rows[i]))
                 return base.write(whole.filter(pa.array(keep)), self.write_id)
 
             for (i, _, _), entries in zip(rewrite, _pool.map(remainder, rewrite)):

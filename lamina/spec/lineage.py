@@ -26,13 +26,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lamina.errors import CorruptMetadata
+
 ROW_ID = "_row_id"
 LAST_UPDATED = "_last_updated_version"
 LINEAGE_COLUMNS: tuple[str, ...] = (ROW_ID, LAST_UPDATED)
 LINEAGE_FIELDS: tuple[pa.Field, ...] = (pa.field(ROW_ID, pa.int64()), pa.field(LAST_UPDATED, pa.int64()))
 
 # Writer feature: a writer must assign row ids to what it adds and carry them through rewrites.
-# Readers need nothing: the extra file columns are never among a schema's columns.
+# Readers need nothing: the extra file columns are never among a schema's columns. (The table
+# property ``row-lineage.enabled`` turns it on at creation.)
 ROW_LINEAGE = "row-lineage"
 
 # Manifest entry columns of tables with lineage (lamina.spec.content).
@@ -44,6 +47,36 @@ ENTRY_FIELDS: tuple[pa.Field, ...] = (pa.field(FIRST_ROW_ID, pa.int64()), pa.fie
 def has_lineage(vm: Any) -> bool:
     """Whether the version (a ``VersionManifest``) keeps row lineage."""
     return ROW_LINEAGE in vm.writer_features
+
+
+def counter_of(vm: Any) -> int | None:
+    """The version's ``next_row_id`` (None on a table without lineage). A version that keeps
+    lineage without a valid counter is corrupt: counting again from 0 would give a second
+    row an id a live row has."""
+    n = vm.next_row_id
+    if has_lineage(vm) and (n is None or n < 0):
+        raise CorruptMetadata(
+            f"version {vm.version} keeps row lineage but its next_row_id is {n!r}; nothing was committed. "
+            "Restore the version manifest from a backup, or roll back to a version whose manifest is intact"
+        )
+    return n
+
+
+def no_row_ids(path: str, version: int) -> CorruptMetadata:
+    """The error for a live data file of a table with lineage whose entry lacks ``first_row_id``."""
+    return CorruptMetadata(
+        f"data file {path} of version {version} has no first_row_id although the table keeps row lineage: "
+        "its rows have no ids (its manifest entry is corrupt). "
+        "Roll back to a version whose manifests are intact, or restore the manifest from a backup"
+    )
+
+
+def check_row_ids(entries: pa.Table, version: int) -> None:
+    """Refuse live entries of a table with lineage that lack ``first_row_id`` (``no_row_ids``):
+    re-listing one (a new deletion vector) would have the committer number its rows afresh."""
+    if FIRST_ROW_ID not in entries.column_names or not entries.column(FIRST_ROW_ID).null_count:
+        return
+    raise no_row_ids(entries.filter(pc.is_null(entries.column(FIRST_ROW_ID))).column("path")[0].as_py(), version)
 
 
 def split_lineage(rows: pa.Table, fill: bool = False) -> tuple[pa.Table, pa.Table | None]:
@@ -119,38 +152,25 @@ def assign_row_ids(entries: pa.Table, next_row_id: int, version: int) -> tuple[p
     return entries, next_row_id
 
 
-# The lineage of a file added by the commit being made (seen by a later operation of the same
-# transaction): its ids come at the commit point, so its rows read null ids, and rows written
-# from them get fresh ones.
-UNASSIGNED: tuple[None, None] = (None, None)
-
-
-def lineage_of(entry: dict[str, Any], version: int) -> tuple[Any, Any] | None:
-    """(first_row_id, data_version) of a data file's entry (a dict) in ``version``;
-    UNASSIGNED for a file the commit being made adds; None without lineage."""
+def lineage_of(entry: dict[str, Any]) -> tuple[Any, Any] | None:
+    """(first_row_id, data_version) of a data file's entry (a dict); None without lineage."""
     first = entry.get(FIRST_ROW_ID)
-    if first is not None:
-        return first, entry[DATA_VERSION]
-    return UNASSIGNED if entry.get("added_version", -1) > version else None
+    return None if first is None else (first, entry[DATA_VERSION])
 
 
-def lineages_of(entries: pa.Table, version: int) -> list[tuple[Any, Any] | None]:
+def lineages_of(entries: pa.Table) -> list[tuple[Any, Any] | None]:
     """``lineage_of`` each entry of ``entries``; Nones without lineage."""
     if FIRST_ROW_ID not in entries.column_names:
         return [None] * entries.num_rows
-    cols = entries.select([FIRST_ROW_ID, DATA_VERSION, "added_version"]).to_pydict()
-    return [(f, d) if f is not None else (UNASSIGNED if a > version else None)
-            for f, d, a in zip(cols[FIRST_ROW_ID], cols[DATA_VERSION], cols["added_version"])]
+    return [None if f is None else (f, d)
+            for f, d in zip(entries.column(FIRST_ROW_ID).to_pylist(), entries.column(DATA_VERSION).to_pylist())]
 
 
-def row_lineage(first_row_id: int | None, data_version: int | None, n: int, stored: pa.Table | None) -> tuple[pa.Array, pa.Array]:
+def row_lineage(first_row_id: int, data_version: int, n: int, stored: pa.Table | None) -> tuple[pa.Array, pa.Array]:
     """The ``_row_id`` and ``_last_updated_version`` of a file's ``n`` physical rows, from its
     entry and the lineage columns it stores (``stored``, or None)."""
-    if first_row_id is None:  # UNASSIGNED
-        ids, versions = pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64())
-    else:
-        ids = pa.array(np.arange(first_row_id, first_row_id + n, dtype=np.int64))
-        versions = pa.repeat(pa.scalar(data_version, pa.int64()), n)
+    ids = pa.array(np.arange(first_row_id, first_row_id + n, dtype=np.int64))
+    versions = pa.repeat(pa.scalar(data_version, pa.int64()), n)
     if stored is None:
         return ids, versions
     return (pc.coalesce(stored.column(ROW_ID), ids).combine_chunks(),

@@ -14,6 +14,8 @@ docs/format.md, "Table properties", lists them all.
 
 from __future__ import annotations
 
+import difflib
+
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -155,16 +157,24 @@ class TableProperties:
 
 def check_properties(properties: Mapping[str, Any]) -> None:
     """InvalidArgument naming every registered property whose value its parser refuses
-    (a number out of range, not a number, none of its words)."""
+    (a number out of range, not a number, none of its words), and every key in one of
+    Lamina's namespaces (``write.``, ``row-lineage``, ...) that is no property of it: a
+    misspelt key would otherwise be kept and silently do nothing (Delta refuses unknown
+    ``delta.`` keys alike). Other keys are the user's."""
     registered = {p.key: p for p in TableProperties.all()}
+    namespaces = {k.split(".")[0] for k in registered}
     bad = []
     for key, raw in properties.items():
         prop = registered.get(key)
+        if prop is None and str(key).split(".")[0] in namespaces:
+            close = difflib.get_close_matches(str(key), registered, n=1)
+            bad.append(f"{key!r} is no Lamina table property" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            continue
         problem = prop.problem(raw) if prop is not None else None
         if problem is not None:
             bad.append(f"{key}={raw!r} ({problem})")
     if bad:
-        raise InvalidArgument(f"table properties with values that cannot be used: {'; '.join(bad)}. Nothing was created.")
+        raise InvalidArgument(f"table properties that cannot be used: {'; '.join(bad)}. Nothing was created.")
 
 
 @dataclass(frozen=True)

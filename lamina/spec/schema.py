@@ -260,6 +260,20 @@ def normalize_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
+# Names a table's columns may not take: the metadata columns a scan or the change feed adds
+# (row lineage, lamina.spec.lineage; lamina.data.changes) and Lamina's internal prefix.
+RESERVED_NAMES = frozenset({"_row_id", "_last_updated_version", "_change_type", "_commit_version", "_commit_timestamp"})
+RESERVED_PREFIX = "__lamina"
+
+
+def reserved_name(name: str) -> str | None:
+    """Why ``name`` may not name a top-level column (None: it may)."""
+    if name in RESERVED_NAMES or name.startswith(RESERVED_PREFIX):
+        return (f"column name {name!r} is reserved for metadata columns ({sorted(RESERVED_NAMES)} and "
+                f"names starting with {RESERVED_PREFIX!r}); choose another name")
+    return None
+
+
 @dataclass(frozen=True, eq=False)
 class Schema:
     """An immutable table schema. ``arrow`` carries field ids in field metadata."""
@@ -358,6 +372,9 @@ class Schema:
         for n in names:
             if not n or any(ord(c) < 32 for c in n):
                 raise SchemaMismatch(f"invalid column name {n!r}: names must be non-empty without control characters")
+            why = reserved_name(n)
+            if why:
+                raise SchemaMismatch(why)
         next_id = [1]
         fields = [
             _assign_field(pa.field(f.name, normalize_type(f.type), f.nullable), next_id) for f in schema

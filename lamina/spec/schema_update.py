@@ -25,13 +25,8 @@ import pyarrow as pa
 
 from lamina.errors import SchemaMismatch
 from lamina.spec.schema import (
-    Schema, _assign_ids, normalize_type, _type_from_json, _type_to_json, encode_default, field_id_of,
+    Schema, _assign_ids, normalize_type, _type_from_json, _type_to_json, encode_default, field_id_of, reserved_name,
 )
-
-# Names a table's columns may not take: the metadata columns a scan can add (row lineage,
-# change feed) and Lamina's internal prefix.
-RESERVED_NAMES = frozenset({"_row_id", "_last_updated_version", "_change_type", "_commit_version", "_commit_timestamp"})
-RESERVED_PREFIX = "__lamina"
 
 Path = Union[str, Sequence[str]]
 
@@ -233,11 +228,9 @@ class _Tree:
     def _check_name(self, name: str, siblings: Iterable[dict[str, Any]], top_level: bool) -> None:
         if not isinstance(name, str) or not name or any(ord(c) < 32 for c in name):
             raise InvalidSchemaChange(f"invalid column name {name!r}: names must be non-empty without control characters")
-        if top_level and (name in RESERVED_NAMES or name.startswith(RESERVED_PREFIX)):
-            raise InvalidSchemaChange(
-                f"column name {name!r} is reserved for metadata columns ({sorted(RESERVED_NAMES)} and "
-                f"names starting with {RESERVED_PREFIX!r}); choose another name"
-            )
+        why = reserved_name(name) if top_level else None
+        if why:
+            raise InvalidSchemaChange(why)
         if any(s["name"] == name for s in siblings):
             raise InvalidSchemaChange(f"a column named {name!r} already exists there; choose another name")
 

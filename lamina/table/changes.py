@@ -120,7 +120,7 @@ def change_feed(
     for v in range(start.version + 1, end.version):
         vm = log.try_load(v)
         if vm is None:
-            raise _unavailable(log, end, f"version {v} of the range was expired or removed")
+            raise _unavailable(log, end, f"version {v} of the range was expired or dropped by a destructive rollback")
         versions.append(vm)
     if end.version > start.version:
         versions.append(end)
@@ -198,4 +198,4 @@ def _resolve(table: "Table", version: int | None, tag: str | None) -> VersionMan
     latest = table.log.latest()
     if version > latest.version:
         raise VersionNotFound(f"version {version} does not exist: the latest version is {latest.version}")
-    raise _unavailable(table.log, latest, f"version {version} was expired")
+    raise _unavailable(table.log, latest, f"version {version} was expired or dropped by a destructive rollback")

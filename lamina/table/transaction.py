@@ -109,6 +109,11 @@ class Transaction:
         """Queue an operation (``lamina.operations``); ``pending``: its data files' writes still in
         flight."""
         self._check_open()
+        if op.refresh_base:
+            # It reads the files of the version it applies to, which holds the earlier
+            # operations' files: those must have reached storage first.
+            for p in self._pending:
+                p.wait()
         self._ops.append(op)
         if pending is not None:
             self._pending.append(pending)

@@ -185,3 +185,40 @@ def test_row_level_compaction_and_expiry_on_s3(opts, uri):
     assert _rows(lamina.open_table(uri, storage_options=opts).to_arrow()) == want
     assert _rows(t.scan(tag="before-compaction").to_arrow()) == want
     assert fsck(t).ok
+
+
+def _lineage_history(t: lamina.Table) -> None:
+    """Appends, an update with DVs, a copy-on-write merge (update, insert, delete), a delete,
+    compaction, an added column and a rollback: every kind of change row."""
+    for seq in range(3):
+        t.append(workers.batch(1, seq, ROWS))
+    t.update(where="seq = 0 AND i = 1", set={"k": "100"}, mode="merge-on-read")
+    source = pa.table({"writer": pa.array([1, 1, 2], pa.int32()), "seq": pa.array([1, 2, 9], pa.int32()),
+                       "i": pa.array([0, 3, 0], pa.int32()), "k": pa.array([-1, 200, 300], pa.int64()),
+                       "op": ["D", "U", "U"]})
+    t.merge(source, on=["writer", "seq", "i"], mode="copy-on-write").when_matched_delete(condition="source.op = 'D'") \
+        .when_matched_update_all().when_not_matched_insert_all().execute()
+    t.delete("seq = 2 AND i = 4")
+    t.compact()
+    t.update_schema().add_column("note", pa.string()).commit()
+    t.update(where="k = 300", set={"note": "'late'"})
+    t.rollback(t.version - 3)
+
+
+def test_change_feed_on_s3_is_the_local_one(tmp_path, opts, uri):
+    """The same history on S3 and on local disk: the same row ids and the same changes."""
+    tables = [lamina.create_table(str(tmp_path / "t"), workers.schema()),
+              lamina.create_table(uri, workers.schema(), storage_options=opts)]
+    for t in tables:
+        _lineage_history(t)
+    cols = ["writer", "seq", "i", "k", "note", "_row_id", "_last_updated_version"]
+    local, remote = ([tuple(r.values()) for r in t.changes(0, columns=cols).to_arrow().drop_columns(["_commit_timestamp"]).to_pylist()]
+                     for t in tables)
+    assert sorted(local, key=repr) == sorted(remote, key=repr)
+    assert {r[-2] for r in local} == {"insert", "delete", "update_preimage", "update_postimage"}
+    for v in range(tables[0].version + 1):
+        scans = [sorted(map(tuple, (r.values() for r in t.scan(version=v, columns=["writer", "seq", "i", "k", "_row_id"]).to_arrow().to_pylist())))
+                 for t in tables]
+        assert scans[0] == scans[1], f"version {v}"
+    reopened = lamina.open_table(uri, storage_options=opts)
+    assert reopened.changes(3, columns=cols).count() == tables[0].changes(3).count() > 0

@@ -93,7 +93,7 @@ def test_a_bad_value_is_refused_naming_the_property(prop, raw):
 def test_every_bad_value_is_named_at_once_and_no_table_is_created(tmp_path):
     bad = {p.key: _bad_values(p)[0] for p in REGISTERED if _bad_values(p)}
     uri = str(tmp_path / "t")
-    with pytest.raises(InvalidArgument, match="values that cannot be used") as raised:
+    with pytest.raises(InvalidArgument, match="properties that cannot be used") as raised:
         lamina.create_table(uri, SCHEMA, properties={**bad, "write.sort-order": "id"})
     message = str(raised.value)
     assert [key for key in KEYS if f"{key}=" in message] == [key for key in KEYS if key in bad]
@@ -190,3 +190,14 @@ def test_the_format_doc_lists_every_property_with_its_default():
             assert "empty" in cell
         else:
             assert cell.startswith(f"`{prop.default_text}`"), (prop.key, cell)
+
+
+def test_a_misspelt_key_in_a_lamina_namespace_is_refused_with_the_closest_key(tmp_path):
+    with pytest.raises(InvalidArgument, match="did you mean 'row-lineage.enabled'") as raised:
+        lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"row-lineage": "false", "owner": "me"})
+    assert "'owner'" not in str(raised.value)  # keys outside Lamina's namespaces are the user's
+    with pytest.raises(InvalidArgument, match="'write.max-row-per-file' is no Lamina table property"):
+        lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"write.max-row-per-file": "10"})
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").rglob("*.json"))
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"owner": "me", "team.name": "x"})
+    assert t.metadata.properties == {"owner": "me", "team.name": "x"}

@@ -133,6 +133,33 @@ def _race_delete(spec: dict[str, Any]) -> dict[str, Any]:
     return {"acked": acked}
 
 
+def _race_update(spec: dict[str, Any]) -> dict[str, Any]:
+    """Set ``seq`` of the row ``where`` selects to its step's marker, once per step
+    (``steps``: ``[where, marker]``), in ``delete_mode``; reports ``[step, version]``."""
+    t = _open(spec)
+    _barrier()
+    acked = []
+    for step, (where, marker) in enumerate(spec["steps"]):
+        acked.append([step, t.update(where, set={"seq": str(marker)}, mode=spec.get("delete_mode"))])
+    return {"acked": acked}
+
+
+def _race_append_compact(spec: dict[str, Any]) -> dict[str, Any]:
+    """``n`` appends of ``batch(writer, seq, rows)``, compacting this writer's files after
+    every ``every``-th, and the whole table after the last; reports the appends as
+    ``[seq, version]`` and the compactions' versions (None: nothing to compact)."""
+    t = _open(spec)
+    w = spec["writer"]
+    _barrier()
+    acked, compacted = [], []
+    for seq in range(spec["n"]):
+        acked.append([seq, t.append(batch(w, seq, spec["rows"]))])
+        if (seq + 1) % spec["every"] == 0:
+            compacted.append(t.compact(where=f"writer = {w}").version)
+    compacted.append(t.compact().version)
+    return {"acked": acked, "compacted": compacted}
+
+
 def _die(marker: str, what: str) -> None:
     with open(marker, "w") as f:
         f.write(what)
@@ -264,6 +291,7 @@ MODES = {
     "race_spec": _race_spec,
     "schema_race": _schema_race,
     "race_append": _race_append, "race_overwrite": _race_overwrite, "race_delete": _race_delete, "crash": _crash,
+    "race_update": _race_update, "race_append_compact": _race_append_compact,
     "stop_before_publish": _stop_before_publish,
 }
 

@@ -279,7 +279,7 @@ def test_add_files_checks_a_long_list_with_one_listing_per_directory(world, monk
 def test_numeric_table_properties_are_checked_when_the_table_is_created(tmp_path, properties, words):
     """A property every later write or expiry would fail to parse is refused up front."""
     uri = str(tmp_path / "t")
-    with pytest.raises(E.InvalidArgument, match="values that cannot be used") as raised:
+    with pytest.raises(E.InvalidArgument, match="properties that cannot be used") as raised:
         lamina.create_table(uri, SCHEMA, properties=properties)
     assert words in str(raised.value) and "Nothing was created" in str(raised.value)
     assert not os.path.exists(uri)

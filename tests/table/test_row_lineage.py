@@ -92,3 +92,28 @@ def test_rebased_commits_never_share_ids(tmp_path):
     b.append(pa.table({"id": [3, 4], "v": list("cd")}))  # b's base is stale: it rebases
     ids = [r["_row_id"] for r in rows(lamina.open_table(str(tmp_path))).values()]
     assert sorted(ids) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_transaction_rewrites_rows_it_added_itself(tmp_path, mode):
+    """The second operation of a transaction reads rows the first one added: they have their
+    ids already (the committer numbers each change as it is staged), so an update keeps them
+    and a copy-on-write remainder copies them."""
+    t = lamina.create_table(str(tmp_path), SCHEMA)
+    t.append(pa.table({"id": [1, 2], "v": list("ab")}))
+    before = rows(t)
+    with t.transaction() as tx:
+        tx.append(pa.table({"id": [3, 4, 5], "v": list("cde")}))
+        tx.update(where="id >= 2 AND id <= 3", set={"v": "'U'"}, mode=mode)
+        tx.delete("id = 4", mode=mode)
+    v = t.metadata.version
+    after = rows(t)
+    assert sorted(after) == [1, 2, 3, 5] and after[3]["v"] == "U" and after[2]["v"] == "U"
+    ids = [r["_row_id"] for r in after.values()]
+    assert len(set(ids)) == len(ids) and max(ids) < t.metadata.next_row_id
+    assert after[1]["_row_id"] == before[1]["_row_id"] and after[1]["_last_updated_version"] == 1
+    assert after[2]["_row_id"] == before[2]["_row_id"] and after[2]["_last_updated_version"] == v
+    assert {after[i]["_row_id"] for i in (3, 5)}.isdisjoint(r["_row_id"] for r in before.values())
+    feed = t.changes(1).to_arrow()
+    got = sorted(zip(feed.column("id").to_pylist(), feed.column("v").to_pylist(), feed.column("_change_type").to_pylist()))
+    assert got == [(2, "U", "update_postimage"), (2, "b", "update_preimage"), (3, "U", "insert"), (5, "e", "insert")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import Future
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lamina
+from lamina.data import writer
 from lamina.errors import InvalidArgument, TagAlreadyExists, TransactionAlreadyCommitted
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -64,6 +66,40 @@ def test_each_change_sees_the_ones_before_it(table):
     assert 100 not in [i for i, _ in content(table)]
     # the file holding 100 never reached the version: the version's files hold exactly its rows
     assert table.scan().plan().record_count == len(content(table))
+
+
+class _WriteOnWait(Future):
+    """A store write that happens only when someone waits for it: the slowest disk there is."""
+
+    def __init__(self, fn, args):  # noqa: ANN001
+        super().__init__()
+        self._call = (fn, args)
+
+    def result(self, timeout=None):  # noqa: ANN001
+        if not self.done():
+            fn, args = self._call
+            try:
+                self.set_result(fn(*args))
+            except BaseException as e:  # noqa: BLE001
+                self.set_exception(e)
+        return super().result(timeout)
+
+
+class _LatePool:
+    def submit(self, fn, *args):  # noqa: ANN001
+        return _WriteOnWait(fn, args)
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_change_reads_rows_an_earlier_append_is_still_writing(table, monkeypatch, mode):
+    """An append's file goes to storage while the transaction goes on; a later change that
+    reads it (update, delete, merge) must find it there, however slow the store."""
+    monkeypatch.setattr(writer, "_io_pool", _LatePool())
+    with table.transaction() as tx:
+        tx.append(rows([10, 11]))
+        tx.update(where="id = 10", set={"v": "'u'"}, mode=mode)
+        tx.delete("id = 11", mode=mode)
+    assert content(table)[-1:] == [(10, "u")] and len(content(table)) == 11
 
 
 def test_an_exception_commits_nothing_and_removes_what_was_written(table):
