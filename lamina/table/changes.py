@@ -56,9 +56,19 @@ class ChangeFeed:
     def schema(self) -> pa.Schema:
         return change_schema(self._reader)
 
+    @property
+    def reader(self) -> Scan:
+        """The scan of the range's newest version the rows are read through: its columns and predicate."""
+        return self._reader
+
+    def steps(self) -> list[tuple[VersionManifest, VersionManifest]]:
+        """(parent, version) of each version of the range, oldest first: ``version_changes`` of
+        one is that version's rows, so an engine's tasks can compute versions apart."""
+        return list(zip(self._versions, self._versions[1:]))
+
     def by_version(self) -> Iterator[tuple[int, pa.Table]]:
         """(version, its changes) for each version of the range, oldest first."""
-        for older, newer in zip(self._versions, self._versions[1:]):
+        for older, newer in self.steps():
             yield newer.version, version_changes(self.io, older, newer, self._reader)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
