@@ -14,6 +14,7 @@ twin of ``Table.changes``: same arguments, same (start, end] range.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -184,19 +185,23 @@ def read_changes(
     same arguments and rows (``_change_type``, ``_commit_version``, ``_commit_timestamp`` after
     the columns). The range is resolved and checked now; the rows are computed by Spark tasks
     through ``format("lamina").option("readChangeFeed", "true")`` (any store)."""
-    from lamina.expr import to_sql
     from lamina.spark.datasource import register
+    from lamina.spark.read import where_option
 
     ref = TableRef.of(target, catalog=catalog, storage_options=storage_options)
     feed = ref.open().changes(start_version, end_version, start_timestamp=start_timestamp, end_timestamp=end_timestamp,
                               start_tag=start_tag, end_tag=end_tag, where=where, columns=columns)
+    if not feed.versions:  # an empty range (start == end), which Delta's inclusive options cannot name
+        return spark.createDataFrame([], changes_spark_schema(feed.reader))
     register(spark)
     reader = (spark.read.format("lamina").options(**ref.data_source_options()).option(READ_CHANGE_FEED, "true")
               .option("startingVersion", str(feed.start_version + 1)).option("endingVersion", str(feed.end_version)))
     if where is not None:
-        reader = reader.option("where", where if isinstance(where, str) else to_sql(feed.reader.predicate))
+        text = where if isinstance(where, str) else where_option(feed.reader)
+        if text is None:
+            raise InvalidArgument(f"read_changes: where {where!r} has no Lamina SQL form (a literal such as inf or bytes); "
+                                  "pass it as SQL text")
+        reader = reader.option("where", text)
     if columns is not None:
-        import json
-
         reader = reader.option("columns", json.dumps(list(columns)))
     return reader.load()
