@@ -10,6 +10,12 @@ metadata alone on the driver side (version manifests and the manifests of the ve
 the batch its offset log holds, and an availableNow run stops at the version that was
 the latest when it started.
 
+Spark keeps no initial offset in the checkpoint: a query restarted before its first batch
+was committed asks ``initialOffset()`` again and replays that batch from it. So a stream
+that starts at "the latest version" (the snapshot's, or ``startingVersion=latest``) starts
+at ``{"version": -1}``, a marker, and the first batch's end offset, which Spark does log,
+names that version: the replay plans the same batch.
+
 By default a batch holds the rows the versions in ``(a, b]`` inserted: the data files an
 append added, read whole; versions that only rewrite files (compaction, manifest
 rewrites) or change metadata deliver nothing, and a version that deletes or updates rows
@@ -45,6 +51,9 @@ from lamina.spark.datasource import (
 from lamina.spec.version import VersionManifest
 
 
+BEFORE_START = -1
+
+
 @dataclass(frozen=True)
 class Offset:
     """Where a stream is: every version up to ``version`` delivered, or, while the initial
@@ -56,6 +65,11 @@ class Offset:
     @property
     def in_snapshot(self) -> bool:
         return self.snapshot_files is not None
+
+    @property
+    def before_start(self) -> bool:
+        """The marker a stream from the latest version starts at (see the module docstring)."""
+        return self.version == BEFORE_START
 
     def to_json(self) -> dict[str, int]:
         out = {"version": self.version}
@@ -139,18 +153,19 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         """Where a new query starts: after ``startingVersion - 1`` (or the versions before
-        ``startingTimestamp``), after the latest version for ``startingVersion=latest``, else at
-        the start of the latest version's snapshot."""
+        ``startingTimestamp``); else before the start, which the first batch fixes: the latest
+        version's snapshot, or (``startingVersion=latest``) the versions after it."""
         if self.changes:  # checked now: the range's versions retained, with row lineage
             feed = feed_of(self.table, self.options, streaming=True)
             start = None if feed is None else feed.start_version
         else:
             start = start_of(self.table, self.options)
-        if start is not None:
-            return Offset(start).to_json()
-        if _opt(self.options, "startingVersion") is not None:  # latest
-            return Offset(self._latest()).to_json()
-        return Offset(self._latest(), 0).to_json()
+        return Offset(BEFORE_START if start is None else start).to_json()
+
+    @property
+    def _from_latest(self) -> bool:
+        """``startingVersion=latest``: no snapshot, only versions after the start."""
+        return _opt(self.options, "startingVersion") is not None
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._latest()
@@ -168,6 +183,12 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         at = Offset.from_json(start)
         budget = limit.max_files if isinstance(limit, ReadMaxFiles) else None
         took = 0
+        if at.before_start:  # the first batch: it fixes the start (the snapshot's version)
+            top = self._top()
+            if self._from_latest:
+                return Offset(top).to_json()  # an empty batch: only later versions are delivered
+            files = self._snapshot_entries(top).num_rows
+            return Offset(top, budget if budget is not None and files > budget else None).to_json()
         if at.in_snapshot:
             left = self._snapshot_entries(at.version).num_rows - at.snapshot_files
             if budget is not None and left > budget:
@@ -196,6 +217,12 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         whenever it is asked, so a restarted query replays its logged batch exactly)."""
         a, b = Offset.from_json(start), Offset.from_json(end)
         out: list[InputPartition] = []
+        if a == b:
+            return out
+        if a.before_start:  # the first batch: the snapshot of the version its end names, or nothing
+            if self._from_latest:
+                return []
+            a = Offset(b.version, 0)
         if a.in_snapshot:
             files = self._snapshot_entries(a.version)
             upto = b.snapshot_files if b.in_snapshot else files.num_rows
