@@ -42,12 +42,13 @@ from pyspark.sql.types import StructType
 import lamina
 from lamina.data.changes import CHANGE_FIELDS, COMMIT_TIMESTAMP, INSERT, NO_DATA_CHANGE, changed_entries
 from lamina.data.scan import Scan
-from lamina.errors import ChangeCommitInStream, InvalidArgument, SchemaMismatch
+from lamina.errors import ChangeCommitInStream, InvalidArgument, RowLineageNotEnabled, SchemaMismatch
 from lamina.spark._types import batch_schema
 from lamina.spark.changes import ChangeRows, ChangesPartition, change_partitions, feed_of, reads_changes, start_of
 from lamina.spark.datasource import (
     FilesPartition, _bool_opt, _int_opt, _opt, _ref, _time_travel, columns_opt, read_entries, split_by_size,
 )
+from lamina.spec.lineage import has_lineage
 from lamina.spec.version import VersionManifest
 
 
@@ -123,6 +124,11 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # The stream's schema is the one of ``version`` (the latest when it was loaded): rows of
         # every version are read through it (evolved columns mapped by physical name).
         self.schema_vm = table.log.load(version) if version != table.version else table.metadata
+        if self.changes and not has_lineage(self.schema_vm):
+            raise RowLineageNotEnabled(
+                f"a change feed stream of {table.uri} needs row lineage (it pairs updates by row id); "
+                "turn it on with table.enable_row_lineage() and stream from that version on"
+            )
         scan = Scan(table.io, self.schema_vm, _opt(options, "where"), columns_opt(options))
         self.out_schema = batch_schema(schema)
         self.rows = ChangeRows(self.uri, self.storage, self.schema_vm, scan.predicate, scan.columns, self.out_schema)
@@ -165,7 +171,7 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def _from_latest(self) -> bool:
         """``startingVersion=latest``: no snapshot, only versions after the start."""
-        return _opt(self.options, "startingVersion") is not None
+        return (_opt(self.options, "startingVersion") or "").strip().lower() == "latest"
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._latest()
@@ -270,7 +276,12 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def commit(self, end: dict) -> None:
-        """Nothing to release: a Lamina table keeps no reader state."""
+        """Spark will not ask for what precedes ``end`` again: forget the version manifests
+        (and the snapshot) before it. A Lamina table keeps no reader state."""
+        done = Offset.from_json(end)
+        self._vms = {v: vm for v, vm in self._vms.items() if v >= done.version}
+        if not done.in_snapshot:
+            self._snapshot = None
 
     # -- reading (tasks) --------------------------------------------------------------------
 

@@ -14,7 +14,9 @@ from pyspark.sql.datasource import CaseInsensitiveDict
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
 
 import lamina
-from lamina.errors import ChangeCommitInStream, ChangesUnavailable, InvalidArgument, InvalidPredicate, SchemaMismatch, VersionNotFound
+from lamina.errors import (
+    ChangeCommitInStream, ChangesUnavailable, InvalidArgument, InvalidPredicate, RowLineageNotEnabled, SchemaMismatch, VersionNotFound,
+)
 from lamina.spark.datasource import LaminaDataSource
 
 from support.spark_results import bag
@@ -62,7 +64,10 @@ def delivered(reader, limit=ReadAllAvailable(), start: dict | None = None, first
     """The offsets from ``start`` (through ``first``, the first batch's end if already asked) and
     every row the batches between them hold."""
     offs = [start, *offsets(reader, limit, first)] if first is not None else offsets(reader, limit, start)
-    got = [batch(reader, a, b) for a, b in zip(offs, offs[1:])]
+    got = []
+    for a, b in zip(offs, offs[1:]):
+        got.append(batch(reader, a, b))
+        reader.commit(b)  # as Spark does once the batch is done: the reader forgets what precedes it
     return offs, pa.concat_tables(got) if got else reader.out_schema.empty_table()
 
 
@@ -120,6 +125,14 @@ def test_starting_version_timestamp_and_latest(tmp_path):
     with pytest.raises(ChangesUnavailable) as e:
         source(t.uri, startingVersion=1, readChangeFeed="true")
     assert e.value.oldest == 3
+
+
+def test_change_feed_stream_needs_row_lineage(tmp_path):
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"row-lineage": "false"})
+    t.append(rows(range(3), "a"))
+    with pytest.raises(RowLineageNotEnabled, match="enable_row_lineage"):
+        source(t.uri, readChangeFeed="true")
+    assert bag(delivered(source(t.uri))[1]) == bag(rows(range(3), "a"))  # appends need none
 
 
 @pytest.mark.parametrize("opts, message", [
