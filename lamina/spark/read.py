@@ -236,7 +236,8 @@ def read_plan(spark: Any, scan: Scan) -> Any:
         parts.append(native_read(spark, scan.schema, io, plain, columns, positions=lineage, lineage=lineage))
     if dv_entries.num_rows:
         with_positions = native_read(spark, scan.schema, io, dv_entries, columns, positions=True, lineage=lineage)
-        parts.append(without_deleted(spark, with_positions, io, dv_entries))
+        live = without_deleted(spark, with_positions, io, dv_entries)
+        parts.append(live if lineage else live.drop(FILE, ROW))  # the parts' columns match
     if not parts:
         fields = [*scan.schema.arrow, *(LINEAGE_FIELDS if lineage else ())]
         return _finish(spark.createDataFrame([], spark_schema(pa.schema(fields))), scan)
