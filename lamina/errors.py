@@ -70,6 +70,11 @@ class ChangesUnavailable(VersionNotFound):
         self.oldest = oldest
 
 
+class ChangeCommitInStream(LaminaError):
+    """A stream of a table's appends met a version that deletes or updates rows; skip such
+    versions (``skipChangeCommits``) or stream the change feed instead (``readChangeFeed``)."""
+
+
 # --- user input ------------------------------------------------------------------
 
 

@@ -10,6 +10,10 @@
     merge("warehouse/orders", changes_df, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
     delete(spark, "warehouse/orders", "status = 'cancelled'")        # deletion vectors, one version
     compact(spark, "warehouse/orders", target_file_size=128 << 20)   # groups rewritten by Spark tasks
+    read(spark, "warehouse/orders", columns=["order_id", "_row_id", "_last_updated_version"])   # row lineage
+    read_changes(spark, "warehouse/orders", 3, 7)                    # changes of versions 4..7 (Table.changes)
+    spark.read.format("lamina").option("readChangeFeed", "true").option("startingVersion", 4).load("warehouse/orders")
+    spark.readStream.format("lamina").load("warehouse/orders")       # new versions as micro-batches
 
     # Tables of a catalog: pass the Table, or the identifier and the catalog; commits go through it.
     cat = lamina.load_catalog("sqlite:///warehouse/catalog.db")
@@ -20,6 +24,7 @@
 See docs/spark.md.
 """
 
+from lamina.spark.changes import read_changes
 from lamina.spark.compact import compact
 from lamina.spark.datasource import LaminaDataSource, register
 from lamina.spark.rowlevel import SparkMergeBuilder, delete, merge
@@ -29,4 +34,4 @@ from lamina.spark.streaming import foreach_batch_writer
 from lamina.spark.system import system_table
 from lamina.spark.write import write
 
-__all__ = ["LaminaDataSource", "SparkMergeBuilder", "compact", "delete", "foreach_batch_writer", "merge", "read", "register", "spark_session", "system_table", "write"]
+__all__ = ["LaminaDataSource", "SparkMergeBuilder", "compact", "delete", "foreach_batch_writer", "merge", "read", "read_changes", "register", "spark_session", "system_table", "write"]

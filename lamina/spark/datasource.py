@@ -15,6 +15,7 @@ Options arrive lower-cased from Spark; the names below are matched case-insensit
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -28,6 +29,7 @@ from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceReader,
     DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
     InputPartition,
     WriterCommitMessage,
 )
@@ -47,6 +49,7 @@ from lamina.operations.schema import UpdateSchema
 from lamina.spark._target import TableRef
 from lamina.spark._types import arrow_schema, batch_schema, check_writable, spark_schema
 from lamina.spark.read import resolve_scan
+from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID
 from lamina.spec.properties import WriterProperties
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.partition import split_top_level as split_entries
@@ -59,6 +62,8 @@ log = logging.getLogger(__name__)
 TARGET_SPLIT_BYTES = 128 * 2**20  # as spark.sql.files.maxPartitionBytes
 WRITE_BUFFER_BYTES = 256 * 2**20  # rows buffered per task before files are written
 _STORAGE_KEYS = set(S3_OPTION_ENV) | {"timeout", "max_retries"}
+# What a read task needs of a planned file's entry (besides its deletion vector's dv_* columns).
+_READ_ENTRY_COLUMNS = ("path", "size", FIRST_ROW_ID, DATA_VERSION)
 
 
 # --- options -----------------------------------------------------------------------
@@ -109,11 +114,36 @@ def _bool_opt(options: Mapping[str, str], name: str) -> bool:
     return v.lower() == "true"
 
 
+def timestamp_opt(options: Mapping[str, str], name: str) -> str | int | None:
+    """A time option: ISO 8601 text, or epoch milliseconds (digits)."""
+    ts = _opt(options, name)
+    return int(ts) if ts is not None and ts.isdigit() else ts
+
+
+def columns_opt(options: Mapping[str, str]) -> list[str] | None:
+    """The ``columns`` option: the columns to read (table columns, ``_row_id``,
+    ``_last_updated_version``), comma-separated or a JSON array of names; None: every column."""
+    v = _opt(options, "columns")
+    if v is None:
+        return None
+    if v.lstrip().startswith("["):
+        try:
+            names = json.loads(v)
+        except ValueError:
+            names = None
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise InvalidArgument(f"option columns must be a JSON array of column names or names separated by commas, got {v!r}")
+    else:
+        names = [n.strip() for n in v.split(",")]
+    if not names or any(not n for n in names):
+        raise InvalidArgument(f"option columns names an empty column: {v!r}")
+    return names
+
+
 def _time_travel(options: Mapping[str, str]) -> dict[str, Any]:
-    ts = _opt(options, "timestampAsOf")
     return {
         "version": _opt(options, "versionAsOf"),  # a non-numeric value names a tag
-        "timestamp": int(ts) if ts is not None and ts.isdigit() else ts,
+        "timestamp": timestamp_opt(options, "timestampAsOf"),
         "tag": _opt(options, "tag"),
     }
 
@@ -175,42 +205,54 @@ class LaminaReader(DataSourceReader):
     def __init__(self, options: Mapping[str, str], schema: StructType, version: int) -> None:
         table = _ref(options).open()
         self.uri, self.storage = table.uri, dict(table.io.options)  # reads go by location: no catalog needed
-        scan = table.scan(where=_opt(options, "where"), version=version)
+        scan = table.scan(where=_opt(options, "where"), columns=columns_opt(options), version=version)
         self.version = version  # partitions() and read() see this version whatever commits later
         self.metadata = scan.vm
-        self.table_schema: Schema = scan.schema
+        self.columns = scan.columns
         self.out_schema = batch_schema(schema)
         self.predicate: Expr = scan.predicate
         self.num_partitions = _int_opt(options, "numPartitions")
 
     def _scan(self) -> Scan:
-        return Scan(FileIO(self.uri, self.storage or None), self.metadata, self.predicate)
+        return Scan(FileIO(self.uri, self.storage or None), self.metadata, self.predicate, self.columns)
 
     def partitions(self) -> list[FilesPartition]:
         entries = self._scan().plan().entries
-        entries = entries.select([c for c in entries.column_names if c == "path" or c == "size" or c.startswith("dv_")])
-        if entries.num_rows == 0:
-            return [FilesPartition(entries)]
-        sizes = entries.column("size").to_numpy()
-        total = int(sizes.sum())
-        k = self.num_partitions or max(math.ceil(total / TARGET_SPLIT_BYTES), os.cpu_count() or 1)
-        assigned = balanced_bins(sizes, k)
-        order = np.argsort(assigned, kind="stable")
-        cuts = np.flatnonzero(np.diff(assigned[order])) + 1
-        grouped = entries.take(pa.array(order))
-        bounds = [0, *cuts.tolist(), entries.num_rows]
-        return [FilesPartition(grouped.slice(lo, hi - lo)) for lo, hi in zip(bounds, bounds[1:])]
+        return [FilesPartition(e) for e in split_by_size(entries, self.num_partitions)] or [FilesPartition(entries)]
 
     def read(self, partition: FilesPartition) -> Iterator[pa.RecordBatch]:
-        if not partition.entries.num_rows:
-            return
         scan = self._scan()
-        filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
-        # Two reads ahead of the rows handed to Spark: a task holds a few files' rows at most.
-        for t in scan.read_files(partition.entries, self.table_schema.names, filt, tasks_ahead=2):
-            for b in t.to_batches():
-                if b.num_rows:
-                    yield b.cast(self.out_schema)
+        yield from read_entries(scan, partition.entries, list(scan.output_columns), self.out_schema)
+
+
+def split_by_size(entries: pa.Table, parts: int | None = None) -> list[pa.Table]:
+    """``entries`` (planned files; only path, size, the deletion vector and the row lineage
+    kept) in groups of about equal bytes, one per read task: ``parts`` groups, or enough for
+    128 MB each and at least the driver's cores. No files: no groups."""
+    entries = entries.select([c for c in entries.column_names if c in _READ_ENTRY_COLUMNS or c.startswith("dv_")])
+    if entries.num_rows == 0:
+        return []
+    sizes = entries.column("size").to_numpy()
+    k = parts or max(math.ceil(int(sizes.sum()) / TARGET_SPLIT_BYTES), os.cpu_count() or 1)
+    assigned = balanced_bins(sizes, k)
+    order = np.argsort(assigned, kind="stable")
+    cuts = np.flatnonzero(np.diff(assigned[order])) + 1
+    grouped = entries.take(pa.array(order))
+    bounds = [0, *cuts.tolist(), entries.num_rows]
+    return [grouped.slice(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:])]
+
+
+def read_entries(scan: Scan, entries: pa.Table, columns: list[str], out_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The live rows of the files ``entries`` (deleted rows dropped) of ``scan``'s version that
+    match its predicate, as Arrow batches of ``out_schema`` (what Spark expects)."""
+    if not entries.num_rows:
+        return
+    filt = None if isinstance(scan.predicate, AlwaysTrue) else to_arrow_filter(scan.predicate)
+    # Two reads ahead of the rows handed to Spark: a task holds a few files' rows at most.
+    for t in scan.read_files(entries, columns, filt, tasks_ahead=2):
+        for b in t.to_batches():
+            if b.num_rows:
+                yield b.cast(out_schema)
 
 
 # --- writing -------------------------------------------------------------------------
@@ -422,12 +464,18 @@ class LaminaStreamWriter(DataSourceStreamArrowWriter):
 class LaminaDataSource(DataSource):
     """The ``lamina`` format. Options: path (a location, or ``ns.name`` with catalog), catalog (a
     catalog URI; commits go through it), catalog.password, versionAsOf, timestampAsOf, tag, where
-    (a Lamina predicate the DataFrame is restricted to: prunes files), numPartitions, partitionBy
-    (new tables), replaceWhere (overwrite), txnAppId/txnVersion (idempotent batch writes), appId
-    (streaming), and object-store options (endpoint, region, access_key_id, …)."""
+    (a Lamina predicate the DataFrame is restricted to: prunes files), columns (the columns to
+    read, row lineage columns included), numPartitions, readChangeFeed with startingVersion /
+    endingVersion / startingTimestamp / endingTimestamp (the change feed; lamina.spark.changes),
+    streaming reads (maxFilesPerTrigger, skipChangeCommits; lamina.spark.stream_source),
+    partitionBy (new tables), replaceWhere (overwrite), txnAppId/txnVersion (idempotent batch
+    writes), appId (streaming writes), and object-store options (endpoint, region, …)."""
 
-    # The version read: set by schema(), pickled with the instance (Spark asks not to override __init__).
+    # The version read (the change feed's last one): set by schema(), pickled with the instance
+    # (Spark asks not to override __init__).
     version: int | None = None
+    # A change feed read's start (its range is (change_start, version]); None: not resolved.
+    change_start: int | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -436,19 +484,49 @@ class LaminaDataSource(DataSource):
     def schema(self) -> StructType:
         """The schema of the version to read, resolved now (at ``load()``) and kept on this
         instance, which Spark pickles into every reader of the DataFrame: all its queries read
-        that version, with that schema. An invalid ``where`` fails here."""
-        table = _ref(self.options).open()
-        scan = resolve_scan(table, where=_opt(self.options, "where"), **_time_travel(self.options))
-        self.version = scan.version
-        return spark_schema(scan.schema.arrow)
+        that version, with that schema. An invalid ``where``, ``columns`` or change range fails here."""
+        from lamina.spark.changes import changes_spark_schema, feed_of, reads_changes
 
-    def reader(self, schema: StructType) -> LaminaReader:
+        table = _ref(self.options).open()
+        columns = columns_opt(self.options)
+        if reads_changes(self.options):
+            if any(_time_travel(self.options).values()):
+                raise InvalidArgument("versionAsOf, timestampAsOf and tag do not apply to readChangeFeed: "
+                                      "give the range with startingVersion/endingVersion (or the timestamps)")
+            feed = feed_of(table, self.options)
+            if feed is not None:
+                self.change_start, self.version = feed.start_version, feed.end_version
+                return changes_spark_schema(feed.reader)
+            scan = table.scan(where=_opt(self.options, "where"), columns=columns)  # a stream's: no range yet
+            self.version = scan.version
+            return changes_spark_schema(scan)
+        scan = resolve_scan(table, where=_opt(self.options, "where"), columns=columns, **_time_travel(self.options))
+        self.version = scan.version
+        return spark_schema(scan.arrow_schema_of(scan.output_columns))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from lamina.spark.changes import LaminaChangesReader, reads_changes
+
         if self.version is None:  # Spark calls schema() unless the read was given one
             raise InvalidArgument(
                 "format('lamina') reads the table's own schema (of the version it reads); "
                 "remove .schema(...) from the read"
             )
+        if reads_changes(self.options):
+            if self.change_start is None:
+                raise InvalidArgument(
+                    "readChangeFeed needs option startingVersion or startingTimestamp: the first version whose "
+                    "changes to read (inclusive, as in Delta); endingVersion/endingTimestamp (default: the latest)"
+                )
+            return LaminaChangesReader(self.options, schema, self.change_start, self.version)
         return LaminaReader(self.options, schema, self.version)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from lamina.spark.stream_source import LaminaStreamReader
+
+        if self.version is None:
+            raise InvalidArgument("format('lamina') streams the table's own schema; remove .schema(...) from the read")
+        return LaminaStreamReader(self.options, schema, self.version)
 
     def writer(self, schema: StructType, overwrite: bool) -> LaminaWriter:
         return LaminaWriter(self.options, schema, overwrite)

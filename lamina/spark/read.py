@@ -10,6 +10,7 @@ native reader would need Hadoop's S3A jars, see docs/spark.md).
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
@@ -27,6 +28,7 @@ from lamina.spark._filters import spark_literal, to_spark_column
 from lamina.spark._stats import read_footers
 from lamina.spark._target import TableRef
 from lamina.spark._types import quoted as _q, spark_schema
+from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_FIELDS, ROW_ID
 from lamina.spec.schema import Schema
 from lamina.spec.tag import split_version_or_tag
 
@@ -37,6 +39,8 @@ _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-spark-dv")
 _LISTING_THRESHOLD_CONF = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 # Columns a read with positions adds: each row's data file (as Spark reports it) and row index in it.
 FILE, ROW = "__lamina_file", "__lamina_row"
+# A file's row lineage, joined to its rows (with_row_lineage).
+_FIRST, _DATA_VERSION = "__lamina_first_row_id", "__lamina_data_version"
 
 
 def resolve_scan(
@@ -140,8 +144,29 @@ def _native_parquet(spark: Any, schema: Any, uris: list[str]) -> Any:
             spark.conf.set(_LISTING_THRESHOLD_CONF, old)
 
 
+def with_row_lineage(spark: Any, df: Any, io: FileIO, entries: pa.Table) -> Any:
+    """``df`` (a native read of the files ``entries`` with FILE, ROW and the lineage columns the
+    files store: ``native_read(..., positions=True, lineage=True)``) with each row's
+    ``_row_id`` and ``_last_updated_version`` (lamina.spec.lineage): the stored value, else the
+    file's ``first_row_id`` + its position, and its ``data_version``, joined by file (broadcast)."""
+    from pyspark.sql import functions as F
+
+    files = pa.table({
+        FILE: pa.array([spark_file_path(u) for u in file_uris(io, entries.column("path")).to_pylist()], pa.string()),
+        _FIRST: entries.column(FIRST_ROW_ID), _DATA_VERSION: entries.column(DATA_VERSION),
+    })
+    df = df.join(F.broadcast(spark.createDataFrame(files)), on=FILE)
+    return (df.withColumn(ROW_ID, F.coalesce(F.col(ROW_ID), F.col(_FIRST) + F.col(ROW)))
+            .withColumn(LAST_UPDATED, F.coalesce(F.col(LAST_UPDATED), F.col(_DATA_VERSION))).drop(_FIRST, _DATA_VERSION))
+
+
+def _lineage_fields() -> list[Any]:
+    """The row lineage columns files that rewrote rows store (absent: null), as Spark reads them."""
+    return list(spark_schema(pa.schema(LINEAGE_FIELDS)).fields)
+
+
 def native_read(spark: Any, schema: Schema, io: FileIO, entries: pa.Table, columns: Sequence[str] | None = None,
-                *, positions: bool = False) -> Any:
+                *, positions: bool = False, lineage: bool = False) -> Any:
     """The rows of the data files ``entries`` (deletion vectors not applied) of a local table of
     ``schema``, read by Spark's Parquet reader, as the table's columns.
 
@@ -154,15 +179,19 @@ def native_read(spark: Any, schema: Schema, io: FileIO, entries: pa.Table, colum
     each group read natively with the defaults as literals, and the groups unioned.
     ``columns``: the columns the caller reads (None: all), so footers are read only when
     one of them has a default. ``positions``: with FILE and ROW, each row's file (as
-    ``_metadata.file_path``) and position in it."""
+    ``_metadata.file_path``) and position in it. ``lineage``: with the row lineage columns
+    the files store (null where they store none; see ``with_row_lineage``)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
     uris = file_uris(io, entries.column("path")).to_pylist()
     extra = _positions() if positions else []
+    stored = _lineage_fields() if lineage else []
     if not schema.is_evolved:
-        df = _native_parquet(spark, spark_schema(schema.arrow), uris)
+        df = _native_parquet(spark, StructType([*spark_schema(schema.arrow).fields, *stored]), uris)
         return df.select("*", *extra) if extra else df
-    physical = spark_schema(schema.physical_arrow)
+    extra = [*[F.col(f.name) for f in stored], *extra]
+    physical = StructType([*spark_schema(schema.physical_arrow).fields, *stored])
     logical = spark_schema(schema.arrow)
     wanted = schema.names if columns is None else columns
     defaults = {c: v for c, v in schema.initial_defaults.items() if c in wanted}
@@ -177,7 +206,7 @@ def native_read(spark: Any, schema: Schema, io: FileIO, entries: pa.Table, colum
     out = None
     for lacking, group in groups.items():
         cols = []
-        for p, f in zip(physical.fields, logical.fields):
+        for p, f in zip(physical.fields, logical.fields):  # the lineage columns come after: in extra
             if f.name in lacking:
                 c = spark_literal(defaults[f.name], f.name)
             else:
@@ -201,19 +230,23 @@ def read_plan(spark: Any, scan: Scan) -> Any:
     dv_entries = entries.filter(has_dv)
     plain = entries.filter(pc.invert(has_dv))
     columns = _read_columns(scan)
+    lineage = scan.lineage  # _row_id / _last_updated_version asked for: numbered by position
     parts = []
     if plain.num_rows:
-        parts.append(native_read(spark, scan.schema, io, plain, columns))
+        parts.append(native_read(spark, scan.schema, io, plain, columns, positions=lineage, lineage=lineage))
     if dv_entries.num_rows:
-        with_positions = native_read(spark, scan.schema, io, dv_entries, columns, positions=True)
-        parts.append(without_deleted(spark, with_positions, io, dv_entries).drop(FILE, ROW))
+        with_positions = native_read(spark, scan.schema, io, dv_entries, columns, positions=True, lineage=lineage)
+        live = without_deleted(spark, with_positions, io, dv_entries)
+        parts.append(live if lineage else live.drop(FILE, ROW))  # the parts' columns match
     if not parts:
-        df = spark.createDataFrame([], spark_schema(scan.schema.arrow))
-    else:
-        df = parts[0]
-        for p in parts[1:]:
-            df = df.unionByName(p)
-    return _finish(df, scan)
+        fields = [*scan.schema.arrow, *(LINEAGE_FIELDS if lineage else ())]
+        return _finish(spark.createDataFrame([], spark_schema(pa.schema(fields))), scan)
+    df = parts[0]
+    for p in parts[1:]:
+        df = df.unionByName(p)
+    if lineage:
+        df = with_row_lineage(spark, df, io, entries)
+    return _finish(df.drop(FILE, ROW), scan)
 
 
 def _finish(df: Any, scan: Scan) -> Any:
@@ -274,6 +307,9 @@ def _read_via_datasource(spark: Any, uri: str, scan: Scan, storage_options: Mapp
     where = where_option(scan)  # the DataFrame's own restriction: it prunes files (Spark pushes no filters to it)
     if where is not None:
         reader = reader.option("where", where)
+    columns = _read_columns(scan)
+    if columns is not None:  # only these cross into Spark (row lineage columns too)
+        reader = reader.option("columns", json.dumps(columns))
     for k, v in (storage_options or {}).items():
         reader = reader.option(k, str(v))
     return _finish(reader.load(), scan)

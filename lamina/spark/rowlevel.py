@@ -39,8 +39,9 @@ from lamina.spark._filters import to_spark_column
 from lamina.spark._stats import file_entries
 from lamina.spark._target import TableRef
 from lamina.spark._types import check_writable, quoted as _q, spark_schema, spark_type
-from lamina.spark.read import FILE, ROW, file_uris, native_read, spark_file_path, without_deleted
+from lamina.spark.read import FILE, ROW, file_uris, native_read, spark_file_path, with_row_lineage, without_deleted
 from lamina.spark.write import _local_files, _run_spark_write
+from lamina.spec.lineage import LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, has_lineage
 from lamina.spec.properties import WriterProperties
 from lamina.table import WriteSession
 
@@ -69,17 +70,20 @@ def _cond(c: Any) -> Any:
     return F.lit(True) if c is None else _as_column(c)
 
 
-def read_with_positions(spark: Any, table: lamina.Table, entries: pa.Table) -> Any:
-    """Live rows of the planned files ``entries`` with ``__lamina_file`` / ``__lamina_row``
-    (``_metadata.file_path`` / ``row_index``); rows deleted by existing DVs are removed."""
+def read_with_positions(spark: Any, table: lamina.Table, entries: pa.Table, lineage: bool = False) -> Any:
+    """Live rows of the planned files ``entries`` (all their columns) with ``__lamina_file`` /
+    ``__lamina_row`` (``_metadata.file_path`` / ``row_index``); rows deleted by existing DVs
+    are removed. ``lineage``: with their ``_row_id`` and ``_last_updated_version`` too."""
     from pyspark.sql import functions as F
 
     if not entries.num_rows:  # no file can match: an empty relation built in the JVM (no Python job)
-        cols = [F.lit(None).cast(f.dataType).alias(f.name) for f in spark_schema(table.schema).fields]
+        fields = [*table.schema, *(LINEAGE_FIELDS if lineage else ())]
+        cols = [F.lit(None).cast(f.dataType).alias(f.name) for f in spark_schema(pa.schema(fields)).fields]
         return spark.range(0).select(*cols, F.lit(None).cast("string").alias(FILE), F.lit(None).cast("long").alias(ROW))
-    df = native_read(spark, table.metadata.schema, table.io, entries, positions=True)
+    df = native_read(spark, table.metadata.schema, table.io, entries, positions=True, lineage=lineage)
     with_dv = entries.filter(pc.is_valid(entries.column("dv_path")))
-    return without_deleted(spark, df, table.io, with_dv) if with_dv.num_rows else df
+    df = without_deleted(spark, df, table.io, with_dv) if with_dv.num_rows else df
+    return with_row_lineage(spark, df, table.io, entries) if lineage else df
 
 
 def _positions(table: lamina.Table, entries: pa.Table, hits: pa.Table) -> dict[tuple, np.ndarray]:
@@ -108,14 +112,18 @@ def _commit(session: WriteSession, operation: str, prune: Expr, entries: pa.Tabl
     return session.commit_row_delta(operation, prune, positions, mode=mode, counts=counts)
 
 
-def _write_rows(df: Any, session: WriteSession) -> None:
-    """Write ``df`` (the table's columns) with Spark's native writer into the session's
-    directory and add its (non-empty) files to the session."""
+def _write_rows(df: Any, session: WriteSession, lineage: bool = False) -> None:
+    """Write ``df`` (the table's columns; with ``lineage``, then the row lineage columns) with
+    Spark's native writer into the session's directory and add its (non-empty) files to the session."""
+    from pyspark.sql.types import StructType
+
     table, vm = session.table, session.metadata
     schema, spec = vm.schema, vm.partition_spec
-    plan = check_writable(df.schema, schema, table.uri)
+    lineage_cols = set(LINEAGE_COLUMNS) if lineage else set()
+    data = StructType([f for f in df.schema.fields if f.name not in lineage_cols])
+    plan = check_writable(data, schema, table.uri)
     out_dir = table.io.local_path(session.data_dir)
-    _run_spark_write(df, plan, schema, spec, None, out_dir, WriterProperties.from_properties(table.properties))
+    _run_spark_write(df, plan, schema, spec, None, out_dir, WriterProperties.from_properties(table.properties), lineage)
     session.add_files(file_entries(*_local_files(out_dir), schema, spec))  # a union may leave empty part files: dropped
 
 
@@ -245,7 +253,9 @@ class SparkMergeBuilder(MergeClauses):
         clock("bounds")
         entries = table.scan(where=prune).plan(all_columns=True).entries
         clock("plan")
-        target = read_with_positions(spark, table, entries).alias("target")
+        # Updated rows keep their row ids (their _last_updated_version is the new version's).
+        lineage = has_lineage(session.metadata)
+        target = read_with_positions(spark, table, entries, lineage).alias("target")
         # The source as one struct column "source": `source.x` resolves to its field, bare
         # names to the target's columns; the keys are copied out for the join.
         skeys = [f"__lamina_key{i}" for i in range(len(self.on))]
@@ -296,7 +306,8 @@ class SparkMergeBuilder(MergeClauses):
         staged = (
             target.join(bsrc, on=cond, how="inner").withColumn(ACTION, action(True))
             .select(F.col(f"target.{FILE}").alias(FILE), F.col(f"target.{ROW}").alias(ROW), F.col(ACTION),
-                    *[F.col(sk) for sk in skeys], *out_cols(True))
+                    *[F.col(sk) for sk in skeys], *out_cols(True),
+                    *([F.col(f"target.{ROW_ID}").alias(ROW_ID)] if lineage else []))
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
         try:
@@ -318,14 +329,15 @@ class SparkMergeBuilder(MergeClauses):
             ins_codes = [n for n, is_m, cl in codes if not is_m]
             upd_codes = [n for n, k in kind.items() if k == "update"]
             names = [_q(f.name) for f in tschema]
-            new_rows = staged.where(F.col(ACTION).isin(upd_codes)).select(*names)
+            no_id = [F.lit(None).cast("long").alias(c) for c in LINEAGE_COLUMNS]  # new rows: the committer's ids
+            new_rows = staged.where(F.col(ACTION).isin(upd_codes)).select(*names, *([ROW_ID, no_id[1]] if lineage else []))
             if ins_codes:  # source rows whose key matched nothing (NULL keys never match)
                 mkeys = staged.select(*skeys)
                 unmatched = src.join(F.broadcast(mkeys) if small else mkeys, on=skeys, how="left_anti")
-                ins = unmatched.withColumn(ACTION, action(False)).where(F.col(ACTION).isNotNull()).select(*out_cols(False))
-                new_rows = new_rows.unionByName(ins)
+                ins = unmatched.withColumn(ACTION, action(False)).where(F.col(ACTION).isNotNull())
+                new_rows = new_rows.unionByName(ins.select(*out_cols(False), *(no_id if lineage else [])))
             if upd_codes or ins_codes:
-                _write_rows(new_rows, session)
+                _write_rows(new_rows, session, lineage)
             clock("write")
             written = session.entries
             inserted = int(pc.sum(written.column("record_count")).as_py()) - upd if written.num_rows else 0

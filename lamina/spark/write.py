@@ -32,6 +32,7 @@ from lamina.spark._stats import file_entries
 from lamina.spark._target import TableRef
 from lamina.spark._types import arrow_schema, check_writable, quoted as _q, spark_schema, spark_type
 from lamina.spec.layout import engine_data_dir
+from lamina.spec.lineage import LINEAGE_COLUMNS
 from lamina.spec.partition import PartitionField, PartitionSpec, parse_partition_by
 from lamina.spec.properties import WriterProperties, check_properties
 from lamina.spec.schema import Schema
@@ -146,9 +147,9 @@ def derived_names(spec: PartitionSpec, columns: Sequence[str]) -> list[str]:
 # --- the write -----------------------------------------------------------------------------
 
 
-def _conformed(df: Any, plan: list[tuple[str, Any, Any]], schema: Schema) -> Any:
+def _conformed(df: Any, plan: list[tuple[str, Any, Any]], schema: Schema, keep: Sequence[str] = ()) -> Any:
     """``df`` as exactly the table's columns, in table order and types (missing ones their
-    write default, or null)."""
+    write default, or null), then its columns ``keep`` (as bigint: the row lineage columns)."""
     from pyspark.sql import functions as F
 
     cols = []
@@ -160,7 +161,7 @@ def _conformed(df: Any, plan: list[tuple[str, Any, Any]], schema: Schema) -> Any
             cols.append(F.col(_q(name)))
         else:
             cols.append(F.col(_q(name)).cast(want).alias(name))
-    return df.select(*cols)
+    return df.select(*cols, *[F.col(_q(c)).cast("long").alias(c) for c in keep])
 
 
 def physical_columns(schema: Schema) -> list[Any]:
@@ -317,19 +318,23 @@ def write(
 
 
 def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, predicate: Expr | None,
-                     out_dir: str, settings: WriterProperties) -> None:
+                     out_dir: str, settings: WriterProperties, lineage: bool = False) -> None:
     """Write ``df`` (checked against ``plan``: see ``check_writable``) with Spark's native Parquet
-    writer under ``out_dir``, partitioned by ``spec``; ``settings``: the table's writer properties."""
+    writer under ``out_dir``, partitioned by ``spec``; ``settings``: the table's writer properties.
+    ``lineage``: ``df`` also has the row lineage columns (rows rewritten: lamina.spec.lineage),
+    stored after the table's columns."""
     from pyspark.sql import Observation
+    from pyspark.sql import functions as F
 
-    conformed = _conformed(df, plan, schema)
+    conformed = _conformed(df, plan, schema, LINEAGE_COLUMNS if lineage else ())
     checks = _checks(schema, predicate, df.schema)
     if checks:
         obs = Observation(f"lamina-{os.path.basename(out_dir)}")
         conformed = conformed.observe(obs, *[agg.alias(f"c{i}") for i, (_, agg) in enumerate(checks)])
     names = derived_names(spec, [*schema.names, *schema.physical_names.values()])
     # Partition values from the table's columns; the files hold them under physical names.
-    out = conformed.select(*physical_columns(schema), *[partition_column(pf, schema).alias(n) for pf, n in zip(spec.fields, names)])
+    out = conformed.select(*physical_columns(schema), *[F.col(c) for c in LINEAGE_COLUMNS if lineage],
+                           *[partition_column(pf, schema).alias(n) for pf, n in zip(spec.fields, names)])
     writer = (
         out.write.mode("errorifexists")
         .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")

@@ -65,8 +65,18 @@ class ChangeFeed:
     def schema(self) -> pa.Schema:
         return change_schema(self._reader)
 
+    @property
+    def reader(self) -> Scan:
+        """The scan of the range's newest version the rows are read through: its columns and predicate."""
+        return self._reader
+
+    def steps(self) -> list[tuple[VersionManifest, VersionManifest]]:
+        """(parent, version) of each version of the range, oldest first: ``version_changes`` of
+        one is that version's rows, so an engine's tasks can compute versions apart."""
+        return list(zip(self._versions, self._versions[1:]))
+
     def _each_version(self, reader: Scan) -> Iterator[tuple[VersionManifest, pa.Table]]:
-        for older, newer in zip(self._versions, self._versions[1:]):
+        for older, newer in self.steps():
             yield newer, version_changes(self.io, older, newer, reader)
 
     def by_version(self) -> Iterator[tuple[int, pa.Table]]:

@@ -761,6 +761,11 @@ def test_local_cluster_read_and_write(local_cluster_run):
     c = result["compact"]  # lamina.spark.compact with tasks in the executors
     assert c["version"] == 3 and c["rows"] == 2 * result["rows"]
     assert c["files_before"] == c["before"] and c["after"] < c["before"] and c["groups"] >= 1
+    assert result["cdf_rows"] == [["insert", 2 * result["rows"]]]  # versions 1-3: two appends, a compaction
+    s = result["stream"]  # the table's snapshot (maxFilesPerTrigger 2), then an append, each row once
+    assert result["stream_errors"] == [None, None]
+    assert s["rows"] == s["source_rows"] == 2 * result["rows"] + 1000 and s["distinct_ids_match"]
+    assert s["batches"] == -(-c["after"] // 2) + 1
 
 
 def test_system_tables_as_dataframes(spark, source, tmp_path):

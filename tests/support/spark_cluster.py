@@ -43,6 +43,26 @@ def main(workdir: str) -> None:
         t = lamina.open_table(uri)
         out["compact"] = {"before": before, "files_before": r.files_before, "after": len(t.scan().plan()),
                           "groups": r.groups, "version": r.version, "rows": t.scan().count()}
+        # the change feed and a streaming read (the stream source plans in the driver's Python
+        # worker, tasks read in the executors): into a Lamina table, restarted once
+        out["cdf_rows"] = spark.read.format("lamina").option("readChangeFeed", "true").option("startingVersion", 1).load(uri) \
+            .groupBy("_change_type").count().collect()
+        copy, checkpoint = os.path.join(workdir, "orders_copy"), os.path.join(workdir, "checkpoint")
+
+        def stream() -> str | None:
+            q = (spark.readStream.format("lamina").option("maxFilesPerTrigger", 2).load(uri).writeStream.format("lamina")
+                 .option("path", copy).option("appId", "copy").option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+            q.awaitTermination(300)
+            return None if q.exception() is None else str(q.exception())
+
+        out["stream_errors"] = [stream()]
+        write(df.where("id < 1000"), uri)
+        out["stream_errors"].append(stream())
+        source, sink = lamina.open_table(uri), lamina.open_table(copy)
+        out["stream"] = {"rows": sink.scan().count(), "source_rows": source.scan().count(), "batches": sink.version,
+                         "distinct_ids_match": sorted(sink.scan(columns=["id"]).to_arrow().column("id").to_pylist())
+                         == sorted(source.scan(columns=["id"]).to_arrow().column("id").to_pylist())}
         print(json.dumps(out))
     finally:
         spark.stop()

@@ -182,3 +182,23 @@ def test_counts_are_the_change_rows_grouped_by_version_and_type(t, where):
     got = {(r["version"], k): r[k] for r in counts.to_pylist() for k in kinds if r[k]}
     assert got == {(v, k): n for v, k, n in grouped}
     assert sum(got.values()) == feed.count() > 0
+
+
+def test_steps_compute_each_version_apart(t):
+    """An engine computes a range's versions in separate tasks from ``steps()`` and ``reader``."""
+    from lamina.data.changes import version_changes
+
+    t.append(pa.table({"id": [4], "v": ["d"]}))
+    t.update(where="id = 2", set={"v": "'B'"})
+    t.compact()
+    t.delete("id = 1")
+    feed = t.changes(1, where="id > 1", columns=["id", "v"])
+    steps = feed.steps()
+    assert [(a.version, b.version) for a, b in steps] == [(1, 2), (2, 3), (3, 4), (4, 5)]
+    parts = [version_changes(feed.io, a, b, feed.reader) for a, b in reversed(steps)]  # any order
+    got = pa.concat_tables(parts).sort_by([("_commit_version", "ascending"), ("_change_type", "ascending")])
+    assert got.select(["id", "v", "_change_type", "_commit_version"]).to_pylist() == [
+        {"id": 4, "v": "d", "_change_type": "insert", "_commit_version": 2},
+        {"id": 2, "v": "B", "_change_type": "update_postimage", "_commit_version": 3},
+        {"id": 2, "v": "b", "_change_type": "update_preimage", "_commit_version": 3},
+    ]
