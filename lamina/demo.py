@@ -20,8 +20,9 @@ every commit (Spark's too) is a compare-and-swap of its catalog row.
    what a downstream job reads instead of the table, counted by change type (update
    pre/post-image pairs for the status updates, deletes for the cancellations, inserts
    for the late orders) and checked against the counts the merge reported;
-9. (to come: a Spark streaming query, ``spark.readStream.format("lamina")``, that picks up
-   a later append; see the marked place in ``STEPS``)
+9. streaming read: a Spark structured streaming query on the table
+   (``spark.readStream.format("lamina")``, from the latest version, into another Lamina table
+   with exactly-once batches) picks up a day another pipeline appends after it started;
 10. compact with Spark the small files and deletion vectors the appends and the merge left,
     reporting files before/after;
 11. expire old versions, freeing the compacted inputs (tagged data stays readable), and
@@ -296,6 +297,38 @@ def incremental_read(demo: Demo) -> None:
                 f"as the merge reported (from what it changed, not a diff of two versions)")
 
 
+def _stream_new_orders(demo: Demo, sink: str, checkpoint: str) -> None:
+    """One run of the streaming query: every version of the orders table after the one it
+    started at, not yet delivered, appended exactly once to ``sink`` (then it stops)."""
+    query = (
+        demo.spark.readStream.format("lamina").option("startingVersion", "latest").load(demo.uri)
+        .writeStream.format("lamina").option("path", sink).option("appId", "new-orders")
+        .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    )
+    query.awaitTermination()
+
+
+def streaming_read(demo: Demo) -> None:
+    """A structured streaming query on the orders table picks up an append made after it
+    started: run from its checkpoint after the append, it delivers exactly the new rows."""
+    from lamina.spark import write
+
+    sink, checkpoint = f"{demo.warehouse}/new_orders", f"{demo.warehouse}/_checkpoints/new_orders"
+    t0 = time.perf_counter()
+    _stream_new_orders(demo, sink, checkpoint)  # starts at the latest version: nothing new yet
+    day = INITIAL_DAYS + INCREMENT_DAYS
+    # another pipeline appends a (smaller) next day; ids after the merge's late orders
+    v = write(orders_for_day(demo.spark, day, ROWS_PER_DAY // 10, (day + 1) * ROWS_PER_DAY), demo.table())
+    _stream_new_orders(demo, sink, checkpoint)  # the same query, restarted from its checkpoint
+    got = lamina.open_table(sink).scan().to_arrow()
+    want = demo.table().changes(v - 1, v, columns=["order_id"]).to_arrow()  # what version v inserted
+    if sorted(got.column("order_id").to_pylist()) != sorted(want.column("order_id").to_pylist()):
+        raise AssertionError(f"the stream delivered {got.num_rows:,} rows; version {v} appended {want.num_rows:,}")
+    demo.record("streaming read", time.perf_counter() - t0,
+                f"spark.readStream.format('lamina') from the latest version, restarted from its checkpoint after "
+                f"version {v} appended {want.num_rows:,} orders: all {got.num_rows:,} delivered once into {sink}")
+
+
 def expire_history(demo: Demo) -> None:
     t = demo.table()
     versions = len(t.log.list_versions())
@@ -344,10 +377,7 @@ STEPS: list[tuple[str, Callable[[Demo], None]]] = [
     ("query as of a tag", query_tag),
     ("merge changes", merge_changes),
     ("incremental read", incremental_read),
-    # --- STREAMING STEP GOES HERE (issue 15, point 6) -------------------------------------------
-    # A Spark structured streaming query, spark.readStream.format("lamina") on TABLE, started here,
-    # that picks up an append made after it starts (being built separately; not yet in this job).
-    # ---------------------------------------------------------------------------------------------
+    ("streaming read", streaming_read),
     ("compact", compact_files),
     ("expire old versions", expire_history),
     ("check", check_table),

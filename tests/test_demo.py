@@ -34,6 +34,8 @@ def test_every_step_of_the_main_job_at_a_small_scale(spark, tmp_path, monkeypatc
     assert (merge.rows_updated, merge.rows_deleted, merge.rows_inserted) == (50, 10, 10)  # 60 of a day's orders changed, 10 late ones
     read = next(detail for step, _, detail in job.timings if step.startswith("incremental read"))
     assert f"version {merge.version}: 120 change rows, 50 update pre/post-image pairs" in read, out.getvalue()
+    stream = next(detail for step, _, detail in job.timings if step == "streaming read")
+    assert "appended 80 orders: all 80 delivered once" in stream, out.getvalue()
     assert [step for step, *_ in job.timings][-1] == "fsck"
 
 
