@@ -242,12 +242,12 @@ def crashing_sink(uri: str, app_id: str, crash: dict):
     return sink
 
 
-def run_stream(spark, source, ck, sink, **opts) -> Exception | None:
-    """One availableNow run of a stream of ``source`` into ``sink``; its exception, if any."""
+def run_stream(spark, source, ck, sink, transform=lambda df: df, **opts) -> Exception | None:
+    """One availableNow run of a stream of ``source`` (``transform``ed) into ``sink``; its exception, if any."""
     r = spark.readStream.format("lamina")
     for k, v in opts.items():
         r = r.option(k, str(v))
-    q = sink(r.load(source).writeStream.option("checkpointLocation", str(ck)).trigger(availableNow=True)).start()
+    q = sink(transform(r.load(source)).writeStream.option("checkpointLocation", str(ck)).trigger(availableNow=True)).start()
     try:
         q.awaitTermination(180)
     except Exception as e:  # noqa: BLE001 - the query's failure, as Spark reports it
@@ -294,17 +294,22 @@ def test_stream_of_change_feed_into_a_lamina_table(spark, tmp_path):
     start = a.metadata.version
     b_uri = str(tmp_path / "b")
     sink = lambda w: w.format("lamina").option("path", b_uri).option("appId", "cdc")  # noqa: E731
-    lamina.create_table(b_uri, pa.schema([*SCHEMA, ("_change_type", pa.string()), ("_commit_version", pa.int64()),
-                                          ("_commit_timestamp", pa.timestamp("us", "UTC"))]))
-    assert run_stream(spark, a.uri, tmp_path / "ck", sink, readChangeFeed="true") is None
+    # The feed's column names are reserved in a Lamina table (its own feed would repeat them): a
+    # table that lands the feed names them otherwise.
+    landed = {"_change_type": "change_type", "_commit_version": "commit_version", "_commit_timestamp": "commit_timestamp"}
+    lamina.create_table(b_uri, pa.schema([*SCHEMA, ("change_type", pa.string()), ("commit_version", pa.int64()),
+                                          ("commit_timestamp", pa.timestamp("us", "UTC"))]))
+    renamed = lambda df: df.withColumnsRenamed(landed)  # noqa: E731
+    assert run_stream(spark, a.uri, tmp_path / "ck", sink, renamed, readChangeFeed="true") is None
     assert lamina.open_table(b_uri).scan().count() == 60
     _forget_last_commit(tmp_path / "ck")  # the restart replays the snapshot's batch: the sink skips it
     a.merge(pa.concat_tables([rows(range(50, 70), "m")]), on="id").when_matched_update_all().when_not_matched_insert_all().execute()
     a.delete("id < 5")
     a.compact()
     a.update(where="id = 30", set={"v": "'u'"}, mode="copy-on-write")
-    assert run_stream(spark, a.uri, tmp_path / "ck", sink, readChangeFeed="true") is None
+    assert run_stream(spark, a.uri, tmp_path / "ck", sink, renamed, readChangeFeed="true") is None
     got = lamina.open_table(b_uri).scan().to_arrow()
+    got = got.rename_columns([{v: k for k, v in landed.items()}.get(c, c) for c in got.column_names])
     snapshot = got.filter(pc.equal(got.column("_commit_version"), start))
     assert set(snapshot.column("_change_type").to_pylist()) == {"insert"} and snapshot.num_rows == 60
     later = got.filter(pc.greater(got.column("_commit_version"), start))

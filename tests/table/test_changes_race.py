@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import collections
 
-import pyarrow as pa
 import pytest
 
 import lamina
