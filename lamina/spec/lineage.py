@@ -122,10 +122,12 @@ def assign_row_ids(entries: pa.Table, next_row_id: int, version: int) -> tuple[p
         if dv.null_count < n:
             rows = rows + pc.fill_null(dv, pa.scalar(0, pa.int64())).to_numpy()
         starts = np.cumsum(rows) - rows + next_row_id
-        cols = entries.columns
-        cols[entries.schema.get_field_index(FIRST_ROW_ID)] = pa.array(starts)
-        cols[entries.schema.get_field_index(DATA_VERSION)] = pa.repeat(pa.scalar(version, pa.int64()), n)
-        return pa.Table.from_arrays(cols, schema=entries.schema), next_row_id + int(rows.sum())
+        schema = entries.schema
+        i, j = schema.get_field_index(FIRST_ROW_ID), schema.get_field_index(DATA_VERSION)
+        # (two set_column calls: cheaper than rebuilding a wide manifest table from its columns)
+        entries = entries.set_column(i, schema.field(i), pa.array(starts))
+        entries = entries.set_column(j, schema.field(j), pa.repeat(pa.scalar(version, pa.int64()), n))
+        return entries, next_row_id + int(rows.sum())
     if first.null_count:
         rows = entries.column("record_count").to_numpy()
         dv = entries.column("dv_cardinality")
