@@ -18,9 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lamina.errors import CorruptMetadata, LaminaError
+from lamina.manifest.entries import manifest_schema_of
+from lamina.manifest.tree import live_data_entries
 from lamina.maintenance.reachability import kept_versions, leaf_paths, live_entries, paths_of, referenced_files, root_of
+from lamina.spec.lineage import FIRST_ROW_ID, has_lineage, lineage_problems
 from lamina.spec.layout import HINT_PATH, PENDING_DIR, TAGS_DIR, WRITES_DIR, version_path
 from lamina.spec.slot import FREED_DIR, freed_path
+
+
+LINEAGE_ENTRY_COLUMNS = ["path", "record_count", "dv_cardinality", FIRST_ROW_ID]
 
 
 @dataclass
@@ -60,6 +66,10 @@ def fsck(table) -> FsckReport:
             root = root_of(io, latest)
             manifests += leaf_paths(root).to_pylist()
             files = referenced_files(live_entries(io, latest, root, [p for p in manifests[1:] if p in present])).to_pylist()
+        if has_lineage(latest) and all(p in present for p in manifests):
+            # row lineage: every live file has ids, no two share one, none at or past the counter
+            entries = live_data_entries(io, latest.root_manifest, manifest_schema_of(latest), columns=LINEAGE_ENTRY_COLUMNS)
+            report.errors += [f"version {latest.version}: {p}" for p in lineage_problems(entries, latest.next_row_id)]
     except CorruptMetadata as e:
         damaged(f"version {latest.version}: {e}")
     latest_refs = set(manifests) | set(files)

@@ -177,3 +177,33 @@ def row_lineage(first_row_id: int, data_version: int, n: int, stored: pa.Table |
         return ids, versions
     return (pc.coalesce(stored.column(ROW_ID), ids).combine_chunks(),
             pc.coalesce(stored.column(LAST_UPDATED), versions).combine_chunks())
+
+
+def lineage_problems(entries: pa.Table, next_row_id: int | None) -> list[str]:
+    """What is wrong with the row lineage of a version's live ``entries`` (path, record_count,
+    dv_cardinality, first_row_id) given its ``next_row_id``: a file without ids, id ranges
+    (one id per physical row from ``first_row_id``) that overlap or reach the counter."""
+    problems = []
+    if next_row_id is None or next_row_id < 0:
+        problems.append(f"next_row_id is {next_row_id!r}: a table with row lineage needs its counter")
+    if not entries.num_rows:
+        return problems
+    first = entries.column(FIRST_ROW_ID)
+    if first.null_count:
+        missing = entries.filter(pc.is_null(first)).column("path").to_pylist()
+        problems.append(f"{len(missing)} data file(s) have no first_row_id, e.g. {missing[:3]}")
+        entries = entries.filter(pc.is_valid(entries.column(FIRST_ROW_ID)))
+        if not entries.num_rows:
+            return problems
+    physical = pc.add(entries.column("record_count"), pc.fill_null(entries.column("dv_cardinality"), 0)).to_numpy()
+    starts = entries.column(FIRST_ROW_ID).to_numpy()
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], starts[order] + physical[order]
+    overlap = np.nonzero(starts[1:] < ends[:-1])[0]
+    if len(overlap):
+        paths = entries.column("path").take(pa.array(order[overlap[:1] + 1])).to_pylist()
+        problems.append(f"{len(overlap)} data file(s) have row ids another live file has, e.g. {paths}")
+    if next_row_id is not None and next_row_id >= 0 and int(ends.max()) > next_row_id:
+        problems.append(f"data files hold row ids up to {int(ends.max()) - 1}, at or beyond next_row_id {next_row_id}")
+    return problems
+

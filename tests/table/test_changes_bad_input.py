@@ -219,3 +219,27 @@ def test_enabling_lineage_on_a_table_with_a_metadata_column_name_asks_for_a_rena
     t.append(pa.table({"id": [2], "change": ["b"]}))
     got = t.changes(on, columns=["id", "change"]).to_arrow().select(["id", "change", "_change_type", "_commit_version"])
     assert got.to_pylist() == [{"id": 2, "change": "b", "_change_type": "insert", "_commit_version": on + 1}]
+
+
+def test_fsck_reports_broken_row_lineage(t):
+    from lamina.maintenance import fsck
+
+    assert fsck(t).ok  # five appends: ranges 0..4, counter 5
+    path = lose_first_row_id(t, 3)
+    report = fsck(lamina.open_table(t.uri))
+    assert not report.ok and any(f"have no first_row_id, e.g. ['{path}']" in e for e in report.errors), report.errors
+    assert report.unreferenced_known  # lineage damage hides no reference
+
+
+def test_fsck_reports_overlapping_ids_and_a_counter_behind_them(t):
+    from lamina.maintenance import fsck
+
+    root = os.path.join(t.uri, t.metadata.root_manifest)
+    entries = pq.read_table(root)
+    i = entries.schema.get_field_index("first_row_id")
+    entries = entries.set_column(i, entries.schema.field(i), pa.array([0, 0, 2, 3, 9], pa.int64()))  # two share id 0
+    pq.write_table(entries, root)
+    manifest_files.clear_cache()
+    errors = fsck(lamina.open_table(t.uri)).errors
+    assert any("1 data file(s) have row ids another live file has" in e for e in errors), errors
+    assert any("row ids up to 9, at or beyond next_row_id 5" in e for e in errors), errors
