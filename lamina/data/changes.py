@@ -26,14 +26,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.data.deletes import DV, read_bitmaps
+from lamina.data.deletes import dvs_of_plan, file_key_array, positions_array, read_bitmaps
 from lamina.data.scan import Scan
 from lamina.io import FileIO
 from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.files import read_manifests
 from lamina.manifest.tree import load_root
 from lamina.spec import content as C
-from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_COLUMNS, ROW_ID
+from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_COLUMNS, ROW_ID, physical_rows
 from lamina.spec.version import VersionManifest
 
 CHANGE_TYPE = "_change_type"
@@ -77,22 +77,10 @@ def changed_entries(io: FileIO, older: VersionManifest, newer: VersionManifest) 
         parts = [conform(_live_data(root), schema)]
         parts += [_live_data(conform(t, schema)) for t in read_manifests(io, own, list(schema.names))]
         sides.append(pa.concat_tables(parts))
-    keys = [_keys(s) for s in sides]
+    keys = [file_key_array(s) for s in sides]
     gone = sides[0].filter(pc.invert(pc.is_in(keys[0], value_set=keys[1])))
     new = sides[1].filter(pc.invert(pc.is_in(keys[1], value_set=keys[0])))
     return gone, new
-
-
-def _keys(entries: pa.Table) -> pa.Array:
-    """A file's identity in one version: its path and its deletion vector's place."""
-    dv = pc.binary_join_element_wise(
-        pc.fill_null(entries.column("dv_path"), ""), pc.fill_null(pc.cast(entries.column("dv_offset"), pa.string()), ""), "@")
-    key = pc.binary_join_element_wise(entries.column("path"), dv, "\x00")
-    return key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key
-
-
-def _dv(e: dict[str, Any]) -> DV | None:
-    return None if e["dv_path"] is None else DV(e["dv_path"], e["dv_offset"], e["dv_length"], e["dv_cardinality"])
 
 
 def change_schema(reader: Scan) -> pa.Schema:
@@ -158,11 +146,10 @@ def _candidates(io: FileIO, gone_e: pa.Table, new_e: pa.Table) -> tuple[pa.Table
     replaced = new_e.take(pc.index_in(changed_dv.column("path"), value_set=new_paths))
     groups = [changed_dv, removed, added]
     entries = pa.concat_tables(groups)
-    dvs = [_dv(e) for e in entries.select(["dv_path", "dv_offset", "dv_length", "dv_cardinality"]).to_pylist()]
-    dvs += [_dv(e) for e in replaced.select(["dv_path", "dv_offset", "dv_length", "dv_cardinality"]).to_pylist()]
+    dvs = dvs_of_plan(entries) + dvs_of_plan(replaced)
     maps = iter(read_bitmaps(io, [d for d in dvs if d is not None]))
     deleted = [_positions(next(maps)) if d is not None else _positions(None) for d in dvs]
-    physical = pc.add(entries.column("record_count"), pc.fill_null(entries.column("dv_cardinality"), 0)).to_pylist()
+    physical = physical_rows(entries).tolist()
     n_dv, n_rm = changed_dv.num_rows, removed.num_rows
     gone_pos, new_pos = [], []
     empty = np.zeros(0, dtype=np.int64)
@@ -220,7 +207,7 @@ def _ints(col: Any) -> np.ndarray:
 
 
 def _positions(bm: Any) -> np.ndarray:
-    return np.zeros(0, dtype=np.int64) if bm is None else np.frombuffer(bm.to_array(), dtype=np.uint32).astype(np.int64)
+    return np.zeros(0, dtype=np.int64) if bm is None else positions_array(bm).astype(np.int64)
 
 
 def _pair(gone: pa.Table, new: pa.Table) -> tuple[pa.Array, pa.Array]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lamina.errors import CorruptMetadata, NotFound
@@ -119,6 +120,17 @@ def file_keys(entries: pa.Table) -> list[tuple]:
     """``file_key`` of every entry, column-wise."""
     d = entries.select(["path", "dv_path", "dv_offset"]).to_pydict()
     return list(zip(d["path"], d["dv_path"], d["dv_offset"]))
+
+
+def file_key_array(entries: pa.Table) -> pa.Array:
+    """``file_key`` of every entry as one Arrow string array (for ``is_in`` between versions)."""
+    if not entries.num_rows:
+        return pa.array([], pa.string())
+    dv = pc.binary_join_element_wise(
+        pc.fill_null(entries.column("dv_path"), ""), pc.cast(pc.fill_null(entries.column("dv_offset"), -1), pa.string()), "@"
+    )
+    key = pc.binary_join_element_wise(entries.column("path"), dv, "#")
+    return key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key
 
 
 def dvs_of_plan(entries: pa.Table) -> list[DV | None]:

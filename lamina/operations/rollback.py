@@ -4,21 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit import Operation, Base, Change, removed_of
+from lamina.data.deletes import file_key_array
 from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.tree import live_data_entries
 from lamina.spec.lineage import check_row_ids, has_lineage
 from lamina.spec.version import VersionManifest
-
-
-def _identity(entries: pa.Table) -> pa.Array:
-    dv = pc.binary_join_element_wise(
-        pc.fill_null(entries.column("dv_path"), ""), pc.cast(pc.fill_null(entries.column("dv_offset"), -1), pa.string()), "@"
-    )
-    return pc.binary_join_element_wise(entries.column("path"), dv, "#").combine_chunks() if entries.num_rows else pa.array([], pa.string())
 
 
 @dataclass
@@ -40,7 +33,7 @@ class Rollback(Operation):
         want = conform(target, base.manifest_schema)
         have = base.live_entries(["path", "added_version", "dv_path", "dv_offset"])
         # A file is the same only with the same deletion vector: (path, DV) is its identity.
-        wkey, hkey = _identity(want), _identity(have)
+        wkey, hkey = file_key_array(want), file_key_array(have)
         readd = want.filter(pc.invert(pc.is_in(wkey, value_set=hkey)))
         if has_lineage(self.target):  # its files keep their ids (a target before lineage: they get new ones)
             check_row_ids(readd, self.target.version)

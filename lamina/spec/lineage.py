@@ -106,44 +106,34 @@ def with_lineage(rows: pa.Table, lineage: pa.Table | None) -> pa.Table:
     return rows
 
 
+def physical_rows(entries: pa.Table) -> np.ndarray:
+    """Rows each data file of ``entries`` holds: its live rows plus those its DV deletes."""
+    rows = entries.column("record_count").to_numpy()
+    dv = entries.column("dv_cardinality")
+    return rows if dv.null_count == len(dv) else rows + pc.fill_null(dv, pa.scalar(0, pa.int64())).to_numpy()
+
+
 def assign_row_ids(entries: pa.Table, next_row_id: int, version: int) -> tuple[pa.Table, int]:
     """``entries`` (added data-file entries) with ``first_row_id`` and ``data_version`` set
     where null: ids handed out in entry order, one per physical row (live rows plus those
     a deletion vector already deletes); and the table's next row id after them. (On every
-    commit: the common case, all entries new, takes no per-entry kernel.)"""
+    commit: when every entry is new, as for each append, no per-entry kernel runs, and each
+    column is replaced by one set_column, cheaper than rebuilding a wide manifest table.)"""
     n = entries.num_rows
     if not n or FIRST_ROW_ID not in entries.column_names:
         return entries, next_row_id
     first = entries.column(FIRST_ROW_ID)
-    if first.null_count == n and entries.column(DATA_VERSION).null_count == n:
-        # Every entry new (each append): both columns at once, no per-entry kernel.
-        rows = entries.column("record_count").to_numpy()
-        dv = entries.column("dv_cardinality")
-        if dv.null_count < n:
-            rows = rows + pc.fill_null(dv, pa.scalar(0, pa.int64())).to_numpy()
-        starts = np.cumsum(rows) - rows + next_row_id
-        schema = entries.schema
-        i, j = schema.get_field_index(FIRST_ROW_ID), schema.get_field_index(DATA_VERSION)
-        # (two set_column calls: cheaper than rebuilding a wide manifest table from its columns)
-        entries = entries.set_column(i, schema.field(i), pa.array(starts))
-        entries = entries.set_column(j, schema.field(j), pa.repeat(pa.scalar(version, pa.int64()), n))
-        return entries, next_row_id + int(rows.sum())
     if first.null_count:
-        rows = entries.column("record_count").to_numpy()
-        dv = entries.column("dv_cardinality")
-        if dv.null_count < n:
-            rows = rows + pc.fill_null(dv, pa.scalar(0, pa.int64())).to_numpy()
-        if first.null_count < n:
+        rows = physical_rows(entries)
+        some = first.null_count < n  # files that have ids keep them (a new DV re-lists a file)
+        if some:
             missing = pc.is_null(first).to_numpy(zero_copy_only=False)
             rows = np.where(missing, rows, 0)
-        starts = np.empty(n, dtype=np.int64)
-        starts[0] = next_row_id
-        np.cumsum(rows[:-1], out=starts[1:])
-        starts[1:] += next_row_id
-        ids: Any = pa.array(starts)
-        if first.null_count < n:
+        ids: Any = pa.array(np.cumsum(rows) - rows + next_row_id)
+        if some:
             ids = pc.if_else(pa.array(missing), ids, first)
-        entries = entries.set_column(entries.schema.get_field_index(FIRST_ROW_ID), entries.schema.field(FIRST_ROW_ID), ids)
+        i = entries.schema.get_field_index(FIRST_ROW_ID)
+        entries = entries.set_column(i, entries.schema.field(i), ids)
         next_row_id += int(rows.sum())
     dver = entries.column(DATA_VERSION)
     if dver.null_count:
@@ -195,7 +185,7 @@ def lineage_problems(entries: pa.Table, next_row_id: int | None) -> list[str]:
         entries = entries.filter(pc.is_valid(entries.column(FIRST_ROW_ID)))
         if not entries.num_rows:
             return problems
-    physical = pc.add(entries.column("record_count"), pc.fill_null(entries.column("dv_cardinality"), 0)).to_numpy()
+    physical = physical_rows(entries)
     starts = entries.column(FIRST_ROW_ID).to_numpy()
     order = np.argsort(starts, kind="stable")
     starts, ends = starts[order], starts[order] + physical[order]
