@@ -376,7 +376,7 @@ class Scan:
             local = io.local_path(path)
             source = local if local is not None else pa.BufferReader(io.get(path))
             if any(c in _LINEAGE_FIELD for c in columns):
-                if lineage is None or lineage[0] is None:
+                if lineage is None:  # (lineages_of gives None for an entry without first_row_id)
                     raise no_row_ids(path, self.vm.version)
                 return self._read_with_lineage(source, columns, filt, dv, memory_pool, lineage)
             if self._evolved:
