@@ -409,6 +409,25 @@ class Scan:
                 if b.num_rows:
                     yield b
 
+    def to_reader(self) -> pa.RecordBatchReader:
+        """The rows as a lazy Arrow stream (one pass): files are read as it is consumed,
+        deletes and the filter applied. Any Arrow engine takes it (``__arrow_c_stream__``)."""
+        return pa.RecordBatchReader.from_batches(self.arrow_schema_of(self.output_columns), self.to_batches())
+
+    def to_pyarrow_dataset(self) -> ds.Dataset:
+        """The rows as a ``pyarrow.dataset.Dataset`` that engines scan lazily, with projection
+        and filter pushdown (``lamina.data.export``: files with deletion vectors are read
+        when it is made; docs/engines.md)."""
+        from lamina.data.export import to_pyarrow_dataset
+
+        return to_pyarrow_dataset(self)
+
+    def to_polars(self) -> Any:
+        """The rows as a Polars DataFrame (eager; ``lamina.polars.scan`` is the lazy one)."""
+        import polars as pl
+
+        return pl.from_arrow(self.to_arrow(), rechunk=False)
+
     def read_files(
         self, entries: pa.Table, cols: list[str], filt: Any = None, *,
         files_per_task: int = 64, bytes_per_task: int = 8 << 20, tasks_ahead: int = 8,

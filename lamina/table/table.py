@@ -184,6 +184,15 @@ class Table:
     def to_pandas(self, **kwargs: Any) -> Any:
         return self.scan(**kwargs).to_pandas()
 
+    def to_pyarrow_dataset(self, **kwargs: Any) -> Any:
+        """A ``pyarrow.dataset.Dataset`` of a version (``version=``, ``tag=``, ``timestamp=``;
+        ``where=``, ``columns=`` as for ``scan``) that Arrow engines scan lazily."""
+        return self.scan(**kwargs).to_pyarrow_dataset()
+
+    def to_polars(self, **kwargs: Any) -> Any:
+        """A version's rows as a Polars DataFrame (eager); ``lamina.polars.scan(table)`` is lazy."""
+        return self.scan(**kwargs).to_polars()
+
     def plan(self, **kwargs: Any) -> ScanPlan:
         return self.scan(**kwargs).plan()
 
