@@ -1,0 +1,296 @@
+"""DuckDB reads Lamina tables: ``register`` makes one version a view, ``sql`` runs a query over
+tables named in it (catalog names, paths, time travel), ``register_catalog`` names them all.
+
+A view reads the version's planned data files with DuckDB's own Parquet reader (its
+projection and filter pushdown, its threads). Deleted rows are dropped exactly: files with a
+deletion vector are read with ``file_row_number`` and anti-joined with their deleted
+positions, the other files plainly. Lamina prunes files before DuckDB sees them: by the
+``where`` given to ``register``, and in ``sql`` by the conjuncts of each query's WHERE that
+name only one table. Pruning uses Lamina's statistics and Lamina's predicate semantics, so
+only predicates on columns where both agree are used (``_PRUNABLE``); the rows are always
+filtered by DuckDB. Tables DuckDB cannot read by itself (object stores without DuckDB's
+httpfs, evolved schemas, row lineage columns) are handed over as a pyarrow Dataset
+(``lamina.data.export``). See docs/engines.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+import lamina
+from lamina.catalog.base import Catalog
+from lamina.data.export import LiveFiles
+from lamina.data.scan import Scan
+from lamina.errors import InvalidArgument, InvalidPredicate, NotFound, TableNotFound
+from lamina.expr import AlwaysTrue, Expr, and_, parse_predicate, referenced_columns
+from lamina.table.table import Table
+
+__all__ = ["register", "register_catalog", "register_scan", "sql", "pruning_predicate"]
+
+_names = itertools.count()
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _is_prunable(t: pa.DataType) -> bool:
+    """Types whose comparisons DuckDB and Lamina evaluate alike. Not floats (Lamina compares a
+    float32 column with a literal exactly, DuckDB rounds the literal to FLOAT) and not zoned
+    timestamps (DuckDB reads a zoneless literal in the session's zone, Lamina as UTC)."""
+    return (
+        pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_date(t)
+        or pa.types.is_boolean(t) or pa.types.is_decimal(t) or (pa.types.is_timestamp(t) and t.tz is None)
+    )
+
+
+def pruning_predicate(conjuncts: list[str], schema: Any) -> Expr:
+    """The conjuncts (SQL text) Lamina can prune files by, ANDed: those it parses, on columns
+    of ``schema`` of types both engines compare alike. The rest are left to DuckDB."""
+    kept: list[Expr] = []
+    for text in conjuncts:
+        try:
+            e = parse_predicate(text)
+        except InvalidPredicate:
+            continue
+        cols = referenced_columns(e)
+        if cols and all(c in schema.names and _is_prunable(schema.field(c).type) for c in cols):
+            kept.append(e)
+    return and_(*kept) if kept else AlwaysTrue()
+
+
+def _where_text(where: str) -> str:
+    """``where`` as one DuckDB boolean expression (refusing statements or query clauses)."""
+    try:
+        stmt = sqlglot.parse_one(f"SELECT 1 WHERE {where}", read="duckdb")
+    except Exception as e:  # sqlglot's ParseError / TokenError: bad input
+        raise InvalidPredicate(f"could not parse where {where!r}: {e}") from None
+    if not isinstance(stmt, exp.Select) or [k for k, v in stmt.args.items() if v and k not in ("expressions", "where")]:
+        raise InvalidPredicate(f"where {where!r} must be one boolean expression")
+    return stmt.args["where"].this.sql("duckdb")
+
+
+def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return _conjuncts(node.this) + _conjuncts(node.expression)
+    return [node]
+
+
+def register(
+    con: Any,
+    table: Table | str,
+    name: str,
+    *,
+    version: int | str | None = None,
+    timestamp: Any = None,
+    tag: str | None = None,
+    where: str | None = None,
+    columns: list[str] | None = None,
+    quoted: bool = False,
+) -> Any:
+    """Make a version of ``table`` (a Table, or a table location) the view ``name`` of the
+    DuckDB connection ``con``; returns the view as a relation.
+
+    ``where`` (DuckDB SQL, e.g. ``"day >= DATE '2026-01-01'"``): the view holds only the rows
+    it selects, and Lamina skips the files that cannot hold one. ``columns``: the view's
+    columns (default: all)."""
+    t = lamina.open_table(table) if isinstance(table, str) else table
+    conjuncts: list[str] = []
+    text = None
+    if where is not None:
+        text = _where_text(where)
+        conjuncts = [c.sql("duckdb") for c in _conjuncts(sqlglot.parse_one(text, read="duckdb"))]
+    vm_scan = t.scan(columns=columns, version=version, timestamp=timestamp, tag=tag)
+    scan = Scan(vm_scan.io, vm_scan.vm, pruning_predicate(conjuncts, vm_scan.schema), columns)
+    return register_scan(con, scan, name if quoted else _ident(name), where=text)
+
+
+def register_scan(con: Any, scan: Scan, name: str, where: str | None = None) -> Any:
+    """The view ``name`` (quoted SQL) over ``scan``'s planned files (its predicate has pruned them; DuckDB
+    filters rows by ``where``, DuckDB SQL, when given)."""
+    live = LiveFiles.of(scan)
+    cols = ", ".join(_ident(c) for c in scan.output_columns)
+    tail = f" WHERE {where}" if where else ""
+    if not (scan.io.is_local and live.readable_by_name):
+        dataset = scan.to_pyarrow_dataset()
+        data = f"__lamina_data_{next(_names)}"
+        con.register(data, dataset)
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {cols} FROM {_ident(data)}{tail}")
+        return con.sql(f"FROM {name}")
+    uris = live.uris
+    with_dv = [i for i, d in enumerate(live.dvs) if d is not None]
+    plain = [i for i, d in enumerate(live.dvs) if d is None]
+    selects = []
+    if plain:
+        var = f"lamina_files_{next(_names)}"
+        con.execute(f"SET VARIABLE {var} = ?", [[uris[i] for i in plain]])
+        selects.append(f"SELECT {cols} FROM read_parquet(getvariable('{var}'), union_by_name=true)")
+    if with_dv:
+        var = f"lamina_files_{next(_names)}"
+        con.execute(f"SET VARIABLE {var} = ?", [[uris[i] for i in with_dv]])
+        deleted = LiveFiles(scan, live.entries.take(pa.array(with_dv, pa.int64()))).deleted_table()
+        dels = f"__lamina_deleted_{next(_names)}"
+        con.register(dels, deleted)
+        # file_index: the file's place in the list read_parquet was given.
+        selects.append(
+            f"SELECT {cols} FROM read_parquet(getvariable('{var}'), union_by_name=true, file_row_number=true) AS r "
+            f"ANTI JOIN {_ident(dels)} AS d ON d.file_index = r.file_index AND d.pos = r.file_row_number"
+        )
+    if not selects:
+        empty = f"__lamina_empty_{next(_names)}"
+        con.register(empty, scan.arrow_schema_of(scan.output_columns).empty_table())
+        selects.append(f"SELECT {cols} FROM {_ident(empty)}")
+    body = " UNION ALL ".join(selects)
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM ({body}){tail}")
+    return con.sql(f"FROM {name}")
+
+
+def register_catalog(con: Any, catalog: Catalog | str) -> list[str]:
+    """Every table of ``catalog`` (an open catalog or its URI) as a view of its latest version,
+    named ``namespace.table`` (a DuckDB schema per namespace); returns the names."""
+    cat = lamina.load_catalog(catalog) if isinstance(catalog, str) else catalog
+    names = []
+    for info in cat.tables():
+        namespace, _, tname = info.identifier.rpartition(".")
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(namespace)}")
+        register(con, cat.load_table(info.identifier), f"{_ident(namespace)}.{_ident(tname)}", quoted=True)
+        names.append(info.identifier)
+    return names
+
+
+# -- sql: a query over Lamina tables named in it ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Reference:
+    """One table reference of a query: which table, which version, the conjuncts to prune by."""
+
+    table: Table
+    version: int | str | None
+    timestamp: Any
+    tag: str | None
+
+
+def _travel(node: exp.Table) -> tuple[int | str | None, Any, str | None]:
+    """(version, timestamp, tag) of ``t AT (VERSION => 3)``, ``AT (TIMESTAMP => ...)``,
+    ``FOR VERSION AS OF 3`` / ``'tag'``, ``FOR TIMESTAMP AS OF ...``; and removes the clause."""
+    when = node.args.get("when") or node.args.get("version")
+    if when is None:
+        return None, None, None
+    kind = str(when.args.get("kind") if isinstance(when, exp.HistoricalData) else when.this).upper()
+    value = when.expression
+    node.set("when", None)
+    node.set("version", None)
+    literal = value.this if isinstance(value, exp.Cast) else value
+    if not isinstance(literal, exp.Literal):
+        raise InvalidArgument(f"time travel needs a literal version, tag or timestamp, not {value.sql('duckdb')}")
+    if kind == "VERSION":
+        return (literal.this, None, None) if literal.is_string else (int(literal.this), None, None)
+    if kind == "TIMESTAMP":
+        return None, literal.this, None
+    if kind == "TAG":
+        return None, None, literal.this
+    raise InvalidArgument(f"unknown time travel {kind}: use VERSION, TIMESTAMP or TAG")
+
+
+def _resolve(node: exp.Table, tables: Mapping[str, Any], catalog: Catalog | None) -> Table | None:
+    """The Lamina table ``node`` names: in ``tables`` (by name), in the catalog
+    (``namespace.table``, or a bare name in the catalog's tables), or a quoted location."""
+    parts = [p.name for p in (node.args.get("catalog"), node.args.get("db"), node.this) if p is not None]
+    name = ".".join(parts)
+    if name in tables:
+        v = tables[name]
+        return lamina.open_table(v) if isinstance(v, str) else v
+    if catalog is not None:
+        try:
+            if len(parts) > 1:
+                return catalog.load_table(name)
+            matches = [i.identifier for i in catalog.tables() if i.identifier.rpartition(".")[2] == name]
+            if len(matches) == 1:
+                return catalog.load_table(matches[0])
+        except (NotFound, TableNotFound):
+            pass
+    if len(parts) == 1 and node.this.quoted and ("/" in name or "://" in name):
+        return lamina.open_table(name)
+    return None
+
+
+def _single_source(select: exp.Select) -> bool:
+    sources = [select.args.get("from_") or select.args.get("from")] + list(select.args.get("joins") or [])
+    return len([s for s in sources if s is not None]) == 1
+
+
+def _pushable_conjuncts(node: exp.Table) -> list[str]:
+    """WHERE conjuncts of the SELECT reading ``node`` that name only its columns, with the
+    qualifiers taken off; none when an outer join could make NULLs of its rows (a filter on
+    them before the join would then change which rows are NULL-extended)."""
+    select = node.parent.parent if isinstance(node.parent, (exp.From, exp.Join)) else None
+    if not isinstance(select, exp.Select) or select.args.get("where") is None:
+        return []
+    for j in select.args.get("joins") or []:
+        if j.args.get("side") or (j.args.get("kind") or "").upper() not in ("", "INNER", "CROSS"):
+            return []
+    alias = node.alias_or_name
+    single = _single_source(select)
+    out = []
+    for c in _conjuncts(select.args["where"].this):
+        if c.find(exp.Subquery, exp.Select):
+            continue
+        columns = list(c.find_all(exp.Column))
+        if not columns or not all(col.table == alias or (single and not col.table) for col in columns):
+            continue
+        c = c.copy()
+        for col in c.find_all(exp.Column):
+            col.set("table", None)
+        out.append(c.sql("duckdb"))
+    return out
+
+
+def sql(
+    query: str,
+    *,
+    con: Any = None,
+    catalog: Catalog | str | None = None,
+    tables: Mapping[str, Table | str] | None = None,
+) -> Any:
+    """Run ``query`` (DuckDB SQL) over the Lamina tables it names; returns a DuckDB relation.
+
+    A table is named by a key of ``tables``, as ``namespace.table`` (or a bare name, if
+    unique) of ``catalog``, or by its location in double quotes (``FROM "warehouse/events"``).
+    Time travel: ``FROM events AT (VERSION => 3)``, ``AT (TIMESTAMP => '2026-01-01 10:00')``,
+    ``AT (TAG => 'nightly')``, or ``FOR VERSION AS OF 3`` / ``FOR TIMESTAMP AS OF ...``.
+    Each reference reads only the files its SELECT's WHERE can match (single-table conjuncts)."""
+    import duckdb
+
+    cat = lamina.load_catalog(catalog) if isinstance(catalog, str) else catalog
+    con = con if con is not None else duckdb.connect()
+    try:
+        statements = [s for s in sqlglot.parse(query, read="duckdb") if s is not None]
+    except Exception as e:
+        raise InvalidArgument(f"could not parse the query: {e}") from None
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+        raise InvalidArgument("pass one query (SELECT ...); lamina sql only reads")
+    tree = statements[0]
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    for node in list(tree.find_all(exp.Table)):
+        if not node.name or (node.name in ctes and not node.args.get("db")):
+            continue
+        table = _resolve(node, tables or {}, cat)
+        if table is None:
+            continue
+        version, timestamp, tag = _travel(node)
+        scan = table.scan(version=version, timestamp=timestamp, tag=tag)
+        pruned = Scan(scan.io, scan.vm, pruning_predicate(_pushable_conjuncts(node), scan.schema))
+        view = f"__lamina_view_{next(_names)}"
+        register_scan(con, pruned, _ident(view))
+        alias = node.alias_or_name
+        node.replace(exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    return con.sql(tree.sql("duckdb"))
