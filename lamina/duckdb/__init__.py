@@ -132,16 +132,17 @@ def register_scan(con: Any, scan: Scan, name: str, where: str | None = None) -> 
     if plain:
         var = f"lamina_files_{next(_names)}"
         con.execute(f"SET VARIABLE {var} = ?", [[uris[i] for i in plain]])
-        selects.append(f"SELECT {cols} FROM read_parquet(getvariable('{var}'), union_by_name=true)")
+        selects.append(f"SELECT {cols} FROM read_parquet(getvariable('{var}'), union_by_name=true, hive_partitioning=false)")
     if with_dv:
         var = f"lamina_files_{next(_names)}"
         con.execute(f"SET VARIABLE {var} = ?", [[uris[i] for i in with_dv]])
         deleted = LiveFiles(scan, live.entries.take(pa.array(with_dv, pa.int64()))).deleted_table()
         dels = f"__lamina_deleted_{next(_names)}"
         con.register(dels, deleted)
-        # file_index: the file's place in the list read_parquet was given.
+        # file_index: the file's place in the list read_parquet was given. No hive
+        # partitioning: a partition's directory name (k=__NULL__) is no column.
         selects.append(
-            f"SELECT {cols} FROM read_parquet(getvariable('{var}'), union_by_name=true, file_row_number=true) AS r "
+            f"SELECT {cols} FROM read_parquet(getvariable('{var}'), union_by_name=true, hive_partitioning=false, file_row_number=true) AS r "
             f"ANTI JOIN {_ident(dels)} AS d ON d.file_index = r.file_index AND d.pos = r.file_row_number"
         )
     if not selects:

@@ -181,6 +181,7 @@ class _Dataset:
         frame = pl.scan_parquet(
             uris,
             schema=schema,  # (the scan's columns; extra_columns="ignore" leaves the rest unread)
+            hive_partitioning=False,  # (a partition's directory name is no column: the files hold every column)
             missing_columns="insert",
             extra_columns="ignore",
             storage_options=_storage_options(io),
