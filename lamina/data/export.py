@@ -41,8 +41,10 @@ class LiveFiles:
     entries: pa.Table
 
     @classmethod
-    def of(cls, scan: Scan) -> "LiveFiles":
-        return cls(scan, scan.plan().entries)
+    def of(cls, scan: Scan, statistics: bool = False) -> "LiveFiles":
+        """``statistics``: with every column's bounds and null counts (a plan otherwise reads
+        only those its predicate uses)."""
+        return cls(scan, scan.plan(all_columns=statistics).entries)
 
     def __len__(self) -> int:
         return self.entries.num_rows
@@ -117,10 +119,14 @@ def statistics_guarantee(entry: dict[str, Any], schema: Any) -> Any:
     """What a file's manifest statistics guarantee about its rows, as an Arrow expression:
     per column ``min <= c <= max`` (or null, when the file has nulls). pyarrow prunes a
     fragment whose guarantee contradicts a scan's filter without opening it, so a filter an
-    engine pushes into the dataset skips files as Lamina's planner would."""
+    engine pushes into the dataset skips files as Lamina's planner would (floats aside)."""
     rows = entry["record_count"] + (entry.get("dv_cardinality") or 0)
     parts = []
     for f in schema.arrow:
+        if pa.types.is_floating(f.type):
+            # pyarrow simplifies a filter against a NaN literal under a range guarantee to
+            # "always true" (x < NaN, given 0 <= x <= 0): no guarantee on floats.
+            continue
         fid = field_id_of(f)
         lo, hi, nulls = entry.get(C.min_col(fid)), entry.get(C.max_col(fid)), entry.get(C.nulls_col(fid))
         if nulls is None:
@@ -221,7 +227,7 @@ def to_pyarrow_dataset(scan: Scan) -> ds.Dataset:
     are read now, their live rows only (module docstring). The scan's ``where`` has pruned
     the files and filters every row; a consumer applies its own filter on top. Its columns:
     the scan's, and after them any its ``where`` uses (a Dataset filters on its own columns)."""
-    live = LiveFiles.of(scan)
+    live = LiveFiles.of(scan, statistics=True)
     if not live.readable_by_name:
         # Column mapping, defaults or row lineage: only Lamina's reader maps the files.
         return ds.dataset(scan.to_arrow())

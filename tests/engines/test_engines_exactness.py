@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 
 import lamina
 import lamina.duckdb as ldb
+from lamina.commit import flush_hints
 import lamina.polars as lpl
 
 EXAMPLES = int(os.environ.get("LAMINA_ENGINE_EXAMPLES", "25"))
@@ -212,17 +213,23 @@ def build(root: str, h: History) -> lamina.Table:
             t.delete(_lamina_where(step[1]))
         else:
             t.compact()
+    flush_hints()  # (version hints are written in the background: done before the directory goes)
     return t
 
 
+def _without_nan(p):
+    def fix(v):
+        return 0.0 if isinstance(v, float) and math.isnan(v) else v
+
+    if isinstance(p, Node):
+        return Node(p.op, tuple(_without_nan(c) for c in p.children))
+    return Leaf(p.column, p.op, tuple(map(fix, p.value)) if p.op == "in" else fix(p.value))
+
+
 def _lamina_where(p) -> str:
-    """The predicate as Lamina's where text (no NaN literal: Lamina's parser has none; NaN
-    leaves become a comparison with 0.0, still a valid random delete)."""
-    if isinstance(p, Leaf) and isinstance(p.value, float) and math.isnan(p.value):
-        return to_sql(Leaf(p.column, p.op, 0.0))
-    if isinstance(p, Leaf) and p.op == "in" and any(isinstance(v, float) and math.isnan(v) for v in p.value):
-        return to_sql(Leaf(p.column, "in", tuple(0.0 if math.isnan(v) else v for v in p.value)))
-    return to_sql(p).replace("<>", "!=")
+    """The predicate as Lamina's where text (Lamina's parser has no NaN literal: a NaN
+    becomes 0.0, still a valid random predicate)."""
+    return to_sql(_without_nan(p)).replace("<>", "!=")
 
 
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -1,0 +1,199 @@
+"""DuckDB, Polars and Arrow datasets over Lamina tables: pruning really skips files, time
+travel, catalogs, evolved schemas, row lineage, object stores, bad input.
+
+Pruning is checked by what cannot be faked: a data file that no row of the filter can be in
+is removed from disk, so a read that opened it would fail; the same read without the filter
+must fail (the file is live), the filtered one must answer exactly."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import Counter
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+import lamina
+import lamina.duckdb as ldb
+import lamina.polars as lpl
+from lamina.errors import CorruptMetadata, InvalidArgument, InvalidPredicate, LaminaError, TagNotFound, VersionNotFound
+from support import BUCKET
+
+SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string())])
+
+
+def rows(t) -> Counter:
+    if isinstance(t, pa.RecordBatchReader):
+        t = t.read_all()
+    if isinstance(t, pl.DataFrame):
+        t = t.to_arrow()
+    return Counter(zip(*(t.column(n).to_pylist() for n in t.column_names)))
+
+
+@pytest.fixture
+def table(tmp_path):
+    """Three files of ids 0-9, 10-19, 20-29, and rows 3 and 14 deleted (deletion vectors)."""
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    for i in range(3):
+        t.append(pa.table({"id": list(range(i * 10, i * 10 + 10)), "s": [f"s{j}" for j in range(10)]}))
+    t.delete("id IN (3, 14)")
+    return t
+
+
+def _drop_file_of(t: lamina.Table, row_id: int) -> None:
+    """Remove the data file holding ``row_id`` from disk (it stays in the version)."""
+    for task in t.plan():
+        if task.path.endswith(".parquet"):
+            f = ds.dataset(task.uri).to_table(columns=["id"])
+            if row_id in f.column("id").to_pylist():
+                os.remove(task.uri)
+                return
+    raise AssertionError(f"no file holds {row_id}")
+
+
+def test_duckdb_register_reads_live_rows(table):
+    con = duckdb.connect()
+    rel = ldb.register(con, table, "events")
+    assert rows(rel.arrow()) == rows(table.to_arrow())
+    assert con.sql("SELECT count(*) FROM events WHERE id < 5").fetchall()[0][0] == 4  # 3 is deleted
+    assert con.sql("SELECT s FROM events WHERE id = 14").fetchall() == []
+
+
+def test_duckdb_where_and_sql_prune_files_by_statistics(table):
+    _drop_file_of(table, 25)  # the third file is gone from disk
+    con = duckdb.connect()
+    with pytest.raises(duckdb.Error):  # it is still live: a plain read opens it
+        ldb.register(con, table, "all_rows")
+        con.sql("SELECT count(*) FROM all_rows").fetchall()
+    ldb.register(con, table, "early", where="id < 15")
+    assert sorted(r[0] for r in con.sql("SELECT id FROM early").fetchall()) == [i for i in range(15) if i not in (3, 14)]
+    q = "SELECT count(*), sum(e.id) FROM events e WHERE e.id BETWEEN 5 AND 12 AND e.s <> 'x'"
+    assert ldb.sql(q, tables={"events": table}).fetchall() == [(8, sum(range(5, 13)))]
+    # no pruning through an outer join: the filter decides which rows are NULL-extended
+    with pytest.raises(duckdb.Error):
+        ldb.sql("SELECT count(*) FROM (SELECT 1 AS k) o LEFT JOIN events e ON true WHERE e.id < 5", tables={"events": table}).fetchall()
+
+
+def test_polars_pushes_its_filter_into_lamina_planning(table):
+    _drop_file_of(table, 25)
+    lf = lpl.scan(table)
+    with pytest.raises(Exception):
+        lf.select(pl.len()).collect()
+    got = lf.filter((pl.col("id") >= 5) & (pl.col("id") < 15)).collect()
+    assert sorted(got["id"].to_list()) == [i for i in range(5, 15) if i != 14]
+    assert lf.filter(pl.col("id").is_in([1, 3, 12])).select(pl.col("id").sort()).collect()["id"].to_list() == [1, 12]
+
+
+def test_arrow_dataset_skips_files_by_their_statistics(table):
+    dataset = table.to_pyarrow_dataset()
+    assert isinstance(dataset, ds.Dataset)
+    _drop_file_of(table, 25)
+    assert rows(table.scan(where="id < 20").to_arrow()) == rows(dataset.to_table(filter=ds.field("id") < 20))
+    with pytest.raises(Exception):
+        dataset.to_table()
+
+
+def test_polars_limit_projection_and_eager(table):
+    lf = lpl.scan(table)
+    assert lf.head(3).collect().height == 3
+    assert lpl.scan(table, columns=["s"]).collect().columns == ["s"]
+    assert rows(table.to_polars()) == rows(table.to_arrow())
+    assert rows(table.to_polars(where="id > 20", columns=["id"])) == Counter((i,) for i in range(21, 30))
+
+
+def test_time_travel_by_version_tag_and_timestamp(table):
+    table.create_tag("two_files", 2)
+    v2 = table.scan(version=2).to_arrow()
+    con = duckdb.connect()
+    ldb.register(con, table, "v2", version=2)
+    assert rows(con.sql("FROM v2").arrow()) == rows(v2)
+    assert rows(lpl.scan(table, tag="two_files").collect()) == rows(v2)
+    assert rows(table.to_pyarrow_dataset(version=2).to_table()) == rows(v2)
+    stamp = table.history()[-3]["timestamp"]  # version 2 (history is newest first; 4 versions)
+    assert rows(ldb.sql(f"SELECT * FROM t AT (TIMESTAMP => '{stamp.isoformat()}')", tables={"t": table}).arrow()) == rows(v2)
+    assert ldb.sql("SELECT count(*) FROM t FOR VERSION AS OF 'two_files'", tables={"t": table}).fetchall()[0][0] == 20
+    assert ldb.sql("SELECT count(*) FROM t AT (VERSION => 1)", tables={"t": table}).fetchall()[0][0] == 10
+    with pytest.raises(VersionNotFound):
+        ldb.register(con, table, "nope", version=99)
+    with pytest.raises(TagNotFound):
+        lpl.scan(table, tag="nope")
+
+
+def test_sql_names_tables_by_location_and_joins_them(table, tmp_path):
+    other = lamina.create_table(str(tmp_path / "names"), pa.schema([("id", pa.int64()), ("name", pa.string())]))
+    other.append(pa.table({"id": [1, 3, 14, 20], "name": ["one", "three", "fourteen", "twenty"]}))
+    q = f'SELECT n.name FROM "{table.io.uri}" e JOIN "{other.io.uri}" n ON e.id = n.id ORDER BY n.id'
+    assert ldb.sql(q).fetchall() == [("one",), ("twenty",)]  # 3 and 14 are deleted
+
+
+def test_catalog_tables_by_name(table, tmp_path):
+    cat = lamina.load_catalog(f"sqlite:///{tmp_path}/cat.db", warehouse=str(tmp_path / "wh"))
+    cat.create_namespace("sales")
+    t = cat.create_table("sales.orders", SCHEMA)
+    t.append(pa.table({"id": [1, 2, 3], "s": ["a", "b", "c"]}))
+    t.delete("id = 2")
+    con = duckdb.connect()
+    assert ldb.register_catalog(con, cat) == ["sales.orders"]
+    assert con.sql("SELECT sum(id) FROM sales.orders").fetchall()[0][0] == 4
+    assert ldb.sql("SELECT count(*) FROM orders", catalog=cat).fetchall()[0][0] == 2
+    assert ldb.sql("SELECT count(*) FROM sales.orders AT (VERSION => 1)", catalog=cat).fetchall()[0][0] == 3
+
+
+def test_evolved_schema_and_lineage_read_through_every_engine(table):
+    table.update_schema().rename_column("s", "label").commit()
+    table.append(pa.table({"id": [100], "label": ["new"]}))
+    want = table.to_arrow()
+    assert want.column_names == ["id", "label"]
+    con = duckdb.connect()
+    ldb.register(con, table, "ev")
+    assert rows(con.sql("SELECT * FROM ev").arrow()) == rows(want)
+    assert rows(lpl.scan(table).collect()) == rows(want)
+    assert rows(lpl.scan(table).filter(pl.col("label") == "new").collect()) == Counter([(100, "new")])
+    assert rows(table.to_pyarrow_dataset().to_table()) == rows(want)
+    lineage = table.to_pyarrow_dataset(columns=["id", "_row_id"]).to_table()
+    assert rows(lineage) == rows(table.scan(columns=["id", "_row_id"]).to_arrow())
+
+
+def test_bad_input_is_refused_and_creates_nothing(table):
+    con = duckdb.connect()
+    for bad in ("1; DROP TABLE x", "id > 1 UNION SELECT 1", "id >"):
+        with pytest.raises(InvalidPredicate):
+            ldb.register(con, table, "v", where=bad)
+    assert con.sql("SELECT count(*) FROM duckdb_views() WHERE view_name = 'v'").fetchall()[0][0] == 0
+    for bad in ("DROP TABLE t", "INSERT INTO t VALUES (1, 'a')", "SELECT 1; SELECT 2", "SELEC 1"):
+        with pytest.raises(InvalidArgument):
+            ldb.sql(bad, tables={"t": table})
+    with pytest.raises(LaminaError):
+        ldb.sql("SELECT * FROM t AT (VERSION => 1 + 1)", tables={"t": table})
+    with pytest.raises(CorruptMetadata):  # a live file gone: Lamina says so, as for its own reads
+        _drop_file_of(table, 25)
+        table.to_arrow()
+
+
+def test_empty_table_and_pruned_to_nothing(tmp_path):
+    t = lamina.create_table(str(tmp_path / "e"), SCHEMA)
+    con = duckdb.connect()
+    assert ldb.register(con, t, "e").fetchall() == []
+    assert lpl.scan(t).collect().shape == (0, 2)
+    assert t.to_pyarrow_dataset().to_table().num_rows == 0
+    t.append(pa.table({"id": [1], "s": ["a"]}))
+    assert ldb.register(con, t, "e2", where="id > 5").fetchall() == []
+    assert lpl.scan(t).filter(pl.col("id") > 5).collect().height == 0
+
+
+def test_object_store_tables(s3):
+    opts = s3.storage_options
+    t = lamina.create_table(f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}", SCHEMA, storage_options=opts)
+    t.append(pa.table({"id": [1, 2, 3], "s": ["a", "b", "c"]}))
+    t.append(pa.table({"id": [4, 5], "s": ["d", None]}))
+    t.delete("id = 2")
+    want = rows(t.to_arrow())
+    con = duckdb.connect()
+    assert rows(ldb.register(con, t, "remote").arrow()) == want
+    assert rows(t.to_pyarrow_dataset().to_table()) == want
+    assert rows(lpl.scan(t).collect()) == want
+    assert rows(lpl.scan(t).filter(pl.col("id") > 3).collect()) == Counter([(4, "d"), (5, None)])
