@@ -29,6 +29,7 @@ from lamina.data.export import LiveFiles
 from lamina.data.scan import Scan
 from lamina.errors import InvalidArgument, InvalidPredicate, NotFound, TableNotFound
 from lamina.expr import AlwaysTrue, Expr, and_, parse_predicate, referenced_columns
+from lamina.spec.lineage import LINEAGE_COLUMNS
 from lamina.table.table import Table
 
 __all__ = ["register", "register_catalog", "register_scan", "sql", "pruning_predicate"]
@@ -117,13 +118,14 @@ def register_scan(con: Any, scan: Scan, name: str, where: str | None = None) -> 
     """The view ``name`` (quoted SQL) over ``scan``'s planned files (its predicate has pruned them; DuckDB
     filters rows by ``where``, DuckDB SQL, when given)."""
     live = LiveFiles.of(scan)
-    cols = ", ".join(_ident(c) for c in scan.output_columns)
+    cols = _select_list(scan)
     tail = f" WHERE {where}" if where else ""
-    if not (scan.io.is_local and live.readable_by_name):
+    if not scan.io.is_local or cols is None:
         dataset = scan.to_pyarrow_dataset()
         data = f"__lamina_data_{next(_names)}"
         con.register(data, dataset)
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {cols} FROM {_ident(data)}{tail}")
+        names = ", ".join(_ident(c) for c in scan.output_columns)
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {names} FROM {_ident(data)}{tail}")
         return con.sql(f"FROM {name}")
     uris = live.uris
     with_dv = [i for i, d in enumerate(live.dvs) if d is not None]
@@ -152,6 +154,24 @@ def register_scan(con: Any, scan: Scan, name: str, where: str | None = None) -> 
     body = " UNION ALL ".join(selects)
     con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM ({body}){tail}")
     return con.sql(f"FROM {name}")
+
+
+def _select_list(scan: Scan) -> str | None:
+    """The scan's columns as DuckDB reads them from the files: by name, or by physical name
+    where the schema renamed a top-level column. None when only Lamina's reader can map the
+    files: a renamed nested field, a column with an initial default (a file that lacks it
+    reads the default, not NULL), row lineage columns."""
+    schema = scan.schema
+    if any(c in LINEAGE_COLUMNS for c in scan.output_columns) or schema.initial_defaults:
+        return None
+    physical = schema.physical_arrow
+    out = []
+    for c in scan.output_columns:
+        f = physical.field(schema.arrow.get_field_index(c))
+        if not f.type.equals(schema.arrow.field(c).type):
+            return None
+        out.append(_ident(c) if f.name == c else f"{_ident(f.name)} AS {_ident(c)}")
+    return ", ".join(out)
 
 
 def register_catalog(con: Any, catalog: Catalog | str) -> list[str]:
