@@ -16,7 +16,6 @@ httpfs, evolved schemas, row lineage columns) are handed over as a pyarrow Datas
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 import pyarrow as pa
@@ -188,16 +187,6 @@ def register_catalog(con: Any, catalog: Catalog | str) -> list[str]:
 
 
 # -- sql: a query over Lamina tables named in it ---------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Reference:
-    """One table reference of a query: which table, which version, the conjuncts to prune by."""
-
-    table: Table
-    version: int | str | None
-    timestamp: Any
-    tag: str | None
 
 
 def _travel(node: exp.Table) -> tuple[int | str | None, Any, str | None]:
