@@ -11,12 +11,26 @@ import typer
 
 from lamina.cli._output import at_most, console, fail, file_format, print_table, write_file, write_rows
 from lamina.cli.catalog import _CATALOG
-from lamina.errors import InvalidArgument, LaminaError, TableNotFound
+from lamina.errors import CatalogTableNotFound, InvalidArgument, LaminaError
 
 # Rows printed in a table unless --limit says otherwise (as DuckDB's own shell).
 TABLE_ROWS = 40
 
 _CSV_HINT = "select other columns, or write them as JSON (--json) or Parquet (--output FILE.parquet)"
+
+
+class _MissingCatalog:
+    """An embedded SQLite catalog whose database is not there (opening it would create it):
+    it holds no table, and a name looked up in it says the catalog does not exist."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = f"{uri} (which does not exist: --catalog / LAMINA_CATALOG)"
+
+    def tables(self) -> list:
+        return []
+
+    def load_table(self, name: str):
+        raise CatalogTableNotFound(f"no table {name} in catalog {self.uri}")
 
 
 def _bindings(specs: Iterable[str]) -> dict[str, str]:
@@ -31,6 +45,15 @@ def _bindings(specs: Iterable[str]) -> dict[str, str]:
             raise InvalidArgument(f"--table names {name!r} twice: give each name one location")
         out[name] = location
     return out
+
+
+def _distinct_names(schema: pa.Schema) -> None:
+    """Refuse a result with two columns of one name (``SELECT *`` of a join) for JSON, CSV and
+    Parquet, where one would hide the other; a table shows both."""
+    twice = sorted({n for n in schema.names if schema.names.count(n) > 1})
+    if twice:
+        raise InvalidArgument(f"the result has more than one column named {', '.join(twice)}: name them apart "
+                              "with AS (e.g. SELECT a.id AS a_id, b.id AS b_id) to print or write them for programs")
 
 
 def _head_and_count(reader: pa.RecordBatchReader, limit: int) -> tuple[pa.Table, int]:
@@ -80,7 +103,10 @@ def sql(
         if output is not None:
             file_format(output)  # before the query runs
         text = sys.stdin.read() if query == "-" else query
-        reader = run_sql(text, catalog=uri if catalog_exists(uri) else None, tables=_bindings(tables or [])).to_arrow_reader()
+        cat = uri if catalog_exists(uri) else _MissingCatalog(uri)
+        reader = run_sql(text, catalog=cat, tables=_bindings(tables or [])).to_arrow_reader()
+        if output is not None or as_json or as_csv:
+            _distinct_names(reader.schema)
         if output is not None:
             rows = write_file(reader, reader.schema, output, _CSV_HINT)
             console.print(f"wrote {rows} row{'' if rows == 1 else 's'} to {output}")
@@ -88,8 +114,6 @@ def sql(
             write_rows(at_most(reader, limit), reader.schema, "json" if as_json else "csv", _CSV_HINT)
         else:
             _print_rows(reader, limit or TABLE_ROWS)
-    except TableNotFound as e:
-        fail(e if catalog_exists(uri) else TableNotFound(f"{e} (catalog {uri} does not exist: --catalog / LAMINA_CATALOG)"))
     except LaminaError as e:
         fail(e)
     except duckdb.Error as e:

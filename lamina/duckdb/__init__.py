@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import os
 from typing import Any, Callable, Mapping
 
@@ -30,7 +31,7 @@ from lamina.catalog.base import Catalog
 from lamina.data.export import LiveFiles
 from lamina.data.scan import Scan
 from lamina.errors import (
-    InvalidArgument, InvalidIdentifier, InvalidPredicate, NamespaceNotFound, NotFound, TableNotFound,
+    InvalidArgument, InvalidIdentifier, InvalidPredicate, InvalidUri, NamespaceNotFound, NotFound, TableNotFound,
 )
 from lamina.expr import AlwaysTrue, Expr, and_, parse_predicate, referenced_columns
 from lamina.table.table import Table
@@ -186,10 +187,13 @@ def error_text(e: Exception) -> str:
     return " ".join(str(e).split("\n\nLINE ")[0].split())
 
 
-def _parse(query: str, con: Any) -> exp.Query:
+def _parse(query: str, con: Any) -> exp.Expression:
     """The one query ``query`` holds; InvalidArgument for a syntax error or any other statement."""
     import duckdb
 
+    quiet = logging.getLogger("sqlglot")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # not its warning that a statement it cannot read is kept as text: refused below
     try:
         statements = [s for s in sqlglot.parse(query, read=_Dialect) if s is not None]
     except sqlglot.errors.SqlglotError as e:
@@ -200,12 +204,14 @@ def _parse(query: str, con: Any) -> exp.Query:
         where = (e.errors or [{}])[0] if isinstance(e, sqlglot.errors.ParseError) else {}
         at = f" (line {where['line']}, column {where['col']})" if where.get("line") else ""
         raise InvalidArgument(f"could not parse the query{at}: {where.get('description') or e}") from None
+    finally:
+        quiet.setLevel(level)
     if len(statements) != 1:
         raise InvalidArgument(f"pass one query, not {len(statements)} statements")
     stmt = statements[0]
-    if not isinstance(stmt, exp.Query):
+    if not isinstance(stmt, (exp.Query, exp.Values)):
         kind = stmt.name if isinstance(stmt, exp.Command) else stmt.key
-        raise InvalidArgument(f"{kind.upper()} is not a query: lamina sql only reads; pass one SELECT (or WITH ... SELECT, FROM ...)")
+        raise InvalidArgument(f"{kind.upper()} is not a query: lamina sql runs one SELECT (or WITH ..., FROM ..., VALUES) and only reads")
     return stmt
 
 
@@ -236,17 +242,22 @@ def _travel(node: exp.Table) -> tuple[int | str | None, Any, str | None]:
     raise InvalidArgument(f"unknown time travel {kind}: use VERSION, TIMESTAMP or TAG")
 
 
-def _resolve(node: exp.Table, tables: Mapping[str, Any], catalog: Callable[[], Catalog | None]) -> Table | None:
+def _resolve(node: exp.Table, tables: Mapping[str, Any], catalog: Callable[[], Catalog | None], con: Any) -> Table | None:
     """The Lamina table ``node`` names: in ``tables`` (by name), a quoted location (with a
-    ``/``, or an existing directory), or in the catalog (``namespace.table``, or a bare name
-    of one of its tables)."""
+    ``/``, or an existing directory; unless it is a file DuckDB reads, 'data/x.parquet'), or
+    in the catalog (``namespace.table``, or a bare name of one of its tables)."""
     parts = [p.name for p in (node.args.get("catalog"), node.args.get("db"), node.this) if p is not None]
     name = ".".join(parts)
     if name in tables:
         v = tables[name]
         return lamina.open_table(v) if isinstance(v, str) else v
     if len(parts) == 1 and node.this.quoted and ("/" in name or "://" in name or os.path.isdir(name)):
-        return lamina.open_table(name)
+        try:
+            return lamina.open_table(name)
+        except (TableNotFound, InvalidUri):  # no table there; a file is InvalidUri
+            if _known_to_duckdb(con, node):
+                return None
+            raise
     cat = catalog() if len(parts) <= 2 else None
     if cat is not None:
         try:
@@ -336,7 +347,7 @@ def sql(
     for node in list(tree.find_all(exp.Table)):
         if not node.name or not isinstance(node.this, exp.Identifier) or (node.name in ctes and not node.args.get("db")):
             continue  # a table function, or a CTE
-        table = _resolve(node, tables or {}, cat)
+        table = _resolve(node, tables or {}, cat, con)
         if table is None:
             if not _known_to_duckdb(con, node):
                 where = f" in catalog {cat().uri}" if cat() is not None else ""

@@ -101,7 +101,7 @@ def test_a_table_by_location_without_its_deleted_rows(lake):
     assert len(got) == 30 - 8 and all(r["id"] % 4 for r in got)
     aggregate = f'SELECT c, count(*) AS n, sum(amount) AS total FROM "{t.uri}" WHERE id > 5 GROUP BY c'
     assert multiset(sql_json(aggregate)) == multiset(
-        oracle(f"SELECT c, count(*) AS n, sum(amount) AS total FROM e WHERE id > 5 GROUP BY c", e=t.scan().to_arrow()))
+        oracle("SELECT c, count(*) AS n, sum(amount) AS total FROM e WHERE id > 5 GROUP BY c", e=t.scan().to_arrow()))
     assert not os.path.exists("warehouse")  # the default catalog, not needed, is not created
     unreachable = "postgresql://lamina@127.0.0.1:1/none"  # nor is a catalog opened that no name needs
     assert multiset(sql_json("-c", unreachable, f'SELECT * FROM "{t.uri}"')) == multiset(got)
@@ -153,6 +153,22 @@ def test_catalog_tables_by_name_with_the_option_the_global_option_or_the_environ
     join = f'SELECT e.id, n.name FROM ns.names AS n JOIN "{t.uri}" AS e USING (id)'
     assert multiset(sql_json("-c", cat, join)) == multiset(
         oracle("SELECT e.id, n.name FROM n JOIN e USING (id)", n=names, e=t.scan().to_arrow()))
+
+
+def test_a_parquet_file_by_path_is_read_by_duckdb_beside_lamina_tables(lake, tmp_path):
+    t = lake["events"]
+    ids = pa.table({"id": pa.array([1, 2, 3, 4, 5], pa.int64()), "w": ["x", "y", "z", "u", "v"]})
+    pq.write_table(ids, tmp_path / "ids.parquet")
+    got = sql_json(f"SELECT e.id, f.w, e.amount FROM '{tmp_path}/ids.parquet' AS f JOIN \"{t.uri}\" AS e USING (id)")
+    want = oracle("SELECT e.id, f.w, e.amount FROM f JOIN e USING (id)", f=ids, e=t.scan().to_arrow())
+    assert multiset(got) == multiset(want) and len(got) == 4  # id 4 is deleted
+
+
+def test_a_table_shows_columns_of_one_name_side_by_side(lake):
+    t = lake["events"]
+    out = ok("sql", f'SELECT a.id, b.id FROM "{t.uri}" AS a JOIN "{t.uri}" AS b ON a.id = b.id + 1 ORDER BY a.id')
+    want = oracle("SELECT a.id, b.id AS id_b FROM e AS a JOIN e AS b ON a.id = b.id + 1 ORDER BY a.id", e=t.scan().to_arrow())
+    assert [[int(x) for x in r] for r in rows_of(out)] == [[r["id"], r["id_b"]] for r in want] and want
 
 
 def test_the_table_prints_what_the_oracle_says_nulls_as_null(lake):
@@ -210,9 +226,10 @@ BAD = [
     ("SELEC * FROM t", [], 'syntax error at or near "SELEC"'),
     ("SELECT * FROM nope", [], "no table nope"),
     ("SELECT * FROM ns.nope", ["--catalog", "{cat}"], "no table ns.nope in catalog"),
-    ("SELECT * FROM nope", ["--catalog", "sqlite:///missing/catalog.db"], "catalog sqlite:///missing/catalog.db does not exist"),
+    ("SELECT * FROM nope", ["--catalog", "sqlite:///missing/catalog.db"], "no table nope in catalog sqlite:///missing/catalog.db (which does not exist"),
     ('SELECT * FROM "{root}/nowhere"', [], "no Lamina table at"),
-    ("DROP TABLE events", ["--table", "events={events}"], "DROP is not a query: lamina sql only reads"),
+    ("DROP TABLE events", ["--table", "events={events}"], "DROP is not a query: lamina sql runs one SELECT"),
+    ("EXPLAIN SELECT 1", [], "EXPLAIN is not a query"),
     ("COPY (SELECT 1) TO '{root}/copied.csv'", [], "COPY is not a query"),
     ("INSERT INTO events VALUES (1, 'a', 1)", ["--table", "events={events}"], "INSERT is not a query"),
     ("SELECT 1; DELETE FROM events", ["--table", "events={events}"], "pass one query, not 2 statements"),
@@ -231,6 +248,9 @@ BAD = [
     ("SELECT 1", ["--output", "{root}/x.parquet", "--limit", "3"], "put a LIMIT in the query"),
     ("SELECT 1", ["--output", "{root}/x.json"], "name a .csv or .parquet file"),
     ("SELECT [1, 2] AS l", ["--csv"], "CSV cannot hold the nested column l"),
+    ("SELECT * FROM events AS a JOIN events AS b ON a.id = b.id", ["--table", "events={events}", "--json"],
+     "more than one column named amount, c, id"),
+    ("SELECT 1 AS x, 2 AS x", ["--output", "{root}/x.parquet"], "more than one column named x"),
     ("SELECT 1", ["--output", "{root}/no/such/dir/x.csv"], "cannot write"),
 ]
 
