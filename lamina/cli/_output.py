@@ -1,13 +1,15 @@
 """What every `lamina` command prints to, and how a command fails: the error on stderr, exit 2.
 
-Tables of rows (system tables, history, the change feed) print through ``print_table``,
-which fits them to the terminal's width; ``write_rows`` prints rows as JSON Lines or CSV.
+Tables of rows (system tables, history, the change feed, query results) print through
+``print_table``, which fits them to the terminal's width; ``write_rows`` prints rows as JSON
+Lines or CSV, ``write_file`` writes them to a CSV or Parquet file.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from datetime import date, datetime, time, timezone
@@ -16,9 +18,11 @@ from typing import NamedTuple, NoReturn
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 import typer
 from rich.cells import cell_len
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
@@ -29,7 +33,7 @@ err = Console(stderr=True)
 
 
 def fail(e: Exception) -> NoReturn:
-    err.print(f"[red]error:[/red] {e}", soft_wrap=True)  # one line, whatever the terminal's width
+    err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)  # one line, whatever the terminal's width; no markup
     raise typer.Exit(2) from None
 
 
@@ -39,10 +43,10 @@ def fail(e: Exception) -> NoReturn:
 _NARROW = 10
 
 
-def cell(v: object) -> str:
-    """A value for a terminal: a list of columns ($schemas) as ``path type`` pairs."""
+def cell(v: object, null: str = "") -> str:
+    """A value for a terminal (None as ``null``): a list of columns ($schemas) as ``path type`` pairs."""
     if v is None:
-        return ""
+        return null
     if isinstance(v, list) and v and all(isinstance(x, dict) and "path" in x for x in v):
         return ", ".join(f"{x['path']} {x.get('type', '')}".strip() for x in v)
     return str(v)
@@ -71,7 +75,7 @@ class _Column(NamedTuple):
     number: bool
 
 
-def _column(name: str, col: pa.ChunkedArray, header: str, short_time: bool, whole_words: bool) -> _Column:
+def _column(name: str, col: pa.ChunkedArray, header: str, short_time: bool, whole_words: bool, null: str) -> _Column:
     values = col.to_pylist()
     kind = col.type
     number = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
@@ -79,7 +83,7 @@ def _column(name: str, col: pa.ChunkedArray, header: str, short_time: bool, whol
         cells, header = _times(values, header, kind.tz is not None)
         whole_words = True
     else:
-        cells = [cell(v) for v in values]
+        cells = [cell(v, null) for v in values]
     word = max([_longest_word(c) for c in cells] + [0])
     narrowest = word if number or whole_words else min(word, _NARROW)
     cells_width = max([cell_len(c) for c in cells] + [0])
@@ -103,7 +107,7 @@ def _share(spare: int, wants: list[int]) -> list[int]:
 
 def print_table(
     tbl: pa.Table, title: str, *, headers: Mapping[str, str] | None = None, short_times: Collection[str] | None = None,
-    whole_words: Collection[str] = (), hint: str = "",
+    whole_words: Collection[str] = (), hint: str = "", null: str = "",
 ) -> None:
     """Print ``tbl`` as a rich table that stays readable at the console's width (COLUMNS):
 
@@ -115,10 +119,10 @@ def print_table(
     - the columns, last first, that do not fit at their narrowest readable width are left
       out and named under the table, with ``hint``.
 
-    ``headers`` renames columns for display."""
+    ``headers`` renames columns for display; ``null`` is what a missing value shows."""
     headers = headers or {}
     width = console.width
-    cols = [_column(name, col, headers.get(name, name), short_times is None or name in short_times, name in whole_words)
+    cols = [_column(name, col, headers.get(name, name), short_times is None or name in short_times, name in whole_words, null)
             for name, col in zip(tbl.column_names, tbl.columns)]
     shown = 1
     while shown < len(cols) and _frame(shown + 1) + sum(c.narrowest for c in cols[: shown + 1]) <= width:
@@ -169,20 +173,62 @@ def _json_value(v: object) -> object:
     return str(v)
 
 
-def write_rows(batches: Iterable[pa.RecordBatch], schema: pa.Schema, fmt: str) -> None:
+_CSV_HINT = "pick other columns with --columns, or print JSON with --json"
+
+
+def _check_csv(schema: pa.Schema, hint: str) -> None:
+    """Refuse nested columns, which CSV cannot hold, before anything is written."""
+    nested = [f.name for f in schema if pa.types.is_nested(f.type)]
+    if nested:
+        raise InvalidArgument(f"CSV cannot hold the nested column{'s' if len(nested) > 1 else ''} {', '.join(nested)}: {hint}")
+
+
+def write_rows(batches: Iterable[pa.RecordBatch], schema: pa.Schema, fmt: str, csv_hint: str = _CSV_HINT) -> None:
     """Rows to stdout as JSON Lines (``fmt`` 'json': one object per row) or CSV with a header
-    ('csv'; nested columns cannot be CSV and are refused before anything is written)."""
+    ('csv'; nested columns cannot be CSV and are refused, saying ``csv_hint``, before anything is written)."""
     if fmt == "json":
         for b in batches:
             sys.stdout.write("".join(json.dumps(row, default=_json_value) + "\n" for row in b.to_pylist()))
         sys.stdout.flush()
         return
-    nested = [f.name for f in schema if pa.types.is_nested(f.type)]
-    if nested:
-        raise InvalidArgument(f"CSV cannot hold the nested column{'s' if len(nested) > 1 else ''} {', '.join(nested)}: "
-                              "pick other columns with --columns, or print JSON with --json")
+    _check_csv(schema, csv_hint)
     sys.stdout.flush()
     with pacsv.CSVWriter(sys.stdout.buffer, schema) as writer:
         for b in batches:
             writer.write_batch(b)
     sys.stdout.buffer.flush()
+
+
+# The formats a file of rows is written in, by its name's extension.
+FILE_FORMATS = {".csv": "csv", ".parquet": "parquet"}
+
+
+def file_format(path: str) -> str:
+    """The format ``path``'s extension names ('csv' or 'parquet'); InvalidArgument for another."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in FILE_FORMATS:
+        raise InvalidArgument(f"cannot tell the format of {path!r} by its extension: name a {' or '.join(FILE_FORMATS)} file")
+    return FILE_FORMATS[ext]
+
+
+def write_file(batches: Iterable[pa.RecordBatch], schema: pa.Schema, path: str, csv_hint: str) -> int:
+    """Rows to the file ``path``, CSV with a header or Parquet by its extension (``file_format``);
+    returns how many. All or nothing: the rows go to a temporary file beside it, renamed over
+    ``path`` once all are written (a failure leaves no file, and an existing one as it was)."""
+    fmt = file_format(path)
+    if fmt == "csv":
+        _check_csv(schema, csv_hint)
+    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    rows = 0
+    try:
+        with open(tmp, "wb") as sink, (pacsv.CSVWriter(sink, schema) if fmt == "csv" else pq.ParquetWriter(sink, schema)) as writer:
+            for b in batches:
+                writer.write_batch(b)
+                rows += b.num_rows
+        os.replace(tmp, path)
+    except OSError as e:
+        raise InvalidArgument(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return rows

@@ -1,4 +1,4 @@
-"""`lamina` command: info, history, files, changes, fsck, tags, rollback, expire, remove-orphans (typer + rich)."""
+"""`lamina` command: info, history, files, changes, fsck, tags, rollback, expire, remove-orphans, sql (typer + rich)."""
 
 from __future__ import annotations
 
@@ -46,14 +46,19 @@ def _is_identifier(target: str) -> bool:
     return target.count(".") == 1 and "/" not in target and "\\" not in target and not os.path.exists(target)
 
 
+def catalog_exists(uri: str) -> bool:
+    """False for an embedded SQLite catalog whose database file is not there (opening it would create it)."""
+    db = urllib.parse.urlsplit(uri)
+    return db.scheme != "sqlite" or os.path.exists(db.path[1:] if db.path.startswith("/") else db.path)
+
+
 def _open(target: str, version: Optional[int] = None):
     """A table by location, or by ``ns.name`` through the catalog (commits go through its row)."""
     try:
         if not _is_identifier(target):
             return lamina.open_table(target, version=version)
         uri = _state["catalog"]
-        db = urllib.parse.urlsplit(uri)
-        if db.scheme == "sqlite" and not os.path.exists(db.path[1:] if db.path.startswith("/") else db.path):
+        if not catalog_exists(uri):
             raise TableNotFound(f"{target!r} is not a table location, and catalog {uri} does not exist (--catalog / LAMINA_CATALOG)")
         table = load_catalog(uri).load_table(target)
         return table if version is None else lamina.open_table(table.uri, version=version)
@@ -488,8 +493,10 @@ def system(
 # -- catalogs (lamina/cli/catalog.py) ---------------------------------------------------------
 
 from lamina.cli.catalog import catalog_app  # noqa: E402
+from lamina.cli.sql import sql  # noqa: E402
 
 app.add_typer(catalog_app, name="catalog")
+app.command()(sql)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,23 +15,29 @@ httpfs, evolved schemas, row lineage columns) are handed over as a pyarrow Datas
 
 from __future__ import annotations
 
+import functools
 import itertools
-from typing import Any, Mapping
+import logging
+import os
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
 
 import lamina
 from lamina.catalog.base import Catalog
 from lamina.data.export import LiveFiles
 from lamina.data.scan import Scan
-from lamina.errors import InvalidArgument, InvalidPredicate, NotFound, TableNotFound
+from lamina.errors import (
+    InvalidArgument, InvalidIdentifier, InvalidPredicate, InvalidUri, NamespaceNotFound, NotFound, TableNotFound,
+)
 from lamina.expr import AlwaysTrue, Expr, and_, parse_predicate, referenced_columns
 from lamina.spec.lineage import LINEAGE_COLUMNS
 from lamina.table.table import Table
 
-__all__ = ["register", "register_catalog", "register_scan", "sql", "pruning_predicate"]
+__all__ = ["register", "register_catalog", "register_scan", "sql", "pruning_predicate", "error_text"]
 
 _names = itertools.count()
 
@@ -189,9 +195,51 @@ def register_catalog(con: Any, catalog: Catalog | str) -> list[str]:
 # -- sql: a query over Lamina tables named in it ---------------------------------------------
 
 
+class _Dialect(DuckDB):
+    """DuckDB's SQL, with ``AT (TAG => 'name')`` beside ``AT (VERSION => ...)`` and ``AT (TIMESTAMP => ...)``."""
+
+    class Parser(DuckDB.Parser):
+        HISTORICAL_DATA_KIND = DuckDB.Parser.HISTORICAL_DATA_KIND | {"TAG"}
+
+
+def error_text(e: Exception) -> str:
+    """A DuckDB error as one line, without the ``LINE n:`` excerpt (of the query DuckDB ran,
+    which ``sql`` rewrote: not the text the user wrote)."""
+    return " ".join(str(e).split("\n\nLINE ")[0].split())
+
+
+def _parse(query: str, con: Any) -> exp.Expression:
+    """The one query ``query`` holds; InvalidArgument for a syntax error or any other statement."""
+    import duckdb
+
+    quiet = logging.getLogger("sqlglot")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # not its warning that a statement it cannot read is kept as text: refused below
+    try:
+        statements = [s for s in sqlglot.parse(query, read=_Dialect) if s is not None]
+    except sqlglot.errors.SqlglotError as e:
+        try:  # DuckDB's parser names the error the way DuckDB users know it
+            con.extract_statements(query)
+        except duckdb.Error as d:
+            raise InvalidArgument(f"could not parse the query: {error_text(d)}") from None
+        where = (e.errors or [{}])[0] if isinstance(e, sqlglot.errors.ParseError) else {}
+        at = f" (line {where['line']}, column {where['col']})" if where.get("line") else ""
+        raise InvalidArgument(f"could not parse the query{at}: {where.get('description') or e}") from None
+    finally:
+        quiet.setLevel(level)
+    if len(statements) != 1:
+        raise InvalidArgument(f"pass one query, not {len(statements)} statements")
+    stmt = statements[0]
+    if not isinstance(stmt, (exp.Query, exp.Values)):
+        kind = stmt.name if isinstance(stmt, exp.Command) else stmt.key
+        raise InvalidArgument(f"{kind.upper()} is not a query: lamina sql runs one SELECT (or WITH ..., FROM ..., VALUES) and only reads")
+    return stmt
+
+
 def _travel(node: exp.Table) -> tuple[int | str | None, Any, str | None]:
     """(version, timestamp, tag) of ``t AT (VERSION => 3)``, ``AT (TIMESTAMP => ...)``,
-    ``FOR VERSION AS OF 3`` / ``'tag'``, ``FOR TIMESTAMP AS OF ...``; and removes the clause."""
+    ``AT (TAG => 'x')``, ``FOR VERSION AS OF 3`` / ``'tag'``, ``FOR TIMESTAMP AS OF ...``; and
+    removes the clause. A timestamp is ISO 8601 (UTC unless it names its offset) or epoch ms."""
     when = node.args.get("when") or node.args.get("version")
     if when is None:
         return None, None, None
@@ -203,34 +251,59 @@ def _travel(node: exp.Table) -> tuple[int | str | None, Any, str | None]:
     if not isinstance(literal, exp.Literal):
         raise InvalidArgument(f"time travel needs a literal version, tag or timestamp, not {value.sql('duckdb')}")
     if kind == "VERSION":
-        return (literal.this, None, None) if literal.is_string else (int(literal.this), None, None)
+        if literal.is_string:
+            return literal.this, None, None
+        if not literal.is_int:
+            raise InvalidArgument(f"version {literal.this} is not a version number: give a whole number or a tag name")
+        return int(literal.this), None, None
     if kind == "TIMESTAMP":
-        return None, literal.this, None
+        return None, int(literal.this) if literal.is_int else literal.this, None
     if kind == "TAG":
         return None, None, literal.this
     raise InvalidArgument(f"unknown time travel {kind}: use VERSION, TIMESTAMP or TAG")
 
 
-def _resolve(node: exp.Table, tables: Mapping[str, Any], catalog: Catalog | None) -> Table | None:
-    """The Lamina table ``node`` names: in ``tables`` (by name), in the catalog
-    (``namespace.table``, or a bare name in the catalog's tables), or a quoted location."""
+def _resolve(node: exp.Table, tables: Mapping[str, Any], catalog: Callable[[], Catalog | None], con: Any) -> Table | None:
+    """The Lamina table ``node`` names: in ``tables`` (by name), a quoted location (with a
+    ``/``, or an existing directory; unless it is a file DuckDB reads, 'data/x.parquet'), or
+    in the catalog (``namespace.table``, or a bare name of one of its tables)."""
     parts = [p.name for p in (node.args.get("catalog"), node.args.get("db"), node.this) if p is not None]
     name = ".".join(parts)
     if name in tables:
         v = tables[name]
         return lamina.open_table(v) if isinstance(v, str) else v
-    if catalog is not None:
+    if len(parts) == 1 and node.this.quoted and ("/" in name or "://" in name or os.path.isdir(name)):
+        try:
+            return lamina.open_table(name)
+        except (TableNotFound, InvalidUri):  # no table there; a file is InvalidUri
+            if _known_to_duckdb(con, node):
+                return None
+            raise
+    cat = catalog() if len(parts) <= 2 else None
+    if cat is not None:
         try:
             if len(parts) > 1:
-                return catalog.load_table(name)
-            matches = [i.identifier for i in catalog.tables() if i.identifier.rpartition(".")[2] == name]
+                return cat.load_table(name)
+            matches = [i.identifier for i in cat.tables() if i.identifier.rpartition(".")[2] == name]
             if len(matches) == 1:
-                return catalog.load_table(matches[0])
-        except (NotFound, TableNotFound):
-            pass
-    if len(parts) == 1 and node.this.quoted and ("/" in name or "://" in name):
-        return lamina.open_table(name)
+                return cat.load_table(matches[0])
+        except (NotFound, TableNotFound, NamespaceNotFound, InvalidIdentifier):
+            pass  # not a catalog table: maybe one of DuckDB's
     return None
+
+
+def _known_to_duckdb(con: Any, node: exp.Table) -> bool:
+    """Whether DuckDB binds ``node`` (a table or view of ``con``, a system view, a file path)."""
+    import duckdb
+
+    bare = exp.Table(**{k: node.args.get(k) for k in ("this", "db", "catalog")})
+    try:
+        con.sql(f"FROM {bare.sql('duckdb')} LIMIT 0")
+    except duckdb.CatalogException:
+        return False
+    except duckdb.Error:
+        return True  # bound as something; the query reports its error
+    return True
 
 
 def _single_source(select: exp.Select) -> bool:
@@ -273,28 +346,37 @@ def sql(
 ) -> Any:
     """Run ``query`` (DuckDB SQL) over the Lamina tables it names; returns a DuckDB relation.
 
-    A table is named by a key of ``tables``, as ``namespace.table`` (or a bare name, if
-    unique) of ``catalog``, or by its location in double quotes (``FROM "warehouse/events"``).
-    Time travel: ``FROM events AT (VERSION => 3)``, ``AT (TIMESTAMP => '2026-01-01 10:00')``,
-    ``AT (TAG => 'nightly')``, or ``FOR VERSION AS OF 3`` / ``FOR TIMESTAMP AS OF ...``.
-    Each reference reads only the files its SELECT's WHERE can match (single-table conjuncts)."""
+    A table is named by a key of ``tables``, by its location in double quotes (``FROM
+    "warehouse/events"``), or as ``namespace.table`` (or a bare name, if unique) of
+    ``catalog`` (loaded only if a name needs it); names of ``con``'s own tables pass through.
+    Time travel: ``FROM events AT (VERSION => 3)``, ``AT (TIMESTAMP => '2026-01-01 10:00')``
+    (UTC unless it names its offset), ``AT (TAG => 'nightly')``, or ``FOR VERSION AS OF 3`` /
+    ``FOR TIMESTAMP AS OF ...``. Each reference reads only the files its SELECT's WHERE can
+    match (single-table conjuncts). Raises InvalidArgument for a syntax error or a statement
+    that is not a query, TableNotFound for a name that is no table, VersionNotFound /
+    TagNotFound for a version that does not exist; DuckDB's errors (duckdb.Error) pass through."""
     import duckdb
 
-    cat = lamina.load_catalog(catalog) if isinstance(catalog, str) else catalog
     con = con if con is not None else duckdb.connect()
-    try:
-        statements = [s for s in sqlglot.parse(query, read="duckdb") if s is not None]
-    except Exception as e:
-        raise InvalidArgument(f"could not parse the query: {e}") from None
-    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
-        raise InvalidArgument("pass one query (SELECT ...); lamina sql only reads")
-    tree = statements[0]
+
+    @functools.cache
+    def cat() -> Catalog | None:
+        return lamina.load_catalog(catalog) if isinstance(catalog, str) else catalog
+
+    tree = _parse(query, con)
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     for node in list(tree.find_all(exp.Table)):
-        if not node.name or (node.name in ctes and not node.args.get("db")):
-            continue
-        table = _resolve(node, tables or {}, cat)
+        if not node.name or not isinstance(node.this, exp.Identifier) or (node.name in ctes and not node.args.get("db")):
+            continue  # a table function, or a CTE
+        table = _resolve(node, tables or {}, cat, con)
         if table is None:
+            if not _known_to_duckdb(con, node):
+                where = f" in catalog {cat().uri}" if cat() is not None else ""
+                raise TableNotFound(
+                    f"no table {exp.table_name(node)}{where}: name a catalog table as "
+                    'namespace.table, a table by its location in double quotes (FROM "path/to/table"), or bind a '
+                    "name to a location (lamina sql --table NAME=LOCATION, or tables= in Python)"
+                )
             continue
         version, timestamp, tag = _travel(node)
         scan = table.scan(version=version, timestamp=timestamp, tag=tag)

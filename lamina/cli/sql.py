@@ -1,0 +1,129 @@
+"""`lamina sql QUERY`: one query on DuckDB over Lamina tables (``lamina.duckdb.sql``), printed
+as a table, as JSON Lines or CSV, or written to a CSV or Parquet file."""
+
+from __future__ import annotations
+
+import sys
+from typing import Iterable, List, Optional
+
+import pyarrow as pa
+import typer
+
+from lamina.cli._output import at_most, console, fail, file_format, print_table, write_file, write_rows
+from lamina.cli.catalog import _CATALOG
+from lamina.errors import CatalogTableNotFound, InvalidArgument, LaminaError
+
+# Rows printed in a table unless --limit says otherwise (as DuckDB's own shell).
+TABLE_ROWS = 40
+
+_CSV_HINT = "select other columns, or write them as JSON (--json) or Parquet (--output FILE.parquet)"
+
+
+class _MissingCatalog:
+    """An embedded SQLite catalog whose database is not there (opening it would create it):
+    it holds no table, and a name looked up in it says the catalog does not exist."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = f"{uri} (which does not exist: --catalog / LAMINA_CATALOG)"
+
+    def tables(self) -> list:
+        return []
+
+    def load_table(self, name: str):
+        raise CatalogTableNotFound(f"no table {name} in catalog {self.uri}")
+
+
+def _bindings(specs: Iterable[str]) -> dict[str, str]:
+    """``--table NAME=LOCATION`` options as {NAME: LOCATION}."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        name, sep, location = spec.partition("=")
+        name, location = name.strip(), location.strip()
+        if not sep or not name or not location:
+            raise InvalidArgument(f"--table {spec!r}: give NAME=LOCATION, e.g. --table events=warehouse/sales/events")
+        if name in out:
+            raise InvalidArgument(f"--table names {name!r} twice: give each name one location")
+        out[name] = location
+    return out
+
+
+def _distinct_names(schema: pa.Schema) -> None:
+    """Refuse a result with two columns of one name (``SELECT *`` of a join) for JSON, CSV and
+    Parquet, where one would hide the other; a table shows both."""
+    twice = sorted({n for n in schema.names if schema.names.count(n) > 1})
+    if twice:
+        raise InvalidArgument(f"the result has more than one column named {', '.join(twice)}: name them apart "
+                              "with AS (e.g. SELECT a.id AS a_id, b.id AS b_id) to print or write them for programs")
+
+
+def _head_and_count(reader: pa.RecordBatchReader, limit: int) -> tuple[pa.Table, int]:
+    """The first ``limit`` rows of ``reader``, and how many rows it has in all (the rest are
+    counted as they stream by, not kept)."""
+    head, total = [], 0
+    for b in reader:
+        if total < limit:
+            head.append(b.slice(0, limit - total))
+        total += b.num_rows
+    return pa.Table.from_batches(head, reader.schema), total
+
+
+def sql(
+    query: str = typer.Argument(..., help="one query in DuckDB SQL; '-' reads it from stdin"),
+    tables: Optional[List[str]] = typer.Option(
+        None, "--table", "-t", metavar="NAME=LOCATION", help="the table at LOCATION is NAME in the query; repeatable"),
+    catalog: Optional[str] = _CATALOG,
+    output: Optional[str] = typer.Option(
+        None, "--output", "-o", metavar="FILE", help="write every row to FILE: CSV or Parquet by its extension (.csv, .parquet)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON Lines, one object per row"),
+    as_csv: bool = typer.Option(False, "--csv", help="print CSV with a header"),
+    limit: Optional[int] = typer.Option(
+        None, "--limit", "-n", min=1, help=f"rows to print (default: {TABLE_ROWS} in a table, all with --json or --csv)"),
+):
+    """Run a SQL query (DuckDB) over Lamina tables; it only reads.
+
+    Name a table as ns.table (or its bare name) of the catalog, by its location in double quotes (FROM "warehouse/sales/events"), or by a name given with --table.
+
+    Time travel: FROM t AT (VERSION => 3), AT (TAG => 'nightly'), AT (TIMESTAMP => '2026-01-01 10:00') (UTC unless it names its offset), or FOR VERSION AS OF 3.
+    """  # one line per paragraph: typer keeps a docstring's line breaks
+    from lamina.cli.main import _state, catalog_exists  # main imports this module
+
+    if as_json + as_csv + (output is not None) > 1:
+        fail(InvalidArgument("pass one of --json, --csv or --output FILE"))
+    if output is not None and limit is not None:
+        fail(InvalidArgument("--output writes every row and --limit only limits the rows printed: put a LIMIT in the query"))
+    try:
+        import duckdb
+
+        from lamina.duckdb import error_text
+        from lamina.duckdb import sql as run_sql
+    except ImportError:
+        fail(InvalidArgument("lamina sql runs on DuckDB, which is not installed: pip install 'lamina[duckdb]'"))
+    uri = catalog or _state["catalog"]
+    try:
+        if output is not None:
+            file_format(output)  # before the query runs
+        text = sys.stdin.read() if query == "-" else query
+        cat = uri if catalog_exists(uri) else _MissingCatalog(uri)
+        reader = run_sql(text, catalog=cat, tables=_bindings(tables or [])).to_arrow_reader()
+        if output is not None or as_json or as_csv:
+            _distinct_names(reader.schema)
+        if output is not None:
+            rows = write_file(reader, reader.schema, output, _CSV_HINT)
+            console.print(f"wrote {rows} row{'' if rows == 1 else 's'} to {output}")
+        elif as_json or as_csv:
+            write_rows(at_most(reader, limit), reader.schema, "json" if as_json else "csv", _CSV_HINT)
+        else:
+            _print_rows(reader, limit or TABLE_ROWS)
+    except LaminaError as e:
+        fail(e)
+    except duckdb.Error as e:
+        fail(InvalidArgument(error_text(e)))
+
+
+def _print_rows(reader: pa.RecordBatchReader, limit: int) -> None:
+    rows, total = _head_and_count(reader, limit)
+    print_table(rows, "", short_times=(), null="NULL", hint="select fewer columns; --json, --csv and --output hold every one")
+    if total > limit:
+        console.print(f"{total} rows, the first {limit} shown (--limit N prints more; --output FILE writes them all)")
+    else:
+        console.print(f"{total} row{'' if total == 1 else 's'}")
