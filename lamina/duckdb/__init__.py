@@ -132,6 +132,11 @@ def register_scan(con: Any, scan: Scan, name: str, where: str | None = None) -> 
         names = ", ".join(_ident(c) for c in scan.output_columns)
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {names} FROM {_ident(data)}{tail}")
         return con.sql(f"FROM {name}")
+    # The view reads with union_by_name (a file added with add_files, or written before a
+    # column was added, may lack a column: NULL, not an error), which reads every file's
+    # footer when a query binds. Lamina's files never change once written, so DuckDB's
+    # footer cache is safe for them: later binds (the returned relation, each query) reuse it.
+    con.execute("SET parquet_metadata_cache = true")
     uris = live.uris
     with_dv = [i for i, d in enumerate(live.dvs) if d is not None]
     plain = [i for i, d in enumerate(live.dvs) if d is None]
