@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 from lamina.data.deletes import DV, dvs_of_plan, positions_array, read_bitmaps
 from lamina.data.scan import Scan
@@ -120,6 +122,8 @@ def statistics_guarantee(entry: dict[str, Any], schema: Any) -> Any:
     per column ``min <= c <= max`` (or null, when the file has nulls). pyarrow prunes a
     fragment whose guarantee contradicts a scan's filter without opening it, so a filter an
     engine pushes into the dataset skips files as Lamina's planner would (floats aside)."""
+    import pyarrow.dataset as ds
+
     rows = entry["record_count"] + (entry.get("dv_cardinality") or 0)
     parts = []
     for f in schema.arrow:
@@ -227,6 +231,8 @@ def to_pyarrow_dataset(scan: Scan) -> ds.Dataset:
     are read now, their live rows only (module docstring). The scan's ``where`` has pruned
     the files and filters every row; a consumer applies its own filter on top. Its columns:
     the scan's, and after them any its ``where`` uses (a Dataset filters on its own columns)."""
+    import pyarrow.dataset as ds  # (lazily, as lamina.data.scan: it imports pandas)
+
     live = LiveFiles.of(scan, statistics=True)
     if not live.readable_by_name:
         # Column mapping, defaults or row lineage: only Lamina's reader maps the files.

@@ -12,13 +12,15 @@ from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 from lamina.errors import CorruptMetadata, NotFound, RowLineageNotEnabled
 from lamina.expr import AlwaysTrue, Expr, bind, may_match, pushdown_filter, referenced_columns, to_arrow_filter, to_expr
@@ -512,6 +514,8 @@ class Scan:
                 plain_entries = entries if not with_dv else entries.filter(pc.is_null(entries.column("dv_path")))
                 parts += list(self.read_files(plain_entries, cols, filt, files_per_task=16))
             elif io.is_local:
+                import pyarrow.dataset as ds  # (lazily: it imports pandas, ~60 MB and 0.3 s)
+
                 with self._missing_file_is_corrupt():
                     dataset = ds.dataset([io.local_path(p) for p in plain], schema=self.schema.arrow, format="parquet")
                     parts.append(self._parquet_scan(lambda c, f: dataset.to_table(columns=c, filter=f), cols, filt).cast(out_schema))
@@ -523,6 +527,8 @@ class Scan:
     def _scan_local_evolved(self, paths: list[str], cols: list[str], filt: Any) -> pa.Table:
         """Local files of an evolved table without deletes or defaults: one threaded dataset
         scan by physical names, relabelled, then the row filter."""
+        import pyarrow.dataset as ds
+
         schema = self.schema
         need = self._needed(cols, filt)
         with self._missing_file_is_corrupt():
@@ -536,6 +542,8 @@ class Scan:
         threads decode several files at once), each batch filtered by its rows' part of its
         file's DV as it arrives, while the scan goes on. An ordered scan yields a fragment's
         batches in row order, so a batch's rows start where the fragment's last one ended."""
+        import pyarrow.dataset as ds
+
         io = self.io
         local = [io.local_path(p) for p in paths]
         deleted = {p: positions_array(bm) for p, bm in zip(local, read_bitmaps(io, dvs))}
