@@ -45,10 +45,8 @@ bench/out/errors.log, raw numbers to bench/out/changes_results.json.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,9 +59,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402,F401  (sys.path for lamina)
 from common import (  # noqa: E402
     APPEND_BLOCK, OUT_DIR, SCHEMA, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser, comma_list,
-    command_line, err_text, finish_run, flush_lamina_hints, fmt_s, loadavg, log_error, make_batch, now, p50,
-    profile_dump, profile_start, report_path, rotated, say, sections_markdown, standalone_header, timed_append, verdict,
-    warm_up_appends,
+    command_line, delta_table_of_files, err_text, even_slices, finish_run, flush_lamina_hints, fmt_s, loadavg, log_error,
+    make_batch, now, p50, profile_dump, profile_start, report_path, rotated, say, sections_markdown, standalone_header,
+    timed_append, verdict, warm_up_appends,
 )
 import systems  # noqa: E402
 
@@ -249,22 +247,11 @@ def build_lamina(root: str, data: pa.Table, cfg: Config, source: pa.Table, ws: W
 
 
 def build_delta(root: str, data: pa.Table, cfg: Config, source: pa.Table) -> dict:
-    import pyarrow.parquet as pq
     from deltalake import DeltaTable
-    from deltalake.transaction import AddAction
 
     uri = os.path.join(root, "t")
     t0 = now()
-    dt = DeltaTable.create(uri, schema=SCHEMA, configuration=CDF)
-    rpf, adds = cfg.rows // cfg.files, []
-    for i in range(cfg.files):
-        part = data.slice(i * rpf, rpf if i < cfg.files - 1 else cfg.rows - i * rpf)
-        name = f"part-{i:05d}.parquet"
-        pq.write_table(part, os.path.join(uri, name))
-        lo, hi = ({c: pc.min_max(part.column(c))[k].as_py() for c in ("id", "value")} for k in ("min", "max"))
-        stats = {"numRecords": part.num_rows, "minValues": lo, "maxValues": hi, "nullCount": dict.fromkeys(DATA_COLUMNS, 0)}
-        adds.append(AddAction(name, os.path.getsize(os.path.join(uri, name)), {}, int(time.time() * 1000), True, json.dumps(stats)))
-    dt.create_write_transaction(adds, mode="append", schema=SCHEMA)
+    delta_table_of_files(uri, even_slices(data, cfg.files), ["id", "value"], configuration=CDF)
     append_s = now() - t0
     dt = DeltaTable(uri)
     t0 = now()

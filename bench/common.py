@@ -161,6 +161,35 @@ def synthetic_data_files(first: int, n: int, rows_per_file: int, all_columns: bo
     return pa.table(cols)
 
 
+# --------------------------------------------------------------------------- deltalake tables of given files
+def even_slices(data: pa.Table, n: int) -> list[pa.Table]:
+    """data cut into n consecutive slices of len(data) // n rows (the last takes the rest)."""
+    per = data.num_rows // n
+    return [data.slice(i * per, per if i < n - 1 else data.num_rows - i * per) for i in range(n)]
+
+
+def delta_table_of_files(uri: str, parts: list[pa.Table], stats_columns: list[str], configuration: dict | None = None) -> None:
+    """A new deltalake table at uri whose version 1 holds one Parquet file per part (written by pyarrow,
+    registered by one ``create_write_transaction``, min/max statistics of stats_columns): delta-rs's
+    writer cannot cut files at a row count."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+    from deltalake.transaction import AddAction
+
+    schema = parts[0].schema
+    dt = DeltaTable.create(uri, schema=schema, configuration=configuration)
+    adds = []
+    for i, part in enumerate(parts):
+        name = f"part-{i:05d}.parquet"
+        pq.write_table(part, os.path.join(uri, name))
+        lo, hi = ({c: pc.min_max(part.column(c))[k].as_py() for c in stats_columns} for k in ("min", "max"))
+        nulls = {c: part.column(c).null_count for c in schema.names}
+        stats = {"numRecords": part.num_rows, "minValues": lo, "maxValues": hi, "nullCount": nulls}
+        adds.append(AddAction(name, os.path.getsize(os.path.join(uri, name)), {}, int(time.time() * 1000), True, json.dumps(stats)))
+    dt.create_write_transaction(adds, mode="append", schema=schema)
+
+
 # --------------------------------------------------------------------------- tables built by appends
 class AppendBuilt:
     """One system's table built by appending ``batches``, one version each (the same data for

@@ -106,8 +106,12 @@ class LiveFiles:
             p = deleted[i]
             if p is not None:
                 flat[offsets[k] + p] = False
+        # numpy packs the bools into Arrow's bitmap (LSB first) 20x faster than pa.array(flat),
+        # which took 10 ms of Polars' 10M-row scan (bench/engines_bench.py).
+        bits = pa.py_buffer(np.packbits(flat, bitorder="little"))
+        values = pa.Array.from_buffers(pa.bool_(), len(flat), [None, bits])
         mask = pa.array([deleted[i] is None for i in indices])
-        return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat), mask=mask)
+        return pa.LargeListArray.from_arrays(pa.array(offsets), values, mask=mask)
 
     @property
     def readable_by_name(self) -> bool:
