@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -112,6 +112,20 @@ class LiveFiles:
         values = pa.Array.from_buffers(pa.bool_(), len(flat), [None, bits])
         mask = pa.array([deleted[i] is None for i in indices])
         return pa.LargeListArray.from_arrays(pa.array(offsets), values, mask=mask)
+
+    def files_holding(self, columns: Sequence[str]) -> list[bool]:
+        """Per file, whether it is known to hold each of ``columns``: its entry records the
+        column's null count. Lamina's writer records one for every column it writes; a file
+        written before the column was added has none (its entry predates the column), nor
+        has one added by ``add_files`` without its statistics. Needs a plan with statistics."""
+        names = self.entries.column_names
+        known = np.ones(len(self), dtype=bool)
+        for c in columns:
+            col = C.nulls_col(self.scan.schema.field_id(c))
+            if col not in names:
+                return [False] * len(self)
+            known &= self.entries.column(col).is_valid().to_numpy(zero_copy_only=False)
+        return known.tolist()
 
     @property
     def readable_by_name(self) -> bool:

@@ -22,6 +22,7 @@ import os
 from typing import Any, Callable, Mapping
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
@@ -122,55 +123,59 @@ def register(
 def register_scan(con: Any, scan: Scan, name: str, where: str | None = None) -> Any:
     """The view ``name`` (quoted SQL) over ``scan``'s planned files (its predicate has pruned them; DuckDB
     filters rows by ``where``, DuckDB SQL, when given)."""
-    live = LiveFiles.of(scan)
-    cols = _select_list(scan)
+    live = LiveFiles.of(scan, statistics=True)
+    sources = _column_sources(scan)
     tail = f" WHERE {where}" if where else ""
-    if not scan.io.is_local or cols is None:
+    if not scan.io.is_local or sources is None:
         dataset = scan.to_pyarrow_dataset()
         data = f"__lamina_data_{next(_names)}"
         con.register(data, dataset)
         names = ", ".join(_ident(c) for c in scan.output_columns)
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {names} FROM {_ident(data)}{tail}")
         return con.sql(f"FROM {name}")
-    # The view reads with union_by_name (a file added with add_files, or written before a
-    # column was added, may lack a column: NULL, not an error), which reads every file's
-    # footer when a query binds. Lamina's files never change once written, so DuckDB's
-    # footer cache is safe for them: later binds (the returned relation, each query) reuse it.
+    # Lamina's files never change once written, so DuckDB's footer cache is safe for them.
     con.execute("SET parquet_metadata_cache = true")
-    uris = live.uris
-    with_dv = [i for i, d in enumerate(live.dvs) if d is not None]
-    plain = [i for i, d in enumerate(live.dvs) if d is None]
+    # Files are read in groups that hold the same columns (a file written before a column
+    # was added lacks it: NULL there) and alike have or lack deletes; each group is one
+    # read_parquet by name, without union_by_name (which reads every footer at each bind).
+    groups: dict[tuple[frozenset, bool], list[int]] = {}
+    for i, (have, dv) in enumerate(zip(_columns_held(live, sources), live.dvs)):
+        groups.setdefault((have, dv is not None), []).append(i)
+    types = _duckdb_types(con, scan) if any(len(have) < len(sources) for have, _ in groups) else {}
     selects = []
-    if plain:
+    for (have, with_dv), idx in groups.items():
+        cols = ", ".join(
+            (_ident(c) if p == c else f"{_ident(p)} AS {_ident(c)}") if p in have else f"CAST(NULL AS {types[c]}) AS {_ident(c)}"
+            for p, c in sources
+        )
         var = f"lamina_files_{next(_names)}"
-        con.execute(f"SET VARIABLE {var} = ?", [[uris[i] for i in plain]])
-        selects.append(f"SELECT {cols} FROM read_parquet(getvariable('{var}'), union_by_name=true, hive_partitioning=false)")
-    if with_dv:
-        var = f"lamina_files_{next(_names)}"
-        con.execute(f"SET VARIABLE {var} = ?", [[uris[i] for i in with_dv]])
-        deleted = LiveFiles(scan, live.entries.take(pa.array(with_dv, pa.int64()))).deleted_table()
+        con.execute(f"SET VARIABLE {var} = ?", [[live.uris[i] for i in idx]])
+        # No hive partitioning: a partition's directory name (k=__NULL__) is no column.
+        files = f"read_parquet(getvariable('{var}'), hive_partitioning=false{', file_row_number=true' if with_dv else ''})"
+        if not with_dv:
+            selects.append(f"SELECT {cols} FROM {files}")
+            continue
         dels = f"__lamina_deleted_{next(_names)}"
-        con.register(dels, deleted)
-        # file_index: the file's place in the list read_parquet was given. No hive
-        # partitioning: a partition's directory name (k=__NULL__) is no column.
+        con.register(dels, LiveFiles(scan, live.entries.take(pa.array(idx, pa.int64()))).deleted_table())
+        # file_index: the file's place in the list read_parquet was given.
         selects.append(
-            f"SELECT {cols} FROM read_parquet(getvariable('{var}'), union_by_name=true, hive_partitioning=false, file_row_number=true) AS r "
+            f"SELECT {cols} FROM {files} AS r "
             f"ANTI JOIN {_ident(dels)} AS d ON d.file_index = r.file_index AND d.pos = r.file_row_number"
         )
     if not selects:
         empty = f"__lamina_empty_{next(_names)}"
         con.register(empty, scan.arrow_schema_of(scan.output_columns).empty_table())
-        selects.append(f"SELECT {cols} FROM {_ident(empty)}")
+        selects.append(f"SELECT * FROM {_ident(empty)}")
     body = " UNION ALL ".join(selects)
     con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM ({body}){tail}")
     return con.sql(f"FROM {name}")
 
 
-def _select_list(scan: Scan) -> str | None:
-    """The scan's columns as DuckDB reads them from the files: by name, or by physical name
-    where the schema renamed a top-level column. None when only Lamina's reader can map the
-    files: a renamed nested field, a column with an initial default (a file that lacks it
-    reads the default, not NULL), row lineage columns."""
+def _column_sources(scan: Scan) -> list[tuple[str, str]] | None:
+    """(name in the files, column) of each of the scan's columns: its name, or its physical
+    name where the schema renamed a top-level column. None when only Lamina's reader can map
+    the files: a renamed nested field, a column with an initial default (a file that lacks
+    it reads the default, not NULL), row lineage columns."""
     schema = scan.schema
     if any(c in LINEAGE_COLUMNS for c in scan.output_columns) or schema.initial_defaults:
         return None
@@ -180,8 +185,30 @@ def _select_list(scan: Scan) -> str | None:
         f = physical.field(schema.arrow.get_field_index(c))
         if not f.type.equals(schema.arrow.field(c).type):
             return None
-        out.append(_ident(c) if f.name == c else f"{_ident(f.name)} AS {_ident(c)}")
-    return ", ".join(out)
+        out.append((f.name, c))
+    return out
+
+
+def _columns_held(live: LiveFiles, sources: list[tuple[str, str]]) -> list[frozenset]:
+    """Per file, which of the physical names ``sources`` reads it holds. A file whose entry
+    records every column's statistics holds them all (Lamina's writer records each column it
+    writes); any other file (written before a column was added, or added by add_files
+    without statistics) is asked: its Parquet footer's column names."""
+    everything = frozenset(p for p, _ in sources)
+    out = []
+    for i, held in enumerate(live.files_holding([c for _, c in sources])):
+        if held:
+            out.append(everything)
+        else:
+            names = set(pq.read_schema(live.scan.io.local_path(live.paths[i])).names)
+            out.append(frozenset(p for p in everything if p in names))
+    return out
+
+
+def _duckdb_types(con: Any, scan: Scan) -> dict[str, str]:
+    """The DuckDB SQL type of each of the scan's columns (for a NULL of a file that lacks it)."""
+    empty = scan.arrow_schema_of(scan.output_columns).empty_table()
+    return {c: str(t) for c, t in zip(scan.output_columns, con.from_arrow(empty).types)}
 
 
 def register_catalog(con: Any, catalog: Catalog | str) -> list[str]:

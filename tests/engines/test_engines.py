@@ -210,3 +210,40 @@ def test_object_store_tables(s3):
     assert rows(t.to_pyarrow_dataset().to_table()) == want
     assert rows(lpl.scan(t).collect()) == want
     assert rows(lpl.scan(t).filter(pl.col("id") > 3).collect()) == Counter([(4, "d"), (5, None)])
+
+
+def _view_sql(con, name: str) -> str:
+    return con.sql(f"SELECT sql FROM duckdb_views() WHERE view_name = '{name}'").fetchall()[0][0].replace(" ", "")
+
+
+def test_files_without_a_later_column_read_null(table):
+    """Files written before a column was added lack it: DuckDB reads NULL there (a group of
+    files of their own, the column a typed NULL), never with union_by_name (which reads
+    every file's footer at each bind)."""
+    con = duckdb.connect()
+    ldb.register(con, table, "before")
+    assert "union_by_name" not in _view_sql(con, "before") and "CAST(NULL" not in _view_sql(con, "before")
+    table.update_schema().add_column("extra", pa.string()).commit()
+    table.append(pa.table({"id": [50], "s": ["t"], "extra": ["x"]}))
+    want = table.to_arrow()
+    ldb.register(con, table, "after")
+    assert "CAST(NULLASVARCHAR)" in _view_sql(con, "after")
+    assert rows(con.sql("SELECT * FROM after").arrow()) == rows(want)
+    assert con.sql("SELECT count(*) FROM after WHERE extra IS NULL").fetchall()[0][0] == want.num_rows - 1
+    assert rows(lpl.scan(table).collect()) == rows(want)
+    assert rows(ldb.register(con, table, "late", where="extra = 'x'").arrow()) == Counter([(50, "t", "x")])
+
+
+def test_a_file_added_without_a_column_reads_null(table):
+    """add_files registers any Parquet file; one without statistics is asked for its columns."""
+    import pyarrow.parquet as pq
+
+    path = "data/added-by-hand.parquet"
+    pq.write_table(pa.table({"id": [70, 71]}), table.io.local_path(path))
+    size = os.path.getsize(table.io.local_path(path))
+    table.add_files(pa.table({"path": [path], "size": [size], "record_count": [2]}))
+    want = table.to_arrow()
+    assert Counter(want.column("s").to_pylist())[None] == 2
+    con = duckdb.connect()
+    assert rows(ldb.register(con, table, "added").arrow()) == rows(want)
+    assert rows(lpl.scan(table).collect()) == rows(want)
