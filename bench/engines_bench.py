@@ -669,16 +669,16 @@ def bottlenecks(tb: Tables, speed: dict, mem: dict, enc: dict) -> list[str]:
         f"{t('selective', 'read_parquet', 'setup')}; the query alone takes {t('selective', 'lamina-register', 'query')} vs "
         f"{t('selective', 'read_parquet', 'query')}. Of that setup, Lamina's open + plan + reading the {n} DVs into the "
         f"(file_index, pos) table is {fmt_s(share['deleted_table'])} (timed alone); the rest is DuckDB binding: "
-        "lamina.duckdb reads with `union_by_name=true`, which opens every file's footer at each bind (read_parquet with "
-        f"that option: setup {t('selective', 'read_parquet-union', 'setup')}, two binds), and `register` binds three times "
-        "(its CREATE VIEW, the relation it returns, then the user's query), plus `SET VARIABLE` of the file list and "
-        "registering the Arrow table. `register` is given no filter, so Lamina prunes nothing here; handed the WHERE "
+        "`register` binds three times (its CREATE VIEW, the relation it returns, then the user's query; DuckDB's "
+        "footer cache, which lamina.duckdb turns on, makes the later two cheap), plans with every column's statistics "
+        "(to know that each file holds every column, so no `union_by_name`, which would read every footer at each "
+        f"bind: read_parquet with that option, setup {t('selective', 'read_parquet-union', 'setup')}), and passes the "
+        "file list (`SET VARIABLE`) and the deleted positions (a registered Arrow table). `register` is given no "
+        "filter, so Lamina prunes nothing here and DuckDB checks every file's row groups; handed the WHERE "
         f"(`lamina.duckdb.sql`, or `register(where=...)`) it plans 1 file and reads 1 DV: {t('selective', 'lamina-sql')}, "
-        f"{x('selective', 'read_parquet', 'lamina-sql')} of read_parquet's speed. Not changed: `union_by_name` guards "
-        "files whose columns differ from the table's (`add_files` registers any Parquet file; a column added without "
-        "column mapping is missing from older files), which a plan cannot tell today; recording per data file the "
-        "schema it was written with would let lamina.duckdb drop the option when every planned file has the table's "
-        "columns. (EXPLAIN ANALYZE of both: bench/out/engines_explain_*.txt.)",
+        f"{x('selective', 'read_parquet', 'lamina-sql')} of read_parquet's speed. DuckDB's Python API has no table "
+        "functions, so a view cannot see a later query's filter; the lever left is fewer binds (a view made without "
+        "binding, which DuckDB does not offer). (EXPLAIN ANALYZE of both: bench/out/engines_explain_*.txt.)",
         f"**Polars, selective, vs scan_delta** (Lamina {x('selective', 'scan_delta', 'lamina')}): Lamina plans inside "
         f"`collect()` — open, translate Polars' filter, plan over the manifests, make the scan — "
         f"{fmt_s(share['polars_plan_selective'])} timed alone (an open + plan of all {n} files without a filter: "
@@ -701,11 +701,14 @@ def bottlenecks(tb: Tables, speed: dict, mem: dict, enc: dict) -> list[str]:
         f"plan {fmt_s(share['polars_plan_full'])}, keep masks {fmt_s(share['keep_masks_all'])} (this change: "
         "`LiveFiles.keep_masks` packs the bitmap with numpy; `pa.array` of one bool per row took ~10 ms per 10M rows).",
         "**Memory** (Lamina's peak vs read_parquet's): the imports. A child's RSS after each import: " + steps
-        + ". `import lamina` loads pyarrow.dataset (lamina.data.scan), which loads pandas. With the same imports, "
+        + ". Lamina imports pyarrow.dataset (which loads pandas) only where it reads through it; DuckDB loads pandas "
+        "itself as soon as a Python object is registered or bound (the file list, the deleted positions), so the "
+        "selective query pays for it here. With the same imports, "
         f"read_parquet peaks at {peak['read_parquet, lamina imported']:.0f} MiB vs Lamina's {peak['lamina-register']:.0f} "
         f"MiB ({fmt_x(peak['lamina-register'] / peak['read_parquet, lamina imported'])}); the rest of Lamina's own "
-        "peak above the RSS before the query (table above) is its open, plan and DV read in Python. A lazy import of "
-        "pyarrow.dataset in Lamina's core would be the lever (beyond lamina.duckdb).",
+        "peak above the RSS before the query (table above) is that import, its open, plan and DV read in Python. "
+        "pyarrow itself (a dependency; 60 MiB) is what read_parquet's child does without: the target is out of reach "
+        "as measured, while the query's own memory is that of the files it reads (no table materialised).",
     ]
 
 

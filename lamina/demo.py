@@ -20,14 +20,16 @@ every commit (Spark's too) is a compare-and-swap of its catalog row.
    what a downstream job reads instead of the table, counted by change type (update
    pre/post-image pairs for the status updates, deletes for the cancellations, inserts
    for the late orders) and checked against the counts the merge reported;
-9. streaming read: a Spark structured streaming query on the table
+9. query the merged day from DuckDB (``lamina.duckdb.sql`` over the catalog, pruned by the
+   WHERE) and Polars (``lamina.polars.scan``), no Spark, checked against Lamina's own read;
+10. streaming read: a Spark structured streaming query on the table
    (``spark.readStream.format("lamina")``, from the latest version, into another Lamina table
    with exactly-once batches) picks up a day another pipeline appends after it started;
-10. compact with Spark the small files and deletion vectors the appends and the merge left,
+11. compact with Spark the small files and deletion vectors the appends and the merge left,
     reporting files before/after;
-11. expire old versions, freeing the compacted inputs (tagged data stays readable), and
+12. expire old versions, freeing the compacted inputs (tagged data stays readable), and
     report the space freed;
-12. check the table (fsck), check that a reader by path alone (no catalog) sees the
+13. check the table (fsck), check that a reader by path alone (no catalog) sees the
     catalog's version, and print a summary of versions, files, rows and timings.
 
 Each step is a small function taking the ``Demo`` state, so later steps (tags, expiry,
@@ -297,6 +299,37 @@ def incremental_read(demo: Demo) -> None:
                 f"as the merge reported (from what it changed, not a diff of two versions)")
 
 
+def query_without_spark(demo: Demo) -> None:
+    """The same day's orders per category from DuckDB (SQL over the catalog, pruned by the
+    WHERE) and Polars (a LazyFrame), after the merge (so deletion vectors are applied),
+    checked against Lamina's own read."""
+    import polars as pl
+    import pyarrow.compute as pc
+
+    import lamina.duckdb
+    import lamina.polars
+
+    t = demo.table()
+    day = (FIRST_DAY + timedelta(days=INITIAL_DAYS + INCREMENT_DAYS - 1)).date()  # the day the merge changed
+    start, end = f"{day} 00:00:00+00", f"{day + timedelta(days=1)} 00:00:00+00"
+    t0 = time.perf_counter()
+    duck = lamina.duckdb.sql(
+        f"SELECT category, count(*) AS orders FROM {TABLE} WHERE ts >= TIMESTAMPTZ '{start}' AND ts < TIMESTAMPTZ '{end}' "
+        "GROUP BY category ORDER BY category", catalog=demo.catalog,
+    ).fetchall()
+    lo, hi = datetime.fromisoformat(start), datetime.fromisoformat(end)
+    polars = (lamina.polars.scan(t).filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))
+              .group_by("category").agg(pl.len().alias("orders")).sort("category").collect().rows())
+    elapsed = time.perf_counter() - t0
+    rows = t.scan(where=f"ts >= TIMESTAMP '{start}' AND ts < TIMESTAMP '{end}'", columns=["category"]).to_arrow()
+    own = sorted((r["values"], r["counts"]) for r in pc.value_counts(rows.column("category")).to_pylist())
+    if not duck == [tuple(r) for r in polars] == own:
+        raise AssertionError(f"DuckDB, Polars and Lamina disagree on {day}: {duck} / {polars} / {own}")
+    demo.record("query from DuckDB and Polars", elapsed,
+                f"{day}: {sum(n for _, n in own):,} orders in {len(own)} categories, the same from DuckDB SQL, "
+                "a Polars LazyFrame and Lamina (deletion vectors applied)")
+
+
 def _stream_new_orders(demo: Demo, sink: str, checkpoint: str) -> None:
     """One run of the streaming query: every version of the orders table after the one it
     started at, not yet delivered, appended exactly once to ``sink`` (then it stops)."""
@@ -377,6 +410,7 @@ STEPS: list[tuple[str, Callable[[Demo], None]]] = [
     ("query as of a tag", query_tag),
     ("merge changes", merge_changes),
     ("incremental read", incremental_read),
+    ("query from DuckDB and Polars", query_without_spark),
     ("streaming read", streaming_read),
     ("compact", compact_files),
     ("expire old versions", expire_history),

@@ -15,6 +15,7 @@ httpfs, evolved schemas, row lineage columns) are handed over as a pyarrow Datas
 
 from __future__ import annotations
 
+import datetime as _dt
 import functools
 import itertools
 import logging
@@ -34,7 +35,7 @@ from lamina.data.scan import Scan
 from lamina.errors import (
     InvalidArgument, InvalidIdentifier, InvalidPredicate, InvalidUri, NamespaceNotFound, NotFound, TableNotFound,
 )
-from lamina.expr import AlwaysTrue, Expr, and_, parse_predicate, referenced_columns
+from lamina.expr import AlwaysTrue, And, Expr, Not, Or, and_, parse_predicate, referenced_columns
 from lamina.spec.lineage import LINEAGE_COLUMNS
 from lamina.table.table import Table
 
@@ -49,12 +50,33 @@ def _ident(name: str) -> str:
 
 def _is_prunable(t: pa.DataType) -> bool:
     """Types whose comparisons DuckDB and Lamina evaluate alike. Not floats (Lamina compares a
-    float32 column with a literal exactly, DuckDB rounds the literal to FLOAT) and not zoned
-    timestamps (DuckDB reads a zoneless literal in the session's zone, Lamina as UTC)."""
+    float32 column with a literal exactly, DuckDB rounds the literal to FLOAT); zoned
+    timestamps only against literals with an offset (``_zoned_literals``)."""
     return (
         pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_date(t)
-        or pa.types.is_boolean(t) or pa.types.is_decimal(t) or (pa.types.is_timestamp(t) and t.tz is None)
+        or pa.types.is_boolean(t) or pa.types.is_decimal(t) or pa.types.is_timestamp(t)
     )
+
+
+def _leaves(e: Expr) -> list[Expr]:
+    if isinstance(e, (And, Or)):
+        return _leaves(e.left) + _leaves(e.right)
+    if isinstance(e, Not):
+        return _leaves(e.child)
+    return [e]
+
+
+def _zoned_literals(e: Expr, schema: Any) -> bool:
+    """Whether every literal compared with a zoned timestamp column names its offset: DuckDB
+    reads a literal without one in the session's time zone, Lamina as UTC."""
+    for leaf in _leaves(e):
+        name = getattr(leaf, "name", None)
+        if name is None or getattr(schema.field(name).type, "tz", None) is None:
+            continue
+        values = getattr(leaf, "values", None) or ([leaf.value] if hasattr(leaf, "value") else [])
+        if not all(isinstance(v, _dt.datetime) and v.tzinfo is not None for v in values):
+            return False
+    return True
 
 
 def pruning_predicate(conjuncts: list[str], schema: Any) -> Expr:
@@ -67,7 +89,7 @@ def pruning_predicate(conjuncts: list[str], schema: Any) -> Expr:
         except InvalidPredicate:
             continue
         cols = referenced_columns(e)
-        if cols and all(c in schema.names and _is_prunable(schema.field(c).type) for c in cols):
+        if cols and all(c in schema.names and _is_prunable(schema.field(c).type) for c in cols) and _zoned_literals(e, schema):
             kept.append(e)
     return and_(*kept) if kept else AlwaysTrue()
 
