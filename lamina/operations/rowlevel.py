@@ -335,13 +335,20 @@ def _clause_rows(cl: "_Clause", sel: pa.Table, tschema: pa.Schema, what: str, un
     clause's values with ``unset`` for the columns it does not name."""
     cols = []
     for f in tschema:
-        if cl.values is None:
+        if cl.values is None and f"source.{f.name}" not in sel.column_names:
+            cols.append(unset(f))  # (an insert of all columns from a source without one that has a default)
+        elif cl.values is None:
             cols.append(pc.cast(sel.column(f"source.{f.name}"), f.type))
         elif f.name in cl.values:
             cols.append(as_column(cl.values[f.name], sel, f.type, f"merge {what} of {f.name!r}"))
         else:
             cols.append(unset(f))
     return pa.table(cols, schema=tschema)
+
+
+def _default_or_null(defaults: dict[str, pa.Scalar], f: pa.Field, n: int) -> pa.Array:
+    """``n`` values of a column a merge insert does not set: its write default, else null."""
+    return pa.repeat(defaults[f.name], n) if f.name in defaults else pa.nulls(n, f.type)
 
 
 def join_key(keys: pa.Array | pa.ChunkedArray, typ: pa.DataType, what: str) -> pa.Array | pa.ChunkedArray:
@@ -429,12 +436,13 @@ class MergeClauses:
         return self
 
     def when_not_matched_insert_all(self, condition: Any = None) -> Any:
-        self._need_all_columns("when_not_matched_insert_all")
+        self._need_all_columns("when_not_matched_insert_all", set(self.schema.write_defaults))
         self.not_matched.append(_Clause("insert", condition, None))
         return self
 
-    def _need_all_columns(self, what: str) -> None:
-        missing = [n for n in self.schema.names if n not in self._source_columns]
+    def _need_all_columns(self, what: str, defaulted: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        """``defaulted``: columns the source may lack (an insert stores their write default)."""
+        missing = [n for n in self.schema.names if n not in self._source_columns and n not in defaulted]
         if missing:
             raise SchemaMismatch(f"{what} needs every table column in the source; missing {missing}")
 
@@ -551,6 +559,7 @@ class MergeBuilder(MergeClauses):
         def fn(matched: np.ndarray) -> pa.Table | None:
             if not self.not_matched:
                 return None
+            defaults = self.schema.write_defaults  # what an insert that does not set a column stores
             keep = np.ones(self.source.num_rows, dtype=bool)
             keep[matched] = False
             src = self._prefixed_source().filter(pa.array(keep))
@@ -564,7 +573,7 @@ class MergeBuilder(MergeClauses):
                 if not m.any():
                     continue
                 sel = src.filter(pa.array(m))
-                out.append(_clause_rows(cl, sel, tschema, "insert", lambda f: pa.nulls(sel.num_rows, f.type)))
+                out.append(_clause_rows(cl, sel, tschema, "insert", lambda f: _default_or_null(defaults, f, sel.num_rows)))
             return pa.concat_tables(out) if out else None
 
         return fn

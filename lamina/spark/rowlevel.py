@@ -280,6 +280,8 @@ class SparkMergeBuilder(MergeClauses):
                     a = F.when(c, F.lit(n)) if a is None else a.when(c, F.lit(n))
             return a if a is not None else F.lit(None).cast("int")
 
+        defaults = self.schema.write_defaults
+
         def out_cols(side: bool) -> list:
             cols = []
             for f in tschema:
@@ -288,14 +290,14 @@ class SparkMergeBuilder(MergeClauses):
                 for n, is_m, cl in codes:
                     if cl.kind == "delete" or is_m != side:
                         continue
-                    if cl.values is None:
+                    if cl.values is None and (cl.kind == "update" or f.name in self.source.columns):
                         e = F.col(f"source.{_q(f.name)}")
-                    elif f.name in cl.values:
+                    elif cl.values is not None and f.name in cl.values:
                         e = _as_column(cl.values[f.name])
                     elif cl.kind == "update":
                         e = F.col(f"target.{_q(f.name)}")
-                    else:
-                        e = F.lit(None)
+                    else:  # an insert that does not set the column: its write default, else null
+                        e = F.lit(defaults[f.name].as_py()) if f.name in defaults else F.lit(None)
                     e = e.cast(want)
                     v = F.when(F.col(ACTION) == n, e) if v is None else v.when(F.col(ACTION) == n, e)
                 cols.append((v if v is not None else F.lit(None).cast(want)).alias(f.name))

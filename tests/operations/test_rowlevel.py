@@ -174,3 +174,27 @@ def test_racing_deletes_on_the_same_files_and_appends_lose_nothing(tmp_path, mod
     appended = final.filter(pc.equal(final.column("writer"), 7))
     assert collections.Counter(appended.column("seq").to_pylist()) == {s: 3 for s in range(10)}
     assert fsck(lamina.open_table(uri)).ok
+
+
+def test_merge_inserts_store_write_defaults_as_appends_do(tmp_path):
+    """A column with a write default that an insert does not set (named values without it, or
+    insert_all from a source without it) stores the default, exactly as an append of the same
+    rows does; a column without one stays null."""
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string())])
+    tables = []
+    for name in ("merged", "appended"):
+        t = lamina.create_table(str(tmp_path / name), schema)
+        t.append(pa.table({"id": [1, 2], "s": ["a", "b"]}))
+        t.update_schema().add_column("n", pa.int64(), default=7).add_column("note", pa.string()).commit()
+        tables.append(t)
+    merged, appended = tables
+    merged.merge(pa.table({"id": [2, 4], "s": ["B", "d"]}), on="id").when_matched_update({"s": "source.s"}) \
+        .when_not_matched_insert({"id": "source.id", "s": "source.s"}).execute()
+    merged.merge(pa.table({"id": [5], "s": ["e"], "note": ["x"]}), on="id").when_not_matched_insert_all().execute()
+    appended.update(set={"s": "'B'"}, where="id = 2")
+    appended.append(pa.table({"id": [4], "s": ["d"]}))
+    appended.append(pa.table({"id": [5], "s": ["e"], "note": ["x"]}))
+    assert merged.to_arrow().sort_by("id").to_pylist() == appended.to_arrow().sort_by("id").to_pylist()
+    assert merged.to_arrow().sort_by("id").column("n").to_pylist() == [7, 7, 7, 7]
+    with pytest.raises(SchemaMismatch, match="missing"):  # a column without a default is still needed
+        merged.merge(pa.table({"id": [6], "n": [1]}), on="id").when_not_matched_insert_all()

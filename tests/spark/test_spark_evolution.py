@@ -213,6 +213,10 @@ def test_spark_writes_store_physical_names_and_read_back(spark, fresh):
     con.sql("UPDATE model SET amount = 5 WHERE id = 40")
     con.sql("UPDATE model SET amount = 6 WHERE id = 2002")
     con.sql("INSERT INTO model (id, amount, q) VALUES (9999, 7, 1)")
+    # an insert that does not set q stores its write default, as an append does
+    merge(uri, spark.createDataFrame([(9998, 8)], "id long, amount long"), on="id") \
+        .when_not_matched_insert({"id": "source.id", "amount": "source.amount"}).execute()
+    con.sql("INSERT INTO model (id, amount, q) VALUES (9998, 8, 7)")
 
     want = rows(con.sql("SELECT * FROM model").to_arrow_table())
     t.refresh()
