@@ -84,9 +84,11 @@ class LiveFiles:
             out[i] = positions_array(bm).astype(np.int64, copy=False)
         return out
 
-    def deleted_table(self) -> pa.Table:
-        """(file_index, pos) of every deleted row: file_index is the file's place in the plan."""
-        parts = [(i, p) for i, p in enumerate(self.deleted) if p is not None and len(p)]
+    def deleted_table(self, indices: Sequence[int] | None = None) -> pa.Table:
+        """(file_index, pos) of every deleted row of the files ``indices`` (default: all):
+        file_index is the file's place in ``indices`` (in the plan, for all)."""
+        deleted = self.deleted if indices is None else [self.deleted[i] for i in indices]
+        parts = [(i, p) for i, p in enumerate(deleted) if p is not None and len(p)]
         if not parts:
             return pa.table({"file_index": pa.array([], pa.int64()), "pos": pa.array([], pa.int64())})
         index = np.concatenate([np.full(len(p), i, dtype=np.int64) for i, p in parts])
@@ -127,22 +129,22 @@ class LiveFiles:
             known &= self.entries.column(col).is_valid().to_numpy(zero_copy_only=False)
         return known.tolist()
 
-    @property
-    def readable_by_name(self) -> bool:
-        """Whether an engine reading the files' columns by name sees the table's columns: no
-        column mapping or defaults to apply (lamina.spec.schema), no row lineage asked."""
-        scan = self.scan
-        return not scan.schema.is_evolved and not any(c in LINEAGE_COLUMNS for c in scan.output_columns)
 
 
-def statistics_guarantee(entry: dict[str, Any], schema: Any) -> Any:
+def readable_by_name(scan: Scan) -> bool:
+    """Whether an engine reading the files' columns by name sees the scan's columns: no
+    column mapping or defaults to apply (lamina.spec.schema), no row lineage asked."""
+    return not scan.schema.is_evolved and not any(c in LINEAGE_COLUMNS for c in scan.output_columns)
+
+
+def statistics_guarantee(entry: dict[str, Any], rows: int, schema: Any) -> Any:
     """What a file's manifest statistics guarantee about its rows, as an Arrow expression:
     per column ``min <= c <= max`` (or null, when the file has nulls). pyarrow prunes a
     fragment whose guarantee contradicts a scan's filter without opening it, so a filter an
-    engine pushes into the dataset skips files as Lamina's planner would (floats aside)."""
+    engine pushes into the dataset skips files as Lamina's planner would (floats aside).
+    ``rows``: the rows the file holds (``LiveFiles.rows``), against its null count."""
     import pyarrow.dataset as ds
 
-    rows = entry["record_count"] + (entry.get("dv_cardinality") or 0)
     parts = []
     for f in schema.arrow:
         if pa.types.is_floating(f.type):
@@ -251,10 +253,10 @@ def to_pyarrow_dataset(scan: Scan) -> ds.Dataset:
     the scan's, and after them any its ``where`` uses (a Dataset filters on its own columns)."""
     import pyarrow.dataset as ds  # (lazily, as lamina.data.scan: it imports pandas)
 
-    live = LiveFiles.of(scan, statistics=True)
-    if not live.readable_by_name:
+    if not readable_by_name(scan):
         # Column mapping, defaults or row lineage: only Lamina's reader maps the files.
         return ds.dataset(scan.to_arrow())
+    live = LiveFiles.of(scan, statistics=True)
     cols = scan.with_predicate_columns(scan.output_columns) if scan.row_filter is not None else list(scan.output_columns)
     schema = scan.arrow_schema_of(tuple(cols))
     lazy = [i for i, d in enumerate(live.dvs) if d is None]
@@ -265,8 +267,8 @@ def to_pyarrow_dataset(scan: Scan) -> ds.Dataset:
         filesystem, names = _filesystem(scan, [live.paths[i] for i in lazy])
         entries = live.entries.take(pa.array(lazy, pa.int64())).to_pylist()
         fragments = [
-            fmt.make_fragment(name, filesystem, partition_expression=statistics_guarantee(e, scan.schema))
-            for name, e in zip(names, entries)
+            fmt.make_fragment(name, filesystem, partition_expression=statistics_guarantee(e, int(live.rows[i]), scan.schema))
+            for name, e, i in zip(names, entries, lazy)
         ]
         parts.append(ds.FileSystemDataset(fragments, schema, fmt, filesystem))
     if with_dv:
@@ -276,4 +278,4 @@ def to_pyarrow_dataset(scan: Scan) -> ds.Dataset:
     return dataset.filter(scan.row_filter) if scan.row_filter is not None else dataset
 
 
-__all__ = ["LiveFiles", "statistics_guarantee", "to_pyarrow_dataset"]
+__all__ = ["LiveFiles", "readable_by_name", "statistics_guarantee", "to_pyarrow_dataset"]

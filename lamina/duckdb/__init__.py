@@ -145,7 +145,6 @@ def register(
 def register_scan(con: Any, scan: Scan, name: str, where: str | None = None) -> Any:
     """The view ``name`` (quoted SQL) over ``scan``'s planned files (its predicate has pruned them; DuckDB
     filters rows by ``where``, DuckDB SQL, when given)."""
-    live = LiveFiles.of(scan, statistics=True)
     sources = _column_sources(scan)
     tail = f" WHERE {where}" if where else ""
     if not scan.io.is_local or sources is None:
@@ -155,6 +154,7 @@ def register_scan(con: Any, scan: Scan, name: str, where: str | None = None) -> 
         names = ", ".join(_ident(c) for c in scan.output_columns)
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {names} FROM {_ident(data)}{tail}")
         return con.sql(f"FROM {name}")
+    live = LiveFiles.of(scan, statistics=True)
     # Lamina's files never change once written, so DuckDB's footer cache is safe for them.
     con.execute("SET parquet_metadata_cache = true")
     # Files are read in groups that hold the same columns (a file written before a column
@@ -178,7 +178,7 @@ def register_scan(con: Any, scan: Scan, name: str, where: str | None = None) -> 
             selects.append(f"SELECT {cols} FROM {files}")
             continue
         dels = f"__lamina_deleted_{next(_names)}"
-        con.register(dels, LiveFiles(scan, live.entries.take(pa.array(idx, pa.int64()))).deleted_table())
+        con.register(dels, live.deleted_table(idx))
         # file_index: the file's place in the list read_parquet was given.
         selects.append(
             f"SELECT {cols} FROM {files} AS r "

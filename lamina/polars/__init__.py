@@ -20,9 +20,9 @@ from typing import Any
 import pyarrow as pa
 
 import lamina
-from lamina.data.export import LiveFiles
+from lamina.data.export import LiveFiles, readable_by_name
 from lamina.data.scan import Scan
-from lamina.expr import AlwaysTrue, And, Compare, Expr, In, IsNull, Not, NotNull, Or, and_
+from lamina.expr import AlwaysTrue, And, Compare, Expr, In, IsNull, Not, NotNull, Or, bind
 from lamina.io.fileio import S3_OPTION_ENV
 from lamina.table.table import Table
 
@@ -104,10 +104,7 @@ def predicate_of(pyarrow_predicate: str | None, schema: Any) -> Expr:
     if not pyarrow_predicate:
         return AlwaysTrue()
     try:
-        e = _translate(ast.parse(pyarrow_predicate, mode="eval").body, True)
-        from lamina.expr import bind
-
-        return bind(and_(e), schema)
+        return bind(_translate(ast.parse(pyarrow_predicate, mode="eval").body, True), schema)
     except (_Untranslatable, SyntaxError, RecursionError, ValueError, TypeError, OverflowError, KeyError):
         return AlwaysTrue()
     except lamina.errors.LaminaError:  # a column or literal the schema refuses: Polars will say
@@ -163,11 +160,11 @@ class _Dataset:
         if existing_resolved_version_key == key:
             return None
         scan = Scan(base.io, base.vm, predicate_of(pyarrow_predicate, base.schema), base.columns)
+        io = scan.io
+        if not readable_by_name(scan) or not (io.is_local or io.scheme in ("s3", "s3a")):
+            return _pyarrow_scan(scan.to_pyarrow_dataset(), limit, projection, pyarrow_predicate), key
         live = LiveFiles.of(scan)
         schema = self.schema()
-        io = scan.io
-        if not live.readable_by_name or not (io.is_local or io.scheme in ("s3", "s3a")):
-            return _pyarrow_scan(scan.to_pyarrow_dataset(), limit, projection, pyarrow_predicate), key
         if not len(live):
             return pl.scan_parquet([], schema=schema), key
         uris = live.uris
