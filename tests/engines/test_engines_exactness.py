@@ -93,14 +93,23 @@ def to_sql(p) -> str:
     return f"({p.column} {_SQL_OP[p.op]} {_sql_lit(p.value)})"
 
 
-def to_polars(p) -> pl.Expr:
-    if isinstance(p, Node):
-        if p.op == "not":
-            return ~to_polars(p.children[0])
-        out = to_polars(p.children[0])
-        for c in p.children[1:]:
-            out = (out & to_polars(c)) if p.op == "and" else (out | to_polars(c))
-        return out
+_COMPARE = {"=": "__eq__", "!=": "__ne__", "<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
+
+
+def _with_operators(p, leaf):
+    """The predicate built with ``~``, ``&`` and ``|`` from ``leaf(Leaf)`` (Polars and Arrow
+    expressions both overload them)."""
+    if isinstance(p, Leaf):
+        return leaf(p)
+    if p.op == "not":
+        return ~_with_operators(p.children[0], leaf)
+    out = _with_operators(p.children[0], leaf)
+    for c in p.children[1:]:
+        out = (out & _with_operators(c, leaf)) if p.op == "and" else (out | _with_operators(c, leaf))
+    return out
+
+
+def _polars_leaf(p: Leaf) -> pl.Expr:
     c = pl.col(p.column)
     if p.op == "isnull":
         return c.is_null()
@@ -108,17 +117,10 @@ def to_polars(p) -> pl.Expr:
         return c.is_not_null()
     if p.op == "in":
         return c.is_in(list(p.value))
-    return {"=": c.__eq__, "!=": c.__ne__, "<": c.__lt__, "<=": c.__le__, ">": c.__gt__, ">=": c.__ge__}[p.op](p.value)
+    return getattr(c, _COMPARE[p.op])(p.value)
 
 
-def to_arrow(p):
-    if isinstance(p, Node):
-        if p.op == "not":
-            return ~to_arrow(p.children[0])
-        out = to_arrow(p.children[0])
-        for c in p.children[1:]:
-            out = (out & to_arrow(c)) if p.op == "and" else (out | to_arrow(c))
-        return out
+def _arrow_leaf(p: Leaf):
     c = ds.field(p.column)
     typ = SCHEMA.field(p.column).type
     if p.op == "isnull":
@@ -127,8 +129,15 @@ def to_arrow(p):
         return c.is_valid()
     if p.op == "in":
         return c.isin(pa.array(list(p.value), typ))
-    v = pa.scalar(p.value, typ)
-    return {"=": c.__eq__, "!=": c.__ne__, "<": c.__lt__, "<=": c.__le__, ">": c.__gt__, ">=": c.__ge__}[p.op](v)
+    return getattr(c, _COMPARE[p.op])(pa.scalar(p.value, typ))
+
+
+def to_polars(p) -> pl.Expr:
+    return _with_operators(p, _polars_leaf)
+
+
+def to_arrow(p):
+    return _with_operators(p, _arrow_leaf)
 
 
 _VALUES = {
