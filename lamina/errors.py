@@ -94,6 +94,18 @@ class InvalidTagName(LaminaError, ValueError):
     """A tag name that could be mistaken for a version or a path."""
 
 
+class BranchNotFound(VersionNotFound):
+    """No branch of that name (or it was deleted while a commit to it was landing)."""
+
+
+class BranchAlreadyExists(LaminaError):
+    """A branch (or a tag) of that name exists; branches are never overwritten."""
+
+
+class InvalidBranchName(InvalidTagName):
+    """A branch name that breaks the tag rules, is ``main``, or could be read as a version."""
+
+
 class SchemaMismatch(LaminaError, ValueError):
     """Data does not fit the table schema."""
 
@@ -119,6 +131,15 @@ class CommitConflict(LaminaError):
 
 class CommitRetriesExhausted(CommitConflict):
     """The commit kept losing the race for its version slot until the retry budget ran out."""
+
+
+class PublishConflict(CommitConflict):
+    """A branch's changes clash with what was committed to the target since the branch was
+    made: the files it rewrote were changed there too. ``files`` names them."""
+
+    def __init__(self, message: str, files: "list[str] | None" = None) -> None:
+        super().__init__(message)
+        self.files = list(files or [])
 
 
 class TransactionAlreadyCommitted(LaminaError):

@@ -60,13 +60,16 @@ class Change:
     app_transactions: dict[str, int] | None = None
     readds: bool = False  # ``added`` includes files an earlier version removed (rollback, add_files)
     writer_features: tuple[str, ...] = ()  # writer features the change turns on (e.g. row lineage)
+    # A version whose content the new version takes as it is (a branch published by
+    # fast-forward: lamina.operations.publish); ``added``/``removed`` are then empty.
+    tree: VersionManifest | None = None
 
     @property
     def is_empty(self) -> bool:
         return (
             not self.added.num_rows and not self.removed.num_rows
             and self.schema is None and self.partition_spec is None and self.sort_order is None
-            and self.properties is None and not self.writer_features
+            and self.properties is None and not self.writer_features and self.tree is None
         )
 
 
@@ -205,6 +208,8 @@ def combine(changes: Sequence[Change], base_version: int) -> Change:
     replacement is added."""
     if len(changes) == 1:
         return changes[0]
+    if any(c.tree is not None for c in changes):
+        raise InvalidArgument("a publish of a branch is a version of its own: it cannot share a transaction with other changes")
     added: list[pa.Table] = []
     removed: list[pa.Table] = []
     summary: dict[str, Any] = {"operations": ",".join(c.operation for c in changes)}

@@ -32,7 +32,6 @@ from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted,
 from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
 from lamina.spec.features import COLUMN_MAPPING, HIDDEN_PARTITIONING, PARTITION_EVOLUTION, SLOT_TOMBSTONES, SORT_ORDERS, check_writer, with_features
-from lamina.spec.layout import version_path
 from lamina.spec.lineage import assign_row_ids, counter_of, has_lineage
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import Tombstone, slot_chunk_size
@@ -208,6 +207,8 @@ class Committer:
         if all(op.skip_if_noop for op in ops) and all(c.is_empty for c in changes):
             return None
         change = combine(changes, base.version)
+        if change.tree is not None:
+            return self._take_tree(base, change, commit_id)
         changed = with_metadata(base, change)
         _, result = self._apply_tree(base, change, base.version + 1)
         step("manifests-written")
@@ -249,6 +250,35 @@ class Committer:
         )
         return vm
 
+    def _take_tree(self, base: VersionManifest, change: Change, commit_id: str) -> VersionManifest:
+        """The next version with ``change.tree``'s content as it is: metadata only (a branch
+        published by fast-forward). The tree's manifests record another log's version numbers,
+        so the version is flagged as re-adding files: expiry then decides about files by the
+        full walk rather than by the recorded intervals."""
+        tree = change.tree
+        assert tree is not None
+        summary = {k: v for k, v in tree.summary.items() if k in ("total-files", "total-records")}
+        summary.update(change.summary)
+        return base.next(
+            version=base.version + 1,
+            parent_version=base.version,
+            timestamp_ms=max(int(time.time() * 1000), base.timestamp_ms + 1),
+            operation=change.operation,
+            summary=summary,
+            schema=tree.schema,
+            partition_spec=tree.partition_spec,
+            partition_specs=tree.partition_specs,
+            sort_order=tree.sort_order,
+            properties=tree.properties,
+            next_row_id=tree.next_row_id,
+            root_manifest=tree.root_manifest,
+            commit_id=commit_id,
+            app_transactions={**base.app_transactions, **tree.app_transactions},
+            last_readd_version=base.version + 1,
+            reader_features=tree.reader_features,
+            writer_features=with_features(tree.writer_features, SLOT_TOMBSTONES, *base.writer_features),
+        )
+
     def _publish(self, vm: VersionManifest, commit_id: str, options: CommitOptions) -> "VersionManifest | object":
         """The committed manifest; _LOST if another commit holds the slot; _WITHDRAWN if our put
         landed in a slot that had been freed (so it is not part of the table) and was taken back.
@@ -284,6 +314,7 @@ class Committer:
                 log.warning("could not check whether slot %d was freed: %s", vm.version, e)
                 continue  # the put again: it is ours or taken, and the check runs again
             if freed is None or freed.commit_id_at(vm.version) == commit_id:
+                self.log.confirm(vm)  # a branch deleted meanwhile: withdrawn, and raises
                 return vm
             log.warning(
                 "version %d of %s landed in a slot freed after its version expired (the put was delayed); "
@@ -300,7 +331,7 @@ class Committer:
         """Delete our put from a freed slot (best effort: expiry deletes any it finds, and no
         reader takes a file in a freed chunk for a version)."""
         try:
-            self.log.io.delete(version_path(vm.version))
+            self.log.io.delete(self.log.version_path(vm.version))
         except StorageError as e:
             log.warning("could not withdraw version file %d: %s", vm.version, e)
 

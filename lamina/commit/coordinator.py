@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from lamina.errors import CatalogManaged
 from lamina.io import FileIO
 from lamina.spec.features import CATALOG_COMMITS
-from lamina.spec.layout import version_path
+from lamina.spec.layout import MAIN_LOG, LogLayout
 from lamina.spec.version import VersionManifest
 
 
@@ -32,18 +32,20 @@ class CommitCoordinator(ABC):
 class ObjectStoreCoordinator(CommitCoordinator):
     """Put-if-absent of ``_lamina/versions/<name>.json``: the commit point is one conditional write."""
 
-    def __init__(self, io: FileIO) -> None:
+    def __init__(self, io: FileIO, layout: LogLayout = MAIN_LOG) -> None:
         self.io = io
+        self.layout = layout  # whose slots: main's, or a branch's (lamina.commit.branches)
 
     def create(self, vm: VersionManifest) -> None:
         # put_new: a retry after a lost answer finds our own version 0 (same bytes) and succeeds
-        self.io.put_new(version_path(0), vm.to_json())
+        self.io.put_new(self.layout.version_path(0), vm.to_json())
 
     def publish(self, vm: VersionManifest) -> None:
-        if CATALOG_COMMITS in vm.writer_features:
+        if CATALOG_COMMITS in vm.writer_features and self.layout == MAIN_LOG:
+            # (A branch's log is the table's own, by path: the catalog row tracks main.)
             raise CatalogManaged(
                 f"table {self.io.uri} is managed by a SQL catalog (writer feature {CATALOG_COMMITS!r}): "
                 "its commits go through the catalog row, so write to it via lamina.load_catalog(uri).load_table(name). "
                 "Nothing was committed; reading it by path works."
             )
-        self.io.put_if_absent(version_path(vm.version), vm.to_json())
+        self.io.put_if_absent(self.layout.version_path(vm.version), vm.to_json())

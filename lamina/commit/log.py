@@ -28,14 +28,12 @@ from typing import Any, Callable, Sequence
 from lamina.errors import CorruptMetadata, NotFound, StorageError, TableNotFound, VersionNotFound
 from lamina.io import FileIO
 from lamina.spec.hint import VersionHint
-from lamina.spec.layout import FORMAT_VERSION, HINT_PATH, VERSIONS_DIR, parse_version_file_name, version_path
+from lamina.spec.layout import FORMAT_VERSION, MAIN_BRANCH, MAIN_LOG, LogLayout, parse_version_file_name
 from lamina.spec.slot import (
-    FREED_DIR,
     TOMBSTONE_MAX_BYTES,
     FreedChunk,
     Tombstone,
     chunk_range,
-    freed_path,
     parse_freed_name,
     slot_chunk_size,
 )
@@ -66,7 +64,22 @@ class VersionLog:
     table_uuid: str | None = None  # when known (catalog or earlier open): hints/versions of other tables are refused
     table_identifier: str | None = None
     allow_list: bool = True
+    # Which log: main's (the table's root log) or a branch's (lamina.commit.branches.BranchLog).
+    layout: LogLayout = MAIN_LOG
     _freed: dict[tuple[int, int], FreedChunk] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def branch(self) -> str:
+        """The branch whose versions this log holds."""
+        return MAIN_BRANCH
+
+    def version_path(self, version: int) -> str:
+        return self.layout.version_path(version)
+
+    def confirm(self, vm: VersionManifest) -> None:
+        """Called by the committer once ``vm`` is in its slot and the slot was never freed,
+        before the commit is acknowledged: raise (after withdrawing the put) if the log may
+        no longer take commits. Main's always may; a branch's not once deleted."""
 
     # -- loading -----------------------------------------------------------------
 
@@ -75,7 +88,7 @@ class VersionLog:
         apart by content. No freed-slot check: the committer reads its own put back with it."""
         if version < 0:
             return None
-        path = version_path(version)
+        path = self.layout.version_path(version)
         try:
             data = self.io.get(path)
         except NotFound:
@@ -119,7 +132,7 @@ class VersionLog:
 
     def exists(self, version: int) -> bool:
         """Whether slot ``version`` is taken (by a version or a tombstone): what probing needs."""
-        return self.io.exists(version_path(version))
+        return self.io.exists(self.layout.version_path(version))
 
     def is_live(self, version: int) -> bool:
         """Whether ``version`` can still be loaded (not expired, not dropped)."""
@@ -144,7 +157,7 @@ class VersionLog:
         hit = self._freed.get((first, last))
         if hit is not None:
             return hit
-        path = freed_path(first, last)
+        path = self.layout.freed_path(first, last)
         data = self.io.get_optional(path)
         if data is None:
             return None
@@ -156,13 +169,13 @@ class VersionLog:
 
     def freed_ranges(self) -> list[tuple[int, int]]:
         """(first, last) of every freed chunk, ascending (one listing of a small directory)."""
-        return sorted(r for r in map(parse_freed_name, self.io.list_names(FREED_DIR)) if r is not None)
+        return sorted(r for r in map(parse_freed_name, self.io.list_names(self.layout.freed_dir)) if r is not None)
 
     # -- latest --------------------------------------------------------------------
 
     def read_hint(self) -> VersionHint | None:
         try:
-            return VersionHint.parse(self.io.get(HINT_PATH))
+            return VersionHint.parse(self.io.get(self.layout.hint_path))
         except NotFound:
             return None
         except StorageError as e:
@@ -204,12 +217,15 @@ class VersionLog:
         newest = self._newest_by_listing()
         if newest is None:
             raise TableNotFound(
-                f"no Lamina table at {self.io.uri} (no {VERSIONS_DIR}/); create one with lamina.create_table"
+                self._no_versions()
             )
         vm = self.load(newest, check_freed=False)  # the newest slot is never in a freed chunk
         if self.table_uuid is None:
             self.table_uuid = vm.table_uuid
         return vm
+
+    def _no_versions(self) -> str:
+        return f"no Lamina table at {self.io.uri} (no {self.layout.versions_dir}/); create one with lamina.create_table"
 
     def newest_from(self, known: int) -> VersionManifest:
         """The latest version, given that version ``known`` exists (no hint read)."""
@@ -242,9 +258,9 @@ class VersionLog:
 
     def _newest_by_listing(self) -> int | None:
         if self.io.lists_in_order:
-            names = self.io.list_first_page(VERSIONS_DIR)
+            names = self.io.list_first_page(self.layout.versions_dir)
         else:
-            names = self.io.list_names(VERSIONS_DIR)
+            names = self.io.list_names(self.layout.versions_dir)
         for name in names:  # newest first
             v = parse_version_file_name(name)
             if v is not None:
@@ -264,7 +280,7 @@ class VersionLog:
         versions: list[int] = []
         small: list[int] = []
         strays: list[int] = []
-        for o in self.io.list(VERSIONS_DIR):
+        for o in self.io.list(self.layout.versions_dir):
             v = parse_version_file_name(o.path.rsplit("/", 1)[-1])
             if v is None:
                 continue
@@ -276,13 +292,13 @@ class VersionLog:
             else:
                 versions.append(v)
         tombstones: dict[int, Tombstone] = {}
-        paths = [version_path(v) for v in small]
+        paths = [self.layout.version_path(v) for v in small]
         read = map(self.io.get_optional, paths) if self.io.is_local or len(paths) <= 1 else _read_pool.map(self.io.get_optional, paths)
         for v, data in zip(small, read):
             if data is None:
                 continue  # deleted since the listing
             try:
-                stone = Tombstone.parse(data, version_path(v))
+                stone = Tombstone.parse(data, self.layout.version_path(v))
             except CorruptMetadata:
                 stone = None  # a damaged tombstone
             if stone is not None and stone.version == v:
@@ -319,7 +335,7 @@ class VersionLog:
     def _write_hint_now(self, vm: VersionManifest) -> None:
         hint = VersionHint(
             version=vm.version,
-            manifest_path=version_path(vm.version),
+            manifest_path=self.layout.version_path(vm.version),
             table_uuid=vm.table_uuid,
             table_identifier=self.table_identifier,
             timestamp_ms=vm.timestamp_ms,
@@ -328,7 +344,7 @@ class VersionLog:
             format_version=FORMAT_VERSION,
         )
         try:
-            self.io.put(HINT_PATH, hint.to_json())
+            self.io.put(self.layout.hint_path, hint.to_json())
         except StorageError as e:
             log.warning("commit of version %d succeeded but the hint was not updated: %s", vm.version, e)
 

@@ -10,7 +10,7 @@ from lamina.commit.log import VersionLog
 from lamina.errors import AlreadyExists, CorruptMetadata, NotFound, TagAlreadyExists, TagNotFound, VersionNotFound
 from lamina.io import FileIO
 from lamina.spec.features import check_writer
-from lamina.spec.layout import TAGS_DIR
+from lamina.spec.layout import BRANCHES_DIR, TAGS_DIR
 from lamina.spec.tag import Tag, tag_path, validate_tag_name
 from lamina.spec.version import VersionManifest
 
@@ -50,6 +50,9 @@ class TagStore:
                 f"tag {name!r} already exists (version {existing.tagged_version}); "
                 "delete it first or use replace_tag"
             ) from None
+        if self.io.exists(f"{BRANCHES_DIR}/{name}.json"):  # a branch made under the name meanwhile
+            self._delete_file(name)
+            raise TagAlreadyExists(f"{name!r} is a branch of {self.io.uri}; a tag may not share a branch's name")
         if confirm_version and not self.log.is_live(vm.version):
             self._delete_file(name)
             raise VersionNotFound(f"version {vm.version} was expired while tag {name!r} was being created; nothing was tagged")

@@ -59,6 +59,7 @@ from lamina.io import FileIO
 from lamina.maintenance.reachability import (
     live_entries,
     manifest_paths,
+    other_branches,
     paths_of,
     referenced_files,
     referenced_paths,
@@ -67,13 +68,12 @@ from lamina.maintenance.reachability import (
     staged_versions,
 )
 from lamina.spec.features import SLOT_TOMBSTONES, check_writer
-from lamina.spec.layout import version_path
+from lamina.spec.layout import MANIFESTS_DIR
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import (
     FreedChunk,
     Tombstone,
     chunk_range,
-    freed_path,
     slot_chunk_size,
 )
 from lamina.spec.tag import Tag
@@ -118,7 +118,8 @@ class _LightVersion:
     full VersionManifest (schema, partition spec) for each of a thousand versions costs
     more than deciding about them; only the few whose roots are opened need one."""
 
-    def __init__(self, version: int, j: dict[str, Any], raw: bytes) -> None:
+    def __init__(self, version: int, j: dict[str, Any], raw: bytes, where: str) -> None:
+        self._where = where
         self.version = version
         self.timestamp_ms = int(j["timestamp_ms"])
         self.parent_version = j.get("parent_version")
@@ -132,17 +133,17 @@ class _LightVersion:
         if name.startswith("_"):
             raise AttributeError(name)
         if self._full is None:
-            self._full = VersionManifest.from_json(self._raw, version_path(self.version))
+            self._full = VersionManifest.from_json(self._raw, self._where)
         return getattr(self._full, name)
 
 
 def _load_light(log: VersionLog, v: int) -> Any:
     try:
-        raw = log.io.get(version_path(v))
+        raw = log.io.get(log.version_path(v))
         j = json.loads(raw)
         if not isinstance(j, dict) or j.get("tombstone") or int(j["version"]) != v:
             return log.load(v)  # the full path says what is wrong
-        return _LightVersion(v, j, raw)
+        return _LightVersion(v, j, raw, log.version_path(v))
     except (ValueError, KeyError, TypeError):
         return log.load(v)
     except NotFound:
@@ -210,6 +211,29 @@ def _spare_staged(io: FileIO, latest: VersionManifest, g: _Garbage) -> _Garbage:
         return arr.filter(pc.invert(_is_in(arr, needed))).to_pylist()
 
     return _Garbage(keep(g.manifests), keep(g.files), g.freed_bytes, g.kept)
+
+
+def _spare_branches(io: FileIO, log: VersionLog, g: _Garbage) -> _Garbage:
+    """``g`` without what another branch keeps (its versions, its base) or a tag holds: their
+    files' intervals are recorded in other logs' numbering, so they are checked by path.
+    Costs one listing of the branch records on a table without branches."""
+    if not (g.files or g.manifests):
+        return g
+    others = other_branches(io, log)
+    if not others:
+        return g
+    needed = paths_of(io, others + [t.version for t in TagStore(io, log).list()])
+
+    def keep(paths: list[str]) -> list[str]:
+        arr = pa.array(paths, pa.string())
+        return arr.filter(pc.invert(_is_in(arr, needed))).to_pylist()
+
+    return _Garbage(keep(g.manifests), keep(g.files), g.freed_bytes, g.kept)
+
+
+def _spare(io: FileIO, log: VersionLog, latest: VersionManifest, g: _Garbage) -> _Garbage:
+    """``g`` without what staged catalog commits, other branches and tags of them need."""
+    return _spare_branches(io, log, _spare_staged(io, latest, g))
 
 
 def collect_garbage(
@@ -297,9 +321,9 @@ def _live_dvs(io: FileIO, vm: VersionManifest, root: pa.Table | None) -> pa.Arra
     return dv.combine_chunks() if len(dv) else pa.array([], pa.string())
 
 
-def _put_tombstones(io: FileIO, stones: list[Tombstone]) -> None:
+def _put_tombstones(io: FileIO, log: VersionLog, stones: list[Tombstone]) -> None:
     """Overwrite each version's slot with its tombstone (in any order: the slot stays taken)."""
-    _each(io, lambda t: io.put(version_path(t.version), t.to_json()), stones)
+    _each(io, lambda t: io.put(log.version_path(t.version), t.to_json()), stones)
 
 
 def _delete(io: FileIO, paths: list[str]) -> int:
@@ -393,12 +417,12 @@ def expire_versions(
         stones = {v: Tombstone(v, vms[v].commit_id, "expired", now) for v in expired}
         if not dry_run:
             for i in range(0, len(expired), chunk):
-                _put_tombstones(io, [stones[v] for v in expired[i : i + chunk]])
+                _put_tombstones(io, log, [stones[v] for v in expired[i : i + chunk]])
                 step("versions", min(i + chunk, len(expired)), len(expired))
         # 2. what is still needed, seen after the versions are gone
         tags = [t for t in store.list() if t.name not in gone_tags]
         latest = log.latest()
-        g = _spare_staged(io, latest, collect_garbage(io, log, chain, set(expired), tags, survivors, latest, gone_tags))
+        g = _spare(io, log, latest, collect_garbage(io, log, chain, set(expired), tags, survivors, latest, gone_tags))
         report.kept_for_tags = g.kept
         report.deleted_manifests += g.manifests
         report.deleted_files += g.files
@@ -430,7 +454,7 @@ def free_slots(
     freed = {first for first, _ in slots.freed}
     live = set(slots.versions).difference(slots.tombstones)  # versions just expired are tombstones now
     chunks = sorted({chunk_range(v, size) for v in live.union(slots.tombstones) if v < below})
-    doomed: list[str] = [version_path(v) for v in slots.strays]
+    doomed: list[str] = [log.version_path(v) for v in slots.strays]
     for first, last in chunks:
         if first in freed or last >= below:
             continue
@@ -442,10 +466,10 @@ def free_slots(
         record = FreedChunk(first, last, tuple(None if t is None else t.commit_id for t in stones), now)
         if not dry_run:
             try:
-                io.put_new(freed_path(first, last), record.to_json())
+                io.put_new(log.layout.freed_path(first, last), record.to_json())
             except AlreadyExists:
                 log.freed_record(first, size)  # a concurrent expiry freed it: its record must parse
-        doomed += [version_path(v) for v in range(first, last + 1) if v in slots.tombstones]
+        doomed += [log.version_path(v) for v in range(first, last + 1) if v in slots.tombstones]
     if not dry_run and doomed:
         io.delete_many(doomed)
     return len(doomed)
@@ -494,7 +518,7 @@ def free_tag(io: FileIO, log: VersionLog, tag: Tag, dry_run: bool = False, gone_
     if alive:
         ms = ms.filter(pc.invert(_is_in(ms, pa.concat_arrays(alive))))
     kept = int(pc.sum(mask).as_py() or 0)
-    g = _spare_staged(io, log.latest(), _Garbage(ms.to_pylist(), files, 0, kept))
+    g = _spare(io, log, log.latest(), _Garbage(ms.to_pylist(), files, 0, kept))
     if dry_run:
         return _Garbage(g.manifests, g.files, _sizes(io, g.manifests + g.files), kept)
     freed = _delete(io, g.files) + _delete(io, g.manifests)
@@ -521,10 +545,39 @@ def drop_versions_after(io: FileIO, log: VersionLog, target: VersionManifest, ro
     # forward from an old hint walks across the run to the rollback. Expiry frees the slots
     # with the rest of their chunk once they lie below every retained version.
     now = now_ms()
-    _put_tombstones(io, [Tombstone(vm.version, vm.commit_id, "rollback", now, rollback.version) for vm in chain[1:-1]])
+    _put_tombstones(io, log, [Tombstone(vm.version, vm.commit_id, "rollback", now, rollback.version) for vm in chain[1:-1]])
     existing = log.list_versions()
     tags = TagStore(io, log).list()
     latest = log.latest()
-    g = _spare_staged(io, latest, collect_garbage(io, log, chain, set(between), tags, existing, latest))
+    g = _spare(io, log, latest, collect_garbage(io, log, chain, set(between), tags, existing, latest))
     freed = _delete(io, g.files) + _delete(io, g.manifests)
+    return _Garbage(g.manifests, g.files, freed, g.kept)
+
+
+def free_branch(io: FileIO, main_log: VersionLog, record: Any, dry_run: bool = False) -> _Garbage:
+    """Free what only a deleted branch needed (``Table.delete_branch`` has marked it deleted and
+    removed its record; a dry run has done neither): its versions become tombstones first (so
+    a publish guarding its head, which confirms the head still loads, either fails or is seen
+    by the walk), then its files minus everything the rest of the table references go, then
+    its log's files (the deletion marker stays: a put delayed past all this is refused)."""
+    from lamina.commit.branches import DELETED_MARKER, BranchStore
+
+    log = BranchStore(io).log(record)
+    slots = log.scan_slots()
+    vms = [vm for vm in _each(io, log.try_load, slots.versions) if vm is not None]
+    now = now_ms()
+    if not dry_run:
+        _put_tombstones(io, log, [Tombstone(vm.version, vm.commit_id, "expired", now) for vm in vms])
+    mine = paths_of(io, vms + [record.base])
+    keep = referenced_paths(io, main_log, dropping_branch=record.branch_id)
+    doomed = mine.filter(pc.invert(_is_in(mine, keep))).to_pylist()
+    manifests = [p for p in doomed if p.startswith(MANIFESTS_DIR + "/")]
+    files = [p for p in doomed if not p.startswith(MANIFESTS_DIR + "/")]
+    g = _spare_staged(io, main_log.latest(), _Garbage(manifests, files, 0, int(pc.sum(_is_in(mine, keep)).as_py() or 0)))
+    if dry_run:
+        return _Garbage(g.manifests, g.files, _sizes(io, g.manifests + g.files), g.kept)
+    freed = _delete(io, g.files) + _delete(io, g.manifests)
+    own = [o.path for o in io.list(record.layout.root) if not o.path.endswith("/" + DELETED_MARKER)]
+    if own:
+        io.delete_many(own)
     return _Garbage(g.manifests, g.files, freed, g.kept)

@@ -136,6 +136,24 @@ def staged_versions(io: FileIO, latest: int) -> list[VersionManifest]:
     return out
 
 
+def other_branches(io: FileIO, log: VersionLog, dropping_branch: str | None = None) -> list[VersionManifest]:
+    """Every version the table's other branches keep: each other log's versions (main's, when
+    ``log`` is a branch's) and every branch's base (``log``'s own too: its copy is kept while
+    the branch exists). ``dropping_branch``: a branch id to leave out (a dry run of its deletion)."""
+    from lamina.commit.branches import BranchLog, BranchStore
+
+    store = BranchStore(io)
+    records = [r for r in store.list() if r.branch_id != dropping_branch]
+    own = log.record.branch_id if isinstance(log, BranchLog) and log.record is not None else None
+    logs: list[VersionLog] = [store.log(r) for r in records if r.branch_id != own]
+    if own is not None:
+        logs.append(VersionLog(io))
+    out = [r.base for r in records]
+    for other in logs:
+        out += [vm for vm in map(other.try_load, other.list_versions()) if vm is not None]
+    return out
+
+
 def kept_versions(
     io: FileIO,
     log: VersionLog,
@@ -143,9 +161,10 @@ def kept_versions(
     *,
     dropping: Collection[int] = (),
     dropping_tags: Collection[str] = (),
+    dropping_branch: str | None = None,
 ) -> list[VersionManifest]:
     """Every version whose files must stay: existing versions (``versions`` if the caller
-    has loaded them), tags' copies, staged commits.
+    has loaded them), tags' copies, staged commits, and every other branch's versions and base.
 
     ``dropping`` / ``dropping_tags``: versions and tags the caller is about to delete and
     still lists (a dry run deletes nothing), left out so that it sees what the real run
@@ -160,6 +179,7 @@ def kept_versions(
     latest = max((vm.version for vm in vms), default=-1)
     vms += [t.version for t in TagStore(io, log).list() if t.name not in dropping_tags]
     vms += staged_versions(io, latest)
+    vms += other_branches(io, log, dropping_branch)
     return vms
 
 
@@ -170,13 +190,15 @@ def referenced_paths(
     *,
     dropping: Collection[int] = (),
     dropping_tags: Collection[str] = (),
+    dropping_branch: str | None = None,
 ) -> pa.Array:
     """Every manifest, data file and DV file referenced by a kept version (``kept_versions``,
     which says what ``dropping`` and ``dropping_tags`` leave out).
 
     Each distinct leaf is read once (leaves are shared between versions).
     """
-    return paths_of(io, kept_versions(io, log, dropping=dropping, dropping_tags=dropping_tags), progress)
+    kept = kept_versions(io, log, dropping=dropping, dropping_tags=dropping_tags, dropping_branch=dropping_branch)
+    return paths_of(io, kept, progress)
 
 
 def paths_of(io: FileIO, vms: list[VersionManifest], progress: Callable[[str, int, int], None] | None = None) -> pa.Array:

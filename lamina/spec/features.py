@@ -16,7 +16,7 @@ from lamina.spec.lineage import ROW_LINEAGE
 KNOWN_READER_FEATURES: frozenset[str] = frozenset({"manifest-tree-v1", "hidden-partitioning", "column-mapping"})
 KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
     {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits", "slot-tombstones",
-     "column-mapping", "partition-evolution", "sort-orders", ROW_LINEAGE}
+     "column-mapping", "partition-evolution", "sort-orders", ROW_LINEAGE, "branches"}
 )
 
 # Writer feature of tables whose commit point is their catalog row (lamina.catalog's SQL
@@ -50,6 +50,12 @@ PARTITION_EVOLUTION = "partition-evolution"
 # Writer feature of tables whose sort order is set in the version manifest (``sort_order``,
 # by field id): a writer must carry it forward and sort what it writes by it.
 SORT_ORDERS = "sort-orders"
+
+
+# Writer feature of tables that have (or had) branches (lamina.spec.branch): a writer must keep
+# every file a branch's retained versions and base need when it expires versions, deletes
+# tags or cleans up orphans, which a writer that knows no branches would not see.
+BRANCHES = "branches"
 
 
 def with_features(features: tuple[str, ...], *needed: str) -> tuple[str, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 from lamina.errors import CorruptMetadata
 
@@ -83,3 +84,55 @@ DV_DIR = f"{DATA_DIR}/_dv"
 def new_dv_path(write_id: str) -> str:
     """Deletion-vector files carry the write id too, so orphan cleanup can spare running writes."""
     return f"{DV_DIR}/{write_id}-{uuid.uuid4().hex[:12]}.dv"
+
+
+# -- version logs -----------------------------------------------------------------------
+#
+# A table has one version log per branch. ``main``'s is the table's root log above
+# (versions/, the hint, freed/); every other branch has a log of the same shape under a
+# directory named by the branch's id (never its name: a branch renamed keeps its log, a
+# branch deleted and made again under its name gets a fresh one, so a put delayed past the
+# deletion can never land in the new branch). The branch's record, by name, says which.
+
+BRANCHES_DIR = f"{META_DIR}/branches"  # <name>.json: a branch's record (lamina.spec.branch)
+BRANCH_LOGS_DIR = f"{META_DIR}/branch_logs"  # <branch id>/...: each branch's version log
+MAIN_BRANCH = "main"
+
+
+@dataclass(frozen=True)
+class LogLayout:
+    """Where one version log keeps its slots, hint, freed-slot records and staged manifests."""
+
+    root: str  # "_lamina" for main, "_lamina/branch_logs/<id>" for a branch
+
+    @property
+    def versions_dir(self) -> str:
+        return f"{self.root}/versions"
+
+    @property
+    def hint_path(self) -> str:
+        return f"{self.root}/_latest_version.json"
+
+    @property
+    def freed_dir(self) -> str:
+        return f"{self.root}/freed"
+
+    @property
+    def pending_dir(self) -> str:
+        return f"{self.versions_dir}/pending"
+
+    def version_path(self, version: int) -> str:
+        return f"{self.versions_dir}/{version_file_name(version)}"
+
+    def freed_path(self, first: int, last: int) -> str:
+        return f"{self.freed_dir}/{first:020d}-{last:020d}.json"
+
+    def pending_path(self, version: int, commit_id: str) -> str:
+        return f"{self.pending_dir}/{version:020d}-{commit_id}.json"
+
+
+MAIN_LOG = LogLayout(META_DIR)
+
+
+def branch_log(branch_id: str) -> LogLayout:
+    return LogLayout(f"{BRANCH_LOGS_DIR}/{branch_id}")

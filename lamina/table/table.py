@@ -7,6 +7,7 @@ version and move the object to what they committed.
 
 from __future__ import annotations
 
+import copy
 import functools
 import time
 import uuid
@@ -16,22 +17,29 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import pyarrow as pa
 
 from lamina.commit import CommitOptions, Committer, ObjectStoreCoordinator, TagStore, VersionLog
+from lamina.commit.branches import BranchLog, BranchStore, base_copy
 from lamina.commit.coordinator import CommitCoordinator
 from lamina.data.inflight import new_write_id
 from lamina.data.scan import Scan, ScanPlan
-from lamina.errors import AlreadyExists, InvalidArgument, TableAlreadyExists, TableNotFound, VersionNotFound
+from lamina.errors import (
+    AlreadyExists, InvalidArgument, InvalidBranchName, TableAlreadyExists, TableNotFound,
+    VersionNotFound,
+)
 from lamina.expr import Expr, bind, to_expr
 from lamina.io import FileIO
 from lamina.maintenance import expire, orphans
 from lamina.operations import CompactFiles, CompactionResult, MergeBuilder, RewriteManifests, Rollback
 from lamina.operations import compaction
 from lamina.operations.lineage import EnableRowLineage
+from lamina.operations.publish import EnableBranches, PublishBranch
 from lamina.operations.partition_spec import SpecUpdate
 from lamina.operations.rowlevel import row_mode
 from lamina.operations.schema import SchemaUpdate
 from lamina.operations.sort_order import SortOrderUpdate
 from lamina.spec.features import DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, check_reader, check_writer
-from lamina.spec.layout import FORMAT_VERSION
+from lamina.spec.branch import BranchRecord, check_retention, validate_branch_name
+from lamina.spec.features import BRANCHES
+from lamina.spec.layout import FORMAT_VERSION, MAIN_BRANCH
 from lamina.spec.lineage import ROW_LINEAGE
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.properties import TableProperties, check_properties
@@ -42,7 +50,7 @@ from lamina.table import auto_tags, system
 from lamina.table.changes import ChangeFeed, change_feed, resolve_end, resolve_start
 from lamina.table.convert import to_arrow
 from lamina.table.transaction import Transaction
-from lamina.timeutil import epoch_ms
+from lamina.timeutil import duration_ms, epoch_ms
 
 if TYPE_CHECKING:
     from lamina.table.engine import WriteSession
@@ -63,9 +71,10 @@ class Table:
         self.io = io
         self.log = log
         self._vm = vm
-        self.coordinator = coordinator or ObjectStoreCoordinator(io)
+        self.coordinator = coordinator or ObjectStoreCoordinator(io, log.layout)
         self._committer = Committer(log, self.coordinator)
         self.tag_store = TagStore(io, log)
+        self._main: Table | None = None  # on a branch's handle: the main table it came from
 
     # -- metadata ---------------------------------------------------------------------
 
@@ -115,6 +124,16 @@ class Table:
         check_reader(self._vm.reader_features, f"table {self.uri}")
         return self
 
+    @property
+    def branch_name(self) -> str:
+        """The branch this object reads and writes (``main`` unless it came from ``branch``)."""
+        return self.log.branch
+
+    @property
+    def main(self) -> "Table":
+        """The table's main branch (this object, unless it is a branch's handle)."""
+        return self if self._main is None else self._main
+
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Versions newest first: version, timestamp, operation, summary, parent, commit id."""
         out = []
@@ -133,6 +152,7 @@ class Table:
                     "parent_version": vm.parent_version,
                     "commit_id": vm.commit_id,
                     "summary": vm.summary,
+                    "branch": self.branch_name,
                 }
             )
             if limit is not None and len(out) >= limit:
@@ -175,7 +195,12 @@ class Table:
         version: int | str | None = None,
         timestamp: Any = None,
         tag: str | None = None,
+        branch: str | None = None,
     ) -> Scan:
+        """A read of this object's version, or of ``version``/``timestamp``/``tag``; ``branch``:
+        of that branch (its latest, or its ``version``/``timestamp``)."""
+        if branch is not None and branch != self.branch_name:
+            return self.branch(branch).scan(where, columns, version, timestamp, tag)
         return Scan(self.io, self._resolve(version, timestamp, tag), where, columns)
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:
@@ -208,9 +233,9 @@ class Table:
     def _committed(self, vm: VersionManifest, new: bool) -> None:
         """After a transaction: the object moves to the version it committed (``new``) or, if
         it committed nothing, to the latest version it looked at; a new version runs the
-        commit hooks (automatic tags)."""
+        commit hooks (automatic tags: main's versions only)."""
         self._vm = vm
-        if new and TableProperties.TAG_AUTO_CREATE.key in vm.properties:
+        if new and self._main is None and TableProperties.TAG_AUTO_CREATE.key in vm.properties:
             auto_tags.on_commit(self, vm)
 
     def _one(self, tx: Transaction) -> int | None:
@@ -448,6 +473,126 @@ class Table:
 
     list_tags = tags
 
+    # -- branches -------------------------------------------------------------------------
+    #
+    # A branch is a version log of its own (lamina.commit.branches, docs/branches.md): a
+    # handle on it is a Table whose reads and writes go to that log.
+
+    def branch(self, name: str) -> "Table":
+        """A handle on branch ``name`` at its latest version: every read and write works on it
+        as on the table, in the branch's own versions (``main``: the table itself)."""
+        main = self.main
+        if name == MAIN_BRANCH:
+            return main
+        store = BranchStore(self.io)
+        record = store.get(name)
+        log = store.log(record, allow_list=main.log.allow_list)
+        return main._handle(log, store.latest(log))
+
+    def _handle(self, log: BranchLog, vm: VersionManifest) -> "Table":
+        h = copy.copy(self)  # a catalog's table stays one (its online check)
+        h.log, h._vm, h._main = log, vm, self
+        h.coordinator = ObjectStoreCoordinator(self.io, log.layout)
+        h._committer = Committer(log, h.coordinator)
+        h.tag_store = TagStore(self.io, log)
+        check_reader(vm.reader_features, f"branch {log.branch!r} of {self.uri}")
+        return h
+
+    @property
+    def branch_record(self) -> BranchRecord | None:
+        """This handle's branch record (None on main)."""
+        return self.log.record if isinstance(self.log, BranchLog) else None
+
+    def create_branch(
+        self, name: str, *, from_version: int | None = None, from_tag: str | None = None,
+        from_timestamp: Any = None, from_branch: str | None = None,
+        retain_last: int | None = None, max_age: Any = None,
+    ) -> "Table":
+        """Make branch ``name`` from a version (default: the latest) of ``from_branch`` (default:
+        this object's branch), or from a tag; returns its handle. Nothing is copied: the branch
+        shares the table's files. ``retain_last`` / ``max_age`` (a timedelta): the branch's
+        retention, which ``expire_versions`` applies to its versions.
+
+        Refused with nothing changed: a bad name, ``main``, a branch or tag of that name
+        (BranchAlreadyExists), an unknown source (BranchNotFound, VersionNotFound)."""
+        validate_branch_name(name)
+        max_age_ms = None if max_age is None else duration_ms(max_age, "max_age")
+        check_retention(retain_last, max_age_ms)
+        if sum(x is not None for x in (from_version, from_tag, from_timestamp)) > 1:
+            raise InvalidArgument("pass one of from_version, from_tag or from_timestamp, not several")
+        if from_tag is not None and from_branch is not None:
+            raise InvalidArgument("a tag names one version of the table: pass from_tag or from_branch, not both")
+        store = BranchStore(self.io)
+        store.refuse_existing(name)  # before anything is committed or read
+        source = self if from_branch is None else self.branch(from_branch)
+        main = self.main
+        if BRANCHES not in main._vm.writer_features:
+            main._one(main.transaction().add_operation(EnableBranches()))
+        if from_version is None and from_tag is None and from_timestamp is None:
+            base = source.log.latest()
+        else:
+            base = source._resolve(from_version, from_timestamp, from_tag)
+        record = store.create(name, base, source.branch_name, retain_last=retain_last, max_age_ms=max_age_ms)
+        # As for tags: expiry tombstones versions before it lists branches, so a base still
+        # loadable now is seen by every later expiry (and a tag's copy by its tag).
+        held = source.tag_store.readable(from_tag) is not None if from_tag is not None else source.log.is_live(base.version)
+        if not held:
+            store.mark_deleted(name)
+            raise VersionNotFound(f"version {base.version} was expired while branch {name!r} was being made; nothing was made")
+        return main._handle(store.log(record, allow_list=main.log.allow_list), base_copy(base))
+
+    def list_branches(self) -> list[BranchRecord]:
+        """Every branch but main, by name (see ``system_table("branches")`` for main too)."""
+        return BranchStore(self.io).list()
+
+    def rename_branch(self, name: str, new_name: str) -> BranchRecord:
+        """Give branch ``name`` a new name (same versions; handles on it keep working)."""
+        if name == MAIN_BRANCH:
+            raise InvalidBranchName(f"{MAIN_BRANCH!r} cannot be renamed")
+        validate_branch_name(new_name)
+        return BranchStore(self.io).rename(name, new_name)
+
+    def delete_branch(self, name: str, *, dry_run: bool = False) -> "expire.ExpireReport":
+        """Delete branch ``name``: its versions, and every file only it needed (main, the other
+        branches and the tags keep theirs). A commit landing on it meanwhile is refused."""
+        if name == MAIN_BRANCH:
+            raise InvalidBranchName(f"{MAIN_BRANCH!r} is the table itself and cannot be deleted")
+        store = BranchStore(self.io)
+        record = store.get(name) if dry_run else store.mark_deleted(name)
+        g = expire.free_branch(self.io, self.main.log, record, dry_run=dry_run)
+        return expire.ExpireReport(
+            dry_run, deleted_manifests=g.manifests, deleted_files=g.files, deleted_bytes=g.freed_bytes, kept_for_tags=g.kept
+        )
+
+    def publish(
+        self, branch: str, into: str = MAIN_BRANCH, *, expected_version: int | None = None,
+        commit_options: CommitOptions | None = None,
+    ) -> int | None:
+        """Publish branch ``branch`` into ``into`` as one version: a fast-forward if ``into`` has
+        not moved since the branch was made from it, else the branch's changes re-applied on
+        ``into``'s latest (PublishConflict naming the files if they clash with what ``into``
+        changed). ``expected_version``: only if ``into`` is still at that version
+        (CommitConflict otherwise). None if the branch has no commit (nothing published)."""
+        if branch == into:
+            raise InvalidArgument(f"cannot publish branch {branch!r} into itself")
+        if branch == MAIN_BRANCH:
+            raise InvalidArgument("main was made from no other branch: publish a branch into main, not main into a branch")
+        src = self.branch(branch)
+        dst = self.branch(into)
+        record = src.branch_record
+        assert record is not None
+        head = src.metadata
+        if head.commit_id == record.base.commit_id:
+            return None
+        # The head's files stay while the publish runs (as a rollback's target's do): a guard
+        # tag, confirmed like a tag, which expiry and delete_branch honour.
+        guard = src.tag_store.guard(head, "publish")
+        try:
+            op = PublishBranch(branch, record.base, head, into, expected_version)
+            return dst._one(dst.transaction(commit_options=commit_options).add_operation(op))
+        finally:
+            src.tag_store.drop_guard(guard)
+
     # -- rollback, expiry, orphans --------------------------------------------------------
 
     def rollback(
@@ -539,6 +684,7 @@ WRITE_METHODS = (
     "append", "overwrite", "add_files", "delete", "update", "merge", "rollback",
     "expire_versions", "remove_orphans", "vacuum", "create_tag", "replace_tag", "rename_tag", "delete_tag",
     "compact", "rewrite_manifests", "update_schema", "update_spec", "update_sort_order",
+    "create_branch", "rename_branch", "delete_branch", "publish",
 )
 
 
@@ -640,9 +786,11 @@ def open_table(
     allow_list: bool = True,
     table_uuid: str | None = None,
     tag: str | None = None,
+    branch: str | None = None,
 ) -> Table:
     """Open the latest version of the table at ``uri`` (or ``version`` / ``timestamp`` / ``tag``;
-    a non-numeric ``version`` is a tag name, as for ``scan``).
+    a non-numeric ``version`` is a tag name, as for ``scan``); ``branch``: a handle on that
+    branch (its latest, or its ``version`` / ``timestamp``).
 
     ``allow_list=False`` trusts the version hint and never lists (for readers
     without list permission); ``table_uuid`` refuses a location that holds
@@ -654,11 +802,12 @@ def open_table(
     tag = as_tag if as_tag is not None else tag
     log = _new_log(uri, storage_options, None, allow_list)
     log.table_uuid = table_uuid
-    if version is not None:
-        vm = log.load(version)
+    if branch is not None and branch != MAIN_BRANCH:
+        table = Table(log.io, log, log.latest()).branch(branch)
+        if version is not None:
+            table._vm = table.log.load(version)
     else:
-        vm = log.latest()
-    table = Table(log.io, log, vm)
+        table = Table(log.io, log, log.load(version) if version is not None else log.latest())
     if timestamp is not None or tag is not None:
         table._vm = table._resolve(None, timestamp, tag)
     check_reader(table._vm.reader_features, f"table {uri}")

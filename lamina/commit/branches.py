@@ -1,0 +1,229 @@
+"""The branch store: branch records, and the version log of each branch.
+
+A branch is a version log of its own (Lance's model, docs/branches.md): its slots, hint and
+freed-slot records live under ``_lamina/branch_logs/<id>/`` with exactly main's protocol
+(put-if-absent slots, tombstones, freed chunks), so writers on two branches never touch the
+same file and opening a branch's latest version costs what main's does. The log starts with
+its base: slot ``b`` (the version the branch was made from) holds a copy of that version, and
+the branch's own commits are ``b+1, b+2, ...`` of that log. Data files and manifests are
+shared with the rest of the table: nothing is copied when a branch is made.
+
+Creating a branch writes its record (put-if-absent: the name is taken or not), then the
+base slot; a reader that finds a record without the slot (a creator that crashed between)
+writes the slot itself from the record's copy. Deleting one writes a marker into its log
+(``deleted.json``) before anything else: a commit whose put lands on the branch checks the
+marker before it is acknowledged (``BranchLog.confirm``), so no commit is acknowledged on a
+branch already deleted, and one acknowledged before the marker was deleted with it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from lamina.commit.log import VersionLog
+from lamina.errors import (
+    AlreadyExists,
+    BranchAlreadyExists,
+    BranchNotFound,
+    NotFound,
+    StorageError,
+    TableNotFound,
+)
+from lamina.io import FileIO
+from lamina.spec.branch import BRANCHES, BranchRecord, branch_path, check_retention, validate_branch_name
+from lamina.spec.features import with_features
+from lamina.spec.layout import BRANCH_LOGS_DIR, BRANCHES_DIR, branch_log
+from lamina.spec.tag import tag_path
+from lamina.spec.version import VersionManifest
+
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-branches")
+
+DELETED_MARKER = "deleted.json"
+
+
+def deleted_marker(branch_id: str) -> str:
+    return f"{branch_log(branch_id).root}/{DELETED_MARKER}"
+
+
+@dataclass
+class BranchLog(VersionLog):
+    """The version log of one branch (``record``)."""
+
+    record: BranchRecord | None = field(default=None, repr=False)
+
+    @property
+    def branch(self) -> str:
+        assert self.record is not None
+        return self.record.name
+
+    def confirm(self, vm: VersionManifest) -> None:
+        assert self.record is not None
+        if self.io.exists(deleted_marker(self.record.branch_id)):
+            try:
+                self.io.delete(self.version_path(vm.version))
+            except StorageError:
+                pass  # the branch's log is garbage now: orphan cleanup removes it
+            raise BranchNotFound(
+                f"branch {self.record.name!r} of {self.io.uri} was deleted while this commit was landing; "
+                "nothing was committed"
+            )
+
+    def _no_versions(self) -> str:
+        assert self.record is not None
+        return f"branch {self.record.name!r} of {self.io.uri} has no versions (its log was removed)"
+
+
+def base_copy(vm: VersionManifest) -> VersionManifest:
+    """What a branch's base slot holds: the version it was made from, needing the feature."""
+    return vm.next(writer_features=with_features(vm.writer_features, BRANCHES))
+
+
+class BranchStore:
+    """Every branch of the table at ``io`` (main excepted: it is the table's root log)."""
+
+    def __init__(self, io: FileIO, table_uuid: str | None = None) -> None:
+        self.io = io
+        self.table_uuid = table_uuid
+
+    # -- records -------------------------------------------------------------------------
+
+    def get(self, name: str) -> BranchRecord:
+        path = branch_path(name)
+        data = self.io.get_optional(path)
+        if data is None:
+            raise BranchNotFound(f"no branch {name!r} on {self.io.uri}; `lamina branch list` shows the branches")
+        return BranchRecord.from_json(data, path)
+
+    def exists(self, name: str) -> bool:
+        return self.io.exists(branch_path(name))
+
+    def names(self) -> list[str]:
+        return sorted(n[: -len(".json")] for n in self.io.list_names(BRANCHES_DIR) if n.endswith(".json"))
+
+    def list(self) -> list[BranchRecord]:
+        """Every branch, by name."""
+        def load(n: str) -> BranchRecord | None:
+            try:
+                return self.get(n)
+            except BranchNotFound:  # deleted while listing
+                return None
+
+        return [r for r in _pool.map(load, self.names()) if r is not None]
+
+    # -- logs ----------------------------------------------------------------------------
+
+    def log(self, record: BranchRecord, allow_list: bool = True) -> BranchLog:
+        """The branch's version log; its base slot written if a crashed creator left it out."""
+        log = BranchLog(self.io, table_uuid=record.base.table_uuid, allow_list=allow_list,
+                        layout=record.layout, record=record)
+        return log
+
+    def latest(self, log: BranchLog) -> VersionManifest:
+        """The branch's latest version (its base slot put back if a creator crashed before it)."""
+        try:
+            return log.latest()
+        except TableNotFound:
+            assert log.record is not None
+            if self.io.exists(deleted_marker(log.record.branch_id)):
+                raise BranchNotFound(f"branch {log.record.name!r} of {self.io.uri} was deleted") from None
+            self._put_base(log.record)
+            return log.latest()
+
+    def _put_base(self, record: BranchRecord) -> None:
+        try:
+            self.io.put_new(record.layout.version_path(record.base.version), base_copy(record.base).to_json())
+        except AlreadyExists:
+            pass  # a commit on the branch, or another reader put it: either way the slot is there
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def create(
+        self, name: str, base: VersionManifest, base_branch: str, *,
+        retain_last: int | None = None, max_age_ms: int | None = None,
+    ) -> BranchRecord:
+        """Make branch ``name`` from version ``base`` of ``base_branch``: the record (put-if-absent),
+        then the base slot and the hint. Refused (nothing left behind) for a bad name, an
+        existing branch or a tag of the name."""
+        validate_branch_name(name)
+        check_retention(retain_last, max_age_ms)
+        self._refuse_tag(name)
+        record = BranchRecord(name, uuid.uuid4().hex, base_branch, base, int(time.time() * 1000), retain_last, max_age_ms)
+        try:
+            self.io.put_new(branch_path(name), record.to_json())
+        except AlreadyExists:
+            raise BranchAlreadyExists(
+                f"branch {name!r} already exists on {self.io.uri}; delete it first, or choose another name"
+            ) from None
+        try:
+            # A tag made under the name at the same moment: both check after writing, so at
+            # least one of them sees the other and withdraws.
+            self._refuse_tag(name)
+        except BranchAlreadyExists:
+            self.io.delete(branch_path(name))
+            raise
+        self._put_base(record)
+        log = self.log(record)
+        log.write_hint(base_copy(base), wait=False)
+        return record
+
+    def refuse_existing(self, name: str) -> None:
+        """BranchAlreadyExists if a branch or a tag has the name."""
+        if self.exists(name):
+            raise BranchAlreadyExists(f"branch {name!r} already exists on {self.io.uri}; delete it first, or choose another name")
+        self._refuse_tag(name)
+
+    def _refuse_tag(self, name: str) -> None:
+        if self.io.exists(tag_path(name)):
+            raise BranchAlreadyExists(
+                f"{name!r} is a tag of {self.io.uri}; a branch may not share a tag's name (reads by name would be ambiguous)"
+            )
+
+    def put(self, record: BranchRecord) -> None:
+        """Overwrite a record (its retention)."""
+        self.io.put(branch_path(record.name), record.to_json())
+
+    def rename(self, name: str, new_name: str) -> BranchRecord:
+        """The same branch (same log) under ``new_name``: the new record first, then the old one
+        goes. Writers holding the branch by its old name keep committing to it."""
+        record = self.get(name)
+        validate_branch_name(new_name)
+        self._refuse_tag(new_name)
+        new = record.renamed(new_name)
+        try:
+            self.io.put_new(branch_path(new_name), new.to_json())
+        except AlreadyExists:
+            raise BranchAlreadyExists(f"branch {new_name!r} already exists on {self.io.uri}") from None
+        self.io.delete(branch_path(name))
+        return new
+
+    def mark_deleted(self, name: str) -> BranchRecord:
+        """The start of a deletion: the marker in the branch's log (no commit is acknowledged on
+        it from now on), then the record (the name is free)."""
+        record = self.get(name)
+        self.io.put(deleted_marker(record.branch_id), json.dumps({"deleted": True, "name": name}).encode())
+        try:
+            self.io.delete(branch_path(name))
+        except NotFound:
+            pass
+        return record
+
+    def deleted_logs(self) -> list[str]:
+        """Ids of branch logs that carry the deletion marker (their files are garbage)."""
+        out = []
+        for o in self.io.list(BRANCH_LOGS_DIR):
+            rest = o.path[len(BRANCH_LOGS_DIR) + 1:]
+            bid, _, tail = rest.partition("/")
+            if tail == DELETED_MARKER:
+                out.append(bid)
+        return out
+
+
+def all_branch_logs(io: FileIO) -> list[BranchLog]:
+    """The log of every branch of the table (main excepted); damaged records raise."""
+    store = BranchStore(io)
+    return [store.log(r) for r in store.list()]
+

@@ -1,0 +1,163 @@
+"""Publishing a branch into another: a fast-forward, or the branch's changes re-applied.
+
+``PublishBranch(name, base, head)`` is applied to the target branch's latest version like
+any operation, so it retries and rebases as every commit does:
+
+- **Fast-forward**: the target's latest is still the version the branch was made from (same
+  commit id). The new version takes the branch head's content as it is (root manifest,
+  schema, specs, properties, row-id counter): metadata only, one version file.
+- **Otherwise, a rebase**: the branch's change is its file-level diff from its base to its
+  head (files it removed, files it added, data files given a new deletion vector). Every
+  file the branch removed or gave a new deletion vector must still be live in the target
+  with the deletion vector it had at the base; otherwise the branch rewrote rows the target
+  changed since, and the publish fails (PublishConflict naming those files). Files the
+  branch added are added, with fresh row ids. A schema, partition spec, sort order or
+  property change made on the branch is applied if the target still has the base's;
+  if the target changed it too, that is a conflict.
+
+The version numbers a branch's manifests record are the branch's own, so a fast-forward's
+file intervals do not describe the target's history: the version is flagged
+(``last_readd_version``) and expiry decides about its files by the full walk, exactly.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lamina.commit import Base, Change, Operation, removed_of
+from lamina.data.changes import changed_entries
+from lamina.data.deletes import file_key_array
+from lamina.errors import CommitConflict, PublishConflict
+from lamina.manifest.entries import conform, fill_constant, manifest_schema_of
+from lamina.manifest.tree import live_data_entries
+from lamina.spec.features import BRANCHES
+from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, ROW_ID, has_lineage
+from lamina.spec.version import VersionManifest
+
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-publish")
+
+
+@dataclass
+class PublishBranch(Operation):
+    branch: str
+    base: VersionManifest  # the version the branch was made from (its record's copy)
+    head: VersionManifest  # the branch's version being published
+    into: str = "main"
+    expected_version: int | None = None  # publish only onto this version of the target
+
+    def is_fast_forward(self, target: VersionManifest) -> bool:
+        return target.commit_id == self.base.commit_id
+
+    def apply(self, base: Base) -> Change:
+        target = base.metadata
+        if self.expected_version is not None and target.version != self.expected_version:
+            raise CommitConflict(
+                f"not publishing branch {self.branch!r}: {self.into!r} is at version {target.version}, not "
+                f"{self.expected_version} as expected (it moved since the audit). Nothing was committed"
+            )
+        summary = {"branch": self.branch, "branch-version": self.head.version, "branch-base-version": self.base.version}
+        if self.is_fast_forward(target):
+            summary["publish"] = "fast-forward"
+            return Change("publish", base.empty(), removed_of(base.empty()), summary=summary, tree=self.head)
+        summary["publish"] = "rebase"
+        return self._rebase(base, summary)
+
+    def _rebase(self, base: Base, summary: dict) -> Change:
+        target = base.metadata
+        change = Change("publish", base.empty(), removed_of(base.empty()), summary=summary)
+        # Metadata the branch changed: taken if the target still has the base's.
+        for attr, what in (("schema", "schema"), ("partition_spec", "partition spec"), ("sort_order", "sort order"),
+                           ("properties", "table properties")):
+            mine, theirs, was = getattr(self.head, attr), getattr(target, attr), getattr(self.base, attr)
+            if mine == was or mine == theirs:
+                continue
+            if theirs != was:
+                raise PublishConflict(
+                    f"cannot publish branch {self.branch!r} into {self.into!r}: both changed the {what} since the branch "
+                    f"was made (at version {self.base.version}). Nothing was committed; make the same change on "
+                    f"{self.into!r} first, or publish before changing it there"
+                )
+            setattr(change, attr, mine)
+        gone, new = changed_entries(base.io, self.base, self.head)
+        have = base.live_entries(["path", "added_version", "dv_path", "dv_offset"])
+        hkeys = file_key_array(have)
+        if gone.num_rows:
+            gkeys = file_key_array(gone)
+            lost = gone.filter(pc.invert(pc.is_in(gkeys, value_set=hkeys))) if len(hkeys) else gone
+            if lost.num_rows:
+                files = sorted(set(lost.column("path").to_pylist()))
+                shown = ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "")
+                raise PublishConflict(
+                    f"cannot publish branch {self.branch!r} into {self.into!r}: the branch deleted or rewrote rows of "
+                    f"{len(files)} file(s) that {self.into!r} changed since the branch was made (at version "
+                    f"{self.base.version}): {shown}. Nothing was committed; re-run the branch's change on a branch made "
+                    f"from {self.into!r}'s latest version",
+                    files,
+                )
+            change.removed = removed_of(have.filter(pc.is_in(hkeys, value_set=gkeys)))
+        meta = target.next(schema=change.schema or target.schema, partition_spec=change.partition_spec or target.partition_spec)
+        mschema = manifest_schema_of(meta)
+        if new.num_rows:
+            # changed_entries keeps a few columns: the full entries (statistics) from the head
+            full = live_data_entries(base.io, self.head.root_manifest, manifest_schema_of(self.head))
+            full = full.filter(pc.is_in(file_key_array(full), value_set=file_key_array(new)))
+            added = conform(full, mschema)
+            if has_lineage(target) and FIRST_ROW_ID in mschema.names:
+                # Files new on the branch get fresh ids from the target's counter (the
+                # committer assigns them); a data file given a new DV keeps its rows' ids.
+                fresh = pc.invert(pc.is_in(added.column("path"), value_set=gone.column("path")))
+                self._check_stored_ids(base, added.filter(fresh))
+                firsts = pc.if_else(fresh, pa.nulls(added.num_rows, pa.int64()), added.column(FIRST_ROW_ID))
+                versions = pc.if_else(fresh, pa.nulls(added.num_rows, pa.int64()), added.column(DATA_VERSION))
+                added = added.set_column(added.schema.get_field_index(FIRST_ROW_ID), FIRST_ROW_ID, firsts)
+                added = added.set_column(added.schema.get_field_index(DATA_VERSION), DATA_VERSION, versions)
+            change.added = fill_constant(added, added_version=base.version, status=1, removed_version=None)
+        return change
+
+    def _check_stored_ids(self, base: Base, fresh: pa.Table) -> None:
+        """Rows the branch inserted and then rewrote (an update of rows it appended) store row
+        ids from the branch's counter, which the target has handed out since: they cannot
+        get fresh ones without rewriting the files. Refused rather than duplicated."""
+        start = self.base.next_row_id or 0
+
+        def stored_max(path: str) -> int | None:
+            local = base.io.local_path(path)
+            meta = pq.read_metadata(local) if local is not None else pq.read_metadata(pa.BufferReader(base.io.get(path)))
+            names = meta.schema.names
+            if ROW_ID not in names:
+                return None
+            i = names.index(ROW_ID)
+            top = None
+            for g in range(meta.num_row_groups):
+                st = meta.row_group(g).column(i).statistics
+                if st is None or not st.has_min_max:
+                    return start  # unknown: assume the worst
+                top = st.max if top is None else max(top, st.max)
+            return top
+
+        paths = fresh.column("path").to_pylist()
+        clash = [p for p, m in zip(paths, _pool.map(stored_max, paths)) if m is not None and m >= start]
+        if clash:
+            raise PublishConflict(
+                f"cannot publish branch {self.branch!r} into {self.into!r} by rebase: {len(clash)} file(s) hold rows the "
+                f"branch inserted and then rewrote, whose row ids ({ROW_ID}) were taken from the branch's counter and "
+                f"may have been handed out on {self.into!r} since. Nothing was committed; publish before "
+                f"{self.into!r} moves (a fast-forward keeps the ids), or re-run the branch's changes on a new branch",
+                clash,
+            )
+
+
+class EnableBranches(Operation):
+    """Give the table writer feature ``branches`` (lamina.spec.features): a writer that knows
+    no branches must not expire or clean up what a branch needs. Metadata only, once."""
+
+    skip_if_noop = True
+
+    def apply(self, base: Base) -> Change:
+        have = BRANCHES in base.metadata.writer_features
+        return Change("enable-branches", base.empty(), removed_of(base.empty()), writer_features=() if have else (BRANCHES,))
