@@ -101,6 +101,7 @@ class ExpireReport:
     # superseded less than reader_grace ago (pass reader_grace=timedelta(0) if no reader runs)
     held_by_reader_grace: bool = False
     freed_slots: int = 0  # tombstones deleted with their chunk (a freed-slot record written first)
+    branches: dict[str, "ExpireReport"] = field(default_factory=dict)  # each branch's, when main expired them too
     seconds: float = 0.0
 
     @property

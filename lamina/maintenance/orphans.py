@@ -28,7 +28,8 @@ from lamina.io import FileIO
 from lamina.maintenance.expire import to_ms
 from lamina.maintenance.reachability import referenced_paths
 from lamina.spec.features import check_writer
-from lamina.spec.layout import HINT_PATH, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, parse_pending_name, version_path
+from lamina.commit.branches import DELETED_MARKER, BranchStore
+from lamina.spec.layout import BRANCH_LOGS_DIR, BRANCHES_DIR, HINT_PATH, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, parse_pending_name, version_path
 from lamina.spec.slot import FREED_DIR
 from lamina.data.inflight import live_write_ids, written_by
 from lamina.timeutil import now_ms
@@ -84,7 +85,11 @@ def remove_orphans(
     strays = {version_path(v) for v in log.scan_slots().strays}
     # List first: a file written after this listing is not considered at all, and one
     # listed here but committed later is younger than the cutoff (or in flight).
-    listed = [o for o in io.walk() if o.path in strays or _may_be_orphan(o.path, latest.version)]
+    walked = list(io.walk())
+    # Branch records are read after the listing: a branch's log files are written after its
+    # record, so every log file listed belongs to a branch read here, or to a deleted one.
+    live_branches = {r.branch_id for r in BranchStore(io).list()}
+    listed = [o for o in walked if o.path in strays or _may_be_orphan(o.path, latest.version, live_branches)]
     report.scanned = len(listed)
     in_flight = live_write_ids(io)
     referenced = referenced_paths(io, log, progress)
@@ -111,11 +116,16 @@ def remove_orphans(
     return report
 
 
-def _may_be_orphan(path: str, latest: int) -> bool:
+def _may_be_orphan(path: str, latest: int, live_branches: set[str]) -> bool:
     """Metadata that says what is referenced is never an orphan; a manifest staged by the
-    SQL catalog for a version already published (or lost) is one."""
-    if path == HINT_PATH:
+    SQL catalog for a version already published (or lost) is one, and so is anything a
+    deleted branch's log holds but its deletion marker (which stays, so a put delayed past
+    the deletion is refused)."""
+    if path == HINT_PATH or path.startswith(f"{BRANCHES_DIR}/"):
         return False
+    if path.startswith(f"{BRANCH_LOGS_DIR}/"):
+        branch_id, _, rest = path[len(BRANCH_LOGS_DIR) + 1 :].partition("/")
+        return branch_id not in live_branches and rest != DELETED_MARKER
     if path.startswith(f"{PENDING_DIR}/"):
         v = parse_pending_name(path[len(PENDING_DIR) + 1 :])
         return v is not None and v <= latest

@@ -11,7 +11,7 @@ import copy
 import functools
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
@@ -22,7 +22,7 @@ from lamina.commit.coordinator import CommitCoordinator
 from lamina.data.inflight import new_write_id
 from lamina.data.scan import Scan, ScanPlan
 from lamina.errors import (
-    AlreadyExists, InvalidArgument, InvalidBranchName, TableAlreadyExists, TableNotFound,
+    AlreadyExists, BranchNotFound, InvalidArgument, InvalidBranchName, TableAlreadyExists, TableNotFound,
     VersionNotFound,
 )
 from lamina.expr import Expr, bind, to_expr
@@ -635,12 +635,42 @@ class Table:
         reader_grace: Any = None,
         dry_run: bool = False,
         progress: Any = None,
+        branches: bool = True,
     ) -> "expire.ExpireReport":
-        """Delete old versions and the files only they needed; tags keep theirs.
+        """Delete old versions and the files only they needed; tags and branches keep theirs.
 
         See ``lamina.maintenance.expire`` for the rules (reader grace: versions are
-        expired only once superseded for ``reader_grace``, default one hour).
+        expired only once superseded for ``reader_grace``, default one hour). On a branch's
+        handle, that branch's versions, by its retention (``create_branch(retain_last=,
+        max_age=)``) where the call leaves it open. On main with ``branches`` (default), every
+        branch's versions too, each by its own retention where set, else by the call's
+        (``report.branches``: each branch's report).
         """
+        report = self._expire_own(older_than, retain_last, reader_grace, dry_run, progress)
+        if self._main is None and branches:
+            for record in BranchStore(self.io).list():
+                try:
+                    h = self.branch(record.name)
+                except BranchNotFound:  # deleted meanwhile
+                    continue
+                report.branches[record.name] = h._expire_own(older_than, retain_last, reader_grace, dry_run, None, prefer_own=True)
+        return report
+
+    def _expire_own(
+        self, older_than: Any, retain_last: int | None, reader_grace: Any, dry_run: bool, progress: Any,
+        prefer_own: bool = False,
+    ) -> "expire.ExpireReport":
+        """Expire this object's branch: its retention fills what the call leaves open, or
+        (``prefer_own``: main expiring its branches) replaces it where set."""
+        record = self.branch_record
+        if record is not None:
+            own_age = None if record.max_age_ms is None else datetime.now(timezone.utc) - timedelta(milliseconds=record.max_age_ms)
+            if prefer_own:
+                older_than = own_age if own_age is not None else older_than
+                retain_last = record.retain_last if record.retain_last is not None else retain_last
+            else:
+                older_than = older_than if older_than is not None else own_age
+                retain_last = retain_last if retain_last is not None else record.retain_last
         return expire.expire_versions(
             self.io, self.log, older_than=older_than, retain_last=retain_last,
             reader_grace=reader_grace, dry_run=dry_run, progress=progress,
@@ -651,8 +681,8 @@ class Table:
         allow_short_age: bool = False, progress: Any = None,
     ) -> "orphans.OrphanReport":
         """Delete files nothing references, older than ``older_than`` and not in flight."""
-        return orphans.remove_orphans(
-            self.io, self.log, older_than, dry_run=dry_run, allow_short_age=allow_short_age, progress=progress
+        return orphans.remove_orphans(  # table-wide: every branch's files are walked
+            self.io, self.main.log, older_than, dry_run=dry_run, allow_short_age=allow_short_age, progress=progress
         )
 
     vacuum = remove_orphans
