@@ -121,6 +121,7 @@ def register(
     version: int | str | None = None,
     timestamp: Any = None,
     tag: str | None = None,
+    branch: str | None = None,
     where: str | None = None,
     columns: list[str] | None = None,
     quoted: bool = False,
@@ -130,14 +131,14 @@ def register(
 
     ``where`` (DuckDB SQL, e.g. ``"day >= DATE '2026-01-01'"``): the view holds only the rows
     it selects, and Lamina skips the files that cannot hold one. ``columns``: the view's
-    columns (default: all)."""
+    columns (default: all). ``branch``: a version of that branch (its latest by default)."""
     t = lamina.open_table(table) if isinstance(table, str) else table
     conjuncts: list[str] = []
     text = None
     if where is not None:
         text = _where_text(where)
         conjuncts = [c.sql("duckdb") for c in _conjuncts(sqlglot.parse_one(text, read="duckdb"))]
-    vm_scan = t.scan(columns=columns, version=version, timestamp=timestamp, tag=tag)
+    vm_scan = t.scan(columns=columns, version=version, timestamp=timestamp, tag=tag, branch=branch)
     scan = Scan(vm_scan.io, vm_scan.vm, pruning_predicate(conjuncts, vm_scan.schema), columns)
     return register_scan(con, scan, name if quoted else _ident(name), where=text)
 
