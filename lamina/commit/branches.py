@@ -24,11 +24,14 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from lamina.commit.log import VersionLog
+from dataclasses import replace
+
+from lamina.commit.log import SlotListing, VersionLog
 from lamina.errors import (
     AlreadyExists,
     BranchAlreadyExists,
     BranchNotFound,
+    CorruptMetadata,
     NotFound,
     StorageError,
     TableNotFound,
@@ -36,17 +39,20 @@ from lamina.errors import (
 from lamina.io import FileIO
 from lamina.spec.branch import BRANCHES, BranchRecord, branch_path, check_retention, validate_branch_name
 from lamina.spec.features import with_features
-from lamina.spec.layout import BRANCH_LOGS_DIR, BRANCHES_DIR, branch_log
+from lamina.spec.layout import BRANCH_LOGS_DIR, BRANCHES_DIR
 from lamina.spec.tag import tag_path
+from lamina.spec.slot import Tombstone, slot_chunk_size
 from lamina.spec.version import VersionManifest
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-branches")
 
-DELETED_MARKER = "deleted.json"
+DELETED_SUFFIX = ".deleted.json"
 
 
 def deleted_marker(branch_id: str) -> str:
-    return f"{branch_log(branch_id).root}/{DELETED_MARKER}"
+    """The deletion marker of a branch's log: beside the log's directory, so one listing of
+    ``branch_logs/`` (not of every log) finds the deleted branches."""
+    return f"{BRANCH_LOGS_DIR}/{branch_id}{DELETED_SUFFIX}"
 
 
 @dataclass
@@ -59,6 +65,34 @@ class BranchLog(VersionLog):
     def branch(self) -> str:
         assert self.record is not None
         return self.record.name
+
+    # The base slot is virtual until something is written there: a branch is made by writing
+    # its record alone (one put, like a tag), and slot ``base_version`` reads as the record's
+    # copy while the file is absent and its chunk was never freed. Expiry turns it into a
+    # tombstone like any slot (the copy stays in the record, so the branch's base files stay).
+
+    def read_slot(self, version: int) -> "VersionManifest | Tombstone | None":
+        slot = super().read_slot(version)
+        if slot is None and self.record is not None and version == self.record.base_version:
+            if self.freed_record(version, slot_chunk_size(self.record.base.properties)) is None:
+                return base_copy(self.record.base)
+        return slot
+
+    def latest(self) -> VersionManifest:
+        try:
+            return super().latest()
+        except TableNotFound:  # no slot file yet: the base
+            assert self.record is not None
+            if self.io.exists(deleted_marker(self.record.branch_id)):
+                raise BranchNotFound(f"branch {self.record.name!r} of {self.io.uri} was deleted") from None
+            return self.load(self.record.base_version)
+
+    def scan_slots(self) -> SlotListing:
+        slots = super().scan_slots()
+        b = None if self.record is None else self.record.base_version
+        if b is None or b in slots.versions or b in slots.tombstones or any(lo <= b <= hi for lo, hi in slots.freed):
+            return slots
+        return replace(slots, versions=sorted([b, *slots.versions]))
 
     def confirm(self, vm: VersionManifest) -> None:
         assert self.record is not None
@@ -122,23 +156,6 @@ class BranchStore:
                         layout=record.layout, record=record)
         return log
 
-    def latest(self, log: BranchLog) -> VersionManifest:
-        """The branch's latest version (its base slot put back if a creator crashed before it)."""
-        try:
-            return log.latest()
-        except TableNotFound:
-            assert log.record is not None
-            if self.io.exists(deleted_marker(log.record.branch_id)):
-                raise BranchNotFound(f"branch {log.record.name!r} of {self.io.uri} was deleted") from None
-            self._put_base(log.record)
-            return log.latest()
-
-    def _put_base(self, record: BranchRecord) -> None:
-        try:
-            self.io.put_new(record.layout.version_path(record.base.version), base_copy(record.base).to_json())
-        except AlreadyExists:
-            pass  # a commit on the branch, or another reader put it: either way the slot is there
-
     # -- changes ---------------------------------------------------------------------------
 
     def create(
@@ -165,9 +182,6 @@ class BranchStore:
         except BranchAlreadyExists:
             self.io.delete(branch_path(name))
             raise
-        self._put_base(record)
-        log = self.log(record)
-        log.write_hint(base_copy(base), wait=False)
         return record
 
     def refuse_existing(self, name: str) -> None:
@@ -200,25 +214,34 @@ class BranchStore:
         self.io.delete(branch_path(name))
         return new
 
-    def mark_deleted(self, name: str) -> BranchRecord:
-        """The start of a deletion: the marker in the branch's log (no commit is acknowledged on
-        it from now on), then the record (the name is free)."""
+    def delete(self, name: str) -> BranchRecord:
+        """Delete a branch: the marker in its log first (from then on no commit is acknowledged
+        on it), holding its record and the time, then the record (the name is free). Its files
+        stay until expiry (``free_deleted_branches``) or orphan cleanup frees them."""
         record = self.get(name)
-        self.io.put(deleted_marker(record.branch_id), json.dumps({"deleted": True, "name": name}).encode())
+        marker = {"deleted_at_ms": int(time.time() * 1000), "record": json.loads(record.to_json())}
+        self.io.put(deleted_marker(record.branch_id), json.dumps(marker).encode())
         try:
             self.io.delete(branch_path(name))
         except NotFound:
             pass
         return record
 
-    def deleted_logs(self) -> list[str]:
-        """Ids of branch logs that carry the deletion marker (their files are garbage)."""
+    def deleted(self) -> list[tuple[BranchRecord, int]]:
+        """(record, deleted at ms) of every deleted branch whose log still has its marker."""
         out = []
-        for o in self.io.list(BRANCH_LOGS_DIR):
-            rest = o.path[len(BRANCH_LOGS_DIR) + 1:]
-            bid, _, tail = rest.partition("/")
-            if tail == DELETED_MARKER:
-                out.append(bid)
+        for name in self.io.list_names(BRANCH_LOGS_DIR):
+            if not name.endswith(DELETED_SUFFIX):
+                continue
+            path = f"{BRANCH_LOGS_DIR}/{name}"
+            data = self.io.get_optional(path)
+            if data is None:
+                continue
+            try:
+                j = json.loads(data)
+                out.append((BranchRecord.from_json(json.dumps(j["record"]).encode(), path), int(j["deleted_at_ms"])))
+            except (ValueError, KeyError, TypeError, CorruptMetadata):
+                continue  # a damaged marker still refuses commits; its files are left to orphan cleanup
         return out
 
 

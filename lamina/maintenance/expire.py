@@ -68,7 +68,7 @@ from lamina.maintenance.reachability import (
     staged_versions,
 )
 from lamina.spec.features import SLOT_TOMBSTONES, check_writer
-from lamina.spec.layout import MANIFESTS_DIR
+from lamina.spec.layout import MAIN_BRANCH, MANIFESTS_DIR
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import (
     FreedChunk,
@@ -435,7 +435,13 @@ def expire_versions(
             report.deleted_bytes += _delete(io, g.files) + _delete(io, g.manifests)
             step("files", len(g.files) + len(g.manifests), len(g.files) + len(g.manifests))
         slots.tombstones.update(stones)
-    # 4. chunks of old tombstones below every retained version: record, then free
+    # 4. branches deleted more than the reader grace ago: what only they held (main's run)
+    if log.branch == MAIN_BRANCH:
+        g = free_deleted_branches(io, log, floor, dry_run)
+        report.deleted_manifests += g.manifests
+        report.deleted_files += g.files
+        report.deleted_bytes += g.freed_bytes
+    # 5. chunks of old tombstones below every retained version: record, then free
     if SLOT_TOMBSTONES in latest.writer_features and survivors:
         report.freed_slots = free_slots(io, log, latest, slots, survivors[0], now, dry_run)
     report.seconds = time.monotonic() - started
@@ -555,22 +561,23 @@ def drop_versions_after(io: FileIO, log: VersionLog, target: VersionManifest, ro
     return _Garbage(g.manifests, g.files, freed, g.kept)
 
 
-def free_branch(io: FileIO, main_log: VersionLog, record: Any, dry_run: bool = False) -> _Garbage:
-    """Free what only a deleted branch needed (``Table.delete_branch`` has marked it deleted and
-    removed its record; a dry run has done neither): its versions become tombstones first (so
-    a publish guarding its head, which confirms the head still loads, either fails or is seen
-    by the walk), then its files minus everything the rest of the table references go, then
-    its log's files (the deletion marker stays: a put delayed past all this is refused)."""
-    from lamina.commit.branches import DELETED_MARKER, BranchStore
+def free_deleted_branches(io: FileIO, main_log: VersionLog, floor_ms: int, dry_run: bool = False) -> _Garbage:
+    """Free what branches deleted before ``floor_ms`` (now minus the reader grace: a publish or
+    a read of such a branch has finished) held and nothing else references: their versions'
+    and bases' files minus every kept version's, branch's and tag's; then their logs' files.
+    The deletion markers stay (a put delayed past all this is still refused)."""
+    from lamina.commit.branches import BranchStore
 
-    log = BranchStore(io).log(record)
-    slots = log.scan_slots()
-    vms = [vm for vm in _each(io, log.try_load, slots.versions) if vm is not None]
-    now = now_ms()
-    if not dry_run:
-        _put_tombstones(io, log, [Tombstone(vm.version, vm.commit_id, "expired", now) for vm in vms])
-    mine = paths_of(io, vms + [record.base])
-    keep = referenced_paths(io, main_log, dropping_branch=record.branch_id)
+    store = BranchStore(io)
+    gone = [(r, store.log(r)) for r, at in store.deleted() if at <= floor_ms]
+    gone = [(r, lg, own) for r, lg in gone if (own := [o.path for o in io.list(r.layout.root)])]
+    if not gone:
+        return _Garbage([], [], 0, 0)
+    vms = [r.base for r, _, _ in gone]
+    for _, lg, _ in gone:
+        vms += [vm for vm in _each(io, lg.try_load, lg.list_versions()) if vm is not None]
+    mine = paths_of(io, vms)
+    keep = referenced_paths(io, main_log)
     doomed = mine.filter(pc.invert(_is_in(mine, keep))).to_pylist()
     manifests = [p for p in doomed if p.startswith(MANIFESTS_DIR + "/")]
     files = [p for p in doomed if not p.startswith(MANIFESTS_DIR + "/")]
@@ -578,7 +585,5 @@ def free_branch(io: FileIO, main_log: VersionLog, record: Any, dry_run: bool = F
     if dry_run:
         return _Garbage(g.manifests, g.files, _sizes(io, g.manifests + g.files), g.kept)
     freed = _delete(io, g.files) + _delete(io, g.manifests)
-    own = [o.path for o in io.list(record.layout.root) if not o.path.endswith("/" + DELETED_MARKER)]
-    if own:
-        io.delete_many(own)
+    io.delete_many([p for _, _, own in gone for p in own])
     return _Garbage(g.manifests, g.files, freed, g.kept)

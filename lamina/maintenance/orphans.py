@@ -28,7 +28,7 @@ from lamina.io import FileIO
 from lamina.maintenance.expire import to_ms
 from lamina.maintenance.reachability import referenced_paths
 from lamina.spec.features import check_writer
-from lamina.commit.branches import DELETED_MARKER, BranchStore
+from lamina.commit.branches import BranchStore
 from lamina.spec.layout import BRANCH_LOGS_DIR, BRANCHES_DIR, HINT_PATH, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, parse_pending_name, version_path
 from lamina.spec.slot import FREED_DIR
 from lamina.data.inflight import live_write_ids, written_by
@@ -124,8 +124,8 @@ def _may_be_orphan(path: str, latest: int, live_branches: set[str]) -> bool:
     if path == HINT_PATH or path.startswith(f"{BRANCHES_DIR}/"):
         return False
     if path.startswith(f"{BRANCH_LOGS_DIR}/"):
-        branch_id, _, rest = path[len(BRANCH_LOGS_DIR) + 1 :].partition("/")
-        return branch_id not in live_branches and rest != DELETED_MARKER
+        branch_id, slash, _ = path[len(BRANCH_LOGS_DIR) + 1 :].partition("/")
+        return bool(slash) and branch_id not in live_branches  # a marker (no slash) stays
     if path.startswith(f"{PENDING_DIR}/"):
         v = parse_pending_name(path[len(PENDING_DIR) + 1 :])
         return v is not None and v <= latest

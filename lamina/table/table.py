@@ -487,7 +487,7 @@ class Table:
         store = BranchStore(self.io)
         record = store.get(name)
         log = store.log(record, allow_list=main.log.allow_list)
-        return main._handle(log, store.latest(log))
+        return main._handle(log, log.latest())
 
     def _handle(self, log: BranchLog, vm: VersionManifest) -> "Table":
         h = copy.copy(self)  # a catalog's table stays one (its online check)
@@ -523,10 +523,10 @@ class Table:
         if from_tag is not None and from_branch is not None:
             raise InvalidArgument("a tag names one version of the table: pass from_tag or from_branch, not both")
         store = BranchStore(self.io)
-        store.refuse_existing(name)  # before anything is committed or read
         source = self if from_branch is None else self.branch(from_branch)
         main = self.main
         if BRANCHES not in main._vm.writer_features:
+            store.refuse_existing(name)  # before anything is committed
             main._one(main.transaction().add_operation(EnableBranches()))
         if from_version is None and from_tag is None and from_timestamp is None:
             base = source.log.latest()
@@ -537,7 +537,7 @@ class Table:
         # loadable now is seen by every later expiry (and a tag's copy by its tag).
         held = source.tag_store.readable(from_tag) is not None if from_tag is not None else source.log.is_live(base.version)
         if not held:
-            store.mark_deleted(name)
+            store.delete(name)
             raise VersionNotFound(f"version {base.version} was expired while branch {name!r} was being made; nothing was made")
         return main._handle(store.log(record, allow_list=main.log.allow_list), base_copy(base))
 
@@ -552,17 +552,14 @@ class Table:
         validate_branch_name(new_name)
         return BranchStore(self.io).rename(name, new_name)
 
-    def delete_branch(self, name: str, *, dry_run: bool = False) -> "expire.ExpireReport":
-        """Delete branch ``name``: its versions, and every file only it needed (main, the other
-        branches and the tags keep theirs). A commit landing on it meanwhile is refused."""
+    def delete_branch(self, name: str) -> BranchRecord:
+        """Delete branch ``name`` (its record is returned): it can no longer be read or written,
+        and a commit landing on it meanwhile is refused. The files only it needed are freed by
+        the next ``expire_versions`` once the deletion is older than the reader grace (a
+        publish or a read of it may still be running until then), or by ``remove_orphans``."""
         if name == MAIN_BRANCH:
             raise InvalidBranchName(f"{MAIN_BRANCH!r} is the table itself and cannot be deleted")
-        store = BranchStore(self.io)
-        record = store.get(name) if dry_run else store.mark_deleted(name)
-        g = expire.free_branch(self.io, self.main.log, record, dry_run=dry_run)
-        return expire.ExpireReport(
-            dry_run, deleted_manifests=g.manifests, deleted_files=g.files, deleted_bytes=g.freed_bytes, kept_for_tags=g.kept
-        )
+        return BranchStore(self.io).delete(name)
 
     def publish(
         self, branch: str, into: str = MAIN_BRANCH, *, expected_version: int | None = None,
@@ -584,14 +581,10 @@ class Table:
         head = src.metadata
         if head.commit_id == record.base.commit_id:
             return None
-        # The head's files stay while the publish runs (as a rollback's target's do): a guard
-        # tag, confirmed like a tag, which expiry and delete_branch honour.
-        guard = src.tag_store.guard(head, "publish")
-        try:
-            op = PublishBranch(branch, record.base, head, into, expected_version)
-            return dst._one(dst.transaction(commit_options=commit_options).add_operation(op))
-        finally:
-            src.tag_store.drop_guard(guard)
+        # The publish reads the branch's head as a reader does: expiry and a deletion of the
+        # branch free nothing it needs for the reader grace (docs/branches.md).
+        op = PublishBranch(branch, record.base, head, into, expected_version)
+        return dst._one(dst.transaction(commit_options=commit_options).add_operation(op))
 
     # -- rollback, expiry, orphans --------------------------------------------------------
 

@@ -199,8 +199,12 @@ def test_delete_branch_frees_only_what_it_alone_needed(table):
     b.append(rows([70]))
     table.expire_versions(retain_last=1, reader_grace=timedelta(0))
     assert ids_of(b.refresh().to_arrow()) == [0, 1, 2, 3, 4, 70]  # its base outlived main's version
-    report = table.delete_branch("old")
-    assert report.deleted_files
+    only_branch = set(b.files().column("path").to_pylist()) - set(table.files().column("path").to_pylist())
+    assert len(only_branch) == 1
+    deleted = table.delete_branch("old")
+    assert deleted.name == "old" and deleted.base_version == 1
+    report = table.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    assert set(report.deleted_files) == only_branch
     assert ids_of(table.refresh().to_arrow()) == [1, 2, 3, 4]
     check = fsck(table)
     assert check.ok and not check.unreferenced
