@@ -254,13 +254,16 @@ def collect_garbage(
     ``existing``: every version that survives; ``tags``: every tag that stays;
     ``gone_tags``: tags a dry run counts as deleted though they are still there.
     """
-    # Read only the roots that can matter: a version that removed nothing and wrote no
-    # leaf (its summary says so) adds no candidate, so most roots are never opened.
+    # Read only the roots that can matter: a version that removed nothing (no file, no
+    # record) and wrote no leaf (its summary says so) adds no candidate, so most roots are
+    # never opened.
     def _n(vm: VersionManifest, key: str) -> int:
         v = vm.summary.get(key)
         return 1 if v is None else int(v)  # unknown (older writer): read it
 
-    removing = [i for i in range(1, len(chain)) if _n(chain[i], "removed-files")]
+    # (A deletion vector replaced is a DV file dropped although no data file was removed:
+    # such a version removed records.)
+    removing = [i for i in range(1, len(chain)) if _n(chain[i], "removed-files") or _n(chain[i], "removed-records")]
     need = {0, len(chain) - 1} | set(removing) | {i - 1 for i in removing}
     need |= {i for i, vm in enumerate(chain) if vm.version in deleted and _n(vm, "leaves-written")}
     need |= {i for i, vm in enumerate(chain) if vm.version not in deleted}
