@@ -228,21 +228,25 @@ class BranchStore:
         return record
 
     def deleted(self) -> list[tuple[BranchRecord, int]]:
-        """(record, deleted at ms) of every deleted branch whose log still has its marker."""
-        out = []
-        for name in self.io.list_names(BRANCH_LOGS_DIR):
-            if not name.endswith(DELETED_SUFFIX):
-                continue
-            path = f"{BRANCH_LOGS_DIR}/{name}"
+        """(record, deleted at ms) of every deleted branch whose files have not been freed yet
+        (``mark_freed``): one listing of ``branch_logs/`` and a GET per marker."""
+        paths = [f"{BRANCH_LOGS_DIR}/{n}" for n in self.io.list_names(BRANCH_LOGS_DIR) if n.endswith(DELETED_SUFFIX)]
+
+        def read(path: str) -> tuple[BranchRecord, int] | None:
             data = self.io.get_optional(path)
-            if data is None:
-                continue
             try:
-                j = json.loads(data)
-                out.append((BranchRecord.from_json(json.dumps(j["record"]).encode(), path), int(j["deleted_at_ms"])))
-            except (ValueError, KeyError, TypeError, CorruptMetadata):
-                continue  # a damaged marker still refuses commits; its files are left to orphan cleanup
-        return out
+                j = json.loads(data) if data is not None else None
+                if j is None or j.get("freed"):
+                    return None
+                return BranchRecord.from_json(json.dumps(j["record"]).encode(), path), int(j["deleted_at_ms"])
+            except (ValueError, KeyError, TypeError, AttributeError, CorruptMetadata):
+                return None  # a damaged marker still refuses commits; its files are left to orphan cleanup
+
+        return [r for r in _pool.map(read, paths) if r is not None]
+
+    def mark_freed(self, record: BranchRecord) -> None:
+        """Note on a deleted branch's marker that its files were freed (later expiries skip it)."""
+        self.io.put(deleted_marker(record.branch_id), json.dumps({"freed": True, "name": record.name}).encode())
 
 
 def all_branch_logs(io: FileIO) -> list[BranchLog]:

@@ -572,8 +572,7 @@ def free_deleted_branches(io: FileIO, main_log: VersionLog, floor_ms: int, dry_r
     from lamina.commit.branches import BranchStore
 
     store = BranchStore(io)
-    gone = [(r, store.log(r)) for r, at in store.deleted() if at <= floor_ms]
-    gone = [(r, lg, own) for r, lg in gone if (own := [o.path for o in io.list(r.layout.root)])]
+    gone = [(r, store.log(r), [o.path for o in io.list(r.layout.root)]) for r, at in store.deleted() if at <= floor_ms]
     if not gone:
         return _Garbage([], [], 0, 0)
     vms = [r.base for r, _, _ in gone]
@@ -589,4 +588,6 @@ def free_deleted_branches(io: FileIO, main_log: VersionLog, floor_ms: int, dry_r
         return _Garbage(g.manifests, g.files, _sizes(io, g.manifests + g.files), g.kept)
     freed = _delete(io, g.files) + _delete(io, g.manifests)
     io.delete_many([p for _, _, own in gone for p in own])
+    for r, _, _ in gone:
+        store.mark_freed(r)
     return _Garbage(g.manifests, g.files, freed, g.kept)
