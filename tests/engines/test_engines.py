@@ -247,3 +247,19 @@ def test_a_file_added_without_a_column_reads_null(table):
     con = duckdb.connect()
     assert rows(ldb.register(con, table, "added").arrow()) == rows(want)
     assert rows(lpl.scan(table).collect()) == rows(want)
+
+
+def test_engines_read_a_branch(tmp_path):
+    """DuckDB's register and sql (AT (BRANCH => ...)) and Polars' scan read a branch's latest,
+    never main's; main reads as before."""
+    t = lamina.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    t.append(pa.table({"id": [1, 2]}))
+    b = t.create_branch("etl")
+    b.append(pa.table({"id": [3]}))
+    b.delete("id = 1")
+    con = duckdb.connect()
+    ldb.register(con, t, "v", branch="etl")
+    assert sorted(r[0] for r in con.sql("select id from v").fetchall()) == [2, 3]
+    assert sorted(r[0] for r in ldb.sql(f"select id from \"{t.uri}\" AT (BRANCH => 'etl')").fetchall()) == [2, 3]
+    assert sorted(r[0] for r in ldb.sql(f"select id from \"{t.uri}\"").fetchall()) == [1, 2]
+    assert sorted(lpl.scan(t.uri, branch="etl").collect()["id"].to_list()) == [2, 3]
