@@ -256,3 +256,19 @@ def test_stream_reader_follows_the_branch_also_when_unpickled(tmp_path):
     task = pickle.loads(pickle.dumps(planner))
     got = pa.Table.from_batches([x for p in planner.partitions(start, end) for x in task.read(p)], schema=planner.out_schema)
     assert bag(got) == bag(rows(range(20, 25), "b"))
+
+
+def test_data_source_stream_writer_commits_each_batch_once_to_the_branch(tmp_path):
+    from lamina.spark._types import spark_schema
+
+    uri = branched(tmp_path)
+    main_before = state(uri)
+    ds = _source(uri, branch="audit", appId="ingest")
+    for batch_id, lo in ((0, 20), (0, 20), (1, 25)):  # batch 0 replayed (a restarted query): skipped
+        writer = ds.streamWriter(spark_schema(SCHEMA), False)  # Spark makes a writer per micro-batch
+        message = writer.write(iter(rows(range(lo, lo + 5), "s").to_batches()))
+        writer.commit([message], batch_id)
+    version, got = state(uri, "audit")
+    assert version == 4 and bag(got) == bag(pa.concat_tables([rows(range(20), "m"), rows(range(20, 30), "s")]))
+    assert lamina.open_table(uri, branch="audit").metadata.app_transactions == {"ingest": 1}
+    assert state(uri)[0] == main_before[0] and bag(state(uri)[1]) == bag(main_before[1])
