@@ -131,6 +131,7 @@ class Committer:
         while True:
             attempt += 1
             check_writer(base.writer_features, f"table {self.log.io.uri}")
+            self.coordinator.check_commit(base)  # before any manifest is written
             prepared = self._prepare(base, ops, commit_id)
             if prepared is None:
                 return None

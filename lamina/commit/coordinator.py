@@ -28,6 +28,10 @@ class CommitCoordinator(ABC):
     def create(self, vm: VersionManifest) -> None:
         """Make ``vm`` version 0 of a new table; errors as for ``publish``."""
 
+    def check_commit(self, base: VersionManifest) -> None:
+        """Raise if no commit on ``base`` may go through this coordinator at all: the committer
+        asks before it writes a manifest, so a refused commit leaves nothing behind."""
+
 
 class ObjectStoreCoordinator(CommitCoordinator):
     """Put-if-absent of ``_lamina/versions/<name>.json``: the commit point is one conditional write."""
@@ -40,12 +44,15 @@ class ObjectStoreCoordinator(CommitCoordinator):
         # put_new: a retry after a lost answer finds our own version 0 (same bytes) and succeeds
         self.io.put_new(self.layout.version_path(0), vm.to_json())
 
-    def publish(self, vm: VersionManifest) -> None:
-        if CATALOG_COMMITS in vm.writer_features and self.layout == MAIN_LOG:
+    def check_commit(self, base: VersionManifest) -> None:
+        if CATALOG_COMMITS in base.writer_features and self.layout == MAIN_LOG:
             # (A branch's log is the table's own, by path: the catalog row tracks main.)
             raise CatalogManaged(
                 f"table {self.io.uri} is managed by a SQL catalog (writer feature {CATALOG_COMMITS!r}): "
                 "its commits go through the catalog row, so write to it via lamina.load_catalog(uri).load_table(name). "
-                "Nothing was committed; reading it by path works."
+                "Nothing was committed; reading it (and writing its branches) by path works."
             )
+
+    def publish(self, vm: VersionManifest) -> None:
+        self.check_commit(vm)
         self.io.put_if_absent(self.layout.version_path(vm.version), vm.to_json())

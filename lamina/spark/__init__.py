@@ -14,6 +14,8 @@
     read_changes(spark, "warehouse/orders", 3, 7)                    # changes of versions 4..7 (Table.changes)
     spark.read.format("lamina").option("readChangeFeed", "true").option("startingVersion", 4).load("warehouse/orders")
     spark.readStream.format("lamina").load("warehouse/orders")       # new versions as micro-batches
+    write(df, "warehouse/orders", branch="audit")                    # every entry point takes branch= (option "branch")
+    read(spark, "warehouse/orders", branch="audit", version=5)       # the branch's version 5
 
     # Tables of a catalog: pass the Table, or the identifier and the catalog; commits go through it.
     cat = lamina.load_catalog("sqlite:///warehouse/catalog.db")

@@ -18,6 +18,12 @@ in a Python worker process, which must commit through the same catalog.
 ``format("lamina")`` takes the same target as options: ``path`` (a location, or an
 identifier when ``catalog`` is set), ``catalog`` (a catalog URI), ``catalog.password``
 (Spark redacts option keys containing "password" in its plans and UI).
+
+Every entry point also takes a *branch* (``branch=`` / option ``branch``): the target is
+then that branch's handle (``Table.branch``), so reads see the branch's versions and
+writes commit to the branch's own log, never to main (a catalog's table: put-if-absent in
+the branch's log, the catalog row tracks main). An unknown branch is BranchNotFound before
+anything is written; a table that does not exist has no branch to write to (TableNotFound).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import pyarrow as pa
 
 import lamina
 from lamina.errors import CatalogTableAlreadyExists, InvalidArgument, SchemaMismatch, TableAlreadyExists, TableNotFound
+from lamina.spec.layout import MAIN_BRANCH
 from lamina.io import FileIO
 from lamina.spec.partition import PartitionSpec
 from lamina.spec.schema import Schema
@@ -52,40 +59,56 @@ class TableRef:
     catalog_uri: str | None = None  # reopens the catalog in another process (no password)
     catalog_password: str | None = field(default=None, repr=False)
     catalog: Any = field(default=None, repr=False)
-    table: Any = field(default=None, repr=False)  # an open lamina.Table, if one was given or opened
+    table: Any = field(default=None, repr=False)  # an open lamina.Table (the branch's handle), if one was given or opened
+    branch: str | None = None  # the branch read or written; None: main
 
     @classmethod
-    def of(cls, target: Any, *, catalog: Any = None, storage_options: Mapping[str, Any] | None = None) -> "TableRef":
+    def of(cls, target: Any, *, catalog: Any = None, storage_options: Mapping[str, Any] | None = None,
+           branch: str | None = None) -> "TableRef":
         storage = dict(storage_options) if storage_options else None
+        if branch == MAIN_BRANCH:
+            branch = None
         if isinstance(target, lamina.Table):
             if catalog is not None:
                 raise InvalidArgument("pass either an open Table or catalog= with an identifier, not both")
+            if target.branch_name != MAIN_BRANCH:  # a branch's handle names its branch
+                if branch not in (None, target.branch_name):
+                    raise InvalidArgument(
+                        f"the table given is a handle on branch {target.branch_name!r}, but branch={branch!r} was "
+                        "asked for: pass the main table with branch=, or the branch's handle alone"
+                    )
+                branch = target.branch_name
+            elif branch is not None:
+                target = target.branch(branch)  # BranchNotFound now, before anything is written
             cat = getattr(target, "catalog", None)
             storage = storage or (dict(target.io.options) or None)
-            return cls(target.uri, storage, getattr(target, "identifier", None), *_reopen(cat), cat, target)
+            return cls(target.uri, storage, getattr(target, "identifier", None), *_reopen(cat), cat, target, branch)
         if not isinstance(target, str) or not target.strip():
             raise InvalidArgument(f"a Lamina table is a location, an identifier with catalog=, or a Table; got {target!r}")
         cat = _catalog(catalog)
         if cat is None:
-            return cls(target, storage)
+            return cls(target, storage, branch=branch)
         try:
             table = cat.load_table(target)
         except TableNotFound:
-            return cls(cat.default_location(target), storage, target, *_reopen(cat), cat)
-        return cls(table.uri, storage, table.identifier, *_reopen(cat), cat, table)
+            return cls(cat.default_location(target), storage, target, *_reopen(cat), cat, branch=branch)
+        return cls(table.uri, storage, table.identifier, *_reopen(cat), cat, table if branch is None else table.branch(branch), branch)
 
     @classmethod
-    def from_options(cls, path: str, storage: Mapping[str, Any], catalog_uri: str | None, password: str | None) -> "TableRef":
+    def from_options(cls, path: str, storage: Mapping[str, Any], catalog_uri: str | None, password: str | None,
+                     branch: str | None = None) -> "TableRef":
         """The target of ``format("lamina")`` options (see the module docstring)."""
         if catalog_uri is None:
-            return cls.of(path, storage_options=storage)
+            return cls.of(path, storage_options=storage, branch=branch)
         cat = lamina.load_catalog(catalog_uri, password=password, storage_options=dict(storage) or None)
-        return cls.of(path, catalog=cat, storage_options=storage)
+        return cls.of(path, catalog=cat, storage_options=storage, branch=branch)
 
     def data_source_options(self) -> dict[str, str]:
         """This target as ``format("lamina")`` options."""
         storage = {**(getattr(self.catalog, "storage_options", None) or {}), **(self.storage_options or {})}
         opts = {k: str(v) for k, v in storage.items()}
+        if self.branch is not None:
+            opts["branch"] = self.branch
         if self.catalog_uri is None:
             return {**opts, "path": self.location}
         opts.update(path=str(self.identifier), catalog=self.catalog_uri)
@@ -111,21 +134,31 @@ class TableRef:
         return self.catalog
 
     def open(self) -> lamina.Table:
-        """The table at its latest version; TableNotFound if it does not exist."""
+        """The table (the branch's handle, with ``branch``) at its latest version; TableNotFound
+        if it does not exist, BranchNotFound if it has no such branch."""
         if self.table is None:
             self._catalog()
             if self.catalog is not None:
-                self.table = self.catalog.load_table(self.identifier)
+                table = self.catalog.load_table(self.identifier)
             else:
-                self.table = lamina.open_table(self.location, storage_options=self.storage_options)
+                table = lamina.open_table(self.location, storage_options=self.storage_options)
+            self.table = table if self.branch is None else table.branch(self.branch)
         else:
             self.table.refresh()
         return self.table
 
     def open_or_none(self) -> lamina.Table | None:
+        """The table, or None if it does not exist yet (a write creates it). A branch is
+        never created by a write: writing one of a missing table is TableNotFound."""
+        opened = self.table is not None
         try:
             return self.open()
         except TableNotFound:
+            if self.branch is not None and not opened:
+                raise TableNotFound(
+                    f"no table {self.name}, so no branch {self.branch!r} to write to: create the table, then the "
+                    "branch (Table.create_branch); nothing was written"
+                ) from None
             return None
 
     def create(self, schema: Schema, spec: PartitionSpec, partition_by: Any, properties: Mapping[str, Any] | None) -> lamina.Table:

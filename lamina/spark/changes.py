@@ -180,15 +180,16 @@ def read_changes(
     columns: Sequence[str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     catalog: Any = None,
+    branch: str | None = None,
 ) -> Any:
     """A DataFrame of the changes of the versions in (start, end]: ``Table.changes`` in Spark,
     same arguments and rows (``_change_type``, ``_commit_version``, ``_commit_timestamp`` after
-    the columns). The range is resolved and checked now; the rows are computed by Spark tasks
+    the columns); ``branch``: of that branch's versions. The range is resolved and checked now; the rows are computed by Spark tasks
     through ``format("lamina").option("readChangeFeed", "true")`` (any store)."""
     from lamina.spark.datasource import register
     from lamina.spark.read import where_option
 
-    ref = TableRef.of(target, catalog=catalog, storage_options=storage_options)
+    ref = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch)
     feed = ref.open().changes(start_version, end_version, start_timestamp=start_timestamp, end_timestamp=end_timestamp,
                               start_tag=start_tag, end_tag=end_tag, where=where, columns=columns)
     if not feed.versions:  # an empty range (start == end), which Delta's inclusive options cannot name

@@ -2,8 +2,9 @@
 
 The driver plans exactly as ``Table.compact`` does (``lamina.operations.compaction``:
 small and deletion-vector-carrying files, bin-packed per partition) and commits one
-version replacing inputs with outputs; each group is one Spark task, which opens the
-table by location at the planned version, reads its inputs with Lamina's reader
+version replacing inputs with outputs; each group is one Spark task, which is given the
+planned version's manifest (the table's location and version numbers alone would not do
+on a branch, whose numbers are its own log's), reads its inputs with Lamina's reader
 (deleted rows dropped), sorts if the table has a sort order, and writes the output
 files under the table with the compaction's write id. Only entries (a few hundred
 bytes a file) travel back to the driver.
@@ -23,23 +24,27 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
 
-import lamina
 from lamina.commit import Base
+from lamina.io import FileIO
 from lamina.operations import CompactFiles, CompactionResult
 from lamina.operations.compaction import DEFAULT_TARGET
 from lamina.spark._target import TableRef
+from lamina.spec.version import VersionManifest
 from lamina.table import WriteSession
 
 
-def _group_task(location: str, storage: Mapping[str, Any] | None, base_version: int, version: int, target: int,
+def _group_task(location: str, storage: Mapping[str, Any] | None, base: bytes, version: int, target: int,
                 sort_by: list[str], write_id: str) -> Callable[[pa.Table], pa.Table]:
-    """What one Spark task runs: rewrite one group's input files (of ``base_version``) as
-    output files for ``version``; their entries."""
+    """What one Spark task runs: rewrite one group's input files (of the version manifest
+    ``base``, as JSON) as output files for ``version``; their entries. The task is given the
+    manifest rather than reopening the table at its number: a branch's version numbers are
+    its own log's (main's version of that number is another version), and within a
+    transaction the base is not a committed version at all."""
 
     def run(group: pa.Table) -> pa.Table:
-        table = lamina.open_table(location, version=base_version, storage_options=storage)
         op = CompactFiles(None, target, 0, sort_by, write_id)
-        return op.rewrite(Base(table.io, table.metadata, version), group)
+        vm = VersionManifest.from_json(base, f"the base of compaction {write_id}")
+        return op.rewrite(Base(FileIO(location, storage), vm, version), group)
 
     return run
 
@@ -50,10 +55,10 @@ def spark_rewriter(spark: Any) -> Callable[[CompactFiles, Base, list[pa.Table]],
     def rewrite(op: CompactFiles, base: Base, groups: list[pa.Table]) -> list[pa.Table]:
         if not groups:
             return []
-        io, base_version = base.io, base.metadata.version
-        task = _group_task(io.uri, io.options or None, base_version, base.version, op.target, op.sort_by, op.write_id)
+        io, vm = base.io, base.metadata
+        task = _group_task(io.uri, io.options or None, vm.to_json(), base.version, op.target, op.sort_by, op.write_id)
         rdd = spark.sparkContext.parallelize(groups, len(groups))
-        rdd.setName(f"lamina compact {io.uri} v{base_version}: {len(groups)} groups")
+        rdd.setName(f"lamina compact {io.uri} v{vm.version}: {len(groups)} groups")
         return rdd.map(task).collect()
 
     return rewrite
@@ -70,12 +75,13 @@ def compact(
     storage_options: Mapping[str, Any] | None = None,
     catalog: Any = None,
     commit_options: Any = None,
+    branch: str | None = None,
 ) -> CompactionResult:
     """Compact a table with Spark: one version replacing small files (and files with deletion
     vectors) by ~``target_file_size`` files, written by Spark tasks. Same arguments and result
     as ``Table.compact``; ``target`` is a location, an open Table, or an identifier with
-    ``catalog=`` (see ``lamina.spark._target``)."""
-    table = TableRef.of(target, catalog=catalog, storage_options=storage_options).open()
+    ``catalog=`` (see ``lamina.spark._target``); ``branch``: compact that branch."""
+    table = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch).open()
     # The session refuses a table that may not be written (offline, unknown writer feature)
     # before a task runs, and deletes the outputs if the compaction commits nothing.
     with WriteSession(table, commit_options=commit_options) as session:

@@ -149,9 +149,10 @@ def _time_travel(options: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _ref(options: Mapping[str, str]) -> TableRef:
-    """The table the options name: ``path`` is a location, or an identifier when ``catalog`` is set."""
+    """The table the options name: ``path`` is a location, or an identifier when ``catalog`` is
+    set; ``branch``: that branch of it (reads and writes are the branch's)."""
     return TableRef.from_options(_path(options), storage_options(options), _opt(options, "catalog"),
-                                 _opt(options, "catalog.password"))
+                                 _opt(options, "catalog.password"), _opt(options, "branch"))
 
 
 # --- reading -------------------------------------------------------------------------
@@ -463,7 +464,8 @@ class LaminaStreamWriter(DataSourceStreamArrowWriter):
 
 class LaminaDataSource(DataSource):
     """The ``lamina`` format. Options: path (a location, or ``ns.name`` with catalog), catalog (a
-    catalog URI; commits go through it), catalog.password, versionAsOf, timestampAsOf, tag, where
+    catalog URI; commits go through it), catalog.password, branch (read or write that branch:
+    versionAsOf/timestampAsOf are then the branch's), versionAsOf, timestampAsOf, tag, where
     (a Lamina predicate the DataFrame is restricted to: prunes files), columns (the columns to
     read, row lineage columns included), numPartitions, readChangeFeed with startingVersion /
     endingVersion / startingTimestamp / endingTimestamp (the change feed; lamina.spark.changes),

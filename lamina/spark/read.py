@@ -28,6 +28,7 @@ from lamina.spark._filters import spark_literal, to_spark_column
 from lamina.spark._stats import read_footers
 from lamina.spark._target import TableRef
 from lamina.spark._types import quoted as _q, spark_schema
+from lamina.spec.layout import MAIN_BRANCH
 from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_FIELDS, ROW_ID
 from lamina.spec.schema import Schema
 from lamina.spec.tag import split_version_or_tag
@@ -52,7 +53,8 @@ def resolve_scan(
     where: str | Expr | None = None,
     columns: Sequence[str] | None = None,
 ) -> Scan:
-    """A Scan of ``table`` at a version, a timestamp or a tag (a non-numeric ``version`` is a tag name)."""
+    """A Scan of ``table`` at a version, a timestamp or a tag (a non-numeric ``version`` is a tag name).
+    On a branch's handle, the version or timestamp is the branch's; a tag is refused."""
     if isinstance(version, str):
         number, name = split_version_or_tag(version)
         if name is not None and tag is not None:
@@ -61,6 +63,11 @@ def resolve_scan(
     if tag is not None:
         if version is not None or timestamp is not None:
             raise InvalidArgument("pass only one of version, timestamp and tag")
+        if table.branch_name != MAIN_BRANCH:
+            raise InvalidArgument(
+                f"tag {tag!r} names one version of the table, not of branch {table.branch_name!r}: "
+                "pass a tag or a branch (with its version or timestamp), not both"
+            )
         return table.scan(where=where, columns=columns, tag=tag)
     return table.scan(where=where, columns=columns, version=version, timestamp=timestamp)
 
@@ -270,20 +277,22 @@ def read(
     columns: Sequence[str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     catalog: Any = None,
+    branch: str | None = None,
 ) -> Any:
     """A DataFrame of a table (latest version, or ``version``/``timestamp``/``tag``).
 
     ``target``: a location, an open Table, or an identifier with ``catalog=`` (see
-    ``lamina.spark._target``).
+    ``lamina.spark._target``). ``branch``: read that branch (``version``/``timestamp`` are
+    then the branch's).
     ``where`` (Lamina SQL or an Expr) prunes files and filters rows exactly; ``columns``
     selects columns. Local tables use Spark's native Parquet reader over the planned
     files; other stores use the Python data source (``format("lamina")``).
     """
-    table = TableRef.of(target, catalog=catalog, storage_options=storage_options).open()
+    table = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch).open()
     scan = resolve_scan(table, version=version, timestamp=timestamp, tag=tag, where=where, columns=columns)
     if table.io.is_local:
         return read_plan(spark, scan)
-    return _read_via_datasource(spark, table.uri, scan, table.io.options)
+    return _read_via_datasource(spark, table, scan)
 
 
 def where_option(scan: Scan) -> str | None:
@@ -299,17 +308,19 @@ def where_option(scan: Scan) -> str | None:
         return None
 
 
-def _read_via_datasource(spark: Any, uri: str, scan: Scan, storage_options: Mapping[str, Any] | None) -> Any:
+def _read_via_datasource(spark: Any, table: lamina.Table, scan: Scan) -> Any:
     from lamina.spark.datasource import register
 
     register(spark)
-    reader = spark.read.format("lamina").option("path", uri).option("versionAsOf", str(scan.version))
+    reader = spark.read.format("lamina").option("path", table.uri).option("versionAsOf", str(scan.version))
+    if table.branch_name != MAIN_BRANCH:  # the version is the branch's
+        reader = reader.option("branch", table.branch_name)
     where = where_option(scan)  # the DataFrame's own restriction: it prunes files (Spark pushes no filters to it)
     if where is not None:
         reader = reader.option("where", where)
     columns = _read_columns(scan)
     if columns is not None:  # only these cross into Spark (row lineage columns too)
         reader = reader.option("columns", json.dumps(columns))
-    for k, v in (storage_options or {}).items():
+    for k, v in (table.io.options or {}).items():
         reader = reader.option(k, str(v))
     return _finish(reader.load(), scan)

@@ -141,9 +141,11 @@ def _with_attempts(table: lamina.Table, attempts: int, run: Any) -> Any:
     raise AssertionError("unreachable")
 
 
-def _local_table(target: Any, storage_options: Mapping[str, Any] | None, catalog: Any = None) -> lamina.Table:
-    """The target table (a location, an open Table, or an identifier with ``catalog``), local only."""
-    table = TableRef.of(target, catalog=catalog, storage_options=storage_options).open()
+def _local_table(target: Any, storage_options: Mapping[str, Any] | None, catalog: Any = None,
+                 branch: str | None = None) -> lamina.Table:
+    """The target table (a location, an open Table, or an identifier with ``catalog``; the
+    handle on ``branch`` of it, if given), local only."""
+    table = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch).open()
     if not table.io.is_local:
         raise InvalidArgument(
             f"lamina.spark merge/delete/compact use Spark's native Parquet reader and writer: local tables only "
@@ -169,16 +171,16 @@ class _Clock:
 
 def delete(spark: Any, target: Any, where: str | Expr, *, mode: str | None = None,
            storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
-           catalog: Any = None) -> int | None:
+           catalog: Any = None, branch: str | None = None) -> int | None:
     """Delete the rows matching ``where`` with Spark; one version, or None if no row matched.
 
     Files whose statistics cannot match are not read; the matching rows of the others are
     found by Spark's native reader and become deletion vectors (``mode``/``write.delete.mode``
-    copy-on-write: rewritten files) as in ``Table.delete``.
+    copy-on-write: rewritten files) as in ``Table.delete``. ``branch``: on that branch.
     """
     if where is None:
         raise InvalidArgument("delete needs a predicate; to remove every row use overwrite with an empty table")
-    table = _local_table(target, storage_options, catalog)
+    table = _local_table(target, storage_options, catalog, branch)
 
     def run(session: WriteSession) -> int | None:
         pred = bind(to_expr(where), table.metadata.schema)
@@ -210,8 +212,8 @@ class SparkMergeBuilder(MergeClauses):
 
     def __init__(self, target: Any, source: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
                  storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
-                 broadcast_rows: int = DEFAULT_BROADCAST_ROWS, catalog: Any = None) -> None:
-        self.table = _local_table(target, storage_options, catalog)
+                 broadcast_rows: int = DEFAULT_BROADCAST_ROWS, catalog: Any = None, branch: str | None = None) -> None:
+        self.table = _local_table(target, storage_options, catalog, branch)
         self.source = source
         self._start(self.table.metadata.schema, on, source.columns)
         self.mode = check_mode(mode) if mode is not None else None
@@ -360,12 +362,14 @@ class SparkMergeBuilder(MergeClauses):
 
 def merge(target: Any, source_df: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
           storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
-          broadcast_rows: int = DEFAULT_BROADCAST_ROWS, catalog: Any = None) -> SparkMergeBuilder:
+          broadcast_rows: int = DEFAULT_BROADCAST_ROWS, catalog: Any = None,
+          branch: str | None = None) -> SparkMergeBuilder:
     """Start a Spark merge of ``source_df`` into a local table on key column(s) ``on``.
 
-    ``target``: a location, an open Table, or an identifier with ``catalog=`` (see ``lamina.spark._target``).
+    ``target``: a location, an open Table, or an identifier with ``catalog=`` (see ``lamina.spark._target``);
+    ``branch``: merge into that branch.
     ``mode``: merge-on-read (default; property ``write.delete.mode``) or copy-on-write.
     ``broadcast_rows``: sources up to this many rows are broadcast to the target scan.
     """
     return SparkMergeBuilder(target, source_df, on, mode=mode, storage_options=storage_options,
-                             max_attempts=max_attempts, broadcast_rows=broadcast_rows, catalog=catalog)
+                             max_attempts=max_attempts, broadcast_rows=broadcast_rows, catalog=catalog, branch=branch)

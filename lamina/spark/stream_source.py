@@ -114,7 +114,7 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise InvalidArgument("versionAsOf, timestampAsOf and tag do not apply to streaming reads; "
                                   "start a stream with startingVersion or startingTimestamp")
         table = _ref(options).open()
-        self.uri, self.storage = table.uri, dict(table.io.options)
+        self.uri, self.storage, self.branch = table.uri, dict(table.io.options), table.branch_name
         self.changes = reads_changes(options)
         self.skip_change_commits = _bool_opt(options, "skipChangeCommits")
         self.max_files = _int_opt(options, "maxFilesPerTrigger")
@@ -145,8 +145,8 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @property
     def table(self) -> lamina.Table:
-        if self._table is None:
-            self._table = lamina.open_table(self.uri, storage_options=self.storage or None)
+        if self._table is None:  # reads go by location (no catalog needed), on the stream's branch
+            self._table = lamina.open_table(self.uri, storage_options=self.storage or None, branch=self.branch)
         return self._table
 
     def _latest(self) -> int:

@@ -21,12 +21,14 @@ def foreach_batch_writer(
     partition_by: str | Sequence[str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     schema_mode: str | None = None,
+    branch: str | None = None,
 ) -> Callable[[Any, int], int | None]:
     """A ``foreachBatch`` function appending each micro-batch to ``uri`` exactly once.
 
     ``app_id`` must be stable across restarts of the query (e.g. its name); two
     queries writing one table need different ids. ``schema_mode="merge"``: a batch with new
     (or wider) columns evolves the table in the version that appends it (see ``write``).
+    ``branch``: append to that branch (see ``write``).
     """
     if not isinstance(app_id, str) or not app_id:
         raise InvalidArgument("foreach_batch_writer needs a non-empty app_id, stable across restarts of the query")
@@ -35,6 +37,6 @@ def foreach_batch_writer(
         from lamina.spark.write import write
 
         return write(batch_df, uri, "append", partition_by=partition_by, storage_options=storage_options,
-                     app_transaction=(app_id, int(batch_id)), schema_mode=schema_mode)
+                     app_transaction=(app_id, int(batch_id)), schema_mode=schema_mode, branch=branch)
 
     return write_batch

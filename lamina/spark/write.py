@@ -230,6 +230,7 @@ def write(
     app_transaction: tuple[str, int] | None = None,
     catalog: Any = None,
     schema_mode: str | None = None,
+    branch: str | None = None,
 ) -> int | None:
     """Write ``df`` to a Lamina table as one new version; returns the version.
 
@@ -246,6 +247,9 @@ def write(
       columns ``df`` has wider are widened, in the same version as the rows (as
       ``Table.append(..., schema_mode="merge")``). Without it such a DataFrame is refused
       (SchemaMismatch) before anything is written.
+    - ``branch``: commit to that branch's log (``Table.branch``), never to main; the version
+      returned is the branch's. An unknown branch is BranchNotFound, a missing table
+      TableNotFound (a branch write creates neither), before anything is written.
 
     Local tables use Spark's native Parquet writer; other stores go through the
     Python data source (``df.write.format("lamina")``).
@@ -258,7 +262,7 @@ def write(
         raise InvalidArgument("app_transaction applies to mode='append' only")
     if schema_mode not in (None, "merge"):
         raise InvalidArgument(f"schema_mode must be None or 'merge', not {schema_mode!r}")
-    ref = TableRef.of(target, catalog=catalog, storage_options=storage_options)
+    ref = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch)
     table = ref.open_or_none()
     if table is not None:
         table.check_writable()  # before a file is written

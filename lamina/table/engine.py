@@ -72,6 +72,7 @@ class WriteSession:
         if not register and write_id is None:
             raise InvalidArgument("register=False continues a write started elsewhere: pass its write_id")
         table.check_writable()  # before the engine writes anything
+        table.coordinator.check_commit(table.metadata)  # e.g. main of a catalog's table opened by path
         self.table = table
         self.base: VersionManifest = table.metadata
         self.write_id = write_id or new_write_id()
