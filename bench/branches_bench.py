@@ -51,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (  # noqa: E402
     OUT_DIR, REPO_ROOT, Section, Workspace, add_out_arg, begin_run, bench_parser, command_line, finish_run,
-    flush_lamina_hints, fmt_s, loadavg, make_batch, now, p50, report_path, rotated, say, sections_markdown,
-    standalone_header, verdict,
+    flush_lamina_hints, fmt_s, fmt_x, loadavg, make_batch, now, p50, report_path, rotated, say, sections_markdown,
+    spread, standalone_header, verdict,
 )
 import systems  # noqa: E402
 
@@ -452,10 +452,10 @@ class OpProfiles:
         for k, v in st.stats.items():  # type: ignore[attr-defined]
             buckets[profile_bucket(k)] += v[2] / n * 1e6
         own = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:top]  # type: ignore[attr-defined]
-        lam = sorted(((k, v) for k, v in st.stats.items() if str(k[0]).startswith(str(REPO_ROOT / "lamina"))),  # type: ignore[attr-defined]
-                     key=lambda kv: -kv[1][3])
-        compute_calls = sum(v[1] for k, v in st.stats.items() if str(k[0]).endswith("pyarrow/compute.py") and k[2] == "wrapper")  # type: ignore[attr-defined]
-        submits = [v for k, v in st.stats.items() if str(k[0]).endswith("concurrent/futures/thread.py") and k[2] == "submit"]  # type: ignore[attr-defined]
+        stats = st.stats.items()  # type: ignore[attr-defined]
+        lam = sorted(((k, v) for k, v in stats if str(k[0]).startswith(str(REPO_ROOT / "lamina"))), key=lambda kv: -kv[1][3])
+        compute_calls = sum(v[1] for k, v in stats if str(k[0]).endswith("pyarrow/compute.py") and k[2] == "wrapper")
+        submits = [v for k, v in stats if str(k[0]).endswith("concurrent/futures/thread.py") and k[2] == "submit"]
         return {
             "calls": n,
             "profiled_us_per_op": total / n * 1e6,
@@ -651,16 +651,8 @@ class DiskProbe:
 
 
 # =========================================================================== report
-def spread(xs: list[float]) -> str:
-    return f"{fmt_s(float(np.quantile(xs, 0.25)))}–{fmt_s(float(np.quantile(xs, 0.75)))}" if xs else "–"
-
-
 def p90(xs: list[float]) -> str:
     return fmt_s(float(np.quantile(xs, 0.9))) if xs else "–"
-
-
-def fmt_x(x: float | None) -> str:
-    return "–" if x is None else f"{x:.2f}×"
 
 
 def ratio(a: list[float], b: list[float]) -> float | None:
@@ -940,7 +932,8 @@ def findings(cfg: Config, ops: dict, reb: dict, vs: dict, w: dict) -> list[str]:
         f"**Against Lance** ({fmt_x(ratio(lam['total'], lan['total']))} of Lance's time; target ≤ {LANCE_TARGET}×): "
         f"making the branch, Lamina {fmt_s(p50(lam['create']))} vs Lance {fmt_s(p50(lan['create']))} "
         f"({fmt_x(ratio(lam['create'], lan['create']))}); the write on it, {fmt_s(p50(lam['write']))} vs "
-        f"{fmt_s(p50(lan['write']))} ({fmt_x(ratio(lam['write'], lan['write']))}). The file-system work is alike: Lamina's append {fs_text(sc.get('branch_append')) if strace else 'n/a'}; Lance's "
+        f"{fmt_s(p50(lan['write']))} ({fmt_x(ratio(lam['write'], lan['write']))}). The file-system work is alike: "
+        f"Lamina's append {fs_text(sc.get('branch_append')) if strace else 'n/a'}; Lance's "
         f"write {fs_text(sc.get('lance_write')) if strace else 'n/a'} (and its create_branch "
         f"{fs_text(sc.get('lance_create_branch')) if strace else 'n/a'}). Lance writes the data file, the "
         "transaction and the manifest from Rust; Lamina's append is Python around pyarrow: cProfile per append "
