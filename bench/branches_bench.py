@@ -14,7 +14,7 @@ rows (make_batch data: id, category, value, ts), one version each. Three measure
    untimed `h.append(batch)` on the branch, then `t.publish(name)`, which must be a fast-forward (main did
    not move since the branch was made; checked in every version's summary). The tag is made before the
    branch in even iterations and after the publish in odd ones (both share the drift of the machine).
-2. **Publish with rebase over `--main-commits` (100) main commits**, `--rebase-reps` (20) times after one
+2. **Publish with rebase over `--main-commits` (100) main commits**, `--rebase-reps` (30) times after one
    untimed: a branch from main's latest with one append, then 100 appends to main (each timed: the
    "single append"), then `t.publish(name)`, which must be a rebase (checked).
 3. **Lance vs Lamina, branch create + a write on it**: a Lamina table and a Lance dataset of the same
@@ -69,7 +69,7 @@ class Config:
     history: int = 100
     rows: int = 100
     iterations: int = 200
-    rebase_reps: int = 20
+    rebase_reps: int = 30
     main_commits: int = 100
     lance_reps: int = 100
     lance_rows: int = 1000
@@ -184,11 +184,12 @@ def rebase_round(t: Any, cfg: Config, ids: Ids, written: list[pa.Table], name: s
 
 
 def bench_rebase(t: Any, cfg: Config, ids: Ids, written: list[pa.Table]) -> dict:
-    out: dict = {"append": [], "publish_rebase": []}
+    out: dict = {"append": [], "publish_rebase": [], "append_round_p50": []}
     for r in range(-1, cfg.rebase_reps):
         appends, s = rebase_round(t, cfg, ids, written, f"rebase{r + 1:04d}", lambda f: timed(f)[1])
         if r >= 0:
             out["append"] += appends
+            out["append_round_p50"].append(p50(appends))
             out["publish_rebase"].append(s)
     say(f"rebase: append {fmt_s(p50(out['append']))}, publish {fmt_s(p50(out['publish_rebase']))}")
     return out
@@ -660,16 +661,21 @@ def ratio(a: list[float], b: list[float]) -> float | None:
     return pa_ / pb if pa_ and pb else None
 
 
-def paired(a: list[float], ar: list[int], b: list[float], br: list[int]) -> tuple[float | None, float | None, float | None]:
-    """Per round, the ratio of a's p50 to b's p50 in that round; the median over rounds and its p25–p75."""
+def median_iqr(ratios: list[float]) -> str:
+    """Ratios as their median (p25–p75)."""
+    if not ratios:
+        return "–"
+    return f"{fmt_x(p50(ratios))} ({fmt_x(float(np.quantile(ratios, 0.25)))}–{fmt_x(float(np.quantile(ratios, 0.75)))})"
+
+
+def paired(a: list[float], ar: list[int], b: list[float], br: list[int]) -> list[float]:
+    """Per round, the ratio of a's p50 to b's p50 in that round."""
     per = []
     for rnd in sorted(set(ar) & set(br)):
         pa_ = p50([x for x, r in zip(a, ar) if r == rnd])
         pb = p50([x for x, r in zip(b, br) if r == rnd])
         per.append(pa_ / pb)
-    if not per:
-        return None, None, None
-    return p50(per), float(np.quantile(per, 0.25)), float(np.quantile(per, 0.75))
+    return per
 
 
 def ops_section(cfg: Config, ops: dict) -> tuple[Section, list[tuple[str, bool | None]]]:
@@ -682,7 +688,8 @@ def ops_section(cfg: Config, ops: dict) -> tuple[Section, list[tuple[str, bool |
               f"iteration: {dict(ops['modes'])}, checked); the tag before the branch in even iterations, after the "
               "publish in odd ones. Each call is timed alone on a long-lived handle `t`; main grows one version per "
               "iteration (the publish), and the table one tag and one branch."),
-        columns=["operation", "calls", "p50", "p25–p75", "p90", "min", "p50 / create_tag p50", "target"],
+        columns=["operation", "calls", "p50", "p25–p75", "p90", "min", "p50 / create_tag p50",
+                 "paired: per iteration / that iteration's create_tag, median (p25–p75)", "target"],
     )
     verdicts = []
     labels = {"create_tag": "`t.create_tag(name)`", "create_branch": "`t.create_branch(name)`",
@@ -696,7 +703,8 @@ def ops_section(cfg: Config, ops: dict) -> tuple[Section, list[tuple[str, bool |
             verdicts.append((f"{labels[k]} p50 ≤ {TAG_TARGET}× create_tag p50 ({fmt_x(r)})", ok))
         else:
             tgt = "–"
-        sec.rows.append([labels[k], str(len(xs)), fmt_s(p50(xs)), spread(xs), p90(xs), fmt_s(min(xs)), fmt_x(r), tgt])
+        sec.rows.append([labels[k], str(len(xs)), fmt_s(p50(xs)), spread(xs), p90(xs), fmt_s(min(xs)), fmt_x(r),
+                         median_iqr([x / y for x, y in zip(xs, tag)]), tgt])
     return sec, verdicts
 
 
@@ -710,12 +718,15 @@ def rebase_section(cfg: Config, reb: dict) -> tuple[Section, list[tuple[str, boo
               f"`h.append(batch)`, then {cfg.main_commits} × `t.append(batch)` to main ({cfg.rows} rows each, every "
               "one timed: the single append), then `t.publish(name)`, timed: main moved since the branch was made, so "
               "it re-applies the branch's file (the version's summary says `rebase`, one added file: checked)."),
-        columns=["operation", "calls", "p50", "p25–p75", "p90", "min", "p50 / append p50", "target"],
+        columns=["operation", "calls", "p50", "p25–p75", "p90", "min", "p50 / append p50",
+                 "paired: per round / that round's append p50, median (p25–p75)", "target"],
     )
     sec.rows.append(["`t.append(batch)` to main", str(len(app)), fmt_s(p50(app)), spread(app), p90(app), fmt_s(min(app)),
-                     "1.00×", "–"])
+                     "1.00×", "–", "–"])
     sec.rows.append([f"`t.publish(name)`, rebase over {cfg.main_commits} commits", str(len(pub)), fmt_s(p50(pub)),
-                     spread(pub), p90(pub), fmt_s(min(pub)), fmt_x(r), f"≤ {REBASE_TARGET}× append: {verdict(ok)}"])
+                     spread(pub), p90(pub), fmt_s(min(pub)), fmt_x(r),
+                     median_iqr([x / y for x, y in zip(pub, reb["append_round_p50"])]),
+                     f"≤ {REBASE_TARGET}× append: {verdict(ok)}"])
     return sec, [(f"publish with rebase over {cfg.main_commits} main commits p50 ≤ {REBASE_TARGET}× a single append p50 "
                   f"({fmt_x(r)})", ok)]
 
@@ -726,7 +737,7 @@ def lance_section(cfg: Config, vs: dict) -> tuple[Section, list[tuple[str, bool 
     runs = vs["runs"]
     lam, lan = runs["lamina"], runs["lance"]
     r = ratio(lam["total"], lan["total"])
-    pr, lo, hi = paired(lam["total"], lam["round"], lan["total"], lan["round"])
+    per_round = paired(lam["total"], lam["round"], lan["total"], lan["round"])
     ok = None if r is None else r <= LANCE_TARGET
     sec = Section(
         key="lance", title=f"Branch create + a write of {cfg.lance_rows:,} rows on it, Lamina vs Lance",
@@ -747,7 +758,7 @@ def lance_section(cfg: Config, vs: dict) -> tuple[Section, list[tuple[str, bool 
         sec.rows.append([name, str(len(cell["total"])), fmt_s(p50(cell["total"])), spread(cell["total"]),
                          fmt_s(p50(cell["create"])), fmt_s(p50(cell["write"])),
                          "–" if name == "lamina" else fmt_x(r),
-                         "–" if name == "lamina" else f"{fmt_x(pr)} ({fmt_x(lo)}–{fmt_x(hi)})",
+                         "–" if name == "lamina" else median_iqr(per_round),
                          tgt if name == "lamina" else "–"])
     sec.notes.append(f"Parts: create {fmt_x(ratio(lam['create'], lan['create']))} of Lance's, write "
                      f"{fmt_x(ratio(lam['write'], lan['write']))} of Lance's (Lamina p50 / Lance p50).")
@@ -978,7 +989,7 @@ def main(argv=None) -> int:
     ap.add_argument("--history", type=int, default=None, help="appends before measuring (default 100)")
     ap.add_argument("--rows", type=int, default=None, help="rows per append (default 100)")
     ap.add_argument("--iterations", type=int, default=None, help="tag/branch/publish iterations (default 200)")
-    ap.add_argument("--rebase-reps", type=int, default=None, help="publishes with rebase (default 20)")
+    ap.add_argument("--rebase-reps", type=int, default=None, help="publishes with rebase (default 30)")
     ap.add_argument("--main-commits", type=int, default=None, help="main commits before each rebase (default 100)")
     ap.add_argument("--lance-reps", type=int, default=None, help="branches made per system vs Lance (default 100)")
     ap.add_argument("--lance-rows", type=int, default=None, help="rows written on each branch vs Lance (default 1,000)")

@@ -36,7 +36,7 @@ def test_branches_bench_writes_its_section_with_a_verdict_per_target(tmp_path):
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
             for line in text.splitlines() if line.startswith("| ")}
     for label in ("`t.create_branch(name)`", "`t.publish(name)`, fast-forward"):
-        assert rows[label][1] == "4" and rows[label][6].endswith("×") and rows[label][7].split(": ")[1] in ("PASS", "MISS")
+        assert rows[label][1] == "4" and rows[label][6].endswith("×") and rows[label][8].split(": ")[1] in ("PASS", "MISS")
     assert rows["`t.publish(name)`, rebase over 3 commits"][1] == "1"
     assert rows["lamina"][1] == rows["lance"][1] == "2"  # branches made per system against Lance
     where = rows["`create_tag`"]
