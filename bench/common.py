@@ -84,6 +84,16 @@ def fmt_ratio(x: float | None, lamina: float | None) -> str:
     return f"{r:.2f}×" if r < 10 else f"{r:.0f}×"
 
 
+def fmt_x(x: float | None) -> str:
+    """A ratio to two decimals."""
+    return "–" if x is None else f"{x:.2f}×"
+
+
+def spread(xs: list[float]) -> str:
+    """p25–p75 of durations."""
+    return f"{fmt_s(float(np.quantile(xs, 0.25)))}–{fmt_s(float(np.quantile(xs, 0.75)))}" if xs else "–"
+
+
 def err_text(exc: BaseException) -> str:
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     text = f"error: {type(exc).__name__}: {msg}"

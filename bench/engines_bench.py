@@ -60,8 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (  # noqa: E402
     OUT_DIR, REPO_ROOT, Section, Workspace, add_out_arg, begin_run, bench_parser, command_line, delta_table_of_files,
-    err_text, even_slices, finish_run, fmt_s, loadavg, log_error, now, one_percent_ids, p50, report_path, rotated, say,
-    sections_markdown, standalone_header, verdict,
+    err_text, even_slices, finish_run, fmt_s, fmt_x, loadavg, log_error, now, one_percent_ids, p50, report_path,
+    rotated, say, sections_markdown, spread, standalone_header, verdict,
 )
 import systems  # noqa: E402
 
@@ -539,14 +539,6 @@ def bench_memory(ws: Workspace, tb: Tables, cfg: Config) -> dict:
 
 
 # =========================================================================== report
-def fmt_x(x: float | None) -> str:
-    return "–" if x is None else f"{x:.2f}×"
-
-
-def spread(xs: list[float]) -> str:
-    return f"{fmt_s(float(np.quantile(xs, 0.25)))}–{fmt_s(float(np.quantile(xs, 0.75)))}" if xs else "–"
-
-
 @dataclass
 class Ratio:
     """Lamina's speed as a multiple of a peer's (the peer's time / Lamina's): paired (per round, the p50 of
