@@ -84,9 +84,9 @@ class PublishBranch(Operation):
                 )
             setattr(change, attr, mine)
         gone, new = changed_entries(base.io, self.base, self.head)
-        have = base.live_entries(["path", "added_version", "dv_path", "dv_offset"])
-        hkeys = file_key_array(have)
-        if gone.num_rows:
+        if gone.num_rows:  # (an append-only branch needs nothing of the target's files)
+            have = base.live_entries(["path", "added_version", "dv_path", "dv_offset"])
+            hkeys = file_key_array(have)
             gkeys = file_key_array(gone)
             lost = gone.filter(pc.invert(pc.is_in(gkeys, value_set=hkeys))) if len(hkeys) else gone
             if lost.num_rows:
