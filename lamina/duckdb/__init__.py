@@ -250,10 +250,11 @@ def register_catalog(con: Any, catalog: Catalog | str) -> list[str]:
 
 
 class _Dialect(DuckDB):
-    """DuckDB's SQL, with ``AT (TAG => 'name')`` beside ``AT (VERSION => ...)`` and ``AT (TIMESTAMP => ...)``."""
+    """DuckDB's SQL, with ``AT (TAG => 'name')`` and ``AT (BRANCH => 'name')`` beside ``AT (VERSION => ...)``
+    and ``AT (TIMESTAMP => ...)``."""
 
     class Parser(DuckDB.Parser):
-        HISTORICAL_DATA_KIND = DuckDB.Parser.HISTORICAL_DATA_KIND | {"TAG"}
+        HISTORICAL_DATA_KIND = DuckDB.Parser.HISTORICAL_DATA_KIND | {"TAG", "BRANCH"}
 
 
 def error_text(e: Exception) -> str:
@@ -290,31 +291,32 @@ def _parse(query: str, con: Any) -> exp.Expression:
     return stmt
 
 
-def _travel(node: exp.Table) -> tuple[int | str | None, Any, str | None]:
-    """(version, timestamp, tag) of ``t AT (VERSION => 3)``, ``AT (TIMESTAMP => ...)``,
-    ``AT (TAG => 'x')``, ``FOR VERSION AS OF 3`` / ``'tag'``, ``FOR TIMESTAMP AS OF ...``; and
-    removes the clause. A timestamp is ISO 8601 (UTC unless it names its offset) or epoch ms."""
+def _travel(node: exp.Table) -> dict[str, Any]:
+    """The read ``t AT (VERSION => 3)``, ``AT (TIMESTAMP => ...)``, ``AT (TAG => 'x')``,
+    ``AT (BRANCH => 'x')`` (its latest), ``FOR VERSION AS OF 3`` / ``'tag'``, ``FOR TIMESTAMP
+    AS OF ...`` asks for, as ``Table.scan`` arguments; and removes the clause. A timestamp is
+    ISO 8601 (UTC unless it names its offset) or epoch ms."""
     when = node.args.get("when") or node.args.get("version")
     if when is None:
-        return None, None, None
+        return {}
     kind = str(when.args.get("kind") if isinstance(when, exp.HistoricalData) else when.this).upper()
     value = when.expression
     node.set("when", None)
     node.set("version", None)
     literal = value.this if isinstance(value, exp.Cast) else value
     if not isinstance(literal, exp.Literal):
-        raise InvalidArgument(f"time travel needs a literal version, tag or timestamp, not {value.sql('duckdb')}")
+        raise InvalidArgument(f"time travel needs a literal version, tag, branch or timestamp, not {value.sql('duckdb')}")
     if kind == "VERSION":
         if literal.is_string:
-            return literal.this, None, None
+            return {"version": literal.this}
         if not literal.is_int:
             raise InvalidArgument(f"version {literal.this} is not a version number: give a whole number or a tag name")
-        return int(literal.this), None, None
+        return {"version": int(literal.this)}
     if kind == "TIMESTAMP":
-        return None, int(literal.this) if literal.is_int else literal.this, None
-    if kind == "TAG":
-        return None, None, literal.this
-    raise InvalidArgument(f"unknown time travel {kind}: use VERSION, TIMESTAMP or TAG")
+        return {"timestamp": int(literal.this) if literal.is_int else literal.this}
+    if kind in ("TAG", "BRANCH"):
+        return {kind.lower(): literal.this}
+    raise InvalidArgument(f"unknown time travel {kind}: use VERSION, TIMESTAMP, TAG or BRANCH")
 
 
 def _resolve(node: exp.Table, tables: Mapping[str, Any], catalog: Callable[[], Catalog | None], con: Any) -> Table | None:
@@ -405,10 +407,10 @@ def sql(
     ``catalog`` (loaded only if a name needs it); names of ``con``'s own tables pass through.
     Time travel: ``FROM events AT (VERSION => 3)``, ``AT (TIMESTAMP => '2026-01-01 10:00')``
     (UTC unless it names its offset), ``AT (TAG => 'nightly')``, or ``FOR VERSION AS OF 3`` /
-    ``FOR TIMESTAMP AS OF ...``. Each reference reads only the files its SELECT's WHERE can
+    ``FOR TIMESTAMP AS OF ...``; a branch's latest version: ``AT (BRANCH => 'audit')``. Each reference reads only the files its SELECT's WHERE can
     match (single-table conjuncts). Raises InvalidArgument for a syntax error or a statement
     that is not a query, TableNotFound for a name that is no table, VersionNotFound /
-    TagNotFound for a version that does not exist; DuckDB's errors (duckdb.Error) pass through."""
+    TagNotFound / BranchNotFound for a version or branch that does not exist; DuckDB's errors (duckdb.Error) pass through."""
     import duckdb
 
     con = con if con is not None else duckdb.connect()
@@ -432,8 +434,7 @@ def sql(
                     "name to a location (lamina sql --table NAME=LOCATION, or tables= in Python)"
                 )
             continue
-        version, timestamp, tag = _travel(node)
-        scan = table.scan(version=version, timestamp=timestamp, tag=tag)
+        scan = table.scan(**_travel(node))
         pruned = Scan(scan.io, scan.vm, pruning_predicate(_pushable_conjuncts(node), scan.schema))
         view = f"__lamina_view_{next(_names)}"
         register_scan(con, pruned, _ident(view))

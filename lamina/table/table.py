@@ -659,8 +659,14 @@ class Table:
 
     # -- system tables ------------------------------------------------------------------
 
-    def system_table(self, name: str, *, version: int | str | None = None, tag: str | None = None) -> pa.Table:
-        """``$snapshots``, ``$tags``, ``$files`` or ``$manifests`` as an Arrow table."""
+    def system_table(
+        self, name: str, *, version: int | str | None = None, tag: str | None = None, branch: str | None = None,
+    ) -> pa.Table:
+        """``$snapshots``, ``$tags``, ``$branches``, ``$files``, ``$manifests`` or ``$schemas`` as an
+        Arrow table (lamina.table.system). ``branch``: of that branch (its versions, or its
+        ``version``'s files), as on its handle."""
+        if branch is not None and branch != self.branch_name:
+            return self.branch(branch).system_table(name, version=version, tag=tag)
         vm = self._resolve(version, None, tag) if version is not None or tag is not None else self._vm
         return system.system_table(self, name, vm)
 
