@@ -1,4 +1,4 @@
-"""System tables ($snapshots, $tags, $files, $manifests, $schemas) as Spark DataFrames."""
+"""System tables ($snapshots, $tags, $branches, $files, $manifests, $schemas) as Spark DataFrames."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ def system_table(
     *,
     version: int | str | None = None,
     tag: str | None = None,
+    branch: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     catalog: Any = None,
 ) -> Any:
     """``lamina.spark.system_table(spark, "warehouse/orders", "$snapshots")``: the Arrow
     system table (see ``Table.system_table``) as a DataFrame; metadata is small, so it is
-    built on the driver."""
+    built on the driver. ``branch``: that branch's ($snapshots: its versions)."""
     table = TableRef.of(target, catalog=catalog, storage_options=storage_options).open()
-    return spark.createDataFrame(table.system_table(name, version=version, tag=tag))
+    return spark.createDataFrame(table.system_table(name, version=version, tag=tag, branch=branch))

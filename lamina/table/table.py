@@ -525,13 +525,16 @@ class Table:
         store = BranchStore(self.io)
         store.refuse_existing(name)  # before anything is committed or read
         source = self if from_branch is None else self.branch(from_branch)
+        latest = from_version is None and from_tag is None and from_timestamp is None
+        # A source named explicitly is found before the feature is enabled: an unknown one
+        # changes nothing. The latest is read after, so it is the enabling version itself (a
+        # branch made from main's latest publishes by fast-forward if main stays there).
+        base = None if latest else source._resolve(from_version, from_timestamp, from_tag)
         main = self.main
         if BRANCHES not in main._vm.writer_features:
             main._one(main.transaction().add_operation(EnableBranches()))
-        if from_version is None and from_tag is None and from_timestamp is None:
+        if base is None:
             base = source.log.latest()
-        else:
-            base = source._resolve(from_version, from_timestamp, from_tag)
         record = store.create(name, base, source.branch_name, retain_last=retain_last, max_age_ms=max_age_ms)
         # As for tags: expiry tombstones versions before it lists branches, so a base still
         # loadable now is seen by every later expiry (and a tag's copy by its tag).
