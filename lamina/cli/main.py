@@ -491,8 +491,7 @@ def branch_publish(
     expected_version: Optional[int] = typer.Option(
         None, "--expected-version", help="publish only if --into is still at this version (what the audit saw)"),
 ):
-    """Publish a branch's changes into main (or --into) as one version: a fast-forward if main
-    has not moved since the branch was made, else its changes re-applied (refused if they clash)."""
+    """Publish a branch's changes into main (or --into) as one version: a fast-forward if main has not moved since the branch was made, else its changes re-applied (refused if they clash)."""  # one line: typer keeps a docstring's line breaks
     t = _open(uri)
     try:
         v = t.publish(name, into, expected_version=expected_version)
