@@ -25,11 +25,15 @@ every commit (Spark's too) is a compare-and-swap of its catalog row.
 10. streaming read: a Spark structured streaming query on the table
    (``spark.readStream.format("lamina")``, from the latest version, into another Lamina table
    with exactly-once batches) picks up a day another pipeline appends after it started;
-11. compact with Spark the small files and deletion vectors the appends and the merge left,
+11. write-audit-publish: the next day is loaded into a branch no reader of main sees, audited
+    there with a DuckDB query on the branch (no negative amounts), and published into main as
+    one version; a day that fails the audit (refunds booked as negative amounts) is thrown
+    away with its branch: main's version and rows stay as they were, its files are freed;
+12. compact with Spark the small files and deletion vectors the appends and the merge left,
     reporting files before/after;
-12. expire old versions, freeing the compacted inputs (tagged data stays readable), and
+13. expire old versions, freeing the compacted inputs (tagged data stays readable), and
     report the space freed;
-13. check the table (fsck), check that a reader by path alone (no catalog) sees the
+14. check the table (fsck), check that a reader by path alone (no catalog) sees the
     catalog's version, and print a summary of versions, files, rows and timings.
 
 Each step is a small function taking the ``Demo`` state, so later steps (tags, expiry,
@@ -362,6 +366,86 @@ def streaming_read(demo: Demo) -> None:
                 f"version {v} appended {want.num_rows:,} orders: all {got.num_rows:,} delivered once into {sink}")
 
 
+# Write-audit-publish: the days after the streamed one, and the ids they take (after the
+# streamed day's, which start at (streamed day + 1) * ROWS_PER_DAY).
+WAP_DAY = INITIAL_DAYS + INCREMENT_DAYS + 1
+REJECTED_DAY = WAP_DAY + 1
+REFUND_EVERY = 97  # in the rejected day, every order whose id is a multiple of this has a negative amount
+
+
+def day_ids(day: int) -> int:
+    """The first order id of a day loaded by write-audit-publish."""
+    return (day + 1) * ROWS_PER_DAY
+
+
+def negative_amounts(demo: Demo, branch: str) -> int:
+    """The audit: orders with a negative amount on ``branch``'s latest version, by a DuckDB query
+    on the branch (``AT (BRANCH => ...)``) through the catalog."""
+    import lamina.duckdb
+
+    query = f"SELECT count(*) FROM {TABLE} AT (BRANCH => '{branch}') WHERE amount < 0"
+    return lamina.duckdb.sql(query, catalog=demo.catalog).fetchall()[0][0]
+
+
+def audit_and_publish(demo: Demo, day: int, orders: Any) -> dict[str, Any]:
+    """Load ``orders`` (one day, Arrow) into a new branch of main, audit it there, publish it
+    into main if it passes (only onto the version of main the audit saw), and delete the
+    branch either way. Returns what happened; raises AssertionError, stopping the job, if a
+    reader of main saw the load before it was published, or a rejected day changed main."""
+    t = demo.table()
+    name = f"wap-{(FIRST_DAY + timedelta(days=day)).date()}"
+    b = t.create_branch(name)  # from main's latest: nothing is copied
+    main_version, main_rows = demo.table().version, demo.table().scan().count()
+    b.append(orders)
+    out = {"branch": name, "base_version": b.branch_record.base_version, "loaded": orders.num_rows,
+           "negative": negative_amounts(demo, name), "main_version_before": main_version, "main_rows_before": main_rows}
+    if demo.table().scan().count() != main_rows:
+        raise AssertionError(f"a reader of main saw branch {name}'s load before it was published")
+    if out["negative"] == 0:
+        out["published_version"] = t.publish(name, expected_version=main_version)
+        out["publish"] = demo.table().metadata.summary["publish"]
+    else:
+        out["published_version"] = None
+    # What only the branch holds (nothing once published: main holds its files now); the
+    # expiry step below frees it, the deletion being older than its reader grace of 0.
+    held = {p for p in b.files().to_pydict()["path"] + b.files().to_pydict()["dv_path"] if p is not None}
+    out["branch_only_files"] = sorted(held - {p for p in t.refresh().files().column("path").to_pylist()})
+    t.delete_branch(name)
+    now = demo.table()
+    out["main_version_after"], out["main_rows_after"] = now.version, now.scan().count()
+    want = (main_version, main_rows) if out["published_version"] is None else (out["published_version"], main_rows + orders.num_rows)
+    if (out["main_version_after"], out["main_rows_after"]) != want:
+        raise AssertionError(f"after branch {name}, main is at version {now.version} with {out['main_rows_after']:,} orders; "
+                             f"expected version {want[0]} with {want[1]:,}")
+    return out
+
+
+def write_audit_publish(demo: Demo) -> None:
+    """A day that passes the audit is published into main; a day that fails leaves main untouched."""
+    from pyspark.sql import functions as F
+
+    t0 = time.perf_counter()
+    good = orders_for_day(demo.spark, WAP_DAY, ROWS_PER_DAY, day_ids(WAP_DAY)).toArrow()
+    passed = audit_and_publish(demo, WAP_DAY, good)
+    demo.facts["wap"] = passed
+    demo.record(f"write-audit-publish {passed['branch'][4:]}", time.perf_counter() - t0,
+                f"{passed['loaded']:,} orders loaded into branch {passed['branch']} (from main's version "
+                f"{passed['base_version']}), unseen by main's readers; audit on the branch (DuckDB): "
+                f"{passed['negative']} negative amounts -> published into main as version {passed['published_version']} "
+                f"({passed['publish']}, only onto the version audited); main now has {passed['main_rows_after']:,} orders; "
+                f"branch deleted")
+    t0 = time.perf_counter()
+    day = orders_for_day(demo.spark, REJECTED_DAY, ROWS_PER_DAY, day_ids(REJECTED_DAY))
+    refunds = day.withColumn("amount", F.when(F.col("order_id") % REFUND_EVERY == 0, -F.col("amount")).otherwise(F.col("amount")))
+    failed = audit_and_publish(demo, REJECTED_DAY, refunds.toArrow())
+    demo.facts["wap_rejected"] = failed
+    demo.record(f"write-audit-publish {failed['branch'][4:]}, failing the audit", time.perf_counter() - t0,
+                f"{failed['loaded']:,} orders loaded into branch {failed['branch']}; audit: {failed['negative']:,} "
+                f"negative amounts -> not published; branch deleted (its {len(failed['branch_only_files'])} data files are "
+                f"freed by the expiry below); "
+                f"main untouched: still version {failed['main_version_after']} with {failed['main_rows_after']:,} orders")
+
+
 def expire_history(demo: Demo) -> None:
     t = demo.table()
     versions = len(t.log.list_versions())
@@ -412,6 +496,7 @@ STEPS: list[tuple[str, Callable[[Demo], None]]] = [
     ("incremental read", incremental_read),
     ("query from DuckDB and Polars", query_without_spark),
     ("streaming read", streaming_read),
+    ("write-audit-publish", write_audit_publish),
     ("compact", compact_files),
     ("expire old versions", expire_history),
     ("check", check_table),
@@ -428,7 +513,9 @@ def print_summary(demo: Demo, total_s: float) -> None:
         hist.add_column(col, justify="right" if col != "operation" else "left")
     for h in reversed(t.history()):
         s = h["summary"]
-        hist.add_row(str(h["version"]), h["operation"], str(s.get("added-files", "")), f"{s.get('added-records', 0):,}",
+        operation = h["operation"] + (f" ({s['branch']}, {s['publish']})" if h["operation"] == "publish" else "")
+        hist.add_row(str(h["version"]), operation, str(s.get("added-files", "")),
+                     f"{s['added-records']:,}" if "added-records" in s else "",
                      str(s.get("total-files", 0)), f"{s.get('total-records', 0):,}")
     console.print(hist)
     steps = RichTable(title="Steps")

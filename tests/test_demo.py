@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,6 +38,27 @@ def test_every_step_of_the_main_job_at_a_small_scale(spark, tmp_path, monkeypatc
     stream = next(detail for step, _, detail in job.timings if step == "streaming read")
     assert "appended 80 orders: all 80 delivered once" in stream, out.getvalue()
     assert [step for step, *_ in job.timings][-1] == "fsck"
+    # write-audit-publish: the clean day was published by fast-forward onto the version audited ...
+    wap, rejected = job.facts["wap"], job.facts["wap_rejected"]
+    assert (wap["negative"], wap["publish"], wap["published_version"]) == (0, "fast-forward", wap["main_version_before"] + 1)
+    assert wap["main_rows_after"] == wap["main_rows_before"] + 800 and wap["base_version"] == wap["main_version_before"]
+    # ... the day with refunds booked as negative amounts was not: main as it was, the branch's files freed
+    refunds = sum(1 for i in range(demo.day_ids(demo.REJECTED_DAY), demo.day_ids(demo.REJECTED_DAY) + 800)
+                  if i % demo.REFUND_EVERY == 0)
+    assert rejected["negative"] == refunds > 0 and rejected["published_version"] is None
+    assert (rejected["main_version_after"], rejected["main_rows_after"]) == (wap["main_version_after"], wap["main_rows_after"])
+    # (freed by the job's expiry step, which runs after the branch was deleted)
+    assert rejected["branch_only_files"] and not any(os.path.exists(os.path.join(job.uri, p)) for p in rejected["branch_only_files"])
+    t = job.table()
+    assert t.list_branches() == [] and [r["name"] for r in t.system_table("branches").to_pylist()] == ["main"]
+    in_day = "order_id >= {} AND order_id < {}"
+    assert t.scan(where=in_day.format(demo.day_ids(demo.WAP_DAY), demo.day_ids(demo.WAP_DAY) + 800)).count() == 800
+    assert t.scan(where=in_day.format(demo.day_ids(demo.REJECTED_DAY), demo.day_ids(demo.REJECTED_DAY) + 800)).count() == 0
+    assert t.scan(where="amount < 0").count() == 0
+    published = next(detail for step, _, detail in job.timings if step.startswith("write-audit-publish") and "failing" not in step)
+    assert f"published into main as version {wap['published_version']} (fast-forward" in published, out.getvalue()
+    failing = next(detail for step, _, detail in job.timings if step.endswith("failing the audit"))
+    assert f"audit: {refunds} negative amounts -> not published" in failing and "main untouched" in failing, out.getvalue()
 
 
 ORDERS = pa.schema([pa.field("order_id", pa.int64(), False), pa.field("status", pa.string())])

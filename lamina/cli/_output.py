@@ -52,14 +52,14 @@ def cell(v: object, null: str = "") -> str:
     return str(v)
 
 
-def _times(values: list, header: str, aware: bool) -> tuple[list[str], str]:
-    """Times to the second; a date all of them share goes to the header."""
+def _times(values: list, header: str, aware: bool, null: str) -> tuple[list[str], str]:
+    """Times to the second (None as ``null``); a date all of them share goes to the header."""
     utc = [v.astimezone(timezone.utc) if aware and v is not None else v for v in values]
     dates = {v.date() for v in utc if v is not None}
     zone = " UTC" if aware else ""
     if len(dates) == 1:
-        return [v.strftime("%H:%M:%S") if v is not None else "" for v in utc], f"{header} {dates.pop()}{zone}"
-    return [v.strftime("%Y-%m-%d %H:%M:%S") if v is not None else "" for v in utc], f"{header}{zone}"
+        return [v.strftime("%H:%M:%S") if v is not None else null for v in utc], f"{header} {dates.pop()}{zone}"
+    return [v.strftime("%Y-%m-%d %H:%M:%S") if v is not None else null for v in utc], f"{header}{zone}"
 
 
 def _longest_word(text: str) -> int:
@@ -80,7 +80,7 @@ def _column(name: str, col: pa.ChunkedArray, header: str, short_time: bool, whol
     kind = col.type
     number = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
     if pa.types.is_timestamp(kind) and short_time:
-        cells, header = _times(values, header, kind.tz is not None)
+        cells, header = _times(values, header, kind.tz is not None, null)
         whole_words = True
     else:
         cells = [cell(v, null) for v in values]

@@ -1,4 +1,8 @@
-"""`lamina` command: info, history, files, changes, fsck, tags, rollback, expire, remove-orphans, sql (typer + rich)."""
+"""`lamina` command: info, history, files, changes, fsck, tags, branches, rollback, expire, remove-orphans, sql (typer + rich).
+
+The commands that read or write one line of versions take ``--branch NAME`` (default: main):
+version numbers given with it are that branch's.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from lamina.cli._output import fail as _fail
 from lamina.data.changes import CHANGE_FIELDS, CHANGE_TYPE, CHANGE_TYPES, COMMIT_TIMESTAMP, COMMIT_VERSION
 from lamina.errors import InvalidArgument, LaminaError, TableNotFound
 from lamina.maintenance import fsck as run_fsck
+from lamina.spec.layout import MAIN_BRANCH
 from lamina.spec.lineage import has_lineage
 from lamina.spec.sort import effective_sort_order
 from lamina.table.changes import ChangeFeed
@@ -52,21 +57,41 @@ def catalog_exists(uri: str) -> bool:
     return db.scheme != "sqlite" or os.path.exists(db.path[1:] if db.path.startswith("/") else db.path)
 
 
-def _open(target: str, version: Optional[int] = None):
-    """A table by location, or by ``ns.name`` through the catalog (commits go through its row)."""
+# `--branch` of the commands that read or write one branch's versions.
+_BRANCH = typer.Option(None, "--branch", "-b", help="the branch to work on (default: main); versions are its own")
+
+
+def _open(target: str, version: Optional[int] = None, branch: Optional[str] = None):
+    """A table by location, or by ``ns.name`` through the catalog (main's commits go through
+    its row); ``branch``: a handle on that branch (at its ``version``)."""
     try:
         if not _is_identifier(target):
-            return lamina.open_table(target, version=version)
+            return lamina.open_table(target, version=version, branch=branch)
         uri = _state["catalog"]
         if not catalog_exists(uri):
             raise TableNotFound(f"{target!r} is not a table location, and catalog {uri} does not exist (--catalog / LAMINA_CATALOG)")
         table = load_catalog(uri).load_table(target)
-        return table if version is None else lamina.open_table(table.uri, version=version)
+        if version is not None:
+            return lamina.open_table(table.uri, version=version, branch=branch)
+        return table if branch is None else table.branch(branch)
     except LaminaError as e:
         _fail(e)
 
 
+def _of(t: Any) -> str:
+    """The table, and the branch if not main, for titles and messages."""
+    return t.uri if t.branch_name == MAIN_BRANCH else f"{t.uri} (branch {t.branch_name})"
+
+
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _duration_text(ms: int) -> str:
+    """Milliseconds in the largest unit ``_duration`` reads that holds them whole: 604800000 -> '1w'."""
+    for unit, seconds in sorted(_UNITS.items(), key=lambda u: -u[1]):
+        if ms and ms % (seconds * 1000) == 0:
+            return f"{ms // (seconds * 1000)}{unit}"
+    return f"{ms / 1000:g}s"
 
 
 def _duration(text: str) -> timedelta:
@@ -94,18 +119,28 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:,.2f} MB"
 
 
+def _freed(rep: Any, dry_run: bool) -> str:
+    """What a deletion freed (a tag's or a branch's)."""
+    return (f"{'would free' if dry_run else 'freed'} {len(rep.deleted_files)} data files, "
+            f"{len(rep.deleted_manifests)} manifests, {_mb(rep.deleted_bytes)}")
+
+
 def _ts(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
 @app.command()
-def info(uri: str, version: Optional[int] = typer.Option(None, "--version", "-v"), as_json: bool = typer.Option(False, "--json")):
+def info(
+    uri: str, version: Optional[int] = typer.Option(None, "--version", "-v"), as_json: bool = typer.Option(False, "--json"),
+    branch: Optional[str] = _BRANCH,
+):
     """Show a table's version, schema, partitioning, properties and features."""
-    t = _open(uri, version)
+    t = _open(uri, version, branch)
     vm = t.metadata
     doc = {
         "location": t.uri,
         "uuid": vm.table_uuid,
+        "branch": t.branch_name,
         "version": vm.version,
         "timestamp": _ts(vm.timestamp_ms),
         "format_version": vm.format_version,
@@ -147,9 +182,9 @@ def _count(v: Any) -> int | None:
 
 
 @app.command()
-def history(uri: str, limit: int = typer.Option(50, "--limit", "-n")):
+def history(uri: str, limit: int = typer.Option(50, "--limit", "-n"), branch: Optional[str] = _BRANCH):
     """List versions, newest first."""
-    t = _open(uri)
+    t = _open(uri, branch=branch)
     hist = t.history(limit=limit)
     operations = [h["operation"] + (f" ({h['summary']['schema-changes']})" if h["summary"].get("schema-changes") else "")
                   for h in hist]
@@ -159,7 +194,7 @@ def history(uri: str, limit: int = typer.Option(50, "--limit", "-n")):
         "operation": pa.array(operations, pa.string()),
         **{c: pa.array([_count(h["summary"].get(key)) for h in hist], pa.int64()) for c, key in _HISTORY_COUNTS.items()},
     })
-    print_table(tbl, f"history of {t.uri}", whole_words=["operation"])
+    print_table(tbl, f"history of {_of(t)}", whole_words=["operation"])
 
 
 @app.command()
@@ -168,9 +203,10 @@ def schema(
     version: Optional[str] = typer.Option(None, "--version", "-v", help="version number (or tag name)"),
     tag: Optional[str] = typer.Option(None, "--tag", "-t", help="tag name"),
     as_json: bool = typer.Option(False, "--json"),
+    branch: Optional[str] = _BRANCH,
 ):
     """Print the schema of a version or tag, with field ids, defaults and docs."""
-    t = _open(uri)
+    t = _open(uri, branch=branch)
     try:
         vm = t.scan(version=version, tag=tag).vm
     except LaminaError as e:
@@ -179,7 +215,7 @@ def schema(
     if as_json:
         console.print_json(json.dumps({"version": vm.version, "schema_id": vm.schema.schema_id, "fields": fields}))
         return
-    rt = RichTable(title=f"schema #{vm.schema.schema_id} of {t.uri} at version {vm.version}")
+    rt = RichTable(title=f"schema #{vm.schema.schema_id} of {_of(t)} at version {vm.version}")
     for c in ("id", "column", "type", "required", "default", "doc"):
         rt.add_column(c, justify="right" if c == "id" else "left")
     for f in fields:
@@ -194,9 +230,10 @@ def files(
     version: Optional[str] = typer.Option(None, "--version", "-v", help="version number or tag name"),
     where: Optional[str] = typer.Option(None, "--where", "-w", help="SQL predicate to prune by"),
     limit: int = typer.Option(100, "--limit", "-n"),
+    branch: Optional[str] = _BRANCH,
 ):
     """List the live data files of a version or tag (pruned by --where)."""
-    t = _open(uri)
+    t = _open(uri, branch=branch)
     try:
         plan = t.scan(where=where, version=version).plan()
     except LaminaError as e:
@@ -242,6 +279,7 @@ def changes(
     as_csv: bool = typer.Option(False, "--csv", help="print CSV with a header"),
     limit: Optional[int] = typer.Option(
         None, "--limit", "-n", min=1, help="rows to print (default: 50 in a table, all with --json or --csv)"),
+    branch: Optional[str] = _BRANCH,
 ):
     """Show the change data feed: the rows the versions in (from, to] inserted, deleted or updated."""
     if as_json and as_csv:
@@ -254,7 +292,7 @@ def changes(
     if sum(x is not None for x in (to_version, to_timestamp, to_tag)) > 1:
         _fail(InvalidArgument("pass at most one of --to, --to-timestamp or --to-tag (without one, the range ends at the latest version)"))
     fmt = "json" if as_json else "csv" if as_csv else None
-    t = _open(uri)
+    t = _open(uri, branch=branch)
     try:
         feed = t.changes(
             from_version, to_version, start_timestamp=_point_in_time(from_timestamp), end_timestamp=_point_in_time(to_timestamp),
@@ -334,14 +372,16 @@ def tag_create(
     name: str,
     version: Optional[int] = typer.Option(None, "--version", "-v", help="version to tag (default: latest)"),
     expires_in: Optional[str] = typer.Option(None, "--expires-in", help="delete the tag at expiry after this long, e.g. 30d"),
+    branch: Optional[str] = _BRANCH,
 ):
     """Tag a version (put-if-absent: an existing tag is never overwritten)."""
-    t = _open(uri)
+    t = _open(uri, branch=branch)
     try:
         tag = t.create_tag(name, version, expires_at=_duration(expires_in) if expires_in else None)
     except LaminaError as e:
         _fail(e)
-    console.print(f"tagged version {tag.tagged_version} as [bold]{tag.name}[/bold]")
+    on = "" if t.branch_name == MAIN_BRANCH else f" of branch {t.branch_name}"
+    console.print(f"tagged version {tag.tagged_version}{on} as [bold]{tag.name}[/bold]")
 
 
 @tag_app.command("delete")
@@ -352,9 +392,7 @@ def tag_delete(uri: str, name: str, dry_run: bool = typer.Option(False, "--dry-r
         rep = t.delete_tag(name, dry_run=dry_run)
     except LaminaError as e:
         _fail(e)
-    verb = "would free" if dry_run else "freed"
-    console.print(f"{'would delete' if dry_run else 'deleted'} tag {name}; {verb} {len(rep.deleted_files)} data files, "
-                  f"{len(rep.deleted_manifests)} manifests, {_mb(rep.deleted_bytes)}")
+    console.print(f"{'would delete' if dry_run else 'deleted'} tag {name}; {_freed(rep, dry_run)}")
 
 
 @tag_app.command("list")
@@ -373,6 +411,100 @@ def tag_list(uri: str):
     console.print(rt)
 
 
+# -- branches ----------------------------------------------------------------------------
+
+branch_app = typer.Typer(help="Create, list, rename, delete and publish branches (write-audit-publish).", no_args_is_help=True)
+app.add_typer(branch_app, name="branch")
+
+
+@branch_app.command("create")
+def branch_create(
+    uri: str,
+    name: str,
+    from_version: Optional[int] = typer.Option(None, "--from-version", help="make it from this version (default: the latest)"),
+    from_tag: Optional[str] = typer.Option(None, "--from-tag", help="make it from this tag's version"),
+    from_timestamp: Optional[str] = typer.Option(
+        None, "--from-timestamp", help="make it from the version current at this time (ISO 8601, or epoch ms)"),
+    from_branch: Optional[str] = typer.Option(
+        None, "--from-branch", help="make it from this branch (default: main); --from-version is then that branch's"),
+    retain_last: Optional[int] = typer.Option(None, "--retain-last", help="expiry keeps at least this many of its newest versions"),
+    max_age: Optional[str] = typer.Option(None, "--max-age", help="expiry's default cutoff on the branch, e.g. 7d"),
+):
+    """Make a branch from a version (nothing is copied): writes to it stay off main until published."""
+    t = _open(uri)
+    try:
+        b = t.create_branch(
+            name, from_version=from_version, from_tag=from_tag, from_timestamp=_point_in_time(from_timestamp),
+            from_branch=from_branch, retain_last=retain_last, max_age=_duration(max_age) if max_age else None,
+        )
+    except LaminaError as e:
+        _fail(e)
+    record = b.branch_record
+    console.print(f"created branch [bold]{name}[/bold] from version {record.base_version} of {record.base_branch}")
+
+
+@branch_app.command("list")
+def branch_list(uri: str):
+    """List the branches, main first: latest version, where each was made from, retention."""
+    t = _open(uri)
+    try:
+        b = t.system_table("branches")
+    except LaminaError as e:
+        _fail(e)
+    made_from = [None if br is None else f"{br}@{v}" for br, v in zip(b["base_branch"].to_pylist(), b["base_version"].to_pylist())]
+    shown = pa.table({
+        "branch": b["name"], "version": b["head_version"], "committed": b["head_timestamp"], "records": b["head_records"],
+        "versions": b["versions"], "made from": pa.array(made_from, pa.string()), "retain last": b["retain_last"],
+        "max age": pa.array([None if ms is None else _duration_text(ms) for ms in b["max_age_ms"].to_pylist()], pa.string()),
+        "created": b["created_at"],
+    })
+    print_table(shown, f"branches of {t.uri}", null="-", hint="`lamina system URI branches` shows every column")
+
+
+@branch_app.command("rename")
+def branch_rename(uri: str, name: str, new_name: str):
+    """Give a branch a new name (same versions; writers holding it carry on)."""
+    t = _open(uri)
+    try:
+        t.rename_branch(name, new_name)
+    except LaminaError as e:
+        _fail(e)
+    console.print(f"renamed branch {name} to [bold]{new_name}[/bold]")
+
+
+@branch_app.command("delete")
+def branch_delete(uri: str, name: str):
+    """Delete a branch: it can no longer be read or written. The files only it held are freed by
+    the next `lamina expire` once the deletion is older than the reader grace, or by `lamina remove-orphans`."""
+    t = _open(uri)
+    try:
+        t.delete_branch(name)
+    except LaminaError as e:
+        _fail(e)
+    console.print(f"deleted branch {name}; the next `lamina expire` frees the files only it held (after the reader grace)")
+
+
+@branch_app.command("publish")
+def branch_publish(
+    uri: str,
+    name: str,
+    into: str = typer.Option(MAIN_BRANCH, "--into", help="the branch to publish into"),
+    expected_version: Optional[int] = typer.Option(
+        None, "--expected-version", help="publish only if --into is still at this version (what the audit saw)"),
+):
+    """Publish a branch's changes into main (or --into) as one version: a fast-forward if main has not moved since the branch was made, else its changes re-applied (refused if they clash)."""  # one line: typer keeps a docstring's line breaks
+    t = _open(uri)
+    try:
+        v = t.publish(name, into, expected_version=expected_version)
+        if v is None:
+            console.print(f"branch {name} has no commits: nothing published into {into}")
+            return
+        how = t.branch(into).log.load(v).summary.get("publish", "")
+    except LaminaError as e:
+        _fail(e)
+    console.print(f"published branch {name} into {into} ({how}): version {v}")
+
+
 # -- rollback, expiry, orphans -------------------------------------------------------------
 
 
@@ -382,11 +514,12 @@ def rollback(
     to: str = typer.Argument(..., help="version number or tag name to roll back to"),
     destructive: bool = typer.Option(False, "--destructive", help="also delete the versions after the target"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask before a destructive rollback"),
+    branch: Optional[str] = _BRANCH,
 ):
     """Commit a new version whose content equals a version's or a tag's."""
-    t = _open(uri)
+    t = _open(uri, branch=branch)
     if destructive and not yes:
-        typer.confirm(f"delete every version of {t.uri} after {to} (tags stay)?", abort=True)
+        typer.confirm(f"delete every version of {_of(t)} after {to} (tags stay)?", abort=True)
     try:
         v = t.rollback(to, destructive=destructive)
     except LaminaError as e:
@@ -401,9 +534,10 @@ def expire(
     retain_last: Optional[int] = typer.Option(None, "--retain-last", help="always keep this many newest versions"),
     reader_grace: Optional[str] = typer.Option(None, "--reader-grace", help="keep versions superseded less than this ago (default 1h)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="only report what would be deleted"),
+    branch: Optional[str] = _BRANCH,
 ):
     """Expire old versions and delete the files only they needed (tags keep theirs)."""
-    t = _open(uri)
+    t = _open(uri, branch=branch)
     bar, update = _progress()
     try:
         with bar:
@@ -456,9 +590,10 @@ def compact(
     target_mb: int = typer.Option(128, "--target-mb", help="target output file size in MB"),
     where: Optional[str] = typer.Option(None, "--where", "-w", help="only files that may hold rows matching this"),
     sort_by: Optional[str] = typer.Option(None, "--sort-by", help="comma-separated columns to sort outputs by"),
+    branch: Optional[str] = _BRANCH,
 ):
     """Bin-pack small files (and files with deletion vectors) into large ones, in one version."""
-    t = _open(uri)
+    t = _open(uri, branch=branch)
     bar, update = _progress()
     try:
         with bar:
@@ -477,12 +612,13 @@ def compact(
 @app.command()
 def system(
     uri: str,
-    name: str = typer.Argument(..., help="snapshots, tags, files, manifests or schemas"),
+    name: str = typer.Argument(..., help="snapshots, tags, branches, files, manifests or schemas"),
     version: Optional[str] = typer.Option(None, "--version", "-v", help="version or tag (files, manifests)"),
     limit: int = typer.Option(50, "--limit", "-n"),
+    branch: Optional[str] = _BRANCH,
 ):
-    """Print a system table ($snapshots, $tags, $files, $manifests, $schemas)."""
-    t = _open(uri)
+    """Print a system table ($snapshots, $tags, $branches, $files, $manifests, $schemas)."""
+    t = _open(uri, branch=branch)
     try:
         tbl = t.system_table(name, version=version)
     except LaminaError as e:

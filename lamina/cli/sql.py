@@ -83,7 +83,7 @@ def sql(
 
     Name a table as ns.table (or its bare name) of the catalog, by its location in double quotes (FROM "warehouse/sales/events"), or by a name given with --table.
 
-    Time travel: FROM t AT (VERSION => 3), AT (TAG => 'nightly'), AT (TIMESTAMP => '2026-01-01 10:00') (UTC unless it names its offset), or FOR VERSION AS OF 3.
+    Time travel: FROM t AT (VERSION => 3), AT (TAG => 'nightly'), AT (TIMESTAMP => '2026-01-01 10:00') (UTC unless it names its offset), or FOR VERSION AS OF 3. A branch's latest version: FROM t AT (BRANCH => 'audit').
     """  # one line per paragraph: typer keeps a docstring's line breaks
     from lamina.cli.main import _state, catalog_exists  # main imports this module
 

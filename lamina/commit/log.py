@@ -76,6 +76,14 @@ class VersionLog:
     def version_path(self, version: int) -> str:
         return self.layout.version_path(version)
 
+    def _of(self) -> str:
+        """Whose versions, for messages: version numbers are per branch."""
+        return self.io.uri if self.branch == MAIN_BRANCH else f"branch {self.branch!r} of {self.io.uri}"
+
+    def _history_hint(self) -> str:
+        return "see `lamina history` for the versions there are" + (
+            "" if self.branch == MAIN_BRANCH else f" (with --branch {self.branch})")
+
     def confirm(self, vm: VersionManifest) -> None:
         """Called by the committer once ``vm`` is in its slot and the slot was never freed,
         before the commit is acknowledged: raise (after withdrawing the put) if the log may
@@ -116,18 +124,15 @@ class VersionLog:
         slot = self.read_slot(version)
         if slot is None:
             raise VersionNotFound(
-                f"version {version} of {self.io.uri} does not exist (never committed, or expired); "
-                "see `lamina history` for the versions there are"
+                f"version {version} of {self._of()} does not exist (never committed, or expired); {self._history_hint()}"
             )
         if isinstance(slot, Tombstone):
             why = "dropped by a destructive rollback" if slot.reason == "rollback" else "expired"
-            raise VersionNotFound(
-                f"version {version} of {self.io.uri} was {why}; see `lamina history` for the versions there are"
-            )
+            raise VersionNotFound(f"version {version} of {self._of()} was {why}; {self._history_hint()}")
         if check_freed and self.freed_record(version, slot_chunk_size(slot.properties)) is not None:
             # The version was expired and its slot freed; what is there now is a put that was
             # delayed past all that, which its writer withdraws (see lamina.spec.slot).
-            raise VersionNotFound(f"version {version} of {self.io.uri} was expired (its slot has been freed)")
+            raise VersionNotFound(f"version {version} of {self._of()} was expired (its slot has been freed)")
         return slot
 
     def exists(self, version: int) -> bool:
@@ -370,7 +375,7 @@ class VersionLog:
                 best = self._newest_at_or_before(timestamp_ms, listed, stop_on_missing=False)
         if best is None:
             raise VersionNotFound(
-                f"no version of {self.io.uri} at or before timestamp {timestamp_ms} "
+                f"no version of {self._of()} at or before timestamp {timestamp_ms} "
                 "(before the table was created, or those versions were expired)"
             )
         return best  # type: ignore[return-value]

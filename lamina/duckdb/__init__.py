@@ -306,7 +306,7 @@ def _travel(node: exp.Table) -> dict[str, Any]:
     node.set("version", None)
     literal = value.this if isinstance(value, exp.Cast) else value
     if not isinstance(literal, exp.Literal):
-        raise InvalidArgument(f"time travel needs a literal version, tag or timestamp, not {value.sql('duckdb')}")
+        raise InvalidArgument(f"time travel needs a literal version, tag, branch or timestamp, not {value.sql('duckdb')}")
     if kind == "VERSION":
         if literal.is_string:
             return {"version": literal.this}
@@ -412,7 +412,7 @@ def sql(
     ``FOR TIMESTAMP AS OF ...``. Each reference reads only the files its SELECT's WHERE can
     match (single-table conjuncts). Raises InvalidArgument for a syntax error or a statement
     that is not a query, TableNotFound for a name that is no table, VersionNotFound /
-    TagNotFound for a version that does not exist; DuckDB's errors (duckdb.Error) pass through."""
+    TagNotFound / BranchNotFound for a version or branch that does not exist; DuckDB's errors (duckdb.Error) pass through."""
     import duckdb
 
     con = con if con is not None else duckdb.connect()

@@ -6,7 +6,7 @@
     read(spark, "warehouse/orders", where="amount > 100").count()    # native Parquet reader over planned files
     spark.read.format("lamina").option("versionAsOf", 3).load("warehouse/orders")
     df.write.format("lamina").mode("append").save("s3://bucket/orders")  # Python data source (any store)
-    system_table(spark, "warehouse/orders", "$snapshots").show()     # also $tags, $files, $manifests
+    system_table(spark, "warehouse/orders", "$snapshots").show()     # also $tags, $branches, $files, $manifests
     merge("warehouse/orders", changes_df, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
     delete(spark, "warehouse/orders", "status = 'cancelled'")        # deletion vectors, one version
     compact(spark, "warehouse/orders", target_file_size=128 << 20)   # groups rewritten by Spark tasks

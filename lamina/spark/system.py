@@ -1,4 +1,4 @@
-"""System tables ($snapshots, $tags, $files, $manifests, $schemas) as Spark DataFrames."""
+"""System tables ($snapshots, $tags, $branches, $files, $manifests, $schemas) as Spark DataFrames."""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
-"""System tables as Arrow: ``$snapshots``, ``$tags``, ``$files``, ``$manifests``, ``$schemas``.
+"""System tables as Arrow: ``$snapshots``, ``$tags``, ``$branches``, ``$files``, ``$manifests``,
+``$schemas``.
 
-Spark users get the same tables as DataFrames through ``lamina.spark``.
+Spark users get the same tables as DataFrames through ``lamina.spark``; the CLI prints them
+(``lamina system``). On a branch's handle ``$snapshots`` lists that branch's versions (and
+``$files``/``$manifests`` describe its version); ``$tags`` and ``$branches`` are table-wide.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.errors import InvalidArgument
+from lamina.commit.branches import BranchStore
+from lamina.errors import BranchNotFound, InvalidArgument
 from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import live_data_entries, load_root
 from lamina.spec import content as C
+from lamina.spec.branch import BranchRecord
+from lamina.spec.layout import MAIN_BRANCH
 from lamina.spec.schema import field_id_of
 from lamina.spec.version import VersionManifest
 
@@ -35,6 +41,22 @@ SNAPSHOTS_SCHEMA = pa.schema(
         ("total_files", pa.int64()),
         ("total_records", pa.int64()),
         ("commit_id", pa.string()),
+        ("branch", pa.string()),  # the branch whose log holds the version (version numbers are per branch)
+    ]
+)
+BRANCHES_SCHEMA = pa.schema(
+    [
+        ("name", pa.string()),
+        ("branch_id", pa.string()),  # names the branch's log directory; null for main (the table's root log)
+        ("base_branch", pa.string()),  # made from a version of this branch (its name then); null for main
+        ("base_version", pa.int64()),
+        ("head_version", pa.int64()),  # the branch's latest version
+        ("head_timestamp", _TS),
+        ("head_records", pa.int64()),
+        ("created_at", _TS),  # null for main
+        ("retain_last", pa.int64()),  # the branch's retention, applied by expire_versions
+        ("max_age_ms", pa.int64()),
+        ("versions", pa.int64()),  # versions its log holds now (expired ones excluded)
     ]
 )
 TAGS_SCHEMA = pa.schema(
@@ -82,6 +104,7 @@ def snapshots(table: "Table") -> pa.Table:
             "total_files": [int(vm.summary.get("total-files", 0)) for vm in vms],
             "total_records": [int(vm.summary.get("total-records", 0)) for vm in vms],
             "commit_id": [vm.commit_id for vm in vms],
+            "branch": [table.branch_name] * len(vms),
         },
         schema=SNAPSHOTS_SCHEMA,
     )
@@ -102,6 +125,43 @@ def tags(table: "Table") -> pa.Table:
         },
         schema=TAGS_SCHEMA,
     )
+
+
+def _branch_row(table: "Table", store: BranchStore, record: BranchRecord | None) -> dict | None:
+    """One row of ``$branches``: main's (``record`` None) or a branch's; None for a branch
+    deleted since it was listed."""
+    if record is None:
+        log = table.main.log
+        head = log.latest()
+    else:
+        log = store.log(record, allow_list=table.main.log.allow_list)
+        try:
+            head = log.latest()
+        except BranchNotFound:
+            return None
+    return {
+        "name": MAIN_BRANCH if record is None else record.name,
+        "branch_id": None if record is None else record.branch_id,
+        "base_branch": None if record is None else record.base_branch,
+        "base_version": None if record is None else record.base_version,
+        "head_version": head.version,
+        "head_timestamp": head.timestamp_ms,
+        "head_records": int(head.summary.get("total-records", 0)),
+        "created_at": None if record is None else record.created_at_ms,
+        "retain_last": None if record is None else record.retain_last,
+        "max_age_ms": None if record is None else record.max_age_ms,
+        "versions": len(log.list_versions()),
+    }
+
+
+def branches(table: "Table") -> pa.Table:
+    """Every branch, main first, then the others by name: where each was made from, its
+    latest version, its retention and how many versions its log holds (one listing and one
+    latest-version read per branch, the branches in parallel)."""
+    store = BranchStore(table.io)
+    records: list[BranchRecord | None] = [None, *store.list()]
+    rows = [r for r in _pool.map(lambda rec: _branch_row(table, store, rec), records) if r is not None]
+    return pa.Table.from_pylist(rows, schema=BRANCHES_SCHEMA)
 
 
 def files(table: "Table", vm: VersionManifest) -> pa.Table:
@@ -188,7 +248,7 @@ def schemas(table: "Table") -> pa.Table:
     return pa.Table.from_pylist(list(seen.values()), schema=SCHEMAS_SCHEMA)
 
 
-SYSTEM_TABLES = ("snapshots", "tags", "files", "manifests", "schemas")
+SYSTEM_TABLES = ("snapshots", "tags", "branches", "files", "manifests", "schemas")
 
 
 def system_table(table: "Table", name: str, vm: VersionManifest | None = None) -> pa.Table:
@@ -197,6 +257,8 @@ def system_table(table: "Table", name: str, vm: VersionManifest | None = None) -
         return snapshots(table)
     if key == "tags":
         return tags(table)
+    if key == "branches":
+        return branches(table)
     if key == "schemas":
         return schemas(table)
     if key == "files":

@@ -524,14 +524,17 @@ class Table:
             raise InvalidArgument("a tag names one version of the table: pass from_tag or from_branch, not both")
         store = BranchStore(self.io)
         source = self if from_branch is None else self.branch(from_branch)
+        latest = from_version is None and from_tag is None and from_timestamp is None
+        # A source named explicitly is found before the feature is enabled: an unknown one
+        # changes nothing. The latest is read after, so it is the enabling version itself (a
+        # branch made from main's latest publishes by fast-forward if main stays there).
+        base = None if latest else source._resolve(from_version, from_timestamp, from_tag)
         main = self.main
         if BRANCHES not in main._vm.writer_features:
             store.refuse_existing(name)  # before anything is committed
             main._one(main.transaction().add_operation(EnableBranches()))
-        if from_version is None and from_tag is None and from_timestamp is None:
+        if base is None:
             base = source.log.latest()
-        else:
-            base = source._resolve(from_version, from_timestamp, from_tag)
         record = store.create(name, base, source.branch_name, retain_last=retain_last, max_age_ms=max_age_ms)
         # As for tags: expiry tombstones versions before it lists branches, so a base still
         # loadable now is seen by every later expiry (and a tag's copy by its tag).
@@ -682,8 +685,14 @@ class Table:
 
     # -- system tables ------------------------------------------------------------------
 
-    def system_table(self, name: str, *, version: int | str | None = None, tag: str | None = None) -> pa.Table:
-        """``$snapshots``, ``$tags``, ``$files`` or ``$manifests`` as an Arrow table."""
+    def system_table(
+        self, name: str, *, version: int | str | None = None, tag: str | None = None, branch: str | None = None,
+    ) -> pa.Table:
+        """``$snapshots``, ``$tags``, ``$branches``, ``$files``, ``$manifests`` or ``$schemas`` as an
+        Arrow table (lamina.table.system). ``branch``: of that branch (its versions, or its
+        ``version``'s files), as on its handle."""
+        if branch is not None and branch != self.branch_name:
+            return self.branch(branch).system_table(name, version=version, tag=tag)
         vm = self._resolve(version, None, tag) if version is not None or tag is not None else self._vm
         return system.system_table(self, name, vm)
 

@@ -21,7 +21,9 @@ import pytest
 import lamina
 import lamina.duckdb as ldb
 import lamina.polars as lpl
-from lamina.errors import CorruptMetadata, InvalidArgument, InvalidPredicate, LaminaError, TagNotFound, VersionNotFound
+from lamina.errors import (
+    BranchNotFound, CorruptMetadata, InvalidArgument, InvalidPredicate, LaminaError, TagNotFound, VersionNotFound,
+)
 from support import BUCKET
 
 SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string())])
@@ -263,3 +265,16 @@ def test_engines_read_a_branch(tmp_path):
     assert sorted(r[0] for r in ldb.sql(f"select id from \"{t.uri}\" AT (BRANCH => 'etl')").fetchall()) == [2, 3]
     assert sorted(r[0] for r in ldb.sql(f"select id from \"{t.uri}\"").fetchall()) == [1, 2]
     assert sorted(lpl.scan(t.uri, branch="etl").collect()["id"].to_list()) == [2, 3]
+def test_sql_reads_a_branch_beside_main(table):
+    """``AT (BRANCH => 'x')`` reads the branch's latest version; main's rows are another
+    reference of the same table in the same query."""
+    b = table.create_branch("fix", from_version=2)  # ids 0-19 (main deleted 3 and 14 later, at version 4)
+    b.delete("id = 5")
+    b.append(pa.table({"id": [100], "s": ["new"]}))
+    q = "SELECT * FROM t AT (BRANCH => 'fix') WHERE id >= 4"
+    assert rows(ldb.sql(q, tables={"t": table}).arrow()) == rows(b.to_arrow(where="id >= 4"))
+    only_main = ("SELECT m.id FROM t m ANTI JOIN (SELECT id FROM t AT (BRANCH => 'fix')) f ON m.id = f.id ORDER BY m.id")
+    assert ldb.sql(only_main, tables={"t": table}).fetchall() == [(5,)] + [(i,) for i in range(20, 30)]
+    assert ldb.sql("SELECT count(*) FROM t AT (BRANCH => 'main')", tables={"t": table}).fetchall() == [(28,)]
+    with pytest.raises(BranchNotFound):
+        ldb.sql("SELECT * FROM t AT (BRANCH => 'nope')", tables={"t": table})
