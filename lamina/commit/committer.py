@@ -181,7 +181,7 @@ class Committer:
         for i, op in enumerate(ops):
             change = op.apply(Base(self.log.io, base if i == 0 else (lambda i=i: view(i)), version))
             meta = with_metadata(meta, change)
-            if has_lineage(meta):
+            if has_lineage(meta) and change.added.num_rows:
                 # A copy of the change: operations reuse their entries across attempts.
                 added, next_row_id = assign_row_ids(conform(change.added, manifest_schema_of(meta)), next_row_id or 0, version)
                 change = replace(change, added=added)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from lamina.commit.log import remember
 from lamina.errors import CatalogManaged
 from lamina.io import FileIO
 from lamina.spec.features import CATALOG_COMMITS
@@ -55,4 +56,6 @@ class ObjectStoreCoordinator(CommitCoordinator):
 
     def publish(self, vm: VersionManifest) -> None:
         self.check_commit(vm)
-        self.io.put_if_absent(self.layout.version_path(vm.version), vm.to_json())
+        data = vm.to_json()
+        self.io.put_if_absent(self.layout.version_path(vm.version), data)
+        remember(data, vm)

@@ -22,7 +22,7 @@ import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import lru_cache
+from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 from lamina.errors import CorruptMetadata, NotFound, StorageError, TableNotFound, VersionNotFound
@@ -422,6 +422,26 @@ def _discard(f: Future) -> None:
         _hint_pending.discard(f)
 
 
-@lru_cache(maxsize=4096)
+# Parsed version manifests by their bytes: loading a version costs one JSON parse, once per
+# process. A version this process wrote is entered when it is written (``remember``), so a
+# writer reading back what it committed (a notebook, a publish of a branch it just wrote)
+# parses nothing.
+_parsed: "OrderedDict[bytes, VersionManifest]" = OrderedDict()
+_PARSED_MAX = 4096
+
+
+def remember(data: bytes, vm: VersionManifest) -> None:
+    """Enter ``vm`` as what ``data`` (its ``to_json()``) parses to."""
+    with _hint_lock:
+        _parsed[data] = vm
+        if len(_parsed) > _PARSED_MAX:
+            _parsed.popitem(last=False)
+
+
 def _parse_cached(data: bytes, where: str) -> VersionManifest:
-    return VersionManifest.from_json(data, where)
+    hit = _parsed.get(data)
+    if hit is not None:
+        return hit
+    vm = VersionManifest.from_json(data, where)
+    remember(data, vm)
+    return vm

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lamina.commit import Base, Change, Operation, removed_of
+from lamina.commit import REMOVED_SCHEMA, Base, Change, Operation, removed_of
 from lamina.data.changes import changed_entries
 from lamina.data.deletes import file_key_array
 from lamina.errors import CommitConflict, PublishConflict
@@ -40,6 +40,7 @@ from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, ROW_ID, has_lineage
 from lamina.spec.version import VersionManifest
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-publish")
+_NOTHING_REMOVED = REMOVED_SCHEMA.empty_table()
 
 
 @dataclass
@@ -63,13 +64,13 @@ class PublishBranch(Operation):
         summary = {"branch": self.branch, "branch-version": self.head.version, "branch-base-version": self.base.version}
         if self.is_fast_forward(target):
             summary["publish"] = "fast-forward"
-            return Change("publish", base.empty(), removed_of(base.empty()), summary=summary, tree=self.head)
+            return Change("publish", base.empty(), _NOTHING_REMOVED, summary=summary, tree=self.head)
         summary["publish"] = "rebase"
         return self._rebase(base, summary)
 
     def _rebase(self, base: Base, summary: dict) -> Change:
         target = base.metadata
-        change = Change("publish", base.empty(), removed_of(base.empty()), summary=summary)
+        change = Change("publish", base.empty(), _NOTHING_REMOVED, summary=summary)
         # Metadata the branch changed: taken if the target still has the base's.
         for attr, what in (("schema", "schema"), ("partition_spec", "partition spec"), ("sort_order", "sort order"),
                            ("properties", "table properties")):
@@ -160,4 +161,4 @@ class EnableBranches(Operation):
 
     def apply(self, base: Base) -> Change:
         have = BRANCHES in base.metadata.writer_features
-        return Change("enable-branches", base.empty(), removed_of(base.empty()), writer_features=() if have else (BRANCHES,))
+        return Change("enable-branches", base.empty(), _NOTHING_REMOVED, writer_features=() if have else (BRANCHES,))

@@ -89,7 +89,7 @@ class BranchRecord:
     def from_json(cls, data: bytes, where: str) -> "BranchRecord":
         try:
             j = json.loads(data)
-            vm = VersionManifest.from_json(json.dumps(j["base_manifest"]).encode(), where)
+            vm = VersionManifest.from_dict(j["base_manifest"], where)
             if int(j["base_version"]) != vm.version:
                 raise ValueError(f"base_version {j['base_version']} != manifest version {vm.version}")
             bid = str(j["branch_id"])

@@ -118,6 +118,17 @@ class VersionManifest:
     def from_json(cls, data: bytes, where: str) -> "VersionManifest":
         try:
             j = json.loads(data)
+        except ValueError as e:
+            raise CorruptMetadata(
+                f"version manifest {where} is corrupt or truncated ({type(e).__name__}: {e}); "
+                "restore it from a backup, or roll back to an earlier version"
+            ) from None
+        return cls.from_dict(j, where)
+
+    @classmethod
+    def from_dict(cls, j: Any, where: str) -> "VersionManifest":
+        """A version manifest from its parsed JSON (a tag's or a branch record's copy)."""
+        try:
             if not isinstance(j, dict):
                 raise TypeError("not a JSON object")
             spec = _cached(PartitionSpec.from_json, j["partition_spec"])
