@@ -23,6 +23,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from lamina.commit.log import VersionLog
 from lamina.errors import (
@@ -75,6 +76,25 @@ class BranchLog(VersionLog):
     def _no_versions(self) -> str:
         assert self.record is not None
         return f"branch {self.record.name!r} of {self.io.uri} has no versions (its log was removed)"
+
+
+def deleted_log_ids(paths: Iterable[str]) -> set[str]:
+    """Ids of the branch logs among ``paths`` (a listing of the table) that carry the deletion marker."""
+    tail = "/" + DELETED_MARKER
+    return {p[len(BRANCH_LOGS_DIR) + 1 : -len(tail)] for p in paths if p.startswith(BRANCH_LOGS_DIR + "/") and p.endswith(tail)}
+
+
+def is_branch_metadata(path: str, deleted: set[str]) -> bool:
+    """Whether ``path`` is branch metadata that says what is referenced (never an orphan): a
+    branch record, a file of the log of a branch not deleted, a deletion marker. The rest of a
+    deleted branch's log (``deleted``: ``deleted_log_ids``) is garbage: ``delete_branch``
+    removes it, and orphan cleanup what a crashed deletion left."""
+    if path.startswith(BRANCHES_DIR + "/"):
+        return True
+    if not path.startswith(BRANCH_LOGS_DIR + "/"):
+        return False
+    branch_id, _, rest = path[len(BRANCH_LOGS_DIR) + 1 :].partition("/")
+    return branch_id not in deleted or rest == DELETED_MARKER
 
 
 def base_copy(vm: VersionManifest) -> VersionManifest:
@@ -191,6 +211,10 @@ class BranchStore:
         goes. Writers holding the branch by its old name keep committing to it."""
         record = self.get(name)
         validate_branch_name(new_name)
+        if new_name == name:
+            # (put_new would take the identical record for its own retry, and the delete
+            # below would then remove the branch)
+            raise BranchAlreadyExists(f"branch {name!r} already has that name on {self.io.uri}; nothing was renamed")
         self._refuse_tag(new_name)
         new = record.renamed(new_name)
         try:

@@ -22,8 +22,9 @@ from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import live_data_entries
 from lamina.maintenance.reachability import kept_versions, leaf_paths, live_entries, paths_of, referenced_files, root_of
 from lamina.spec.lineage import FIRST_ROW_ID, has_lineage, lineage_problems
-from lamina.spec.layout import HINT_PATH, PENDING_DIR, TAGS_DIR, WRITES_DIR, version_path
-from lamina.spec.slot import FREED_DIR, freed_path
+from lamina.commit.branches import deleted_log_ids, is_branch_metadata
+from lamina.spec.layout import HINT_PATH, MAIN_LOG, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR
+from lamina.spec.slot import FREED_DIR
 
 
 LINEAGE_ENTRY_COLUMNS = ["path", "record_count", "dv_cardinality", FIRST_ROW_ID]
@@ -80,7 +81,7 @@ def fsck(table) -> FsckReport:
     if any(p not in present for p in manifests):
         complete = False  # what a missing manifest lists is unknown
     # 2. every slot holds a readable version or a tombstone (told apart by content)
-    referenced = {HINT_PATH} | latest_refs
+    referenced = {log.layout.hint_path} | latest_refs
     try:
         slots = log.scan_slots()
     except CorruptMetadata as e:
@@ -95,8 +96,8 @@ def fsck(table) -> FsckReport:
                 damaged(f"version {v}: {e}")
             except LaminaError:
                 pass  # expired meanwhile
-        referenced.update(version_path(v) for v in slots.versions + list(slots.tombstones))
-        referenced.update(freed_path(a, b) for a, b in slots.freed)
+        referenced.update(log.version_path(v) for v in slots.versions + list(slots.tombstones))
+        referenced.update(log.layout.freed_path(a, b) for a, b in slots.freed)
         for a, b in slots.freed:
             try:
                 log.freed_record(a, b - a + 1)
@@ -113,5 +114,10 @@ def fsck(table) -> FsckReport:
     report.unreferenced_known = complete
     if complete:
         meta = (f"{TAGS_DIR}/", f"{WRITES_DIR}/", f"{PENDING_DIR}/", f"{FREED_DIR}/")
-        report.unreferenced = sorted(p for p in present if p not in referenced and not p.startswith(meta))
+        if log.layout != MAIN_LOG:  # a branch's handle: main's log is metadata of another branch
+            meta += (f"{VERSIONS_DIR}/", HINT_PATH)
+        deleted = deleted_log_ids(present)
+        report.unreferenced = sorted(
+            p for p in present if p not in referenced and not p.startswith(meta) and not is_branch_metadata(p, deleted)
+        )
     return report

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lamina.commit.branches import deleted_log_ids, is_branch_metadata
 from lamina.commit.log import VersionLog
 from lamina.errors import InvalidArgument
 from lamina.io import FileIO
@@ -84,7 +85,9 @@ def remove_orphans(
     strays = {version_path(v) for v in log.scan_slots().strays}
     # List first: a file written after this listing is not considered at all, and one
     # listed here but committed later is younger than the cutoff (or in flight).
-    listed = [o for o in io.walk() if o.path in strays or _may_be_orphan(o.path, latest.version)]
+    walked = list(io.walk())
+    deleted_logs = deleted_log_ids(o.path for o in walked)
+    listed = [o for o in walked if o.path in strays or _may_be_orphan(o.path, latest.version, deleted_logs)]
     report.scanned = len(listed)
     in_flight = live_write_ids(io)
     referenced = referenced_paths(io, log, progress)
@@ -111,10 +114,11 @@ def remove_orphans(
     return report
 
 
-def _may_be_orphan(path: str, latest: int) -> bool:
-    """Metadata that says what is referenced is never an orphan; a manifest staged by the
-    SQL catalog for a version already published (or lost) is one."""
-    if path == HINT_PATH:
+def _may_be_orphan(path: str, latest: int, deleted_logs: set[str]) -> bool:
+    """Metadata that says what is referenced is never an orphan (branch records and logs
+    too, but a deleted branch's); a manifest staged by the SQL catalog for a version already
+    published (or lost) is one."""
+    if path == HINT_PATH or is_branch_metadata(path, deleted_logs):
         return False
     if path.startswith(f"{PENDING_DIR}/"):
         v = parse_pending_name(path[len(PENDING_DIR) + 1 :])

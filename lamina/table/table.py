@@ -650,9 +650,10 @@ class Table:
         self, older_than: Any = orphans.DEFAULT_ORPHAN_AGE, *, dry_run: bool = False,
         allow_short_age: bool = False, progress: Any = None,
     ) -> "orphans.OrphanReport":
-        """Delete files nothing references, older than ``older_than`` and not in flight."""
+        """Delete files nothing references, older than ``older_than`` and not in flight (of the
+        whole table: on a branch's handle too, every branch's files are considered)."""
         return orphans.remove_orphans(
-            self.io, self.log, older_than, dry_run=dry_run, allow_short_age=allow_short_age, progress=progress
+            self.io, self.main.log, older_than, dry_run=dry_run, allow_short_age=allow_short_age, progress=progress
         )
 
     vacuum = remove_orphans
