@@ -525,13 +525,15 @@ class Table:
         store = BranchStore(self.io)
         store.refuse_existing(name)  # before anything is committed or read
         source = self if from_branch is None else self.branch(from_branch)
+        latest = from_version is None and from_tag is None and from_timestamp is None
+        # A source that does not exist is refused before anything is committed (the
+        # feature below is a version of main); the latest is taken after it, as it may be it.
+        base = None if latest else source._resolve(from_version, from_timestamp, from_tag)
         main = self.main
         if BRANCHES not in main._vm.writer_features:
             main._one(main.transaction().add_operation(EnableBranches()))
-        if from_version is None and from_tag is None and from_timestamp is None:
+        if base is None:
             base = source.log.latest()
-        else:
-            base = source._resolve(from_version, from_timestamp, from_tag)
         record = store.create(name, base, source.branch_name, retain_last=retain_last, max_age_ms=max_age_ms)
         # As for tags: expiry tombstones versions before it lists branches, so a base still
         # loadable now is seen by every later expiry (and a tag's copy by its tag).
