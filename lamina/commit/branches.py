@@ -73,6 +73,17 @@ class BranchLog(VersionLog):
                 "nothing was committed"
             )
 
+    def _write_hint_now(self, vm: VersionManifest) -> None:
+        super()._write_hint_now(vm)
+        # A hint queued by a commit before the branch was deleted and written after
+        # delete_branch cleared the log is taken back: a deleted log keeps its marker only.
+        assert self.record is not None
+        try:
+            if self.io.exists(deleted_marker(self.record.branch_id)):
+                self.io.delete(self.layout.hint_path)
+        except StorageError:
+            pass  # gone already, or left to orphan cleanup
+
     def _no_versions(self) -> str:
         assert self.record is not None
         return f"branch {self.record.name!r} of {self.io.uri} has no versions (its log was removed)"

@@ -68,12 +68,15 @@ def _barrier() -> None:
 
 
 def _open(spec: dict[str, Any]) -> Any:
-    """The table by path, or through a catalog when the spec names one (``catalog``, ``identifier``)."""
+    """The table by path, or through a catalog when the spec names one (``catalog``, ``identifier``);
+    a handle on branch ``branch`` if the spec names one."""
     import lamina
 
     if spec.get("catalog"):
-        return lamina.load_catalog(spec["catalog"]).load_table(spec["identifier"])
-    return lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
+        t = lamina.load_catalog(spec["catalog"]).load_table(spec["identifier"])
+    else:
+        t = lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
+    return t.branch(spec["branch"]) if spec.get("branch") else t
 
 
 def _race_append(spec: dict[str, Any]) -> dict[str, Any]:
@@ -158,6 +161,33 @@ def _race_append_compact(spec: dict[str, Any]) -> dict[str, Any]:
             compacted.append(t.compact(where=f"writer = {w}").version)
     compacted.append(t.compact().version)
     return {"acked": acked, "compacted": compacted}
+
+
+def _race_publish(spec: dict[str, Any]) -> dict[str, Any]:
+    """Write-audit-publish ``len(steps)`` times on main: make branch ``<prefix>-<seq>`` from
+    main's latest, append ``batch(writer, seq, rows)`` to it, delete the rows ``where`` selects
+    (each step's ``[where]`` or ``[]``), publish it into main and delete it. Reports
+    ``[seq, version, how]`` per step: how the publish landed (its summary's ``publish``), or
+    version None and how ``["conflict", files]`` if it was refused as a PublishConflict."""
+    from lamina.errors import PublishConflict
+
+    t = _open(spec)
+    w = spec["writer"]
+    _barrier()
+    out = []
+    for seq, where in enumerate(spec["steps"]):
+        name = f"{spec['prefix']}-{seq}"
+        b = t.create_branch(name)
+        b.append(batch(w, seq, spec["rows"]))
+        for clause in where:
+            b.delete(clause)
+        try:
+            v = t.publish(name)
+            out.append([seq, v, t.log.load(v).summary["publish"]])
+        except PublishConflict as e:
+            out.append([seq, None, ["conflict", e.files]])
+        t.delete_branch(name)
+    return {"acked": out}
 
 
 def _die(marker: str, what: str) -> None:
@@ -292,7 +322,7 @@ MODES = {
     "schema_race": _schema_race,
     "race_append": _race_append, "race_overwrite": _race_overwrite, "race_delete": _race_delete, "crash": _crash,
     "race_update": _race_update, "race_append_compact": _race_append_compact,
-    "stop_before_publish": _stop_before_publish,
+    "stop_before_publish": _stop_before_publish, "race_publish": _race_publish,
 }
 
 

@@ -339,6 +339,32 @@ class BranchesModel(RuleBasedStateMachine):
         v = self._handle(name).overwrite(data, where=f"grp = {grp}")
         self._write(name, v, [r for r in self.logs[name].rows if r[1] != grp] + _rows(data))
 
+    @rule(pick=st.integers(0, 100))
+    def compact(self, pick: int) -> None:
+        name = self._pick(pick, sorted(self.logs))
+        self._write(name, self._handle(name).compact(min_file_size=1 << 30).version, self.logs[name].rows)
+
+    @rule(pick=st.integers(0, 100), to=st.integers(0, 100), use_tag=st.booleans(), destructive=st.booleans())
+    def rollback(self, pick: int, to: int, use_tag: bool, destructive: bool) -> None:
+        """To a retained version of the branch, or to a tag (of any branch)."""
+        name = self._pick(pick, sorted(self.logs))
+        log = self.logs[name]
+        before = log.latest
+        h = self._handle(name)
+        if use_tag and self.tags:
+            tag = sorted(self.tags)[to % len(self.tags)]
+            rows, target = self.tags[tag][0], h.tag(tag).tagged_version
+            v = h.rollback(tag=tag, destructive=destructive)
+        else:
+            target = sorted(log.versions)[to % len(log.versions)]
+            rows = log.versions[target]
+            v = h.rollback(target, destructive=destructive)
+        self._write(name, v, rows)
+        if destructive:  # the versions between the target (by number, in this log) and the rollback
+            for gone in [x for x in log.versions if target < x <= before]:
+                del log.versions[gone]
+                del log.content[gone]
+
     # -- rules: tags, expiry, orphans ------------------------------------------------------
 
     @rule(name=st.sampled_from(TAG_NAMES + BRANCH_NAMES[:1]), source=st.integers(0, 100), pick=st.integers(0, 100))
@@ -387,6 +413,9 @@ class BranchesModel(RuleBasedStateMachine):
             assert h.version == log.latest, f"branch {name}: latest {h.version}, model {log.latest}"
             for v, rows in log.versions.items():
                 assert _rows(h.scan(version=v).to_arrow()) == rows, f"branch {name} version {v}"
+            oldest = min(log.versions)
+            reopened = lamina.open_table(self.uri, branch=name, version=oldest)
+            assert reopened.branch_name == name and _rows(reopened.to_arrow()) == log.versions[oldest]
             paths = h.files().column("path").to_pylist()
             assert len(paths) == len(set(paths)), f"branch {name}: a data file is live twice: {sorted(paths)}"
         for name, (rows, _) in self.tags.items():
