@@ -217,6 +217,8 @@ class BranchesModel(RuleBasedStateMachine):
             with pytest.raises(BranchAlreadyExists):
                 self.t.create_branch(name, from_branch=src)
             return
+        log = self.logs[src]
+        v = sorted(log.versions)[pick % len(log.versions)]  # chosen among the versions there are now
         if not self.enabled:
             main = self.logs[MAIN]
             main.commit(main.latest + 1, main.rows)  # "enable-branches": metadata only
@@ -227,8 +229,7 @@ class BranchesModel(RuleBasedStateMachine):
             rows, content = self.tags[tag]
             v = self.t.tag(tag).tagged_version
         else:
-            log = self.logs[src]
-            v = log.latest if how == "latest" else sorted(log.versions)[pick % len(log.versions)]
+            v = log.latest if how == "latest" else v  # the latest: after the feature's commit
             kw = {} if how == "latest" else {"from_version": v}
             h = self._handle(src).create_branch(name, **kw) if pick % 2 else self.t.create_branch(name, from_branch=src, **kw)
             rows, content = log.versions[v], log.content[v]
