@@ -73,6 +73,15 @@ class BranchLog(VersionLog):
                 "nothing was committed"
             )
 
+    def latest(self) -> VersionManifest:
+        try:
+            return super().latest()
+        except TableNotFound:
+            assert self.record is not None
+            if self.io.exists(deleted_marker(self.record.branch_id)):
+                raise BranchNotFound(f"branch {self.record.name!r} of {self.io.uri} was deleted") from None
+            raise  # no slot yet: a creator crashed before the base slot (BranchStore.latest puts it)
+
     def _write_hint_now(self, vm: VersionManifest) -> None:
         super()._write_hint_now(vm)
         # A hint queued by a commit before the branch was deleted and written after
@@ -157,10 +166,8 @@ class BranchStore:
         """The branch's latest version (its base slot put back if a creator crashed before it)."""
         try:
             return log.latest()
-        except TableNotFound:
+        except TableNotFound:  # not deleted (BranchLog.latest says so): no slot yet
             assert log.record is not None
-            if self.io.exists(deleted_marker(log.record.branch_id)):
-                raise BranchNotFound(f"branch {log.record.name!r} of {self.io.uri} was deleted") from None
             self._put_base(log.record)
             return log.latest()
 

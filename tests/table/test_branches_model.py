@@ -347,21 +347,22 @@ class BranchesModel(RuleBasedStateMachine):
 
     @rule(pick=st.integers(0, 100), to=st.integers(0, 100), use_tag=st.booleans(), destructive=st.booleans())
     def rollback(self, pick: int, to: int, use_tag: bool, destructive: bool) -> None:
-        """To a retained version of the branch, or to a tag (of any branch)."""
+        """To a retained version of the branch (destructive or not), or to a tag (of any
+        branch: its number may be another log's, so never destructive)."""
         name = self._pick(pick, sorted(self.logs))
         log = self.logs[name]
         before = log.latest
         h = self._handle(name)
         if use_tag and self.tags:
             tag = sorted(self.tags)[to % len(self.tags)]
-            rows, target = self.tags[tag][0], h.tag(tag).tagged_version
-            v = h.rollback(tag=tag, destructive=destructive)
+            rows, destructive, target = self.tags[tag][0], False, None
+            v = h.rollback(tag=tag)
         else:
             target = sorted(log.versions)[to % len(log.versions)]
             rows = log.versions[target]
             v = h.rollback(target, destructive=destructive)
         self._write(name, v, rows)
-        if destructive:  # the versions between the target (by number, in this log) and the rollback
+        if destructive:  # the versions between the target and the rollback
             for gone in [x for x in log.versions if target < x <= before]:
                 del log.versions[gone]
                 del log.content[gone]
