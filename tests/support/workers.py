@@ -79,6 +79,14 @@ def _open(spec: dict[str, Any]) -> Any:
     return t.branch(spec["branch"]) if spec.get("branch") else t
 
 
+def _stopped(spec: dict[str, Any]) -> bool:
+    """Whether every file ``until`` names exists: the workers of the race that create them
+    are done (a worker that keeps going until then, at most its bounded number of steps,
+    overlaps all of their work)."""
+    until = spec.get("until") or []
+    return bool(until) and all(os.path.exists(p) for p in until)
+
+
 def _race_append(spec: dict[str, Any]) -> dict[str, Any]:
     import pyarrow.compute as pc
 
@@ -90,6 +98,8 @@ def _race_append(spec: dict[str, Any]) -> dict[str, Any]:
     _barrier()
     acked = []
     for seq in range(spec["n"]):
+        if _stopped(spec):
+            break
         if outside_step is None:
             data = batch(w, seq, rows)
         else:
@@ -124,13 +134,16 @@ def _race_overwrite(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _race_delete(spec: dict[str, Any]) -> dict[str, Any]:
-    """Delete ``k IN (step's keys)`` once per step; several deleters share the same files."""
+    """Delete ``k IN (step's keys)`` once per step (until ``until`` exists, if given); several
+    deleters share the same files."""
     import lamina
 
     t = lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
     _barrier()
     acked = []
     for seq, keys in enumerate(spec["steps"]):
+        if _stopped(spec):
+            break
         v = t.delete(f"k IN ({', '.join(str(k) for k in keys)})", mode=spec.get("delete_mode"))
         acked.append([seq, v])
     return {"acked": acked}
@@ -168,7 +181,8 @@ def _race_publish(spec: dict[str, Any]) -> dict[str, Any]:
     main's latest, append ``batch(writer, seq, rows)`` to it, delete the rows ``where`` selects
     (each step's ``[where]`` or ``[]``), publish it into main and delete it. Reports
     ``[seq, version, how]`` per step: how the publish landed (its summary's ``publish``), or
-    version None and how ``["conflict", files]`` if it was refused as a PublishConflict."""
+    version None and how ``["conflict", files]`` if it was refused as a PublishConflict.
+    Creates the file ``done`` names when it is done (``until`` of the workers it races)."""
     from lamina.errors import PublishConflict
 
     t = _open(spec)
@@ -187,6 +201,8 @@ def _race_publish(spec: dict[str, Any]) -> dict[str, Any]:
         except PublishConflict as e:
             out.append([seq, None, ["conflict", e.files]])
         t.delete_branch(name)
+    with open(spec["done"], "w"):
+        pass
     return {"acked": out}
 
 

@@ -85,70 +85,73 @@ def test_writers_on_two_branches_never_meet(tmp_path):
 
 
 @procs
-def test_publisher_racing_main_writers_lands_each_publish_once(tmp_path):
+def test_publishers_racing_main_writers_land_each_publish_once(tmp_path):
+    """Two publishers (write-audit-publish, each step on a branch of its own) race an appender
+    and a deleter on main, and each other."""
     uri = str(tmp_path / "t")
     t = lamina.create_table(uri, workers.schema())
-    steps = 8
-    # One seed file per publish step: step j's branch deletes row 0 of seed j; on odd steps
-    # main's deleter deletes row 1 of the same file, so the two clash or not, by timing.
+    publishers, steps = (8, 9), 4
+    # One seed file per publish step (4 rows, k = key(s) + 0..3): an odd step's branch deletes
+    # row 0 of its seed, while main's deleter takes rows 1..3 of those seeds in turns, so the
+    # publish clashes with main or not, by timing.
+    key = lambda s: 1000 * (s + 1)  # noqa: E731
+    seed_of = {(p, j): i * steps + j for i, p in enumerate(publishers) for j in range(steps)}
     seed_paths = []
-    for j in range(steps):
+    for s in range(len(seed_of)):
         before = set(t.files().column("path").to_pylist())
-        t.append(workers.batch(50, j, 4, k_base=1000 * (j + 1)))
+        t.append(workers.batch(50, s, 4, k_base=key(s)))
         [path] = set(t.files().column("path").to_pylist()) - before
         seed_paths.append(path)
-    t.create_branch("warm-up")  # the feature commit happens before the race
+    t.create_branch("warm-up")  # the feature's commit on main happens before the race
     t.delete_branch("warm-up")
     seeded = rows_of(t.refresh().to_arrow())
-    publish_steps = [[f"k = {1000 * (j + 1)}"] if j % 2 else [] for j in range(steps)]
-    deleter_steps = [[1000 * (j + 1) + 1] for j in range(steps) if j % 2]
-    n = 20
+    clashing = [s for (p, j), s in seed_of.items() if j % 2]
+    deleter_steps = [[key(s) + r] for r in (1, 2, 3) for s in clashing]
+    done = [str(tmp_path / f"publisher-{p}-done") for p in publishers]
     specs = [
-        {"mode": "race_append", "uri": uri, "writer": 1, "n": n, "rows": ROWS},
-        {"mode": "race_append", "uri": uri, "writer": 2, "n": n, "rows": ROWS},
-        {"mode": "race_delete", "uri": uri, "steps": deleter_steps},
-        {"mode": "race_publish", "uri": uri, "writer": 9, "rows": ROWS, "prefix": "wap", "steps": publish_steps},
+        {"mode": "race_append", "uri": uri, "writer": 1, "n": 60, "rows": ROWS, "until": done},
+        {"mode": "race_delete", "uri": uri, "steps": deleter_steps, "until": done},
+    ] + [
+        {"mode": "race_publish", "uri": uri, "writer": p, "rows": ROWS, "prefix": f"wap{p}", "done": d,
+         "steps": [[f"k = {key(seed_of[p, j])}"] if j % 2 else [] for j in range(steps)]}
+        for p, d in zip(publishers, done)
     ]
-    app1, app2, deleter, publisher = workers.spawn_workers(specs, str(tmp_path))
+    appender, deleter, *published = workers.spawn_workers(specs, str(tmp_path))
 
     t = lamina.open_table(uri)
-    main_versions = [v for r in (app1, app2) for _, v in r["acked"]]
-    main_versions += [v for _, v in deleter["acked"]]
-    landed = {seq: v for seq, v, _ in publisher["acked"] if v is not None}
-    assert len(set(main_versions + list(landed.values()))) == len(main_versions) + len(landed), "a version claimed twice"
-
-    expected = seeded + _appends(1, app1["acked"]) + _appends(2, app2["acked"])
-    for k in (k for [k] in deleter_steps):
-        j, i = divmod(k, 1000)
-        expected[(50, j - 1, i)] -= 1
-    for seq, v, how in publisher["acked"]:
-        if v is None:
-            kind, files = how
-            assert kind == "conflict" and seq % 2, f"step {seq}: an append-only publish was refused"
-            assert files == [seed_paths[seq]], f"step {seq}: the conflict names {files}, not the file main changed"
-            continue
-        expected.update((9, seq, i) for i in range(ROWS))
-        if seq % 2:
-            expected[(50, seq, 0)] -= 1
-        vm = t.log.load(v)
-        assert vm.operation == "publish" and vm.summary["branch"] == f"wap-{seq}"
-        # A fast-forward only when nothing landed on main since the branch was made.
-        assert how == ("fast-forward" if vm.summary["branch-base-version"] == v - 1 else "rebase"), (seq, how)
-    # Exactly once: every published step in exactly one version of main.
-    published = collections.Counter(
-        h["summary"]["branch"] for h in t.history() if h["operation"] == "publish"
-    )
-    assert published == collections.Counter(f"wap-{seq}" for seq in landed)
-    got = rows_of(t.to_arrow())
-    expected = +expected
+    expected = seeded + _appends(1, appender["acked"])
+    versions = [v for _, v in appender["acked"] + deleter["acked"]]
+    for k in (deleter_steps[seq][0] for seq, _ in deleter["acked"]):
+        expected[(50, k // 1000 - 1, k % 1000)] -= 1
+    landed = collections.Counter()
+    for p, result in zip(publishers, published):
+        for seq, v, how in result["acked"]:
+            s = seed_of[p, seq]
+            if v is None:  # refused: a clash with main's deleter, on the seed it shares
+                kind, files = how
+                assert kind == "conflict" and seq % 2, f"publisher {p} step {seq}: an append-only publish was refused"
+                assert files == [seed_paths[s]], f"publisher {p} step {seq}: the conflict names {files}"
+                continue
+            versions.append(v)
+            landed[f"wap{p}-{seq}"] += 1
+            expected.update((p, seq, i) for i in range(ROWS))
+            if seq % 2:
+                expected[(50, s, 0)] -= 1
+            vm = t.log.load(v)
+            assert vm.operation == "publish" and vm.summary["branch"] == f"wap{p}-{seq}"
+            # A fast-forward exactly when nothing landed on main since the branch was made.
+            assert how == ("fast-forward" if vm.summary["branch-base-version"] == v - 1 else "rebase"), (p, seq, how)
+    assert len(versions) == len(set(versions)), "a version was claimed twice"
+    # Exactly once: each landed publish is one version of main, each refused one none.
+    assert collections.Counter(h["summary"]["branch"] for h in t.history() if h["operation"] == "publish") == landed
+    got, expected = rows_of(t.to_arrow()), +expected
     assert got == expected, f"lost: {list((expected - got).items())[:5]}, extra: {list((got - expected).items())[:5]}"
     assert t.list_branches() == []
     _check_clean(t)
-    # The branches are gone and so is every file only they held.
+    # The branches are gone; after expiry and orphan cleanup so is every file only they held.
     t.expire_versions(retain_last=1, reader_grace=NOW)
     t.remove_orphans(NOW, allow_short_age=True)
     assert rows_of(t.refresh().to_arrow()) == expected
-    flush_hints()
     stored = {p for p in table_files(uri) if p.startswith(("data/", "_lamina/manifests/"))}
     assert stored == referenced(t)
 
