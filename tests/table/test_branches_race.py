@@ -4,14 +4,15 @@ racing main's writers, and the edges where a branch is deleted under a commit or
 - Writers on two branches at once never see each other: each branch's versions are its own
   appends, numbered on from its base without a gap, and its latest holds every append it
   acknowledged, exactly once; main is untouched.
-- A publisher (write-audit-publish: branch, append, maybe delete, publish, delete branch)
-  racing two appenders and a deleter on main: each publish lands exactly once (rebased: main
-  moves under it) or is refused with a PublishConflict naming the file main changed, and
-  then none of its rows is in main; main ends with every acknowledged append, every landed
-  publish's rows, and nothing else.
+- Two publishers (write-audit-publish: branch, append, maybe delete, publish, delete branch)
+  racing each other, an appender and a deleter on main: each publish lands exactly once (a
+  fast-forward exactly when main did not move, else rebased) or is refused with a
+  PublishConflict naming the file main changed, and then none of its rows is in main; main
+  ends with every acknowledged append and delete, every landed publish's rows, nothing else.
 - A commit whose put lands on a branch after ``delete_branch`` is refused (BranchNotFound)
-  and leaves nothing referenced; a publish whose put lands after ``delete_branch`` of its
-  branch still has every file (its guard held them) and lands once.
+  and leaves nothing referenced, nor does its hint stay; a publish whose put lands after
+  ``delete_branch`` of its branch still has every file (its guard held them) and lands once;
+  a deletion between a publish's read of the head and its guard refuses the publish.
 """
 
 from __future__ import annotations
