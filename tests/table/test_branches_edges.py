@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 import lamina
-from lamina.errors import BranchAlreadyExists, PublishConflict
+from lamina.errors import BranchAlreadyExists, BranchNotFound, PublishConflict
 from lamina.maintenance import fsck
 from lamina.spec.lineage import ROW_ID
 
@@ -61,6 +61,17 @@ def test_orphan_cleanup_keeps_branches(t):
     left = [p for p in table_files(t.uri) if p.startswith("_lamina/branch")]
     assert len(left) == 1 and left[0].endswith("/deleted.json"), left
     _clean(t)
+
+
+def test_a_handle_on_a_deleted_branch_says_the_branch_is_gone(t):
+    dev = t.create_branch("dev")
+    dev.append(rows(2))
+    t.delete_branch("dev")
+    with pytest.raises(BranchNotFound):
+        dev.append(rows(3))
+    with pytest.raises(BranchNotFound):
+        dev.refresh()
+    assert ids_of(t.refresh().to_arrow()) == [1]
 
 
 def test_rename_to_its_own_name_is_refused_and_keeps_the_branch(t):
