@@ -154,3 +154,25 @@ def test_a_refused_publish_names_only_the_clashing_file(t):
     assert f_path in t.scan(version=1).plan().entries.column("path").to_pylist()
     assert table_files(t.uri) == before, "a refused publish wrote something"
     assert os.path.basename(f_path) in str(e.value)
+
+
+def test_orphan_cleanup_from_a_branch_s_handle_never_takes_main_s_versions(tmp_path):
+    """Slot files left in a freed chunk of a branch's log ("strays") are the branch's: orphan
+    cleanup run from the branch's handle must not read their numbers as main's slots."""
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"version.slot-chunk-size": "2", "expire.slot-retention-ms": "0"})
+    for i in range(6):
+        t.append(rows(i))  # main: versions 0..6, all kept
+    dev = t.create_branch("dev", from_version=2)  # dev's log: 2 (its base), 3.., numbers main also has
+    for i in range(4):
+        dev.append(rows(10 + i))
+    dev.expire_versions(retain_last=1, reader_grace=NOW)
+    layout = dev.branch_record.layout
+    freed = dev.log.freed_ranges()
+    assert freed, "the test needs a freed chunk in dev's log"
+    stray = freed[0][0]
+    with open(os.path.join(t.uri, layout.version_path(stray)), "wb") as f:
+        f.write(b"{}")  # a slot file in a freed chunk: what an interrupted expiry leaves
+    assert dev.log.scan_slots().strays == [stray]
+    dev.remove_orphans(NOW, allow_short_age=True)
+    assert t.log.list_versions() == list(range(t.refresh().version + 1)), "orphan cleanup took a version of main"
+    assert ids_of(t.scan(version=stray).to_arrow()) == list(range(stray))
