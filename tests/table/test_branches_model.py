@@ -2,7 +2,7 @@
 
 A hypothesis state machine drives random sequences of: create a branch (from main's or a
 branch's latest, one of its retained versions, or a tag), write on main or a branch
-(append, delete, update, overwrite), publish a branch into main or another branch (with
+(append, delete, update, overwrite, compaction, rollback to a version or a tag), publish a branch into main or another branch (with
 or without ``expected_version``), rename and delete branches, create and delete tags,
 expire versions on any branch (``reader_grace`` 0) and remove orphans, against a real
 table on local disk with a tiny manifest tree. The model is plain Python: per branch,
