@@ -31,8 +31,9 @@ def rows(*ids: int) -> pa.Table:
 
 
 class World:
-    """main: versions 0..5, 0 and 1 expired (by retain_last), tag ``keep`` on version 2;
-    branch ``dev`` (one commit), branch ``qa`` (none)."""
+    """main: versions 0..3, 0 and 1 expired (by retain_last), tag ``keep`` on version 2;
+    with ``branches``, branch ``dev`` (one commit) and ``qa`` (none), the first of which
+    committed writer feature ``branches`` as main's version 4."""
 
     def __init__(self, root: str, branches: bool = True) -> None:
         self.uri = os.path.join(root, "t")
