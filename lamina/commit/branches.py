@@ -22,9 +22,7 @@ import json
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from lamina.commit.log import SlotListing, VersionLog
 from lamina.errors import (
@@ -105,6 +103,17 @@ class BranchLog(VersionLog):
                 f"branch {self.record.name!r} of {self.io.uri} was deleted while this commit was landing; "
                 "nothing was committed"
             )
+
+    def _write_hint_now(self, vm: VersionManifest) -> None:
+        super()._write_hint_now(vm)
+        # A hint queued by a commit before the branch was deleted and written after
+        # delete_branch cleared the log is taken back: a deleted log keeps its marker only.
+        assert self.record is not None
+        try:
+            if self.io.exists(deleted_marker(self.record.branch_id)):
+                self.io.delete(self.layout.hint_path)
+        except StorageError:
+            pass  # gone already, or left to orphan cleanup
 
     def _no_versions(self) -> str:
         assert self.record is not None
@@ -205,6 +214,10 @@ class BranchStore:
         goes. Writers holding the branch by its old name keep committing to it."""
         record = self.get(name)
         validate_branch_name(new_name)
+        if new_name == name:
+            # (put_new would take the identical record for its own retry, and the delete
+            # below would then remove the branch)
+            raise BranchAlreadyExists(f"branch {name!r} already has that name on {self.io.uri}; nothing was renamed")
         self._refuse_tag(new_name)
         new = record.renamed(new_name)
         try:

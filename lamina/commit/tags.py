@@ -66,9 +66,11 @@ class TagStore:
         after a day and the next expiry deletes it."""
         name = f"{purpose}-guard.{uuid.uuid4().hex[:16]}"
         tag = self.create(name, vm, expires_at_ms=int(time.time() * 1000) + 86_400_000, confirm_version=False)
-        held = self.log.is_live(vm.version) or any(
-            t.tagged_version == vm.version and t.name != name for t in self.list()
-        )
+        def same(other: VersionManifest | None) -> bool:
+            # By commit id, not number: versions of different branches share numbers.
+            return other is not None and other.version == vm.version and other.commit_id == vm.commit_id
+
+        held = same(self.log.try_load(vm.version)) or any(same(t.version) for t in self.list() if t.name != name)
         if not held:
             self._delete_file(name)
             raise VersionNotFound(

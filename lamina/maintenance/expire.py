@@ -67,7 +67,7 @@ from lamina.maintenance.reachability import (
     root_of,
     staged_versions,
 )
-from lamina.spec.features import SLOT_TOMBSTONES, check_writer
+from lamina.spec.features import BRANCHES, SLOT_TOMBSTONES, check_writer
 from lamina.spec.layout import MAIN_BRANCH, MANIFESTS_DIR
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import (
@@ -214,16 +214,20 @@ def _spare_staged(io: FileIO, latest: VersionManifest, g: _Garbage) -> _Garbage:
     return _Garbage(keep(g.manifests), keep(g.files), g.freed_bytes, g.kept)
 
 
-def _spare_branches(io: FileIO, log: VersionLog, g: _Garbage) -> _Garbage:
+def _spare_branches(io: FileIO, log: VersionLog, latest: VersionManifest, g: _Garbage) -> _Garbage:
     """``g`` without what another branch keeps (its versions, its base) or a tag holds: their
-    files' intervals are recorded in other logs' numbering, so they are checked by path.
-    Costs one listing of the branch records on a table without branches."""
+    files' intervals are recorded in other logs' numbering, so they are checked by path. On
+    a table that has or had branches, tags are checked by path even when no other branch is
+    left: a tag made on a branch (since deleted) names a version of that branch's log, whose
+    number says nothing about this log's intervals. Costs one listing of the branch records
+    on a table without branches."""
     if not (g.files or g.manifests):
         return g
     others = other_branches(io, log)
-    if not others:
+    tags = TagStore(io, log).list()
+    if not others and not (tags and _branched(latest)):
         return g
-    needed = paths_of(io, others + [t.version for t in TagStore(io, log).list()])
+    needed = paths_of(io, others + [t.version for t in tags])
 
     def keep(paths: list[str]) -> list[str]:
         arr = pa.array(paths, pa.string())
@@ -234,7 +238,12 @@ def _spare_branches(io: FileIO, log: VersionLog, g: _Garbage) -> _Garbage:
 
 def _spare(io: FileIO, log: VersionLog, latest: VersionManifest, g: _Garbage) -> _Garbage:
     """``g`` without what staged catalog commits, other branches and tags of them need."""
-    return _spare_branches(io, log, _spare_staged(io, latest, g))
+    return _spare_branches(io, log, latest, _spare_staged(io, latest, g))
+
+
+def _branched(latest: VersionManifest) -> bool:
+    """Whether the table has (or had) branches: its tags may then name versions of any branch's log."""
+    return BRANCHES in latest.writer_features
 
 
 def collect_garbage(
@@ -508,27 +517,32 @@ def free_tag(io: FileIO, log: VersionLog, tag: Tag, dry_run: bool = False, gone_
     gone = {tag.name, *gone_tags}
     tags = [t for t in TagStore(io, log).list() if t.name not in gone]
     t = tag.tagged_version
-    if t in existing or any(o.tagged_version == t for o in tags):
+    latest = log.latest()
+    # With branches, tags and versions of different logs share numbers: neither "the same
+    # number" nor "the nearest numbers" says which files are held, so the full walk decides.
+    branched = _branched(latest)
+    if not branched and (t in existing or any(o.tagged_version == t for o in tags)):
         return _Garbage([], [], 0, 0)  # the version itself, or another tag, holds all of it
-    neighbours = _neighbours(tags, existing, log, t)
     root = root_of(io, tag.version)
     mine = live_entries(io, tag.version, root)
-    if log.latest().last_readd_version is None:
+    ms = manifest_paths(io, tag.version, root)
+    if latest.last_readd_version is None and not branched:
+        neighbours = _neighbours(tags, existing, log, t)
         parts = [referenced_files(live_entries(io, vm)) for vm in neighbours]
         keep = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
-    else:  # files re-added by a rollback: their lifetimes are not one interval (see module doc)
+        alive = [manifest_paths(io, vm) for vm in neighbours]
+        if alive:
+            ms = ms.filter(pc.invert(_is_in(ms, pa.concat_arrays(alive))))
+    else:  # files re-added by a rollback (their lifetimes are not one interval), or branches
         # A dry run has not deleted the tag: leave it out of the walk, or it keeps its own
         # files. A real run has, and must see a tag re-created under the name meanwhile.
         keep = referenced_paths(io, log, dropping_tags=gone if dry_run else ())
+        ms = ms.filter(pc.invert(_is_in(ms, keep)))
     mine_files = pc.unique(referenced_files(mine))
     mask = _is_in(mine_files, keep)
     files = mine_files.filter(pc.invert(mask)).to_pylist()
-    ms = manifest_paths(io, tag.version, root)
-    alive = [manifest_paths(io, vm) for vm in neighbours]
-    if alive:
-        ms = ms.filter(pc.invert(_is_in(ms, pa.concat_arrays(alive))))
     kept = int(pc.sum(mask).as_py() or 0)
-    g = _spare(io, log, log.latest(), _Garbage(ms.to_pylist(), files, 0, kept))
+    g = _spare(io, log, latest, _Garbage(ms.to_pylist(), files, 0, kept))
     if dry_run:
         return _Garbage(g.manifests, g.files, _sizes(io, g.manifests + g.files), kept)
     freed = _delete(io, g.files) + _delete(io, g.manifests)

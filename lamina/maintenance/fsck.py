@@ -22,7 +22,7 @@ from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import live_data_entries
 from lamina.maintenance.reachability import kept_versions, leaf_paths, live_entries, paths_of, referenced_files, root_of
 from lamina.spec.lineage import FIRST_ROW_ID, has_lineage, lineage_problems
-from lamina.spec.layout import BRANCH_LOGS_DIR, BRANCHES_DIR, HINT_PATH, PENDING_DIR, TAGS_DIR, WRITES_DIR
+from lamina.spec.layout import BRANCH_LOGS_DIR, BRANCHES_DIR, HINT_PATH, MAIN_LOG, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR
 from lamina.spec.slot import FREED_DIR
 
 
@@ -80,7 +80,7 @@ def fsck(table) -> FsckReport:
     if any(p not in present for p in manifests):
         complete = False  # what a missing manifest lists is unknown
     # 2. every slot holds a readable version or a tombstone (told apart by content)
-    referenced = {HINT_PATH, log.layout.hint_path} | latest_refs
+    referenced = {log.layout.hint_path} | latest_refs
     try:
         slots = log.scan_slots()
     except CorruptMetadata as e:
@@ -114,5 +114,7 @@ def fsck(table) -> FsckReport:
     if complete:
         # (branch records and branch logs: their slots are what says what is referenced)
         meta = (f"{TAGS_DIR}/", f"{WRITES_DIR}/", f"{PENDING_DIR}/", f"{FREED_DIR}/", f"{BRANCHES_DIR}/", f"{BRANCH_LOGS_DIR}/")
+        if log.layout != MAIN_LOG:  # a branch's handle: main's log is metadata of another branch
+            meta += (f"{VERSIONS_DIR}/", HINT_PATH)
         report.unreferenced = sorted(p for p in present if p not in referenced and not p.startswith(meta))
     return report

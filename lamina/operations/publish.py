@@ -85,19 +85,31 @@ class PublishBranch(Operation):
                 )
             setattr(change, attr, mine)
         gone, new = changed_entries(base.io, self.base, self.head)
-        if gone.num_rows:  # (an append-only branch needs nothing of the target's files)
-            have = base.live_entries(["path", "added_version", "dv_path", "dv_offset"])
-            hkeys = file_key_array(have)
+        have = base.live_entries(["path", "added_version", "dv_path", "dv_offset"])
+        hkeys = file_key_array(have)
+        # Files the branch wrote that the target already holds: its changes were published
+        # there before (a second publish of the branch, or of a branch made from it).
+        # Adding them again would make one file live twice.
+        fresh_new = new.filter(pc.invert(pc.is_in(new.column("path"), value_set=gone.column("path"))))
+        again = fresh_new.filter(pc.is_in(fresh_new.column("path"), value_set=have.column("path")))
+        if again.num_rows:
+            files = sorted(set(again.column("path").to_pylist()))
+            raise PublishConflict(
+                f"cannot publish branch {self.branch!r} into {self.into!r}: {len(files)} file(s) the branch added are "
+                f"already live there ({_shown(files)}): its changes were published into {self.into!r} before. Nothing "
+                f"was committed; make a new branch from the latest version of {self.into!r} for further changes",
+                files,
+            )
+        if gone.num_rows:
             gkeys = file_key_array(gone)
             lost = gone.filter(pc.invert(pc.is_in(gkeys, value_set=hkeys))) if len(hkeys) else gone
             if lost.num_rows:
                 files = sorted(set(lost.column("path").to_pylist()))
-                shown = ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "")
                 raise PublishConflict(
                     f"cannot publish branch {self.branch!r} into {self.into!r}: the branch deleted or rewrote rows of "
                     f"{len(files)} file(s) that {self.into!r} changed since the branch was made (at version "
-                    f"{self.base.version}): {shown}. Nothing was committed; re-run the branch's change on a branch made "
-                    f"from {self.into!r}'s latest version",
+                    f"{self.base.version}): {_shown(files)}. Nothing was committed; re-run the branch's change on a "
+                    f"branch made from {self.into!r}'s latest version",
                     files,
                 )
             change.removed = removed_of(have.filter(pc.is_in(hkeys, value_set=gkeys)))
@@ -151,6 +163,10 @@ class PublishBranch(Operation):
                 f"{self.into!r} moves (a fast-forward keeps the ids), or re-run the branch's changes on a new branch",
                 clash,
             )
+
+
+def _shown(files: list[str]) -> str:
+    return ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "")
 
 
 class EnableBranches(Operation):

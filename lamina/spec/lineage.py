@@ -123,6 +123,12 @@ def assign_row_ids(entries: pa.Table, next_row_id: int, version: int) -> tuple[p
     if not n or FIRST_ROW_ID not in entries.column_names:
         return entries, next_row_id
     first = entries.column(FIRST_ROW_ID)
+    if first.null_count < n:
+        # Files that keep their ids (re-added, or re-listed with a new DV): the counter
+        # stays past them. Only files from another branch's log (a rollback to a tag made
+        # there) can hold ids at or past this log's counter, which must not hand them out again.
+        top = pc.max(pc.add(first, pa.array(physical_rows(entries), pa.int64()))).as_py()
+        next_row_id = max(next_row_id, top if top is not None else 0)
     if first.null_count:
         rows = physical_rows(entries)
         some = first.null_count < n  # files that have ids keep them (a new DV re-lists a file)

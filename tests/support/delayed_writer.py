@@ -32,8 +32,8 @@ class DelayedWriter:
     ``land()``; runs in its own thread with its own Table (opened now, so its base is the
     version current now)."""
 
-    def __init__(self, uri: str, writer: int = 1, seq: int = 0, action=None) -> None:
-        self.io = DelayedPutsIO(FileIO(uri))
+    def __init__(self, uri: str, writer: int = 1, seq: int = 0, action=None, match=None) -> None:
+        self.io = DelayedPutsIO(FileIO(uri), match)  # match: which puts (default: main's versions)
         log = VersionLog(self.io)
         self.table = Table(self.io, log, log.latest())
         self.base = self.table.version

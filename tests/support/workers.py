@@ -68,12 +68,23 @@ def _barrier() -> None:
 
 
 def _open(spec: dict[str, Any]) -> Any:
-    """The table by path, or through a catalog when the spec names one (``catalog``, ``identifier``)."""
+    """The table by path, or through a catalog when the spec names one (``catalog``, ``identifier``);
+    a handle on branch ``branch`` if the spec names one."""
     import lamina
 
     if spec.get("catalog"):
-        return lamina.load_catalog(spec["catalog"]).load_table(spec["identifier"])
-    return lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
+        t = lamina.load_catalog(spec["catalog"]).load_table(spec["identifier"])
+    else:
+        t = lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
+    return t.branch(spec["branch"]) if spec.get("branch") else t
+
+
+def _stopped(spec: dict[str, Any]) -> bool:
+    """Whether every file ``until`` names exists: the workers of the race that create them
+    are done (a worker that keeps going until then, at most its bounded number of steps,
+    overlaps all of their work)."""
+    until = spec.get("until") or []
+    return bool(until) and all(os.path.exists(p) for p in until)
 
 
 def _race_append(spec: dict[str, Any]) -> dict[str, Any]:
@@ -87,6 +98,8 @@ def _race_append(spec: dict[str, Any]) -> dict[str, Any]:
     _barrier()
     acked = []
     for seq in range(spec["n"]):
+        if _stopped(spec):
+            break
         if outside_step is None:
             data = batch(w, seq, rows)
         else:
@@ -121,13 +134,16 @@ def _race_overwrite(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _race_delete(spec: dict[str, Any]) -> dict[str, Any]:
-    """Delete ``k IN (step's keys)`` once per step; several deleters share the same files."""
+    """Delete ``k IN (step's keys)`` once per step (until ``until`` exists, if given); several
+    deleters share the same files."""
     import lamina
 
     t = lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
     _barrier()
     acked = []
     for seq, keys in enumerate(spec["steps"]):
+        if _stopped(spec):
+            break
         v = t.delete(f"k IN ({', '.join(str(k) for k in keys)})", mode=spec.get("delete_mode"))
         acked.append([seq, v])
     return {"acked": acked}
@@ -158,6 +174,36 @@ def _race_append_compact(spec: dict[str, Any]) -> dict[str, Any]:
             compacted.append(t.compact(where=f"writer = {w}").version)
     compacted.append(t.compact().version)
     return {"acked": acked, "compacted": compacted}
+
+
+def _race_publish(spec: dict[str, Any]) -> dict[str, Any]:
+    """Write-audit-publish ``len(steps)`` times on main: make branch ``<prefix>-<seq>`` from
+    main's latest, append ``batch(writer, seq, rows)`` to it, delete the rows ``where`` selects
+    (each step's ``[where]`` or ``[]``), publish it into main and delete it. Reports
+    ``[seq, version, how]`` per step: how the publish landed (its summary's ``publish``), or
+    version None and how ``["conflict", files]`` if it was refused as a PublishConflict.
+    Creates the file ``done`` names when it is done (``until`` of the workers it races)."""
+    from lamina.errors import PublishConflict
+
+    t = _open(spec)
+    w = spec["writer"]
+    _barrier()
+    out = []
+    for seq, where in enumerate(spec["steps"]):
+        name = f"{spec['prefix']}-{seq}"
+        b = t.create_branch(name)
+        b.append(batch(w, seq, spec["rows"]))
+        for clause in where:
+            b.delete(clause)
+        try:
+            v = t.publish(name)
+            out.append([seq, v, t.log.load(v).summary["publish"]])
+        except PublishConflict as e:
+            out.append([seq, None, ["conflict", e.files]])
+        t.delete_branch(name)
+    with open(spec["done"], "w"):
+        pass
+    return {"acked": out}
 
 
 def _die(marker: str, what: str) -> None:
@@ -292,7 +338,7 @@ MODES = {
     "schema_race": _schema_race,
     "race_append": _race_append, "race_overwrite": _race_overwrite, "race_delete": _race_delete, "crash": _crash,
     "race_update": _race_update, "race_append_compact": _race_append_compact,
-    "stop_before_publish": _stop_before_publish,
+    "stop_before_publish": _stop_before_publish, "race_publish": _race_publish,
 }
 
 

@@ -1,0 +1,178 @@
+"""Branches: the cases the model test (test_branches_model.py) found, each as a short fixed
+sequence, so a regression names itself.
+
+- orphan cleanup must keep branch records and logs (fsck must not call them unreferenced);
+- a tag made on a branch names a version of that branch's log: expiry of main and
+  delete_tag must not decide about its files (or main's) by main's version numbers;
+- publishing a branch a second time must not make a file live twice;
+- rolling main back to a tag made on a branch re-adds rows whose ids came from the branch's
+  counter: main's counter must move past them.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import pyarrow as pa
+import pytest
+
+import lamina
+from lamina.errors import BranchAlreadyExists, BranchNotFound, PublishConflict
+from lamina.maintenance import fsck
+from lamina.spec.lineage import ROW_ID
+
+from support.files import ids_of, referenced, table_files
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), False)])
+NOW = timedelta(0)
+
+
+def rows(*ids: int) -> pa.Table:
+    return pa.table({"id": list(ids)}, schema=SCHEMA)
+
+
+@pytest.fixture
+def t(tmp_path) -> lamina.Table:
+    table = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    table.append(rows(1))  # main v1: file F
+    return table
+
+
+def _clean(t: lamina.Table) -> None:
+    report = fsck(t)
+    assert report.ok and not report.unreferenced, (report.missing, report.errors, report.unreferenced)
+
+
+def test_orphan_cleanup_keeps_branches(t):
+    dev = t.create_branch("dev")
+    dev.append(rows(2))
+    dev.create_tag("on-dev")
+    _clean(t)
+    _clean(dev)
+    report = t.remove_orphans(NOW, allow_short_age=True)
+    assert report.orphans == []
+    dev.remove_orphans(NOW, allow_short_age=True)  # from a branch's handle: the same, table-wide
+    assert ids_of(t.branch("dev").to_arrow()) == [1, 2]
+    assert [r.name for r in t.list_branches()] == ["dev"]
+    # A deleted branch's log is garbage but its marker; orphan cleanup takes what is left.
+    t.delete_branch("dev")
+    t.remove_orphans(NOW, allow_short_age=True)
+    left = [p for p in table_files(t.uri) if p.startswith("_lamina/branch")]
+    assert len(left) == 1 and left[0].endswith("/deleted.json"), left
+    _clean(t)
+
+
+def test_a_handle_on_a_deleted_branch_says_the_branch_is_gone(t):
+    dev = t.create_branch("dev")
+    dev.append(rows(2))
+    t.delete_branch("dev")
+    with pytest.raises(BranchNotFound):
+        dev.append(rows(3))
+    with pytest.raises(BranchNotFound):
+        dev.refresh()
+    assert ids_of(t.refresh().to_arrow()) == [1]
+
+
+def test_rename_to_its_own_name_is_refused_and_keeps_the_branch(t):
+    t.create_branch("dev").append(rows(2))
+    with pytest.raises(BranchAlreadyExists):
+        t.rename_branch("dev", "dev")
+    assert ids_of(t.branch("dev").to_arrow()) == [1, 2]
+
+
+def test_expiry_of_main_keeps_what_a_tag_made_on_a_deleted_branch_needs(t):
+    dev = t.create_branch("dev")  # main v2 (the feature), dev's base 2
+    dev.append(rows(2))  # dev v3: F and G
+    dev.create_tag("x", 3)
+    t.refresh().delete("id = 1")  # main v3 removes F: main's interval [1, 3) does not hold 3
+    t.append(rows(3))
+    t.delete_branch("dev")
+    t.expire_versions(retain_last=1, reader_grace=NOW)
+    assert ids_of(t.scan(tag="x").to_arrow()) == [1, 2]
+    assert ids_of(t.refresh().to_arrow()) == [3]
+    t.delete_tag("x")
+    t.remove_orphans(NOW, allow_short_age=True)
+    assert {p for p in table_files(t.uri) if p.startswith(("data/", "_lamina/manifests/"))} == referenced(t)
+
+
+def test_delete_tag_keeps_what_main_needs_when_its_neighbours_are_another_branch_s(t):
+    dev = t.create_branch("dev")  # base 2
+    dev.append(rows(2))
+    dev.create_tag("x", 3)  # F, G
+    dev.delete("id = 1")
+    dev.create_tag("y", 4)  # G only: "x"'s next tag by number
+    for i in (3, 4, 5):
+        t.refresh().append(rows(i))  # main v3..v5 still hold F
+    t.expire_versions(retain_last=1, reader_grace=NOW)
+    t.delete_branch("dev")
+    t.delete_tag("x")  # by main's numbers, "y" (4) is the next kept point after 3, not main's 5
+    assert ids_of(t.refresh().to_arrow()) == [1, 3, 4, 5]
+    assert ids_of(t.scan(tag="y").to_arrow()) == [2]
+    _clean(t)
+
+
+def test_a_second_publish_of_a_branch_is_a_conflict_not_a_copy(t):
+    dev = t.create_branch("dev")
+    dev.append(rows(2))
+    v = t.publish("dev")
+    assert t.log.load(v).summary["publish"] == "fast-forward"
+    with pytest.raises(PublishConflict) as e:
+        t.publish("dev")
+    [added] = set(dev.files().column("path").to_pylist()) - set(t.files(version=1).column("path").to_pylist())
+    assert e.value.files == [added]
+    assert "already live" in str(e.value)
+    t.refresh()
+    assert t.version == v and ids_of(t.to_arrow()) == [1, 2]
+    paths = t.files().column("path").to_pylist()
+    assert len(paths) == len(set(paths))
+
+
+def test_rollback_to_a_tag_made_on_a_branch_moves_the_row_id_counter(t):
+    dev = t.create_branch("dev")
+    dev.append(rows(2, 3, 4))  # row ids from dev's counter: 1, 2, 3
+    dev.create_tag("x")
+    t.refresh().rollback(tag="x")
+    t.append(rows(5, 6))
+    got = t.refresh().scan(columns=["id", ROW_ID]).to_arrow()
+    assert ids_of(got) == [1, 2, 3, 4, 5, 6]
+    ids = got.column(ROW_ID).to_pylist()
+    assert len(set(ids)) == len(ids), f"row ids handed out twice: {sorted(ids)}"
+    _clean(t)
+
+
+def test_a_refused_publish_names_only_the_clashing_file(t):
+    t.append(rows(10))  # main v2: file H
+    dev = t.create_branch("dev")
+    dev.delete("id = 1")  # dev rewrites F
+    dev.append(rows(2))
+    t.refresh().delete("id = 1")  # and so does main
+    before = table_files(t.uri)
+    with pytest.raises(PublishConflict) as e:
+        t.publish("dev")
+    [f_path] = e.value.files
+    assert f_path in t.scan(version=1).plan().entries.column("path").to_pylist()
+    assert table_files(t.uri) == before, "a refused publish wrote something"
+    assert os.path.basename(f_path) in str(e.value)
+
+
+def test_orphan_cleanup_from_a_branch_s_handle_never_takes_main_s_versions(tmp_path):
+    """Slot files left in a freed chunk of a branch's log ("strays") are the branch's: orphan
+    cleanup run from the branch's handle must not read their numbers as main's slots."""
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"version.slot-chunk-size": "2", "expire.slot-retention-ms": "0"})
+    for i in range(6):
+        t.append(rows(i))  # main: versions 0..6, all kept
+    dev = t.create_branch("dev", from_version=2)  # dev's log: 2 (its base), 3.., numbers main also has
+    for i in range(4):
+        dev.append(rows(10 + i))
+    dev.expire_versions(retain_last=1, reader_grace=NOW)
+    layout = dev.branch_record.layout
+    freed = dev.log.freed_ranges()
+    assert freed, "the test needs a freed chunk in dev's log"
+    stray = freed[0][0]
+    with open(os.path.join(t.uri, layout.version_path(stray)), "wb") as f:
+        f.write(b"{}")  # a slot file in a freed chunk: what an interrupted expiry leaves
+    assert dev.log.scan_slots().strays == [stray]
+    dev.remove_orphans(NOW, allow_short_age=True)
+    assert t.log.list_versions() == list(range(t.refresh().version + 1)), "orphan cleanup took a version of main"
+    assert ids_of(t.scan(version=stray).to_arrow()) == list(range(stray))
