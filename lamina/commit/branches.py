@@ -92,6 +92,12 @@ class BranchLog(VersionLog):
             return slots
         return replace(slots, versions=sorted([b, *slots.versions]))
 
+    def check_not_deleted(self) -> None:
+        """BranchNotFound if the branch was deleted (its log stays until expiry frees it)."""
+        assert self.record is not None
+        if self.io.exists(deleted_marker(self.record.branch_id)):
+            raise BranchNotFound(f"branch {self.record.name!r} of {self.io.uri} was deleted")
+
     def confirm(self, vm: VersionManifest) -> None:
         assert self.record is not None
         if self.io.exists(deleted_marker(self.record.branch_id)):

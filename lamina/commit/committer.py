@@ -274,7 +274,7 @@ class Committer:
             next_row_id=tree.next_row_id,
             root_manifest=tree.root_manifest,
             commit_id=commit_id,
-            app_transactions={**base.app_transactions, **tree.app_transactions},
+            app_transactions={**base.app_transactions, **tree.app_transactions, **(change.app_transactions or {})},
             last_readd_version=base.version + 1,
             reader_features=tree.reader_features,
             writer_features=with_features(tree.writer_features, SLOT_TOMBSTONES, *base.writer_features),

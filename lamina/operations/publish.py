@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,7 +33,7 @@ import pyarrow.parquet as pq
 from lamina.commit import REMOVED_SCHEMA, Base, Change, Operation, removed_of
 from lamina.data.changes import changed_entries
 from lamina.data.deletes import file_key_array
-from lamina.errors import CommitConflict, PublishConflict
+from lamina.errors import CommitConflict, PublishConflict, VersionNotFound
 from lamina.manifest.entries import conform, fill_constant, manifest_schema_of
 from lamina.manifest.tree import live_data_entries
 from lamina.spec.features import BRANCHES
@@ -43,6 +44,20 @@ _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-publish")
 _NOTHING_REMOVED = REMOVED_SCHEMA.empty_table()
 
 
+# The target's version records, per branch published into it, the branch's last version
+# published (as ``app_transactions`` records an application's last sequence: carried forward
+# by every commit, so it is exactly as durable as the publish). A later publish of the branch
+# re-applies only what the branch did since, and publishing the same version again is a no-op.
+PUBLISHED_KEY = "lamina.branch:"
+
+
+def same_content(a: VersionManifest, b: VersionManifest) -> bool:
+    """Whether two versions hold the same files and metadata (a fast-forward from one to a
+    descendant of the other loses nothing)."""
+    return (a.root_manifest == b.root_manifest and a.schema == b.schema and a.all_partition_specs == b.all_partition_specs
+            and a.partition_spec == b.partition_spec and a.sort_order == b.sort_order and a.properties == b.properties)
+
+
 @dataclass
 class PublishBranch(Operation):
     branch: str
@@ -50,9 +65,29 @@ class PublishBranch(Operation):
     head: VersionManifest  # the branch's version being published
     into: str = "main"
     expected_version: int | None = None  # publish only onto this version of the target
+    branch_id: str = ""
+    load: Callable[[int], VersionManifest] | None = None  # a version of the branch, by number
 
-    def is_fast_forward(self, target: VersionManifest) -> bool:
-        return target.commit_id == self.base.commit_id
+    skip_if_noop: ClassVar[bool] = True  # the head was published already: nothing to commit
+
+    @property
+    def key(self) -> str:
+        return f"{PUBLISHED_KEY}{self.branch_id}"
+
+    def since(self, target: VersionManifest) -> VersionManifest:
+        """The branch's version its changes are counted from: its base, or the version of it
+        last published into ``target``."""
+        last = target.app_transactions.get(self.key)
+        if last is None or self.load is None:
+            return self.base
+        try:
+            return self.load(last)
+        except VersionNotFound:
+            raise PublishConflict(
+                f"cannot publish branch {self.branch!r} into {self.into!r}: its version {last}, published there last, "
+                "was expired, so what the branch changed since cannot be told. Nothing was committed; make a new "
+                f"branch from {self.into!r}'s latest version for further changes"
+            ) from None
 
     def apply(self, base: Base) -> Change:
         target = base.metadata
@@ -61,37 +96,48 @@ class PublishBranch(Operation):
                 f"not publishing branch {self.branch!r}: {self.into!r} is at version {target.version}, not "
                 f"{self.expected_version} as expected (it moved since the audit). Nothing was committed"
             )
-        summary = {"branch": self.branch, "branch-version": self.head.version, "branch-base-version": self.base.version}
-        if self.is_fast_forward(target):
+        last = target.app_transactions.get(self.key)
+        if last is not None and last >= self.head.version:
+            return Change("publish", base.empty(), _NOTHING_REMOVED)  # published already
+        since = self.since(target)
+        summary = {"branch": self.branch, "branch-version": self.head.version, "branch-base-version": since.version}
+        if same_content(target, since):
             summary["publish"] = "fast-forward"
-            return Change("publish", base.empty(), _NOTHING_REMOVED, summary=summary, tree=self.head)
+            return Change("publish", base.empty(), _NOTHING_REMOVED, summary=summary, tree=self.head,
+                          app_transactions={self.key: self.head.version})
         summary["publish"] = "rebase"
-        return self._rebase(base, summary)
+        change = self._rebase(base, since, summary)
+        change.app_transactions = {self.key: self.head.version}
+        return change
 
-    def _rebase(self, base: Base, summary: dict) -> Change:
+    def _rebase(self, base: Base, since: VersionManifest, summary: dict) -> Change:
         target = base.metadata
         change = Change("publish", base.empty(), _NOTHING_REMOVED, summary=summary)
         # Metadata the branch changed: taken if the target still has the base's.
         for attr, what in (("schema", "schema"), ("partition_spec", "partition spec"), ("sort_order", "sort order"),
                            ("properties", "table properties")):
-            mine, theirs, was = getattr(self.head, attr), getattr(target, attr), getattr(self.base, attr)
+            mine, theirs, was = getattr(self.head, attr), getattr(target, attr), getattr(since, attr)
             if mine == was or mine == theirs:
                 continue
             if theirs != was:
                 raise PublishConflict(
                     f"cannot publish branch {self.branch!r} into {self.into!r}: both changed the {what} since the branch "
-                    f"was made (at version {self.base.version}). Nothing was committed; make the same change on "
+                    f"was made or last published (its version {since.version}). Nothing was committed; make the same change on "
                     f"{self.into!r} first, or publish before changing it there"
                 )
             setattr(change, attr, mine)
-        gone, new = changed_entries(base.io, self.base, self.head)
-        have = base.live_entries(["path", "added_version", "dv_path", "dv_offset"])
-        hkeys = file_key_array(have)
-        # Files the branch wrote that the target already holds: its changes were published
-        # there before (a second publish of the branch, or of a branch made from it).
-        # Adding them again would make one file live twice.
+        gone, new = changed_entries(base.io, since, self.head)
+        # A target that took files from elsewhere than its own writes (a publish, a rollback
+        # re-adding files) may hold files the branch added (its changes reached it another
+        # way): adding them again would make one file live twice.
+        shared = target.last_readd_version is not None or any(k.startswith(PUBLISHED_KEY) for k in target.app_transactions)
+        if not (gone.num_rows or (shared and new.num_rows)):
+            have = hkeys = None
+        else:
+            have = base.live_entries(["path", "added_version", "dv_path", "dv_offset"])
+            hkeys = file_key_array(have)
         fresh_new = new.filter(pc.invert(pc.is_in(new.column("path"), value_set=gone.column("path"))))
-        again = fresh_new.filter(pc.is_in(fresh_new.column("path"), value_set=have.column("path")))
+        again = fresh_new.filter(pc.is_in(fresh_new.column("path"), value_set=have.column("path"))) if shared and have is not None else fresh_new.slice(0, 0)
         if again.num_rows:
             files = sorted(set(again.column("path").to_pylist()))
             raise PublishConflict(
@@ -107,8 +153,8 @@ class PublishBranch(Operation):
                 files = sorted(set(lost.column("path").to_pylist()))
                 raise PublishConflict(
                     f"cannot publish branch {self.branch!r} into {self.into!r}: the branch deleted or rewrote rows of "
-                    f"{len(files)} file(s) that {self.into!r} changed since the branch was made (at version "
-                    f"{self.base.version}): {_shown(files)}. Nothing was committed; re-run the branch's change on a "
+                    f"{len(files)} file(s) that {self.into!r} changed since the branch was made or last published (its "
+                    f"version {since.version}): {_shown(files)}. Nothing was committed; re-run the branch's change on a "
                     f"branch made from {self.into!r}'s latest version",
                     files,
                 )
@@ -124,7 +170,7 @@ class PublishBranch(Operation):
                 # Files new on the branch get fresh ids from the target's counter (the
                 # committer assigns them); a data file given a new DV keeps its rows' ids.
                 fresh = pc.invert(pc.is_in(added.column("path"), value_set=gone.column("path")))
-                self._check_stored_ids(base, added.filter(fresh))
+                self._check_stored_ids(base, since, added.filter(fresh))
                 firsts = pc.if_else(fresh, pa.nulls(added.num_rows, pa.int64()), added.column(FIRST_ROW_ID))
                 versions = pc.if_else(fresh, pa.nulls(added.num_rows, pa.int64()), added.column(DATA_VERSION))
                 added = added.set_column(added.schema.get_field_index(FIRST_ROW_ID), FIRST_ROW_ID, firsts)
@@ -132,11 +178,11 @@ class PublishBranch(Operation):
             change.added = fill_constant(added, added_version=base.version, status=1, removed_version=None)
         return change
 
-    def _check_stored_ids(self, base: Base, fresh: pa.Table) -> None:
+    def _check_stored_ids(self, base: Base, since: VersionManifest, fresh: pa.Table) -> None:
         """Rows the branch inserted and then rewrote (an update of rows it appended) store row
         ids from the branch's counter, which the target has handed out since: they cannot
         get fresh ones without rewriting the files. Refused rather than duplicated."""
-        start = self.base.next_row_id or 0
+        start = since.next_row_id or 0
 
         def stored_max(path: str) -> int | None:
             local = base.io.local_path(path)

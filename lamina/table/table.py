@@ -119,7 +119,9 @@ class Table:
         self.check_online()
 
     def refresh(self) -> "Table":
-        """Move to the latest version."""
+        """Move to the latest version (BranchNotFound on a handle of a branch deleted since)."""
+        if isinstance(self.log, BranchLog):
+            self.log.check_not_deleted()
         self._vm = self.log.latest()
         check_reader(self._vm.reader_features, f"table {self.uri}")
         return self
@@ -586,7 +588,7 @@ class Table:
             return None
         # The publish reads the branch's head as a reader does: expiry and a deletion of the
         # branch free nothing it needs for the reader grace (docs/branches.md).
-        op = PublishBranch(branch, record.base, head, into, expected_version)
+        op = PublishBranch(branch, record.base, head, into, expected_version, record.branch_id, src.log.load)
         return dst._one(dst.transaction(commit_options=commit_options).add_operation(op))
 
     # -- rollback, expiry, orphans --------------------------------------------------------

@@ -59,7 +59,7 @@ def test_orphan_cleanup_keeps_branches(t):
     t.delete_branch("dev")
     t.remove_orphans(NOW, allow_short_age=True)
     left = [p for p in table_files(t.uri) if p.startswith("_lamina/branch")]
-    assert len(left) == 1 and left[0].endswith("/deleted.json"), left
+    assert len(left) == 1 and left[0].endswith(".deleted.json"), left
     _clean(t)
 
 
@@ -106,24 +106,52 @@ def test_delete_tag_keeps_what_main_needs_when_its_neighbours_are_another_branch
         t.refresh().append(rows(i))  # main v3..v5 still hold F
     t.expire_versions(retain_last=1, reader_grace=NOW)
     t.delete_branch("dev")
+    t.expire_versions(retain_last=1, reader_grace=NOW)  # frees what only the deleted branch held
     t.delete_tag("x")  # by main's numbers, "y" (4) is the next kept point after 3, not main's 5
     assert ids_of(t.refresh().to_arrow()) == [1, 3, 4, 5]
     assert ids_of(t.scan(tag="y").to_arrow()) == [2]
     _clean(t)
 
 
-def test_a_second_publish_of_a_branch_is_a_conflict_not_a_copy(t):
+def test_publishing_a_branch_again_applies_only_what_it_did_since(t):
     dev = t.create_branch("dev")
     dev.append(rows(2))
     v = t.publish("dev")
     assert t.log.load(v).summary["publish"] == "fast-forward"
-    with pytest.raises(PublishConflict) as e:
-        t.publish("dev")
-    [added] = set(dev.files().column("path").to_pylist()) - set(t.files(version=1).column("path").to_pylist())
-    assert e.value.files == [added]
-    assert "already live" in str(e.value)
-    t.refresh()
-    assert t.version == v and ids_of(t.to_arrow()) == [1, 2]
+    assert t.publish("dev") is None  # nothing new: a retry never applies it twice
+    assert t.refresh().version == v and ids_of(t.to_arrow()) == [1, 2]
+    dev.append(rows(3))
+    dev.delete("id = 2")
+    v2 = t.publish("dev")  # main still holds what was published last: a fast-forward again
+    assert t.log.load(v2).summary["publish"] == "fast-forward" and ids_of(t.refresh().to_arrow()) == [1, 3]
+    t.append(rows(9))
+    dev.append(rows(4))
+    v3 = t.publish("dev")  # main moved: only dev's append since v2 is re-applied
+    assert t.log.load(v3).summary["publish"] == "rebase" and ids_of(t.refresh().to_arrow()) == [1, 3, 4, 9]
+    assert t.publish("dev") is None
+    paths = t.files().column("path").to_pylist()
+    assert len(paths) == len(set(paths))
+    _clean(t)
+
+
+def test_a_branch_whose_changes_reached_the_target_another_way_is_not_copied_twice(t):
+    dev = t.create_branch("dev")
+    dev.append(rows(2))
+    t.create_branch("stage")
+    t.publish("dev", into="stage")
+    t.publish("stage")  # dev's file reaches main through stage, and so does the record of it
+    assert t.publish("dev") is None and ids_of(t.refresh().to_arrow()) == [1, 2]
+    # The record travels with main's versions, through a rollback to a tag made on the branch
+    # too: the next publish re-applies only what the branch did since.
+    dev.create_tag("d")
+    other = t.create_branch("other")
+    other.append(rows(5))
+    t.publish("other")
+    t.refresh().rollback(tag="d")
+    t.append(rows(7))
+    dev.append(rows(3))
+    t.publish("dev")
+    assert ids_of(t.refresh().to_arrow()) == [1, 2, 3, 7]
     paths = t.files().column("path").to_pylist()
     assert len(paths) == len(set(paths))
 
