@@ -87,6 +87,9 @@ class Log:
     base_content: tuple[str, int] | None = None
     appends_only: bool = True  # every commit on the branch was an append (a rebase cannot clash)
     ever: set[int] = field(default_factory=set)  # every row id any version of the log has held
+    # per version: branch uid -> the branch's version last published into this log (carried
+    # forward by every commit, as the version manifest's app transactions are)
+    apps: dict[int, dict[str, int]] = field(default_factory=dict)
 
     @property
     def latest(self) -> int:
@@ -96,8 +99,9 @@ class Log:
     def rows(self) -> Rows:
         return self.versions[self.latest]
 
-    def commit(self, v: int, rows: Rows) -> None:
+    def commit(self, v: int, rows: Rows, apps: dict[str, int] | None = None) -> None:
         assert v == self.latest + 1, f"committed as version {v}, the model expected {self.latest + 1}"
+        self.apps[v] = dict(self.apps.get(self.latest, {})) if apps is None else apps
         self.versions[v] = sorted(rows)
         self.content[v] = (self.uid, v)
         self.ever |= {i for i, _ in rows}
@@ -109,8 +113,8 @@ class BranchesModel(RuleBasedStateMachine):
         self.dir = tempfile.mkdtemp(prefix="lamina-branches-model-")
         self.uri = os.path.join(self.dir, "t")
         self.t = lamina.create_table(self.uri, SCHEMA, properties=PROPS)
-        self.logs: dict[str, Log] = {MAIN: Log({0: []}, {0: ("main", 0)}, "main")}
-        self.tags: dict[str, tuple[Rows, tuple[str, int]]] = {}
+        self.logs: dict[str, Log] = {MAIN: Log({0: []}, {0: ("main", 0)}, "main", apps={0: {}})}
+        self.tags: dict[str, tuple[Rows, tuple[str, int], dict[str, int]]] = {}
         self.next_id = 0
         self.uids = itertools.count()
         self.enabled = False  # the first branch commits writer feature "branches" on main
@@ -159,7 +163,7 @@ class BranchesModel(RuleBasedStateMachine):
             for sub in ("_lamina/branches", "_lamina/branch_logs")
             for d, _, fs in os.walk(os.path.join(self.uri, sub)) for f in fs
         )
-        assert all(p.startswith("_lamina/branch_logs/") and p.endswith("/deleted.json") for p in left), left
+        assert all(p.startswith("_lamina/branch_logs/") and p.endswith(".deleted.json") for p in left), left
         report = fsck(self.t)
         assert report.ok and not report.unreferenced, (report.missing, report.errors, report.unreferenced)
 
@@ -191,6 +195,7 @@ class BranchesModel(RuleBasedStateMachine):
         for v in set(log.versions) - existing:
             del log.versions[v]
             del log.content[v]
+            log.apps.pop(v, None)
 
     def _pick(self, pick: int, among: list[str]) -> str:
         return among[pick % len(among)]
@@ -221,22 +226,23 @@ class BranchesModel(RuleBasedStateMachine):
         v = sorted(log.versions)[pick % len(log.versions)]  # chosen among the versions there are now
         if not self.enabled:
             main = self.logs[MAIN]
-            main.commit(main.latest + 1, main.rows)  # "enable-branches": metadata only
+            main.commit(main.latest + 1, main.rows)  # "enable-branches": metadata only (same files)
+            main.content[main.latest] = main.content[main.latest - 1]
             self.enabled = True
         if how == "tag":
             tag = sorted(self.tags)[pick % len(self.tags)]
             h = self.t.create_branch(name, from_tag=tag)
-            rows, content = self.tags[tag]
+            rows, content, apps = self.tags[tag]
             v = self.t.tag(tag).tagged_version
         else:
             v = log.latest if how == "latest" else v  # the latest: after the feature's commit
             kw = {} if how == "latest" else {"from_version": v}
             h = self._handle(src).create_branch(name, **kw) if pick % 2 else self.t.create_branch(name, from_branch=src, **kw)
-            rows, content = log.versions[v], log.content[v]
+            rows, content, apps = log.versions[v], log.content[v], log.apps[v]
         assert h.branch_name == name and h.version == v
         self.logs[name] = Log(
             {v: rows}, {v: content}, f"b{next(self.uids)}", base_version=v, base_rows=rows,
-            base_content=content, ever={i for i, _ in rows},
+            base_content=content, ever={i for i, _ in rows}, apps={v: dict(apps)},
         )
 
     @precondition(lambda self: len(self.logs) > 1)
@@ -254,13 +260,10 @@ class BranchesModel(RuleBasedStateMachine):
             self.t.branch(name)
 
     @precondition(lambda self: len(self.logs) > 1)
-    @rule(pick=st.integers(0, 100), dry=st.booleans())
-    def delete_branch(self, pick: int, dry: bool) -> None:
+    @rule(pick=st.integers(0, 100))
+    def delete_branch(self, pick: int) -> None:
         name = self._pick(pick, sorted(n for n in self.logs if n != MAIN))
-        self.t.delete_branch(name, dry_run=dry)
-        if dry:
-            assert self.t.branch(name).version == self.logs[name].latest
-            return
+        assert self.t.delete_branch(name).name == name
         del self.logs[name]
         with pytest.raises(BranchNotFound):
             self.t.branch(name)
@@ -275,9 +278,21 @@ class BranchesModel(RuleBasedStateMachine):
         before = (dst.latest, dst.rows)
         expected_version = {None: None, "right": dst.latest, "wrong": dst.latest + 1}[expect]
         head = src.content[src.latest]
-        if head == src.base_content:
+        # What the branch did since it was made, or since its version last published into the
+        # target (which the target's latest version records).
+        last = dst.apps[dst.latest].get(src.uid)
+        if head == src.base_content or (last is not None and last >= src.latest):
             assert self.t.publish(name, into=target, expected_version=expected_version) is None
             return
+        if last is not None and last not in src.versions:  # expired: what changed since is unknown
+            if expect != "wrong":
+                with pytest.raises(PublishConflict, match="was expired"):
+                    self.t.publish(name, into=target, expected_version=expected_version)
+                self._unchanged(target, before)
+                return
+        since = src.base_version if last is None else last
+        since_rows = src.base_rows if last is None else src.versions.get(last, src.base_rows)
+        since_content = src.base_content if last is None else src.content.get(last)
         if expect == "wrong":
             with pytest.raises(CommitConflict) as e:
                 self.t.publish(name, into=target, expected_version=expected_version)
@@ -286,8 +301,8 @@ class BranchesModel(RuleBasedStateMachine):
             return
         # The branch's change re-applied: rows of the target, less what the branch removed
         # from its base, plus what it added (as multisets; a fast-forward is the same sum).
-        added = collections.Counter(src.rows) - collections.Counter(src.base_rows)
-        fast_forward = dst.content[dst.latest] == src.base_content
+        added = collections.Counter(src.rows) - collections.Counter(since_rows)
+        fast_forward = dst.content[dst.latest] == since_content
         # An append-only branch whose rows the target never held cannot clash.
         clean = src.appends_only and not ({i for i, _ in added} & dst.ever)
         try:
@@ -297,14 +312,17 @@ class BranchesModel(RuleBasedStateMachine):
             assert e.files, "a publish conflict names the files that clash"
             self._unchanged(target, before)
             return
-        rows = collections.Counter(dst.rows) + collections.Counter(src.rows) - collections.Counter(src.base_rows)
-        dst.commit(v, list(rows.elements()))
+        rows = collections.Counter(dst.rows) + collections.Counter(src.rows) - collections.Counter(since_rows)
+        apps = {**dst.apps[dst.latest], **(src.apps[src.latest] if fast_forward else {}), src.uid: src.latest}
+        dst.commit(v, list(rows.elements()), apps)
+        if fast_forward:  # the target's version holds the branch head's content as it is
+            dst.content[v] = src.content[src.latest]
         dst.appends_only &= src.appends_only
         vm = self._handle(target).log.load(v)
         assert vm.operation == "publish"
         assert vm.summary["publish"] == ("fast-forward" if fast_forward else "rebase")
         assert vm.summary["branch"] == name and vm.summary["branch-version"] == src.latest
-        assert vm.summary["branch-base-version"] == src.base_version
+        assert vm.summary["branch-base-version"] == since
 
     def _unchanged(self, name: str, before: tuple[int, Rows]) -> None:
         h = self._handle(name)
@@ -366,6 +384,7 @@ class BranchesModel(RuleBasedStateMachine):
             for gone in [x for x in log.versions if target < x <= before]:
                 del log.versions[gone]
                 del log.content[gone]
+                log.apps.pop(gone, None)
 
     # -- rules: tags, expiry, orphans ------------------------------------------------------
 
@@ -379,7 +398,7 @@ class BranchesModel(RuleBasedStateMachine):
                 self._handle(src).create_tag(name, v)
             return
         self._handle(src).create_tag(name, v)
-        self.tags[name] = (log.versions[v], log.content[v])
+        self.tags[name] = (log.versions[v], log.content[v], log.apps[v])
 
     @rule(name=st.sampled_from(TAG_NAMES), source=st.integers(0, 100))
     def delete_tag(self, name: str, source: int) -> None:
@@ -393,13 +412,16 @@ class BranchesModel(RuleBasedStateMachine):
 
     @rule(pick=st.integers(0, 100), k=st.integers(1, 3))
     def expire(self, pick: int, k: int) -> None:
+        """Of one branch; main's expires every branch too (each by the call's retention here)."""
         name = self._pick(pick, sorted(self.logs))
-        before = sorted(self.logs[name].versions)
+        names = sorted(self.logs) if name == MAIN else [name]
+        before = {n: sorted(self.logs[n].versions) for n in names}
         self._handle(name).expire_versions(retain_last=k, reader_grace=NOW)
-        self._sync(name)
-        after = sorted(self.logs[name].versions)
-        assert after == before[len(before) - len(after):], "expiry must remove the oldest versions only"
-        assert len(after) >= min(k, len(before))
+        for n in names:
+            self._sync(n)
+            after = sorted(self.logs[n].versions)
+            assert after == before[n][len(before[n]) - len(after):], "expiry must remove the oldest versions only"
+            assert len(after) >= min(k, len(before[n]))
 
     @rule(pick=st.integers(0, 100))
     def remove_orphans(self, pick: int) -> None:
@@ -420,7 +442,7 @@ class BranchesModel(RuleBasedStateMachine):
             assert reopened.branch_name == name and _rows(reopened.to_arrow()) == log.versions[oldest]
             paths = h.files().column("path").to_pylist()
             assert len(paths) == len(set(paths)), f"branch {name}: a data file is live twice: {sorted(paths)}"
-        for name, (rows, _) in self.tags.items():
+        for name, (rows, _, _) in self.tags.items():
             assert _rows(self.t.scan(tag=name).to_arrow()) == rows, f"tag {name}"
         assert sorted(r.name for r in self.t.list_branches()) == sorted(n for n in self.logs if n != MAIN)
 
