@@ -886,58 +886,46 @@ def findings(cfg: Config, ops: dict, reb: dict, vs: dict, w: dict) -> list[str]:
         f"an object created costs {fs['FileIO.put_new'] / fs['FileIO.get']:.1f}× an object read here (the ratio "
         "swings with the host's load). Lamina reads its small JSON files with a plain `open` and checks presence "
         "with a `stat`.",
-        f"**`create_branch` vs `create_tag`** ({fmt_x(ratio(ops['create_branch'], ops['create_tag']))}): a tag creates "
-        f"one object — FileIO: {io_line(io['create_tag'])} — after reading the latest version three times (`create_tag` "
+        f"**`create_branch` vs `create_tag`** ({fmt_x(ratio(ops['create_branch'], ops['create_tag']))}): both create "
+        f"one object. A tag — FileIO: {io_line(io['create_tag'])} — reads the latest version three times (`create_tag` "
         "calls `log.latest()`, `TagStore.create` → `check_writable` calls it again, and `is_live` loads the version "
-        "once more). A branch creates two on the caller's thread, the record `branches/<name>.json` and "
-        "the base slot `branch_logs/<id>/versions/<v>.json` in directories that do not exist yet (obstore's first "
-        "create fails, it makes them and retries), then writes the branch log's hint in the background — FileIO: "
-        f"{io_line(io['create_branch'])}. File-system calls per call: tag {fs_text(sc.get('create_tag')) if strace else 'n/a'}; "
-        f"branch {fs_text(sc.get('create_branch')) if strace else 'n/a'}. cProfile: obstore's put is "
-        f"{bucket(br, obst):.0f} of {br['profiled_us_per_op']:.0f} µs of a branch, {bucket(tag, obst):.0f} of "
-        f"{tag['profiled_us_per_op']:.0f} µs of a tag; JSON {bucket(br, 'JSON'):.0f} vs {bucket(tag, 'JSON'):.0f} µs "
-        "(the record embeds a copy of the base version, and the slot and the hint are that copy again: "
-        f"{step(br, 'branches.py:base_copy')}). "
-        "The bottleneck is the second object and its new directories: a branch whose log starts at its first commit "
-        "(the base read from the record — `BranchStore.latest` already rebuilds a missing base slot from it) would "
-        "create one file, like a tag.",
+        "once more). A branch writes its record `branches/<name>.json` alone (its base slot reads as the record's "
+        f"copy until written) — FileIO: {io_line(io['create_branch'])}. File-system calls per call: tag "
+        f"{fs_text(sc.get('create_tag')) if strace else 'n/a'}; branch {fs_text(sc.get('create_branch')) if strace else 'n/a'}. "
+        f"cProfile: obstore's put is {bucket(br, obst):.0f} of {br['profiled_us_per_op']:.0f} µs of a branch, "
+        f"{bucket(tag, obst):.0f} of {tag['profiled_us_per_op']:.0f} µs of a tag; JSON {bucket(br, 'JSON'):.0f} vs "
+        f"{bucket(tag, 'JSON'):.0f} µs (the record embeds a copy of the base version).",
         f"**`publish`, fast-forward, vs `create_tag`** ({fmt_x(ratio(ops['publish_ff'], ops['create_tag']))}): the "
-        "commit itself is one version file (`put_if_absent versions/<v>.json`), but around it `publish` creates and "
-        "deletes a guard tag (`TagStore.guard`: `put_new tags/publish-guard.<g>.json`, a check that no branch has its "
-        "name, the head re-read for `is_live`; `drop_guard`: an unlink), and resolves the branch twice (`Table.branch` "
-        "reads the record, the branch log's hint, its head and probes past it; the guard's `check_writable` reads "
-        f"the hint and head again) — FileIO: {io_line(io['publish_ff'])}. Files created per call: "
-        f"{creates('publish_ff')} vs the tag's {creates('create_tag')}. cProfile per call: "
-        f"{step(ff, 'tags.py:guard')}, {step(ff, 'tags.py:drop_guard')}, {step(ff, 'table.py:branch')}, the commit "
+        "commit is one version file (`put_if_absent versions/<v>.json`, the branch head's content as it is); around it "
+        "`publish` reads the branch's record and finds the branch's head as any reader finds a latest version (the "
+        "hint, the version, the freed-slot check, a probe past it), and the committer checks main's freed-slot record "
+        f"after the put — FileIO: {io_line(io['publish_ff'])}. Files created per call: {creates('publish_ff')} vs the "
+        f"tag's {creates('create_tag')}. cProfile per call: {step(ff, 'table.py:branch')}, the commit "
         f"{step(ff, 'committer.py:commit')}; obstore's put {bucket(ff, obst):.0f} µs, reads and stats "
-        f"{bucket(ff, 'local reads'):.0f} µs, JSON {bucket(ff, 'JSON'):.0f} µs. The guard alone is a tag create, so "
-        "with it a publish costs at least a tag create plus a commit; ≤ 1.0× needs the head's files held without a "
-        "file of their own (e.g. expiry and `delete_branch` treating a branch's head as live until a publish that "
-        "started before them has landed or failed).",
+        f"{bucket(ff, 'local reads'):.0f} µs, JSON {bucket(ff, 'JSON'):.0f} µs; split: {split_text(ff, 6)}. Both "
+        "make one object and a handful of small reads; what a publish adds is Lamina's own Python around its commit "
+        "(the transaction, the operation applied to main's latest, the version manifest built and encoded) and the "
+        "record's parse.",
     ]
     rp, ap = prof["publish_rebase"], prof["append"]
     out.append(
-        f"**`publish` with rebase vs an append** ({fmt_x(ratio(reb['publish_rebase'], reb['append']))}): the file "
-        f"system does the same for both — files created: rebase {creates('publish_rebase')} (guard, manifest, "
-        f"version, hint), append {creates('append')} (data file, manifest, version, hint) — but the rebase reads "
-        f"manifests ({opens('publish_rebase')} files opened vs {opens('append')}) and diffs them, on top of the fast-forward's guard "
-        "and branch look-ups. cProfile per publish (cumulative): "
+        f"**`publish` with rebase vs an append** ({fmt_x(ratio(reb['publish_rebase'], reb['append']))}): files "
+        f"created: rebase {creates('publish_rebase')} (manifest, version, hint), append {creates('append')} (data file, "
+        f"manifest, version, hint); the rebase reads manifests ({opens('publish_rebase')} files opened vs "
+        f"{opens('append')}) and diffs them. cProfile per publish (cumulative): "
         + ", ".join(step(rp, n) for n in ("publish.py:_rebase", "changes.py:changed_entries", "base.py:live_entries",
                                           "tree.py:live_data_entries", "files.py:read_manifests",
-                                          "committer.py:_apply_tree", "tags.py:guard", "tags.py:drop_guard",
-                                          "table.py:branch"))
+                                          "committer.py:_apply_tree", "table.py:branch"))
         + ". `changed_entries` reads the root manifests of the branch's base and head (and the leaves that differ); "
-        "`live_entries` reads every live entry of main (all its leaf manifests: the cost grows with the table, "
-        f"not with the {cfg.main_commits} commits) to check that files the branch removed are still there — it runs even when the "
-        "branch removed none, as here, and its result is then unused; `live_data_entries` reads the head's manifests "
-        "again for the added file's full entry. Manifests are read on a thread pool: "
+        "main's live entries are read only when the branch removed or rewrote files (not here); `live_data_entries` "
+        "reads the head's manifests again for the added file's full entry. Manifests are read on a thread pool: "
         f"{rp['pool_submits_per_op']:.0f} submits per publish costing {rp['pool_submit_us_per_op']:.0f} µs of "
         "handoff (under load the woken worker competes for the GIL), "
         f"{rp['pyarrow_compute_calls_per_op']:.0f} pyarrow.compute calls (an append makes "
         f"{ap['pyarrow_compute_calls_per_op']:.0f}). Split of the profiled time: {split_text(rp, 6)}; an append's: "
         f"{split_text(ap, 6)}. FileIO on the caller's thread: {io_line(io['publish_rebase'], False)}. The "
-        "bottleneck is reading and diffing manifests in Python (three trees, small Parquet files through a thread "
-        "pool) plus the guard; the first lever is not reading main's live entries when the branch removed nothing.")
+        "bottleneck is reading and diffing manifests in Python (two trees, small Parquet files through a thread "
+        "pool) where an append only encodes its own.")
     aa = prof["append_vs_lance"]
     out.append(
         f"**Against Lance** ({fmt_x(ratio(lam['total'], lan['total']))} of Lance's time; target ≤ {LANCE_TARGET}×): "

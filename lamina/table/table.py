@@ -22,7 +22,7 @@ from lamina.commit.coordinator import CommitCoordinator
 from lamina.data.inflight import new_write_id
 from lamina.data.scan import Scan, ScanPlan
 from lamina.errors import (
-    AlreadyExists, BranchNotFound, InvalidArgument, InvalidBranchName, TableAlreadyExists, TableNotFound,
+    AlreadyExists, BranchNotFound, CommitConflict, InvalidArgument, InvalidBranchName, TableAlreadyExists, TableNotFound,
     VersionNotFound,
 )
 from lamina.expr import Expr, bind, to_expr
@@ -584,7 +584,10 @@ class Table:
         record = src.branch_record
         assert record is not None
         head = src.metadata
-        if head.commit_id == record.base.commit_id:
+        if head.commit_id == record.base.commit_id:  # no commit on the branch: nothing to publish
+            if expected_version is not None and dst.refresh().version != expected_version:
+                raise CommitConflict(f"not publishing branch {branch!r}: {into!r} is at version {dst.version}, "
+                                     f"not {expected_version} as expected. Nothing was committed")
             return None
         # The publish reads the branch's head as a reader does: expiry and a deletion of the
         # branch free nothing it needs for the reader grace (docs/branches.md).
