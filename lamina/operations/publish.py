@@ -127,10 +127,11 @@ class PublishBranch(Operation):
                 )
             setattr(change, attr, mine)
         gone, new = changed_entries(base.io, since, self.head)
-        # A target that took files from elsewhere than its own writes (a publish, a rollback
-        # re-adding files) may hold files the branch added (its changes reached it another
-        # way): adding them again would make one file live twice.
-        shared = target.last_readd_version is not None or any(k.startswith(PUBLISHED_KEY) for k in target.app_transactions)
+        # When the target or the branch took files from elsewhere than its own writes (a
+        # publish, a rollback re-adding files), a file the branch added may be live in the
+        # target already (the same change reached both): adding it again would make one file
+        # live twice.
+        shared = _received(target) or _received(self.head)
         if not (gone.num_rows or (shared and new.num_rows)):
             have = hkeys = None
         else:
@@ -209,6 +210,11 @@ class PublishBranch(Operation):
                 f"{self.into!r} moves (a fast-forward keeps the ids), or re-run the branch's changes on a new branch",
                 clash,
             )
+
+
+def _received(vm: VersionManifest) -> bool:
+    """Whether the version's history took files from another log (a publish) or re-added some."""
+    return vm.last_readd_version is not None or any(k.startswith(PUBLISHED_KEY) for k in vm.app_transactions)
 
 
 def _shown(files: list[str]) -> str:

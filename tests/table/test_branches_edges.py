@@ -204,3 +204,16 @@ def test_orphan_cleanup_from_a_branch_s_handle_never_takes_main_s_versions(tmp_p
     dev.remove_orphans(NOW, allow_short_age=True)
     assert t.log.list_versions() == list(range(t.refresh().version + 1)), "orphan cleanup took a version of main"
     assert ids_of(t.scan(version=stray).to_arrow()) == list(range(stray))
+
+
+def test_a_branch_that_took_the_targets_own_files_does_not_give_them_back_twice(t):
+    """Found by the model: b's file reached dev by a publish; publishing dev into b counted
+    that file among dev's additions since its base, which b holds already."""
+    b, dev = t.create_branch("b"), t.create_branch("dev")
+    b.append(rows(2))
+    t.publish("b", into="dev")
+    with pytest.raises(PublishConflict) as e:
+        t.publish("dev", into="b")
+    assert "already live" in str(e.value) and len(e.value.files) == 1
+    paths = t.branch("b").files().column("path").to_pylist()
+    assert len(paths) == len(set(paths)) == 1 and ids_of(dev.refresh().to_arrow()) == [1, 2]
