@@ -227,22 +227,10 @@ class Committer:
         apps = dict(base.app_transactions)
         if change.app_transactions:
             apps.update(change.app_transactions)
-        vm = base.next(
-            version=base.version + 1,
-            parent_version=base.version,
-            # Monotonic along versions whatever the writer's clock says, so time
-            # travel can binary-search version numbers.
-            timestamp_ms=max(int(time.time() * 1000), base.timestamp_ms + 1),
-            operation=change.operation,
-            summary=summary,
-            schema=changed.schema,
-            partition_spec=changed.partition_spec,
-            partition_specs=changed.partition_specs,
-            sort_order=changed.sort_order,
-            properties=changed.properties,
+        vm = _successor(
+            base, changed, change, commit_id, summary,
             next_row_id=next_row_id,
             root_manifest=result.root_path,
-            commit_id=commit_id,
             app_transactions=apps,
             last_readd_version=base.version + 1 if change.readds else base.last_readd_version,
             # Tables created before freed-slot records gain the feature with their next commit.
@@ -260,20 +248,10 @@ class Committer:
         assert tree is not None
         summary = {k: v for k, v in tree.summary.items() if k in ("total-files", "total-records")}
         summary.update(change.summary)
-        return base.next(
-            version=base.version + 1,
-            parent_version=base.version,
-            timestamp_ms=max(int(time.time() * 1000), base.timestamp_ms + 1),
-            operation=change.operation,
-            summary=summary,
-            schema=tree.schema,
-            partition_spec=tree.partition_spec,
-            partition_specs=tree.partition_specs,
-            sort_order=tree.sort_order,
-            properties=tree.properties,
+        return _successor(
+            base, tree, change, commit_id, summary,
             next_row_id=tree.next_row_id,
             root_manifest=tree.root_manifest,
-            commit_id=commit_id,
             app_transactions={**base.app_transactions, **tree.app_transactions, **(change.app_transactions or {})},
             last_readd_version=base.version + 1,
             reader_features=tree.reader_features,
@@ -335,6 +313,29 @@ class Committer:
             self.log.io.delete(self.log.version_path(vm.version))
         except StorageError as e:
             log.warning("could not withdraw version file %d: %s", vm.version, e)
+
+
+def _successor(
+    base: VersionManifest, content: VersionManifest, change: Change, commit_id: str, summary: dict, **fields: object,
+) -> VersionManifest:
+    """Version ``base.version + 1`` made by ``change``, with ``content``'s schema, partition
+    specs, sort order and properties, and ``fields``."""
+    return base.next(
+        version=base.version + 1,
+        parent_version=base.version,
+        # Monotonic along versions whatever the writer's clock says, so time
+        # travel can binary-search version numbers.
+        timestamp_ms=max(int(time.time() * 1000), base.timestamp_ms + 1),
+        operation=change.operation,
+        summary=summary,
+        schema=content.schema,
+        partition_spec=content.partition_spec,
+        partition_specs=content.partition_specs,
+        sort_order=content.sort_order,
+        properties=content.properties,
+        commit_id=commit_id,
+        **fields,
+    )
 
 
 _LOST = object()

@@ -46,3 +46,21 @@ def referenced(t: lamina.Table) -> set[str]:
         out.update(p for p in files.column("dv_path").to_pylist() if p is not None)
         out.update(t.manifests(**at).column("path").to_pylist())
     return out
+
+
+def stored_files(root: str) -> set[str]:
+    """The files expiry and orphan cleanup may delete: data files, deletion vectors, manifests."""
+    out = set()
+    for d, _, fs in os.walk(root):
+        for f in fs:
+            rel = os.path.relpath(os.path.join(d, f), root)
+            if rel.startswith("data/") or rel.startswith("_lamina/manifests/"):
+                out.add(rel)
+    return out
+
+
+def referenced_by(t: lamina.Table, **at) -> set[str]:
+    """The data, DV and manifest files of one version (``at``: version=, tag=) by its system tables."""
+    f = t.system_table("files", **at)
+    files = f.column("path").to_pylist() + [p for p in f.column("dv_path").to_pylist() if p]
+    return set(files) | set(t.system_table("manifests", **at).column("path").to_pylist())

@@ -32,12 +32,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import lamina
+
 from lamina.commit import flush_hints
 from lamina.errors import (
     BranchAlreadyExists, BranchNotFound, CommitConflict, PublishConflict, TagAlreadyExists, TagNotFound,
 )
 from lamina.maintenance import fsck
 from lamina.maintenance.reachability import paths_of
+from support.files import referenced_by, stored_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("grp", pa.int64(), False)])
 PROPS = {
@@ -54,22 +56,6 @@ Rows = list[tuple[int, int]]
 
 def _rows(t: pa.Table) -> Rows:
     return sorted(zip(t.column("id").to_pylist(), t.column("grp").to_pylist()))
-
-
-def stored_files(root: str) -> set[str]:
-    out = set()
-    for d, _, fs in os.walk(root):
-        for f in fs:
-            rel = os.path.relpath(os.path.join(d, f), root)
-            if rel.startswith("data/") or rel.startswith("_lamina/manifests/"):
-                out.add(rel)
-    return out
-
-
-def referenced_by(t: lamina.Table, **at) -> set[str]:
-    f = t.system_table("files", **at)
-    files = f.column("path").to_pylist() + [p for p in f.column("dv_path").to_pylist() if p]
-    return set(files) | set(t.system_table("manifests", **at).column("path").to_pylist())
 
 
 @dataclass
