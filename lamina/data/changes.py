@@ -65,10 +65,13 @@ def _live_data(t: pa.Table) -> pa.Table:
     return t.filter(keep)
 
 
-def changed_entries(io: FileIO, older: VersionManifest, newer: VersionManifest) -> tuple[pa.Table, pa.Table]:
+def changed_entries(
+    io: FileIO, older: VersionManifest, newer: VersionManifest, full: bool = False,
+) -> tuple[pa.Table, pa.Table]:
     """(entries live in ``older`` but not in ``newer``, entries live in ``newer`` but not in
-    ``older``), keyed by file and deletion vector; only manifests that differ are read."""
-    schema = _entry_schema(newer)
+    ``older``), keyed by file and deletion vector; only manifests that differ are read.
+    ``full``: every manifest column of ``newer`` (statistics too), not only the entry's own."""
+    schema = manifest_schema_of(newer) if full else _entry_schema(newer)
     roots = [load_root(io, vm.root_manifest, manifest_schema_of(vm)) for vm in (older, newer)]
     leaves = [set(r.filter(pc.equal(r.column("content"), C.LEAF)).column("path").to_pylist()) for r in roots]
     sides = []

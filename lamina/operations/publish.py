@@ -35,7 +35,6 @@ from lamina.data.changes import changed_entries
 from lamina.data.deletes import file_key_array
 from lamina.errors import CommitConflict, PublishConflict, VersionNotFound
 from lamina.manifest.entries import conform, fill_constant, manifest_schema_of
-from lamina.manifest.tree import live_data_entries
 from lamina.spec.features import BRANCHES
 from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, ROW_ID, has_lineage
 from lamina.spec.version import VersionManifest
@@ -126,7 +125,7 @@ class PublishBranch(Operation):
                     f"{self.into!r} first, or publish before changing it there"
                 )
             setattr(change, attr, mine)
-        gone, new = changed_entries(base.io, since, self.head)
+        gone, new = changed_entries(base.io, since, self.head, full=True)
         # When the target or the branch took files from elsewhere than its own writes (a
         # publish, a rollback re-adding files), a file the branch added may be live in the
         # target already (the same change reached both): adding it again would make one file
@@ -163,10 +162,7 @@ class PublishBranch(Operation):
         meta = target.next(schema=change.schema or target.schema, partition_spec=change.partition_spec or target.partition_spec)
         mschema = manifest_schema_of(meta)
         if new.num_rows:
-            # changed_entries keeps a few columns: the full entries (statistics) from the head
-            full = live_data_entries(base.io, self.head.root_manifest, manifest_schema_of(self.head))
-            full = full.filter(pc.is_in(file_key_array(full), value_set=file_key_array(new)))
-            added = conform(full, mschema)
+            added = conform(new, mschema)
             if has_lineage(target) and FIRST_ROW_ID in mschema.names:
                 # Files new on the branch get fresh ids from the target's counter (the
                 # committer assigns them); a data file given a new DV keeps its rows' ids.
