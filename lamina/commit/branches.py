@@ -211,10 +211,6 @@ class BranchStore:
                 f"{name!r} is a tag of {self.io.uri}; a branch may not share a tag's name (reads by name would be ambiguous)"
             )
 
-    def put(self, record: BranchRecord) -> None:
-        """Overwrite a record (its retention)."""
-        self.io.put(branch_path(record.name), record.to_json())
-
     def rename(self, name: str, new_name: str) -> BranchRecord:
         """The same branch (same log) under ``new_name``: the new record first, then the old one
         goes. Writers holding the branch by its old name keep committing to it."""
@@ -266,10 +262,3 @@ class BranchStore:
     def mark_freed(self, record: BranchRecord) -> None:
         """Note on a deleted branch's marker that its files were freed (later expiries skip it)."""
         self.io.put(deleted_marker(record.branch_id), json.dumps({"freed": True, "name": record.name}).encode())
-
-
-def all_branch_logs(io: FileIO) -> list[BranchLog]:
-    """The log of every branch of the table (main excepted); damaged records raise."""
-    store = BranchStore(io)
-    return [store.log(r) for r in store.list()]
-
