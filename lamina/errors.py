@@ -126,7 +126,12 @@ class InvalidArgument(LaminaError, ValueError):
 
 
 class CommitConflict(LaminaError):
-    """A concurrent commit changed what this one depends on, and retries did not resolve it."""
+    """A concurrent commit changed what this one depends on, and retries did not resolve it.
+    ``files``: the data files that clash, when the conflict is about files."""
+
+    def __init__(self, message: str, files: "list[str] | None" = None) -> None:
+        super().__init__(message)
+        self.files = list(files or [])
 
 
 class CommitRetriesExhausted(CommitConflict):
@@ -136,10 +141,6 @@ class CommitRetriesExhausted(CommitConflict):
 class PublishConflict(CommitConflict):
     """A branch's changes clash with what was committed to the target since the branch was
     made: the files it rewrote were changed there too. ``files`` names them."""
-
-    def __init__(self, message: str, files: "list[str] | None" = None) -> None:
-        super().__init__(message)
-        self.files = list(files or [])
 
 
 class TransactionAlreadyCommitted(LaminaError):
@@ -209,3 +210,18 @@ class TableInUse(CatalogError):
 
 class CatalogManaged(UnsupportedFeature):
     """A catalog-managed table was written by path; its commits must go through its catalog."""
+
+
+class CatalogTransactionConflict(CommitConflict, CatalogError):
+    """A catalog transaction clashed with a concurrent commit on one of its tables and could
+    not be re-applied: ``table`` names the table, ``files`` the data files that clash.
+    Nothing was committed to any table."""
+
+    def __init__(self, message: str, table: str, files: "list[str] | None" = None) -> None:
+        super().__init__(message, files)
+        self.table = table
+
+
+class TransactionsUnsupported(CatalogError):
+    """This catalog cannot commit several tables atomically (the directory catalog has no
+    multi-row compare-and-swap): use a SQL catalog (SQLite or PostgreSQL)."""

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
 
-from lamina.errors import InvalidIdentifier, TableOffline
+from lamina.errors import InvalidIdentifier, TableOffline, TransactionsUnsupported
 from lamina.table.table import Table
 
 # Names become directory names and SQL parameters: letters, digits, '_' and '-' only,
@@ -131,6 +131,21 @@ class Catalog(ABC):
 
     @abstractmethod
     def is_online(self, identifier: Any) -> bool: ...
+
+    def transaction(self, *, commit_options: Any = None) -> Any:
+        """Several tables' changes committed at once (SQL catalogs; see lamina.catalog.transaction)."""
+        raise TransactionsUnsupported(
+            f"catalog {self.uri} cannot commit several tables atomically: it has no multi-row compare-and-swap "
+            "(each table commits by put-if-absent on its own files). Use a SQL catalog: "
+            "lamina.load_catalog('sqlite:///warehouse/catalog.db') or a postgresql:// one. Nothing was changed."
+        )
+
+    def snapshot(self, at: Any = None) -> Any:
+        """Every table at one catalog state (SQL catalogs; see lamina.catalog.transaction)."""
+        raise TransactionsUnsupported(
+            f"catalog {self.uri} cannot pin several tables at one state: it records no catalog-wide state. "
+            "Use a SQL catalog (sqlite:// or postgresql://), or read each table at a version or tag."
+        )
 
     def reopen_uri(self) -> tuple[str, str | None]:
         """(URI without the password, password or None): enough for another process to

@@ -145,22 +145,29 @@ class SqlCoordinator(CommitCoordinator):
         """Make sure the row's version is published under its final name (recovery)."""
         if self.log.exists(row.version):
             return
+        if row.version == 1 and row.commit_id and not self.log.exists(0):
+            # A table created by a catalog transaction together with its first changes: its
+            # version 0 was staged under the same commit id, and is published first.
+            self._complete_staged(0, pending_path(0, row.commit_id), row.commit_id)
         if not row.pending_path:
             raise CorruptMetadata(f"table {self.identifier}: version {row.version} is in the catalog but not at {self.io.uri}")
+        self._complete_staged(row.version, row.pending_path, row.commit_id)
+
+    def _complete_staged(self, version: int, staged: str, commit_id: str | None) -> None:
         try:
-            data = self.io.get(row.pending_path)
+            data = self.io.get(staged)
         except NotFound:
-            if self.log.exists(row.version):  # its writer published and cleaned up meanwhile
+            if self.log.exists(version):  # its writer published and cleaned up meanwhile
                 return
             raise CorruptMetadata(
-                f"table {self.identifier}: the catalog says version {row.version} is staged at "
-                f"{row.pending_path}, but neither it nor the final version file exists at {self.io.uri}"
+                f"table {self.identifier}: the catalog says version {version} is staged at "
+                f"{staged}, but neither it nor the final version file exists at {self.io.uri}"
             ) from None
-        vm = VersionManifest.from_json(data, row.pending_path)
-        if vm.version != row.version or (row.commit_id and vm.commit_id != row.commit_id):
-            raise CorruptMetadata(f"table {self.identifier}: {row.pending_path} is not version {row.version}")
-        log.info("completing the publish of version %d of %s (its writer stopped after the swap)", row.version, self.identifier)
-        self._publish_final(row.version, data, vm.commit_id, row.pending_path)
+        vm = VersionManifest.from_json(data, staged)
+        if vm.version != version or (commit_id and vm.commit_id != commit_id):
+            raise CorruptMetadata(f"table {self.identifier}: {staged} is not version {version}")
+        log.info("completing the publish of version %d of %s (its writer stopped after the swap)", version, self.identifier)
+        self._publish_final(version, data, vm.commit_id, staged)
 
     def latest_version(self) -> int:
         """The committed version per the catalog row (authoritative), published if it was not yet."""
@@ -174,8 +181,13 @@ class CatalogVersionLog(VersionLog):
     no probing, and every load completes a pending publish first."""
 
     coordinator: SqlCoordinator | None = None
+    # A table a catalog transaction is creating: its version 0 until the transaction commits
+    # (the changes queued on it are checked against it; lamina.catalog.transaction).
+    unborn: VersionManifest | None = None
 
     def latest(self) -> VersionManifest:
+        if self.unborn is not None:
+            return self.unborn
         if self.coordinator is None:
             return super().latest()
         return self.load(self.coordinator.latest_version())

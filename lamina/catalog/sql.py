@@ -31,6 +31,9 @@ import pyarrow as pa
 from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
 from lamina.commit import Committer, flush_hints
 from lamina.catalog.coordinator import CatalogVersionLog, Row, SqlCoordinator
+from lamina.catalog.transaction import CatalogSnapshot, CatalogTransaction, SnapshotEntry, _Refused
+from lamina.commit import CommitOptions
+from lamina.timeutil import epoch_ms
 from lamina.errors import (
     CatalogError,
     CatalogTableAlreadyExists,
@@ -43,6 +46,7 @@ from lamina.errors import (
     StorageError,
     TableInUse,
     TableNotFound,
+    VersionNotFound,
 )
 from lamina.io import FileIO
 from lamina.spec.features import CATALOG_COMMITS
@@ -70,6 +74,13 @@ SCHEMA_DDL = [
         created_ms BIGINT NOT NULL,
         updated_ms BIGINT NOT NULL,
         UNIQUE (namespace, name)
+    )""",
+    # One row per committed catalog transaction (lamina.catalog.transaction): how an unknown
+    # outcome of its COMMIT is resolved, and the catalog's record of multi-table commits.
+    """CREATE TABLE IF NOT EXISTS lamina_transactions (
+        id VARCHAR(64) PRIMARY KEY,
+        committed_ms BIGINT NOT NULL,
+        tables_json TEXT NOT NULL
     )""",
 ]
 
@@ -534,6 +545,109 @@ class SqlCatalog(Catalog):
         if r is None:
             raise CatalogTableNotFound(f"table {table_id} was dropped from {self.uri}")
         return Row(int(r[0]), r[1], r[2], r[3], bool(r[4]))
+
+
+    # -- multi-table transactions and snapshots (lamina.catalog.transaction) ------------------
+
+    def transaction(self, *, commit_options: CommitOptions | None = None) -> CatalogTransaction:
+        """Changes to several tables committed at once: ``with catalog.transaction() as tx:
+        tx.table("ns.a").append(...); tx.table("ns.b").delete(where=...)``."""
+        return CatalogTransaction(self, commit_options)
+
+    def snapshot(self, at: Any = None) -> CatalogSnapshot:
+        """Every table at one catalog state: the rows as they are now (one read), or with
+        ``at`` (a datetime, ISO string or epoch ms) each table's version as of that time."""
+        taken = _now_ms()
+        with self._db.tx(write=False) as q:
+            rows = q("SELECT id, namespace, name, location, version FROM lamina_tables ORDER BY namespace, name").fetchall()
+        entries = {f"{r[1]}.{r[2]}": SnapshotEntry(f"{r[1]}.{r[2]}", r[0], r[3], int(r[4])) for r in rows}
+        if at is None:
+            return CatalogSnapshot(self, entries, taken)
+        ms = epoch_ms(at, "at")
+        pinned = {}
+        for ident, e in entries.items():
+            coord = self._coordinator(e.uuid, ident, FileIO(e.location, self.storage_options))
+            try:
+                vm = coord.log.load(e.version)
+            except (VersionNotFound, TableNotFound):
+                coord.complete(self._row(e.uuid))  # committed, its publish not done yet
+                vm = coord.log.load(e.version)
+            try:
+                if vm.timestamp_ms > ms:
+                    vm = coord.log.at_timestamp(ms, latest=vm)
+            except VersionNotFound:
+                continue  # created after ``at`` (or its versions before it were expired)
+            pinned[ident] = SnapshotEntry(ident, e.uuid, e.location, vm.version)
+        return CatalogSnapshot(self, pinned, taken, ms)
+
+    @_read
+    def transaction_committed(self, transaction_id: str) -> bool:
+        """Whether the catalog transaction of that id committed (it is recorded in the same
+        SQL transaction as its rows' swaps)."""
+        with self._db.tx(write=False) as q:
+            return q("SELECT 1 FROM lamina_transactions WHERE id = ?", (transaction_id,)).fetchone() is not None
+
+    _transaction_committed = transaction_committed
+
+    def _commit_many(
+        self, tx_id: str,
+        swaps: list[tuple[str, int, VersionManifest, str]],
+        inserts: list[tuple[str, str, str, VersionManifest, str]],
+        drops: list[str],
+        record: Mapping[str, int],
+    ) -> list[tuple[str, Row | None]]:
+        """The commit point of a catalog transaction: every swap, insert and delete in one SQL
+        transaction, or none. Returns the rows that refused (empty: committed)."""
+        refused: list[tuple[str, Row | None]] = []
+        now = _now_ms()
+        try:
+            with self._db.tx() as q:
+                # One lock order for every transaction (PostgreSQL would otherwise deadlock two
+                # transactions that swap the same rows in opposite orders).
+                for table_id, expected, vm, staged in sorted(swaps, key=lambda s: s[0]):
+                    n = q(
+                        "UPDATE lamina_tables SET version = ?, manifest_path = ?, pending_path = ?, commit_id = ?, "
+                        "schema_json = ?, updated_ms = ? WHERE id = ? AND version = ? AND online = 1",
+                        (vm.version, version_path(vm.version), staged, vm.commit_id, json.dumps(vm.schema.to_json()),
+                         now, table_id, expected),
+                    ).rowcount
+                    if n != 1:
+                        refused.append((table_id, None))
+                for table_id, ident, location, vm, staged in inserts:
+                    ns, name = parse_identifier(ident)
+                    self._require_namespace(q, ns)
+                    taken = q("SELECT 1 FROM lamina_tables WHERE (namespace = ? AND name = ?) OR location = ?",
+                              (ns, name, location)).fetchone()
+                    if taken:
+                        refused.append((table_id, None))
+                        continue
+                    q(
+                        "INSERT INTO lamina_tables (id, namespace, name, location, schema_json, online, version, "
+                        "manifest_path, pending_path, commit_id, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
+                        (table_id, ns, name, location, json.dumps(vm.schema.to_json()), vm.version,
+                         version_path(vm.version), staged, vm.commit_id, now, now),
+                    )
+                for table_id in drops:
+                    if q("DELETE FROM lamina_tables WHERE id = ?", (table_id,)).rowcount != 1:
+                        refused.append((table_id, None))
+                if refused:
+                    raise _Refused()
+                q("INSERT INTO lamina_transactions (id, committed_ms, tables_json) VALUES (?, ?, ?)",
+                  (tx_id, now, json.dumps(dict(record), sort_keys=True)))
+        except _Refused:
+            pass
+        except self._db.IntegrityError:
+            # A row inserted concurrently (PostgreSQL checks uniqueness at the insert).
+            return [(table_id, None) for table_id, *_ in inserts] or [(t, None) for t, *_ in swaps]
+        if not refused:
+            return []
+        rows = []
+        for table_id, _ in refused:
+            try:
+                rows.append((table_id, self._row(table_id)))
+            except CatalogTableNotFound:
+                rows.append((table_id, None))
+        return rows
 
 
 def _purge(io: FileIO) -> None:

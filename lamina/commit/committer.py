@@ -199,7 +199,8 @@ class Committer:
         except MissingFiles as e:
             raise CommitConflict(
                 f"{change.operation} conflicts with a concurrent commit: {e}. "
-                "Nothing was committed; re-run the operation on the latest version."
+                "Nothing was committed; re-run the operation on the latest version.",
+                files=e.paths,
             ) from None
         return new_base.next(root_manifest=result.root_path), result
 

@@ -1,0 +1,497 @@
+"""Multi-table transactions and consistent multi-table reads through a SQL catalog.
+
+    with catalog.transaction() as tx:
+        tx.table("shop.orders").append(day)
+        tx.table("shop.staging").delete(where="day = '2026-01-05'")
+        tx.table("shop.daily").merge(summary, on="day").when_matched_update_all().when_not_matched_insert_all().execute()
+
+    snap = catalog.snapshot()                  # every table at one catalog state
+    snap.to_arrow("shop.orders"); snap.to_arrow("shop.daily")
+
+A catalog transaction is one single-table transaction per table (``lamina.table.transaction``:
+each call checks its input and writes its data files at once), committed together:
+
+1. each table's operations are applied to its latest version (the usual per-table conflict
+   rules) and the resulting version manifests are staged under unique names
+   (``_lamina/versions/pending/``), all carrying one timestamp;
+2. **the commit point**: one SQL transaction swaps every table's row from the version its
+   changes were applied to, inserts the rows of tables created and deletes those dropped,
+   and records the transaction's id in ``lamina_transactions``; if any row moved, nothing
+   changes, the tables that moved are re-applied on their newest versions, and the commit
+   is tried again (bounded);
+3. each version is published under its final name (as a single-table catalog commit does
+   after its swap), then its hint.
+
+Catalog readers read the rows, so they see every table of a transaction move or none. A
+crash after 2 leaves rows pointing at staged manifests, which the next load of each table
+publishes (``SqlCoordinator.complete``); maintenance by path keeps what staged versions
+above a table's latest reference. An unknown outcome of 2 (the connection dropped during
+COMMIT) is resolved by looking the transaction's id up in ``lamina_transactions``.
+
+The shared timestamp makes ``catalog.snapshot(at=...)`` atomic too: each table is read as
+of that time, and a transaction's versions are all at or before it, or all after it.
+Path readers of one table see that table's versions in order; a path reader of several
+tables may see one table's new version before another's is published (docs/catalog.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+import pyarrow as pa
+
+from lamina.catalog.base import CatalogTable, TableInfo, parse_identifier
+from lamina.catalog.coordinator import Row, SqlCoordinator
+from lamina.commit import CommitOptions
+from lamina.commit.committer import Committer, step
+from lamina.errors import (
+    CatalogTableAlreadyExists,
+    CatalogTableNotFound,
+    CatalogTransactionConflict,
+    CommitConflict,
+    CommitRetriesExhausted,
+    CommitStateUnknown,
+    CorruptMetadata,
+    InvalidArgument,
+    StorageError,
+    TableNotFound,
+    TableOffline,
+    VersionNotFound,
+)
+from lamina.io import FileIO
+from lamina.spec.features import CATALOG_COMMITS
+from lamina.spec.layout import pending_path
+from lamina.spec.version import VersionManifest
+from lamina.table.transaction import Transaction
+
+if TYPE_CHECKING:
+    from lamina.catalog.sql import SqlCatalog
+    from lamina.table.scan import Scan
+
+log = logging.getLogger(__name__)
+
+
+class TableChanges(Transaction):
+    """One table's part of a catalog transaction: every change of ``Transaction`` (append,
+    overwrite, delete, update, merge, schema/spec/sort-order updates, tags), committed with
+    the catalog transaction, never on its own."""
+
+    def commit(self) -> int | None:
+        raise InvalidArgument(
+            "this table's changes commit with their catalog transaction: leave the `with catalog.transaction()` "
+            "block or call its commit()"
+        )
+
+    def abort(self) -> None:
+        raise InvalidArgument("abort the catalog transaction instead: its tables commit or abort together")
+
+    def __enter__(self) -> "TableChanges":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+@dataclass
+class _Member:
+    """A table the transaction changes, and what the current attempt prepared for it."""
+
+    ident: str
+    table: CatalogTable
+    changes: TableChanges
+    created: VersionManifest | None = None  # version 0 of a table this transaction creates
+    base: VersionManifest | None = None
+    vm: VersionManifest | None = None  # the version this attempt commits (None: no change)
+    staged: list[tuple[VersionManifest, str, bytes]] = field(default_factory=list)  # (version, pending path, bytes)
+
+    @property
+    def coordinator(self) -> SqlCoordinator:
+        return self.table.coordinator  # type: ignore[return-value]
+
+
+class _Refused(Exception):
+    """A row of the transaction was not where the attempt expected it: roll back."""
+
+
+class CatalogTransaction:
+    """Changes to several tables of a SQL catalog, visible to catalog readers all at once or
+    not at all. ``catalog.transaction()`` makes one; see the module's docstring."""
+
+    def __init__(self, catalog: "SqlCatalog", commit_options: CommitOptions | None = None) -> None:
+        self.catalog = catalog
+        self.commit_options = commit_options
+        self.id = uuid.uuid4().hex
+        self.versions: dict[str, int | None] = {}  # after commit: each table's new version (None: unchanged)
+        self._members: dict[str, _Member] = {}
+        self._drops: dict[str, tuple[TableInfo, bool]] = {}
+        self._state = "open"
+
+    @property
+    def state(self) -> str:
+        """open, committed, aborted, or unknown (the outcome could not be told: files are kept)."""
+        return self._state
+
+    # -- what it changes ----------------------------------------------------------------
+
+    def table(self, identifier: Any) -> TableChanges:
+        """The changes to ``identifier`` in this transaction (the same object on every call)."""
+        self._check_open()
+        ident = _ident(identifier)
+        if ident in self._drops:
+            raise InvalidArgument(f"table {ident} is dropped in this transaction; it cannot also be changed")
+        member = self._members.get(ident)
+        if member is None:
+            table = self.catalog.load_table(ident)
+            table.check_writable()  # before the caller writes a data file for nothing
+            member = _Member(ident, table, TableChanges(table, self.commit_options))
+            self._members[ident] = member
+        return member.changes
+
+    def create_table(
+        self,
+        identifier: Any,
+        schema: pa.Schema,
+        partition_by: str | Iterable[str] | None = None,
+        properties: Mapping[str, Any] | None = None,
+        location: str | None = None,
+    ) -> TableChanges:
+        """A table created when the transaction commits (its row is inserted in the same SQL
+        transaction); the changes returned apply to it, in the same commit."""
+        from lamina.table.table import initial_version
+
+        self._check_open()
+        ident = _ident(identifier)
+        if ident in self._members or ident in self._drops:
+            raise InvalidArgument(f"table {ident} is already part of this transaction")
+        cat = self.catalog
+        ns, name = parse_identifier(ident)
+        if not cat.namespace_exists(ns):
+            from lamina.errors import NamespaceNotFound
+
+            raise NamespaceNotFound(f"no namespace {ns!r} in {cat.uri}; create it first (catalog.create_namespace)")
+        if cat.table_exists(ident):
+            raise CatalogTableAlreadyExists(f"table {ident} already exists in {cat.uri}")
+        vm0 = initial_version(schema, partition_by, properties, extra_writer_features=(CATALOG_COMMITS,))
+        io = FileIO(location or cat.default_location(ident), cat.storage_options)
+        if any(m.table.io.uri == io.uri for m in self._members.values()):
+            raise InvalidArgument(f"another table of this transaction lives at {io.uri}")
+        coord = cat._coordinator(vm0.table_uuid, ident, io)
+        try:
+            existing = coord.log.read_slot(0)
+        except StorageError:
+            existing = None
+        if existing is not None:
+            raise CatalogTableAlreadyExists(f"{io.uri} already holds a Lamina table; choose another location")
+        coord.log.unborn = vm0
+        table = CatalogTable(io, coord.log, vm0, coord)._bind_catalog(cat, ident, lambda: True)
+        member = _Member(ident, table, TableChanges(table, self.commit_options), created=vm0)
+        self._members[ident] = member
+        return member.changes
+
+    def drop_table(self, identifier: Any, purge: bool = False) -> None:
+        """Drop ``identifier`` when the transaction commits (``purge``: then delete its files)."""
+        self._check_open()
+        ident = _ident(identifier)
+        if ident in self._members:
+            raise InvalidArgument(f"table {ident} has changes in this transaction; it cannot also be dropped")
+        self._drops[ident] = (self.catalog.table_info(ident), purge)
+
+    # -- the commit ---------------------------------------------------------------------
+
+    def commit(self) -> dict[str, int | None]:
+        """Commit every table's changes at once; each table's new version (None for a table
+        whose changes changed nothing)."""
+        self._check_open()
+        if not self._drops and not any(m.changes._ops or m.changes._tags or m.created for m in self._members.values()):
+            raise InvalidArgument("the catalog transaction has no changes to commit")
+        options = self.commit_options or CommitOptions()
+        try:
+            for m in self._members.values():
+                if m.created is None:
+                    m.table.check_writable()
+            for m in self._members.values():  # nothing may point at a file not yet written
+                for p in m.changes._pending:
+                    p.wait()
+            self._run(options)
+        except CommitStateUnknown:
+            self._state = "unknown"
+            for m in self._members.values():
+                m.changes._state = "unknown"
+            raise
+        except BaseException:
+            self._abort()
+            raise
+        self._finish()
+        return dict(self.versions)
+
+    def _run(self, options: CommitOptions) -> None:
+        deadline = time.monotonic() + options.max_seconds
+        stale = list(self._members.values())  # the members to (re-)apply on their newest version
+        attempt = 0
+        while True:
+            attempt += 1
+            for m in stale:
+                self._prepare(m, fresh=attempt > 1)
+            self._stage()
+            refused = self._sql_commit(options)
+            if refused is None:
+                return
+            self._drop_staged()
+            stale = []
+            for table_id, row in refused:
+                m = next((m for m in self._members.values() if m.table.uuid == table_id), None)
+                self._check_refusal(m, table_id, row)
+                stale.append(m)
+            if attempt >= options.max_attempts or time.monotonic() >= deadline:
+                raise CommitRetriesExhausted(
+                    f"gave up the catalog transaction on {', '.join(self._idents())} after {attempt} attempts: "
+                    f"{', '.join(m.ident for m in stale)} kept changing. Nothing was committed to any table."
+                )
+            cap = min(options.backoff_max_ms, options.backoff_min_ms * 2 ** min(attempt - 1, 16))
+            time.sleep(random.uniform(0, cap) / 1000.0)
+
+    def _prepare(self, m: _Member, fresh: bool) -> None:
+        """Apply ``m``'s operations to its newest version (``fresh``) or the one it holds."""
+        ops = m.changes._ops
+        if m.created is not None:
+            base = m.created
+        elif fresh or any(op.refresh_base for op in ops):
+            base = m.table.log.latest()
+        else:
+            base = m.table.metadata
+        m.base, m.vm = base, None
+        if not ops:
+            return
+        committer = Committer(m.table.log, m.coordinator)
+        try:
+            m.vm = committer._prepare(base, ops, uuid.uuid4().hex)
+        except CommitConflict as e:
+            raise CatalogTransactionConflict(
+                f"table {m.ident}: {e} Nothing was committed to any table of the transaction.",
+                m.ident, e.files,
+            ) from None
+
+    def _stage(self) -> None:
+        """Stamp every version with one timestamp and stage it (version 0 of a created table
+        too, under the commit id of its first version)."""
+        versions = [m.vm for m in self._members.values() if m.vm is not None]
+        stamp = max([int(time.time() * 1000)] + [vm.timestamp_ms for vm in versions])
+        for m in self._members.values():
+            m.staged = []
+            if m.created is not None:
+                commit_id = m.vm.commit_id if m.vm is not None else uuid.uuid4().hex
+                m.created = m.created.next(timestamp_ms=stamp - (1 if m.vm is not None else 0), commit_id=commit_id)
+                if m.vm is not None:
+                    m.vm = m.vm.next(parent_version=0)
+                m.staged.append((m.created, pending_path(0, commit_id), m.created.to_json()))
+            if m.vm is not None:
+                m.vm = m.vm.next(timestamp_ms=stamp)
+                m.staged.append((m.vm, pending_path(m.vm.version, m.vm.commit_id), m.vm.to_json()))
+        staged = [(m, s) for m in self._members.values() for s in m.staged]
+        _parallel([lambda m=m, s=s: m.table.io.put_new(s[1], s[2]) for m, s in staged])
+        step("staged")
+
+    def _sql_commit(self, options: CommitOptions) -> list[tuple[str, Row | None]] | None:
+        """The commit point. None once committed; else the rows that refused it."""
+        swaps = [(m.table.uuid, m.base.version, m.staged[-1][0], m.staged[-1][1])
+                 for m in self._members.values() if m.created is None and m.vm is not None]
+        inserts = [(m.table.uuid, m.ident, m.table.io.uri, m.staged[-1][0], m.staged[-1][1])
+                   for m in self._members.values() if m.created is not None]
+        drops = [info.uuid for info, _ in self._drops.values()]
+        if not swaps and not inserts and not drops:
+            return None  # nothing changed (e.g. deletes that matched no row)
+        record = {m.ident: m.staged[-1][0].version for m in self._members.values() if m.staged}
+        for _ in range(options.resolve_attempts):
+            try:
+                step("before-sql-commit")
+                refused = self.catalog._commit_many(self.id, swaps, inserts, drops, record)
+                step("sql-committed")
+                return refused or None
+            except StorageError as e:
+                log.warning("catalog transaction %s has an unknown outcome (%s); resolving by its id", self.id, e)
+            try:
+                if self.catalog._transaction_committed(self.id):
+                    step("sql-committed")
+                    return None
+            except StorageError as e:
+                log.warning("could not look catalog transaction %s up: %s", self.id, e)
+        raise CommitStateUnknown(
+            f"could not tell whether catalog transaction {self.id} committed ({', '.join(self._idents())}): "
+            f"the catalog kept failing. Look for it with catalog.transaction_committed({self.id!r}) before retrying."
+        )
+
+    def _check_refusal(self, m: _Member | None, table_id: str, row: Row | None) -> None:
+        """Raise unless a re-apply can fix what refused the commit (a row that moved)."""
+        if m is None:  # a table being dropped
+            ident = next(i for i, (info, _) in self._drops.items() if info.uuid == table_id)
+            raise CatalogTableNotFound(f"table {ident} was dropped concurrently; nothing was committed")
+        if m.created is not None:
+            raise CatalogTableAlreadyExists(
+                f"table {m.ident} (or its location {m.table.uri}) was created concurrently; nothing was committed"
+            )
+        if row is None:
+            raise CatalogTableNotFound(f"table {m.ident} was dropped concurrently; nothing was committed")
+        if not row.online:
+            raise TableOffline(f"table {m.ident} went offline; nothing was committed to any table of the transaction")
+        if row.version < m.base.version:
+            raise CorruptMetadata(f"table {m.ident}: the catalog row went back from version {m.base.version} to {row.version}")
+
+    def _finish(self) -> None:
+        """After the commit point: publish every version under its final name, then hints,
+        tags, and purges. A failure here loses nothing (the next load publishes)."""
+        def publish(m: _Member) -> None:
+            for vm, staged, data in m.staged:
+                try:
+                    m.coordinator._publish_final(vm.version, data, vm.commit_id, staged)
+                except (StorageError, CorruptMetadata) as e:
+                    log.warning("version %d of %s is committed but not yet published (%s); its next load publishes it",
+                                vm.version, m.ident, e)
+                    return
+                step("published")
+
+        _parallel([lambda m=m: publish(m) for m in self._members.values() if m.staged])
+        self._state = "committed"
+        for m in self._members.values():
+            vm = m.vm or m.created
+            if m.created is not None:
+                m.table.log.unborn = None
+            if vm is not None and m.staged:
+                m.table.log.write_hint(vm, wait=False)
+                m.table._committed(vm, True)
+            m.changes._state = "committed"
+            m.changes.version = None if m.vm is None else m.vm.version
+            self.versions[m.ident] = m.changes.version if m.created is None else (m.vm or m.created).version
+            if m.changes._tags:
+                m.changes._create_tags(vm if vm is not None else m.table.metadata)
+        for ident, (info, purge) in self._drops.items():
+            if purge:
+                from lamina.catalog.sql import _purge
+
+                _purge(FileIO(info.location, self.catalog.storage_options))
+
+    def abort(self) -> None:
+        """Discard the transaction: nothing is committed, the data files it wrote are deleted."""
+        self._check_open()
+        self._abort()
+
+    def _abort(self) -> None:
+        self._state = "aborted"
+        self._drop_staged()
+        for m in self._members.values():
+            if m.changes._state == "open":
+                Transaction._abort(m.changes)
+
+    def _drop_staged(self) -> None:
+        for m in self._members.values():
+            if m.staged:
+                for _, path, _ in m.staged:
+                    m.coordinator._drop(path)
+                m.staged = []
+
+    def _idents(self) -> list[str]:
+        return [*self._members, *self._drops]
+
+    def _check_open(self) -> None:
+        if self._state != "open":
+            raise InvalidArgument(f"the catalog transaction is {self._state}; start a new one with catalog.transaction()")
+
+    def __enter__(self) -> "CatalogTransaction":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self._state != "open":
+            return
+        if exc_type is not None:
+            self._abort()
+        else:
+            self.commit()
+
+    def __repr__(self) -> str:
+        return f"lamina.CatalogTransaction({self.id!r}, {self._idents()}, {self._state})"
+
+
+def _ident(identifier: Any) -> str:
+    ns, name = parse_identifier(identifier)
+    return f"{ns}.{name}"
+
+
+def _parallel(jobs: list) -> None:
+    """Run independent storage calls (puts of different tables) side by side."""
+    if len(jobs) <= 1:
+        for job in jobs:
+            job()
+        return
+    with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
+        for f in [pool.submit(job) for job in jobs]:
+            f.result()
+
+
+# --- consistent reads ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SnapshotEntry:
+    """One table of a catalog snapshot: where it is and the version the snapshot pins."""
+
+    identifier: str
+    uuid: str
+    location: str
+    version: int
+
+
+class CatalogSnapshot:
+    """Every table of a catalog at one catalog state (``catalog.snapshot()``): a reader of
+    several tables sees each catalog transaction wholly or not at all."""
+
+    def __init__(self, catalog: "SqlCatalog", entries: Mapping[str, SnapshotEntry], taken_ms: int,
+                 at_ms: int | None = None) -> None:
+        self.catalog = catalog
+        self.entries = dict(entries)
+        self.taken_ms = taken_ms
+        self.at_ms = at_ms  # the time it was asked for (snapshot(at=...)), else None
+
+    @property
+    def versions(self) -> dict[str, int]:
+        """Each table's pinned version, by identifier."""
+        return {k: e.version for k, e in self.entries.items()}
+
+    def entry(self, identifier: Any) -> SnapshotEntry:
+        ident = _ident(identifier)
+        try:
+            return self.entries[ident]
+        except KeyError:
+            raise CatalogTableNotFound(
+                f"table {ident} is not in this snapshot of {self.catalog.uri} (created after it, or no such table)"
+            ) from None
+
+    def version_of(self, identifier: Any) -> int:
+        return self.entry(identifier).version
+
+    def load_table(self, identifier: Any) -> CatalogTable:
+        """The table at the snapshot's version (reads see that version; a write from it
+        commits on the newest version, as from any table object)."""
+        e = self.entry(identifier)
+        coord = self.catalog._coordinator(e.uuid, e.identifier, FileIO(e.location, self.catalog.storage_options))
+        log_ = coord.log
+        try:
+            vm = log_.load(e.version)
+        except (VersionNotFound, TableNotFound):
+            coord.complete(self.catalog._row(e.uuid))  # committed, its publish not done yet
+            vm = log_.load(e.version)
+        table = CatalogTable(log_.io, log_, vm, coord)
+        return table._bind_catalog(self.catalog, e.identifier, lambda: self.catalog._online_by_id(e.uuid, e.identifier))
+
+    def scan(self, identifier: Any, **kwargs: Any) -> "Scan":
+        return self.load_table(identifier).scan(**kwargs)
+
+    def to_arrow(self, identifier: Any, **kwargs: Any) -> pa.Table:
+        return self.scan(identifier, **kwargs).to_arrow()
+
+    def __repr__(self) -> str:
+        return f"lamina.CatalogSnapshot({self.catalog.uri!r}, {self.versions})"
