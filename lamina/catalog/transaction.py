@@ -286,7 +286,9 @@ class CatalogTransaction:
             m.staged = []
             if m.created is not None:
                 commit_id = m.vm.commit_id if m.vm is not None else uuid.uuid4().hex
-                m.created = m.created.next(timestamp_ms=stamp - (1 if m.vm is not None else 0), commit_id=commit_id)
+                # Versions 0 and 1 share the stamp too (timestamps need only not decrease along
+                # versions), so a read as of any time sees the table with its rows or not at all.
+                m.created = m.created.next(timestamp_ms=stamp, commit_id=commit_id)
                 if m.vm is not None:
                     m.vm = m.vm.next(parent_version=0)
                 m.staged.append((m.created, pending_path(0, commit_id), m.created.to_json()))
