@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pytest
 
 import lamina
+from lamina.commit import flush_hints
 from lamina.errors import CatalogManaged, TableOffline
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
@@ -50,7 +51,9 @@ def row_version(cat) -> int:
 
 
 def metadata_files(uri: str) -> set[str]:
-    """Every file under the table's _lamina/ (version files, manifests, tags, branch logs)."""
+    """Every file under the table's _lamina/ (version files, manifests, tags, branch logs), once
+    the hints this process queued have landed (a hint mid-write is a temporary file)."""
+    flush_hints()
     root = os.path.join(uri, "_lamina")
     return {os.path.relpath(os.path.join(d, n), root) for d, _, names in os.walk(root) for n in names}
 
