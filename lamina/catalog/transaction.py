@@ -347,6 +347,8 @@ class CatalogTransaction:
     def _finish(self) -> None:
         """After the commit point: publish every version under its final name, then hints,
         tags, and purges. A failure here loses nothing (the next load publishes)."""
+        published: set[str] = set()
+
         def publish(m: _Member) -> None:
             for vm, staged, data in m.staged:
                 try:
@@ -356,6 +358,7 @@ class CatalogTransaction:
                                 vm.version, m.ident, e)
                     return
                 step("published")
+            published.add(m.ident)
 
         _parallel([lambda m=m: publish(m) for m in self._members.values() if m.staged])
         self._state = "committed"
@@ -363,7 +366,9 @@ class CatalogTransaction:
             vm = m.vm or m.created
             if m.created is not None:
                 m.table.log.unborn = None
-            if vm is not None and m.staged:
+            if vm is not None and m.ident in published:
+                # (Unpublished, the table object stays at its base: a commit from it then rebases
+                # through the row, which publishes first; a swap must build on a published version.)
                 m.table.log.write_hint(vm, wait=False)
                 m.table._committed(vm, True)
             m.changes._state = "committed"
