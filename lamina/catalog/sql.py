@@ -378,14 +378,7 @@ class SqlCatalog(Catalog):
                 raise CatalogTableAlreadyExists(f"table {ident} already exists in {self.uri}")
         io = FileIO(location or self._default_location(ns, name), self.storage_options)
         loc = io.uri
-        try:
-            existing = CatalogVersionLog(io).latest()
-        except TableNotFound:
-            existing = None
-        if existing is not None:
-            raise CatalogTableAlreadyExists(
-                f"{loc} already holds a Lamina table (uuid {existing.table_uuid}); choose another location"
-            )
+        check_location_free(io)
         # Version 0 is committed like every version: through the table's coordinator (staged,
         # row inserted -- the commit point --, then published). A crash in between is
         # completed by the next load.
@@ -648,6 +641,18 @@ class SqlCatalog(Catalog):
             except CatalogTableNotFound:
                 rows.append((table_id, None))
         return rows
+
+
+def check_location_free(io: FileIO) -> None:
+    """Refuse a location that holds a Lamina table (any table, at any version: its first
+    versions may be expired) before a new table writes a file there."""
+    try:
+        existing = CatalogVersionLog(io).latest()
+    except TableNotFound:
+        return
+    raise CatalogTableAlreadyExists(
+        f"{io.uri} already holds a Lamina table (uuid {existing.table_uuid}); choose another location"
+    )
 
 
 def _purge(io: FileIO) -> None:

@@ -163,6 +163,7 @@ class CatalogTransaction:
     ) -> TableChanges:
         """A table created when the transaction commits (its row is inserted in the same SQL
         transaction); the changes returned apply to it, in the same commit."""
+        from lamina.catalog.sql import check_location_free
         from lamina.table.table import initial_version
 
         self._check_open()
@@ -181,13 +182,8 @@ class CatalogTransaction:
         io = FileIO(location or cat.default_location(ident), cat.storage_options)
         if any(m.table.io.uri == io.uri for m in self._members.values()):
             raise InvalidArgument(f"another table of this transaction lives at {io.uri}")
+        check_location_free(io)
         coord = cat._coordinator(vm0.table_uuid, ident, io)
-        try:
-            existing = coord.log.read_slot(0)
-        except StorageError:
-            existing = None
-        if existing is not None:
-            raise CatalogTableAlreadyExists(f"{io.uri} already holds a Lamina table; choose another location")
         coord.log.unborn = vm0
         table = CatalogTable(io, coord.log, vm0, coord)._bind_catalog(cat, ident, lambda: True)
         member = _Member(ident, table, TableChanges(table, self.commit_options), created=vm0)

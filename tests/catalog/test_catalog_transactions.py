@@ -713,3 +713,18 @@ def test_maintenance_keeps_what_a_crashed_writers_staged_versions_reference(worl
         by_path.expire_versions(retain_last=1, reader_grace=timedelta(0))
         by_path.remove_orphans(older_than=future, allow_short_age=True)
     world.check()
+
+
+def test_create_at_a_location_whose_first_versions_were_expired_is_refused(world):
+    """A location holds a table whatever versions are left: the check is not of version 0."""
+    c = world.make("ns.c")
+    c.append(rows([100]))
+    c.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    assert c.log.list_versions() == [2]
+    before = world.state()
+    with pytest.raises(CatalogTableAlreadyExists, match="already holds a Lamina table"):
+        with world.cat.transaction() as tx:
+            tx.create_table("ns.z", SCHEMA, location=world.location("ns.c")).append(rows([1]))
+    assert world.state() == before
+    world.oracle.run("INSERT INTO ns__c VALUES (100, 'x')")
+    world.check()
