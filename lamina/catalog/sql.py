@@ -570,6 +570,8 @@ class SqlCatalog(Catalog):
                     vm = coord.log.at_timestamp(ms, latest=vm)
             except VersionNotFound:
                 continue  # created after ``at`` (or its versions before it were expired)
+            if vm.version == 0 and _created_with_changes(coord.log, vm):
+                continue  # a transaction created it with its first changes at once, after ``at``
             pinned[ident] = SnapshotEntry(ident, e.uuid, e.location, vm.version)
         return CatalogSnapshot(self, pinned, taken, ms)
 
@@ -641,6 +643,14 @@ class SqlCatalog(Catalog):
             except CatalogTableNotFound:
                 rows.append((table_id, None))
         return rows
+
+
+def _created_with_changes(log_: CatalogVersionLog, vm0: VersionManifest) -> bool:
+    """Whether version 0 is that of a table a catalog transaction created together with its
+    first changes: staged under the commit id of version 1, and stamped just before it (the
+    table existed for no reader before version 1)."""
+    vm1 = log_.try_load(1)
+    return vm1 is not None and vm1.commit_id == vm0.commit_id
 
 
 def check_location_free(io: FileIO) -> None:

@@ -437,6 +437,7 @@ def test_a_directory_catalog_refuses_transactions_and_snapshots(tmp_path):
     cat = lamina.load_catalog(str(tmp_path / "wh"))
     cat.create_namespace("ns")
     cat.create_table("ns.a", SCHEMA).append(rows([1]))
+    flush_hints()
     listing = sorted(os.walk(tmp_path / "wh"))
     with pytest.raises(TransactionsUnsupported, match="sqlite://"):
         cat.transaction()
