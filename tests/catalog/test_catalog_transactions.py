@@ -729,3 +729,36 @@ def test_create_at_a_location_whose_first_versions_were_expired_is_refused(world
     assert world.state() == before
     world.oracle.run("INSERT INTO ns__c VALUES (100, 'x')")
     world.check()
+
+
+class Interrupt(BaseException):
+    """As KeyboardInterrupt: not an Exception."""
+
+
+@pytest.mark.parametrize("at", ["before-sql-commit", "sql-committed", "published"])
+def test_an_interrupt_during_the_commit_keeps_all_or_nothing(world, step_hook, at):
+    """Before the commit point it aborts (files deleted); after it, nothing may be deleted:
+    the rows point at the staged versions, which the next reader publishes."""
+    world.make("ns.a")
+    world.make("ns.b")
+    before, a_files = world.state(), world.data_files("ns.a")
+
+    def interrupt():
+        raise Interrupt()
+
+    step_hook(once_at(at, interrupt))
+    with pytest.raises(Interrupt):
+        with world.cat.transaction() as tx:
+            tx.table("ns.a").append(rows([100]))
+            tx.table("ns.b").update("id < 5", {"v": "'u'"}, mode="copy-on-write")
+            tx.create_table("ns.new", SCHEMA).append(rows([1]))
+    step_hook(None)
+    if at == "before-sql-commit":
+        assert tx.state == "aborted" and not world.cat.transaction_committed(tx.id)
+        assert world.state()[0] == before[0], "a table moved"
+        assert world.data_files("ns.a") == a_files  # what the calls wrote is gone
+    else:
+        assert tx.state == "committed" and world.cat.transaction_committed(tx.id)
+        world.oracle.run("INSERT INTO ns__a VALUES (100, 'x'); UPDATE ns__b SET v = 'u' WHERE id < 5")
+        world.oracle.create("ns.new", rows([1]))
+    world.check()  # (completes the publish of each version the interrupt left staged)
