@@ -378,14 +378,7 @@ class SqlCatalog(Catalog):
                 raise CatalogTableAlreadyExists(f"table {ident} already exists in {self.uri}")
         io = FileIO(location or self._default_location(ns, name), self.storage_options)
         loc = io.uri
-        try:
-            existing = CatalogVersionLog(io).latest()
-        except TableNotFound:
-            existing = None
-        if existing is not None:
-            raise CatalogTableAlreadyExists(
-                f"{loc} already holds a Lamina table (uuid {existing.table_uuid}); choose another location"
-            )
+        check_location_free(io)
         # Version 0 is committed like every version: through the table's coordinator (staged,
         # row inserted -- the commit point --, then published). A crash in between is
         # completed by the next load.
@@ -577,6 +570,8 @@ class SqlCatalog(Catalog):
                     vm = coord.log.at_timestamp(ms, latest=vm)
             except VersionNotFound:
                 continue  # created after ``at`` (or its versions before it were expired)
+            if vm.version == 0 and _created_with_changes(coord.log, vm):
+                continue  # a transaction created it with its first changes at once, after ``at``
             pinned[ident] = SnapshotEntry(ident, e.uuid, e.location, vm.version)
         return CatalogSnapshot(self, pinned, taken, ms)
 
@@ -648,6 +643,26 @@ class SqlCatalog(Catalog):
             except CatalogTableNotFound:
                 rows.append((table_id, None))
         return rows
+
+
+def _created_with_changes(log_: CatalogVersionLog, vm0: VersionManifest) -> bool:
+    """Whether version 0 is that of a table a catalog transaction created together with its
+    first changes: staged under the commit id of version 1, and stamped just before it (the
+    table existed for no reader before version 1)."""
+    vm1 = log_.try_load(1)
+    return vm1 is not None and vm1.commit_id == vm0.commit_id
+
+
+def check_location_free(io: FileIO) -> None:
+    """Refuse a location that holds a Lamina table (any table, at any version: its first
+    versions may be expired) before a new table writes a file there."""
+    try:
+        existing = CatalogVersionLog(io).latest()
+    except TableNotFound:
+        return
+    raise CatalogTableAlreadyExists(
+        f"{io.uri} already holds a Lamina table (uuid {existing.table_uuid}); choose another location"
+    )
 
 
 def _purge(io: FileIO) -> None:

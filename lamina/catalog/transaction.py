@@ -131,6 +131,7 @@ class CatalogTransaction:
         self._members: dict[str, _Member] = {}
         self._drops: dict[str, tuple[TableInfo, bool]] = {}
         self._state = "open"
+        self._in_doubt = False  # the SQL commit was sent and not refused: it may have committed
 
     @property
     def state(self) -> str:
@@ -163,6 +164,7 @@ class CatalogTransaction:
     ) -> TableChanges:
         """A table created when the transaction commits (its row is inserted in the same SQL
         transaction); the changes returned apply to it, in the same commit."""
+        from lamina.catalog.sql import check_location_free
         from lamina.table.table import initial_version
 
         self._check_open()
@@ -181,13 +183,8 @@ class CatalogTransaction:
         io = FileIO(location or cat.default_location(ident), cat.storage_options)
         if any(m.table.io.uri == io.uri for m in self._members.values()):
             raise InvalidArgument(f"another table of this transaction lives at {io.uri}")
+        check_location_free(io)
         coord = cat._coordinator(vm0.table_uuid, ident, io)
-        try:
-            existing = coord.log.read_slot(0)
-        except StorageError:
-            existing = None
-        if existing is not None:
-            raise CatalogTableAlreadyExists(f"{io.uri} already holds a Lamina table; choose another location")
         coord.log.unborn = vm0
         table = CatalogTable(io, coord.log, vm0, coord)._bind_catalog(cat, ident, lambda: True)
         member = _Member(ident, table, TableChanges(table, self.commit_options), created=vm0)
@@ -225,10 +222,29 @@ class CatalogTransaction:
                 m.changes._state = "unknown"
             raise
         except BaseException:
-            self._abort()
+            if not (self._in_doubt and self._committed_after_all()):
+                self._abort()
             raise
         self._finish()
         return dict(self.versions)
+
+    def _committed_after_all(self) -> bool:
+        """After an error (an interrupt, say) once the SQL commit was sent: whether it
+        committed all the same. Then nothing may be deleted (the rows point at the staged
+        versions and their files; the next load of each table publishes it); nor if that
+        cannot be told."""
+        try:
+            committed = self.catalog._transaction_committed(self.id)
+        except Exception as e:  # noqa: BLE001
+            log.warning("could not tell whether catalog transaction %s committed (%s); its files are kept", self.id, e)
+            committed, state = True, "unknown"
+        else:
+            state = "committed"
+        if committed:
+            self._state = state
+            for m in self._members.values():
+                m.changes._state = state
+        return committed
 
     def _run(self, options: CommitOptions) -> None:
         deadline = time.monotonic() + options.max_seconds
@@ -312,7 +328,9 @@ class CatalogTransaction:
         for _ in range(options.resolve_attempts):
             try:
                 step("before-sql-commit")
+                self._in_doubt = True
                 refused = self.catalog._commit_many(self.id, swaps, inserts, drops, record)
+                self._in_doubt = not refused
                 step("sql-committed")
                 return refused or None
             except StorageError as e:
@@ -347,6 +365,7 @@ class CatalogTransaction:
     def _finish(self) -> None:
         """After the commit point: publish every version under its final name, then hints,
         tags, and purges. A failure here loses nothing (the next load publishes)."""
+        self._state = "committed"  # whatever stops what follows (an interrupt), it is committed
         published: set[str] = set()
 
         def publish(m: _Member) -> None:
@@ -361,7 +380,6 @@ class CatalogTransaction:
             published.add(m.ident)
 
         _parallel([lambda m=m: publish(m) for m in self._members.values() if m.staged])
-        self._state = "committed"
         for m in self._members.values():
             vm = m.vm or m.created
             if m.created is not None:

@@ -31,13 +31,6 @@ APPENDS = 50
 ROWS = 3
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def catalog_uri(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/wh/catalog.db"
-    return request.getfixturevalue("pg_uri")
-
-
 def _rows(t: pa.Table) -> collections.Counter:
     d = t.select(["writer", "seq", "i"]).to_pydict()
     return collections.Counter(zip(d["writer"], d["seq"], d["i"]))
