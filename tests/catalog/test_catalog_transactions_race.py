@@ -29,8 +29,8 @@ procs = pytest.mark.xdist_group("procs")
 TABLES = ("ns.left", "ns.right", "ns.ledger")
 LEFT, RIGHT, LEDGER = TABLES
 KEYS = 8
-MOVERS, MOVES = 4, 5
-READERS, MAX_SNAPSHOTS = 2, 60
+MOVERS, MOVES, ATTEMPTS = 4, 5, 30  # per move: fresh transactions after conflicts
+READERS = 2
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -86,14 +86,17 @@ def _check_tables_whole(cat) -> None:
 @procs
 def test_movers_and_snapshot_readers(catalog_uri, tmp_path):
     cat = _new_catalog(catalog_uri)
-    done = [str(tmp_path / f"done-{w}") for w in range(MOVERS)]
+    pulses = [str(tmp_path / f"pulse-{r}") for r in range(READERS)]
+    for p in pulses:
+        os.mkfifo(p)
     specs = [
         {"mode": "catalog_move", "catalog": catalog_uri, "tables": TABLES, "writer": w, "seed": w, "n": MOVES,
-         "attempts": 30, "keys": list(range(KEYS)), "done": done[w]}
+         "attempts": ATTEMPTS, "keys": list(range(KEYS)), "pulse": pulses}
         for w in range(MOVERS)
     ] + [
-        {"mode": "catalog_read", "catalog": catalog_uri, "tables": TABLES, "until": done, "max_snapshots": MAX_SNAPSHOTS}
-        for _ in range(READERS)
+        {"mode": "catalog_read", "catalog": catalog_uri, "tables": TABLES, "pulse": p,
+         "max_snapshots": MOVERS * MOVES * ATTEMPTS + 1}
+        for p in pulses
     ]
     results = workers.spawn_workers(specs, str(tmp_path), timeout=150)
     acked = [m for r in results[:MOVERS] for m in r["acked"]]
@@ -154,12 +157,12 @@ def test_sigkill_at_each_commit_step(catalog_uri, tmp_path, at, committed):
     })
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     tx_id = marker.read_text()
-    created = os.path.join(os.path.dirname(cat.table_info(LEFT).location), "created")
 
     # Orphan cleanup by path, before any catalog reader completed a publish: it must spare
-    # what the staged versions reference.
-    for loc in [cat.table_info(i).location for i in TABLES] + ([created] if committed else []):
-        lamina.open_table(loc).remove_orphans(older_than=0, allow_short_age=True)
+    # what the staged versions reference. (The table created has no version a path reader
+    # can open until then.)
+    for i in TABLES:
+        lamina.open_table(cat.table_info(i).location).remove_orphans(older_than=0, allow_short_age=True)
 
     cat = lamina.load_catalog(catalog_uri)  # reopened
     assert cat.transaction_committed(tx_id) is committed

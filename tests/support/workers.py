@@ -365,8 +365,9 @@ def _catalog_move(spec: dict[str, Any]) -> dict[str, Any]:
     """``n`` moves of a random key (``keys``, shared with the other movers) between the tables
     ``left`` and ``right``, one catalog transaction each; a transaction refused by a conflict is
     replaced by a fresh one (at most ``attempts`` per move). The key's table is read through the
-    transaction's own tables (the versions its changes apply to). Reports the acknowledged moves
-    as ``[tx id, k, src, dst]`` and the number of fresh starts; creates ``done`` at the end."""
+    transaction's own tables (the versions its changes apply to). After each commit it writes a
+    byte to every FIFO of ``pulse`` (the readers'), closed at its end. Reports the acknowledged
+    moves as ``[tx id, k, src, dst]`` and the number of fresh starts."""
     import random
 
     import lamina
@@ -375,6 +376,7 @@ def _catalog_move(spec: dict[str, Any]) -> dict[str, Any]:
     cat = lamina.load_catalog(spec["catalog"])
     left, right, ledger = spec["tables"]
     rng = random.Random(spec["seed"])
+    pulses = [open(p, "wb", buffering=0) for p in spec["pulse"]]  # blocks until each reader opened its end
     _barrier()
     acked, restarts = [], 0
     for seq in range(spec["n"]):
@@ -397,24 +399,29 @@ def _catalog_move(spec: dict[str, Any]) -> dict[str, Any]:
             except (CatalogTransactionConflict, CommitRetriesExhausted):
                 restarts += 1
                 continue
+            finally:
+                for f in pulses:
+                    f.write(b".")
             acked.append([tx.id, k, src, dst])
             break
-    with open(spec["done"], "w"):
-        pass
+    for f in pulses:
+        f.close()
     return {"acked": acked, "restarts": restarts}
 
 
 def _catalog_read(spec: dict[str, Any]) -> dict[str, Any]:
-    """Catalog snapshots, each table of ``tables`` read at the snapshot's versions, until every
-    file of ``until`` exists (then once more) or ``max_snapshots``. Reports per snapshot its
-    versions, each table's ``k`` column and the ledger's ``tx`` column."""
+    """Catalog snapshots, each table of ``tables`` read at the snapshot's versions: one each time
+    movers committed (paced by the FIFO ``pulse``, no polling), and a last one once every mover
+    closed it; at most ``max_snapshots``. Reports per snapshot its versions, each table's ``k``
+    column and the ledger's ``tx`` column."""
     import lamina
 
     cat = lamina.load_catalog(spec["catalog"])
+    pulse = os.open(spec["pulse"], os.O_RDONLY)  # blocks until a mover opened its end
     _barrier()
     out = []
     for _ in range(spec["max_snapshots"]):
-        last = _stopped(spec)  # the snapshot taken after this saw every mover's last commit
+        last = not os.read(pulse, 4096)  # end of file: every mover is done, this snapshot sees all
         snap = cat.snapshot()
         read = {t: snap.to_arrow(t) for t in spec["tables"]}
         out.append({
@@ -431,6 +438,8 @@ def _catalog_crash(spec: dict[str, Any]) -> dict[str, Any]:
     """One catalog transaction -- the move of key ``k`` from ``left`` to ``right`` with its
     ledger row, and table ``create`` created with ``k`` in it -- SIGKILLed at commit step
     ``at`` (after writing the transaction's id to ``marker``)."""
+    import threading
+
     import lamina
     import lamina.commit.committer as committer
 
@@ -440,9 +449,12 @@ def _catalog_crash(spec: dict[str, Any]) -> dict[str, Any]:
     queue_move(tx, spec["k"], left, right, ledger, 0, 0)
     tx.create_table(spec["create"], move_rows([]).schema).append(move_rows([spec["k"]]))
 
+    dying = threading.Lock()  # "published" comes from one thread per table: die once
+
     def hook(step: str) -> None:
         if step == spec["at"]:
-            _die(spec["marker"], tx.id)
+            with dying:
+                _die(spec["marker"], tx.id)
 
     committer._step_hook = hook
     tx.commit()
