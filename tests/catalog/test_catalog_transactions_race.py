@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import os
 import signal
+import socket
 import time
 
 import pytest
@@ -254,14 +255,19 @@ def test_postgres_session_terminated_between_swaps_and_commit(pg_uri, monkeypatc
     _after_one_move(pg_uri, before)
 
 
-@pytest.mark.parametrize("when", ["while-committing", "commit-sent"])
-def test_postgres_session_terminated_during_commit(pg_uri, monkeypatch, when):
-    """The session ends during the SQL COMMIT: a deferred trigger on lamina_transactions
-    (run by COMMIT) sends a notice, and the writer's notice handler terminates its own
-    session. ``while-committing``: the trigger then waits on a lock the test holds, so the
-    session dies before the commit record (not committed); ``commit-sent``: it does not
-    wait, so the session may die before or after the commit record. Either way the writer
-    resolves the outcome, and a caller retrying only on a raised error commits once."""
+WHEN = ["while-committing", "commit-sent", "answer-lost"]
+
+
+@pytest.mark.parametrize("when", WHEN)
+def test_postgres_session_lost_during_commit(pg_uri, when):
+    """The session is lost during the SQL COMMIT: a deferred trigger on lamina_transactions (run
+    by COMMIT, before its commit record) sends a notice, and the writer's notice handler ends its
+    own session. ``while-committing``: pg_terminate_backend while the trigger waits on a lock the
+    test holds, so the session dies before the commit record (not committed);
+    ``commit-sent``: pg_terminate_backend as the COMMIT goes on, landing before or after the
+    commit record; ``answer-lost``: the writer's end of the connection is shut, so the server
+    commits but the answer never arrives. Either way the writer resolves the outcome, and a
+    caller retrying only on a raised error commits the move once."""
     import psycopg
 
     admin_uri = pg_uri.split("?")[0]
@@ -275,20 +281,23 @@ def test_postgres_session_terminated_during_commit(pg_uri, monkeypatch, when):
           "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION at_commit()")
     with psycopg.connect(admin_uri, autocommit=True) as lock_holder:
         lock_holder.execute("SELECT pg_advisory_lock(18018)")
-        killed = []
+        lost = []
 
         def on_notice(diag) -> None:
-            if diag.message_primary == "committing" and not killed:
-                killed.append(conn.info.backend_pid)
-                if when == "while-committing":
-                    _terminate(admin_uri, killed[0])
-                    lock_holder.execute("SELECT pg_advisory_unlock(18018)")
-                else:
-                    with psycopg.connect(admin_uri, autocommit=True) as admin:
-                        admin.execute("SELECT pg_terminate_backend(%s)", (killed[0],))
+            if diag.message_primary != "committing" or lost:
+                return
+            lost.append(conn.info.backend_pid)
+            if when == "while-committing":
+                _terminate(admin_uri, lost[0])
+                lock_holder.execute("SELECT pg_advisory_unlock(18018)")
+            elif when == "commit-sent":
+                lock_holder.execute("SELECT pg_terminate_backend(%s)", (lost[0],))
+            else:
+                with socket.socket(fileno=os.dup(conn.pgconn.socket)) as s:
+                    s.shutdown(socket.SHUT_RDWR)
 
         conn = cat._db._connect()
         conn.add_notice_handler(on_notice)
         _move_once(cat, 3)
-        assert killed
+        assert lost
     _after_one_move(pg_uri, before)
