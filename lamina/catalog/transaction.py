@@ -18,7 +18,10 @@ each call checks its input and writes its data files at once), committed togethe
    changes were applied to, inserts the rows of tables created and deletes those dropped,
    and records the transaction's id in ``lamina_transactions``; if any row moved, nothing
    changes, the tables that moved are re-applied on their newest versions, and the commit
-   is tried again (bounded);
+   is tried again (bounded). A delete, update or merge is re-applied only if the rows it
+   matched at the version the transaction loaded are still there: a row a concurrent commit
+   deleted or rewrote is a CatalogTransactionConflict (re-applied to fewer rows, a move
+   of a row to another table would land there twice);
 3. each version is published under its final name (as a single-table catalog commit does
    after its swap), then its hint.
 
