@@ -274,7 +274,7 @@ class CatalogTransaction:
             return
         committer = Committer(m.table.log, m.coordinator)
         try:
-            self._check_rows_unchanged(m, base)
+            self._check_rows_unchanged(m, base, ops)
             m.vm = committer._prepare(base, ops, uuid.uuid4().hex)
         except CommitConflict as e:
             raise CatalogTransactionConflict(
@@ -282,8 +282,8 @@ class CatalogTransaction:
                 m.ident, e.files,
             ) from None
 
-    def _check_rows_unchanged(self, m: _Member, base: VersionManifest) -> None:
-        """Raise CommitConflict if a row-level change (delete, update, merge) of ``m`` matches
+    def _check_rows_unchanged(self, m: _Member, base: VersionManifest, ops: list) -> None:
+        """Raise CommitConflict if a row-level change (delete, update, merge) among ``m``'s ``ops`` matches
         rows, at the version the transaction loaded the table at, that a commit since deleted
         or rewrote. Applied to the newest version it would match fewer rows while the other
         tables' changes still commit: a row moved to another table by two transactions would
@@ -292,7 +292,7 @@ class CatalogTransaction:
         if m.created is not None or base.version == read.version:
             return
         io = m.table.io
-        for op in m.changes._ops:
+        for op in ops:
             if isinstance(op, RowDelta):
                 files = op.rows_changed_since(Base(io, read, read.version + 1), Base(io, base, base.version + 1))
                 if files:
