@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
 from lamina.commit import Committer, flush_hints
+from lamina.commit.committer import step
 from lamina.catalog.coordinator import CatalogVersionLog, Row, SqlCoordinator
 from lamina.catalog.transaction import CatalogSnapshot, CatalogTransaction, SnapshotEntry, _Refused
 from lamina.commit import CommitOptions
@@ -627,6 +628,7 @@ class SqlCatalog(Catalog):
                         refused.append((table_id, None))
                 if refused:
                     raise _Refused()
+                step("sql-swapped")  # crash tests: every row changed, not yet recorded nor committed
                 q("INSERT INTO lamina_transactions (id, committed_ms, tables_json) VALUES (?, ?, ?)",
                   (tx_id, now, json.dumps(dict(record), sort_keys=True)))
         except _Refused:

@@ -18,7 +18,10 @@ each call checks its input and writes its data files at once), committed togethe
    changes were applied to, inserts the rows of tables created and deletes those dropped,
    and records the transaction's id in ``lamina_transactions``; if any row moved, nothing
    changes, the tables that moved are re-applied on their newest versions, and the commit
-   is tried again (bounded);
+   is tried again (bounded). A delete, update or merge is re-applied only if the rows it
+   matched at the version the transaction loaded are still there: a row a concurrent commit
+   deleted or rewrote is a CatalogTransactionConflict (re-applied to fewer rows, a move
+   of a row to another table would land there twice);
 3. each version is published under its final name (as a single-table catalog commit does
    after its swap), then its hint.
 
@@ -48,7 +51,7 @@ import pyarrow as pa
 
 from lamina.catalog.base import CatalogTable, TableInfo, parse_identifier
 from lamina.catalog.coordinator import Row, SqlCoordinator
-from lamina.commit import CommitOptions
+from lamina.commit import Base, CommitOptions
 from lamina.commit.committer import Committer, step
 from lamina.errors import (
     CatalogTableAlreadyExists,
@@ -68,6 +71,7 @@ from lamina.io import FileIO
 from lamina.spec.features import CATALOG_COMMITS
 from lamina.spec.layout import pending_path
 from lamina.spec.version import VersionManifest
+from lamina.operations.rowlevel import RowDelta
 from lamina.table.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -286,12 +290,32 @@ class CatalogTransaction:
             return
         committer = Committer(m.table.log, m.coordinator)
         try:
+            self._check_rows_unchanged(m, base, ops)
             m.vm = committer._prepare(base, ops, uuid.uuid4().hex)
         except CommitConflict as e:
             raise CatalogTransactionConflict(
                 f"table {m.ident}: {e} Nothing was committed to any table of the transaction.",
                 m.ident, e.files,
             ) from None
+
+    def _check_rows_unchanged(self, m: _Member, base: VersionManifest, ops: list) -> None:
+        """Raise CommitConflict if a row-level change (delete, update, merge) among ``m``'s ``ops`` matches
+        rows, at the version the transaction loaded the table at, that a commit since deleted
+        or rewrote. Applied to the newest version it would match fewer rows while the other
+        tables' changes still commit: a row moved to another table by two transactions would
+        land there twice. So, as in Delta Lake and DuckLake, the second delete of a row fails."""
+        read = m.table.metadata
+        if m.created is not None or base.version == read.version:
+            return
+        io = m.table.io
+        for op in ops:
+            if isinstance(op, RowDelta):
+                files = op.rows_changed_since(Base(io, read, read.version + 1), Base(io, base, base.version + 1))
+                if files:
+                    raise CommitConflict(
+                        f"its {op.operation} matches rows that a concurrent commit deleted or rewrote "
+                        f"(in {', '.join(files[:3])}{', ...' if len(files) > 3 else ''}).", files=files,
+                    )
 
     def _stage(self) -> None:
         """Stamp every version with one timestamp and stage it (version 0 of a created table

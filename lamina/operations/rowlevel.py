@@ -171,6 +171,29 @@ class RowDelta(Operation):
                 self._outcomes[keys[i]] = o
         return [self._outcomes[k] for k in keys]
 
+    def rows_changed_since(self, read: Base, base: Base) -> list[str]:
+        """The data files holding rows this change matches at ``read`` whose rows a later commit
+        (by ``base``) deleted or rewrote: the file is gone, or its deletion vector now covers
+        one of those rows. Rows of a file only other rows of which were deleted are intact."""
+        cands = read.entries(self.prune)
+        rows = cands.to_pylist()
+        outcomes = self._outcomes_for(read, cands, rows) if rows else []
+        touched = [(e, o) for e, o in zip(rows, outcomes) if len(o.delete)]
+        if not touched:
+            return []
+        now = {e["path"]: e for e in base.entries(self.prune).to_pylist()}
+        changed = [(e, now.get(e["path"])) for e, _ in touched]
+        redeleted = [(e, n) for e, n in changed if n is not None and n["dv_path"] is not None and file_key(n) != file_key(e)]
+        bitmaps = dict(zip(
+            [e["path"] for e, _ in redeleted],
+            read_bitmaps(base.io, [DV(n["dv_path"], n["dv_offset"], n["dv_length"], n["dv_cardinality"]) for _, n in redeleted]),
+        )) if redeleted else {}
+        clash = []
+        for (e, o), (_, n) in zip(touched, changed):
+            if n is None or (e["path"] in bitmaps and bitmaps[e["path"]].intersect(BitMap(o.delete.astype(np.uint32)))):
+                clash.append(e["path"])
+        return clash
+
     # -- apply ----------------------------------------------------------------------------
 
     def apply(self, base: Base) -> Change:

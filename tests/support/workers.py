@@ -333,12 +333,141 @@ def _race_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return {"versions": out}
 
 
+# --- catalog transactions: rows moved between tables, snapshot readers, crashes ---------------
+# Tables ``left`` and ``right`` hold the keys 0..n-1 once between them (``move_rows``), and
+# ``ledger`` one row per move (``ledger_rows``): a key is in ``right`` iff it moved an odd
+# number of times. Each move is one catalog transaction over the three tables.
+
+
+def move_rows(keys: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.table({"k": pa.array(list(keys), pa.int64())})
+
+
+def ledger_rows(tx_id: str, mover: int, seq: int, k: int, src: str) -> Any:
+    import pyarrow as pa
+
+    return pa.table({
+        "tx": pa.array([tx_id]), "mover": pa.array([mover], pa.int32()), "seq": pa.array([seq], pa.int32()),
+        "k": pa.array([k], pa.int64()), "src": pa.array([src]),
+    })
+
+
+def queue_move(tx: Any, k: int, src: str, dst: str, ledger: str, mover: int, seq: int) -> None:
+    """Queue the move of key ``k`` from table ``src`` to ``dst`` (and its ledger row) on ``tx``."""
+    tx.table(src).delete(f"k = {k}")
+    tx.table(dst).append(move_rows([k]))
+    tx.table(ledger).append(ledger_rows(tx.id, mover, seq, k, src))
+
+
+def _catalog_move(spec: dict[str, Any]) -> dict[str, Any]:
+    """``n`` moves of a random key (``keys``, shared with the other movers) between the tables
+    ``left`` and ``right``, one catalog transaction each; a transaction refused by a conflict is
+    replaced by a fresh one (at most ``attempts`` per move). The key's table is read through the
+    transaction's own tables (the versions its changes apply to). After each commit it writes a
+    byte to every FIFO of ``pulse`` (the readers'), closed at its end. Reports the acknowledged
+    moves as ``[tx id, k, src, dst]`` and the number of fresh starts."""
+    import random
+
+    import lamina
+    from lamina.errors import CatalogTransactionConflict, CommitRetriesExhausted
+
+    cat = lamina.load_catalog(spec["catalog"])
+    left, right, ledger = spec["tables"]
+    rng = random.Random(spec["seed"])
+    pulses = [open(p, "wb", buffering=0) for p in spec["pulse"]]  # blocks until each reader opened its end
+    _barrier()
+    acked, restarts = [], 0
+    for seq in range(spec["n"]):
+        for _ in range(spec["attempts"]):
+            k = rng.choice(spec["keys"])
+            tx = cat.transaction()
+            held = [tx.table(t).table.scan(where=f"k = {k}").to_arrow().num_rows for t in (left, right)]
+            if max(held) > 1:
+                sys.exit(f"key {k} is duplicated: held {held} times by {left}, {right}")
+            if sorted(held) != [0, 1]:
+                # Each table is loaded when first named: a move between the two loads shows the
+                # key in neither or both. Not one catalog state: start over.
+                tx.abort()
+                restarts += 1
+                continue
+            src, dst = (left, right) if held[0] else (right, left)
+            queue_move(tx, k, src, dst, ledger, spec["writer"], seq)
+            try:
+                tx.commit()
+            except (CatalogTransactionConflict, CommitRetriesExhausted):
+                restarts += 1
+                continue
+            finally:
+                for f in pulses:
+                    f.write(b".")
+            acked.append([tx.id, k, src, dst])
+            break
+    for f in pulses:
+        f.close()
+    return {"acked": acked, "restarts": restarts}
+
+
+def _catalog_read(spec: dict[str, Any]) -> dict[str, Any]:
+    """Catalog snapshots, each table of ``tables`` read at the snapshot's versions: one each time
+    movers committed (paced by the FIFO ``pulse``, no polling), and a last one once every mover
+    closed it; at most ``max_snapshots``. Reports per snapshot its versions, each table's ``k``
+    column and the ledger's ``tx`` column."""
+    import lamina
+
+    cat = lamina.load_catalog(spec["catalog"])
+    pulse = os.open(spec["pulse"], os.O_RDONLY)  # blocks until a mover opened its end
+    _barrier()
+    out = []
+    for _ in range(spec["max_snapshots"]):
+        last = not os.read(pulse, 4096)  # end of file: every mover is done, this snapshot sees all
+        snap = cat.snapshot()
+        read = {t: snap.to_arrow(t) for t in spec["tables"]}
+        out.append({
+            "versions": snap.versions,
+            "k": {t: read[t].column("k").to_pylist() for t in spec["tables"]},
+            "tx": read[spec["tables"][-1]].column("tx").to_pylist(),
+        })
+        if last:
+            break
+    return {"snapshots": out}
+
+
+def _catalog_crash(spec: dict[str, Any]) -> dict[str, Any]:
+    """One catalog transaction -- the move of key ``k`` from ``left`` to ``right`` with its
+    ledger row, and table ``create`` created with ``k`` in it -- SIGKILLed at commit step
+    ``at`` (after writing the transaction's id to ``marker``)."""
+    import threading
+
+    import lamina
+    import lamina.commit.committer as committer
+
+    cat = lamina.load_catalog(spec["catalog"])
+    left, right, ledger = spec["tables"]
+    tx = cat.transaction()
+    queue_move(tx, spec["k"], left, right, ledger, 0, 0)
+    tx.create_table(spec["create"], move_rows([]).schema).append(move_rows([spec["k"]]))
+
+    dying = threading.Lock()  # "published" comes from one thread per table: die once
+
+    def hook(step: str) -> None:
+        if step == spec["at"]:
+            with dying:
+                _die(spec["marker"], tx.id)
+
+    committer._step_hook = hook
+    tx.commit()
+    return {"error": f"not killed at {spec['at']}"}
+
+
 MODES = {
     "race_spec": _race_spec,
     "schema_race": _schema_race,
     "race_append": _race_append, "race_overwrite": _race_overwrite, "race_delete": _race_delete, "crash": _crash,
     "race_update": _race_update, "race_append_compact": _race_append_compact,
     "stop_before_publish": _stop_before_publish, "race_publish": _race_publish,
+    "catalog_move": _catalog_move, "catalog_read": _catalog_read, "catalog_crash": _catalog_crash,
 }
 
 
@@ -416,7 +545,8 @@ def _stderr(f: Any) -> str:
 
 
 def run_crash_worker(spec: dict[str, Any], timeout: float = 60.0) -> subprocess.CompletedProcess:
-    return subprocess.run(_cmd(dict(spec, mode="crash")), capture_output=True, text=True, env=_env(), timeout=timeout)
+    """Run a crash worker (mode ``crash`` unless the spec names another) to its end."""
+    return subprocess.run(_cmd({"mode": "crash", **spec}), capture_output=True, text=True, env=_env(), timeout=timeout)
 
 
 if __name__ == "__main__":
