@@ -222,7 +222,7 @@ class CatalogTransaction:
         except CommitStateUnknown:
             self._state = "unknown"
             for m in self._members.values():
-                m.changes._state = "unknown"
+                m.changes._end("unknown")
             raise
         except BaseException:
             self._abort()
@@ -364,8 +364,8 @@ class CatalogTransaction:
             if vm is not None and m.staged:
                 m.table.log.write_hint(vm, wait=False)
                 m.table._committed(vm, True)
-            m.changes._state = "committed"
             m.changes.version = None if m.vm is None else m.vm.version
+            m.changes._end("committed")
             self.versions[m.ident] = m.changes.version if m.created is None else (m.vm or m.created).version
             if m.changes._tags:
                 m.changes._create_tags(vm if vm is not None else m.table.metadata)
