@@ -3,19 +3,25 @@
 Runs with ``make demo`` (or ``python -m lamina.demo [warehouse dir]``), on a local
 warehouse directory (recreated each run) and local Spark, no server. The table is
 ``shop.orders`` in the embedded SQLite catalog ``sqlite:///<warehouse>/catalog.db``:
-every commit (Spark's too) is a compare-and-swap of its catalog row.
+every commit (Spark's too) is a compare-and-swap of its catalog row. Next to it,
+``shop.daily_orders`` holds each day's order count and revenue: every change to the
+orders' rows (each day's load, the merge, the published day) commits together with the
+summary's change in ONE catalog transaction (``with catalog.transaction() as tx:``), so a
+reader through the catalog never sees one table moved without the other.
 
 1. generate a few days of realistic orders in Spark (order id, customer, category,
    timestamp, amount, quantity, country, channel, status);
-2. write them with Spark into a new catalog table partitioned by ``day(ts)``: one version;
-3. append one daily increment per day: one version each;
+2. write them with Spark into a new catalog table partitioned by ``day(ts)``, and their
+   per-day summary into a new summary table: both tables created in one catalog transaction;
+3. append one daily increment per day, with its summary row: one catalog transaction each;
 4. query with filters (pruned to the partitions and files that can match);
 5. time travel to the version before the increments, by version and by timestamp,
    through both the fast reader and ``spark.read.format("lamina")``;
 6. tag each daily load and query as of a tag;
 7. merge a day's changes (status updates, cancellations, late orders) into the
-   history in one version, reading only the files whose order ids can match, and
-   compare before/after by time travel;
+   history in one version (Spark), reading only the files whose order ids can match, with
+   the summary's counts adjusted in the same catalog transaction, and compare
+   before/after by time travel;
 8. incremental read: the change data feed of the merge's version (``t.changes(v - 1, v)``),
    what a downstream job reads instead of the table, counted by change type (update
    pre/post-image pairs for the status updates, deletes for the cancellations, inserts
@@ -34,7 +40,8 @@ every commit (Spark's too) is a compare-and-swap of its catalog row.
 13. expire old versions, freeing the compacted inputs (tagged data stays readable), and
     report the space freed;
 14. check the table (fsck), check that a reader by path alone (no catalog) sees the
-    catalog's version, and print a summary of versions, files, rows and timings.
+    catalog's version and that the summary agrees with the orders in a catalog snapshot,
+    and print a summary of versions, files, rows and timings.
 
 Each step is a small function taking the ``Demo`` state, so later steps (tags, expiry,
 merges) slot into ``STEPS``.
@@ -69,6 +76,8 @@ STATUSES = ["placed", "paid", "shipped", "delivered", "returned"]
 
 
 NAMESPACE, TABLE = "shop", "shop.orders"
+SUMMARY = "shop.daily_orders"  # per day: orders and revenue in cents, moved with the orders in one transaction
+US_PER_DAY = 86_400_000_000
 
 
 @dataclass
@@ -84,6 +93,13 @@ class Demo:
     def table(self) -> lamina.Table:
         """The table at its latest version, through the catalog (commits go through its row)."""
         return self.catalog.load_table(TABLE)
+
+    def transaction(self, tx: Any, what: str) -> str:
+        """Note a committed catalog transaction (its id is in the catalog's lamina_transactions);
+        what it did, for the step's line."""
+        self.facts.setdefault("transactions", []).append({"id": tx.id, "what": what, "versions": dict(tx.versions)})
+        moved = ", ".join(f"{ident} -> version {v}" for ident, v in tx.versions.items())
+        return f"one catalog transaction {tx.id[:8]} ({moved})"
 
     def record(self, step: str, seconds: float, detail: str) -> None:
         self.timings.append((step, seconds, detail))
@@ -124,35 +140,99 @@ def days_of_orders(spark: Any, days: range, rows_per_day: int) -> Any:
     return out
 
 
+# --- the per-day summary ---------------------------------------------------------------------
+
+
+def summary_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([pa.field("day", pa.date32()), pa.field("orders", pa.int64()), pa.field("revenue_cents", pa.int64())])
+
+
+def daily_summary(orders: Any) -> Any:
+    """The summary rows of a Spark DataFrame of orders: per UTC day, the orders and their
+    revenue in cents (exact)."""
+    from pyspark.sql import functions as F
+
+    day = F.expr(f"date_from_unix_date(CAST(floor(unix_micros(ts) / {US_PER_DAY}) AS INT))")
+    return orders.groupBy(day.alias("day")).agg(
+        F.count(F.lit(1)).alias("orders"), F.sum(F.round(F.col("amount") * 100).cast("long")).alias("revenue_cents"))
+
+
+def summary_of(orders: Any, sign: Any = None) -> Any:
+    """``daily_summary`` of an Arrow table of orders, each row counted ``sign`` times (an Arrow
+    array of -1/0/1: what a change adds to or takes from each day; None: once)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cents = pc.cast(pc.round(pc.multiply(orders.column("amount"), 100.0)), pa.int64())
+    one = pa.array([1] * orders.num_rows, pa.int64()) if sign is None else pc.cast(sign, pa.int64())
+    days = pc.cast(pc.floor(pc.divide(pc.cast(pc.cast(orders.column("ts"), pa.int64()), pa.float64()), float(US_PER_DAY))), pa.int32())
+    rows = pa.table({"day": pc.cast(days, pa.date32()), "orders": one, "revenue_cents": pc.multiply(cents, one)})
+    rows = rows.filter(pc.not_equal(one, 0))
+    out = rows.group_by("day").aggregate([("orders", "sum"), ("revenue_cents", "sum")])
+    return out.rename_columns(["day", "orders", "revenue_cents"]).select(["day", "orders", "revenue_cents"]).cast(summary_schema())
+
+
+def summary_disagreements(snapshot: Any) -> list[str]:
+    """The days on which the summary table and the orders disagree in a catalog snapshot
+    (both tables at the versions it pins)."""
+    orders = summary_of(snapshot.to_arrow(TABLE, columns=["ts", "amount"])).sort_by("day").to_pylist()
+    summary = snapshot.to_arrow(SUMMARY).cast(summary_schema()).sort_by("day").to_pylist()
+    if orders == summary:
+        return []
+    have = {r["day"]: r for r in summary}
+    return [f"{r['day']}: orders {r} / summary {have.get(r['day'])}" for r in orders if have.get(r["day"]) != r] or ["extra summary rows"]
+
+
+def load_orders(demo: Demo, orders: Any, *, tag: str | None = None, create: bool = False) -> Any:
+    """Load a Spark DataFrame of orders and its per-day summary in ONE catalog transaction:
+    Spark writes both tables' files, the driver commits both tables at once (``create``: the
+    transaction creates them, ``tag``: the orders' new version gets it). The transaction."""
+    from lamina.spark import write
+    from lamina.spark._types import arrow_schema
+
+    with demo.catalog.transaction() as tx:
+        if create:
+            props = {lamina.TableProperties.WRITE_MAX_ROWS_PER_FILE.key: "500000"}
+            into = tx.create_table(TABLE, arrow_schema(orders.schema), partition_by=["day(ts)"], properties=props)
+            summary = tx.create_table(SUMMARY, summary_schema())
+        else:
+            into, summary = tx.table(TABLE), tx.table(SUMMARY)
+        write(orders, into)
+        write(daily_summary(orders), summary, mode="append")
+        if tag is not None:
+            into.create_tag(tag)
+    return tx
+
+
 # --- steps -----------------------------------------------------------------------------------
 
 
 def initial_load(demo: Demo) -> None:
-    from lamina.spark import write
-
     t0 = time.perf_counter()
     df = days_of_orders(demo.spark, range(INITIAL_DAYS), ROWS_PER_DAY)
     demo.catalog.create_namespace(NAMESPACE)
-    v = write(df, TABLE, catalog=demo.catalog, partition_by=["day(ts)"], properties={lamina.TableProperties.WRITE_MAX_ROWS_PER_FILE.key: "500000"})
+    tx = load_orders(demo, df, create=True)
+    v = tx.versions[TABLE]
     t = demo.table()
     demo.uri = t.uri
     demo.facts["loaded_version"] = v
     demo.record("initial load", time.perf_counter() - t0,
                 f"{INITIAL_DAYS} days, {t.scan().count():,} orders -> {TABLE} version {v} ({len(t.scan().plan())} files) "
-                f"in catalog {demo.catalog.uri}")
+                f"in catalog {demo.catalog.uri}, their summary -> {SUMMARY}: "
+                f"{demo.transaction(tx, 'initial load')}, both tables created in it")
 
 
 def daily_increments(demo: Demo) -> None:
-    from lamina.spark import write
-
     for day in range(INITIAL_DAYS, INITIAL_DAYS + INCREMENT_DAYS):
         t0 = time.perf_counter()
-        t = demo.table()
-        v = write(orders_for_day(demo.spark, day, ROWS_PER_DAY, day * ROWS_PER_DAY), t)
         date = (FIRST_DAY + timedelta(days=day)).date()
-        tag = t.create_tag(f"load-{date}", v)  # every daily load is tagged
-        demo.facts.setdefault("tags", []).append(tag.name)
-        demo.record(f"append {date}", time.perf_counter() - t0, f"{ROWS_PER_DAY:,} orders -> version {v}, tag {tag.name}")
+        tag = f"load-{date}"  # every daily load is tagged
+        tx = load_orders(demo, orders_for_day(demo.spark, day, ROWS_PER_DAY, day * ROWS_PER_DAY), tag=tag)
+        demo.facts.setdefault("tags", []).append(tag)
+        demo.record(f"append {date}", time.perf_counter() - t0,
+                    f"{ROWS_PER_DAY:,} orders and their summary row, tag {tag}: {demo.transaction(tx, f'load {date}')}")
 
 
 def filtered_queries(demo: Demo) -> None:
@@ -244,17 +324,35 @@ def _changes(demo: Demo) -> Any:
 
 
 def merge_changes(demo: Demo) -> None:
+    """The day's changes merged with Spark and the summary adjusted (cancelled orders out,
+    late orders in) in one catalog transaction."""
+    import dataclasses
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from lamina.spark import merge
+
     t = demo.table()
     before = t.version
     src = _changes(demo)
     t0 = time.perf_counter()
-    res = (
-        t.merge(src, on="order_id")
-        .when_matched_delete(condition="source.op = 'D'")
-        .when_matched_update({"status": "source.status"})
-        .when_not_matched_insert_all()
-        .execute()
-    )
+    with demo.catalog.transaction() as tx:
+        res = (
+            merge(tx.table(TABLE), demo.spark.createDataFrame(src), on="order_id")
+            .when_matched_delete(condition="source.op = 'D'")
+            .when_matched_update({"status": "source.status"})
+            .when_not_matched_insert_all()
+            .execute()
+        )
+        op = src.column("op")
+        sign = pc.if_else(pc.equal(op, "D"), -1, pc.if_else(pc.equal(op, "I"), 1, 0))
+        (tx.table(SUMMARY).merge(summary_of(src, pa.array(sign)), on="day")
+         .when_matched_update({"orders": "target.orders + source.orders",
+                               "revenue_cents": "target.revenue_cents + source.revenue_cents"})
+         .when_not_matched_insert_all().execute())
+    res = dataclasses.replace(res, version=tx.versions[TABLE])
+    done = demo.transaction(tx, "merge")
     files = len(t.scan().plan())
     demo.facts["merge"] = res
     returned_then = t.scan(where="status = 'returned'", version=before).count()
@@ -262,7 +360,8 @@ def merge_changes(demo: Demo) -> None:
     demo.record("merge a day's changes", time.perf_counter() - t0,
                 f"version {res.version}: {res.rows_updated:,} updated, {res.rows_deleted:,} cancelled, "
                 f"{res.rows_inserted:,} late orders; read {res.files_scanned} of {files} files; "
-                f"'returned' orders {returned_then:,} -> {returned_now:,} (version {before} -> {res.version})")
+                f"'returned' orders {returned_then:,} -> {returned_now:,} (version {before} -> {res.version}); "
+                f"summary counts adjusted: {done}")
 
 
 def expected_change_counts(merge: Any) -> dict[str, int]:
@@ -348,14 +447,14 @@ def _stream_new_orders(demo: Demo, sink: str, checkpoint: str) -> None:
 def streaming_read(demo: Demo) -> None:
     """A structured streaming query on the orders table picks up an append made after it
     started: run from its checkpoint after the append, it delivers exactly the new rows."""
-    from lamina.spark import write
-
     sink, checkpoint = f"{demo.warehouse}/new_orders", f"{demo.warehouse}/_checkpoints/new_orders"
     t0 = time.perf_counter()
     _stream_new_orders(demo, sink, checkpoint)  # starts at the latest version: nothing new yet
     day = INITIAL_DAYS + INCREMENT_DAYS
-    # another pipeline appends a (smaller) next day; ids after the merge's late orders
-    v = write(orders_for_day(demo.spark, day, ROWS_PER_DAY // 10, (day + 1) * ROWS_PER_DAY), demo.table())
+    # another pipeline appends a (smaller) next day and its summary; ids after the merge's late orders
+    tx = load_orders(demo, orders_for_day(demo.spark, day, ROWS_PER_DAY // 10, (day + 1) * ROWS_PER_DAY))
+    demo.transaction(tx, "streamed day")
+    v = tx.versions[TABLE]
     _stream_new_orders(demo, sink, checkpoint)  # the same query, restarted from its checkpoint
     got = lamina.open_table(sink).scan().to_arrow()
     want = demo.table().changes(v - 1, v, columns=["order_id"]).to_arrow()  # what version v inserted
@@ -401,8 +500,12 @@ def audit_and_publish(demo: Demo, day: int, orders: Any) -> dict[str, Any]:
            "negative": negative_amounts(demo, name), "main_version_before": main_version, "main_rows_before": main_rows}
     if demo.table().scan().count() != main_rows:
         raise AssertionError(f"a reader of main saw branch {name}'s load before it was published")
-    if out["negative"] == 0:
-        out["published_version"] = t.publish(name, expected_version=main_version)
+    if out["negative"] == 0:  # the day is published with its summary row, in one catalog transaction
+        with demo.catalog.transaction() as tx:
+            tx.table(TABLE).publish(name, expected_version=main_version)
+            tx.table(SUMMARY).append(summary_of(orders))
+        out["transaction"] = demo.transaction(tx, f"publish {name}")
+        out["published_version"] = tx.versions[TABLE]
         out["publish"] = demo.table().metadata.summary["publish"]
     else:
         out["published_version"] = None
@@ -432,8 +535,8 @@ def write_audit_publish(demo: Demo) -> None:
                 f"{passed['loaded']:,} orders loaded into branch {passed['branch']} (from main's version "
                 f"{passed['base_version']}), unseen by main's readers; audit on the branch (DuckDB): "
                 f"{passed['negative']} negative amounts -> published into main as version {passed['published_version']} "
-                f"({passed['publish']}, only onto the version audited); main now has {passed['main_rows_after']:,} orders; "
-                f"branch deleted")
+                f"({passed['publish']}, only onto the version audited) with its summary row in "
+                f"{passed['transaction']}; main now has {passed['main_rows_after']:,} orders; branch deleted")
     t0 = time.perf_counter()
     day = orders_for_day(demo.spark, REJECTED_DAY, ROWS_PER_DAY, day_ids(REJECTED_DAY))
     refunds = day.withColumn("amount", F.when(F.col("order_id") % REFUND_EVERY == 0, -F.col("amount")).otherwise(F.col("amount")))
@@ -479,9 +582,18 @@ def check_table(demo: Demo) -> None:
     by_path = lamina.open_table(demo.uri)  # seed 004: the hint and versions, no catalog
     if by_path.version != info.version or by_path.uuid != info.uuid:
         raise SystemExit(f"a path reader sees version {by_path.version}, the catalog {info.version}")
+    snap = demo.catalog.snapshot()  # both tables at one catalog state
+    wrong = summary_disagreements(snap)
+    if wrong:
+        raise SystemExit(f"the summary disagrees with the orders at {snap.versions}: {wrong[:3]}")
+    txs = demo.facts.get("transactions", [])
+    unrecorded = [tx["id"] for tx in txs if not demo.catalog.transaction_committed(tx["id"])]
+    if unrecorded:
+        raise SystemExit(f"catalog transactions {unrecorded} are not recorded in the catalog")
     demo.record("fsck", time.perf_counter() - t0,
                 f"{rep.checked_files} files checked, {len(rep.missing)} missing, {len(rep.unreferenced)} unreferenced; "
-                f"catalog row and path reader agree on version {info.version}")
+                f"catalog row and path reader agree on version {info.version}; in catalog snapshot {snap.versions} "
+                f"{SUMMARY} agrees with {TABLE} on every day; {len(txs)} catalog transactions, each recorded in the catalog")
     if not rep.ok:
         raise SystemExit(f"fsck failed: {rep}")
 

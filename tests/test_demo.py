@@ -8,6 +8,7 @@ import dataclasses
 import io
 import os
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -19,19 +20,57 @@ from lamina import demo
 from lamina.commit import flush_hints
 
 
+def summary_by_duckdb(orders: pa.Table) -> list[tuple]:
+    """The oracle of the summary table: per UTC day, orders and revenue in cents, by DuckDB."""
+    con = duckdb.connect()
+    con.register("o", orders)
+    return con.execute(
+        "SELECT CAST(to_timestamp(0) AT TIME ZONE 'UTC' AS DATE) + CAST(floor(epoch_us(ts) / 86400000000) AS INTEGER), "
+        "count(*), CAST(sum(round(amount * 100)) AS BIGINT) FROM o GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+
+
+def check_summary(cat, snap) -> None:
+    summary = snap.to_arrow(demo.SUMMARY).sort_by("day")
+    got = list(zip(*[summary.column(c).to_pylist() for c in ("day", "orders", "revenue_cents")]))
+    assert got == summary_by_duckdb(snap.to_arrow(demo.TABLE, columns=["ts", "amount"])), snap
+
+
 @pytest.mark.xdist_group("spark")
 def test_every_step_of_the_main_job_at_a_small_scale(spark, tmp_path, monkeypatch):
     monkeypatch.setattr(demo, "ROWS_PER_DAY", 800)
     out = io.StringIO()
-    job = demo.Demo(spark, str(tmp_path), lamina.load_catalog(f"sqlite:///{tmp_path}/catalog.db"),
-                    Progress(console=Console(file=out, width=200)))
+    cat = lamina.load_catalog(f"sqlite:///{tmp_path}/catalog.db")
+    job = demo.Demo(spark, str(tmp_path), cat, Progress(console=Console(file=out, width=200)))
+    checked = 0
     try:
         for _, step in demo.STEPS:
             step(job)
+            # Every catalog state the step's transactions left (each table as of the transaction's
+            # one timestamp), and the state after the step: the summary agrees with the orders.
+            for tx in job.facts.get("transactions", [])[checked:]:
+                assert cat.transaction_committed(tx["id"])
+                orders = cat.load_table(demo.TABLE)
+                at = orders.log.load(tx["versions"][demo.TABLE]).timestamp_ms
+                snap = cat.snapshot(at=at)
+                assert {k: snap.version_of(k) for k in tx["versions"]} == tx["versions"]
+                check_summary(cat, snap)
+            checked = len(job.facts.get("transactions", []))
+            check_summary(cat, cat.snapshot())
     finally:
         job.catalog.close()
         flush_hints()
+    # each day's load, the merge, the streamed day and the published day: one transaction each,
+    # moving both tables (the tables created by the first), recorded in the catalog
+    txs = job.facts["transactions"]
+    assert [tx["what"] for tx in txs] == ["initial load", "load 2026-01-06", "load 2026-01-07", "load 2026-01-08",
+                                          "merge", "streamed day", "publish wap-2026-01-10"]
+    assert all(set(tx["versions"]) == {demo.TABLE, demo.SUMMARY} for tx in txs) and len({tx["id"] for tx in txs}) == 7
+    assert txs[0]["versions"] == {demo.TABLE: 1, demo.SUMMARY: 1}
+    assert [tx["versions"][demo.SUMMARY] for tx in txs] == list(range(1, 8))
+    assert f"one catalog transaction {txs[0]['id'][:8]}" in next(d for st, _, d in job.timings if st == "initial load"), out.getvalue()
     merge = job.facts["merge"]
+    assert merge.version == txs[4]["versions"][demo.TABLE]
     assert (merge.rows_updated, merge.rows_deleted, merge.rows_inserted) == (50, 10, 10)  # 60 of a day's orders changed, 10 late ones
     read = next(detail for step, _, detail in job.timings if step.startswith("incremental read"))
     assert f"version {merge.version}: 120 change rows, 50 update pre/post-image pairs" in read, out.getvalue()

@@ -223,7 +223,7 @@ class CatalogTransaction:
         except CommitStateUnknown:
             self._state = "unknown"
             for m in self._members.values():
-                m.changes._state = "unknown"
+                m.changes._end("unknown")
             raise
         except BaseException:
             if not (self._in_doubt and self._committed_after_all()):
@@ -413,8 +413,8 @@ class CatalogTransaction:
                 # through the row, which publishes first; a swap must build on a published version.)
                 m.table.log.write_hint(vm, wait=False)
                 m.table._committed(vm, True)
-            m.changes._state = "committed"
             m.changes.version = None if m.vm is None else m.vm.version
+            m.changes._end("committed")
             self.versions[m.ident] = m.changes.version if m.created is None else (m.vm or m.created).version
             if m.changes._tags:
                 m.changes._create_tags(vm if vm is not None else m.table.metadata)

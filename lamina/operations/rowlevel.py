@@ -657,7 +657,8 @@ class PositionDelta(RowDelta):
             changed = sorted({k[0] for k in set(keys) ^ set(self.positions)})
             raise StaleRowDelta(
                 f"{self.operation}: files it may affect changed in version {base.metadata.version} "
-                f"({len(changed)} files, e.g. {changed[:3]}); nothing was committed"
+                f"({len(changed)} files, e.g. {changed[:3]}); nothing was committed",
+                files=changed,
             )
         return [self._outcomes[k] for k in keys]
 

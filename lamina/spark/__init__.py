@@ -22,6 +22,9 @@
     write(df, "shop.orders", catalog=cat, partition_by=["day(ts)"])  # creates it in the catalog
     read(spark, cat.load_table("shop.orders")).count()
     df.write.format("lamina").option("catalog", "sqlite:///warehouse/catalog.db").mode("append").save("shop.orders")
+    with cat.transaction() as tx:                                    # several tables, one catalog commit
+        write(day_df, tx.table("shop.orders")); write(summary_df, tx.table("shop.daily"))
+    read(spark, "shop.daily", snapshot=cat.snapshot())               # every table at one catalog state
 
 See docs/spark.md.
 """

@@ -278,17 +278,28 @@ def read(
     storage_options: Mapping[str, Any] | None = None,
     catalog: Any = None,
     branch: str | None = None,
+    snapshot: Any = None,
 ) -> Any:
     """A DataFrame of a table (latest version, or ``version``/``timestamp``/``tag``).
 
     ``target``: a location, an open Table, or an identifier with ``catalog=`` (see
     ``lamina.spark._target``). ``branch``: read that branch (``version``/``timestamp`` are
     then the branch's).
+    ``snapshot``: a catalog snapshot (``catalog.snapshot()``), ``target`` an identifier in it:
+    the table at the version the snapshot pins, so DataFrames of several tables read with one
+    snapshot see every catalog transaction wholly or not at all.
     ``where`` (Lamina SQL or an Expr) prunes files and filters rows exactly; ``columns``
     selects columns. Local tables use Spark's native Parquet reader over the planned
     files; other stores use the Python data source (``format("lamina")``).
     """
-    table = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch).open()
+    if snapshot is not None:
+        if any(x is not None for x in (version, timestamp, tag, catalog, branch, storage_options)):
+            raise InvalidArgument("a snapshot pins the table's version and names its catalog: drop version=, "
+                                  "timestamp=, tag=, catalog=, branch= and storage_options=")
+        table = snapshot.load_table(target)
+        version = table.version
+    else:
+        table = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch).open()
     scan = resolve_scan(table, version=version, timestamp=timestamp, tag=tag, where=where, columns=columns)
     if table.io.is_local:
         return read_plan(spark, scan)

@@ -40,10 +40,11 @@ from lamina.spark._stats import file_entries
 from lamina.spark._target import TableRef
 from lamina.spark._types import check_writable, quoted as _q, spark_schema, spark_type
 from lamina.spark.read import FILE, ROW, file_uris, native_read, spark_file_path, with_row_lineage, without_deleted
-from lamina.spark.write import _local_files, _run_spark_write
+from lamina.spark.write import _local_files, _run_spark_write, transaction_of
 from lamina.spec.lineage import LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, has_lineage
 from lamina.spec.properties import WriterProperties
 from lamina.table import WriteSession
+from lamina.table.transaction import Transaction
 
 ACTION = "__lamina_action"
 DEFAULT_ATTEMPTS = 5
@@ -127,9 +128,15 @@ def _write_rows(df: Any, session: WriteSession, lineage: bool = False) -> None:
     session.add_files(file_entries(*_local_files(out_dir), schema, spec))  # a union may leave empty part files: dropped
 
 
-def _with_attempts(table: lamina.Table, attempts: int, run: Any) -> Any:
+def _with_attempts(table: lamina.Table, attempts: int, run: Any, tx: Transaction | None = None) -> Any:
     """Run ``run(session)`` in a write session on the table's version; on a stale base, again
-    in a new session on the newest version. A failed attempt's session deletes its files."""
+    in a new session on the newest version. A failed attempt's session deletes its files.
+    With ``tx`` (a transaction's changes to ``table``) once, queued into it: the transaction
+    re-applies the change if the table moves before it commits, or raises (StaleRowDelta, or
+    for a catalog transaction CatalogTransactionConflict) if files it affects changed."""
+    if tx is not None:
+        with WriteSession(table, transaction=tx) as session:
+            return run(session)
     for attempt in range(attempts):
         with WriteSession(table) as session:
             try:
@@ -142,9 +149,18 @@ def _with_attempts(table: lamina.Table, attempts: int, run: Any) -> Any:
 
 
 def _local_table(target: Any, storage_options: Mapping[str, Any] | None, catalog: Any = None,
-                 branch: str | None = None) -> lamina.Table:
+                 branch: str | None = None) -> tuple[lamina.Table, Transaction | None]:
     """The target table (a location, an open Table, or an identifier with ``catalog``; the
-    handle on ``branch`` of it, if given), local only."""
+    handle on ``branch`` of it, if given), local only; and the transaction when the target is
+    a transaction's changes to a table (``tx.table(ident)``)."""
+    tx = transaction_of(target, catalog=catalog, storage_options=storage_options, branch=branch)
+    if tx is not None:
+        if tx._ops:  # the positions are computed on the table's version, without them
+            raise InvalidArgument(
+                f"a Spark merge or delete in a transaction must be the first change to {tx.table.uri} in it: "
+                "it finds its rows in the table's committed version, which holds none of the changes queued before it"
+            )
+        return tx.table, tx
     table = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch).open()
     if not table.io.is_local:
         raise InvalidArgument(
@@ -152,7 +168,7 @@ def _local_table(target: Any, storage_options: Mapping[str, Any] | None, catalog
             f"({table.uri}); for object stores use the Arrow path (Table.merge / Table.delete / Table.compact)"
         )
     table.check_writable()  # before any file is written
-    return table
+    return table, None
 
 
 class _Clock:
@@ -177,10 +193,12 @@ def delete(spark: Any, target: Any, where: str | Expr, *, mode: str | None = Non
     Files whose statistics cannot match are not read; the matching rows of the others are
     found by Spark's native reader and become deletion vectors (``mode``/``write.delete.mode``
     copy-on-write: rewritten files) as in ``Table.delete``. ``branch``: on that branch.
+    ``target`` ``tx.table(ident)`` of a transaction: queued into it (returns None), as its
+    first change to that table.
     """
     if where is None:
         raise InvalidArgument("delete needs a predicate; to remove every row use overwrite with an empty table")
-    table = _local_table(target, storage_options, catalog, branch)
+    table, tx = _local_table(target, storage_options, catalog, branch)
 
     def run(session: WriteSession) -> int | None:
         pred = bind(to_expr(where), table.metadata.schema)
@@ -193,7 +211,7 @@ def delete(spark: Any, target: Any, where: str | Expr, *, mode: str | None = Non
         version, _ = _commit(session, "delete", pred, entries, hits, mode, {})
         return version
 
-    return _with_attempts(table, max_attempts, run)
+    return _with_attempts(table, max_attempts, run, tx)
 
 
 # -- merge --------------------------------------------------------------------------------------
@@ -213,7 +231,7 @@ class SparkMergeBuilder(MergeClauses):
     def __init__(self, target: Any, source: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
                  storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
                  broadcast_rows: int = DEFAULT_BROADCAST_ROWS, catalog: Any = None, branch: str | None = None) -> None:
-        self.table = _local_table(target, storage_options, catalog, branch)
+        self.table, self.transaction = _local_table(target, storage_options, catalog, branch)
         self.source = source
         self._start(self.table.metadata.schema, on, source.columns)
         self.mode = check_mode(mode) if mode is not None else None
@@ -356,8 +374,9 @@ class SparkMergeBuilder(MergeClauses):
     def execute(self) -> MergeResult:
         if not self.matched and not self.not_matched:
             raise InvalidArgument("merge needs at least one when_matched_* or when_not_matched_* clause")
-        self.table.refresh()
-        return _with_attempts(self.table, self.max_attempts, self._run)
+        if self.transaction is None:
+            self.table.refresh()
+        return _with_attempts(self.table, self.max_attempts, self._run, self.transaction)
 
 
 def merge(target: Any, source_df: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
@@ -366,7 +385,9 @@ def merge(target: Any, source_df: Any, on: str | Sequence[str] = "id", *, mode: 
           branch: str | None = None) -> SparkMergeBuilder:
     """Start a Spark merge of ``source_df`` into a local table on key column(s) ``on``.
 
-    ``target``: a location, an open Table, or an identifier with ``catalog=`` (see ``lamina.spark._target``);
+    ``target``: a location, an open Table, or an identifier with ``catalog=`` (see ``lamina.spark._target``),
+    or ``tx.table(ident)`` of a transaction (queued into it as its first change to that table:
+    the result's version is None; the transaction's commit gives it);
     ``branch``: merge into that branch.
     ``mode``: merge-on-read (default; property ``write.delete.mode``) or copy-on-write.
     ``broadcast_rows``: sources up to this many rows are broadcast to the target scan.

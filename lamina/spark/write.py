@@ -38,6 +38,7 @@ from lamina.spec.properties import WriterProperties, check_properties
 from lamina.spec.schema import Schema
 from lamina.table import WriteSession
 from lamina.table.engine import merged_schema
+from lamina.table.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +254,12 @@ def write(
 
     Local tables use Spark's native Parquet writer; other stores go through the
     Python data source (``df.write.format("lamina")``).
+
+    ``target`` may also be a transaction's changes to one table: ``tx.table("shop.orders")``
+    of a catalog transaction (``with catalog.transaction() as tx:``), or a
+    ``table.transaction()``. Spark's tasks write the files now; the write is queued into
+    that transaction (returns None), its files become visible when the transaction
+    commits, with its other tables' changes, and are deleted if it aborts (local tables).
     """
     if mode not in ("append", "overwrite"):
         raise InvalidArgument(f"mode must be 'append' or 'overwrite', not {mode!r}")
@@ -262,6 +269,14 @@ def write(
         raise InvalidArgument("app_transaction applies to mode='append' only")
     if schema_mode not in (None, "merge"):
         raise InvalidArgument(f"schema_mode must be None or 'merge', not {schema_mode!r}")
+    tx = transaction_of(target, catalog=catalog, storage_options=storage_options, branch=branch)
+    if tx is not None:
+        if app_transaction is not None:
+            raise InvalidArgument("app_transaction is not supported in a transaction: the transaction commits once")
+        if partition_by is not None or properties is not None:
+            raise InvalidArgument("partition_by and properties set up a new table: in a catalog transaction pass "
+                                  "them to tx.create_table, then write to the table it returns")
+        return _write_into(df, tx, mode, where, schema_mode)
     ref = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch)
     table = ref.open_or_none()
     if table is not None:
@@ -301,11 +316,7 @@ def write(
     elif evolution is not None:
         session.stage_schema_update(evolution)  # committed with the files, which follow it
     try:
-        out_dir = io.local_path(engine_data_dir(write_id))
-        assert out_dir is not None
-        _run_spark_write(df, plan, schema, spec, predicate, out_dir, WriterProperties.from_properties(props))
-        rel, sizes, local = _local_files(out_dir)
-        files = file_entries(rel, sizes, local, schema, spec)
+        files = _write_files(df, io, write_id, plan, schema, spec, predicate, props)
         if session is None:
             session = WriteSession(ref.create(schema, spec, partition_by, properties), write_id=write_id, register=False)
         session.add_files(files)
@@ -319,6 +330,52 @@ def write(
         else:
             session.abort()  # nothing was committed (a commit of unknown outcome keeps the files)
         raise
+
+
+def _write_files(df: Any, io: Any, write_id: str, plan: list, schema: Schema, spec: PartitionSpec,
+                 predicate: Expr | None, props: Mapping[str, str]) -> pa.Table:
+    """Write ``df`` with Spark's native writer under write ``write_id``'s directory of the
+    (local) table at ``io``; the files as ``WriteSession.add_files`` takes them."""
+    out_dir = io.local_path(engine_data_dir(write_id))
+    assert out_dir is not None
+    _run_spark_write(df, plan, schema, spec, predicate, out_dir, WriterProperties.from_properties(props))
+    rel, sizes, local = _local_files(out_dir)
+    return file_entries(rel, sizes, local, schema, spec)
+
+
+def transaction_of(target: Any, *, catalog: Any = None, storage_options: Any = None,
+                   branch: str | None = None) -> Transaction | None:
+    """``target`` if it is a transaction's changes to a table (``tx.table(ident)`` of a catalog
+    transaction, or ``table.transaction()``), checked open; else None."""
+    if not isinstance(target, Transaction):
+        return None
+    if catalog is not None or storage_options is not None or branch is not None:
+        raise InvalidArgument("a transaction's table is already open: drop catalog=, storage_options= and branch=")
+    target._check_open()
+    if not target.table.io.is_local:
+        raise InvalidArgument(
+            f"a Spark write into a transaction uses Spark's native Parquet writer: local tables only "
+            f"({target.table.uri}); for object stores write the rows through the transaction "
+            "(tx.table(...).append(df.toArrow()))"
+        )
+    return target
+
+
+def _write_into(df: Any, tx: Transaction, mode: str, where: str | Expr | None, schema_mode: str | None) -> None:
+    """Write ``df``'s files with Spark and queue them into ``tx`` (see ``write``)."""
+    table = tx.table
+    session = WriteSession(table, transaction=tx)
+    with session:  # an exception before the hand-over deletes the files
+        evolution = merged_schema(session.base, arrow_schema(df.schema)) if schema_mode == "merge" else None
+        if evolution is not None:
+            session.stage_schema_update(evolution)
+        vm = session.metadata
+        plan = check_writable(df.schema, vm.schema, getattr(table, "identifier", None) or table.uri)
+        predicate = bind(to_expr(where), vm.schema) if where is not None else None
+        session.add_files(_write_files(df, table.io, session.write_id, plan, vm.schema, vm.partition_spec,
+                                       predicate, vm.properties))
+        session.commit(mode, where=where)
+    return None
 
 
 def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, predicate: Expr | None,

@@ -25,6 +25,13 @@ A commit that fails, ``abort()``, or leaving the ``with`` block by an exception 
 the write put under ``data/`` and commits nothing; a commit whose outcome is unknown
 (CommitStateUnknown) keeps the files, which the version may reference.
 
+An engine write can also be one change of a larger transaction: ``WriteSession(table,
+transaction=tx)`` (a ``table.transaction()``, or ``tx.table(ident)`` of a catalog transaction)
+queues what ``commit``/``commit_row_delta``/``commit_operation`` would commit into ``tx``
+instead, and hands the write over to it (``Transaction.adopt_engine_write``): the files
+become visible when ``tx`` commits, with its other changes, and are deleted if it aborts.
+Those calls then return None (the version is ``tx``'s, once it commits).
+
 A distributed engine may plan a write in one process, write in others and commit in a
 third: the session's state that travels is its ``write_id``. The committing process opens ``WriteSession(table, write_id=..., register=False)`` to take the
 write over; tasks that name their files with write ids of their own (each registered by its
@@ -65,16 +72,25 @@ class WriteSession:
     the table existed) instead of starting one; ``register``: put the write's in-flight marker
     now (False: it is in place already, put by whoever started the write). Either way the
     session removes the marker when it ends. Raises (UnsupportedFeature, CatalogManaged,
-    TableOffline) before anything is written if the table may not be written."""
+    TableOffline) before anything is written if the table may not be written.
+
+    ``transaction``: a transaction on ``table`` the write's changes are queued into (see the
+    module docstring); ``base`` is then what that transaction's changes so far are checked
+    against (``Transaction.metadata``: with its staged schema or spec changes)."""
 
     def __init__(self, table: "Table", *, write_id: str | None = None, register: bool = True,
-                 commit_options: CommitOptions | None = None) -> None:
+                 commit_options: CommitOptions | None = None, transaction: "Transaction | None" = None) -> None:
         if not register and write_id is None:
             raise InvalidArgument("register=False continues a write started elsewhere: pass its write_id")
+        if transaction is not None:
+            if transaction.table is not table:
+                raise InvalidArgument("the transaction given is not on this table: pass its own table (tx.table)")
+            transaction._check_open()
         table.check_writable()  # before the engine writes anything
         table.coordinator.check_commit(table.metadata)  # e.g. main of a catalog's table opened by path
         self.table = table
-        self.base: VersionManifest = table.metadata
+        self.transaction = transaction
+        self.base: VersionManifest = table.metadata if transaction is None else transaction.metadata
         self.write_id = write_id or new_write_id()
         self.commit_options = commit_options
         self._write_ids = [self.write_id]
@@ -189,12 +205,16 @@ class WriteSession:
 
     def _transaction(self) -> "Transaction":
         self._check_open()
-        tx = self.table.transaction(commit_options=self.commit_options)
+        tx = self.transaction or self.table.transaction(commit_options=self.commit_options)
         if self._schema_update is not None:
             tx.stage_schema_update(self._schema_update)
         return tx
 
     def _commit(self, tx: "Transaction") -> int | None:
+        if tx is self.transaction:  # queued: the transaction commits the files, or deletes them
+            tx.adopt_engine_write(self._write_ids, self.entries.column("path").to_pylist())
+            self._state = "queued"
+            return None
         try:
             version = tx.commit()
         except CommitStateUnknown:

@@ -575,24 +575,32 @@ class Table:
         ``into``'s latest (PublishConflict naming the files if they clash with what ``into``
         changed). ``expected_version``: only if ``into`` is still at that version
         (CommitConflict otherwise). None if the branch has no commit (nothing published)."""
+        dst = self.branch(into)
+        op = dst._publish_operation(branch, expected_version)
+        return None if op is None else dst._one(dst.transaction(commit_options=commit_options).add_operation(op))
+
+    def _publish_operation(self, branch: str, expected_version: int | None) -> PublishBranch | None:
+        """The operation publishing ``branch`` into this handle's branch; None if the branch
+        has no commit (nothing to publish; CommitConflict if ``expected_version`` is not this
+        branch's)."""
+        into = self.branch_name
         if branch == into:
             raise InvalidArgument(f"cannot publish branch {branch!r} into itself")
         if branch == MAIN_BRANCH:
             raise InvalidArgument("main was made from no other branch: publish a branch into main, not main into a branch")
         src = self.branch(branch)
-        dst = self.branch(into)
         record = src.branch_record
         assert record is not None
         head = src.metadata
         if head.commit_id == record.base.commit_id:  # no commit on the branch: nothing to publish
-            if expected_version is not None and dst.refresh().version != expected_version:
-                raise CommitConflict(f"not publishing branch {branch!r}: {into!r} is at version {dst.version}, "
+            current = self.log.latest().version
+            if expected_version is not None and current != expected_version:
+                raise CommitConflict(f"not publishing branch {branch!r}: {into!r} is at version {current}, "
                                      f"not {expected_version} as expected. Nothing was committed")
             return None
         # The publish reads the branch's head as a reader does: expiry and a deletion of the
         # branch free nothing it needs for the reader grace (docs/branches.md).
-        op = PublishBranch(branch, record.base, head, into, expected_version, record.branch_id, src.log.load)
-        return dst._one(dst.transaction(commit_options=commit_options).add_operation(op))
+        return PublishBranch(branch, record.base, head, into, expected_version, record.branch_id, src.log.load)
 
     # -- rollback, expiry, orphans --------------------------------------------------------
 

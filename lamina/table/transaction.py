@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit import Base, CommitOptions, Operation
-from lamina.data.inflight import new_write_id
+from lamina.data.inflight import discard_writes, finish_writes, new_write_id
 from lamina.data.writer import PendingWrites
 from lamina.errors import CommitStateUnknown, InvalidArgument, LaminaError, StorageError, TagAlreadyExists
 from lamina.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow_filter, to_expr
@@ -61,6 +61,10 @@ class Transaction:
         self._ops: list[Operation] = []
         self._pending: list[PendingWrites] = []
         self._written: list[str] = []  # data files written by this transaction's calls
+        # Engine writes handed over by their write sessions (WriteSession(..., transaction=)):
+        # their ids, whose in-flight markers end with the transaction, and their files.
+        self._engine_write_ids: list[str] = []
+        self._engine_files: list[str] = []
         self._tags: list[tuple[str, int | None]] = []
         self._state = "open"
         self._staged: VersionManifest | None = None  # the metadata after this transaction's metadata changes
@@ -270,6 +274,13 @@ class Transaction:
 
         return MergeBuilder(self.metadata.schema, to_arrow(source), on, self.row_mode(mode), queue, queued=True)
 
+    def publish(self, branch: str, *, expected_version: int | None = None) -> "Transaction":
+        """Publish branch ``branch`` into this transaction's table (see ``Table.publish``), with
+        the transaction's other changes (nothing if the branch has no commit)."""
+        self._check_open()
+        op = self.table._publish_operation(branch, expected_version)
+        return self if op is None else self.add_operation(op)
+
     def create_tag(self, name: str, *, expires_at_ms: int | None = None) -> "Transaction":
         """Tag the version this transaction commits (checked now, created once it has landed)."""
         self._check_open()
@@ -299,14 +310,14 @@ class Transaction:
                 before_publish=(lambda: [p.wait() for p in pending]) if pending else None,
             ) if self._ops else None
         except CommitStateUnknown:
-            self._state = "unknown"  # the version may reference the files: keep them
+            self._end("unknown")  # the version may reference the files: keep them
             raise
         except BaseException:
             self._abort()
             raise
-        self._state = "committed"
-        table._committed(vm if vm is not None else base, vm is not None)
         self.version = None if vm is None else vm.version
+        self._end("committed")
+        table._committed(vm if vm is not None else base, vm is not None)
         self._create_tags(vm if vm is not None else base)
         return self.version
 
@@ -328,8 +339,34 @@ class Transaction:
         self._check_open()
         self._abort()
 
+    def adopt_engine_write(self, write_ids: Sequence[str], paths: Sequence[str]) -> None:
+        """Take over an engine write whose files an operation of this transaction references
+        (``WriteSession(table, transaction=tx)`` hands its write over this way): an abort deletes
+        them (and whatever else carries ``write_ids`` under ``data/``), the end of the transaction
+        removes the writes' in-flight markers."""
+        self._check_open()
+        self._engine_write_ids += [w for w in write_ids if w not in self._engine_write_ids]
+        self._engine_files += list(paths)
+
+    def _end(self, state: str) -> None:
+        """The transaction ended (committed or unknown, its files kept): the engine writes it
+        took over are done. One that committed nothing leaves their files unreferenced: deleted."""
+        self._state = state
+        if not self._engine_write_ids:
+            return
+        io = self.table.io
+        if state == "committed" and self.version is None:
+            discard_writes(io, self._engine_write_ids, self._engine_files, search=False)
+            return
+        try:
+            finish_writes(io, self._engine_write_ids)
+        except StorageError as e:  # committed all the same; the markers expire
+            log.warning("could not remove the in-flight markers of writes %s: %s", self._engine_write_ids, e)
+
     def _abort(self) -> None:
         self._state = "aborted"
+        if self._engine_write_ids:
+            discard_writes(self.table.io, self._engine_write_ids, self._engine_files, search=True)
         for p in self._pending:
             try:
                 p.wait()
