@@ -178,8 +178,8 @@ class CatalogTable(Table):
         self._online_check = online_check
         return self
 
-    def check_online(self) -> None:  # overrides Table's no-op
-        if not self._online_check():
+    def check_online(self, online: bool | None = None) -> None:  # overrides Table's no-op
+        if not (self._online_check() if online is None else online):
             raise TableOffline(
                 f"table {self.identifier} ({self.uri}) is offline: it can be read but not written or maintained; "
                 f"bring it back with catalog.set_online({self.identifier!r}, True) or `lamina catalog online {self.identifier}`"

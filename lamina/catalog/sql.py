@@ -421,8 +421,27 @@ class SqlCatalog(Catalog):
         return table._bind_catalog(self, ident, lambda: self._online_by_id(table_id, ident))
 
     def load_table(self, identifier: Any) -> CatalogTable:
-        info = self.table_info(identifier)
-        return self._open(info.uuid, info.identifier, info.location)
+        return self._load(identifier)[0]
+
+    def _load(self, identifier: Any) -> tuple[CatalogTable, TableInfo]:
+        """The table at the version its catalog row names, and the row's entry: one catalog
+        read (a catalog transaction loads every table it changes this way)."""
+        info, row = self._entry_row(identifier)
+        coord = self._coordinator(info.uuid, info.identifier, FileIO(info.location, self.storage_options))
+        coord.complete(row)  # committed, its publish not done yet (the writer stopped after the swap)
+        table = CatalogTable(coord.log.io, coord.log, coord.log.load(row.version), coord)
+        return table._bind_catalog(self, info.identifier, lambda: self._online_by_id(info.uuid, info.identifier)), info
+
+    @_read
+    def _entry_row(self, identifier: Any) -> tuple[TableInfo, Row]:
+        ns, name = parse_identifier(identifier)
+        with self._db.tx(write=False) as q:
+            r = q(f"SELECT {_COLS}, pending_path, commit_id FROM lamina_tables WHERE namespace = ? AND name = ?",
+                  (ns, name)).fetchone()
+        if r is None:
+            raise CatalogTableNotFound(f"no table {ns}.{name} in {self.uri}")
+        info = self._info(r)
+        return info, Row(info.version, info.manifest_path, r[-2], r[-1], info.online)
 
     @_read
     def _online_by_id(self, table_id: str, ident: str) -> bool:

@@ -68,7 +68,7 @@ from lamina.errors import (
     VersionNotFound,
 )
 from lamina.io import FileIO
-from lamina.spec.features import CATALOG_COMMITS
+from lamina.spec.features import CATALOG_COMMITS, check_writer
 from lamina.spec.layout import pending_path
 from lamina.spec.version import VersionManifest
 from lamina.operations.rowlevel import RowDelta
@@ -152,8 +152,8 @@ class CatalogTransaction:
             raise InvalidArgument(f"table {ident} is dropped in this transaction; it cannot also be changed")
         member = self._members.get(ident)
         if member is None:
-            table = self.catalog.load_table(ident)
-            table.check_writable()  # before the caller writes a data file for nothing
+            table, entry = self.catalog._load(ident)  # one catalog read: the row gives the version and the flag
+            table.check_writable(online=entry.online)  # before the caller writes a data file for nothing
             member = _Member(ident, table, TableChanges(table, self.commit_options))
             self._members[ident] = member
         return member.changes
@@ -213,9 +213,8 @@ class CatalogTransaction:
             raise InvalidArgument("the catalog transaction has no changes to commit")
         options = self.commit_options or CommitOptions()
         try:
-            for m in self._members.values():
-                if m.created is None:
-                    m.table.check_writable()
+            # (Whether each table is still online is not looked up again here: the SQL commit
+            # swaps only online rows, and a refusal by an offline row raises TableOffline.)
             for m in self._members.values():  # nothing may point at a file not yet written
                 for p in m.changes._pending:
                     p.wait()
@@ -256,8 +255,9 @@ class CatalogTransaction:
         attempt = 0
         while True:
             attempt += 1
-            for m in stale:
-                self._prepare(m, fresh=attempt > 1)
+            # Each table's manifests are written on a thread of its own (Parquet encoding and
+            # storage calls release the GIL; the tables share nothing until the SQL commit).
+            _parallel([lambda m=m: self._prepare(m, fresh=attempt > 1) for m in stale])
             self._stage()
             refused = self._sql_commit(options)
             if refused is None:
@@ -288,6 +288,7 @@ class CatalogTransaction:
         m.base, m.vm = base, None
         if not ops:
             return
+        check_writer(base.writer_features, f"table {m.table.uri}")
         committer = Committer(m.table.log, m.coordinator)
         try:
             self._check_rows_unchanged(m, base, ops)
@@ -470,15 +471,23 @@ def _ident(identifier: Any) -> str:
     return f"{ns}.{name}"
 
 
+# Kept for the process (starting threads per commit costs more than a small table's puts).
+# Its jobs never submit to it themselves, so they cannot wait on each other.
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-catalog-tx")
+
+
 def _parallel(jobs: list) -> None:
-    """Run independent storage calls (puts of different tables) side by side."""
+    """Run independent jobs (one per table: its manifests, its puts) side by side; the first
+    error is raised once every job has ended."""
     if len(jobs) <= 1:
         for job in jobs:
             job()
         return
-    with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
-        for f in [pool.submit(job) for job in jobs]:
-            f.result()
+    futures = [_pool.submit(job) for job in jobs]
+    for f in futures:
+        f.exception()  # wait for all: none may still write once the caller cleans up
+    for f in futures:
+        f.result()
 
 
 # --- consistent reads ------------------------------------------------------------------------

@@ -106,17 +106,18 @@ class Table:
     def properties(self) -> dict[str, str]:
         return dict(self._vm.properties)
 
-    def check_online(self) -> None:
-        """Raise TableOffline if the table may not be written now (catalog tables; see CatalogTable)."""
+    def check_online(self, online: bool | None = None) -> None:
+        """Raise TableOffline if the table may not be written now (catalog tables; see CatalogTable).
+        ``online``: the flag as the caller just read it (no second look-up)."""
 
-    def check_writable(self) -> None:
+    def check_writable(self, online: bool | None = None) -> None:
         """Raise unless this table may be written now: the version this object holds needs no
         writer feature this Lamina lacks (UnsupportedFeature; CatalogManaged for a catalog's
         table opened by path), and the table is online (TableOffline). Every method in
         WRITE_METHODS and every engine write session runs it before writing anything; the
         committer checks each base again."""
         check_writer(self._vm.writer_features, f"table {self.uri}")
-        self.check_online()
+        self.check_online(online)
 
     def refresh(self) -> "Table":
         """Move to the latest version (BranchNotFound on a handle of a branch deleted since)."""

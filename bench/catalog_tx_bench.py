@@ -1,0 +1,541 @@
+#!/usr/bin/env python
+"""Catalog transactions of issue 18: the latency of a transaction appending to 2 and to 10 tables
+against one single-table append on the same catalog, and 8 processes racing two-table
+transactions, on a SQLite and a PostgreSQL catalog, in one run.
+
+    .venv/bin/python bench/catalog_tx_bench.py           # full run -> its section of BENCHMARKS.md
+    .venv/bin/python bench/catalog_tx_bench.py --quick   # smoke test -> bench/out/BENCHMARKS.catalog_tx.md
+
+1. **Latency**: per catalog, 11 empty tables (id int64, category string, value double, ts
+   timestamp[us]): `b.single` and `b.t0`..`b.t9`. Each round times, in an order rotating per
+   round, one call of each: the single-table append `cat.load_table("b.single").append(batch)`;
+   the 2-table transaction `with cat.transaction() as tx: tx.table("b.t0").append(batch);
+   tx.table("b.t1").append(batch)`; the same on `b.t0`..`b.t9`. The same batch of 100 rows
+   everywhere, so both sides write one Parquet data file per table they append to (the data file,
+   its manifest and the version are all inside the timed call, on both sides). A few untimed
+   rounds first. Figures: p10 / p50 / p90 over the rounds; targets (issue 18): p50 of the 2-table
+   transaction <= 1.5x and of the 10-table one <= 3x the single append's p50, ratios from this run.
+   Then every table's row count is checked (rounds x batch rows), and a breakdown of where a
+   10-table transaction's time goes is taken in an untimed pass (timers around its steps).
+2. **Racing transactions**: per catalog, 4 fresh tables; 8 processes each load the catalog, wait
+   at a start barrier (tests/support/workers.py), then run 50 transactions each appending a batch
+   tagged (writer, seq) to 2 of the 4 tables (a fixed random pair per transaction), with a retry
+   budget no race exhausts (appends never conflict: a moved row is re-applied). *failed*: the
+   transaction raised; *lost*: acknowledged, but its rows are missing from a table it appended to
+   (read back through `cat.snapshot()`), or its id not in `lamina_transactions`
+   (`cat.transaction_committed(id)`); *torn*: rows in one of its tables but not the other;
+   *duplicated*: a batch present more than once, or a table version acknowledged twice.
+   commits/s = acknowledged transactions / wall time (first writer released -> last done).
+
+PostgreSQL: a server started here (tests/support/pgserver.py: initdb + pg_ctl on 127.0.0.1,
+fsync off, as the catalog tests and bench/maintenance_bench.py use). SQLite: a file catalog
+in a temp dir (WAL, synchronous=FULL: every commit is an fsync).
+
+Only this script's section of BENCHMARKS.md is replaced. Raw numbers go to
+bench/out/catalog_tx_results.json, tracebacks to bench/out/errors.log.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import json
+import random
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402,F401  (sys.path for lamina)
+from common import (  # noqa: E402
+    REPO_ROOT, SCHEMA, Section, Workspace, add_out_arg, begin_run, bench_parser, command_line, comma_list, err_text,
+    finish_run, flush_lamina_hints, fmt_s, fmt_x, loadavg, log_error, make_batch, now, p50, report_path, rotated,
+    say, sections_markdown, standalone_header, verdict,
+)
+
+TESTS_DIR = REPO_ROOT / "tests"
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+SECTION_TITLE = "Catalog transactions (issue 18)"
+CATALOGS = ["sqlite", "postgres"]
+CATALOG_LABEL = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+PG_DB = "lamina_tx_bench"
+WIDE = 10  # tables of the wide transaction
+TARGETS = {2: 1.5, WIDE: 3.0}  # tables -> max ratio of p50s to the single append's
+RACE_TABLES = 4
+RACE_PICK = 2
+# Appends never conflict: a race only moves rows, and each move costs one re-apply. The budget
+# is there so that no interleaving of 8 writers on 4 tables can exhaust it.
+RACE_ATTEMPTS = 10_000
+RACE_SECONDS = 600.0
+
+
+@dataclass
+class Config:
+    quick: bool
+    rows: int = 100
+    rounds: int = 60
+    warm: int = 5
+    breakdown: int = 20  # 10-table transactions timed step by step (untimed for the targets)
+    writers: int = 8
+    txs: int = 50  # per writer
+    race_rows: int = 10
+
+    @classmethod
+    def make(cls, args) -> "Config":
+        cfg = cls(quick=args.quick)
+        if args.quick:
+            cfg.rounds, cfg.warm, cfg.breakdown, cfg.writers, cfg.txs = 5, 1, 2, 2, 4
+        for k in ("rows", "rounds", "writers", "txs"):
+            if getattr(args, k) is not None:
+                setattr(cfg, k, getattr(args, k))
+        return cfg
+
+
+def quantile(xs: list[float], q: float) -> float | None:
+    return float(np.quantile(xs, q)) if xs else None
+
+
+# =========================================================================== catalogs
+class Catalogs:
+    """A fresh catalog per name (the PostgreSQL server started on first use, stopped at close)."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.pg = None
+        self.pg_start_s: float | None = None
+        self.dbs = 0
+
+    def new(self, name: str) -> str:
+        """The URI of a new, empty catalog (its warehouse in the workspace)."""
+        if name == "sqlite":
+            return f"sqlite:///{self.ws.new('cat-sqlite')}/cat.db"
+        if self.pg is None:
+            from support.pgserver import PgServer
+
+            t0 = now()
+            self.pg = PgServer().start()
+            self.pg_start_s = now() - t0
+        self.dbs += 1
+        return self.pg.create_database(f"{PG_DB}_{self.dbs}") + f"?warehouse={self.ws.new('cat-pg-wh')}"
+
+    def close(self) -> None:
+        if self.pg is not None:
+            try:
+                self.pg.stop()
+            except Exception as e:  # noqa: BLE001
+                log_error("catalog_tx/postgres/stop", e)
+            self.pg = None
+
+
+# =========================================================================== 1. latency
+def single_append(cat, batch) -> None:
+    cat.load_table("b.single").append(batch)
+
+
+def tx_append(cat, idents: list[str], batch) -> None:
+    with cat.transaction() as tx:
+        for ident in idents:
+            tx.table(ident).append(batch)
+
+
+def bench_latency(cat_uri: str, cfg: Config) -> dict:
+    import lamina
+
+    cat = lamina.load_catalog(cat_uri)
+    cat.create_namespace("b")
+    wide = [f"b.t{i}" for i in range(WIDE)]
+    for ident in ["b.single", *wide]:
+        cat.create_table(ident, SCHEMA)
+    batch = make_batch(0, cfg.rows)
+    cases = {
+        "single": lambda: single_append(cat, batch),
+        2: lambda: tx_append(cat, wide[:2], batch),
+        WIDE: lambda: tx_append(cat, wide, batch),
+    }
+    for _ in range(cfg.warm):
+        for fn in cases.values():
+            fn()
+    lat: dict = {k: [] for k in cases}
+    for rnd in range(cfg.rounds):
+        for k in rotated(list(cases), rnd):
+            t0 = now()
+            cases[k]()
+            lat[k].append(now() - t0)
+    breakdown = step_breakdown(cat, cases, cfg)
+    # Every call landed once: rows per table = calls x batch rows (single, t0, t1: every case).
+    flush_lamina_hints()
+    calls = cfg.warm + cfg.rounds + cfg.breakdown
+    expected = {"b.single": calls, **{t: calls * (2 if t in wide[:2] else 1) for t in wide}}
+    snap = cat.snapshot()
+    rows = {t: snap.to_arrow(t, columns=["id"]).num_rows for t in expected}
+    bad = {t: (rows[t], n * cfg.rows) for t, n in expected.items() if rows[t] != n * cfg.rows}
+    if bad:
+        raise RuntimeError(f"row counts (got, expected) differ: {bad}")
+    return {"lat": {str(k): v for k, v in lat.items()}, "rows_checked": rows, "versions": snap.versions,
+            "breakdown": breakdown}
+
+
+# Where a call's time goes: timers around the steps of the single append and of the catalog
+# transaction (lamina/catalog/transaction.py). A step that runs on several threads at once is
+# summed over them, so steps can add up to more than the wall time.
+STEPS = [
+    ("lamina.catalog.sql", "SqlCatalog", "load_table", "load the table (catalog row + version)"),
+    ("lamina.table.transaction", "Transaction", "append", "append call: conform + write the data file"),
+    ("lamina.commit.committer", "Committer", "_prepare", "apply to the base: manifest written (per table)"),
+    ("lamina.catalog.transaction", "CatalogTransaction", "_stage", "stage every version (pending puts)"),
+    ("lamina.catalog.transaction", "CatalogTransaction", "_sql_commit", "the SQL transaction (commit point)"),
+    ("lamina.catalog.transaction", "CatalogTransaction", "_finish", "publish final versions, hints"),
+    ("lamina.catalog.coordinator", "SqlCoordinator", "publish", "single append: stage + row swap + publish"),
+    ("lamina.catalog.sql", "SqlCatalog", "_swap", "single append: the row swap (commit point)"),
+]
+
+
+def step_breakdown(cat, cases: dict, cfg: Config) -> dict:
+    """Per case (single, WIDE): wall p50 and the mean seconds per call of each step in STEPS."""
+    import importlib
+
+    acc: dict = collections.defaultdict(float)
+    lock = threading.Lock()
+    saved = []
+    for mod, owner, attr, _what in STEPS:
+        cls = getattr(importlib.import_module(mod), owner)
+        f = cls.__dict__.get(attr)
+        if f is None:
+            continue
+        saved.append((cls, attr, f))
+
+        def timed(*a, _f=f, _key=f"{owner}.{attr}", **k):
+            t0 = now()
+            try:
+                return _f(*a, **k)
+            finally:
+                with lock:
+                    acc[_key] += now() - t0
+
+        setattr(cls, attr, functools.wraps(f)(timed))
+    out = {}
+    try:
+        for case in cases:  # every case (row counts stay exact); the 2-table one is not reported
+            acc.clear()
+            wall = []
+            for _ in range(cfg.breakdown):
+                t0 = now()
+                cases[case]()
+                wall.append(now() - t0)
+            out[str(case)] = {"wall_p50": p50(wall), "steps": {k: v / cfg.breakdown for k, v in acc.items()}}
+    finally:
+        for cls, attr, f in saved:
+            setattr(cls, attr, f)
+    return out
+
+
+# =========================================================================== 2. racing transactions
+def race_pairs(writer: int, n: int) -> list[list[int]]:
+    """The tables (indices) each transaction of ``writer`` appends to: a fixed random pair."""
+    rng = random.Random(1000 + writer)
+    return [sorted(rng.sample(range(RACE_TABLES), RACE_PICK)) for _ in range(n)]
+
+
+def worker_race(argv) -> None:
+    """One racing process: load the catalog, READY, wait for GO, run its transactions, print JSON."""
+    from support import workers
+
+    import lamina
+    from lamina.commit import CommitOptions
+
+    spec = json.loads(argv[0])
+    cat = lamina.load_catalog(spec["catalog"])
+    w, rows, tables = spec["writer"], spec["rows"], spec["tables"]
+    options = CommitOptions(max_attempts=RACE_ATTEMPTS, max_seconds=RACE_SECONDS)
+    pairs = race_pairs(w, spec["n"])
+    batches = [workers.batch(w, seq, rows) for seq in range(spec["n"])]
+    print("READY", flush=True)
+    if sys.stdin.readline().strip() != "GO":
+        sys.exit("no GO from the parent")
+    t_go = time.time()
+    acked, failed = [], []
+    for seq, pair in enumerate(pairs):
+        t0 = now()
+        tx = cat.transaction(commit_options=options)
+        try:
+            with tx:
+                for k in pair:
+                    tx.table(tables[k]).append(batches[seq])
+            acked.append({"seq": seq, "id": tx.id, "versions": tx.versions, "s": now() - t0})
+        except Exception as e:  # noqa: BLE001  (counted: a typed error is a failure, not a loss)
+            failed.append({"seq": seq, "id": tx.id, "error": err_text(e), "s": now() - t0})
+    print(json.dumps({"t_go": t_go, "t_done": time.time(), "acked": acked, "failed": failed}), flush=True)
+
+
+def bench_race(ws: Workspace, cat_uri: str, cfg: Config, label: str) -> dict:
+    from support import workers
+
+    import lamina
+
+    cat = lamina.load_catalog(cat_uri)
+    cat.create_namespace("r")
+    tables = [f"r.t{i}" for i in range(RACE_TABLES)]
+    for t in tables:
+        cat.create_table(t, workers.schema())
+    specs = [{"catalog": cat_uri, "tables": tables, "writer": w, "n": cfg.txs, "rows": cfg.race_rows}
+             for w in range(cfg.writers)]
+    script = str(Path(__file__).resolve())
+    say(f"{label}: {cfg.writers} processes x {cfg.txs} two-table transactions on {RACE_TABLES} tables")
+    results = workers.spawn_workers(
+        specs, ws.new(f"logs-{label}"), timeout=900,
+        cmd=lambda spec: [sys.executable, script, "--worker", "race", json.dumps(spec)],
+    )
+    r = {
+        "wall_s": max(x["t_done"] for x in results) - min(x["t_go"] for x in results),
+        "go_spread_s": max(x["t_go"] for x in results) - min(x["t_go"] for x in results),
+        "latency": [a["s"] for x in results for a in x["acked"]],
+    }
+    flush_lamina_hints()
+    r["verify"] = verify_race(lamina.load_catalog(cat_uri), tables, results, cfg)
+    return r
+
+
+def verify_race(cat, tables: list[str], results: list[dict], cfg: Config) -> dict:
+    """Read every table back at one catalog snapshot and hold it against the writers' ledgers."""
+    snap = cat.snapshot()
+    counts = {}
+    for t in tables:
+        g = snap.to_arrow(t, columns=["writer", "seq"]).group_by(["writer", "seq"]).aggregate([([], "count_all")])
+        d = g.to_pydict()
+        counts[t] = {(w, s): c for w, s, c in zip(d["writer"], d["seq"], d["count_all"])}
+    pairs = {w: race_pairs(w, cfg.txs) for w in range(len(results))}
+    lost = torn = dup = landed_failed = not_in_ledger = 0
+    claimed: dict = collections.defaultdict(collections.Counter)  # table -> version -> acknowledgements
+    for w, res in enumerate(results):
+        for a in res["acked"]:
+            key, mine = (w, a["seq"]), [tables[k] for k in pairs[w][a["seq"]]]
+            present = [counts[t].get(key, 0) for t in mine]
+            lost += any(c < cfg.race_rows for c in present)
+            torn += 0 < sum(c > 0 for c in present) < len(present)
+            not_in_ledger += not cat.transaction_committed(a["id"])
+            for t, v in a["versions"].items():
+                claimed[t][v] += 1
+        for f in res["failed"]:
+            key, mine = (w, f["seq"]), [tables[k] for k in pairs[w][f["seq"]]]
+            present = [counts[t].get(key, 0) for t in mine]
+            landed_failed += all(c > 0 for c in present)
+            torn += 0 < sum(c > 0 for c in present) < len(present)
+    dup += sum(1 for t in tables for c in counts[t].values() if c > cfg.race_rows)
+    dup += sum(1 for t in claimed for n in claimed[t].values() if n > 1)
+    sent = {(w, s) for w in range(len(results)) for s in range(cfg.txs)}
+    unexplained = sum(1 for t in tables for key in counts[t] if key not in sent)
+    acked = sum(len(x["acked"]) for x in results)
+    per_table = {t: sum(1 for w, res in enumerate(results) for a in res["acked"] if t in a["versions"]) for t in tables}
+    versions_ok = all(snap.version_of(t) == per_table[t] for t in tables)  # one version per acknowledged tx
+    return {
+        "acked": acked, "failed": sum(len(x["failed"]) for x in results), "lost": lost, "torn": torn,
+        "duplicated": dup, "failed_but_landed": landed_failed, "not_in_ledger": not_in_ledger,
+        "unexplained": unexplained, "versions": snap.versions, "versions_ok": versions_ok,
+        "rows": {t: sum(counts[t].values()) for t in tables},
+        "errors": sorted({f["error"] for x in results for f in x["failed"]})[:3],
+    }
+
+
+# =========================================================================== report
+def latency_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, list[tuple[str, bool | None]]]:
+    sec = Section(
+        key="latency",
+        title=f"Transaction latency: 2 and {WIDE} tables vs one single-table append ({cfg.rows}-row batches)",
+        what=(
+            f"Per catalog, {cfg.rounds} rounds after {cfg.warm} untimed ones; each round times one call of each case, "
+            "in an order rotating per round. **single append**: `cat.load_table(\"b.single\").append(batch)`; "
+            "**N-table transaction**: `with cat.transaction() as tx:` + `tx.table(ident).append(batch)` for each of "
+            f"`b.t0`..`b.t{{N-1}}`. The same {cfg.rows}-row batch (id int64, category string, value double, "
+            "ts timestamp[us]) in every append: each side writes one Parquet data file, one manifest and one "
+            "version per table, all inside the timed call. Ratio = the transaction's p50 / the single append's p50 "
+            "on the same catalog, this run."
+        ),
+        columns=["catalog", "call", "p10", "p50", "p90", "ratio (p50) / single append", "target"],
+    )
+    verdicts = []
+    for name in names:
+        r = res.get(name, {})
+        label = CATALOG_LABEL[name]
+        if "error" in r:
+            sec.error_row(label, r["error"])
+            verdicts += [(f"{n}-table transaction p50 ≤ {TARGETS[n]}× one single-table append, {label} (error)", False)
+                         for n in TARGETS]
+            continue
+        lat = r["lat"]
+        base = p50(lat["single"])
+        for case, call in (("single", "single-table append"), *((str(n), f"{n}-table transaction") for n in TARGETS)):
+            xs = lat[case]
+            ratio = p50(xs) / base if case != "single" else None
+            target = "–"
+            if case != "single":
+                limit = TARGETS[int(case)]
+                ok = ratio <= limit
+                target = f"≤ {limit}×: {verdict(ok)}"
+                verdicts.append((f"{case}-table transaction p50 ≤ {limit}× one single-table append, {label} "
+                                 f"({ratio:.2f}×)", ok))
+            sec.rows.append([label, call, fmt_s(quantile(xs, 0.1)), fmt_s(p50(xs)), fmt_s(quantile(xs, 0.9)),
+                             "–" if ratio is None else fmt_x(ratio), target])
+        extra = (p50(lat[str(WIDE)]) - p50(lat["2"])) / (WIDE - 2)
+        sec.notes.append(
+            f"{label}: each table beyond the second adds {fmt_s(extra)} to a transaction's p50, {extra / base:.2f}× a "
+            f"whole single-table append (the {WIDE}-table target needs ≤ {(TARGETS[WIDE] - TARGETS[2]) / (WIDE - 2):.2f}× "
+            "with the 2-table one met): per table, a transaction does what an append does (load the table, encode "
+            "the data file, write its manifest, stage and publish its version) except the row swap, which it does "
+            "once for all tables.")
+        sec.notes.append(f"{label}: every table's rows checked after the run (calls × {cfg.rows} rows): "
+                         f"{sum(r['rows_checked'].values()):,} rows in {len(r['rows_checked'])} tables, as expected.")
+    return sec, verdicts
+
+
+def breakdown_notes(res: dict, names: list[str]) -> list[str]:
+    """Where the time of a single append and of a 10-table transaction goes, per catalog."""
+    what = {f"{owner}.{attr}": text for _m, owner, attr, text in STEPS}
+    notes = []
+    for name in names:
+        b = res.get(name, {}).get("breakdown")
+        if not b:
+            continue
+        parts = []
+        for case, label in (("single", "single append"), (str(WIDE), f"{WIDE}-table transaction")):
+            steps = b[case]["steps"]
+            items = ", ".join(f"{what[k]} {fmt_s(v)}" for k, v in sorted(steps.items(), key=lambda kv: -kv[1]) if v)
+            parts.append(f"{label} (p50 {fmt_s(b[case]['wall_p50'])} with the timers): {items}")
+        notes.append(f"Where the time goes, {CATALOG_LABEL[name]} (mean per call, steps on parallel threads summed): "
+                     + "; ".join(parts) + ".")
+    return notes
+
+
+def race_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, list[tuple[str, bool | None]]]:
+    total = cfg.writers * cfg.txs
+    sec = Section(
+        key="race",
+        title=f"{cfg.writers} processes × {cfg.txs} two-table transactions on {RACE_TABLES} tables",
+        what=(
+            f"Per catalog, {RACE_TABLES} fresh tables (writer, seq, i, k); {cfg.writers} processes each load the "
+            f"catalog, wait at a start barrier, then run {cfg.txs} transactions one after the other, each appending "
+            f"{cfg.race_rows} rows tagged (writer, seq) to {RACE_PICK} of the {RACE_TABLES} tables (a fixed random "
+            f"pair per transaction), `CommitOptions(max_attempts={RACE_ATTEMPTS:,}, max_seconds={RACE_SECONDS:.0f})`. "
+            "Read back at one `cat.snapshot()`: **lost** = acknowledged but rows missing from one of its tables, or "
+            "its id not in `lamina_transactions`; **torn** = rows in one of its tables only; **duplicated** = a batch "
+            "present twice or a table version acknowledged twice; **failed** = raised. commits/s = acknowledged / "
+            "wall time (first writer released → last done); latency = one transaction, retries included."
+        ),
+        columns=["catalog", "acknowledged", "failed", "lost", "torn", "duplicated", "wall time", "commits/s",
+                 "latency p50 / p90 / max", "final tables", "target"],
+    )
+    verdicts = []
+    for name in names:
+        r = res.get(name, {})
+        label = CATALOG_LABEL[name]
+        if "error" in r:
+            sec.error_row(label, r["error"])
+            verdicts.append((f"0 lost and 0 failed, {label} (error)", False))
+            continue
+        v = r["verify"]
+        ok = v["lost"] == 0 and v["failed"] == 0 and v["torn"] == 0 and v["duplicated"] == 0
+        rate = v["acked"] / r["wall_s"]
+        verdicts.append((f"0 lost and 0 failed, {label} ({v['acked']}/{total} acknowledged, {v['lost']} lost, "
+                         f"{v['failed']} failed; {rate:.1f} commits/s)", ok))
+        lat = r["latency"]
+        final = (", ".join(f"{t} v{n}" for t, n in sorted(v["versions"].items()))
+                 + ("; one version per acknowledged transaction" if v["versions_ok"] else "; VERSION COUNT MISMATCH"))
+        sec.rows.append([
+            label, f"{v['acked']} / {total}", str(v["failed"]), str(v["lost"]), str(v["torn"]), str(v["duplicated"]),
+            fmt_s(r["wall_s"]), f"{rate:.1f}",
+            f"{fmt_s(p50(lat))} / {fmt_s(quantile(lat, 0.9))} / {fmt_s(max(lat) if lat else None)}", final,
+            f"0 lost, 0 failed: {verdict(ok)}",
+        ])
+        if v["errors"]:
+            sec.notes.append(f"{label}: failed transactions raised: {'; '.join(v['errors'])}.")
+        if v["failed_but_landed"] or v["unexplained"] or v["not_in_ledger"]:
+            sec.notes.append(f"{label}: {v['failed_but_landed']} failed but landed, {v['unexplained']} batches no "
+                             f"writer sent, {v['not_in_ledger']} acknowledged ids missing from lamina_transactions.")
+        sec.notes.append(f"{label}: rows per table {v['rows']}; start spread after the barrier {fmt_s(r['go_spread_s'])}.")
+    return sec, verdicts
+
+
+def section_block(path: Path, cfg: Config, secs: list[Section], command: str, started: float, elapsed: float,
+                  revision: str, load: tuple, targets: list[str], extra: list[str]) -> str:
+    import systems
+
+    lines = [f"## {SECTION_TITLE}", ""]
+    lines += standalone_header(path, "bench/catalog_tx_bench.py", command, started, elapsed, revision, cfg.quick,
+                               "figures", versions={k: v for k, v in systems.library_versions().items()
+                                                    if k in ("lamina", "pyarrow")})
+    lines += [f"- 1-min load average {load[0]} before, {load[1]} after.", *extra]
+    lines += [f"- Target: {t}." for t in targets] + [""]
+    lines += sections_markdown(secs)
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:2] == ["--worker", "race"]:
+        worker_race(argv[2:])
+        return 0
+    ap = bench_parser(__doc__)
+    ap.add_argument("--quick", action="store_true", help="smoke test: tiny sizes, figures not meaningful")
+    ap.add_argument("--rows", type=int, default=None, help="rows per append in the latency rounds (default 100)")
+    ap.add_argument("--rounds", type=int, default=None, help="timed rounds of the latency cases (default 60)")
+    ap.add_argument("--writers", type=int, default=None, help="racing processes (default 8)")
+    ap.add_argument("--txs", type=int, default=None, help="transactions per racing process (default 50)")
+    ap.add_argument("--catalogs", default=",".join(CATALOGS), help="comma list of " + ",".join(CATALOGS))
+    add_out_arg(ap, "markdown file whose section is replaced", "the default full run", "BENCHMARKS.catalog_tx.md")
+    args = ap.parse_args(argv)
+    cfg = Config.make(args)
+    names = comma_list(ap, args.catalogs, CATALOGS, "catalog")
+    full = not cfg.quick and names == CATALOGS and all(getattr(args, k) is None for k in ("rows", "rounds", "writers", "txs"))
+    out_md = report_path(args.out, full, "BENCHMARKS.catalog_tx.md")
+    command = command_line("bench/catalog_tx_bench.py", argv)
+    revision, started, t0 = begin_run(f"catalog transaction bench: {cfg}; catalogs {names}")
+    ws = Workspace()
+    cats = Catalogs(ws)
+    raw: dict = {"command": command, "config": cfg.__dict__, "latency": {}, "race": {}}
+    l0 = loadavg()
+    try:
+        for name in names:
+            label = CATALOG_LABEL[name]
+            for part, run in (("latency", lambda: bench_latency(cats.new(name), cfg)),
+                              ("race", lambda: bench_race(ws, cats.new(name), cfg, name))):
+                try:
+                    raw[part][name] = run()
+                    if part == "latency":
+                        lat = raw[part][name]["lat"]
+                        say(f"{label} latency p50: " + ", ".join(f"{k} {fmt_s(p50(v))}" for k, v in lat.items()))
+                    else:
+                        v = raw[part][name]["verify"]
+                        say(f"{label} race: {v['acked']} acked, {v['failed']} failed, {v['lost']} lost, "
+                            f"{v['acked'] / raw[part][name]['wall_s']:.1f} commits/s")
+                except Exception as e:  # noqa: BLE001
+                    log_error(f"catalog_tx/{part}/{name}", e)
+                    raw[part][name] = {"error": err_text(e)}
+                    say(f"{label} {part}: {raw[part][name]['error']}")
+    finally:
+        cats.close()
+        ws.close()
+    lsec, lv = latency_section(cfg, raw["latency"], names)
+    lsec.notes += breakdown_notes(raw["latency"], names)
+    rsec, rv = race_section(cfg, raw["race"], names)
+    secs = [lsec, rsec]
+    targets = [f"{what}: **{verdict(ok)}**" for what, ok in lv + rv]
+    for line in targets:
+        print(("PASS " if "**PASS**" in line else "MISS ") + line.replace("**", ""), flush=True)
+    extra = []
+    if cats.pg_start_s is not None:
+        extra.append(f"- PostgreSQL server (tests/support/pgserver.py, fsync off) started in {fmt_s(cats.pg_start_s)}, "
+                     "untimed; SQLite catalog: a file in a temp dir (WAL, synchronous=FULL).")
+    elapsed = now() - t0
+    block = section_block(out_md, cfg, secs, command, started, elapsed, revision, (l0, loadavg()), targets, extra)
+    finish_run(secs, out_md, SECTION_TITLE, block, raw, "catalog_tx_results.json", targets, elapsed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

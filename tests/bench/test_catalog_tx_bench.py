@@ -1,0 +1,45 @@
+"""bench/catalog_tx_bench.py end to end at smoke-test sizes, on SQLite and PostgreSQL: both measures
+run (with their read-back checks of every table), the report replaces only its own section of the
+markdown file, every target gets a verdict from a ratio or a count, and the racing transactions
+are all acknowledged with nothing lost or torn."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+TITLE = "## Catalog transactions (issue 18)"
+
+
+def test_catalog_tx_bench_writes_its_section_with_a_verdict_per_target(tmp_path):
+    out = tmp_path / "BENCHMARKS.md"
+    out.write_text(f"# Lamina benchmarks\n\n## Other section\n\nkept as is\n\n{TITLE}\n\nstale figures\n")
+    cmd = [sys.executable, str(REPO / "bench" / "catalog_tx_bench.py"), "--quick", "--rounds", "3", "--writers", "2",
+           "--txs", "3", "--out", str(out)]
+    run = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+
+    text = out.read_text()
+    assert text.startswith(f"# Lamina benchmarks\n\n## Other section\n\nkept as is\n\n{TITLE}\n")
+    assert text.count(TITLE) == 1 and "stale figures" not in text
+    targets = re.findall(r"^- Target: (.*)$", text, re.M)
+    assert len(targets) == 6, targets  # 2 latency targets + 1 race target, per catalog
+    for line in targets:
+        assert re.search(r"\((\d+\.\d\d×|\d+/\d+ acknowledged.*)\): \*\*(PASS|MISS)\*\*\.$", line), line
+    verdicts = [line for line in run.stdout.splitlines() if line.startswith(("PASS ", "MISS "))]
+    assert len(verdicts) == 6, run.stdout[-2000:]
+
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| ")]
+    for catalog in ("SQLite", "PostgreSQL"):
+        latency = {r[1]: r for r in rows if r[0] == catalog and r[1].endswith(("append", "transaction"))}
+        assert set(latency) == {"single-table append", "2-table transaction", "10-table transaction"}
+        for call in ("2-table transaction", "10-table transaction"):
+            assert latency[call][5].endswith("×") and latency[call][6].split(": ")[1] in ("PASS", "MISS")
+        race = next(r for r in rows if r[0] == catalog and "/" in r[1])
+        assert race[1:6] == ["6 / 6", "0", "0", "0", "0"]  # acknowledged, failed, lost, torn, duplicated
+        assert "one version per acknowledged transaction" in race[9] and race[10].endswith("PASS")
+        assert f"{catalog}: every table's rows checked after the run" in text
+    assert "Where the time goes, SQLite" in text and "Where the time goes, PostgreSQL" in text
