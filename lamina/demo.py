@@ -189,8 +189,7 @@ def load_orders(demo: Demo, orders: Any, *, tag: str | None = None, create: bool
     """Load a Spark DataFrame of orders and its per-day summary in ONE catalog transaction:
     Spark writes both tables' files, the driver commits both tables at once (``create``: the
     transaction creates them, ``tag``: the orders' new version gets it). The transaction."""
-    from lamina.spark import write
-    from lamina.spark._types import arrow_schema
+    from lamina.spark import arrow_schema, write
 
     with demo.catalog.transaction() as tx:
         if create:

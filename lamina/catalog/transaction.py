@@ -209,20 +209,19 @@ class CatalogTransaction:
         """Commit every table's changes at once; each table's new version (None for a table
         whose changes changed nothing)."""
         self._check_open()
-        if not self._drops and not any(m.changes._ops or m.changes._tags or m.created for m in self._members.values()):
+        if not self._drops and not any(m.changes.operations or m.changes.queued_tags or m.created for m in self._members.values()):
             raise InvalidArgument("the catalog transaction has no changes to commit")
         options = self.commit_options or CommitOptions()
         try:
             # (Whether each table is still online is not looked up again here: the SQL commit
             # swaps only online rows, and a refusal by an offline row raises TableOffline.)
             for m in self._members.values():  # nothing may point at a file not yet written
-                for p in m.changes._pending:
-                    p.wait()
+                m.changes.wait_for_writes()
             self._run(options)
         except CommitStateUnknown:
             self._state = "unknown"
             for m in self._members.values():
-                m.changes._end("unknown")
+                m.changes.end("unknown")
             raise
         except BaseException:
             if not (self._in_doubt and self._committed_after_all()):
@@ -278,7 +277,7 @@ class CatalogTransaction:
 
     def _prepare(self, m: _Member, fresh: bool) -> None:
         """Apply ``m``'s operations to its newest version (``fresh``) or the one it holds."""
-        ops = m.changes._ops
+        ops = m.changes.operations
         if m.created is not None:
             base = m.created
         elif fresh or any(op.refresh_base for op in ops):
@@ -413,12 +412,12 @@ class CatalogTransaction:
                 # (Unpublished, the table object stays at its base: a commit from it then rebases
                 # through the row, which publishes first; a swap must build on a published version.)
                 m.table.log.write_hint(vm, wait=False)
-                m.table._committed(vm, True)
+                m.changes.landed(vm)
             m.changes.version = None if m.vm is None else m.vm.version
-            m.changes._end("committed")
+            m.changes.end("committed")
             self.versions[m.ident] = m.changes.version if m.created is None else (m.vm or m.created).version
-            if m.changes._tags:
-                m.changes._create_tags(vm if vm is not None else m.table.metadata)
+            if m.changes.queued_tags:
+                m.changes.create_tags(vm if vm is not None else m.table.metadata)
         for ident, (info, purge) in self._drops.items():
             if purge:
                 from lamina.catalog.sql import _purge

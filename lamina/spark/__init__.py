@@ -29,6 +29,7 @@
 See docs/spark.md.
 """
 
+from lamina.spark._types import arrow_schema
 from lamina.spark.changes import read_changes
 from lamina.spark.compact import compact
 from lamina.spark.datasource import LaminaDataSource, register
@@ -39,4 +40,4 @@ from lamina.spark.streaming import foreach_batch_writer
 from lamina.spark.system import system_table
 from lamina.spark.write import write
 
-__all__ = ["LaminaDataSource", "SparkMergeBuilder", "compact", "delete", "foreach_batch_writer", "merge", "read", "read_changes", "register", "spark_session", "system_table", "write"]
+__all__ = ["LaminaDataSource", "SparkMergeBuilder", "arrow_schema", "compact", "delete", "foreach_batch_writer", "merge", "read", "read_changes", "register", "spark_session", "system_table", "write"]

@@ -155,7 +155,7 @@ def _local_table(target: Any, storage_options: Mapping[str, Any] | None, catalog
     a transaction's changes to a table (``tx.table(ident)``)."""
     tx = transaction_of(target, catalog=catalog, storage_options=storage_options, branch=branch)
     if tx is not None:
-        if tx._ops:  # the positions are computed on the table's version, without them
+        if tx.operations:  # the positions are computed on the table's version, without them
             raise InvalidArgument(
                 f"a Spark merge or delete in a transaction must be the first change to {tx.table.uri} in it: "
                 "it finds its rows in the table's committed version, which holds none of the changes queued before it"

@@ -351,7 +351,7 @@ def transaction_of(target: Any, *, catalog: Any = None, storage_options: Any = N
         return None
     if catalog is not None or storage_options is not None or branch is not None:
         raise InvalidArgument("a transaction's table is already open: drop catalog=, storage_options= and branch=")
-    target._check_open()
+    target.check_open()
     if not target.table.io.is_local:
         raise InvalidArgument(
             f"a Spark write into a transaction uses Spark's native Parquet writer: local tables only "

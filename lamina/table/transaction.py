@@ -378,6 +378,40 @@ class Transaction:
             except StorageError as e:  # unreferenced files: orphan cleanup removes them later
                 log.warning("could not delete the data files of an aborted transaction: %s", e)
 
+    # -- what a catalog transaction or an engine write reads of it (lamina.catalog.transaction,
+    # lamina.spark): its queued work, and its end once the commit is decided elsewhere
+
+    @property
+    def operations(self) -> tuple[Operation, ...]:
+        """The operations queued so far, in order."""
+        return tuple(self._ops)
+
+    @property
+    def queued_tags(self) -> tuple[str, ...]:
+        """The tags to create on the version this transaction commits."""
+        return tuple(name for name, _ in self._tags)
+
+    def wait_for_writes(self) -> None:
+        """Wait until every data file the queued operations reference has reached storage."""
+        for p in self._pending:
+            p.wait()
+
+    def landed(self, vm: VersionManifest) -> None:
+        """Its version ``vm`` was committed (by a catalog transaction): the table moves to it."""
+        self.table._committed(vm, True)
+
+    def create_tags(self, vm: VersionManifest) -> None:
+        """Create the queued tags on ``vm``."""
+        self._create_tags(vm)
+
+    def end(self, state: str) -> None:
+        """The commit was decided elsewhere (``committed`` or ``unknown``): see ``_end``."""
+        self._end(state)
+
+    def check_open(self) -> None:
+        """Raise InvalidArgument unless the transaction still takes changes."""
+        self._check_open()
+
     def _check_open(self) -> None:
         if self._state != "open":
             raise InvalidArgument(f"the transaction is {self._state}; start a new one with table.transaction()")
