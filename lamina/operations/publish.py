@@ -100,12 +100,18 @@ class PublishBranch(Operation):
             return Change("publish", base.empty(), _NOTHING_REMOVED)  # published already
         since = self.since(target)
         summary = {"branch": self.branch, "branch-version": self.head.version, "branch-base-version": since.version}
+        if same_content(self.head, since):
+            return Change("publish", base.empty(), _NOTHING_REMOVED)  # the branch changed nothing since
         if same_content(target, since):
             summary["publish"] = "fast-forward"
             return Change("publish", base.empty(), _NOTHING_REMOVED, summary=summary, tree=self.head,
                           app_transactions={self.key: self.head.version})
         summary["publish"] = "rebase"
         change = self._rebase(base, since, summary)
+        if change.is_empty:
+            # The branch changed nothing since (e.g. made and published with no commit of its
+            # own while the target moved): no version, as for a fast-forward of nothing.
+            return change
         change.app_transactions = {self.key: self.head.version}
         return change
 
