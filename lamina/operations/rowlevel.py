@@ -174,7 +174,10 @@ class RowDelta(Operation):
     def rows_changed_since(self, read: Base, base: Base) -> list[str]:
         """The data files holding rows this change matches at ``read`` whose rows a later commit
         (by ``base``) deleted or rewrote: the file is gone, or its deletion vector now covers
-        one of those rows. Rows of a file only other rows of which were deleted are intact."""
+        one of those rows. Rows of a file only other rows of which were deleted are intact.
+        A column the change reads that ``base`` no longer has is a CommitConflict, as in apply."""
+        if self.planned is not None:
+            self.planned.check(base.schema, self.operation)
         cands = read.entries(self.prune)
         rows = cands.to_pylist()
         outcomes = self._outcomes_for(read, cands, rows) if rows else []
