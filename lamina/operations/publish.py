@@ -112,7 +112,15 @@ class PublishBranch(Operation):
             # The branch changed nothing since (e.g. made and published with no commit of its
             # own while the target moved): no version, as for a fast-forward of nothing.
             return change
-        change.app_transactions = {self.key: self.head.version}
+        # Publishes the branch received since, which the target had received as far as the
+        # branch's ``since`` had: their changes are in the diff just re-applied, so the target
+        # records them too (or publishing that other branch later would apply them again).
+        received = {
+            k: v for k, v in self.head.app_transactions.items()
+            if k.startswith(PUBLISHED_KEY) and k != self.key and since.app_transactions.get(k) != v
+            and since.app_transactions.get(k) == target.app_transactions.get(k)
+        }
+        change.app_transactions = {**received, self.key: self.head.version}
         return change
 
     def _rebase(self, base: Base, since: VersionManifest, summary: dict) -> Change:
@@ -179,6 +187,10 @@ class PublishBranch(Operation):
                 added = added.set_column(added.schema.get_field_index(FIRST_ROW_ID), FIRST_ROW_ID, firsts)
                 added = added.set_column(added.schema.get_field_index(DATA_VERSION), DATA_VERSION, versions)
             change.added = fill_constant(added, added_version=base.version, status=1, removed_version=None)
+            # A file that reached both logs from elsewhere may have been live in the target once
+            # and removed since (compacted away): added again, its path has two intervals in the
+            # target's history, so expiry must decide about it by the full walk.
+            change.readds = shared
         return change
 
     def _check_stored_ids(self, base: Base, since: VersionManifest, fresh: pa.Table) -> None:

@@ -217,3 +217,45 @@ def test_a_branch_that_took_the_targets_own_files_does_not_give_them_back_twice(
     assert "already live" in str(e.value) and len(e.value.files) == 1
     paths = t.branch("b").files().column("path").to_pylist()
     assert len(paths) == len(set(paths)) == 2 and ids_of(dev.refresh().to_arrow()) == [1, 2]
+
+
+def test_a_publish_adding_a_file_the_target_removed_before_keeps_it_through_expiry(t):
+    """A branch rolled back to a tag made on main takes back files main has since compacted
+    away; publishing the branch adds those paths to main a second time. Main's expiry must
+    not free them by the interval main's older versions recorded for them."""
+    t.append(rows(2))  # main v2: files F and G
+    t.create_tag("old")
+    t.refresh().compact(min_file_size=1 << 30)  # main: F and G rewritten into H
+    dev = t.create_branch("dev")
+    dev.rollback(tag="old")  # dev: H replaced by F and G again
+    t.append(rows(3))  # main moves: the publish is a rebase
+    v = t.publish("dev")
+    assert t.log.load(v).summary["publish"] == "rebase"
+    assert ids_of(t.refresh().to_arrow()) == [1, 2, 3]
+    t.delete_tag("old")
+    t.delete_branch("dev")
+    t.refresh().expire_versions(retain_last=1, reader_grace=NOW)
+    t.remove_orphans(NOW, allow_short_age=True)
+    assert ids_of(t.refresh().to_arrow()) == [1, 2, 3]
+    _clean(t)
+
+
+def test_a_rebase_publish_carries_the_publishes_its_branch_received(t):
+    """dev's change reaches main through stage by a rebase (main moved): main records it, so
+    publishing dev later applies nothing again, even after main compacted dev's file away
+    (the "already live" check cannot see it then). Found by the model test."""
+    dev = t.create_branch("dev")
+    dev.append(rows(2))
+    t.create_branch("stage")
+    t.publish("dev", into="stage")
+    t.branch("stage").append(rows(3))
+    t.append(rows(4))
+    v = t.publish("stage")
+    assert t.log.load(v).summary["publish"] == "rebase"
+    t.refresh().compact(min_file_size=1 << 30)
+    assert t.publish("dev") is None
+    assert ids_of(t.refresh().to_arrow()) == [1, 2, 3, 4]
+    dev.append(rows(5))  # what dev does afterwards is still published
+    t.publish("dev")
+    assert ids_of(t.refresh().to_arrow()) == [1, 2, 3, 4, 5]
+    _clean(t)

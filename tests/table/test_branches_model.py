@@ -71,6 +71,7 @@ class Log:
     base_version: int | None = None  # None: main
     base_rows: Rows = field(default_factory=list)
     base_content: tuple[str, int] | None = None
+    base_apps: dict[str, int] = field(default_factory=dict)
     appends_only: bool = True  # every commit on the branch was an append (a rebase cannot clash)
     ever: set[int] = field(default_factory=set)  # every row id any version of the log has held
     # per version: branch uid -> the branch's version last published into this log (carried
@@ -228,7 +229,7 @@ class BranchesModel(RuleBasedStateMachine):
         assert h.branch_name == name and h.version == v
         self.logs[name] = Log(
             {v: rows}, {v: content}, f"b{next(self.uids)}", base_version=v, base_rows=rows,
-            base_content=content, ever={i for i, _ in rows}, apps={v: dict(apps)},
+            base_content=content, ever={i for i, _ in rows}, apps={v: dict(apps)}, base_apps=dict(apps),
         )
 
     @precondition(lambda self: len(self.logs) > 1)
@@ -310,6 +311,12 @@ class BranchesModel(RuleBasedStateMachine):
         assert done_ff or not fast_forward, "the target held the branch's content: a fast-forward"
         rows = collections.Counter(dst.rows) + collections.Counter(src.rows) - collections.Counter(since_rows)
         apps = {**dst.apps[dst.latest], **(src.apps[src.latest] if done_ff else {}), src.uid: src.latest}
+        if not done_ff:  # publishes the branch received since, from where the target stood too, travel with it
+            since_apps = src.base_apps if last is None else src.apps[last]
+            apps |= {
+                k: x for k, x in src.apps[src.latest].items()
+                if k != src.uid and since_apps.get(k) != x and since_apps.get(k) == dst.apps[dst.latest].get(k)
+            }
         dst.commit(v, list(rows.elements()), apps)
         if done_ff:  # the target's version holds the branch head's content as it is
             dst.content[v] = src.content[src.latest]
