@@ -411,7 +411,8 @@ class CatalogTransaction:
             if vm is not None and m.ident in published:
                 # (Unpublished, the table object stays at its base: a commit from it then rebases
                 # through the row, which publishes first; a swap must build on a published version.)
-                m.table.log.write_hint(vm, wait=False)
+                if m.table.log.hint_due(vm.version):
+                    m.table.log.write_hint(vm, wait=False)
                 m.changes.landed(vm)
             m.changes.version = None if m.vm is None else m.vm.version
             m.changes.end("committed")

@@ -142,7 +142,8 @@ class Committer:
             outcome = self._publish(vm, commit_id, options)
             if isinstance(outcome, VersionManifest):
                 step("published")
-                self.log.write_hint(outcome, wait=False, after=lambda: step("hinted"))
+                if self.log.hint_due(outcome.version):
+                    self.log.write_hint(outcome, wait=False, after=lambda: step("hinted"))
                 return outcome
             if attempt >= options.max_attempts or time.monotonic() >= deadline:
                 raise CommitRetriesExhausted(

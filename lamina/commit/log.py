@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 # Hints are written off the commit's critical path by one thread, in commit order
 # (so a hint never moves backwards because of this process), and the pool is
 # drained at interpreter exit. flush_hints() waits for them.
+# Where listings come in order, a commit rewrites the hint every this many versions (hint_due).
+HINT_EVERY = 10
 _hint_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lamina-hint")
 _read_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-slots")
 _hint_pending: set[Future] = set()
@@ -188,23 +190,22 @@ class VersionLog:
             return None
 
     def latest(self) -> VersionManifest:
+        if self.io.lists_in_order and self.allow_list:
+            # An ordered listing (S3) names the newest slot in one request, newest first: the
+            # hint could only add a GET (it must be checked by that listing anyway). Two
+            # requests whatever the number of versions, as Lance's open.
+            return self._latest_by_listing()
         hint = self.read_hint()
         if hint is not None and (self.table_uuid is None or hint.table_uuid == self.table_uuid):
-            listing = self.io.lists_in_order and self.allow_list
             try:
-                # With an ordered listing to follow, the freed-slot check is not needed: the
-                # newest slot is never in a freed chunk. A probe has no such confirmation.
-                vm = self.load(hint.version, check_freed=not listing)
+                # The freed-slot check too: a probe forward, unlike a listing, does not confirm
+                # that the hinted slot is not a late put in a freed chunk.
+                vm = self.load(hint.version)
             except (VersionNotFound, CorruptMetadata):
                 vm = None
             if vm is not None and vm.table_uuid == hint.table_uuid:
                 if self.table_uuid is None:
                     self.table_uuid = vm.table_uuid
-                if listing:
-                    newest = self._newest_by_listing()
-                    if newest is None or newest <= vm.version:
-                        return vm
-                    return self.load(newest, check_freed=False)
                 newest = self._probe_forward(vm.version)
                 if newest == vm.version:
                     return vm
@@ -219,11 +220,12 @@ class VersionLog:
             if self.exists(0):
                 return self.load(self._probe_forward(0))
             raise TableNotFound(f"{self.io.uri} has no usable version hint and listing is disabled")
+        return self._latest_by_listing()
+
+    def _latest_by_listing(self) -> VersionManifest:
         newest = self._newest_by_listing()
         if newest is None:
-            raise TableNotFound(
-                self._no_versions()
-            )
+            raise TableNotFound(self._no_versions())
         vm = self.load(newest, check_freed=False)  # the newest slot is never in a freed chunk
         if self.table_uuid is None:
             self.table_uuid = vm.table_uuid
@@ -315,6 +317,13 @@ class VersionLog:
                 # fsck see it as damage rather than as a gone version.
                 versions.append(v)
         return SlotListing(sorted(versions), tombstones, sorted(strays), freed)
+
+    def hint_due(self, version: int) -> bool:
+        """Whether a commit of ``version`` rewrites the hint. Where listings come in order (S3)
+        readers list instead (``latest``): the hint serves only readers not allowed to list,
+        which probe forward from it, so every HINT_EVERY-th version keeps their probe short
+        while appends save a request. Elsewhere the hint is every reader's first step."""
+        return not self.io.lists_in_order or version % HINT_EVERY == 0
 
     def write_hint(self, vm: VersionManifest, wait: bool = True, after: Callable[[], None] | None = None) -> None:
         """Best effort: a stale or failed hint costs readers a probe or a listing, never correctness.

@@ -30,16 +30,18 @@ class TagStore:
         expires_at_ms: int | None = None,
         automatic: bool = False,
         confirm_version: bool = True,
+        latest: VersionManifest | None = None,
     ) -> Tag:
         """Create a tag with put-if-absent: an existing tag is never overwritten.
 
         ``confirm_version``: expiry turns version files into tombstones before it lists
         tags, so if the tagged version still loads after our tag is written, every
         later expiry sees the tag. If it does not, expiry may already be freeing
-        that version's files: the tag is withdrawn and the caller told.
+        that version's files: the tag is withdrawn and the caller told. ``latest``: the
+        table's latest version, if the caller has just read it (saves reading it again).
         """
         validate_tag_name(name)
-        self.check_writable()
+        self.check_writable(latest)
         tag = Tag(name, vm, int(time.time() * 1000), expires_at_ms, automatic)
         try:
             # put_new: a retry after a lost answer finds our own tag (same bytes) and succeeds
@@ -84,10 +86,10 @@ class TagStore:
         operation it guarded now references those files anyway."""
         self._delete_file(tag.name)
 
-    def check_writable(self) -> None:
+    def check_writable(self, latest: VersionManifest | None = None) -> None:
         """Tags change what maintenance keeps: a table whose latest version needs a writer
         feature this Lamina lacks may reference files in ways it cannot see (UnsupportedFeature)."""
-        check_writer(self.log.latest().writer_features, f"table {self.io.uri}")
+        check_writer((latest or self.log.latest()).writer_features, f"table {self.io.uri}")
 
     def put(self, tag: Tag) -> None:
         """Overwrite (replace_tag)."""

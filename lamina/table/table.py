@@ -439,8 +439,10 @@ class Table:
         ``expires_at``: a time, or an age (timedelta from now), after which
         ``expire_versions`` deletes the tag.
         """
-        vm = self.log.latest() if version is None and timestamp is None else self._resolve(version, timestamp)
-        return self.tag_store.create(name, vm, expires_at_ms=None if expires_at is None else _expiry_ms(expires_at))
+        latest = version is None and timestamp is None
+        vm = self.log.latest() if latest else self._resolve(version, timestamp)
+        return self.tag_store.create(name, vm, expires_at_ms=None if expires_at is None else _expiry_ms(expires_at),
+                                     latest=vm if latest else None)
 
     def replace_tag(
         self, name: str, version: int | None = None, *, timestamp: Any = None, expires_at: Any = None

@@ -14,12 +14,14 @@ import pytest
 
 import lamina
 from lamina.commit import flush_hints
+from lamina.commit.log import HINT_EVERY
 from lamina.errors import AlreadyExists, NotFound, TableAlreadyExists
 from lamina.io import FileIO
 from lamina.maintenance import fsck
 from lamina.spec.layout import HINT_PATH, version_path
 
 from support import BUCKET, workers
+from support.s3proxy import S3Proxy
 
 pytestmark = pytest.mark.xdist_group("s3")
 
@@ -113,7 +115,7 @@ def test_put_if_absent_refuses_existing_key(s3, opts, uri):
 def test_open_with_stale_hint(opts, uri):
     t = _three_versions(uri, opts)
     stale = json.loads(t.io.get(HINT_PATH))
-    assert stale["version"] == 3
+    assert stale["version"] == 0  # on S3 a commit rewrites the hint every HINT_EVERY-th version
     stale["version"] = stale["ordinal"] = 1
     stale["manifest_path"] = version_path(1)
     t.io.put(HINT_PATH, json.dumps(stale).encode())
@@ -132,9 +134,54 @@ def test_open_with_hint_deleted(opts, uri):
         t2 = lamina.open_table(uri, storage_options=opts, allow_list=allow_list)
         assert t2.version == 3, f"allow_list={allow_list}"
         assert t2.scan().to_arrow().num_rows == 3 * ROWS
-    assert lamina.open_table(uri, storage_options=opts).append(workers.batch(1, 0, ROWS)) == 4
+    t3 = lamina.open_table(uri, storage_options=opts)
+    for seq in range(HINT_EVERY - 3):
+        assert t3.append(workers.batch(1, seq, ROWS)) == 4 + seq
     flush_hints()
-    assert t.io.exists(HINT_PATH)
+    assert json.loads(t.io.get(HINT_PATH))["version"] == HINT_EVERY  # written again at the next multiple
+
+
+@pytest.fixture
+def proxy(s3):
+    p = S3Proxy(s3.endpoint)
+    yield p
+    p.stop()
+
+
+def _kinds(log: list) -> collections.Counter:
+    """Requests by S3 call: a GET with ``list-type`` is a LIST."""
+    return collections.Counter("LIST" if m == "GET" and "list-type=" in p else m for m, p, _ in log)
+
+
+def test_open_latest_is_two_requests_whatever_the_number_of_versions(opts, uri, proxy):
+    """A LIST of the version slots (newest first) and a GET of the newest: no hint read, no
+    probe, at 2 versions as at 25."""
+    t = lamina.create_table(uri, workers.schema(), storage_options=opts)
+    via = proxy.storage_options(opts)
+    for n in (2, 25):
+        while t.version < n:
+            t.append(workers.batch(0, t.version, ROWS))
+        flush_hints()
+        proxy.log.clear()
+        opened = lamina.open_table(uri, storage_options=via)
+        assert opened.version == n
+        assert _kinds(proxy.log) == {"LIST": 1, "GET": 1}, proxy.log
+
+
+def test_an_append_on_s3_costs_four_requests_and_the_hint_every_tenth(opts, uri, proxy):
+    """Data file, root manifest and version PUTs, the freed-slot check of the new version's
+    chunk (GET); the hint PUT only at every HINT_EVERY-th version."""
+    lamina.create_table(uri, workers.schema(), storage_options=opts)
+    t = lamina.open_table(uri, storage_options=proxy.storage_options(opts))
+    per_version = {}
+    for seq in range(HINT_EVERY + 1):
+        proxy.log.clear()
+        v = t.append(workers.batch(0, seq, ROWS))
+        flush_hints()
+        per_version[v] = _kinds(proxy.log)
+    for v, kinds in per_version.items():
+        assert kinds == {"PUT": 4 if v % HINT_EVERY == 0 else 3, "GET": 1}, (v, kinds)
+    assert lamina.open_table(uri, storage_options=opts).scan().to_arrow().num_rows == (HINT_EVERY + 1) * ROWS
 
 
 def test_parallel_appends_on_s3(tmp_path, opts, uri):
