@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from collections import OrderedDict
@@ -69,6 +70,8 @@ class VersionLog:
     # Which log: main's (the table's root log) or a branch's (lamina.commit.branches.BranchLog).
     layout: LogLayout = MAIN_LOG
     _freed: dict[tuple[int, int], FreedChunk] = field(default_factory=dict, repr=False, compare=False)
+    # (version, monotonic time): that version was the newest slot at that time (``saw_latest``)
+    _latest_seen: tuple[int, float] | None = field(default=None, repr=False, compare=False)
 
     @property
     def branch(self) -> str:
@@ -189,7 +192,24 @@ class VersionLog:
             log.warning("could not read version hint: %s", e)
             return None
 
+    def saw_latest(self, version: int, at: float) -> None:
+        """Record that no slot above ``version`` existed at monotonic time ``at`` (it was the
+        latest, or our commit's put of it had not yet been sent)."""
+        if self._latest_seen is None or version >= self._latest_seen[0]:
+            self._latest_seen = (version, at)
+
+    def latest_seen_at(self, version: int) -> float | None:
+        """When ``version`` was last known to be the newest slot (monotonic), if it was."""
+        seen = self._latest_seen
+        return seen[1] if seen is not None and seen[0] == version else None
+
     def latest(self) -> VersionManifest:
+        at = time.monotonic()
+        vm = self._find_latest()
+        self.saw_latest(vm.version, at)
+        return vm
+
+    def _find_latest(self) -> VersionManifest:
         if self.io.lists_in_order and self.allow_list:
             # An ordered listing (S3) names the newest slot in one request, newest first: the
             # hint could only add a GET (it must be checked by that listing anyway). Two
@@ -236,6 +256,12 @@ class VersionLog:
 
     def newest_from(self, known: int) -> VersionManifest:
         """The latest version, given that version ``known`` exists (no hint read)."""
+        at = time.monotonic()
+        vm = self._newest_from(known)
+        self.saw_latest(vm.version, at)
+        return vm
+
+    def _newest_from(self, known: int) -> VersionManifest:
         try:
             if self.io.lists_in_order and self.allow_list:
                 newest = self._newest_by_listing()

@@ -213,8 +213,9 @@ class BranchesModel(RuleBasedStateMachine):
         v = sorted(log.versions)[pick % len(log.versions)]  # chosen among the versions there are now
         if not self.enabled:
             main = self.logs[MAIN]
-            main.commit(main.latest + 1, main.rows)  # "enable-branches": metadata only (same files)
-            main.content[main.latest] = main.content[main.latest - 1]
+            # "enable-branches": the same files, but a content of its own (the commit writes a
+            # root manifest of its own, so a branch made from an older version rebases)
+            main.commit(main.latest + 1, main.rows)
             self.enabled = True
         if how == "tag":
             tag = sorted(self.tags)[pick % len(self.tags)]

@@ -1,0 +1,386 @@
+"""Requests per operation on S3: Lamina vs deltalake vs Lance, counted, not timed (issue 19).
+
+Every system's tables live in one local S3 server (moto, tests/support/s3server.py; its
+mutating requests are serialized so put-if-absent is atomic, as on S3). Each measured
+operation runs in a fresh interpreter (no cache of an earlier call survives) that talks to
+the server through a counting proxy of its own (tests/support/s3proxy.py), which logs every
+request it forwards: GET, PUT, LIST (a GET with ``list-type``), HEAD, DELETE (a POST
+``?delete`` is a batch DELETE; any other POST, e.g. multipart, counts as a PUT). Background
+requests a call leaves behind (Lamina's version hint) are waited for and counted. Counts
+are exact: noise-free, unlike times.
+
+Operations (the same data for every system):
+1. **open-latest** of a table of N versions (N one-row appends; at 10 and at --versions).
+2. **append** of 100 rows to the N-version table, on a handle opened before counting.
+3. **plan, 1% selective**, over --plan-files files (10 rows each, one commit): open + plan.
+4. **delete 10%** (``category = 'c0'``) of a --delete-files file table: open + delete.
+5. **tag create** on an open handle (deltalake has no tags).
+6. **expiry** of all but the last 100 of N versions (Lamina ``expire_versions(retain_last=100)``;
+   deltalake ``cleanup_metadata()`` with a checkpoint at N-100 and a zero log retention;
+   Lance ``cleanup_old_versions`` with the age of version N-99).
+
+Tables are built locally with each library (untimed, uncounted) and uploaded to the server.
+
+Targets (issue 19, item 6): for every operation Lamina makes the fewest requests of the
+three (a tie with the fewest counts as fewest); open-latest <= 3 requests whatever N.
+
+Usage: python bench/requests_bench.py [--quick] [--out PATH] [--versions N] [--plan-files N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402  (sys.path for lamina)
+from common import (  # noqa: E402
+    REPO_ROOT, Section, begin_run, command_line, finish_run, loadavg, make_batch, md_table, one_percent_ids,
+    report_path, say, standalone_header, verdict,
+)
+
+TESTS_DIR = REPO_ROOT / "tests"
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+SECTION_TITLE = "Requests per operation on S3 (issue 19)"
+BUCKET = "lamina-requests"
+SYSTEMS = ["lamina", "deltalake", "lance"]
+KINDS = ["GET", "PUT", "LIST", "HEAD", "DELETE"]
+KEEP = 100  # versions an expiry keeps
+DELETE_ROWS = 5000  # rows per file of the delete table
+PLAN_ROWS = 10  # rows per file of the plan table
+CATEGORIES = np.array([f"c{i}" for i in range(10)], dtype=object)
+
+
+# --------------------------------------------------------------------------- the server's addresses
+def lamina_opts(endpoint: str) -> dict:
+    return {"endpoint": endpoint, "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1",
+            "allow_http": "true"}
+
+
+def delta_opts(endpoint: str) -> dict:
+    return {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true", "AWS_CONDITIONAL_PUT": "etag"}
+
+
+def lance_opts(endpoint: str) -> dict:
+    return {"aws_endpoint": endpoint, "aws_access_key_id": "test", "aws_secret_access_key": "test",
+            "aws_region": "us-east-1", "allow_http": "true"}
+
+
+def table_dir(system: str, name: str) -> str:
+    return f"{system}/{name}" + (".lance" if system == "lance" else "")
+
+
+# --------------------------------------------------------------------------- data
+def delete_file(i: int) -> pa.Table:
+    """File i of the delete table: exactly 10% of its rows have category 'c0'."""
+    ids = np.arange(i * DELETE_ROWS, (i + 1) * DELETE_ROWS, dtype=np.int64)
+    return pa.table({"id": ids, "category": pa.array(CATEGORIES[ids % 10], pa.string()),
+                     "amount": ids.astype(np.float64)})
+
+
+# --------------------------------------------------------------------------- building (local, then uploaded)
+def build_history(system: str, path: str, n: int, checkpoint_every: int | None = None) -> None:
+    """A table of n+1 versions: created, then n appends of one make_batch row."""
+    batches = [make_batch(i, 1) for i in range(n)]
+    if system == "lamina":
+        import lamina
+
+        t = lamina.create_table(path, batches[0].schema)
+        for b in batches:
+            t.append(b)
+        common.flush_lamina_hints()
+    elif system == "deltalake":
+        from deltalake import DeltaTable, write_deltalake
+
+        conf = {"delta.logRetentionDuration": "interval 0 seconds"}
+        if checkpoint_every is not None:
+            conf["delta.checkpointInterval"] = str(checkpoint_every)
+        dt = DeltaTable.create(path, schema=batches[0].schema, configuration=conf)
+        for b in batches:
+            write_deltalake(dt, b, mode="append")
+    else:
+        import lance
+
+        ds = lance.write_dataset(batches[0].schema.empty_table(), path, schema=batches[0].schema)
+        for b in batches:
+            ds = lance.write_dataset(b, ds, mode="append")
+
+
+def build_files(system: str, path: str, parts: list[pa.Table], stats: list[str]) -> None:
+    """A table whose one commit holds one data file per part."""
+    data = pa.concat_tables(parts)
+    rows = parts[0].num_rows
+    if system == "lamina":
+        import lamina
+
+        t = lamina.create_table(path, data.schema, properties={"write.max-rows-per-file": str(rows)})
+        t.append(data)
+        common.flush_lamina_hints()
+    elif system == "deltalake":
+        common.delta_table_of_files(path, parts, stats)
+    else:
+        import lance
+
+        lance.write_dataset(data, path, max_rows_per_file=rows, max_rows_per_group=rows)
+
+
+def upload(client, local: str, prefix: str) -> int:
+    files = [os.path.join(d, f) for d, _, fs in os.walk(local) for f in fs]
+
+    def put(p: str) -> None:
+        client.upload_file(p, BUCKET, f"{prefix}/{os.path.relpath(p, local)}")
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(put, files))
+    return len(files)
+
+
+# --------------------------------------------------------------------------- one counted operation (worker)
+def kinds_of(log: list) -> dict[str, int]:
+    out = collections.Counter()
+    for method, path, _ in log:
+        if method == "GET" and "list-type=" in path:
+            out["LIST"] += 1
+        elif method == "POST" and "delete" in path.split("?", 1)[-1]:
+            out["DELETE"] += 1
+        elif method == "POST":
+            out["PUT"] += 1
+        else:
+            out[method] += 1
+    return dict(out)
+
+
+def worker(spec: dict) -> dict:
+    """Runs one operation in this fresh interpreter through a counting proxy of its own."""
+    from support.s3proxy import S3Proxy
+
+    proxy = S3Proxy(spec["endpoint"])
+    system, op, uri = spec["system"], spec["op"], f"s3://{BUCKET}/{spec['dir']}"
+    extra: dict = {}
+    try:
+        if system == "lamina":
+            import lamina
+            from lamina.commit import flush_hints
+
+            opts = lamina_opts(proxy.endpoint)
+            h = None if op in ("open", "plan", "delete") else lamina.open_table(uri, storage_options=opts)
+            proxy.log.clear()
+            if op == "open":
+                extra["version"] = lamina.open_table(uri, storage_options=opts).version
+            elif op == "append":
+                extra["version"] = h.append(make_batch(10**9, 100))
+            elif op == "tag":
+                extra["tagged"] = h.create_tag("requests").tagged_version
+            elif op == "plan":
+                t = lamina.open_table(uri, storage_options=opts)
+                extra["files"] = len(t.scan(where=spec["where"]).plan())
+            elif op == "delete":
+                t = lamina.open_table(uri, storage_options=opts)
+                t.delete(spec["where"])
+            elif op == "expire":
+                extra["expired"] = len(h.expire_versions(retain_last=KEEP, reader_grace=timedelta(0)).expired_versions)
+            flush_hints()
+        elif system == "deltalake":
+            from deltalake import DeltaTable, write_deltalake
+
+            opts = delta_opts(proxy.endpoint)
+            dt = None if op in ("open", "plan", "delete") else DeltaTable(uri, storage_options=opts)
+            proxy.log.clear()
+            if op == "open":
+                extra["version"] = DeltaTable(uri, storage_options=opts).version()
+            elif op == "append":
+                write_deltalake(dt, make_batch(10**9, 100), mode="append")
+                extra["version"] = dt.version()
+            elif op == "plan":
+                d = DeltaTable(uri, storage_options=opts)
+                extra["files"] = len(d.file_uris(file_pruning_predicate=spec["where"]))
+            elif op == "delete":
+                DeltaTable(uri, storage_options=opts).delete(spec["where"])
+            elif op == "expire":
+                extra["expired"] = dt.cleanup_metadata()
+        else:
+            import lance
+
+            opts = lance_opts(proxy.endpoint)
+            ds = None if op in ("open", "plan", "delete") else lance.dataset(uri, storage_options=opts)
+            if op == "expire":  # the age of version N-99: every older version goes
+                stamps = {v["version"]: v["timestamp"] for v in ds.versions()}
+                keep_from = max(stamps) - KEEP + 1
+                cut = stamps[keep_from] - (stamps[keep_from] - stamps[keep_from - 1]) / 2
+                now = datetime.now(cut.tzinfo) if cut.tzinfo else datetime.now()
+            proxy.log.clear()
+            if op == "open":
+                extra["version"] = lance.dataset(uri, storage_options=opts).version
+            elif op == "append":
+                extra["version"] = lance.write_dataset(make_batch(10**9, 100), ds, mode="append").version
+            elif op == "tag":
+                ds.tags.create("requests", ds.version)
+                extra["tagged"] = ds.version
+            elif op == "plan":
+                d = lance.dataset(uri, storage_options=opts)
+                d.scanner(filter=spec["where"]).explain_plan()
+            elif op == "delete":
+                lance.dataset(uri, storage_options=opts).delete(spec["where"])
+            elif op == "expire":
+                extra["expired"] = ds.cleanup_old_versions(older_than=now - cut, delete_unverified=True).old_versions
+        log = list(proxy.log)
+    finally:
+        proxy.stop()
+    return {"counts": kinds_of(log), "requests": [f"{m} {p}" for m, p, _ in log][:40], **extra}
+
+
+def run_worker(spec: dict) -> dict:
+    run = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True,
+                         timeout=900, cwd=REPO_ROOT)
+    if run.returncode != 0:
+        raise RuntimeError(f"{spec['system']} {spec['op']}: {run.stderr.strip()[-1500:]}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+# --------------------------------------------------------------------------- the run
+OPS = [
+    # (key, label, directory name, what)
+    ("open_small", "open-latest, 10 versions", "hist_small", "open"),
+    ("open", "open-latest, N versions", "hist", "open"),
+    ("append", "append of 100 rows (N versions)", "hist", "append"),
+    ("plan", "plan 1% of the files (open + plan)", "plan", "plan"),
+    ("delete", "delete 10% of the rows (open + delete)", "del", "delete"),
+    ("tag", "tag create", "hist", "tag"),
+    ("expire", "expire all but the last 100 of N versions", "exp", "expire"),
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--worker")
+    ap.add_argument("--quick", action="store_true", help="small tables: a smoke run, figures not meaningful")
+    ap.add_argument("--versions", type=int)
+    ap.add_argument("--plan-files", type=int)
+    ap.add_argument("--delete-files", type=int)
+    ap.add_argument("--out", help="markdown file whose section this run replaces (default: BENCHMARKS.md for a "
+                    "full run, bench/out/requests.md for --quick)")
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker)), default=str))
+        return
+    n = args.versions or (150 if args.quick else 1000)
+    plan_files = args.plan_files or (200 if args.quick else 20_000)
+    delete_files = args.delete_files or (20 if args.quick else 200)
+    full = not args.quick and args.versions is None and args.plan_files is None and args.delete_files is None
+    out_md = report_path(args.out, full, "requests.md")
+    revision, started, t0 = begin_run(f"requests per operation on S3: {n} versions, {plan_files} plan files, "
+                                      f"{delete_files} delete files")
+    load_before = loadavg()
+    from support.s3server import S3Server
+
+    server = S3Server()
+    server.create_bucket(BUCKET)
+    client = server.client()
+    lo, hi = one_percent_ids(plan_files, PLAN_ROWS)
+    where = {"plan": f"id >= {lo} AND id < {hi}", "delete": "category = 'c0'"}
+    plan_parts = [make_batch(i * PLAN_ROWS, PLAN_ROWS) for i in range(plan_files)]
+    del_parts = [delete_file(i) for i in range(delete_files)]
+    uploaded = {}
+    with tempfile.TemporaryDirectory(prefix="lamina-requests-") as tmp:
+        for system in SYSTEMS:
+            say(f"building {system}'s tables")
+            builds = {
+                "hist_small": lambda p: build_history(system, p, 10),
+                "hist": lambda p: build_history(system, p, n),
+                "exp": lambda p: build_history(system, p, n, checkpoint_every=n - KEEP),
+                "plan": lambda p: build_files(system, p, plan_parts, ["id"]),
+                "del": lambda p: build_files(system, p, del_parts, ["id", "category"]),
+            }
+            for name, build in builds.items():
+                local = os.path.join(tmp, system, name)
+                os.makedirs(os.path.dirname(local), exist_ok=True)
+                build(local)
+                uploaded[(system, name)] = upload(client, local, table_dir(system, name))
+        results: dict = {}
+        for key, _label, name, op in OPS:
+            for system in SYSTEMS:
+                if op == "tag" and system == "deltalake":
+                    continue
+                say(f"{key}: {system}")
+                spec = {"system": system, "op": op, "dir": table_dir(system, name), "endpoint": server.endpoint,
+                        "where": where.get(op)}
+                try:
+                    results[(key, system)] = run_worker(spec)
+                except Exception as e:  # noqa: BLE001 - reported in the table
+                    results[(key, system)] = {"error": str(e)}
+    server.stop()
+    elapsed = common.now() - t0
+
+    sec = Section(
+        key="requests", title=f"Requests per operation (N = {n:,} versions)",
+        what="Requests each call made to the S3 server, by kind; fewer is better. Lamina's total / the fewest "
+             "of the other systems' totals.",
+        columns=["operation", "system"] + KINDS + ["total", "Lamina / fewest other", "target"],
+    )
+    targets, raw = [], {}
+    for key, label, _name, op in OPS:
+        label = label.replace("N versions", f"{n:,} versions")
+        row_of = {s: results.get((key, s)) for s in SYSTEMS if (key, s) in results}
+        totals = {s: sum(r["counts"].values()) for s, r in row_of.items() if "error" not in r}
+        others = [totals[s] for s in totals if s != "lamina"]
+        mine = totals.get("lamina")
+        ok = None if mine is None or not others else mine <= min(others)
+        if op == "open":
+            ok = None if mine is None else (ok is not False) and mine <= 3
+        why = "fewest of all three" + (" and ≤ 3 requests" if op == "open" else "")
+        ratio = f"{mine / min(others):.2f}×" if mine is not None and others and min(others) else "–"
+        for s, r in row_of.items():
+            if "error" in r:
+                sec.rows.append([label, s, *["" for _ in KINDS], "error", r["error"][:200], ""])
+                continue
+            c = r["counts"]
+            sec.rows.append([label, s, *[str(c.get(k, 0)) for k in KINDS], str(totals[s]),
+                             ratio if s == "lamina" else "", f"{why}: {verdict(ok)}" if s == "lamina" else ""])
+        tie = " (a tie)" if ok and others and mine == min(others) else ""
+        targets.append(f"{label}: Lamina {mine} vs fewest other {min(others) if others else '–'} — {verdict(ok)}{tie}")
+        raw[key] = {s: r for s, r in row_of.items()}
+    notes = []
+    for key, label, _name, op in OPS:
+        for s in SYSTEMS:
+            r = results.get((key, s))
+            if r is None or "error" in r:
+                continue
+            facts = {k: v for k, v in r.items() if k not in ("counts", "requests")}
+            if facts:
+                notes.append(f"{key}, {s}: " + ", ".join(f"{k} {v}" for k, v in facts.items()))
+    lamina_requests = {key: results.get((key, "lamina"), {}).get("requests", []) for key, *_ in OPS}
+    notes.append("Lamina's requests, in order: " + "; ".join(
+        f"**{key}**: " + ", ".join(x.split("?")[0].split("/", 3)[-1] if not x.startswith("GET /" + BUCKET + "?") else "LIST "
+                                   + x.split("prefix=", 1)[-1].split("&")[0] for x in reqs[:12])
+        for key, reqs in lamina_requests.items()))
+    sec.notes = notes
+    sec.load = (load_before, loadavg(), elapsed)
+    cmd = command_line("bench/requests_bench.py", sys.argv[1:])
+    header = standalone_header(out_md, "bench/requests_bench.py", cmd, started, elapsed, revision, args.quick,
+                               "counts at these sizes are")
+    block = "\n".join([f"## {SECTION_TITLE}", "", *header, "", __doc__.split("\n\n", 1)[1].split("Usage:")[0].strip(),
+                       "", *[f"- Target: {t}" for t in targets], "", f"### {sec.title}", "", sec.what, "",
+                       md_table(sec), "", *[f"- {x}" for x in notes], ""])
+    finish_run([sec], out_md, SECTION_TITLE, block, {"results": {f"{k}/{s}": v for (k, s), v in results.items()},
+               "uploaded": {f"{s}/{n}": c for (s, n), c in uploaded.items()}}, "requests.json", targets, elapsed)
+    for t in targets:
+        print(("PASS " if "PASS" in t else "MISS ") + t)
+
+
+if __name__ == "__main__":
+    main()
