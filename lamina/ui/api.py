@@ -391,6 +391,8 @@ _HISTORY_SCHEMA = pa.schema([
 
 
 def _read_version_file(t: Table, v: int) -> bytes | None:
+    """Version ``v``'s file as stored; None if it expired meanwhile. (A branch's base
+    version is not in the branch's directory: its log finds it.)"""
     path = t.log.version_path(v)
     try:
         local = t.log.io.local_path(path)
@@ -399,7 +401,8 @@ def _read_version_file(t: Table, v: int) -> bytes | None:
                 return f.read()
         return t.log.io.get(path)
     except (NotFound, FileNotFoundError):
-        return None  # expired meanwhile
+        vm = t.log.try_load(v)
+        return None if vm is None else vm.to_json()
 
 
 def _version_json(raw: bytes | None) -> dict[str, Any] | None:
