@@ -266,12 +266,16 @@ async function tablePage(key, params) {
     card("branches", num(ov.branches.length)), card("branch", ov.branch));
   renderMeta(sections.meta, ov);
   renderTravelControls(sections.travel, ov);
+  // one slot per plot, filled as each answer arrives (in whatever order)
+  const seriesPanel = el("div", { class: "panel" }, el("p", { class: "muted" }, "loading…"));
+  const bytesPanel = el("div", { class: "panel" }, el("p", { class: "muted" }, "loading…"));
+  sections.series.replaceChildren(seriesPanel, bytesPanel);
   const history = api(tpath("history"));
   const health = api(tpath("health"));
   await Promise.all([
-    history.then((h) => renderSeries(sections.series, h, ov, health)).catch((e) => fail(sections.series, e)),
-    api(tpath("bytes")).then((b) => sections.series.appendChild(plotPanel("Live bytes", b.sampled ? `at ${b.version.length} versions spread over the history` : null,
-      linePlot("bytes", b.version, [{ name: "bytes", values: b.bytes }], { fmt: (v) => bytes(Math.round(v)) })))).catch((e) => fail(sections.series, e)),
+    history.then((h) => renderSeries(seriesPanel, h, ov, health)).catch((e) => fail(seriesPanel, e)),
+    api(tpath("bytes")).then((b) => bytesPanel.replaceWith(plotPanel("Live bytes", b.sampled ? `at ${b.version.length} versions spread over the history` : "data bytes after each version",
+      linePlot("bytes", b.version, [{ name: "bytes", values: b.bytes }], { fmt: (v) => bytes(Math.round(v)) })))).catch((e) => fail(bytesPanel, e)),
     renderLayout(sections.layout).catch((e) => fail(sections.layout, e)),
     health.then((h) => renderHealth(sections.health, h)).catch((e) => fail(sections.health, e)),
     renderTimeline(sections.timeline).catch((e) => fail(sections.timeline, e)),
@@ -290,13 +294,13 @@ function renderHealth(where, h) {
   }
 }
 
-async function renderSeries(where, h, ov, healthP) {
-  where.replaceChildren(
+async function renderSeries(slot, h, ov, healthP) {
+  const timePanel = plotPanel("Versions and tags in time", "shaded: what `lamina expire` (default policy) would drop", emptyPlot("time-pending", "…"));
+  slot.replaceWith(
     plotPanel("Rows", "live rows after each version", linePlot("rows", h.version, [{ name: "rows", values: h.total_records }])),
     plotPanel("Files", "live data files after each version", linePlot("files", h.version, [{ name: "files", values: h.total_files }])),
+    timePanel,
   );
-  const timePanel = plotPanel("Versions and tags in time", "shaded: what `lamina expire` (default policy) would drop", emptyPlot("time-pending", "…"));
-  where.appendChild(timePanel);
   let expiry = null;
   try { const hh = await healthP; const a = hh.advice.find((x) => x.kind === "expiry"); expiry = a ? a.facts : null; } catch (e) { expiry = null; }
   timePanel.replaceChild(timePlot(h, ov.tags, expiry), timePanel.lastChild);
@@ -345,12 +349,14 @@ function renderTravelControls(where, ov) {
 
 async function choose(pick) {
   state.pick = pick; state.filesOffset = 0; state.sampleOffset = 0;
+  document.body.removeAttribute("data-picked");
   const picked = document.getElementById("picked");
   picked.textContent = "loading…";
   try {
     await Promise.all([renderFiles(), renderSample(), renderLayout(document.getElementById("layout"))]);
   } catch (e) { picked.textContent = String(e.message || e); picked.className = "err"; return; }
   picked.className = "muted";
+  document.body.setAttribute("data-picked", document.getElementById("files-table").getAttribute("data-version"));
 }
 
 function pager(total, offset, limit, move) {
