@@ -321,7 +321,7 @@ async function renderLayout(where) {
       barPlot("partition-rows", parts.map((p) => ({ label: label(p), value: p.rows, title: `${label(p)}: ${p.rows} rows` })), { empty: "no files", alt: true })),
     plotPanel("Rows deleted by deletion vectors", "share of each partition's rows",
       barPlot("partition-deleted", parts.map((p) => ({ label: label(p), value: p.deleted_share, title: `${label(p)}: ${(100 * p.deleted_share).toFixed(1)}% (${p.deleted_rows} rows)` })),
-        { empty: "no files", max: 0.01, fmt: (v) => (100 * v).toFixed(0) + "%" })),
+        { empty: "no files", max: 0.01, fmt: (v) => (100 * v).toFixed(1).replace(/\.0$/, "") + "%" })),
   );
 }
 
