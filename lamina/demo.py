@@ -49,6 +49,7 @@ merges) slot into ``STEPS``.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import sys
 import time
@@ -643,6 +644,12 @@ def print_summary(demo: Demo, total_s: float) -> None:
         f"{t.scan().count():,} rows[/bold] "
         f"in {demo.uri} (catalog {demo.catalog.uri}){compacted}; whole job {total_s:.1f} s"
     )
+    console.print(f"Explore it in a browser (local, read-only): [bold]{explorer_command(demo.catalog)}[/bold]")
+
+
+def explorer_command(catalog: Any) -> str:
+    """The command that opens the table explorer on the demo's catalog."""
+    return shlex.join(["lamina", "ui", catalog.reopen_uri()[0]])
 
 
 def start_spark() -> Any:

@@ -143,3 +143,23 @@ def test_the_check_stops_the_job_when_an_image_lacks_the_merged_status(merged):
     dropped = changes.filter(pc.invert(pc.equal(changes.column("_change_type"), "delete")))  # a feed missing its deletes
     with pytest.raises(AssertionError, match="the merge reported"):
         demo.check_change_feed(dropped, res)
+
+
+def test_the_printed_explorer_command_opens_the_jobs_catalog(tmp_path):
+    """The job ends by printing ``lamina ui <catalog>``: that command's target is the catalog
+    the job wrote, with its tables."""
+    import shlex
+
+    from lamina.ui.api import Explorer
+
+    cat = lamina.load_catalog(f"sqlite:///{tmp_path}/catalog.db")
+    cat.create_namespace("shop")
+    cat.create_table(demo.TABLE, ORDERS)
+    words = shlex.split(demo.explorer_command(cat))
+    assert words[:2] == ["lamina", "ui"] and len(words) == 3
+    explorer = Explorer(words[2])
+    try:
+        assert [t["key"] for t in explorer.catalog_page()["tables"]] == [demo.TABLE]
+    finally:
+        explorer.close()
+        cat.close()

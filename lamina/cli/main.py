@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import urllib.parse
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
@@ -624,6 +625,38 @@ def system(
     except LaminaError as e:
         _fail(e)
     print_table(tbl.slice(0, limit), f"${name.lstrip('$')} ({tbl.num_rows} rows)", whole_words=["operation"])
+
+
+@app.command()
+def ui(
+    target: Optional[str] = typer.Argument(None, help="catalog URI or table location (default: --catalog)"),
+    port: int = typer.Option(8765, "--port", "-p", help="port on the loopback address (0: any free port)"),
+    host: str = typer.Option("127.0.0.1", "--host", help="loopback address to bind (127.0.0.1, ::1 or localhost)"),
+    open_browser: bool = typer.Option(False, "--open/--no-open", help="open the page in this machine's browser"),
+):
+    """Serve a local, read-only web explorer of a catalog's tables or of one table."""
+    from lamina.ui.server import serve
+
+    target = target or _state["catalog"]
+    if "://" not in target and not os.path.exists(target):
+        _fail(TableNotFound(f"{target!r} is neither a catalog URI nor an existing table or warehouse directory"))
+    if target.startswith("sqlite:") and not catalog_exists(target):
+        _fail(TableNotFound(f"catalog {target} does not exist (give a catalog URI or a table location)"))
+    try:
+        server, url = serve(target, host, port)
+    except LaminaError as e:
+        _fail(e)
+    except OSError as e:
+        _fail(InvalidArgument(f"cannot listen on {host}:{port} ({e.strerror}); pick another --port"))
+    console.print(f"Lamina explorer of {target} at [bold]{url}[/bold] (read-only; Ctrl-C stops it)")
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(url)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.shutdown()
 
 
 # -- catalogs (lamina/cli/catalog.py) ---------------------------------------------------------

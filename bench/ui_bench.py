@@ -1,0 +1,104 @@
+"""The table explorer's table page on a big history (issue 20): a table of 10,000 versions
+and 100,000 data files (registered with add_files, the files themselves never written, so
+any request that tried to read a data file would fail), then the page's API requests timed
+cold (a new explorer, as on opening the page) and warm, and with headless chromium (if
+installed) the page load until every plot is drawn.
+
+    PYTHONPATH=. python bench/ui_bench.py [--versions 10000] [--files 100000] [--root DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+
+import lamina
+from lamina.ui.api import Explorer
+from lamina.ui.server import route, start_server, url_of
+
+PAGE_REQUESTS = ["", "history", "bytes", "layout", "health", "versions", "files"]  # what the table page asks
+
+
+def build(root: str, versions: int, files: int) -> lamina.Table:
+    """``versions`` commits of ``files / versions`` files each, over 30 day partitions, file
+    sizes from 100 KB to 9.7 MB (a small-file problem)."""
+    shutil.rmtree(root, ignore_errors=True)
+    t = lamina.create_table(root, pa.schema([("id", pa.int64()), ("day", pa.string())]), partition_by=["day"])
+    per = files // versions
+    for v in range(versions - 1):  # the create is version 0
+        i = np.arange(v * per, (v + 1) * per)
+        days = [f"2026-01-{(k % 30) + 1:02d}" for k in i.tolist()]
+        t.add_files(pa.table({
+            "path": [f"data/day={d}/f{k:07d}.parquet" for d, k in zip(days, i.tolist())],
+            "size": pa.array((i % 97 + 1) * 100_000, pa.int64()),
+            "record_count": pa.array(np.full(per, 1000), pa.int64()),
+            "partition.day": pa.array(days),
+        }), check_files=False)
+    return t
+
+
+def timed(ex: Explorer, key: str) -> dict[str, float]:
+    out = {}
+    for what in PAGE_REQUESTS:
+        t0 = time.perf_counter()
+        route(ex, ["tables", key] + ([what] if what else []), {})
+        out[what or "overview"] = time.perf_counter() - t0
+    return out
+
+
+def browser_load(url: str) -> float | None:
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+    from support.browser import chromium_available, headless_chromium
+
+    if not chromium_available():
+        return None
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    d = headless_chromium()
+    try:
+        d.get("about:blank")
+        t0 = time.perf_counter()
+        d.get(url)
+        WebDriverWait(d, 120).until(lambda d: d.find_element("tag name", "body").get_attribute("data-loaded"))
+        return time.perf_counter() - t0
+    finally:
+        d.quit()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--versions", type=int, default=10_000)
+    ap.add_argument("--files", type=int, default=100_000)
+    ap.add_argument("--root", default="/tmp/lamina-ui-bench")
+    ap.add_argument("--reuse", action="store_true", help="use the table already at --root")
+    a = ap.parse_args()
+    if not a.reuse:
+        t0 = time.perf_counter()
+        build(a.root, a.versions, a.files)
+        print(f"built {a.versions:,} versions / {a.files:,} files in {time.perf_counter() - t0:.0f} s")
+    t = lamina.open_table(a.root)
+    print(f"table: version {t.version}, {len(t.log.list_versions()):,} versions, {t.metadata.summary['total-files']:,} files")
+    cold_ex = Explorer(a.root)
+    cold = timed(cold_ex, cold_ex.single_key)
+    warm = timed(cold_ex, cold_ex.single_key)
+    for name, d in (("cold (new explorer)", cold), ("warm (same explorer)", warm)):
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in d.items())
+        print(f"API {name}: sum {sum(d.values()):.2f} s, slowest {max(d.values()):.2f} s ({parts})")
+    server = start_server(Explorer(a.root))
+    try:
+        first = browser_load(url_of(server))
+        again = browser_load(url_of(server))
+    finally:
+        server.shutdown()
+    if first is not None:
+        print(f"browser (headless chromium) page load to every plot drawn: first {first:.2f} s, again {again:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
