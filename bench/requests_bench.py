@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -212,7 +212,8 @@ def worker(spec: dict) -> dict:
             elif op == "delete":
                 DeltaTable(uri, storage_options=opts).delete(spec["where"])
             elif op == "expire":
-                extra["expired"] = dt.cleanup_metadata()
+                dt.cleanup_metadata()
+                extra["log files deleted"] = sum(1 for m, p, _ in proxy.log if m == "DELETE" or (m == "POST" and "delete" in p))
         else:
             import lance
 
@@ -221,7 +222,10 @@ def worker(spec: dict) -> dict:
             if op == "expire":  # the age of version N-99: every older version goes
                 stamps = {v["version"]: v["timestamp"] for v in ds.versions()}
                 keep_from = max(stamps) - KEEP + 1
-                cut = stamps[keep_from] - (stamps[keep_from] - stamps[keep_from - 1]) / 2
+                if keep_from - 1 in stamps:
+                    cut = stamps[keep_from] - (stamps[keep_from] - stamps[keep_from - 1]) / 2
+                else:  # fewer versions than kept: nothing is old enough
+                    cut = min(stamps.values()) - timedelta(days=1)
                 now = datetime.now(cut.tzinfo) if cut.tzinfo else datetime.now()
             proxy.log.clear()
             if op == "open":

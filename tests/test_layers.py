@@ -30,6 +30,7 @@ LAYERS = [
     ("catalog",),
     ("__init__",),  # the facade: lamina.open_table, lamina.load_catalog, ...
     ("spark", "duckdb", "polars"),  # engines: each uses the public API, none another
+    ("ui",),  # the read-only explorer: what the CLI's `lamina ui` serves
     ("cli",),
     ("demo",),
 ]
