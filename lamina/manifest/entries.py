@@ -20,7 +20,7 @@ from lamina.spec.lineage import ENTRY_FIELDS, has_lineage
 UNSET_AT_WRITE = frozenset(f.name for f in ENTRY_FIELDS)
 from lamina.spec.partition import fields_by_id, transform_result_type
 from lamina.spec.schema import Schema, field_id_of
-from lamina.spec.stats import StatsPolicy, full_policy, stats_policy, truncate_bounds
+from lamina.spec.stats import StatsPolicy, full_policy, stats_policy, truncate_bounds, truncate_values
 
 
 def _float_type(t: pa.DataType) -> bool:
@@ -110,11 +110,7 @@ def column_stats(data: pa.Table, schema: Schema, policy: StatsPolicy, exact: boo
     those ``policy`` keeps, bounds cut as it says unless ``exact`` (parts of a file, merged
     before they are cut: ``cut_bounds``)."""
     out: dict[str, Any] = {}
-    for f in schema.arrow:
-        fid = field_id_of(f)
-        mode = policy.mode(fid)
-        if not mode.counts:
-            continue
+    for f, fid, mode in policy.kept(schema):
         col = data.column(f.name)
         out[C.nulls_col(fid)] = col.null_count
         if not mode.bounds or not C.stats_supported(f.type):
@@ -132,15 +128,15 @@ def column_stats(data: pa.Table, schema: Schema, policy: StatsPolicy, exact: boo
 
 def cut_bounds(stats: dict[str, Any], schema: Schema, policy: StatsPolicy) -> dict[str, Any]:
     """``column_stats`` with the bounds of truncate-mode string/binary columns cut (in place)."""
-    for f in schema.arrow:
-        fid = field_id_of(f)
-        mode = policy.mode(fid)
+    for f, fid, mode in policy.kept(schema):
         lo = stats.get(C.min_col(fid))
         if mode.kind != "truncate" or lo is None or not lo.is_valid:
             continue
+        if not (pa.types.is_string(lo.type) or pa.types.is_binary(lo.type)):
+            continue
         hi = stats[C.max_col(fid)]
-        lows, highs = truncate_bounds(pa.array([lo.as_py()], lo.type), pa.array([hi.as_py()], hi.type), mode)
-        stats[C.min_col(fid)], stats[C.max_col(fid)] = lows[0], highs[0]
+        low, high = truncate_values(lo.as_py(), hi.as_py(), mode.length)
+        stats[C.min_col(fid)], stats[C.max_col(fid)] = pa.scalar(low, lo.type), pa.scalar(high, hi.type)
     return stats
 
 

@@ -19,7 +19,7 @@ column; ``write.metadata.metrics.column.<col>`` sets one column's mode (docs/for
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping
 
@@ -99,9 +99,24 @@ class StatsPolicy:
     """The statistics mode of each top-level column, by field id (hashable: memo keys)."""
 
     modes: tuple[tuple[int, StatsMode], ...]
+    _by_id: dict[int, StatsMode] = field(init=False, compare=False, hash=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_id", dict(self.modes))
 
     def mode(self, fid: int) -> StatsMode:
-        return dict(self.modes).get(fid, NONE)
+        return self._by_id.get(fid, NONE)
+
+    def kept(self, schema: Schema) -> tuple[tuple[pa.Field, int, StatsMode], ...]:
+        """(field, field id, mode) of the top-level columns of ``schema`` it keeps anything of,
+        in schema order (memoized: writers ask on every file of a wide table)."""
+        return _kept(schema, self)
+
+
+@lru_cache(maxsize=256)
+def _kept(schema: Schema, policy: StatsPolicy) -> tuple[tuple[pa.Field, int, StatsMode], ...]:
+    fields = ((f, field_id_of(f)) for f in schema.arrow)
+    return tuple((f, fid, policy.mode(fid)) for f, fid in fields if policy.mode(fid).counts)
 
 
 @lru_cache(maxsize=256)
@@ -157,6 +172,15 @@ def _incremented_bytes(prefix: bytes) -> bytes | None:
         if prefix[i] != 0xFF:
             return prefix[:i] + bytes([prefix[i] + 1])
     return None
+
+
+def truncate_values(lower: str | bytes | None, upper: str | bytes | None, n: int) -> tuple[Any, Any]:
+    """One file's string (binary) bounds cut to ``n`` characters (bytes), as ``truncate_bounds``."""
+    if lower is not None and len(lower) > n:
+        lower = lower[:n]
+    if upper is not None and len(upper) > n:
+        upper = (_incremented_text if isinstance(upper, str) else _incremented_bytes)(upper[:n])  # type: ignore[arg-type]
+    return lower, upper
 
 
 def truncate_bounds(lower: Any, upper: Any, mode: StatsMode) -> tuple[Any, Any]:
