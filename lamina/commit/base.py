@@ -26,6 +26,7 @@ from lamina.io import FileIO
 from lamina.manifest.entries import conform, data_entries, fill_constant, manifest_schema_of
 from lamina.manifest.tree import live_data_entries
 from lamina.spec.properties import TableProperties, WriterProperties
+from lamina.spec.stats import StatsPolicy, stats_policy
 from lamina.spec.schema import Schema
 from lamina.spec.sort import effective_sort_keys, sort_rows
 from lamina.spec.version import VersionManifest
@@ -168,7 +169,7 @@ class Base:
         rows = sort_rows(rows, self.sort_keys if sort_by is None else sort_by)
         return self.new_files(write_data_files(
             self.io, vm.schema, vm.partition_spec, rows, write_id, self._max_rows(max_rows),
-            compression=self.writer.parquet_compression, pending=pending,
+            compression=self.writer.parquet_compression, pending=pending, stats=self.stats_policy,
         ))
 
     def write_stream(
@@ -177,13 +178,18 @@ class Base:
         """``write`` for an unpartitioned table, from a stream of tables (see write_data_stream)."""
         return self.new_files(write_data_stream(
             self.io, self.metadata.schema, tables, write_id, self._max_rows(max_rows),
-            compression=self.writer.parquet_compression, memory_pool=memory_pool,
+            compression=self.writer.parquet_compression, memory_pool=memory_pool, stats=self.stats_policy,
         ))
 
     @cached_property
     def sort_keys(self) -> list[tuple[str, str, str]]:
         """The table's sort order, as ``sort_rows`` keys (empty: unsorted)."""
         return effective_sort_keys(self.metadata)
+
+    @cached_property
+    def stats_policy(self) -> StatsPolicy:
+        """Which column statistics the table's entries keep (``write.metadata.metrics.*``)."""
+        return stats_policy(self.schema, self.properties)
 
     @cached_property
     def writer(self) -> WriterProperties:

@@ -16,11 +16,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lamina.io import FileIO
-from lamina.manifest.entries import column_stats
+from lamina.manifest.entries import column_stats, cut_bounds
 from lamina.spec import content as C
 from lamina.spec.layout import new_data_path
 from lamina.spec.lineage import LINEAGE_FIELDS, split_lineage, with_lineage
 from lamina.spec.schema import Schema, field_id_of
+from lamina.spec.stats import StatsPolicy
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-write")
 _io_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-store")
@@ -130,9 +131,12 @@ def write_data_files(
     max_rows_per_file: int,
     compression: str = "snappy",
     pending: PendingWrites | None = None,
+    *,
+    stats: StatsPolicy,
 ) -> list[dict[str, Any]]:
     """Write ``data`` (already conformed to ``schema``, optionally followed by the row lineage
-    columns of lamina.spec.lineage) and return one entry dict per file.
+    columns of lamina.spec.lineage) and return one entry dict per file, with the column
+    statistics the table's policy ``stats`` keeps.
 
     With ``pending``, a single file's store write overlaps with what the caller does
     next; the caller must ``pending.wait()`` before committing.
@@ -166,7 +170,7 @@ def write_data_files(
         size = _write_one(io, path, with_lineage(schema.to_physical(chunk), lineage), compression, futures)
         entry = {"path": path, "size": size, "record_count": chunk.num_rows, "partition_path": pdir}
         entry.update(part)
-        entry.update(column_stats(chunk, schema))
+        entry.update(column_stats(chunk, schema, stats))
         return entry
 
     if len(jobs) == 1:
@@ -192,6 +196,8 @@ def write_data_stream(
     compression: str = "snappy",
     row_group_rows: int = ROW_GROUP_ROWS,
     memory_pool: pa.MemoryPool | None = None,
+    *,
+    stats: StatsPolicy,
 ) -> list[dict[str, Any]]:
     """Write a stream of tables (conformed to ``schema``) into unpartitioned data files of
     at most ``max_rows_per_file`` rows, in stream order; one entry dict per file.
@@ -210,7 +216,7 @@ def write_data_stream(
         nonlocal file
         while rows.num_rows:
             if file is None:
-                file = _StreamedFile(schema, rows, compression, row_group_rows, memory_pool)
+                file = _StreamedFile(schema, stats, rows, compression, row_group_rows, memory_pool)
             room = max_rows_per_file - file.rows
             file.write(rows.slice(0, room))
             rows = rows.slice(room)
@@ -242,9 +248,11 @@ class _StreamedFile:
     """One data file being written row group by row group into memory."""
 
     def __init__(
-        self, schema: Schema, first: pa.Table, compression: str, row_group_rows: int, memory_pool: pa.MemoryPool | None
+        self, schema: Schema, policy: StatsPolicy, first: pa.Table, compression: str, row_group_rows: int,
+        memory_pool: pa.MemoryPool | None,
     ) -> None:
         self.schema = schema
+        self.policy = policy
         self.row_group_rows = row_group_rows
         self.sink = pa.BufferOutputStream(memory_pool)
         # Rows that carry row lineage (a rewrite of existing rows) store it after the columns.
@@ -266,7 +274,7 @@ class _StreamedFile:
     def write(self, rows: pa.Table) -> None:
         self.writer.write_table(self._physical(rows), row_group_size=self.row_group_rows)
         # Stats as the rows come (while the reads go on), merged at the end.
-        self.stats.append(column_stats(rows, self.schema))
+        self.stats.append(column_stats(rows, self.schema, self.policy, exact=True))
         self.rows += rows.num_rows
 
     def close(self, io: FileIO, write_id: str) -> dict[str, Any]:
@@ -275,7 +283,7 @@ class _StreamedFile:
         path = new_data_path(None, write_id)
         io.put_new(path, buf)
         entry = {"path": path, "size": buf.size, "record_count": self.rows, "partition_path": None}
-        entry.update(_merged_stats(self.stats, self.schema))
+        entry.update(cut_bounds(_merged_stats(self.stats, self.schema), self.schema, self.policy))
         return entry
 
 
@@ -285,6 +293,8 @@ def _merged_stats(parts: list[dict[str, Any]], schema: Schema) -> dict[str, Any]
     out: dict[str, Any] = {}
     for f in schema.arrow:
         fid = field_id_of(f)
+        if C.nulls_col(fid) not in parts[0]:
+            continue  # a column the policy keeps nothing of
         out[C.nulls_col(fid)] = sum(p[C.nulls_col(fid)] for p in parts)
         for key, pick in ((C.min_col(fid), pc.min), (C.max_col(fid), pc.max)):
             if key not in parts[0]:

@@ -20,6 +20,7 @@ from lamina.spec.lineage import ENTRY_FIELDS, has_lineage
 UNSET_AT_WRITE = frozenset(f.name for f in ENTRY_FIELDS)
 from lamina.spec.partition import fields_by_id, transform_result_type
 from lamina.spec.schema import Schema, field_id_of
+from lamina.spec.stats import StatsPolicy, full_policy, stats_policy, truncate_bounds, truncate_values
 
 
 def _float_type(t: pa.DataType) -> bool:
@@ -27,11 +28,14 @@ def _float_type(t: pa.DataType) -> bool:
 
 
 @lru_cache(maxsize=256)
-def manifest_schema(schema: Schema, specs: Any, lineage: bool = False) -> pa.Schema:
+def manifest_schema(schema: Schema, specs: Any, lineage: bool = False, policy: StatsPolicy | None = None) -> pa.Schema:
     """Arrow schema of a manifest for a table with ``schema`` and partition spec(s) ``specs``
     (one spec, or a tuple of every spec the table has had; memoized: all are frozen, and this
     is needed several times per commit). ``lineage``: the table keeps row lineage, whose
-    entries record ``first_row_id`` and ``data_version`` (lamina.spec.lineage).
+    entries record ``first_row_id`` and ``data_version`` (lamina.spec.lineage). ``policy``:
+    the table's column statistics (lamina.spec.stats; default: all, exact): a column has
+    bounds columns only if its mode keeps bounds, a null count only if it keeps counts, so a
+    wide table's manifests (and every commit's entries) stay narrow.
 
     The partition bounds of every spec's fields are kept, so entries written under an
     older spec keep their values; a field whose source column is gone is left out (no
@@ -40,12 +44,15 @@ def manifest_schema(schema: Schema, specs: Any, lineage: bool = False) -> pa.Sch
     fields.append(pa.field("max_added_version", pa.int64(), True))  # leaves: newest entry's added_version
     if lineage:
         fields += ENTRY_FIELDS
+    policy = policy or full_policy(schema)
     for f in schema.arrow:
         fid = field_id_of(f)
-        if C.stats_supported(f.type):
+        mode = policy.mode(fid)
+        if mode.bounds and C.stats_supported(f.type):
             fields.append(pa.field(C.min_col(fid), f.type, True))
             fields.append(pa.field(C.max_col(fid), f.type, True))
-        fields.append(pa.field(C.nulls_col(fid), pa.int64(), True))
+        if mode.counts:
+            fields.append(pa.field(C.nulls_col(fid), pa.int64(), True))
     specs = specs if isinstance(specs, tuple) else (specs,) if specs is not None else ()
     current = specs[-1] if len(specs) == 1 else None
     if current is not None:
@@ -72,9 +79,10 @@ def _partition_types(schema: Schema, specs: tuple[Any, ...]) -> list[tuple[int, 
 
 
 def manifest_schema_of(vm: Any) -> pa.Schema:
-    """The manifest schema of a version (a ``VersionManifest``): its schema's and every partition spec's."""
+    """The manifest schema of a version (a ``VersionManifest``): its schema's, its statistics
+    policy's and every partition spec's."""
     specs = vm.partition_specs
-    return manifest_schema(vm.schema, specs if specs else vm.partition_spec, has_lineage(vm))
+    return manifest_schema(vm.schema, specs if specs else vm.partition_spec, has_lineage(vm), stats_policy(vm.schema, vm.properties))
 
 
 def conform(entries: pa.Table, mschema: pa.Schema) -> pa.Table:
@@ -97,14 +105,15 @@ def conform(entries: pa.Table, mschema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=mschema)
 
 
-def column_stats(data: pa.Table, schema: Schema) -> dict[str, Any]:
-    """Per-column min/max/null-count of one data file's rows, keyed by manifest column name."""
+def column_stats(data: pa.Table, schema: Schema, policy: StatsPolicy, exact: bool = False) -> dict[str, Any]:
+    """Per-column min/max/null-count of one data file's rows, keyed by manifest column name:
+    those ``policy`` keeps, bounds cut as it says unless ``exact`` (parts of a file, merged
+    before they are cut: ``cut_bounds``)."""
     out: dict[str, Any] = {}
-    for f in schema.arrow:
-        fid = field_id_of(f)
+    for f, fid, mode in policy.kept(schema):
         col = data.column(f.name)
         out[C.nulls_col(fid)] = col.null_count
-        if not C.stats_supported(f.type):
+        if not mode.bounds or not C.stats_supported(f.type):
             continue
         if _float_type(f.type) and pc.any(pc.is_nan(col)).as_py():
             # NaN has no place in an order; leave bounds unknown rather than wrong.
@@ -114,7 +123,21 @@ def column_stats(data: pa.Table, schema: Schema) -> dict[str, Any]:
         # Arrow scalars, not Python values: entries are assembled without conversions.
         out[C.min_col(fid)] = mm["min"]
         out[C.max_col(fid)] = mm["max"]
-    return out
+    return out if exact else cut_bounds(out, schema, policy)
+
+
+def cut_bounds(stats: dict[str, Any], schema: Schema, policy: StatsPolicy) -> dict[str, Any]:
+    """``column_stats`` with the bounds of truncate-mode string/binary columns cut (in place)."""
+    for f, fid, mode in policy.kept(schema):
+        lo = stats.get(C.min_col(fid))
+        if mode.kind != "truncate" or lo is None or not lo.is_valid:
+            continue
+        if not (pa.types.is_string(lo.type) or pa.types.is_binary(lo.type)):
+            continue
+        hi = stats[C.max_col(fid)]
+        low, high = truncate_values(lo.as_py(), hi.as_py(), mode.length)
+        stats[C.min_col(fid)], stats[C.max_col(fid)] = pa.scalar(low, lo.type), pa.scalar(high, hi.type)
+    return stats
 
 
 def data_entries(
@@ -150,12 +173,13 @@ def _column(values: list[Any], typ: pa.DataType) -> pa.Array:
     return pa.array([v.as_py() if isinstance(v, pa.Scalar) else v for v in values], typ)
 
 
-def entries_from_user_files(files: pa.Table, schema: Schema, spec: Any, mschema: pa.Schema) -> pa.Table:
+def entries_from_user_files(files: pa.Table, schema: Schema, spec: Any, mschema: pa.Schema, policy: StatsPolicy) -> pa.Table:
     """Entries from a user's table of existing files (``Table.add_files``), vectorized.
 
     Columns: path, size, record_count, optional partition_path, and optional stats named by
     column: ``lower.<col>``, ``upper.<col>``, ``null_count.<col>``, plus ``partition.<field>``
-    for partition values.
+    for partition values. The stats are kept as the table's ``policy`` says (those it does
+    not keep are dropped, truncate-mode bounds cut), like those of files Lamina writes.
     """
     for req in ("path", "size", "record_count"):
         if req not in files.column_names:
@@ -176,6 +200,12 @@ def entries_from_user_files(files: pa.Table, schema: Schema, spec: Any, mschema:
                 known.add(name)
                 if target in mschema.names:
                     cols[target] = files.column(name)
+        given = [k for k in (C.min_col(fid), C.max_col(fid)) if k in cols]
+        if given:
+            like = cols[given[0]]
+            lo, hi = (cols.get(k, pa.nulls(len(like), like.type)) for k in (C.min_col(fid), C.max_col(fid)))
+            cut = dict(zip((C.min_col(fid), C.max_col(fid)), truncate_bounds(lo, hi, policy.mode(fid))))
+            cols.update({k: cut[k] for k in given})
     if spec is not None:
         for pf in spec.fields:
             name = "partition." + pf.name

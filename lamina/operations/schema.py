@@ -45,6 +45,7 @@ from lamina.errors import CommitConflict, InvalidArgument
 from lamina.spec.properties import TableProperties
 from lamina.spec.schema import Schema, field_id_of, normalize_type
 from lamina.spec.sort import effective_sort_order
+from lamina.spec.stats import COLUMN_PREFIX, column_mode_keys
 from lamina.spec.version import VersionManifest
 from lamina.spec.schema_update import (
     AddColumn, DropColumn, InvalidSchemaChange, MoveColumn, Path, RenameColumn, ReplaceColumn, SchemaChange, UpdateColumn,
@@ -103,18 +104,21 @@ def _identity(f: pa.Field, with_type: bool) -> tuple[Any, ...]:
 
 
 def renamed_properties(properties: Mapping[str, str], old: Schema, new: Schema) -> dict[str, str] | None:
-    """``properties`` with column names that a rename changed updated (the sort order); None
-    if nothing changed."""
-    sort = TableProperties.WRITE_SORT_ORDER.get(properties)
-    if not sort:
-        return None
+    """``properties`` with column names that a rename changed updated (the sort order, the
+    keys of columns' statistics modes); None if nothing changed."""
     by_id = {field_id_of(f): f.name for f in new.arrow}
-    renamed = tuple(by_id.get(old.field_id(n), n) if n in old.names else n for n in sort)
-    if renamed == tuple(sort):
-        return None
+
+    def renamed(name: str) -> str:
+        return by_id.get(old.field_id(name), name) if name in old.names else name
+
     out = dict(properties)
-    out[TableProperties.WRITE_SORT_ORDER.key] = TableProperties.WRITE_SORT_ORDER.render(renamed)
-    return out
+    sort = TableProperties.WRITE_SORT_ORDER.get(properties)
+    if sort and tuple(map(renamed, sort)) != tuple(sort):
+        out[TableProperties.WRITE_SORT_ORDER.key] = TableProperties.WRITE_SORT_ORDER.render(tuple(map(renamed, sort)))
+    for name, mode in column_mode_keys(properties).items():
+        del out[COLUMN_PREFIX + name]
+        out[COLUMN_PREFIX + renamed(name)] = mode
+    return None if out == dict(properties) else out
 
 
 class UpdateSchema(Operation):

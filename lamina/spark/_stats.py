@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 from lamina.errors import CorruptMetadata
 from lamina.spec import content as C
 from lamina.spec.partition import PartitionSpec, apply_transform
-from lamina.spec.schema import Schema
+from lamina.spec.schema import Schema, field_id_of
+from lamina.spec.stats import StatsPolicy
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-footers")
 
@@ -39,13 +40,13 @@ def _bound(v: Any) -> Any:
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
-def _stats_columns(footers: list[pq.FileMetaData], schema: Schema) -> dict[str, pa.Array]:
-    """``lower.<col>`` / ``upper.<col>`` / ``null_count.<col>`` per file (null = unknown); the
-    files hold each column under its physical name."""
+def _stats_columns(footers: list[pq.FileMetaData], schema: Schema, columns: list[pa.Field]) -> dict[str, pa.Array]:
+    """``lower.<col>`` / ``upper.<col>`` / ``null_count.<col>`` per file (null = unknown) of
+    ``columns`` (fields of ``schema``); the files hold each column under its physical name."""
     n_files = len(footers)
     physical = schema.physical_names
     file_idx: list[int] = []
-    per_col: dict[str, tuple[list, list, list, list]] = {f.name: ([], [], [], []) for f in schema.arrow}
+    per_col: dict[str, tuple[list, list, list, list]] = {f.name: ([], [], [], []) for f in columns}
     for i, md in enumerate(footers):
         index = {md.schema.column(j).path: j for j in range(md.num_columns)}
         for rg in range(md.num_row_groups):
@@ -67,7 +68,7 @@ def _stats_columns(footers: list[pq.FileMetaData], schema: Schema) -> dict[str, 
     if not file_idx:
         return out
     idx = pa.array(file_idx, pa.int64())
-    for f in schema.arrow:
+    for f in columns:
         lo, hi, nulls, known = per_col[f.name]
         cols: dict[str, Any] = {"file": idx, "nulls": pa.array(nulls, pa.int64()), "unknown": pc.invert(pa.array(known, pa.bool_()))}
         stats_ok = C.stats_supported(f.type)
@@ -100,10 +101,14 @@ def file_entries(
     local_paths: Sequence[str],
     schema: Schema,
     spec: PartitionSpec,
+    stats: StatsPolicy,
 ) -> pa.Table:
     """The ``add_files`` table for data files just written: path, size, record_count,
     partition_path, stats and ``partition.<field>`` values derived from the stats. Files
-    without rows (Spark writes one for a task that had none) are deleted and left out."""
+    without rows (Spark writes one for a task that had none) are deleted and left out.
+    Stats are read of the columns the table's policy ``stats`` keeps and of the partition
+    sources, exact (``add_files`` cuts them as the policy says, after the partition values
+    are derived from them)."""
     footers = read_footers(local_paths)
     empty = {i for i, md in enumerate(footers) if md.num_rows == 0}
     if empty:
@@ -117,7 +122,9 @@ def file_entries(
         "size": pa.array(sizes, pa.int64()),
         "record_count": pa.array([md.num_rows for md in footers], pa.int64()),
     }
-    cols.update(_stats_columns(footers, schema))
+    sources = {pf.source_id for pf in spec.fields}
+    wanted = [f for f in schema.arrow if stats.mode(field_id_of(f)).counts or field_id_of(f) in sources]
+    cols.update(_stats_columns(footers, schema, wanted))
     table = pa.table(cols)
     if spec.is_unpartitioned or table.num_rows == 0:
         return table

@@ -45,6 +45,7 @@ from lamina.expr import AlwaysTrue, Expr, bind, to_arrow_filter, to_expr
 from lamina.io import FileIO
 from lamina.io.fileio import S3_OPTION_ENV
 from lamina.manifest.entries import data_entries, manifest_schema
+from lamina.spec.stats import StatsPolicy, stats_policy
 from lamina.operations.schema import UpdateSchema
 from lamina.spark._target import TableRef
 from lamina.spark._types import arrow_schema, batch_schema, check_writable, spark_schema
@@ -287,6 +288,7 @@ class WriteTarget:
     app_seq: int | None
     settings: WriterProperties
     write_id: str
+    stats: StatsPolicy  # the column statistics the table's entries keep
     # The schema change (mergeSchema) the tasks write for and the commit stages with their files.
     schema_update: UpdateSchema | None = None
 
@@ -324,7 +326,7 @@ class WriteTarget:
             raise InvalidArgument("txnAppId and txnVersion go together")
         return cls(
             ref, uri, storage, schema, spec, create, "overwrite" if overwrite else "append", where, app_id, app_seq,
-            WriterProperties.from_properties(props), new_write_id(), schema_update,
+            WriterProperties.from_properties(props), new_write_id(), stats_policy(schema, props), schema_update,
         )
 
     # -- executor side ---------------------------------------------------------------
@@ -350,7 +352,7 @@ class WriteTarget:
         except BaseException:
             _delete_quietly(io, [f["path"] for f in files])  # the marker is the write's: other tasks share it
             raise
-        entries = data_entries(files, manifest_schema(self.schema, self.spec), 0, self.spec.spec_id)
+        entries = data_entries(files, manifest_schema(self.schema, self.spec, policy=self.stats), 0, self.spec.spec_id)
         return LaminaCommitMessage(self.write_id, entries, rows)
 
     def _flush(self, io: FileIO, buffered: list[pa.RecordBatch], filt: Any) -> list[dict[str, Any]]:
@@ -365,7 +367,7 @@ class WriteTarget:
                     "every row written with replaceWhere must match it"
                 )
         return write_data_files(io, self.schema, self.spec, data, self.write_id, self.settings.max_rows_per_file,
-                                self.settings.parquet_compression)
+                                self.settings.parquet_compression, stats=self.stats)
 
     # -- driver side ------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from lamina.spark.read import FILE, ROW, file_uris, native_read, spark_file_path
 from lamina.spark.write import _local_files, _run_spark_write, transaction_of
 from lamina.spec.lineage import LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, has_lineage
 from lamina.spec.properties import WriterProperties
+from lamina.spec.stats import stats_policy
 from lamina.table import WriteSession
 from lamina.table.transaction import Transaction
 
@@ -125,7 +126,7 @@ def _write_rows(df: Any, session: WriteSession, lineage: bool = False) -> None:
     plan = check_writable(data, schema, table.uri)
     out_dir = table.io.local_path(session.data_dir)
     _run_spark_write(df, plan, schema, spec, None, out_dir, WriterProperties.from_properties(table.properties), lineage)
-    session.add_files(file_entries(*_local_files(out_dir), schema, spec))  # a union may leave empty part files: dropped
+    session.add_files(file_entries(*_local_files(out_dir), schema, spec, stats_policy(schema, table.properties)))  # a union may leave empty part files: dropped
 
 
 def _with_attempts(table: lamina.Table, attempts: int, run: Any, tx: Transaction | None = None) -> Any:

@@ -36,6 +36,7 @@ from lamina.spec.lineage import LINEAGE_COLUMNS
 from lamina.spec.partition import PartitionField, PartitionSpec, parse_partition_by
 from lamina.spec.properties import WriterProperties, check_properties
 from lamina.spec.schema import Schema
+from lamina.spec.stats import stats_policy
 from lamina.table import WriteSession
 from lamina.table.engine import merged_schema
 from lamina.table.transaction import Transaction
@@ -340,7 +341,7 @@ def _write_files(df: Any, io: Any, write_id: str, plan: list, schema: Schema, sp
     assert out_dir is not None
     _run_spark_write(df, plan, schema, spec, predicate, out_dir, WriterProperties.from_properties(props))
     rel, sizes, local = _local_files(out_dir)
-    return file_entries(rel, sizes, local, schema, spec)
+    return file_entries(rel, sizes, local, schema, spec, stats_policy(schema, props))
 
 
 def transaction_of(target: Any, *, catalog: Any = None, storage_options: Any = None,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
 from lamina.errors import InvalidArgument
+from lamina.spec.stats import COLUMN_PREFIX, MODE_WORDS, parse_mode
 
 T = TypeVar("T")
 
@@ -125,6 +126,12 @@ class TableProperties:
     WRITE_DELETE_MODE = _word_property("write.delete.mode", MERGE_ON_READ, DELETE_MODES)
     WRITE_SORT_ORDER = Property("write.sort-order", (), _parse_columns, "column names separated by commas", render=", ".join)
 
+    # Column statistics in manifest entries (lamina.spec.stats): unset, the first
+    # max-inferred-column-defaults columns get truncate(16) and the others none; set, every
+    # column gets it. A column's own mode: write.metadata.metrics.column.<col> (COLUMN_PREFIX).
+    METRICS_DEFAULT = Property("write.metadata.metrics.default", None, parse_mode, f"one of {MODE_WORDS}")
+    METRICS_MAX_INFERRED_COLUMNS = _int_property("write.metadata.metrics.max-inferred-column-defaults", 32, 0)
+
     MANIFEST_INLINE_MAX_FILES = _int_property("manifest.inline-max-files", 64, 0)
     MANIFEST_LEAF_TARGET_FILES = _int_property("manifest.leaf-target-files", 10_000, 1)
     MANIFEST_MERGE_MIN_LEAVES = _int_property("manifest.merge-min-leaves", 8, 2)
@@ -166,6 +173,8 @@ def check_properties(properties: Mapping[str, Any]) -> None:
     bad = []
     for key, raw in properties.items():
         prop = registered.get(key)
+        if prop is None and str(key).startswith(COLUMN_PREFIX):
+            prop = Property(key, None, parse_mode, f"one of {MODE_WORDS}")  # a column's statistics mode
         if prop is None and str(key).split(".")[0] in namespaces:
             close = difflib.get_close_matches(str(key), registered, n=1)
             bad.append(f"{key!r} is no Lamina table property" + (f" (did you mean {close[0]!r}?)" if close else ""))

@@ -53,6 +53,7 @@ from lamina.data.inflight import discard_writes, finish_writes, new_write_id, re
 from lamina.errors import CommitStateUnknown, InvalidArgument, StorageError
 from lamina.expr import Expr
 from lamina.manifest.entries import entries_from_user_files, manifest_schema_of
+from lamina.spec.stats import stats_policy
 from lamina.operations import PositionDelta
 from lamina.operations.schema import SchemaUpdate, UpdateSchema
 from lamina.spec.layout import engine_data_dir
@@ -143,7 +144,7 @@ class WriteSession:
         """Manifest entries for files described as for ``Table.add_files`` (path, size,
         record_count, ``partition_path``, ``lower.<col>``/``upper.<col>``/``null_count.<col>``)."""
         vm = self.metadata
-        return entries_from_user_files(files, vm.schema, vm.partition_spec, manifest_schema_of(vm))
+        return entries_from_user_files(files, vm.schema, vm.partition_spec, manifest_schema_of(vm), stats_policy(vm.schema, vm.properties))
 
     def add_files(self, files: pa.Table) -> None:
         """Add data files the engine wrote (see ``entries_of``) to what the session commits."""

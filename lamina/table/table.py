@@ -43,6 +43,7 @@ from lamina.spec.layout import FORMAT_VERSION, MAIN_BRANCH
 from lamina.spec.lineage import ROW_LINEAGE
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.properties import TableProperties, check_properties
+from lamina.spec.stats import check_column_modes
 from lamina.spec.schema import Schema
 from lamina.spec.tag import Tag, split_version_or_tag
 from lamina.spec.version import VersionManifest
@@ -797,6 +798,7 @@ def initial_version(
     spec = parse_partition_by(partition_by if not isinstance(partition_by, str) else [partition_by], lschema)
     props = {str(k): str(v) for k, v in (properties or {}).items()}
     check_properties(props)
+    check_column_modes(props, lschema)
     reader_features = list(DEFAULT_READER_FEATURES)
     writer_features = list(DEFAULT_WRITER_FEATURES)
     if not spec.is_unpartitioned:

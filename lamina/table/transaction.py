@@ -27,6 +27,7 @@ from lamina.data.writer import PendingWrites
 from lamina.errors import CommitStateUnknown, InvalidArgument, LaminaError, StorageError, TagAlreadyExists
 from lamina.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow_filter, to_expr
 from lamina.manifest.entries import entries_from_user_files, manifest_schema_of
+from lamina.spec.stats import stats_policy
 from lamina.operations import (
     AppendFiles,
     MergeBuilder,
@@ -199,7 +200,7 @@ class Transaction:
                 raise InvalidArgument("app_transaction applies to appends only, not to overwrite")
             check_app_transactions(self.table.log.latest(), apps)  # before reading any file for nothing
         vm = self.metadata
-        entries = entries_from_user_files(files, vm.schema, vm.partition_spec, manifest_schema_of(vm))
+        entries = entries_from_user_files(files, vm.schema, vm.partition_spec, manifest_schema_of(vm), stats_policy(vm.schema, vm.properties))
         check_added_files(entries, self.table.io, check_files)
         if mode == "overwrite":  # (appends check every base they are applied to)
             check_not_in_table(entries, self._base())

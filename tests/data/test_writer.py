@@ -20,6 +20,7 @@ def test_stats_merged_from_row_groups_equal_the_whole_files_stats():
     from lamina.manifest.entries import column_stats
     from lamina.spec.schema import Schema
     from lamina.data.writer import _merged_stats
+    from lamina.spec.stats import full_policy
 
     schema = Schema.from_arrow(pa.schema([pa.field("i", pa.int64()), pa.field("s", pa.string()), pa.field("f", pa.float64())]))
     parts = [
@@ -29,11 +30,11 @@ def test_stats_merged_from_row_groups_equal_the_whole_files_stats():
     ]
     parts = [p.cast(schema.arrow) for p in parts]
     whole = pa.concat_tables(parts)
-    assert _merged_stats([column_stats(p, schema) for p in parts], schema) == column_stats(whole, schema)
+    assert _merged_stats([column_stats(p, schema, full_policy(schema)) for p in parts], schema) == column_stats(whole, schema, full_policy(schema))
     with_nan = parts + [pa.table({"i": [1], "s": ["a"], "f": [float("nan")]}).cast(schema.arrow)]
-    merged = _merged_stats([column_stats(p, schema) for p in with_nan], schema)
-    assert merged == column_stats(pa.concat_tables(with_nan), schema)
-    assert [v for k, v in merged.items() if k in column_stats(whole, schema) and v is None]  # float bounds unknown
+    merged = _merged_stats([column_stats(p, schema, full_policy(schema)) for p in with_nan], schema)
+    assert merged == column_stats(pa.concat_tables(with_nan), schema, full_policy(schema))
+    assert [v for k, v in merged.items() if k in column_stats(whole, schema, full_policy(schema)) and v is None]  # float bounds unknown
 
 
 def test_large_files_dictionary_encode_only_repetitive_columns(tmp_path):
