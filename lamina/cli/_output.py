@@ -54,8 +54,15 @@ class OutputFormat(str, Enum):
 OUTPUT_HELP = ("table for people (fitted to the terminal, sizes and counts in human units); json (JSON Lines, one "
                "object per row) or csv (with a header) for programs: every row, whole and raw")
 
-# `--output` of every command that lists rows.
+# `--output` of every command that lists rows; `--json` and `--csv`, its shorthands, where they were first.
 OUTPUT = typer.Option(TABLE, "--output", "-o", case_sensitive=False, help=OUTPUT_HELP)
+JSON_FLAG = typer.Option(False, "--json", help="same as --output json")
+CSV_FLAG = typer.Option(False, "--csv", help="same as --output csv")
+
+
+def limit_option(rows: int, what: str = "rows"):
+    """`--limit` of a listing: a table shows its first ``rows``, json and csv every one."""
+    return typer.Option(None, "--limit", "-n", min=1, help=f"{what} to print (default: {rows} in a table, all with --output json|csv)")
 
 
 def output_format(output: OutputFormat | str, as_json: bool = False, as_csv: bool = False) -> str:
@@ -63,7 +70,7 @@ def output_format(output: OutputFormat | str, as_json: bool = False, as_csv: boo
     named = OutputFormat(output).value
     asked = {f for f, on in ((JSON, as_json), (CSV, as_csv), (named, named != TABLE)) if on}
     if len(asked) > 1:
-        raise InvalidArgument("pass one output format: --output json, --output csv (or --json, --csv), not both")
+        raise InvalidArgument("pass one of --json, --csv or --output: each says what to print")
     return asked.pop() if asked else TABLE
 
 
@@ -215,11 +222,18 @@ def _frame(columns: int) -> int:
 
 
 def _share(spare: int, wants: list[int]) -> list[int]:
-    """``spare`` width shared in proportion to what each wants, none given more than it wants."""
-    total = sum(wants)
-    if total <= max(spare, 0):
-        return wants
-    return [max(spare, 0) * w // total for w in wants]
+    """``spare`` width shared out, none given more than it wants: the smallest wants met
+    first (a short value stays whole), the rest split evenly among the columns that want more."""
+    given = [0] * len(wants)
+    left = max(spare, 0)
+    by_want = sorted(range(len(wants)), key=lambda i: wants[i])
+    while by_want and wants[by_want[0]] <= left:
+        i = by_want.pop(0)
+        given[i], left = wants[i], left - wants[i]
+    for k, i in enumerate(by_want):
+        given[i] = left // (len(by_want) - k)
+        left -= given[i]
+    return given
 
 
 def print_table(

@@ -23,7 +23,7 @@ from rich.text import Text
 import lamina
 from lamina.catalog import DEFAULT_CATALOG, load_catalog
 from lamina.cli._output import (
-    OUTPUT, TABLE, OutputFormat, at_most, console, err, human_bytes, human_count, output_format, print_table, wrap_text, write_rows,
+    CSV_FLAG, JSON_FLAG, OUTPUT, TABLE, OutputFormat, at_most, limit_option, console, err, human_bytes, human_count, output_format, print_table, wrap_text, write_rows,
     write_table,
 )
 from lamina.cli._output import fail as _fail
@@ -137,17 +137,9 @@ def _format(output: OutputFormat, as_json: bool = False, as_csv: bool = False) -
         _fail(e)
 
 
-# The shorthands of `--output json` and `--output csv`.
-_JSON = typer.Option(False, "--json", help="same as --output json")
-_CSV = typer.Option(False, "--csv", help="same as --output csv")
-# `--limit` of the listings: a table shows the first rows, json and csv all of them.
-def _limit(rows: int, what: str = "rows") -> Any:
-    return typer.Option(None, "--limit", "-n", min=1, help=f"{what} to print (default: {rows} in a table, all with --output json|csv)")
-
-
 @app.command()
 def info(
-    uri: str, version: Optional[int] = typer.Option(None, "--version", "-v"), output: OutputFormat = OUTPUT, as_json: bool = _JSON,
+    uri: str, version: Optional[int] = typer.Option(None, "--version", "-v"), output: OutputFormat = OUTPUT, as_json: bool = JSON_FLAG,
     branch: Optional[str] = _BRANCH,
 ):
     """Show a table's version, schema, partitioning, properties and features."""
@@ -217,7 +209,7 @@ def _count(v: Any) -> int | None:
 
 
 @app.command()
-def history(uri: str, limit: Optional[int] = _limit(50, "versions"), output: OutputFormat = OUTPUT, branch: Optional[str] = _BRANCH):
+def history(uri: str, limit: Optional[int] = limit_option(50, "versions"), output: OutputFormat = OUTPUT, branch: Optional[str] = _BRANCH):
     """List versions, newest first; json and csv print them as the rows of $snapshots."""
     fmt = _format(output)
     t = _open(uri, branch=branch)
@@ -286,7 +278,7 @@ def files(
     uri: str,
     version: Optional[str] = typer.Option(None, "--version", "-v", help="version number or tag name"),
     where: Optional[str] = typer.Option(None, "--where", "-w", help="SQL predicate to prune by"),
-    limit: Optional[int] = _limit(100, "files"),
+    limit: Optional[int] = limit_option(100, "files"),
     output: OutputFormat = OUTPUT,
     branch: Optional[str] = _BRANCH,
 ):
@@ -342,15 +334,14 @@ def changes(
     columns: Optional[str] = typer.Option(
         None, "--columns", help="comma-separated columns to show (also _row_id, _last_updated_version)"),
     summary: bool = typer.Option(False, "--summary", help="count the change rows by version and change type"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON Lines, one object per row"),
-    as_csv: bool = typer.Option(False, "--csv", help="print CSV with a header"),
-    limit: Optional[int] = typer.Option(
-        None, "--limit", "-n", min=1, help="rows to print (default: 50 in a table, all with --json or --csv)"),
+    output: OutputFormat = OUTPUT,
+    as_json: bool = JSON_FLAG,
+    as_csv: bool = CSV_FLAG,
+    limit: Optional[int] = limit_option(50, "change rows"),
     branch: Optional[str] = _BRANCH,
 ):
     """Show the change data feed: the rows the versions in (from, to] inserted, deleted or updated."""
-    if as_json and as_csv:
-        _fail(InvalidArgument("pass --json or --csv, not both"))
+    fmt = _format(output, as_json, as_csv)
     if summary and (columns is not None or limit is not None):
         _fail(InvalidArgument("--summary counts every change of the range: --columns and --limit apply to the rows listed without it"))
     if sum(x is not None for x in (from_version, from_timestamp, from_tag)) != 1:
@@ -358,7 +349,6 @@ def changes(
                               "(the changes after it are shown)"))
     if sum(x is not None for x in (to_version, to_timestamp, to_tag)) > 1:
         _fail(InvalidArgument("pass at most one of --to, --to-timestamp or --to-tag (without one, the range ends at the latest version)"))
-    fmt = "json" if as_json else "csv" if as_csv else None
     t = _open(uri, branch=branch)
     try:
         feed = t.changes(
@@ -368,7 +358,7 @@ def changes(
         )
         if summary:
             _print_change_counts(feed, fmt)
-        elif fmt:
+        elif fmt != TABLE:
             write_rows(at_most(feed.to_batches(), limit), feed.schema, fmt)
         else:
             _print_change_rows(feed, limit or 50, where)
@@ -388,7 +378,7 @@ def _print_change_rows(feed: ChangeFeed, limit: int, where: Optional[str]) -> No
     print_table(
         shown.select([COMMIT_VERSION, COMMIT_TIMESTAMP, CHANGE_TYPE, *data]), f"changes in {_span(feed)}",
         headers=_CHANGE_HEADERS, short_times=[COMMIT_TIMESTAMP], whole_words=[CHANGE_TYPE],
-        hint="--columns picks columns; --json and --csv print every one",
+        hint="--columns picks columns; --output json or csv prints every one",
     )
     if rows.num_rows > limit:
         console.print(f"the first {limit} change rows; more follow (--limit N, or --summary to count them)")
@@ -396,15 +386,15 @@ def _print_change_rows(feed: ChangeFeed, limit: int, where: Optional[str]) -> No
         console.print(f"no row changes in {_span(feed)}" + (" matching --where" if where else ""))
 
 
-def _print_change_counts(feed: ChangeFeed, fmt: Optional[str]) -> None:
+def _print_change_counts(feed: ChangeFeed, fmt: str) -> None:
     counts = feed.counts()
-    if fmt:
+    if fmt != TABLE:
         write_rows(counts.to_batches(), counts.schema, fmt)
         return
     print_table(counts, f"change rows in {_span(feed)} by version and type", headers=_COUNT_HEADERS,
-                whole_words=["operation"])
+                whole_words=["operation"], counts=CHANGE_TYPES)
     n = {kind: int(pc.sum(counts.column(kind)).as_py() or 0) for kind in CHANGE_TYPES}
-    console.print(f"{sum(n.values())} change rows: " + ", ".join(f"{n[kind]} {kind}" for kind in CHANGE_TYPES))
+    console.print(f"{human_count(sum(n.values()))} change rows: " + ", ".join(f"{human_count(n[kind])} {kind}" for kind in CHANGE_TYPES))
 
 
 @app.command()
@@ -690,7 +680,7 @@ def system(
     uri: str,
     name: str = typer.Argument(..., help="snapshots, tags, branches, files, manifests or schemas"),
     version: Optional[str] = typer.Option(None, "--version", "-v", help="version or tag (files, manifests)"),
-    limit: Optional[int] = _limit(50),
+    limit: Optional[int] = limit_option(50),
     output: OutputFormat = OUTPUT,
     branch: Optional[str] = _BRANCH,
 ):
