@@ -76,7 +76,7 @@ def output_format(output: OutputFormat | str, as_json: bool = False, as_csv: boo
 
 # -- human units ------------------------------------------------------------------------------
 
-_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
 def human_bytes(n: int) -> str:

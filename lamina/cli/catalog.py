@@ -61,8 +61,7 @@ def list_(
     namespace: Optional[str] = typer.Argument(None, help="only this namespace"), catalog: Optional[str] = _CATALOG,
     output: OutputFormat = OUTPUT,
 ):
-    """Namespaces and tables with their version, online flag, uuid and location; json and csv
-    print a row per table."""
+    """Namespaces and tables with their version, online flag, uuid and location; json and csv print a row per table."""
     cat = _catalog(catalog)
     try:
         fmt = output_format(output)

@@ -282,8 +282,7 @@ def files(
     output: OutputFormat = OUTPUT,
     branch: Optional[str] = _BRANCH,
 ):
-    """List the live data files of a version or tag (pruned by --where); json and csv name
-    their columns as $files does."""
+    """List the live data files of a version or tag (pruned by --where); json and csv name their columns as $files does."""
     fmt = _format(output)
     t = _open(uri, branch=branch)
     try:
@@ -505,8 +504,7 @@ def branch_create(
 
 @branch_app.command("list")
 def branch_list(uri: str, output: OutputFormat = OUTPUT):
-    """List the branches, main first: latest version, where each was made from, retention;
-    json and csv print the rows of $branches."""
+    """List the branches, main first: latest version, where each was made from, retention; json and csv print the rows of $branches."""
     fmt = _format(output)
     t = _open(uri)
     try:
