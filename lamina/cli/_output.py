@@ -323,7 +323,7 @@ def _json_value(v: object) -> object:
     return str(v)
 
 
-_CSV_HINT = "pick other columns with --columns, or print JSON with --json"
+_CSV_HINT = "pick other columns with --columns, or print JSON with --output json"
 
 
 def _check_csv(schema: pa.Schema, hint: str) -> None:
