@@ -1,8 +1,9 @@
 """What every `lamina` command prints to, and how a command fails: the error on stderr, exit 2.
 
 Tables of rows (system tables, history, the change feed, query results) print through
-``print_table``, which fits them to the terminal's width; ``write_rows`` prints rows as JSON
-Lines or CSV, ``write_file`` writes them to a CSV or Parquet file.
+``print_table``, which fits them to the terminal's width, sizes and counts in human units;
+``write_rows`` prints rows for programs, whole and raw (``--output json|csv``), ``write_file``
+writes them to a CSV or Parquet file.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from datetime import date, datetime, time, timezone
 from decimal import Decimal
+from enum import Enum
 from typing import NamedTuple, NoReturn
 
 import pyarrow as pa
@@ -37,10 +40,69 @@ def fail(e: Exception) -> NoReturn:
     raise typer.Exit(2) from None
 
 
+# -- the format of a listing: --output table|json|csv -----------------------------------------
+
+TABLE, JSON, CSV = "table", "json", "csv"
+
+
+class OutputFormat(str, Enum):
+    table = TABLE
+    json = JSON
+    csv = CSV
+
+
+OUTPUT_HELP = ("table for people (fitted to the terminal, sizes and counts in human units); json (JSON Lines, one "
+               "object per row) or csv (with a header) for programs: every row, whole and raw")
+
+# `--output` of every command that lists rows; `--json` and `--csv`, its shorthands, where they were first.
+OUTPUT = typer.Option(TABLE, "--output", "-o", case_sensitive=False, help=OUTPUT_HELP)
+JSON_FLAG = typer.Option(False, "--json", help="same as --output json")
+CSV_FLAG = typer.Option(False, "--csv", help="same as --output csv")
+
+
+def limit_option(rows: int, what: str = "rows"):
+    """`--limit` of a listing: a table shows its first ``rows``, json and csv every one."""
+    return typer.Option(None, "--limit", "-n", min=1, help=f"{what} to print (default: {rows} in a table, all with --output json|csv)")
+
+
+def output_format(output: OutputFormat | str, as_json: bool = False, as_csv: bool = False) -> str:
+    """The format ``--output`` names, or its shorthand ``--json`` / ``--csv`` does (one of them)."""
+    named = OutputFormat(output).value
+    asked = {f for f, on in ((JSON, as_json), (CSV, as_csv), (named, named != TABLE)) if on}
+    if len(asked) > 1:
+        raise InvalidArgument("pass one of --json, --csv or --output: each says what to print")
+    return asked.pop() if asked else TABLE
+
+
+# -- human units ------------------------------------------------------------------------------
+
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def human_bytes(n: int) -> str:
+    """A size for people: 905 B, 5.5 KiB, 1.2 MiB, 3.0 GiB (powers of 1024)."""
+    if abs(n) < 1024:
+        return f"{n} B"
+    value, unit = float(n), 0
+    while unit < len(_BYTE_UNITS) - 1 and abs(value) >= 1024 - 0.05:  # 1023.97 KiB reads 1.0 MiB, not 1024.0 KiB
+        value, unit = value / 1024, unit + 1
+    return f"{value:.1f} {_BYTE_UNITS[unit]}"
+
+
+def human_count(n: int) -> str:
+    """A count for people, thousands apart: 1,840."""
+    return f"{n:,}"
+
+
 # -- tables for a terminal ------------------------------------------------------------------
 
-# A column narrower than this wraps or folds its text; a header word longer than it may be cut.
-_NARROW = 10
+# A column of text is not made narrower than this (or its longest piece, if shorter): below
+# it a value takes more lines than it is worth, and columns further right give way instead.
+_NARROW = 16
+# A header piece longer than this may fold.
+_HEADER_NARROW = 12
+# A column of paths narrower than this is left out rather than shortened further.
+_PATH_NARROW = 24
 
 
 def cell(v: object, null: str = "") -> str:
@@ -62,8 +124,50 @@ def _times(values: list, header: str, aware: bool, null: str) -> tuple[list[str]
     return [v.strftime("%Y-%m-%d %H:%M:%S") if v is not None else null for v in utc], f"{header}{zone}"
 
 
-def _longest_word(text: str) -> int:
-    return max((cell_len(w) for w in text.split()), default=0)
+# The places a name or a path may break: after a space, a slash, an underscore, a dot, a
+# comma, an equals sign (not a hyphen: 2026-01-05 stays whole).
+_PIECE = re.compile(r"[/_.,=]*[^\s/_.,=]*[/_.,=]*\s*")
+
+
+def _pieces(text: str) -> list[str]:
+    return [p for p in _PIECE.findall(text) if p]
+
+
+def _longest_word(text: str, pieces: bool = False) -> int:
+    """The widest word of ``text`` (``pieces``: the widest piece between places it may break)."""
+    return max((cell_len(w.rstrip()) for w in (_pieces(text) if pieces else text.split())), default=0)
+
+
+def wrap_text(text: str, width: int) -> str:
+    """``text`` in lines of at most ``width``, broken where ``_PIECE`` allows (a piece wider
+    than that is folded): ``tagged_version`` in 10 is ``tagged_`` over ``version``."""
+    lines, line = [], ""
+    for part in text.split("\n"):
+        for piece in _pieces(part):
+            if line and cell_len((line + piece).rstrip()) > width:
+                lines.append(line.rstrip())
+                line = ""
+            while cell_len(piece.rstrip()) > width:
+                lines.append(piece[:width])
+                piece = piece[width:]
+            line += piece
+        lines.append(line.rstrip())
+        line = ""
+    return "\n".join(lines)
+
+
+def short_path(path: str, width: int) -> str:
+    """``path`` in at most ``width`` characters, on one line: whole if it fits, else its middle
+    left out for ``…``, keeping its start, the file's own directory (a partition's) and the
+    file's name, or failing that the name's start (what tells files apart)."""
+    if cell_len(path) <= width:
+        return path
+    parts = path.split("/")
+    for keep in ("/".join(parts[-2:]), parts[-1]):  # the file's directory and name; its name
+        room = width - cell_len(keep) - 1  # for "…"
+        if room >= 0 and len(keep) < len(path):
+            return (path[: room - 1] + "…/" if room else "…") + keep
+    return parts[-1][: max(width - 1, 0)] + "…"
 
 
 class _Column(NamedTuple):
@@ -73,22 +177,42 @@ class _Column(NamedTuple):
     cells_width: int  # the width that holds every cell on one line
     header_width: int  # ... and the header too
     number: bool
+    kind: str  # how its cells fit a narrower width: "whole" (wrap between words), "path" (short_path), "text" (wrap_text)
 
 
-def _column(name: str, col: pa.ChunkedArray, header: str, short_time: bool, whole_words: bool, null: str) -> _Column:
+def _column(col: pa.ChunkedArray, header: str, short_time: bool, kind: str, unit: str, null: str) -> _Column:
     values = col.to_pylist()
-    kind = col.type
-    number = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
-    if pa.types.is_timestamp(kind) and short_time:
-        cells, header = _times(values, header, kind.tz is not None, null)
-        whole_words = True
+    typ = col.type
+    number = pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ)
+    if pa.types.is_timestamp(typ) and short_time:
+        cells, header = _times(values, header, typ.tz is not None, null)
+        kind = "whole"
+    elif number and unit:
+        show = human_bytes if unit == "bytes" else human_count
+        cells = [null if v is None else show(v) for v in values]
     else:
         cells = [cell(v, null) for v in values]
-    word = max([_longest_word(c) for c in cells] + [0])
-    narrowest = word if number or whole_words else min(word, _NARROW)
     cells_width = max([cell_len(c) for c in cells] + [0])
-    narrowest = max(narrowest, min(_longest_word(header), _NARROW), 1)
-    return _Column(header, cells, narrowest, max(cells_width, narrowest), max(cells_width, cell_len(header), narrowest), number)
+    if number:  # never cut: a version number is whole or not shown
+        narrowest, kind = cells_width, "whole"
+    elif kind == "path":
+        narrowest = min(cells_width, _PATH_NARROW)
+    else:
+        word = max([_longest_word(c, pieces=kind == "text") for c in cells] + [0])
+        narrowest = word if kind == "whole" else min(word, _NARROW)
+    narrowest = max(narrowest, min(_longest_word(header, pieces=True), _HEADER_NARROW), 1)
+    return _Column(header, cells, narrowest, max(cells_width, narrowest), max(cells_width, cell_len(header), narrowest),
+                   number, kind)
+
+
+def _fit(c: _Column, width: int) -> list[str]:
+    """The column's cells in ``width``: paths shortened, text broken where it may be; words
+    of "whole" columns wrap in the table."""
+    if c.kind == "path":
+        return [short_path(v, width) for v in c.cells]
+    if c.kind == "text":
+        return [wrap_text(v, width) for v in c.cells]
+    return c.cells
 
 
 def _frame(columns: int) -> int:
@@ -98,31 +222,51 @@ def _frame(columns: int) -> int:
 
 
 def _share(spare: int, wants: list[int]) -> list[int]:
-    """``spare`` width shared in proportion to what each wants, none given more than it wants."""
-    total = sum(wants)
-    if total <= max(spare, 0):
-        return wants
-    return [max(spare, 0) * w // total for w in wants]
+    """``spare`` width shared out, none given more than it wants: the smallest wants met
+    first (a short value stays whole), the rest split evenly among the columns that want more."""
+    given = [0] * len(wants)
+    left = max(spare, 0)
+    by_want = sorted(range(len(wants)), key=lambda i: wants[i])
+    while by_want and wants[by_want[0]] <= left:
+        i = by_want.pop(0)
+        given[i], left = wants[i], left - wants[i]
+    for k, i in enumerate(by_want):
+        given[i] = left // (len(by_want) - k)
+        left -= given[i]
+    return given
 
 
 def print_table(
     tbl: pa.Table, title: str, *, headers: Mapping[str, str] | None = None, short_times: Collection[str] | None = None,
-    whole_words: Collection[str] = (), hint: str = "", null: str = "",
+    whole_words: Collection[str] = (), paths: Collection[str] = (), counts: Collection[str] = (),
+    sizes: Collection[str] = (), hint: str = "", null: str = "",
 ) -> None:
     """Print ``tbl`` as a rich table that stays readable at the console's width (COLUMNS):
 
-    - numbers (versions, counts) are never cut, nor the words of the columns in
-      ``whole_words`` (operations, change types): they wrap between words;
+    - numbers (versions, counts) are never cut, and right-aligned; the integer columns in
+      ``counts`` show thousands apart (1,840), those in ``sizes`` as bytes (1.2 MiB);
+    - the words of the columns in ``whole_words`` (operations, change types) are never cut:
+      they wrap between words;
+    - the paths in ``paths`` stay on one line, their middle left out if they must be
+      (``short_path``);
     - the timestamp columns in ``short_times`` (None: every one) show to the second, a
       date they all share in the header;
-    - other text wraps, and folds where a word is wider than its column;
+    - other text, and headers, wrap after spaces, slashes, underscores, dots, commas, and
+      fold where a piece is wider than its column;
     - the columns, last first, that do not fit at their narrowest readable width are left
       out and named under the table, with ``hint``.
 
     ``headers`` renames columns for display; ``null`` is what a missing value shows."""
     headers = headers or {}
     width = console.width
-    cols = [_column(name, col, headers.get(name, name), short_times is None or name in short_times, name in whole_words, null)
+
+    def kind(name: str) -> str:
+        return "path" if name in paths else "whole" if name in whole_words else "text"
+
+    def unit(name: str) -> str:
+        return "bytes" if name in sizes else "count" if name in counts else ""
+
+    cols = [_column(col, headers.get(name, name), short_times is None or name in short_times, kind(name), unit(name), null)
             for name, col in zip(tbl.column_names, tbl.columns)]
     shown = 1
     while shown < len(cols) and _frame(shown + 1) + sum(c.narrowest for c in cols[: shown + 1]) <= width:
@@ -137,14 +281,20 @@ def print_table(
         spare -= sum(more)
     rt = RichTable(title=title)
     for c, w in zip(kept, widths):
-        rt.add_column(Text(c.header), width=w, justify="right" if c.number else "left", overflow="fold")
+        rt.add_column(Text(wrap_text(c.header, w)), width=w, justify="right" if c.number else "left", overflow="fold")
+    fitted = [_fit(c, w) for c, w in zip(kept, widths)]
     for i in range(tbl.num_rows):
-        rt.add_row(*[Text(c.cells[i]) for c in kept])  # as Text: a value's brackets are not markup
+        rt.add_row(*[Text(cells[i]) for cells in fitted])  # as Text: a value's brackets are not markup
     console.print(rt)
+    notes = []
+    if any(a != b for c, cells in zip(kept, fitted) if c.kind == "path" for a, b in zip(c.cells, cells)):
+        notes.append("… marks a path shortened to fit; --output json or csv prints it whole")
     if dropped:
         n = len(dropped)
         note = f"{n} more column{'s do' if n > 1 else ' does'} not fit in {width} characters: {', '.join(dropped)}"
-        console.print(note + (f" ({hint})" if hint else ""))
+        notes.append(note + (f" ({hint})" if hint else ""))
+    for note in notes:
+        console.print(Text(note))
 
 
 # -- rows for programs ----------------------------------------------------------------------
@@ -173,7 +323,7 @@ def _json_value(v: object) -> object:
     return str(v)
 
 
-_CSV_HINT = "pick other columns with --columns, or print JSON with --json"
+_CSV_HINT = "pick other columns with --columns, or print JSON with --output json"
 
 
 def _check_csv(schema: pa.Schema, hint: str) -> None:
@@ -183,9 +333,19 @@ def _check_csv(schema: pa.Schema, hint: str) -> None:
         raise InvalidArgument(f"CSV cannot hold the nested column{'s' if len(nested) > 1 else ''} {', '.join(nested)}: {hint}")
 
 
+def nested_as_json(tbl: pa.Table) -> pa.Table:
+    """``tbl`` with each nested column (a list, a struct, a map) as JSON text, which CSV can hold."""
+    for i, f in enumerate(tbl.schema):
+        if pa.types.is_nested(f.type):
+            text = [None if v is None else json.dumps(v, default=_json_value) for v in tbl.column(i).to_pylist()]
+            tbl = tbl.set_column(i, f.name, pa.array(text, pa.string()))
+    return tbl
+
+
 def write_rows(batches: Iterable[pa.RecordBatch], schema: pa.Schema, fmt: str, csv_hint: str = _CSV_HINT) -> None:
     """Rows to stdout as JSON Lines (``fmt`` 'json': one object per row) or CSV with a header
-    ('csv'; nested columns cannot be CSV and are refused, saying ``csv_hint``, before anything is written)."""
+    ('csv'; nested columns cannot be CSV and are refused, saying ``csv_hint``, before anything is written).
+    Never through the console: whatever the terminal's width, nothing is wrapped or cut."""
     if fmt == "json":
         for b in batches:
             sys.stdout.write("".join(json.dumps(row, default=_json_value) + "\n" for row in b.to_pylist()))
@@ -197,6 +357,13 @@ def write_rows(batches: Iterable[pa.RecordBatch], schema: pa.Schema, fmt: str, c
         for b in batches:
             writer.write_batch(b)
     sys.stdout.buffer.flush()
+
+
+def write_table(tbl: pa.Table, fmt: str) -> None:
+    """A listing of metadata for programs (``fmt`` 'json' or 'csv'), nested columns in CSV as JSON text."""
+    if fmt == CSV:
+        tbl = nested_as_json(tbl)
+    write_rows(tbl.to_batches(), tbl.schema, fmt)
 
 
 # The formats a file of rows is written in, by its name's extension.

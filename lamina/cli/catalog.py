@@ -9,10 +9,9 @@ from typing import List, Optional
 
 import pyarrow as pa
 import typer
-from rich.table import Table as RichTable
 
 from lamina.catalog import DEFAULT_CATALOG, load_catalog
-from lamina.cli._output import console
+from lamina.cli._output import OUTPUT, TABLE, OutputFormat, console, output_format, print_table, write_table
 from lamina.cli._output import fail as _fail
 from lamina.errors import LaminaError
 
@@ -58,20 +57,28 @@ def _catalog(uri: str | None):
 
 
 @catalog_app.command("list")
-def list_(namespace: Optional[str] = typer.Argument(None, help="only this namespace"), catalog: Optional[str] = _CATALOG):
-    """Namespaces and tables with their version, online flag, uuid and location."""
+def list_(
+    namespace: Optional[str] = typer.Argument(None, help="only this namespace"), catalog: Optional[str] = _CATALOG,
+    output: OutputFormat = OUTPUT,
+):
+    """Namespaces and tables with their version, online flag, uuid and location; json and csv print a row per table."""
     cat = _catalog(catalog)
     try:
+        fmt = output_format(output)
         namespaces = [namespace] if namespace else cat.list_namespaces()
         infos = cat.tables(namespace)
     except LaminaError as e:
         _fail(e)
-    rt = RichTable(title=f"{cat.uri}: {len(namespaces)} namespace(s), {len(infos)} table(s)")
-    for c in ("table", "version", "online", "uuid", "location"):
-        rt.add_column(c)
-    for i in infos:
-        rt.add_row(i.identifier, str(i.version), "yes" if i.online else "[yellow]offline[/yellow]", i.uuid, i.location)
-    console.print(rt)
+    listed = pa.table({
+        "table": pa.array([i.identifier for i in infos], pa.string()), "version": pa.array([i.version for i in infos], pa.int64()),
+        "online": pa.array([i.online for i in infos], pa.bool_()), "uuid": pa.array([i.uuid for i in infos], pa.string()),
+        "location": pa.array([i.location for i in infos], pa.string()),
+    })
+    if fmt != TABLE:
+        write_table(listed, fmt)
+        return
+    shown = listed.set_column(2, "online", pa.array(["yes" if i.online else "offline" for i in infos], pa.string()))
+    print_table(shown, f"{cat.uri}: {len(namespaces)} namespace(s), {len(infos)} table(s)", paths=["location"])
     empty = sorted(set(namespaces) - {i.namespace for i in infos})
     if empty:
         console.print(f"empty namespaces: {', '.join(empty)}")

@@ -11,17 +11,22 @@ import os
 import threading
 import urllib.parse
 from datetime import datetime, timedelta, timezone
-from typing import Any, Optional
+from typing import Any, Collection, Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import typer
+from rich.cells import cell_len
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
+from rich.text import Text
 
 import lamina
 from lamina.catalog import DEFAULT_CATALOG, load_catalog
-from lamina.cli._output import at_most, console, err, print_table, write_rows
+from lamina.cli._output import (
+    CSV_FLAG, JSON_FLAG, OUTPUT, TABLE, OutputFormat, at_most, limit_option, console, err, human_bytes, human_count, output_format, print_table, wrap_text, write_rows,
+    write_table,
+)
 from lamina.cli._output import fail as _fail
 from lamina.data.changes import CHANGE_FIELDS, CHANGE_TYPE, CHANGE_TYPES, COMMIT_TIMESTAMP, COMMIT_VERSION
 from lamina.errors import InvalidArgument, LaminaError, TableNotFound
@@ -116,26 +121,30 @@ def _progress():
     return bar, update
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:,.2f} MB"
-
-
 def _freed(rep: Any, dry_run: bool) -> str:
     """What a deletion freed (a tag's or a branch's)."""
     return (f"{'would free' if dry_run else 'freed'} {len(rep.deleted_files)} data files, "
-            f"{len(rep.deleted_manifests)} manifests, {_mb(rep.deleted_bytes)}")
+            f"{len(rep.deleted_manifests)} manifests, {human_bytes(rep.deleted_bytes)}")
 
 
 def _ts(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
+def _format(output: OutputFormat, as_json: bool = False, as_csv: bool = False) -> str:
+    try:
+        return output_format(output, as_json, as_csv)
+    except LaminaError as e:
+        _fail(e)
+
+
 @app.command()
 def info(
-    uri: str, version: Optional[int] = typer.Option(None, "--version", "-v"), as_json: bool = typer.Option(False, "--json"),
+    uri: str, version: Optional[int] = typer.Option(None, "--version", "-v"), output: OutputFormat = OUTPUT, as_json: bool = JSON_FLAG,
     branch: Optional[str] = _BRANCH,
 ):
     """Show a table's version, schema, partitioning, properties and features."""
+    fmt = _format(output, as_json)
     t = _open(uri, version, branch)
     vm = t.metadata
     doc = {
@@ -158,23 +167,41 @@ def info(
         "row_lineage": has_lineage(vm),  # _row_id, _last_updated_version and the change feed
         "next_row_id": vm.next_row_id,  # the id the next row added gets
     }
-    if as_json:
-        console.print_json(json.dumps(doc))
+    if fmt != TABLE:
+        write_table(pa.Table.from_pylist([doc]), fmt)
         return
+    _print_fields(doc, counts={"files", "records"})
+
+
+def _print_fields(doc: dict[str, Any], counts: Collection[str]) -> None:
+    """``doc`` as lines of ``name  value`` fitted to the terminal, each value under itself."""
+    key_width = max(cell_len(k) for k in doc)
+    room = max(console.width - key_width - 2, 8)
     for k, v in doc.items():
-        if isinstance(v, list):
-            v = ", ".join(v) if v else "-"
-        elif isinstance(v, bool):
-            v = "on" if v else "off"
-        elif v is None:
-            v = "-"
-        console.print(f"[bold]{k:>16}[/bold]  {v}")
+        for i, line in enumerate(_field_lines(v, room, k in counts)):
+            console.print(Text.assemble(((k if i == 0 else "").rjust(key_width), "bold"), "  ", line), soft_wrap=True)
 
 
-# `history`: its columns and the summary keys they show.
+def _field_lines(v: Any, room: int, count: bool) -> list[str]:
+    """A value in lines of at most ``room``: a list (or a mapping) on one line if it fits, else
+    one item a line; text broken after slashes, commas, ... (``wrap_text``)."""
+    if isinstance(v, dict):
+        v = [f"{name}={value}" for name, value in v.items()]
+    if v is None or v == []:
+        return ["-"]
+    if isinstance(v, bool):
+        return ["on" if v else "off"]
+    if isinstance(v, list):
+        one = ", ".join(v)
+        return [one] if cell_len(one) <= room else [line for item in v for line in wrap_text(item, room).split("\n")]
+    return wrap_text(human_count(v) if count and isinstance(v, int) else str(v), room).split("\n")
+
+
+# `history` in a table: the columns after the operation, and the summary keys they count.
+# In the order a narrow terminal keeps them: rows before files.
 _HISTORY_COUNTS = {
-    "+files": "added-files", "-files": "removed-files", "+rows": "added-records", "-rows": "removed-records",
-    "deleted rows": "deleted-rows", "total rows": "total-records",
+    "+rows": "added-records", "-rows": "removed-records", "total rows": "total-records",
+    "+files": "added-files", "-files": "removed-files", "deleted rows": "deleted-rows",
 }
 
 
@@ -183,10 +210,16 @@ def _count(v: Any) -> int | None:
 
 
 @app.command()
-def history(uri: str, limit: int = typer.Option(50, "--limit", "-n"), branch: Optional[str] = _BRANCH):
-    """List versions, newest first."""
+def history(uri: str, limit: Optional[int] = limit_option(50, "versions"), output: OutputFormat = OUTPUT, branch: Optional[str] = _BRANCH):
+    """List versions, newest first; json and csv print them as the rows of $snapshots."""
+    fmt = _format(output)
     t = _open(uri, branch=branch)
-    hist = t.history(limit=limit)
+    if fmt != TABLE:
+        snapshots = t.system_table("snapshots")
+        newest_first = snapshots.take(pa.array(range(snapshots.num_rows - 1, -1, -1), pa.int64()))
+        write_table(newest_first.slice(0, limit), fmt)
+        return
+    hist = t.history(limit=limit or 50)
     operations = [h["operation"] + (f" ({h['summary']['schema-changes']})" if h["summary"].get("schema-changes") else "")
                   for h in hist]
     tbl = pa.table({
@@ -195,7 +228,8 @@ def history(uri: str, limit: int = typer.Option(50, "--limit", "-n"), branch: Op
         "operation": pa.array(operations, pa.string()),
         **{c: pa.array([_count(h["summary"].get(key)) for h in hist], pa.int64()) for c, key in _HISTORY_COUNTS.items()},
     })
-    print_table(tbl, f"history of {_of(t)}", whole_words=["operation"])
+    print_table(tbl, f"history of {_of(t)}", whole_words=["operation"], counts=_HISTORY_COUNTS,
+                hint="--output json or csv prints every column")
 
 
 @app.command()
@@ -225,29 +259,53 @@ def schema(
     console.print(rt)
 
 
+# How the metadata listings show in a table: sizes, counts and paths by column name (as
+# the system tables, and the commands built on them, name them).
+_SIZES = {"size"}
+_COUNTS = {"record_count", "file_count", "total_files", "total_records", "dv_cardinality", "head_records", "versions",
+           "records", "rows", "deleted rows"}
+_PATHS = {"path", "dv_path", "location"}
+
+
+def _units(tbl: pa.Table) -> dict[str, Any]:
+    """``print_table``'s sizes, counts and paths among ``tbl``'s columns ($files' null counts too)."""
+    names = set(tbl.column_names)
+    return {"sizes": names & _SIZES, "paths": names & _PATHS,
+            "counts": {n for n in names if n in _COUNTS or n.startswith("null_count.")}}
+
+
 @app.command()
 def files(
     uri: str,
     version: Optional[str] = typer.Option(None, "--version", "-v", help="version number or tag name"),
     where: Optional[str] = typer.Option(None, "--where", "-w", help="SQL predicate to prune by"),
-    limit: int = typer.Option(100, "--limit", "-n"),
+    limit: Optional[int] = limit_option(100, "files"),
+    output: OutputFormat = OUTPUT,
     branch: Optional[str] = _BRANCH,
 ):
-    """List the live data files of a version or tag (pruned by --where)."""
+    """List the live data files of a version or tag (pruned by --where); json and csv name their columns as $files does."""
+    fmt = _format(output)
     t = _open(uri, branch=branch)
     try:
         plan = t.scan(where=where, version=version).plan()
     except LaminaError as e:
         _fail(e)
-    rt = RichTable(title=f"{len(plan)} files, {plan.record_count} rows")
-    for c in ("path", "rows", "bytes", "partition", "added in", "deleted rows"):
-        rt.add_column(c)
-    e = plan.entries.slice(0, limit)
-    for r in e.select(["path", "record_count", "size", "partition_path", "added_version", "dv_cardinality"]).to_pylist():
-        rt.add_row(r["path"], str(r["record_count"]), str(r["size"]), r["partition_path"] or "-", str(r["added_version"]), str(r["dv_cardinality"] or 0))
-    console.print(rt)
-    if len(plan) > limit:
-        console.print(f"... {len(plan) - limit} more (use --limit)")
+    e = plan.entries
+    listed = pa.table({
+        "path": e["path"], "size": e["size"], "record_count": e["record_count"], "added_version": e["added_version"],
+        "partition": e["partition_path"], "dv_cardinality": e["dv_cardinality"],
+    }).slice(0, limit if limit is not None or fmt != TABLE else 100)
+    if fmt != TABLE:
+        write_table(listed, fmt)
+        return
+    # The path holds the partition's directory: it folds after its slashes, whole.
+    shown = listed.select(["path", "record_count", "size", "added_version", "dv_cardinality"])
+    shown = shown.set_column(4, "dv_cardinality", pc.fill_null(shown["dv_cardinality"], 0))
+    print_table(shown, f"{human_count(len(plan))} files, {human_count(plan.record_count)} rows",
+                headers={"record_count": "rows", "added_version": "added in", "dv_cardinality": "deleted rows"},
+                counts={"record_count", "dv_cardinality"}, sizes={"size"})
+    if len(plan) > shown.num_rows:
+        console.print(f"... {len(plan) - shown.num_rows} more (use --limit)")
 
 
 # -- the change data feed ------------------------------------------------------------------------
@@ -276,15 +334,14 @@ def changes(
     columns: Optional[str] = typer.Option(
         None, "--columns", help="comma-separated columns to show (also _row_id, _last_updated_version)"),
     summary: bool = typer.Option(False, "--summary", help="count the change rows by version and change type"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON Lines, one object per row"),
-    as_csv: bool = typer.Option(False, "--csv", help="print CSV with a header"),
-    limit: Optional[int] = typer.Option(
-        None, "--limit", "-n", min=1, help="rows to print (default: 50 in a table, all with --json or --csv)"),
+    output: OutputFormat = OUTPUT,
+    as_json: bool = JSON_FLAG,
+    as_csv: bool = CSV_FLAG,
+    limit: Optional[int] = limit_option(50, "change rows"),
     branch: Optional[str] = _BRANCH,
 ):
     """Show the change data feed: the rows the versions in (from, to] inserted, deleted or updated."""
-    if as_json and as_csv:
-        _fail(InvalidArgument("pass --json or --csv, not both"))
+    fmt = _format(output, as_json, as_csv)
     if summary and (columns is not None or limit is not None):
         _fail(InvalidArgument("--summary counts every change of the range: --columns and --limit apply to the rows listed without it"))
     if sum(x is not None for x in (from_version, from_timestamp, from_tag)) != 1:
@@ -292,7 +349,6 @@ def changes(
                               "(the changes after it are shown)"))
     if sum(x is not None for x in (to_version, to_timestamp, to_tag)) > 1:
         _fail(InvalidArgument("pass at most one of --to, --to-timestamp or --to-tag (without one, the range ends at the latest version)"))
-    fmt = "json" if as_json else "csv" if as_csv else None
     t = _open(uri, branch=branch)
     try:
         feed = t.changes(
@@ -302,7 +358,7 @@ def changes(
         )
         if summary:
             _print_change_counts(feed, fmt)
-        elif fmt:
+        elif fmt != TABLE:
             write_rows(at_most(feed.to_batches(), limit), feed.schema, fmt)
         else:
             _print_change_rows(feed, limit or 50, where)
@@ -322,7 +378,7 @@ def _print_change_rows(feed: ChangeFeed, limit: int, where: Optional[str]) -> No
     print_table(
         shown.select([COMMIT_VERSION, COMMIT_TIMESTAMP, CHANGE_TYPE, *data]), f"changes in {_span(feed)}",
         headers=_CHANGE_HEADERS, short_times=[COMMIT_TIMESTAMP], whole_words=[CHANGE_TYPE],
-        hint="--columns picks columns; --json and --csv print every one",
+        hint="--columns picks columns; --output json or csv prints every one",
     )
     if rows.num_rows > limit:
         console.print(f"the first {limit} change rows; more follow (--limit N, or --summary to count them)")
@@ -330,15 +386,15 @@ def _print_change_rows(feed: ChangeFeed, limit: int, where: Optional[str]) -> No
         console.print(f"no row changes in {_span(feed)}" + (" matching --where" if where else ""))
 
 
-def _print_change_counts(feed: ChangeFeed, fmt: Optional[str]) -> None:
+def _print_change_counts(feed: ChangeFeed, fmt: str) -> None:
     counts = feed.counts()
-    if fmt:
+    if fmt != TABLE:
         write_rows(counts.to_batches(), counts.schema, fmt)
         return
     print_table(counts, f"change rows in {_span(feed)} by version and type", headers=_COUNT_HEADERS,
-                whole_words=["operation"])
+                whole_words=["operation"], counts=CHANGE_TYPES)
     n = {kind: int(pc.sum(counts.column(kind)).as_py() or 0) for kind in CHANGE_TYPES}
-    console.print(f"{sum(n.values())} change rows: " + ", ".join(f"{n[kind]} {kind}" for kind in CHANGE_TYPES))
+    console.print(f"{human_count(sum(n.values()))} change rows: " + ", ".join(f"{human_count(n[kind])} {kind}" for kind in CHANGE_TYPES))
 
 
 @app.command()
@@ -397,19 +453,22 @@ def tag_delete(uri: str, name: str, dry_run: bool = typer.Option(False, "--dry-r
 
 
 @tag_app.command("list")
-def tag_list(uri: str):
-    """List tags, oldest tagged version first."""
+def tag_list(uri: str, output: OutputFormat = OUTPUT):
+    """List tags, oldest tagged version first; json and csv print the rows of $tags."""
+    fmt = _format(output)
     t = _open(uri)
-    rt = RichTable(title=f"tags of {t.uri}")
-    for c in ("tag", "version", "committed", "records", "created", "expires", "auto"):
-        rt.add_column(c)
-    for tag in t.tags():
-        rt.add_row(
-            tag.name, str(tag.tagged_version), _ts(tag.version.timestamp_ms),
-            str(tag.version.summary.get("total-records", "")), _ts(tag.created_at_ms),
-            _ts(tag.expires_at_ms) if tag.expires_at_ms else "-", "yes" if tag.automatic else "",
-        )
-    console.print(rt)
+    try:
+        tags = t.system_table("tags")
+    except LaminaError as e:
+        _fail(e)
+    if fmt != TABLE:
+        write_table(tags, fmt)
+        return
+    shown = tags.select(["tag_name", "tagged_version", "commit_time", "record_count", "created_at", "expires_at", "automatic"])
+    shown = shown.set_column(6, "automatic", pa.array(["yes" if a else "" for a in tags["automatic"].to_pylist()], pa.string()))
+    print_table(shown, f"tags of {t.uri}", null="-", headers={
+        "tag_name": "tag", "tagged_version": "version", "commit_time": "committed", "record_count": "records",
+        "created_at": "created", "expires_at": "expires", "automatic": "auto"}, **_units(shown))
 
 
 # -- branches ----------------------------------------------------------------------------
@@ -445,13 +504,17 @@ def branch_create(
 
 
 @branch_app.command("list")
-def branch_list(uri: str):
-    """List the branches, main first: latest version, where each was made from, retention."""
+def branch_list(uri: str, output: OutputFormat = OUTPUT):
+    """List the branches, main first: latest version, where each was made from, retention; json and csv print the rows of $branches."""
+    fmt = _format(output)
     t = _open(uri)
     try:
         b = t.system_table("branches")
     except LaminaError as e:
         _fail(e)
+    if fmt != TABLE:
+        write_table(b, fmt)
+        return
     made_from = [None if br is None else f"{br}@{v}" for br, v in zip(b["base_branch"].to_pylist(), b["base_version"].to_pylist())]
     shown = pa.table({
         "branch": b["name"], "version": b["head_version"], "committed": b["head_timestamp"], "records": b["head_records"],
@@ -459,7 +522,8 @@ def branch_list(uri: str):
         "max age": pa.array([None if ms is None else _duration_text(ms) for ms in b["max_age_ms"].to_pylist()], pa.string()),
         "created": b["created_at"],
     })
-    print_table(shown, f"branches of {t.uri}", null="-", hint="`lamina system URI branches` shows every column")
+    print_table(shown, f"branches of {t.uri}", null="-", counts={"records", "versions"},
+                hint="--output json or csv prints every column")
 
 
 @branch_app.command("rename")
@@ -552,7 +616,7 @@ def expire(
     span = f"{rep.expired_versions[0]}..{rep.expired_versions[-1]}" if rep.expired_versions else "none"
     console.print(
         f"{would}expire {len(rep.expired_versions)} versions ({span}) and {len(rep.expired_tags)} tags; {would}delete "
-        f"{len(rep.deleted_files)} data files and {len(rep.deleted_manifests)} manifests, {_mb(rep.deleted_bytes)}; "
+        f"{len(rep.deleted_files)} data files and {len(rep.deleted_manifests)} manifests, {human_bytes(rep.deleted_bytes)}; "
         f"{rep.kept_for_tags} files kept for tags; {would}free {rep.freed_slots} version slots"
     )
     if rep.held_by_reader_grace:
@@ -577,7 +641,7 @@ def remove_orphans(
     for p in rep.orphans[:50]:
         console.print(f"{'would delete' if dry_run else 'deleted'} {p}")
     console.print(
-        f"{len(rep.orphans)} orphans ({_mb(rep.deleted_bytes)}) of {rep.scanned} files; "
+        f"{len(rep.orphans)} orphans ({human_bytes(rep.deleted_bytes)}) of {rep.scanned} files; "
         f"kept {rep.kept_young} younger than {older_than}, {rep.kept_in_flight} of writes in flight"
     )
 
@@ -615,16 +679,23 @@ def system(
     uri: str,
     name: str = typer.Argument(..., help="snapshots, tags, branches, files, manifests or schemas"),
     version: Optional[str] = typer.Option(None, "--version", "-v", help="version or tag (files, manifests)"),
-    limit: int = typer.Option(50, "--limit", "-n"),
+    limit: Optional[int] = limit_option(50),
+    output: OutputFormat = OUTPUT,
     branch: Optional[str] = _BRANCH,
 ):
     """Print a system table ($snapshots, $tags, $branches, $files, $manifests, $schemas)."""
+    fmt = _format(output)
     t = _open(uri, branch=branch)
     try:
         tbl = t.system_table(name, version=version)
     except LaminaError as e:
         _fail(e)
-    print_table(tbl.slice(0, limit), f"${name.lstrip('$')} ({tbl.num_rows} rows)", whole_words=["operation"])
+    if fmt != TABLE:
+        write_table(tbl.slice(0, limit), fmt)
+        return
+    shown = tbl.slice(0, limit or 50)
+    print_table(shown, f"${name.lstrip('$')} ({human_count(tbl.num_rows)} rows)", whole_words=["operation"],
+                hint="--output json or csv prints every column", **_units(shown))
 
 
 @app.command()

@@ -9,14 +9,17 @@ from typing import Iterable, List, Optional
 import pyarrow as pa
 import typer
 
-from lamina.cli._output import at_most, console, fail, file_format, print_table, write_file, write_rows
+from lamina.cli._output import (
+    CSV_FLAG, JSON_FLAG, TABLE, OutputFormat, at_most, console, fail, file_format, limit_option, output_format, print_table,
+    write_file, write_rows,
+)
 from lamina.cli.catalog import _CATALOG
 from lamina.errors import CatalogTableNotFound, InvalidArgument, LaminaError
 
 # Rows printed in a table unless --limit says otherwise (as DuckDB's own shell).
 TABLE_ROWS = 40
 
-_CSV_HINT = "select other columns, or write them as JSON (--json) or Parquet (--output FILE.parquet)"
+_CSV_HINT = "select other columns, or print them as JSON (--output json) or write Parquet (--output FILE.parquet)"
 
 
 class _MissingCatalog:
@@ -73,11 +76,11 @@ def sql(
         None, "--table", "-t", metavar="NAME=LOCATION", help="the table at LOCATION is NAME in the query; repeatable"),
     catalog: Optional[str] = _CATALOG,
     output: Optional[str] = typer.Option(
-        None, "--output", "-o", metavar="FILE", help="write every row to FILE: CSV or Parquet by its extension (.csv, .parquet)"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON Lines, one object per row"),
-    as_csv: bool = typer.Option(False, "--csv", help="print CSV with a header"),
-    limit: Optional[int] = typer.Option(
-        None, "--limit", "-n", min=1, help=f"rows to print (default: {TABLE_ROWS} in a table, all with --json or --csv)"),
+        None, "--output", "-o", metavar="FORMAT|FILE", help="table, json or csv, as every listing prints (json: JSON "
+        "Lines), or a FILE to write every row to: CSV or Parquet by its extension (.csv, .parquet)"),
+    as_json: bool = JSON_FLAG,
+    as_csv: bool = CSV_FLAG,
+    limit: Optional[int] = limit_option(TABLE_ROWS),
 ):
     """Run a SQL query (DuckDB) over Lamina tables; it only reads.
 
@@ -87,8 +90,15 @@ def sql(
     """  # one line per paragraph: typer keeps a docstring's line breaks
     from lamina.cli.main import _state, catalog_exists  # main imports this module
 
-    if as_json + as_csv + (output is not None) > 1:
-        fail(InvalidArgument("pass one of --json, --csv or --output FILE"))
+    named = output is not None and output.lower() in {f.value for f in OutputFormat}
+    try:
+        fmt = output_format(output.lower() if named else TABLE, as_json, as_csv)
+        if output is not None and not named and fmt != TABLE:
+            raise InvalidArgument("pass one of --json, --csv or --output: each says what to print")
+    except LaminaError as e:
+        fail(e)
+    if named:
+        output = None
     if output is not None and limit is not None:
         fail(InvalidArgument("--output writes every row and --limit only limits the rows printed: put a LIMIT in the query"))
     try:
@@ -105,13 +115,13 @@ def sql(
         text = sys.stdin.read() if query == "-" else query
         cat = uri if catalog_exists(uri) else _MissingCatalog(uri)
         reader = run_sql(text, catalog=cat, tables=_bindings(tables or [])).to_arrow_reader()
-        if output is not None or as_json or as_csv:
+        if output is not None or fmt != TABLE:
             _distinct_names(reader.schema)
         if output is not None:
             rows = write_file(reader, reader.schema, output, _CSV_HINT)
             console.print(f"wrote {rows} row{'' if rows == 1 else 's'} to {output}")
-        elif as_json or as_csv:
-            write_rows(at_most(reader, limit), reader.schema, "json" if as_json else "csv", _CSV_HINT)
+        elif fmt != TABLE:
+            write_rows(at_most(reader, limit), reader.schema, fmt, _CSV_HINT)
         else:
             _print_rows(reader, limit or TABLE_ROWS)
     except LaminaError as e:
@@ -122,7 +132,7 @@ def sql(
 
 def _print_rows(reader: pa.RecordBatchReader, limit: int) -> None:
     rows, total = _head_and_count(reader, limit)
-    print_table(rows, "", short_times=(), null="NULL", hint="select fewer columns; --json, --csv and --output hold every one")
+    print_table(rows, "", short_times=(), null="NULL", hint="select fewer columns; --output json, csv or FILE holds every one")
     if total > limit:
         console.print(f"{total} rows, the first {limit} shown (--limit N prints more; --output FILE writes them all)")
     else:

@@ -245,6 +245,8 @@ BAD = [
     ("SELECT 1", ["--table", "events"], "give NAME=LOCATION"),
     ("SELECT 1", ["--table", "a={events}", "--table", "a={events}"], "names 'a' twice"),
     ("SELECT 1", ["--json", "--csv"], "one of --json, --csv or --output"),
+    ("SELECT 1", ["--output", "{root}/x.csv", "--json"], "one of --json, --csv or --output"),
+    ("SELECT 1", ["--output", "json", "--csv"], "one of --json, --csv or --output"),
     ("SELECT 1", ["--output", "{root}/x.parquet", "--limit", "3"], "put a LIMIT in the query"),
     ("SELECT 1", ["--output", "{root}/x.json"], "name a .csv or .parquet file"),
     ("SELECT [1, 2] AS l", ["--csv"], "CSV cannot hold the nested column l"),
@@ -283,5 +285,5 @@ def test_at_80_columns_the_columns_that_do_not_fit_are_named(lake):
         out = ok("sql", f'SELECT id, {wide} FROM "{t.uri}" WHERE id < 4 ORDER BY id')
     assert all(len(line) <= 80 for line in out.splitlines()), out
     assert [int(r[0]) for r in rows_of(out) if r[0]] == [1, 2, 3]
-    note = " ".join(out[out.index("more columns do not fit"):].split())
-    assert "column_7" in note and "--json, --csv and --output hold every one" in note
+    note = " ".join(out[out.index("not fit in 80 characters"):].split())
+    assert "column_7" in note and "--output json, csv or FILE holds every one" in note
