@@ -138,6 +138,21 @@ def _format(output: OutputFormat, as_json: bool = False, as_csv: bool = False) -
         _fail(e)
 
 
+def _system_listing(uri: str, name: str, output: OutputFormat) -> "tuple[lamina.Table, pa.Table] | None":
+    """The table and its system table ``name`` for a listing command; None once printed as
+    json or csv (machine output: the system table's rows as they are)."""
+    fmt = _format(output)
+    t = _open(uri)
+    try:
+        rows = t.system_table(name)
+    except LaminaError as e:
+        _fail(e)
+    if fmt != TABLE:
+        write_table(rows, fmt)
+        return None
+    return t, rows
+
+
 @app.command()
 def info(
     uri: str, version: Optional[int] = typer.Option(None, "--version", "-v"), output: OutputFormat = OUTPUT, as_json: bool = JSON_FLAG,
@@ -455,15 +470,10 @@ def tag_delete(uri: str, name: str, dry_run: bool = typer.Option(False, "--dry-r
 @tag_app.command("list")
 def tag_list(uri: str, output: OutputFormat = OUTPUT):
     """List tags, oldest tagged version first; json and csv print the rows of $tags."""
-    fmt = _format(output)
-    t = _open(uri)
-    try:
-        tags = t.system_table("tags")
-    except LaminaError as e:
-        _fail(e)
-    if fmt != TABLE:
-        write_table(tags, fmt)
+    listed = _system_listing(uri, "tags", output)
+    if listed is None:
         return
+    t, tags = listed
     shown = tags.select(["tag_name", "tagged_version", "commit_time", "record_count", "created_at", "expires_at", "automatic"])
     shown = shown.set_column(6, "automatic", pa.array(["yes" if a else "" for a in tags["automatic"].to_pylist()], pa.string()))
     print_table(shown, f"tags of {t.uri}", null="-", headers={
@@ -506,15 +516,10 @@ def branch_create(
 @branch_app.command("list")
 def branch_list(uri: str, output: OutputFormat = OUTPUT):
     """List the branches, main first: latest version, where each was made from, retention; json and csv print the rows of $branches."""
-    fmt = _format(output)
-    t = _open(uri)
-    try:
-        b = t.system_table("branches")
-    except LaminaError as e:
-        _fail(e)
-    if fmt != TABLE:
-        write_table(b, fmt)
+    listed = _system_listing(uri, "branches", output)
+    if listed is None:
         return
+    t, b = listed
     made_from = [None if br is None else f"{br}@{v}" for br, v in zip(b["base_branch"].to_pylist(), b["base_version"].to_pylist())]
     shown = pa.table({
         "branch": b["name"], "version": b["head_version"], "committed": b["head_timestamp"], "records": b["head_records"],
