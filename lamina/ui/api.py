@@ -17,7 +17,7 @@ import shlex
 import threading
 import urllib.parse
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -45,6 +45,7 @@ from lamina.operations import compaction
 from lamina.spec.features import check_reader
 from lamina.spec.layout import MAIN_BRANCH
 from lamina.spec.version import VersionManifest
+from lamina.commit.log import SlotListing, VersionLog
 from lamina.table import system
 from lamina.table.table import Table
 
@@ -52,7 +53,9 @@ _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-ui")
 
 SAMPLE_MAX_ROWS = 500  # rows one sample request may return
 FILES_MAX_ROWS = 1000  # files one files request may return
-SERIES_BYTES_POINTS = 48  # versions whose live bytes are summed for the bytes-over-versions plot
+SERIES_BYTES_POINTS = 48  # at most this many versions' live bytes are summed for the bytes plot
+HISTORY_POINTS = 1000  # about this many versions spread over a long history are the plots' series
+HISTORY_NEWEST = 200  # ... with the newest this many and every tagged version
 TIMELINE_PAGE = 100
 # Health thresholds: what a data engineer would act on.
 SMALL_FILE_MIN_FILES = 8  # fewer small files than this in a table: not worth a compaction
@@ -73,24 +76,64 @@ def _not_found(what: str) -> ExplorerError:
 
 
 class _Lru:
-    """A small thread-safe LRU for values derived from immutable files."""
+    """A small thread-safe LRU of values derived from files. Requests that ask for a key
+    while it is being made wait for that one computation (the page's requests arrive
+    together: one listing of the versions, not one per request)."""
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._items: OrderedDict[Any, Future] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: Any, make: Callable[[], Any]) -> Any:
+    def get(self, key: Any, make: Callable[[], Any], valid: Callable[[Any], bool] | None = None) -> Any:
+        """The value of ``key``, made once; ``valid(value)``: whether a cached value still
+        holds (if not, it is made again)."""
+        for _ in range(2):  # a stale value is dropped once, then made again
+            with self._lock:
+                fut = self._items.get(key)
+                mine = fut is None
+                if mine:
+                    fut = self._items[key] = Future()
+                    while len(self._items) > self._size:
+                        self._items.popitem(last=False)
+                else:
+                    self._items.move_to_end(key)
+            if mine:
+                try:
+                    fut.set_result(make())
+                except BaseException as e:
+                    fut.set_exception(e)
+                    self._drop(key, fut)
+                    raise
+                return fut.result()
+            value = fut.result()  # the maker's error, if it failed
+            if valid is None or valid(value):
+                return value
+            self._drop(key, fut)
+        return make()
+
+    def peek(self, key: Any) -> Any:
+        """The value of ``key`` if it is made, else None (no waiting, no making)."""
         with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        value = make()
+            fut = self._items.get(key)
+            if fut is None or not fut.done() or fut.exception() is not None:
+                return None
+            self._items.move_to_end(key)
+            return fut.result()
+
+    def put(self, key: Any, value: Any) -> None:
+        fut: Future = Future()
+        fut.set_result(value)
         with self._lock:
-            self._items[key] = value
+            self._items[key] = fut
+            self._items.move_to_end(key)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
-        return value
+
+    def _drop(self, key: Any, fut: Future) -> None:
+        with self._lock:
+            if self._items.get(key) is fut:
+                del self._items[key]
 
 
 def _int(s: dict, key: str) -> int | None:
@@ -144,8 +187,11 @@ class Explorer:
         self.target = target
         self.catalog: Catalog | None = None
         self.location: str | None = None
-        self._history = _Lru(8)  # (newest version's path, number of versions) -> history columns
-        self._leaf_bytes = _Lru(100_000)  # (table, leaf manifest) -> live data bytes in it
+        self._listings = _Lru(64)  # (table, log, latest version, its commit id) -> SlotListing
+        # (table, log, table uuid, version) -> that version's history row: a live version's file
+        # never changes (expiry and rollback turn it into a tombstone, which the listing shows)
+        self._version_rows = _Lru(100_000)
+        self._manifest_bytes = _Lru(100_000)  # (table, root or leaf manifest) -> live data bytes in it
         self._files = _Lru(16)  # (table uuid, root manifest) -> live data entries
         if _is_table_location(target):
             self.location = lamina.open_table(target).uri
@@ -245,7 +291,7 @@ class Explorer:
     def overview(self, t: Table) -> dict[str, Any]:
         vm = t.metadata
         tags = system.tags(t)
-        branches = system.branches(t)
+        branches = system.branches(t, count_versions=lambda log, head: len(self.slots(t.uri, log, head).versions))
         specs = [s.to_json() for s in vm.all_partition_specs]
         return {
             "key": None, "location": t.uri, "uuid": vm.table_uuid, "branch": t.branch_name,
@@ -264,18 +310,54 @@ class Explorer:
 
     # -- history --------------------------------------------------------------------------
 
+    def slots(self, uri: str, log: VersionLog, head: VersionManifest) -> SlotListing:
+        """The slots of ``log`` whose latest version is ``head``: one listing per latest version,
+        shared by every request (keyed by the latest's commit id: a commit lists again), and
+        listed again when the oldest listed version is gone (expiry turns the oldest versions
+        into tombstones first, without a commit): one small GET checks it."""
+
+        def oldest_still_there(listing: SlotListing) -> bool:
+            return not listing.versions or isinstance(log.read_slot(listing.versions[0]), VersionManifest)
+
+        key = (uri, log.layout.versions_dir, head.version, head.commit_id)
+        return self._listings.get(key, log.scan_slots, oldest_still_there)
+
+    def versions_of(self, t: Table) -> list[int]:
+        """Every retained version of ``t``'s branch up to its version, oldest first."""
+        return [v for v in self.slots(t.uri, t.log, t.metadata).versions if v <= t.version]
+
     def history(self, t: Table) -> dict[str, Any]:
-        """Every retained version of ``t``'s branch up to its version, oldest first, as
-        columns (the plots' series). Cached per listing: a new commit re-reads it all, but
-        a page's repeated requests do not."""
-        versions = [v for v in t.log.list_versions() if v <= t.version]
-        key = (t.log.version_path(versions[-1]) if versions else t.uri, len(versions))
-        return self._history.get(key, lambda: read_history(t, versions))
+        """The plots' series: every retained version of a short history, oldest first; of a
+        long one (more than HISTORY_POINTS + HISTORY_NEWEST versions) about HISTORY_POINTS
+        spread over it, the newest HISTORY_NEWEST and every tagged version (``sampled``;
+        ``total``: the versions there are). Each version is read once per explorer."""
+        versions = self.versions_of(t)
+        tagged = {tag.tagged_version for tag in t.tag_store.list()}
+        points = versions
+        if len(versions) > HISTORY_POINTS + HISTORY_NEWEST:
+            points = spread(versions, HISTORY_POINTS, tagged | set(versions[-HISTORY_NEWEST:]))
+        rows = self._history_rows(t, points)
+        out: dict[str, Any] = {c: [r[c] for r in rows] for c in _HISTORY_SCHEMA.names[1:-1]}
+        for k in _SERIES:
+            out[k.replace("-", "_")] = [r["summary"][k] or 0 for r in rows]
+        return out | {"branch": t.branch_name, "total": len(versions), "sampled": len(points) < len(versions)}
+
+    def _history_rows(self, t: Table, versions: list[int]) -> list[dict[str, Any]]:
+        """The history rows of ``versions`` (those still versions), oldest first: the cached
+        ones, and the others read in one parallel pass."""
+        prefix = (t.uri, t.log.layout.versions_dir, t.metadata.table_uuid)
+        rows = {v: self._version_rows.peek((*prefix, v)) for v in versions}
+        missing = [v for v, r in rows.items() if r is None]
+        if missing:
+            for r in read_history(t, missing).to_pylist():
+                rows[r["version"]] = r
+                self._version_rows.put((*prefix, r["version"]), r)
+        return [rows[v] for v in versions if rows[v] is not None]
 
     def versions_page(self, t: Table, offset: int, limit: int) -> dict[str, Any]:
         """Versions newest first, ``[offset, offset + limit)``, each with its whole summary
         and the tags on it (the timeline)."""
-        versions = [v for v in t.log.list_versions() if v <= t.version][::-1]
+        versions = self.versions_of(t)[::-1]
         page = versions[offset : offset + limit]
         tags: dict[int, list[str]] = {}
         for tag in t.tag_store.list():
@@ -295,12 +377,9 @@ class Explorer:
     def bytes_series(self, t: Table) -> dict[str, Any]:
         """Live data bytes at up to SERIES_BYTES_POINTS versions spread over the history
         (every version of a short one), summed from each version's root manifest and its
-        leaves (a leaf's total is cached: leaves are immutable and shared by versions)."""
-        every = [v for v in t.log.list_versions() if v <= t.version]
-        versions = every
-        if len(every) > SERIES_BYTES_POINTS:
-            idx = np.unique(np.linspace(0, len(every) - 1, SERIES_BYTES_POINTS).round().astype(int))
-            versions = [every[i] for i in idx]
+        leaves (a manifest's total is cached: manifests are immutable and shared by versions)."""
+        every = self.versions_of(t)
+        versions = every if len(every) <= SERIES_BYTES_POINTS else spread(every, SERIES_BYTES_POINTS - 3)
 
         def one(v: int) -> tuple[int, int] | None:
             vm = t.metadata if v == t.version else t.log.try_load(v)
@@ -324,7 +403,7 @@ class Explorer:
             inline = int(pc.sum(m.filter(pc.invert(is_leaf)).column("size")).as_py() or 0)
             return inline + sum(self._live_bytes(t, p, leaf=True) for p in m.filter(is_leaf).column("path").to_pylist())
 
-        return self._leaf_bytes.get((t.uri, manifest), total) if leaf else total()
+        return self._manifest_bytes.get((t.uri, manifest), total)
 
     # -- a version's files ----------------------------------------------------------------
 
@@ -372,11 +451,17 @@ class Explorer:
     # -- health ---------------------------------------------------------------------------
 
     def health(self, t: Table) -> dict[str, Any]:
+        """Small files and deleted rows, from the latest version's manifests (the expiry
+        preview is ``expiry``: a dry run that can take longer, which the page asks last)."""
         vm = t.metadata
         e = self.live_files(t, vm)
         ref = command_ref(self, t)
-        advice = compaction_advice(e, vm, ref) + deletes_advice(e, ref) + expiry_advice(t, ref)
-        return {"version": vm.version, "advice": advice}
+        return {"version": vm.version, "advice": compaction_advice(e, vm, ref) + deletes_advice(e, ref)}
+
+    def expiry(self, t: Table) -> dict[str, Any]:
+        """What ``lamina expire`` (default policy) would drop and free, by its own dry run."""
+        advice = expiry_advice(t, command_ref(self, t), len(self.slots(t.uri, t.log, t.metadata).versions))
+        return {"version": t.version, "advice": advice}
 
 
 # What the history plots need of each version file; everything else in it is skipped by the
@@ -416,7 +501,9 @@ def _version_json(raw: bytes | None) -> dict[str, Any] | None:
     return j if isinstance(j, dict) and not j.get("tombstone") else None
 
 
-def read_history(t: Table, versions: list[int]) -> dict[str, Any]:
+def read_history(t: Table, versions: list[int]) -> pa.Table:
+    """The history rows (``_HISTORY_SCHEMA`` but the tombstone flag) of ``versions`` that are
+    still versions, oldest first: one multi-threaded Arrow JSON parse of their files."""
     raws = [r for r in _pool.map(lambda v: _read_version_file(t, v), versions) if r is not None]
     try:
         doc = pa_json.read_json(
@@ -429,13 +516,24 @@ def read_history(t: Table, versions: list[int]) -> dict[str, Any]:
             j["summary"] = {k: _int(j.get("summary") or {}, k) for k in _SERIES}
         doc = pa.Table.from_pylist(js, schema=_HISTORY_SCHEMA)
     doc = doc.filter(pc.invert(pc.fill_null(doc.column("tombstone"), False)))
-    doc = doc.sort_by("version")
-    summary = doc.column("summary").combine_chunks()
-    out: dict[str, Any] = {c: doc.column(c).to_pylist() for c in _HISTORY_SCHEMA.names[1:-1]}
-    for k in _SERIES:
-        out[k.replace("-", "_")] = pc.fill_null(summary.field(k), 0).to_pylist()
-    out["branch"] = t.branch_name
-    return out
+    return doc.sort_by("version").drop_columns(["tombstone"])
+
+
+def spread(versions: list[int], points: int, also: set[int] = frozenset()) -> list[int]:  # type: ignore[assignment]
+    """About ``points`` (at most ``points`` + 3) of ``versions`` (ascending) spread evenly over
+    their span, the oldest and the newest among them, and those in ``also``. The spread ones
+    are the multiples of a power of two, so they stay the same as versions are added (a
+    refresh after a commit reads only the new ones)."""
+    v = np.asarray(versions, dtype=np.int64)
+    if len(v) <= points:
+        return versions
+    span = int(v[-1] - v[0])
+    stride = 1 << max(0, math.ceil(math.log2(max(1, span) / points)))
+    keep = (v % stride) == 0
+    keep[0] = keep[-1] = True
+    if also:
+        keep |= np.isin(v, np.fromiter(also, dtype=np.int64, count=len(also)))
+    return v[keep].tolist()
 
 
 def _is_table_location(target: str) -> bool:
@@ -566,8 +664,10 @@ def _where_of(partition: str) -> str:
     return " AND ".join(terms)
 
 
-def expiry_advice(t: Table, ref: str) -> list[dict[str, Any]]:
-    """What ``lamina expire`` (default policy) would free, by its own dry run."""
+def expiry_advice(t: Table, ref: str, versions: int) -> list[dict[str, Any]]:
+    """What ``lamina expire`` (default policy) would free, by its own dry run (``versions``:
+    how many the log holds); the facts say too when the versions it would drop were
+    committed (``expired_from_ms``, ``expired_to_ms``: the time plot shades that span)."""
     try:
         # (the maintenance function itself: Table.expire_versions is a write method, refused
         # on an offline catalog table even for a dry run)
@@ -575,11 +675,13 @@ def expiry_advice(t: Table, ref: str) -> list[dict[str, Any]]:
     except LaminaError as e:
         return [{"kind": "expiry", "severity": "info", "message": f"expiry cannot be previewed: {e}", "command": None,
                  "facts": {}}]
-    versions = len([v for v in t.log.list_versions()])
     tags = len(t.tag_store.list())
+    span = [t.log.try_load(v) for v in rep.expired_versions[:1] + rep.expired_versions[-1:]]
     facts = {"retained_versions": versions, "expired_versions": rep.expired_versions, "deleted_bytes": rep.deleted_bytes,
              "deleted_files": len(rep.deleted_files), "deleted_manifests": len(rep.deleted_manifests),
-             "kept_for_tags": rep.kept_for_tags, "tags": tags, "earliest_retained": rep.earliest_retained}
+             "kept_for_tags": rep.kept_for_tags, "tags": tags, "earliest_retained": rep.earliest_retained,
+             "expired_from_ms": span[0].timestamp_ms if span and span[0] else None,
+             "expired_to_ms": span[-1].timestamp_ms if span and span[-1] else None}
     if not rep.expired_versions and versions < VERSIONS_ADVICE:
         return [{"kind": "expiry", "severity": "ok",
                  "message": f"{versions:,} versions retained; none older than the default 5 days (nothing to expire)",

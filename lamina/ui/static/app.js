@@ -166,18 +166,18 @@ function timePlot(hist, tags, expiry) {
   if (t1 === t0) { t0 -= 1000; t1 += 1000; }
   const x = (v) => PAD.l + ((v - t0) / (t1 - t0)) * (W - PAD.l - PAD.r);
   s.appendChild(svg("line", { class: "axis", x1: PAD.l, x2: W - PAD.r, y1: H - PAD.b, y2: H - PAD.b }));
-  const gone = new Set((expiry && expiry.expired_versions) || []);
-  if (gone.size) {
-    const goneTs = hist.version.map((v, i) => [v, ts[i]]).filter(([v]) => gone.has(v)).map(([, t]) => t);
-    const a = x(Math.min(...goneTs)), b = x(Math.max(...goneTs));
+  const gone = (expiry && expiry.expired_versions) || [];
+  if (gone.length && expiry.expired_from_ms !== null) {
+    const a = x(Math.max(t0, expiry.expired_from_ms)), b = x(Math.min(t1, expiry.expired_to_ms));
     s.appendChild(svg("rect", { class: "expiry", x: a - 2, y: PAD.t, width: Math.max(4, b - a + 4), height: H - PAD.t - PAD.b },
-      svg("title", {}, `expire would drop ${gone.size} versions, freeing ${bytes(expiry.deleted_bytes)}`)));
-    s.appendChild(svg("text", { x: a + 4, y: PAD.t + 12, class: "legend" }, `expire: −${num(gone.size)} versions, ${bytes(expiry.deleted_bytes)}`));
+      svg("title", {}, `expire would drop ${gone.length} versions, freeing ${bytes(expiry.deleted_bytes)}`)));
+    s.appendChild(svg("text", { x: a + 4, y: PAD.t + 12, class: "legend" }, `expire: −${num(gone.length)} versions, ${bytes(expiry.deleted_bytes)}`));
   }
   let d = "";
   for (const t of ts) d += "M" + x(t).toFixed(1) + "," + (H - PAD.b - 40) + "v30";
-  s.appendChild(svg("path", { class: "mark-ticks", d, "data-points": ts.length }, svg("title", {}, `${ts.length} versions`)));
-  s.appendChild(svg("text", { x: PAD.l, y: H - PAD.b - 46, class: "legend" }, `${num(ts.length)} versions`));
+  const shown = hist.sampled ? `${num(ts.length)} of ${num(hist.total)} versions shown` : `${num(hist.total)} versions`;
+  s.appendChild(svg("path", { class: "mark-ticks", d, "data-points": ts.length }, svg("title", {}, shown)));
+  s.appendChild(svg("text", { x: PAD.l, y: H - PAD.b - 46, class: "legend" }, shown));
   tags.forEach((t, i) => {
     const tx = x(Date.parse(t.commit_time));
     const ty = PAD.t + 22 + (i % 5) * 14;
@@ -225,6 +225,7 @@ async function catalogPage() {
 
 // ---- table page ------------------------------------------------------------------------
 
+let pageSeq = 0;  // which page load is the current one (answers for an older one are dropped)
 const state = { key: null, branch: null, overview: null, pick: null, filesOffset: 0, sampleOffset: 0, versionsOffset: 0 };
 
 function tq(extra) {
@@ -238,6 +239,7 @@ function tpath(what, extra) { return "tables/" + encodeURIComponent(state.key) +
 function pickQuery() { return state.pick ? (state.pick.tag ? { tag: state.pick.tag } : { version: state.pick.version }) : {}; }
 
 async function tablePage(key, params) {
+  const seq = pageSeq;
   state.key = key; state.branch = params.get("branch"); state.pick = null;
   state.filesOffset = 0; state.sampleOffset = 0; state.versionsOffset = 0;
   const ov = await api(tpath(""));
@@ -270,40 +272,54 @@ async function tablePage(key, params) {
   const seriesPanel = el("div", { class: "panel" }, el("p", { class: "muted" }, "loading…"));
   const bytesPanel = el("div", { class: "panel" }, el("p", { class: "muted" }, "loading…"));
   sections.series.replaceChildren(seriesPanel, bytesPanel);
-  const history = api(tpath("history"));
-  const health = api(tpath("health"));
+  const expiryAdvice = el("div", { class: "advice", "data-kind": "expiry-pending" }, el("span", { class: "muted" }, "expiry preview: computing…"));
+  let timePanel = null, hist = null;
   await Promise.all([
-    history.then((h) => renderSeries(seriesPanel, h, ov, health)).catch((e) => fail(seriesPanel, e)),
+    api(tpath("history")).then((h) => { hist = h; timePanel = renderSeries(seriesPanel, h, ov); }).catch((e) => fail(seriesPanel, e)),
     api(tpath("bytes")).then((b) => bytesPanel.replaceWith(plotPanel("Live bytes", b.sampled ? `at ${b.version.length} versions spread over the history` : "data bytes after each version",
       linePlot("bytes", b.version, [{ name: "bytes", values: b.bytes }], { fmt: (v) => bytes(Math.round(v)) })))).catch((e) => fail(bytesPanel, e)),
     renderLayout(sections.layout).catch((e) => fail(sections.layout, e)),
-    health.then((h) => renderHealth(sections.health, h)).catch((e) => fail(sections.health, e)),
+    api(tpath("health")).then((h) => renderHealth(sections.health, h, expiryAdvice)).catch((e) => fail(sections.health, e)),
     renderTimeline(sections.timeline).catch((e) => fail(sections.timeline, e)),
     renderFiles().catch((e) => fail(document.getElementById("files"), e)),
     renderSample().catch((e) => fail(document.getElementById("sample"), e)),
   ]);
   document.body.setAttribute("data-loaded", "table");
-}
-
-function renderHealth(where, h) {
-  where.replaceChildren(el("h2", {}, "Health"));
-  if (!h.advice.length) where.appendChild(el("div", { class: "advice ok" }, "Nothing to do: no small files, deletes or expirable versions worth acting on."));
-  for (const a of h.advice) {
-    where.appendChild(el("div", { class: "advice " + a.severity, "data-kind": a.kind }, el("div", {}, a.message),
-      a.command ? el("code", {}, a.command) : null));
+  // last: expiry's dry run, which can take longer than everything else together
+  try {
+    const ex = await api(tpath("expiry"));
+    if (seq !== pageSeq) return;  // the user went to another page meanwhile
+    const a = ex.advice[0];
+    expiryAdvice.replaceWith(adviceBox(a));
+    if (timePanel && a) timePanel.replaceChild(timePlot(hist, ov.tags, a.facts), timePanel.lastChild);
+    document.body.setAttribute("data-expiry", "shown");
+  } catch (e) {
+    fail(expiryAdvice, e);
+    document.body.setAttribute("data-expiry", "error");
   }
 }
 
-async function renderSeries(slot, h, ov, healthP) {
-  const timePanel = plotPanel("Versions and tags in time", "shaded: what `lamina expire` (default policy) would drop", emptyPlot("time-pending", "…"));
+function adviceBox(a) {
+  return el("div", { class: "advice " + a.severity, "data-kind": a.kind }, el("div", {}, a.message), a.command ? el("code", {}, a.command) : null);
+}
+
+function renderHealth(where, h, expiryAdvice) {
+  where.replaceChildren(el("h2", {}, "Health"));
+  if (!h.advice.length) where.appendChild(el("div", { class: "advice ok" }, "No small files or deletes worth acting on."));
+  for (const a of h.advice) where.appendChild(adviceBox(a));
+  where.appendChild(expiryAdvice);
+}
+
+// The rows, files and time plots; returns the time plot's panel (expiry's span is shaded in later).
+function renderSeries(slot, h, ov) {
+  const note = (what) => h.sampled ? `${what} at ${num(h.version.length)} of ${num(h.total)} versions (spread, the newest and the tagged)` : `${what} after each version`;
+  const timePanel = plotPanel("Versions and tags in time", "shaded: what `lamina expire` (default policy) would drop", timePlot(h, ov.tags, null));
   slot.replaceWith(
-    plotPanel("Rows", "live rows after each version", linePlot("rows", h.version, [{ name: "rows", values: h.total_records }])),
-    plotPanel("Files", "live data files after each version", linePlot("files", h.version, [{ name: "files", values: h.total_files }])),
+    plotPanel("Rows", note("live rows"), linePlot("rows", h.version, [{ name: "rows", values: h.total_records }])),
+    plotPanel("Files", note("live data files"), linePlot("files", h.version, [{ name: "files", values: h.total_files }])),
     timePanel,
   );
-  let expiry = null;
-  try { const hh = await healthP; const a = hh.advice.find((x) => x.kind === "expiry"); expiry = a ? a.facts : null; } catch (e) { expiry = null; }
-  timePanel.replaceChild(timePlot(h, ov.tags, expiry), timePanel.lastChild);
+  return timePanel;
 }
 
 async function renderLayout(where) {
@@ -451,6 +467,8 @@ function renderMeta(where, ov) {
 
 async function route() {
   document.body.removeAttribute("data-loaded");
+  document.body.removeAttribute("data-expiry");
+  pageSeq++;
   const h = location.hash || "#/";
   const [path, qs] = h.slice(1).split("?");
   const params = new URLSearchParams(qs || "");
