@@ -625,7 +625,8 @@ def compaction_advice(e: pa.Table, vm: VersionManifest, ref: str) -> list[dict[s
     inputs = len(idx)
     if inputs < SMALL_FILE_MIN_FILES:
         return []
-    outputs = int(sum(max(1, math.ceil(int(size[g].sum()) / target)) for g in groups))
+    group_bytes = np.add.reduceat(size[idx], np.cumsum([0] + [len(g) for g in groups[:-1]]))
+    outputs = int(np.maximum(1, -(-group_bytes // target)).sum())  # ceil(bytes / target), at least 1 a group
     parts = len(pc.unique(pc.fill_null(e.column("partition_path").take(pa.array(idx)), "")))
     return [{
         "kind": "small-files", "severity": "warn" if inputs >= 4 * outputs else "info",
