@@ -112,28 +112,32 @@ class _Lru:
             self._drop(key, fut)
         return make()
 
-    def peek(self, key: Any) -> Any:
-        """The value of ``key`` if it is made, else None (no waiting, no making)."""
-        with self._lock:
-            fut = self._items.get(key)
-            if fut is None or not fut.done() or fut.exception() is not None:
-                return None
-            self._items.move_to_end(key)
-            return fut.result()
-
-    def put(self, key: Any, value: Any) -> None:
-        fut: Future = Future()
-        fut.set_result(value)
-        with self._lock:
-            self._items[key] = fut
-            self._items.move_to_end(key)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
     def _drop(self, key: Any, fut: Future) -> None:
         with self._lock:
             if self._items.get(key) is fut:
                 del self._items[key]
+
+
+class _Rows:
+    """A thread-safe LRU of many small immutable values, looked up and stored in bulk (no
+    waiting on one another: two requests that miss the same rows both read them)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_many(self, keys: list[Any]) -> dict[Any, Any]:
+        with self._lock:
+            return {k: self._items[k] for k in keys if k in self._items}
+
+    def put_many(self, items: dict[Any, Any]) -> None:
+        with self._lock:
+            self._items.update(items)
+            for k in items:
+                self._items.move_to_end(k)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
 
 
 def _int(s: dict, key: str) -> int | None:
@@ -190,7 +194,7 @@ class Explorer:
         self._listings = _Lru(64)  # (table, log, latest version, its commit id) -> SlotListing
         # (table, log, table uuid, version) -> that version's history row: a live version's file
         # never changes (expiry and rollback turn it into a tombstone, which the listing shows)
-        self._version_rows = _Lru(100_000)
+        self._version_rows = _Rows(100_000)
         self._manifest_bytes = _Lru(100_000)  # (table, root or leaf manifest) -> live data bytes in it
         self._files = _Lru(16)  # (table uuid, root manifest) -> live data entries
         if _is_table_location(target):
@@ -346,13 +350,14 @@ class Explorer:
         """The history rows of ``versions`` (those still versions), oldest first: the cached
         ones, and the others read in one parallel pass."""
         prefix = (t.uri, t.log.layout.versions_dir, t.metadata.table_uuid)
-        rows = {v: self._version_rows.peek((*prefix, v)) for v in versions}
-        missing = [v for v, r in rows.items() if r is None]
+        cached = self._version_rows.get_many([(*prefix, v) for v in versions])
+        rows = {key[-1]: r for key, r in cached.items()}
+        missing = [v for v in versions if v not in rows]
         if missing:
-            for r in read_history(t, missing).to_pylist():
-                rows[r["version"]] = r
-                self._version_rows.put((*prefix, r["version"]), r)
-        return [rows[v] for v in versions if rows[v] is not None]
+            read = {r["version"]: r for r in read_history(t, missing).to_pylist()}
+            self._version_rows.put_many({(*prefix, v): r for v, r in read.items()})
+            rows |= read
+        return [rows[v] for v in versions if v in rows]
 
     def versions_page(self, t: Table, offset: int, limit: int) -> dict[str, Any]:
         """Versions newest first, ``[offset, offset + limit)``, each with its whole summary
@@ -363,7 +368,7 @@ class Explorer:
         for tag in t.tag_store.list():
             tags.setdefault(tag.tagged_version, []).append(tag.name)
         rows = []
-        for v, raw in zip(page, _pool.map(lambda v: _read_version_file(t, v), page)):
+        for v, raw in zip(page, _read_version_files(t, page)):
             j = _version_json(raw)
             if j is None:
                 continue
@@ -460,7 +465,7 @@ class Explorer:
 
     def expiry(self, t: Table) -> dict[str, Any]:
         """What ``lamina expire`` (default policy) would drop and free, by its own dry run."""
-        advice = expiry_advice(t, command_ref(self, t), len(self.slots(t.uri, t.log, t.metadata).versions))
+        advice = expiry_advice(t, command_ref(self, t), self.slots(t.uri, t.log, t.metadata))
         return {"version": t.version, "advice": advice}
 
 
@@ -490,6 +495,13 @@ def _read_version_file(t: Table, v: int) -> bytes | None:
         return None if vm is None else vm.to_json()
 
 
+def _read_version_files(t: Table, versions: list[int]) -> list[bytes | None]:
+    """``_read_version_file`` of each version: in parallel from an object store, one after
+    another from local disk (a small file's read costs less than handing it to a thread)."""
+    read = lambda v: _read_version_file(t, v)  # noqa: E731
+    return list(map(read, versions) if t.log.io.is_local else _pool.map(read, versions))
+
+
 def _version_json(raw: bytes | None) -> dict[str, Any] | None:
     """A version file's JSON; None for a tombstone or an unreadable one (the history skips it)."""
     if raw is None:
@@ -504,7 +516,7 @@ def _version_json(raw: bytes | None) -> dict[str, Any] | None:
 def read_history(t: Table, versions: list[int]) -> pa.Table:
     """The history rows (``_HISTORY_SCHEMA`` but the tombstone flag) of ``versions`` that are
     still versions, oldest first: one multi-threaded Arrow JSON parse of their files."""
-    raws = [r for r in _pool.map(lambda v: _read_version_file(t, v), versions) if r is not None]
+    raws = [r for r in _read_version_files(t, versions) if r is not None]
     try:
         doc = pa_json.read_json(
             io.BytesIO(b"\n".join(r.strip() for r in raws)),
@@ -665,17 +677,18 @@ def _where_of(partition: str) -> str:
     return " AND ".join(terms)
 
 
-def expiry_advice(t: Table, ref: str, versions: int) -> list[dict[str, Any]]:
-    """What ``lamina expire`` (default policy) would free, by its own dry run (``versions``:
-    how many the log holds); the facts say too when the versions it would drop were
+def expiry_advice(t: Table, ref: str, slots: SlotListing) -> list[dict[str, Any]]:
+    """What ``lamina expire`` (default policy) would free, by its own dry run over ``slots``
+    (the log's listing, shared with the other requests); the facts say too when the versions it would drop were
     committed (``expired_from_ms``, ``expired_to_ms``: the time plot shades that span)."""
     try:
         # (the maintenance function itself: Table.expire_versions is a write method, refused
         # on an offline catalog table even for a dry run)
-        rep = expire.expire_versions(t.io, t.log, dry_run=True)
+        rep = expire.expire_versions(t.io, t.log, dry_run=True, slots=slots)
     except LaminaError as e:
         return [{"kind": "expiry", "severity": "info", "message": f"expiry cannot be previewed: {e}", "command": None,
                  "facts": {}}]
+    versions = len(slots.versions)
     tags = len(t.tag_store.list())
     span = [t.log.try_load(v) for v in rep.expired_versions[:1] + rep.expired_versions[-1:]]
     facts = {"retained_versions": versions, "expired_versions": rep.expired_versions, "deleted_bytes": rep.deleted_bytes,
