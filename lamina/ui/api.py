@@ -231,10 +231,9 @@ class Explorer:
             try:
                 t = table if table is not None else cat.load_table(key)  # type: ignore[union-attr]
                 vm = t.metadata
-                live = self.live_files(t, vm)
                 row |= {
                     "version": vm.version, "rows": _int(vm.summary, "total-records"),
-                    "files": _int(vm.summary, "total-files"), "bytes": int(pc.sum(live.column("size")).as_py() or 0),
+                    "files": _int(vm.summary, "total-files"), "bytes": self._live_bytes(t, vm.root_manifest),
                     "last_commit_ms": vm.timestamp_ms, "last_operation": vm.operation,
                 }
             except LaminaError as e:
@@ -400,10 +399,11 @@ class Explorer:
             return 0
 
         def total() -> int:
+            if leaf:  # only data files: their live bytes (no paths read)
+                m = read_manifest(t.io, manifest, ["status", "size"])
+                return int(pc.sum(m.column("size").filter(pc.not_equal(m.column("status"), C.REMOVED))).as_py() or 0)
             m = read_manifest(t.io, manifest, ["content", "status", "path", "size"])
             m = m.filter(pc.not_equal(m.column("status"), C.REMOVED))
-            if leaf:
-                return int(pc.sum(m.column("size")).as_py() or 0)
             is_leaf = pc.equal(m.column("content"), C.LEAF)
             inline = int(pc.sum(m.filter(pc.invert(is_leaf)).column("size")).as_py() or 0)
             return inline + sum(self._live_bytes(t, p, leaf=True) for p in m.filter(is_leaf).column("path").to_pylist())

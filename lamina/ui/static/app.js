@@ -242,7 +242,13 @@ async function tablePage(key, params) {
   const seq = pageSeq;
   state.key = key; state.branch = params.get("branch"); state.pick = null;
   state.filesOffset = 0; state.sampleOffset = 0; state.versionsOffset = 0;
-  const ov = await api(tpath(""));
+  // every request at once (each answer is drawn as it comes): the server answers them in parallel
+  const asked = {
+    ov: api(tpath("")), history: api(tpath("history")), bytes: api(tpath("bytes")), health: api(tpath("health")),
+    layout: api(layoutPath()), timeline: api(timelinePath()), files: api(filesPath()), sample: api(samplePath()),
+  };
+  for (const p of Object.values(asked)) p.catch(() => null);  // each failure is shown where its answer goes
+  const ov = await asked.ov;
   state.overview = ov;
   crumbs.replaceChildren(el("a", { href: "#/catalog", id: "to-catalog" }, "catalog"), el("span", {}, "›"), el("span", {}, key),
     el("span", {}, state.branch ? `(branch ${state.branch})` : ""));
@@ -275,14 +281,14 @@ async function tablePage(key, params) {
   const expiryAdvice = el("div", { class: "advice", "data-kind": "expiry-pending" }, el("span", { class: "muted" }, "expiry preview: computing…"));
   let timePanel = null, hist = null;
   await Promise.all([
-    api(tpath("history")).then((h) => { hist = h; timePanel = renderSeries(seriesPanel, h, ov); }).catch((e) => fail(seriesPanel, e)),
-    api(tpath("bytes")).then((b) => bytesPanel.replaceWith(plotPanel("Live bytes", b.sampled ? `at ${b.version.length} versions spread over the history` : "data bytes after each version",
+    asked.history.then((h) => { hist = h; timePanel = renderSeries(seriesPanel, h, ov); }).catch((e) => fail(seriesPanel, e)),
+    asked.bytes.then((b) => bytesPanel.replaceWith(plotPanel("Live bytes", b.sampled ? `at ${b.version.length} versions spread over the history` : "data bytes after each version",
       linePlot("bytes", b.version, [{ name: "bytes", values: b.bytes }], { fmt: (v) => bytes(Math.round(v)) })))).catch((e) => fail(bytesPanel, e)),
-    renderLayout(sections.layout).catch((e) => fail(sections.layout, e)),
-    api(tpath("health")).then((h) => renderHealth(sections.health, h, expiryAdvice)).catch((e) => fail(sections.health, e)),
-    renderTimeline(sections.timeline).catch((e) => fail(sections.timeline, e)),
-    renderFiles().catch((e) => fail(document.getElementById("files"), e)),
-    renderSample().catch((e) => fail(document.getElementById("sample"), e)),
+    renderLayout(sections.layout, asked.layout).catch((e) => fail(sections.layout, e)),
+    asked.health.then((h) => renderHealth(sections.health, h, expiryAdvice)).catch((e) => fail(sections.health, e)),
+    renderTimeline(sections.timeline, asked.timeline).catch((e) => fail(sections.timeline, e)),
+    renderFiles(asked.files).catch((e) => fail(document.getElementById("files"), e)),
+    renderSample(asked.sample).catch((e) => fail(document.getElementById("sample"), e)),
   ]);
   document.body.setAttribute("data-loaded", "table");
   // last: expiry's dry run, which can take longer than everything else together
@@ -322,8 +328,14 @@ function renderSeries(slot, h, ov) {
   return timePanel;
 }
 
-async function renderLayout(where) {
-  const lay = await api(tpath("layout", pickQuery()));
+// What each panel asks for (``answer``: its answer, when already asked for).
+function layoutPath() { return tpath("layout", pickQuery()); }
+function timelinePath() { return tpath("versions", { offset: state.versionsOffset, limit: 50 }); }
+function filesPath() { return tpath("files", { ...pickQuery(), offset: state.filesOffset, limit: 50 }); }
+function samplePath() { return tpath("sample", { ...pickQuery(), offset: state.sampleOffset, limit: 25 }); }
+
+async function renderLayout(where, answer) {
+  const lay = await (answer || api(layoutPath()));
   document.getElementById("layout-title").textContent = `Layout of version ${lay.version}: ${num(lay.files)} files, ${bytes(lay.bytes)}, ${num(lay.rows)} rows`;
   const parts = lay.partitions;
   const label = (p) => p.partition || "(unpartitioned)";
@@ -382,9 +394,9 @@ function pager(total, offset, limit, move) {
     el("button", { class: "next", disabled: offset + limit >= total ? "" : null, onclick: () => move(offset + limit) }, "next ›"));
 }
 
-async function renderFiles() {
+async function renderFiles(answer) {
   const where = document.getElementById("files");
-  const doc = await api(tpath("files", { ...pickQuery(), offset: state.filesOffset, limit: 50 }));
+  const doc = await (answer || api(filesPath()));
   document.getElementById("picked").textContent = `showing version ${doc.version}` + (state.pick && state.pick.tag ? ` (tag ${state.pick.tag})` : "");
   where.replaceChildren(el("h3", {}, `Files of version ${doc.version}`),
     el("div", { id: "files-table", "data-version": doc.version, "data-total": doc.total }, dataTable([
@@ -398,16 +410,16 @@ async function renderFiles() {
     pager(doc.total, doc.offset, doc.limit, (o) => { state.filesOffset = o; renderFiles().catch((e) => fail(where, e)); }));
 }
 
-async function renderSample() {
+async function renderSample(answer) {
   const where = document.getElementById("sample");
-  const doc = await api(tpath("sample", { ...pickQuery(), offset: state.sampleOffset, limit: 25 }));
+  const doc = await (answer || api(samplePath()));
   where.replaceChildren(el("h3", {}, `Rows of version ${doc.version} (sample, ${num(doc.files_read)} file(s) read)`),
     el("div", { id: "sample-table" }, dataTable(doc.columns.map((c) => [c, (r) => r[c] === null ? "null" : String(r[c])]), doc.rows, { scroll: true })),
     pager(doc.total, doc.offset, doc.limit, (o) => { state.sampleOffset = o; renderSample().catch((e) => fail(where, e)); }));
 }
 
-async function renderTimeline(where) {
-  const doc = await api(tpath("versions", { offset: state.versionsOffset, limit: 50 }));
+async function renderTimeline(where, answer) {
+  const doc = await (answer || api(timelinePath()));
   const delta = (s, a, r) => {
     const plus = s[a] ? "+" + num(s[a]) : "", minus = s[r] ? "−" + num(s[r]) : "";
     return [plus, minus].filter(Boolean).join(" ");
