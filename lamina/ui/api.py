@@ -196,7 +196,8 @@ class Explorer:
         # never changes (expiry and rollback turn it into a tombstone, which the listing shows)
         self._version_rows = _Rows(100_000)
         self._manifest_bytes = _Lru(100_000)  # (table, root or leaf manifest) -> live data bytes in it
-        self._files = _Lru(16)  # (table uuid, root manifest) -> live data entries
+        self._files = _Lru(16)
+        self._partitions = _Lru(16)  # (table, root manifest) -> partition_stats of its live files  # (table uuid, root manifest) -> live data entries
         if _is_table_location(target):
             self.location = lamina.open_table(target).uri
             self.single_key = _key_of_location(self.location)
@@ -290,6 +291,10 @@ class Explorer:
         return self._files.get(
             (t.uri, vm.root_manifest), lambda: live_data_entries(t.io, vm.root_manifest, manifest_schema_of(vm))
         )
+
+    def partitions(self, t: Table, vm: VersionManifest) -> list[dict[str, Any]]:
+        """``partition_stats`` of ``vm``'s live files (the layout plots and the health advice)."""
+        return self._partitions.get((t.uri, vm.root_manifest), lambda: partition_stats(self.live_files(t, vm)))
 
     def overview(self, t: Table) -> dict[str, Any]:
         vm = t.metadata
@@ -426,7 +431,7 @@ class Explorer:
         """Per partition: files, live rows, bytes, rows deleted by deletion vectors; and the
         data-file size histogram (powers of two)."""
         e = self.live_files(t, vm)
-        return {"version": vm.version, "partitions": partition_stats(e), "size_histogram": size_histogram(e),
+        return {"version": vm.version, "partitions": self.partitions(t, vm), "size_histogram": size_histogram(e),
                 "files": e.num_rows, "bytes": int(pc.sum(e.column("size")).as_py() or 0),
                 "rows": int(pc.sum(e.column("record_count")).as_py() or 0)}
 
@@ -461,7 +466,7 @@ class Explorer:
         vm = t.metadata
         e = self.live_files(t, vm)
         ref = command_ref(self, t)
-        return {"version": vm.version, "advice": compaction_advice(e, vm, ref) + deletes_advice(e, ref)}
+        return {"version": vm.version, "advice": compaction_advice(e, vm, ref) + deletes_advice(self.partitions(t, vm), ref)}
 
     def expiry(self, t: Table) -> dict[str, Any]:
         """What ``lamina expire`` (default policy) would drop and free, by its own dry run."""
@@ -649,10 +654,10 @@ def compaction_advice(e: pa.Table, vm: VersionManifest, ref: str) -> list[dict[s
     }]
 
 
-def deletes_advice(e: pa.Table, ref: str) -> list[dict[str, Any]]:
+def deletes_advice(partitions: list[dict[str, Any]], ref: str) -> list[dict[str, Any]]:
     """Partitions where deletion vectors hide a large share of the rows: every read skips them."""
     out = []
-    for p in partition_stats(e):
+    for p in partitions:
         if p["deleted_share"] >= DELETED_SHARE_ADVICE:
             where = ["--where", _where_of(p["partition"])] if p["partition"] else []
             out.append({
