@@ -291,6 +291,7 @@ async function tablePage(key, params) {
     renderSample(asked.sample).catch((e) => fail(document.getElementById("sample"), e)),
   ]);
   document.body.setAttribute("data-loaded", "table");
+  performance.mark("lamina-plots-drawn");  // for timing the page (bench/ui_bench.py)
   // last: expiry's dry run, which can take longer than everything else together
   try {
     const ex = await api(tpath("expiry"));
