@@ -197,7 +197,8 @@ class Explorer:
         self._version_rows = _Rows(100_000)
         self._manifest_bytes = _Lru(100_000)  # (table, root or leaf manifest) -> live data bytes in it
         self._files = _Lru(16)
-        self._partitions = _Lru(16)  # (table, root manifest) -> partition_stats of its live files  # (table uuid, root manifest) -> live data entries
+        self._partitions = _Lru(16)  # (table, root manifest) -> partition_stats of its live files
+        self._health = _Lru(16)  # (table, version, commit id, root manifest, how the CLI names it) -> advice  # (table uuid, root manifest) -> live data entries
         if _is_table_location(target):
             self.location = lamina.open_table(target).uri
             self.single_key = _key_of_location(self.location)
@@ -464,9 +465,13 @@ class Explorer:
         """Small files and deleted rows, from the latest version's manifests (the expiry
         preview is ``expiry``: a dry run that can take longer, which the page asks last)."""
         vm = t.metadata
-        e = self.live_files(t, vm)
         ref = command_ref(self, t)
-        return {"version": vm.version, "advice": compaction_advice(e, vm, ref) + deletes_advice(self.partitions(t, vm), ref)}
+
+        def advice() -> list[dict[str, Any]]:
+            return compaction_advice(self.live_files(t, vm), vm, ref) + deletes_advice(self.partitions(t, vm), ref)
+
+        # from the version's manifests alone (immutable): once per version
+        return {"version": vm.version, "advice": self._health.get((t.uri, vm.version, vm.commit_id, vm.root_manifest, ref), advice)}
 
     def expiry(self, t: Table) -> dict[str, Any]:
         """What ``lamina expire`` (default policy) would drop and free, by its own dry run."""
