@@ -196,9 +196,9 @@ class Explorer:
         # never changes (expiry and rollback turn it into a tombstone, which the listing shows)
         self._version_rows = _Rows(100_000)
         self._manifest_bytes = _Lru(100_000)  # (table, root or leaf manifest) -> live data bytes in it
-        self._files = _Lru(16)
+        self._files = _Lru(16)  # (table, root manifest) -> live data entries
         self._partitions = _Lru(16)  # (table, root manifest) -> partition_stats of its live files
-        self._health = _Lru(16)  # (table, version, commit id, root manifest, how the CLI names it) -> advice  # (table uuid, root manifest) -> live data entries
+        self._health = _Lru(16)  # (table, version, commit id, root manifest, how the CLI names it) -> advice
         if _is_table_location(target):
             self.location = lamina.open_table(target).uri
             self.single_key = _key_of_location(self.location)
