@@ -365,6 +365,7 @@ def expire_versions(
     reader_grace: Any = None,
     dry_run: bool = False,
     progress: Progress | None = None,
+    slots: SlotListing | None = None,
 ) -> ExpireReport:
     """Delete versions no longer needed, and every file only they needed.
 
@@ -373,8 +374,13 @@ def expire_versions(
     works -- and (b) it is not among the ``retain_last`` newest versions, and
     (c) its successor has been current for ``reader_grace``. Neither given:
     older than 5 days. Tags past their ``expires_at`` are deleted first.
+
+    ``slots``: for a dry run only, the log's ``scan_slots()`` as the caller just made it
+    (the explorer's preview shares its listing); not changed here. A real run lists itself.
     """
     started = time.monotonic()
+    if slots is not None and not dry_run:
+        raise InvalidArgument("expire_versions takes a listing (slots) only for a dry run: a real run lists the log itself")
     report = ExpireReport(dry_run)
     step = progress or (lambda *_: None)
     if retain_last is not None and (isinstance(retain_last, bool) or not isinstance(retain_last, int) or retain_last < 1):
@@ -405,7 +411,10 @@ def expire_versions(
             report.deleted_bytes += g.freed_bytes
     gone_tags = set(report.expired_tags) if dry_run else set()
 
-    slots = log.scan_slots()
+    if slots is None:
+        slots = log.scan_slots()
+    else:  # the caller's, which step 4 below must not change
+        slots = SlotListing(slots.versions, dict(slots.tombstones), slots.strays, slots.freed)
     versions = slots.versions
     candidates = versions[: max(0, len(versions) - (retain_last or 1))]
     step("plan", 0, len(candidates))

@@ -105,21 +105,26 @@ def plan_groups(
     if not len(cand):
         return []
     if wrong.any():
-        parts = _partition_keys(entries.take(pa.array(cand)), spec, specs)  # type: ignore[arg-type]
+        parts = pa.array(_partition_keys(entries.take(pa.array(cand)), spec, specs))  # type: ignore[arg-type]
     else:
-        parts = entries.column("partition_path").take(pa.array(cand)).fill_null("").to_numpy(zero_copy_only=False)
-    groups: list[np.ndarray] = []
-    for part in np.unique(parts):
-        idx = cand[parts == part]
-        idx = idx[np.argsort(size[idx], kind="stable")]
-        # first-fit by cumulative size: cut whenever a group reaches the target
-        cum = np.cumsum(size[idx])
-        bins = (cum - 1) // max(1, target)
-        for b in np.unique(bins):
-            g = idx[bins == b]
-            if len(g) > 1 or has_dv[g].any() or wrong[g].any():
-                groups.append(g)
-    return groups
+        parts = entries.column("partition_path").take(pa.array(cand)).fill_null("")
+    # Per partition (in key order), files by size (ties in entry order), cut into bins by
+    # cumulative size: a group closes whenever it reaches the target (first-fit). All in
+    # one sort and a few array passes: a table may have 100,000s of small files.
+    enc = pc.dictionary_encode(parts.combine_chunks() if isinstance(parts, pa.ChunkedArray) else parts)
+    rank = np.argsort(np.argsort(enc.dictionary.to_numpy(zero_copy_only=False), kind="stable"))
+    part = rank[enc.indices.to_numpy()]
+    order = np.lexsort((size[cand], part))  # stable: equal sizes keep entry order
+    idx, part = cand[order], part[order]
+    cum = np.cumsum(size[idx])
+    first = np.r_[True, part[1:] != part[:-1]]  # the first file of each partition
+    before = (cum - size[idx])[first]  # bytes before each partition's first file
+    cum -= np.repeat(before, np.diff(np.r_[np.nonzero(first)[0], len(idx)]))
+    bins = (cum - 1) // max(1, target)
+    starts = np.nonzero(first | np.r_[True, bins[1:] != bins[:-1]])[0]
+    counts = np.diff(np.r_[starts, len(idx)])
+    flagged = np.add.reduceat((has_dv | wrong)[idx].astype(np.int64), starts) > 0
+    return [g for g, keep in zip(np.split(idx, starts[1:]), (counts > 1) | flagged) if keep]
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,6 +27,7 @@ from lamina.spec.version import VersionManifest
 
 if TYPE_CHECKING:
     from lamina.table.table import Table
+    from lamina.commit.log import VersionLog
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-system")
 _TS = pa.timestamp("ms", "UTC")
@@ -127,7 +128,9 @@ def tags(table: "Table") -> pa.Table:
     )
 
 
-def _branch_row(table: "Table", store: BranchStore, record: BranchRecord | None) -> dict | None:
+def _branch_row(
+    table: "Table", store: BranchStore, record: BranchRecord | None, count_versions: Callable[[VersionLog, VersionManifest], int]
+) -> dict | None:
     """One row of ``$branches``: main's (``record`` None) or a branch's; None for a branch
     deleted since it was listed."""
     if record is None:
@@ -150,17 +153,20 @@ def _branch_row(table: "Table", store: BranchStore, record: BranchRecord | None)
         "created_at": None if record is None else record.created_at_ms,
         "retain_last": None if record is None else record.retain_last,
         "max_age_ms": None if record is None else record.max_age_ms,
-        "versions": len(log.list_versions()),
+        "versions": count_versions(log, head),
     }
 
 
-def branches(table: "Table") -> pa.Table:
+def branches(
+    table: "Table", count_versions: Callable[[VersionLog, VersionManifest], int] = lambda log, head: len(log.list_versions())
+) -> pa.Table:
     """Every branch, main first, then the others by name: where each was made from, its
     latest version, its retention and how many versions its log holds (one listing and one
-    latest-version read per branch, the branches in parallel)."""
+    latest-version read per branch, the branches in parallel; ``count_versions(log, head)``
+    counts them, by default by listing: a caller that keeps listings passes its own)."""
     store = BranchStore(table.io)
     records: list[BranchRecord | None] = [None, *store.list()]
-    rows = [r for r in _pool.map(lambda rec: _branch_row(table, store, rec), records) if r is not None]
+    rows = [r for r in _pool.map(lambda rec: _branch_row(table, store, rec, count_versions), records) if r is not None]
     return pa.Table.from_pylist(rows, schema=BRANCHES_SCHEMA)
 
 

@@ -17,7 +17,7 @@ import shlex
 import threading
 import urllib.parse
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -29,7 +29,6 @@ import pyarrow.json as pa_json
 import lamina
 from lamina.catalog import Catalog, load_catalog, parse_identifier
 from lamina.errors import (
-    InvalidArgument,
     LaminaError,
     NotFound,
     TableNotFound,
@@ -45,6 +44,7 @@ from lamina.operations import compaction
 from lamina.spec.features import check_reader
 from lamina.spec.layout import MAIN_BRANCH
 from lamina.spec.version import VersionManifest
+from lamina.commit.log import SlotListing, VersionLog
 from lamina.table import system
 from lamina.table.table import Table
 
@@ -52,7 +52,9 @@ _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-ui")
 
 SAMPLE_MAX_ROWS = 500  # rows one sample request may return
 FILES_MAX_ROWS = 1000  # files one files request may return
-SERIES_BYTES_POINTS = 48  # versions whose live bytes are summed for the bytes-over-versions plot
+SERIES_BYTES_POINTS = 48  # at most this many versions' live bytes are summed for the bytes plot
+HISTORY_POINTS = 1000  # about this many versions spread over a long history are the plots' series
+HISTORY_NEWEST = 200  # ... with the newest this many and every tagged version
 TIMELINE_PAGE = 100
 # Health thresholds: what a data engineer would act on.
 SMALL_FILE_MIN_FILES = 8  # fewer small files than this in a table: not worth a compaction
@@ -73,24 +75,68 @@ def _not_found(what: str) -> ExplorerError:
 
 
 class _Lru:
-    """A small thread-safe LRU for values derived from immutable files."""
+    """A small thread-safe LRU of values derived from files. Requests that ask for a key
+    while it is being made wait for that one computation (the page's requests arrive
+    together: one listing of the versions, not one per request)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[Any, Future] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, make: Callable[[], Any], valid: Callable[[Any], bool] | None = None) -> Any:
+        """The value of ``key``, made once; ``valid(value)``: whether a cached value still
+        holds (if not, it is made again)."""
+        for _ in range(2):  # a stale value is dropped once, then made again
+            with self._lock:
+                fut = self._items.get(key)
+                mine = fut is None
+                if mine:
+                    fut = self._items[key] = Future()
+                    while len(self._items) > self._size:
+                        self._items.popitem(last=False)
+                else:
+                    self._items.move_to_end(key)
+            if mine:
+                try:
+                    fut.set_result(make())
+                except BaseException as e:
+                    fut.set_exception(e)
+                    self._drop(key, fut)
+                    raise
+                return fut.result()
+            value = fut.result()  # the maker's error, if it failed
+            if valid is None or valid(value):
+                return value
+            self._drop(key, fut)
+        return make()
+
+    def _drop(self, key: Any, fut: Future) -> None:
+        with self._lock:
+            if self._items.get(key) is fut:
+                del self._items[key]
+
+
+class _Rows:
+    """A thread-safe LRU of many small immutable values, looked up and stored in bulk (no
+    waiting on one another: two requests that miss the same rows both read them)."""
 
     def __init__(self, size: int) -> None:
         self._size = size
         self._items: OrderedDict[Any, Any] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: Any, make: Callable[[], Any]) -> Any:
+    def get_many(self, keys: list[Any]) -> dict[Any, Any]:
         with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        value = make()
+            return {k: self._items[k] for k in keys if k in self._items}
+
+    def put_many(self, items: dict[Any, Any]) -> None:
         with self._lock:
-            self._items[key] = value
+            self._items.update(items)
+            for k in items:
+                self._items.move_to_end(k)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
-        return value
 
 
 def _int(s: dict, key: str) -> int | None:
@@ -144,9 +190,14 @@ class Explorer:
         self.target = target
         self.catalog: Catalog | None = None
         self.location: str | None = None
-        self._history = _Lru(8)  # (newest version's path, number of versions) -> history columns
-        self._leaf_bytes = _Lru(100_000)  # (table, leaf manifest) -> live data bytes in it
-        self._files = _Lru(16)  # (table uuid, root manifest) -> live data entries
+        self._listings = _Lru(64)  # (table, log, latest version, its commit id) -> SlotListing
+        # (table, log, table uuid, version) -> that version's history row: a live version's file
+        # never changes (expiry and rollback turn it into a tombstone, which the listing shows)
+        self._version_rows = _Rows(100_000)
+        self._manifest_bytes = _Lru(100_000)  # (table, root or leaf manifest) -> live data bytes in it
+        self._files = _Lru(16)  # (table, root manifest) -> live data entries
+        self._partitions = _Lru(16)  # (table, root manifest) -> partition_stats of its live files
+        self._health = _Lru(16)  # (table, version, commit id, root manifest, how the CLI names it) -> advice
         if _is_table_location(target):
             self.location = lamina.open_table(target).uri
             self.single_key = _key_of_location(self.location)
@@ -181,10 +232,9 @@ class Explorer:
             try:
                 t = table if table is not None else cat.load_table(key)  # type: ignore[union-attr]
                 vm = t.metadata
-                live = self.live_files(t, vm)
                 row |= {
                     "version": vm.version, "rows": _int(vm.summary, "total-records"),
-                    "files": _int(vm.summary, "total-files"), "bytes": int(pc.sum(live.column("size")).as_py() or 0),
+                    "files": _int(vm.summary, "total-files"), "bytes": self._live_bytes(t, vm.root_manifest),
                     "last_commit_ms": vm.timestamp_ms, "last_operation": vm.operation,
                 }
             except LaminaError as e:
@@ -242,10 +292,14 @@ class Explorer:
             (t.uri, vm.root_manifest), lambda: live_data_entries(t.io, vm.root_manifest, manifest_schema_of(vm))
         )
 
+    def partitions(self, t: Table, vm: VersionManifest) -> list[dict[str, Any]]:
+        """``partition_stats`` of ``vm``'s live files (the layout plots and the health advice)."""
+        return self._partitions.get((t.uri, vm.root_manifest), lambda: partition_stats(self.live_files(t, vm)))
+
     def overview(self, t: Table) -> dict[str, Any]:
         vm = t.metadata
         tags = system.tags(t)
-        branches = system.branches(t)
+        branches = system.branches(t, count_versions=lambda log, head: len(self.slots(t.uri, log, head).versions))
         specs = [s.to_json() for s in vm.all_partition_specs]
         return {
             "key": None, "location": t.uri, "uuid": vm.table_uuid, "branch": t.branch_name,
@@ -264,24 +318,61 @@ class Explorer:
 
     # -- history --------------------------------------------------------------------------
 
+    def slots(self, uri: str, log: VersionLog, head: VersionManifest) -> SlotListing:
+        """The slots of ``log`` whose latest version is ``head``: one listing per latest version,
+        shared by every request (keyed by the latest's commit id: a commit lists again), and
+        listed again when the oldest listed version is gone (expiry turns the oldest versions
+        into tombstones first, without a commit): one small GET checks it."""
+
+        def oldest_still_there(listing: SlotListing) -> bool:
+            return not listing.versions or isinstance(log.read_slot(listing.versions[0]), VersionManifest)
+
+        key = (uri, log.layout.versions_dir, head.version, head.commit_id)
+        return self._listings.get(key, log.scan_slots, oldest_still_there)
+
+    def versions_of(self, t: Table) -> list[int]:
+        """Every retained version of ``t``'s branch up to its version, oldest first."""
+        return [v for v in self.slots(t.uri, t.log, t.metadata).versions if v <= t.version]
+
     def history(self, t: Table) -> dict[str, Any]:
-        """Every retained version of ``t``'s branch up to its version, oldest first, as
-        columns (the plots' series). Cached per listing: a new commit re-reads it all, but
-        a page's repeated requests do not."""
-        versions = [v for v in t.log.list_versions() if v <= t.version]
-        key = (t.log.version_path(versions[-1]) if versions else t.uri, len(versions))
-        return self._history.get(key, lambda: read_history(t, versions))
+        """The plots' series: every retained version of a short history, oldest first; of a
+        long one (more than HISTORY_POINTS + HISTORY_NEWEST versions) about HISTORY_POINTS
+        spread over it, the newest HISTORY_NEWEST and every tagged version (``sampled``;
+        ``total``: the versions there are). Each version is read once per explorer."""
+        versions = self.versions_of(t)
+        tagged = {tag.tagged_version for tag in t.tag_store.list()}
+        points = versions
+        if len(versions) > HISTORY_POINTS + HISTORY_NEWEST:
+            points = spread(versions, HISTORY_POINTS, tagged | set(versions[-HISTORY_NEWEST:]))
+        rows = self._history_rows(t, points)
+        out: dict[str, Any] = {c: [r[c] for r in rows] for c in _HISTORY_SCHEMA.names[1:-1]}
+        for k in _SERIES:
+            out[k.replace("-", "_")] = [r["summary"][k] or 0 for r in rows]
+        return out | {"branch": t.branch_name, "total": len(versions), "sampled": len(points) < len(versions)}
+
+    def _history_rows(self, t: Table, versions: list[int]) -> list[dict[str, Any]]:
+        """The history rows of ``versions`` (those still versions), oldest first: the cached
+        ones, and the others read in one parallel pass."""
+        prefix = (t.uri, t.log.layout.versions_dir, t.metadata.table_uuid)
+        cached = self._version_rows.get_many([(*prefix, v) for v in versions])
+        rows = {key[-1]: r for key, r in cached.items()}
+        missing = [v for v in versions if v not in rows]
+        if missing:
+            read = {r["version"]: r for r in read_history(t, missing).to_pylist()}
+            self._version_rows.put_many({(*prefix, v): r for v, r in read.items()})
+            rows |= read
+        return [rows[v] for v in versions if v in rows]
 
     def versions_page(self, t: Table, offset: int, limit: int) -> dict[str, Any]:
         """Versions newest first, ``[offset, offset + limit)``, each with its whole summary
         and the tags on it (the timeline)."""
-        versions = [v for v in t.log.list_versions() if v <= t.version][::-1]
+        versions = self.versions_of(t)[::-1]
         page = versions[offset : offset + limit]
         tags: dict[int, list[str]] = {}
         for tag in t.tag_store.list():
             tags.setdefault(tag.tagged_version, []).append(tag.name)
         rows = []
-        for v, raw in zip(page, _pool.map(lambda v: _read_version_file(t, v), page)):
+        for v, raw in zip(page, _read_version_files(t, page)):
             j = _version_json(raw)
             if j is None:
                 continue
@@ -295,12 +386,9 @@ class Explorer:
     def bytes_series(self, t: Table) -> dict[str, Any]:
         """Live data bytes at up to SERIES_BYTES_POINTS versions spread over the history
         (every version of a short one), summed from each version's root manifest and its
-        leaves (a leaf's total is cached: leaves are immutable and shared by versions)."""
-        every = [v for v in t.log.list_versions() if v <= t.version]
-        versions = every
-        if len(every) > SERIES_BYTES_POINTS:
-            idx = np.unique(np.linspace(0, len(every) - 1, SERIES_BYTES_POINTS).round().astype(int))
-            versions = [every[i] for i in idx]
+        leaves (a manifest's total is cached: manifests are immutable and shared by versions)."""
+        every = self.versions_of(t)
+        versions = every if len(every) <= SERIES_BYTES_POINTS else spread(every, SERIES_BYTES_POINTS - 3)
 
         def one(v: int) -> tuple[int, int] | None:
             vm = t.metadata if v == t.version else t.log.try_load(v)
@@ -316,15 +404,16 @@ class Explorer:
             return 0
 
         def total() -> int:
+            if leaf:  # only data files: their live bytes (no paths read)
+                m = read_manifest(t.io, manifest, ["status", "size"])
+                return int(pc.sum(m.column("size").filter(pc.not_equal(m.column("status"), C.REMOVED))).as_py() or 0)
             m = read_manifest(t.io, manifest, ["content", "status", "path", "size"])
             m = m.filter(pc.not_equal(m.column("status"), C.REMOVED))
-            if leaf:
-                return int(pc.sum(m.column("size")).as_py() or 0)
             is_leaf = pc.equal(m.column("content"), C.LEAF)
             inline = int(pc.sum(m.filter(pc.invert(is_leaf)).column("size")).as_py() or 0)
             return inline + sum(self._live_bytes(t, p, leaf=True) for p in m.filter(is_leaf).column("path").to_pylist())
 
-        return self._leaf_bytes.get((t.uri, manifest), total) if leaf else total()
+        return self._manifest_bytes.get((t.uri, manifest), total)
 
     # -- a version's files ----------------------------------------------------------------
 
@@ -342,7 +431,7 @@ class Explorer:
         """Per partition: files, live rows, bytes, rows deleted by deletion vectors; and the
         data-file size histogram (powers of two)."""
         e = self.live_files(t, vm)
-        return {"version": vm.version, "partitions": partition_stats(e), "size_histogram": size_histogram(e),
+        return {"version": vm.version, "partitions": self.partitions(t, vm), "size_histogram": size_histogram(e),
                 "files": e.num_rows, "bytes": int(pc.sum(e.column("size")).as_py() or 0),
                 "rows": int(pc.sum(e.column("record_count")).as_py() or 0)}
 
@@ -372,11 +461,21 @@ class Explorer:
     # -- health ---------------------------------------------------------------------------
 
     def health(self, t: Table) -> dict[str, Any]:
+        """Small files and deleted rows, from the latest version's manifests (the expiry
+        preview is ``expiry``: a dry run that can take longer, which the page asks last)."""
         vm = t.metadata
-        e = self.live_files(t, vm)
         ref = command_ref(self, t)
-        advice = compaction_advice(e, vm, ref) + deletes_advice(e, ref) + expiry_advice(t, ref)
-        return {"version": vm.version, "advice": advice}
+
+        def advice() -> list[dict[str, Any]]:
+            return compaction_advice(self.live_files(t, vm), vm, ref) + deletes_advice(self.partitions(t, vm), ref)
+
+        # from the version's manifests alone (immutable): once per version
+        return {"version": vm.version, "advice": self._health.get((t.uri, vm.version, vm.commit_id, vm.root_manifest, ref), advice)}
+
+    def expiry(self, t: Table) -> dict[str, Any]:
+        """What ``lamina expire`` (default policy) would drop and free, by its own dry run."""
+        advice = expiry_advice(t, command_ref(self, t), self.slots(t.uri, t.log, t.metadata))
+        return {"version": t.version, "advice": advice}
 
 
 # What the history plots need of each version file; everything else in it is skipped by the
@@ -405,6 +504,13 @@ def _read_version_file(t: Table, v: int) -> bytes | None:
         return None if vm is None else vm.to_json()
 
 
+def _read_version_files(t: Table, versions: list[int]) -> list[bytes | None]:
+    """``_read_version_file`` of each version: in parallel from an object store, one after
+    another from local disk (a small file's read costs less than handing it to a thread)."""
+    read = lambda v: _read_version_file(t, v)  # noqa: E731
+    return list(map(read, versions) if t.log.io.is_local else _pool.map(read, versions))
+
+
 def _version_json(raw: bytes | None) -> dict[str, Any] | None:
     """A version file's JSON; None for a tombstone or an unreadable one (the history skips it)."""
     if raw is None:
@@ -416,8 +522,10 @@ def _version_json(raw: bytes | None) -> dict[str, Any] | None:
     return j if isinstance(j, dict) and not j.get("tombstone") else None
 
 
-def read_history(t: Table, versions: list[int]) -> dict[str, Any]:
-    raws = [r for r in _pool.map(lambda v: _read_version_file(t, v), versions) if r is not None]
+def read_history(t: Table, versions: list[int]) -> pa.Table:
+    """The history rows (``_HISTORY_SCHEMA`` but the tombstone flag) of ``versions`` that are
+    still versions, oldest first: one multi-threaded Arrow JSON parse of their files."""
+    raws = [r for r in _read_version_files(t, versions) if r is not None]
     try:
         doc = pa_json.read_json(
             io.BytesIO(b"\n".join(r.strip() for r in raws)),
@@ -429,13 +537,24 @@ def read_history(t: Table, versions: list[int]) -> dict[str, Any]:
             j["summary"] = {k: _int(j.get("summary") or {}, k) for k in _SERIES}
         doc = pa.Table.from_pylist(js, schema=_HISTORY_SCHEMA)
     doc = doc.filter(pc.invert(pc.fill_null(doc.column("tombstone"), False)))
-    doc = doc.sort_by("version")
-    summary = doc.column("summary").combine_chunks()
-    out: dict[str, Any] = {c: doc.column(c).to_pylist() for c in _HISTORY_SCHEMA.names[1:-1]}
-    for k in _SERIES:
-        out[k.replace("-", "_")] = pc.fill_null(summary.field(k), 0).to_pylist()
-    out["branch"] = t.branch_name
-    return out
+    return doc.sort_by("version").drop_columns(["tombstone"])
+
+
+def spread(versions: list[int], points: int, also: set[int] = frozenset()) -> list[int]:  # type: ignore[assignment]
+    """About ``points`` (at most ``points`` + 3) of ``versions`` (ascending) spread evenly over
+    their span, the oldest and the newest among them, and those in ``also``. The spread ones
+    are the multiples of a power of two, so they stay the same as versions are added (a
+    refresh after a commit reads only the new ones)."""
+    v = np.asarray(versions, dtype=np.int64)
+    if len(v) <= points:
+        return versions
+    span = int(v[-1] - v[0])
+    stride = 1 << max(0, math.ceil(math.log2(max(1, span) / points)))
+    keep = (v % stride) == 0
+    keep[0] = keep[-1] = True
+    if also:
+        keep |= np.isin(v, np.fromiter(also, dtype=np.int64, count=len(also)))
+    return v[keep].tolist()
 
 
 def _is_table_location(target: str) -> bool:
@@ -527,7 +646,8 @@ def compaction_advice(e: pa.Table, vm: VersionManifest, ref: str) -> list[dict[s
     inputs = len(idx)
     if inputs < SMALL_FILE_MIN_FILES:
         return []
-    outputs = int(sum(max(1, math.ceil(int(size[g].sum()) / target)) for g in groups))
+    group_bytes = np.add.reduceat(size[idx], np.cumsum([0] + [len(g) for g in groups[:-1]]))
+    outputs = int(np.maximum(1, -(-group_bytes // target)).sum())  # ceil(bytes / target), at least 1 a group
     parts = len(pc.unique(pc.fill_null(e.column("partition_path").take(pa.array(idx)), "")))
     return [{
         "kind": "small-files", "severity": "warn" if inputs >= 4 * outputs else "info",
@@ -538,10 +658,10 @@ def compaction_advice(e: pa.Table, vm: VersionManifest, ref: str) -> list[dict[s
     }]
 
 
-def deletes_advice(e: pa.Table, ref: str) -> list[dict[str, Any]]:
+def deletes_advice(partitions: list[dict[str, Any]], ref: str) -> list[dict[str, Any]]:
     """Partitions where deletion vectors hide a large share of the rows: every read skips them."""
     out = []
-    for p in partition_stats(e):
+    for p in partitions:
         if p["deleted_share"] >= DELETED_SHARE_ADVICE:
             where = ["--where", _where_of(p["partition"])] if p["partition"] else []
             out.append({
@@ -566,20 +686,25 @@ def _where_of(partition: str) -> str:
     return " AND ".join(terms)
 
 
-def expiry_advice(t: Table, ref: str) -> list[dict[str, Any]]:
-    """What ``lamina expire`` (default policy) would free, by its own dry run."""
+def expiry_advice(t: Table, ref: str, slots: SlotListing) -> list[dict[str, Any]]:
+    """What ``lamina expire`` (default policy) would free, by its own dry run over ``slots``
+    (the log's listing, shared with the other requests); the facts say too when the versions it would drop were
+    committed (``expired_from_ms``, ``expired_to_ms``: the time plot shades that span)."""
     try:
         # (the maintenance function itself: Table.expire_versions is a write method, refused
         # on an offline catalog table even for a dry run)
-        rep = expire.expire_versions(t.io, t.log, dry_run=True)
+        rep = expire.expire_versions(t.io, t.log, dry_run=True, slots=slots)
     except LaminaError as e:
         return [{"kind": "expiry", "severity": "info", "message": f"expiry cannot be previewed: {e}", "command": None,
                  "facts": {}}]
-    versions = len([v for v in t.log.list_versions()])
+    versions = len(slots.versions)
     tags = len(t.tag_store.list())
+    span = [t.log.try_load(v) for v in rep.expired_versions[:1] + rep.expired_versions[-1:]]
     facts = {"retained_versions": versions, "expired_versions": rep.expired_versions, "deleted_bytes": rep.deleted_bytes,
              "deleted_files": len(rep.deleted_files), "deleted_manifests": len(rep.deleted_manifests),
-             "kept_for_tags": rep.kept_for_tags, "tags": tags, "earliest_retained": rep.earliest_retained}
+             "kept_for_tags": rep.kept_for_tags, "tags": tags, "earliest_retained": rep.earliest_retained,
+             "expired_from_ms": span[0].timestamp_ms if span and span[0] else None,
+             "expired_to_ms": span[-1].timestamp_ms if span and span[-1] else None}
     if not rep.expired_versions and versions < VERSIONS_ADVICE:
         return [{"kind": "expiry", "severity": "ok",
                  "message": f"{versions:,} versions retained; none older than the default 5 days (nothing to expire)",

@@ -14,7 +14,6 @@ import json
 import sys
 import threading
 import urllib.parse
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any, Callable
@@ -154,6 +153,7 @@ def route(ex: Explorer, parts: list[str], query: dict[str, str]) -> Any:
         "layout": lambda: ex.layout(t, version()),
         "sample": lambda: ex.sample(t, version(), offset(), _bounded(query.get("limit"), 50, SAMPLE_MAX_ROWS, "limit")),
         "health": lambda: ex.health(t),
+        "expiry": lambda: ex.expiry(t),
     }
     if what not in endpoints:
         raise ExplorerError(f"no API endpoint {what!r} for a table; there are {', '.join(endpoints)}", 404)

@@ -49,6 +49,7 @@ def test_catalog_lists_every_table_with_its_version_rows_files_and_size(sample):
 def test_history_is_the_snapshots_system_table(sample):
     snaps = sample["table"].system_table("snapshots")
     doc = ok(sample, f"{ORDERS}/history")
+    assert (doc["total"], doc["sampled"]) == (snaps.num_rows, False)  # a short history: every version
     assert doc["version"] == snaps["version"].to_pylist()
     assert doc["operation"] == snaps["operation"].to_pylist()
     assert doc["total_records"] == snaps["total_records"].to_pylist()
@@ -136,12 +137,16 @@ def test_health_advice_from_the_table(sample):
     ).fetchall()[0][0]
     assert advice["small-files"]["facts"]["input_files"] == oracle
     assert " compact shop.orders" in advice["small-files"]["command"]
-    assert advice["expiry"]["facts"]["retained_versions"] == sample["table"].system_table("snapshots").num_rows
+    assert "expiry" not in advice  # its own request, which the page makes last
+    (expiry,) = ok(sample, f"{ORDERS}/expiry")["advice"]
+    assert expiry["kind"] == "expiry"
+    assert expiry["facts"]["retained_versions"] == sample["table"].system_table("snapshots").num_rows
+    assert expiry["facts"]["expired_versions"] == [] and expiry["severity"] == "ok"  # every version is new
 
 
 def test_advised_commands_are_commands_of_the_cli(sample):
     names = {c.name or c.callback.__name__ for c in app.registered_commands}
-    for a in ok(sample, f"{ORDERS}/health")["advice"]:
+    for a in ok(sample, f"{ORDERS}/health")["advice"] + ok(sample, f"{ORDERS}/expiry")["advice"]:
         if a["command"]:
             words = a["command"].split()
             assert words[0] == "lamina" and words[3] in names  # lamina --catalog URI COMMAND ...
@@ -206,7 +211,7 @@ def test_server_refuses_a_non_loopback_address(sample):
 
 
 def test_browsing_writes_nothing(sample):
-    for path in ("catalog", ORDERS, f"{ORDERS}/history", f"{ORDERS}/bytes", f"{ORDERS}/layout", f"{ORDERS}/health",
+    for path in ("catalog", ORDERS, f"{ORDERS}/history", f"{ORDERS}/bytes", f"{ORDERS}/layout", f"{ORDERS}/health", f"{ORDERS}/expiry",
                  f"{ORDERS}/versions", f"{ORDERS}/files?tag=first-load", f"{ORDERS}/sample?version=2", "tables/shop.empty/health"):
         assert get(sample["url"] + "api/" + path)[0] == 200
     assert listing(sample["root"]) == sample["before"]

@@ -63,6 +63,8 @@ def test_catalog_page_lists_the_tables_and_links_to_a_table(browser, sample):
 def test_table_page_draws_every_plot_from_the_table(browser, sample):
     d, t = browser, sample["table"]
     load(d, sample["url"] + "#/t/shop.orders", "table")
+    # the expiry preview comes last (after every plot), then shades the time plot
+    WebDriverWait(d, 60).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-expiry") == "shown")
     snaps = t.system_table("snapshots")
     files = t.system_table("files")
     tags = t.system_table("tags")

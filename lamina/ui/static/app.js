@@ -166,18 +166,18 @@ function timePlot(hist, tags, expiry) {
   if (t1 === t0) { t0 -= 1000; t1 += 1000; }
   const x = (v) => PAD.l + ((v - t0) / (t1 - t0)) * (W - PAD.l - PAD.r);
   s.appendChild(svg("line", { class: "axis", x1: PAD.l, x2: W - PAD.r, y1: H - PAD.b, y2: H - PAD.b }));
-  const gone = new Set((expiry && expiry.expired_versions) || []);
-  if (gone.size) {
-    const goneTs = hist.version.map((v, i) => [v, ts[i]]).filter(([v]) => gone.has(v)).map(([, t]) => t);
-    const a = x(Math.min(...goneTs)), b = x(Math.max(...goneTs));
+  const gone = (expiry && expiry.expired_versions) || [];
+  if (gone.length && expiry.expired_from_ms !== null) {
+    const a = x(Math.max(t0, expiry.expired_from_ms)), b = x(Math.min(t1, expiry.expired_to_ms));
     s.appendChild(svg("rect", { class: "expiry", x: a - 2, y: PAD.t, width: Math.max(4, b - a + 4), height: H - PAD.t - PAD.b },
-      svg("title", {}, `expire would drop ${gone.size} versions, freeing ${bytes(expiry.deleted_bytes)}`)));
-    s.appendChild(svg("text", { x: a + 4, y: PAD.t + 12, class: "legend" }, `expire: −${num(gone.size)} versions, ${bytes(expiry.deleted_bytes)}`));
+      svg("title", {}, `expire would drop ${gone.length} versions, freeing ${bytes(expiry.deleted_bytes)}`)));
+    s.appendChild(svg("text", { x: a + 4, y: PAD.t + 12, class: "legend" }, `expire: −${num(gone.length)} versions, ${bytes(expiry.deleted_bytes)}`));
   }
   let d = "";
   for (const t of ts) d += "M" + x(t).toFixed(1) + "," + (H - PAD.b - 40) + "v30";
-  s.appendChild(svg("path", { class: "mark-ticks", d, "data-points": ts.length }, svg("title", {}, `${ts.length} versions`)));
-  s.appendChild(svg("text", { x: PAD.l, y: H - PAD.b - 46, class: "legend" }, `${num(ts.length)} versions`));
+  const shown = hist.sampled ? `${num(ts.length)} of ${num(hist.total)} versions shown` : `${num(hist.total)} versions`;
+  s.appendChild(svg("path", { class: "mark-ticks", d, "data-points": ts.length }, svg("title", {}, shown)));
+  s.appendChild(svg("text", { x: PAD.l, y: H - PAD.b - 46, class: "legend" }, shown));
   tags.forEach((t, i) => {
     const tx = x(Date.parse(t.commit_time));
     const ty = PAD.t + 22 + (i % 5) * 14;
@@ -225,6 +225,7 @@ async function catalogPage() {
 
 // ---- table page ------------------------------------------------------------------------
 
+let pageSeq = 0;  // which page load is the current one (answers for an older one are dropped)
 const state = { key: null, branch: null, overview: null, pick: null, filesOffset: 0, sampleOffset: 0, versionsOffset: 0 };
 
 function tq(extra) {
@@ -238,9 +239,16 @@ function tpath(what, extra) { return "tables/" + encodeURIComponent(state.key) +
 function pickQuery() { return state.pick ? (state.pick.tag ? { tag: state.pick.tag } : { version: state.pick.version }) : {}; }
 
 async function tablePage(key, params) {
+  const seq = pageSeq;
   state.key = key; state.branch = params.get("branch"); state.pick = null;
   state.filesOffset = 0; state.sampleOffset = 0; state.versionsOffset = 0;
-  const ov = await api(tpath(""));
+  // every request at once (each answer is drawn as it comes): the server answers them in parallel
+  const asked = {
+    ov: api(tpath("")), history: api(tpath("history")), bytes: api(tpath("bytes")), health: api(tpath("health")),
+    layout: api(layoutPath()), timeline: api(timelinePath()), files: api(filesPath()), sample: api(samplePath()),
+  };
+  for (const p of Object.values(asked)) p.catch(() => null);  // each failure is shown where its answer goes
+  const ov = await asked.ov;
   state.overview = ov;
   crumbs.replaceChildren(el("a", { href: "#/catalog", id: "to-catalog" }, "catalog"), el("span", {}, "›"), el("span", {}, key),
     el("span", {}, state.branch ? `(branch ${state.branch})` : ""));
@@ -270,44 +278,65 @@ async function tablePage(key, params) {
   const seriesPanel = el("div", { class: "panel" }, el("p", { class: "muted" }, "loading…"));
   const bytesPanel = el("div", { class: "panel" }, el("p", { class: "muted" }, "loading…"));
   sections.series.replaceChildren(seriesPanel, bytesPanel);
-  const history = api(tpath("history"));
-  const health = api(tpath("health"));
+  const expiryAdvice = el("div", { class: "advice", "data-kind": "expiry-pending" }, el("span", { class: "muted" }, "expiry preview: computing…"));
+  let timePanel = null, hist = null;
   await Promise.all([
-    history.then((h) => renderSeries(seriesPanel, h, ov, health)).catch((e) => fail(seriesPanel, e)),
-    api(tpath("bytes")).then((b) => bytesPanel.replaceWith(plotPanel("Live bytes", b.sampled ? `at ${b.version.length} versions spread over the history` : "data bytes after each version",
+    asked.history.then((h) => { hist = h; timePanel = renderSeries(seriesPanel, h, ov); }).catch((e) => fail(seriesPanel, e)),
+    asked.bytes.then((b) => bytesPanel.replaceWith(plotPanel("Live bytes", b.sampled ? `at ${b.version.length} versions spread over the history` : "data bytes after each version",
       linePlot("bytes", b.version, [{ name: "bytes", values: b.bytes }], { fmt: (v) => bytes(Math.round(v)) })))).catch((e) => fail(bytesPanel, e)),
-    renderLayout(sections.layout).catch((e) => fail(sections.layout, e)),
-    health.then((h) => renderHealth(sections.health, h)).catch((e) => fail(sections.health, e)),
-    renderTimeline(sections.timeline).catch((e) => fail(sections.timeline, e)),
-    renderFiles().catch((e) => fail(document.getElementById("files"), e)),
-    renderSample().catch((e) => fail(document.getElementById("sample"), e)),
+    renderLayout(sections.layout, asked.layout).catch((e) => fail(sections.layout, e)),
+    asked.health.then((h) => renderHealth(sections.health, h, expiryAdvice)).catch((e) => fail(sections.health, e)),
+    renderTimeline(sections.timeline, asked.timeline).catch((e) => fail(sections.timeline, e)),
+    renderFiles(asked.files).catch((e) => fail(document.getElementById("files"), e)),
+    renderSample(asked.sample).catch((e) => fail(document.getElementById("sample"), e)),
   ]);
   document.body.setAttribute("data-loaded", "table");
-}
-
-function renderHealth(where, h) {
-  where.replaceChildren(el("h2", {}, "Health"));
-  if (!h.advice.length) where.appendChild(el("div", { class: "advice ok" }, "Nothing to do: no small files, deletes or expirable versions worth acting on."));
-  for (const a of h.advice) {
-    where.appendChild(el("div", { class: "advice " + a.severity, "data-kind": a.kind }, el("div", {}, a.message),
-      a.command ? el("code", {}, a.command) : null));
+  performance.mark("lamina-plots-drawn");  // for timing the page (bench/ui_bench.py)
+  // last: expiry's dry run, which can take longer than everything else together
+  try {
+    const ex = await api(tpath("expiry"));
+    if (seq !== pageSeq) return;  // the user went to another page meanwhile
+    const a = ex.advice[0];
+    expiryAdvice.replaceWith(adviceBox(a));
+    if (timePanel && a) timePanel.replaceChild(timePlot(hist, ov.tags, a.facts), timePanel.lastChild);
+    document.body.setAttribute("data-expiry", "shown");
+  } catch (e) {
+    fail(expiryAdvice, e);
+    document.body.setAttribute("data-expiry", "error");
   }
 }
 
-async function renderSeries(slot, h, ov, healthP) {
-  const timePanel = plotPanel("Versions and tags in time", "shaded: what `lamina expire` (default policy) would drop", emptyPlot("time-pending", "…"));
-  slot.replaceWith(
-    plotPanel("Rows", "live rows after each version", linePlot("rows", h.version, [{ name: "rows", values: h.total_records }])),
-    plotPanel("Files", "live data files after each version", linePlot("files", h.version, [{ name: "files", values: h.total_files }])),
-    timePanel,
-  );
-  let expiry = null;
-  try { const hh = await healthP; const a = hh.advice.find((x) => x.kind === "expiry"); expiry = a ? a.facts : null; } catch (e) { expiry = null; }
-  timePanel.replaceChild(timePlot(h, ov.tags, expiry), timePanel.lastChild);
+function adviceBox(a) {
+  return el("div", { class: "advice " + a.severity, "data-kind": a.kind }, el("div", {}, a.message), a.command ? el("code", {}, a.command) : null);
 }
 
-async function renderLayout(where) {
-  const lay = await api(tpath("layout", pickQuery()));
+function renderHealth(where, h, expiryAdvice) {
+  where.replaceChildren(el("h2", {}, "Health"));
+  if (!h.advice.length) where.appendChild(el("div", { class: "advice ok" }, "No small files or deletes worth acting on."));
+  for (const a of h.advice) where.appendChild(adviceBox(a));
+  where.appendChild(expiryAdvice);
+}
+
+// The rows, files and time plots; returns the time plot's panel (expiry's span is shaded in later).
+function renderSeries(slot, h, ov) {
+  const note = (what) => h.sampled ? `${what} at ${num(h.version.length)} of ${num(h.total)} versions (spread, the newest and the tagged)` : `${what} after each version`;
+  const timePanel = plotPanel("Versions and tags in time", "shaded: what `lamina expire` (default policy) would drop", timePlot(h, ov.tags, null));
+  slot.replaceWith(
+    plotPanel("Rows", note("live rows"), linePlot("rows", h.version, [{ name: "rows", values: h.total_records }])),
+    plotPanel("Files", note("live data files"), linePlot("files", h.version, [{ name: "files", values: h.total_files }])),
+    timePanel,
+  );
+  return timePanel;
+}
+
+// What each panel asks for (``answer``: its answer, when already asked for).
+function layoutPath() { return tpath("layout", pickQuery()); }
+function timelinePath() { return tpath("versions", { offset: state.versionsOffset, limit: 50 }); }
+function filesPath() { return tpath("files", { ...pickQuery(), offset: state.filesOffset, limit: 50 }); }
+function samplePath() { return tpath("sample", { ...pickQuery(), offset: state.sampleOffset, limit: 25 }); }
+
+async function renderLayout(where, answer) {
+  const lay = await (answer || api(layoutPath()));
   document.getElementById("layout-title").textContent = `Layout of version ${lay.version}: ${num(lay.files)} files, ${bytes(lay.bytes)}, ${num(lay.rows)} rows`;
   const parts = lay.partitions;
   const label = (p) => p.partition || "(unpartitioned)";
@@ -366,9 +395,9 @@ function pager(total, offset, limit, move) {
     el("button", { class: "next", disabled: offset + limit >= total ? "" : null, onclick: () => move(offset + limit) }, "next ›"));
 }
 
-async function renderFiles() {
+async function renderFiles(answer) {
   const where = document.getElementById("files");
-  const doc = await api(tpath("files", { ...pickQuery(), offset: state.filesOffset, limit: 50 }));
+  const doc = await (answer || api(filesPath()));
   document.getElementById("picked").textContent = `showing version ${doc.version}` + (state.pick && state.pick.tag ? ` (tag ${state.pick.tag})` : "");
   where.replaceChildren(el("h3", {}, `Files of version ${doc.version}`),
     el("div", { id: "files-table", "data-version": doc.version, "data-total": doc.total }, dataTable([
@@ -382,16 +411,16 @@ async function renderFiles() {
     pager(doc.total, doc.offset, doc.limit, (o) => { state.filesOffset = o; renderFiles().catch((e) => fail(where, e)); }));
 }
 
-async function renderSample() {
+async function renderSample(answer) {
   const where = document.getElementById("sample");
-  const doc = await api(tpath("sample", { ...pickQuery(), offset: state.sampleOffset, limit: 25 }));
+  const doc = await (answer || api(samplePath()));
   where.replaceChildren(el("h3", {}, `Rows of version ${doc.version} (sample, ${num(doc.files_read)} file(s) read)`),
     el("div", { id: "sample-table" }, dataTable(doc.columns.map((c) => [c, (r) => r[c] === null ? "null" : String(r[c])]), doc.rows, { scroll: true })),
     pager(doc.total, doc.offset, doc.limit, (o) => { state.sampleOffset = o; renderSample().catch((e) => fail(where, e)); }));
 }
 
-async function renderTimeline(where) {
-  const doc = await api(tpath("versions", { offset: state.versionsOffset, limit: 50 }));
+async function renderTimeline(where, answer) {
+  const doc = await (answer || api(timelinePath()));
   const delta = (s, a, r) => {
     const plus = s[a] ? "+" + num(s[a]) : "", minus = s[r] ? "−" + num(s[r]) : "";
     return [plus, minus].filter(Boolean).join(" ");
@@ -451,6 +480,8 @@ function renderMeta(where, ov) {
 
 async function route() {
   document.body.removeAttribute("data-loaded");
+  document.body.removeAttribute("data-expiry");
+  pageSeq++;
   const h = location.hash || "#/";
   const [path, qs] = h.slice(1).split("?");
   const params = new URLSearchParams(qs || "");
