@@ -129,8 +129,8 @@ class TableProperties:
     # Column statistics in manifest entries (lamina.spec.stats): unset, the first
     # max-inferred-column-defaults columns get truncate(16) and the others none; set, every
     # column gets it. A column's own mode: write.metadata.metrics.column.<col> (COLUMN_PREFIX).
-    METRICS_DEFAULT = Property("write.metadata.metrics.default", None, parse_mode, f"one of {MODE_WORDS}")
-    METRICS_MAX_INFERRED_COLUMNS = _int_property("write.metadata.metrics.max-inferred-column-defaults", 32, 0)
+    WRITE_METADATA_METRICS_DEFAULT = Property("write.metadata.metrics.default", None, parse_mode, f"one of {MODE_WORDS}")
+    WRITE_METADATA_METRICS_MAX_INFERRED_COLUMN_DEFAULTS = _int_property("write.metadata.metrics.max-inferred-column-defaults", 32, 0)
 
     MANIFEST_INLINE_MAX_FILES = _int_property("manifest.inline-max-files", 64, 0)
     MANIFEST_LEAF_TARGET_FILES = _int_property("manifest.leaf-target-files", 10_000, 1)

@@ -139,7 +139,7 @@ def stats_policy(schema: Schema, properties: Mapping[str, Any]) -> StatsPolicy:
     from lamina.spec.properties import TableProperties as P
 
     return _policy(
-        schema, P.METRICS_DEFAULT.get(properties), P.METRICS_MAX_INFERRED_COLUMNS.get(properties),
+        schema, P.WRITE_METADATA_METRICS_DEFAULT.get(properties), P.WRITE_METADATA_METRICS_MAX_INFERRED_COLUMN_DEFAULTS.get(properties),
         tuple(sorted(column_mode_keys(properties).items())),
     )
 
