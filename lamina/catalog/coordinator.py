@@ -196,3 +196,9 @@ class CatalogVersionLog(VersionLog):
         if self.coordinator is None:
             return super().newest_from(known)
         return self.latest()
+
+    def is_newest(self, version: int) -> bool:
+        # The row, not the files: a committed version may not be published yet.
+        if self.coordinator is None:
+            return super().is_newest(version)
+        return self.coordinator.latest_version() == version

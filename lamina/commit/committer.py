@@ -291,7 +291,7 @@ class Committer:
                     continue  # the put did not land (or the slot was freed meanwhile): put again
                 if isinstance(there, Tombstone) or there.commit_id != commit_id:
                     return _LOST
-            if self._slot_cannot_have_been_freed(vm):
+            if self.log.slot_cannot_have_been_freed(vm.version, vm.properties):
                 self.log.confirm(vm)
                 return vm
             try:
@@ -312,22 +312,6 @@ class Committer:
             f"could not tell whether commit {commit_id} landed as version {vm.version} of {self.log.io.uri}: "
             "the store kept failing. Check `lamina history` for this commit id before retrying."
         )
-
-    def _slot_cannot_have_been_freed(self, vm: VersionManifest) -> bool:
-        """Whether our slot is known never to have been freed without reading its chunk's record.
-
-        Freeing a chunk needs every slot in it tombstoned for ``expire.slot-retention-ms``
-        (default 24 h; judged by the expiring process's clock). If no slot above our base
-        existed at time T (this process saw the base as the newest slot), every version that
-        could have held our slot was committed, expired and tombstoned after T, so the chunk
-        cannot be freed before T + retention. A put landed by half the retention after T
-        (the other half covers clock skew between hosts) needs no check: on S3 that is one
-        GET less per commit. A retention of 0 (freed at once) always checks."""
-        seen = self.log.latest_seen_at(vm.version - 1)
-        if seen is None:
-            return False
-        retention_ms = TableProperties.EXPIRE_SLOT_RETENTION_MS.get(vm.properties)
-        return (time.monotonic() - seen) * 1000 < retention_ms / 2
 
     def _withdraw(self, vm: VersionManifest) -> None:
         """Delete our put from a freed slot (best effort: expiry deletes any it finds, and no

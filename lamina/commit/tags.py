@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from lamina.commit.log import VersionLog
 from lamina.errors import AlreadyExists, CorruptMetadata, NotFound, TagAlreadyExists, TagNotFound, VersionNotFound
 from lamina.io import FileIO
-from lamina.spec.features import check_writer
-from lamina.spec.layout import BRANCHES_DIR, TAGS_DIR
+from lamina.spec.features import BRANCHES, check_writer
+from lamina.spec.layout import BRANCHES_DIR, MAIN_BRANCH, TAGS_DIR
 from lamina.spec.tag import Tag, tag_path, validate_tag_name
 from lamina.spec.version import VersionManifest
 
@@ -52,10 +52,24 @@ class TagStore:
                 f"tag {name!r} already exists (version {existing.tagged_version}); "
                 "delete it first or use replace_tag"
             ) from None
+        if (
+            confirm_version and self.log.branch == MAIN_BRANCH and BRANCHES not in vm.writer_features
+            and self.log.is_newest(vm.version)
+        ):
+            # Our version is still the newest now that the tag is written: no expiry can have
+            # removed it (the newest is always kept; one listing the slots from now on lists the
+            # tags after), and no branch can have the name (making the first branch commits
+            # the branches feature in a newer version first; a branch made from now on checks
+            # for tags after writing its record). One request instead of three on S3.
+            return tag
         if self.io.exists(f"{BRANCHES_DIR}/{name}.json"):  # a branch made under the name meanwhile
             self._delete_file(name)
             raise TagAlreadyExists(f"{name!r} is a branch of {self.io.uri}; a tag may not share a branch's name")
-        if confirm_version and not self.log.is_live(vm.version):
+        # (The freed-slot record matters only for a version this process did not just see
+        # as the newest: lamina.commit.log.VersionLog.slot_cannot_have_been_freed.)
+        if confirm_version and not self.log.is_live(
+            vm.version, check_freed=not self.log.slot_cannot_have_been_freed(vm.version, vm.properties)
+        ):
             self._delete_file(name)
             raise VersionNotFound(f"version {vm.version} was expired while tag {name!r} was being created; nothing was tagged")
         return tag

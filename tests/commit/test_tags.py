@@ -136,3 +136,36 @@ def test_a_tag_created_through_a_lost_answer_is_created_once(tmp_path):
         tag = TagStore(fio, log).create(f"t-{fault}", log.latest())  # the first attempt lands, its answer is lost
         assert fio.stats[f"_create_once:{fault}"] >= 1
         assert lamina.open_table(uri).tag(f"t-{fault}").tagged_version == tag.tagged_version == 1
+
+
+# A tag of the version its creator read as the newest skips its checks when that version is
+# still the newest after the tag is written (one request on S3, tests/io/test_s3.py). When it
+# is not, every check runs: these are the races the shortcut must not let through.
+
+def test_a_tag_of_a_version_expired_between_the_read_and_the_write_is_withdrawn(table):
+    table.append(batch([1]))
+    read = table.log.latest()  # a creator read version 1 as the newest ...
+    other = lamina.open_table(table.uri)
+    other.append(batch([2]))  # ... then another writer committed and expired it
+    other.expire_versions(retain_last=1, reader_grace=NOW)
+    with pytest.raises(VersionNotFound, match="was expired while tag 'late' was being created"):
+        table.tag_store.create("late", read, latest=read)
+    assert table.tags() == []
+    assert fsck(other).ok
+
+
+def test_a_tag_racing_the_first_branch_of_its_name_is_refused(table):
+    table.append(batch([1]))
+    read = table.log.latest()  # no branch feature yet in the version read
+    other = lamina.open_table(table.uri)
+    other.create_branch("audit")  # enables branches (a new version), then the record
+    with pytest.raises(TagAlreadyExists, match="'audit' is a branch"):
+        table.tag_store.create("audit", read, latest=read)
+    assert table.tags() == [] and [b.name for b in other.list_branches()] == ["audit"]
+
+
+def test_a_tag_of_the_newest_version_needs_no_confirmation_and_reads_back(table):
+    table.append(batch([1, 2]))
+    tag = table.create_tag("now")
+    assert tag.tagged_version == table.version == 1
+    assert ids(table.scan(tag="now").to_arrow()) == [1, 2]
