@@ -206,6 +206,52 @@ def _race_publish(spec: dict[str, Any]) -> dict[str, Any]:
     return {"acked": out}
 
 
+def _race_expiring_writer(spec: dict[str, Any]) -> dict[str, Any]:
+    """``n`` appends of ``batch(writer, seq, rows)``, each followed by an expiry of every
+    version but the newest with no reader grace (what a tag racing it must survive).
+    Creates the file ``done`` names when it is done."""
+    from datetime import timedelta
+
+    t = _open(spec)
+    w = spec["writer"]
+    _barrier()
+    acked = []
+    for seq in range(spec["n"]):
+        acked.append([seq, t.append(batch(w, seq, spec["rows"]))])
+        t.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    with open(spec["done"], "w"):
+        pass
+    return {"acked": acked}
+
+
+def _race_names(spec: dict[str, Any]) -> dict[str, Any]:
+    """Up to ``n`` tags (``kind`` "tag", of the latest version, read before an audit) or branches (``kind``
+    "branch") named ``<prefix><i>``, until ``until``: each acknowledged [name, version],
+    or refused [name, the error's class name] (an expired version, a name taken)."""
+    from lamina.errors import BranchAlreadyExists, TagAlreadyExists, VersionNotFound
+
+    t = _open(spec)
+    _barrier()
+    acked, refused = [], []
+    for i in range(spec["n"]):
+        if _stopped(spec):
+            break
+        name = f"{spec['prefix']}{i}"
+        try:
+            if spec["kind"] == "tag":
+                # create_tag's steps with a read of the version between (an audit before
+                # the tag): the window a slow store opens between reading the latest
+                # version and the tag's write, in which others commit and expire
+                vm = t.log.latest()
+                t.scan(version=vm.version).to_arrow()
+                acked.append([name, t.tag_store.create(name, vm, latest=vm).tagged_version])
+            else:
+                acked.append([name, t.create_branch(name).version])
+        except (BranchAlreadyExists, TagAlreadyExists, VersionNotFound) as e:
+            refused.append([name, type(e).__name__])
+    return {"acked": acked, "refused": refused}
+
+
 def _die(marker: str, what: str) -> None:
     with open(marker, "w") as f:
         f.write(what)
@@ -467,6 +513,7 @@ MODES = {
     "race_append": _race_append, "race_overwrite": _race_overwrite, "race_delete": _race_delete, "crash": _crash,
     "race_update": _race_update, "race_append_compact": _race_append_compact,
     "stop_before_publish": _stop_before_publish, "race_publish": _race_publish,
+    "race_expiring_writer": _race_expiring_writer, "race_names": _race_names,
     "catalog_move": _catalog_move, "catalog_read": _catalog_read, "catalog_crash": _catalog_crash,
 }
 
