@@ -4,6 +4,8 @@
     .venv/bin/python bench/run.py                      # full run -> BENCHMARKS.md
     .venv/bin/python bench/run.py --quick              # smoke test (< ~1-2 min)
     .venv/bin/python bench/run.py --only append,open   # subset
+    .venv/bin/python bench/run.py --only append --systems lamina,lance --into BENCHMARKS.md
+                                                       # re-run one section, in place
 
 Benchmarks: append, open, plan, plan1m, concurrent (see BENCHMARKS.md for what
 each one times). A peer that is missing or fails shows "error: ..." in its
@@ -30,6 +32,7 @@ from common import (  # noqa: E402,F401  (Section .. verdict: also imported from
     verdict, write_results,
 )
 from common import APPEND_BLOCK, OPEN_BLOCK, WARM_APPENDS, timed_append, timed_opens, warm_up_appends  # noqa: E402
+from common import replace_md_section  # noqa: E402
 
 ALL_BENCHES = ["append", "open", "plan", "plan1m", "concurrent"]
 
@@ -55,13 +58,17 @@ class Config:
     conc_appends: int = 50
     conc_rows: int = 10
     conc_timeout_s: float = 900.0
+    # The systems compared (--systems), in the harness's order: Lamina and any peers.
+    systems: tuple[str, ...] = tuple(systems.ORDER)
 
     @classmethod
-    def make(cls, quick: bool) -> "Config":
+    def make(cls, quick: bool, names: tuple[str, ...] | None = None) -> "Config":
+        names = names or tuple(systems.ORDER)
         if not quick:
-            return cls(quick=False)
+            return cls(quick=False, systems=names)
         return cls(
             quick=True,
+            systems=names,
             append_n_peer=50,
             append_n_lamina=100,
             append_budget_s=60,
@@ -94,7 +101,7 @@ def append_runs(ws: Workspace, cfg: Config) -> dict:
     system makes a few untimed appends to a throwaway table (imports, runtimes, lazy
     initialisation), so "commits 1-10" measure a small history, not start-up."""
     runs = {}
-    for name in systems.ORDER:
+    for name in cfg.systems:
         n = cfg.append_n_lamina if name == "lamina" else cfg.append_n_peer
         r = runs[name] = {"root": None, "lat": [], "error": None, "stopped_at": None, "n": n, "spent": 0.0}
         s = r["s"] = systems.get(name)
@@ -109,10 +116,10 @@ def append_runs(ws: Workspace, cfg: Config) -> dict:
             log_error(f"append/{name}/create", e)
     n_max = max(r["n"] for r in runs.values())
     cache = [make_batch(i * cfg.append_rows, cfg.append_rows) for i in range(min(n_max, cfg.append_n_peer))]
-    say(f"append: {', '.join(systems.ORDER)} in lockstep x{cfg.append_n_peer:,}, then lamina to {cfg.append_n_lamina:,}")
+    say(f"append: {', '.join(cfg.systems)} in lockstep x{cfg.append_n_peer:,}, then lamina to {cfg.append_n_lamina:,}")
     B = APPEND_BLOCK
     for blk in range(0, n_max, B):
-        for name in systems.ORDER:
+        for name in cfg.systems:
             r = runs[name]
             for i in range(blk, blk + B):
                 if r["error"] or r["stopped_at"] or i >= r["n"]:
@@ -199,7 +206,7 @@ def bench_append(ws: Workspace, cfg: Config) -> tuple[Section, dict]:
             "target",
         ],
     )
-    for name in systems.ORDER:
+    for name in cfg.systems:
         r = runs[name]
         if r["error"]:
             sec.rows.append([name, r["error"], "", "", "", "", ""])
@@ -242,9 +249,9 @@ def bench_append(ws: Workspace, cfg: Config) -> tuple[Section, dict]:
     # window can land on a busy moment; 100-commit windows show whether a verdict is robust.
     wide = max(10, N // 10)
     ww_first, ww_last, ww_l = (1, wide), (N - wide + 1, N), (NL - wide + 1, NL)
-    wfig = {name: (f(name, ww_first), f(name, ww_last), f(name, ww_l)) for name in systems.ORDER}
+    wfig = {name: (f(name, ww_first), f(name, ww_last), f(name, ww_l)) for name in cfg.systems}
     parts = []
-    for name in systems.ORDER:
+    for name in cfg.systems:
         a, b, c = wfig[name]
         if a is None:
             continue
@@ -264,7 +271,7 @@ def bench_append(ws: Workspace, cfg: Config) -> tuple[Section, dict]:
                 f"Lamina / Lance on those wider windows: {la / na:.2f}× / {lb / nb:.2f}× "
                 "(the verdict above uses the issue's 10-commit windows)."
             )
-    for name in systems.ORDER:
+    for name in cfg.systems:
         r = runs[name]
         if not r["error"] and r["lat"]:
             sec.notes.append(
@@ -296,7 +303,7 @@ def bench_open(ws: Workspace, cfg: Config, runs: dict) -> Section:
     )
     figs = {}
     live = {}
-    for name in systems.ORDER:
+    for name in cfg.systems:
         r = runs.get(name)
         if r is None or r["error"]:
             sec.rows.append([name, (r or {}).get("error") or "error: no table (append failed)", "", "", "", ""])
@@ -320,7 +327,7 @@ def bench_open(ws: Workspace, cfg: Config, runs: dict) -> Section:
         figs[name] = (L["ver"], p50(L["lat"]), min(L["lat"]))
         sec.raw[name] = {"version": L["ver"], "lat_ms": [round(x * 1e3, 4) for x in L["lat"]]}
     lam = figs.get("lamina", (None, None, None))[1]
-    for name in systems.ORDER:
+    for name in cfg.systems:
         if name not in figs:
             continue
         ver, med, mn = figs[name]
@@ -441,7 +448,7 @@ def bench_plan(ws: Workspace, cfg: Config) -> Section:
     res = {}
     built = {}
     try:
-        for name in systems.ORDER:
+        for name in cfg.systems:
             s = systems.get(name)
             try:
                 root = ws.new(f"plan-{name}")
@@ -473,7 +480,7 @@ def bench_plan(ws: Workspace, cfg: Config) -> Section:
     def g(name, q, k):
         return (res.get(name, {}).get(q) or {}).get(k)
 
-    for name in systems.ORDER:
+    for name in cfg.systems:
         r = res.get(name, {})
         if "error" in r:
             sec.rows.append([name, "", r["error"], "", "", "", "", "", ""])
@@ -516,7 +523,7 @@ def bench_plan(ws: Workspace, cfg: Config) -> Section:
             )
     sec.raw = res
     sec.notes.append("What \"plan\" is per system:")
-    for name in systems.ORDER:
+    for name in cfg.systems:
         sec.notes.append(f"- {name}: {systems.PLAN_WHAT[name]}")
     sec.notes.append(
         "Lance prunes nothing at plan time (its 1% plan still lists every fragment; filtering "
@@ -729,11 +736,11 @@ def bench_concurrent(ws: Workspace, cfg: Config) -> Section:
         ],
     )
     res = {}
-    for name in systems.ORDER:
+    for name in cfg.systems:
         say(f"concurrent: {name} {W}x{A}")
         res[name] = concurrent_one(ws, cfg, name)
     lam_cps = res.get("lamina", {}).get("commits_s")
-    for name in systems.ORDER:
+    for name in cfg.systems:
         r = res[name]
         if "error" in r:
             sec.error_row(name, r["error"])
@@ -808,18 +815,41 @@ def write_md(
         "",
     ]
     for sec in sections:
-        out += [f"## {sec.title}", "", sec.what, "", md_table(sec), ""]
-        for n in sec.notes:
-            out.append(n if n.startswith("- ") else f"- {n}" if not n.endswith(":") else n)
-        if sec.load:
-            l0, l1, dt = sec.load
-            out.append(
-                f"- Section took {fmt_s(dt)}; 1-min load average {l0} before, {l1} after "
-                "(the harness alone keeps about 1 core busy, except its own concurrent writers; "
-                "more means other work shared the machine)."
-            )
-        out.append("")
+        out += section_lines(sec)
     path.write_text("\n".join(out))
+
+
+def section_lines(sec: Section, provenance: str | None = None) -> list[str]:
+    """One section of the report: title, what is timed, the table, the notes; ``provenance``: a
+    note saying which run wrote it (a section put into a report another run wrote)."""
+    out = [f"## {sec.title}", "", sec.what, "", md_table(sec), ""]
+    for n in sec.notes:
+        out.append(n if n.startswith("- ") else f"- {n}" if not n.endswith(":") else n)
+    if sec.load:
+        l0, l1, dt = sec.load
+        out.append(
+            f"- Section took {fmt_s(dt)}; 1-min load average {l0} before, {l1} after "
+            "(the harness alone keeps about 1 core busy, except its own concurrent writers; "
+            "more means other work shared the machine)."
+        )
+    if provenance:
+        out.append(provenance)
+    out.append("")
+    return out
+
+
+def put_into(path: Path, sections: list[Section], cfg: Config, command: str, started: float, revision: str) -> None:
+    """Replace each run section (same `## title`) of the report at path, leaving the rest of it
+    as the run that wrote it left it; each replaced section says which run wrote it."""
+    vers = systems.library_versions()
+    provenance = (
+        f"- This section alone was re-run (not the whole report): `{command}`, "
+        f"{time.strftime('%Y-%m-%d %H:%M %Z', time.localtime(started))}, systems {', '.join(cfg.systems)}; "
+        "versions " + ", ".join(f"{k} {v}" for k, v in vers.items()) + f"; Lamina code at git {revision}."
+        + (" **QUICK smoke run: reduced sizes, targets not meaningful.**" if cfg.quick else "")
+    )
+    for sec in sections:
+        replace_md_section(path, sec.title, "\n".join(section_lines(sec, provenance)))
 
 
 # --------------------------------------------------------------------------- main
@@ -831,11 +861,26 @@ def main(argv=None) -> int:
         ap, "markdown report path", "a full run of everything", "BENCHMARKS.partial.md",
         " so a partial run never overwrites the real report",
     )
+    ap.add_argument(
+        "--systems", default=",".join(systems.ORDER),
+        help="comma list of the systems compared, lamina and peers from " + ",".join(systems.ORDER)
+        + " (default: all; what each section measures is the same, it just leaves the others out)",
+    )
+    ap.add_argument(
+        "--into", default=None,
+        help="replace only the sections this run makes in an existing report (e.g. BENCHMARKS.md), "
+        "keeping the others and its header; each replaced section names the run that wrote it",
+    )
     args = ap.parse_args(argv)
     only = comma_list(ap, args.only, ALL_BENCHES, "benchmark")
-    cfg = Config.make(args.quick)
-    full = not args.quick and set(only) == set(ALL_BENCHES)
-    out_md = report_path(args.out, full, "BENCHMARKS.partial.md")
+    chosen = comma_list(ap, args.systems, systems.ORDER, "system")
+    if "lamina" not in chosen:
+        ap.error("--systems must include lamina (every ratio is against it)")
+    if args.into and args.out:
+        ap.error("--into and --out: give one")
+    cfg = Config.make(args.quick, tuple(n for n in systems.ORDER if n in chosen))
+    full = not args.quick and set(only) == set(ALL_BENCHES) and set(chosen) == set(systems.ORDER)
+    out_md = Path(args.into) if args.into else report_path(args.out, full, "BENCHMARKS.partial.md")
     command = command_line("bench/run.py", argv if argv is not None else sys.argv[1:])
 
     (OUT_DIR / "errors.log").unlink(missing_ok=True)
@@ -874,7 +919,10 @@ def main(argv=None) -> int:
     print()
     print_rich(sections)
     out_md.parent.mkdir(parents=True, exist_ok=True)
-    write_md(out_md, sections, cfg, command, started, elapsed, revision)
+    if args.into:
+        put_into(out_md, sections, cfg, command, started, revision)
+    else:
+        write_md(out_md, sections, cfg, command, started, elapsed, revision)
     write_results(
         "results.json",
         {"command": command, "quick": cfg.quick, "elapsed_s": elapsed, "sections": {s.key: s.raw for s in sections}},

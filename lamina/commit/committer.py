@@ -197,7 +197,7 @@ class Committer:
         try:
             result = apply_change(
                 self.log.io, base.root_manifest, manifest_schema_of(new_base), version,
-                change.added, change.removed, TreeConfig.from_properties(new_base.properties),
+                change.added, change.removed, TreeConfig.of(new_base),
             )
         except MissingFiles as e:
             raise CommitConflict(

@@ -103,6 +103,13 @@ def statistics_columns(schema: pa.Schema) -> list[str] | bool:
     return True if len(kept) == len(leaves) else kept
 
 
+# On local disk a small file is written in a few system calls, less than handing it to a
+# store thread and waiting for it costs (on a busy machine a thread hand-off can wait a
+# scheduler slice); larger local files and every object-store put still overlap with the
+# manifests being built.
+LOCAL_INLINE_PUT_BYTES = 1 << 20
+
+
 def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures: list[Future] | None = None) -> int:
     """Encode ``data`` as Parquet and store it at ``path``; returns its size.
 
@@ -115,7 +122,7 @@ def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures:
         write_statistics=statistics_columns(data.schema),
     )
     buf = sink.getvalue()
-    if futures is None:
+    if futures is None or (io.is_local and buf.size <= LOCAL_INLINE_PUT_BYTES):
         io.put_new(path, buf)
     else:
         futures.append(_io_pool.submit(io.put_new, path, buf))

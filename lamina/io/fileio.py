@@ -340,6 +340,9 @@ class FileIO:
     def put(self, path: str, data: Any) -> None:
         """Write ``path`` whatever is there (atomically: readers see the old or the new bytes)."""
         data = _store_input(data)
+        if self._local_root is not None:
+            self._local_put(path, data, create=False)
+            return
         key = self._key(path)
         self._call(f"put {path}", lambda: obstore.put(self.store, key, data, use_multipart=len(data) > _MULTIPART_BYTES))
 
@@ -348,8 +351,49 @@ class FileIO:
         the caller resolves an unknown outcome itself; see ``put_new`` for objects only one
         writer ever names)."""
         data = _store_input(data)
+        if self._local_root is not None:
+            self._local_put(path, data, create=True)
+            return
         key = self._key(path)
         self._call(f"put-if-absent {path}", lambda: obstore.put(self.store, key, data, mode="create"))
+
+    def _local_put(self, path: str, data: Any, create: bool) -> None:
+        """A put on local disk with plain system calls, as obstore's LocalStore does it: the bytes
+        go to a staging file next to ``path`` (named ``<name>#<digits>``, which obstore's
+        listings skip), then are linked into place (``create``: fails if the name is taken, so a
+        conditional create is atomic and never exposes a partly written file) or renamed over
+        it. The same steps without a round trip through the store's runtime threads: about a
+        third of the time of a small commit's writes on a busy machine."""
+        final = self.local_path(path)
+        assert final is not None
+        staging: str | None = f"{final}#{random.getrandbits(53)}"
+        what = f"{'put-if-absent' if create else 'put'} {path}"
+        try:
+            try:
+                fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except (FileNotFoundError, NotADirectoryError):
+                self._check_root()
+                os.makedirs(os.path.dirname(final), exist_ok=True)
+                fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            try:
+                view = memoryview(data).cast("B")
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+            if create:
+                os.link(staging, final)  # FileExistsError if anything is there
+            else:
+                os.replace(staging, final)
+                staging = None
+        except OSError as e:
+            raise _translate(e, what) from e
+        finally:
+            if staging is not None:
+                try:
+                    os.unlink(staging)
+                except OSError:
+                    pass  # never created, or left for orphan cleanup (it is under the table root)
 
     def put_new(self, path: str, data: Any) -> None:
         """Create an object under a name only this write uses (a data file, a manifest, a
@@ -402,8 +446,11 @@ class FileIO:
         """One attempt of ``put_new``: AlreadyExists if anything is at ``path``. An atomic
         create on every store (on local disk a staged file linked into place), so no
         reader or retry ever meets a partly written object."""
+        if self._local_root is not None:
+            self._local_put(path, data, create=True)
+            return
         key = self._key(path)
-        if len(data) > _MULTIPART_BYTES and self._local_root is None:
+        if len(data) > _MULTIPART_BYTES:
             # The store API has no conditional multipart upload. The name is this write's
             # alone, so a plain put (a retry writes the same bytes) is as safe.
             self._call(f"put {path}", lambda: obstore.put(self.store, key, data, use_multipart=True))

@@ -80,9 +80,14 @@ def _partition_types(schema: Schema, specs: tuple[Any, ...]) -> list[tuple[int, 
 
 def manifest_schema_of(vm: Any) -> pa.Schema:
     """The manifest schema of a version (a ``VersionManifest``): its schema's, its statistics
-    policy's and every partition spec's."""
-    specs = vm.partition_specs
-    return manifest_schema(vm.schema, specs if specs else vm.partition_spec, has_lineage(vm), stats_policy(vm.schema, vm.properties))
+    policy's and every partition spec's. Memoized on the (immutable) version: a commit asks
+    for it several times, and the policy is parsed from the properties each time otherwise."""
+    ms = vm.__dict__.get("_manifest_schema")
+    if ms is None:
+        specs = vm.partition_specs
+        ms = manifest_schema(vm.schema, specs if specs else vm.partition_spec, has_lineage(vm), stats_policy(vm.schema, vm.properties))
+        object.__setattr__(vm, "_manifest_schema", ms)
+    return ms
 
 
 def conform(entries: pa.Table, mschema: pa.Schema) -> pa.Table:

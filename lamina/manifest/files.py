@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from lamina.errors import CorruptMetadata, NotFound
 from lamina.io import FileIO
-from lamina.spec.layout import FORMAT_VERSION, new_manifest_path
+from lamina.spec.layout import ARROW_MANIFEST_SUFFIX, FORMAT_VERSION, new_manifest_path
 
 _CACHE_BYTES = 512 * 2**20
 _cache: "OrderedDict[tuple[str, str], pa.Table]" = OrderedDict()
@@ -52,33 +52,44 @@ def clear_cache() -> None:
         _cache_size = 0
 
 
-def write_manifest(io: FileIO, entries: pa.Table, kind: str) -> tuple[str, int]:
-    """Write ``entries`` as a new manifest; returns (path, size in bytes)."""
+def write_manifest(io: FileIO, entries: pa.Table, kind: str, arrow: bool = False) -> tuple[str, int]:
+    """Write ``entries`` as a new manifest; returns (path, size in bytes). ``arrow``: as an Arrow
+    IPC file (a root manifest of a table with the feature arrow-root-manifests), else Parquet."""
     # One chunk per column: compute kernels pay per chunk, and the cached copy is reused.
     entries = entries.replace_schema_metadata(None).combine_chunks()
-    path = new_manifest_path(kind)
+    path = new_manifest_path(kind, arrow)
     # All-null columns (unused DV slots, unknown stats) are left out of the file: readers
     # treat a missing column as all-unknown, and every column costs write time.
     on_disk = entries.select([i for i, c in enumerate(entries.columns) if c.null_count < len(c) or not entries.schema.field(i).nullable])
-    sink = pa.BufferOutputStream()
     md = {b"lamina.format_version": str(FORMAT_VERSION).encode(), b"lamina.manifest_kind": kind.encode()}
-    small = on_disk.num_rows <= 1024
-    pq.write_table(
-        on_disk.replace_schema_metadata(md),
-        sink,
-        # The small roots written on every commit are cheapest uncompressed; large leaves
-        # use lz4 (fast to decode when planning) and a dictionary for partition paths.
-        compression="none" if small else "lz4",
-        use_dictionary=False if small else ["partition_path"],
-        row_group_size=64 * 1024,
-        write_statistics=False,  # manifests are read whole; their own stats are in columns
-        store_schema=False,  # readers conform to the manifest schema derived from the table
-        data_page_version="2.0",
-    )
+    sink = pa.BufferOutputStream()
+    if arrow:
+        # One record batch, uncompressed: a root is small and read whole.
+        with pa.ipc.new_file(sink, on_disk.schema.with_metadata(md)) as writer:
+            writer.write_table(on_disk, max_chunksize=max(on_disk.num_rows, 1))
+    else:
+        small = on_disk.num_rows <= 1024
+        pq.write_table(
+            on_disk.replace_schema_metadata(md),
+            sink,
+            # The small roots written on every commit are cheapest uncompressed; large leaves
+            # use lz4 (fast to decode when planning) and a dictionary for partition paths.
+            compression="none" if small else "lz4",
+            use_dictionary=False if small else ["partition_path"],
+            row_group_size=64 * 1024,
+            write_statistics=False,  # manifests are read whole; their own stats are in columns
+            store_schema=False,  # readers conform to the manifest schema derived from the table
+            data_page_version="2.0",
+        )
     data = sink.getvalue()
     io.put_new(path, data)
     _cache_put((io.uri, path), entries)
     return path, data.size
+
+
+def _read_arrow(io: FileIO, path: str) -> pa.Table:
+    """An Arrow IPC manifest, whole (a root: small)."""
+    return pa.ipc.open_file(pa.py_buffer(io.get(path))).read_all()
 
 
 def read_manifest(io: FileIO, path: str, columns: Sequence[str] | None = None) -> pa.Table:
@@ -91,13 +102,18 @@ def read_manifest(io: FileIO, path: str, columns: Sequence[str] | None = None) -
     if t is not None:
         return t
     try:
-        local = io.local_path(path)
-        source = pq.ParquetFile(local, memory_map=True) if local is not None else pq.ParquetFile(pa.BufferReader(io.get(path)))
-        if columns is not None:
-            present = set(source.schema_arrow.names)
-            t = source.read(columns=[c for c in columns if c in present], use_threads=False)
+        if path.endswith(ARROW_MANIFEST_SUFFIX):
+            t = _read_arrow(io, path)
+            if columns is not None:
+                t = t.select([c for c in columns if c in t.schema.names])
         else:
-            t = source.read(use_threads=False)
+            local = io.local_path(path)
+            source = pq.ParquetFile(local, memory_map=True) if local is not None else pq.ParquetFile(pa.BufferReader(io.get(path)))
+            if columns is not None:
+                present = set(source.schema_arrow.names)
+                t = source.read(columns=[c for c in columns if c in present], use_threads=False)
+            else:
+                t = source.read(use_threads=False)
     except NotFound:
         raise CorruptMetadata(
             f"manifest {path} is missing; the version referencing it cannot be read "

@@ -15,7 +15,7 @@ versions drop such entries the next time they rewrite that manifest.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +25,7 @@ from lamina.manifest.entries import conform
 from lamina.manifest.files import read_manifest, read_manifests, write_manifest
 from lamina.io import FileIO
 from lamina.spec import content as C
+from lamina.spec.features import ARROW_ROOT_MANIFESTS
 from lamina.spec.properties import TableProperties
 
 Pruner = Callable[[pa.Table], "pa.Array | pa.ChunkedArray"]
@@ -45,14 +46,21 @@ class TreeConfig:
     inline_max: int = TableProperties.MANIFEST_INLINE_MAX_FILES.default
     leaf_target: int = TableProperties.MANIFEST_LEAF_TARGET_FILES.default
     merge_min_leaves: int = TableProperties.MANIFEST_MERGE_MIN_LEAVES.default
+    arrow_root: bool = False  # the root is an Arrow IPC file (feature arrow-root-manifests)
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> "TreeConfig":
+    def from_properties(cls, props: Mapping[str, str], arrow_root: bool = False) -> "TreeConfig":
         return cls(
             inline_max=TableProperties.MANIFEST_INLINE_MAX_FILES.get(props),
             leaf_target=TableProperties.MANIFEST_LEAF_TARGET_FILES.get(props),
             merge_min_leaves=TableProperties.MANIFEST_MERGE_MIN_LEAVES.get(props),
+            arrow_root=arrow_root,
         )
+
+    @classmethod
+    def of(cls, vm: Any) -> "TreeConfig":
+        """The shape of a version's tree (a ``VersionManifest``): its properties and features."""
+        return cls.from_properties(vm.properties, ARROW_ROOT_MANIFESTS in vm.writer_features)
 
 
 @dataclass(frozen=True)
@@ -282,7 +290,7 @@ def apply_change(
     carried = leaves
     root_path = None
     if root.num_rows:
-        root_path, _ = write_manifest(io, root, "root")
+        root_path, _ = write_manifest(io, root, "root", arrow=cfg.arrow_root)
     return ChangeResult(root_path, w.written, carried, added.num_rows, files_removed, rows_added, rows_removed)
 
 

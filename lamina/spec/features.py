@@ -13,10 +13,19 @@ from lamina.errors import UnsupportedFeature
 from lamina.spec.lineage import ROW_LINEAGE
 
 # Features this build of Lamina implements.
-KNOWN_READER_FEATURES: frozenset[str] = frozenset({"manifest-tree-v1", "hidden-partitioning", "column-mapping"})
+# Reader and writer feature of tables whose root manifests are Arrow IPC files (``.arrow``)
+# rather than Parquet: a root is rewritten on every commit and is small, and Arrow IPC encodes it
+# without Parquet's writer set-up (a third of a small append's time). Leaves stay Parquet. New
+# tables have it unless ``manifest.root-format`` is ``parquet`` at creation; a reader without
+# it could not read such a root, so it must refuse the table.
+ARROW_ROOT_MANIFESTS = "arrow-root-manifests"
+
+KNOWN_READER_FEATURES: frozenset[str] = frozenset(
+    {"manifest-tree-v1", "hidden-partitioning", "column-mapping", ARROW_ROOT_MANIFESTS}
+)
 KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
     {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits", "slot-tombstones",
-     "column-mapping", "partition-evolution", "sort-orders", ROW_LINEAGE, "branches"}
+     "column-mapping", "partition-evolution", "sort-orders", ROW_LINEAGE, "branches", ARROW_ROOT_MANIFESTS}
 )
 
 # Writer feature of tables whose commit point is their catalog row (lamina.catalog's SQL

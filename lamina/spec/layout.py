@@ -59,8 +59,13 @@ def parse_pending_name(name: str) -> int | None:
     return int(v)
 
 
-def new_manifest_path(kind: str) -> str:
-    return f"{MANIFESTS_DIR}/{uuid.uuid4().hex}.{kind}.parquet"
+# Manifests are Parquet (``.parquet``), but for root manifests of tables with the feature
+# ``arrow-root-manifests``, which are Arrow IPC files (``.arrow``): readers tell them apart by name.
+ARROW_MANIFEST_SUFFIX = ".arrow"
+
+
+def new_manifest_path(kind: str, arrow: bool = False) -> str:
+    return f"{MANIFESTS_DIR}/{uuid.uuid4().hex}.{kind}{ARROW_MANIFEST_SUFFIX if arrow else '.parquet'}"
 
 
 def new_data_path(partition_dir: str | None, write_id: str) -> str:

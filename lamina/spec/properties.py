@@ -133,6 +133,8 @@ class TableProperties:
     WRITE_METADATA_METRICS_MAX_INFERRED_COLUMN_DEFAULTS = _int_property("write.metadata.metrics.max-inferred-column-defaults", 32, 0)
 
     MANIFEST_INLINE_MAX_FILES = _int_property("manifest.inline-max-files", 64, 0)
+    # Read at creation: "arrow" gives the table the feature arrow-root-manifests (lamina.spec.features).
+    MANIFEST_ROOT_FORMAT = _word_property("manifest.root-format", "arrow", ("arrow", "parquet"), fold_case=True)
     MANIFEST_LEAF_TARGET_FILES = _int_property("manifest.leaf-target-files", 10_000, 1)
     MANIFEST_MERGE_MIN_LEAVES = _int_property("manifest.merge-min-leaves", 8, 2)
 

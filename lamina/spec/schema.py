@@ -300,8 +300,17 @@ class Schema:
             return NotImplemented
         return self.schema_id == other.schema_id and self.last_column_id == other.last_column_id and self.to_json() == other.to_json()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The memoized hash is not pickled: string hashes differ between processes (a Spark worker).
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     def __hash__(self) -> int:
-        return hash((self.schema_id, self.last_column_id, tuple(self.arrow.names)))
+        # memoized (the schema is immutable): schemas key the caches a commit consults several times
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.schema_id, self.last_column_id, tuple(self.arrow.names)))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     # -- physical names, defaults -----------------------------------------------------------
 

@@ -36,7 +36,9 @@ from lamina.operations.partition_spec import SpecUpdate
 from lamina.operations.rowlevel import row_mode
 from lamina.operations.schema import SchemaUpdate
 from lamina.operations.sort_order import SortOrderUpdate
-from lamina.spec.features import DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, check_reader, check_writer
+from lamina.spec.features import (
+    ARROW_ROOT_MANIFESTS, DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, check_reader, check_writer,
+)
 from lamina.spec.branch import BranchRecord, check_retention, validate_branch_name
 from lamina.spec.features import BRANCHES
 from lamina.spec.layout import FORMAT_VERSION, MAIN_BRANCH
@@ -804,6 +806,9 @@ def initial_version(
     if not spec.is_unpartitioned:
         reader_features.append("hidden-partitioning")
         writer_features.append("hidden-partitioning")
+    if TableProperties.MANIFEST_ROOT_FORMAT.get(props) == "arrow":
+        reader_features.append(ARROW_ROOT_MANIFESTS)
+        writer_features.append(ARROW_ROOT_MANIFESTS)
     lineage = TableProperties.ROW_LINEAGE_ENABLED.get(props) == "true"
     if lineage:
         writer_features.append(ROW_LINEAGE)

@@ -164,7 +164,7 @@ class Transaction:
         apps = app_transactions(app_transaction)
         if apps:
             check_app_transactions(self.table.log.latest(), apps)  # before writing a file for nothing
-        pending = PendingWrites([])  # the data file reaches storage while manifests are built
+        pending = PendingWrites([])  # the data file reaches storage while manifests are built (on object stores)
         entries = self._write(rows, new_write_id(), pending)
         return self.add_operation(AppendFiles(entries, app_transactions=apps), pending=pending)
 

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from support import BUCKET  # noqa: E402  (the s3 fixture creates it)
 
-from lamina.errors import AlreadyExists, InvalidUri, NotFound  # noqa: E402
+from lamina.errors import AlreadyExists, InvalidUri, NotFound, StorageError  # noqa: E402
 from lamina.io import FileIO  # noqa: E402
 
 
@@ -204,3 +204,43 @@ def test_a_path_leaving_the_root_is_refused_before_anything_is_touched(store, tm
 def test_a_location_that_is_none_is_refused(uri):
     with pytest.raises(InvalidUri):
         FileIO(uri)
+
+
+# -- local disk: puts by plain system calls (FileIO._local_put) -------------------------------
+
+
+def test_local_racing_creates_leave_one_whole_winner_and_no_staging_files(tmp_path):
+    """Writers racing put_if_absent for one name (a version slot): exactly one lands, the
+    object holds its bytes whole, every other gets AlreadyExists, and no staging file stays."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    io = FileIO(str(tmp_path / "t"))
+    payloads = [bytes([i]) * (1 << 16) for i in range(16)]  # 64 KiB each: a torn write would show
+
+    def attempt(data: bytes) -> bool:
+        try:
+            io.put_if_absent("_lamina/versions/v.json", data)
+            return True
+        except AlreadyExists:
+            return False
+
+    with ThreadPoolExecutor(8) as pool:
+        won = list(pool.map(attempt, payloads))
+    assert won.count(True) == 1
+    assert io.get("_lamina/versions/v.json") == payloads[won.index(True)]
+    assert os.listdir(tmp_path / "t" / "_lamina" / "versions") == ["v.json"]
+    io.put("_lamina/hint.json", b"old")
+    io.put("_lamina/hint.json", b"new")  # a plain put replaces, through a staging file too
+    assert io.get("_lamina/hint.json") == b"new"
+    assert sorted(os.listdir(tmp_path / "t" / "_lamina")) == ["hint.json", "versions"]
+
+
+def test_a_local_put_that_fails_leaves_nothing_behind(tmp_path):
+    root = tmp_path / "t"
+    io = FileIO(str(root))
+    io.put_new("data/a.parquet", b"a")
+    (root / "data" / "sub").write_bytes(b"a file where a directory would be")
+    with pytest.raises(StorageError, match="data/sub/b.parquet") as info:
+        io.put_new("data/sub/b.parquet", b"b")
+    assert not isinstance(info.value, AlreadyExists)
+    assert sorted(os.listdir(root / "data")) == ["a.parquet", "sub"]

@@ -64,3 +64,19 @@ def referenced_by(t: lamina.Table, **at) -> set[str]:
     f = t.system_table("files", **at)
     files = f.column("path").to_pylist() + [p for p in f.column("dv_path").to_pylist() if p]
     return set(files) | set(t.system_table("manifests", **at).column("path").to_pylist())
+
+
+def rewrite_manifest(path: str, edit) -> None:
+    """Replace the manifest file at ``path`` with ``edit`` of its entries, in its own format (an
+    Arrow IPC root, ``.arrow``, or Parquet): a test corrupting what a manifest records."""
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    if path.endswith(".arrow"):
+        with open(path, "rb") as f:
+            entries = ipc.open_file(pa.py_buffer(f.read())).read_all()
+        entries = edit(entries)
+        with ipc.new_file(path, entries.schema) as w:
+            w.write_table(entries)
+    else:
+        pq.write_table(edit(pq.read_table(path)), path)

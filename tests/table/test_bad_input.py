@@ -87,12 +87,23 @@ def read_only_put(store, path, *args, **kwargs):
     raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
 
 
+_os_open = os.open
+
+
+def read_only_open(path, flags, *args, **kwargs):
+    # FileIO writes local files itself (lamina.io.fileio: FileIO._local_put); reads still work
+    if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+    return _os_open(path, flags, *args, **kwargs)
+
+
 def expire_on_read_only_fs(w: World, monkeypatch) -> None:
     # No read-only file system can be mounted here without root tricks; the writes a
     # read-only one refuses (expiry's first: a version slot's tombstone) and its unlinks are
     # made to fail as they would (EROFS).
     monkeypatch.setattr(fileio.os, "unlink", read_only_unlink)
     monkeypatch.setattr(fileio.obstore, "put", read_only_put)
+    monkeypatch.setattr(fileio.os, "open", read_only_open)
     w.table.expire_versions(retain_last=1, reader_grace=timedelta(0))
 
 

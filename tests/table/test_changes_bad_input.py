@@ -16,8 +16,9 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
+
+from support.files import rewrite_manifest
 
 import lamina
 from lamina.data.scan import Scan
@@ -152,13 +153,14 @@ def test_a_version_without_its_row_id_counter_takes_no_commit(t):
 def lose_first_row_id(t: lamina.Table, id_value: int) -> str:
     """The latest root manifest (entries inline) loses the first_row_id of the file holding
     row ``id_value``; returns that file's path."""
-    root = os.path.join(t.uri, t.metadata.root_manifest)
-    entries = pq.read_table(root)
     target = t.scan(where=f"id = {id_value}").plan().paths[0]
-    i = entries.schema.get_field_index("first_row_id")
-    hit = pc.equal(entries.column("path"), target)
-    entries = entries.set_column(i, entries.schema.field(i), pc.if_else(hit, pa.scalar(None, pa.int64()), entries.column(i)))
-    pq.write_table(entries, root)
+
+    def edit(entries: pa.Table) -> pa.Table:
+        i = entries.schema.get_field_index("first_row_id")
+        hit = pc.equal(entries.column("path"), target)
+        return entries.set_column(i, entries.schema.field(i), pc.if_else(hit, pa.scalar(None, pa.int64()), entries.column(i)))
+
+    rewrite_manifest(os.path.join(t.uri, t.metadata.root_manifest), edit)
     manifest_files.clear_cache()
     return target
 
@@ -234,11 +236,11 @@ def test_fsck_reports_broken_row_lineage(t):
 def test_fsck_reports_overlapping_ids_and_a_counter_behind_them(t):
     from lamina.maintenance import fsck
 
-    root = os.path.join(t.uri, t.metadata.root_manifest)
-    entries = pq.read_table(root)
-    i = entries.schema.get_field_index("first_row_id")
-    entries = entries.set_column(i, entries.schema.field(i), pa.array([0, 0, 2, 3, 9], pa.int64()))  # two share id 0
-    pq.write_table(entries, root)
+    def edit(entries: pa.Table) -> pa.Table:
+        i = entries.schema.get_field_index("first_row_id")
+        return entries.set_column(i, entries.schema.field(i), pa.array([0, 0, 2, 3, 9], pa.int64()))  # two share id 0
+
+    rewrite_manifest(os.path.join(t.uri, t.metadata.root_manifest), edit)
     manifest_files.clear_cache()
     errors = fsck(lamina.open_table(t.uri)).errors
     assert any("1 data file(s) have row ids another live file has" in e for e in errors), errors

@@ -1,0 +1,107 @@
+"""Root manifests as Arrow IPC files (feature ``arrow-root-manifests``, docs/format.md "Manifest
+tree"): what new tables write, what ``manifest.root-format=parquet`` keeps, and what a reader
+without the feature does. Rows read back are checked against DuckDB reading the table's data
+files directly (the oracle knows nothing of manifests)."""
+
+from __future__ import annotations
+
+import os
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+import lamina
+from lamina.errors import CorruptMetadata, InvalidArgument, UnsupportedFeature
+from lamina.manifest.files import clear_cache, read_manifest
+from lamina.spec import content as C
+from lamina.spec import features
+from lamina.spec.features import ARROW_ROOT_MANIFESTS
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+
+def batch(start: int, n: int = 3) -> pa.Table:
+    return pa.table({"id": list(range(start, start + n)), "name": [f"n{i}" for i in range(start, start + n)]}, schema=SCHEMA)
+
+
+def make(tmp_path, appends: int = 5, **props: str) -> lamina.Table:
+    # inline-max-files 2: the appends also flush leaves, so roots reference leaves as well as files
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"manifest.inline-max-files": "2", **props})
+    for i in range(appends):
+        t.append(batch(10 * i))
+    return t
+
+
+def magic(t: lamina.Table, path: str) -> bytes:
+    with open(os.path.join(t.io.uri, path), "rb") as f:
+        return f.read(6)
+
+
+def oracle_ids(t: lamina.Table) -> list[int]:
+    """Every id in the table's data files, read by DuckDB (no file is removed in these tests)."""
+    files = sorted(os.path.join(t.io.uri, "data", n) for n in os.listdir(os.path.join(t.io.uri, "data")))
+    return sorted(r[0] for r in duckdb.execute("select id from read_parquet(?)", [files]).fetchall())
+
+
+def read_fresh_ids(uri: str, version: int | None = None) -> list[int]:
+    clear_cache()  # read the manifests from storage, not the writer's cached copies
+    return sorted(lamina.open_table(uri, version=version).to_arrow().column("id").to_pylist())
+
+
+def test_a_new_table_writes_arrow_roots_over_parquet_leaves(tmp_path):
+    t = make(tmp_path)
+    assert ARROW_ROOT_MANIFESTS in t.metadata.reader_features and ARROW_ROOT_MANIFESTS in t.metadata.writer_features
+    root = t.metadata.root_manifest
+    assert root.endswith(".root.arrow") and magic(t, root) == b"ARROW1"
+    clear_cache()
+    entries = read_manifest(t.io, root)
+    leaves = entries.filter(pa.compute.equal(entries.column("content"), C.LEAF)).column("path").to_pylist()
+    assert leaves and all(p.endswith(".leaf.parquet") and magic(t, p)[:4] == b"PAR1" for p in leaves)
+    assert read_fresh_ids(t.io.uri) == oracle_ids(t) == sorted(i for k in range(5) for i in range(10 * k, 10 * k + 3))
+    # every version's root is one, and time travel reads through them
+    for v in range(1, t.version + 1):
+        assert read_fresh_ids(t.io.uri, v) == sorted(i for k in range(v) for i in range(10 * k, 10 * k + 3))
+
+
+def test_root_format_parquet_keeps_parquet_roots_and_no_feature(tmp_path):
+    t = make(tmp_path, **{"manifest.root-format": "PARQUET"})
+    assert ARROW_ROOT_MANIFESTS not in t.metadata.reader_features + t.metadata.writer_features
+    assert t.metadata.root_manifest.endswith(".root.parquet") and magic(t, t.metadata.root_manifest)[:4] == b"PAR1"
+    assert read_fresh_ids(t.io.uri) == oracle_ids(t)
+
+
+def test_a_reader_without_the_feature_refuses_arrow_roots_and_reads_parquet_ones(tmp_path, monkeypatch):
+    arrow = make(tmp_path / "a")
+    parquet = make(tmp_path / "p", **{"manifest.root-format": "parquet"})
+    monkeypatch.setattr(features, "KNOWN_READER_FEATURES", features.KNOWN_READER_FEATURES - {ARROW_ROOT_MANIFESTS})
+    with pytest.raises(UnsupportedFeature, match="arrow-root-manifests.*upgrade lamina"):
+        lamina.open_table(arrow.io.uri)
+    assert read_fresh_ids(parquet.io.uri) == oracle_ids(parquet)
+
+
+def test_a_writer_without_the_feature_refuses_to_commit(tmp_path, monkeypatch):
+    t = make(tmp_path, appends=1)
+    monkeypatch.setattr(features, "KNOWN_WRITER_FEATURES", features.KNOWN_WRITER_FEATURES - {ARROW_ROOT_MANIFESTS})
+    before = t.version
+    with pytest.raises(UnsupportedFeature, match="arrow-root-manifests"):
+        t.append(batch(100))
+    assert lamina.open_table(t.io.uri).version == before
+
+
+def test_a_truncated_arrow_root_is_reported_as_corrupt(tmp_path):
+    t = make(tmp_path, appends=2)
+    path = os.path.join(t.io.uri, t.metadata.root_manifest)
+    with open(path, "rb") as f:
+        head = f.read()[:40]
+    with open(path, "wb") as f:
+        f.write(head)
+    clear_cache()
+    with pytest.raises(CorruptMetadata, match=r"root\.arrow is corrupt or truncated.*lamina fsck"):
+        lamina.open_table(t.io.uri).to_arrow()
+
+
+def test_an_unknown_root_format_is_refused_at_creation(tmp_path):
+    with pytest.raises(InvalidArgument, match=r"manifest\.root-format.*arrow, parquet"):
+        lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"manifest.root-format": "orc"})
+    assert not os.path.exists(tmp_path / "t" / "_lamina")
