@@ -415,8 +415,9 @@ def join_key(keys: pa.Array | pa.ChunkedArray, typ: pa.DataType, what: str) -> p
 
 
 # A membership test by lookup table covers the source keys' range with one byte per key: up
-# to this many bytes, or 16 per source key if more.
+# to LOOKUP_TABLE_BYTES, or LOOKUP_BYTES_PER_KEY per source key if more.
 LOOKUP_TABLE_BYTES = 1 << 24
+LOOKUP_BYTES_PER_KEY = 16
 
 
 def key_membership(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array | pa.ChunkedArray], np.ndarray]:
@@ -437,7 +438,7 @@ def key_membership(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array | p
         return lambda keys: np.zeros(len(keys), dtype=bool)
     lo, hi = int(v.min()), int(v.max())
     span = hi - lo + 1
-    if span <= max(LOOKUP_TABLE_BYTES, 16 * len(v)):
+    if span <= max(LOOKUP_TABLE_BYTES, LOOKUP_BYTES_PER_KEY * len(v)):
         table = np.zeros(span + 1, dtype=bool)  # table[span]: every key outside [lo, hi]
         table[v - lo] = True
 
