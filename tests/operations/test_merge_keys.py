@@ -62,8 +62,8 @@ def test_key_membership_holds_every_member_and_no_other_key_in_range(data, type_
     lookup table's wrap-around: a superset, which the join then sorts out)."""
     vals = key_values(type_name)
     typ = KEY_TYPES[type_name]
-    values = data.draw(st.lists(st.sampled_from([*vals, None]), max_size=12))
-    keys = data.draw(st.lists(st.sampled_from([*vals, None]), max_size=30))
+    values = data.draw(st.lists(st.sampled_from([*vals, None]), min_size=1, max_size=12))
+    keys = data.draw(st.permutations(values + data.draw(st.lists(st.sampled_from([*vals, None]), max_size=30))))
     with pytest.MonkeyPatch.context() as mp:
         if small_table:  # the binary search even for dense keys
             mp.setattr(rowlevel, "LOOKUP_TABLE_BYTES", 0)
