@@ -77,11 +77,31 @@ class FileOutcome:
 FileFn = Callable[[pa.Table], FileOutcome]
 
 
+def _file_order(files: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row indices ordered by file, stable; where each file 0..n-1 starts in them, and the end)."""
+    order = np.argsort(files, kind="stable")
+    return order, np.searchsorted(files[order], np.arange(n + 1))
+
+
 def _by_file(files: np.ndarray, n: int) -> list[np.ndarray]:
     """Row indices per file 0..n-1 (stable)."""
-    order = np.argsort(files, kind="stable")
-    bounds = np.searchsorted(files[order], np.arange(n + 1))
+    order, bounds = _file_order(files, n)
     return [order[bounds[k] : bounds[k + 1]] for k in range(n)]
+
+
+def _with_lineage(base: Base, physical: pa.Table, t: pa.Table, fidx: np.ndarray, pos: np.ndarray) -> pa.Table:
+    """``t`` (rows at physical positions ``pos`` of files ``fidx`` of ``physical``) with their
+    lineage columns: those of every physical row of the files holding one of them (numbered
+    from the entry, or as the file stores them), taken at the rows' positions."""
+    files = np.unique(fidx)
+    lineage = list(base.scan().read_files(physical.take(pa.array(files)), list(LINEAGE_COLUMNS), files_per_task=16))
+    lengths = np.fromiter((x.num_rows for x in lineage), np.int64, len(lineage))
+    starts = np.cumsum(lengths) - lengths
+    at = starts[np.searchsorted(files, fidx)] + pos
+    rows = pa.concat_tables(lineage).take(pa.array(at)) if len(lineage) else None
+    for c in LINEAGE_COLUMNS:
+        t = t.append_column(c, rows.column(c) if rows is not None else pa.array([], pa.int64()))
+    return t
 
 
 def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
@@ -89,9 +109,9 @@ def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
     empty = np.zeros(0, dtype=np.int64)
     dels = _by_file(o.delete_file, n) if o.delete_file is not None and len(o.delete) else [empty] * n
     if o.new_rows is not None and o.new_rows.num_rows:
-        nf = o.new_rows.column(FILE).to_numpy()
-        rows = o.new_rows.drop_columns([FILE])
-        news = [rows.take(pa.array(ix)) for ix in _by_file(nf, n)]
+        order, bounds = _file_order(o.new_rows.column(FILE).to_numpy(), n)
+        rows = o.new_rows.drop_columns([FILE]).take(pa.array(order))  # one take, then a slice per file
+        news = [rows.slice(bounds[k], bounds[k + 1] - bounds[k]) for k in range(n)]
     else:
         news = [None] * n
     if o.matched_source is not None and len(o.matched_source):
@@ -146,9 +166,11 @@ class RowDelta(Operation):
         applied by the reader. Positions and file indices are computed for the kept rows only."""
         physical = entries.set_column(entries.schema.get_field_index("dv_path"), "dv_path",
                                       pa.nulls(entries.num_rows, pa.string()))
-        # Row lineage rides along where rows are written in place of these (they keep their ids).
+        # Row lineage rides along where rows are written in place of these (they keep their ids);
+        # with a prefilter, read afterwards for the few rows it keeps.
         writes = self.operation != "delete" and has_lineage(base.metadata)
-        cols = [*self.read_columns, *LINEAGE_COLUMNS] if writes else self.read_columns
+        lineage_after = writes and self.prefilter is not None
+        cols = [*self.read_columns, *LINEAGE_COLUMNS] if writes and not lineage_after else self.read_columns
         tables, may = [], []
         for table in base.scan().read_files(physical, cols, files_per_task=16):
             tables.append(table)
@@ -175,6 +197,8 @@ class RowDelta(Operation):
             t = t.filter(pa.array(keep))
         fidx = np.searchsorted(ends, idx, side="right")
         pos = idx - starts[fidx]
+        if lineage_after:
+            t = _with_lineage(base, physical, t, fidx, pos)
         return t.append_column(POS, pa.array(pos)).append_column(FILE, pa.array(fidx.astype(np.int32)))
 
     def _outcomes_for(self, base: Base, cands: pa.Table, rows: list[dict[str, Any]]) -> list[FileOutcome]:
@@ -626,13 +650,25 @@ class MergeBuilder(MergeClauses):
         src = self._prefixed_source()
         keys = [f"{KEY}{i}" for i in range(len(self.on))]
 
+        # One key (not a float: see _prefilter) that no two source rows share: each target row
+        # matches at most one source row, found by a hash lookup rather than a join.
+        lookup = (len(keys) == 1 and not pa.types.is_floating(self._key_types[0])
+                  and pc.count_distinct(src.column(keys[0])).as_py() == src.num_rows - src.column(keys[0]).null_count)
+
         def fn(rows: pa.Table) -> FileOutcome:
             left = self._keys(rows, self.on, "table")
-            left["__tgt"] = pa.array(np.arange(rows.num_rows, dtype=np.int64))
-            # Arrow's hash join carries no nested (struct, list, map) non-key column: join the
-            # keys and row numbers only, then take both sides' columns by row number.
-            pairs = pa.table(left).join(src.select([*keys, "__src"]), keys=keys, join_type="inner")
-            tgt, src_rows = pairs.column("__tgt"), pairs.column("__src")
+            if lookup:
+                at = pc.index_in(left[keys[0]], value_set=src.column(keys[0]), skip_nulls=True)
+                hit = pc.is_valid(at)
+                tgt = pc.indices_nonzero(hit)
+                pairs = pa.table({keys[0]: pc.filter(left[keys[0]], hit), "__src": pc.filter(at, hit).cast(pa.int64())})
+                src_rows = pairs.column("__src")
+            else:
+                left["__tgt"] = pa.array(np.arange(rows.num_rows, dtype=np.int64))
+                # Arrow's hash join carries no nested (struct, list, map) non-key column: join the
+                # keys and row numbers only, then take both sides' columns by row number.
+                pairs = pa.table(left).join(src.select([*keys, "__src"]), keys=keys, join_type="inner")
+                tgt, src_rows = pairs.column("__tgt"), pairs.column("__src")
             cols = {k: pairs.column(k) for k in keys}
             cols.update({f"target.{n}": rows.column(n).take(tgt) for n in tschema.names if n in rows.column_names})
             cols[POS], cols[FILE] = rows.column(POS).take(tgt), rows.column(FILE).take(tgt)
