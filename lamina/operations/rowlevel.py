@@ -24,6 +24,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyroaring import BitMap
 
 from lamina.commit import Operation, Base, Change, removed_of
@@ -35,7 +36,7 @@ from lamina.data.inflight import new_write_id
 from lamina.data.deletes import DV, dvs_of_plan, file_key, read_bitmap, read_bitmaps, write_dv_file
 from lamina.spec.properties import DELETE_MODES, TableProperties
 from lamina.operations.schema import PlannedColumns
-from lamina.spec.lineage import LINEAGE_COLUMNS, ROW_ID, check_row_ids, conform_keeping_lineage, has_lineage, lineage_of
+from lamina.spec.lineage import FIRST_ROW_ID, LINEAGE_COLUMNS, ROW_ID, check_row_ids, no_row_ids, conform_keeping_lineage, has_lineage, lineage_of
 from lamina.spec.schema import Schema
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
@@ -89,19 +90,39 @@ def _by_file(files: np.ndarray, n: int) -> list[np.ndarray]:
     return [order[bounds[k] : bounds[k + 1]] for k in range(n)]
 
 
-def _with_lineage(base: Base, physical: pa.Table, t: pa.Table, fidx: np.ndarray, pos: np.ndarray) -> pa.Table:
-    """``t`` (rows at physical positions ``pos`` of files ``fidx`` of ``physical``) with their
-    lineage columns: those of every physical row of the files holding one of them (numbered
-    from the entry, or as the file stores them), taken at the rows' positions."""
-    files = np.unique(fidx)
-    lineage = list(base.scan().read_files(physical.take(pa.array(files)), list(LINEAGE_COLUMNS), files_per_task=16))
-    lengths = np.fromiter((x.num_rows for x in lineage), np.int64, len(lineage))
-    starts = np.cumsum(lengths) - lengths
-    at = starts[np.searchsorted(files, fidx)] + pos
-    rows = pa.concat_tables(lineage).take(pa.array(at)) if len(lineage) else None
-    for c in LINEAGE_COLUMNS:
-        t = t.append_column(c, rows.column(c) if rows is not None else pa.array([], pa.int64()))
-    return t
+def _stored_row_ids(io: Any, path: str) -> pa.ChunkedArray | None:
+    """The ``_row_id`` column a data file stores (a file that rewrote rows), or None (an
+    appended file: its rows' ids follow from its entry). One footer read, and the column if
+    there is one."""
+    local = io.local_path(path)
+    with pa.OSFile(local) if local is not None else pa.BufferReader(io.get(path)) as f:
+        reader = pq.ParquetReader()
+        reader.open(f, pre_buffer=False)
+        if ROW_ID not in reader.schema_arrow.names:
+            return None
+        return reader.read_column(reader.column_name_idx(ROW_ID))
+
+
+def _with_row_ids(base: Base, physical: pa.Table, t: pa.Table, fidx: np.ndarray, pos: np.ndarray) -> pa.Table:
+    """``t`` (rows at physical positions ``pos`` of files ``fidx`` of ``physical``, ordered by
+    file) with their ``_row_id``: ``first_row_id + position``, or the id the file stores
+    (lamina.spec.lineage). Only those rows' ids are computed; a file is read again only for
+    its footer, and for its stored ids if it has them."""
+    files, first = np.unique(fidx, return_index=True)
+    bounds = np.append(first, len(fidx))
+    entries = physical.take(pa.array(files))
+    starts = entries.column(FIRST_ROW_ID)
+    paths = entries.column("path").to_pylist()
+    if starts.null_count:
+        raise no_row_ids(paths[starts.to_pylist().index(None)], base.metadata.version)
+    ids = np.repeat(starts.to_numpy(), np.diff(bounds)) + pos
+    for k, stored in enumerate(_pool.map(lambda p: _stored_row_ids(base.io, p), paths)):
+        if stored is not None:  # (files that rewrote rows: few)
+            at = slice(bounds[k], bounds[k + 1])
+            kept = stored.take(pa.array(pos[at]))
+            ids[at] = np.where(pc.is_valid(kept).to_numpy(zero_copy_only=False),
+                               pc.fill_null(kept, 0).to_numpy(zero_copy_only=False), ids[at])
+    return t.append_column(ROW_ID, pa.array(ids))
 
 
 def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
@@ -167,7 +188,8 @@ class RowDelta(Operation):
         physical = entries.set_column(entries.schema.get_field_index("dv_path"), "dv_path",
                                       pa.nulls(entries.num_rows, pa.string()))
         # Row lineage rides along where rows are written in place of these (they keep their ids);
-        # with a prefilter, read afterwards for the few rows it keeps.
+        # with a prefilter, only the ids (an update's _last_updated_version is null) of the few
+        # rows it keeps, afterwards.
         writes = self.operation != "delete" and has_lineage(base.metadata)
         lineage_after = writes and self.prefilter is not None
         cols = [*self.read_columns, *LINEAGE_COLUMNS] if writes and not lineage_after else self.read_columns
@@ -198,7 +220,7 @@ class RowDelta(Operation):
         fidx = np.searchsorted(ends, idx, side="right")
         pos = idx - starts[fidx]
         if lineage_after:
-            t = _with_lineage(base, physical, t, fidx, pos)
+            t = _with_row_ids(base, physical, t, fidx, pos)
         return t.append_column(POS, pa.array(pos)).append_column(FILE, pa.array(fidx.astype(np.int32)))
 
     def _outcomes_for(self, base: Base, cands: pa.Table, rows: list[dict[str, Any]]) -> list[FileOutcome]:
