@@ -67,9 +67,14 @@ def build_table(uri: str, rows: int, files: int) -> float:
     return time.perf_counter() - t0
 
 
+DATA_SUFFIXES = (".parquet", ".lance")  # Lamina's, deltalake's and Lance's data files
+
+
 def copy_table(src: str, dst: str) -> None:
+    """A copy of the table directory at src: data files hard-linked (no system rewrites one in
+    place), everything else (logs, manifests, pointers a commit may overwrite) copied."""
     def cp(s: str, d: str) -> None:
-        if s.endswith(".parquet"):
+        if s.endswith(DATA_SUFFIXES):
             os.link(s, d)  # data files are immutable
         else:
             shutil.copy2(s, d)
@@ -77,15 +82,17 @@ def copy_table(src: str, dst: str) -> None:
     shutil.copytree(src, dst, copy_function=cp, ignore=shutil.ignore_patterns("*#*"))
 
 
-def change(rows: int, n: int, kind: str, seed: int) -> tuple[pa.Table, int, int]:
-    """(source rows, updates, inserts)."""
+def change(rows: int, n: int, kind: str, seed: int, files: int = 80) -> tuple[pa.Table, int, int]:
+    """(source rows, updates, inserts). Updates hit random existing ids: among the newest 10·n
+    (recent), the newest file's (last-file: the table's ``files`` files hold equal id ranges),
+    or all (spread); inserts are new ids above the table's."""
     rng = np.random.default_rng(seed)
     if kind == "no-match":
         ids = np.arange(rows + 10_000_000, rows + 10_000_000 + n, dtype=np.int64)
         return orders(ids, seed), 0, n
     n_ins = n // 10
     n_upd = n - n_ins
-    lo = max(0, rows - 10 * n) if kind == "recent" else 0
+    lo = {"recent": max(0, rows - 10 * n), "last-file": rows - -(-rows // files)}.get(kind, 0)
     upd = np.sort(rng.choice(np.arange(lo, rows, dtype=np.int64), n_upd, replace=False))
     ins = np.arange(rows, rows + n_ins, dtype=np.int64)
     return orders(np.concatenate([upd, ins]), seed), n_upd, n_ins

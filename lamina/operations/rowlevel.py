@@ -24,6 +24,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyroaring import BitMap
 
 from lamina.commit import Operation, Base, Change, removed_of
@@ -35,7 +36,7 @@ from lamina.data.inflight import new_write_id
 from lamina.data.deletes import DV, dvs_of_plan, file_key, read_bitmap, read_bitmaps, write_dv_file
 from lamina.spec.properties import DELETE_MODES, TableProperties
 from lamina.operations.schema import PlannedColumns
-from lamina.spec.lineage import LINEAGE_COLUMNS, ROW_ID, check_row_ids, conform_keeping_lineage, has_lineage, lineage_of
+from lamina.spec.lineage import FIRST_ROW_ID, LINEAGE_COLUMNS, ROW_ID, check_row_ids, no_row_ids, conform_keeping_lineage, has_lineage, lineage_of
 from lamina.spec.schema import Schema
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
@@ -69,7 +70,6 @@ class FileOutcome:
     delete_file: np.ndarray | None = None
     matched_file: np.ndarray | None = None
     # filled lazily, reused by retries on the same base entry:
-    new_entries: pa.Table | None = None
     remainder_entries: pa.Table | None = None  # copy-on-write
     dv: DV | None = None
 
@@ -78,11 +78,51 @@ class FileOutcome:
 FileFn = Callable[[pa.Table], FileOutcome]
 
 
+def _file_order(files: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row indices ordered by file, stable; where each file 0..n-1 starts in them, and the end)."""
+    order = np.argsort(files, kind="stable")
+    return order, np.searchsorted(files[order], np.arange(n + 1))
+
+
 def _by_file(files: np.ndarray, n: int) -> list[np.ndarray]:
     """Row indices per file 0..n-1 (stable)."""
-    order = np.argsort(files, kind="stable")
-    bounds = np.searchsorted(files[order], np.arange(n + 1))
+    order, bounds = _file_order(files, n)
     return [order[bounds[k] : bounds[k + 1]] for k in range(n)]
+
+
+def _stored_row_ids(io: Any, path: str) -> pa.ChunkedArray | None:
+    """The ``_row_id`` column a data file stores (a file that rewrote rows), or None (an
+    appended file: its rows' ids follow from its entry). One footer read, and the column if
+    there is one."""
+    local = io.local_path(path)
+    with pa.OSFile(local) if local is not None else pa.BufferReader(io.get(path)) as f:
+        reader = pq.ParquetReader()
+        reader.open(f, pre_buffer=False)
+        if ROW_ID not in reader.schema_arrow.names:
+            return None
+        return reader.read_column(reader.column_name_idx(ROW_ID))
+
+
+def _with_row_ids(base: Base, physical: pa.Table, t: pa.Table, fidx: np.ndarray, pos: np.ndarray) -> pa.Table:
+    """``t`` (rows at physical positions ``pos`` of files ``fidx`` of ``physical``, ordered by
+    file) with their ``_row_id``: ``first_row_id + position``, or the id the file stores
+    (lamina.spec.lineage). Only those rows' ids are computed; a file is read again only for
+    its footer, and for its stored ids if it has them."""
+    files, first = np.unique(fidx, return_index=True)
+    bounds = np.append(first, len(fidx))
+    entries = physical.take(pa.array(files))
+    starts = entries.column(FIRST_ROW_ID)
+    paths = entries.column("path").to_pylist()
+    if starts.null_count:
+        raise no_row_ids(paths[starts.to_pylist().index(None)], base.metadata.version)
+    ids = np.repeat(starts.to_numpy(), np.diff(bounds)) + pos
+    for k, stored in enumerate(_pool.map(lambda p: _stored_row_ids(base.io, p), paths)):
+        if stored is not None:  # (files that rewrote rows: few)
+            at = slice(bounds[k], bounds[k + 1])
+            kept = stored.take(pa.array(pos[at]))
+            ids[at] = np.where(pc.is_valid(kept).to_numpy(zero_copy_only=False),
+                               pc.fill_null(kept, 0).to_numpy(zero_copy_only=False), ids[at])
+    return t.append_column(ROW_ID, pa.array(ids))
 
 
 def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
@@ -90,9 +130,9 @@ def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
     empty = np.zeros(0, dtype=np.int64)
     dels = _by_file(o.delete_file, n) if o.delete_file is not None and len(o.delete) else [empty] * n
     if o.new_rows is not None and o.new_rows.num_rows:
-        nf = o.new_rows.column(FILE).to_numpy()
-        rows = o.new_rows.drop_columns([FILE])
-        news = [rows.take(pa.array(ix)) for ix in _by_file(nf, n)]
+        order, bounds = _file_order(o.new_rows.column(FILE).to_numpy(), n)
+        rows = o.new_rows.drop_columns([FILE]).take(pa.array(order))  # one take, then a slice per file
+        news = [rows.slice(bounds[k], bounds[k + 1] - bounds[k]) for k in range(n)]
     else:
         news = [None] * n
     if o.matched_source is not None and len(o.matched_source):
@@ -122,8 +162,13 @@ class RowDelta(Operation):
     write_id: str
     # merge: rows to insert given the source rows matched nowhere (None = no inserts)
     inserts: Callable[[np.ndarray], pa.Table | None] | None = None
+    # (rows read, columns read_columns) -> mask of the rows file_fn may affect (a superset: the
+    # rows it rules out are not evaluated); None = every row
+    prefilter: Callable[[pa.Table], np.ndarray] | None = None
     _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
     _insert_cache: dict[bytes, pa.Table] = field(default_factory=dict)
+    # the data files of the rows written in place of deleted ones, by the touched files' keys
+    _new_rows_cache: dict[tuple, pa.Table] = field(default_factory=dict)
     last_stats: dict[str, int] = field(default_factory=dict)
     # the columns it was planned on, checked against each base's schema (see PlannedColumns)
     planned: PlannedColumns | None = None
@@ -134,30 +179,49 @@ class RowDelta(Operation):
 
     def _live_rows(self, base: Base, entries: pa.Table) -> pa.Table:
         """Live rows of the files ``entries`` (in order), with their physical positions (POS)
-        and the file's index in ``entries`` (FILE).
+        and the file's index in ``entries`` (FILE); with a ``prefilter``, only the rows it keeps.
 
         The files are read whole (``Scan.read_files``: runs of files per task on the read
-        threads), then rows deleted by existing DVs are dropped with one mask: DV positions
-        are physical row numbers, so the DVs must not be applied by the reader."""
+        threads), then rows deleted by existing DVs (and rows the prefilter rules out) are
+        dropped with one mask: DV positions are physical row numbers, so the DVs must not be
+        applied by the reader. Positions and file indices are computed for the kept rows only."""
         physical = entries.set_column(entries.schema.get_field_index("dv_path"), "dv_path",
                                       pa.nulls(entries.num_rows, pa.string()))
-        # Row lineage rides along where rows are written in place of these (they keep their ids).
+        # Row lineage rides along where rows are written in place of these (they keep their ids);
+        # with a prefilter, only the ids (an update's _last_updated_version is null) of the few
+        # rows it keeps, afterwards.
         writes = self.operation != "delete" and has_lineage(base.metadata)
-        cols = [*self.read_columns, *LINEAGE_COLUMNS] if writes else self.read_columns
-        tables = list(base.scan().read_files(physical, cols, files_per_task=16))
+        lineage_after = writes and self.prefilter is not None
+        cols = [*self.read_columns, *LINEAGE_COLUMNS] if writes and not lineage_after else self.read_columns
+        tables, may = [], []
+        for table in base.scan().read_files(physical, cols, files_per_task=16):
+            tables.append(table)
+            if self.prefilter is not None:
+                may.append(self.prefilter(table))  # while the read threads go on with the next files
         lengths = np.fromiter((t.num_rows for t in tables), np.int64, len(tables))
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
         t = pa.concat_tables(tables)
-        pos = np.arange(t.num_rows, dtype=np.int64) - np.repeat(starts, lengths)
-        fidx = np.repeat(np.arange(len(tables), dtype=np.int32), lengths)
+        keep = None
         dvs = dvs_of_plan(entries)
         with_dv = [k for k, d in enumerate(dvs) if d is not None]
         if with_dv:
             keep = np.ones(t.num_rows, dtype=bool)
             for k, bm in zip(with_dv, read_bitmaps(base.io, [dvs[k] for k in with_dv])):
                 keep[starts[k] + np.frombuffer(bm.to_array(), dtype=np.uint32).astype(np.int64)] = False
-            t, pos, fidx = t.filter(pa.array(keep)), pos[keep], fidx[keep]
-        return t.append_column(POS, pa.array(pos)).append_column(FILE, pa.array(fidx))
+        if self.prefilter is not None:
+            may_match = np.concatenate(may) if may else np.zeros(0, dtype=bool)
+            keep = may_match if keep is None else keep & may_match
+        if keep is None:
+            idx = np.arange(t.num_rows, dtype=np.int64)
+        else:
+            idx = np.flatnonzero(keep)
+            t = t.filter(pa.array(keep))
+        fidx = np.searchsorted(ends, idx, side="right")
+        pos = idx - starts[fidx]
+        if lineage_after:
+            t = _with_row_ids(base, physical, t, fidx, pos)
+        return t.append_column(POS, pa.array(pos)).append_column(FILE, pa.array(fidx.astype(np.int32)))
 
     def _outcomes_for(self, base: Base, cands: pa.Table, rows: list[dict[str, Any]]) -> list[FileOutcome]:
         """Per-file outcomes; files not seen before are read together and evaluated in one batch."""
@@ -248,12 +312,15 @@ class RowDelta(Operation):
         if self.mode == "copy-on-write":
             added += [base.stamp(outcomes[i].remainder_entries) for i in touched if outcomes[i].remainder_entries is not None]
         # New rows first: a row that does not fit the schema fails before any DV is written.
-        for i in touched:
-            o = outcomes[i]
-            if o.new_rows is not None and o.new_rows.num_rows:
-                if o.new_entries is None:
-                    o.new_entries = base.write(conform_keeping_lineage(base.schema, o.new_rows), self.write_id)
-                added.append(base.stamp(o.new_entries))
+        # The rows written in place of all touched files' go to data files together (not a
+        # file per touched file), reused by a retry that touches the same files alike.
+        with_rows = [i for i in touched if outcomes[i].new_rows is not None and outcomes[i].new_rows.num_rows]
+        if with_rows:
+            key = tuple(file_key(rows[i]) for i in with_rows)
+            if key not in self._new_rows_cache:
+                new_rows = pa.concat_tables([outcomes[i].new_rows for i in with_rows])
+                self._new_rows_cache[key] = base.write(conform_keeping_lineage(base.schema, new_rows), self.write_id)
+            added.append(base.stamp(self._new_rows_cache[key]))
         if new_dvs:
             locs = write_dv_file(base.io, self.write_id, [bm for _, bm in new_dvs])
             for (i, _), loc in zip(new_dvs, locs):
@@ -393,6 +460,58 @@ def join_key(keys: pa.Array | pa.ChunkedArray, typ: pa.DataType, what: str) -> p
     return pc.if_else(pc.is_nan(keys), nan, pc.if_else(pc.equal(keys, zero), zero, keys))
 
 
+# A membership test by lookup table covers the source keys' range with one byte per key: up
+# to LOOKUP_TABLE_BYTES, or LOOKUP_BYTES_PER_KEY per source key if more.
+LOOKUP_TABLE_BYTES = 1 << 24
+LOOKUP_BYTES_PER_KEY = 16
+
+
+def key_membership(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array | pa.ChunkedArray], np.ndarray]:
+    """A test of which keys may be among ``values`` (a superset; nulls are in no set), as a NumPy mask.
+
+    Integer keys (up to 64 bits signed, 32 unsigned) use a lookup table over the range of
+    ``values`` when it is small enough (dense keys: ids), else a binary search in the
+    sorted values; other types Arrow's hash-based ``is_in``. The first two are several
+    times faster than ``is_in`` on millions of keys against 100k values."""
+    values = values.drop_null()
+    typ = values.type
+    if not (pa.types.is_signed_integer(typ) or (pa.types.is_unsigned_integer(typ) and typ.bit_width <= 32)):
+        return lambda keys: pc.is_in(keys, value_set=values, skip_nulls=True).to_numpy(zero_copy_only=False)
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    v = values.to_numpy().astype(np.int64)
+    if not len(v):
+        return lambda keys: np.zeros(len(keys), dtype=bool)
+    lo, hi = int(v.min()), int(v.max())
+    span = hi - lo + 1
+    if span <= max(LOOKUP_TABLE_BYTES, LOOKUP_BYTES_PER_KEY * len(v)):
+        table = np.zeros(span + 1, dtype=bool)  # table[span]: every key outside [lo, hi]
+        table[v - lo] = True
+
+        def test(k: np.ndarray) -> np.ndarray:
+            # k - lo as unsigned: keys below lo wrap to huge offsets, and all past the end of
+            # the range look up table[span]. (Keys some 2**63 apart from lo may wrap into the
+            # range: a superset of the members, which the join then sorts out.)
+            off = np.subtract(k, lo, dtype=np.int64, casting="unsafe").view(np.uint64)
+            return table[np.minimum(off, span, out=off)]
+    else:
+        v = np.unique(v)
+
+        def test(k: np.ndarray) -> np.ndarray:
+            i = np.searchsorted(v, k)
+            return v[np.minimum(i, len(v) - 1)] == k
+
+    def member(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        valid = None
+        if keys.null_count:
+            valid = pc.is_valid(keys).to_numpy(zero_copy_only=False)
+            keys = pc.fill_null(keys, lo)
+        out = test(keys.to_numpy().astype(np.int64, copy=False))
+        return out if valid is None else out & valid
+
+    return member
+
+
 def key_range(name: str, lo: Any, hi: Any, has_nan: bool) -> Expr:
     """The target rows that source keys of column ``name`` may match, for pruning: keys in
     [lo, hi] (the bounds of the non-NaN source keys; None if there are none), and NaN keys
@@ -523,6 +642,25 @@ class MergeBuilder(MergeClauses):
             terms.append(key_range(k, mm["min"].as_py(), mm["max"].as_py(), has_nan))
         return and_(*terms)
 
+    def _target_columns(self) -> list[str]:
+        """The target columns a merge reads: only the keys, unless a matched clause has a
+        condition or sets columns by expressions (those may read any target column, and the
+        columns such an update leaves unset keep the target's values)."""
+        if any(cl.condition is not None or cl.values is not None for cl in self.matched):
+            return list(self.schema.arrow.names)
+        return [n for n in self.schema.arrow.names if n in self.on]
+
+    def _prefilter(self) -> Callable[[pa.Table], np.ndarray] | None:
+        """The target rows that may match: those whose first key is among the source's, so
+        only the few that can match go through the join (see ``key_membership``). Not for
+        float keys: a membership test may compare NaN and -0.0 other than the join does
+        (see join_key)."""
+        k, typ = self.on[0], self._key_types[0]
+        if pa.types.is_floating(typ):
+            return None
+        member = key_membership(join_key(self.source.column(k), typ, f"the source's key {k!r}"))
+        return lambda rows: member(join_key(rows.column(k), typ, f"the table's key {k!r}"))
+
     def _prefixed_source(self) -> pa.Table:
         s = self.source
         cols = self._keys(s, self.on, "source")
@@ -534,15 +672,27 @@ class MergeBuilder(MergeClauses):
         src = self._prefixed_source()
         keys = [f"{KEY}{i}" for i in range(len(self.on))]
 
+        # One key (not a float: see _prefilter) that no two source rows share: each target row
+        # matches at most one source row, found by a hash lookup rather than a join.
+        lookup = (len(keys) == 1 and not pa.types.is_floating(self._key_types[0])
+                  and pc.count_distinct(src.column(keys[0])).as_py() == src.num_rows - src.column(keys[0]).null_count)
+
         def fn(rows: pa.Table) -> FileOutcome:
             left = self._keys(rows, self.on, "table")
-            left["__tgt"] = pa.array(np.arange(rows.num_rows, dtype=np.int64))
-            # Arrow's hash join carries no nested (struct, list, map) non-key column: join the
-            # keys and row numbers only, then take both sides' columns by row number.
-            pairs = pa.table(left).join(src.select([*keys, "__src"]), keys=keys, join_type="inner")
-            tgt, src_rows = pairs.column("__tgt"), pairs.column("__src")
+            if lookup:
+                at = pc.index_in(left[keys[0]], value_set=src.column(keys[0]), skip_nulls=True)
+                hit = pc.is_valid(at)
+                tgt = pc.indices_nonzero(hit)
+                pairs = pa.table({keys[0]: pc.filter(left[keys[0]], hit), "__src": pc.filter(at, hit).cast(pa.int64())})
+                src_rows = pairs.column("__src")
+            else:
+                left["__tgt"] = pa.array(np.arange(rows.num_rows, dtype=np.int64))
+                # Arrow's hash join carries no nested (struct, list, map) non-key column: join the
+                # keys and row numbers only, then take both sides' columns by row number.
+                pairs = pa.table(left).join(src.select([*keys, "__src"]), keys=keys, join_type="inner")
+                tgt, src_rows = pairs.column("__tgt"), pairs.column("__src")
             cols = {k: pairs.column(k) for k in keys}
-            cols.update({f"target.{n}": rows.column(n).take(tgt) for n in tschema.names})
+            cols.update({f"target.{n}": rows.column(n).take(tgt) for n in tschema.names if n in rows.column_names})
             cols[POS], cols[FILE] = rows.column(POS).take(tgt), rows.column(FILE).take(tgt)
             if ROW_ID in rows.column_names:
                 cols[ROW_ID] = rows.column(ROW_ID).take(tgt)
@@ -609,8 +759,8 @@ class MergeBuilder(MergeClauses):
             raise InvalidArgument("merge needs at least one when_matched_* or when_not_matched_* clause")
         tschema = self.schema.arrow
         op = RowDelta(
-            "merge", self._prune(), list(tschema.names), self._file_fn(tschema), self.mode,
-            new_write_id(), inserts=self._inserts(tschema), planned=PlannedColumns.of(self.schema),
+            "merge", self._prune(), self._target_columns(), self._file_fn(tschema), self.mode,
+            new_write_id(), inserts=self._inserts(tschema), prefilter=self._prefilter(), planned=PlannedColumns.of(self.schema),
         )
         version = self._run(op, commit_options)
         if self._queued:

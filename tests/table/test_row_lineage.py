@@ -117,3 +117,22 @@ def test_a_transaction_rewrites_rows_it_added_itself(tmp_path, mode):
     feed = t.changes(1).to_arrow()
     got = sorted(zip(feed.column("id").to_pylist(), feed.column("v").to_pylist(), feed.column("_change_type").to_pylist()))
     assert got == [(2, "U", "update_postimage"), (2, "b", "update_preimage"), (3, "U", "insert"), (5, "e", "insert")]
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_upsert_keeps_ids_of_rows_in_appended_and_in_rewritten_files(tmp_path, mode):
+    """An upsert reads only the keys of the target, and the ids of the rows it updates
+    afterwards: numbered from the entry for an appended file, as stored for a file an
+    update wrote (ids 3 and 4 live there, with the other rows of their file behind DVs)."""
+    t = lamina.create_table(str(tmp_path), SCHEMA)
+    t.append(pa.table({"id": list(range(10)), "v": ["x"] * 10}))
+    t.append(pa.table({"id": list(range(10, 20)), "v": ["y"] * 10}))
+    t.update(where="id IN (3, 4, 5)", set={"v": "'U'"}, mode=mode)
+    before = rows(t)
+    t.merge(pa.table({"id": [4, 12, 99], "v": ["M", "M", "N"]}), on="id", mode=mode) \
+        .when_matched_update_all().when_not_matched_insert_all().execute()
+    after = rows(t)
+    assert {i: r["v"] for i, r in after.items() if r["v"] in "MN"} == {4: "M", 12: "M", 99: "N"}
+    assert all(after[i]["_row_id"] == before[i]["_row_id"] for i in before)
+    assert after[99]["_row_id"] >= 20
+    assert len({r["_row_id"] for r in after.values()}) == len(after) == 21
