@@ -32,7 +32,7 @@ from lamina.expr import Expr, and_, col, or_
 from lamina.expr.values import as_column, as_mask
 from lamina.manifest.entries import conform, fill_constant
 from lamina.data.inflight import new_write_id
-from lamina.data.deletes import DV, bitmap_of, dvs_of_plan, positions_array, file_key, read_bitmap, read_bitmaps, write_dv_file
+from lamina.data.deletes import DV, bitmap_of, dvs_of_plan, positions_array, file_key, read_bitmaps, write_dv_file
 from lamina.spec.properties import DELETE_MODES, TableProperties
 from lamina.operations.schema import PlannedColumns
 from lamina.spec.lineage import LINEAGE_COLUMNS, ROW_ID, check_row_ids, conform_keeping_lineage, has_lineage, lineage_of
@@ -234,13 +234,18 @@ class RowDelta(Operation):
         replaced: list[tuple[int, DV]] = []  # (candidate index, its new DV)
         rewrite: list[tuple[int, BitMap, int]] = []  # copy-on-write: (index, deleted rows, physical rows)
         deleted_rows = 0
+        # the DVs the touched files have: read together (one range read per DV file)
+        had_dv = [i for i in touched if rows[i]["dv_path"] is not None]
+        old_dvs = dict(zip(had_dv, read_bitmaps(base.io, [
+            DV(rows[i]["dv_path"], rows[i]["dv_offset"], rows[i]["dv_length"], rows[i]["dv_cardinality"]) for i in had_dv
+        ])))
         for i in touched:
             o, e = outcomes[i], rows[i]
             deleted_rows += len(o.delete)
             physical = e["record_count"] + (e["dv_cardinality"] or 0)
-            old = BitMap() if e["dv_path"] is None else read_bitmap(
-                base.io, DV(e["dv_path"], e["dv_offset"], e["dv_length"], e["dv_cardinality"]))
-            merged = old | bitmap_of(o.delete)
+            merged = bitmap_of(o.delete)
+            if i in old_dvs:
+                merged |= old_dvs[i]
             if len(merged) >= physical:
                 continue  # every row deleted: the file leaves the live set
             if self.mode == "copy-on-write":
