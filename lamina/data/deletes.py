@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -153,6 +154,13 @@ def write_dv_file(io: FileIO, write_id: str, bitmaps: list[BitMap]) -> list[DV]:
     path = new_dv_path(write_id)
     io.put_new(path, data)
     return [DV(path, off, ln, len(bm)) for (off, ln), bm in zip(where, bitmaps)]
+
+
+def bitmap_of(positions: np.ndarray) -> BitMap:
+    """The bitmap of row positions (non-negative, below 2**32). Built from an ``array.array``:
+    pyroaring copies that in one go, whereas a NumPy array it iterates value by value
+    (12x slower; a delete builds one per file it touches)."""
+    return BitMap(array.array("I", np.asarray(positions, dtype=np.uint32).tobytes()))
 
 
 def positions_array(bm: BitMap) -> np.ndarray:

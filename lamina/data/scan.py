@@ -124,6 +124,20 @@ def _runs(sizes: list[int], max_files: int, max_bytes: int) -> list[range]:
     return runs
 
 
+def _codes_with_null_slot(chunk: pa.DictionaryArray) -> np.ndarray:
+    """A dictionary array's codes as NumPy, a null's code being one past the dictionary's end."""
+    codes = chunk.indices
+    if codes.null_count:
+        codes = pc.fill_null(codes, pa.scalar(len(chunk.dictionary), codes.type))
+    return codes.to_numpy(zero_copy_only=False)
+
+
+def _dictionary_key(dictionary: pa.Array) -> tuple:
+    """Equal for two dictionaries whose buffers hold the same bytes (and so the same values)."""
+    return (str(dictionary.type), dictionary.offset, len(dictionary),
+            tuple(b.to_pybytes() if b is not None else None for b in dictionary.buffers()))
+
+
 def _slice_bounds(s: slice, n: int) -> tuple[int, int]:
     start, stop, step = s.indices(n)
     if step != 1:
@@ -374,7 +388,7 @@ class Scan:
         row numbers in the file, then the row filter. ``lineage``: the file's entry's
         (first_row_id, data_version), needed when ``columns`` has row lineage columns."""
         io = self.io
-        try:
+        with self._file_errors(path):
             local = io.local_path(path)
             source = local if local is not None else pa.BufferReader(io.get(path))
             if any(c in _LINEAGE_FIELD for c in columns):
@@ -390,17 +404,104 @@ class Scan:
                 return (t.filter(filt) if filt is not None else t).select(columns)
             if filt is None:
                 return self._read_plain(source, columns, memory_pool)
-            t = self._parquet_scan(
+            return self._parquet_scan(
                 lambda cols, f: pq.read_table(source, columns=cols, filters=f, schema=self.schema.arrow, use_threads=False),
                 columns, filt,
             )
+
+    # -- rows matching the predicate, by position (row-level deletes) ---------------------
+
+    @cached_property
+    def dictionary_column(self) -> str | None:
+        """The one column the predicate reads when it is a string or binary column of a table
+        whose files store columns by name: then ``matching_positions`` can evaluate the
+        predicate on each row group's dictionary instead of on every row. Else None."""
+        refs = referenced_columns(self.predicate)
+        if len(refs) != 1 or self._evolved or isinstance(self.predicate, AlwaysTrue):
+            return None
+        (name,) = refs
+        t = self.schema.field(name).type
+        dictionary_kind = pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+        return name if dictionary_kind else None
+
+    def matching_positions(self, entries: pa.Table) -> list[np.ndarray]:
+        """For each file of ``entries``, in order: the physical positions (row numbers in the
+        file, ascending) of its rows the predicate selects, deletion vectors not applied.
+
+        Only for a predicate on its ``dictionary_column``: each file's column is read as
+        dictionary codes (Parquet stores such a column dictionary-encoded as a rule, so no
+        value is decoded), the predicate evaluated once per distinct dictionary (row groups
+        and files written alike share one), and the positions picked by code, on the read
+        threads: no row's value is compared, nothing is concatenated."""
+        column = self.dictionary_column
+        assert column is not None, "matching_positions needs a predicate on one string or binary column"
+        paths = entries.column("path").to_pylist()
+        # codes that match, per distinct dictionary (key: its buffers); shared by the threads
+        matching_codes: dict[tuple, np.ndarray] = {}
+        read = lambda i: self._file_matching_positions(paths[i], column, matching_codes)  # noqa: E731
+        return [pos for run in self._map_runs(entries, read, 16, 8 << 20, 8) for pos in run]
+
+    def _file_matching_positions(self, path: str, column: str, matching_codes: dict[tuple, np.ndarray]) -> np.ndarray:
+        io = self.io
+        with self._file_errors(path):
+            local = io.local_path(path)
+            source = pa.OSFile(local) if local is not None else pa.BufferReader(io.get(path))
+            with source:
+                reader = pq.ParquetReader()
+                try:
+                    reader.open(source, read_dictionary=[column], pre_buffer=False)
+                except KeyError:  # a file added without the column: it reads null in every row
+                    rows = pq.read_metadata(source).num_rows
+                    hit = self._matches(pa.nulls(1, self._table_type(column)))[0]
+                    return np.arange(rows, dtype=np.int64) if hit else np.zeros(0, dtype=np.int64)
+                rows = reader.metadata.num_rows
+                values = reader.read_column(reader.column_name_idx(column))
+        masks = []
+        for chunk in values.chunks:
+            if pa.types.is_dictionary(chunk.type):
+                codes = _codes_with_null_slot(chunk)
+                key = _dictionary_key(chunk.dictionary)
+                lut = matching_codes.get(key)
+                if lut is None:
+                    # the dictionary's values, then a null: the code of every null row
+                    lut = matching_codes[key] = self._matches(pa.concat_arrays([
+                        self._as_table_type(chunk.dictionary, column), pa.nulls(1, self._table_type(column)),
+                    ]))
+                masks.append(lut[codes])
+            else:
+                masks.append(self._matches(self._as_table_type(chunk, column)))
+        positions = np.flatnonzero(np.concatenate(masks)) if masks else np.zeros(0, dtype=np.int64)
+        if len(masks) and sum(len(m) for m in masks) != rows:
+            raise CorruptMetadata(f"data file {path} has {rows} rows in its footer but {sum(len(m) for m in masks)} in its column {column!r}")
+        return positions.astype(np.int64, copy=False)
+
+    def _table_type(self, column: str) -> pa.DataType:
+        return self.arrow_schema_of((column,)).field(0).type
+
+    def _as_table_type(self, values: pa.Array, column: str) -> pa.Array:
+        typ = self._table_type(column)
+        return values if values.type.equals(typ) else values.cast(typ)
+
+    def _matches(self, values: pa.Array) -> np.ndarray:
+        """Which of ``values`` (of the predicate's one column) the row filter keeps, as a mask."""
+        (column,) = referenced_columns(self.predicate)
+        index = "__lamina_index" if column != "__lamina_index" else "__lamina_index_"
+        t = pa.table({column: values, index: pa.array(np.arange(len(values), dtype=np.int64))})
+        mask = np.zeros(len(values), dtype=bool)
+        mask[t.filter(self.row_filter).column(index).to_numpy()] = True
+        return mask
+
+    @contextmanager
+    def _file_errors(self, path: str) -> Iterator[None]:
+        """A data file that is missing or not Parquet as CorruptMetadata naming it."""
+        try:
+            yield
         except (NotFound, FileNotFoundError):
             raise CorruptMetadata(
-                f"data file {path} of version {self.vm.version} is missing; run `lamina fsck {io.uri}`"
+                f"data file {path} of version {self.vm.version} is missing; run `lamina fsck {self.io.uri}`"
             ) from None
         except pa.ArrowInvalid as e:
             raise CorruptMetadata(f"data file {path} is unreadable: {e}") from None
-        return t
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         plan = self.plan()
@@ -451,20 +552,25 @@ class Scan:
         out_schema = self.arrow_schema_of(tuple(cols))
         paths = entries.column("path").to_pylist()
         dvs = dvs_of_plan(entries)
+        lineages = lineages_of(entries) if any(c in _LINEAGE_FIELD for c in cols) else [None] * len(paths)
+        read = lambda i: self.read_file(paths[i], cols, filt, dvs[i], memory_pool, lineages[i])  # noqa: E731
+        for tables in self._map_runs(entries, read, files_per_task, bytes_per_task, tasks_ahead):
+            yield from self._conformed(tables, cols, out_schema)
+
+    def _map_runs(
+        self, entries: pa.Table, fn: Callable[[int], Any], files_per_task: int, bytes_per_task: int, tasks_ahead: int,
+    ) -> Iterator[list[Any]]:
+        """``fn(i)`` for every file ``i`` of ``entries``, run by run (see ``read_files``) on
+        the read threads, ``tasks_ahead`` runs queued ahead; each run's results, in order."""
         runs = _runs(entries.column("size").to_pylist(), files_per_task, bytes_per_task)
         pool = _local_pool if self.io.is_local else _pool
-        lineages = lineages_of(entries) if any(c in _LINEAGE_FIELD for c in cols) else [None] * len(paths)
-
-        def read_run(run: range) -> list[pa.Table]:
-            return [self.read_file(paths[i], cols, filt, dvs[i], memory_pool, lineages[i]) for i in run]
-
         pending: deque = deque()
         for run in runs:
             if len(pending) >= tasks_ahead:
-                yield from self._conformed(pending.popleft().result(), cols, out_schema)
-            pending.append(pool.submit(read_run, run))
+                yield pending.popleft().result()
+            pending.append(pool.submit(lambda r: [fn(i) for i in r], run))
         while pending:
-            yield from self._conformed(pending.popleft().result(), cols, out_schema)
+            yield pending.popleft().result()
 
     @staticmethod
     def _conformed(tables: list[pa.Table], cols: list[str], out_schema: pa.Schema) -> Iterator[pa.Table]:

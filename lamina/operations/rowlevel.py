@@ -33,7 +33,7 @@ from lamina.expr import Expr, and_, col, or_
 from lamina.expr.values import as_column, as_mask
 from lamina.manifest.entries import conform, fill_constant
 from lamina.data.inflight import new_write_id
-from lamina.data.deletes import DV, dvs_of_plan, file_key, read_bitmap, read_bitmaps, write_dv_file
+from lamina.data.deletes import DV, bitmap_of, dvs_of_plan, positions_array, file_key, read_bitmaps, write_dv_file
 from lamina.spec.properties import DELETE_MODES, TableProperties
 from lamina.operations.schema import PlannedColumns
 from lamina.spec.lineage import FIRST_ROW_ID, LINEAGE_COLUMNS, ROW_ID, check_row_ids, no_row_ids, conform_keeping_lineage, has_lineage, lineage_of
@@ -172,6 +172,9 @@ class RowDelta(Operation):
     last_stats: dict[str, int] = field(default_factory=dict)
     # the columns it was planned on, checked against each base's schema (see PlannedColumns)
     planned: PlannedColumns | None = None
+    # a delete: its predicate (file_fn deletes the rows it selects), which may then be
+    # evaluated file by file on dictionary codes (see _deletes_by_dictionary)
+    delete_where: Expr | None = None
     skip_if_noop: ClassVar[bool] = True  # a change that matched no row commits no version
     refresh_base: ClassVar[bool] = True  # it reads the base's files: start from the latest
 
@@ -228,12 +231,31 @@ class RowDelta(Operation):
         keys = [file_key(e) for e in rows]
         new = [i for i, k in enumerate(keys) if k not in self._outcomes]
         if new:
-            live = self._live_rows(base, cands.take(pa.array(new, pa.int64())))
-            outs = split_outcome(self.file_fn(live), len(new))
+            entries = cands.take(pa.array(new, pa.int64()))
+            outs = self._deletes_by_dictionary(base, entries)
+            if outs is None:
+                outs = split_outcome(self.file_fn(self._live_rows(base, entries)), len(new))
             for i, o in zip(new, outs):
                 o.delete = _sorted_unique(o.delete)
                 self._outcomes[keys[i]] = o
         return [self._outcomes[k] for k in keys]
+
+    def _deletes_by_dictionary(self, base: Base, entries: pa.Table) -> list[FileOutcome] | None:
+        """A delete whose predicate reads one string or binary column: the positions it
+        deletes in each file of ``entries``, from the predicate evaluated on the column's
+        dictionaries (``Scan.matching_positions``), less the rows the file's DV already
+        deletes. None for any other change: it goes through ``file_fn``."""
+        if self.delete_where is None:
+            return None
+        scan = base.scan(self.delete_where)
+        if scan.dictionary_column is None:
+            return None
+        positions = scan.matching_positions(entries)
+        dvs = dvs_of_plan(entries)
+        with_dv = [k for k, d in enumerate(dvs) if d is not None]
+        for k, bm in zip(with_dv, read_bitmaps(base.io, [dvs[k] for k in with_dv])):
+            positions[k] = positions[k][~np.isin(positions[k], positions_array(bm))]
+        return [FileOutcome(p) for p in positions]
 
     def rows_changed_since(self, read: Base, base: Base) -> list[str]:
         """The data files holding rows this change matches at ``read`` whose rows a later commit
@@ -257,7 +279,7 @@ class RowDelta(Operation):
         )) if redeleted else {}
         clash = []
         for (e, o), (_, n) in zip(touched, changed):
-            if n is None or (e["path"] in bitmaps and bitmaps[e["path"]].intersect(BitMap(o.delete.astype(np.uint32)))):
+            if n is None or (e["path"] in bitmaps and bitmaps[e["path"]].intersect(bitmap_of(o.delete))):
                 clash.append(e["path"])
         return clash
 
@@ -276,13 +298,18 @@ class RowDelta(Operation):
         replaced: list[tuple[int, DV]] = []  # (candidate index, its new DV)
         rewrite: list[tuple[int, BitMap, int]] = []  # copy-on-write: (index, deleted rows, physical rows)
         deleted_rows = 0
+        # the DVs the touched files have: read together (one range read per DV file)
+        had_dv = [i for i in touched if rows[i]["dv_path"] is not None]
+        old_dvs = dict(zip(had_dv, read_bitmaps(base.io, [
+            DV(rows[i]["dv_path"], rows[i]["dv_offset"], rows[i]["dv_length"], rows[i]["dv_cardinality"]) for i in had_dv
+        ])))
         for i in touched:
             o, e = outcomes[i], rows[i]
             deleted_rows += len(o.delete)
             physical = e["record_count"] + (e["dv_cardinality"] or 0)
-            old = BitMap() if e["dv_path"] is None else read_bitmap(
-                base.io, DV(e["dv_path"], e["dv_offset"], e["dv_length"], e["dv_cardinality"]))
-            merged = old | BitMap(o.delete.astype(np.uint32))
+            merged = bitmap_of(o.delete)
+            if i in old_dvs:
+                merged |= old_dvs[i]
             if len(merged) >= physical:
                 continue  # every row deleted: the file leaves the live set
             if self.mode == "copy-on-write":

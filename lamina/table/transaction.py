@@ -244,7 +244,7 @@ class Transaction:
         return self.add_operation(RowDelta(
             "delete", pred, sorted(referenced_columns(pred)) or [schema.names[0]],
             file_fn_delete(to_arrow_filter(pred)), self.row_mode(mode), new_write_id(),
-            planned=PlannedColumns.of(schema, referenced_columns(pred)),
+            planned=PlannedColumns.of(schema, referenced_columns(pred)), delete_where=pred,
         ))
 
     def update(
