@@ -6,6 +6,7 @@ import array
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +47,14 @@ _CACHE_ENTRIES = 4096
 
 def read_bitmap(io: FileIO, dv: DV) -> BitMap:
     return read_bitmaps(io, [dv])[0]
+
+
+def read_bitmaps_of(io: FileIO, dvs: Mapping[int, DV | None] | Sequence[DV | None]) -> dict[int, BitMap]:
+    """The bitmaps of the DVs there are among ``dvs`` (by index: a list's positions, or a
+    mapping's keys), read together like ``read_bitmaps``."""
+    items = dvs.items() if isinstance(dvs, Mapping) else enumerate(dvs)
+    present = [(k, dv) for k, dv in items if dv is not None]
+    return dict(zip((k for k, _ in present), read_bitmaps(io, [dv for _, dv in present])))
 
 
 def read_bitmaps(io: FileIO, dvs: list[DV]) -> list[BitMap]:

@@ -28,7 +28,7 @@ import pyarrow.fs as pafs
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
-from lamina.data.deletes import DV, dvs_of_plan, positions_array, read_bitmaps
+from lamina.data.deletes import DV, dvs_of_plan, positions_array, read_bitmaps_of
 from lamina.data.scan import Scan
 from lamina.spec import content as C
 from lamina.spec.lineage import LINEAGE_COLUMNS, physical_rows
@@ -78,9 +78,8 @@ class LiveFiles:
     def deleted(self) -> list[np.ndarray | None]:
         """Each file's deleted row positions, sorted (None: no DV). The DVs of all files are
         read at once: one range request per DV file."""
-        idx = [i for i, d in enumerate(self.dvs) if d is not None]
         out: list[np.ndarray | None] = [None] * len(self)
-        for i, bm in zip(idx, read_bitmaps(self.scan.io, [self.dvs[i] for i in idx])):  # type: ignore[misc]
+        for i, bm in read_bitmaps_of(self.scan.io, self.dvs).items():
             out[i] = positions_array(bm).astype(np.int64, copy=False)
         return out
 

@@ -484,7 +484,7 @@ class Scan:
 
     def _matches(self, values: pa.Array) -> np.ndarray:
         """Which of ``values`` (of the predicate's one column) the row filter keeps, as a mask."""
-        (column,) = referenced_columns(self.predicate)
+        column = self.dictionary_column
         index = "__lamina_index" if column != "__lamina_index" else "__lamina_index_"
         t = pa.table({column: values, index: pa.array(np.arange(len(values), dtype=np.int64))})
         mask = np.zeros(len(values), dtype=bool)

@@ -33,7 +33,7 @@ from lamina.expr import Expr, and_, col, or_
 from lamina.expr.values import as_column, as_mask
 from lamina.manifest.entries import conform, fill_constant
 from lamina.data.inflight import new_write_id
-from lamina.data.deletes import DV, bitmap_of, dvs_of_plan, positions_array, file_key, read_bitmaps, write_dv_file
+from lamina.data.deletes import DV, bitmap_of, dvs_of_plan, positions_array, file_key, read_bitmaps, read_bitmaps_of, write_dv_file
 from lamina.spec.properties import DELETE_MODES, TableProperties
 from lamina.operations.schema import PlannedColumns
 from lamina.spec.lineage import FIRST_ROW_ID, LINEAGE_COLUMNS, ROW_ID, check_row_ids, no_row_ids, conform_keeping_lineage, has_lineage, lineage_of
@@ -206,11 +206,10 @@ class RowDelta(Operation):
         starts = ends - lengths
         t = pa.concat_tables(tables)
         keep = None
-        dvs = dvs_of_plan(entries)
-        with_dv = [k for k, d in enumerate(dvs) if d is not None]
-        if with_dv:
+        old_dvs = read_bitmaps_of(base.io, dvs_of_plan(entries))
+        if old_dvs:
             keep = np.ones(t.num_rows, dtype=bool)
-            for k, bm in zip(with_dv, read_bitmaps(base.io, [dvs[k] for k in with_dv])):
+            for k, bm in old_dvs.items():
                 keep[starts[k] + np.frombuffer(bm.to_array(), dtype=np.uint32).astype(np.int64)] = False
         if self.prefilter is not None:
             may_match = np.concatenate(may) if may else np.zeros(0, dtype=bool)
@@ -251,9 +250,7 @@ class RowDelta(Operation):
         if scan.dictionary_column is None:
             return None
         positions = scan.matching_positions(entries)
-        dvs = dvs_of_plan(entries)
-        with_dv = [k for k, d in enumerate(dvs) if d is not None]
-        for k, bm in zip(with_dv, read_bitmaps(base.io, [dvs[k] for k in with_dv])):
+        for k, bm in read_bitmaps_of(base.io, dvs_of_plan(entries)).items():
             positions[k] = positions[k][~np.isin(positions[k], positions_array(bm))]
         return [FileOutcome(p) for p in positions]
 
@@ -299,10 +296,8 @@ class RowDelta(Operation):
         rewrite: list[tuple[int, BitMap, int]] = []  # copy-on-write: (index, deleted rows, physical rows)
         deleted_rows = 0
         # the DVs the touched files have: read together (one range read per DV file)
-        had_dv = [i for i in touched if rows[i]["dv_path"] is not None]
-        old_dvs = dict(zip(had_dv, read_bitmaps(base.io, [
-            DV(rows[i]["dv_path"], rows[i]["dv_offset"], rows[i]["dv_length"], rows[i]["dv_cardinality"]) for i in had_dv
-        ])))
+        cand_dvs = dvs_of_plan(cands)
+        old_dvs = read_bitmaps_of(base.io, {i: cand_dvs[i] for i in touched})
         for i in touched:
             o, e = outcomes[i], rows[i]
             deleted_rows += len(o.delete)
