@@ -14,7 +14,8 @@ Operations (the same data for every system):
 2. **append** of 100 rows to the N-version table, on a handle opened before counting.
 3. **plan, 1% selective**, over --plan-files files (10 rows each, one commit): open + plan.
 4. **delete 10%** (``category = 'c0'``) of a --delete-files file table: open + delete.
-5. **tag create** on an open handle (deltalake has no tags).
+5. **tag create** on an open handle (deltalake has no tags): Lamina's default call (the table's
+   latest version) and, like Lance's call, of the handle's version given explicitly.
 6. **expiry** of all but the last 100 of N versions (Lamina ``expire_versions(retain_last=100)``;
    deltalake ``cleanup_metadata()`` with a checkpoint at N-100 and a zero log retention;
    Lance ``cleanup_old_versions`` with the age of version N-99).
@@ -188,8 +189,10 @@ def worker(spec: dict) -> dict:
                 extra["version"] = lamina.open_table(uri, storage_options=opts).version
             elif op == "append":
                 extra["version"] = h.append(make_batch(10**9, 100))
-            elif op == "tag":
+            elif op == "tag":  # the default: the table's latest version
                 extra["tagged"] = h.create_tag("requests").tagged_version
+            elif op == "tag_version":  # the handle's version, given as Lance is given it
+                extra["tagged"] = h.create_tag("requests-v", h.version).tagged_version
             elif op == "plan":
                 t = lamina.open_table(uri, storage_options=opts)
                 extra["files"] = len(t.scan(where=spec["where"]).plan())
@@ -237,8 +240,8 @@ def worker(spec: dict) -> dict:
                 extra["version"] = lance.dataset(uri, storage_options=opts).version
             elif op == "append":
                 extra["version"] = lance.write_dataset(make_batch(10**9, 100), ds, mode="append").version
-            elif op == "tag":
-                ds.tags.create("requests", ds.version)
+            elif op in ("tag", "tag_version"):  # Lance's tags name a version: the handle's
+                ds.tags.create("requests" if op == "tag" else "requests-v", ds.version)
                 extra["tagged"] = ds.version
             elif op == "plan":
                 d = lance.dataset(uri, storage_options=opts)
@@ -281,7 +284,8 @@ OPS = [
     ("append", "append of 100 rows (N versions)", "hist", "append"),
     ("plan", "plan 1% of the files (open + plan)", "plan", "plan"),
     ("delete", "delete 10% of the rows (open + delete)", "del", "delete"),
-    ("tag", "tag create", "hist", "tag"),
+    ("tag", "tag create (Lamina: the latest, its default; Lance: the handle's version)", "hist", "tag"),
+    ("tag_version", "tag create of the handle's version (both given it)", "hist", "tag_version"),
     ("expire", "expire all but the last 100 of N versions", "exp", "expire"),
 ]
 
@@ -335,7 +339,7 @@ def main() -> None:
         results: dict = {}
         for key, _label, name, op in OPS:
             for system in SYSTEMS:
-                if op == "tag" and system == "deltalake":
+                if op in ("tag", "tag_version") and system == "deltalake":
                     continue
                 say(f"{key}: {system}")
                 spec = {"system": system, "op": op, "dir": table_dir(system, name), "endpoint": server.endpoint,

@@ -41,7 +41,11 @@ class TagStore:
         table's latest version, if the caller has just read it (saves reading it again).
         """
         validate_tag_name(name)
-        self.check_writable(latest)
+        # The latest version's writer features decide whether we may write. When the caller
+        # did not read the latest, they are checked after the put (the tag withdrawn if they
+        # refuse): the put's confirmation often shows ``vm`` is the latest, saving the read.
+        if latest is not None:
+            self.check_writable(latest)
         tag = Tag(name, vm, int(time.time() * 1000), expires_at_ms, automatic)
         try:
             # put_new: a retry after a lost answer finds our own tag (same bytes) and succeeds
@@ -54,14 +58,21 @@ class TagStore:
             ) from None
         if (
             confirm_version and self.log.branch == MAIN_BRANCH and BRANCHES not in vm.writer_features
+            and self.log.slot_cannot_have_been_freed(vm.version + 1, vm.properties)
             and self.log.is_newest(vm.version)
         ):
             # Our version is still the newest now that the tag is written: no expiry can have
             # removed it (the newest is always kept; one listing the slots from now on lists the
             # tags after), and no branch can have the name (making the first branch commits
             # the branches feature in a newer version first; a branch made from now on checks
-            # for tags after writing its record). One request instead of three on S3.
+            # for tags after writing its record). One request instead of three on S3. (An empty
+            # slot above ``vm`` proves it newest only if that slot cannot lie in a freed chunk:
+            # a version held in memory for days may have been expired and its chunk freed.)
+            if latest is None:
+                self._withdraw_unless_writable(name, vm)  # vm is the latest
             return tag
+        if latest is None:
+            self._withdraw_unless_writable(name, None)
         if self.io.exists(f"{BRANCHES_DIR}/{name}.json"):  # a branch made under the name meanwhile
             self._delete_file(name)
             raise TagAlreadyExists(f"{name!r} is a branch of {self.io.uri}; a tag may not share a branch's name")
@@ -104,6 +115,13 @@ class TagStore:
         """Tags change what maintenance keeps: a table whose latest version needs a writer
         feature this Lamina lacks may reference files in ways it cannot see (UnsupportedFeature)."""
         check_writer((latest or self.log.latest()).writer_features, f"table {self.io.uri}")
+
+    def _withdraw_unless_writable(self, name: str, latest: VersionManifest | None) -> None:
+        try:
+            self.check_writable(latest)
+        except Exception:
+            self._delete_file(name)
+            raise
 
     def put(self, tag: Tag) -> None:
         """Overwrite (replace_tag)."""

@@ -443,9 +443,19 @@ class Table:
         ``expire_versions`` deletes the tag.
         """
         latest = version is None and timestamp is None
-        vm = self.log.latest() if latest else self._resolve(version, timestamp)
+        vm = self._latest_for_tag() if latest else self._resolve(version, timestamp)
         return self.tag_store.create(name, vm, expires_at_ms=None if expires_at is None else _expiry_ms(expires_at),
                                      latest=vm if latest else None)
+
+    def _latest_for_tag(self) -> VersionManifest:
+        """The table's latest version: this handle's, if the slot above it is still empty (one
+        HEAD on S3 instead of a listing and a GET). That proves it only while the slot cannot
+        lie in a freed chunk (VersionLog.slot_cannot_have_been_freed): a handle opened days
+        ago reads the latest."""
+        vm = self._vm
+        if self.log.slot_cannot_have_been_freed(vm.version + 1, vm.properties) and self.log.is_newest(vm.version):
+            return vm
+        return self.log.latest()
 
     def replace_tag(
         self, name: str, version: int | None = None, *, timestamp: Any = None, expires_at: Any = None

@@ -169,3 +169,26 @@ def test_a_tag_of_the_newest_version_needs_no_confirmation_and_reads_back(table)
     tag = table.create_tag("now")
     assert tag.tagged_version == table.version == 1
     assert ids(table.scan(tag="now").to_arrow()) == [1, 2]
+
+
+def test_a_tag_from_a_handle_whose_version_was_expired_and_its_slots_freed(tmp_path):
+    """The handle's version is taken as the latest only if the slot above it is empty *and*
+    cannot lie in a freed chunk: here the versions from the handle's on were expired and their
+    slots freed (retention 0), so the empty slot says nothing. The default tag must name the
+    table's latest; a tag of the handle's (expired) version must be refused."""
+    props = {"version.slot-chunk-size": "2", "expire.slot-retention-ms": "0"}
+    t = lamina.create_table(str(tmp_path / "t"), batch([0]).schema, properties=props)
+    t.append(batch([1]))
+    held = lamina.open_table(t.uri)  # version 1, held while the table moves on
+    for i in range(2, 7):
+        t.append(batch([i]))
+    rep = t.expire_versions(retain_last=1, reader_grace=NOW)
+    assert rep.freed_slots >= 4
+    assert held.log.is_newest(held.version)  # the slot above the handle's version is gone ...
+    tag = held.create_tag("latest")  # ... yet the tag names the real latest
+    assert tag.tagged_version == t.version == 6
+    assert ids(t.scan(tag="latest").to_arrow()) == list(range(1, 7))
+    with pytest.raises(VersionNotFound):
+        held.create_tag("old", held.version)
+    assert [x.name for x in t.tags()] == ["latest"]
+    assert fsck(t).ok

@@ -189,9 +189,12 @@ def test_an_append_on_s3_costs_four_requests_and_the_hint_every_tenth(opts, uri,
     assert lamina.open_table(uri, storage_options=opts).scan().to_arrow().num_rows == (HINT_EVERY + 1) * ROWS
 
 
-def test_a_tag_of_the_newest_version_on_s3_is_four_requests(opts, uri, proxy):
-    """LIST + GET of the newest version, the tag's PUT, and one HEAD showing no version came
-    after it (so no expiry removed it and no branch took the name); with a version after it,
+def test_a_tag_of_the_newest_version_on_s3_is_three_requests(opts, uri, proxy):
+    """A fresh handle's version is the newest if the slot above it is empty (one HEAD), so the
+    default tag (the latest) costs that HEAD, the tag's PUT, and one HEAD showing no version
+    came after it (so no expiry removed it and no branch took the name); the handle's version
+    given explicitly (what Lance's ``tags.create(name, ds.version)`` does) saves the first
+    HEAD. A stale handle reads the latest (LIST + GET); with a version after the tagged one,
     the full checks (the branch's HEAD, the version's GET) run."""
     t = lamina.create_table(uri, workers.schema(), storage_options=opts)
     t.append(workers.batch(0, 0, ROWS))
@@ -199,14 +202,20 @@ def test_a_tag_of_the_newest_version_on_s3_is_four_requests(opts, uri, proxy):
     h = lamina.open_table(uri, storage_options=proxy.storage_options(opts))
     proxy.log.clear()
     assert h.create_tag("fast").tagged_version == 1
-    assert _kinds(proxy.log) == {"LIST": 1, "GET": 1, "PUT": 1, "HEAD": 1}, proxy.log
+    assert _kinds(proxy.log) == {"PUT": 1, "HEAD": 2}, proxy.log
+    proxy.log.clear()
+    assert h.create_tag("given", h.version).tagged_version == 1
+    assert _kinds(proxy.log) == {"PUT": 1, "HEAD": 1}, proxy.log
     read = h.log.latest()
     t.append(workers.batch(0, 1, ROWS))
     flush_hints()
     proxy.log.clear()
     h.tag_store.create("slow", read, latest=read)
     assert _kinds(proxy.log) == {"PUT": 1, "HEAD": 2, "GET": 1}, proxy.log
-    assert sorted(x.name for x in t.tags()) == ["fast", "slow"]
+    proxy.log.clear()
+    assert h.create_tag("stale").tagged_version == 2  # the table's latest, not the handle's 1
+    assert _kinds(proxy.log) == {"HEAD": 2, "LIST": 1, "GET": 1, "PUT": 1}, proxy.log
+    assert {x.name: x.tagged_version for x in t.tags()} == {"fast": 1, "given": 1, "stale": 2, "slow": 1}
 
 
 def test_parallel_appends_on_s3(tmp_path, opts, uri):
