@@ -7,6 +7,7 @@ as Python objects only when iterated.
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
@@ -130,6 +131,44 @@ def _codes_with_null_slot(chunk: pa.DictionaryArray) -> np.ndarray:
     if codes.null_count:
         codes = pc.fill_null(codes, pa.scalar(len(chunk.dictionary), codes.type))
     return codes.to_numpy(zero_copy_only=False)
+
+
+class _MatchingCodes:
+    """Which codes of a dictionary the predicate (on one column) selects, as a mask with one
+    more slot for a null's code, for the dictionaries of many files, on many threads.
+
+    The predicate is evaluated once per distinct *value*, not per dictionary: files written
+    apart hold the same few values in different orders, so their dictionaries differ while
+    their values do not. A dictionary seen before costs a lookup; one of known values, an
+    ``index_in`` against them; only values never seen are run through the row filter."""
+
+    def __init__(self, scan: "Scan", column: str) -> None:
+        self._scan, self._column = scan, column
+        self._type = scan._table_type(column)
+        self._lock = threading.Lock()
+        self._by_dictionary: dict[tuple, np.ndarray] = {}
+        self._values = pa.array([], self._type)  # every value evaluated so far ...
+        self._hits = np.zeros(0, dtype=bool)  # ... and whether the predicate selects it
+        self._null_hit: bool | None = None
+
+    def of(self, dictionary: pa.Array) -> np.ndarray:
+        key = _dictionary_key(dictionary)
+        lut = self._by_dictionary.get(key)
+        if lut is not None:
+            return lut
+        values = self._scan._as_table_type(dictionary, self._column)
+        with self._lock:
+            if self._null_hit is None:
+                self._null_hit = bool(self._scan._matches(pa.nulls(1, self._type))[0])
+            at = pc.index_in(values, value_set=self._values)
+            if at.null_count:  # values never seen: evaluate them, once
+                fresh = pc.unique(values.filter(pc.is_null(at)))
+                self._values = pa.concat_arrays([self._values, fresh])
+                self._hits = np.concatenate([self._hits, self._scan._matches(fresh)])
+                at = pc.index_in(values, value_set=self._values)
+            lut = np.append(self._hits[at.to_numpy(zero_copy_only=False)], self._null_hit)
+            self._by_dictionary[key] = lut
+        return lut
 
 
 def _dictionary_key(dictionary: pa.Array) -> tuple:
@@ -437,11 +476,11 @@ class Scan:
         assert column is not None, "matching_positions needs a predicate on one string or binary column"
         paths = entries.column("path").to_pylist()
         # codes that match, per distinct dictionary (key: its buffers); shared by the threads
-        matching_codes: dict[tuple, np.ndarray] = {}
+        matching_codes = _MatchingCodes(self, column)
         read = lambda i: self._file_matching_positions(paths[i], column, matching_codes)  # noqa: E731
         return [pos for run in self._map_runs(entries, read, 16, 8 << 20, 8) for pos in run]
 
-    def _file_matching_positions(self, path: str, column: str, matching_codes: dict[tuple, np.ndarray]) -> np.ndarray:
+    def _file_matching_positions(self, path: str, column: str, matching_codes: "_MatchingCodes") -> np.ndarray:
         io = self.io
         with self._file_errors(path):
             local = io.local_path(path)
@@ -459,15 +498,7 @@ class Scan:
         masks = []
         for chunk in values.chunks:
             if pa.types.is_dictionary(chunk.type):
-                codes = _codes_with_null_slot(chunk)
-                key = _dictionary_key(chunk.dictionary)
-                lut = matching_codes.get(key)
-                if lut is None:
-                    # the dictionary's values, then a null: the code of every null row
-                    lut = matching_codes[key] = self._matches(pa.concat_arrays([
-                        self._as_table_type(chunk.dictionary, column), pa.nulls(1, self._table_type(column)),
-                    ]))
-                masks.append(lut[codes])
+                masks.append(matching_codes.of(chunk.dictionary)[_codes_with_null_slot(chunk)])
             else:
                 masks.append(self._matches(self._as_table_type(chunk, column)))
         positions = np.flatnonzero(np.concatenate(masks)) if masks else np.zeros(0, dtype=np.int64)

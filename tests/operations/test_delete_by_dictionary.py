@@ -161,3 +161,20 @@ def test_only_one_string_column_predicates_go_by_dictionary(tmp_path, monkeypatc
     assert t.scan().to_arrow().num_rows == 0
     assert scan_of(t, "s = 'a' OR s IS NULL").dictionary_column == "s"
     assert scan_of(t, "id > 0").dictionary_column is None
+
+
+def test_each_distinct_value_is_evaluated_once_across_files(tmp_path, duck, monkeypatch):
+    """Files written apart hold the same values in different orders, so their dictionaries
+    differ: the predicate still runs on each distinct value once (then a null), not once per
+    file (it cost a row-filter call per file). A value first seen in a later file is
+    evaluated then, and only it. Results checked against DuckDB."""
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    rng = np.random.default_rng(7)
+    for i in range(30):
+        words = list(rng.permutation(WORDS[:5])) + (["zz", None] if i == 20 else [])
+        t.append(pa.table({"id": range(i * 10, i * 10 + len(words)), "s": words}, schema=SCHEMA))
+    evaluated = []
+    real = Scan._matches
+    monkeypatch.setattr(Scan, "_matches", lambda self, v: evaluated.append(len(v)) or real(self, v))
+    check_against_duckdb(duck, t, "s IN ('a', 'zz') OR s IS NULL")
+    assert sorted(evaluated) == [1, 1, 5]  # the null, the five first words, then 'zz'
