@@ -163,8 +163,12 @@ def with_row_lineage(spark: Any, df: Any, io: FileIO, entries: pa.Table) -> Any:
         _FIRST: entries.column(FIRST_ROW_ID), _DATA_VERSION: entries.column(DATA_VERSION),
     })
     df = df.join(F.broadcast(spark.createDataFrame(files)), on=FILE)
-    return (df.withColumn(ROW_ID, F.coalesce(F.col(ROW_ID), F.col(_FIRST) + F.col(ROW)))
-            .withColumn(LAST_UPDATED, F.coalesce(F.col(LAST_UPDATED), F.col(_DATA_VERSION))).drop(_FIRST, _DATA_VERSION))
+    # Only the lineage columns ``df`` has (a merge keeps just the matched rows' ``_row_id``).
+    if ROW_ID in df.columns:
+        df = df.withColumn(ROW_ID, F.coalesce(F.col(ROW_ID), F.col(_FIRST) + F.col(ROW)))
+    if LAST_UPDATED in df.columns:
+        df = df.withColumn(LAST_UPDATED, F.coalesce(F.col(LAST_UPDATED), F.col(_DATA_VERSION)))
+    return df.drop(_FIRST, _DATA_VERSION)
 
 
 def _lineage_fields() -> list[Any]:

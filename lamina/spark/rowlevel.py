@@ -52,6 +52,12 @@ DEFAULT_ATTEMPTS = 5
 # Sources up to this many rows are broadcast: the target files are streamed through the join,
 # never shuffled. Larger sources use Spark's own join choice (sort-merge: both sides shuffled).
 DEFAULT_BROADCAST_ROWS = 2_000_000
+# Sources up to this many rows, merged by clauses that take whole rows (update_all, insert_all,
+# delete; no condition, no expression), are merged on the driver by the Arrow merge
+# (``Table.merge``): it reads only the target's keys, where the Spark job scans every target
+# row with its file path and position. Such a source is collected to the driver either way
+# (a broadcast is), and both give the same rows (tests/spark/test_spark_merge.py runs both).
+DEFAULT_DRIVER_ROWS = 2_000_000
 
 
 def _as_column(v: Any) -> Any:
@@ -72,10 +78,13 @@ def _cond(c: Any) -> Any:
     return F.lit(True) if c is None else _as_column(c)
 
 
-def read_with_positions(spark: Any, table: lamina.Table, entries: pa.Table, lineage: bool = False) -> Any:
+def read_with_positions(spark: Any, table: lamina.Table, entries: pa.Table, lineage: bool = False,
+                        resolve_lineage: bool = True) -> Any:
     """Live rows of the planned files ``entries`` (all their columns) with ``__lamina_file`` /
     ``__lamina_row`` (``_metadata.file_path`` / ``row_index``); rows deleted by existing DVs
-    are removed. ``lineage``: with their ``_row_id`` and ``_last_updated_version`` too."""
+    are removed. ``lineage``: with their ``_row_id`` and ``_last_updated_version`` too; with
+    ``resolve_lineage=False`` as the files store them (null where a file stores none: the
+    caller resolves them with ``with_row_lineage`` on the rows it keeps, a join by file)."""
     from pyspark.sql import functions as F
 
     if not entries.num_rows:  # no file can match: an empty relation built in the JVM (no Python job)
@@ -85,7 +94,7 @@ def read_with_positions(spark: Any, table: lamina.Table, entries: pa.Table, line
     df = native_read(spark, table.metadata.schema, table.io, entries, positions=True, lineage=lineage)
     with_dv = entries.filter(pc.is_valid(entries.column("dv_path")))
     df = without_deleted(spark, df, table.io, with_dv) if with_dv.num_rows else df
-    return with_row_lineage(spark, df, table.io, entries) if lineage else df
+    return with_row_lineage(spark, df, table.io, entries) if lineage and resolve_lineage else df
 
 
 def _positions(table: lamina.Table, entries: pa.Table, hits: pa.Table) -> dict[tuple, np.ndarray]:
@@ -231,8 +240,10 @@ class SparkMergeBuilder(MergeClauses):
 
     def __init__(self, target: Any, source: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
                  storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
-                 broadcast_rows: int = DEFAULT_BROADCAST_ROWS, catalog: Any = None, branch: str | None = None) -> None:
+                 broadcast_rows: int = DEFAULT_BROADCAST_ROWS, catalog: Any = None, branch: str | None = None,
+                 driver_rows: int = DEFAULT_DRIVER_ROWS) -> None:
         self.table, self.transaction = _local_table(target, storage_options, catalog, branch)
+        self.driver_rows = driver_rows
         self.source = source
         self._start(self.table.metadata.schema, on, source.columns)
         self.mode = check_mode(mode) if mode is not None else None
@@ -276,7 +287,9 @@ class SparkMergeBuilder(MergeClauses):
         clock("plan")
         # Updated rows keep their row ids (their _last_updated_version is the new version's).
         lineage = has_lineage(session.metadata)
-        target = read_with_positions(spark, table, entries, lineage).alias("target")
+        # Row ids are resolved (stored, else first_row_id + position: a join by file) for the
+        # matched rows only, after the join: not for every row the target files hold.
+        target = read_with_positions(spark, table, entries, lineage, resolve_lineage=False).alias("target")
         # The source as one struct column "source": `source.x` resolves to its field, bare
         # names to the target's columns; the keys are copied out for the join.
         skeys = [f"__lamina_key{i}" for i in range(len(self.on))]
@@ -331,8 +344,10 @@ class SparkMergeBuilder(MergeClauses):
             .select(F.col(f"target.{FILE}").alias(FILE), F.col(f"target.{ROW}").alias(ROW), F.col(ACTION),
                     *[F.col(sk) for sk in skeys], *out_cols(True),
                     *([F.col(f"target.{ROW_ID}").alias(ROW_ID)] if lineage else []))
-            .persist(StorageLevel.MEMORY_AND_DISK)
         )
+        if lineage and entries.num_rows:
+            staged = with_row_lineage(spark, staged, table.io, entries)
+        staged = staged.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             hits = staged.select(FILE, ROW, ACTION).toArrow()
             clock("join+collect")
@@ -377,13 +392,63 @@ class SparkMergeBuilder(MergeClauses):
             raise InvalidArgument("merge needs at least one when_matched_* or when_not_matched_* clause")
         if self.transaction is None:
             self.table.refresh()
+        done = self._driver_merge()
+        if done is not None:
+            return done
         return _with_attempts(self.table, self.max_attempts, self._run, self.transaction)
+
+    def _driver_merge(self) -> MergeResult | None:
+        """The merge by the Arrow path on the driver (see DEFAULT_DRIVER_ROWS), or None where
+        it would not give what the Spark job gives: a transaction's change, a clause with a
+        condition or expressions (Spark SQL, which the Arrow path does not speak), a source
+        above ``driver_rows``, or a source column whose type differs from the table's other
+        than by the representation Spark's Arrow export picks."""
+        if self.transaction is not None or self.driver_rows <= 0:
+            return None
+        if any(cl.condition is not None or cl.values is not None for cl in [*self.matched, *self.not_matched]):
+            return None
+        clock = _Clock(self.timings)
+        source = self.source.limit(self.driver_rows + 1).toArrow()
+        clock("collect")
+        if source.num_rows > self.driver_rows:
+            return None
+        source = _as_table_types(source, self.table.metadata.schema.arrow)
+        if source is None:
+            return None
+        arrow = self.table.merge(source, self.on, mode=self.mode)
+        arrow.matched, arrow.not_matched = list(self.matched), list(self.not_matched)
+        result = arrow.execute()
+        clock("arrow merge")
+        return result
+
+
+def _as_table_types(source: pa.Table, schema: pa.Schema) -> pa.Table | None:
+    """``source``'s columns the table has, as the table's types where only the representation
+    differs (large or view strings and binaries; a timestamp's zone name, same instants); None
+    if a column's type differs otherwise (the Spark job casts as Spark does: left to it)."""
+    cols = []
+    for f in schema:
+        if f.name not in source.column_names:
+            continue  # an insert_all the source lacks a defaulted column for: the Arrow merge fills it
+        col, have = source.column(f.name), source.schema.field(f.name).type
+        if not have.equals(f.type):
+            same = (
+                (pa.types.is_string(f.type) and (pa.types.is_large_string(have) or pa.types.is_string_view(have)))
+                or (pa.types.is_binary(f.type) and (pa.types.is_large_binary(have) or pa.types.is_binary_view(have)))
+                or (pa.types.is_timestamp(f.type) and pa.types.is_timestamp(have) and have.unit == f.type.unit
+                    and (have.tz is None) == (f.type.tz is None))
+            )
+            if not same:
+                return None
+            col = col.cast(f.type)
+        cols.append((f.name, col))
+    return pa.table(dict(cols))
 
 
 def merge(target: Any, source_df: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
           storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
           broadcast_rows: int = DEFAULT_BROADCAST_ROWS, catalog: Any = None,
-          branch: str | None = None) -> SparkMergeBuilder:
+          branch: str | None = None, driver_rows: int = DEFAULT_DRIVER_ROWS) -> SparkMergeBuilder:
     """Start a Spark merge of ``source_df`` into a local table on key column(s) ``on``.
 
     ``target``: a location, an open Table, or an identifier with ``catalog=`` (see ``lamina.spark._target``),
@@ -392,6 +457,10 @@ def merge(target: Any, source_df: Any, on: str | Sequence[str] = "id", *, mode: 
     ``branch``: merge into that branch.
     ``mode``: merge-on-read (default; property ``write.delete.mode``) or copy-on-write.
     ``broadcast_rows``: sources up to this many rows are broadcast to the target scan.
+    ``driver_rows``: sources up to this many rows merged by whole-row clauses (update_all,
+    insert_all, delete, without conditions) are merged on the driver by ``Table.merge``,
+    which reads only the target's keys (0: always the Spark job).
     """
     return SparkMergeBuilder(target, source_df, on, mode=mode, storage_options=storage_options,
-                             max_attempts=max_attempts, broadcast_rows=broadcast_rows, catalog=catalog, branch=branch)
+                             max_attempts=max_attempts, broadcast_rows=broadcast_rows, catalog=catalog, branch=branch,
+                             driver_rows=driver_rows)

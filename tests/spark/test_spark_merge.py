@@ -1,4 +1,6 @@
-"""Row-level changes from Spark (issue 4): lamina.spark.merge / lamina.spark.delete.
+"""Row-level changes from Spark (issue 4): lamina.spark.merge / lamina.spark.delete; a small
+source merged by whole-row clauses is merged on the driver by the Arrow merge, the rest by
+the Spark job (both are run: ``driver_rows``).
 
 Every Spark result is compared row for row with the Arrow path (``Table.merge`` /
 ``Table.delete``) run on a copy of the same table.
@@ -66,6 +68,7 @@ CASES = {
     "insert": lambda b: b.when_not_matched_insert({"id": "source.id", "cat": "'ins'", "amt": "source.amt * 2"}),
     "insert_all_with_condition": lambda b: b.when_not_matched_insert_all(condition="source.amt > 2"),
     "update_all": lambda b: b.when_matched_update_all(),
+    "upsert_all": lambda b: b.when_matched_update_all().when_not_matched_insert_all(),
     "upsert_first_clause_wins": lambda b: b.when_matched_delete(condition="source.cat = 'D'")
     .when_matched_update({"amt": "target.amt + source.amt"}, condition="source.amt < 0")
     .when_matched_update_all()
@@ -73,10 +76,19 @@ CASES = {
 }
 
 
+WHOLE_ROWS = {"update_all", "upsert_all"}  # no condition, no expression: the driver may merge them
+
+
+@pytest.mark.parametrize("driver_rows", [0, smerge.DEFAULT_DRIVER_ROWS], ids=["spark-join", "driver"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_spark_merge_matches_arrow_merge(spark, tmp_path, case):
+def test_spark_merge_matches_arrow_merge(spark, tmp_path, case, driver_rows):
+    """Each case by the Spark job, and by the driver's Arrow merge where its clauses take whole
+    rows (``driver_rows``: the job is forced with 0; the phases say which one ran)."""
     s_uri, a_uri = make_pair(tmp_path)
-    got = CASES[case](spark_merge(s_uri, sdf(spark, SOURCE), on="id")).execute()
+    builder = CASES[case](spark_merge(s_uri, sdf(spark, SOURCE), on="id", driver_rows=driver_rows))
+    got = builder.execute()
+    on_driver = driver_rows > 0 and case in WHOLE_ROWS
+    assert ("arrow merge" in builder.timings, "join+collect" in builder.timings) == (on_driver, not on_driver)
     want = CASES[case](lamina.open_table(a_uri).merge(SOURCE, on="id")).execute()
     assert (got.rows_updated, got.rows_deleted, got.rows_inserted, got.files_scanned, got.files_touched) == (
         want.rows_updated, want.rows_deleted, want.rows_inserted, want.files_scanned, want.files_touched)
@@ -99,22 +111,27 @@ def test_reads_after_merge_agree(spark, tmp_path):
     assert lamina.open_table(s_uri).to_arrow(version=5).num_rows == 199
 
 
-def test_narrow_keys_prune_files(spark, tmp_path):
+BOTH_PATHS = pytest.mark.parametrize("driver_rows", [0, smerge.DEFAULT_DRIVER_ROWS], ids=["spark-join", "driver"])
+
+
+@BOTH_PATHS
+def test_narrow_keys_prune_files(spark, tmp_path, driver_rows):
     s_uri, a_uri = make_pair(tmp_path)
     src = rows([120, 121], cat="x")
-    got = spark_merge(s_uri, sdf(spark, src), on="id").when_matched_update_all().execute()
+    got = spark_merge(s_uri, sdf(spark, src), on="id", driver_rows=driver_rows).when_matched_update_all().execute()
     want = lamina.open_table(a_uri).merge(src, on="id").when_matched_update_all().execute()
     assert got.files_scanned == want.files_scanned == 1 < 4
     assert (got.rows_updated, got.files_touched) == (2, 1)
     assert sorted_rows(s_uri) == sorted_rows(a_uri)
 
 
-def test_duplicate_source_keys_fail_and_change_nothing(spark, tmp_path):
+@BOTH_PATHS
+def test_duplicate_source_keys_fail_and_change_nothing(spark, tmp_path, driver_rows):
     s_uri, _ = make_pair(tmp_path)
     before = (lamina.open_table(s_uri).version, sorted(os.listdir(os.path.join(s_uri, "data"))))
     dup = rows([5, 5, 300], cat=["a", "b", "c"])
     with pytest.raises(InvalidArgument, match="more than one source row"):
-        spark_merge(s_uri, sdf(spark, dup), on="id").when_matched_update_all().when_not_matched_insert_all().execute()
+        spark_merge(s_uri, sdf(spark, dup), on="id", driver_rows=driver_rows).when_matched_update_all().when_not_matched_insert_all().execute()
     assert (lamina.open_table(s_uri).version, sorted(os.listdir(os.path.join(s_uri, "data")))) == before
     with pytest.raises(SchemaMismatch):
         spark_merge(s_uri, sdf(spark, dup).select("id"), on="id").when_not_matched_insert_all()
@@ -172,7 +189,7 @@ def test_concurrent_change_to_a_touched_file_is_recomputed(spark, tmp_path, monk
 
     monkeypatch.setattr(smerge, "_commit", racing)
     clauses = CASES["upsert_first_clause_wins"]
-    got = clauses(spark_merge(s_uri, sdf(spark, SOURCE), on="id")).execute()
+    got = clauses(spark_merge(s_uri, sdf(spark, SOURCE), on="id", driver_rows=0)).execute()
     assert len(calls) == 2 and got.version == 7
     a = lamina.open_table(a_uri)
     a.delete("id IN (3, 4, 121)")
@@ -195,7 +212,7 @@ def test_concurrent_append_outside_the_keys_does_not_recompute(spark, tmp_path, 
         return real(session, *args, **kwargs)
 
     monkeypatch.setattr(smerge, "_commit", racing)
-    got = spark_merge(s_uri, sdf(spark, rows([120, 121], cat="x")), on="id").when_matched_update_all().execute()
+    got = spark_merge(s_uri, sdf(spark, rows([120, 121], cat="x")), on="id", driver_rows=0).when_matched_update_all().execute()
     assert len(calls) == 1 and got.version == 7 and got.rows_updated == 2
     assert lamina.open_table(s_uri).to_arrow().num_rows == 199 + 10
 
@@ -257,3 +274,22 @@ def test_spark_delete_keeps_nan_candidates(spark, tmp_path):
         assert spark_delete(spark, s_uri, where) == lamina.open_table(a_uri).delete(where)
         assert canonical_rows(s_uri) == canonical_rows(a_uri)
     assert [r[0] for r in canonical_rows(s_uri)] == [0, 12, 30, 31]
+
+
+def test_the_driver_leaves_to_the_spark_job_what_it_would_not_merge_alike(spark, tmp_path):
+    """A source above ``driver_rows``, or with a column of another type than the table's (Spark
+    casts it as Spark does), goes to the Spark job. The results equal the Arrow merge of the
+    same rows, cast to the table's types."""
+    s_uri, a_uri = make_pair(tmp_path)
+    upsert = CASES["upsert_all"]
+    b = upsert(spark_merge(s_uri, sdf(spark, SOURCE), on="id", driver_rows=SOURCE.num_rows - 1))
+    b.execute()
+    assert "join+collect" in b.timings and "arrow merge" not in b.timings
+    upsert(lamina.open_table(a_uri).merge(SOURCE, on="id")).execute()
+    assert sorted_rows(s_uri) == sorted_rows(a_uri)
+    narrow = sdf(spark, rows([1, 300], cat="w")).selectExpr("id", "cat", "CAST(amt AS FLOAT) AS amt", "day")
+    b = upsert(spark_merge(s_uri, narrow, on="id"))
+    b.execute()
+    assert "join+collect" in b.timings and "arrow merge" not in b.timings
+    upsert(lamina.open_table(a_uri).merge(rows([1, 300], cat="w"), on="id")).execute()
+    assert sorted_rows(s_uri) == sorted_rows(a_uri)
