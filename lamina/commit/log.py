@@ -157,6 +157,13 @@ class VersionLog:
         """Whether no slot above ``version`` is taken now (one HEAD): nothing committed after it."""
         return not self.exists(version + 1)
 
+    def is_known_newest(self, vm: VersionManifest) -> bool:
+        """Whether ``vm`` is the newest version now: the slot above it is empty (one HEAD), and
+        cannot be empty because its chunk was freed (``slot_cannot_have_been_freed``: a version
+        held in memory for days may have been expired and its chunk freed since). False when
+        unsure; then the caller reads the latest, or checks ``vm`` is still live."""
+        return self.slot_cannot_have_been_freed(vm.version + 1, vm.properties) and self.is_newest(vm.version)
+
     def try_load(self, version: int, *, check_freed: bool = True) -> VersionManifest | None:
         try:
             return self.load(version, check_freed=check_freed)

@@ -58,16 +58,13 @@ class TagStore:
             ) from None
         if (
             confirm_version and self.log.branch == MAIN_BRANCH and BRANCHES not in vm.writer_features
-            and self.log.slot_cannot_have_been_freed(vm.version + 1, vm.properties)
-            and self.log.is_newest(vm.version)
+            and self.log.is_known_newest(vm)
         ):
             # Our version is still the newest now that the tag is written: no expiry can have
             # removed it (the newest is always kept; one listing the slots from now on lists the
             # tags after), and no branch can have the name (making the first branch commits
             # the branches feature in a newer version first; a branch made from now on checks
-            # for tags after writing its record). One request instead of three on S3. (An empty
-            # slot above ``vm`` proves it newest only if that slot cannot lie in a freed chunk:
-            # a version held in memory for days may have been expired and its chunk freed.)
+            # for tags after writing its record). One request instead of three on S3.
             if latest is None:
                 self._withdraw_unless_writable(name, vm)  # vm is the latest
             return tag

@@ -443,19 +443,15 @@ class Table:
         ``expire_versions`` deletes the tag.
         """
         latest = version is None and timestamp is None
-        vm = self._latest_for_tag() if latest else self._resolve(version, timestamp)
+        vm = self._fresh_latest() if latest else self._resolve(version, timestamp)
         return self.tag_store.create(name, vm, expires_at_ms=None if expires_at is None else _expiry_ms(expires_at),
                                      latest=vm if latest else None)
 
-    def _latest_for_tag(self) -> VersionManifest:
-        """The table's latest version: this handle's, if the slot above it is still empty (one
-        HEAD on S3 instead of a listing and a GET). That proves it only while the slot cannot
-        lie in a freed chunk (VersionLog.slot_cannot_have_been_freed): a handle opened days
-        ago reads the latest."""
-        vm = self._vm
-        if self.log.slot_cannot_have_been_freed(vm.version + 1, vm.properties) and self.log.is_newest(vm.version):
-            return vm
-        return self.log.latest()
+    def _fresh_latest(self) -> VersionManifest:
+        """The latest version of this handle's branch: the handle's own, if it is known to be the
+        newest (one HEAD on S3 instead of a listing and a GET; VersionLog.is_known_newest),
+        else read."""
+        return self._vm if self.log.is_known_newest(self._vm) else self.log.latest()
 
     def replace_tag(
         self, name: str, version: int | None = None, *, timestamp: Any = None, expires_at: Any = None
@@ -552,11 +548,13 @@ class Table:
             store.refuse_existing(name)  # before anything is committed
             main._one(main.transaction().add_operation(EnableBranches()))
         if base is None:
-            base = source.log.latest()
+            base = source._fresh_latest()
         record = store.create(name, base, source.branch_name, retain_last=retain_last, max_age_ms=max_age_ms)
         # As for tags: expiry tombstones versions before it lists branches, so a base still
-        # loadable now is seen by every later expiry (and a tag's copy by its tag).
-        held = source.tag_store.readable(from_tag) is not None if from_tag is not None else source.log.is_live(base.version)
+        # loadable now is seen by every later expiry (and a tag's copy by its tag); a base still
+        # the newest cannot have been expired (the newest is always kept).
+        held = (source.tag_store.readable(from_tag) is not None if from_tag is not None
+                else source.log.is_known_newest(base) or source.log.is_live(base.version))
         if not held:
             store.delete(name)
             raise VersionNotFound(f"version {base.version} was expired while branch {name!r} was being made; nothing was made")
