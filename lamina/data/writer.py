@@ -6,8 +6,8 @@ starts with the write id so cleanup can tell which write left it behind.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import lru_cache
 from typing import Any, Iterable
 
 import numpy as np
@@ -70,7 +70,7 @@ def _dictionary_columns(data: pa.Table) -> list[str] | bool:
     file (twice the encoding time of a 1M-row file here, 3x with smaller row groups).
     Small tables and tables with nested columns keep Parquet's default (a choice per
     leaf column would need their Parquet paths)."""
-    if data.num_rows < _DICTIONARY_MIN_ROWS or any(pa.types.is_nested(f.type) for f in data.schema):
+    if data.num_rows < _DICTIONARY_MIN_ROWS or _schema_facts(data.schema)[1]:
         return True
     sample = data.slice(0, _DICTIONARY_SAMPLE_ROWS)
     return [name for name, col in zip(sample.column_names, sample.columns) if _few_distinct(col)]
@@ -83,8 +83,32 @@ def _few_distinct(sample: pa.ChunkedArray) -> bool:
         return True
 
 
-@lru_cache(maxsize=256)
+_facts_lock = threading.Lock()
+_facts: list[tuple[pa.Schema, tuple[list[str] | bool, bool]]] = []  # the latest physical schemas first
+
+
+def _schema_facts(schema: pa.Schema) -> tuple[list[str] | bool, bool]:
+    """(``statistics_columns``, whether a column is nested) of a data file's schema. Memoized by
+    schema equality over the few latest schemas, not a hash: hashing a pyarrow schema hashes
+    every field (half a millisecond for 500 columns, on every file), comparing is one C++ call."""
+    with _facts_lock:
+        for known, facts in _facts:
+            if known.equals(schema):
+                return facts
+    facts = (_statistics_columns(schema), any(pa.types.is_nested(f.type) for f in schema))
+    with _facts_lock:
+        _facts.insert(0, (schema, facts))
+        del _facts[16:]
+    return facts
+
+
 def statistics_columns(schema: pa.Schema) -> list[str] | bool:
+    """The Parquet leaf columns to write row-group statistics for: all but float ones (see
+    ``_statistics_columns``; memoized)."""
+    return _schema_facts(schema)[0]
+
+
+def _statistics_columns(schema: pa.Schema) -> list[str] | bool:
     """The Parquet leaf columns to write row-group statistics for: all but float ones.
 
     Parquet leaves NaN out of a float column's min/max, and readers that skip row groups

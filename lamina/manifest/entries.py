@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -110,25 +111,60 @@ def conform(entries: pa.Table, mschema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=mschema)
 
 
+@lru_cache(maxsize=256)
+def _stats_plan(schema: Schema, policy: StatsPolicy) -> tuple[tuple[str, str, str | None, str | None, bool, int], ...]:
+    """What ``column_stats`` computes, per column ``policy`` keeps anything of (memoized: it is
+    asked on every file written): (column, null count key, min key or None, max key (None: no
+    bounds), float column, truncate length of a string/binary bound (0: none))."""
+    plan = []
+    for f, fid, mode in policy.kept(schema):
+        bounds = mode.bounds and C.stats_supported(f.type)
+        cut = mode.length if mode.kind == "truncate" and (pa.types.is_string(f.type) or pa.types.is_binary(f.type)) else 0
+        plan.append((
+            f.name, C.nulls_col(fid), C.min_col(fid) if bounds else None, C.max_col(fid) if bounds else None,
+            _float_type(f.type), cut,
+        ))
+    return tuple(plan)
+
+
+def _has_nan(col: pa.ChunkedArray | pa.Array) -> bool:
+    if col.null_count == 0 and (isinstance(col, pa.Array) or col.num_chunks == 1):
+        # one numpy pass over the values (zero copy), cheaper than two kernel calls on small files
+        return bool(np.isnan((col if isinstance(col, pa.Array) else col.chunk(0)).to_numpy()).any())
+    return bool(pc.any(pc.is_nan(col)).as_py())
+
+
 def column_stats(data: pa.Table, schema: Schema, policy: StatsPolicy, exact: bool = False) -> dict[str, Any]:
     """Per-column min/max/null-count of one data file's rows, keyed by manifest column name:
     those ``policy`` keeps, bounds cut as it says unless ``exact`` (parts of a file, merged
     before they are cut: ``cut_bounds``)."""
     out: dict[str, Any] = {}
-    for f, fid, mode in policy.kept(schema):
-        col = data.column(f.name)
-        out[C.nulls_col(fid)] = col.null_count
-        if not mode.bounds or not C.stats_supported(f.type):
+    index = {n: i for i, n in enumerate(data.column_names)}  # by position: a lookup by name scans every column
+    for name, nulls_key, min_key, max_key, is_float, cut in _stats_plan(schema, policy):
+        col = data.column(index[name])
+        out[nulls_key] = col.null_count
+        if min_key is None:
             continue
-        if _float_type(f.type) and pc.any(pc.is_nan(col)).as_py():
+        if is_float and _has_nan(col):
             # NaN has no place in an order; leave bounds unknown rather than wrong.
-            out[C.min_col(fid)] = out[C.max_col(fid)] = None
+            out[min_key] = out[max_key] = None
             continue
         mm = pc.min_max(col)
         # Arrow scalars, not Python values: entries are assembled without conversions.
-        out[C.min_col(fid)] = mm["min"]
-        out[C.max_col(fid)] = mm["max"]
-    return out if exact else cut_bounds(out, schema, policy)
+        lo, hi = mm["min"], mm["max"]
+        if cut and not exact and lo.is_valid:
+            lo, hi = _cut(lo, hi, cut)
+        out[min_key], out[max_key] = lo, hi
+    return out
+
+
+def _cut(lo: pa.Scalar, hi: pa.Scalar, length: int) -> tuple[pa.Scalar, pa.Scalar]:
+    """A file's string (binary) bounds cut to ``length`` characters (bytes), as truncate mode says."""
+    lo_v, hi_v = lo.as_py(), hi.as_py()
+    if len(lo_v) <= length and len(hi_v) <= length:
+        return lo, hi  # nothing to cut (truncate_values would return them as they are)
+    low, high = truncate_values(lo_v, hi_v, length)
+    return pa.scalar(low, lo.type), pa.scalar(high, hi.type)
 
 
 def cut_bounds(stats: dict[str, Any], schema: Schema, policy: StatsPolicy) -> dict[str, Any]:
@@ -145,6 +181,28 @@ def cut_bounds(stats: dict[str, Any], schema: Schema, policy: StatsPolicy) -> di
     return stats
 
 
+_CONSTANT, _UNSET, _VALUE = 0, 1, 2
+_ENTRY_CONSTANTS = frozenset(("content", "status", "file_count", "added_version", "spec_id"))
+_entry_plans: dict[int, tuple[pa.Schema, tuple[tuple[int, str, pa.DataType], ...]]] = {}
+
+
+def _entry_plan(mschema: pa.Schema) -> tuple[tuple[int, str, pa.DataType], ...]:
+    """(kind, name, type) of each column of ``mschema``, as ``data_entries`` fills it. Memoized by
+    identity (manifest schemas are memoized objects; hashing a wide one costs more than this
+    plan saves), holding the schema so its id is not reused while it is a key."""
+    hit = _entry_plans.get(id(mschema))
+    if hit is not None and hit[0] is mschema:
+        return hit[1]
+    plan = tuple(
+        (_CONSTANT if f.name in _ENTRY_CONSTANTS else _UNSET if f.name in UNSET_AT_WRITE else _VALUE, f.name, f.type)
+        for f in mschema
+    )
+    if len(_entry_plans) >= 256:
+        _entry_plans.clear()
+    _entry_plans[id(mschema)] = (mschema, plan)
+    return plan
+
+
 def data_entries(
     files: Sequence[dict[str, Any]],
     mschema: pa.Schema,
@@ -158,14 +216,44 @@ def data_entries(
         return mschema.empty_table()
     constants = {"content": C.DATA, "status": C.ADDED, "file_count": 1, "added_version": version, "spec_id": spec_id}
     cols = []
-    for f in mschema:
-        if f.name in constants:
-            cols.append(pa.repeat(pa.scalar(constants[f.name], f.type), n))
-        elif f.name in UNSET_AT_WRITE:
-            cols.append(pa.nulls(n, f.type))
+    for kind, name, typ in _entry_plan(mschema):
+        if kind == _CONSTANT:
+            cols.append(_filled(constants[name], typ, n))
+        elif kind == _UNSET:
+            cols.append(_filled(None, typ, n))
+        elif n == 1:
+            cols.append(_one(files[0].get(name), typ))  # one file per append: no list to scan
         else:
-            cols.append(_column([x.get(f.name) for x in files], f.type))
+            cols.append(_column([x.get(name) for x in files], typ))
     return pa.Table.from_arrays(cols, schema=mschema)
+
+
+_filled_cache: dict[tuple[Any, int], tuple[pa.DataType, pa.Array]] = {}
+
+
+def _filled(value: Any, typ: pa.DataType, n: int) -> pa.Array:
+    """``n`` times ``value`` (None: nulls) as a ``typ`` array. One-row arrays (one file per
+    append) are immutable and reused: building them cost more than the rest of an entry."""
+    if n != 1 or not isinstance(value, (int, type(None))):
+        return pa.nulls(n, typ) if value is None else pa.repeat(pa.scalar(value, typ), n)
+    key = (value, id(typ))
+    hit = _filled_cache.get(key)
+    if hit is not None and hit[0] is typ:
+        return hit[1]
+    arr = pa.nulls(1, typ) if value is None else pa.repeat(pa.scalar(value, typ), 1)
+    if len(_filled_cache) >= 4096:
+        _filled_cache.clear()
+    _filled_cache[key] = (typ, arr)  # the type held: its id is not reused while it is a key
+    return arr
+
+
+def _one(value: Any, typ: pa.DataType) -> pa.Array:
+    """``_column`` of one value."""
+    if value is None:
+        return _filled(None, typ, 1)
+    if isinstance(value, pa.Scalar):
+        return pa.repeat(value if value.type.equals(typ) else value.cast(typ), 1)
+    return pa.array([value], typ)
 
 
 def _column(values: list[Any], typ: pa.DataType) -> pa.Array:

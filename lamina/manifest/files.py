@@ -52,6 +52,11 @@ def clear_cache() -> None:
         _cache_size = 0
 
 
+# The IPC format's defaults (metadata V5), fixed: pyarrow otherwise reads two environment
+# variables on every file written, and a root's format should not depend on them.
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions()
+
+
 def write_manifest(io: FileIO, entries: pa.Table, kind: str, arrow: bool = False) -> tuple[str, int]:
     """Write ``entries`` as a new manifest; returns (path, size in bytes). ``arrow``: as an Arrow
     IPC file (a root manifest of a table with the feature arrow-root-manifests), else Parquet."""
@@ -60,12 +65,13 @@ def write_manifest(io: FileIO, entries: pa.Table, kind: str, arrow: bool = False
     path = new_manifest_path(kind, arrow)
     # All-null columns (unused DV slots, unknown stats) are left out of the file: readers
     # treat a missing column as all-unknown, and every column costs write time.
-    on_disk = entries.select([i for i, c in enumerate(entries.columns) if c.null_count < len(c) or not entries.schema.field(i).nullable])
+    n = entries.num_rows
+    on_disk = entries.select([i for i, (c, f) in enumerate(zip(entries.columns, entries.schema)) if c.null_count < n or not f.nullable])
     md = {b"lamina.format_version": str(FORMAT_VERSION).encode(), b"lamina.manifest_kind": kind.encode()}
     sink = pa.BufferOutputStream()
     if arrow:
         # One record batch, uncompressed: a root is small and read whole.
-        with pa.ipc.new_file(sink, on_disk.schema.with_metadata(md)) as writer:
+        with pa.ipc.new_file(sink, on_disk.schema.with_metadata(md), options=_IPC_OPTIONS) as writer:
             writer.write_table(on_disk, max_chunksize=max(on_disk.num_rows, 1))
     else:
         small = on_disk.num_rows <= 1024

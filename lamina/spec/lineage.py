@@ -82,7 +82,8 @@ def check_row_ids(entries: pa.Table, version: int) -> None:
 def split_lineage(rows: pa.Table, fill: bool = False) -> tuple[pa.Table, pa.Table | None]:
     """``rows`` without their lineage columns, and those columns (None when absent, unless
     ``fill``: then nulls, as for rows new to the table)."""
-    present = [c for c in LINEAGE_COLUMNS if c in rows.column_names]
+    schema = rows.schema  # looked up in C++: column_names would build a list of every name, twice
+    present = [c for c in LINEAGE_COLUMNS if schema.get_all_field_indices(c)]
     if not present and not fill:
         return rows, None
     lineage = pa.table({f.name: (rows.column(f.name).cast(f.type) if f.name in present else pa.nulls(rows.num_rows, f.type))

@@ -104,6 +104,19 @@ class StatsPolicy:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_id", dict(self.modes))
 
+    def __hash__(self) -> int:
+        # memoized (the policy is immutable): it keys caches asked on every write, and hashing
+        # a wide table's modes (one per column) each time cost milliseconds per commit
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(self.modes)
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict[str, Any]:
+        # string hashes differ between processes: the memoized hash is not pickled
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     def mode(self, fid: int) -> StatsMode:
         return self._by_id.get(fid, NONE)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from lamina.errors import CorruptMetadata
@@ -15,6 +16,16 @@ from lamina.spec.layout import FORMAT_VERSION
 from lamina.spec.partition import PartitionSpec
 from lamina.spec.schema import Schema
 from lamina.spec.sort import SortOrder
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+@lru_cache(maxsize=64)
+def _encoded(part: Any) -> str:
+    """The JSON text of an immutable part of a version manifest (a schema, a partition spec)."""
+    return _dumps(part.to_json())
 
 
 # Consecutive versions almost always share one schema and spec: parse each distinct
@@ -89,29 +100,32 @@ class VersionManifest:
         return self.partition_specs or (self.partition_spec,)
 
     def to_json(self) -> bytes:
-        return json.dumps(
-            {
-                "format_version": self.format_version,
-                "version": self.version,
-                "parent_version": self.parent_version,
-                "table_uuid": self.table_uuid,
-                "timestamp_ms": self.timestamp_ms,
-                "operation": self.operation,
-                "summary": self.summary,
-                "schema": self.schema.to_json(),
-                "partition_spec": self.partition_spec.to_json(),
-                "properties": self.properties,
-                "root_manifest": self.root_manifest,
-                "reader_features": list(self.reader_features),
-                "writer_features": list(self.writer_features),
-                "commit_id": self.commit_id,
-                "app_transactions": self.app_transactions,
-                **({} if self.last_readd_version is None else {"last_readd_version": self.last_readd_version}),
-                **({} if len(self.partition_specs) < 2 else {"partition_specs": [p.to_json() for p in self.partition_specs]}),
-                **({} if self.sort_order is None else {"sort_order": self.sort_order.to_json()}),
-                **({} if self.next_row_id is None else {"next_row_id": self.next_row_id}),
-            },
-            separators=(",", ":"),
+        # The bytes of json.dumps of the whole object (compact separators), with the schema and
+        # partition spec, the same for every version of a run of commits (and large for a wide
+        # table), encoded once per object rather than on every commit.
+        head = _dumps({
+            "format_version": self.format_version,
+            "version": self.version,
+            "parent_version": self.parent_version,
+            "table_uuid": self.table_uuid,
+            "timestamp_ms": self.timestamp_ms,
+            "operation": self.operation,
+            "summary": self.summary,
+        })
+        tail = _dumps({
+            "properties": self.properties,
+            "root_manifest": self.root_manifest,
+            "reader_features": list(self.reader_features),
+            "writer_features": list(self.writer_features),
+            "commit_id": self.commit_id,
+            "app_transactions": self.app_transactions,
+            **({} if self.last_readd_version is None else {"last_readd_version": self.last_readd_version}),
+            **({} if len(self.partition_specs) < 2 else {"partition_specs": [p.to_json() for p in self.partition_specs]}),
+            **({} if self.sort_order is None else {"sort_order": self.sort_order.to_json()}),
+            **({} if self.next_row_id is None else {"next_row_id": self.next_row_id}),
+        })
+        return (
+            f'{head[:-1]},"schema":{_encoded(self.schema)},"partition_spec":{_encoded(self.partition_spec)},{tail[1:]}'
         ).encode()
 
     @classmethod

@@ -290,3 +290,42 @@ def test_compaction_and_row_level_rewrites_keep_the_modes(tmp_path):
     assert set(e.column(C.max_col(sch.field_id("s"))).to_pylist()) == {"lp"}
     assert _ids(t.scan().to_arrow()) == [0, 2]
     assert len(e) == 1  # compacted into one file
+
+
+@pytest.mark.parametrize("chunks", [1, 3])
+@pytest.mark.parametrize("nulls", [False, True])
+def test_float_bounds_are_unknown_exactly_when_a_file_holds_nan(tmp_path, chunks, nulls):
+    """A float column's bounds are its min/max unless the file holds a NaN (then unknown), the
+    same whether the column arrives in one chunk (checked on its values) or several, with or
+    without nulls; the oracle is numpy over the same values."""
+    import numpy as np
+
+    from lamina.spec.schema import field_id_of
+
+    schema = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("y", pa.float32())])
+    t = lamina.create_table(str(tmp_path / "t"), schema, properties={"write.metadata.metrics.default": "full"})
+    rng = np.random.default_rng(7)
+    expected = []
+    for i in range(6):
+        x = rng.normal(size=12)
+        if i % 2:
+            x[rng.integers(0, 12)] = np.nan
+        mask = (np.arange(12) % 5 == 0) if nulls else None
+        xs = pa.array(x, pa.float64(), mask=mask)
+        ys = pa.array(x.astype(np.float32), pa.float32(), mask=mask)
+        tbl = pa.table({"id": np.arange(12) + 12 * i, "x": xs, "y": ys})
+        if chunks > 1:
+            tbl = pa.concat_tables([tbl.slice(0, 4), tbl.slice(4, 4), tbl.slice(8)])
+        t.append(tbl)
+        live = x[~mask] if nulls else x
+        expected.append(None if np.isnan(live).any() else (live.min(), live.max()))
+    got = t.scan().plan(all_columns=True).entries.sort_by([("first_row_id", "ascending")])
+    fx, fy = (t.schema.field("x"), t.schema.field("y"))
+    for row, want in zip(got.to_pylist(), expected):
+        for f, cast in ((fx, float), (fy, lambda v: float(np.float32(v)))):
+            lo, hi = row.get(C.min_col(field_id_of(f))), row.get(C.max_col(field_id_of(f)))
+            if want is None:
+                assert lo is None and hi is None
+            else:
+                assert (lo, hi) == (cast(want[0]), cast(want[1]))
+        assert row[C.nulls_col(field_id_of(fx))] == (3 if nulls else 0)

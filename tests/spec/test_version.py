@@ -3,6 +3,8 @@ manifest under it) is a clear error, and older versions still read."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -56,6 +58,13 @@ def test_version_manifest_json_round_trip(version, ts, op, summary, props, root,
         commit_id="abc",
     )
     assert VersionManifest.from_json(vm.to_json(), "x") == vm
+    # The schema and spec are spliced in as text encoded once: the bytes are still exactly the
+    # compact JSON of the whole object, keys in the documented order.
+    assert vm.to_json() == json.dumps(json.loads(vm.to_json()), separators=(",", ":")).encode()
+    assert list(json.loads(vm.to_json()))[:11] == [
+        "format_version", "version", "parent_version", "table_uuid", "timestamp_ms", "operation", "summary",
+        "schema", "partition_spec", "properties", "root_manifest",
+    ]
 
 
 def test_corrupt_and_truncated_metadata_is_a_clear_error(uri):
