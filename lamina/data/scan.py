@@ -681,8 +681,9 @@ class Scan:
         if not entries.num_rows:
             return out_schema.empty_table()
         if any(c in _LINEAGE_FIELD for c in cols):
-            # Row ids number a file's physical rows: file by file, before deletes and filter.
-            return pa.concat_tables(list(self.read_files(entries, cols, filt, files_per_task=16)))
+            # Row ids number a file's physical rows: file by file, before deletes and filter
+            # (numbered per run where files store none).
+            return pa.concat_tables(list(self.read_files(entries, cols, filt, files_per_task=16, per_run=True)))
         io = self.io
         dvs = dvs_of_plan(entries)
         paths = entries.column("path").to_pylist()
