@@ -384,6 +384,24 @@ class Scan:
         want = self.arrow_schema_of(tuple(columns))
         return t if t.schema.equals(want) else t.cast(want)
 
+    def _read_exact(self, source: Any, columns: list[str], memory_pool: pa.MemoryPool | None) -> tuple[pa.Table | None, int]:
+        """The rows of a file that holds exactly ``columns`` (flat, under their names, in that
+        order: what this table writes from new rows), as _read_plain reads them, and its row
+        count; (None, 0) for any other file (evolved tables, stored lineage, other columns),
+        after reading no more than its footer."""
+        if not columns or self._evolved:
+            return None, 0
+        reader = pq.ParquetReader(memory_pool)
+        reader.open(source, pre_buffer=False)
+        meta = reader.metadata
+        if meta.num_columns != len(columns):
+            return None, 0
+        t = reader.read_all(use_threads=False)
+        if t.column_names != columns:
+            return None, 0
+        want = self.arrow_schema_of(tuple(columns))
+        return (t if t.schema.equals(want) else t.cast(want)), meta.num_rows
+
     def _read_with_lineage(
         self, source: Any, columns: list[str], filt: Any, dv: DV | None, memory_pool: pa.MemoryPool | None,
         lineage: tuple[int, int],
@@ -394,6 +412,14 @@ class Scan:
             with pa.OSFile(source) as f:
                 return self._read_with_lineage(f, columns, filt, dv, memory_pool, lineage)
         data_cols = [c for c in self._needed(columns, filt) if c not in _LINEAGE_FIELD]
+        t, n = self._read_exact(source, data_cols, memory_pool)
+        if t is not None:  # the file holds data_cols and no lineage: every id from its entry
+            ids, versions = row_lineage(lineage[0], lineage[1], n, None)
+            t = pa.Table.from_arrays([*t.columns, ids, versions], schema=self.arrow_schema_of((*data_cols, *LINEAGE_COLUMNS)))
+            if dv is not None:
+                t = t.filter(dv_of(self.io, dv).keep(t.num_rows))
+            t = t.filter(filt) if filt is not None else t
+            return t if t.column_names == columns else t.select(columns)
         file = pq.ParquetFile(source, pre_buffer=False, memory_map=False)  # one footer read
         names = file.schema_arrow.names
         stored = [c for c in LINEAGE_COLUMNS if c in names]
@@ -565,10 +591,10 @@ class Scan:
     def read_files(
         self, entries: pa.Table, cols: list[str], filt: Any = None, *,
         files_per_task: int = 64, bytes_per_task: int = 8 << 20, tasks_ahead: int = 8,
-        memory_pool: pa.MemoryPool | None = None,
+        memory_pool: pa.MemoryPool | None = None, per_run: bool = False,
     ) -> Iterator[pa.Table]:
         """The live rows of each file of ``entries`` (deleted rows dropped), one table per
-        file, in entry order.
+        file, in entry order (``per_run``: one table per run of files, see below, in order).
 
         Each file is one Parquet read: for small files several times cheaper than a
         dataset scan, and the GIL is released while decoding. Runs of consecutive files
@@ -584,22 +610,86 @@ class Scan:
         paths = entries.column("path").to_pylist()
         dvs = dvs_of_plan(entries)
         lineages = lineages_of(entries) if any(c in _LINEAGE_FIELD for c in cols) else [None] * len(paths)
+        if per_run:
+            read_run = lambda run: self._read_run([paths[i] for i in run], cols, filt, [dvs[i] for i in run],  # noqa: E731
+                                                  [lineages[i] for i in run], memory_pool, out_schema)
+            yield from self._map_runs(entries, read_run, files_per_task, bytes_per_task, tasks_ahead, per_run=True)
+            return
         read = lambda i: self.read_file(paths[i], cols, filt, dvs[i], memory_pool, lineages[i])  # noqa: E731
         for tables in self._map_runs(entries, read, files_per_task, bytes_per_task, tasks_ahead):
             yield from self._conformed(tables, cols, out_schema)
 
+    def _read_run(
+        self, paths: list[str], cols: list[str], filt: Any, dvs: list[DV | None], lineages: list[Any],
+        memory_pool: pa.MemoryPool | None, out_schema: pa.Schema,
+    ) -> pa.Table:
+        """The live rows of a run of files, in order, as one table (``read_files``). The row
+        lineage of files that store none and have no DV (files written from new rows, the
+        bulk of what compaction reads) is numbered for the whole run at once rather than
+        file by file."""
+        data_cols = [c for c in cols if c not in _LINEAGE_FIELD]
+        quick = len(data_cols) < len(cols) and filt is None  # lineage asked for, no row filter
+        io = self.io
+        tables: list[pa.Table] = []
+        numbered: list[Any] = []  # per table: (first_row_id, data_version) to number it from, or None
+        for path, dv, lineage in zip(paths, dvs, lineages):
+            with self._file_errors(path):
+                local = io.local_path(path)
+                if not (quick and dv is None and lineage is not None):
+                    t = self.read_file(path, cols, filt, dv, memory_pool, lineage)
+                    tables.append(t if t.schema.equals(out_schema) else t.select(cols).cast(out_schema))
+                    numbered.append(None)
+                    continue
+                with (pa.OSFile(local) if local is not None else pa.BufferReader(io.get(path))) as source:
+                    t, _ = self._read_exact(source, data_cols, memory_pool)
+                    if t is None:  # (one footer read again, from the open file)
+                        t = self._read_with_lineage(source, cols, None, None, memory_pool, lineage)
+                        tables.append(t if t.schema.equals(out_schema) else t.select(cols).cast(out_schema))
+                        numbered.append(None)
+                        continue
+            tables.append(t)
+            numbered.append(lineage)
+        return self._numbered(tables, numbered, cols, out_schema)
+
+    def _numbered(self, tables: list[pa.Table], numbered: list[Any], cols: list[str], out_schema: pa.Schema) -> pa.Table:
+        """``tables`` concatenated into ``out_schema``; those with an entry in ``numbered``
+        hold only the data columns and get their rows' ``_row_id`` (first_row_id + position)
+        and ``_last_updated_version`` (data_version) here, in one pass."""
+        if not tables:
+            return out_schema.empty_table()
+        counts = np.fromiter((t.num_rows for t in tables), np.int64, len(tables))
+        firsts = np.fromiter((0 if n is None else n[0] for n in numbered), np.int64, len(tables))
+        versions = np.fromiter((0 if n is None else n[1] for n in numbered), np.int64, len(tables))
+        starts = np.cumsum(counts) - counts
+        ids = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(firsts - starts, counts)
+        last = np.repeat(versions, counts)
+        if all(n is not None for n in numbered):
+            lineage = {ROW_ID: pa.array(ids), LAST_UPDATED: pa.array(last)}
+            data = pa.concat_tables(tables)
+            return pa.Table.from_arrays(
+                [lineage[c] if c in lineage else data.column(c) for c in cols], schema=out_schema)
+        parts = []
+        for t, n, start, count in zip(tables, numbered, starts, counts):
+            if n is not None:
+                lineage = {ROW_ID: pa.array(ids[start:start + count]), LAST_UPDATED: pa.array(last[start:start + count])}
+                t = pa.Table.from_arrays([lineage[c] if c in lineage else t.column(c) for c in cols], schema=out_schema)
+            parts.append(t)
+        return pa.concat_tables(parts)
+
     def _map_runs(
-        self, entries: pa.Table, fn: Callable[[int], Any], files_per_task: int, bytes_per_task: int, tasks_ahead: int,
-    ) -> Iterator[list[Any]]:
+        self, entries: pa.Table, fn: Callable[[Any], Any], files_per_task: int, bytes_per_task: int, tasks_ahead: int,
+        per_run: bool = False,
+    ) -> Iterator[Any]:
         """``fn(i)`` for every file ``i`` of ``entries``, run by run (see ``read_files``) on
-        the read threads, ``tasks_ahead`` runs queued ahead; each run's results, in order."""
+        the read threads, ``tasks_ahead`` runs queued ahead; each run's results, in order
+        (``per_run``: ``fn(run)`` once per run, a range of file indices, and its result)."""
         runs = _runs(entries.column("size").to_pylist(), files_per_task, bytes_per_task)
         pool = _local_pool if self.io.is_local else _pool
         pending: deque = deque()
         for run in runs:
             if len(pending) >= tasks_ahead:
                 yield pending.popleft().result()
-            pending.append(pool.submit(lambda r: [fn(i) for i in r], run))
+            pending.append(pool.submit(fn, run) if per_run else pool.submit(lambda r: [fn(i) for i in r], run))
         while pending:
             yield pending.popleft().result()
 
@@ -622,8 +712,9 @@ class Scan:
         if not entries.num_rows:
             return out_schema.empty_table()
         if any(c in _LINEAGE_FIELD for c in cols):
-            # Row ids number a file's physical rows: file by file, before deletes and filter.
-            return pa.concat_tables(list(self.read_files(entries, cols, filt, files_per_task=16)))
+            # Row ids number a file's physical rows: file by file, before deletes and filter
+            # (numbered per run where files store none).
+            return pa.concat_tables(list(self.read_files(entries, cols, filt, files_per_task=16, per_run=True)))
         io = self.io
         dvs = dvs_of_plan(entries)
         paths = entries.column("path").to_pylist()

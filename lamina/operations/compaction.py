@@ -147,7 +147,7 @@ class CompactFiles(Operation):
         """The entries of the files one group is rewritten into (not yet stamped)."""
         # Rows keep their lineage: compaction changes where rows live, not what they are.
         names = [*base.schema.names, *LINEAGE_COLUMNS] if has_lineage(base.metadata) else base.schema.names
-        files = base.scan().read_files(group, names, memory_pool=SHORT_LIVED_POOL)
+        files = base.scan().read_files(group, names, memory_pool=SHORT_LIVED_POOL, per_run=True)
         # rows per output file from the inputs' bytes per (live) row, so outputs land near the target
         live = max(1, int(pc.sum(group.column("record_count")).as_py() or 0))
         per_row = max(1.0, float(pc.sum(group.column("size")).as_py()) / live)

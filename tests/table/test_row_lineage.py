@@ -136,3 +136,63 @@ def test_upsert_keeps_ids_of_rows_in_appended_and_in_rewritten_files(tmp_path, m
     assert all(after[i]["_row_id"] == before[i]["_row_id"] for i in before)
     assert after[99]["_row_id"] >= 20
     assert len({r["_row_id"] for r in after.values()}) == len(after) == 21
+
+
+def _mixed_small_files(tmp_path):
+    """A table of small files of every kind a run of compaction inputs can hold: files
+    written from new rows (no lineage stored), a file rewritten by a copy-on-write update
+    (lineage stored), a file with a deletion vector, and a file added by add_files
+    without the column ``v``."""
+    t = lamina.create_table(str(tmp_path), SCHEMA)
+    for i in range(12):
+        t.append(pa.table({"id": list(range(i * 10, i * 10 + 10)), "v": [f"r{i}"] * 10}))
+    t.update(where="id = 33", set={"v": "'U'"}, mode="copy-on-write")
+    t.delete("id in (51, 58)", mode="merge-on-read")
+    pq.write_table(pa.table({"id": pa.array([500, 501, 502], pa.int64())}), tmp_path / "data" / "added.parquet")
+    size = (tmp_path / "data" / "added.parquet").stat().st_size
+    t.add_files(pa.table({"path": ["data/added.parquet"], "size": [size], "record_count": [3]}))
+    for i in range(12, 15):
+        t.append(pa.table({"id": list(range(i * 10, i * 10 + 10)), "v": [f"r{i}"] * 10}))
+    return t
+
+
+def test_run_reads_number_rows_as_file_reads_do(tmp_path):
+    """read_files(per_run=True), which numbers the lineage of files that store none for a
+    run at once, gives the rows the per-file reads give, in the same order."""
+    t = _mixed_small_files(tmp_path)
+    scan = t.scan()
+    entries = scan.plan(all_columns=True).entries
+    assert entries.num_rows == 17 and entries.column("dv_path").null_count == 16
+    per_file = pa.concat_tables(list(scan.read_files(entries, LINEAGE)))
+    for files_per_task in (64, 5, 1):
+        runs = list(scan.read_files(entries, LINEAGE, files_per_task=files_per_task, per_run=True))
+        assert len(runs) == -(-17 // files_per_task)
+        got = pa.concat_tables(runs)
+        assert got.schema.equals(per_file.schema) and got.equals(per_file)
+    assert per_file.num_rows == 150 + 3 - 2
+    ids = per_file.column("_row_id").to_pylist()
+    assert len(set(ids)) == len(ids)
+    # data columns only (no lineage asked for): per file
+    plain = pa.concat_tables(list(scan.read_files(entries, ["id", "v"], per_run=True)))
+    assert plain.equals(per_file.select(["id", "v"]))
+
+
+def test_compaction_of_mixed_small_files_keeps_rows_ids_and_versions(tmp_path):
+    t = _mixed_small_files(tmp_path)
+    before = t.scan(columns=LINEAGE).to_arrow().sort_by("_row_id")
+    r = t.compact()
+    assert (r.input_files, r.output_files) == (17, 1)
+    after = t.scan(columns=LINEAGE).to_arrow().sort_by("_row_id")
+    assert after.equals(before)
+    assert after.num_rows == 151 and 51 not in after.column("id").to_pylist()
+    assert dict(zip(after.column("id").to_pylist(), after.column("v").to_pylist()))[33] == "U"
+    # the output stores every row's lineage, rows of each input file in their order
+    (path,) = [f.path for f in t.scan().plan()]
+    stored = pq.read_table(tmp_path / path)
+    assert stored.column_names == LINEAGE
+    ids = stored.column("_row_id").to_pylist()
+    assert sorted(ids) == before.column("_row_id").to_pylist()
+    tags = stored.column("v").to_pylist()  # r<i>: the rows appended by the i-th append
+    for tag in {f"r{i}" for i in range(15)}:
+        of_file = [i for i, v in zip(ids, tags) if v == tag]
+        assert of_file and of_file == sorted(of_file)
