@@ -151,22 +151,28 @@ class _MatchingCodes:
         self._hits = np.zeros(0, dtype=bool)  # ... and whether the predicate selects it
         self._null_hit: bool | None = None
 
+    def null_hit(self) -> bool:
+        """Whether the predicate selects a null (a file without the column reads null in every row)."""
+        with self._lock:
+            if self._null_hit is None:
+                self._null_hit = bool(self._scan._matches(pa.nulls(1, self._type))[0])
+            return self._null_hit
+
     def of(self, dictionary: pa.Array) -> np.ndarray:
         key = _dictionary_key(dictionary)
         lut = self._by_dictionary.get(key)
         if lut is not None:
             return lut
         values = self._scan._as_table_type(dictionary, self._column)
+        null_hit = self.null_hit()
         with self._lock:
-            if self._null_hit is None:
-                self._null_hit = bool(self._scan._matches(pa.nulls(1, self._type))[0])
             at = pc.index_in(values, value_set=self._values)
             if at.null_count:  # values never seen: evaluate them, once
                 fresh = pc.unique(values.filter(pc.is_null(at)))
                 self._values = pa.concat_arrays([self._values, fresh])
                 self._hits = np.concatenate([self._hits, self._scan._matches(fresh)])
                 at = pc.index_in(values, value_set=self._values)
-            lut = np.append(self._hits[at.to_numpy(zero_copy_only=False)], self._null_hit)
+            lut = np.append(self._hits[at.to_numpy(zero_copy_only=False)], null_hit)
             self._by_dictionary[key] = lut
         return lut
 
@@ -495,13 +501,13 @@ class Scan:
 
         Only for a predicate on its ``dictionary_column``: each file's column is read as
         dictionary codes (Parquet stores such a column dictionary-encoded as a rule, so no
-        value is decoded), the predicate evaluated once per distinct dictionary (row groups
-        and files written alike share one), and the positions picked by code, on the read
+        value is decoded), the predicate evaluated once per distinct value across all the
+        dictionaries (``_MatchingCodes``), and the positions picked by code, on the read
         threads: no row's value is compared, nothing is concatenated."""
         column = self.dictionary_column
         assert column is not None, "matching_positions needs a predicate on one string or binary column"
         paths = entries.column("path").to_pylist()
-        # codes that match, per distinct dictionary (key: its buffers); shared by the threads
+        # which codes match, per distinct dictionary, from the predicate per value; shared by the threads
         matching_codes = _MatchingCodes(self, column)
         read = lambda i: self._file_matching_positions(paths[i], column, matching_codes)  # noqa: E731
         return [pos for run in self._map_runs(entries, read, 16, 8 << 20, 8) for pos in run]
@@ -517,8 +523,7 @@ class Scan:
                     reader.open(source, read_dictionary=[column], pre_buffer=False)
                 except KeyError:  # a file added without the column: it reads null in every row
                     rows = pq.read_metadata(source).num_rows
-                    hit = self._matches(pa.nulls(1, self._table_type(column)))[0]
-                    return np.arange(rows, dtype=np.int64) if hit else np.zeros(0, dtype=np.int64)
+                    return np.arange(rows, dtype=np.int64) if matching_codes.null_hit() else np.zeros(0, dtype=np.int64)
                 rows = reader.metadata.num_rows
                 values = reader.read_column(reader.column_name_idx(column))
         masks = []

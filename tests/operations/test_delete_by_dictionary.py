@@ -1,5 +1,5 @@
 """Deletes whose predicate reads one string or binary column are evaluated on the column's
-Parquet dictionaries (``Scan.matching_positions``): once per distinct dictionary, rows
+Parquet dictionaries (``Scan.matching_positions``): once per distinct value, rows
 picked by code. Each result is checked against DuckDB over the same live rows: the rows
 left, and the count of rows the version says it deleted.
 
