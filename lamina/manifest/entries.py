@@ -175,9 +175,7 @@ def cut_bounds(stats: dict[str, Any], schema: Schema, policy: StatsPolicy) -> di
             continue
         if not (pa.types.is_string(lo.type) or pa.types.is_binary(lo.type)):
             continue
-        hi = stats[C.max_col(fid)]
-        low, high = truncate_values(lo.as_py(), hi.as_py(), mode.length)
-        stats[C.min_col(fid)], stats[C.max_col(fid)] = pa.scalar(low, lo.type), pa.scalar(high, hi.type)
+        stats[C.min_col(fid)], stats[C.max_col(fid)] = _cut(lo, stats[C.max_col(fid)], mode.length)
     return stats
 
 
