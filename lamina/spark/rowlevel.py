@@ -35,6 +35,7 @@ from lamina.errors import InvalidArgument
 from lamina.expr import Expr, and_, bind, to_expr
 from lamina.operations import MergeResult, PositionDelta, StaleRowDelta
 from lamina.operations.rowlevel import MergeClauses, check_mode, key_range
+from lamina.spark._collect import collect_arrow
 from lamina.spark._filters import to_spark_column
 from lamina.spark._stats import file_entries
 from lamina.spark._target import TableRef
@@ -182,8 +183,9 @@ def _local_table(target: Any, storage_options: Mapping[str, Any] | None, catalog
 
 
 class _Clock:
+    """Adds each phase's seconds to ``out`` (a recomputed attempt adds to its phases)."""
+
     def __init__(self, out: dict[str, float]) -> None:
-        out.clear()
         self.out, self.t = out, time.perf_counter()
 
     def __call__(self, phase: str) -> None:
@@ -248,7 +250,7 @@ class SparkMergeBuilder(MergeClauses):
         self._start(self.table.metadata.schema, on, source.columns)
         self.mode = check_mode(mode) if mode is not None else None
         self.max_attempts = max_attempts
-        self.timings: dict[str, float] = {}  # seconds per phase of the last execute()
+        self.timings: dict[str, float] = {}  # seconds per phase of the last execute(), summed over attempts
         self.broadcast_rows = broadcast_rows
         self._source_rows = 0
 
@@ -392,6 +394,7 @@ class SparkMergeBuilder(MergeClauses):
             raise InvalidArgument("merge needs at least one when_matched_* or when_not_matched_* clause")
         if self.transaction is None:
             self.table.refresh()
+        self.timings.clear()
         done = self._driver_merge()
         if done is not None:
             return done
@@ -408,9 +411,9 @@ class SparkMergeBuilder(MergeClauses):
         if any(cl.condition is not None or cl.values is not None for cl in [*self.matched, *self.not_matched]):
             return None
         clock = _Clock(self.timings)
-        source = self.source.limit(self.driver_rows + 1).toArrow()
-        clock("collect")
-        if source.num_rows > self.driver_rows:
+        source, how = collect_arrow(self.source, self.driver_rows)
+        clock(f"collect ({how})")
+        if source is None:
             return None
         source = _as_table_types(source, self.table.metadata.schema.arrow)
         if source is None:

@@ -293,3 +293,74 @@ def test_the_driver_leaves_to_the_spark_job_what_it_would_not_merge_alike(spark,
     assert "join+collect" in b.timings and "arrow merge" not in b.timings
     upsert(lamina.open_table(a_uri).merge(rows([1, 300], cat="w"), on="id")).execute()
     assert sorted_rows(s_uri) == sorted_rows(a_uri)
+
+
+def _parquet_dir(path, *tables, **kw) -> str:
+    import pyarrow.parquet as pq
+
+    os.makedirs(path)
+    for i, t in enumerate(tables):
+        pq.write_table(t, os.path.join(path, f"part-{i}.parquet"), **kw)
+    return "file://" + str(path)
+
+
+def _halves(t: pa.Table) -> tuple[pa.Table, pa.Table]:
+    return t.slice(0, 4), t.slice(4)
+
+
+# A source DataFrame -> (its rows as the Arrow merge takes them, how the driver should collect it).
+# A bare Parquet scan is read from its files by pyarrow; anything whose rows or types could
+# differ from what Spark reads is collected through Spark.
+SOURCES = {
+    "pyarrow-files": lambda spark, d: (spark.read.parquet(_parquet_dir(d, *_halves(SOURCE))), SOURCE, "parquet files"),
+    "spark-written": lambda spark, d: (
+        sdf(spark, SOURCE).write.parquet("file://" + str(d)) or spark.read.parquet("file://" + str(d)), SOURCE, "parquet files"),
+    "select-star": lambda spark, d: (spark.read.parquet(_parquet_dir(d, SOURCE)).select("*"), SOURCE, "parquet files"),
+    "filtered": lambda spark, d: (
+        spark.read.parquet(_parquet_dir(d, *_halves(SOURCE))).where("amt > 0"), SOURCE.filter(pa.compute.greater(SOURCE["amt"], 0)), "spark"),
+    "projected": lambda spark, d: (
+        spark.read.parquet(_parquet_dir(d, SOURCE)).selectExpr("id", "upper(cat) AS cat", "amt", "day"),
+        SOURCE.set_column(1, "cat", pa.compute.utf8_upper(SOURCE["cat"])), "spark"),
+    "cached": lambda spark, d: (spark.read.parquet(_parquet_dir(d, SOURCE)).cache(), SOURCE, "spark"),
+    "hive-partitioned": lambda spark, d: _partitioned(spark, d),
+    "files-of-two-schemas": lambda spark, d: (
+        spark.read.option("mergeSchema", "true").parquet(_parquet_dir(d, SOURCE.slice(0, 4), SOURCE.slice(4).drop_columns(["day"]))),
+        SOURCE.set_column(3, "day", pa.array([*SOURCE["day"].to_pylist()[:4], None, None, None, None], pa.date32())), "spark"),
+    "spark-2-calendar": lambda spark, d: (
+        spark.read.parquet(_parquet_dir(d, SOURCE.replace_schema_metadata({"org.apache.spark.version": "2.4.8"}))), SOURCE, "spark"),
+}
+
+
+def _partitioned(spark, d):
+    import pyarrow.parquet as pq
+
+    pq.write_to_dataset(SOURCE.filter(pa.compute.is_valid(SOURCE["cat"])), str(d), partition_cols=["cat"])
+    df = spark.read.parquet("file://" + str(d)).select("id", "cat", "amt", "day")
+    return df, SOURCE, "spark"
+
+
+@pytest.mark.parametrize("kind", list(SOURCES))
+def test_the_driver_reads_a_bare_parquet_source_from_its_files(spark, tmp_path, kind):
+    """``spark.read.parquet(dir)`` as it is is read by pyarrow from its files (no Spark job);
+    a filtered, projected, cached, partitioned or mixed-schema source, or a file Spark 2
+    wrote, is collected by Spark. Either way the merge equals the Arrow merge of the rows
+    Spark reads."""
+    s_uri, a_uri = make_pair(tmp_path)
+    df, arrow, how = SOURCES[kind](spark, tmp_path / "src")
+    assert sorted(map(str, df.collect())) == sorted(map(str, spark.createDataFrame(arrow.to_pandas(), schema=df.schema).collect()))
+    b = CASES["upsert_all"](spark_merge(s_uri, df, on="id"))
+    got = b.execute()
+    assert f"collect ({how})" in b.timings and "arrow merge" in b.timings
+    want = CASES["upsert_all"](lamina.open_table(a_uri).merge(arrow, on="id")).execute()
+    assert (got.rows_updated, got.rows_inserted) == (want.rows_updated, want.rows_inserted)
+    assert sorted_rows(s_uri) == sorted_rows(a_uri)
+
+
+def test_a_bare_parquet_source_above_driver_rows_goes_to_the_spark_job(spark, tmp_path):
+    s_uri, a_uri = make_pair(tmp_path)
+    df = spark.read.parquet(_parquet_dir(tmp_path / "src", *_halves(SOURCE)))
+    b = CASES["upsert_all"](spark_merge(s_uri, df, on="id", driver_rows=SOURCE.num_rows - 1))
+    b.execute()
+    assert "collect (parquet files)" in b.timings and "join+collect" in b.timings and "arrow merge" not in b.timings
+    CASES["upsert_all"](lamina.open_table(a_uri).merge(SOURCE, on="id")).execute()
+    assert sorted_rows(s_uri) == sorted_rows(a_uri)

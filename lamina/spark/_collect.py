@@ -1,0 +1,100 @@
+"""A Spark DataFrame on the driver as Arrow, for a source small enough to merge there.
+
+``spark.read.parquet(path)`` is how a staged change usually arrives, and collecting it
+through Spark costs a job (a few hundred ms even for 100,000 rows, most of a small merge).
+When the DataFrame is exactly such a scan (the optimized plan is the file relation itself:
+no filter, projection, sample, cache or partition columns) its rows are the rows of its
+files, so pyarrow reads those files directly: tens of ms. Anything else, or anything this
+module cannot prove reads alike (a type Spark would read otherwise, files whose schemas
+differ, files Spark 2 wrote with its legacy calendar, a non-local file), is collected by
+Spark as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+
+def collect_arrow(df: Any, max_rows: int) -> tuple[pa.Table | None, str]:
+    """``(rows, how)``: ``df``'s rows as Arrow (Spark's types), or None when it has more than
+    ``max_rows``; ``how`` says which way it came ("parquet files" or "spark")."""
+    direct = _bare_parquet_files(df)
+    if direct is not None:
+        read = _read_alike(df, direct, max_rows)
+        if read is not None:
+            return (None if read is _TOO_MANY else read), "parquet files"
+    rows = df.limit(max_rows + 1).toArrow()
+    return (None if rows.num_rows > max_rows else rows), "spark"
+
+
+_TOO_MANY: Any = object()
+# More files than this (a footer each) are left to Spark's parallel read.
+MAX_FILES = 256
+
+
+def _bare_parquet_files(df: Any) -> list[str] | None:
+    """The local paths of the files ``df`` scans when its optimized plan is one Parquet
+    file relation without partition columns (its output is then every row of every file),
+    else None. Not through Spark Connect (no JVM plan to inspect)."""
+    try:
+        plan = df._jdf.queryExecution().optimizedPlan()
+        if plan.getClass().getSimpleName() != "LogicalRelation":
+            return None
+        rel = plan.relation()
+        if rel.getClass().getSimpleName() != "HadoopFsRelation":
+            return None
+        if rel.fileFormat().getClass().getSimpleName() != "ParquetFileFormat" or rel.partitionSchema().length() != 0:
+            return None
+        uris = list(df.inputFiles())
+    except Exception:  # noqa: BLE001 - any doubt: Spark collects it
+        return None
+    paths = []
+    for uri in uris:
+        u = urlparse(uri)
+        if u.scheme not in ("file", "") or u.netloc not in ("", "localhost"):
+            return None
+        paths.append(unquote(u.path))
+    return paths
+
+
+def _read_alike(df: Any, paths: list[str], max_rows: int) -> pa.Table | None:
+    """The files' rows when pyarrow reads them as Spark would (same column names and types,
+    one schema for all files, no legacy-calendar file), _TOO_MANY above ``max_rows``, else
+    None (left to Spark)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    if not paths or len(paths) > MAX_FILES:
+        return None
+    try:
+        dataset = pads.dataset(paths, format="parquet")
+        fragments = list(dataset.get_fragments())
+        rows = 0
+        for frag in fragments:  # the footers, which the read needs anyway
+            meta = frag.metadata
+            if not frag.physical_schema.equals(dataset.schema) or _legacy_calendar(meta.metadata or {}):
+                return None
+            rows += meta.num_rows
+        if rows > max_rows:
+            return _TOO_MANY
+        have = from_arrow_schema(dataset.schema)
+    except Exception:  # noqa: BLE001 - a type Spark has no mapping for, an unreadable file: Spark decides
+        return None
+    want = df.schema
+    if [(f.name, f.dataType.simpleString()) for f in have] != [(f.name, f.dataType.simpleString()) for f in want]:
+        return None
+    try:
+        return dataset.to_table()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _legacy_calendar(kv: dict) -> bool:
+    """Whether Spark would rebase (or refuse) the file's dates and timestamps: written by
+    Spark before 3.0, or flagged as written in the legacy hybrid calendar."""
+    version = kv.get(b"org.apache.spark.version", b"").decode("utf-8", "replace")
+    return (b"org.apache.spark.legacyDateTime" in kv or b"org.apache.spark.legacyINT96" in kv
+            or version[:2] in ("1.", "2."))
