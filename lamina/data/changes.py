@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.data.deletes import dvs_of_plan, file_key_array, positions_array, read_bitmaps
+from lamina.data.deletes import dvs_of_plan, file_key_array, positions_array, read_bitmaps, unique_sorted
 from lamina.data.scan import Scan
 from lamina.io import FileIO
 from lamina.manifest.entries import conform, manifest_schema_of
@@ -191,7 +191,7 @@ def _side(lineage: list[pa.Table], positions: list[np.ndarray], side: int) -> pa
 def _with_data(reader: Scan, files: pa.Table, rows: pa.Table, data_cols: list[str]) -> pa.Table:
     """``rows`` (sorted by file and position) with ``data_cols`` read from their files."""
     file = rows.column("file").to_numpy()
-    wanted = np.unique(file)
+    wanted = unique_sorted(file)
     starts = np.searchsorted(file, wanted)
     ends = np.r_[starts[1:], len(file)]
     pos = rows.column("pos").to_numpy()

@@ -174,3 +174,14 @@ def bitmap_of(positions: np.ndarray) -> BitMap:
 
 def positions_array(bm: BitMap) -> np.ndarray:
     return dvfmt.positions(bm)
+
+
+def unique_sorted(values: np.ndarray, return_index: bool = False):
+    """``np.unique(values)`` (with ``return_index``: the first index of each) by one sort.
+    numpy 2's default hash-based unique is 20-40x slower on the integer arrays of row
+    positions, file numbers and source rows this is used for (39 ms vs 1 ms for 90,000)."""
+    order = np.argsort(values, kind="stable") if return_index else None
+    s = values[order] if return_index else np.sort(values)
+    first = np.ones(len(s), dtype=bool)
+    np.not_equal(s[1:], s[:-1], out=first[1:])
+    return (s[first], order[first]) if return_index else s[first]

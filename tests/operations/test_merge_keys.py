@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import lamina
 from lamina.operations import rowlevel
-from lamina.operations.rowlevel import key_membership
+from lamina.operations.rowlevel import key_membership, unique_key_index
 
 EXAMPLES = int(os.environ.get("LAMINA_DIFF_EXAMPLES", "25"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -153,3 +153,23 @@ def test_merge_writes_the_updated_rows_of_every_touched_file_together(tmp_path):
     assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
         {"id": i, "v": 1 if i in (1, 15, 25, 40) else 0} for i in [*range(30), 40]
     ]
+
+
+@SETTINGS
+@given(data=st.data(), type_name=st.sampled_from(sorted(KEY_TYPES)))
+def test_unique_key_index_finds_each_keys_source_row(data, type_name):
+    """The lookup a merge uses when the source's integer keys are unique: each key's source row,
+    -1 for a key no source row holds and for null; None (a join instead) when keys repeat or
+    are not integers."""
+    vals = key_values(type_name)
+    typ = KEY_TYPES[type_name]
+    values = data.draw(st.lists(st.sampled_from([*vals, None]), max_size=12))
+    keys = data.draw(st.lists(st.sampled_from([*vals, None]), max_size=30))
+    index = unique_key_index(pa.chunked_array([pa.array(values, typ)], typ))
+    present = [v for v in values if v is not None]
+    if type_name == "string" or len(set(present)) < len(present):
+        assert index is None
+        return
+    where = {v: i for i, v in enumerate(values) if v is not None}
+    got = index(pa.chunked_array([pa.array(keys, typ)], typ))
+    assert got.tolist() == [where.get(k, -1) if k is not None else -1 for k in keys]
