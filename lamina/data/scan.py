@@ -525,7 +525,9 @@ class Scan:
                     rows = pq.read_metadata(source).num_rows
                     return np.arange(rows, dtype=np.int64) if matching_codes.null_hit() else np.zeros(0, dtype=np.int64)
                 rows = reader.metadata.num_rows
-                values = reader.read_column(reader.column_name_idx(column))
+                # read_column takes the column's index among the top-level fields, not its leaf
+                # index (column_name_idx): they differ after a nested column.
+                values = reader.read_column(reader.schema_arrow.get_field_index(column))
         masks = []
         for chunk in values.chunks:
             if pa.types.is_dictionary(chunk.type):

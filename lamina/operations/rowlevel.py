@@ -17,7 +17,7 @@ the file without the deleted rows.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
@@ -100,9 +100,12 @@ def _stored_row_ids(io: Any, path: str) -> pa.ChunkedArray | None:
     with pa.OSFile(local) if local is not None else pa.BufferReader(io.get(path)) as f:
         reader = pq.ParquetReader()
         reader.open(f, pre_buffer=False)
-        if ROW_ID not in reader.schema_arrow.names:
+        names = reader.schema_arrow.names
+        if ROW_ID not in names:
             return None
-        return reader.read_column(reader.column_name_idx(ROW_ID))
+        # the index among the top-level fields (read_column's), not the leaf index: they
+        # differ after a nested column
+        return reader.read_column(names.index(ROW_ID))
 
 
 def _with_row_ids(base: Base, physical: pa.Table, t: pa.Table, fidx: np.ndarray, pos: np.ndarray) -> pa.Table:
@@ -169,8 +172,8 @@ class RowDelta(Operation):
     prefilter: Callable[[pa.Table], np.ndarray] | None = None
     _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
     _insert_cache: dict[bytes, pa.Table] = field(default_factory=dict)
-    # the data files of the rows written in place of deleted ones, by the touched files' keys
-    _new_rows_cache: dict[tuple, pa.Table] = field(default_factory=dict)
+    # the data files (their entries, being written) of the rows written in place of deleted ones, by the touched files' keys
+    _new_rows_cache: dict[tuple, Future] = field(default_factory=dict)
     last_stats: dict[str, int] = field(default_factory=dict)
     # the columns it was planned on, checked against each base's schema (see PlannedColumns)
     planned: PlannedColumns | None = None
@@ -338,13 +341,17 @@ class RowDelta(Operation):
         # New rows first: a row that does not fit the schema fails before any DV is written.
         # The rows written in place of all touched files' go to data files together (not a
         # file per touched file), reused by a retry that touches the same files alike.
+        # They are encoded on a pool thread while the DVs and the inserts are made (pyarrow
+        # releases the GIL), and joined before the change is returned.
         with_rows = [i for i in touched if outcomes[i].new_rows is not None and outcomes[i].new_rows.num_rows]
+        rows_written = None
         if with_rows:
             key = tuple(file_key(rows[i]) for i in with_rows)
             if key not in self._new_rows_cache:
-                new_rows = pa.concat_tables([outcomes[i].new_rows for i in with_rows])
-                self._new_rows_cache[key] = base.write(conform_keeping_lineage(base.schema, new_rows), self.write_id)
-            added.append(base.stamp(self._new_rows_cache[key]))
+                new_rows = conform_keeping_lineage(base.schema, pa.concat_tables([outcomes[i].new_rows for i in with_rows]))
+                self._new_rows_cache[key] = _pool.submit(base.write, new_rows, self.write_id)
+            rows_written = (key, len(added))
+            added.append(None)  # their entries, once written
         if new_dvs:
             locs = write_dv_file(base.io, self.write_id, [bm for _, bm in new_dvs])
             for (i, _), loc in zip(new_dvs, locs):
@@ -367,6 +374,13 @@ class RowDelta(Operation):
             if self._insert_cache[key].num_rows:
                 added.append(base.stamp(self._insert_cache[key]))
             inserted = self.last_stats.get("inserted", 0)
+        if rows_written is not None:
+            key, at = rows_written
+            try:
+                added[at] = base.stamp(self._new_rows_cache[key].result())
+            except BaseException:
+                del self._new_rows_cache[key]  # a retry writes them anew
+                raise
         removed = cands.take(pa.array(touched, pa.int64())) if touched else cands.slice(0, 0)
         updated = sum(outcomes[i].new_rows.num_rows for i in touched if outcomes[i].new_rows is not None)
         self.last_stats.update(files_touched=len(touched), rows_deleted=deleted_rows, files_scanned=len(rows), rows_updated=updated)

@@ -131,6 +131,26 @@ def test_file_without_the_column_reads_nulls(tmp_path, duck):
     assert sorted(t.scan(columns=["id"]).to_arrow().column("id").to_pylist()) == [2]
 
 
+@pytest.mark.parametrize("where", ["s = 'a'", "s IN ('b', 'zz')", "s IS NULL", "other = 'a'"])
+def test_nested_columns_before_the_column(tmp_path, duck, where):
+    """Nested columns (a struct's two leaves, a list's, a map's two) before the predicate's
+    column shift its Parquet leaf index past its field index: the column is read by its field
+    index, else the predicate would read another column (here ``other``, whose values are
+    chosen to differ from ``s``'s row by row) or past the last one (a crash)."""
+    schema = pa.schema([
+        ("id", pa.int64()), ("st", pa.struct([("x", pa.int64()), ("y", pa.string())])), ("l", pa.list_(pa.string())),
+        ("m", pa.map_(pa.string(), pa.int64())), ("s", pa.string()), ("other", pa.string()), ("last", pa.string()),
+    ])
+    t = lamina.create_table(str(tmp_path / "t"), schema)
+    n = 12
+    s = [None if i % 5 == 0 else WORDS[i % 4 + 1] for i in range(n)]
+    t.append(pa.table({
+        "id": np.arange(n), "st": [{"x": i, "y": "a"} for i in range(n)], "l": [["a", "b"]] * n, "m": [[("a", 1)]] * n,
+        "s": s, "other": [WORDS[(i + 1) % 4 + 1] for i in range(n)], "last": ["a"] * n,
+    }, schema=schema))
+    check_against_duckdb(duck, t, where)
+
+
 def test_binary_column(tmp_path, duck):
     schema = pa.schema([("id", pa.int64()), ("b", pa.binary())])
     t = lamina.create_table(str(tmp_path / "t"), schema)

@@ -56,6 +56,30 @@ def test_ids_survive_update_merge_delete_and_compaction(tmp_path, mode):
     assert len(set(ids)) == len(ids)
 
 
+def test_ids_stored_after_nested_columns_are_read_as_themselves(tmp_path):
+    """A file that stores ``_row_id`` (an update's) after nested columns: a merge touching its
+    rows reads the stored ids by the column's field index, not its Parquet leaf index, which
+    the struct's and the list's leaves shift (to ``_last_updated_version``, or past the end)."""
+    schema = pa.schema([("st", pa.struct([("a", pa.int64()), ("b", pa.string())])), ("l", pa.list_(pa.string())),
+                        ("id", pa.int64()), ("v", pa.string())])
+
+    def batch(ids, v):
+        return pa.table({"st": [{"a": i, "b": str(i)} for i in ids], "l": [[str(i), "x"] for i in ids], "id": ids,
+                         "v": [v] * len(ids)}, schema=schema)
+
+    t = lamina.create_table(str(tmp_path), schema)
+    t.append(batch(list(range(6)), "x"))
+    t.append(batch(list(range(6, 9)), "y"))
+    before = rows(t)
+    t.update(where="id < 3", set={"v": "'U'"})  # rows 0..2 rewritten: their new file stores their ids
+    t.merge(batch([1, 2, 7, 20], "M"), on="id").when_matched_update_all().when_not_matched_insert_all().execute()
+    after = rows(t)
+    assert {i: after[i]["v"] for i in after} == {0: "U", 1: "M", 2: "M", 3: "x", 4: "x", 5: "x", 6: "y", 7: "M", 8: "y", 20: "M"}
+    for i in before:
+        assert after[i]["_row_id"] == before[i]["_row_id"], i
+    assert after[20]["_row_id"] not in {r["_row_id"] for r in before.values()}
+
+
 def test_overwrite_with_predicate_keeps_remainder_ids(tmp_path):
     t = lamina.create_table(str(tmp_path), SCHEMA)
     t.append(pa.table({"id": [1, 2, 3], "v": list("abc")}))
