@@ -202,10 +202,11 @@ class PublishBranch(Operation):
         def stored_max(path: str) -> int | None:
             local = base.io.local_path(path)
             meta = pq.read_metadata(local) if local is not None else pq.read_metadata(pa.BufferReader(base.io.get(path)))
-            names = meta.schema.names
-            if ROW_ID not in names:
+            # leaf paths (row groups index leaves): a struct's field named _row_id is not it
+            paths = [meta.schema.column(j).path for j in range(meta.num_columns)]
+            if ROW_ID not in paths:
                 return None
-            i = names.index(ROW_ID)
+            i = paths.index(ROW_ID)
             top = None
             for g in range(meta.num_row_groups):
                 st = meta.row_group(g).column(i).statistics
