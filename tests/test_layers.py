@@ -129,6 +129,10 @@ LIBRARY_API = {"_replace", "_asdict", "_fields", "_make", "_getframe"}
 # Polars' dataset-scan protocol (what its own scan_delta/scan_iceberg use; polars is pinned):
 # lamina.polars builds a pyarrow-backed scan inside it the way scan_delta does.
 LIBRARY_API |= {"_scan_pyarrow_dataset_impl", "_scan_python_function"}
+# PySpark's handle on a classic DataFrame's JVM Dataset (pyspark is pinned): the one way to see
+# its optimized plan, which lamina.spark._collect reads to tell a bare Parquet scan (and it
+# falls back to Spark where the handle is absent, as under Spark Connect).
+LIBRARY_API |= {"_jdf"}
 
 
 def test_no_private_member_is_reached_from_another_package():
