@@ -170,6 +170,7 @@ class Base:
         return self.new_files(write_data_files(
             self.io, vm.schema, vm.partition_spec, rows, write_id, self._max_rows(max_rows),
             compression=self.writer.parquet_compression, pending=pending, stats=self.stats_policy,
+            integer_encoding=self.writer.parquet_integer_encoding,
         ))
 
     def write_stream(
@@ -179,6 +180,7 @@ class Base:
         return self.new_files(write_data_stream(
             self.io, self.metadata.schema, tables, write_id, self._max_rows(max_rows),
             compression=self.writer.parquet_compression, memory_pool=memory_pool, stats=self.stats_policy,
+            integer_encoding=self.writer.parquet_integer_encoding,
         ))
 
     @cached_property

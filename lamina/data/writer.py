@@ -134,7 +134,23 @@ def _statistics_columns(schema: pa.Schema) -> list[str] | bool:
 LOCAL_INLINE_PUT_BYTES = 1 << 20
 
 
-def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures: list[Future] | None = None) -> int:
+def _encodings(data: pa.Table, integer_encoding: str) -> dict[str, Any]:
+    """The writer's ``use_dictionary`` and ``column_encoding`` for ``data``: dictionaries for
+    the columns with few distinct values (``_dictionary_columns``); with ``integer_encoding``
+    "delta", DELTA_BINARY_PACKED for the other integer, date and timestamp columns. Keys and
+    times (ids, event times: increasing, or close) take a few bits per value instead of 8
+    bytes through snappy, and decode ~10x faster, which is what a merge's key read and a
+    compaction's read cost. Small and nested data keep Parquet's defaults (as dictionaries do)."""
+    dictionary = _dictionary_columns(data)
+    if integer_encoding != "delta" or dictionary is True:
+        return {"use_dictionary": dictionary}
+    delta = {f.name: "DELTA_BINARY_PACKED" for f in data.schema
+             if f.name not in dictionary and (pa.types.is_integer(f.type) or pa.types.is_date32(f.type) or pa.types.is_timestamp(f.type))}
+    return {"use_dictionary": dictionary, "column_encoding": delta or None}
+
+
+def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures: list[Future] | None = None,
+               integer_encoding: str = "delta") -> int:
     """Encode ``data`` as Parquet and store it at ``path``; returns its size.
 
     With ``futures``, the store write is queued and its future appended, so the
@@ -142,8 +158,8 @@ def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures:
     """
     sink = pa.BufferOutputStream()
     pq.write_table(
-        data, sink, compression=compression, use_dictionary=_dictionary_columns(data),
-        write_statistics=statistics_columns(data.schema),
+        data, sink, compression=compression, write_statistics=statistics_columns(data.schema),
+        **_encodings(data, integer_encoding),
     )
     buf = sink.getvalue()
     if futures is None or (io.is_local and buf.size <= LOCAL_INLINE_PUT_BYTES):
@@ -164,6 +180,7 @@ def write_data_files(
     pending: PendingWrites | None = None,
     *,
     stats: StatsPolicy,
+    integer_encoding: str = "delta",
 ) -> list[dict[str, Any]]:
     """Write ``data`` (already conformed to ``schema``, optionally followed by the row lineage
     columns of lamina.spec.lineage) and return one entry dict per file, with the column
@@ -198,7 +215,7 @@ def write_data_files(
         chunk, part, pdir = job
         path = new_data_path(pdir, write_id)
         chunk, lineage = split_lineage(chunk)  # stored after the schema's columns, no stats
-        size = _write_one(io, path, with_lineage(schema.to_physical(chunk), lineage), compression, futures)
+        size = _write_one(io, path, with_lineage(schema.to_physical(chunk), lineage), compression, futures, integer_encoding)
         entry = {"path": path, "size": size, "record_count": chunk.num_rows, "partition_path": pdir}
         entry.update(part)
         entry.update(column_stats(chunk, schema, stats))
@@ -229,6 +246,7 @@ def write_data_stream(
     memory_pool: pa.MemoryPool | None = None,
     *,
     stats: StatsPolicy,
+    integer_encoding: str = "delta",
 ) -> list[dict[str, Any]]:
     """Write a stream of tables (conformed to ``schema``) into unpartitioned data files of
     at most ``max_rows_per_file`` rows, in stream order; one entry dict per file.
@@ -247,7 +265,7 @@ def write_data_stream(
         nonlocal file
         while rows.num_rows:
             if file is None:
-                file = _StreamedFile(schema, stats, rows, compression, row_group_rows, memory_pool)
+                file = _StreamedFile(schema, stats, rows, compression, row_group_rows, memory_pool, integer_encoding)
             room = max_rows_per_file - file.rows
             file.write(rows.slice(0, room))
             rows = rows.slice(room)
@@ -280,7 +298,7 @@ class _StreamedFile:
 
     def __init__(
         self, schema: Schema, policy: StatsPolicy, first: pa.Table, compression: str, row_group_rows: int,
-        memory_pool: pa.MemoryPool | None,
+        memory_pool: pa.MemoryPool | None, integer_encoding: str = "delta",
     ) -> None:
         self.schema = schema
         self.policy = policy
@@ -290,8 +308,8 @@ class _StreamedFile:
         self.lineage = split_lineage(first)[1] is not None
         physical = pa.schema([*schema.physical_arrow, *LINEAGE_FIELDS]) if self.lineage else schema.physical_arrow
         self.writer = pq.ParquetWriter(
-            self.sink, physical, compression=compression, use_dictionary=_dictionary_columns(self._physical(first)),
-            write_statistics=statistics_columns(physical), memory_pool=memory_pool,
+            self.sink, physical, compression=compression, write_statistics=statistics_columns(physical),
+            memory_pool=memory_pool, **_encodings(self._physical(first), integer_encoding),
         )
         self.stats: list[dict[str, Any]] = []  # column_stats of each write
         self.rows = 0

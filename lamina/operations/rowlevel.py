@@ -539,15 +539,40 @@ def key_membership(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array | p
             i = np.searchsorted(v, k)
             return v[np.minimum(i, len(v) - 1)] == k
 
+    ordered = unique_sorted(v)
+
     def member(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         valid = None
         if keys.null_count:
             valid = pc.is_valid(keys).to_numpy(zero_copy_only=False)
             keys = pc.fill_null(keys, lo)
-        out = test(keys.to_numpy().astype(np.int64, copy=False))
+        k = keys.to_numpy().astype(np.int64, copy=False)
+        out = _member_of_increasing(k, ordered)
+        if out is None:
+            out = test(k)
         return out if valid is None else out & valid
 
     return member
+
+
+def _member_of_increasing(keys: np.ndarray, ordered: np.ndarray) -> np.ndarray | None:
+    """Which of ``keys`` are in ``ordered`` (sorted, unique), exactly, when ``keys`` strictly
+    increase (a file of a table sorted or appended by its key: the common case for ids) and
+    outnumber the values in their range several times: each value in the range is looked up
+    in the keys (a binary search), so the cost is one pass to check the order, not a lookup
+    per key. None otherwise (the caller tests key by key)."""
+    n = len(keys)
+    if n < 64:
+        return None
+    a, b = np.searchsorted(ordered, [keys[0], keys[-1]], side="left")
+    b = b + (b < len(ordered) and ordered[b] == keys[-1])
+    sub = ordered[a:b]
+    if 8 * len(sub) > n or not bool((keys[1:] > keys[:-1]).all()):
+        return None
+    at = np.searchsorted(keys, sub)
+    mask = np.zeros(n, dtype=bool)
+    mask[at[keys[np.minimum(at, n - 1)] == sub]] = True
+    return mask
 
 
 def unique_key_index(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array | pa.ChunkedArray], np.ndarray] | None:

@@ -367,7 +367,8 @@ class WriteTarget:
                     "every row written with replaceWhere must match it"
                 )
         return write_data_files(io, self.schema, self.spec, data, self.write_id, self.settings.max_rows_per_file,
-                                self.settings.parquet_compression, stats=self.stats)
+                                self.settings.parquet_compression, stats=self.stats,
+                                integer_encoding=self.settings.parquet_integer_encoding)
 
     # -- driver side ------------------------------------------------------------------
 

@@ -72,3 +72,48 @@ def test_written_files_carry_no_float_row_group_statistics(tmp_path):
     path = t.io.local_path(t.scan().plan()[0].path)
     rg = pq.read_metadata(path).row_group(0)
     assert [rg.column(i).is_stats_set for i in range(3)] == [True, False, False]
+
+
+def _encodings_of(path) -> dict[str, tuple]:
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(path)
+    return {meta.row_group(0).column(i).path_in_schema: meta.row_group(0).column(i).encodings for i in range(meta.num_columns)}
+
+
+def test_integer_date_and_time_columns_are_delta_encoded_unless_plain_is_asked(tmp_path):
+    """A large file's integer, date and timestamp columns without a dictionary are written
+    DELTA_BINARY_PACKED (``write.parquet.integer-encoding``, default ``delta``), with
+    ``plain`` not; either way every value reads back the same, by Lamina and by DuckDB
+    (another reader of the encoding), extremes, nulls and decreasing runs included."""
+    import duckdb
+    import numpy as np
+
+    n = 20_000
+    rng = np.random.default_rng(5)
+    u64 = rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2)
+    u64[:3] = [0, 2**64 - 1, 2**63]
+    big = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
+    big[:2] = [-(2**63), 2**63 - 1]
+    data = pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)[::-1]),
+        "big": pa.array(big, mask=np.arange(n) % 97 == 0),
+        "u64": pa.array(u64), "i8": pa.array(rng.integers(-128, 128, n, dtype=np.int8)),
+        "day": pa.array(np.arange(n).astype("datetime64[D]")),
+        "ts": pa.array((np.arange(n) * 1_000_003).astype("datetime64[us]")).cast(pa.timestamp("us", "UTC")),
+        "few": pa.array(np.arange(n) % 4, pa.int32()),  # repeats: a dictionary
+        "f": pa.array(rng.random(n)),
+    })
+    for encoding, delta_columns in [(None, {"id", "big", "u64", "day", "ts"}), ("PLAIN", set())]:
+        props = {} if encoding is None else {"write.parquet.integer-encoding": encoding}
+        t = lamina.create_table(str(tmp_path / str(encoding)), data.schema, properties=props)
+        t.append(data)
+        (path,) = [str(tmp_path / str(encoding) / f.path) for f in t.scan().plan()]
+        enc = _encodings_of(path)
+        assert {c for c, e in enc.items() if "DELTA_BINARY_PACKED" in e} == delta_columns
+        assert "RLE_DICTIONARY" in enc["few"] and "RLE_DICTIONARY" in enc["i8"]  # 256 values: repeats
+        assert t.to_arrow().equals(data)
+        con = duckdb.connect()
+        assert con.sql(f"SELECT * FROM read_parquet('{path}')").arrow().read_all().select(["id", "big", "i8", "day"]).equals(
+            data.select(["id", "big", "i8", "day"]))
+        con.close()

@@ -173,3 +173,24 @@ def test_unique_key_index_finds_each_keys_source_row(data, type_name):
     where = {v: i for i, v in enumerate(values) if v is not None}
     got = index(pa.chunked_array([pa.array(keys, typ)], typ))
     assert got.tolist() == [where.get(k, -1) if k is not None else -1 for k in keys]
+
+
+@SETTINGS
+@given(data=st.data(), type_name=st.sampled_from(["int64", "int32", "uint32"]))
+def test_key_membership_of_increasing_keys_is_exact(data, type_name):
+    """A file's keys in strictly increasing order (an id-sorted file), many more than the
+    values in their range: each value is looked up among the keys; the result is exactly
+    membership, nulls never members."""
+    typ = KEY_TYPES[type_name]
+    lo, hi = (0, 2**32 - 1) if type_name == "uint32" else ((-(2**31), 2**31 - 1) if type_name == "int32" else I64)
+    start = data.draw(st.integers(lo, hi - 2000))
+    step = data.draw(st.integers(1, 3))
+    keys = list(range(start, min(hi, start + step * data.draw(st.integers(64, 600))), step))
+    inside = data.draw(st.lists(st.sampled_from(keys), max_size=len(keys) // 10))
+    outside = data.draw(st.lists(st.integers(lo, hi), max_size=5))
+    values = [*inside, *outside, *data.draw(st.lists(st.none(), max_size=1))]
+    null_at = data.draw(st.sets(st.integers(0, len(keys) - 1), max_size=3))
+    with_nulls = [None if i in null_at else k for i, k in enumerate(keys)]
+    got = key_membership(pa.array(values, typ))(pa.array(with_nulls if null_at else keys, typ))
+    members = {v for v in values if v is not None}
+    assert got.tolist() == [k is not None and k in members for k in (with_nulls if null_at else keys)]

@@ -145,6 +145,24 @@ def test_round_trip_unpartitioned(spark, source, tmp_path):
         assert e.column(f"nulls_{fid}")[i].as_py() == amount.null_count
 
 
+def test_spark_reads_files_lamina_wrote_delta_encoded(spark, tmp_path):
+    """A file Lamina's writer made of many rows stores its keys, timestamps and dates
+    DELTA_BINARY_PACKED (write.parquet.integer-encoding): Spark's native reader (the fast
+    read) and the data source give the same rows as the core reader."""
+    from lamina.spark import read
+
+    data = orders(20_000, seed=4)
+    t = lamina.create_table(str(tmp_path / "t"), data.schema)
+    t.append(data)
+    (path,) = data_files(t.uri)
+    meta = pq.read_metadata(path)
+    delta = {meta.row_group(0).column(i).path_in_schema for i in range(meta.num_columns)
+             if "DELTA_BINARY_PACKED" in meta.row_group(0).column(i).encodings}
+    assert {"id", "ts", "local_ts"} <= delta
+    assert bag(collect(read(spark, t.uri))) == bag(data)
+    assert bag(collect(spark.read.format("lamina").load(t.uri))) == bag(data)
+
+
 def test_every_spark_write_follows_the_write_properties(spark, tmp_path):
     """write(), the data source and merge write files with the table's codec and row limit;
     a new table's properties are checked before Spark writes anything."""
