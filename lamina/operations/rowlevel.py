@@ -191,8 +191,8 @@ class RowDelta(Operation):
 
         The files are read whole (``Scan.read_files``: runs of files per task on the read
         threads), then rows deleted by existing DVs (and rows the prefilter rules out) are
-        dropped with one mask: DV positions are physical row numbers, so the DVs must not be
-        applied by the reader. Positions and file indices are computed for the kept rows only."""
+        dropped with one mask per file: DV positions are physical row numbers, so the DVs must
+        not be applied by the reader. Positions and file indices are kept for the kept rows only."""
         physical = entries.set_column(entries.schema.get_field_index("dv_path"), "dv_path",
                                       pa.nulls(entries.num_rows, pa.string()))
         # Row lineage rides along where rows are written in place of these (they keep their ids);
@@ -201,34 +201,30 @@ class RowDelta(Operation):
         writes = self.operation != "delete" and has_lineage(base.metadata)
         lineage_after = writes and self.prefilter is not None
         cols = [*self.read_columns, *LINEAGE_COLUMNS] if writes and not lineage_after else self.read_columns
-        tables, may = [], []
-        for table in base.scan().read_files(physical, cols, files_per_task=16):
-            tables.append(table)
-            if self.prefilter is not None:
-                may.append(self.prefilter(table))  # while the read threads go on with the next files
-        lengths = np.fromiter((t.num_rows for t in tables), np.int64, len(tables))
-        ends = np.cumsum(lengths)
-        starts = ends - lengths
-        t = pa.concat_tables(tables)
-        keep = None
+        # Each file's rows are cut to the kept ones as it arrives, while the read threads go
+        # on with the next files: only those rows are concatenated, never all the files' rows.
         old_dvs = read_bitmaps_of(base.io, dvs_of_plan(entries))
-        if old_dvs:
-            keep = np.ones(t.num_rows, dtype=bool)
-            for k, bm in old_dvs.items():
-                keep[starts[k] + np.frombuffer(bm.to_array(), dtype=np.uint32).astype(np.int64)] = False
-        if self.prefilter is not None:
-            may_match = np.concatenate(may) if may else np.zeros(0, dtype=bool)
-            keep = may_match if keep is None else keep & may_match
-        if keep is None:
-            idx = np.arange(t.num_rows, dtype=np.int64)
-        else:
-            idx = np.flatnonzero(keep)
-            t = t.filter(pa.array(keep))
-        fidx = np.searchsorted(ends, idx, side="right")
-        pos = idx - starts[fidx]
+        parts, positions, files = [], [], []
+        for k, table in enumerate(base.scan().read_files(physical, cols, files_per_task=16)):
+            keep = self.prefilter(table) if self.prefilter is not None else None
+            if k in old_dvs:
+                live = np.ones(table.num_rows, dtype=bool)
+                live[np.frombuffer(old_dvs[k].to_array(), dtype=np.uint32).astype(np.int64)] = False
+                keep = live if keep is None else keep & live
+            if keep is None:
+                at = np.arange(table.num_rows, dtype=np.int64)
+            else:
+                at = np.flatnonzero(keep)
+                table = table.filter(pa.array(keep))
+            parts.append(table)
+            positions.append(at)
+            files.append(np.full(len(at), k, dtype=np.int32))
+        t = pa.concat_tables(parts)
+        pos = np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
+        fidx = np.concatenate(files) if files else np.zeros(0, dtype=np.int32)
         if lineage_after:
             t = _with_row_ids(base, physical, t, fidx, pos)
-        return t.append_column(POS, pa.array(pos)).append_column(FILE, pa.array(fidx.astype(np.int32)))
+        return t.append_column(POS, pa.array(pos)).append_column(FILE, pa.array(fidx))
 
     def _outcomes_for(self, base: Base, cands: pa.Table, rows: list[dict[str, Any]]) -> list[FileOutcome]:
         """Per-file outcomes; files not seen before are read together and evaluated in one batch."""
@@ -569,7 +565,8 @@ def _member_of_increasing(keys: np.ndarray, ordered: np.ndarray) -> np.ndarray |
     sub = ordered[a:b]
     if 8 * len(sub) > n or not bool((keys[1:] > keys[:-1]).all()):
         return None
-    at = np.searchsorted(keys, sub)
+    # consecutive keys (ids): a value's position is its offset from the first key
+    at = sub - keys[0] if int(keys[-1]) - int(keys[0]) == n - 1 else np.searchsorted(keys, sub)
     mask = np.zeros(n, dtype=bool)
     mask[at[keys[np.minimum(at, n - 1)] == sub]] = True
     return mask
