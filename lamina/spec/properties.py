@@ -200,9 +200,9 @@ class WriterProperties:
 
     max_rows_per_file: int = TableProperties.WRITE_MAX_ROWS_PER_FILE.default
     parquet_compression: str = TableProperties.WRITE_PARQUET_COMPRESSION.default
-    parquet_integer_encoding: str = TableProperties.WRITE_PARQUET_INTEGER_ENCODING.default
     delete_mode: str = TableProperties.WRITE_DELETE_MODE.default
     sort_order: tuple[str, ...] = TableProperties.WRITE_SORT_ORDER.default
+    parquet_integer_encoding: str = TableProperties.WRITE_PARQUET_INTEGER_ENCODING.default
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, Any]) -> WriterProperties:

@@ -34,7 +34,7 @@ SCHEMA = pa.schema([("id", pa.int64())])
 def test_the_registry_holds_every_constant_once():
     constants = [v for k, v in vars(TableProperties).items() if k.isupper()]
     assert all(isinstance(c, Property) for c in constants)
-    assert len(REGISTERED) == len(constants) == len(KEYS) == 20
+    assert len(REGISTERED) == len(constants) == len(KEYS) == 21
     # the constant's name is its key spelled as a name: write.max-rows-per-file -> WRITE_MAX_ROWS_PER_FILE
     for name, prop in vars(TableProperties).items():
         if isinstance(prop, Property):
@@ -116,12 +116,13 @@ def test_values_are_parsed_as_their_readers_need_them():
     props = {
         p.WRITE_MAX_ROWS_PER_FILE.key: " 25 ", p.WRITE_PARQUET_COMPRESSION.key: "ZSTD",
         p.WRITE_DELETE_MODE.key: "copy-on-write", p.WRITE_SORT_ORDER.key: " ts, id ,",
+        p.WRITE_PARQUET_INTEGER_ENCODING.key: "PLAIN",
         p.MANIFEST_INLINE_MAX_FILES.key: "0", p.MANIFEST_LEAF_TARGET_FILES.key: "3", p.MANIFEST_MERGE_MIN_LEAVES.key: "2",
         p.COMMIT_RETRY_MAX_ATTEMPTS.key: "7", p.COMMIT_RETRY_MAX_SECONDS.key: "1.5",
         p.COMMIT_RETRY_BACKOFF_MIN_MS.key: "0", p.COMMIT_RETRY_BACKOFF_MAX_MS.key: "2e3",
     }
     check_properties(props)
-    assert WriterProperties.from_properties(props) == WriterProperties(25, "zstd", "copy-on-write", ("ts", "id"))
+    assert WriterProperties.from_properties(props) == WriterProperties(25, "zstd", "copy-on-write", ("ts", "id"), "plain")
     assert TreeConfig.from_properties(props) == TreeConfig(inline_max=0, leaf_target=3, merge_min_leaves=2)
     options = CommitOptions.from_properties(props)
     assert (options.max_attempts, options.max_seconds, options.backoff_min_ms, options.backoff_max_ms) == (7, 1.5, 0.0, 2000.0)
