@@ -518,9 +518,10 @@ def key_membership(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array | p
         return lambda keys: np.zeros(len(keys), dtype=bool)
     lo, hi = int(v.min()), int(v.max())
     span = hi - lo + 1
+    ordered = unique_sorted(v)  # also what _member_of_increasing looks up
     if span <= max(LOOKUP_TABLE_BYTES, LOOKUP_BYTES_PER_KEY * len(v)):
         table = np.zeros(span + 1, dtype=bool)  # table[span]: every key outside [lo, hi]
-        table[v - lo] = True
+        table[ordered - lo] = True
 
         def test(k: np.ndarray) -> np.ndarray:
             # k - lo as unsigned: keys below lo wrap to huge offsets, and all past the end of
@@ -529,13 +530,10 @@ def key_membership(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array | p
             off = np.subtract(k, lo, dtype=np.int64, casting="unsafe").view(np.uint64)
             return table[np.minimum(off, span, out=off)]
     else:
-        v = unique_sorted(v)
 
         def test(k: np.ndarray) -> np.ndarray:
-            i = np.searchsorted(v, k)
-            return v[np.minimum(i, len(v) - 1)] == k
-
-    ordered = unique_sorted(v)
+            i = np.searchsorted(ordered, k)
+            return ordered[np.minimum(i, len(ordered) - 1)] == k
 
     def member(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         valid = None
