@@ -133,6 +133,16 @@ def _codes_with_null_slot(chunk: pa.DictionaryArray) -> np.ndarray:
     return codes.to_numpy(zero_copy_only=False)
 
 
+def _positions_of_codes(lut: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """The positions whose code ``lut`` marks. With one code marked (an equality) or none,
+    the common cases, the codes are compared rather than ``lut`` indexed by them (4x cheaper)."""
+    hit = np.flatnonzero(lut)
+    if not len(hit):
+        return np.zeros(0, dtype=np.int64)
+    mask = codes == hit[0] if len(hit) == 1 else lut[codes]
+    return np.flatnonzero(mask).astype(np.int64, copy=False)
+
+
 class _MatchingCodes:
     """Which codes of a dictionary the predicate (on one column) selects, as a mask with one
     more slot for a null's code, for the dictionaries of many files, on many threads.
@@ -150,6 +160,7 @@ class _MatchingCodes:
         self._values = pa.array([], self._type)  # every value evaluated so far ...
         self._hits = np.zeros(0, dtype=bool)  # ... and whether the predicate selects it
         self._null_hit: bool | None = None
+        self._hit_by_value: dict[Any, bool] = {}  # value (as Python) -> selected; None: a null
 
     def null_hit(self) -> bool:
         """Whether the predicate selects a null (a file without the column reads null in every row)."""
@@ -159,6 +170,8 @@ class _MatchingCodes:
             return self._null_hit
 
     def of(self, dictionary: pa.Array) -> np.ndarray:
+        if len(dictionary) <= _SMALL_DICTIONARY:
+            return self._of_small(dictionary)
         key = _dictionary_key(dictionary)
         lut = self._by_dictionary.get(key)
         if lut is not None:
@@ -175,6 +188,26 @@ class _MatchingCodes:
             lut = np.append(self._hits[at.to_numpy(zero_copy_only=False)], null_hit)
             self._by_dictionary[key] = lut
         return lut
+
+    def _of_small(self, dictionary: pa.Array) -> np.ndarray:
+        """``of`` for a dictionary of a few values (the common case: a category column), by
+        looking each value up in a dict: the handful of Arrow kernel calls ``of`` makes per
+        dictionary cost more than that, and hold the interpreter lock the file reads need."""
+        hit = self._hit_by_value
+        values = dictionary.to_pylist()
+        if None not in hit:
+            hit[None] = self.null_hit()
+        if not all(v in hit for v in values):
+            with self._lock:
+                fresh = list(dict.fromkeys(v for v in values if v not in hit))
+                if fresh:
+                    got = self._scan._matches(self._scan._as_table_type(pa.array(fresh, dictionary.type), self._column))
+                    hit.update(zip(fresh, got.tolist()))
+        return np.array([hit[v] for v in values] + [hit[None]], dtype=bool)
+
+
+# Dictionaries of at most this many values go through ``_MatchingCodes._of_small``.
+_SMALL_DICTIONARY = 256
 
 
 def _dictionary_key(dictionary: pa.Array) -> tuple:
@@ -528,15 +561,18 @@ class Scan:
                 # read_column takes the column's index among the top-level fields, not its leaf
                 # index (column_name_idx): they differ after a nested column.
                 values = reader.read_column(reader.schema_arrow.get_field_index(column))
+        if len(values) != rows:
+            raise CorruptMetadata(f"data file {path} has {rows} rows in its footer but {len(values)} in its column {column!r}")
+        chunks = values.chunks
+        if len(chunks) == 1 and pa.types.is_dictionary(chunks[0].type):
+            return _positions_of_codes(matching_codes.of(chunks[0].dictionary), _codes_with_null_slot(chunks[0]))
         masks = []
-        for chunk in values.chunks:
+        for chunk in chunks:
             if pa.types.is_dictionary(chunk.type):
                 masks.append(matching_codes.of(chunk.dictionary)[_codes_with_null_slot(chunk)])
             else:
                 masks.append(self._matches(self._as_table_type(chunk, column)))
         positions = np.flatnonzero(np.concatenate(masks)) if masks else np.zeros(0, dtype=np.int64)
-        if len(masks) and sum(len(m) for m in masks) != rows:
-            raise CorruptMetadata(f"data file {path} has {rows} rows in its footer but {sum(len(m) for m in masks)} in its column {column!r}")
         return positions.astype(np.int64, copy=False)
 
     def _table_type(self, column: str) -> pa.DataType:

@@ -198,3 +198,18 @@ def test_each_distinct_value_is_evaluated_once_across_files(tmp_path, duck, monk
     monkeypatch.setattr(Scan, "_matches", lambda self, v: evaluated.append(len(v)) or real(self, v))
     check_against_duckdb(duck, t, "s IN ('a', 'zz') OR s IS NULL")
     assert sorted(evaluated) == [1, 1, 5]  # the null, the five first words, then 'zz'
+
+
+@pytest.mark.parametrize("where", ["s = 'w0007'", "s IN ('w0001', 'w0299', 'zz')", "s IS NULL", "s > 'w0150'", "s != 'w0003'"])
+def test_dictionaries_small_and_large(tmp_path, duck, where):
+    """A file whose dictionary holds a few values is looked up value by value, one with
+    hundreds of values through Arrow kernels (``_MatchingCodes``): both agree with DuckDB,
+    in one delete over both kinds of file."""
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    many = [f"w{i:04d}" for i in range(300)] + [None]
+    rng = np.random.default_rng(3)
+    t.append(pa.table({"id": range(0, 301), "s": list(rng.permutation(np.array(many, dtype=object)))}, schema=SCHEMA))
+    t.append(pa.table({"id": range(1000, 1006), "s": ["w0007", "w0001", None, "w0299", "w0200", "w0007"]}, schema=SCHEMA))
+    path = t.scan().plan().entries.column("path")[0].as_py()
+    assert len(pq.read_table(os.path.join(str(tmp_path / "t"), path), read_dictionary=["s"]).column("s").chunk(0).dictionary) == 300
+    check_against_duckdb(duck, t, where)
