@@ -322,6 +322,11 @@ SOURCES = {
         spark.read.parquet(_parquet_dir(d, SOURCE)).selectExpr("id", "upper(cat) AS cat", "amt", "day"),
         SOURCE.set_column(1, "cat", pa.compute.utf8_upper(SOURCE["cat"])), "spark"),
     "cached": lambda spark, d: (spark.read.parquet(_parquet_dir(d, SOURCE)).cache(), SOURCE, "spark"),
+    # every column, another order: a projection that is not the relation itself
+    "reordered": lambda spark, d: (
+        spark.read.parquet(_parquet_dir(d, SOURCE)).select(*reversed(SOURCE.column_names)),
+        SOURCE.select(list(reversed(SOURCE.column_names))), "spark"),
+    "limited": lambda spark, d: (spark.read.parquet(_parquet_dir(d, SOURCE)).limit(5), SOURCE.slice(0, 5), "spark"),
     "hive-partitioned": lambda spark, d: _partitioned(spark, d),
     "files-of-two-schemas": lambda spark, d: (
         spark.read.option("mergeSchema", "true").parquet(_parquet_dir(d, SOURCE.slice(0, 4), SOURCE.slice(4).drop_columns(["day"]))),
