@@ -558,7 +558,8 @@ def expire_history(demo: Demo) -> None:
     still = t.scan(tag=first).count()  # the tagged version's files were kept
     demo.record("expire old versions", time.perf_counter() - t0,
                 f"{len(rep.expired_versions)} of {versions} versions expired (version {rep.earliest_retained}, the latest, "
-                f"kept; the expired ones' slots keep tombstones, so a writer still holding one as its base rebases), "
+                f"kept; one record names the expired ones, whose files keep their slots taken a day, so a writer "
+                f"still holding one as its base rebases), "
                 f"{len(rep.deleted_files)} data files "
                 f"and {len(rep.deleted_manifests)} manifests deleted, {rep.deleted_bytes / 1e6:,.1f} MB freed; "
                 f"{rep.kept_for_tags} files kept because tags need them: tag {first} still reads {still:,} orders")

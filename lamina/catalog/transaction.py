@@ -70,6 +70,7 @@ from lamina.errors import (
 from lamina.io import FileIO
 from lamina.spec.features import CATALOG_COMMITS, check_writer
 from lamina.spec.layout import pending_path
+from lamina.spec.slot import next_block_commits
 from lamina.spec.version import VersionManifest
 from lamina.operations.rowlevel import RowDelta
 from lamina.table.transaction import Transaction
@@ -329,8 +330,8 @@ class CatalogTransaction:
                 # Versions 0 and 1 share the stamp too (timestamps need only not decrease along
                 # versions), so a read as of any time sees the table with its rows or not at all.
                 m.created = m.created.next(timestamp_ms=stamp, commit_id=commit_id)
-                if m.vm is not None:
-                    m.vm = m.vm.next(parent_version=0)
+                if m.vm is not None:  # its block list names version 0 by the id it now has
+                    m.vm = m.vm.next(parent_version=0, block_commits=next_block_commits(m.created))
                 m.staged.append((m.created, pending_path(0, commit_id), m.created.to_json()))
             if m.vm is not None:
                 m.vm = m.vm.next(timestamp_ms=stamp)

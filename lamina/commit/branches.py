@@ -1,8 +1,8 @@
 """The branch store: branch records, and the version log of each branch.
 
 A branch is a version log of its own (Lance's model, docs/branches.md): its slots, hint and
-freed-slot records live under ``_lamina/branch_logs/<id>/`` with exactly main's protocol
-(put-if-absent slots, tombstones, freed chunks), so writers on two branches never touch the
+slot records live under ``_lamina/branch_logs/<id>/`` with exactly main's protocol
+(put-if-absent slots, slot records, tombstones), so writers on two branches never touch the
 same file and opening a branch's latest version costs what main's does. The log starts with
 its base: slot ``b`` (the version the branch was made from) holds a copy of that version, and
 the branch's own commits are ``b+1, b+2, ...`` of that log. Data files and manifests are
@@ -66,13 +66,13 @@ class BranchLog(VersionLog):
 
     # The base slot is virtual until something is written there: a branch is made by writing
     # its record alone (one put, like a tag), and slot ``base_version`` reads as the record's
-    # copy while the file is absent and its chunk was never freed. Expiry turns it into a
-    # tombstone like any slot (the copy stays in the record, so the branch's base files stay).
+    # copy while the file is absent and no slot record covers it. Expiry records it like any
+    # slot (the copy stays in the branch record, so the branch's base files stay).
 
     def read_slot(self, version: int) -> "VersionManifest | Tombstone | None":
         slot = super().read_slot(version)
         if slot is None and self.record is not None and version == self.record.base_version:
-            if self.freed_record(version, slot_chunk_size(self.record.base.properties)) is None:
+            if self.slot_record(version, slot_chunk_size(self.record.base.properties)) is None:
                 return base_copy(self.record.base)
         return slot
 

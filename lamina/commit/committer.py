@@ -31,10 +31,13 @@ from lamina.commit.log import VersionLog
 from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted, CommitStateUnknown, StorageError
 from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
-from lamina.spec.features import COLUMN_MAPPING, HIDDEN_PARTITIONING, PARTITION_EVOLUTION, SLOT_TOMBSTONES, SORT_ORDERS, check_writer, with_features
+from lamina.spec.features import (
+    COLUMN_MAPPING, HIDDEN_PARTITIONING, PARTITION_EVOLUTION, SLOT_RANGE_RECORDS, SLOT_TOMBSTONES, SORT_ORDERS,
+    check_writer, with_features,
+)
 from lamina.spec.lineage import assign_row_ids, counter_of, has_lineage
 from lamina.spec.properties import TableProperties
-from lamina.spec.slot import Tombstone, slot_chunk_size
+from lamina.spec.slot import Tombstone, commit_root_path, next_block_commits, slot_chunk_size
 from lamina.spec.version import VersionManifest
 
 log = logging.getLogger(__name__)
@@ -191,13 +194,19 @@ class Committer:
             changes.append(change)
         return changes, next_row_id
 
-    def _apply_tree(self, base: VersionManifest, change: Change, version: int) -> tuple[VersionManifest, ChangeResult]:
-        """``base`` with ``change`` applied to its manifest tree: the manifests of ``version``."""
+    def _apply_tree(
+        self, base: VersionManifest, change: Change, version: int, commit_id: str | None = None,
+    ) -> tuple[VersionManifest, ChangeResult]:
+        """``base`` with ``change`` applied to its manifest tree: the manifests of ``version``.
+        ``commit_id``: the tree is the commit's own (its root is named by it and the version;
+        a staged view of a transaction's earlier operations is not)."""
         new_base = with_metadata(base, change)
+        cfg = TreeConfig.of(new_base)
         try:
             result = apply_change(
                 self.log.io, base.root_manifest, manifest_schema_of(new_base), version,
-                change.added, change.removed, TreeConfig.of(new_base),
+                change.added, change.removed, cfg,
+                root_path=None if commit_id is None else commit_root_path(commit_id, version, cfg.arrow_root),
             )
         except MissingFiles as e:
             raise CommitConflict(
@@ -215,7 +224,7 @@ class Committer:
         if change.tree is not None:
             return self._take_tree(base, change, commit_id)
         changed = with_metadata(base, change)
-        _, result = self._apply_tree(base, change, base.version + 1)
+        _, result = self._apply_tree(base, change, base.version + 1, commit_id)
         step("manifests-written")
         summary = {
             "added-files": result.files_added,
@@ -237,9 +246,9 @@ class Committer:
             root_manifest=result.root_path,
             app_transactions=apps,
             last_readd_version=base.version + 1 if change.readds else base.last_readd_version,
-            # Tables created before freed-slot records gain the feature with their next commit.
+            # Tables created before slot records gain the features with their next commit.
             reader_features=changed.reader_features,
-            writer_features=with_features(changed.writer_features, SLOT_TOMBSTONES),
+            writer_features=with_features(changed.writer_features, SLOT_TOMBSTONES, SLOT_RANGE_RECORDS),
         )
         return vm
 
@@ -259,7 +268,7 @@ class Committer:
             app_transactions={**base.app_transactions, **tree.app_transactions, **(change.app_transactions or {})},
             last_readd_version=base.version + 1,
             reader_features=tree.reader_features,
-            writer_features=with_features(tree.writer_features, SLOT_TOMBSTONES, *base.writer_features),
+            writer_features=with_features(tree.writer_features, SLOT_TOMBSTONES, SLOT_RANGE_RECORDS, *base.writer_features),
         )
 
     def _publish(self, vm: VersionManifest, commit_id: str, options: CommitOptions) -> "VersionManifest | object":
@@ -295,11 +304,13 @@ class Committer:
                 self.log.confirm(vm)
                 return vm
             try:
-                freed = self.log.freed_record(vm.version, slot_chunk_size(vm.properties))
+                record = self.log.slot_record(vm.version, slot_chunk_size(vm.properties))
             except StorageError as e:
                 log.warning("could not check whether slot %d was freed: %s", vm.version, e)
                 continue  # the put again: it is ours or taken, and the check runs again
-            if freed is None or freed.commit_id_at(vm.version) == commit_id:
+            # A record naming our commit: our put was the slot's first occupant, and its version
+            # was expired since (we stalled that long before this check); it is committed.
+            if record is None or record.names(vm.version, commit_id):
                 self.log.confirm(vm)  # a branch deleted meanwhile: withdrawn, and raises
                 return vm
             log.warning(
@@ -341,6 +352,7 @@ def _successor(
         sort_order=content.sort_order,
         properties=content.properties,
         commit_id=commit_id,
+        block_commits=next_block_commits(base),
         **fields,
     )
 

@@ -33,10 +33,12 @@ from lamina.spec.layout import FORMAT_VERSION, MAIN_BRANCH, MAIN_LOG, LogLayout,
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import (
     TOMBSTONE_MAX_BYTES,
-    FreedChunk,
+    SlotRecord,
     Tombstone,
     chunk_range,
     parse_freed_name,
+    parse_range_record_name,
+    records_dir,
     slot_chunk_size,
 )
 from lamina.spec.version import VersionManifest
@@ -70,7 +72,8 @@ class VersionLog:
     allow_list: bool = True
     # Which log: main's (the table's root log) or a branch's (lamina.commit.branches.BranchLog).
     layout: LogLayout = MAIN_LOG
-    _freed: dict[tuple[int, int], FreedChunk] = field(default_factory=dict, repr=False, compare=False)
+    # Slot records read so far, by path: records are never deleted nor changed, so one seen stays true.
+    _records: dict[str, SlotRecord] = field(default_factory=dict, repr=False, compare=False)
     # (version, monotonic time): that version was the newest slot at that time (``saw_latest``)
     _latest_seen: tuple[int, float] | None = field(default=None, repr=False, compare=False)
 
@@ -123,8 +126,9 @@ class VersionLog:
         return vm
 
     def load(self, version: int, *, check_freed: bool = True) -> VersionManifest:
-        """One version by number: a GET of its slot (and, unless ``check_freed`` is False,
-        a GET of its chunk's freed-slot record, which does not exist for live versions)."""
+        """One version by number: a GET of its slot and, unless ``check_freed`` is False, a
+        look-up of its chunk's slot records (one LIST on S3), which name no live version.
+        ``check_freed=False`` only for a slot known to be the newest: it is never expired."""
         if version < 0:
             raise VersionNotFound(f"version {version} does not exist: versions start at 0")
         slot = self.read_slot(version)
@@ -135,10 +139,11 @@ class VersionLog:
         if isinstance(slot, Tombstone):
             why = "dropped by a destructive rollback" if slot.reason == "rollback" else "expired"
             raise VersionNotFound(f"version {version} of {self._of()} was {why}; {self._history_hint()}")
-        if check_freed and self.freed_record(version, slot_chunk_size(slot.properties)) is not None:
-            # The version was expired and its slot freed; what is there now is a put that was
-            # delayed past all that, which its writer withdraws (see lamina.spec.slot).
-            raise VersionNotFound(f"version {version} of {self._of()} was expired (its slot has been freed)")
+        if check_freed and self.slot_record(version, slot_chunk_size(slot.properties)) is not None:
+            # The version was expired (a range record: its slot file stays until the record is
+            # old), or its slot freed and what is there is a put delayed past all that, which
+            # its writer withdraws (see lamina.spec.slot).
+            raise VersionNotFound(f"version {version} of {self._of()} was expired; {self._history_hint()}")
         return slot
 
     def exists(self, version: int) -> bool:
@@ -170,28 +175,68 @@ class VersionLog:
         except VersionNotFound:
             return None
 
-    # -- freed slots (lamina.spec.slot) ---------------------------------------------------
+    # -- slot records (lamina.spec.slot) ---------------------------------------------------
 
-    def freed_record(self, version: int, chunk_size: int) -> FreedChunk | None:
-        """The record of the freed chunk holding slot ``version``, or None if it was never freed.
-        Records are never deleted, so a record once seen is cached."""
+    def slot_record(self, version: int, chunk_size: int) -> SlotRecord | None:
+        """A record covering slot ``version`` (its version expired, the slot maybe freed), or None.
+        One listing of the records of the slot's chunk (one LIST on S3; two directory reads on
+        local disk, which fail fast where there are none), and a GET of a covering one."""
+        for rec in self._records.values():
+            if rec.covers(version):
+                return rec
         first, last = chunk_range(version, chunk_size)
-        hit = self._freed.get((first, last))
+        for ref in self._chunk_records(first, last):
+            if ref.first <= version <= ref.last:
+                return self.read_record(ref)
+        return None
+
+    def read_record(self, ref: "RecordRef") -> SlotRecord:
+        """The record a listing named (cached: records never change); CorruptMetadata if damaged."""
+        hit = self._records.get(ref.path)
         if hit is not None:
             return hit
-        path = self.layout.freed_path(first, last)
-        data = self.io.get_optional(path)
-        if data is None:
-            return None
-        rec = FreedChunk.parse(data, path)
-        if (rec.first, rec.last) != (first, last):
-            raise CorruptMetadata(f"{path} records versions {rec.first}..{rec.last}")
-        self._freed[(first, last)] = rec
+        rec = SlotRecord.parse(self.io.get(ref.path), ref.path)
+        if (rec.first, rec.last, rec.emptied) != (ref.first, ref.last, ref.emptied) or (
+            not ref.emptied and rec.at_ms != ref.at_ms
+        ):
+            raise CorruptMetadata(f"slot record {ref.path} records versions {rec.first}..{rec.last}, not what its name says")
+        self._records[ref.path] = rec
         return rec
 
+    def _chunk_records(self, first: int, last: int) -> "list[RecordRef]":
+        """The records of one chunk: its freed-chunk record (older tables) and its range records."""
+        chunk = f"{first:020d}-{last:020d}"
+        freed_dir = self.layout.freed_dir
+        if self.io.lists_in_order:
+            # One request: the chunk's record ``<chunk>.json`` and its directory ``<chunk>/``
+            # sort right after the name ``<chunk>`` ('.' and '/' before any digit).
+            names = self.io.list_first_page(freed_dir, offset=chunk)
+            ours = [n for n in names if n.startswith(chunk + ".") or n.startswith(chunk + "/")]
+            if len(names) < 1000 or len(ours) < len(names):
+                return [r for r in map(lambda n: _record_ref(freed_dir, n), ours) if r is not None]
+        refs = [] if self.io.get_optional(self.layout.freed_path(first, last)) is None else [
+            RecordRef(self.layout.freed_path(first, last), first, last, 0, True)]
+        sub = records_dir(freed_dir, first, last)
+        refs += [r for r in (_record_ref(freed_dir, f"{chunk}/{n}") for n in self.io.list_names(sub)) if r is not None]
+        return refs
+
+    def slot_records(self) -> "list[RecordRef]":
+        """Every slot record of the log (names only), ascending by first slot: a listing of
+        ``freed/`` (recursive; on local disk one directory read per chunk that has range records)."""
+        freed_dir = self.layout.freed_dir
+        if self.io.is_local:
+            names = self.io.list_names(freed_dir)
+            for d in self.io.list_subdirs(freed_dir):
+                names += [f"{d}/{n}" for n in self.io.list_names(f"{freed_dir}/{d}")]
+        else:
+            plen = len(freed_dir) + 1
+            names = [o.path[plen:] for o in self.io.list(freed_dir)]
+        refs = [r for r in (_record_ref(freed_dir, n) for n in names) if r is not None]
+        return sorted(refs, key=lambda r: (r.first, r.last, r.path))
+
     def freed_ranges(self) -> list[tuple[int, int]]:
-        """(first, last) of every freed chunk, ascending (one listing of a small directory)."""
-        return sorted(r for r in map(parse_freed_name, self.io.list_names(self.layout.freed_dir)) if r is not None)
+        """(first, last) of every slot record, ascending (records may overlap)."""
+        return [(r.first, r.last) for r in self.slot_records()]
 
     # -- latest --------------------------------------------------------------------
 
@@ -331,8 +376,9 @@ class VersionLog:
         """Every slot file, classified by content, from one listing of ``versions/`` and one of
         ``freed/``. A file small enough to be a tombstone is read to tell which it is: a
         truncated version manifest is never mistaken for one (it fails to load instead)."""
-        freed = self.freed_ranges()
-        starts = [a for a, _ in freed]
+        records = self.slot_records()
+        covered = _merged([(r.first, r.last) for r in records])
+        starts = [a for a, _ in covered]
         versions: list[int] = []
         small: list[int] = []
         strays: list[int] = []
@@ -348,8 +394,8 @@ class VersionLog:
             if v is None:
                 continue
             i = bisect.bisect_right(starts, v) - 1
-            if i >= 0 and v <= freed[i][1]:
-                strays.append(v)  # in a freed chunk: a put that landed after the chunk was freed
+            if i >= 0 and v <= covered[i][1]:
+                strays.append(v)  # recorded: an expired version's file, or a late put into a freed slot
             elif size <= TOMBSTONE_MAX_BYTES:
                 small.append(v)
             else:
@@ -372,7 +418,7 @@ class VersionLog:
                 # one judge of a slot) says what is wrong, and expiry, orphan cleanup and
                 # fsck see it as damage rather than as a gone version.
                 versions.append(v)
-        return SlotListing(sorted(versions), tombstones, sorted(strays), freed)
+        return SlotListing(sorted(versions), tombstones, sorted(strays), [(r.first, r.last) for r in records], records)
 
     def hint_due(self, version: int) -> bool:
         """Whether a commit of ``version`` rewrites the hint. Where listings come in order (S3)
@@ -473,13 +519,72 @@ _HOLE = object()
 
 
 @dataclass(frozen=True)
+class RecordRef:
+    """A slot record as a listing names it (lamina.spec.slot): its path and what the name says."""
+
+    path: str
+    first: int
+    last: int
+    at_ms: int  # when it was written (range records; 0 for a freed-chunk record)
+    emptied: bool  # a freed-chunk record of an older table: its slots were emptied when written
+
+    def freeable(self, now_ms: int, retention_ms: int) -> bool:
+        """Whether the slot files in its range may be deleted now (see lamina.spec.slot)."""
+        return self.emptied or self.at_ms + retention_ms <= now_ms
+
+
+def _record_ref(freed_dir: str, name: str) -> RecordRef | None:
+    """The record a name under ``freed/`` stands for: ``<first>-<last>.json`` (a freed chunk)
+    or ``<chunk first>-<chunk last>/<first>-<last>-<at>.json`` (a range record); None for
+    anything else."""
+    chunk, slash, leaf = name.partition("/")
+    if not slash:
+        r = parse_freed_name(name)
+        return None if r is None else RecordRef(f"{freed_dir}/{name}", r[0], r[1], 0, True)
+    c = parse_freed_name(chunk + ".json")
+    rr = parse_range_record_name(leaf)
+    if c is None or rr is None or "/" in leaf or not (c[0] <= rr[0] and rr[1] <= c[1]):
+        return None
+    return RecordRef(f"{freed_dir}/{name}", rr[0], rr[1], rr[2], False)
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or adjacent ranges joined, ascending."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+@dataclass(frozen=True)
 class SlotListing:
     """The slots of ``versions/`` as one listing saw them (see ``VersionLog.scan_slots``)."""
 
-    versions: list[int]  # ascending; loadable unless damaged
+    versions: list[int]  # ascending; loadable unless damaged; none is in a record's range
     tombstones: dict[int, Tombstone]  # expired or dropped versions whose slots stay taken
-    strays: list[int]  # slot files inside freed chunks: late puts, not versions
-    freed: list[tuple[int, int]]  # freed chunks, ascending
+    # slot files in a record's range: expired versions whose files are not yet deleted, and
+    # late puts into freed slots; none of them is a version
+    strays: list[int]
+    freed: list[tuple[int, int]]  # the ranges of the slot records, ascending (may overlap)
+    records: list[RecordRef] = field(default_factory=list)
+
+    def recorded(self, version: int) -> bool:
+        return any(a <= version <= b for a, b in self.freed)
+
+    def freeable_strays(self, now_ms: int, retention_ms: int) -> list[int]:
+        """The strays whose slot files may be deleted now: in the range of a record of an
+        emptied chunk, or of a range record at least ``retention_ms`` old."""
+        ok = _merged([(r.first, r.last) for r in self.records if r.freeable(now_ms, retention_ms)])
+        starts = [a for a, _ in ok]
+        out = []
+        for v in self.strays:
+            i = bisect.bisect_right(starts, v) - 1
+            if i >= 0 and v <= ok[i][1]:
+                out.append(v)
+        return out
 
 
 def _discard(f: Future) -> None:

@@ -34,8 +34,8 @@ class TagStore:
     ) -> Tag:
         """Create a tag with put-if-absent: an existing tag is never overwritten.
 
-        ``confirm_version``: expiry turns version files into tombstones before it lists
-        tags, so if the tagged version still loads after our tag is written, every
+        ``confirm_version``: expiry records versions as expired before it lists tags,
+        so if the tagged version still loads after our tag is written, every
         later expiry sees the tag. If it does not, expiry may already be freeing
         that version's files: the tag is withdrawn and the caller told. ``latest``: the
         table's latest version, if the caller has just read it (saves reading it again).
@@ -73,11 +73,9 @@ class TagStore:
         if self.io.exists(f"{BRANCHES_DIR}/{name}.json"):  # a branch made under the name meanwhile
             self._delete_file(name)
             raise TagAlreadyExists(f"{name!r} is a branch of {self.io.uri}; a tag may not share a branch's name")
-        # (The freed-slot record matters only for a version this process did not just see
-        # as the newest: lamina.commit.log.VersionLog.slot_cannot_have_been_freed.)
-        if confirm_version and not self.log.is_live(
-            vm.version, check_freed=not self.log.slot_cannot_have_been_freed(vm.version, vm.properties)
-        ):
+        # The version is live unless a slot record covers it (expiry records a version before
+        # anything else; its file stays in the slot a while), so the records are read.
+        if confirm_version and not self.log.is_live(vm.version):
             self._delete_file(name)
             raise VersionNotFound(f"version {vm.version} was expired while tag {name!r} was being created; nothing was tagged")
         return tag

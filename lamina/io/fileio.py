@@ -588,6 +588,19 @@ class FileIO:
         plen = len(prefix) + 1 if prefix else 0
         return sorted(p[plen:] for p in self.list_dir(prefix).column("path").to_pylist())
 
+    def list_subdirs(self, prefix: str) -> list[str]:
+        """Sorted names of the directories directly under ``prefix`` (local disk only: object
+        stores have none; list the prefix recursively there)."""
+        if self._local_root is None:
+            raise NotImplementedError("list_subdirs is for local directories")
+        try:
+            with os.scandir(os.path.join(self._local_root, _check_relative(prefix))) as it:
+                return sorted(e.name for e in it if e.is_dir())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as e:
+            raise _translate(e, f"list {prefix}") from e
+
     def list_first_page(self, prefix: str, offset: str | None = None) -> list[str]:
         """The first page (up to 1000) of names under ``prefix`` after ``offset``, in order.
 

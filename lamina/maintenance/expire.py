@@ -19,8 +19,8 @@ a deleted root is free unless the nearest surviving root on either side, or a
 tag, references it.
 
 Ordering, so that concurrent work stays safe:
-1. version files are deleted first (oldest first), so nobody can open an
-   expired version any more;
+1. the versions are recorded as expired first (oldest first), so nobody can
+   open an expired version any more;
 2. then tags are listed and the latest version re-read, so a tag created or a
    rollback committed during the run is honoured (``TagStore.create`` and
    rollback confirm their source version still exists after writing);
@@ -30,18 +30,23 @@ Reader safety: a version is expired only once its successor has been current
 for ``reader_grace`` (default one hour, property ``expire.reader-grace-ms``):
 a reader that opened it while it was current has had that long to finish.
 
-Writer safety (slot reuse): an expired version's file is not deleted but
-overwritten with a tombstone carrying its commit id, so its name stays taken
-and a writer whose put-if-absent was delayed finds the slot occupied and
-rebases. Once a whole chunk of slots holds tombstones older than
-``expire.slot-retention-ms`` (and lies below every retained version), the chunk
-is freed: its record (the commit ids) is written first, then the tombstones are
-deleted. A put that lands in a freed slot is withdrawn by its own writer, which
-checks for that record after every landing (lamina.spec.slot, docs/format.md).
+Writer safety (slot reuse): expiry first writes one range record per chunk of
+slots it expires, naming the commit each slot held; the expired versions' files
+stay, so their names stay taken and a writer whose put-if-absent was delayed finds
+the slot occupied and rebases. Once a record is older than
+``expire.slot-retention-ms`` the slot files in its range are deleted (freed). A
+put that lands in a freed slot is withdrawn by its own writer, which looks the
+records up after every landing (lamina.spec.slot, docs/format.md). Tables
+without the feature ``slot-range-records`` get a tombstone per expired slot and
+chunks freed whole, as before.
+
+What a run reads (one GET each on S3): the versions its decisions need, not every
+version it expires (``_Run``).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -53,10 +58,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.commit.log import SlotListing, VersionLog
-from lamina.errors import AlreadyExists, InvalidArgument, NotFound
+from lamina.commit.log import RecordRef, SlotListing, VersionLog
+from lamina.errors import AlreadyExists, CorruptMetadata, InvalidArgument, NotFound
 from lamina.io import FileIO
 from lamina.maintenance.reachability import (
+    leaf_paths,
     live_entries,
     manifest_paths,
     other_branches,
@@ -64,16 +70,28 @@ from lamina.maintenance.reachability import (
     referenced_files,
     referenced_paths,
     removed_by,
+    root_at,
     root_of,
     staged_versions,
 )
-from lamina.spec.features import BRANCHES, SLOT_TOMBSTONES, check_writer
+from lamina.spec.features import ARROW_ROOT_MANIFESTS, BRANCHES, SLOT_RANGE_RECORDS, SLOT_TOMBSTONES, check_writer
 from lamina.spec.layout import MAIN_BRANCH, MANIFESTS_DIR
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import (
-    FreedChunk,
+    COMMIT_BLOCK,
+    IRREGULAR,
+    REMOVED,
+    WROTE_LEAVES,
+    SlotRecord,
     Tombstone,
+    block_flags,
+    block_start,
     chunk_range,
+    commit_root_path,
+    parse_block_entry,
+    range_record_name,
+    records_dir,
+    short_id,
     slot_chunk_size,
 )
 from lamina.spec.tag import Tag
@@ -100,7 +118,7 @@ class ExpireReport:
     # True when versions older_than/retain_last would expire were kept because they were
     # superseded less than reader_grace ago (pass reader_grace=timedelta(0) if no reader runs)
     held_by_reader_grace: bool = False
-    freed_slots: int = 0  # tombstones deleted with their chunk (a freed-slot record written first)
+    freed_slots: int = 0  # slot files deleted: their record is older than the slot retention
     branches: dict[str, "ExpireReport"] = field(default_factory=dict)  # each branch's, when main expired them too
     seconds: float = 0.0
 
@@ -127,15 +145,20 @@ class _LightVersion:
         self.commit_id = j.get("commit_id")
         self.root_manifest = j.get("root_manifest")
         self.summary = j.get("summary") or {}
+        blocks = j.get("block_commits")
+        self.block_commits = tuple(blocks) if isinstance(blocks, list) else None
         self._raw = raw  # the version file may be a tombstone before the full manifest is needed
         self._full: Any = None
 
     def __getattr__(self, name: str) -> Any:  # schema, partition_spec, ...: the full manifest
         if name.startswith("_"):
             raise AttributeError(name)
+        return getattr(self._full_manifest(), name)
+
+    def _full_manifest(self) -> VersionManifest:
         if self._full is None:
             self._full = VersionManifest.from_json(self._raw, self._where)
-        return getattr(self._full, name)
+        return self._full
 
 
 def _load_light(log: VersionLog, v: int) -> Any:
@@ -186,17 +209,25 @@ def _needed(a: np.ndarray, r: np.ndarray, kept: np.ndarray) -> np.ndarray:
 _HEADS_MAX = 16
 
 
-def _sizes(io: FileIO, paths: list[str]) -> int:
+def _size_list(io: FileIO, paths: list[str]) -> list[int | None]:
+    """Each path's size, None where nothing is there."""
     if not io.is_local and len(paths) > _HEADS_MAX:
-        return int(pc.sum(io.sizes(pa.array(paths, pa.string()))).as_py() or 0)
+        return io.sizes(pa.array(paths, pa.string())).to_pylist()
 
-    def one(p: str) -> int:
+    def one(p: str) -> int | None:
         try:
             return io.size(p)
         except NotFound:
-            return 0
+            return None
 
-    return sum(_each(io, one, paths))
+    return _each(io, one, paths)
+
+
+def _sizes(io: FileIO, paths: list[str], known: dict[str, int] | None = None) -> int:
+    """The bytes of ``paths`` (``known``: sizes already read, by path)."""
+    known = known or {}
+    rest = [p for p in paths if p not in known]
+    return sum(known[p] for p in paths if p in known) + sum(z or 0 for z in _size_list(io, rest))
 
 
 @dataclass
@@ -288,8 +319,41 @@ def collect_garbage(
     need |= {i for i in range(1, len(chain)) if chain[i].parent_version != chain[i - 1].version}
     order = sorted(need)
     roots = dict(zip(order, _roots(io, [chain[i] for i in order])))
-    # Data: the removals recorded by each version after the first one in the chain.
-    changes = [removed_by(io, chain[i], roots[i], roots[i - 1]) for i in removing]
+    # Manifests: referenced by a deleted root and by no surviving root in the chain nor any tag.
+    # Every leaf a deleted root referenced is in the first deleted root or was written
+    # by a deleted version, so those roots (plus each deleted root's own path) suffice.
+    gone = [pa.array([vm.root_manifest for vm in chain if vm.version in deleted and vm.root_manifest], pa.string())]
+    gone += [manifest_paths(io, chain[i], roots[i]) for i in order if chain[i].version in deleted]
+    return decide_garbage(
+        io, log,
+        removals=[(chain[i], roots[i], roots[i - 1]) for i in removing],
+        candidate_manifests=pa.concat_arrays(gone),
+        alive=[(chain[i], roots[i]) for i in order if chain[i].version not in deleted],
+        deleted=deleted, tags=tags, existing=existing, latest=latest, gone_tags=gone_tags,
+    )
+
+
+def decide_garbage(
+    io: FileIO,
+    log: VersionLog,
+    *,
+    removals: Sequence[tuple[Any, pa.Table, pa.Table]],
+    candidate_manifests: pa.Array,
+    alive: Sequence[tuple[Any, pa.Table]],
+    deleted: set[int],
+    tags: Sequence[Tag],
+    existing: Sequence[int],
+    latest: VersionManifest,
+    gone_tags: Collection[str] = (),
+) -> _Garbage:
+    """The files and manifests deleting the versions ``deleted`` frees, given what they changed.
+
+    ``removals``: (version, its root, its parent's root) of every version whose removals may
+    have become garbage -- those after the first deleted one, up to the nearest survivor
+    after them; ``candidate_manifests``: every manifest a deleted version's root references,
+    and those roots; ``alive``: (version, root) of the survivors next to the deleted run.
+    """
+    changes = [removed_by(io, vm, root, parent_root) for vm, root, parent_root in removals]
     removed = pa.concat_tables([c[0] for c in changes]) if changes else None
     dropped_dvs = pc.unique(pa.concat_arrays([c[1] for c in changes])) if changes else pa.array([], pa.string())
     files: list[str] = []
@@ -298,7 +362,7 @@ def collect_garbage(
     if latest.last_readd_version is not None and ((removed is not None and removed.num_rows) or len(dropped_dvs)):
         # A rollback once re-added files: a path may have several intervals, some
         # recorded only by versions already gone. Decide by the full walk instead, without
-        # the deleted versions: a real run has tombstoned them already, a dry run has not,
+        # the deleted versions: a real run has expired them already, a dry run has not,
         # and counting them would keep (and under-report) what only they reference.
         full_walk = referenced_paths(io, log, dropping=deleted, dropping_tags=gone_tags)
     if removed is not None and removed.num_rows:
@@ -317,22 +381,17 @@ def collect_garbage(
         # of them is replaced: one interval, so the surviving roots next to the deleted
         # run and the tags tell whether anything still points at it.
         if full_walk is None:
-            alive_dvs = [_live_dvs(io, chain[i], roots[i]) for i in order if chain[i].version not in deleted]
+            alive_dvs = [_live_dvs(io, vm, root) for vm, root in alive]
             alive_dvs += [_live_dvs(io, t.version, None) for t in tags]
             full_walk = pa.concat_arrays(alive_dvs) if alive_dvs else pa.array([], pa.string())
         files += dropped_dvs.filter(pc.invert(_is_in(dropped_dvs, full_walk))).to_pylist()
-    # Manifests: referenced by a deleted root and by no surviving root in the chain nor any tag.
-    # Every leaf a deleted root referenced is in the first deleted root or was written
-    # by a deleted version, so those roots (plus each deleted root's own path) suffice.
-    gone = [pa.array([vm.root_manifest for vm in chain if vm.version in deleted and vm.root_manifest], pa.string())]
-    gone += [manifest_paths(io, chain[i], roots[i]) for i in order if chain[i].version in deleted]
     manifests: list[str] = []
-    cand = pc.unique(pa.concat_arrays(gone))
+    cand = pc.unique(candidate_manifests.drop_null())
     if len(cand):
-        alive = [manifest_paths(io, chain[i], roots[i]) for i in order if chain[i].version not in deleted]
-        alive += [manifest_paths(io, t.version) for t in tags]
-        if alive:
-            cand = cand.filter(pc.invert(_is_in(cand, pa.concat_arrays(alive))))
+        held = [manifest_paths(io, vm, root) for vm, root in alive]
+        held += [manifest_paths(io, t.version) for t in tags]
+        if held:
+            cand = cand.filter(pc.invert(_is_in(cand, pa.concat_arrays(held))))
         manifests = cand.to_pylist()
     return _Garbage(manifests, files, 0, kept)
 
@@ -347,11 +406,11 @@ def _put_tombstones(io: FileIO, log: VersionLog, stones: list[Tombstone]) -> Non
     _each(io, lambda t: io.put(log.version_path(t.version), t.to_json()), stones)
 
 
-def _delete(io: FileIO, paths: list[str]) -> int:
+def _delete(io: FileIO, paths: list[str], known: dict[str, int] | None = None) -> int:
     """Delete ``paths``; returns the bytes freed (sizes read first, so it is exact)."""
     if not paths:
         return 0
-    freed = _sizes(io, paths)
+    freed = _sizes(io, paths, known)
     io.delete_many(paths)
     return freed
 
@@ -413,68 +472,282 @@ def expire_versions(
 
     if slots is None:
         slots = log.scan_slots()
-    else:  # the caller's, which step 4 below must not change
-        slots = SlotListing(slots.versions, dict(slots.tombstones), slots.strays, slots.freed)
+    else:  # the caller's, which the steps below must not change
+        slots = SlotListing(slots.versions, dict(slots.tombstones), list(slots.strays), list(slots.freed), list(slots.records))
     versions = slots.versions
     candidates = versions[: max(0, len(versions) - (retain_last or 1))]
     step("plan", 0, len(candidates))
-    # Versions in order until one must stay; a version is decided by its successor's time.
-    vms: dict[int, VersionManifest] = {}
-    expired: list[int] = []
-    chunk = 64
-    for start in range(0, len(candidates), chunk):
-        batch = versions[start : min(start + chunk + 1, len(versions))]
-        for vm in _load_many(log, [v for v in batch if v not in vms]):
-            vms[vm.version] = vm
-        stop = False
-        for i in range(start, min(start + chunk, len(candidates))):
-            ts_next = vms[versions[i + 1]].timestamp_ms
-            if ts_next > limit:
-                report.held_by_reader_grace = cutoff is None or ts_next < cutoff
-                stop = True
-                break
-            expired.append(versions[i])
-        step("plan", len(expired), len(candidates))
-        if stop:
-            break
-    survivors = versions[len(expired):]
+    run = _Run(io, log, versions)
+    # Versions expire oldest first while their successor was committed by the limit; commit
+    # times rise along versions, so the last one to go is found by a binary search.
+    n = run.expirable(len(candidates), limit)
+    if n < len(candidates):
+        ts_next = run.light(n + 1).timestamp_ms
+        report.held_by_reader_grace = cutoff is None or ts_next < cutoff
+    expired = versions[:n]
+    survivors = versions[n:]
+    step("plan", n, len(candidates))
     report.expired_versions = expired
     report.earliest_retained = survivors[0] if survivors else None
+    ranged = SLOT_RANGE_RECORDS in latest.writer_features
     if expired:
-        chain = [vms[v] for v in expired] + [vms[survivors[0]]]
-        # 1. version files become tombstones, oldest first, so the remaining versions stay
-        #    contiguous and no expired slot can be filled again
-        stones = {v: Tombstone(v, vms[v].commit_id, "expired", now) for v in expired}
-        if not dry_run:
-            for i in range(0, len(expired), chunk):
-                _put_tombstones(io, log, [stones[v] for v in expired[i : i + chunk]])
-                step("versions", min(i + chunk, len(expired)), len(expired))
+        run.prepare(expired, survivors[0])
+        # 1. the versions stop being versions, oldest first, so the remaining ones stay
+        #    contiguous: one range record per chunk (tables with range records), else a
+        #    tombstone in each slot
+        if ranged:
+            records = run.records(slots, survivors[0], now)
+            if not dry_run:
+                for ref, rec in records:
+                    io.put_new(ref.path, rec.to_json())
+            slots.records.extend(ref for ref, _ in records)
+            slots.freed.extend((ref.first, ref.last) for ref, _ in records)
+            # the slot files now in recorded ranges: freed once their record is old enough
+            recorded = [v for v in [*expired, *slots.tombstones] if slots.recorded(v)]
+            slots.strays[:] = sorted({*slots.strays, *recorded})
+            for v in recorded:
+                slots.tombstones.pop(v, None)
+        else:
+            stones = {v: Tombstone(v, run.light(v_i).commit_id, "expired", now) for v_i, v in enumerate(expired)}
+            if not dry_run:
+                for i in range(0, len(expired), 64):
+                    _put_tombstones(io, log, [stones[v] for v in expired[i : i + 64]])
+            slots.tombstones.update(stones)
+        step("versions", len(expired), len(expired))
         # 2. what is still needed, seen after the versions are gone
         tags = [t for t in store.list() if t.name not in gone_tags]
         latest = log.latest()
-        g = _spare(io, log, latest, collect_garbage(io, log, chain, set(expired), tags, survivors, latest, gone_tags))
+        g = _spare(io, log, latest, run.garbage(expired, survivors, tags, latest, gone_tags))
         report.kept_for_tags = g.kept
         report.deleted_manifests += g.manifests
         report.deleted_files += g.files
         # 3. the files
         if dry_run:
-            report.deleted_bytes += _sizes(io, g.manifests + g.files)
+            report.deleted_bytes += _sizes(io, g.manifests + g.files, run.sizes)
         else:
             step("files", 0, len(g.files) + len(g.manifests))
-            report.deleted_bytes += _delete(io, g.files) + _delete(io, g.manifests)
+            report.deleted_bytes += _delete(io, g.files) + _delete(io, g.manifests, run.sizes)
             step("files", len(g.files) + len(g.manifests), len(g.files) + len(g.manifests))
-        slots.tombstones.update(stones)
     # 4. branches deleted more than the reader grace ago: what only they held (main's run)
     if log.branch == MAIN_BRANCH:
         g = free_deleted_branches(io, log, floor, dry_run)
         report.deleted_manifests += g.manifests
         report.deleted_files += g.files
         report.deleted_bytes += g.freed_bytes
-    # 5. chunks of old tombstones below every retained version: record, then free
-    if SLOT_TOMBSTONES in latest.writer_features and survivors:
+    # 5. slots freed: the slot files of records old enough (or, on older tables, chunks of
+    #    old tombstones below every retained version: record, then free)
+    if ranged:
+        retention = TableProperties.EXPIRE_SLOT_RETENTION_MS.get(latest.properties)
+        doomed = [log.version_path(v) for v in slots.freeable_strays(now, retention)]
+        if doomed and not dry_run:
+            io.delete_many(doomed)
+        report.freed_slots = len(doomed)
+    elif SLOT_TOMBSTONES in latest.writer_features and survivors:
         report.freed_slots = free_slots(io, log, latest, slots, survivors[0], now, dry_run)
     report.seconds = time.monotonic() - started
     return report
+
+
+class _Run:
+    """What one expiry reads of the versions it may expire, read as little as it can: the
+    versions its decisions need, one per block for who occupied the slots (``block_commits``),
+    and the roots of the versions that removed files or wrote leaves."""
+
+    def __init__(self, io: FileIO, log: VersionLog, versions: Sequence[int]) -> None:
+        self.io = io
+        self.log = log
+        self.versions = versions
+        self._light: dict[int, Any] = {}
+        self._full: dict[int, VersionManifest] = {}
+        # (short id, flags) of a version, from a later version's block list or its own manifest
+        self._who: dict[int, tuple[str, int]] = {}
+        self.sizes: dict[str, int] = {}  # sizes of manifests found by name (see garbage)
+
+    def light(self, i: int) -> Any:
+        """The ``i``-th version (light: its JSON, parsed lazily)."""
+        v = self.versions[i]
+        hit = self._light.get(v)
+        if hit is None:
+            hit = self._light[v] = _load_light(self.log, v)
+        return hit
+
+    def _load(self, vs: Sequence[int]) -> None:
+        todo = [v for v in vs if v not in self._light]
+        for vm in _load_many(self.log, todo):
+            self._light[vm.version] = vm
+
+    def expirable(self, n: int, limit: int) -> int:
+        """How many of the first ``n`` versions expire: the ``i``-th does iff its successor was
+        committed by ``limit``. Commit times rise along versions, so the answer is the largest
+        ``k`` whose ``k``-th version was committed by the limit (a binary search; the common
+        answer, all ``n``, costs one read)."""
+        if n == 0:
+            return 0
+        if self.light(n).timestamp_ms <= limit:
+            return n
+        lo, hi = 0, n - 1  # the answer is in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.light(mid).timestamp_ms <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    # -- who occupied the slots --------------------------------------------------------
+
+    def learn_blocks(self, expired: Sequence[int], survivor: int) -> None:
+        """(short id, flags) of every version in ``expired``: from one version per block (the
+        newest version of the block at or below ``survivor``, whose ``block_commits`` names every
+        slot before it in the block), or from each version where a block list is missing."""
+        if all(v in self._who for v in expired):
+            return
+        by_block: dict[int, list[int]] = {}
+        for v in expired:
+            by_block.setdefault(block_start(v), []).append(v)
+        live = sorted(set(expired) | {survivor})
+        carriers = []
+        for start, vs in by_block.items():
+            end = min(start + COMMIT_BLOCK - 1, survivor)
+            carriers.append(live[bisect.bisect_right(live, end) - 1])
+        self._load(carriers)
+        missing: list[int] = []
+        for (start, vs), c in zip(by_block.items(), carriers):
+            vm = self._light[c]
+            entries = _entries(vm, start)
+            if entries is None:
+                missing += vs
+                continue
+            for v in vs:
+                self._who[v] = entries[v - start] if v < c else (short_id(vm.commit_id), block_flags(self.full(v)))
+        self._load(missing)
+        for v in missing:
+            self._who[v] = (short_id(self._light[v].commit_id), block_flags(self.full(v)))
+
+    def full(self, v: int) -> VersionManifest:
+        """Version ``v`` as a VersionManifest (read if not yet)."""
+        hit = self._full.get(v)
+        if hit is None:
+            if v not in self._light:
+                self._load([v])
+            light = self._light[v]
+            hit = self._full[v] = light._full_manifest() if isinstance(light, _LightVersion) else light
+        return hit
+
+    def records(self, slots: SlotListing, survivor: int, now: int) -> list[tuple[RecordRef, SlotRecord]]:
+        """The range records that expire every slot below ``survivor`` not yet recorded: its
+        version's first occupant, a tombstone's commit, or None for a hole (nothing there,
+        nothing committed there: no delayed put may land as a version). One per run of
+        unrecorded slots within a chunk."""
+        expired = [v for v in self.versions if v < survivor]
+        self.learn_blocks(expired, survivor)
+        live = set(expired)
+        low = min([*expired, *(v for v in slots.tombstones if v < survivor and not slots.recorded(v))], default=survivor)
+        size = slot_chunk_size(self.full(survivor).properties)
+        out: list[tuple[RecordRef, SlotRecord]] = []
+        run: list[int] = []
+
+        def flush() -> None:
+            if run:
+                ids = tuple(self._who[v][0] if v in live else (
+                    slots.tombstones[v].commit_id if v in slots.tombstones else None) for v in run)
+                path = f"{records_dir(self.log.layout.freed_dir, *chunk_range(run[0], size))}/{range_record_name(run[0], run[-1], now)}"
+                out.append((RecordRef(path, run[0], run[-1], now, False), SlotRecord(run[0], run[-1], ids, now)))
+                run.clear()
+
+        for v in range(low, survivor):
+            if slots.recorded(v) or (run and chunk_range(v, size) != chunk_range(run[0], size)):
+                flush()
+            if not slots.recorded(v):
+                run.append(v)
+        flush()
+        return out
+
+    # -- garbage -----------------------------------------------------------------------
+
+    def prepare(self, expired: Sequence[int], survivor: int) -> None:
+        """Read what ``garbage`` will need of the versions, while they can still be read (the
+        versions are expired next: a branch's base slot, say, reads as nothing after that)."""
+        run = [*expired, survivor]
+        self.learn_blocks(expired, survivor)
+        self._flags = {v: self._who[v][1] for v in expired}
+        self._flags[survivor] = block_flags(self.full(survivor))
+        self._regular = (
+            all(not f & IRREGULAR for f in self._flags.values())
+            and all(b - a == 1 for a, b in zip(run, run[1:]))  # no tombstone or hole inside the run
+        )
+        if not self._regular:
+            need = run
+        else:
+            removing = [v for v in run[1:] if self._flags[v] & REMOVED]
+            need = [expired[0], survivor, *removing, *(v - 1 for v in removing)]
+        self._load(need)
+        for v in need:
+            self.full(v)
+
+    def garbage(
+        self, expired: Sequence[int], survivors: Sequence[int], tags: Sequence[Tag], latest: VersionManifest,
+        gone_tags: Collection[str],
+    ) -> _Garbage:
+        """What expiring ``expired`` (the oldest versions, up to ``survivors[0]``) frees
+        (``prepare`` first)."""
+        s = survivors[0]
+        deleted = set(expired)
+        run = [*expired, s]
+        flags = self._flags
+        if not self._regular:
+            # A rollback re-added files, a branch's tree was published, or slots in the run were
+            # dropped: the general computation over every version of the run.
+            chain = [self.full(v) for v in run]
+            return collect_garbage(self.io, self.log, chain, deleted, tags, survivors, latest, gone_tags)
+        arrow = ARROW_ROOT_MANIFESTS in self.full(s).writer_features
+        first = self.full(expired[0])
+        # Roots by name: every expired version's own root (a version that wrote none -- its
+        # root is its parent's, or it has no files -- names a file that is not there; one
+        # listing of the manifests tells which are, on S3); the first expired root and those
+        # of the versions that wrote leaves are read for their leaves (every leaf an expired
+        # root referenced is in the first one or was written by an expired version).
+        named = [commit_root_path(self._who[v][0], v, arrow) for v in expired]
+        self.sizes = {p: z for p, z in zip(named, _size_list(self.io, named)) if z is not None}
+        own = [p for p in named if p in self.sizes]
+        readers = [v for v in expired[1:] if flags[v] & WROTE_LEAVES]
+        removing = [v for v in run[1:] if flags[v] & REMOVED]
+        need_roots = {v: commit_root_path(self._who[v][0], v, arrow) for v in readers}
+        for v in removing:  # its root and its parent's, for what it removed
+            need_roots[v] = self.full(v).root_manifest
+            need_roots[v - 1] = self.full(v - 1).root_manifest
+        need_roots[expired[0]] = first.root_manifest
+        need_roots[s] = self.full(s).root_manifest
+        paths = list(need_roots.items())
+        roots = dict(zip([v for v, _ in paths], _each(self.io, lambda vp: _root_or_empty(self.io, vp[1]), paths)))
+        gone = [pa.array(own + [first.root_manifest], pa.string())]
+        gone += [leaf_paths(roots[v]) for v in [expired[0], *readers]]
+        return decide_garbage(
+            self.io, self.log,
+            removals=[(self.full(v), roots[v], roots[v - 1]) for v in removing],
+            candidate_manifests=pa.concat_arrays(gone),
+            alive=[(self.full(s), roots[s])],
+            deleted=deleted, tags=tags, existing=survivors, latest=latest, gone_tags=gone_tags,
+        )
+
+
+def _entries(vm: Any, start: int) -> list[tuple[str, int]] | None:
+    """The (short id, flags) of slots ``start``.. before ``vm`` in its block, from its
+    ``block_commits``; None if it has none that fits (an older writer's, or damaged)."""
+    raw = vm.block_commits
+    if raw is None or len(raw) != vm.version - start:
+        return None
+    try:
+        return [parse_block_entry(e, f"version {vm.version}") for e in raw]
+    except CorruptMetadata:
+        return None  # read the versions themselves instead
+
+
+def _root_or_empty(io: FileIO, path: str | None) -> pa.Table:
+    try:
+        return root_at(io, path)
+    except NotFound:  # a version that wrote leaves and no root (they were merged away)
+        return root_at(io, None)
 
 
 def free_slots(
@@ -499,12 +772,12 @@ def free_slots(
             continue  # a slot that is no tombstone (a damaged file): fsck reports it, nothing is freed
         if any(t is not None and t.at_ms is not None and t.at_ms > old_enough for t in stones):
             continue  # expired too recently
-        record = FreedChunk(first, last, tuple(None if t is None else t.commit_id for t in stones), now)
+        record = SlotRecord(first, last, tuple(None if t is None else t.commit_id for t in stones), now, emptied=True)
         if not dry_run:
             try:
                 io.put_new(log.layout.freed_path(first, last), record.to_json())
             except AlreadyExists:
-                log.freed_record(first, size)  # a concurrent expiry freed it: its record must parse
+                log.slot_record(first, size)  # a concurrent expiry freed it: its record must parse
         doomed += [log.version_path(v) for v in range(first, last + 1) if v in slots.tombstones]
     if not dry_run and doomed:
         io.delete_many(doomed)

@@ -23,7 +23,9 @@ from lamina.manifest.tree import live_data_entries
 from lamina.maintenance.reachability import kept_versions, leaf_paths, live_entries, paths_of, referenced_files, root_of
 from lamina.spec.lineage import FIRST_ROW_ID, has_lineage, lineage_problems
 from lamina.spec.layout import BRANCH_LOGS_DIR, BRANCHES_DIR, HINT_PATH, MAIN_LOG, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR
+from lamina.spec.properties import TableProperties
 from lamina.spec.slot import FREED_DIR
+from lamina.timeutil import now_ms
 
 
 LINEAGE_ENTRY_COLUMNS = ["path", "record_count", "dv_cardinality", FIRST_ROW_ID]
@@ -96,13 +98,19 @@ def fsck(table) -> FsckReport:
             except LaminaError:
                 pass  # expired meanwhile
         referenced.update(log.version_path(v) for v in slots.versions + list(slots.tombstones))
-        referenced.update(log.layout.freed_path(a, b) for a, b in slots.freed)
-        for a, b in slots.freed:
+        referenced.update(r.path for r in slots.records)
+        for r in slots.records:
             try:
-                log.freed_record(a, b - a + 1)
+                log.read_record(r)
             except CorruptMetadata as e:
                 report.errors.append(str(e))  # it names slots, no files: the walk stays complete
-        # slots.strays (slot files inside freed chunks) stay unreferenced: expiry and orphan cleanup delete them
+        # Slot files in recorded ranges keep their slots taken until their record is older than
+        # the slot retention (an expired version's file): table metadata until then. Past it
+        # (and late puts into freed slots) they are unreferenced: expiry and orphan cleanup
+        # delete them.
+        retention = TableProperties.EXPIRE_SLOT_RETENTION_MS.get(latest.properties)
+        freeable = set(slots.freeable_strays(now_ms(), retention))
+        referenced.update(log.version_path(v) for v in slots.strays if v not in freeable)
     # 3. everything the other kept versions and the tags reference (the latest's tree is
     #    step 1's: read again, its damage would be reported twice)
     try:

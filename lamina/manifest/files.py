@@ -57,12 +57,13 @@ def clear_cache() -> None:
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions()
 
 
-def write_manifest(io: FileIO, entries: pa.Table, kind: str, arrow: bool = False) -> tuple[str, int]:
+def write_manifest(io: FileIO, entries: pa.Table, kind: str, arrow: bool = False, path: str | None = None) -> tuple[str, int]:
     """Write ``entries`` as a new manifest; returns (path, size in bytes). ``arrow``: as an Arrow
-    IPC file (a root manifest of a table with the feature arrow-root-manifests), else Parquet."""
+    IPC file (a root manifest of a table with the feature arrow-root-manifests), else Parquet.
+    ``path``: its name (a commit's root, lamina.spec.slot.commit_root_path), else a random one."""
     # One chunk per column: compute kernels pay per chunk, and the cached copy is reused.
     entries = entries.replace_schema_metadata(None).combine_chunks()
-    path = new_manifest_path(kind, arrow)
+    path = path or new_manifest_path(kind, arrow)
     # All-null columns (unused DV slots, unknown stats) are left out of the file: readers
     # treat a missing column as all-unknown, and every column costs write time.
     n = entries.num_rows

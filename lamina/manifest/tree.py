@@ -228,8 +228,10 @@ def apply_change(
     added: pa.Table,
     removed: pa.Table,
     cfg: TreeConfig,
+    root_path: str | None = None,
 ) -> ChangeResult:
     """Write the manifests of ``version``: the base tree plus ``added`` minus ``removed``.
+    ``root_path``: the new root's name (a commit's: lamina.spec.slot.commit_root_path), else random.
 
     ``removed`` has columns ``path`` and ``added_version`` (used to find the leaves
     holding them without reading every leaf). Raises MissingFiles if a removed
@@ -288,10 +290,10 @@ def apply_change(
         kept = pc.is_in(root.column("path"), value_set=pa.array(w.written_paths, pa.string()))
         leaves -= pc.sum(kept).as_py() or 0
     carried = leaves
-    root_path = None
+    new_root = None
     if root.num_rows:
-        root_path, _ = write_manifest(io, root, "root", arrow=cfg.arrow_root)
-    return ChangeResult(root_path, w.written, carried, added.num_rows, files_removed, rows_added, rows_removed)
+        new_root, _ = write_manifest(io, root, "root", arrow=cfg.arrow_root, path=root_path)
+    return ChangeResult(new_root, w.written, carried, added.num_rows, files_removed, rows_added, rows_removed)
 
 
 def _remove_from_leaves(w: _Writer, root: pa.Table, remaining: pa.Table) -> tuple[pa.Table, int, int, list[str]]:

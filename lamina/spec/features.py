@@ -25,7 +25,8 @@ KNOWN_READER_FEATURES: frozenset[str] = frozenset(
 )
 KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
     {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits", "slot-tombstones",
-     "column-mapping", "partition-evolution", "sort-orders", ROW_LINEAGE, "branches", ARROW_ROOT_MANIFESTS}
+     "column-mapping", "partition-evolution", "sort-orders", ROW_LINEAGE, "branches", ARROW_ROOT_MANIFESTS,
+     "slot-range-records"}
 )
 
 # Writer feature of tables whose commit point is their catalog row (lamina.catalog's SQL
@@ -38,6 +39,15 @@ CATALOG_COMMITS = "catalog-commits"
 # A writer without that check could be told it committed into a freed slot; expiry frees
 # slots only on tables whose latest version lists this feature, and writers add it.
 SLOT_TOMBSTONES = "slot-tombstones"
+
+# Writer feature of tables whose expiry marks versions expired with one range record per chunk
+# of slots (``freed/<chunk>/<first>-<last>-<at>.json``, naming each slot's first occupant)
+# instead of a tombstone per slot, and deletes the slot files a retention later
+# (lamina.spec.slot). Every writer and reader looks the records up: a writer that checked
+# only tombstones and freed-chunk records could acknowledge a put that landed in a freed slot,
+# or tag an expired version. Writers add it (with ``slot-tombstones``, whose tombstones a
+# destructive rollback still writes); expiry writes range records only on tables that have it.
+SLOT_RANGE_RECORDS = "slot-range-records"
 
 # Reader and writer feature of tables whose schema evolved so that data files' columns must
 # be mapped, not read by name as they are (lamina.spec.schema): a renamed column's values
@@ -74,7 +84,7 @@ def with_features(features: tuple[str, ...], *needed: str) -> tuple[str, ...]:
 
 # What a new table gets.
 DEFAULT_READER_FEATURES: tuple[str, ...] = ("manifest-tree-v1",)
-DEFAULT_WRITER_FEATURES: tuple[str, ...] = ("manifest-tree-v1", "monotonic-timestamps", SLOT_TOMBSTONES)
+DEFAULT_WRITER_FEATURES: tuple[str, ...] = ("manifest-tree-v1", "monotonic-timestamps", SLOT_TOMBSTONES, SLOT_RANGE_RECORDS)
 # Row lineage (lamina.spec.lineage) is the default for new tables too, unless their
 # ``row-lineage.enabled`` property says "false"; ``initial_version`` adds it.
 

@@ -60,6 +60,15 @@ def _parse_specs(j: Any) -> tuple[PartitionSpec, ...]:
     return specs
 
 
+def _block_commits(j: Any) -> tuple[str, ...] | None:
+    # Entries are checked where they are used (expiry): a damaged one costs reads, not a load.
+    if j is None:
+        return None
+    if not isinstance(j, list) or not all(isinstance(e, str) for e in j):
+        raise CorruptMetadata("block_commits must be a list of strings")
+    return tuple(j)
+
+
 @dataclass(frozen=True)
 class VersionManifest:
     version: int
@@ -93,6 +102,11 @@ class VersionManifest:
     # Row lineage (lamina.spec.lineage): the first row id the next added row gets; None on a
     # table without lineage.
     next_row_id: int | None = None
+    # The versions before this one in its block of COMMIT_BLOCK (lamina.spec.slot), oldest first:
+    # each one's short commit id and flags (``block_entry``), so expiry learns who occupied a
+    # block's slots, and which of them removed files or wrote leaves, from one version; () at a
+    # block's first version; None where unknown (the base was written without it).
+    block_commits: tuple[str, ...] | None = None
 
     @property
     def all_partition_specs(self) -> tuple[PartitionSpec, ...]:
@@ -123,6 +137,7 @@ class VersionManifest:
             **({} if len(self.partition_specs) < 2 else {"partition_specs": [p.to_json() for p in self.partition_specs]}),
             **({} if self.sort_order is None else {"sort_order": self.sort_order.to_json()}),
             **({} if self.next_row_id is None else {"next_row_id": self.next_row_id}),
+            **({} if self.block_commits is None else {"block_commits": list(self.block_commits)}),
         })
         return (
             f'{head[:-1]},"schema":{_encoded(self.schema)},"partition_spec":{_encoded(self.partition_spec)},{tail[1:]}'
@@ -172,6 +187,7 @@ class VersionManifest:
                 partition_specs=specs or (),
                 sort_order=None if order is None else _cached(SortOrder.from_json, order),
                 next_row_id=None if j.get("next_row_id") is None else int(j["next_row_id"]),
+                block_commits=_block_commits(j.get("block_commits")),
             )
         except CorruptMetadata as e:
             raise CorruptMetadata(f"{where}: {e}") from None

@@ -550,7 +550,7 @@ class Table:
         if base is None:
             base = source._fresh_latest()
         record = store.create(name, base, source.branch_name, retain_last=retain_last, max_age_ms=max_age_ms)
-        # As for tags: expiry tombstones versions before it lists branches, so a base still
+        # As for tags: expiry records versions as expired before it lists branches, so a base still
         # loadable now is seen by every later expiry (and a tag's copy by its tag); a base still
         # the newest cannot have been expired (the newest is always kept).
         held = (source.tag_store.readable(from_tag) is not None if from_tag is not None
@@ -837,6 +837,7 @@ def initial_version(
         commit_id=uuid.uuid4().hex,
         format_version=FORMAT_VERSION,
         next_row_id=0 if lineage else None,
+        block_commits=(),  # the first version of its block
     )
 
 

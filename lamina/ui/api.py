@@ -192,7 +192,7 @@ class Explorer:
         self.location: str | None = None
         self._listings = _Lru(64)  # (table, log, latest version, its commit id) -> SlotListing
         # (table, log, table uuid, version) -> that version's history row: a live version's file
-        # never changes (expiry and rollback turn it into a tombstone, which the listing shows)
+        # never changes (expiry records it and a rollback tombstones it, which the listing shows)
         self._version_rows = _Rows(100_000)
         self._manifest_bytes = _Lru(100_000)  # (table, root or leaf manifest) -> live data bytes in it
         self._files = _Lru(16)  # (table, root manifest) -> live data entries
@@ -321,11 +321,12 @@ class Explorer:
     def slots(self, uri: str, log: VersionLog, head: VersionManifest) -> SlotListing:
         """The slots of ``log`` whose latest version is ``head``: one listing per latest version,
         shared by every request (keyed by the latest's commit id: a commit lists again), and
-        listed again when the oldest listed version is gone (expiry turns the oldest versions
-        into tombstones first, without a commit): one small GET checks it."""
+        listed again when the oldest listed version is gone (expiry records the oldest versions
+        as expired first, without a commit): loading it (a GET and a look at its chunk's
+        slot records) checks it."""
 
         def oldest_still_there(listing: SlotListing) -> bool:
-            return not listing.versions or isinstance(log.read_slot(listing.versions[0]), VersionManifest)
+            return not listing.versions or log.is_live(listing.versions[0])
 
         key = (uri, log.layout.versions_dir, head.version, head.commit_id)
         return self._listings.get(key, log.scan_slots, oldest_still_there)

@@ -16,6 +16,7 @@ from datetime import timedelta
 import pytest
 
 import lamina
+from lamina.timeutil import now_ms
 from lamina.commit import flush_hints
 from lamina.maintenance import fsck
 
@@ -60,7 +61,7 @@ def _finish(th: threading.Thread, out: dict) -> int:
     return out["version"]
 
 
-@pytest.mark.parametrize("props", [None, FREEING], ids=["tombstoned", "freed"])
+@pytest.mark.parametrize("props", [None, FREEING], ids=["expired", "freed"])
 def test_version_put_held_in_the_network_past_expiry(s3, proxy, props):
     uri = f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"
     direct = s3.storage_options
@@ -78,7 +79,7 @@ def test_version_put_held_in_the_network_past_expiry(s3, proxy, props):
     assert _finish(th, out) == 7
     statuses = [st for m, p, st in proxy.log if _version_put(m, p)]
     # freed: the late PUT landed (200), was withdrawn, and the rebased one landed (200);
-    # tombstoned: the late PUT found the tombstone (412), the rebased one landed
+    # expired: the late PUT found the expired version's file (412), the rebased one landed
     assert statuses == ([200, 200] if props else [412, 200])
     flush_hints()
     fresh = lamina.open_table(uri, storage_options=direct)
@@ -86,7 +87,8 @@ def test_version_put_held_in_the_network_past_expiry(s3, proxy, props):
     assert rows_of(fresh.to_arrow()) == want(*((0, s) for s in range(6)), (1, 0))
     report = fsck(fresh)
     assert report.ok, (report.missing, report.errors)
-    assert fresh.log.scan_slots().strays == []
+    retention = lamina.TableProperties.EXPIRE_SLOT_RETENTION_MS.get(fresh.metadata.properties)
+    assert fresh.log.scan_slots().freeable_strays(now_ms(), retention) == []
 
 
 def test_retried_version_put_that_had_landed_commits_once(s3, proxy):

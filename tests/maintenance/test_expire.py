@@ -10,9 +10,9 @@ Checked against oracles that do not ask expiry what it should have done:
   and no tag references, as the public ``$files``/``$manifests`` system tables list them;
 - what survives reads: the rows each retained version and tag returned before expiry, which
   must also be a plain Python model's rows;
-- slots: an expired version's slot holds a tombstone with its commit id; a chunk of old
-  tombstones is freed only after its record (naming every commit id) is written
-  (docs/format.md, "The commit guarantee").
+- slots: an expired version is covered by a slot record naming its commit before anything
+  else changes; its slot file is deleted only once the record is older than the slot
+  retention (docs/format.md, "The commit guarantee").
 
 Time is a fake clock (``time.time`` patched): versions get chosen timestamps, and ages are
 exact without sleeping.
@@ -100,16 +100,17 @@ def reads(t: lamina.Table) -> tuple[dict[int, list[int]], dict[str, list[int]]]:
 
 
 def check_after_expiry(t: lamina.Table, rep, before_versions, before_tags, commit_ids) -> None:
-    """What must hold after any expiry: expired versions are unreadable tombstones carrying
-    their commit ids, every other version and every tag reads as before, and the files left
-    are exactly those still referenced."""
+    """What must hold after any expiry: expired versions are unreadable, each under a slot
+    record naming its commit, every other version and every tag reads as before, and the
+    files left are exactly those still referenced."""
     t = lamina.open_table(t.uri)
+    chunk = lamina.TableProperties.VERSION_SLOT_CHUNK_SIZE.get(t.metadata.properties)
     for v in rep.expired_versions:
         with pytest.raises(VersionNotFound):
             t.scan(version=v)
-        if rep.freed_slots == 0:
-            stone = json.loads(t.io.get(version_path(v)))
-            assert stone["tombstone"] is True and stone["commit_id"] == commit_ids[v] and stone["reason"] == "expired"
+        record = t.log.slot_record(v, chunk)
+        assert record is not None and record.names(v, commit_ids[v]), (v, record)
+        assert not record.names(v, commit_ids[v][:15] + ("0" if commit_ids[v][15] != "0" else "1") + commit_ids[v][16:])
     survivors = {h["version"] for h in t.history()}
     assert survivors == set(before_versions) - set(rep.expired_versions)
     for v in survivors:
@@ -456,37 +457,39 @@ def test_a_file_live_in_the_latest_version_is_never_deleted(clock, tmp_path):
     assert gc_files(t.uri) == referenced(lamina.open_table(t.uri))
 
 
-# -- tombstones and freed slots ---------------------------------------------------------------
+# -- slot records and freed slots -------------------------------------------------------------
 
 
-def test_expired_slots_become_tombstones_then_chunks_are_freed_after_the_retention(clock, tmp_path):
+def test_expired_slots_are_recorded_then_freed_after_the_retention(clock, tmp_path):
     props = {"version.slot-chunk-size": "4", "expire.slot-retention-ms": str(60 * MINUTE)}
     t = ten_minutes_apart(clock, tmp_path, n=10, properties=props)
     commit_ids = {h["version"]: h["commit_id"] for h in t.history()}
     clock.ms = T0 + DAY
+    before = table_files(t.uri)
     rep = t.expire_versions(retain_last=2, reader_grace=NO_GRACE)
-    assert rep.expired_versions == list(range(9)) and rep.freed_slots == 0  # tombstones are too young
+    assert rep.expired_versions == list(range(9)) and rep.freed_slots == 0  # the records are too young
+    # one record per chunk the expired run spans (chunk 8-11 holds version 9 too), each naming
+    # the commit (its short id) every slot held, written before anything was deleted
+    records = t.log.slot_records()
+    assert [(r.first, r.last, r.at_ms) for r in records] == [(0, 3, T0 + DAY), (4, 7, T0 + DAY), (8, 8, T0 + DAY)]
+    for r in records:
+        record = json.loads(t.io.get(r.path))
+        assert record["commit_ids"] == [commit_ids[v][:16] for v in range(r.first, r.last + 1)]
+        assert (record["first_version"], record["last_version"], record["expired_at_ms"]) == (r.first, r.last, T0 + DAY)
     for v in range(9):
-        stone = json.loads(t.io.get(version_path(v)))
-        assert (stone["tombstone"], stone["version"], stone["commit_id"], stone["at_ms"]) == (True, v, commit_ids[v], T0 + DAY)
+        assert t.io.exists(version_path(v))  # the expired version's file keeps its slot taken
+        with pytest.raises(VersionNotFound):
+            t.scan(version=v)
+    assert set(table_files(t.uri)) - set(before) == {r.path for r in records}
     clock.advance(60 * MINUTE - 1)  # one millisecond short of the retention
     assert t.expire_versions(retain_last=2, reader_grace=NO_GRACE).freed_slots == 0
     clock.advance(1)
     before = table_files(t.uri)
     dry = t.expire_versions(retain_last=2, reader_grace=NO_GRACE, dry_run=True)
-    assert dry.freed_slots == 8 and table_files(t.uri) == before
+    assert dry.freed_slots == 9 and table_files(t.uri) == before
     rep = t.expire_versions(retain_last=2, reader_grace=NO_GRACE)
-    # chunks 0-3 and 4-7 lie below the earliest retained version (9) and hold only old
-    # tombstones; chunk 8-11 holds version 9, so slot 8 keeps its tombstone
-    assert rep.expired_versions == [] and rep.freed_slots == 8
-    for first, last in ((0, 3), (4, 7)):
-        record = json.loads(t.io.get(f"_lamina/freed/{first:020d}-{last:020d}.json"))
-        assert record["commit_ids"] == [commit_ids[v] for v in range(first, last + 1)]
-        assert (record["first_version"], record["last_version"]) == (first, last)
-        for v in range(first, last + 1):
-            assert not t.io.exists(version_path(v))
-    assert json.loads(t.io.get(version_path(8)))["tombstone"] is True
-    assert set(before) - set(table_files(t.uri)) == {version_path(v) for v in range(8)}
+    assert rep.expired_versions == [] and rep.freed_slots == 9
+    assert set(before) - set(table_files(t.uri)) == {version_path(v) for v in range(9)}
     for v in (0, 5, 8):
         with pytest.raises(VersionNotFound):
             t.scan(version=v)

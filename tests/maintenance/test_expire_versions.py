@@ -35,9 +35,12 @@ def test_reader_grace_keeps_recent_versions_and_dry_run_changes_nothing(table):
     assert (real.expired_versions, sorted(real.deleted_files), sorted(real.deleted_manifests)) == (
         dry.expired_versions, sorted(dry.deleted_files), sorted(dry.deleted_manifests))
     assert real.deleted_bytes == dry.deleted_bytes > 0
-    # expired versions' files stay, as tombstones that keep their slots taken
-    assert on_disk(table.uri) == before - set(real.deleted_files) - set(real.deleted_manifests)
-    assert table.log.list_versions() == [6] and sorted(table.log.scan_slots().tombstones) == [0, 1, 2, 3, 4, 5]
+    # expired versions' files stay (keeping their slots taken) under one range record
+    records = {r.path for r in table.log.slot_records()}
+    assert len(records) == 1
+    assert on_disk(table.uri) == before - set(real.deleted_files) - set(real.deleted_manifests) | records
+    slots = table.log.scan_slots()
+    assert table.log.list_versions() == [6] and slots.strays == [0, 1, 2, 3, 4, 5] and slots.freed == [(0, 5)]
     assert len(real.deleted_files) == 5 and ids(table.to_arrow()) == [99]
 
 

@@ -67,12 +67,16 @@ def table(tmp_path):
     t.overwrite(batch([100], "b"), where="grp = 'b'")  # the tag alone holds b's old files now
     t.append(batch([101], "c"))
     t.append(batch([102], "c"))
-    t.expire_versions(retain_last=3, reader_grace=NOW)  # 0..5 expire: chunk 0-3 is freed, 4-5 stay tombstones
+    t.expire_versions(retain_last=3, reader_grace=NOW)  # 0..5 expire: records 0-3 and 4-5, slots freed
+    kept = t.version
+    t.append(batch([103], "c"))
+    t.append(batch([104], "c"))
+    t.rollback(kept, destructive=True)  # the two appends' slots hold tombstones
     inflight().register_write(t.io, "0123456789abcdef")
     flush_hints()
     refs = latest_refs(t)
     assert refs["data"] and refs["dv"] and refs["root"] and refs["leaf"]  # every kind is there
-    assert os.listdir(os.path.join(t.uri, "_lamina", "freed"))
+    assert [(r.first, r.last) for r in t.log.slot_records()] == [(0, 3), (4, 5)]
     _first_slot(t, tombstone=True)  # ... and tombstones
     yield t
     clear_cache()
@@ -149,10 +153,7 @@ DAMAGE = {
     "older version holds another version": (lambda t: _first_slot(t, tombstone=False), _other_version),
     "tombstone damaged": (lambda t: _first_slot(t, tombstone=True), _overwrite(b'{"tombstone":tru')),
     "tombstone of another version": (lambda t: _first_slot(t, tombstone=True), _tombstone_of_another_version),
-    "freed-slot record damaged": (
-        lambda t: "_lamina/freed/" + sorted(os.listdir(os.path.join(t.uri, "_lamina", "freed")))[0],
-        _overwrite(b'{"first_version": 0}'),
-    ),
+    "slot record damaged": (lambda t: t.log.slot_records()[0].path, _overwrite(b'{"first_version": 0}')),
     "tag damaged": (lambda t: "_lamina/tags/before-delete.json", _truncate),
 }
 
