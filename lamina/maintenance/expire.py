@@ -70,7 +70,6 @@ from lamina.maintenance.reachability import (
     referenced_files,
     referenced_paths,
     removed_by,
-    root_at,
     root_of,
     staged_versions,
 )
@@ -680,7 +679,8 @@ class _Run:
             need = run
         else:
             removing = [v for v in run[1:] if self._flags[v] & REMOVED]
-            need = [expired[0], survivor, *removing, *(v - 1 for v in removing)]
+            leaves = [v for v in expired[1:] if self._flags[v] & WROTE_LEAVES]
+            need = [expired[0], survivor, *removing, *(v - 1 for v in removing), *leaves]
         self._load(need)
         for v in need:
             self.full(v)
@@ -712,14 +712,9 @@ class _Run:
         own = [p for p in named if p in self.sizes]
         readers = [v for v in expired[1:] if flags[v] & WROTE_LEAVES]
         removing = [v for v in run[1:] if flags[v] & REMOVED]
-        need_roots = {v: commit_root_path(self._who[v][0], v, arrow) for v in readers}
-        for v in removing:  # its root and its parent's, for what it removed
-            need_roots[v] = self.full(v).root_manifest
-            need_roots[v - 1] = self.full(v - 1).root_manifest
-        need_roots[expired[0]] = first.root_manifest
-        need_roots[s] = self.full(s).root_manifest
-        paths = list(need_roots.items())
-        roots = dict(zip([v for v, _ in paths], _each(self.io, lambda vp: _root_or_empty(self.io, vp[1]), paths)))
+        # (its root and its parent's, for what a removing version removed)
+        need = sorted({expired[0], s, *readers, *removing, *(v - 1 for v in removing)})
+        roots = dict(zip(need, _each(self.io, lambda v: root_of(self.io, self.full(v)), need)))
         gone = [pa.array(own + [first.root_manifest], pa.string())]
         gone += [leaf_paths(roots[v]) for v in [expired[0], *readers]]
         return decide_garbage(
@@ -741,13 +736,6 @@ def _entries(vm: Any, start: int) -> list[tuple[str, int]] | None:
         return [parse_block_entry(e, f"version {vm.version}") for e in raw]
     except CorruptMetadata:
         return None  # read the versions themselves instead
-
-
-def _root_or_empty(io: FileIO, path: str | None) -> pa.Table:
-    try:
-        return root_at(io, path)
-    except NotFound:  # a version that wrote leaves and no root (they were merged away)
-        return root_at(io, None)
 
 
 def free_slots(

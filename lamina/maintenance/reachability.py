@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from lamina.commit.log import VersionLog
 from lamina.io import FileIO
 from lamina.manifest.entries import conform, manifest_schema_of
-from lamina.manifest.files import read_manifest, read_manifests
+from lamina.manifest.files import read_manifests
 from lamina.manifest.tree import load_root
 from lamina.errors import NotFound
 from lamina.spec import content as C
@@ -40,14 +40,6 @@ def _gc(t: pa.Table) -> pa.Table:
 def root_of(io: FileIO, vm: VersionManifest) -> pa.Table:
     """The root manifest's rows (GC columns); empty for a version with no files."""
     return _gc(load_root(io, vm.root_manifest, manifest_schema_of(vm)))
-
-
-def root_at(io: FileIO, path: str | None) -> pa.Table:
-    """The rows (GC columns) of the root manifest at ``path``; empty for None. What GC needs of a
-    root whose version it has not read (its name is known: lamina.spec.slot.commit_root_path)."""
-    if path is None:
-        return GC_SCHEMA.empty_table()
-    return _gc(read_manifest(io, path))
 
 
 def leaf_paths(root: pa.Table) -> pa.Array:
