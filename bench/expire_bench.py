@@ -642,6 +642,16 @@ def summarise(cfg: Config, reps: list[dict]) -> Section:
             f"deleted, `deleted_bytes` {L['deleted_bytes']:,} B (data + manifests; the walk's figure above also "
             f"counts the version files), kept_for_tags {L['kept_for_tags']}."
         )
+        records = [p for p in lam.get("new_files", []) if "/_lamina/freed/" in "/" + p]
+        sec.notes.append(
+            f"lamina: *versions left* counts the expired versions' files too "
+            f"({lam.get('versions_left', 0) - len(lam.get('retained', [])):,} of "
+            f"them): expiry records them as expired ({len(records)} range record(s) written, one per chunk of "
+            "`version.slot-chunk-size` slots, naming each slot's commit; no write per version) and they stay in "
+            "their slots, keeping the names taken, until the record is older than `expire.slot-retention-ms` "
+            "(1 day by default); the next expiry after that deletes them. They are no versions: "
+            f"{len(lam.get('retained', []))} versions are readable (the reads column), as for the others."
+        )
         if "stranded_meta_bytes" in lam:
             sec.notes.append(
                 f"lamina: manifests left that no retained version or tag references: "
