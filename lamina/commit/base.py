@@ -140,7 +140,8 @@ class Base:
 
     def live_entries(self, columns: list[str] | None = None) -> pa.Table:
         """Every live data-file entry (``columns`` of them), without a predicate."""
-        return live_data_entries(self.io, self.metadata.root_manifest, self.manifest_schema, columns=columns)
+        vm = self.metadata
+        return live_data_entries(self.io, vm.root_manifest, self.manifest_schema, columns=columns, inline=vm.root_inline)
 
     # -- building the change --------------------------------------------------------------
 

@@ -201,7 +201,7 @@ class Committer:
         try:
             result = apply_change(
                 self.log.io, base.root_manifest, manifest_schema_of(new_base), version,
-                change.added, change.removed, TreeConfig.of(new_base),
+                change.added, change.removed, TreeConfig.of(new_base), base.root_inline,
             )
         except MissingFiles as e:
             raise CommitConflict(
@@ -209,7 +209,7 @@ class Committer:
                 "Nothing was committed; re-run the operation on the latest version.",
                 files=e.paths,
             ) from None
-        return new_base.next(root_manifest=result.root_path), result
+        return new_base.next(root_manifest=result.root_path, root_inline=result.root_inline), result
 
     def _prepare(self, base: VersionManifest, ops: Sequence[Operation], commit_id: str) -> VersionManifest | None:
         changes, next_row_id = self._changes(base, ops)
@@ -239,6 +239,7 @@ class Committer:
             base, changed, change, commit_id, summary,
             next_row_id=next_row_id,
             root_manifest=result.root_path,
+            root_inline=result.root_inline,
             app_transactions=apps,
             last_readd_version=base.version + 1 if change.readds else base.last_readd_version,
             # Tables created before freed-slot records gain the feature with their next commit.
@@ -260,6 +261,7 @@ class Committer:
             base, tree, change, commit_id, summary,
             next_row_id=tree.next_row_id,
             root_manifest=tree.root_manifest,
+            root_inline=tree.root_inline,
             app_transactions={**base.app_transactions, **tree.app_transactions, **(change.app_transactions or {})},
             last_readd_version=base.version + 1,
             reader_features=tree.reader_features,

@@ -68,7 +68,7 @@ from lamina.maintenance.reachability import (
     staged_versions,
 )
 from lamina.spec.features import BRANCHES, SLOT_TOMBSTONES, check_writer
-from lamina.spec.layout import MAIN_BRANCH, MANIFESTS_DIR
+from lamina.spec.layout import MAIN_BRANCH, MANIFESTS_DIR, is_inline_root
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import (
     FreedChunk,
@@ -324,7 +324,8 @@ def collect_garbage(
     # Manifests: referenced by a deleted root and by no surviving root in the chain nor any tag.
     # Every leaf a deleted root referenced is in the first deleted root or was written
     # by a deleted version, so those roots (plus each deleted root's own path) suffice.
-    gone = [pa.array([vm.root_manifest for vm in chain if vm.version in deleted and vm.root_manifest], pa.string())]
+    gone = [pa.array([vm.root_manifest for vm in chain if vm.version in deleted and vm.root_manifest
+                      and not is_inline_root(vm.root_manifest)], pa.string())]  # (a carried root is no file)
     gone += [manifest_paths(io, chain[i], roots[i]) for i in order if chain[i].version in deleted]
     manifests: list[str] = []
     cand = pc.unique(pa.concat_arrays(gone))

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from lamina.errors import CorruptMetadata, NotFound
 from lamina.io import FileIO
-from lamina.spec.layout import ARROW_MANIFEST_SUFFIX, FORMAT_VERSION, new_manifest_path
+from lamina.spec.layout import ARROW_MANIFEST_SUFFIX, FORMAT_VERSION, is_inline_root, new_inline_root_name, new_manifest_path
 
 _CACHE_BYTES = 512 * 2**20
 _cache: "OrderedDict[tuple[str, str], pa.Table]" = OrderedDict()
@@ -60,9 +60,35 @@ _IPC_OPTIONS = pa.ipc.IpcWriteOptions()
 def write_manifest(io: FileIO, entries: pa.Table, kind: str, arrow: bool = False) -> tuple[str, int]:
     """Write ``entries`` as a new manifest; returns (path, size in bytes). ``arrow``: as an Arrow
     IPC file (a root manifest of a table with the feature arrow-root-manifests), else Parquet."""
+    entries, data = _encode(entries, kind, arrow)
+    path = new_manifest_path(kind, arrow)
+    io.put_new(path, data)
+    _cache_put((io.uri, path), entries)
+    return path, data.size
+
+
+def write_root(io: FileIO, entries: pa.Table, arrow: bool, inline_max_bytes: int) -> tuple[str, int, bytes | None]:
+    """The root manifest of a new version: (name, size, its bytes) when the version manifest is
+    to carry it (feature inline-root-manifests: ``inline_max_bytes`` > 0 and its Arrow IPC
+    encoding no larger), else (path, size, None) of the root file written."""
+    if inline_max_bytes <= 0:
+        path, size = write_manifest(io, entries, "root", arrow)
+        return path, size, None
+    entries, data = _encode(entries, "root", True)
+    if data.size <= inline_max_bytes:
+        name = new_inline_root_name()
+        _cache_put((io.uri, name), entries)
+        return name, data.size, data.to_pybytes()
+    path = new_manifest_path("root", True)
+    io.put_new(path, data)
+    _cache_put((io.uri, path), entries)
+    return path, data.size, None
+
+
+def _encode(entries: pa.Table, kind: str, arrow: bool) -> tuple[pa.Table, pa.Buffer]:
+    """(``entries`` as cached: one chunk per column, no schema metadata; the manifest's bytes)."""
     # One chunk per column: compute kernels pay per chunk, and the cached copy is reused.
     entries = entries.replace_schema_metadata(None).combine_chunks()
-    path = new_manifest_path(kind, arrow)
     # All-null columns (unused DV slots, unknown stats) are left out of the file: readers
     # treat a missing column as all-unknown, and every column costs write time.
     n = entries.num_rows
@@ -87,10 +113,7 @@ def write_manifest(io: FileIO, entries: pa.Table, kind: str, arrow: bool = False
             store_schema=False,  # readers conform to the manifest schema derived from the table
             data_page_version="2.0",
         )
-    data = sink.getvalue()
-    io.put_new(path, data)
-    _cache_put((io.uri, path), entries)
-    return path, data.size
+    return entries, sink.getvalue()
 
 
 def _read_arrow(io: FileIO, path: str) -> pa.Table:
@@ -98,11 +121,14 @@ def _read_arrow(io: FileIO, path: str) -> pa.Table:
     return pa.ipc.open_file(pa.py_buffer(io.get(path))).read_all()
 
 
-def read_manifest(io: FileIO, path: str, columns: Sequence[str] | None = None) -> pa.Table:
-    """A manifest as an Arrow table; ``columns`` reads only those that exist in it."""
+def read_manifest(io: FileIO, path: str, columns: Sequence[str] | None = None, inline: bytes | None = None) -> pa.Table:
+    """A manifest as an Arrow table; ``columns`` reads only those that exist in it. ``inline``:
+    the bytes of a root its version manifest carries (``path`` then names it)."""
     full = _cache_get((io.uri, path))
     if full is not None:
         return full if columns is None else full.select([c for c in columns if c in full.schema.names])
+    if is_inline_root(path):
+        return _read_inline_root(io, path, inline, columns)
     key = (io.uri, path) if columns is None else (io.uri, path + "|" + ",".join(columns))
     t = _cache_get(key)
     if t is not None:
@@ -132,6 +158,21 @@ def read_manifest(io: FileIO, path: str, columns: Sequence[str] | None = None) -
     t = t.replace_schema_metadata(None).combine_chunks()
     _cache_put(key, t)
     return t
+
+
+def _read_inline_root(io: FileIO, name: str, inline: bytes | None, columns: Sequence[str] | None) -> pa.Table:
+    """A root carried by its version manifest, decoded whole and cached under its name."""
+    if inline is None:
+        # A caller that passed the root's name without its version's bytes: reading a file of
+        # that name would find nothing, and an empty root would drop every file of the version.
+        raise CorruptMetadata(f"root {name} is carried by its version manifest, and its bytes were not given")
+    try:
+        t = pa.ipc.open_file(pa.py_buffer(inline)).read_all()
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptMetadata(f"root {name} carried by its version manifest is corrupt or truncated ({e}); run `lamina fsck`") from None
+    t = t.replace_schema_metadata(None).combine_chunks()
+    _cache_put((io.uri, name), t)
+    return t if columns is None else t.select([c for c in columns if c in t.schema.names])
 
 
 def read_manifests(io: FileIO, paths: Sequence[str], columns: Sequence[str] | None = None) -> list[pa.Table]:

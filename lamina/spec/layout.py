@@ -68,6 +68,21 @@ def new_manifest_path(kind: str, arrow: bool = False) -> str:
     return f"{MANIFESTS_DIR}/{uuid.uuid4().hex}.{kind}{ARROW_MANIFEST_SUFFIX if arrow else '.parquet'}"
 
 
+# A root manifest carried inside its version manifest (feature ``inline-root-manifests``) is named
+# like a root file, with this suffix, though no file has the name: the name identifies the root
+# (equal names, same root) and, being non-null, says the version has files.
+INLINE_ROOT_SUFFIX = ".root.inline"
+
+
+def new_inline_root_name() -> str:
+    return f"{MANIFESTS_DIR}/{uuid.uuid4().hex}{INLINE_ROOT_SUFFIX}"
+
+
+def is_inline_root(path: str | None) -> bool:
+    """Whether ``path`` names a root carried by its version manifest (not a file)."""
+    return path is not None and path.endswith(INLINE_ROOT_SUFFIX)
+
+
 def new_data_path(partition_dir: str | None, write_id: str) -> str:
     base = f"{DATA_DIR}/{partition_dir}" if partition_dir else DATA_DIR
     return f"{base}/{write_id}-{uuid.uuid4().hex[:12]}.parquet"

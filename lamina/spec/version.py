@@ -6,13 +6,14 @@ point. Everything it references was written before it under unique names.
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 from lamina.errors import CorruptMetadata
-from lamina.spec.layout import FORMAT_VERSION
+from lamina.spec.layout import FORMAT_VERSION, INLINE_ROOT_SUFFIX, is_inline_root
 from lamina.spec.partition import PartitionSpec
 from lamina.spec.schema import Schema
 from lamina.spec.sort import SortOrder
@@ -93,6 +94,9 @@ class VersionManifest:
     # Row lineage (lamina.spec.lineage): the first row id the next added row gets; None on a
     # table without lineage.
     next_row_id: int | None = None
+    # The root manifest's Arrow IPC bytes when this version carries it (feature
+    # inline-root-manifests; ``root_manifest`` then names it: lamina.spec.layout.is_inline_root).
+    root_inline: bytes | None = field(default=None, repr=False)
 
     @property
     def all_partition_specs(self) -> tuple[PartitionSpec, ...]:
@@ -123,6 +127,7 @@ class VersionManifest:
             **({} if len(self.partition_specs) < 2 else {"partition_specs": [p.to_json() for p in self.partition_specs]}),
             **({} if self.sort_order is None else {"sort_order": self.sort_order.to_json()}),
             **({} if self.next_row_id is None else {"next_row_id": self.next_row_id}),
+            **({} if self.root_inline is None else {"root_inline": base64.b64encode(self.root_inline).decode("ascii")}),
         })
         return (
             f'{head[:-1]},"schema":{_encoded(self.schema)},"partition_spec":{_encoded(self.partition_spec)},{tail[1:]}'
@@ -152,6 +157,12 @@ class VersionManifest:
                 if spec not in specs:
                     raise CorruptMetadata(f"the current partition spec (id {spec.spec_id}) is not among partition_specs")
             order = j.get("sort_order")
+            inline = j.get("root_inline")
+            if (inline is not None) != is_inline_root(j["root_manifest"]):
+                raise CorruptMetadata(
+                    f"root_manifest {j['root_manifest']!r} and root_inline disagree: a root carried by the "
+                    f"version manifest is named *{INLINE_ROOT_SUFFIX}, and only such a root is carried"
+                )
             return cls(
                 version=int(j["version"]),
                 parent_version=None if j["parent_version"] is None else int(j["parent_version"]),
@@ -172,6 +183,7 @@ class VersionManifest:
                 partition_specs=specs or (),
                 sort_order=None if order is None else _cached(SortOrder.from_json, order),
                 next_row_id=None if j.get("next_row_id") is None else int(j["next_row_id"]),
+                root_inline=None if inline is None else base64.b64decode(inline, validate=True),
             )
         except CorruptMetadata as e:
             raise CorruptMetadata(f"{where}: {e}") from None

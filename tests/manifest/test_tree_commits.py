@@ -27,7 +27,7 @@ def test_tree_inlines_small_writes_then_flushes_and_carries_leaves(uri):
     from lamina.manifest.files import read_manifest
 
     def root():
-        return read_manifest(t.io, t.metadata.root_manifest)
+        return read_manifest(t.io, t.metadata.root_manifest, inline=t.metadata.root_inline)
 
     for i in range(4):
         t.append(batch(i, 1))
@@ -56,9 +56,9 @@ def test_removal_rewrites_only_the_affected_leaf(uri):
     t.append(batch(10, 10))  # leaf B: ids 10..19
     from lamina.manifest.files import read_manifest
 
-    before = set(read_manifest(t.io, t.metadata.root_manifest).column("path").to_pylist())
+    before = set(read_manifest(t.io, t.metadata.root_manifest, inline=t.metadata.root_inline).column("path").to_pylist())
     t.overwrite(batch(100, 1), where="id = 15 OR id = 100")
-    after_root = read_manifest(t.io, t.metadata.root_manifest)
+    after_root = read_manifest(t.io, t.metadata.root_manifest, inline=t.metadata.root_inline)
     after = set(after_root.column("path").to_pylist())
     assert len(before & after) == 1  # leaf A carried, leaf B rewritten (+ new leaf for the added file)
     assert t.metadata.summary["removed-files"] == 1
