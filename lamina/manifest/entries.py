@@ -315,25 +315,11 @@ def entries_from_user_files(files: pa.Table, schema: Schema, spec: Any, mschema:
 
 
 def fill_constant(entries: pa.Table, **values: Any) -> pa.Table:
-    """Set columns of every entry to a constant (vectorized). A column that holds it already
-    is kept: new files' entries are built for the version their commit makes (each append's
-    first attempt restamps them to what they are)."""
+    """Set columns of every entry to a constant (vectorized)."""
     n = entries.num_rows
     for name, value in values.items():
         i = entries.schema.get_field_index(name)
-        if _holds_only(entries.column(i), value):
-            continue
         typ = entries.schema.field(i).type
         arr = pa.nulls(n, typ) if value is None else pa.repeat(pa.scalar(value, typ), n)
         entries = entries.set_column(i, entries.schema.field(i), arr)
     return entries
-
-
-def _holds_only(col: pa.ChunkedArray, value: Any) -> bool:
-    """Whether every value of ``col`` is ``value`` (None: null; an int: checked with numpy, a
-    few microseconds where a kernel call costs tens; anything else: not checked, False)."""
-    if value is None:
-        return col.null_count == len(col)
-    if isinstance(value, bool) or not isinstance(value, int) or col.null_count or not pa.types.is_integer(col.type):
-        return False
-    return all(bool((chunk.to_numpy() == value).all()) for chunk in col.chunks)
