@@ -145,9 +145,13 @@ class Base:
 
     # -- building the change --------------------------------------------------------------
 
-    def stamp(self, entries: pa.Table) -> pa.Table:
+    def stamp(self, entries: pa.Table, built_for: int | None = None) -> pa.Table:
         """New entries as the committed version records them: in the base's manifest schema,
-        added by ``version``."""
+        added by ``version``. ``built_for``: the version ``new_files`` built ``entries`` for;
+        when it is this one (an append's first attempt, most often) and the manifest schema
+        is the same, they are already what it records (no column is set again)."""
+        if built_for == self.version and entries.schema.equals(self.manifest_schema):
+            return entries
         e = conform(entries, self.manifest_schema)
         return fill_constant(e, added_version=self.version, status=1, removed_version=None)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-import uuid
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
@@ -32,6 +31,7 @@ from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted,
 from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
 from lamina.spec.features import COLUMN_MAPPING, HIDDEN_PARTITIONING, PARTITION_EVOLUTION, SLOT_TOMBSTONES, SORT_ORDERS, check_writer, with_features
+from lamina.spec.layout import random_hex
 from lamina.spec.lineage import assign_row_ids, counter_of, has_lineage
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import Tombstone, slot_chunk_size
@@ -125,7 +125,7 @@ class Committer:
         (by a version or a tombstone) and the commit rebases.
         """
         options = options or CommitOptions.from_properties(base.properties)
-        commit_id = uuid.uuid4().hex
+        commit_id = random_hex(16)
         deadline = time.monotonic() + options.max_seconds
         attempt = 0
         while True:

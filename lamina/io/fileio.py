@@ -341,10 +341,10 @@ class FileIO:
 
     def put(self, path: str, data: Any) -> None:
         """Write ``path`` whatever is there (atomically: readers see the old or the new bytes)."""
-        data = _store_input(data)
         if self._local_root is not None:
             self._local_put(path, data, create=False)
             return
+        data = _store_input(data)
         key = self._key(path)
         self._call(f"put {path}", lambda: obstore.put(self.store, key, data, use_multipart=len(data) > _MULTIPART_BYTES))
 
@@ -396,10 +396,10 @@ class FileIO:
         """Atomically create ``path``; raise AlreadyExists if anything is there (a commit point:
         the caller resolves an unknown outcome itself; see ``put_new`` for objects only one
         writer ever names)."""
-        data = _store_input(data)
         if self._local_root is not None:
             self._local_put(path, data, create=True)
             return
+        data = _store_input(data)
         key = self._key(path)
         self._call(f"put-if-absent {path}", lambda: obstore.put(self.store, key, data, mode="create"))
 
@@ -454,7 +454,8 @@ class FileIO:
         AlreadyExists if it holds anything else. Permission, read-only and missing-location
         errors are not retried; other storage errors are, ``PUT_NEW_ATTEMPTS`` times in all.
         """
-        data = _store_input(data)
+        if self._local_root is None:  # (local writes take any buffer as it is)
+            data = _store_input(data)
         last: StorageError | None = None
         for attempt in range(PUT_NEW_ATTEMPTS):
             if attempt:

@@ -108,6 +108,9 @@ def check_not_in_table(entries: pa.Table, base: Base) -> None:
     )
 
 
+_NOTHING_REMOVED = REMOVED_SCHEMA.empty_table()  # (immutable: one for every append)
+
+
 @dataclass
 class AppendFiles(Operation):
     """Add data files. Applies to any base: appends never conflict.
@@ -126,6 +129,7 @@ class AppendFiles(Operation):
     operation: str = "append"
     app_transactions: dict[str, int] | None = None
     refuse_present: bool = False
+    built_for: int | None = None  # the version ``Base.new_files`` built ``entries`` for, if it did
 
     def apply(self, base: Base) -> Change:
         check_app_transactions(base.metadata, self.app_transactions)
@@ -133,8 +137,8 @@ class AppendFiles(Operation):
             check_not_in_table(self.entries, base)
         return Change(
             self.operation,
-            base.stamp(self.entries),
-            REMOVED_SCHEMA.empty_table(),
+            base.stamp(self.entries, self.built_for),
+            _NOTHING_REMOVED,
             app_transactions=self.app_transactions,
             readds=self.refuse_present,
         )

@@ -127,11 +127,13 @@ class VersionManifest:
             **({} if len(self.partition_specs) < 2 else {"partition_specs": [p.to_json() for p in self.partition_specs]}),
             **({} if self.sort_order is None else {"sort_order": self.sort_order.to_json()}),
             **({} if self.next_row_id is None else {"next_row_id": self.next_row_id}),
-            **({} if self.root_inline is None else {"root_inline": base64.b64encode(self.root_inline).decode("ascii")}),
         })
-        return (
-            f'{head[:-1]},"schema":{_encoded(self.schema)},"partition_spec":{_encoded(self.partition_spec)},{tail[1:]}'
-        ).encode()
+        out = f'{head[:-1]},"schema":{_encoded(self.schema)},"partition_spec":{_encoded(self.partition_spec)},{tail[1:]}'.encode()
+        if self.root_inline is None:
+            return out
+        # The carried root last, as bytes: base64 needs no JSON escaping, and the largest part of
+        # the manifest is then copied once rather than scanned by the encoder and re-encoded.
+        return b"".join((out[:-1], b',"root_inline":"', base64.b64encode(self.root_inline), b'"}'))
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> "VersionManifest":

@@ -165,8 +165,9 @@ class Transaction:
         if apps:
             check_app_transactions(self.table.log.latest(), apps)  # before writing a file for nothing
         pending = PendingWrites([])  # the data file reaches storage while manifests are built (on object stores)
+        built_for = self.metadata.version + 1  # (the version _write builds the entries for)
         entries = self._write(rows, new_write_id(), pending)
-        return self.add_operation(AppendFiles(entries, app_transactions=apps), pending=pending)
+        return self.add_operation(AppendFiles(entries, app_transactions=apps, built_for=built_for), pending=pending)
 
     def overwrite(self, data: Any, where: str | Expr | None = None, *, schema_mode: str | None = None) -> "Transaction":
         """Replace all rows, or those matching ``where``, with ``data`` (see ``Table.overwrite``)."""

@@ -99,6 +99,22 @@ def test_stale_writer_rebases_and_appends_never_conflict(tmp_path):
     assert ids(lamina.open_table(a.uri)) == [0, 1, 2, 10, 11, 12]
 
 
+def test_a_rebased_append_records_the_version_it_landed_as(tmp_path):
+    """An append's entries are built for the version after its table object's; one that lands
+    later (a rebase) records the version it landed as, with row ids after the winner's."""
+    a = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    b = lamina.open_table(a.uri)
+    a.append(rows(0))
+    b.append(rows(10))  # built for version 1, landed as 2
+    files = lamina.open_table(a.uri).files().to_pylist()
+    assert sorted((f["added_version"], f["record_count"]) for f in files) == [(1, 3), (2, 3)]
+    t = lamina.open_table(a.uri)
+    got = t.scan(columns=["id", "_row_id", "_last_updated_version"]).to_arrow().sort_by("id").to_pylist()
+    assert [(r["id"], r["_row_id"], r["_last_updated_version"]) for r in got] == [
+        (0, 0, 1), (1, 1, 1), (2, 2, 1), (10, 3, 2), (11, 4, 2), (12, 5, 2)]
+    assert t.changes(1, 2).to_arrow().column("id").to_pylist() == [10, 11, 12]
+
+
 def test_retry_budget_exhausted_commits_nothing(tmp_path):
     a = lamina.create_table(str(tmp_path / "t"), SCHEMA)
     b = lamina.open_table(a.uri)
