@@ -19,7 +19,7 @@ from lamina.io import FileIO
 from lamina.spec.layout import ARROW_MANIFEST_SUFFIX, FORMAT_VERSION, is_inline_root, new_inline_root_name, new_manifest_path
 
 _CACHE_BYTES = 512 * 2**20
-_cache: "OrderedDict[tuple[str, str], pa.Table]" = OrderedDict()
+_cache: "OrderedDict[tuple[str, str], tuple[pa.Table, int]]" = OrderedDict()  # (table, bytes counted)
 _cache_size = 0
 _cache_lock = threading.Lock()
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-manifest")
@@ -27,22 +27,26 @@ _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-manifest")
 
 def _cache_get(key: tuple[str, str]) -> pa.Table | None:
     with _cache_lock:
-        t = _cache.get(key)
-        if t is not None:
-            _cache.move_to_end(key)
-        return t
+        hit = _cache.get(key)
+        if hit is None:
+            return None
+        _cache.move_to_end(key)
+        return hit[0]
 
 
-def _cache_put(key: tuple[str, str], t: pa.Table) -> None:
+def _cache_put(key: tuple[str, str], t: pa.Table, nbytes: int | None = None) -> None:
+    """Cache ``t`` under ``key``, counted as ``nbytes`` (default: its buffers' size; a root's
+    uncompressed Arrow IPC encoding is as large as its buffers, and already known)."""
     global _cache_size
     with _cache_lock:
         if key in _cache:
             return
-        _cache[key] = t
-        _cache_size += t.get_total_buffer_size()
+        size = t.get_total_buffer_size() if nbytes is None else nbytes
+        _cache[key] = (t, size)
+        _cache_size += size
         while _cache_size > _CACHE_BYTES and _cache:
-            _, old = _cache.popitem(last=False)
-            _cache_size -= old.get_total_buffer_size()
+            _, (_, old) = _cache.popitem(last=False)
+            _cache_size -= old
 
 
 def clear_cache() -> None:
@@ -77,29 +81,43 @@ def write_root(io: FileIO, entries: pa.Table, arrow: bool, inline_max_bytes: int
     entries, data = _encode(entries, "root", True)
     if data.size <= inline_max_bytes:
         name = new_inline_root_name()
-        _cache_put((io.uri, name), entries)
+        _cache_put((io.uri, name), entries, data.size)
         return name, data.size, data.to_pybytes()
     path = new_manifest_path("root", True)
     io.put_new(path, data)
-    _cache_put((io.uri, path), entries)
+    _cache_put((io.uri, path), entries, data.size)
     return path, data.size, None
 
 
 def _encode(entries: pa.Table, kind: str, arrow: bool) -> tuple[pa.Table, pa.Buffer]:
-    """(``entries`` as cached: one chunk per column, no schema metadata; the manifest's bytes)."""
+    """(``entries`` as cached: one chunk per column, no schema metadata; the manifest's bytes).
+
+    Worked on as one record batch: a root is encoded on every commit, and each step of it
+    (a table's chunks combined, its metadata replaced, a wrapper per column) costs there."""
     # One chunk per column: compute kernels pay per chunk, and the cached copy is reused.
-    entries = entries.replace_schema_metadata(None).combine_chunks()
+    batches = entries.to_batches()
+    if len(batches) == 1 and batches[0].schema.metadata is None:
+        batch, cached = batches[0], entries  # one chunk per column already (the tree builds roots so)
+    else:
+        cached = entries.replace_schema_metadata(None).combine_chunks()
+        parts = cached.to_batches()
+        batch = parts[0] if parts else pa.RecordBatch.from_pylist([], schema=cached.schema)
     # All-null columns (unused DV slots, unknown stats) are left out of the file: readers
     # treat a missing column as all-unknown, and every column costs write time.
-    n = entries.num_rows
-    on_disk = entries.select([i for i, (c, f) in enumerate(zip(entries.columns, entries.schema)) if c.null_count < n or not f.nullable])
+    n = batch.num_rows
+    nulls = [c.null_count for c in batch.columns]
+    if n and n in nulls:
+        schema = batch.schema
+        batch = batch.select([i for i, k in enumerate(nulls) if k < n or not schema.field(i).nullable])
     md = {b"lamina.format_version": str(FORMAT_VERSION).encode(), b"lamina.manifest_kind": kind.encode()}
     sink = pa.BufferOutputStream()
     if arrow:
         # One record batch, uncompressed: a root is small and read whole.
-        with pa.ipc.new_file(sink, on_disk.schema.with_metadata(md), options=_IPC_OPTIONS) as writer:
-            writer.write_table(on_disk, max_chunksize=max(on_disk.num_rows, 1))
+        writer = pa.ipc.RecordBatchFileWriter(sink, batch.schema.with_metadata(md), options=_IPC_OPTIONS)
+        writer.write_batch(batch)
+        writer.close()
     else:
+        on_disk = pa.Table.from_batches([batch])
         small = on_disk.num_rows <= 1024
         pq.write_table(
             on_disk.replace_schema_metadata(md),
@@ -113,7 +131,7 @@ def _encode(entries: pa.Table, kind: str, arrow: bool) -> tuple[pa.Table, pa.Buf
             store_schema=False,  # readers conform to the manifest schema derived from the table
             data_page_version="2.0",
         )
-    return entries, sink.getvalue()
+    return cached, sink.getvalue()
 
 
 def _read_arrow(io: FileIO, path: str) -> pa.Table:

@@ -184,6 +184,14 @@ def _set_removed(t: pa.Table, mask: pa.Array, version: int) -> pa.Table:
     return t.set_column(t.schema.get_field_index("removed_version"), t.schema.field("removed_version"), removed)
 
 
+def _joined(tables: list[pa.Table]) -> pa.Table:
+    """The rows of ``tables`` (one schema) as a table of one record batch, in one concatenation:
+    what the root's encoding works on (a concatenation of tables would leave a chunk per table
+    in every column, for the encoding to combine again)."""
+    batches = [b for t in tables for b in t.to_batches()]
+    return pa.Table.from_batches([pa.concat_batches(batches)]) if batches else pa.concat_tables(tables)
+
+
 def _np(t: pa.Table, name: str, null: int = -1) -> np.ndarray:
     col = t.column(name)
     return (col.fill_null(null) if col.null_count else col).to_numpy()
@@ -292,7 +300,7 @@ def apply_change(
         inline_live = (content == C.DATA) & (status != C.REMOVED)
         n_inline = int(inline_live.sum())
         if n_inline + added.num_rows <= cfg.inline_max:
-            root = pa.concat_tables([root, added])
+            root = _joined([root, added])
             content = np.concatenate([content, _np(added, "content")])
         else:
             # Flush inline files together with the new ones into leaves, grouped by partition
