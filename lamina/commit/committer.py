@@ -28,7 +28,7 @@ from lamina.commit.base import Base, Change, Operation, combine
 from lamina.commit.coordinator import CommitCoordinator
 from lamina.commit.log import VersionLog
 from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted, CommitStateUnknown, StorageError
-from lamina.manifest.entries import conform, manifest_schema_of
+from lamina.manifest.entries import conform, fill_constant, manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
 from lamina.spec.features import COLUMN_MAPPING, HIDDEN_PARTITIONING, PARTITION_EVOLUTION, SLOT_TOMBSTONES, SORT_ORDERS, check_writer, with_features
 from lamina.spec.layout import random_hex
@@ -189,9 +189,15 @@ class Committer:
             change = op.apply(Base(self.log.io, base if i == 0 else (lambda i=i: view(i)), version))
             meta = with_metadata(meta, change)
             if has_lineage(meta) and change.added.num_rows:
-                # A copy of the change: operations reuse their entries across attempts.
-                added, next_row_id = assign_row_ids(conform(change.added, manifest_schema_of(meta)), next_row_id or 0, version)
-                change = replace(change, added=added)
+                if change.row_ids is not None and change.row_ids[0] == (next_row_id or 0):
+                    next_row_id = change.row_ids[1]  # given from this very counter: what it would give
+                else:
+                    added = conform(change.added, manifest_schema_of(meta))
+                    if change.row_ids is not None:  # given from another counter: given afresh
+                        added = fill_constant(added, first_row_id=None, data_version=None)
+                    # A copy of the change: operations reuse their entries across attempts.
+                    added, next_row_id = assign_row_ids(added, next_row_id or 0, version)
+                    change = replace(change, added=added, row_ids=None)
             changes.append(change)
         return changes, next_row_id
 
