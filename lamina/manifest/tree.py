@@ -14,6 +14,8 @@ versions drop such entries the next time they rewrite that manifest.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -264,6 +266,10 @@ def apply_change(
     """
     w = _Writer(io, mschema, version, cfg)
     root = load_root(io, base_root, mschema, base_inline)
+    if not removed.num_rows and added.num_rows:
+        appended = _append_inline(io, root, base_root, conform(added, mschema), version, cfg)
+        if appended is not None:
+            return appended
     # The bookkeeping columns as numpy, read once and kept in step with ``root`` below
     # (each read of a column costs more than the arithmetic on a small root).
     content, status = _np(root, "content"), _np(root, "status")
@@ -325,7 +331,85 @@ def apply_change(
     root_path = root_inline = None
     if root.num_rows:
         root_path, _, root_inline = write_root(io, root, cfg.arrow_root, cfg.root_inline_max_bytes)
+        _remember_shape(io, root_path, _shape_of(root, version, cfg))
     return ChangeResult(root_path, w.written, carried, added.num_rows, files_removed, rows_added, rows_removed, root_inline)
+
+
+@dataclass(frozen=True)
+class _RootShape:
+    """What a commit appending to a root needs to know of it, as the commit that built it knew
+    it: its ``content`` and ``status`` columns (Python lists: a root is small, and on it each
+    numpy or Arrow call costs more than the work), whether it holds anything stale (a REMOVED
+    entry, a leaf with no live file), and how many of its leaves are small enough to merge."""
+
+    version: int  # the version it was built for: its ADDED entries were added by it
+    content: list[int]
+    status: list[int]
+    stale: bool
+    small_leaves: int
+    leaf_target: int  # what "small" was counted against
+
+    @property
+    def inline_live(self) -> int:
+        return sum(1 for c, s in zip(self.content, self.status) if c == C.DATA and s != C.REMOVED)
+
+
+# Shapes of the roots this process built lately, by (table, root name): names are unique, and a
+# root is immutable, so a shape is right for as long as its root exists.
+_shapes: "OrderedDict[tuple[str, str], _RootShape]" = OrderedDict()
+_SHAPES_MAX = 64
+_shapes_lock = threading.Lock()
+
+
+def _shape_of(root: pa.Table, version: int, cfg: TreeConfig) -> _RootShape:
+    content, status = _np(root, "content"), _np(root, "status")
+    leaves = content == C.LEAF
+    files = _np(root, "file_count")
+    return _RootShape(
+        version, content.tolist(), status.tolist(),
+        stale=bool((status == C.REMOVED).any() or (leaves & (files == 0)).any()),
+        small_leaves=int((leaves & (files < max(1, cfg.leaf_target // 2))).sum()),
+        leaf_target=cfg.leaf_target,
+    )
+
+
+def _remember_shape(io: FileIO, root_path: str, shape: _RootShape) -> None:
+    with _shapes_lock:
+        _shapes[(io.uri, root_path)] = shape
+        while len(_shapes) > _SHAPES_MAX:
+            _shapes.popitem(last=False)
+
+
+def _append_inline(
+    io: FileIO, root: pa.Table, base_root: str | None, added: pa.Table, version: int, cfg: TreeConfig,
+) -> ChangeResult | None:
+    """``apply_change`` of files added inline to a root this process built (an append, most
+    often), from its shape: what the general path reads from the root's columns and works
+    out with numpy, a few list operations here. None when the general path must run: a root
+    whose shape is not known, with stale entries, without room for the files, or due for a
+    merge of its small leaves."""
+    if base_root is None:
+        return None
+    with _shapes_lock:
+        shape = _shapes.get((io.uri, base_root))
+    if (shape is None or shape.stale or shape.leaf_target != cfg.leaf_target
+            or shape.small_leaves >= cfg.merge_min_leaves or shape.inline_live + added.num_rows > cfg.inline_max):
+        return None
+    status = shape.status
+    if shape.version < version and C.ADDED in status:  # carried into a later version: ADDED becomes EXISTING
+        status = [C.EXISTING if s == C.ADDED else s for s in status]
+        i = root.schema.get_field_index("status")
+        root = root.set_column(i, root.schema.field(i), pa.array(status, pa.int8()))
+    root = _joined([root, added])
+    content = shape.content + added.column("content").to_pylist()
+    status = status + added.column("status").to_pylist()
+    root_path, _, root_inline = write_root(io, root, cfg.arrow_root, cfg.root_inline_max_bytes)
+    _remember_shape(io, root_path, _RootShape(
+        version, content, status, stale=C.REMOVED in status, small_leaves=shape.small_leaves, leaf_target=cfg.leaf_target,
+    ))
+    rows_added = int(_np(added, "record_count").sum())
+    leaves = content.count(C.LEAF)
+    return ChangeResult(root_path, 0, leaves, added.num_rows, 0, rows_added, 0, root_inline)
 
 
 def _remove_from_leaves(w: _Writer, root: pa.Table, remaining: pa.Table) -> tuple[pa.Table, int, int, list[str]]:
