@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any
 
@@ -196,4 +196,25 @@ class VersionManifest:
             ) from None
 
     def next(self, **changes: Any) -> "VersionManifest":
-        return replace(self, **changes)
+        """This manifest with ``changes`` (fields), as ``dataclasses.replace`` would make it (a
+        commit makes several: this skips replace's per-field introspection). What was worked
+        out from this one and cached on it (its manifest schema) is kept when the fields it
+        derives from are the same."""
+        unknown = changes.keys() - _FIELD_NAMES
+        if unknown:
+            raise TypeError(f"VersionManifest has no field(s) {sorted(unknown)}")
+        state = dict(self.__dict__)
+        if any(k in changes and changes[k] is not state[k] and changes[k] != state[k] for k in _CACHE_DEPENDS_ON):
+            for key in _CACHED:
+                state.pop(key, None)
+        state.update(changes)
+        new = object.__new__(VersionManifest)
+        new.__dict__.update(state)
+        return new
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(VersionManifest))
+# Attributes computed from a manifest and cached on it (lamina.manifest.entries.manifest_schema_of),
+# and the fields they are computed from.
+_CACHED = ("_manifest_schema",)
+_CACHE_DEPENDS_ON = ("schema", "partition_spec", "partition_specs", "properties", "reader_features", "writer_features")

@@ -93,3 +93,26 @@ def test_corrupt_and_truncated_metadata_is_a_clear_error(uri):
         f.write(b"PAR1garbage")
     with pytest.raises(CorruptMetadata, match="manifest"):
         lamina.open_table(uri).scan().to_arrow()
+
+
+def test_next_is_replace_and_keeps_what_was_derived_only_from_the_same_fields(uri):
+    import dataclasses
+
+    import pyarrow as pa
+
+    from lamina.manifest.entries import manifest_schema_of
+
+    t = lamina.create_table(uri, SCHEMA)
+    t.append(batch(0, 3))
+    vm = t.metadata
+    ms = manifest_schema_of(vm)
+    same = vm.next(version=vm.version + 1, summary={"x": 1}, properties=vm.properties, schema=vm.schema)
+    assert same == dataclasses.replace(vm, version=vm.version + 1, summary={"x": 1})
+    assert manifest_schema_of(same) is ms  # nothing it derives from changed: kept
+    wider = Schema.from_arrow(pa.schema([*SCHEMA, pa.field("extra", pa.int64())]))
+    other = vm.next(schema=wider)
+    assert manifest_schema_of(other) is not ms and "min_5" in manifest_schema_of(other).names
+    policy = vm.next(properties={**vm.properties, "write.metadata.metrics.default": "none"})
+    assert not any(n.startswith("min_") for n in manifest_schema_of(policy).names)
+    with pytest.raises(TypeError, match="no field"):
+        vm.next(verison=3)
