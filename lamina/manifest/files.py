@@ -64,33 +64,37 @@ _IPC_OPTIONS = pa.ipc.IpcWriteOptions()
 def write_manifest(io: FileIO, entries: pa.Table, kind: str, arrow: bool = False) -> tuple[str, int]:
     """Write ``entries`` as a new manifest; returns (path, size in bytes). ``arrow``: as an Arrow
     IPC file (a root manifest of a table with the feature arrow-root-manifests), else Parquet."""
-    entries, data = _encode(entries, kind, arrow)
+    entries, batch = _one_batch(entries)
+    data = _ipc_file(batch, kind) if arrow else _parquet(batch, kind)
     path = new_manifest_path(kind, arrow)
     io.put_new(path, data)
-    _cache_put((io.uri, path), entries)
+    _cache_put((io.uri, path), entries, data.size if arrow else None)
     return path, data.size
 
 
 def write_root(io: FileIO, entries: pa.Table, arrow: bool, inline_max_bytes: int) -> tuple[str, int, bytes | None]:
     """The root manifest of a new version: (name, size, its bytes) when the version manifest is
-    to carry it (feature inline-root-manifests: ``inline_max_bytes`` > 0 and its Arrow IPC
-    encoding no larger), else (path, size, None) of the root file written."""
+    to carry it (feature inline-root-manifests: ``inline_max_bytes`` > 0 and its encoding, an
+    Arrow IPC stream, no larger), else (path, size, None) of the root file written."""
     if inline_max_bytes <= 0:
         path, size = write_manifest(io, entries, "root", arrow)
         return path, size, None
-    entries, data = _encode(entries, "root", True)
-    if data.size <= inline_max_bytes:
+    entries, batch = _one_batch(entries)
+    data = _ipc_stream(batch, "root")
+    if len(data) <= inline_max_bytes:
         name = new_inline_root_name()
-        _cache_put((io.uri, name), entries, data.size)
-        return name, data.size, data.to_pybytes()
+        _cache_put((io.uri, name), entries, len(data))
+        return name, len(data), data
+    file = _ipc_file(batch, "root")
     path = new_manifest_path("root", True)
-    io.put_new(path, data)
-    _cache_put((io.uri, path), entries, data.size)
-    return path, data.size, None
+    io.put_new(path, file)
+    _cache_put((io.uri, path), entries, file.size)
+    return path, file.size, None
 
 
-def _encode(entries: pa.Table, kind: str, arrow: bool) -> tuple[pa.Table, pa.Buffer]:
-    """(``entries`` as cached: one chunk per column, no schema metadata; the manifest's bytes).
+def _one_batch(entries: pa.Table) -> tuple[pa.Table, pa.RecordBatch]:
+    """(``entries`` as cached: one chunk per column, no schema metadata; what a manifest stores of
+    them: one record batch without the all-null columns).
 
     Worked on as one record batch: a root is encoded on every commit, and each step of it
     (a table's chunks combined, its metadata replaced, a wrapper per column) costs there."""
@@ -109,29 +113,60 @@ def _encode(entries: pa.Table, kind: str, arrow: bool) -> tuple[pa.Table, pa.Buf
     if n and n in nulls:
         schema = batch.schema
         batch = batch.select([i for i, k in enumerate(nulls) if k < n or not schema.field(i).nullable])
-    md = {b"lamina.format_version": str(FORMAT_VERSION).encode(), b"lamina.manifest_kind": kind.encode()}
+    return cached, batch
+
+
+def _metadata(kind: str) -> dict[bytes, bytes]:
+    return {b"lamina.format_version": str(FORMAT_VERSION).encode(), b"lamina.manifest_kind": kind.encode()}
+
+
+def _ipc_file(batch: pa.RecordBatch, kind: str) -> pa.Buffer:
+    """An Arrow IPC file of one record batch, uncompressed: a root is small and read whole."""
     sink = pa.BufferOutputStream()
-    if arrow:
-        # One record batch, uncompressed: a root is small and read whole.
-        writer = pa.ipc.RecordBatchFileWriter(sink, batch.schema.with_metadata(md), options=_IPC_OPTIONS)
-        writer.write_batch(batch)
-        writer.close()
-    else:
-        on_disk = pa.Table.from_batches([batch])
-        small = on_disk.num_rows <= 1024
-        pq.write_table(
-            on_disk.replace_schema_metadata(md),
-            sink,
-            # The small roots written on every commit are cheapest uncompressed; large leaves
-            # use lz4 (fast to decode when planning) and a dictionary for partition paths.
-            compression="none" if small else "lz4",
-            use_dictionary=False if small else ["partition_path"],
-            row_group_size=64 * 1024,
-            write_statistics=False,  # manifests are read whole; their own stats are in columns
-            store_schema=False,  # readers conform to the manifest schema derived from the table
-            data_page_version="2.0",
-        )
-    return cached, sink.getvalue()
+    writer = pa.ipc.RecordBatchFileWriter(sink, batch.schema.with_metadata(_metadata(kind)), options=_IPC_OPTIONS)
+    writer.write_batch(batch)
+    writer.close()
+    return sink.getvalue()
+
+
+# The end-of-stream marker of the Arrow IPC stream format (continuation token, zero length).
+_IPC_END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+_schema_messages: list[tuple[pa.Schema, str, bytes]] = []  # the latest first
+_schema_messages_lock = threading.Lock()
+
+
+def _ipc_stream(batch: pa.RecordBatch, kind: str) -> bytes:
+    """An Arrow IPC stream of one record batch (its schema message, the batch's, the end of the
+    stream). The schema message is the same from one commit to the next (the same columns):
+    it is encoded once and kept, so a root costs one message to encode, not a writer's set-up."""
+    schema = batch.schema
+    with _schema_messages_lock:
+        message = next((m for known, k, m in _schema_messages if k == kind and known.equals(schema)), None)
+    if message is None:
+        message = schema.with_metadata(_metadata(kind)).serialize().to_pybytes()
+        with _schema_messages_lock:
+            _schema_messages.insert(0, (schema, kind, message))
+            del _schema_messages[16:]
+    return b"".join((message, batch.serialize().to_pybytes(), _IPC_END_OF_STREAM))
+
+
+def _parquet(batch: pa.RecordBatch, kind: str) -> pa.Buffer:
+    on_disk = pa.Table.from_batches([batch])
+    small = on_disk.num_rows <= 1024
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        on_disk.replace_schema_metadata(_metadata(kind)),
+        sink,
+        # The small roots written on every commit are cheapest uncompressed; large leaves
+        # use lz4 (fast to decode when planning) and a dictionary for partition paths.
+        compression="none" if small else "lz4",
+        use_dictionary=False if small else ["partition_path"],
+        row_group_size=64 * 1024,
+        write_statistics=False,  # manifests are read whole; their own stats are in columns
+        store_schema=False,  # readers conform to the manifest schema derived from the table
+        data_page_version="2.0",
+    )
+    return sink.getvalue()
 
 
 def _read_arrow(io: FileIO, path: str) -> pa.Table:
@@ -185,7 +220,7 @@ def _read_inline_root(io: FileIO, name: str, inline: bytes | None, columns: Sequ
         # that name would find nothing, and an empty root would drop every file of the version.
         raise CorruptMetadata(f"root {name} is carried by its version manifest, and its bytes were not given")
     try:
-        t = pa.ipc.open_file(pa.py_buffer(inline)).read_all()
+        t = pa.ipc.open_stream(pa.py_buffer(inline)).read_all()
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptMetadata(f"root {name} carried by its version manifest is corrupt or truncated ({e}); run `lamina fsck`") from None
     t = t.replace_schema_metadata(None).combine_chunks()

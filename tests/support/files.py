@@ -98,9 +98,9 @@ def rewrite_root(t: lamina.Table, edit) -> None:
     if not is_inline_root(vm.root_manifest):
         rewrite_manifest(os.path.join(t.uri, vm.root_manifest), edit)
         return
-    entries = edit(ipc.open_file(pa.py_buffer(vm.root_inline)).read_all())
+    entries = edit(ipc.open_stream(pa.py_buffer(vm.root_inline)).read_all())
     sink = pa.BufferOutputStream()
-    with ipc.new_file(sink, entries.schema) as w:
+    with ipc.new_stream(sink, entries.schema) as w:
         w.write_table(entries)
     path = os.path.join(t.uri, version_path(vm.version))
     with open(path, "rb") as f:
