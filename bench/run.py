@@ -166,8 +166,8 @@ def bench_append(ws: Workspace, cfg: Config) -> tuple[Section, dict]:
     runs = append_runs(ws, cfg)
 
     def f(name, w):
-        r = runs[name]
-        return window(r["lat"], *w) if not r["error"] else None
+        r = runs.get(name)  # (None: a system left out by --systems)
+        return window(r["lat"], *w) if r is not None and not r["error"] else None
 
     lam1, lamN, lamL = f("lamina", w_first), f("lamina", w_last), f("lamina", w_l)
     lan1, lanN = f("lance", w_first), f("lance", w_last)

@@ -64,6 +64,11 @@ class Change:
     # A version whose content the new version takes as it is (a branch published by
     # fast-forward: lamina.operations.publish); ``added``/``removed`` are then empty.
     tree: VersionManifest | None = None
+    # (first, next): the row ids ``added`` already holds, given from the table's row id counter
+    # at ``first`` (and ``data_version`` the version being made), as ``assign_row_ids`` would:
+    # an append built on the version it commits onto. The committer keeps them if its counter
+    # is at ``first`` when it reaches this change, and gives ids afresh otherwise.
+    row_ids: tuple[int, int] | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -140,38 +145,45 @@ class Base:
 
     def live_entries(self, columns: list[str] | None = None) -> pa.Table:
         """Every live data-file entry (``columns`` of them), without a predicate."""
-        return live_data_entries(self.io, self.metadata.root_manifest, self.manifest_schema, columns=columns)
+        vm = self.metadata
+        return live_data_entries(self.io, vm.root_manifest, self.manifest_schema, columns=columns, inline=vm.root_inline)
 
     # -- building the change --------------------------------------------------------------
 
-    def stamp(self, entries: pa.Table) -> pa.Table:
+    def stamp(self, entries: pa.Table, built_for: int | None = None) -> pa.Table:
         """New entries as the committed version records them: in the base's manifest schema,
-        added by ``version``."""
+        added by ``version``. ``built_for``: the version ``new_files`` built ``entries`` for;
+        when it is this one (an append's first attempt, most often) and the manifest schema
+        is the same, they are already what it records (no column is set again)."""
+        if built_for == self.version and entries.schema.equals(self.manifest_schema):
+            return entries
         e = conform(entries, self.manifest_schema)
         return fill_constant(e, added_version=self.version, status=1, removed_version=None)
 
     def empty(self) -> pa.Table:
         return _empty_entries(self.manifest_schema)
 
-    def new_files(self, files: list[dict[str, Any]]) -> pa.Table:
-        """Entries for data files written for this base (see ``lamina.data.writer``)."""
+    def new_files(self, files: list[dict[str, Any]], row_ids_from: int | None = None) -> pa.Table:
+        """Entries for data files written for this base (see ``lamina.data.writer``);
+        ``row_ids_from``: their row ids, from that counter (see ``Change.row_ids``)."""
         vm = self.metadata
-        return data_entries(files, self.manifest_schema, self.version, vm.partition_spec.spec_id)
+        return data_entries(files, self.manifest_schema, self.version, vm.partition_spec.spec_id, row_ids_from)
 
     def write(
         self, rows: pa.Table, write_id: str, *, max_rows: int | None = None, pending: Any = None,
-        sort_by: Sequence[Any] | None = None,
+        sort_by: Sequence[Any] | None = None, row_ids_from: int | None = None,
     ) -> pa.Table:
         """Write ``rows`` (in the base's schema) as data files named by ``write_id``, laid out
         by the current partition spec and sorted by ``sort_by`` (``lamina.spec.sort.sort_rows``
-        keys; default: the table's sort order); their entries."""
+        keys; default: the table's sort order); their entries (``row_ids_from``: see
+        ``new_files``)."""
         vm = self.metadata
         rows = sort_rows(rows, self.sort_keys if sort_by is None else sort_by)
         return self.new_files(write_data_files(
             self.io, vm.schema, vm.partition_spec, rows, write_id, self._max_rows(max_rows),
             compression=self.writer.parquet_compression, pending=pending, stats=self.stats_policy,
             integer_encoding=self.writer.parquet_integer_encoding,
-        ))
+        ), row_ids_from)
 
     def write_stream(
         self, tables: Iterable[pa.Table], write_id: str, max_rows: int, memory_pool: pa.MemoryPool | None = None

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-import uuid
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
@@ -29,12 +28,13 @@ from lamina.commit.base import Base, Change, Operation, combine
 from lamina.commit.coordinator import CommitCoordinator
 from lamina.commit.log import VersionLog
 from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted, CommitStateUnknown, StorageError
-from lamina.manifest.entries import conform, manifest_schema_of
+from lamina.manifest.entries import conform, fill_constant, manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
 from lamina.spec.features import (
     COLUMN_MAPPING, HIDDEN_PARTITIONING, PARTITION_EVOLUTION, SLOT_RANGE_RECORDS, SLOT_TOMBSTONES, SORT_ORDERS,
     check_writer, with_features,
 )
+from lamina.spec.layout import random_hex
 from lamina.spec.lineage import assign_row_ids, counter_of, has_lineage
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import Tombstone, commit_root_path, next_block_commits, slot_chunk_size
@@ -128,7 +128,7 @@ class Committer:
         (by a version or a tombstone) and the commit rebases.
         """
         options = options or CommitOptions.from_properties(base.properties)
-        commit_id = uuid.uuid4().hex
+        commit_id = random_hex(16)
         deadline = time.monotonic() + options.max_seconds
         attempt = 0
         while True:
@@ -148,7 +148,11 @@ class Committer:
                 self.log.saw_latest(outcome.version, sent)  # no slot above it existed before its put
                 step("published")
                 if self.log.hint_due(outcome.version):
-                    self.log.write_hint(outcome, wait=False, after=lambda: step("hinted"))
+                    # On local disk a hint is rewritten in place in a few microseconds: before
+                    # returning, with no hand-off to the hint thread (whose wake-ups and GIL
+                    # take-overs cost the next commit more than the write). On object stores
+                    # it is a request: in the background.
+                    self.log.write_hint(outcome, wait=self.log.io.is_local, after=lambda: step("hinted"))
                 return outcome
             if attempt >= options.max_attempts or time.monotonic() >= deadline:
                 raise CommitRetriesExhausted(
@@ -188,9 +192,15 @@ class Committer:
             change = op.apply(Base(self.log.io, base if i == 0 else (lambda i=i: view(i)), version))
             meta = with_metadata(meta, change)
             if has_lineage(meta) and change.added.num_rows:
-                # A copy of the change: operations reuse their entries across attempts.
-                added, next_row_id = assign_row_ids(conform(change.added, manifest_schema_of(meta)), next_row_id or 0, version)
-                change = replace(change, added=added)
+                if change.row_ids is not None and change.row_ids[0] == (next_row_id or 0):
+                    next_row_id = change.row_ids[1]  # given from this very counter: what it would give
+                else:
+                    added = conform(change.added, manifest_schema_of(meta))
+                    if change.row_ids is not None:  # given from another counter: given afresh
+                        added = fill_constant(added, first_row_id=None, data_version=None)
+                    # A copy of the change: operations reuse their entries across attempts.
+                    added, next_row_id = assign_row_ids(added, next_row_id or 0, version)
+                    change = replace(change, added=added, row_ids=None)
             changes.append(change)
         return changes, next_row_id
 
@@ -205,7 +215,7 @@ class Committer:
         try:
             result = apply_change(
                 self.log.io, base.root_manifest, manifest_schema_of(new_base), version,
-                change.added, change.removed, cfg,
+                change.added, change.removed, cfg, base.root_inline,
                 root_path=None if commit_id is None else commit_root_path(commit_id, version, cfg.arrow_root),
             )
         except MissingFiles as e:
@@ -214,7 +224,7 @@ class Committer:
                 "Nothing was committed; re-run the operation on the latest version.",
                 files=e.paths,
             ) from None
-        return new_base.next(root_manifest=result.root_path), result
+        return new_base.next(root_manifest=result.root_path, root_inline=result.root_inline), result
 
     def _prepare(self, base: VersionManifest, ops: Sequence[Operation], commit_id: str) -> VersionManifest | None:
         changes, next_row_id = self._changes(base, ops)
@@ -244,6 +254,7 @@ class Committer:
             base, changed, change, commit_id, summary,
             next_row_id=next_row_id,
             root_manifest=result.root_path,
+            root_inline=result.root_inline,
             app_transactions=apps,
             last_readd_version=base.version + 1 if change.readds else base.last_readd_version,
             # Tables created before slot records gain the features with their next commit.
@@ -265,6 +276,7 @@ class Committer:
             base, tree, change, commit_id, summary,
             next_row_id=tree.next_row_id,
             root_manifest=tree.root_manifest,
+            root_inline=tree.root_inline,
             app_transactions={**base.app_transactions, **tree.app_transactions, **(change.app_transactions or {})},
             last_readd_version=base.version + 1,
             reader_features=tree.reader_features,

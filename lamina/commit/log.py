@@ -460,7 +460,7 @@ class VersionLog:
             format_version=FORMAT_VERSION,
         )
         try:
-            self.io.put(self.layout.hint_path, hint.to_json())
+            self.io.put_in_place(self.layout.hint_path, hint.to_json())  # readers confirm what a hint says
         except StorageError as e:
             log.warning("commit of version %d succeeded but the hint was not updated: %s", vm.version, e)
 

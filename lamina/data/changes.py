@@ -72,7 +72,7 @@ def changed_entries(
     ``older``), keyed by file and deletion vector; only manifests that differ are read.
     ``full``: every manifest column of ``newer`` (statistics too), not only the entry's own."""
     schema = manifest_schema_of(newer) if full else _entry_schema(newer)
-    roots = [load_root(io, vm.root_manifest, manifest_schema_of(vm)) for vm in (older, newer)]
+    roots = [load_root(io, vm.root_manifest, manifest_schema_of(vm), vm.root_inline) for vm in (older, newer)]
     leaves = [set(r.filter(pc.equal(r.column("content"), C.LEAF)).column("path").to_pylist()) for r in roots]
     sides = []
     for root, mine, theirs in ((roots[0], leaves[0], leaves[1]), (roots[1], leaves[1], leaves[0])):

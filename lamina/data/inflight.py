@@ -18,14 +18,13 @@ import re
 import shutil
 import socket
 import time
-import uuid
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from lamina.errors import NotFound, StorageError
 from lamina.io import FileIO
-from lamina.spec.layout import DATA_DIR, WRITES_DIR, engine_data_dir
+from lamina.spec.layout import DATA_DIR, WRITES_DIR, engine_data_dir, random_hex
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -37,7 +36,7 @@ MARKER_TTL = timedelta(days=7)
 
 def new_write_id() -> str:
     """A write id: 16 hex digits, carried in the name of every file the write puts."""
-    return uuid.uuid4().hex[:16]
+    return random_hex(8)
 
 
 def _marker(write_id: str) -> str:

@@ -271,7 +271,7 @@ class Scan:
             pred, schema, specs = self.predicate, self.schema, self.specs
             prune = lambda t: may_match(pred, t, schema, specs)  # noqa: E731
         cols = None if all_columns else self._manifest_columns(mschema)
-        return ScanPlan(live_data_entries(io, self.vm.root_manifest, mschema, prune, cols), io)
+        return ScanPlan(live_data_entries(io, self.vm.root_manifest, mschema, prune, cols, inline=self.vm.root_inline), io)
 
     def _manifest_columns(self, mschema: pa.Schema) -> list[str]:
         """The entry columns a file scan task needs, plus the statistics the predicate can use.

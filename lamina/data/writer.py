@@ -55,8 +55,8 @@ class PendingWrites:
 
 
 _DICTIONARY_SAMPLE_ROWS = 10_000
-# Below this many rows Parquet's default costs little, while choosing (count_distinct per
-# column) and passing a column list to the writer would add ~0.3 ms to a small append.
+# Below this many rows a sample decides little and choosing costs (count_distinct per column,
+# ~0.3 ms of a small append): the choice is by type (_schema_facts).
 _DICTIONARY_MIN_ROWS = 8_192
 
 
@@ -68,10 +68,16 @@ def _dictionary_columns(data: pa.Table) -> list[str] | bool:
     dictionary outgrows 1 MiB: for keys, timestamps or measurements that is mostly
     unique values, that is hashing every value for nothing and, below 1 MiB, a larger
     file (twice the encoding time of a 1M-row file here, 3x with smaller row groups).
-    Small tables and tables with nested columns keep Parquet's default (a choice per
-    leaf column would need their Parquet paths)."""
-    if data.num_rows < _DICTIONARY_MIN_ROWS or _schema_facts(data.schema)[1]:
+    Small files dictionary-encode their string, binary and dictionary columns only: text
+    repeats, numbers in a small file mostly do not, and each column given a dictionary costs
+    (a third of a 100-row file's encoding time, and its size, for four columns). Tables
+    with nested columns keep Parquet's default (a choice per leaf column would need their
+    Parquet paths)."""
+    facts = _schema_facts(data.schema)
+    if facts[1]:
         return True
+    if data.num_rows < _DICTIONARY_MIN_ROWS:
+        return facts[2] or False
     sample = data.slice(0, _DICTIONARY_SAMPLE_ROWS)
     return [name for name, col in zip(sample.column_names, sample.columns) if _few_distinct(col)]
 
@@ -84,18 +90,25 @@ def _few_distinct(sample: pa.ChunkedArray) -> bool:
 
 
 _facts_lock = threading.Lock()
-_facts: list[tuple[pa.Schema, tuple[list[str] | bool, bool]]] = []  # the latest physical schemas first
+_facts: list[tuple[pa.Schema, tuple[list[str] | bool, bool, list[str]]]] = []  # the latest physical schemas first
 
 
-def _schema_facts(schema: pa.Schema) -> tuple[list[str] | bool, bool]:
-    """(``statistics_columns``, whether a column is nested) of a data file's schema. Memoized by
-    schema equality over the few latest schemas, not a hash: hashing a pyarrow schema hashes
-    every field (half a millisecond for 500 columns, on every file), comparing is one C++ call."""
+def _text_like(t: pa.DataType) -> bool:
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            or pa.types.is_fixed_size_binary(t) or pa.types.is_dictionary(t))
+
+
+def _schema_facts(schema: pa.Schema) -> tuple[list[str] | bool, bool, list[str]]:
+    """(``statistics_columns``, whether a column is nested, the string/binary/dictionary columns)
+    of a data file's schema. Memoized by schema equality over the few latest schemas, not a
+    hash: hashing a pyarrow schema hashes every field (half a millisecond for 500 columns, on
+    every file), comparing is one C++ call."""
     with _facts_lock:
         for known, facts in _facts:
             if known.equals(schema):
                 return facts
-    facts = (_statistics_columns(schema), any(pa.types.is_nested(f.type) for f in schema))
+    facts = (_statistics_columns(schema), any(pa.types.is_nested(f.type) for f in schema),
+             [f.name for f in schema if _text_like(f.type)])
     with _facts_lock:
         _facts.insert(0, (schema, facts))
         del _facts[16:]
@@ -140,9 +153,10 @@ def _encodings(data: pa.Table, integer_encoding: str) -> dict[str, Any]:
     "delta", DELTA_BINARY_PACKED for the other integer, date and timestamp columns. Keys and
     times (ids, event times: increasing, or close) take a few bits per value instead of 8
     bytes through snappy, and decode ~10x faster, which is what a merge's key read and a
-    compaction's read cost. Small and nested data keep Parquet's defaults (as dictionaries do)."""
+    compaction's read cost. Small files (under ``_DICTIONARY_MIN_ROWS`` rows: the integer
+    encoding property's 8,192) and nested data get no delta encoding."""
     dictionary = _dictionary_columns(data)
-    if integer_encoding != "delta" or dictionary is True:
+    if integer_encoding != "delta" or dictionary is True or data.num_rows < _DICTIONARY_MIN_ROWS:
         return {"use_dictionary": dictionary}
     delta = {f.name: "DELTA_BINARY_PACKED" for f in data.schema
              if f.name not in dictionary and (pa.types.is_integer(f.type) or pa.types.is_date32(f.type) or pa.types.is_timestamp(f.type))}

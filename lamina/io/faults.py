@@ -30,7 +30,7 @@ from lamina.io.fileio import FileIO
 T = TypeVar("T")
 
 _CREATES = {"put_if_absent", "_create_once"}  # conditional: a retried request finds its own object
-_WRITES = {"put", "delete", "delete_many"} | _CREATES
+_WRITES = {"put", "put_in_place", "delete", "delete_many"} | _CREATES
 _READS = {"get", "get_range", "exists", "size", "list", "list_names", "list_first_page"}
 
 

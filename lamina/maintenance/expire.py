@@ -74,7 +74,7 @@ from lamina.maintenance.reachability import (
     staged_versions,
 )
 from lamina.spec.features import ARROW_ROOT_MANIFESTS, BRANCHES, SLOT_RANGE_RECORDS, SLOT_TOMBSTONES, check_writer
-from lamina.spec.layout import MAIN_BRANCH, MANIFESTS_DIR
+from lamina.spec.layout import INLINE_ROOT_SUFFIX, MAIN_BRANCH, MANIFESTS_DIR
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import (
     COMMIT_BLOCK,
@@ -386,6 +386,7 @@ def decide_garbage(
         files += dropped_dvs.filter(pc.invert(_is_in(dropped_dvs, full_walk))).to_pylist()
     manifests: list[str] = []
     cand = pc.unique(candidate_manifests.drop_null())
+    cand = cand.filter(pc.invert(pc.ends_with(cand, INLINE_ROOT_SUFFIX)))  # a carried root is no file
     if len(cand):
         held = [manifest_paths(io, vm, root) for vm, root in alive]
         held += [manifest_paths(io, t.version) for t in tags]

@@ -22,7 +22,9 @@ from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import live_data_entries
 from lamina.maintenance.reachability import kept_versions, leaf_paths, live_entries, paths_of, referenced_files, root_of
 from lamina.spec.lineage import FIRST_ROW_ID, has_lineage, lineage_problems
-from lamina.spec.layout import BRANCH_LOGS_DIR, BRANCHES_DIR, HINT_PATH, MAIN_LOG, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR
+from lamina.spec.layout import (
+    BRANCH_LOGS_DIR, BRANCHES_DIR, HINT_PATH, MAIN_LOG, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, is_inline_root,
+)
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import FREED_DIR
 from lamina.timeutil import now_ms
@@ -61,16 +63,21 @@ def fsck(table) -> FsckReport:
 
     # 1. the latest version: every reference exists. Each manifest is looked for before it
     #    is read, so one that is gone is listed as missing and the others are still checked.
-    manifests = [] if latest.root_manifest is None else [latest.root_manifest]
+    # (a root the version manifest carries is no file: it is there if the version is)
+    carried = is_inline_root(latest.root_manifest)
+    manifests = [] if latest.root_manifest is None or carried else [latest.root_manifest]
     files: list[str] = []
     try:
-        if latest.root_manifest in present:
+        if carried or latest.root_manifest in present:
             root = root_of(io, latest)
-            manifests += leaf_paths(root).to_pylist()
-            files = referenced_files(live_entries(io, latest, root, [p for p in manifests[1:] if p in present])).to_pylist()
+            leaves = leaf_paths(root).to_pylist()
+            manifests += leaves
+            files = referenced_files(live_entries(io, latest, root, [p for p in leaves if p in present])).to_pylist()
         if has_lineage(latest) and all(p in present for p in manifests):
             # row lineage: every live file has ids, no two share one, none at or past the counter
-            entries = live_data_entries(io, latest.root_manifest, manifest_schema_of(latest), columns=LINEAGE_ENTRY_COLUMNS)
+            entries = live_data_entries(
+                io, latest.root_manifest, manifest_schema_of(latest), columns=LINEAGE_ENTRY_COLUMNS, inline=latest.root_inline,
+            )
             report.errors += [f"version {latest.version}: {p}" for p in lineage_problems(entries, latest.next_row_id)]
     except CorruptMetadata as e:
         damaged(f"version {latest.version}: {e}")

@@ -22,7 +22,7 @@ from lamina.manifest.files import read_manifests
 from lamina.manifest.tree import load_root
 from lamina.errors import NotFound
 from lamina.spec import content as C
-from lamina.spec.layout import PENDING_DIR, parse_pending_name
+from lamina.spec.layout import PENDING_DIR, is_inline_root, parse_pending_name
 from lamina.spec.version import VersionManifest
 from lamina.commit.tags import TagStore
 
@@ -39,7 +39,7 @@ def _gc(t: pa.Table) -> pa.Table:
 
 def root_of(io: FileIO, vm: VersionManifest) -> pa.Table:
     """The root manifest's rows (GC columns); empty for a version with no files."""
-    return _gc(load_root(io, vm.root_manifest, manifest_schema_of(vm)))
+    return _gc(load_root(io, vm.root_manifest, manifest_schema_of(vm), vm.root_inline))
 
 
 def leaf_paths(root: pa.Table) -> pa.Array:
@@ -47,10 +47,13 @@ def leaf_paths(root: pa.Table) -> pa.Array:
 
 
 def manifest_paths(io: FileIO, vm: VersionManifest, root: pa.Table | None = None) -> pa.Array:
-    """The root manifest and every leaf the version's tree references."""
+    """The root manifest and every leaf the version's tree references (manifest files only: a
+    root the version manifest carries is no file)."""
     if vm.root_manifest is None:
         return pa.array([], pa.string())
     root = root_of(io, vm) if root is None else root
+    if is_inline_root(vm.root_manifest):
+        return leaf_paths(root)
     return pa.concat_arrays([pa.array([vm.root_manifest], pa.string()), leaf_paths(root)])
 
 
@@ -207,7 +210,7 @@ def paths_of(io: FileIO, vms: list[VersionManifest], progress: Callable[[str, in
     vms = [vm for vm in vms if vm.root_manifest is not None]
     step("versions", len(vms), len(vms))
     roots = list(_pool.map(lambda vm: root_of(io, vm), vms))
-    root_paths = pa.array(sorted({vm.root_manifest for vm in vms}), pa.string())
+    root_paths = pa.array(sorted({vm.root_manifest for vm in vms if not is_inline_root(vm.root_manifest)}), pa.string())
     leaves = pc.unique(pa.concat_arrays([leaf_paths(r) for r in roots])) if roots else pa.array([], pa.string())
     step("leaves", 0, len(leaves))
     tables = [r.filter(pc.equal(r.column("content"), C.DATA)) for r in roots]

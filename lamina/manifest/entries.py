@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from lamina.errors import SchemaMismatch
 from lamina.spec import content as C
-from lamina.spec.lineage import ENTRY_FIELDS, has_lineage
+from lamina.spec.lineage import DATA_VERSION, ENTRY_FIELDS, FIRST_ROW_ID, has_lineage
 
 # Entry columns a new file's entry never has when written: the commit fills them (row lineage).
 UNSET_AT_WRITE = frozenset(f.name for f in ENTRY_FIELDS)
@@ -206,19 +206,33 @@ def data_entries(
     mschema: pa.Schema,
     version: int,
     spec_id: int,
+    row_ids_from: int | None = None,
 ) -> pa.Table:
     """Entries for newly written data files; each dict has path, size, record_count,
-    optional partition_path, stats and partition columns (see ``column_stats``)."""
+    optional partition_path, stats and partition columns (see ``column_stats``).
+
+    ``row_ids_from``: on a table with row lineage, the files' ``first_row_id`` are given in
+    file order from that counter, one per row, and their ``data_version`` is ``version``
+    (what ``lamina.spec.lineage.assign_row_ids`` gives new files); otherwise both are null,
+    for the commit to fill."""
     n = len(files)
     if n == 0:
         return mschema.empty_table()
     constants = {"content": C.DATA, "status": C.ADDED, "file_count": 1, "added_version": version, "spec_id": spec_id}
+    lineage: dict[str, list[int]] = {}
+    if row_ids_from is not None:
+        starts, at = [], row_ids_from
+        for f in files:
+            starts.append(at)
+            at += int(f["record_count"])
+        lineage = {FIRST_ROW_ID: starts, DATA_VERSION: [version] * n}
     cols = []
     for kind, name, typ in _entry_plan(mschema):
         if kind == _CONSTANT:
             cols.append(_filled(constants[name], typ, n))
         elif kind == _UNSET:
-            cols.append(_filled(None, typ, n))
+            given = lineage.get(name)
+            cols.append(_filled(None, typ, n) if given is None else pa.array(given, typ))
         elif n == 1:
             cols.append(_one(files[0].get(name), typ))  # one file per append: no list to scan
         else:

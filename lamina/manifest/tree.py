@@ -14,6 +14,8 @@ versions drop such entries the next time they rewrite that manifest.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -22,10 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.manifest.entries import conform
-from lamina.manifest.files import read_manifest, read_manifests, write_manifest
+from lamina.manifest.files import read_manifest, read_manifests, write_manifest, write_root
 from lamina.io import FileIO
 from lamina.spec import content as C
-from lamina.spec.features import ARROW_ROOT_MANIFESTS
+from lamina.spec.features import ARROW_ROOT_MANIFESTS, INLINE_ROOT_MANIFESTS
 from lamina.spec.properties import TableProperties
 
 Pruner = Callable[[pa.Table], "pa.Array | pa.ChunkedArray"]
@@ -47,20 +49,25 @@ class TreeConfig:
     leaf_target: int = TableProperties.MANIFEST_LEAF_TARGET_FILES.default
     merge_min_leaves: int = TableProperties.MANIFEST_MERGE_MIN_LEAVES.default
     arrow_root: bool = False  # the root is an Arrow IPC file (feature arrow-root-manifests)
+    # The largest root (its Arrow IPC bytes) the version manifest carries; 0: none (a table
+    # without the feature inline-root-manifests).
+    root_inline_max_bytes: int = 0
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str], arrow_root: bool = False) -> "TreeConfig":
+    def from_properties(cls, props: Mapping[str, str], arrow_root: bool = False, inline_root: bool = False) -> "TreeConfig":
         return cls(
             inline_max=TableProperties.MANIFEST_INLINE_MAX_FILES.get(props),
             leaf_target=TableProperties.MANIFEST_LEAF_TARGET_FILES.get(props),
             merge_min_leaves=TableProperties.MANIFEST_MERGE_MIN_LEAVES.get(props),
-            arrow_root=arrow_root,
+            arrow_root=arrow_root or inline_root,
+            root_inline_max_bytes=TableProperties.MANIFEST_ROOT_INLINE_MAX_BYTES.get(props) if inline_root else 0,
         )
 
     @classmethod
     def of(cls, vm: Any) -> "TreeConfig":
         """The shape of a version's tree (a ``VersionManifest``): its properties and features."""
-        return cls.from_properties(vm.properties, ARROW_ROOT_MANIFESTS in vm.writer_features)
+        features = vm.writer_features
+        return cls.from_properties(vm.properties, ARROW_ROOT_MANIFESTS in features, INLINE_ROOT_MANIFESTS in features)
 
 
 @dataclass(frozen=True)
@@ -72,16 +79,18 @@ class ChangeResult:
     files_removed: int
     rows_added: int
     rows_removed: int
+    root_inline: bytes | None = None  # the root's bytes, when the version manifest carries it
 
 
 def _empty(mschema: pa.Schema) -> pa.Table:
     return mschema.empty_table()
 
 
-def load_root(io: FileIO, root_path: str | None, mschema: pa.Schema) -> pa.Table:
+def load_root(io: FileIO, root_path: str | None, mschema: pa.Schema, inline: bytes | None = None) -> pa.Table:
+    """A version's root manifest (its ``root_manifest`` and ``root_inline``), in ``mschema``."""
     if root_path is None:
         return _empty(mschema)
-    return conform(read_manifest(io, root_path), mschema)
+    return conform(read_manifest(io, root_path, inline=inline), mschema)
 
 
 def _live(t: pa.Table) -> pa.Table:
@@ -97,15 +106,17 @@ def live_data_entries(
     mschema: pa.Schema,
     prune: Pruner | None = None,
     columns: list[str] | None = None,
+    inline: bytes | None = None,
 ) -> pa.Table:
     """Live data-file entries of a version, pruned by ``prune`` at both levels.
 
     ``columns`` limits which manifest columns are read from leaves (the base
     columns plus the statistics ``prune`` uses): planning reads no more than it needs.
+    ``inline``: the version's ``root_inline``.
     """
     if columns is not None and "status" not in columns:
         columns = [*columns, "status"]  # liveness is decided on it
-    root = _live(load_root(io, root_path, mschema))
+    root = _live(load_root(io, root_path, mschema, inline))
     if prune is not None and root.num_rows:
         root = root.filter(prune(root))
     out_schema = mschema if columns is None else pa.schema([mschema.field(c) for c in columns])
@@ -175,27 +186,42 @@ def _set_removed(t: pa.Table, mask: pa.Array, version: int) -> pa.Table:
     return t.set_column(t.schema.get_field_index("removed_version"), t.schema.field("removed_version"), removed)
 
 
+def _joined(tables: list[pa.Table]) -> pa.Table:
+    """The rows of ``tables`` (one schema) as a table of one record batch, in one concatenation:
+    what the root's encoding works on (a concatenation of tables would leave a chunk per table
+    in every column, for the encoding to combine again)."""
+    batches = [b for t in tables for b in t.to_batches()]
+    return pa.Table.from_batches([pa.concat_batches(batches)]) if batches else pa.concat_tables(tables)
+
+
 def _np(t: pa.Table, name: str, null: int = -1) -> np.ndarray:
     col = t.column(name)
     return (col.fill_null(null) if col.null_count else col).to_numpy()
 
 
 def _age(t: pa.Table, version: int) -> pa.Table:
-    """Rewrite for carrying into ``version``: old REMOVED entries go, ADDED becomes EXISTING.
+    """Rewrite for carrying into ``version``: old REMOVED entries go, ADDED becomes EXISTING."""
+    return _aged(t, version, _np(t, "status"))[0]
+
+
+def _aged(t: pa.Table, version: int, st: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+    """``_age`` given ``t``'s status column as numpy ``st``; also returns the new status column.
 
     numpy on the bookkeeping columns: on a small root this is a few microseconds,
-    where each Arrow kernel call costs tens.
-    """
-    st = _np(t, "status")
-    keep = (st != C.REMOVED) | (_np(t, "removed_version") == version)
-    if not keep.all():
-        t = t.filter(pa.array(keep))
-        st = st[keep]
+    where each Arrow kernel call costs tens. ``removed_version`` is only read when an
+    entry is REMOVED (a root never holds one here: the commit drops them first)."""
+    removed = st == C.REMOVED
+    if removed.any():
+        keep = ~removed | (_np(t, "removed_version") == version)
+        if not keep.all():
+            t = t.filter(pa.array(keep))
+            st = st[keep]
     aged = (st == C.ADDED) & (_np(t, "added_version") < version)
     if not aged.any():
-        return t
+        return t, st
+    st = np.where(aged, C.EXISTING, st).astype(np.int8)
     i = t.schema.get_field_index("status")
-    return t.set_column(i, t.schema.field(i), pa.array(np.where(aged, C.EXISTING, st).astype(np.int8)))
+    return t.set_column(i, t.schema.field(i), pa.array(st)), st
 
 
 class _Writer:
@@ -228,9 +254,12 @@ def apply_change(
     added: pa.Table,
     removed: pa.Table,
     cfg: TreeConfig,
+    base_inline: bytes | None = None,
     root_path: str | None = None,
 ) -> ChangeResult:
-    """Write the manifests of ``version``: the base tree plus ``added`` minus ``removed``.
+    """Write the manifests of ``version``: the base tree (root ``base_root``, ``base_inline`` if
+    its version carries it) plus ``added`` minus ``removed``. The new root is written as a file,
+    or returned in the result for the version manifest to carry (``cfg.root_inline_max_bytes``).
     ``root_path``: the new root's name (a commit's: lamina.spec.slot.commit_root_path), else random.
 
     ``removed`` has columns ``path`` and ``added_version`` (used to find the leaves
@@ -238,13 +267,21 @@ def apply_change(
     file is not live in the base.
     """
     w = _Writer(io, mschema, version, cfg)
-    root = load_root(io, base_root, mschema)
+    root = load_root(io, base_root, mschema, base_inline)
+    if not removed.num_rows and added.num_rows:
+        appended = _append_inline(io, root, base_root, conform(added, mschema), version, cfg, root_path)
+        if appended is not None:
+            return appended
+    # The bookkeeping columns as numpy, read once and kept in step with ``root`` below
+    # (each read of a column costs more than the arithmetic on a small root).
+    content, status = _np(root, "content"), _np(root, "status")
     # Drop what earlier versions already recorded: old REMOVED inline entries and
     # leaves left with nothing live.
-    stale = (_np(root, "status") == C.REMOVED) | ((_np(root, "content") == C.LEAF) & (_np(root, "file_count") == 0))
+    stale = (status == C.REMOVED) | ((content == C.LEAF) & (_np(root, "file_count") == 0))
     if stale.any():
         root = root.filter(pa.array(~stale))
-    root = _age(root, version)
+        content, status = content[~stale], status[~stale]
+    root, status = _aged(root, version, status)
 
     files_removed = rows_removed = 0
     if removed.num_rows:
@@ -264,13 +301,15 @@ def apply_change(
             rows_removed += r
             if still:
                 raise MissingFiles(still)
+        content, status = _np(root, "content"), _np(root, "status")
 
     if added.num_rows:
         added = conform(added, mschema)
-        inline_live = (_np(root, "content") == C.DATA) & (_np(root, "status") != C.REMOVED)
+        inline_live = (content == C.DATA) & (status != C.REMOVED)
         n_inline = int(inline_live.sum())
         if n_inline + added.num_rows <= cfg.inline_max:
-            root = pa.concat_tables([root, added])
+            root = _joined([root, added])
+            content = np.concatenate([content, _np(added, "content")])
         else:
             # Flush inline files together with the new ones into leaves, grouped by partition
             # so leaf summaries stay tight for partition pruning.
@@ -279,21 +318,101 @@ def apply_change(
                 flush = flush.sort_by([("partition_path", "ascending"), ("added_version", "ascending")])
             root = root.filter(pa.array(~inline_live))
             root = pa.concat_tables([root, pa.Table.from_pylist(w.leaves(flush), schema=mschema)])
+            content = _np(root, "content")
 
-    root = _merge_small_leaves(w, root)
+    root, content = _merge_small_leaves(w, root, content)
     rows_added = int(_np(added, "record_count").sum()) if added.num_rows else 0
     # Carried = base leaves the new root still references: its leaves but those this change
     # wrote and kept. Not "minus leaves written": a leaf written by this change and then
     # merged away counts as written but is in no root, which made the difference negative.
-    leaves = int((_np(root, "content") == C.LEAF).sum())
+    leaves = int((content == C.LEAF).sum())
     if leaves and w.written_paths:
         kept = pc.is_in(root.column("path"), value_set=pa.array(w.written_paths, pa.string()))
         leaves -= pc.sum(kept).as_py() or 0
     carried = leaves
-    new_root = None
+    new_root = root_inline = None
     if root.num_rows:
-        new_root, _ = write_manifest(io, root, "root", arrow=cfg.arrow_root, path=root_path)
-    return ChangeResult(new_root, w.written, carried, added.num_rows, files_removed, rows_added, rows_removed)
+        new_root, _, root_inline = write_root(io, root, cfg.arrow_root, cfg.root_inline_max_bytes, root_path)
+        _remember_shape(io, new_root, _shape_of(root, version, cfg))
+    return ChangeResult(new_root, w.written, carried, added.num_rows, files_removed, rows_added, rows_removed, root_inline)
+
+
+@dataclass(frozen=True)
+class _RootShape:
+    """What a commit appending to a root needs to know of it, as the commit that built it knew
+    it: its ``content`` and ``status`` columns (Python lists: a root is small, and on it each
+    numpy or Arrow call costs more than the work), whether it holds anything stale (a REMOVED
+    entry, a leaf with no live file), and how many of its leaves are small enough to merge."""
+
+    version: int  # the version it was built for: its ADDED entries were added by it
+    content: list[int]
+    status: list[int]
+    stale: bool
+    small_leaves: int
+    leaf_target: int  # what "small" was counted against
+
+    @property
+    def inline_live(self) -> int:
+        return sum(1 for c, s in zip(self.content, self.status) if c == C.DATA and s != C.REMOVED)
+
+
+# Shapes of the roots this process built lately, by (table, root name): names are unique, and a
+# root is immutable, so a shape is right for as long as its root exists.
+_shapes: "OrderedDict[tuple[str, str], _RootShape]" = OrderedDict()
+_SHAPES_MAX = 64
+_shapes_lock = threading.Lock()
+
+
+def _shape_of(root: pa.Table, version: int, cfg: TreeConfig) -> _RootShape:
+    content, status = _np(root, "content"), _np(root, "status")
+    leaves = content == C.LEAF
+    files = _np(root, "file_count")
+    return _RootShape(
+        version, content.tolist(), status.tolist(),
+        stale=bool((status == C.REMOVED).any() or (leaves & (files == 0)).any()),
+        small_leaves=int((leaves & (files < max(1, cfg.leaf_target // 2))).sum()),
+        leaf_target=cfg.leaf_target,
+    )
+
+
+def _remember_shape(io: FileIO, root_path: str, shape: _RootShape) -> None:
+    with _shapes_lock:
+        _shapes[(io.uri, root_path)] = shape
+        while len(_shapes) > _SHAPES_MAX:
+            _shapes.popitem(last=False)
+
+
+def _append_inline(
+    io: FileIO, root: pa.Table, base_root: str | None, added: pa.Table, version: int, cfg: TreeConfig,
+    root_path: str | None,
+) -> ChangeResult | None:
+    """``apply_change`` of files added inline to a root this process built (an append, most
+    often), from its shape: what the general path reads from the root's columns and works
+    out with numpy, a few list operations here. None when the general path must run: a root
+    whose shape is not known, with stale entries, without room for the files, or due for a
+    merge of its small leaves."""
+    if base_root is None:
+        return None
+    with _shapes_lock:
+        shape = _shapes.get((io.uri, base_root))
+    if (shape is None or shape.stale or shape.leaf_target != cfg.leaf_target
+            or shape.small_leaves >= cfg.merge_min_leaves or shape.inline_live + added.num_rows > cfg.inline_max):
+        return None
+    status = shape.status
+    if shape.version < version and C.ADDED in status:  # carried into a later version: ADDED becomes EXISTING
+        status = [C.EXISTING if s == C.ADDED else s for s in status]
+        i = root.schema.get_field_index("status")
+        root = root.set_column(i, root.schema.field(i), pa.array(status, pa.int8()))
+    root = _joined([root, added])
+    content = shape.content + added.column("content").to_pylist()
+    status = status + added.column("status").to_pylist()
+    new_root, _, root_inline = write_root(io, root, cfg.arrow_root, cfg.root_inline_max_bytes, root_path)
+    _remember_shape(io, new_root, _RootShape(
+        version, content, status, stale=C.REMOVED in status, small_leaves=shape.small_leaves, leaf_target=cfg.leaf_target,
+    ))
+    rows_added = int(_np(added, "record_count").sum())
+    leaves = content.count(C.LEAF)
+    return ChangeResult(new_root, 0, leaves, added.num_rows, 0, rows_added, 0, root_inline)
 
 
 def _remove_from_leaves(w: _Writer, root: pa.Table, remaining: pa.Table) -> tuple[pa.Table, int, int, list[str]]:
@@ -336,13 +455,19 @@ def _remove_from_leaves(w: _Writer, root: pa.Table, remaining: pa.Table) -> tupl
     return root, n_files, n_rows, missing
 
 
-def _merge_small_leaves(w: _Writer, root: pa.Table) -> pa.Table:
-    small = (_np(root, "content") == C.LEAF) & (_np(root, "file_count") < max(1, w.cfg.leaf_target // 2))
+def _merge_small_leaves(w: _Writer, root: pa.Table, content: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+    """``root`` with its small leaves merged once ``merge_min_leaves`` of them accumulate; given
+    and returning the root's content column as numpy."""
+    is_leaf = content == C.LEAF
+    if int(is_leaf.sum()) < w.cfg.merge_min_leaves:
+        return root, content  # too few leaves of any size: no need to read their sizes
+    small = is_leaf & (_np(root, "file_count") < max(1, w.cfg.leaf_target // 2))
     if int(small.sum()) < w.cfg.merge_min_leaves:
-        return root
+        return root, content
     paths = root.filter(pa.array(small)).column("path").to_pylist()
     merged = pa.concat_tables([_age(conform(t, w.mschema), w.version) for t in read_manifests(w.io, paths)])
     if merged.column("partition_path").null_count < merged.num_rows:
         merged = merged.sort_by([("partition_path", "ascending"), ("added_version", "ascending")])
     root = root.filter(pa.array(~small))
-    return pa.concat_tables([root, pa.Table.from_pylist(w.leaves(merged), schema=w.mschema)])
+    root = pa.concat_tables([root, pa.Table.from_pylist(w.leaves(merged), schema=w.mschema)])
+    return root, _np(root, "content")

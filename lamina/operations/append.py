@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from lamina.commit import Operation, REMOVED_SCHEMA, Base, Change
 from lamina.errors import InvalidArgument, TransactionAlreadyCommitted
 from lamina.io.fileio import PATH_RULES, VALID_PATH_EXAMPLE
+from lamina.manifest.entries import fill_constant
 from lamina.spec.layout import DATA_DIR, DV_DIR
 from lamina.spec.version import VersionManifest
 
@@ -108,6 +109,9 @@ def check_not_in_table(entries: pa.Table, base: Base) -> None:
     )
 
 
+_NOTHING_REMOVED = REMOVED_SCHEMA.empty_table()  # (immutable: one for every append)
+
+
 @dataclass
 class AppendFiles(Operation):
     """Add data files. Applies to any base: appends never conflict.
@@ -126,15 +130,25 @@ class AppendFiles(Operation):
     operation: str = "append"
     app_transactions: dict[str, int] | None = None
     refuse_present: bool = False
+    built_for: int | None = None  # the version ``Base.new_files`` built ``entries`` for, if it did
+    # (first, next) row ids ``entries`` hold, from the counter of the version before
+    # ``built_for`` (``Base.new_files(row_ids_from=)``; see ``Change.row_ids``)
+    row_ids: tuple[int, int] | None = None
 
     def apply(self, base: Base) -> Change:
         check_app_transactions(base.metadata, self.app_transactions)
         if self.refuse_present:
             check_not_in_table(self.entries, base)
+        added, row_ids = base.stamp(self.entries, self.built_for), self.row_ids
+        if row_ids is not None and self.built_for != base.version:
+            # Landing as another version (a rebase): the ids and data version given for the
+            # first go, the committer gives afresh.
+            added, row_ids = fill_constant(added, first_row_id=None, data_version=None), None
         return Change(
             self.operation,
-            base.stamp(self.entries),
-            REMOVED_SCHEMA.empty_table(),
+            added,
+            _NOTHING_REMOVED,
             app_transactions=self.app_transactions,
             readds=self.refuse_present,
+            row_ids=row_ids,
         )

@@ -19,14 +19,20 @@ from lamina.spec.lineage import ROW_LINEAGE
 # tables have it unless ``manifest.root-format`` is ``parquet`` at creation; a reader without
 # it could not read such a root, so it must refuse the table.
 ARROW_ROOT_MANIFESTS = "arrow-root-manifests"
+# Reader and writer feature of tables whose version manifests may carry their root manifest
+# (its Arrow IPC bytes, base64, in ``root_inline``) instead of naming a root file: one object
+# fewer per commit (a new file on local disk, a request on object stores). A reader without it
+# would find no file under the root's name, so it must refuse the table. Implies
+# arrow-root-manifests (a root too large to carry is an Arrow IPC file).
+INLINE_ROOT_MANIFESTS = "inline-root-manifests"
 
 KNOWN_READER_FEATURES: frozenset[str] = frozenset(
-    {"manifest-tree-v1", "hidden-partitioning", "column-mapping", ARROW_ROOT_MANIFESTS}
+    {"manifest-tree-v1", "hidden-partitioning", "column-mapping", ARROW_ROOT_MANIFESTS, INLINE_ROOT_MANIFESTS}
 )
 KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
     {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits", "slot-tombstones",
      "column-mapping", "partition-evolution", "sort-orders", ROW_LINEAGE, "branches", ARROW_ROOT_MANIFESTS,
-     "slot-range-records"}
+     INLINE_ROOT_MANIFESTS, "slot-range-records"}
 )
 
 # Writer feature of tables whose commit point is their catalog row (lamina.catalog's SQL

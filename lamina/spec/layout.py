@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import os
 from dataclasses import dataclass
 
 from lamina.errors import CorruptMetadata
@@ -18,6 +18,12 @@ DATA_DIR = "data"
 
 MAX_VERSION = 2**64 - 1
 VERSION_NAME_LEN = 20  # len(str(2**64 - 1))
+
+
+def random_hex(nbytes: int) -> str:
+    """``2 * nbytes`` random hex digits, the unique part of a name (a uuid4's hex, without
+    building a UUID object: names are made several times per commit)."""
+    return os.urandom(nbytes).hex()
 
 
 def version_file_name(version: int) -> str:
@@ -65,12 +71,32 @@ ARROW_MANIFEST_SUFFIX = ".arrow"
 
 
 def new_manifest_path(kind: str, arrow: bool = False) -> str:
-    return f"{MANIFESTS_DIR}/{uuid.uuid4().hex}.{kind}{ARROW_MANIFEST_SUFFIX if arrow else '.parquet'}"
+    return f"{MANIFESTS_DIR}/{random_hex(16)}.{kind}{ARROW_MANIFEST_SUFFIX if arrow else '.parquet'}"
+
+
+# A root manifest carried inside its version manifest (feature ``inline-root-manifests``) is named
+# like a root file, with this suffix, though no file has the name: the name identifies the root
+# (equal names, same root) and, being non-null, says the version has files.
+INLINE_ROOT_SUFFIX = ".root.inline"
+
+
+def new_inline_root_name() -> str:
+    return f"{MANIFESTS_DIR}/{random_hex(16)}{INLINE_ROOT_SUFFIX}"
+
+
+def inline_root_name_of(path: str) -> str:
+    """The name a root named ``path`` as a file takes when its version manifest carries it."""
+    return path.rsplit(".root", 1)[0] + INLINE_ROOT_SUFFIX
+
+
+def is_inline_root(path: str | None) -> bool:
+    """Whether ``path`` names a root carried by its version manifest (not a file)."""
+    return path is not None and path.endswith(INLINE_ROOT_SUFFIX)
 
 
 def new_data_path(partition_dir: str | None, write_id: str) -> str:
     base = f"{DATA_DIR}/{partition_dir}" if partition_dir else DATA_DIR
-    return f"{base}/{write_id}-{uuid.uuid4().hex[:12]}.parquet"
+    return f"{base}/{write_id}-{random_hex(6)}.parquet"
 
 
 # An engine that writes data files with its own writer puts a write's files under one
@@ -88,7 +114,7 @@ DV_DIR = f"{DATA_DIR}/_dv"
 
 def new_dv_path(write_id: str) -> str:
     """Deletion-vector files carry the write id too, so orphan cleanup can spare running writes."""
-    return f"{DV_DIR}/{write_id}-{uuid.uuid4().hex[:12]}.dv"
+    return f"{DV_DIR}/{write_id}-{random_hex(6)}.dv"
 
 
 # -- version logs -----------------------------------------------------------------------

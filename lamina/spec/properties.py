@@ -139,8 +139,12 @@ class TableProperties:
     WRITE_METADATA_METRICS_MAX_INFERRED_COLUMN_DEFAULTS = _int_property("write.metadata.metrics.max-inferred-column-defaults", 32, 0)
 
     MANIFEST_INLINE_MAX_FILES = _int_property("manifest.inline-max-files", 64, 0)
-    # Read at creation: "arrow" gives the table the feature arrow-root-manifests (lamina.spec.features).
-    MANIFEST_ROOT_FORMAT = _word_property("manifest.root-format", "arrow", ("arrow", "parquet"), fold_case=True)
+    # Read at creation: "inline" gives the table the features inline-root-manifests and
+    # arrow-root-manifests, "arrow" the latter only (lamina.spec.features).
+    MANIFEST_ROOT_FORMAT = _word_property("manifest.root-format", "inline", ("inline", "arrow", "parquet"), fold_case=True)
+    # On a table with inline-root-manifests: the largest root (Arrow IPC bytes) a version manifest
+    # carries; a larger one is written as a root file.
+    MANIFEST_ROOT_INLINE_MAX_BYTES = _int_property("manifest.root-inline-max-bytes", 65_536, 0)
     MANIFEST_LEAF_TARGET_FILES = _int_property("manifest.leaf-target-files", 10_000, 1)
     MANIFEST_MERGE_MIN_LEAVES = _int_property("manifest.merge-min-leaves", 8, 2)
 

@@ -6,13 +6,14 @@ point. Everything it references was written before it under unique names.
 
 from __future__ import annotations
 
+import base64
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any
 
 from lamina.errors import CorruptMetadata
-from lamina.spec.layout import FORMAT_VERSION
+from lamina.spec.layout import FORMAT_VERSION, INLINE_ROOT_SUFFIX, is_inline_root
 from lamina.spec.partition import PartitionSpec
 from lamina.spec.schema import Schema
 from lamina.spec.sort import SortOrder
@@ -107,6 +108,9 @@ class VersionManifest:
     # block's slots, and which of them removed files or wrote leaves, from one version; () at a
     # block's first version; None where unknown (the base was written without it).
     block_commits: tuple[str, ...] | None = None
+    # The root manifest's Arrow IPC bytes when this version carries it (feature
+    # inline-root-manifests; ``root_manifest`` then names it: lamina.spec.layout.is_inline_root).
+    root_inline: bytes | None = field(default=None, repr=False)
 
     @property
     def all_partition_specs(self) -> tuple[PartitionSpec, ...]:
@@ -139,9 +143,12 @@ class VersionManifest:
             **({} if self.next_row_id is None else {"next_row_id": self.next_row_id}),
             **({} if self.block_commits is None else {"block_commits": list(self.block_commits)}),
         })
-        return (
-            f'{head[:-1]},"schema":{_encoded(self.schema)},"partition_spec":{_encoded(self.partition_spec)},{tail[1:]}'
-        ).encode()
+        out = f'{head[:-1]},"schema":{_encoded(self.schema)},"partition_spec":{_encoded(self.partition_spec)},{tail[1:]}'.encode()
+        if self.root_inline is None:
+            return out
+        # The carried root last, as bytes: base64 needs no JSON escaping, and the largest part of
+        # the manifest is then copied once rather than scanned by the encoder and re-encoded.
+        return b"".join((out[:-1], b',"root_inline":"', base64.b64encode(self.root_inline), b'"}'))
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> "VersionManifest":
@@ -167,6 +174,12 @@ class VersionManifest:
                 if spec not in specs:
                     raise CorruptMetadata(f"the current partition spec (id {spec.spec_id}) is not among partition_specs")
             order = j.get("sort_order")
+            inline = j.get("root_inline")
+            if (inline is not None) != is_inline_root(j["root_manifest"]):
+                raise CorruptMetadata(
+                    f"root_manifest {j['root_manifest']!r} and root_inline disagree: a root carried by the "
+                    f"version manifest is named *{INLINE_ROOT_SUFFIX}, and only such a root is carried"
+                )
             return cls(
                 version=int(j["version"]),
                 parent_version=None if j["parent_version"] is None else int(j["parent_version"]),
@@ -188,6 +201,7 @@ class VersionManifest:
                 sort_order=None if order is None else _cached(SortOrder.from_json, order),
                 next_row_id=None if j.get("next_row_id") is None else int(j["next_row_id"]),
                 block_commits=_block_commits(j.get("block_commits")),
+                root_inline=None if inline is None else base64.b64decode(inline, validate=True),
             )
         except CorruptMetadata as e:
             raise CorruptMetadata(f"{where}: {e}") from None
@@ -198,4 +212,25 @@ class VersionManifest:
             ) from None
 
     def next(self, **changes: Any) -> "VersionManifest":
-        return replace(self, **changes)
+        """This manifest with ``changes`` (fields), as ``dataclasses.replace`` would make it (a
+        commit makes several: this skips replace's per-field introspection). What was worked
+        out from this one and cached on it (its manifest schema) is kept when the fields it
+        derives from are the same."""
+        unknown = changes.keys() - _FIELD_NAMES
+        if unknown:
+            raise TypeError(f"VersionManifest has no field(s) {sorted(unknown)}")
+        state = dict(self.__dict__)
+        if any(k in changes and changes[k] is not state[k] and changes[k] != state[k] for k in _CACHE_DEPENDS_ON):
+            for key in _CACHED:
+                state.pop(key, None)
+        state.update(changes)
+        new = object.__new__(VersionManifest)
+        new.__dict__.update(state)
+        return new
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(VersionManifest))
+# Attributes computed from a manifest and cached on it (lamina.manifest.entries.manifest_schema_of),
+# and the fields they are computed from.
+_CACHED = ("_manifest_schema",)
+_CACHE_DEPENDS_ON = ("schema", "partition_spec", "partition_specs", "properties", "reader_features", "writer_features")

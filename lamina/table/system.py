@@ -173,7 +173,7 @@ def branches(
 def files(table: "Table", vm: VersionManifest) -> pa.Table:
     """Live data files of ``vm`` with their statistics, bounds keyed by column name."""
     mschema = manifest_schema_of(vm)
-    e = live_data_entries(table.io, vm.root_manifest, mschema)
+    e = live_data_entries(table.io, vm.root_manifest, mschema, inline=vm.root_inline)
     out = {
         "path": e.column("path"),
         "size": e.column("size"),
@@ -196,14 +196,15 @@ def manifests(table: "Table", vm: VersionManifest) -> pa.Table:
     """The root manifest of ``vm`` and the leaves it references."""
     if vm.root_manifest is None:
         return MANIFESTS_SCHEMA.empty_table()
-    root = load_root(table.io, vm.root_manifest, manifest_schema_of(vm))
+    root = load_root(table.io, vm.root_manifest, manifest_schema_of(vm), vm.root_inline)
     leaves = root.filter(pc.equal(root.column("content"), C.LEAF))
     inline = root.filter(pc.and_(pc.equal(root.column("content"), C.DATA), pc.not_equal(root.column("status"), C.REMOVED)))
     root_row = pa.table(
         {
             "path": [vm.root_manifest],
             "kind": ["root"],
-            "size": [table.io.size(vm.root_manifest)],
+            # a root its version manifest carries: the size of its bytes there
+            "size": [table.io.size(vm.root_manifest) if vm.root_inline is None else len(vm.root_inline)],
             "file_count": [inline.num_rows],
             "record_count": [int(pc.sum(inline.column("record_count")).as_py() or 0)],
             "min_added_version": [pc.min(inline.column("added_version")).as_py() if inline.num_rows else None],

@@ -27,6 +27,7 @@ from lamina.data.writer import PendingWrites
 from lamina.errors import CommitStateUnknown, InvalidArgument, LaminaError, StorageError, TagAlreadyExists
 from lamina.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow_filter, to_expr
 from lamina.manifest.entries import entries_from_user_files, manifest_schema_of
+from lamina.spec.lineage import counter_of
 from lamina.spec.stats import stats_policy
 from lamina.operations import (
     AppendFiles,
@@ -124,9 +125,9 @@ class Transaction:
             self._pending.append(pending)
         return self
 
-    def _write(self, rows: pa.Table, write_id: str, pending: PendingWrites | None = None) -> pa.Table:
+    def _write(self, rows: pa.Table, write_id: str, pending: PendingWrites | None = None, row_ids_from: int | None = None) -> pa.Table:
         vm = self.metadata
-        entries = Base(self.table.io, vm, vm.version + 1).write(rows, write_id, pending=pending)
+        entries = Base(self.table.io, vm, vm.version + 1).write(rows, write_id, pending=pending, row_ids_from=row_ids_from)
         self._written.extend(entries.column("path").to_pylist())
         return entries
 
@@ -165,8 +166,15 @@ class Transaction:
         if apps:
             check_app_transactions(self.table.log.latest(), apps)  # before writing a file for nothing
         pending = PendingWrites([])  # the data file reaches storage while manifests are built (on object stores)
-        entries = self._write(rows, new_write_id(), pending)
-        return self.add_operation(AppendFiles(entries, app_transactions=apps), pending=pending)
+        # The entries are built for the version after this one, with the row ids its commit would
+        # give them there: on that attempt the committer takes them as they are.
+        vm = self.metadata
+        counter = counter_of(vm)
+        entries = self._write(rows, new_write_id(), pending, row_ids_from=counter)
+        row_ids = None if counter is None else (counter, counter + rows.num_rows)
+        return self.add_operation(
+            AppendFiles(entries, app_transactions=apps, built_for=vm.version + 1, row_ids=row_ids), pending=pending,
+        )
 
     def overwrite(self, data: Any, where: str | Expr | None = None, *, schema_mode: str | None = None) -> "Transaction":
         """Replace all rows, or those matching ``where``, with ``data`` (see ``Table.overwrite``)."""

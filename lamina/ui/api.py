@@ -234,7 +234,7 @@ class Explorer:
                 vm = t.metadata
                 row |= {
                     "version": vm.version, "rows": _int(vm.summary, "total-records"),
-                    "files": _int(vm.summary, "total-files"), "bytes": self._live_bytes(t, vm.root_manifest),
+                    "files": _int(vm.summary, "total-files"), "bytes": self._live_bytes(t, vm.root_manifest, vm.root_inline),
                     "last_commit_ms": vm.timestamp_ms, "last_operation": vm.operation,
                 }
             except LaminaError as e:
@@ -289,7 +289,7 @@ class Explorer:
         if vm.root_manifest is None:
             return manifest_schema_of(vm).empty_table()
         return self._files.get(
-            (t.uri, vm.root_manifest), lambda: live_data_entries(t.io, vm.root_manifest, manifest_schema_of(vm))
+            (t.uri, vm.root_manifest), lambda: live_data_entries(t.io, vm.root_manifest, manifest_schema_of(vm), inline=vm.root_inline)
         )
 
     def partitions(self, t: Table, vm: VersionManifest) -> list[dict[str, Any]]:
@@ -395,12 +395,14 @@ class Explorer:
             vm = t.metadata if v == t.version else t.log.try_load(v)
             if vm is None:
                 return None
-            return v, self._live_bytes(t, vm.root_manifest)
+            return v, self._live_bytes(t, vm.root_manifest, vm.root_inline)
 
         points = [p for p in _pool.map(one, versions) if p is not None]
         return {"version": [p[0] for p in points], "bytes": [p[1] for p in points], "sampled": len(versions) < len(every)}
 
-    def _live_bytes(self, t: Table, manifest: str | None, leaf: bool = False) -> int:
+    def _live_bytes(self, t: Table, manifest: str | None, carried: bytes | None = None, leaf: bool = False) -> int:
+        """Bytes of the live data files under ``manifest`` (a root: ``carried``, its bytes if its
+        version manifest carries it; or a leaf)."""
         if manifest is None:
             return 0
 
@@ -408,7 +410,7 @@ class Explorer:
             if leaf:  # only data files: their live bytes (no paths read)
                 m = read_manifest(t.io, manifest, ["status", "size"])
                 return int(pc.sum(m.column("size").filter(pc.not_equal(m.column("status"), C.REMOVED))).as_py() or 0)
-            m = read_manifest(t.io, manifest, ["content", "status", "path", "size"])
+            m = read_manifest(t.io, manifest, ["content", "status", "path", "size"], inline=carried)
             m = m.filter(pc.not_equal(m.column("status"), C.REMOVED))
             is_leaf = pc.equal(m.column("content"), C.LEAF)
             inline = int(pc.sum(m.filter(pc.invert(is_leaf)).column("size")).as_py() or 0)

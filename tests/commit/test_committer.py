@@ -99,6 +99,51 @@ def test_stale_writer_rebases_and_appends_never_conflict(tmp_path):
     assert ids(lamina.open_table(a.uri)) == [0, 1, 2, 10, 11, 12]
 
 
+def test_a_rebased_append_records_the_version_it_landed_as(tmp_path):
+    """An append's entries are built for the version after its table object's; one that lands
+    later (a rebase) records the version it landed as, with row ids after the winner's."""
+    a = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    b = lamina.open_table(a.uri)
+    a.append(rows(0))
+    b.append(rows(10))  # built for version 1, landed as 2
+    files = lamina.open_table(a.uri).files().to_pylist()
+    assert sorted((f["added_version"], f["record_count"]) for f in files) == [(1, 3), (2, 3)]
+    t = lamina.open_table(a.uri)
+    got = t.scan(columns=["id", "_row_id", "_last_updated_version"]).to_arrow().sort_by("id").to_pylist()
+    assert [(r["id"], r["_row_id"], r["_last_updated_version"]) for r in got] == [
+        (0, 0, 1), (1, 1, 1), (2, 2, 1), (10, 3, 2), (11, 4, 2), (12, 5, 2)]
+    assert t.changes(1, 2).to_arrow().column("id").to_pylist() == [10, 11, 12]
+
+
+def _lineage(uri: str) -> list[tuple[int, int, int]]:
+    t = lamina.open_table(uri)
+    got = t.scan(columns=["id", "_row_id", "_last_updated_version"]).to_arrow().sort_by("id").to_pylist()
+    return [(r["id"], r["_row_id"], r["_last_updated_version"]) for r in got]
+
+
+def test_an_append_rebased_past_a_version_adding_no_rows_records_that_version(tmp_path):
+    """The row id counter is where the append's ids started, but the version is not the one
+    they were given for: the rows record the version they landed in."""
+    a = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    b = lamina.open_table(a.uri)
+    with a.update_schema() as u:  # version 1: no rows, the counter stays at 0
+        u.add_column("note", pa.string())
+    b.append(rows(10))  # built for version 1, landed as 2
+    assert _lineage(a.uri) == [(10, 0, 2), (11, 1, 2), (12, 2, 2)]
+
+
+def test_appends_in_one_transaction_get_consecutive_row_ids(tmp_path):
+    """Each append of a transaction is built from the same counter; the second's ids are given
+    afresh after the first's."""
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    t.append(rows(0, 2))
+    with t.transaction() as tx:
+        tx.append(rows(10))
+        tx.append(rows(20, 2))
+    assert _lineage(t.uri) == [(0, 0, 1), (1, 1, 1), (10, 2, 2), (11, 3, 2), (12, 4, 2), (20, 5, 2), (21, 6, 2)]
+    assert lamina.open_table(t.uri).metadata.next_row_id == 7
+
+
 def test_retry_budget_exhausted_commits_nothing(tmp_path):
     a = lamina.create_table(str(tmp_path / "t"), SCHEMA)
     b = lamina.open_table(a.uri)

@@ -205,6 +205,42 @@ def test_unreadable_hint(three_versions, garbage):
     _assert_latest(uri)
 
 
+def test_torn_hint_mixing_two_hints(tmp_path):
+    """On local disk the hint is rewritten in place, so a read racing the rewrite (or a crash in
+    it) may see the new hint's first bytes over the old one's rest: whatever the split, opening
+    finds the latest version."""
+    uri = str(tmp_path / "t")
+    t = lamina.create_table(uri, workers.schema())
+    hints = {}
+    for seq in range(10):
+        t.append(workers.batch(0, seq, ROWS))
+        flush_hints()
+        with open(os.path.join(uri, HINT_PATH), "rb") as f:
+            hints[t.version] = f.read().rstrip(b" ")
+    old, new = hints[9], hints[10]
+    assert len(new) > len(old)  # one more digit: the version and the ordinal
+    for k in range(len(new) + 1):
+        _write_hint(uri, new[:k] + old[k:])
+        for allow_list in (True, False):
+            assert lamina.open_table(uri, allow_list=allow_list).version == 10, (k, allow_list)
+
+
+def test_local_hint_is_rewritten_in_place_before_the_commit_returns(tmp_path):
+    """No new file per commit for the hint (a replace creates one and frees the old), and no
+    wait for a background write: the hint names the version as soon as the append returns."""
+    uri = str(tmp_path / "t")
+    t = lamina.create_table(uri, workers.schema())
+    inode = os.stat(os.path.join(uri, HINT_PATH)).st_ino
+    for seq in range(3):
+        t.append(workers.batch(0, seq, ROWS))
+        assert _hint_version(uri) == t.version
+        assert os.stat(os.path.join(uri, HINT_PATH)).st_ino == inode
+    _write_hint(uri, b" " * 600)  # longer than any hint here: the next one is padded to it
+    t.append(workers.batch(0, 3, ROWS))
+    assert _hint_version(uri) == 4
+    _assert_latest(uri, 4)
+
+
 def test_hint_ahead_of_versions(three_versions):
     """A hint naming a version that does not exist (e.g. restored from elsewhere) is ignored."""
     uri, hints = three_versions

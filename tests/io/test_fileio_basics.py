@@ -88,6 +88,30 @@ def test_put_new_succeeds_again_only_on_identical_bytes(store):
     assert io.get("data/f.parquet") == b"these bytes"
 
 
+def test_put_in_place_leaves_one_writers_bytes_padded_to_the_old_length(store):
+    io = store()
+    io.put_in_place("_lamina/h.json", b'{"v": 100}')  # nothing there: created
+    assert io.get("_lamina/h.json") == b'{"v": 100}'
+    io.put_in_place("_lamina/h.json", b'{"v": 7}')  # shorter: no tail of the old bytes is left
+    got = io.get("_lamina/h.json")
+    assert got.rstrip(b" ") == b'{"v": 7}' and set(got[len(b'{"v": 7}'):]) <= {ord(" ")}
+    io.put_in_place("_lamina/h.json", b'{"v": 1000000}')
+    assert io.get("_lamina/h.json") == b'{"v": 1000000}'
+
+
+def test_put_in_place_on_local_disk_keeps_the_file_and_replaces_a_much_larger_one(tmp_path):
+    io = FileIO(str(tmp_path / "t"))
+    io.put("_lamina/h.json", b"x" * 10)
+    inode = os.stat(io.local_path("_lamina/h.json")).st_ino
+    for data in (b"a" * 20, b"b" * 5, b"c" * 30):
+        io.put_in_place("_lamina/h.json", data)
+        assert os.stat(io.local_path("_lamina/h.json")).st_ino == inode  # no new file
+        assert io.get("_lamina/h.json").rstrip(b" ") == data
+    io.put("_lamina/h.json", b"y" * 100_000)  # far longer than any padding worth writing
+    io.put_in_place("_lamina/h.json", b"small")
+    assert io.get("_lamina/h.json") == b"small"
+
+
 def test_delete_and_delete_many(store):
     io = store()
     names = [f"data/p={i % 2}/f{i}.parquet" for i in range(6)]

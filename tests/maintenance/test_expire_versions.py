@@ -47,8 +47,10 @@ def test_reader_grace_keeps_recent_versions_and_dry_run_changes_nothing(table):
 def test_older_than_keeps_what_time_travel_after_the_cutoff_needs(table):
     table.append(batch([1]))
     table.append(batch([2]))
-    cutoff = table.metadata.timestamp_ms + 1  # version 2 is current at the cutoff
     table.append(batch([3]))
+    # Version 2 is current at the cutoff: timestamps rise by at least 1 ms a version, and an
+    # append can take less than one, so the cutoff is taken just before version 3's.
+    cutoff = table.metadata.timestamp_ms - 1
     rep = table.expire_versions(older_than=cutoff, reader_grace=NOW)
     assert rep.expired_versions == [0, 1]  # superseded before the cutoff
     assert ids(table.scan(timestamp=cutoff).to_arrow()) == [1, 2]

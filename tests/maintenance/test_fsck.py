@@ -22,7 +22,7 @@ from lamina.commit import flush_hints
 from lamina.errors import CorruptMetadata
 from lamina.maintenance import fsck
 from lamina.manifest.files import clear_cache
-from lamina.spec.layout import version_path
+from lamina.spec.layout import is_inline_root, version_path
 from support.files import referenced, table_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("grp", pa.string())])
@@ -55,10 +55,9 @@ def latest_refs(t: lamina.Table) -> dict[str, list[str]]:
     }
 
 
-@pytest.fixture
-def table(tmp_path):
+def build(tmp_path, root_format: str) -> lamina.Table:
     props = {"manifest.inline-max-files": "2", "manifest.leaf-target-files": "3",
-             "version.slot-chunk-size": "4", "expire.slot-retention-ms": "0"}
+             "version.slot-chunk-size": "4", "expire.slot-retention-ms": "0", "manifest.root-format": root_format}
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["grp"], properties=props)
     for k in range(4):
         t.append(batch(range(10 * k, 10 * k + 5), "ab"[k % 2]))
@@ -78,7 +77,14 @@ def table(tmp_path):
     assert refs["data"] and refs["dv"] and refs["root"] and refs["leaf"]  # every kind is there
     assert [(r.first, r.last) for r in t.log.slot_records()] == [(0, 3), (4, 5)]
     _first_slot(t, tombstone=True)  # ... and tombstones
-    yield t
+    return t
+
+
+@pytest.fixture
+def table(tmp_path):
+    # Root manifests as files, so their damage can be done to them (roots carried by version
+    # manifests: test_a_table_with_carried_roots_is_clean_and_a_damaged_one_reported).
+    yield build(tmp_path, "arrow")
     clear_cache()
 
 
@@ -94,6 +100,24 @@ def test_a_healthy_table_is_clean(table):
     refs = latest_refs(table)
     assert report.version == table.version
     assert report.checked_files == sum(len(v) for v in refs.values())
+
+
+def test_a_table_with_carried_roots_is_clean_and_a_damaged_one_reported(tmp_path):
+    t = build(tmp_path, "inline")
+    assert is_inline_root(t.metadata.root_manifest)
+    report = fsck(fresh(t))
+    assert report.ok and not (report.missing or report.errors or report.unreferenced), report
+    refs = latest_refs(t)
+    assert report.checked_files == sum(len(v) for v in refs.values()) - 1  # the root is no file
+    path = os.path.join(t.uri, version_path(t.version))
+    with open(path, "rb") as f:
+        j = json.loads(f.read())
+    j["root_inline"] = j["root_inline"][:60]  # its bytes cut short
+    with open(path, "wb") as f:
+        f.write(json.dumps(j).encode())
+    report = fsck(fresh(t))
+    assert not report.ok and any("corrupt or truncated" in e for e in report.errors), report
+    clear_cache()
 
 
 def test_unreferenced_files_are_listed_but_are_not_damage(table):

@@ -1,6 +1,7 @@
 """Root manifests as Arrow IPC files (feature ``arrow-root-manifests``, docs/format.md "Manifest
-tree"): what new tables write, what ``manifest.root-format=parquet`` keeps, and what a reader
-without the feature does. Rows read back are checked against DuckDB reading the table's data
+tree"): what ``manifest.root-format=arrow`` writes, what ``parquet`` keeps, and what a reader
+without the feature does (new tables carry their roots in their version manifests:
+test_inline_roots.py). Rows read back are checked against DuckDB reading the table's data
 files directly (the oracle knows nothing of manifests)."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from lamina.errors import CorruptMetadata, InvalidArgument, UnsupportedFeature
 from lamina.manifest.files import clear_cache, read_manifest
 from lamina.spec import content as C
 from lamina.spec import features
-from lamina.spec.features import ARROW_ROOT_MANIFESTS
+from lamina.spec.features import ARROW_ROOT_MANIFESTS, INLINE_ROOT_MANIFESTS
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
@@ -49,9 +50,10 @@ def read_fresh_ids(uri: str, version: int | None = None) -> list[int]:
     return sorted(lamina.open_table(uri, version=version).to_arrow().column("id").to_pylist())
 
 
-def test_a_new_table_writes_arrow_roots_over_parquet_leaves(tmp_path):
-    t = make(tmp_path)
+def test_root_format_arrow_writes_arrow_roots_over_parquet_leaves(tmp_path):
+    t = make(tmp_path, **{"manifest.root-format": "arrow"})
     assert ARROW_ROOT_MANIFESTS in t.metadata.reader_features and ARROW_ROOT_MANIFESTS in t.metadata.writer_features
+    assert INLINE_ROOT_MANIFESTS not in t.metadata.reader_features + t.metadata.writer_features
     root = t.metadata.root_manifest
     assert root.endswith(".root.arrow") and magic(t, root) == b"ARROW1"
     clear_cache()
@@ -66,13 +68,13 @@ def test_a_new_table_writes_arrow_roots_over_parquet_leaves(tmp_path):
 
 def test_root_format_parquet_keeps_parquet_roots_and_no_feature(tmp_path):
     t = make(tmp_path, **{"manifest.root-format": "PARQUET"})
-    assert ARROW_ROOT_MANIFESTS not in t.metadata.reader_features + t.metadata.writer_features
+    assert not {ARROW_ROOT_MANIFESTS, INLINE_ROOT_MANIFESTS} & set(t.metadata.reader_features + t.metadata.writer_features)
     assert t.metadata.root_manifest.endswith(".root.parquet") and magic(t, t.metadata.root_manifest)[:4] == b"PAR1"
     assert read_fresh_ids(t.io.uri) == oracle_ids(t)
 
 
 def test_a_reader_without_the_feature_refuses_arrow_roots_and_reads_parquet_ones(tmp_path, monkeypatch):
-    arrow = make(tmp_path / "a")
+    arrow = make(tmp_path / "a", **{"manifest.root-format": "arrow"})
     parquet = make(tmp_path / "p", **{"manifest.root-format": "parquet"})
     monkeypatch.setattr(features, "KNOWN_READER_FEATURES", features.KNOWN_READER_FEATURES - {ARROW_ROOT_MANIFESTS})
     with pytest.raises(UnsupportedFeature, match="arrow-root-manifests.*upgrade lamina"):
@@ -81,7 +83,7 @@ def test_a_reader_without_the_feature_refuses_arrow_roots_and_reads_parquet_ones
 
 
 def test_a_writer_without_the_feature_refuses_to_commit(tmp_path, monkeypatch):
-    t = make(tmp_path, appends=1)
+    t = make(tmp_path, appends=1, **{"manifest.root-format": "arrow"})
     monkeypatch.setattr(features, "KNOWN_WRITER_FEATURES", features.KNOWN_WRITER_FEATURES - {ARROW_ROOT_MANIFESTS})
     before = t.version
     with pytest.raises(UnsupportedFeature, match="arrow-root-manifests"):
@@ -90,7 +92,7 @@ def test_a_writer_without_the_feature_refuses_to_commit(tmp_path, monkeypatch):
 
 
 def test_a_truncated_arrow_root_is_reported_as_corrupt(tmp_path):
-    t = make(tmp_path, appends=2)
+    t = make(tmp_path, appends=2, **{"manifest.root-format": "arrow"})
     path = os.path.join(t.io.uri, t.metadata.root_manifest)
     with open(path, "rb") as f:
         head = f.read()[:40]
@@ -102,6 +104,6 @@ def test_a_truncated_arrow_root_is_reported_as_corrupt(tmp_path):
 
 
 def test_an_unknown_root_format_is_refused_at_creation(tmp_path):
-    with pytest.raises(InvalidArgument, match=r"manifest\.root-format.*arrow, parquet"):
+    with pytest.raises(InvalidArgument, match=r"manifest\.root-format.*inline, arrow, parquet"):
         lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"manifest.root-format": "orc"})
     assert not os.path.exists(tmp_path / "t" / "_lamina")

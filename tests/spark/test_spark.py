@@ -67,7 +67,7 @@ def all_entries(t: lamina.Table) -> pa.Table:
     from lamina.manifest.entries import manifest_schema_of
     from lamina.manifest.tree import live_data_entries
 
-    return live_data_entries(t.io, t.metadata.root_manifest, manifest_schema_of(t.metadata))
+    return live_data_entries(t.io, t.metadata.root_manifest, manifest_schema_of(t.metadata), inline=t.metadata.root_inline)
 
 
 def data_files(root) -> list[str]:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import lamina
 from lamina.errors import CorruptMetadata
 from lamina.io import FileIO
-from lamina.spec.layout import version_path
+from lamina.spec.layout import is_inline_root, new_inline_root_name, version_path
 from lamina.spec.partition import PartitionSpec
 from lamina.spec.schema import Schema
 from lamina.spec.version import VersionManifest
@@ -38,10 +38,13 @@ json_values = st.recursive(
     op=st.text(min_size=1, max_size=12),
     summary=st.dictionaries(st.text(max_size=10), json_values, max_size=4),
     props=st.dictionaries(st.text(max_size=10), st.text(max_size=10), max_size=4),
-    root=st.none() | st.text(min_size=1, max_size=30),
+    root=st.none() | st.text(min_size=1, max_size=30).filter(lambda r: not is_inline_root(r)),
     feats=st.lists(st.text(min_size=1, max_size=10), max_size=3),
+    inline=st.none() | st.binary(min_size=1, max_size=40),
 )
-def test_version_manifest_json_round_trip(version, ts, op, summary, props, root, feats):
+def test_version_manifest_json_round_trip(version, ts, op, summary, props, root, feats, inline):
+    if inline is not None:
+        root = new_inline_root_name()  # a carried root: named so, and its bytes with it
     vm = VersionManifest(
         version=version,
         parent_version=version - 1 if version else None,
@@ -56,6 +59,7 @@ def test_version_manifest_json_round_trip(version, ts, op, summary, props, root,
         reader_features=tuple(feats),
         writer_features=tuple(feats),
         commit_id="abc",
+        root_inline=inline,
     )
     assert VersionManifest.from_json(vm.to_json(), "x") == vm
     # The schema and spec are spliced in as text encoded once: the bytes are still exactly the
@@ -68,7 +72,8 @@ def test_version_manifest_json_round_trip(version, ts, op, summary, props, root,
 
 
 def test_corrupt_and_truncated_metadata_is_a_clear_error(uri):
-    t = lamina.create_table(uri, SCHEMA)
+    # roots as files here (a damaged root a version manifest carries: tests/manifest/test_inline_roots.py)
+    t = lamina.create_table(uri, SCHEMA, properties={"manifest.root-format": "arrow"})
     t.append(batch(0, 3))
     t.append(batch(3, 3))
     io = FileIO(uri)
@@ -88,3 +93,26 @@ def test_corrupt_and_truncated_metadata_is_a_clear_error(uri):
         f.write(b"PAR1garbage")
     with pytest.raises(CorruptMetadata, match="manifest"):
         lamina.open_table(uri).scan().to_arrow()
+
+
+def test_next_is_replace_and_keeps_what_was_derived_only_from_the_same_fields(uri):
+    import dataclasses
+
+    import pyarrow as pa
+
+    from lamina.manifest.entries import manifest_schema_of
+
+    t = lamina.create_table(uri, SCHEMA)
+    t.append(batch(0, 3))
+    vm = t.metadata
+    ms = manifest_schema_of(vm)
+    same = vm.next(version=vm.version + 1, summary={"x": 1}, properties=vm.properties, schema=vm.schema)
+    assert same == dataclasses.replace(vm, version=vm.version + 1, summary={"x": 1})
+    assert manifest_schema_of(same) is ms  # nothing it derives from changed: kept
+    wider = Schema.from_arrow(pa.schema([*SCHEMA, pa.field("extra", pa.int64())]))
+    other = vm.next(schema=wider)
+    assert manifest_schema_of(other) is not ms and "min_5" in manifest_schema_of(other).names
+    policy = vm.next(properties={**vm.properties, "write.metadata.metrics.default": "none"})
+    assert not any(n.startswith("min_") for n in manifest_schema_of(policy).names)
+    with pytest.raises(TypeError, match="no field"):
+        vm.next(verison=3)

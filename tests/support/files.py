@@ -11,6 +11,7 @@ import pyarrow as pa
 import lamina
 
 from lamina.commit import flush_hints
+from lamina.spec.layout import is_inline_root
 
 
 def table_files(root: str) -> dict[str, bytes]:
@@ -37,14 +38,14 @@ def set_age(path: str, days: float) -> None:
 
 def referenced(t: lamina.Table) -> set[str]:
     """Every data, DV and manifest file a surviving version or a tag references, from the
-    public system tables ($files, $manifests)."""
+    public system tables ($files, $manifests; a root its version manifest carries is no file)."""
     out: set[str] = set()
     points = [{"version": h["version"]} for h in t.history()] + [{"tag": tg.name} for tg in t.tags()]
     for at in points:
         files = t.files(**at)
         out.update(files.column("path").to_pylist())
         out.update(p for p in files.column("dv_path").to_pylist() if p is not None)
-        out.update(t.manifests(**at).column("path").to_pylist())
+        out.update(p for p in t.manifests(**at).column("path").to_pylist() if not is_inline_root(p))
     return out
 
 
@@ -63,7 +64,7 @@ def referenced_by(t: lamina.Table, **at) -> set[str]:
     """The data, DV and manifest files of one version (``at``: version=, tag=) by its system tables."""
     f = t.system_table("files", **at)
     files = f.column("path").to_pylist() + [p for p in f.column("dv_path").to_pylist() if p]
-    return set(files) | set(t.system_table("manifests", **at).column("path").to_pylist())
+    return set(files) | {p for p in t.system_table("manifests", **at).column("path").to_pylist() if not is_inline_root(p)}
 
 
 def rewrite_manifest(path: str, edit) -> None:
@@ -80,3 +81,30 @@ def rewrite_manifest(path: str, edit) -> None:
             w.write_table(entries)
     else:
         pq.write_table(edit(pq.read_table(path)), path)
+
+
+def rewrite_root(t: lamina.Table, edit) -> None:
+    """Replace the latest version's root manifest with ``edit`` of its entries, where it is: in
+    its file (``rewrite_manifest``), or in the version manifest that carries it (feature
+    inline-root-manifests: the version file is rewritten with the new root's bytes)."""
+    import base64
+    import json
+
+    import pyarrow.ipc as ipc
+
+    from lamina.spec.layout import version_path
+
+    vm = t.metadata
+    if not is_inline_root(vm.root_manifest):
+        rewrite_manifest(os.path.join(t.uri, vm.root_manifest), edit)
+        return
+    entries = edit(ipc.open_stream(pa.py_buffer(vm.root_inline)).read_all())
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, entries.schema) as w:
+        w.write_table(entries)
+    path = os.path.join(t.uri, version_path(vm.version))
+    with open(path, "rb") as f:
+        j = json.loads(f.read())
+    j["root_inline"] = base64.b64encode(sink.getvalue().to_pybytes()).decode()
+    with open(path, "wb") as f:
+        f.write(json.dumps(j, separators=(",", ":")).encode())

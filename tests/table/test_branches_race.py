@@ -190,25 +190,30 @@ def test_commit_landing_after_delete_branch_is_refused_and_leaves_nothing(tmp_pa
 
 
 def test_a_hint_landing_after_delete_branch_is_taken_back(tmp_path, monkeypatch):
-    """A commit's hint is written in the background: one that lands after delete_branch
-    cleared the branch's log must not stay there (the log keeps its marker only)."""
+    """A commit's hint is written after its commit point (in the background on object stores,
+    by the committing thread on local disk): one that lands after delete_branch cleared the
+    branch's log must not stay there (the log keeps its marker only)."""
     uri = str(tmp_path / "t")
     t = lamina.create_table(uri, workers.schema())
     dev = t.create_branch("dev")
     flush_hints()
-    release = threading.Event()
+    arrived, release = threading.Event(), threading.Event()
     write_hint = VersionLog._write_hint_now
 
     def held(self, vm):  # noqa: ANN001
         if isinstance(self, BranchLog):
+            arrived.set()
             assert release.wait(60)
         write_hint(self, vm)
 
     monkeypatch.setattr(VersionLog, "_write_hint_now", held)
-    dev.append(workers.batch(1, 0, 2))  # its hint is queued, and held
+    committer = threading.Thread(target=lambda: dev.append(workers.batch(1, 0, 2)))
+    committer.start()  # committed; its hint write is held
+    assert arrived.wait(60)
     t.delete_branch("dev")
     t.expire_versions(retain_last=100, reader_grace=NOW)  # frees the deleted branch's log
     release.set()
+    committer.join(60)
     flush_hints()
     logs = [p for p in table_files(uri) if p.startswith(BRANCH_LOGS_DIR + "/")]
     assert len(logs) == 1 and logs[0].endswith(".deleted.json"), logs

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from support.files import rewrite_manifest
+from support.files import rewrite_root
 
 import lamina
 from lamina.data.scan import Scan
@@ -160,7 +160,7 @@ def lose_first_row_id(t: lamina.Table, id_value: int) -> str:
         hit = pc.equal(entries.column("path"), target)
         return entries.set_column(i, entries.schema.field(i), pc.if_else(hit, pa.scalar(None, pa.int64()), entries.column(i)))
 
-    rewrite_manifest(os.path.join(t.uri, t.metadata.root_manifest), edit)
+    rewrite_root(t, edit)
     manifest_files.clear_cache()
     return target
 
@@ -240,7 +240,7 @@ def test_fsck_reports_overlapping_ids_and_a_counter_behind_them(t):
         i = entries.schema.get_field_index("first_row_id")
         return entries.set_column(i, entries.schema.field(i), pa.array([0, 0, 2, 3, 9], pa.int64()))  # two share id 0
 
-    rewrite_manifest(os.path.join(t.uri, t.metadata.root_manifest), edit)
+    rewrite_root(t, edit)
     manifest_files.clear_cache()
     errors = fsck(lamina.open_table(t.uri)).errors
     assert any("1 data file(s) have row ids another live file has" in e for e in errors), errors
