@@ -6,6 +6,7 @@ cached process-wide by location; a repeated plan or commit reads no bytes.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -134,8 +135,29 @@ def read_manifest(io: FileIO, path: str, columns: Sequence[str] | None = None) -
     return t
 
 
+# Local manifests of at most this many bytes in all are read on the calling thread.
+LOCAL_SERIAL_BYTES = 1 << 20
+
+
 def read_manifests(io: FileIO, paths: Sequence[str], columns: Sequence[str] | None = None) -> list[pa.Table]:
-    """Read many manifests in parallel (I/O and Parquet decoding release the GIL)."""
+    """Read many manifests, in parallel (I/O and Parquet decoding release the GIL) unless they
+    are cached or a few small local files: decoding one of those takes a few hundred
+    microseconds, about what handing it to a pool thread and back costs (starting that thread,
+    in a fresh process, up to a 5 ms switch interval while another holds the interpreter lock)."""
     if len(paths) <= 1:
         return [read_manifest(io, p, columns) for p in paths]
+    uncached = [p for p in paths if _cache_get((io.uri, p)) is None]
+    if not uncached or (io.is_local and _local_bytes(io, uncached) <= LOCAL_SERIAL_BYTES):
+        return [read_manifest(io, p, columns) for p in paths]
     return list(_pool.map(lambda p: read_manifest(io, p, columns), paths))
+
+
+def _local_bytes(io: FileIO, paths: Sequence[str]) -> int:
+    """The size of local manifests (a missing one counts as nothing: reading it reports it)."""
+    total = 0
+    for p in paths:
+        try:
+            total += os.path.getsize(io.local_path(p))  # type: ignore[arg-type]
+        except OSError:
+            pass
+    return total

@@ -213,3 +213,15 @@ def test_dictionaries_small_and_large(tmp_path, duck, where):
     path = t.scan().plan().entries.column("path")[0].as_py()
     assert len(pq.read_table(os.path.join(str(tmp_path / "t"), path), read_dictionary=["s"]).column("s").chunk(0).dictionary) == 300
     check_against_duckdb(duck, t, where)
+
+
+@pytest.mark.parametrize("where", ["s = 'a'", "s IN ('b', 'zz')", "s IS NULL"])
+def test_file_with_its_columns_in_another_order(tmp_path, duck, where):
+    """The column is asked for as a dictionary by its leaf index in the table's schema: in a
+    file whose columns come in another order that leaf is another column (here ``id``, an
+    integer), and ``s`` is read by name, as plain values. (A file with fewer leaves: see
+    ``test_file_without_the_column_reads_nulls``.)"""
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    t.append(pa.table({"id": [0, 1, 2, 3], "s": ["a", "b", None, "a"]}, schema=SCHEMA))
+    add_parquet(t, pa.table({"s": pa.array(["a", None, "zz", "b"]), "id": pa.array([10, 11, 12, 13], pa.int64())}), "swapped.parquet")
+    check_against_duckdb(duck, t, where)
