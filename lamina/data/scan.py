@@ -607,14 +607,21 @@ class Scan:
                 # writes): a name would be looked up through a map pyarrow builds column by
                 # column in Python for every file. In a file laid out otherwise that leaf is
                 # another column, and this one is read as plain values (handled below).
-                reader.open(source, read_dictionary=[self._dictionary_leaf], pre_buffer=False)
-                rows = reader.metadata.num_rows
-                # read_column takes the column's index among the top-level fields, not its leaf
-                # index: they differ after a nested column.
-                field = reader.schema_arrow.get_field_index(column)
-                if field < 0:  # a file added without the column: it reads null in every row
-                    return np.arange(rows, dtype=np.int64) if matching_codes.null_hit() else np.zeros(0, dtype=np.int64)
-                values = reader.read_column(field)
+                leaf = self._dictionary_leaf
+                reader.open(source, read_dictionary=[leaf], pre_buffer=False)
+                meta = reader.metadata
+                rows = meta.num_rows
+                if leaf < meta.num_columns and "." not in column and meta.schema.column(leaf).path == column:
+                    # The leaf is the top-level column (a nested one's path has a dot): read by
+                    # its leaf index, without building the file's Arrow schema to find it.
+                    values = reader.read_all(column_indices=[leaf], use_threads=False).column(0)
+                else:
+                    # read_column takes the column's index among the top-level fields, not its
+                    # leaf index: they differ after a nested column.
+                    field = reader.schema_arrow.get_field_index(column)
+                    if field < 0:  # a file added without the column: it reads null in every row
+                        return np.arange(rows, dtype=np.int64) if matching_codes.null_hit() else np.zeros(0, dtype=np.int64)
+                    values = reader.read_column(field)
         if len(values) != rows:
             raise CorruptMetadata(f"data file {path} has {rows} rows in its footer but {len(values)} in its column {column!r}")
         chunks = values.chunks
