@@ -232,11 +232,12 @@ class RowDelta(Operation):
         new = [i for i, k in enumerate(keys) if k not in self._outcomes]
         if new:
             entries = cands.take(pa.array(new, pa.int64()))
-            outs = self._deletes_by_dictionary(base, entries)
+            outs = self._deletes_by_dictionary(base, entries)  # (positions ascending, each once)
             if outs is None:
                 outs = split_outcome(self.file_fn(self._live_rows(base, entries)), len(new))
+                for o in outs:
+                    o.delete = _sorted_unique(o.delete)
             for i, o in zip(new, outs):
-                o.delete = _sorted_unique(o.delete)
                 self._outcomes[keys[i]] = o
         return [self._outcomes[k] for k in keys]
 
