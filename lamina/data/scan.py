@@ -144,7 +144,8 @@ def _positions_of_codes(lut: np.ndarray, codes: np.ndarray) -> np.ndarray:
     hit = lut.nonzero()[0]
     if not len(hit):
         return np.zeros(0, dtype=np.int64)
-    mask = codes == hit[0] if len(hit) == 1 else lut[codes]
+    # (the code as a Python int: a NumPy int64 would have the int32 codes widened first)
+    mask = codes == int(hit[0]) if len(hit) == 1 else lut[codes]
     return mask.nonzero()[0].astype(np.int64, copy=False)
 
 
@@ -214,6 +215,11 @@ class _MatchingCodes:
                 hit.update(zip(fresh, got.tolist()))
         return np.array([hit[v] for v in values], dtype=bool)
 
+
+# ``Scan.matching_positions`` reads the columns of up to this many local files (and rows)
+# before picking their positions.
+_POSITIONS_BATCH_FILES = 64
+_POSITIONS_BATCH_ROWS = 1 << 22
 
 # Dictionaries of at most this many values go through ``_MatchingCodes._of_small``.
 _SMALL_DICTIONARY = 256
@@ -575,28 +581,45 @@ class Scan:
 
     def matching_positions(self, entries: pa.Table) -> list[np.ndarray]:
         """For each file of ``entries``, in order: the physical positions (row numbers in the
-        file, ascending) of its rows the predicate selects, deletion vectors not applied.
+        file, ascending, each once) of its rows the predicate selects, deletion vectors not
+        applied.
 
         Only for a predicate on its ``dictionary_column``: each file's column is read as
         dictionary codes (Parquet stores such a column dictionary-encoded as a rule, so no
         value is decoded), the predicate evaluated once per distinct value across all the
         dictionaries (``_MatchingCodes``), and the positions picked by code: no row's value
-        is compared, nothing is concatenated. Local files are read one after another on this
-        thread: a file is a few short pyarrow calls (~0.1 ms), each of which releases and
-        retakes the interpreter lock, and on read threads those hand-offs cost more than the
-        reads (two threads took longer than one for 200 files). Object stores: on the read
-        threads, whose reads mostly wait."""
+        is compared, nothing is concatenated.
+
+        Local files are read one after another on this thread: a file is a few short pyarrow
+        calls (~0.1 ms), each of which releases and retakes the interpreter lock, and on read
+        threads those hand-offs cost more than the reads (two threads took longer than one
+        for 200 files). The columns of a batch of files are read first, then their positions
+        picked: pyarrow's reading and NumPy's picking alternated file by file evict each
+        other's code and data from the CPU's caches (~20% slower). Object stores: file by
+        file on the read threads, whose reads mostly wait."""
         column = self.dictionary_column
         assert column is not None, "matching_positions needs a predicate on one string or binary column"
         paths = entries.column("path").to_pylist()
         # which codes match, per distinct dictionary, from the predicate per value; shared by the threads
         matching_codes = _MatchingCodes(self, column)
-        read = lambda i: self._file_matching_positions(paths[i], column, matching_codes)  # noqa: E731
-        if self.io.is_local:
-            return [read(i) for i in range(len(paths))]
-        return [pos for run in self._map_runs(entries, read, 16, 8 << 20, 8) for pos in run]
+        if not self.io.is_local:
+            read = lambda i: self._positions_in(paths[i], self._file_column(paths[i], column), matching_codes)  # noqa: E731
+            return [pos for run in self._map_runs(entries, read, 16, 8 << 20, 8) for pos in run]
+        out: list[np.ndarray] = []
+        batch: list[tuple[str, tuple[pa.ChunkedArray | None, int]]] = []
+        rows = 0
+        for path in paths:
+            batch.append((path, self._file_column(path, column)))
+            rows += batch[-1][1][1]
+            if len(batch) >= _POSITIONS_BATCH_FILES or rows >= _POSITIONS_BATCH_ROWS:
+                out += [self._positions_in(p, read, matching_codes) for p, read in batch]
+                batch, rows = [], 0
+        out += [self._positions_in(p, read, matching_codes) for p, read in batch]
+        return out
 
-    def _file_matching_positions(self, path: str, column: str, matching_codes: "_MatchingCodes") -> np.ndarray:
+    def _file_column(self, path: str, column: str) -> tuple[pa.ChunkedArray | None, int]:
+        """The predicate's column of a data file, as dictionary codes where the file stores
+        it so, and the file's row count; None for a file without the column."""
         io = self.io
         with self._file_errors(path):
             local = io.local_path(path)
@@ -606,7 +629,7 @@ class Scan:
                 # The column's leaf index in files laid out as the table's schema (what it
                 # writes): a name would be looked up through a map pyarrow builds column by
                 # column in Python for every file. In a file laid out otherwise that leaf is
-                # another column, and this one is read as plain values (handled below).
+                # another column, and this one is read as plain values (see _positions_in).
                 leaf = self._dictionary_leaf
                 reader.open(source, read_dictionary=[leaf], pre_buffer=False)
                 meta = reader.metadata
@@ -614,16 +637,21 @@ class Scan:
                 if leaf < meta.num_columns and "." not in column and meta.schema.column(leaf).path == column:
                     # The leaf is the top-level column (a nested one's path has a dot): read by
                     # its leaf index, without building the file's Arrow schema to find it.
-                    values = reader.read_all(column_indices=[leaf], use_threads=False).column(0)
-                else:
-                    # read_column takes the column's index among the top-level fields, not its
-                    # leaf index: they differ after a nested column.
-                    field = reader.schema_arrow.get_field_index(column)
-                    if field < 0:  # a file added without the column: it reads null in every row
-                        return np.arange(rows, dtype=np.int64) if matching_codes.null_hit() else np.zeros(0, dtype=np.int64)
-                    values = reader.read_column(field)
+                    return reader.read_all(column_indices=[leaf], use_threads=False).column(0), rows
+                # read_column takes the column's index among the top-level fields, not its
+                # leaf index: they differ after a nested column.
+                field = reader.schema_arrow.get_field_index(column)
+                return (reader.read_column(field) if field >= 0 else None), rows
+
+    def _positions_in(self, path: str, read: tuple[pa.ChunkedArray | None, int], matching_codes: "_MatchingCodes") -> np.ndarray:
+        """The positions of the rows of one file that the predicate selects, from its column
+        as ``_file_column`` read it."""
+        values, rows = read
+        if values is None:  # a file added without the column: it reads null in every row
+            return np.arange(rows, dtype=np.int64) if matching_codes.null_hit() else np.zeros(0, dtype=np.int64)
         if len(values) != rows:
-            raise CorruptMetadata(f"data file {path} has {rows} rows in its footer but {len(values)} in its column {column!r}")
+            raise CorruptMetadata(
+                f"data file {path} has {rows} rows in its footer but {len(values)} in its column {self.dictionary_column!r}")
         chunks = values.chunks
         if len(chunks) == 1 and pa.types.is_dictionary(chunks[0].type):
             return _positions_of_codes(matching_codes.of(chunks[0].dictionary), _codes_with_null_slot(chunks[0]))
@@ -632,7 +660,7 @@ class Scan:
             if pa.types.is_dictionary(chunk.type):
                 masks.append(matching_codes.of(chunk.dictionary)[_codes_with_null_slot(chunk)])
             else:
-                masks.append(self._matches(self._as_table_type(chunk, column)))
+                masks.append(self._matches(self._as_table_type(chunk, self.dictionary_column)))
         positions = np.flatnonzero(np.concatenate(masks)) if masks else np.zeros(0, dtype=np.int64)
         return positions.astype(np.int64, copy=False)
 
