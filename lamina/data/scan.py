@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
@@ -45,6 +46,11 @@ _local_pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_pr
 _single_reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lamina-read-one")
 
 _LINEAGE_FIELD = {f.name: f for f in LINEAGE_FIELDS}
+
+# The loops that read thousands of small local files (compaction, deletes by dictionary) open
+# them through the file system object: pa.OSFile first asks Python's os.path.isdir (a stat),
+# ~2.5 us of a ~0.1 ms read. Errors are the same (FileNotFoundError for a missing file).
+_open_local = pyarrow.fs.LocalFileSystem().open_input_file
 
 PLAN_COLUMNS = (
     "content", "status", "path", "size", "record_count", "added_version", "partition_path",
@@ -623,7 +629,7 @@ class Scan:
         io = self.io
         with self._file_errors(path):
             local = io.local_path(path)
-            source = pa.OSFile(local) if local is not None else pa.BufferReader(io.get(path))
+            source = _open_local(local) if local is not None else pa.BufferReader(io.get(path))
             with source:
                 reader = pq.ParquetReader()
                 # The column's leaf index in files laid out as the table's schema (what it
@@ -772,7 +778,7 @@ class Scan:
                 continue
             with self._file_errors(path):
                 local = io.local_path(path)
-                with (pa.OSFile(local) if local is not None else pa.BufferReader(io.get(path))) as source:
+                with (_open_local(local) if local is not None else pa.BufferReader(io.get(path))) as source:
                     reader = pq.ParquetReader(memory_pool)
                     reader.open(source, pre_buffer=False)
                     if reader.metadata.num_columns == len(data_cols):  # (the whole file: data columns only, likely)
