@@ -114,13 +114,7 @@ def read_manifest(io: FileIO, path: str, columns: Sequence[str] | None = None) -
             if columns is not None:
                 t = t.select([c for c in columns if c in t.schema.names])
         else:
-            local = io.local_path(path)
-            source = pq.ParquetFile(local, memory_map=True) if local is not None else pq.ParquetFile(pa.BufferReader(io.get(path)))
-            if columns is not None:
-                present = set(source.schema_arrow.names)
-                t = source.read(columns=[c for c in columns if c in present], use_threads=False)
-            else:
-                t = source.read(use_threads=False)
+            t = _read_parquet(io, path, columns)
     except NotFound:
         raise CorruptMetadata(
             f"manifest {path} is missing; the version referencing it cannot be read "
@@ -137,6 +131,24 @@ def read_manifest(io: FileIO, path: str, columns: Sequence[str] | None = None) -
 
 # Local manifests of at most this many bytes in all are read on the calling thread.
 LOCAL_SERIAL_BYTES = 1 << 20
+
+
+def _read_parquet(io: FileIO, path: str, columns: Sequence[str] | None) -> pa.Table:
+    """A Parquet manifest (``columns`` of it: those it has) through pq.ParquetReader, not
+    pq.ParquetFile, whose Python set-up is as costly as reading a leaf of a few hundred
+    entries (0.43 ms against 0.23 ms for a leaf of 65). Manifests are flat, so a column's
+    field index is its leaf index; a file that is not goes through ParquetFile."""
+    local = io.local_path(path)
+    with pa.OSFile(local) if local is not None else pa.BufferReader(io.get(path)) as source:
+        reader = pq.ParquetReader()
+        reader.open(source, pre_buffer=False)
+        if columns is None:
+            return reader.read_all(use_threads=False)
+        names = reader.schema_arrow.names
+        if reader.metadata.num_columns == len(names):
+            return reader.read_all(column_indices=[names.index(c) for c in columns if c in names], use_threads=False)
+        present = set(names)
+        return pq.ParquetFile(source).read(columns=[c for c in columns if c in present], use_threads=False)
 
 
 def read_manifests(io: FileIO, paths: Sequence[str], columns: Sequence[str] | None = None) -> list[pa.Table]:
