@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
@@ -40,8 +41,16 @@ _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-read")
 LARGE_FILE = 32 << 20
 # Reading local files is CPU work (decoding): one thread per core; more only contend.
 _local_pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="lamina-read-local")
+# For a consumer that is busy itself (a rewrite encoding what it reads): one reader thread, so
+# the reading and the encoding each have a core (``read_files(single_reader=True)``).
+_single_reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lamina-read-one")
 
 _LINEAGE_FIELD = {f.name: f for f in LINEAGE_FIELDS}
+
+# The loops that read thousands of small local files (compaction, deletes by dictionary) open
+# them through the file system object: pa.OSFile first asks Python's os.path.isdir (a stat),
+# ~2.5 us of a ~0.1 ms read. Errors are the same (FileNotFoundError for a missing file).
+_open_local = pyarrow.fs.LocalFileSystem().open_input_file
 
 PLAN_COLUMNS = (
     "content", "status", "path", "size", "record_count", "added_version", "partition_path",
@@ -135,12 +144,15 @@ def _codes_with_null_slot(chunk: pa.DictionaryArray) -> np.ndarray:
 
 def _positions_of_codes(lut: np.ndarray, codes: np.ndarray) -> np.ndarray:
     """The positions whose code ``lut`` marks. With one code marked (an equality) or none,
-    the common cases, the codes are compared rather than ``lut`` indexed by them (4x cheaper)."""
-    hit = np.flatnonzero(lut)
+    the common cases, the codes are compared rather than ``lut`` indexed by them (4x cheaper).
+    (``nonzero()[0]`` rather than ``np.flatnonzero``: the same, without its two Python-level
+    wrappers, which cost as much as the search on a file of a few thousand rows.)"""
+    hit = lut.nonzero()[0]
     if not len(hit):
         return np.zeros(0, dtype=np.int64)
-    mask = codes == hit[0] if len(hit) == 1 else lut[codes]
-    return np.flatnonzero(mask).astype(np.int64, copy=False)
+    # (the code as a Python int: a NumPy int64 would have the int32 codes widened first)
+    mask = codes == int(hit[0]) if len(hit) == 1 else lut[codes]
+    return mask.nonzero()[0].astype(np.int64, copy=False)
 
 
 class _MatchingCodes:
@@ -195,16 +207,25 @@ class _MatchingCodes:
         dictionary cost more than that, and hold the interpreter lock the file reads need."""
         hit = self._hit_by_value
         values = dictionary.to_pylist()
-        if None not in hit:
-            hit[None] = self.null_hit()
-        if not all(v in hit for v in values):
-            with self._lock:
-                fresh = list(dict.fromkeys(v for v in values if v not in hit))
-                if fresh:
-                    got = self._scan._matches(self._scan._as_table_type(pa.array(fresh, dictionary.type), self._column))
-                    hit.update(zip(fresh, got.tolist()))
-        return np.array([hit[v] for v in values] + [hit[None]], dtype=bool)
+        values.append(None)  # the null's slot
+        try:
+            return np.array([hit[v] for v in values], dtype=bool)
+        except KeyError:  # values never seen (in the first files): evaluate them, once
+            pass
+        null_hit = self.null_hit()
+        with self._lock:
+            hit[None] = null_hit
+            fresh = list(dict.fromkeys(v for v in values if v not in hit))
+            if fresh:
+                got = self._scan._matches(self._scan._as_table_type(pa.array(fresh, dictionary.type), self._column))
+                hit.update(zip(fresh, got.tolist()))
+        return np.array([hit[v] for v in values], dtype=bool)
 
+
+# ``Scan.matching_positions`` reads the columns of up to this many local files (and rows)
+# before picking their positions.
+_POSITIONS_BATCH_FILES = 64
+_POSITIONS_BATCH_ROWS = 1 << 22
 
 # Dictionaries of at most this many values go through ``_MatchingCodes._of_small``.
 _SMALL_DICTIONARY = 256
@@ -214,6 +235,29 @@ def _dictionary_key(dictionary: pa.Array) -> tuple:
     """Equal for two dictionaries whose buffers hold the same bytes (and so the same values)."""
     return (str(dictionary.type), dictionary.offset, len(dictionary),
             tuple(b.to_pybytes() if b is not None else None for b in dictionary.buffers()))
+
+
+class _FileErrors:
+    """``Scan._file_errors``: a class rather than a generator-based context manager, which
+    costs a few microseconds per file (compaction reads thousands)."""
+
+    __slots__ = ("scan", "path")
+
+    def __init__(self, scan: "Scan", path: str) -> None:
+        self.scan, self.path = scan, path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, e: Any, tb: Any) -> None:
+        if kind is None:
+            return
+        if issubclass(kind, (NotFound, FileNotFoundError)):
+            raise CorruptMetadata(
+                f"data file {self.path} of version {self.scan.vm.version} is missing; run `lamina fsck {self.scan.io.uri}`"
+            ) from None
+        if issubclass(kind, pa.ArrowInvalid):
+            raise CorruptMetadata(f"data file {self.path} is unreadable: {e}") from None
 
 
 def _slice_bounds(s: slice, n: int) -> tuple[int, int]:
@@ -432,14 +476,17 @@ class Scan:
             return None, 0
         reader = pq.ParquetReader(memory_pool)
         reader.open(source, pre_buffer=False)
-        meta = reader.metadata
-        if meta.num_columns != len(columns):
+        if reader.metadata.num_columns != len(columns):
             return None, 0
         t = reader.read_all(use_threads=False)
-        if t.column_names != columns:
-            return None, 0
         want = self.arrow_schema_of(tuple(columns))
-        return (t if t.schema.equals(want) else t.cast(want)), meta.num_rows
+        # One C++ comparison of names, order and types settles the common case (compaction
+        # reads thousands of such files: Python work per file is a fifth of its read).
+        if not t.schema.equals(want):
+            if t.column_names != columns:
+                return None, 0
+            t = t.cast(want)
+        return t, t.num_rows
 
     def _read_with_lineage(
         self, source: Any, columns: list[str], filt: Any, dv: DV | None, memory_pool: pa.MemoryPool | None,
@@ -528,41 +575,89 @@ class Scan:
         dictionary_kind = pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
         return name if dictionary_kind else None
 
+    @cached_property
+    def _dictionary_leaf(self) -> int:
+        """The Parquet leaf index of ``dictionary_column`` in the table's schema: leaves of the
+        columns before it (a struct has one per field, a list one, a map two, recursively)."""
+        def leaves(t: pa.DataType) -> int:
+            return max(1, sum(leaves(t.field(i).type) for i in range(t.num_fields))) if t.num_fields else 1
+
+        arrow = self.schema.arrow
+        return sum(leaves(arrow.field(i).type) for i in range(arrow.get_field_index(self.dictionary_column)))
+
     def matching_positions(self, entries: pa.Table) -> list[np.ndarray]:
         """For each file of ``entries``, in order: the physical positions (row numbers in the
-        file, ascending) of its rows the predicate selects, deletion vectors not applied.
+        file, ascending, each once) of its rows the predicate selects, deletion vectors not
+        applied.
 
         Only for a predicate on its ``dictionary_column``: each file's column is read as
         dictionary codes (Parquet stores such a column dictionary-encoded as a rule, so no
         value is decoded), the predicate evaluated once per distinct value across all the
-        dictionaries (``_MatchingCodes``), and the positions picked by code, on the read
-        threads: no row's value is compared, nothing is concatenated."""
+        dictionaries (``_MatchingCodes``), and the positions picked by code: no row's value
+        is compared, nothing is concatenated.
+
+        Local files are read one after another on this thread: a file is a few short pyarrow
+        calls (~0.1 ms), each of which releases and retakes the interpreter lock, and on read
+        threads those hand-offs cost more than the reads (two threads took longer than one
+        for 200 files). The columns of a batch of files are read first, then their positions
+        picked: pyarrow's reading and NumPy's picking alternated file by file evict each
+        other's code and data from the CPU's caches (~20% slower). Object stores: file by
+        file on the read threads, whose reads mostly wait."""
         column = self.dictionary_column
         assert column is not None, "matching_positions needs a predicate on one string or binary column"
         paths = entries.column("path").to_pylist()
         # which codes match, per distinct dictionary, from the predicate per value; shared by the threads
         matching_codes = _MatchingCodes(self, column)
-        read = lambda i: self._file_matching_positions(paths[i], column, matching_codes)  # noqa: E731
-        return [pos for run in self._map_runs(entries, read, 16, 8 << 20, 8) for pos in run]
+        if not self.io.is_local:
+            read = lambda i: self._positions_in(paths[i], self._file_column(paths[i], column), matching_codes)  # noqa: E731
+            return [pos for run in self._map_runs(entries, read, 16, 8 << 20, 8) for pos in run]
+        out: list[np.ndarray] = []
+        batch: list[tuple[str, tuple[pa.ChunkedArray | None, int]]] = []
+        rows = 0
+        for path in paths:
+            batch.append((path, self._file_column(path, column)))
+            rows += batch[-1][1][1]
+            if len(batch) >= _POSITIONS_BATCH_FILES or rows >= _POSITIONS_BATCH_ROWS:
+                out += [self._positions_in(p, read, matching_codes) for p, read in batch]
+                batch, rows = [], 0
+        out += [self._positions_in(p, read, matching_codes) for p, read in batch]
+        return out
 
-    def _file_matching_positions(self, path: str, column: str, matching_codes: "_MatchingCodes") -> np.ndarray:
+    def _file_column(self, path: str, column: str) -> tuple[pa.ChunkedArray | None, int]:
+        """The predicate's column of a data file, as dictionary codes where the file stores
+        it so, and the file's row count; None for a file without the column."""
         io = self.io
         with self._file_errors(path):
             local = io.local_path(path)
-            source = pa.OSFile(local) if local is not None else pa.BufferReader(io.get(path))
+            source = _open_local(local) if local is not None else pa.BufferReader(io.get(path))
             with source:
                 reader = pq.ParquetReader()
-                try:
-                    reader.open(source, read_dictionary=[column], pre_buffer=False)
-                except KeyError:  # a file added without the column: it reads null in every row
-                    rows = pq.read_metadata(source).num_rows
-                    return np.arange(rows, dtype=np.int64) if matching_codes.null_hit() else np.zeros(0, dtype=np.int64)
-                rows = reader.metadata.num_rows
-                # read_column takes the column's index among the top-level fields, not its leaf
-                # index (column_name_idx): they differ after a nested column.
-                values = reader.read_column(reader.schema_arrow.get_field_index(column))
+                # The column's leaf index in files laid out as the table's schema (what it
+                # writes): a name would be looked up through a map pyarrow builds column by
+                # column in Python for every file. In a file laid out otherwise that leaf is
+                # another column, and this one is read as plain values (see _positions_in).
+                leaf = self._dictionary_leaf
+                reader.open(source, read_dictionary=[leaf], pre_buffer=False)
+                meta = reader.metadata
+                rows = meta.num_rows
+                if leaf < meta.num_columns and "." not in column and meta.schema.column(leaf).path == column:
+                    # The leaf is the top-level column (a nested one's path has a dot): read by
+                    # its leaf index, without building the file's Arrow schema to find it.
+                    return reader.read_all(column_indices=[leaf], use_threads=False).column(0), rows
+                # read_column takes the column's index among the top-level fields, not its
+                # leaf index: they differ after a nested column.
+                field = reader.schema_arrow.get_field_index(column)
+                return (reader.read_column(field) if field >= 0 else None), rows
+
+    def _positions_in(self, path: str, read: tuple[pa.ChunkedArray | None, int], matching_codes: "_MatchingCodes") -> np.ndarray:
+        """The positions of the rows of one file that the predicate selects, from its column
+        as ``_file_column`` read it."""
+        values, rows = read
+        if values is None:  # a file added without the column: it reads null in every row
+            return np.arange(rows, dtype=np.int64) if matching_codes.null_hit() else np.zeros(0, dtype=np.int64)
         if len(values) != rows:
-            raise CorruptMetadata(f"data file {path} has {rows} rows in its footer but {len(values)} in its column {column!r}")
+            raise CorruptMetadata(
+                f"data file {path} has {rows} rows in its footer but {len(values)} in its column {self.dictionary_column!r}")
         chunks = values.chunks
         if len(chunks) == 1 and pa.types.is_dictionary(chunks[0].type):
             return _positions_of_codes(matching_codes.of(chunks[0].dictionary), _codes_with_null_slot(chunks[0]))
@@ -571,7 +666,7 @@ class Scan:
             if pa.types.is_dictionary(chunk.type):
                 masks.append(matching_codes.of(chunk.dictionary)[_codes_with_null_slot(chunk)])
             else:
-                masks.append(self._matches(self._as_table_type(chunk, column)))
+                masks.append(self._matches(self._as_table_type(chunk, self.dictionary_column)))
         positions = np.flatnonzero(np.concatenate(masks)) if masks else np.zeros(0, dtype=np.int64)
         return positions.astype(np.int64, copy=False)
 
@@ -591,17 +686,9 @@ class Scan:
         mask[t.filter(self.row_filter).column(index).to_numpy()] = True
         return mask
 
-    @contextmanager
-    def _file_errors(self, path: str) -> Iterator[None]:
+    def _file_errors(self, path: str) -> "_FileErrors":
         """A data file that is missing or not Parquet as CorruptMetadata naming it."""
-        try:
-            yield
-        except (NotFound, FileNotFoundError):
-            raise CorruptMetadata(
-                f"data file {path} of version {self.vm.version} is missing; run `lamina fsck {self.io.uri}`"
-            ) from None
-        except pa.ArrowInvalid as e:
-            raise CorruptMetadata(f"data file {path} is unreadable: {e}") from None
+        return _FileErrors(self, path)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         plan = self.plan()
@@ -634,7 +721,7 @@ class Scan:
     def read_files(
         self, entries: pa.Table, cols: list[str], filt: Any = None, *,
         files_per_task: int = 64, bytes_per_task: int = 8 << 20, tasks_ahead: int = 8,
-        memory_pool: pa.MemoryPool | None = None, per_run: bool = False,
+        memory_pool: pa.MemoryPool | None = None, per_run: bool = False, single_reader: bool = False,
     ) -> Iterator[pa.Table]:
         """The live rows of each file of ``entries`` (deleted rows dropped), one table per
         file, in entry order (``per_run``: one table per run of files, see below, in order).
@@ -648,6 +735,12 @@ class Scan:
         wait). A consumer that writes what it gets overlaps with the reading, and the
         readers keep going while it writes. ``memory_pool``: where whole-file reads
         allocate (default: Arrow's).
+
+        ``single_reader``: local files on one reader thread, for a consumer that keeps a
+        core busy itself (compaction encoding its output). A small file's read takes and
+        releases the interpreter lock several times; two readers and the encoder then wait
+        for the lock and for the two cores, and read no faster than one reader (2,000 files
+        of 500 rows: about 0.13 ms of CPU each either way).
         """
         out_schema = self.arrow_schema_of(tuple(cols))
         paths = entries.column("path").to_pylist()
@@ -655,51 +748,71 @@ class Scan:
         lineages = lineages_of(entries) if any(c in _LINEAGE_FIELD for c in cols) else [None] * len(paths)
         if per_run:
             read_run = lambda run: self._read_run([paths[i] for i in run], cols, filt, [dvs[i] for i in run],  # noqa: E731
-                                                  [lineages[i] for i in run], memory_pool, out_schema)
-            yield from self._map_runs(entries, read_run, files_per_task, bytes_per_task, tasks_ahead, per_run=True)
+                                                  [lineages[i] for i in run], memory_pool)
+            for files in self._map_runs(entries, read_run, files_per_task, bytes_per_task, tasks_ahead, per_run=True,
+                                        single_reader=single_reader):
+                yield self._numbered(files, cols, memory_pool, out_schema)  # on the consumer's thread
             return
         read = lambda i: self.read_file(paths[i], cols, filt, dvs[i], memory_pool, lineages[i])  # noqa: E731
-        for tables in self._map_runs(entries, read, files_per_task, bytes_per_task, tasks_ahead):
+        for tables in self._map_runs(entries, read, files_per_task, bytes_per_task, tasks_ahead, single_reader=single_reader):
             yield from self._conformed(tables, cols, out_schema)
 
     def _read_run(
         self, paths: list[str], cols: list[str], filt: Any, dvs: list[DV | None], lineages: list[Any],
-        memory_pool: pa.MemoryPool | None, out_schema: pa.Schema,
-    ) -> pa.Table:
-        """The live rows of a run of files, in order, as one table (``read_files``). The row
-        lineage of files that store none and have no DV (files written from new rows, the
-        bulk of what compaction reads) is numbered for the whole run at once rather than
-        file by file."""
+        memory_pool: pa.MemoryPool | None,
+    ) -> list[tuple[pa.Table, Any, str]]:
+        """The files of a run read (``read_files``), for ``_numbered`` to make one table of,
+        on the consumer's thread: per file (its rows, lineage, path). The row lineage of
+        files that store none and have no DV (files written from new rows, the bulk of what
+        compaction reads) is left to ``_numbered``, which numbers the whole run at once: here
+        such a file is only opened and read whole (its entry's (first_row_id, data_version)
+        as its lineage), the reading thread's one job. Other files are read as ``read_file``
+        reads them (lineage None)."""
         data_cols = [c for c in cols if c not in _LINEAGE_FIELD]
-        quick = len(data_cols) < len(cols) and filt is None  # lineage asked for, no row filter
+        quick = len(data_cols) < len(cols) and filt is None and not self._evolved  # lineage asked for, no row filter
         io = self.io
-        tables: list[pa.Table] = []
-        numbered: list[Any] = []  # per table: (first_row_id, data_version) to number it from, or None
+        files: list[tuple[pa.Table, Any, str]] = []
         for path, dv, lineage in zip(paths, dvs, lineages):
+            if not (quick and dv is None and lineage is not None):
+                files.append((self.read_file(path, cols, filt, dv, memory_pool, lineage), None, path))
+                continue
             with self._file_errors(path):
                 local = io.local_path(path)
-                if not (quick and dv is None and lineage is not None):
-                    t = self.read_file(path, cols, filt, dv, memory_pool, lineage)
-                    tables.append(t if t.schema.equals(out_schema) else t.select(cols).cast(out_schema))
-                    numbered.append(None)
-                    continue
-                with (pa.OSFile(local) if local is not None else pa.BufferReader(io.get(path))) as source:
-                    t, _ = self._read_exact(source, data_cols, memory_pool)
-                    if t is None:  # (one footer read again, from the open file)
-                        t = self._read_with_lineage(source, cols, None, None, memory_pool, lineage)
-                        tables.append(t if t.schema.equals(out_schema) else t.select(cols).cast(out_schema))
-                        numbered.append(None)
+                with (_open_local(local) if local is not None else pa.BufferReader(io.get(path))) as source:
+                    reader = pq.ParquetReader(memory_pool)
+                    reader.open(source, pre_buffer=False)
+                    if reader.metadata.num_columns == len(data_cols):  # (the whole file: data columns only, likely)
+                        files.append((reader.read_all(use_threads=False), lineage, path))
                         continue
+                    source.seek(0)  # (one footer read again, from the open file)
+                    t = self._read_with_lineage(source, cols, None, None, memory_pool, lineage)
+            files.append((t, None, path))
+        return files
+
+    def _numbered(
+        self, files: list[tuple[pa.Table, Any, str]], cols: list[str], memory_pool: pa.MemoryPool | None,
+        out_schema: pa.Schema,
+    ) -> pa.Table:
+        """The tables ``_read_run`` read, concatenated into ``out_schema``. Those with a lineage
+        hold a whole file that stores only the data columns, as read: checked to be the data
+        columns, under their names and in order (else the file is read again as ``read_file``
+        reads it), and their rows get ``_row_id`` (first_row_id + position) and
+        ``_last_updated_version`` (data_version) here, for all of them in one pass."""
+        if not files:
+            return out_schema.empty_table()
+        data_cols = [c for c in cols if c not in _LINEAGE_FIELD]
+        data_schema = self.arrow_schema_of(tuple(data_cols))
+        tables, numbered = [], []
+        for t, lineage, path in files:
+            if lineage is not None and not t.schema.equals(data_schema):  # (one C++ comparison: the common case)
+                if t.column_names == data_cols:
+                    t = t.cast(data_schema)
+                else:  # the file holds other columns than the data columns
+                    t, lineage = self.read_file(path, cols, None, None, memory_pool, lineage), None
+            if lineage is None and not t.schema.equals(out_schema):
+                t = t.select(cols).cast(out_schema)
             tables.append(t)
             numbered.append(lineage)
-        return self._numbered(tables, numbered, cols, out_schema)
-
-    def _numbered(self, tables: list[pa.Table], numbered: list[Any], cols: list[str], out_schema: pa.Schema) -> pa.Table:
-        """``tables`` concatenated into ``out_schema``; those with an entry in ``numbered``
-        hold only the data columns and get their rows' ``_row_id`` (first_row_id + position)
-        and ``_last_updated_version`` (data_version) here, in one pass."""
-        if not tables:
-            return out_schema.empty_table()
         counts = np.fromiter((t.num_rows for t in tables), np.int64, len(tables))
         firsts = np.fromiter((0 if n is None else n[0] for n in numbered), np.int64, len(tables))
         versions = np.fromiter((0 if n is None else n[1] for n in numbered), np.int64, len(tables))
@@ -721,13 +834,13 @@ class Scan:
 
     def _map_runs(
         self, entries: pa.Table, fn: Callable[[Any], Any], files_per_task: int, bytes_per_task: int, tasks_ahead: int,
-        per_run: bool = False,
+        per_run: bool = False, single_reader: bool = False,
     ) -> Iterator[Any]:
         """``fn(i)`` for every file ``i`` of ``entries``, run by run (see ``read_files``) on
         the read threads, ``tasks_ahead`` runs queued ahead; each run's results, in order
         (``per_run``: ``fn(run)`` once per run, a range of file indices, and its result)."""
         runs = _runs(entries.column("size").to_pylist(), files_per_task, bytes_per_task)
-        pool = _local_pool if self.io.is_local else _pool
+        pool = (_single_reader if single_reader else _local_pool) if self.io.is_local else _pool
         pending: deque = deque()
         for run in runs:
             if len(pending) >= tasks_ahead:

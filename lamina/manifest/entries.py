@@ -6,6 +6,7 @@ whole Arrow tables of entries; there is no per-entry Python object.
 
 from __future__ import annotations
 
+from collections import deque
 from functools import lru_cache
 from typing import Any, Sequence
 
@@ -99,6 +100,21 @@ def conform(entries: pa.Table, mschema: pa.Schema) -> pa.Table:
     """
     if entries.schema.equals(mschema):
         return entries
+    # A manifest read from disk lacks its all-null columns, and one commit conforms the same
+    # cached manifest table several times (planning, then rewriting the leaves it touches):
+    # the latest results are kept, by the identity of both inputs (held, so never reused).
+    for known, schema, result in tuple(_conformed):  # (a copy: other threads add to it)
+        if known is entries and schema is mschema:
+            return result
+    result = _conform(entries, mschema)
+    _conformed.appendleft((entries, mschema, result))
+    return result
+
+
+_conformed: deque[tuple[pa.Table, pa.Schema, pa.Table]] = deque(maxlen=8)
+
+
+def _conform(entries: pa.Table, mschema: pa.Schema) -> pa.Table:
     n = entries.num_rows
     have = set(entries.column_names)
     cols = []

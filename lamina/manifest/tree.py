@@ -169,7 +169,9 @@ def leaf_summary(entries: pa.Table, path: str, size: int, version: int, mschema:
             # is no column bound (its entries hold null: taken as one it nulled the summary,
             # and removals read every leaf instead of pruning by added_version).
             continue
-        if name.startswith(("min_", "pmin_")):
+        if not live.num_rows:  # a leaf left with removed entries only (a delete that touched all its files)
+            row[name] = 0 if name.startswith("nulls_") else None
+        elif name.startswith(("min_", "pmin_")):
             row[name] = _null_if_any_null(live.column(name), "min")
         elif name.startswith(("max_", "pmax_")):
             row[name] = _null_if_any_null(live.column(name), "max")

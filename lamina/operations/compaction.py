@@ -42,6 +42,8 @@ from lamina.spec.version import VersionManifest
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-compact")
 DEFAULT_TARGET = 128 * 1024 * 1024
+# Groups of input files of at most this size on average are read on one reader thread.
+SMALL_INPUT_BYTES = 8 << 20
 
 
 @dataclass
@@ -147,7 +149,10 @@ class CompactFiles(Operation):
         """The entries of the files one group is rewritten into (not yet stamped)."""
         # Rows keep their lineage: compaction changes where rows live, not what they are.
         names = [*base.schema.names, *LINEAGE_COLUMNS] if has_lineage(base.metadata) else base.schema.names
-        files = base.scan().read_files(group, names, memory_pool=SHORT_LIVED_POOL, per_run=True)
+        # Small inputs are read on one thread while this one encodes (see read_files), into
+        # Arrow's allocator: reading many small files into the system allocator cost ~10% more.
+        small = int(pc.sum(group.column("size")).as_py() or 0) <= SMALL_INPUT_BYTES * group.num_rows
+        files = base.scan().read_files(group, names, per_run=True, single_reader=small)
         # rows per output file from the inputs' bytes per (live) row, so outputs land near the target
         live = max(1, int(pc.sum(group.column("record_count")).as_py() or 0))
         per_row = max(1.0, float(pc.sum(group.column("size")).as_py()) / live)
