@@ -133,7 +133,7 @@ def test_info_folds_a_list_that_does_not_fit_into_one_item_a_line(lake):
     features = list(t.metadata.writer_features)
     with console_width(80):
         narrow = ok("info", t.uri).splitlines()
-    with console_width(200):
+    with console_width(400):  # wide enough for the whole list (a new table has nine features)
         wide = ok("info", t.uri).splitlines()
     value_at = narrow[0].index(t.uri[:10])  # where every value starts
     items = [line[value_at:] for line in narrow[next(i for i, line in enumerate(narrow) if "writer_features" in line):]]
