@@ -21,7 +21,6 @@ CI runs a bounded, derandomized search; for a longer one:
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import decimal
 import itertools

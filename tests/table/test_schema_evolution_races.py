@@ -12,7 +12,6 @@ import pytest
 import lamina
 from lamina.errors import CommitConflict
 from lamina.spec.schema import field_id_of
-from lamina.spec.schema_update import InvalidSchemaChange
 
 from support import workers
 

@@ -6,7 +6,6 @@ import os
 from concurrent.futures import Future
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -8,7 +8,6 @@ import math
 import urllib.parse
 
 import duckdb
-import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
@@ -123,7 +122,7 @@ def test_sample_pages_are_the_versions_rows_and_bounded(sample):
 
 
 def test_health_advice_from_the_table(sample):
-    files = sample["table"].system_table("files")
+    files = sample["table"].system_table("files")  # noqa: F841 (read by DuckDB)
     advice = {a["kind"]: a for a in ok(sample, f"{ORDERS}/health")["advice"]}
     # deletion vectors hide 20 of day 2026-01-02's 85 rows (the sample's delete)
     deleted = advice["deleted-rows"]

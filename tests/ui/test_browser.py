@@ -6,7 +6,6 @@ chosen version's files. Screenshots go to test-artifacts/ui/."""
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import pytest

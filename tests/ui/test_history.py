@@ -11,7 +11,6 @@ import time
 
 import numpy as np
 import pyarrow as pa
-import pytest
 
 import lamina
 from lamina.ui import api
