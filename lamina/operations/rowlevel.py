@@ -532,15 +532,22 @@ def key_membership(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array | p
     span = hi - lo + 1
     ordered = unique_sorted(v)  # also what _member_of_increasing looks up
     if span <= max(LOOKUP_TABLE_BYTES, LOOKUP_BYTES_PER_KEY * len(v)):
-        table = np.zeros(span + 1, dtype=bool)  # table[span]: every key outside [lo, hi]
-        table[ordered - lo] = True
+        # Made on the first file whose keys do not increase: files of increasing keys (the
+        # common case) are looked up by _member_of_increasing, and a table over the range of
+        # 100k ids spread over 10M is 10 MB of fresh pages the first merge of a process pays
+        # to fault in for nothing.
+        tables: list[np.ndarray] = []
 
         def test(k: np.ndarray) -> np.ndarray:
+            if not tables:
+                table = np.zeros(span + 1, dtype=bool)  # table[span]: every key outside [lo, hi]
+                table[ordered - lo] = True
+                tables.append(table)
             # k - lo as unsigned: keys below lo wrap to huge offsets, and all past the end of
             # the range look up table[span]. (Keys some 2**63 apart from lo may wrap into the
             # range: a superset of the members, which the join then sorts out.)
             off = np.subtract(k, lo, dtype=np.int64, casting="unsafe").view(np.uint64)
-            return table[np.minimum(off, span, out=off)]
+            return tables[0][np.minimum(off, span, out=off)]
     else:
 
         def test(k: np.ndarray) -> np.ndarray:

@@ -194,3 +194,20 @@ def test_key_membership_of_increasing_keys_is_exact(data, type_name):
     got = key_membership(pa.array(values, typ))(pa.array(with_nulls if null_at else keys, typ))
     members = {v for v in values if v is not None}
     assert got.tolist() == [k is not None and k in members for k in (with_nulls if null_at else keys)]
+
+
+@SETTINGS
+@given(data=st.data())
+def test_one_membership_test_serves_files_of_increasing_and_shuffled_keys_alike(data):
+    """One test, used file after file as a merge does: files whose keys increase (looked up by
+    binary search) and shuffled ones (the lookup table, made on the first such file and
+    reused) in any order; each result is exactly membership."""
+    values = data.draw(st.lists(st.integers(0, 5000), min_size=1, max_size=200))
+    member = key_membership(pa.array(values, pa.int64()))
+    for _ in range(data.draw(st.integers(1, 4))):
+        start = data.draw(st.integers(0, 4000))
+        keys = list(range(start, start + data.draw(st.integers(64, 1000))))
+        if data.draw(st.booleans()):
+            keys = data.draw(st.permutations(keys))
+        got = member(pa.array(keys, pa.int64()))
+        assert got.tolist() == [k in set(values) for k in keys]
