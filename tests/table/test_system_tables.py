@@ -49,7 +49,7 @@ def test_branches_lists_main_and_every_branch(table):
     base slot and two commits. nightly from audit's latest."""
     table.append(batch(range(4)))
     table.append(batch(range(4, 6), "b"))
-    before = time.time() * 1000
+    before = int(time.time() * 1000)  # floored to the millisecond, as created_at is
     audit = table.create_branch("audit", from_version=1, retain_last=2, max_age=timedelta(days=7))
     after = time.time() * 1000
     audit.append(batch([10]))
@@ -72,7 +72,7 @@ def test_branches_lists_main_and_every_branch(table):
         assert int(r["head_timestamp"].timestamp() * 1000) == heads[name].metadata.timestamp_ms
     assert rows["main"]["branch_id"] is None and rows["main"]["created_at"] is None
     assert rows["audit"]["branch_id"] == audit.branch_record.branch_id != rows["nightly"]["branch_id"]
-    assert before <= rows["audit"]["created_at"].timestamp() * 1000 <= after
+    assert before <= round(rows["audit"]["created_at"].timestamp() * 1000) <= after
     # the same from a branch's handle: the table's branches, not the handle's
     assert audit.system_table("branches").equals(table.system_table("branches"))
 
