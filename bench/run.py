@@ -900,8 +900,10 @@ def main(argv=None) -> int:
             sections.append(sec)
             return out
 
-        if "append" in only or "open" in only:
+        if "append" in only:
             _, runs = run(bench_append, ws, cfg)
+        elif "open" in only:  # open times the histories the append benchmark builds; its section was not asked for
+            _, runs = bench_append(ws, cfg)
         if "open" in only:
             run(bench_open, ws, cfg, runs)
         if runs:
