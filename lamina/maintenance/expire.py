@@ -670,18 +670,21 @@ class _Run:
         versions are expired next: a branch's base slot, say, reads as nothing after that)."""
         run = [*expired, survivor]
         self.learn_blocks(expired, survivor)
-        self._flags = {v: self._who[v][1] for v in expired}
-        self._flags[survivor] = block_flags(self.full(survivor))
+        flags = {v: self._who[v][1] for v in expired}
+        flags[survivor] = block_flags(self.full(survivor))
         self._regular = (
-            all(not f & IRREGULAR for f in self._flags.values())
+            all(not f & IRREGULAR for f in flags.values())
             and all(b - a == 1 for a, b in zip(run, run[1:]))  # no tombstone or hole inside the run
         )
+        # the versions that removed files (their roots and their parents' tell what) and the
+        # expired ones after the first that wrote leaves (their roots are read for those)
+        self._removing = [v for v in run[1:] if flags[v] & REMOVED]
+        self._readers = [v for v in expired[1:] if flags[v] & WROTE_LEAVES]
         if not self._regular:
             need = run
         else:
-            removing = [v for v in run[1:] if self._flags[v] & REMOVED]
-            leaves = [v for v in expired[1:] if self._flags[v] & WROTE_LEAVES]
-            need = [expired[0], survivor, *removing, *(v - 1 for v in removing), *leaves]
+            need = sorted({expired[0], survivor, *self._removing, *(v - 1 for v in self._removing), *self._readers})
+        self._need = need
         self._load(need)
         for v in need:
             self.full(v)
@@ -695,7 +698,6 @@ class _Run:
         s = survivors[0]
         deleted = set(expired)
         run = [*expired, s]
-        flags = self._flags
         if not self._regular:
             # A rollback re-added files, a branch's tree was published, or slots in the run were
             # dropped: the general computation over every version of the run.
@@ -711,16 +713,12 @@ class _Run:
         named = [commit_root_path(self._who[v][0], v, arrow) for v in expired]
         self.sizes = {p: z for p, z in zip(named, _size_list(self.io, named)) if z is not None}
         own = [p for p in named if p in self.sizes]
-        readers = [v for v in expired[1:] if flags[v] & WROTE_LEAVES]
-        removing = [v for v in run[1:] if flags[v] & REMOVED]
-        # (its root and its parent's, for what a removing version removed)
-        need = sorted({expired[0], s, *readers, *removing, *(v - 1 for v in removing)})
-        roots = dict(zip(need, _each(self.io, lambda v: root_of(self.io, self.full(v)), need)))
+        roots = dict(zip(self._need, _each(self.io, lambda v: root_of(self.io, self.full(v)), self._need)))
         gone = [pa.array(own + [first.root_manifest], pa.string())]
-        gone += [leaf_paths(roots[v]) for v in [expired[0], *readers]]
+        gone += [leaf_paths(roots[v]) for v in [expired[0], *self._readers]]
         return decide_garbage(
             self.io, self.log,
-            removals=[(self.full(v), roots[v], roots[v - 1]) for v in removing],
+            removals=[(self.full(v), roots[v], roots[v - 1]) for v in self._removing],
             candidate_manifests=pa.concat_arrays(gone),
             alive=[(self.full(s), roots[s])],
             deleted=deleted, tags=tags, existing=survivors, latest=latest, gone_tags=gone_tags,
