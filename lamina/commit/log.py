@@ -24,7 +24,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from collections import OrderedDict
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from lamina.errors import CorruptMetadata, NotFound, StorageError, TableNotFound, VersionNotFound
 from lamina.io import FileIO
@@ -377,8 +377,7 @@ class VersionLog:
         ``freed/``. A file small enough to be a tombstone is read to tell which it is: a
         truncated version manifest is never mistaken for one (it fails to load instead)."""
         records = self.slot_records()
-        covered = _merged([(r.first, r.last) for r in records])
-        starts = [a for a, _ in covered]
+        covered = _Ranges((r.first, r.last) for r in records)
         versions: list[int] = []
         small: list[int] = []
         strays: list[int] = []
@@ -393,8 +392,7 @@ class VersionLog:
             v = parse_version_file_name(path.rsplit("/", 1)[-1])
             if v is None:
                 continue
-            i = bisect.bisect_right(starts, v) - 1
-            if i >= 0 and v <= covered[i][1]:
+            if v in covered:
                 strays.append(v)  # recorded: an expired version's file, or a late put into a freed slot
             elif size <= TOMBSTONE_MAX_BYTES:
                 small.append(v)
@@ -548,15 +546,22 @@ def _record_ref(freed_dir: str, name: str) -> RecordRef | None:
     return RecordRef(f"{freed_dir}/{name}", rr[0], rr[1], rr[2], False)
 
 
-def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Overlapping or adjacent ranges joined, ascending."""
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(ranges):
-        if out and a <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
+class _Ranges:
+    """Inclusive integer ranges (overlapping or not), for membership tests by binary search."""
+
+    def __init__(self, ranges: Iterable[tuple[int, int]]) -> None:
+        merged: list[tuple[int, int]] = []  # overlapping or adjacent ranges joined, ascending
+        for a, b in sorted(ranges):
+            if merged and a <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        self._merged = merged
+        self._starts = [a for a, _ in merged]
+
+    def __contains__(self, v: int) -> bool:
+        i = bisect.bisect_right(self._starts, v) - 1
+        return i >= 0 and v <= self._merged[i][1]
 
 
 @dataclass(frozen=True)
@@ -577,14 +582,8 @@ class SlotListing:
     def freeable_strays(self, now_ms: int, retention_ms: int) -> list[int]:
         """The strays whose slot files may be deleted now: in the range of a record of an
         emptied chunk, or of a range record at least ``retention_ms`` old."""
-        ok = _merged([(r.first, r.last) for r in self.records if r.freeable(now_ms, retention_ms)])
-        starts = [a for a, _ in ok]
-        out = []
-        for v in self.strays:
-            i = bisect.bisect_right(starts, v) - 1
-            if i >= 0 and v <= ok[i][1]:
-                out.append(v)
-        return out
+        ok = _Ranges((r.first, r.last) for r in self.records if r.freeable(now_ms, retention_ms))
+        return [v for v in self.strays if v in ok]
 
 
 def _discard(f: Future) -> None:
