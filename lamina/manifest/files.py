@@ -69,6 +69,13 @@ def write_manifest(io: FileIO, entries: pa.Table, kind: str, arrow: bool = False
     IPC file (a root manifest of a table with the feature arrow-root-manifests), else Parquet.
     ``path``: its name (a commit's root, lamina.spec.slot.commit_root_path), else a random one."""
     entries, batch = _one_batch(entries)
+    return _store(io, entries, batch, kind, arrow, path)
+
+
+def _store(
+    io: FileIO, entries: pa.Table, batch: pa.RecordBatch, kind: str, arrow: bool, path: str | None,
+) -> tuple[str, int]:
+    """``write_manifest`` of entries already split by ``_one_batch``."""
     data = _ipc_file(batch, kind) if arrow else _parquet(batch, kind)
     path = path or new_manifest_path(kind, arrow)
     io.put_new(path, data)
@@ -93,11 +100,8 @@ def write_root(
         name = new_inline_root_name() if path is None else inline_root_name_of(path)
         _cache_put((io.uri, name), entries, len(data))
         return name, len(data), data
-    file = _ipc_file(batch, "root")
-    path = path or new_manifest_path("root", True)
-    io.put_new(path, file)
-    _cache_put((io.uri, path), entries, file.size)
-    return path, file.size, None
+    path, size = _store(io, entries, batch, "root", arrow, path)
+    return path, size, None
 
 
 def _one_batch(entries: pa.Table) -> tuple[pa.Table, pa.RecordBatch]:
