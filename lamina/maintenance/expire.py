@@ -61,6 +61,7 @@ import pyarrow.compute as pc
 from lamina.commit.log import RecordRef, SlotListing, VersionLog
 from lamina.errors import AlreadyExists, CorruptMetadata, InvalidArgument, NotFound
 from lamina.io import FileIO
+from lamina.manifest.tree import TreeConfig
 from lamina.maintenance.reachability import (
     leaf_paths,
     live_entries,
@@ -73,7 +74,7 @@ from lamina.maintenance.reachability import (
     root_of,
     staged_versions,
 )
-from lamina.spec.features import ARROW_ROOT_MANIFESTS, BRANCHES, SLOT_RANGE_RECORDS, SLOT_TOMBSTONES, check_writer
+from lamina.spec.features import BRANCHES, SLOT_RANGE_RECORDS, SLOT_TOMBSTONES, check_writer
 from lamina.spec.layout import INLINE_ROOT_SUFFIX, MAIN_BRANCH, MANIFESTS_DIR
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import (
@@ -703,7 +704,7 @@ class _Run:
             # dropped: the general computation over every version of the run.
             chain = [self.full(v) for v in run]
             return collect_garbage(self.io, self.log, chain, deleted, tags, survivors, latest, gone_tags)
-        arrow = ARROW_ROOT_MANIFESTS in self.full(s).writer_features
+        arrow = TreeConfig.of(self.full(s)).arrow_root  # as the committer named the roots
         first = self.full(expired[0])
         # Roots by name: every expired version's own root (a version that wrote none -- its
         # root is its parent's, or it has no files -- names a file that is not there; one
