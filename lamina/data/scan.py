@@ -260,6 +260,13 @@ class _FileErrors:
             raise CorruptMetadata(f"data file {self.path} is unreadable: {e}") from None
 
 
+def _physical_rows(entries: pa.Table) -> np.ndarray:
+    """Rows each data file of ``entries`` holds, deleted ones included: record_count (live
+    rows) + dv_cardinality."""
+    live = entries.column("record_count").to_numpy(zero_copy_only=False)
+    return (live + pc.fill_null(entries.column("dv_cardinality"), 0).to_numpy(zero_copy_only=False)).astype(np.int64)
+
+
 def _slice_bounds(s: slice, n: int) -> tuple[int, int]:
     start, stop, step = s.indices(n)
     if step != 1:
@@ -882,14 +889,17 @@ class Scan:
             need = self._needed(cols, filt)
             dv_entries = entries.take(pa.array(with_dv))
             read_bitmaps(io, [dvs[i] for i in with_dv])  # into the cache: one range read per DV file
-            if io.is_local and not self._evolved and pc.mean(dv_entries.column("size")).as_py() > LARGE_FILE:
-                live = self._scan_local_with_dvs([paths[i] for i in with_dv], [dvs[i] for i in with_dv], need)  # type: ignore[misc]
+            if io.is_local and not self._evolved and pc.mean(dv_entries.column("size")).as_py() <= LARGE_FILE:
+                # (deletes and filter in one mask)
+                parts.append(self._scan_local_then_mask(dv_entries, [dvs[i] for i in with_dv], cols, filt).cast(out_schema))  # type: ignore[misc]
             else:
-                # File by file on the read threads, each file's deleted rows dropped in the
-                # thread that read it: for files of a few MB, less work than a dataset scan
-                # masked batch by batch (1% deleted: 0.8x the speed without deletes, not 0.7x).
-                live = pa.concat_tables(list(self.read_files(dv_entries, need, files_per_task=16)))
-            parts.append((live.filter(filt) if filt is not None else live).select(cols).cast(out_schema))
+                if io.is_local and not self._evolved:
+                    live = self._scan_local_with_dvs(dv_entries, [dvs[i] for i in with_dv], need)  # type: ignore[misc]
+                else:
+                    # File by file on the read threads, each file's deleted rows dropped in
+                    # the thread that read it.
+                    live = pa.concat_tables(list(self.read_files(dv_entries, need, files_per_task=16)))
+                parts.append((live.filter(filt) if filt is not None else live).select(cols).cast(out_schema))
         if len(with_dv) < len(paths):
             plain = paths if not with_dv else [p for p, d in zip(paths, dvs) if d is None]
             if io.is_local and self._evolved and not self.schema.initial_defaults:
@@ -921,7 +931,7 @@ class Scan:
         t = schema.to_logical(t, need)
         return (t.filter(filt) if filt is not None else t).select(cols)
 
-    def _scan_local_with_dvs(self, paths: list[str], dvs: list[DV], cols: list[str]) -> pa.Table:
+    def _scan_local_with_dvs(self, entries: pa.Table, dvs: list[DV], cols: list[str]) -> pa.Table:
         """All live rows of local files that carry deletion vectors: one dataset scan (its
         threads decode several files at once), each batch filtered by its rows' part of its
         file's DV as it arrives, while the scan goes on. An ordered scan yields a fragment's
@@ -929,7 +939,7 @@ class Scan:
         import pyarrow.dataset as ds
 
         io = self.io
-        local = [io.local_path(p) for p in paths]
+        local = [io.local_path(p) for p in entries.column("path").to_pylist()]
         deleted = {p: positions_array(bm) for p, bm in zip(local, read_bitmaps(io, dvs))}
         seen = dict.fromkeys(local, 0)  # rows of each file so far
         live = []
@@ -946,10 +956,57 @@ class Scan:
                     batch = batch.filter(pa.array(keep))
                 seen[path] = end
                 live.append(batch)
-        for path, pos in deleted.items():
-            if len(pos) and int(pos[-1]) >= seen[path]:
-                raise CorruptMetadata(f"deletion vector deletes row {int(pos[-1])} of a file with {seen[path]} rows")
+        if list(seen.values()) != _physical_rows(entries).tolist():
+            raise self._rows_differ(sum(seen.values()), _physical_rows(entries))
         return pa.Table.from_batches(live, schema=self.arrow_schema_of(tuple(cols)))
+
+    def _scan_local_then_mask(self, entries: pa.Table, dvs: list[DV], cols: list[str], filt: Any) -> pa.Table:
+        """The live rows of local files of a few MB that carry deletion vectors, that the row
+        filter ``filt`` (if any) keeps, columns ``cols``: one threaded dataset scan of every
+        row, as a read without deletes (the scan's threads evaluate ``filt`` into a column),
+        then one mask: the rows no DV deletes, where the manifest puts each file's first
+        row (physical rows: record_count + dv_cardinality), and that ``filt`` keeps. It is
+        applied column by column on the read threads. Reading and masking file by file on
+        two cores ran at 0.7-0.8x the speed of the read without deletes; this at 0.8-0.9x.
+
+        ``to_table`` assembles batches in fragment order, then batch order. The file
+        boundaries the manifest gives are checked against the scan's batch boundaries and its
+        row count: a file whose rows are not what its entry says is CorruptMetadata, never a
+        shifted mask."""
+        import pyarrow.dataset as ds
+
+        io = self.io
+        physical = _physical_rows(entries)
+        starts = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(physical)])
+        need = self._needed(cols, filt)
+        projection = {c: ds.field(c) for c in need}
+        kept = "__lamina_kept"
+        while kept in projection:
+            kept += "_"
+        if filt is not None:
+            projection[kept] = filt
+        with self._missing_file_is_corrupt():
+            dataset = ds.dataset([io.local_path(p) for p in entries.column("path").to_pylist()],
+                                 schema=self.schema.arrow, format="parquet")
+            t = dataset.to_table(columns=projection)
+        bounds = np.cumsum([0, *(len(c) for c in t.column(0).chunks)]) if t.num_columns else starts
+        if t.num_rows != starts[-1] or not np.isin(starts, bounds).all():
+            raise self._rows_differ(t.num_rows, physical)
+        keep = np.ones(t.num_rows, dtype=bool) if filt is None else \
+            pc.fill_null(t.column(kept), False).to_numpy(zero_copy_only=False).copy()
+        for start, n, bm in zip(starts, physical, read_bitmaps(io, dvs)):
+            pos = np.frombuffer(bm.to_array(), dtype=np.uint32)
+            if len(pos) and int(pos[-1]) >= n:
+                raise CorruptMetadata(f"deletion vector deletes row {int(pos[-1])} of a file with {int(n)} rows")
+            keep[pos.astype(np.int64) + start] = False
+        mask = pa.array(keep)
+        t = t.select(cols)
+        return pa.Table.from_arrays(list(_pool.map(lambda c: c.filter(mask), t.columns)), schema=t.schema)
+
+    def _rows_differ(self, rows: int, physical: np.ndarray) -> CorruptMetadata:
+        return CorruptMetadata(
+            f"the data files of version {self.vm.version} hold {rows} rows where their entries say {int(physical.sum())} "
+            f"(record_count + dv_cardinality, file by file); run `lamina fsck`")
 
     @contextmanager
     def _missing_file_is_corrupt(self) -> Iterator[None]:

@@ -34,12 +34,12 @@ def test_corrupt_dv_is_a_clear_error(table):
         table.to_arrow()
 
 
-@pytest.mark.parametrize("large_file", [32 << 20, 0], ids=["file-by-file", "dataset-scan"])
+@pytest.mark.parametrize("large_file", [32 << 20, 0], ids=["scan-then-mask", "mask-per-batch"])
 def test_reading_files_with_dvs_over_many_row_groups_drops_exactly_the_deleted_rows(tmp_path, monkeypatch, large_file):
-    """DV-carrying files are read file by file (each masked in its reading thread) or, when
-    large, as one local dataset scan masking each batch by its rows' part of the file's DV:
-    files of several row groups (several batches each), files without a DV next to them,
-    a filter, and a file gone from disk."""
+    """Local DV-carrying files are read as one dataset scan then masked once (files of a few
+    MB) or, when large, as one dataset scan masking each batch by its rows' part of the
+    file's DV: files of several row groups (several batches each), files without a DV next
+    to them, a filter, and a file gone from disk."""
     import pyarrow.parquet as pq
 
     import lamina.data.scan
@@ -66,3 +66,27 @@ def test_reading_files_with_dvs_over_many_row_groups_drops_exactly_the_deleted_r
     os.remove(os.path.join(t.uri, added[0][0]))
     with pytest.raises(CorruptMetadata, match="missing"):
         t.to_arrow()
+
+
+@pytest.mark.parametrize("large_file", [32 << 20, 0], ids=["scan-then-mask", "mask-per-batch"])
+@pytest.mark.parametrize("rows_now", [60, 140], ids=["fewer-rows", "more-rows"])
+def test_a_data_file_whose_rows_differ_from_its_entry_is_corrupt_not_a_shifted_mask(tmp_path, monkeypatch, rows_now, large_file):
+    """The rows of files read in one scan are masked by where their entries put each file's
+    first row: a file replaced by one of another length would shift every later file's
+    deletes onto the wrong rows. It is CorruptMetadata, and no rows are returned."""
+    import pyarrow.parquet as pq
+
+    import lamina.data.scan
+
+    monkeypatch.setattr(lamina.data.scan, "LARGE_FILE", large_file)
+
+    t = lamina.create_table(str(tmp_path / "shift"), SCHEMA)
+    for k in range(3):
+        t.append(rows(k * 100, k * 100 + 100))
+    t.delete("id IN (" + ", ".join(str(i) for i in range(3, 300, 10)) + ")")
+    first = t.files().sort_by("path")
+    victim = os.path.join(t.uri, t.scan().plan().entries.column("path")[0].as_py())
+    pq.write_table(rows(1000, 1000 + rows_now).select(SCHEMA.names), victim)
+    with pytest.raises(CorruptMetadata, match="rows"):
+        t.to_arrow()
+    assert t.files().sort_by("path").equals(first)  # nothing changed
