@@ -182,7 +182,7 @@ class Base:
         return self.new_files(write_data_files(
             self.io, vm.schema, vm.partition_spec, rows, write_id, self._max_rows(max_rows),
             compression=self.writer.parquet_compression, pending=pending, stats=self.stats_policy,
-            integer_encoding=self.writer.parquet_integer_encoding,
+            integer_encoding=self.writer.parquet_integer_encoding, small_file_bytes=self.writer.parquet_small_file_bytes,
         ), row_ids_from)
 
     def write_stream(

@@ -368,7 +368,8 @@ class WriteTarget:
                 )
         return write_data_files(io, self.schema, self.spec, data, self.write_id, self.settings.max_rows_per_file,
                                 self.settings.parquet_compression, stats=self.stats,
-                                integer_encoding=self.settings.parquet_integer_encoding)
+                                integer_encoding=self.settings.parquet_integer_encoding,
+                                small_file_bytes=self.settings.parquet_small_file_bytes)
 
     # -- driver side ------------------------------------------------------------------
 

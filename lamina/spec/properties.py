@@ -129,6 +129,9 @@ class TableProperties:
     WRITE_PARQUET_COMPRESSION = _word_property("write.parquet.compression", "snappy", PARQUET_COMPRESSIONS, fold_case=True)
     WRITE_PARQUET_INTEGER_ENCODING = _word_property(
         "write.parquet.integer-encoding", "delta", INTEGER_ENCODINGS, fold_case=True)
+    # Data files whose rows take fewer bytes in Arrow are written uncompressed and without
+    # footer statistics (docs/format.md); 0: every file as the properties above say.
+    WRITE_PARQUET_SMALL_FILE_BYTES = _int_property("write.parquet.small-file-bytes", 256 * 1024, 0)
     WRITE_DELETE_MODE = _word_property("write.delete.mode", MERGE_ON_READ, DELETE_MODES)
     WRITE_SORT_ORDER = Property("write.sort-order", (), _parse_columns, "column names separated by commas", render=", ".join)
 
@@ -207,6 +210,7 @@ class WriterProperties:
     delete_mode: str = TableProperties.WRITE_DELETE_MODE.default
     sort_order: tuple[str, ...] = TableProperties.WRITE_SORT_ORDER.default
     parquet_integer_encoding: str = TableProperties.WRITE_PARQUET_INTEGER_ENCODING.default
+    parquet_small_file_bytes: int = TableProperties.WRITE_PARQUET_SMALL_FILE_BYTES.default
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, Any]) -> WriterProperties:
@@ -215,6 +219,7 @@ class WriterProperties:
             max_rows_per_file=p.WRITE_MAX_ROWS_PER_FILE.get(properties),
             parquet_compression=p.WRITE_PARQUET_COMPRESSION.get(properties),
             parquet_integer_encoding=p.WRITE_PARQUET_INTEGER_ENCODING.get(properties),
+            parquet_small_file_bytes=p.WRITE_PARQUET_SMALL_FILE_BYTES.get(properties),
             delete_mode=p.WRITE_DELETE_MODE.get(properties),
             sort_order=p.WRITE_SORT_ORDER.get(properties),
         )

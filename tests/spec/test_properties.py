@@ -34,7 +34,7 @@ SCHEMA = pa.schema([("id", pa.int64())])
 def test_the_registry_holds_every_constant_once():
     constants = [v for k, v in vars(TableProperties).items() if k.isupper()]
     assert all(isinstance(c, Property) for c in constants)
-    assert len(REGISTERED) == len(constants) == len(KEYS) == 22
+    assert len(REGISTERED) == len(constants) == len(KEYS) == 23
     # the constant's name is its key spelled as a name: write.max-rows-per-file -> WRITE_MAX_ROWS_PER_FILE
     for name, prop in vars(TableProperties).items():
         if isinstance(prop, Property):
@@ -135,11 +135,27 @@ def test_a_slot_chunk_size_that_cannot_be_used_is_corrupt_metadata():
         slot_chunk_size({TableProperties.VERSION_SLOT_CHUNK_SIZE.key: "0"})
 
 
-def test_the_compression_property_reaches_the_data_files(tmp_path):
-    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={TableProperties.WRITE_PARQUET_COMPRESSION.key: "zstd"})
-    t.append(pa.table({"id": list(range(100))}))
-    (path,) = t.files().column("path").to_pylist()
-    assert pq.read_metadata(os.path.join(t.uri, path)).row_group(0).column(0).compression == "ZSTD"
+def test_the_compression_property_reaches_the_data_files_but_small_ones(tmp_path):
+    """Files of rows under write.parquet.small-file-bytes (in Arrow) are written uncompressed
+    and without footer statistics; the others with the codec and statistics. 0: every file
+    as the codec says."""
+    zstd = {TableProperties.WRITE_PARQUET_COMPRESSION.key: "zstd"}
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties=zstd)
+    t.append(pa.table({"id": list(range(100))}))  # 800 bytes
+    t.append(pa.table({"id": list(range(40_000))}))  # 320,000 bytes: above the default 256 KiB
+    every = lamina.create_table(str(tmp_path / "every"), SCHEMA, properties={**zstd, TableProperties.WRITE_PARQUET_SMALL_FILE_BYTES.key: "0"})
+    every.append(pa.table({"id": list(range(10))}))
+
+    def first_column(table, rows: int):
+        files = table.files()
+        (path,) = files.filter(pa.compute.equal(files.column("record_count"), rows)).column("path").to_pylist()
+        c = pq.read_metadata(os.path.join(table.uri, path)).row_group(0).column(0)
+        return c.compression, c.is_stats_set
+
+    assert first_column(t, 100) == ("UNCOMPRESSED", False)
+    assert first_column(t, 40_000) == ("ZSTD", True)
+    assert first_column(every, 10) == ("ZSTD", True)
+    assert sorted(t.to_arrow().column("id").to_pylist()) == sorted([*range(100), *range(40_000)])
 
 
 # -- no other module spells a key; the spec imports nothing above it; the docs list them all --
