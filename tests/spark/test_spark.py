@@ -164,12 +164,13 @@ def test_spark_reads_files_lamina_wrote_delta_encoded(spark, tmp_path):
 
 
 def test_every_spark_write_follows_the_write_properties(spark, tmp_path):
-    """write(), the data source and merge write files with the table's codec and row limit;
-    a new table's properties are checked before Spark writes anything."""
+    """write(), the data source and merge write files with the table's codec and row limit
+    (and, for the data source and merge's Lamina writer, the small-file rule: 0 turns it
+    off); a new table's properties are checked before Spark writes anything."""
     from lamina.spark import merge, write
 
     uri = str(tmp_path / "t")
-    props = {"write.parquet.compression": "GZIP", "write.max-rows-per-file": "7"}
+    props = {"write.parquet.compression": "GZIP", "write.max-rows-per-file": "7", "write.parquet.small-file-bytes": "0"}
     data = pa.table({"id": pa.array(range(40), pa.int64()), "v": pa.array([float(i) for i in range(40)])})
 
     def codecs_and_rows() -> tuple[set, int]:
