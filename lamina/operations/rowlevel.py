@@ -839,7 +839,7 @@ class MergeBuilder(MergeClauses):
                 remaining &= ~m
                 if not m.any():
                     continue
-                sel = j.filter(pa.array(m))
+                sel = j if m.all() else j.filter(pa.array(m))  # (every row: the common unconditional clause, no copy)
                 deletes.append(sel.column(POS).to_numpy())
                 files.append(sel.column(FILE).to_numpy())
                 if cl.kind == "update":
@@ -872,7 +872,7 @@ class MergeBuilder(MergeClauses):
                 remaining &= ~m
                 if not m.any():
                     continue
-                sel = src.filter(pa.array(m))
+                sel = src if m.all() else src.filter(pa.array(m))
                 out.append(_clause_rows(cl, sel, tschema, "insert", lambda f: _default_or_null(defaults, f, sel.num_rows)))
             return pa.concat_tables(out) if out else None
 
