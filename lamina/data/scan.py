@@ -956,6 +956,9 @@ class Scan:
                     batch = batch.filter(pa.array(keep))
                 seen[path] = end
                 live.append(batch)
+        for path, pos in deleted.items():
+            if len(pos) and int(pos[-1]) >= seen[path]:
+                raise CorruptMetadata(f"deletion vector deletes row {int(pos[-1])} of a file with {seen[path]} rows")
         if list(seen.values()) != _physical_rows(entries).tolist():
             raise self._rows_differ(sum(seen.values()), _physical_rows(entries))
         return pa.Table.from_batches(live, schema=self.arrow_schema_of(tuple(cols)))

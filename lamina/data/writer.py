@@ -173,9 +173,9 @@ def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures:
     decompressing its pages takes a sixth and parsing the statistics in its footer a
     few percent more, on every read, for bytes the codec saves once (under ~150 KiB a file,
     one request either way on an object store). Its statistics are in the manifest, which
-    is what prunes it; with one row group, the footer's would prune nothing more (stored row
-ids keep theirs: a publish by rebase reads their maximum there). Such
-    files are what appends and streaming leave behind, and compaction rewrites them, into
+    is what prunes it; with one row group, the footer's would prune nothing more. Stored
+    row ids keep theirs: a publish by rebase reads their maximum there. Such files are
+    what appends and streaming leave behind, and compaction rewrites them, into
     compressed files with footer statistics.
 
     With ``futures``, the store write is queued and its future appended, so the
@@ -185,7 +185,6 @@ ids keep theirs: a publish by rebase reads their maximum there). Such
     small = data.nbytes < small_file_bytes
     pq.write_table(
         data, sink, compression="none" if small else compression,
-        # (stored row ids keep theirs: a publish by rebase reads their maximum there)
         write_statistics=([c for c in LINEAGE_COLUMNS if c in data.column_names] or False) if small else statistics_columns(data.schema),
         **_encodings(data, integer_encoding),
     )
