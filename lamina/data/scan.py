@@ -874,6 +874,14 @@ class Scan:
         out_schema = self.arrow_schema_of(tuple(cols))
         if not entries.num_rows:
             return out_schema.empty_table()
+        if not cols:
+            # A read of no column still has rows (what a count reads), but pyarrow's cast and
+            # concatenation of tables without columns drop their row count: count the rows
+            # (the entries' live rows, or those a read of the predicate's columns keeps),
+            # then make a table of that many rows and no column.
+            rows = (int(pc.sum(entries.column("record_count")).as_py() or 0) if filt is None
+                    else self.read_entries(entries, self.with_predicate_columns([]), filt).num_rows)
+            return pa.table({"rows": pa.nulls(rows)}).select([])
         if any(c in _LINEAGE_FIELD for c in cols):
             # Row ids number a file's physical rows: file by file, before deletes and filter
             # (numbered per run where files store none).
