@@ -172,8 +172,10 @@ def bitmap_of(positions: np.ndarray) -> BitMap:
     return BitMap(array.array("I", np.asarray(positions, dtype=np.uint32).tobytes()))
 
 
-def positions_array(bm: BitMap) -> np.ndarray:
-    return dvfmt.positions(bm)
+def positions_array(bm: BitMap, num_rows: int | None = None) -> np.ndarray:
+    """The DV's positions (ascending uint32); with ``num_rows``, checked to be rows of a file
+    of that many rows (CorruptMetadata otherwise)."""
+    return dvfmt.positions(bm) if num_rows is None else dvfmt.positions_within(bm, num_rows)
 
 
 def unique_sorted(values: np.ndarray, return_index: bool = False):

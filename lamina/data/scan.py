@@ -897,16 +897,16 @@ class Scan:
             need = self._needed(cols, filt)
             dv_entries = entries.take(pa.array(with_dv))
             read_bitmaps(io, [dvs[i] for i in with_dv])  # into the cache: one range read per DV file
-            if io.is_local and not self._evolved and pc.mean(dv_entries.column("size")).as_py() <= LARGE_FILE:
-                # (deletes and filter in one mask)
-                parts.append(self._scan_local_then_mask(dv_entries, [dvs[i] for i in with_dv], cols, filt).cast(out_schema))  # type: ignore[misc]
+            dv_list = [dvs[i] for i in with_dv]
+            scanned = io.is_local and not self._evolved  # (local files read by name: one dataset scan)
+            if scanned and pc.mean(dv_entries.column("size")).as_py() <= LARGE_FILE:
+                # deletes and filter in one mask
+                parts.append(self._scan_local_then_mask(dv_entries, dv_list, cols, filt).cast(out_schema))
             else:
-                if io.is_local and not self._evolved:
-                    live = self._scan_local_with_dvs(dv_entries, [dvs[i] for i in with_dv], need)  # type: ignore[misc]
-                else:
-                    # File by file on the read threads, each file's deleted rows dropped in
-                    # the thread that read it.
-                    live = pa.concat_tables(list(self.read_files(dv_entries, need, files_per_task=16)))
+                # large local files: masked batch by batch; else file by file on the read
+                # threads, each file's deleted rows dropped in the thread that read it
+                live = (self._scan_local_with_dvs(dv_entries, dv_list, need) if scanned
+                        else pa.concat_tables(list(self.read_files(dv_entries, need, files_per_task=16))))
                 parts.append((live.filter(filt) if filt is not None else live).select(cols).cast(out_schema))
         if len(with_dv) < len(paths):
             plain = paths if not with_dv else [p for p, d in zip(paths, dvs) if d is None]
@@ -948,7 +948,8 @@ class Scan:
 
         io = self.io
         local = [io.local_path(p) for p in entries.column("path").to_pylist()]
-        deleted = {p: positions_array(bm) for p, bm in zip(local, read_bitmaps(io, dvs))}
+        physical = _physical_rows(entries)
+        deleted = {p: positions_array(bm, int(n)) for p, bm, n in zip(local, read_bitmaps(io, dvs), physical)}
         seen = dict.fromkeys(local, 0)  # rows of each file so far
         live = []
         with self._missing_file_is_corrupt():
@@ -964,11 +965,8 @@ class Scan:
                     batch = batch.filter(pa.array(keep))
                 seen[path] = end
                 live.append(batch)
-        for path, pos in deleted.items():
-            if len(pos) and int(pos[-1]) >= seen[path]:
-                raise CorruptMetadata(f"deletion vector deletes row {int(pos[-1])} of a file with {seen[path]} rows")
-        if list(seen.values()) != _physical_rows(entries).tolist():
-            raise self._rows_differ(sum(seen.values()), _physical_rows(entries))
+        if list(seen.values()) != physical.tolist():
+            raise self._rows_differ(sum(seen.values()), physical)
         return pa.Table.from_batches(live, schema=self.arrow_schema_of(tuple(cols)))
 
     def _scan_local_then_mask(self, entries: pa.Table, dvs: list[DV], cols: list[str], filt: Any) -> pa.Table:
@@ -1006,10 +1004,7 @@ class Scan:
         keep = np.ones(t.num_rows, dtype=bool) if filt is None else \
             pc.fill_null(t.column(kept), False).to_numpy(zero_copy_only=False).copy()
         for start, n, bm in zip(starts, physical, read_bitmaps(io, dvs)):
-            pos = np.frombuffer(bm.to_array(), dtype=np.uint32)
-            if len(pos) and int(pos[-1]) >= n:
-                raise CorruptMetadata(f"deletion vector deletes row {int(pos[-1])} of a file with {int(n)} rows")
-            keep[pos.astype(np.int64) + start] = False
+            keep[positions_array(bm, int(n)).astype(np.int64) + start] = False
         mask = pa.array(keep)
         t = t.select(cols)
         return pa.Table.from_arrays(list(_pool.map(lambda c: c.filter(mask), t.columns)), schema=t.schema)

@@ -60,11 +60,16 @@ def positions(bm: BitMap) -> np.ndarray:
     return np.frombuffer(bm.to_array(), dtype=np.uint32)
 
 
-def keep_mask(bm: BitMap, num_rows: int) -> np.ndarray:
-    """Boolean mask of the rows a DV leaves live."""
-    mask = np.ones(num_rows, dtype=bool)
+def positions_within(bm: BitMap, num_rows: int) -> np.ndarray:
+    """The DV's positions, checked to be rows of a file of ``num_rows`` rows."""
     pos = positions(bm)
     if len(pos) and int(pos[-1]) >= num_rows:
         raise CorruptMetadata(f"deletion vector deletes row {int(pos[-1])} of a file with {num_rows} rows")
-    mask[pos] = False
+    return pos
+
+
+def keep_mask(bm: BitMap, num_rows: int) -> np.ndarray:
+    """Boolean mask of the rows a DV leaves live."""
+    mask = np.ones(num_rows, dtype=bool)
+    mask[positions_within(bm, num_rows)] = False
     return mask
