@@ -579,9 +579,11 @@ class SlotListing:
     def recorded(self, version: int) -> bool:
         return any(a <= version <= b for a, b in self.freed)
 
-    def freeable_strays(self, now_ms: int, retention_ms: int) -> list[int]:
-        """The strays whose slot files may be deleted now: in the range of a record of an
-        emptied chunk, or of a range record at least ``retention_ms`` old."""
+    def freeable_strays(self, now_ms: int, properties: Mapping[str, str]) -> list[int]:
+        """The strays whose slot files may be deleted at ``now_ms``: in the range of a record
+        of an emptied chunk, or of a range record at least the table's slot retention
+        (``expire.slot-retention-ms`` of ``properties``) old."""
+        retention_ms = TableProperties.EXPIRE_SLOT_RETENTION_MS.get(properties)
         ok = _Ranges((r.first, r.last) for r in self.records if r.freeable(now_ms, retention_ms))
         return [v for v in self.strays if v in ok]
 

@@ -538,8 +538,7 @@ def expire_versions(
     # 5. slots freed: the slot files of records old enough (or, on older tables, chunks of
     #    old tombstones below every retained version: record, then free)
     if ranged:
-        retention = TableProperties.EXPIRE_SLOT_RETENTION_MS.get(latest.properties)
-        doomed = [log.version_path(v) for v in slots.freeable_strays(now, retention)]
+        doomed = [log.version_path(v) for v in slots.freeable_strays(now, latest.properties)]
         if doomed and not dry_run:
             io.delete_many(doomed)
         report.freed_slots = len(doomed)

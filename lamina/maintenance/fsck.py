@@ -25,7 +25,6 @@ from lamina.spec.lineage import FIRST_ROW_ID, has_lineage, lineage_problems
 from lamina.spec.layout import (
     BRANCH_LOGS_DIR, BRANCHES_DIR, HINT_PATH, MAIN_LOG, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, is_inline_root,
 )
-from lamina.spec.properties import TableProperties
 from lamina.spec.slot import FREED_DIR
 from lamina.timeutil import now_ms
 
@@ -115,8 +114,7 @@ def fsck(table) -> FsckReport:
         # the slot retention (an expired version's file): table metadata until then. Past it
         # (and late puts into freed slots) they are unreferenced: expiry and orphan cleanup
         # delete them.
-        retention = TableProperties.EXPIRE_SLOT_RETENTION_MS.get(latest.properties)
-        freeable = set(slots.freeable_strays(now_ms(), retention))
+        freeable = set(slots.freeable_strays(now_ms(), latest.properties))
         referenced.update(log.version_path(v) for v in slots.strays if v not in freeable)
     # 3. everything the other kept versions and the tags reference (the latest's tree is
     #    step 1's: read again, its damage would be reported twice)

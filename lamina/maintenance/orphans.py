@@ -30,7 +30,6 @@ from lamina.maintenance.reachability import referenced_paths
 from lamina.spec.features import check_writer
 from lamina.commit.branches import BranchStore
 from lamina.spec.layout import BRANCH_LOGS_DIR, BRANCHES_DIR, HINT_PATH, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, parse_pending_name, version_path
-from lamina.spec.properties import TableProperties
 from lamina.spec.slot import FREED_DIR
 from lamina.data.inflight import live_write_ids, written_by
 from lamina.timeutil import now_ms
@@ -86,8 +85,7 @@ def remove_orphans(
     # record check: lamina.commit.log.VersionLog.slot_cannot_have_been_freed); so does this,
     # after the same age check as any orphan (else they stay until the next expiry, on a
     # table that may get none).
-    retention = TableProperties.EXPIRE_SLOT_RETENTION_MS.get(latest.properties)
-    strays = {version_path(v) for v in log.scan_slots().freeable_strays(now_ms(), retention)}
+    strays = {version_path(v) for v in log.scan_slots().freeable_strays(now_ms(), latest.properties)}
     # List first: a file written after this listing is not considered at all, and one
     # listed here but committed later is younger than the cutoff (or in flight).
     walked = list(io.walk())

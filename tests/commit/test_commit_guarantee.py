@@ -51,8 +51,7 @@ def _check_history(uri: str, expected: collections.Counter) -> None:
         assert t.scan(version=v).to_arrow().num_rows == t.log.load(v).summary["total-records"]
     report = fsck(t)
     assert report.ok, (report.missing, report.errors)
-    retention = lamina.TableProperties.EXPIRE_SLOT_RETENTION_MS.get(t.metadata.properties)
-    assert t.log.scan_slots().freeable_strays(now_ms(), retention) == []
+    assert t.log.scan_slots().freeable_strays(now_ms(), t.metadata.properties) == []
 
 
 def test_late_put_into_an_expired_slot_finds_it_taken_and_rebases(tmp_path):

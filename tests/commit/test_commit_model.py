@@ -166,8 +166,7 @@ class TableHistory(RuleBasedStateMachine):
         # Slot files in recorded ranges (expired versions' files) stay until their record is
         # older than the slot retention; none older is left (expiry and orphan cleanup free
         # them, a writer withdraws its put from a freed slot).
-        retention = lamina.TableProperties.EXPIRE_SLOT_RETENTION_MS.get(t.metadata.properties)
-        assert t.log.scan_slots().freeable_strays(now_ms(), retention) == []
+        assert t.log.scan_slots().freeable_strays(now_ms(), t.metadata.properties) == []
 
     def teardown(self) -> None:
         for w in self.in_flight:

@@ -87,8 +87,7 @@ def test_version_put_held_in_the_network_past_expiry(s3, proxy, props):
     assert rows_of(fresh.to_arrow()) == want(*((0, s) for s in range(6)), (1, 0))
     report = fsck(fresh)
     assert report.ok, (report.missing, report.errors)
-    retention = lamina.TableProperties.EXPIRE_SLOT_RETENTION_MS.get(fresh.metadata.properties)
-    assert fresh.log.scan_slots().freeable_strays(now_ms(), retention) == []
+    assert fresh.log.scan_slots().freeable_strays(now_ms(), fresh.metadata.properties) == []
 
 
 def test_retried_version_put_that_had_landed_commits_once(s3, proxy):
