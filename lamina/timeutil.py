@@ -17,6 +17,13 @@ MAX_EPOCH_MS = 253_402_300_799_999
 
 _EXAMPLES = "e.g. '2026-01-31T12:00:00+00:00', a datetime, or epoch milliseconds like 1769860800000"
 
+# Epoch seconds of the years 2001 to 2286 (10**9 to 10**10), read as milliseconds, fall in
+# the first four months of 1970, before any table. A number there is a time in seconds
+# (``time.time()``) given where milliseconds go: read as 1970 it would make a tag that
+# already expired (and expiry drops it with its versions), or a time travel to before the
+# table. It is refused instead.
+_SECONDS_LIKE = (10**9, 10**10)
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -55,7 +62,14 @@ def epoch_ms(t: Any, what: str = "timestamp", timedelta_sign: int = 0) -> int:
             raise InvalidArgument(f"{what} {t!r} is a negative duration; give a duration >= 0 or a point in time")
         return _in_range(now_ms() + timedelta_sign * (t // timedelta(milliseconds=1)), t, what)
     if isinstance(t, numbers.Real):
-        return _in_range(int(_finite_number(t, what, f"a time ({_EXAMPLES})")), t, what)
+        value = _finite_number(t, what, f"a time ({_EXAMPLES})")
+        if _SECONDS_LIKE[0] <= value < _SECONDS_LIKE[1]:
+            as_seconds = datetime.fromtimestamp(value, timezone.utc).isoformat(timespec="seconds")
+            raise InvalidArgument(
+                f"{what} {t!r} looks like epoch seconds ({as_seconds}): Lamina reads a number as epoch "
+                f"milliseconds, where it would be a time in 1970; give int(seconds * 1000), a datetime "
+                f"or an ISO 8601 string")
+        return _in_range(int(value), t, what)
     if isinstance(t, str):
         try:
             t = datetime.fromisoformat(t.strip())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -165,6 +166,12 @@ CASES = [
     ("scan-ts-inf", lambda w, m: w.table.scan(timestamp=INF), E.InvalidArgument, ["not a finite number"]),
     ("scan-ts-huge", lambda w, m: w.table.scan(timestamp=1e300), E.InvalidArgument, ["out of range", "years 1 to 9999"]),
     ("rollback-ts-nan", lambda w, m: w.table.rollback(timestamp=NAN), E.InvalidArgument, ["not a finite number"]),
+    ("scan-ts-seconds", lambda w, m: w.table.scan(timestamp=time.time()), E.InvalidArgument,
+     ["looks like epoch seconds", "int(seconds * 1000)"]),
+    ("tag-expires-seconds", lambda w, m: w.table.create_tag("later", expires_at=time.time() + 3600), E.InvalidArgument,
+     ["expires_at", "looks like epoch seconds"]),
+    ("expire-older-seconds", lambda w, m: w.table.expire_versions(older_than=int(time.time()) - 60, reader_grace=timedelta(0)),
+     E.InvalidArgument, ["older_than", "looks like epoch seconds"]),
     ("tag-expires-inf", lambda w, m: w.table.create_tag("later", expires_at=INF), E.InvalidArgument, ["expires_at inf"]),
     ("tag-expires-negative", lambda w, m: w.table.create_tag("later", expires_at=timedelta(days=-1)), E.InvalidArgument, ["negative duration"]),
     ("expire-older-nan", lambda w, m: w.table.expire_versions(older_than=NAN, reader_grace=timedelta(0)), E.InvalidArgument, ["older_than nan"]),
