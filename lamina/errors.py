@@ -53,6 +53,12 @@ class CorruptMetadata(LaminaError):
     """A metadata file is truncated, not parseable or inconsistent."""
 
 
+class MissingFile(CorruptMetadata):
+    """A file a version references (data, deletion vector or manifest) is gone. A read of a
+    version that expiry has since removed sees this too: ``Scan`` then raises
+    VersionNotFound instead (see lamina.data.scan)."""
+
+
 class UnsupportedFeature(LaminaError):
     """The table needs a reader or writer feature this Lamina does not know."""
 

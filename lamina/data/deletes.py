@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap
 
-from lamina.errors import CorruptMetadata, NotFound
+from lamina.errors import CorruptMetadata, MissingFile, NotFound
 from lamina.io import FileIO
 from lamina.spec import dv as dvfmt
 from lamina.spec.layout import new_dv_path
@@ -78,7 +78,7 @@ def read_bitmaps(io: FileIO, dvs: list[DV]) -> list[BitMap]:
             try:
                 span = io.get_range(path, lo, hi - lo)
             except NotFound:
-                raise CorruptMetadata(f"deletion vector file {path} is missing; run `lamina fsck`") from None
+                raise MissingFile(f"deletion vector file {path} is missing; run `lamina fsck`") from None
             for i in run:
                 start = dvs[i].offset - lo
                 out[i] = _decoded(io, dvs[i], span[start : start + dvs[i].length])

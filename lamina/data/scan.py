@@ -12,8 +12,9 @@ from collections import deque
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from functools import cached_property, wraps
+from inspect import isgeneratorfunction
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +25,7 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
-from lamina.errors import CorruptMetadata, NotFound, RowLineageNotEnabled
+from lamina.errors import CorruptMetadata, LaminaError, MissingFile, NotFound, RowLineageNotEnabled, VersionNotFound
 from lamina.expr import AlwaysTrue, Expr, bind, may_match, pushdown_filter, referenced_columns, to_arrow_filter, to_expr
 from lamina.io import FileIO
 from lamina.manifest.entries import manifest_schema_of
@@ -253,7 +254,7 @@ class _FileErrors:
         if kind is None:
             return
         if issubclass(kind, (NotFound, FileNotFoundError)):
-            raise CorruptMetadata(
+            raise MissingFile(
                 f"data file {self.path} of version {self.scan.vm.version} is missing; run `lamina fsck {self.scan.io.uri}`"
             ) from None
         if issubclass(kind, pa.ArrowInvalid):
@@ -274,16 +275,58 @@ def _slice_bounds(s: slice, n: int) -> tuple[int, int]:
     return start, max(0, stop - start)
 
 
+class VersionKeeper(Protocol):
+    """What a scan asks of its table's log (lamina.commit.VersionLog), through this layer's
+    view of it: whether a version is still kept."""
+
+    def is_live(self, version: int) -> bool: ...
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _expiry_aware(method: _Method) -> _Method:
+    """``method`` of a Scan, with a missing file of a version that is no longer kept raised as
+    VersionNotFound (``Scan._no_longer_kept``) rather than MissingFile. Generators too: a
+    stream's files are read as it is consumed."""
+    if isgeneratorfunction(method):
+        @wraps(method)
+        def stream(self: "Scan", *args: Any, **kwargs: Any) -> Iterator[Any]:
+            try:
+                yield from method(self, *args, **kwargs)
+            except MissingFile as e:
+                gone = self._no_longer_kept()
+                if gone is None:
+                    raise
+                raise gone from e
+        return stream  # type: ignore[return-value]
+
+    @wraps(method)
+    def run(self: "Scan", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except MissingFile as e:
+            gone = self._no_longer_kept()
+            if gone is None:
+                raise
+            raise gone from e
+    return run  # type: ignore[return-value]
+
+
 class Scan:
     """A read of one version: ``plan()`` prunes the manifest tree to file scan tasks, the
     readers return its live rows. Built by ``Table.scan`` and, for the version an operation
     is applied to, by ``lamina.commit.Base.scan``."""
 
     def __init__(
-        self, io: FileIO, vm: VersionManifest, where: str | Expr | None = None, columns: Sequence[str] | None = None
+        self, io: FileIO, vm: VersionManifest, where: str | Expr | None = None, columns: Sequence[str] | None = None,
+        *, log: VersionKeeper | None = None,
     ) -> None:
         self.io = io
         self.vm = vm
+        # The log of the table (or branch) ``vm`` is a version of, when known: a file found
+        # missing is then told apart from a version expired since this scan was made.
+        self.log = log
         self.schema = vm.schema
         self.spec = vm.partition_spec
         self.specs = vm.all_partition_specs  # files keep the spec they were written with
@@ -311,6 +354,26 @@ class Scan:
     def version(self) -> int:
         return self.vm.version
 
+    def _no_longer_kept(self) -> VersionNotFound | None:
+        """VersionNotFound when the version this scan reads is no longer kept (``self.log``
+        says so): expiry (or a destructive rollback) removed it and its files after the
+        scan was made, as when a notebook reuses a scan, a DataFrame or a stream after
+        maintenance. That is not corruption, and `lamina fsck` would find none. None when
+        it is still kept, or when nothing tells: a missing file is then the table's fault."""
+        if self.log is None:
+            return None
+        try:
+            if self.log.is_live(self.vm.version):
+                return None
+        except LaminaError:
+            return None
+        return VersionNotFound(
+            f"version {self.vm.version} of {self.io.uri} is no longer kept: it was expired (or dropped by a rollback) "
+            "after this scan was made, and the files it reads were deleted with it. Scan the table again for its "
+            "current version, or scan a version that is still kept (`lamina history`); expire_versions keeps "
+            "a superseded version for reads like this one for reader_grace (default 1 hour)")
+
+    @_expiry_aware
     def plan(self, all_columns: bool = False) -> ScanPlan:
         """Files that may hold matching rows: leaf summaries first, then file stats.
 
@@ -538,6 +601,7 @@ class Scan:
             t = t.filter(dv_of(self.io, dv).keep(t.num_rows))
         return (t.filter(filt) if filt is not None else t).select(columns)
 
+    @_expiry_aware
     def read_file(
         self, path: str, columns: list[str], filt: Any, dv: DV | None = None, memory_pool: pa.MemoryPool | None = None,
         lineage: tuple[int, int] | None = None,
@@ -592,6 +656,7 @@ class Scan:
         arrow = self.schema.arrow
         return sum(leaves(arrow.field(i).type) for i in range(arrow.get_field_index(self.dictionary_column)))
 
+    @_expiry_aware
     def matching_positions(self, entries: pa.Table) -> list[np.ndarray]:
         """For each file of ``entries``, in order: the physical positions (row numbers in the
         file, ascending, each once) of its rows the predicate selects, deletion vectors not
@@ -697,6 +762,7 @@ class Scan:
         """A data file that is missing or not Parquet as CorruptMetadata naming it."""
         return _FileErrors(self, path)
 
+    @_expiry_aware
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         plan = self.plan()
         filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
@@ -711,6 +777,7 @@ class Scan:
         deletes and the filter applied. Any Arrow engine takes it (``__arrow_c_stream__``)."""
         return pa.RecordBatchReader.from_batches(self.arrow_schema_of(self.output_columns), self.to_batches())
 
+    @_expiry_aware
     def to_pyarrow_dataset(self) -> ds.Dataset:
         """The rows as a ``pyarrow.dataset.Dataset`` that engines scan lazily, with projection
         and filter pushdown (``lamina.data.export``: files with deletion vectors are read
@@ -725,6 +792,7 @@ class Scan:
 
         return pl.from_arrow(self.to_arrow(), rechunk=False)
 
+    @_expiry_aware
     def read_files(
         self, entries: pa.Table, cols: list[str], filt: Any = None, *,
         files_per_task: int = 64, bytes_per_task: int = 8 << 20, tasks_ahead: int = 8,
@@ -861,11 +929,13 @@ class Scan:
         for t in tables:
             yield t if t.schema.equals(out_schema) else t.select(cols).cast(out_schema)
 
+    @_expiry_aware
     def to_arrow(self) -> pa.Table:
         plan = self.plan()
         filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
         return self.read_entries(plan.entries, self._read_columns(), filt)
 
+    @_expiry_aware
     def read_entries(self, entries: pa.Table, cols: list[str], filt: Any) -> pa.Table:
         """The live rows of the files ``entries`` describe. Files with a deletion vector:
         their deleted rows dropped, then the filter; files without: on local disk one
@@ -1019,11 +1089,12 @@ class Scan:
         try:
             yield
         except FileNotFoundError as e:
-            raise CorruptMetadata(f"a data file of version {self.vm.version} is missing ({e}); run `lamina fsck`") from None
+            raise MissingFile(f"a data file of version {self.vm.version} is missing ({e}); run `lamina fsck`") from None
 
     def to_pandas(self, **kwargs: Any) -> Any:
         return self.to_arrow().to_pandas(**kwargs)
 
+    @_expiry_aware
     def count(self) -> int:
         if isinstance(self.predicate, AlwaysTrue):
             return self.plan().record_count

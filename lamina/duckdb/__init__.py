@@ -139,7 +139,7 @@ def register(
         text = _where_text(where)
         conjuncts = [c.sql("duckdb") for c in _conjuncts(sqlglot.parse_one(text, read="duckdb"))]
     vm_scan = t.scan(columns=columns, version=version, timestamp=timestamp, tag=tag, branch=branch)
-    scan = Scan(vm_scan.io, vm_scan.vm, pruning_predicate(conjuncts, vm_scan.schema), columns)
+    scan = Scan(vm_scan.io, vm_scan.vm, pruning_predicate(conjuncts, vm_scan.schema), columns, log=vm_scan.log)
     return register_scan(con, scan, name if quoted else _ident(name), where=text)
 
 
@@ -437,7 +437,7 @@ def sql(
                 )
             continue
         scan = table.scan(**_travel(node))
-        pruned = Scan(scan.io, scan.vm, pruning_predicate(_pushable_conjuncts(node), scan.schema))
+        pruned = Scan(scan.io, scan.vm, pruning_predicate(_pushable_conjuncts(node), scan.schema), log=scan.log)
         view = f"__lamina_view_{next(_names)}"
         register_scan(con, pruned, _ident(view))
         alias = node.alias_or_name

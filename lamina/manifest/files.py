@@ -15,7 +15,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lamina.errors import CorruptMetadata, NotFound
+from lamina.errors import CorruptMetadata, MissingFile, NotFound
 from lamina.io import FileIO
 from lamina.spec.layout import (
     ARROW_MANIFEST_SUFFIX, FORMAT_VERSION, inline_root_name_of, is_inline_root, new_inline_root_name, new_manifest_path,
@@ -206,12 +206,12 @@ def read_manifest(io: FileIO, path: str, columns: Sequence[str] | None = None, i
         else:
             t = _read_parquet(io, path, columns)
     except NotFound:
-        raise CorruptMetadata(
+        raise MissingFile(
             f"manifest {path} is missing; the version referencing it cannot be read "
             "(run `lamina fsck` and roll back to a version whose files are intact)"
         ) from None
     except (FileNotFoundError,) as e:
-        raise CorruptMetadata(f"manifest {path} is missing ({e}); run `lamina fsck`") from None
+        raise MissingFile(f"manifest {path} is missing ({e}); run `lamina fsck`") from None
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptMetadata(f"manifest {path} is corrupt or truncated ({e}); run `lamina fsck`") from None
     t = t.replace_schema_metadata(None).combine_chunks()

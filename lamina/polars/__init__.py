@@ -159,7 +159,7 @@ class _Dataset:
         key = str(base.version)
         if existing_resolved_version_key == key:
             return None
-        scan = Scan(base.io, base.vm, predicate_of(pyarrow_predicate, base.schema), base.columns)
+        scan = Scan(base.io, base.vm, predicate_of(pyarrow_predicate, base.schema), base.columns, log=base.log)
         io = scan.io
         if not readable_by_name(scan) or not (io.is_local or io.scheme in ("s3", "s3a")):
             return _pyarrow_scan(scan.to_pyarrow_dataset(), limit, projection, pyarrow_predicate), key

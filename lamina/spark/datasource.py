@@ -207,6 +207,7 @@ class LaminaReader(DataSourceReader):
     def __init__(self, options: Mapping[str, str], schema: StructType, version: int) -> None:
         table = _ref(options).open()
         self.uri, self.storage = table.uri, dict(table.io.options)  # reads go by location: no catalog needed
+        self.branch = table.branch_name
         scan = table.scan(where=_opt(options, "where"), columns=columns_opt(options), version=version)
         self.version = version  # partitions() and read() see this version whatever commits later
         self.metadata = scan.vm
@@ -216,7 +217,8 @@ class LaminaReader(DataSourceReader):
         self.num_partitions = _int_opt(options, "numPartitions")
 
     def _scan(self) -> Scan:
-        return Scan(FileIO(self.uri, self.storage or None), self.metadata, self.predicate, self.columns)
+        return Scan(FileIO(self.uri, self.storage or None), self.metadata, self.predicate, self.columns,
+                    log=_LogByLocation(self.uri, self.storage, self.branch))
 
     def partitions(self) -> list[FilesPartition]:
         entries = self._scan().plan().entries
@@ -225,6 +227,20 @@ class LaminaReader(DataSourceReader):
     def read(self, partition: FilesPartition) -> Iterator[pa.RecordBatch]:
         scan = self._scan()
         yield from read_entries(scan, partition.entries, list(scan.output_columns), self.out_schema)
+
+
+class _LogByLocation:
+    """The log of a read's table (or branch), opened by location only when a task asks it
+    whether the read's version is still kept: when a file the version references is missing,
+    as when a DataFrame is queried again after expiry removed its version (Scan._no_longer_kept).
+    A task carries no open log."""
+
+    def __init__(self, uri: str, storage: Mapping[str, Any], branch: str) -> None:
+        self.uri, self.storage, self.branch = uri, storage, branch
+
+    def is_live(self, version: int) -> bool:
+        table = lamina.open_table(self.uri, storage_options=self.storage or None)
+        return (table if self.branch == table.branch_name else table.branch(self.branch)).log.is_live(version)
 
 
 def split_by_size(entries: pa.Table, parts: int | None = None) -> list[pa.Table]:

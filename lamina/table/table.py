@@ -207,7 +207,7 @@ class Table:
         of that branch (its latest, or its ``version``/``timestamp``)."""
         if branch is not None and branch != self.branch_name:
             return self.branch(branch).scan(where, columns, version, timestamp, tag)
-        return Scan(self.io, self._resolve(version, timestamp, tag), where, columns)
+        return Scan(self.io, self._resolve(version, timestamp, tag), where, columns, log=self.log)
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:
         return self.scan(**kwargs).to_arrow()

@@ -501,3 +501,37 @@ def test_expired_slots_are_recorded_then_freed_after_the_retention(clock, tmp_pa
     # the next commit lands after the freed chunks, not in them
     fresh.append(batch([11]))
     assert fresh.version == 11 and ids_of(lamina.open_table(t.uri).to_arrow()) == list(range(1, 12))
+
+
+def test_a_read_of_a_version_expired_after_it_began_says_so_instead_of_corruption(clock, tmp_path):
+    """A notebook keeps a scan, a stream or a table handle of version N, then expiry removes
+    N and its files: reading it is a VersionNotFound saying so, not CorruptMetadata sending
+    the user to `lamina fsck` (which finds nothing wrong). A file missing from a version that
+    is still kept stays MissingFile, a CorruptMetadata."""
+    from lamina.errors import CorruptMetadata, MissingFile
+
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties=TREE)
+    for i in range(3):
+        t.append(batch(range(10 * i, 10 * i + 10)))
+    t.delete("id = 3")  # a deletion vector: the read of files with DVs takes its own path
+    planned = t.scan(where="id < 25")
+    assert planned.count() == 24  # planned and read once
+    unplanned, streamed, handle = t.scan(), t.scan(columns=["id"]), lamina.open_table(t.uri)
+    pinned_version = t.version
+    t.overwrite(batch([100]))  # every earlier file removed
+    clock.advance(DAY)
+    assert t.expire_versions(retain_last=1, reader_grace=NO_GRACE).expired_versions == list(range(pinned_version + 1))
+    reads = {
+        "planned scan": planned.to_arrow, "unplanned scan": unplanned.to_arrow,
+        "stream": lambda: streamed.to_reader().read_all(), "table handle": handle.to_arrow,
+        "pandas": unplanned.to_pandas,
+    }
+    for what, read in reads.items():
+        with pytest.raises(VersionNotFound, match=f"version {pinned_version} of .* is no longer kept") as e:
+            read()
+        assert "reader_grace" in str(e.value) and not isinstance(e.value, CorruptMetadata), what
+    assert ids_of(t.to_arrow()) == [100]
+    # A file gone from the version that is kept: the table's fault, said as before.
+    os.remove(os.path.join(t.uri, t.files().column("path")[0].as_py()))
+    with pytest.raises(MissingFile, match=r"is missing .*; run `lamina fsck`"):
+        lamina.open_table(t.uri).to_arrow()

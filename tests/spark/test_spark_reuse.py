@@ -161,6 +161,25 @@ def test_dataframe_reads_the_version_it_was_loaded_at(spark, tmp_path):
     assert spark.sql("SELECT count(*) AS n FROM pinned_v").collect()[0].n == both.num_rows
 
 
+
+def test_a_dataframe_queried_again_after_expiry_removed_its_version_says_so(spark, tmp_path):
+    """A notebook's DataFrame reads the version it was loaded at; once expiry removed that
+    version and its files, a new query of it fails saying the version is no longer kept, not
+    that the table is corrupt (which `lamina fsck` would not confirm)."""
+    from datetime import timedelta
+
+    uri = str(tmp_path / "t")
+    t = new_table(uri, rows(300))
+    r = spark.read.format("lamina").load(uri)
+    assert r.where("id < 10").count() == 10
+    pinned = t.version
+    t.overwrite(rows(50, seed=3, start=1000))
+    assert pinned in t.expire_versions(retain_last=1, older_than=timedelta(0), reader_grace=timedelta(0)).expired_versions
+    with pytest.raises(Exception, match=f"version {pinned} of .* is no longer kept") as e:
+        r.where("id >= 0").count()
+    assert "CorruptMetadata" not in str(e.value)
+    assert spark.read.format("lamina").load(uri).count() == 50
+
 # --- random sequences of queries on one DataFrame ---------------------------------------------
 
 ATOMS = st.one_of(
