@@ -287,7 +287,7 @@ _Method = TypeVar("_Method", bound=Callable[..., Any])
 
 def _expiry_aware(method: _Method) -> _Method:
     """``method`` of a Scan, with a missing file of a version that is no longer kept raised as
-    VersionNotFound (``Scan._no_longer_kept``) rather than MissingFile. Generators too: a
+    VersionNotFound (``Scan._raise_if_no_longer_kept``) rather than MissingFile. Generators too: a
     stream's files are read as it is consumed."""
     if isgeneratorfunction(method):
         @wraps(method)
@@ -295,10 +295,8 @@ def _expiry_aware(method: _Method) -> _Method:
             try:
                 yield from method(self, *args, **kwargs)
             except MissingFile as e:
-                gone = self._no_longer_kept()
-                if gone is None:
-                    raise
-                raise gone from e
+                self._raise_if_no_longer_kept(e)
+                raise
         return stream  # type: ignore[return-value]
 
     @wraps(method)
@@ -306,10 +304,8 @@ def _expiry_aware(method: _Method) -> _Method:
         try:
             return method(self, *args, **kwargs)
         except MissingFile as e:
-            gone = self._no_longer_kept()
-            if gone is None:
-                raise
-            raise gone from e
+            self._raise_if_no_longer_kept(e)
+            raise
     return run  # type: ignore[return-value]
 
 
@@ -354,24 +350,25 @@ class Scan:
     def version(self) -> int:
         return self.vm.version
 
-    def _no_longer_kept(self) -> VersionNotFound | None:
-        """VersionNotFound when the version this scan reads is no longer kept (``self.log``
-        says so): expiry (or a destructive rollback) removed it and its files after the
-        scan was made, as when a notebook reuses a scan, a DataFrame or a stream after
-        maintenance. That is not corruption, and `lamina fsck` would find none. None when
-        it is still kept, or when nothing tells: a missing file is then the table's fault."""
+    def _raise_if_no_longer_kept(self, missing: MissingFile) -> None:
+        """VersionNotFound (from ``missing``) when the version this scan reads is no longer
+        kept (``self.log`` says so): expiry (or a destructive rollback) removed it and its
+        files after the scan was made, as when a notebook reuses a scan, a DataFrame or a
+        stream after maintenance. That is not corruption, and `lamina fsck` would find none.
+        Nothing when it is still kept, or when nothing tells: the missing file is then the
+        table's fault, and the caller raises ``missing``."""
         if self.log is None:
-            return None
+            return
         try:
             if self.log.is_live(self.vm.version):
-                return None
+                return
         except LaminaError:
-            return None
-        return VersionNotFound(
+            return
+        raise VersionNotFound(
             f"version {self.vm.version} of {self.io.uri} is no longer kept: it was expired (or dropped by a rollback) "
             "after this scan was made, and the files it reads were deleted with it. Scan the table again for its "
             "current version, or scan a version that is still kept (`lamina history`); expire_versions keeps "
-            "a superseded version for reads like this one for reader_grace (default 1 hour)")
+            "a superseded version for reads like this one for reader_grace (default 1 hour)") from missing
 
     @_expiry_aware
     def plan(self, all_columns: bool = False) -> ScanPlan:

@@ -66,7 +66,8 @@ _IPC_OPTIONS = pa.ipc.IpcWriteOptions()
 
 def write_manifest(io: FileIO, entries: pa.Table, kind: str, arrow: bool = False, path: str | None = None) -> tuple[str, int]:
     """Write ``entries`` as a new manifest; returns (path, size in bytes). ``arrow``: as an Arrow
-    IPC file (a root manifest of a table with the feature arrow-root-manifests), else Parquet.
+    IPC file (a root manifest of a table with the feature arrow-root-manifests, a small leaf of
+    one with arrow-leaf-manifests), else Parquet.
     ``path``: its name (a commit's root, lamina.spec.slot.commit_root_path), else a random one."""
     entries, batch = _one_batch(entries)
     return _store(io, entries, batch, kind, arrow, path)
@@ -182,7 +183,7 @@ def _parquet(batch: pa.RecordBatch, kind: str) -> pa.Buffer:
 
 
 def _read_arrow(io: FileIO, path: str) -> pa.Table:
-    """An Arrow IPC manifest, whole (a root: small)."""
+    """An Arrow IPC manifest, whole (a root or a leaf of at most 1,024 entries: small)."""
     return pa.ipc.open_file(pa.py_buffer(io.get(path))).read_all()
 
 

@@ -27,7 +27,7 @@ from lamina.manifest.entries import conform
 from lamina.manifest.files import read_manifest, read_manifests, write_manifest, write_root
 from lamina.io import FileIO
 from lamina.spec import content as C
-from lamina.spec.features import ARROW_ROOT_MANIFESTS, INLINE_ROOT_MANIFESTS
+from lamina.spec.features import ARROW_LEAF_MANIFESTS, ARROW_LEAF_MAX_FILES, ARROW_ROOT_MANIFESTS, INLINE_ROOT_MANIFESTS
 from lamina.spec.properties import TableProperties
 
 Pruner = Callable[[pa.Table], "pa.Array | pa.ChunkedArray"]
@@ -52,10 +52,19 @@ class TreeConfig:
     # The largest root (its Arrow IPC bytes) the version manifest carries; 0: none (a table
     # without the feature inline-root-manifests).
     root_inline_max_bytes: int = 0
+    # Leaves of at most ARROW_LEAF_MAX_FILES entries are Arrow IPC files (feature arrow-leaf-manifests).
+    arrow_leaves: bool = False
+
+    def leaf_is_arrow(self, entries: int) -> bool:
+        """Whether a leaf of that many entries is written as an Arrow IPC file."""
+        return self.arrow_leaves and entries <= ARROW_LEAF_MAX_FILES
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str], arrow_root: bool = False, inline_root: bool = False) -> "TreeConfig":
+    def from_properties(
+        cls, props: Mapping[str, str], arrow_root: bool = False, inline_root: bool = False, arrow_leaves: bool = False,
+    ) -> "TreeConfig":
         return cls(
+            arrow_leaves=arrow_leaves,
             inline_max=TableProperties.MANIFEST_INLINE_MAX_FILES.get(props),
             leaf_target=TableProperties.MANIFEST_LEAF_TARGET_FILES.get(props),
             merge_min_leaves=TableProperties.MANIFEST_MERGE_MIN_LEAVES.get(props),
@@ -67,7 +76,8 @@ class TreeConfig:
     def of(cls, vm: Any) -> "TreeConfig":
         """The shape of a version's tree (a ``VersionManifest``): its properties and features."""
         features = vm.writer_features
-        return cls.from_properties(vm.properties, ARROW_ROOT_MANIFESTS in features, INLINE_ROOT_MANIFESTS in features)
+        return cls.from_properties(vm.properties, ARROW_ROOT_MANIFESTS in features, INLINE_ROOT_MANIFESTS in features,
+                                   ARROW_LEAF_MANIFESTS in features)
 
 
 @dataclass(frozen=True)
@@ -242,7 +252,7 @@ class _Writer:
         step = self.cfg.leaf_target
         for start in range(0, entries.num_rows, step):
             chunk = entries.slice(start, step)
-            path, size = write_manifest(self.io, chunk, "leaf")
+            path, size = write_manifest(self.io, chunk, "leaf", self.cfg.leaf_is_arrow(chunk.num_rows))
             self.wrote(path)
             rows.append(leaf_summary(chunk, path, size, self.version, self.mschema))
         return rows
@@ -446,7 +456,7 @@ def _remove_from_leaves(w: _Writer, root: pa.Table, remaining: pa.Table) -> tupl
         n_files += k
         n_rows += pc.sum(leaf.filter(hit).column("record_count")).as_py() or 0
         leaf = _age(_set_removed(leaf, hit, w.version), w.version)
-        path, size = write_manifest(w.io, leaf, "leaf")
+        path, size = write_manifest(w.io, leaf, "leaf", w.cfg.leaf_is_arrow(leaf.num_rows))
         w.wrote(path)
         drop[i] = True
         new_rows.append(leaf_summary(leaf, path, size, w.version, w.mschema))

@@ -232,7 +232,7 @@ class LaminaReader(DataSourceReader):
 class _LogByLocation:
     """The log of a read's table (or branch), opened by location only when a task asks it
     whether the read's version is still kept: when a file the version references is missing,
-    as when a DataFrame is queried again after expiry removed its version (Scan._no_longer_kept).
+    as when a DataFrame is queried again after expiry removed its version (Scan._raise_if_no_longer_kept).
     A task carries no open log."""
 
     def __init__(self, uri: str, storage: Mapping[str, Any], branch: str) -> None:

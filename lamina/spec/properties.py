@@ -147,6 +147,9 @@ class TableProperties:
     MANIFEST_ROOT_FORMAT = _word_property("manifest.root-format", "inline", ("inline", "arrow", "parquet"), fold_case=True)
     # On a table with inline-root-manifests: the largest root (Arrow IPC bytes) a version manifest
     # carries; a larger one is written as a root file.
+    # Read at creation: "arrow" gives the table the feature arrow-leaf-manifests (leaves of at
+    # most 1,024 entries written as Arrow IPC files), "parquet" keeps every leaf Parquet.
+    MANIFEST_LEAF_FORMAT = _word_property("manifest.leaf-format", "arrow", ("arrow", "parquet"), fold_case=True)
     MANIFEST_ROOT_INLINE_MAX_BYTES = _int_property("manifest.root-inline-max-bytes", 65_536, 0)
     MANIFEST_LEAF_TARGET_FILES = _int_property("manifest.leaf-target-files", 10_000, 1)
     MANIFEST_MERGE_MIN_LEAVES = _int_property("manifest.merge-min-leaves", 8, 2)

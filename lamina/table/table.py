@@ -37,7 +37,7 @@ from lamina.operations.rowlevel import row_mode
 from lamina.operations.schema import SchemaUpdate
 from lamina.operations.sort_order import SortOrderUpdate
 from lamina.spec.features import (
-    ARROW_ROOT_MANIFESTS, DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, INLINE_ROOT_MANIFESTS, check_reader, check_writer,
+    ARROW_LEAF_MANIFESTS, ARROW_ROOT_MANIFESTS, DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, INLINE_ROOT_MANIFESTS, check_reader, check_writer,
 )
 from lamina.spec.branch import BranchRecord, check_retention, validate_branch_name
 from lamina.spec.features import BRANCHES
@@ -821,6 +821,9 @@ def initial_version(
     if root_format == "inline":
         reader_features.append(INLINE_ROOT_MANIFESTS)
         writer_features.append(INLINE_ROOT_MANIFESTS)
+    if TableProperties.MANIFEST_LEAF_FORMAT.get(props) == "arrow":
+        reader_features.append(ARROW_LEAF_MANIFESTS)
+        writer_features.append(ARROW_LEAF_MANIFESTS)
     lineage = TableProperties.ROW_LINEAGE_ENABLED.get(props) == "true"
     if lineage:
         writer_features.append(ROW_LINEAGE)

@@ -16,14 +16,14 @@ import pyarrow.compute as pc
 import pytest
 
 import lamina
-from lamina.errors import CorruptMetadata, UnsupportedFeature
+from lamina.errors import CorruptMetadata
 from lamina.io import FileIO
 from lamina.maintenance import fsck
 from lamina.manifest.files import clear_cache, read_manifest
 from lamina.spec import content as C
-from lamina.spec import features
 from lamina.spec.features import ARROW_ROOT_MANIFESTS, INLINE_ROOT_MANIFESTS
 from lamina.spec.layout import MANIFESTS_DIR, is_inline_root, version_path
+from support.features import check_required_by_readers_and_writers
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
@@ -71,7 +71,7 @@ def test_a_new_table_carries_its_roots_in_its_version_manifests(tmp_path):
     assert is_inline_root(vm.root_manifest)
     carried = pa.ipc.open_stream(pa.py_buffer(vm.root_inline))  # an Arrow IPC stream
     assert carried.schema.metadata[b"lamina.manifest_kind"] == b"root" and carried.read_all().num_rows
-    assert all(name.endswith(".leaf.parquet") for name in manifest_files(t)) and manifest_files(t)  # no root file
+    assert all(name.endswith(".leaf.arrow") for name in manifest_files(t)) and manifest_files(t)  # no root file; small leaves
     stored = json.loads(t.io.get(version_path(vm.version)))
     assert stored["root_manifest"] == vm.root_manifest and stored["root_inline"]
     clear_cache()
@@ -108,16 +108,7 @@ def test_a_limit_of_zero_writes_every_root_as_a_file(tmp_path):
 
 
 def test_a_reader_or_writer_without_the_feature_refuses_the_table(tmp_path, monkeypatch):
-    t = make(tmp_path, appends=2)
-    before = t.version
-    monkeypatch.setattr(features, "KNOWN_READER_FEATURES", features.KNOWN_READER_FEATURES - {INLINE_ROOT_MANIFESTS})
-    with pytest.raises(UnsupportedFeature, match="inline-root-manifests.*upgrade lamina"):
-        lamina.open_table(t.io.uri)
-    monkeypatch.undo()
-    monkeypatch.setattr(features, "KNOWN_WRITER_FEATURES", features.KNOWN_WRITER_FEATURES - {INLINE_ROOT_MANIFESTS})
-    with pytest.raises(UnsupportedFeature, match="inline-root-manifests"):
-        t.append(batch(100))
-    assert lamina.open_table(t.io.uri).version == before
+    check_required_by_readers_and_writers(make(tmp_path, appends=2), INLINE_ROOT_MANIFESTS, lambda t: t.append(batch(100)), monkeypatch)
 
 
 def _edit_latest(t: lamina.Table, edit) -> None:
