@@ -169,7 +169,7 @@ class RowDelta(Operation):
     inserts: Callable[[np.ndarray], pa.Table | None] | None = None
     # (rows read, columns read_columns) -> mask of the rows file_fn may affect (a superset: the
     # rows it rules out are not evaluated); None = every row
-    prefilter: Callable[[pa.Table], np.ndarray] | None = None
+    prefilter: Callable[[pa.Table], np.ndarray] | None = None  # rows -> positions of those that may match, ascending
     _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
     _insert_cache: dict[bytes, pa.Table] = field(default_factory=dict)
     # the data files (their entries, being written) of the rows written in place of deleted ones, by the touched files' keys
@@ -206,16 +206,25 @@ class RowDelta(Operation):
         old_dvs = read_bitmaps_of(base.io, dvs_of_plan(entries))
         parts, positions, files = [], [], []
         for k, table in enumerate(base.scan().read_files(physical, cols, files_per_task=16)):
-            keep = self.prefilter(table) if self.prefilter is not None else None
+            # The prefilter's kept rows come as positions (a merge keeps a few rows of each
+            # file: taking them costs less than a mask over every row, made, scanned and
+            # applied); the DVs' as a mask.
+            at = self.prefilter(table) if self.prefilter is not None else None
+            keep = None
             if k in old_dvs:
                 live = np.ones(table.num_rows, dtype=bool)
                 live[np.frombuffer(old_dvs[k].to_array(), dtype=np.uint32).astype(np.int64)] = False
-                keep = live if keep is None else keep & live
-            if keep is None:
-                at = np.arange(table.num_rows, dtype=np.int64)
-            else:
+                if at is None:
+                    keep = live
+                else:
+                    at = at[live[at]]
+            if keep is not None:
                 at = np.flatnonzero(keep)
                 table = table.filter(pa.array(keep))
+            elif at is not None:
+                table = table.take(pa.array(at))
+            else:
+                at = np.arange(table.num_rows, dtype=np.int64)
             parts.append(table)
             positions.append(at)
             files.append(np.full(len(at), k, dtype=np.int32))
@@ -512,28 +521,34 @@ LOOKUP_TABLE_BYTES = 1 << 24
 LOOKUP_BYTES_PER_KEY = 16
 
 
-def key_membership(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array | pa.ChunkedArray], np.ndarray]:
-    """A test of which keys may be among ``values`` (a superset; nulls are in no set), as a NumPy mask.
+def key_membership(
+    values: pa.Array | pa.ChunkedArray, positions: bool = False,
+) -> Callable[[pa.Array | pa.ChunkedArray], np.ndarray]:
+    """A test of which keys may be among ``values`` (a superset; nulls are in no set), as a NumPy
+    mask, or with ``positions`` as the positions of those keys (ascending).
 
     Integer keys (up to 64 bits signed, 32 unsigned) use a lookup table over the range of
     ``values`` when it is small enough (dense keys: ids), else a binary search in the
     sorted values; other types Arrow's hash-based ``is_in``. The first two are several
     times faster than ``is_in`` on millions of keys against 100k values."""
+    def wanted(mask: np.ndarray) -> np.ndarray:
+        return np.flatnonzero(mask) if positions else mask
+
     values = values.drop_null()
     typ = values.type
     if not (pa.types.is_signed_integer(typ) or (pa.types.is_unsigned_integer(typ) and typ.bit_width <= 32)):
-        return lambda keys: pc.is_in(keys, value_set=values, skip_nulls=True).to_numpy(zero_copy_only=False)
+        return lambda keys: wanted(pc.is_in(keys, value_set=values, skip_nulls=True).to_numpy(zero_copy_only=False))
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     v = values.to_numpy().astype(np.int64)
     if not len(v):
-        return lambda keys: np.zeros(len(keys), dtype=bool)
+        return lambda keys: wanted(np.zeros(len(keys), dtype=bool))
     lo, hi = int(v.min()), int(v.max())
     span = hi - lo + 1
-    ordered = unique_sorted(v)  # also what _member_of_increasing looks up
+    ordered = unique_sorted(v)  # also what _members_of_increasing looks up
     if span <= max(LOOKUP_TABLE_BYTES, LOOKUP_BYTES_PER_KEY * len(v)):
         # Made on the first file whose keys do not increase: files of increasing keys (the
-        # common case) are looked up by _member_of_increasing, and a table over the range of
+        # common case) are looked up by _members_of_increasing, and a table over the range of
         # 100k ids spread over 10M is 10 MB of fresh pages the first merge of a process pays
         # to fault in for nothing.
         tables: list[np.ndarray] = []
@@ -560,20 +575,27 @@ def key_membership(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array | p
             valid = pc.is_valid(keys).to_numpy(zero_copy_only=False)
             keys = pc.fill_null(keys, lo)
         k = keys.to_numpy().astype(np.int64, copy=False)
-        out = _member_of_increasing(k, ordered)
-        if out is None:
+        at = _members_of_increasing(k, ordered)
+        if at is None:
             out = test(k)
-        return out if valid is None else out & valid
+            return wanted(out if valid is None else out & valid)
+        if valid is not None:
+            at = at[valid[at]]
+        if positions:
+            return at
+        out = np.zeros(len(k), dtype=bool)
+        out[at] = True
+        return out
 
     return member
 
 
-def _member_of_increasing(keys: np.ndarray, ordered: np.ndarray) -> np.ndarray | None:
-    """Which of ``keys`` are in ``ordered`` (sorted, unique), exactly, when ``keys`` strictly
-    increase (a file of a table sorted or appended by its key: the common case for ids) and
-    outnumber the values in their range several times: each value in the range is looked up
-    in the keys (a binary search), so the cost is one pass to check the order, not a lookup
-    per key. None otherwise (the caller tests key by key)."""
+def _members_of_increasing(keys: np.ndarray, ordered: np.ndarray) -> np.ndarray | None:
+    """The positions (ascending) of those of ``keys`` that are in ``ordered`` (sorted, unique),
+    exactly, when ``keys`` strictly increase (a file of a table sorted or appended by its key:
+    the common case for ids) and outnumber the values in their range several times: each
+    value in the range is looked up in the keys (a binary search), so the cost is one pass to
+    check the order, not a lookup per key. None otherwise (the caller tests key by key)."""
     n = len(keys)
     if n < 64:
         return None
@@ -584,9 +606,7 @@ def _member_of_increasing(keys: np.ndarray, ordered: np.ndarray) -> np.ndarray |
         return None
     # consecutive keys (ids): a value's position is its offset from the first key
     at = sub - keys[0] if int(keys[-1]) - int(keys[0]) == n - 1 else np.searchsorted(keys, sub)
-    mask = np.zeros(n, dtype=bool)
-    mask[at[keys[np.minimum(at, n - 1)] == sub]] = True
-    return mask
+    return at[keys[np.minimum(at, n - 1)] == sub]
 
 
 def unique_key_index(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array | pa.ChunkedArray], np.ndarray] | None:
@@ -766,14 +786,14 @@ class MergeBuilder(MergeClauses):
         return [n for n in self.schema.arrow.names if n in self.on]
 
     def _prefilter(self) -> Callable[[pa.Table], np.ndarray] | None:
-        """The target rows that may match: those whose first key is among the source's, so
-        only the few that can match go through the join (see ``key_membership``). Not for
+        """The positions of the target rows that may match: those whose first key is among the
+        source's, so only the few that can match go through the join (see ``key_membership``). Not for
         float keys: a membership test may compare NaN and -0.0 other than the join does
         (see join_key)."""
         k, typ = self.on[0], self._key_types[0]
         if pa.types.is_floating(typ):
             return None
-        member = key_membership(join_key(self.source.column(k), typ, f"the source's key {k!r}"))
+        member = key_membership(join_key(self.source.column(k), typ, f"the source's key {k!r}"), positions=True)
         return lambda rows: member(join_key(rows.column(k), typ, f"the table's key {k!r}"))
 
     def _prefixed_source(self) -> pa.Table:

@@ -69,6 +69,8 @@ def test_key_membership_holds_every_member_and_no_other_key_in_range(data, type_
             mp.setattr(rowlevel, "LOOKUP_TABLE_BYTES", 0)
             mp.setattr(rowlevel, "LOOKUP_BYTES_PER_KEY", 0)
         got = key_membership(pa.array(values, typ))(pa.chunked_array([pa.array(keys, typ)], typ))
+        at = key_membership(pa.array(values, typ), positions=True)(pa.chunked_array([pa.array(keys, typ)], typ))
+    assert at.tolist() == np.flatnonzero(got).tolist()  # the same keys, as positions
     members = {v for v in values if v is not None}
     lo = min((v for v in members), default=None)
     for k, g in zip(keys, got.tolist()):
@@ -194,6 +196,8 @@ def test_key_membership_of_increasing_keys_is_exact(data, type_name):
     got = key_membership(pa.array(values, typ))(pa.array(with_nulls if null_at else keys, typ))
     members = {v for v in values if v is not None}
     assert got.tolist() == [k is not None and k in members for k in (with_nulls if null_at else keys)]
+    at = key_membership(pa.array(values, typ), positions=True)(pa.array(with_nulls if null_at else keys, typ))
+    assert at.tolist() == [i for i, k in enumerate(with_nulls if null_at else keys) if k is not None and k in members]
 
 
 @SETTINGS
@@ -204,6 +208,7 @@ def test_one_membership_test_serves_files_of_increasing_and_shuffled_keys_alike(
     reused) in any order; each result is exactly membership."""
     values = data.draw(st.lists(st.integers(0, 5000), min_size=1, max_size=200))
     member = key_membership(pa.array(values, pa.int64()))
+    positions = key_membership(pa.array(values, pa.int64()), positions=True)
     for _ in range(data.draw(st.integers(1, 4))):
         start = data.draw(st.integers(0, 4000))
         keys = list(range(start, start + data.draw(st.integers(64, 1000))))
@@ -211,3 +216,4 @@ def test_one_membership_test_serves_files_of_increasing_and_shuffled_keys_alike(
             keys = data.draw(st.permutations(keys))
         got = member(pa.array(keys, pa.int64()))
         assert got.tolist() == [k in set(values) for k in keys]
+        assert positions(pa.array(keys, pa.int64())).tolist() == [i for i, k in enumerate(keys) if k in set(values)]
