@@ -162,7 +162,7 @@ def test_maintenance_on_a_table_with_carried_roots(tmp_path):
     report = t.expire_versions(retain_last=1, reader_grace=timedelta(0))
     assert report.deleted_version_files > 0
     assert all(not is_inline_root(p) for p in report.deleted_manifests)
-    t.remove_orphans(older_than=0, allow_short_age=True)
+    t.remove_orphans(older_than=timedelta(0), allow_short_age=True)
     t = fresh(t.io.uri)
     live = t.files().column("path").to_pylist()
     assert ids(t) == oracle_ids(t, live) == sorted(set(expected(8)) - set(range(20)) | {500, 501, 502})
