@@ -37,9 +37,6 @@ from lamina.spec.partition import fields_by_id
 from lamina.spec.version import VersionManifest
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-read")
-# Files with deletion vectors averaging more than this are read as one dataset scan, which
-# decodes a file's row groups on several threads; smaller ones file by file, a file per thread.
-LARGE_FILE = 32 << 20
 # Reading local files is CPU work (decoding): one thread per core; more only contend.
 _local_pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="lamina-read-local")
 # For a consumer that is busy itself (a rewrite encoding what it reads): one reader thread, so
@@ -961,19 +958,15 @@ class Scan:
         if with_dv:
             # Deletes first (DV positions are row numbers in the file), then the filter, on
             # all the files at once (one filter plan instead of one per file).
-            need = self._needed(cols, filt)
             dv_entries = entries.take(pa.array(with_dv))
-            read_bitmaps(io, [dvs[i] for i in with_dv])  # into the cache: one range read per DV file
             dv_list = [dvs[i] for i in with_dv]
-            scanned = io.is_local and not self._evolved  # (local files read by name: one dataset scan)
-            if scanned and pc.mean(dv_entries.column("size")).as_py() <= LARGE_FILE:
-                # deletes and filter in one mask
-                parts.append(self._scan_local_then_mask(dv_entries, dv_list, cols, filt).cast(out_schema))
+            read_bitmaps(io, dv_list)  # into the cache: one range read per DV file
+            if io.is_local and not self._evolved:  # local files read by name: one dataset scan
+                parts.append(self._scan_local_with_dvs(dv_entries, dv_list, cols, filt).cast(out_schema))
             else:
-                # large local files: masked batch by batch; else file by file on the read
-                # threads, each file's deleted rows dropped in the thread that read it
-                live = (self._scan_local_with_dvs(dv_entries, dv_list, need) if scanned
-                        else pa.concat_tables(list(self.read_files(dv_entries, need, files_per_task=16))))
+                # file by file on the read threads, each file's deleted rows dropped in the
+                # thread that read it
+                live = pa.concat_tables(list(self.read_files(dv_entries, self._needed(cols, filt), files_per_task=16)))
                 parts.append((live.filter(filt) if filt is not None else live).select(cols).cast(out_schema))
         if len(with_dv) < len(paths):
             plain = paths if not with_dv else [p for p, d in zip(paths, dvs) if d is None]
@@ -1006,44 +999,17 @@ class Scan:
         t = schema.to_logical(t, need)
         return (t.filter(filt) if filt is not None else t).select(cols)
 
-    def _scan_local_with_dvs(self, entries: pa.Table, dvs: list[DV], cols: list[str]) -> pa.Table:
-        """All live rows of local files that carry deletion vectors: one dataset scan (its
-        threads decode several files at once), each batch filtered by its rows' part of its
-        file's DV as it arrives, while the scan goes on. An ordered scan yields a fragment's
-        batches in row order, so a batch's rows start where the fragment's last one ended."""
-        import pyarrow.dataset as ds
-
-        io = self.io
-        local = [io.local_path(p) for p in entries.column("path").to_pylist()]
-        physical = _physical_rows(entries)
-        deleted = {p: positions_array(bm, int(n)) for p, bm, n in zip(local, read_bitmaps(io, dvs), physical)}
-        seen = dict.fromkeys(local, 0)  # rows of each file so far
-        live = []
-        with self._missing_file_is_corrupt():
-            dataset = ds.dataset(local, schema=self.schema.arrow, format="parquet")
-            for tagged in dataset.scanner(columns=cols).scan_batches():
-                batch, path = tagged.record_batch, tagged.fragment.path
-                start, end = seen[path], seen[path] + batch.num_rows
-                pos = deleted[path]
-                lo, hi = np.searchsorted(pos, [start, end])
-                if hi > lo:
-                    keep = np.ones(batch.num_rows, dtype=bool)
-                    keep[pos[lo:hi] - start] = False
-                    batch = batch.filter(pa.array(keep))
-                seen[path] = end
-                live.append(batch)
-        if list(seen.values()) != physical.tolist():
-            raise self._rows_differ(sum(seen.values()), physical)
-        return pa.Table.from_batches(live, schema=self.arrow_schema_of(tuple(cols)))
-
-    def _scan_local_then_mask(self, entries: pa.Table, dvs: list[DV], cols: list[str], filt: Any) -> pa.Table:
-        """The live rows of local files of a few MB that carry deletion vectors, that the row
-        filter ``filt`` (if any) keeps, columns ``cols``: one threaded dataset scan of every
-        row, as a read without deletes (the scan's threads evaluate ``filt`` into a column),
-        each batch cut as it arrives to the rows no DV deletes (the manifest puts each file's
-        first row at record_count + dv_cardinality of the files before it) and ``filt``
-        keeps. Reading and masking file by file on two cores ran at 0.7-0.8x the speed of
-        the read without deletes.
+    def _scan_local_with_dvs(self, entries: pa.Table, dvs: list[DV], cols: list[str], filt: Any) -> pa.Table:
+        """The live rows of local files that carry deletion vectors, that the row filter
+        ``filt`` (if any) keeps, columns ``cols``: one threaded dataset scan of every row, as a
+        read without deletes (its threads decode several files, and a large file's row groups,
+        at once, and evaluate ``filt`` into a column), each batch cut as it arrives to the
+        rows no DV deletes and ``filt`` keeps. The DVs make one mask over every row of the
+        files (the manifest puts each file's first row at record_count + dv_cardinality of
+        the files before it): a byte a row, little beside the rows, and sliced per batch far
+        cheaper than a mask made per batch from its file's DV (~5% of the read). Reading and
+        masking file by file on two cores ran at 0.7-0.8x the speed of the read without
+        deletes.
 
         Batch by batch rather than the whole table after the scan: each batch is freed once
         cut, so its memory serves the next, and the read touches about as much fresh memory

@@ -8,6 +8,7 @@ import os
 import pyarrow as pa
 import pytest
 
+import lamina
 from lamina.commit import flush_hints
 from lamina.errors import CorruptMetadata
 
@@ -34,17 +35,11 @@ def test_corrupt_dv_is_a_clear_error(table):
         table.to_arrow()
 
 
-@pytest.mark.parametrize("large_file", [32 << 20, 0], ids=["scan-then-mask", "mask-per-batch"])
-def test_reading_files_with_dvs_over_many_row_groups_drops_exactly_the_deleted_rows(tmp_path, monkeypatch, large_file):
-    """Local DV-carrying files are read as one dataset scan then masked once (files of a few
-    MB) or, when large, as one dataset scan masking each batch by its rows' part of the
-    file's DV: files of several row groups (several batches each), files without a DV next
-    to them, a filter, and a file gone from disk."""
+def test_reading_files_with_dvs_over_many_row_groups_drops_exactly_the_deleted_rows(tmp_path):
+    """Local DV-carrying files are read as one dataset scan masking each batch by its rows'
+    part of its file's DV: files of several row groups (several batches each), files without
+    a DV next to them, a filter, and a file gone from disk."""
     import pyarrow.parquet as pq
-
-    import lamina.data.scan
-
-    monkeypatch.setattr(lamina.data.scan, "LARGE_FILE", large_file)
 
     t = lamina.create_table(str(tmp_path / "rg"), SCHEMA)
     os.makedirs(os.path.join(t.uri, "data"))
@@ -68,17 +63,12 @@ def test_reading_files_with_dvs_over_many_row_groups_drops_exactly_the_deleted_r
         t.to_arrow()
 
 
-@pytest.mark.parametrize("large_file", [32 << 20, 0], ids=["scan-then-mask", "mask-per-batch"])
 @pytest.mark.parametrize("rows_now", [60, 140], ids=["fewer-rows", "more-rows"])
-def test_a_data_file_whose_rows_differ_from_its_entry_is_corrupt_not_a_shifted_mask(tmp_path, monkeypatch, rows_now, large_file):
+def test_a_data_file_whose_rows_differ_from_its_entry_is_corrupt_not_a_shifted_mask(tmp_path, rows_now):
     """The rows of files read in one scan are masked by where their entries put each file's
     first row: a file replaced by one of another length would shift every later file's
     deletes onto the wrong rows. It is CorruptMetadata, and no rows are returned."""
     import pyarrow.parquet as pq
-
-    import lamina.data.scan
-
-    monkeypatch.setattr(lamina.data.scan, "LARGE_FILE", large_file)
 
     t = lamina.create_table(str(tmp_path / "shift"), SCHEMA)
     for k in range(3):
