@@ -39,6 +39,7 @@ from lamina.data.deletes import (
 from lamina.spec.properties import DELETE_MODES, TableProperties
 from lamina.operations.schema import PlannedColumns
 from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LINEAGE_COLUMNS, ROW_ID, check_row_ids, no_row_ids, conform_keeping_lineage, has_lineage, lineage_of
+from lamina.spec.dv import keep_mask
 from lamina.spec.schema import Schema
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
@@ -167,9 +168,9 @@ class RowDelta(Operation):
     write_id: str
     # merge: rows to insert given the source rows matched nowhere (None = no inserts)
     inserts: Callable[[np.ndarray], pa.Table | None] | None = None
-    # (rows read, columns read_columns) -> mask of the rows file_fn may affect (a superset: the
-    # rows it rules out are not evaluated); None = every row
-    prefilter: Callable[[pa.Table], np.ndarray] | None = None  # rows -> positions of those that may match, ascending
+    # (rows read, columns read_columns) -> positions (ascending) of the rows file_fn may affect
+    # (a superset: the rows it rules out are not evaluated); None = every row
+    prefilter: Callable[[pa.Table], np.ndarray] | None = None
     _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
     _insert_cache: dict[bytes, pa.Table] = field(default_factory=dict)
     # the data files (their entries, being written) of the rows written in place of deleted ones, by the touched files' keys
@@ -212,8 +213,7 @@ class RowDelta(Operation):
             at = self.prefilter(table) if self.prefilter is not None else None
             keep = None
             if k in old_dvs:
-                live = np.ones(table.num_rows, dtype=bool)
-                live[np.frombuffer(old_dvs[k].to_array(), dtype=np.uint32).astype(np.int64)] = False
+                live = keep_mask(old_dvs[k], table.num_rows)
                 if at is None:
                     keep = live
                 else:
