@@ -83,8 +83,10 @@ def _dictionary_columns(data: pa.Table) -> list[str] | bool:
 
 
 def _few_distinct(sample: pa.ChunkedArray) -> bool:
+    # (the distinct values, null counted as one: ``unique`` takes about half the time of
+    # ``count_distinct(mode="all")``, a hash aggregate, on 10,000 mostly distinct values)
     try:
-        return pc.count_distinct(sample, mode="all").as_py() * 2 <= len(sample)
+        return len(pc.unique(sample)) * 2 <= len(sample)
     except pa.ArrowNotImplementedError:  # a type without the kernel (null, ...): Parquet decides
         return True
 

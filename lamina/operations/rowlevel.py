@@ -136,8 +136,14 @@ def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
     empty = np.zeros(0, dtype=np.int64)
     dels = _by_file(o.delete_file, n) if o.delete_file is not None and len(o.delete) else [empty] * n
     if o.new_rows is not None and o.new_rows.num_rows:
-        order, bounds = _file_order(o.new_rows.column(FILE).to_numpy(), n)
-        rows = o.new_rows.drop_columns([FILE]).take(pa.array(order))  # one take, then a slice per file
+        files = o.new_rows.column(FILE).to_numpy()
+        rows = o.new_rows.drop_columns([FILE])
+        if bool((files[1:] >= files[:-1]).all()):
+            # already in file order (one clause's rows, made file by file): slices, no copy
+            bounds = np.searchsorted(files, np.arange(n + 1))
+        else:
+            order, bounds = _file_order(files, n)
+            rows = rows.take(pa.array(order))  # one take, then a slice per file
         news = [rows.slice(bounds[k], bounds[k + 1] - bounds[k]) for k in range(n)]
     else:
         news = [None] * n
@@ -149,13 +155,6 @@ def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
         FileOutcome(o.delete[d] if len(d) else empty, news[k] if news[k] is not None and news[k].num_rows else None, mats[k])
         for k, d in enumerate(dels)
     ]
-
-
-def _sorted_unique(positions: np.ndarray) -> np.ndarray:
-    """``np.unique``, skipped when already strictly increasing (a filter over a file's rows in
-    order yields that; joins may not)."""
-    p = positions.astype(np.int64, copy=False)
-    return p if len(p) < 2 or bool((p[1:] > p[:-1]).all()) else unique_sorted(p)
 
 
 @dataclass
@@ -245,7 +244,7 @@ class RowDelta(Operation):
             if outs is None:
                 outs = split_outcome(self.file_fn(self._live_rows(base, entries)), len(new))
                 for o in outs:
-                    o.delete = _sorted_unique(o.delete)
+                    o.delete = unique_sorted(o.delete.astype(np.int64, copy=False))
             for i, o in zip(new, outs):
                 self._outcomes[keys[i]] = o
         return [self._outcomes[k] for k in keys]
@@ -625,8 +624,11 @@ def unique_key_index(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array |
         rows = rows[pc.is_valid(values).to_numpy(zero_copy_only=False)]
         values = values.drop_null()
     v = values.to_numpy().astype(np.int64)
-    order = np.argsort(v)
-    s, rows = v[order], rows[order]
+    if len(v) > 1 and bool((v[1:] > v[:-1]).all()):
+        s = v  # keys already in order (a source sorted by key): no sort
+    else:
+        order = np.argsort(v)
+        s, rows = v[order], rows[order]
     if len(s) > 1 and not bool((s[1:] != s[:-1]).all()):
         return None
 
@@ -946,7 +948,7 @@ class PositionDelta(RowDelta):
 
     def __post_init__(self) -> None:
         for k, pos in self.positions.items():
-            self._outcomes[k] = FileOutcome(_sorted_unique(np.asarray(pos, dtype=np.int64)))
+            self._outcomes[k] = FileOutcome(unique_sorted(np.asarray(pos, dtype=np.int64)))
 
     def _outcomes_for(self, base: Base, cands: pa.Table, rows: list[dict[str, Any]]) -> list[FileOutcome]:
         keys = [file_key(e) for e in rows]

@@ -54,7 +54,9 @@ def _bare_parquet_files(df: Any) -> list[str] | None:
             return None
         if rel.fileFormat().getClass().getSimpleName() != "ParquetFileFormat" or rel.partitionSchema().length() != 0:
             return None
-        uris = list(df.inputFiles())
+        # the relation's own file list: what ``df.inputFiles()`` returns for it, without the
+        # optimizer run that call starts (a few ms)
+        uris = list(rel.location().inputFiles())
     except Exception:  # noqa: BLE001 - any doubt: Spark collects it
         return None
     paths = []
