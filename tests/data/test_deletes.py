@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lamina
 from lamina.commit import flush_hints
@@ -80,3 +83,21 @@ def test_a_data_file_whose_rows_differ_from_its_entry_is_corrupt_not_a_shifted_m
     with pytest.raises(CorruptMetadata, match="rows"):
         t.to_arrow()
     assert t.files().sort_by("path").equals(first)  # nothing changed
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=40), increasing=st.booleans(),
+       return_index=st.booleans())
+def test_unique_sorted_is_numpys_unique(values, increasing, return_index):
+    """unique_sorted (positions, file numbers, source keys) gives what np.unique gives, with
+    first indices, whether it sorts or finds the values already strictly increasing."""
+    from lamina.data.deletes import unique_sorted
+
+    a = np.array(sorted(set(values)) if increasing else values, dtype=np.int64)
+    if return_index:
+        got, first = unique_sorted(a, return_index=True)
+        want, want_first = np.unique(a, return_index=True)
+        assert first.tolist() == want_first.tolist()
+    else:
+        got, want = unique_sorted(a), np.unique(a)
+    assert got.tolist() == want.tolist()
