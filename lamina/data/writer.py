@@ -85,6 +85,8 @@ def _dictionary_columns(data: pa.Table) -> list[str] | bool:
 def _few_distinct(sample: pa.ChunkedArray) -> bool:
     # (the distinct values, null counted as one: ``unique`` takes about half the time of
     # ``count_distinct(mode="all")``, a hash aggregate, on 10,000 mostly distinct values)
+    if pa.types.is_dictionary(sample.type):
+        return True  # already a dictionary: Parquet writes it as one, no values hashed
     try:
         return len(pc.unique(sample)) * 2 <= len(sample)
     except pa.ArrowNotImplementedError:  # a type without the kernel (null, ...): Parquet decides
