@@ -24,7 +24,6 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyroaring import BitMap
 
 from lamina.commit import Operation, Base, Change, removed_of
@@ -93,39 +92,24 @@ def _by_file(files: np.ndarray, n: int) -> list[np.ndarray]:
     return [order[bounds[k] : bounds[k + 1]] for k in range(n)]
 
 
-def _stored_row_ids(io: Any, path: str) -> pa.ChunkedArray | None:
-    """The ``_row_id`` column a data file stores (a file that rewrote rows), or None (an
-    appended file: its rows' ids follow from its entry). One footer read, and the column if
-    there is one."""
-    local = io.local_path(path)
-    with pa.OSFile(local) if local is not None else pa.BufferReader(io.get(path)) as f:
-        reader = pq.ParquetReader()
-        reader.open(f, pre_buffer=False)
-        names = reader.schema_arrow.names
-        if ROW_ID not in names:
-            return None
-        # the index among the top-level fields (read_column's), not the leaf index: they
-        # differ after a nested column
-        return reader.read_column(names.index(ROW_ID))
-
-
-def _with_row_ids(base: Base, physical: pa.Table, t: pa.Table, fidx: np.ndarray, pos: np.ndarray) -> pa.Table:
+def _with_row_ids(base: Base, physical: pa.Table, t: pa.Table, fidx: np.ndarray, pos: np.ndarray,
+                  stored: dict[int, pa.ChunkedArray]) -> pa.Table:
     """``t`` (rows at physical positions ``pos`` of files ``fidx`` of ``physical``, ordered by
     file) with their ``_row_id``: ``first_row_id + position``, or the id the file stores
-    (lamina.spec.lineage). Only those rows' ids are computed; a file is read again only for
-    its footer, and for its stored ids if it has them."""
+    (lamina.spec.lineage; ``stored``: the kept rows' stored ids, by file index, for the files
+    that store ids). Only those rows' ids are computed."""
     files, first = unique_sorted(fidx, return_index=True)
     bounds = np.append(first, len(fidx))
     entries = physical.take(pa.array(files))
     starts = entries.column(FIRST_ROW_ID)
-    paths = entries.column("path").to_pylist()
     if starts.null_count:
+        paths = entries.column("path").to_pylist()
         raise no_row_ids(paths[starts.to_pylist().index(None)], base.metadata.version)
     ids = np.repeat(starts.to_numpy(), np.diff(bounds)) + pos
-    for k, stored in enumerate(_pool.map(lambda p: _stored_row_ids(base.io, p), paths)):
-        if stored is not None:  # (files that rewrote rows: few)
+    for k, f in enumerate(files.tolist()):
+        kept = stored.get(f)
+        if kept is not None:  # (files that rewrote rows: few)
             at = slice(bounds[k], bounds[k + 1])
-            kept = stored.take(pa.array(pos[at]))
             ids[at] = np.where(pc.is_valid(kept).to_numpy(zero_copy_only=False),
                                pc.fill_null(kept, 0).to_numpy(zero_copy_only=False), ids[at])
     return t.append_column(ROW_ID, pa.array(ids))
@@ -205,7 +189,10 @@ class RowDelta(Operation):
         # on with the next files: only those rows are concatenated, never all the files' rows.
         old_dvs = read_bitmaps_of(base.io, dvs_of_plan(entries))
         parts, positions, files = [], [], []
-        for k, table in enumerate(base.scan().read_files(physical, cols, files_per_task=16)):
+        stored: dict[int, pa.ChunkedArray] = {}  # with lineage_after: the kept rows' stored ids, by file
+        reads = base.scan().read_files(physical, cols, files_per_task=16, stored_row_ids=lineage_after)
+        for k, read in enumerate(reads):
+            table, ids = read if lineage_after else (read, None)
             # The prefilter's kept rows come as positions (a merge keeps a few rows of each
             # file: taking them costs less than a mask over every row, made, scanned and
             # applied); the DVs' as a mask.
@@ -224,6 +211,8 @@ class RowDelta(Operation):
                 table = table.take(pa.array(at))
             else:
                 at = np.arange(table.num_rows, dtype=np.int64)
+            if ids is not None and len(at):
+                stored[k] = ids.take(pa.array(at))
             parts.append(table)
             positions.append(at)
             files.append(np.full(len(at), k, dtype=np.int32))
@@ -231,7 +220,7 @@ class RowDelta(Operation):
         pos = np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
         fidx = np.concatenate(files) if files else np.zeros(0, dtype=np.int32)
         if lineage_after:
-            t = _with_row_ids(base, physical, t, fidx, pos)
+            t = _with_row_ids(base, physical, t, fidx, pos, stored)
         return t.append_column(POS, pa.array(pos)).append_column(FILE, pa.array(fidx))
 
     def _outcomes_for(self, base: Base, cands: pa.Table, rows: list[dict[str, Any]]) -> list[FileOutcome]:

@@ -345,3 +345,25 @@ def test_expiry_on_s3_writes_one_record_and_sizes_deletions_by_listing(s3, opts,
     assert len(data_and_manifests) == len(report.deleted_files) + len(report.deleted_manifests)
     assert report.deleted_bytes == sum(data_and_manifests.values())
     assert lamina.open_table(uri, storage_options=opts).scan().to_arrow().num_rows == 20 * ROWS
+
+
+def test_a_merge_on_s3_gets_each_file_it_reads_once(opts, uri, proxy):
+    """A merge into a table with row lineage reads its candidate files' keys and learns from
+    the same GET whether a file stores row ids (a file an update wrote does): no data file is
+    got twice, and the updated rows keep their ids, stored or numbered."""
+    t = lamina.create_table(uri, pa.schema([("id", pa.int64()), ("v", pa.string())]), storage_options=opts)
+    for f in range(3):
+        t.append(pa.table({"id": pa.array(range(f * 100, f * 100 + 100), pa.int64()), "v": ["a"] * 100}))
+    t.update("id >= 150 AND id < 160", {"v": "'u'"})  # a file storing the ids of rows 150..159
+    ids_before = dict(zip(*t.scan(columns=["id", "_row_id"]).to_arrow().to_pydict().values()))
+    src = pa.table({"id": pa.array([10, 20, 150, 155, 1000], pa.int64()), "v": ["m"] * 5})
+    t = lamina.open_table(uri, storage_options=proxy.storage_options(opts))
+    proxy.log.clear()
+    res = t.merge(src, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
+    assert (res.rows_updated, res.rows_inserted) == (4, 1)
+    data_gets = collections.Counter(p.split("?")[0] for m, p, _ in proxy.log if m == "GET" and "/data/" in p)
+    assert data_gets and set(data_gets.values()) == {1}, data_gets
+    after = dict(zip(*lamina.open_table(uri, storage_options=opts).scan(columns=["id", "_row_id", "v"])
+                     .to_arrow().select(["id", "_row_id"]).to_pydict().values()))
+    assert {k: after[k] for k in (10, 20, 150, 155)} == {k: ids_before[k] for k in (10, 20, 150, 155)}
+    assert after[1000] not in ids_before.values()
