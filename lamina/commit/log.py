@@ -175,17 +175,43 @@ class VersionLog:
         except VersionNotFound:
             return None
 
+    def try_load_many(self, versions: "Sequence[int]") -> dict[int, VersionManifest]:
+        """The live ones of ``versions`` by number: what ``try_load`` gives for each, with each
+        chunk's slot records listed once, not once per version. History and change ranges
+        load many versions of a chunk: one by one, that is a LIST per version on S3, at about
+        12 times a GET's price.
+
+        The slots are read first (in parallel on object stores), then the records listed:
+        as in ``load``, a record the listing does not show was written after it, so after
+        the slot was read, which then held what its version wrote."""
+        wanted = [v for v in versions if v >= 0]
+        read = (map(self.read_slot, wanted) if self.io.is_local or len(wanted) <= 1
+                else _read_pool.map(self.read_slot, wanted))
+        listed: dict[tuple[int, int], list[RecordRef]] = {}
+        out: dict[int, VersionManifest] = {}
+        for v, slot in list(zip(wanted, read)):  # (every slot read before any listing)
+            if isinstance(slot, VersionManifest) and self.slot_record(v, slot_chunk_size(slot.properties), listed) is None:
+                out[v] = slot
+        return out
+
     # -- slot records (lamina.spec.slot) ---------------------------------------------------
 
-    def slot_record(self, version: int, chunk_size: int) -> SlotRecord | None:
+    def slot_record(self, version: int, chunk_size: int,
+                    listed: "dict[tuple[int, int], list[RecordRef]] | None" = None) -> SlotRecord | None:
         """A record covering slot ``version`` (its version expired, the slot maybe freed), or None.
         One listing of the records of the slot's chunk (one LIST on S3; two directory reads on
-        local disk, which fail fast where there are none), and a GET of a covering one."""
+        local disk, which fail fast where there are none), and a GET of a covering one.
+        ``listed``: chunk listings already made by the caller's one batch, reused and added to."""
         for rec in self._records.values():
             if rec.covers(version):
                 return rec
         first, last = chunk_range(version, chunk_size)
-        for ref in self._chunk_records(first, last):
+        refs = listed.get((first, last)) if listed is not None else None
+        if refs is None:
+            refs = self._chunk_records(first, last)
+            if listed is not None:
+                listed[(first, last)] = refs
+        for ref in refs:
             if ref.first <= version <= ref.last:
                 return self.read_record(ref)
         return None

@@ -127,8 +127,9 @@ def change_feed(
             "the range is (start, end]: pass an end at or after the start"
         )
     versions = [start]
+    loaded = log.try_load_many(range(start.version + 1, end.version))
     for v in range(start.version + 1, end.version):
-        vm = log.try_load(v)
+        vm = loaded.get(v)
         if vm is None:
             raise _unavailable(log, end, f"version {v} of the range was expired or dropped by a destructive rollback")
         versions.append(vm)

@@ -142,15 +142,16 @@ class Table:
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Versions newest first: version, timestamp, operation, summary, parent, commit id."""
-        out = []
-        for v in reversed(self.log.list_versions()):
-            if v > self.version:
-                continue
-            vm = self.log.try_load(v)
-            if vm is None:
-                continue
-            out.append(
-                {
+        out: list[dict[str, Any]] = []
+        wanted = [v for v in reversed(self.log.list_versions()) if v <= self.version]
+        # Loaded a batch at a time: the slot records of a chunk are listed once per batch, not
+        # once per version (on S3 a LIST each); the first batch no larger than the limit.
+        at, size = 0, max(1, min(limit, 256)) if limit is not None else 256
+        while at < len(wanted):
+            batch, at, size = wanted[at:at + size], at + size, 256
+            loaded = self.log.try_load_many(batch)
+            for vm in (loaded[v] for v in batch if v in loaded):
+                out.append({
                     "version": vm.version,
                     "timestamp": datetime.fromtimestamp(vm.timestamp_ms / 1000, tz=timezone.utc),
                     "timestamp_ms": vm.timestamp_ms,
@@ -159,10 +160,9 @@ class Table:
                     "commit_id": vm.commit_id,
                     "summary": vm.summary,
                     "branch": self.branch_name,
-                }
-            )
-            if limit is not None and len(out) >= limit:
-                break
+                })
+                if limit is not None and len(out) >= limit:
+                    return out
         return out
 
     # -- reads --------------------------------------------------------------------------

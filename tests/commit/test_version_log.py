@@ -72,3 +72,31 @@ def test_uuid_check_refuses_another_table(uri, tmp_path):
     t = lamina.create_table(uri, SCHEMA)
     with pytest.raises((CorruptMetadata, TableNotFound)):
         lamina.open_table(uri, table_uuid="not-" + t.uuid)
+
+
+@pytest.mark.parametrize("retention_ms", ["0", "86400000"], ids=["chunks-freed", "slots-kept-under-records"])
+def test_loading_many_versions_is_loading_each(tmp_path, retention_ms):
+    """try_load_many (history, change ranges) gives exactly what try_load gives version by
+    version: expired versions (slots still holding their manifest under a range record, or
+    freed chunks), versions a destructive rollback dropped, numbers below 0 and above the
+    latest all left out."""
+    from datetime import timedelta
+
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={
+        "version.slot-chunk-size": "3", "expire.slot-retention-ms": retention_ms})
+    for i in range(14):
+        t.append(batch(i, 1))
+    t.expire_versions(retain_last=6, reader_grace=timedelta(0))  # versions 0..8: records, freed chunks
+    t.rollback(12, destructive=True)  # 13 and 14 dropped; the rollback is version 15
+    t.append(batch(99, 1))  # 16
+    flush_hints()
+    log = lamina.open_table(t.uri).log
+    if retention_ms != "0":  # the expired versions' manifests are still in their slots
+        assert all(isinstance(log.read_slot(v), type(t.metadata)) for v in range(9))
+    span = range(-2, t.version + 4)
+    want = {v: vm for v in span if (vm := log.try_load(v)) is not None}
+    got = log.try_load_many(span)
+    assert {v: vm.commit_id for v, vm in got.items()} == {v: vm.commit_id for v, vm in want.items()}
+    assert sorted(got) == [9, 10, 11, 12, 15, 16]
+    assert [r["version"] for r in lamina.open_table(t.uri).history()] == [16, 15, 12, 11, 10, 9]
+    assert [r["version"] for r in lamina.open_table(t.uri).history(limit=2)] == [16, 15]

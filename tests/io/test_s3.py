@@ -367,3 +367,21 @@ def test_a_merge_on_s3_gets_each_file_it_reads_once(opts, uri, proxy):
                      .to_arrow().select(["id", "_row_id"]).to_pydict().values()))
     assert {k: after[k] for k in (10, 20, 150, 155)} == {k: ids_before[k] for k in (10, 20, 150, 155)}
     assert after[1000] not in ids_before.values()
+
+
+def test_history_on_s3_lists_slot_records_once_per_chunk(opts, uri, proxy):
+    """history() gets each version's slot and lists its chunk's slot records once, not once
+    per version (a LIST costs about 12 GETs on S3): the same LISTs at 4 versions as at 16."""
+    t = lamina.create_table(uri, workers.schema(), storage_options=opts)
+    lists = {}
+    for n in (4, 16):
+        while t.version < n:
+            t.append(workers.batch(0, t.version, ROWS))
+        flush_hints()
+        h = lamina.open_table(uri, storage_options=proxy.storage_options(opts))
+        proxy.log.clear()
+        assert [r["version"] for r in h.history()] == list(range(n, -1, -1))
+        kinds = _kinds(proxy.log)
+        assert kinds["GET"] == n + 1, kinds  # each version's slot, once
+        lists[n] = kinds["LIST"]
+    assert lists[4] == lists[16] <= 3, lists
