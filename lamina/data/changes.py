@@ -34,6 +34,7 @@ from lamina.manifest.files import read_manifests
 from lamina.manifest.tree import load_root
 from lamina.spec import content as C
 from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_COLUMNS, ROW_ID, physical_rows
+from lamina.spec.layout import DATA_DIR
 from lamina.spec.version import VersionManifest
 
 CHANGE_TYPE = "_change_type"
@@ -105,6 +106,14 @@ def version_changes(io: FileIO, older: VersionManifest, newer: VersionManifest, 
     out_schema = change_schema(reader)
     if newer.operation in NO_DATA_CHANGE:
         return out_schema.empty_table()
+    # On an object store, a file holding a change is got once for both passes that read it
+    # (its row ids, then its columns), not twice.
+    with reader.io.keeping_gets(DATA_DIR):
+        return _version_changes(io, older, newer, reader, out_schema)
+
+
+def _version_changes(io: FileIO, older: VersionManifest, newer: VersionManifest, reader: Scan,
+                     out_schema: pa.Schema) -> pa.Table:
     columns = list(reader.output_columns)
     gone_e, new_e = changed_entries(io, older, newer)
     files, gone_pos, new_pos = _candidates(io, gone_e, new_e)

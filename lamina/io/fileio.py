@@ -16,6 +16,7 @@ import stat
 import threading
 import time
 import urllib.parse
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterator, Mapping, TypeVar
@@ -176,6 +177,28 @@ _MULTIPART_BYTES = 64 * 2**20
 _IN_PLACE_MAX_PAD = 4096
 
 
+class _KeptObjects:
+    """The objects ``FileIO.keeping_gets`` keeps: by path, up to a number of bytes."""
+
+    def __init__(self, prefix: str, max_bytes: int) -> None:
+        self.prefix, self.max_bytes, self.users = prefix, max_bytes, 0
+        self._bytes = 0
+        self._objects: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def get(self, path: str, fetch: Callable[[], bytes]) -> bytes:
+        with self._lock:
+            hit = self._objects.get(path)
+        if hit is not None:
+            return hit
+        data = fetch()
+        with self._lock:
+            if path not in self._objects and self._bytes + len(data) <= self.max_bytes:
+                self._objects[path] = data
+                self._bytes += len(data)
+        return data
+
+
 class FileIO:
     """Storage rooted at one table location (``file://``, plain path, ``memory://``, ``s3://``)."""
 
@@ -192,6 +215,8 @@ class FileIO:
         self.scheme = scheme or "file"
         self._local_root: str | None = None
         self._prefix = ""  # key prefix inside the store (memory:// shares one store per name)
+        self._kept: _KeptObjects | None = None  # see keeping_gets
+        self._kept_lock = threading.Lock()
         if scheme in ("", "file"):
             root = parsed.path if scheme == "file" else uri
             if scheme == "file" and parsed.netloc:
@@ -302,8 +327,38 @@ class FileIO:
             except OSError as e:
                 self._check_root()
                 raise _translate(e, f"get {path}") from e
+        kept = self._kept
+        if kept is not None and path.startswith(kept.prefix):
+            return kept.get(path, lambda: self._get_remote(path))
+        return self._get_remote(path)
+
+    def _get_remote(self, path: str) -> bytes:
         key = self._key(path)
         return self._call(f"get {path}", lambda: obstore.get(self.store, key).bytes().to_bytes())
+
+    @contextmanager
+    def keeping_gets(self, prefix: str, max_bytes: int = 256 << 20) -> Iterator[None]:
+        """Within: the objects under ``prefix`` got from an object store are kept (up to
+        ``max_bytes`` in all) and served again without a request. Only for objects that never
+        change once written (data files: each has a name of its own), read more than once by
+        one operation (the change feed reads a file's row ids, then its columns). Local disk
+        keeps nothing: its reads are cheap and the page cache keeps them. Nested or concurrent
+        scopes share one store of kept objects, emptied when the last one ends."""
+        if self.is_local:
+            yield
+            return
+        with self._kept_lock:
+            if self._kept is None:
+                self._kept = _KeptObjects(prefix.rstrip("/") + "/", max_bytes)
+            self._kept.users += 1
+        try:
+            yield
+        finally:
+            with self._kept_lock:
+                assert self._kept is not None
+                self._kept.users -= 1
+                if not self._kept.users:
+                    self._kept = None
 
     def get_optional(self, path: str) -> bytes | None:
         """The object's bytes, or None if there is none. For lookups that usually miss (a

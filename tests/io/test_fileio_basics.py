@@ -268,3 +268,23 @@ def test_a_local_put_that_fails_leaves_nothing_behind(tmp_path):
         io.put_new("data/sub/b.parquet", b"b")
     assert not isinstance(info.value, AlreadyExists)
     assert sorted(os.listdir(root / "data")) == ["a.parquet", "sub"]
+
+
+def test_keeping_gets_keeps_objects_under_its_prefix_within_its_budget_and_scope():
+    """Within keeping_gets, objects under the prefix got from a store are served again without
+    asking it (here: after they were deleted behind its back), up to the byte budget; other
+    objects are always got; nothing is kept once the last scope ends."""
+    io = FileIO(f"memory://{uuid.uuid4().hex}")
+    for name in ("data/a", "data/b", "data/c", "meta/m"):
+        io.put_new(name, name.encode().ljust(10, b"."))
+    with io.keeping_gets("data", max_bytes=25):
+        with io.keeping_gets("data", max_bytes=25):  # nested: one store of kept objects
+            got = {n: io.get(n) for n in ("data/a", "data/b", "data/c", "meta/m")}
+        for name in got:
+            io.delete(name)
+        assert io.get("data/a") == got["data/a"] and io.get("data/b") == got["data/b"]
+        for name in ("data/c", "meta/m"):  # over the budget; outside the prefix
+            with pytest.raises(NotFound):
+                io.get(name)
+    with pytest.raises(NotFound):
+        io.get("data/a")

@@ -385,3 +385,22 @@ def test_history_on_s3_lists_slot_records_once_per_chunk(opts, uri, proxy):
         assert kinds["GET"] == n + 1, kinds  # each version's slot, once
         lists[n] = kinds["LIST"]
     assert lists[4] == lists[16] <= 3, lists
+
+
+def test_a_change_feed_on_s3_gets_each_file_of_a_version_once(opts, uri, proxy):
+    """A version's changes read its candidate files' row ids, then the columns of those
+    holding a change: on S3 from one GET of each file, not one per pass."""
+    t = lamina.create_table(uri, pa.schema([("id", pa.int64()), ("v", pa.string())]), storage_options=opts)
+    for f in range(2):
+        t.append(pa.table({"id": pa.array(range(f * 100, f * 100 + 100), pa.int64()), "v": ["a"] * 100}))
+    t.update("id >= 150 AND id < 160", {"v": "'u'"})
+    t.delete("id < 5")
+    flush_hints()
+    h = lamina.open_table(uri, storage_options=proxy.storage_options(opts))
+    for start in (2, 3):  # the update's changes, then the delete's
+        proxy.log.clear()
+        rows = h.changes(start_version=start, end_version=start + 1).to_arrow()
+        assert rows.num_rows == (20 if start == 2 else 5)
+        data_gets = collections.Counter(p.split("?")[0] for m, p, _ in proxy.log if m == "GET" and "/data/" in p)
+        assert data_gets and set(data_gets.values()) == {1}, data_gets
+    assert h.io._kept is None  # nothing kept once the version's changes are read
