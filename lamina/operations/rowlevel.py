@@ -39,6 +39,7 @@ from lamina.spec.properties import DELETE_MODES, TableProperties
 from lamina.operations.schema import PlannedColumns
 from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LINEAGE_COLUMNS, ROW_ID, check_row_ids, no_row_ids, conform_keeping_lineage, has_lineage, lineage_of
 from lamina.spec.dv import keep_mask
+from lamina.spec.layout import DATA_DIR
 from lamina.spec.schema import Schema
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
@@ -282,6 +283,14 @@ class RowDelta(Operation):
     # -- apply ----------------------------------------------------------------------------
 
     def apply(self, base: Base) -> Change:
+        if self.mode != "copy-on-write":
+            return self._apply(base)
+        # Copy-on-write reads a touched file twice (the rows it matches, then the file to
+        # rewrite): on an object store, from one GET.
+        with base.io.keeping_gets(DATA_DIR):
+            return self._apply(base)
+
+    def _apply(self, base: Base) -> Change:
         if self.planned is not None:
             self.planned.check(base.schema, self.operation)
         mschema = base.manifest_schema

@@ -404,3 +404,18 @@ def test_a_change_feed_on_s3_gets_each_file_of_a_version_once(opts, uri, proxy):
         data_gets = collections.Counter(p.split("?")[0] for m, p, _ in proxy.log if m == "GET" and "/data/" in p)
         assert data_gets and set(data_gets.values()) == {1}, data_gets
     assert h.io._kept is None  # nothing kept once the version's changes are read
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_a_delete_on_s3_gets_each_file_once(opts, uri, proxy, mode):
+    """A delete reads the rows its predicate matches; copy-on-write then reads the touched
+    files again to rewrite them: on S3 from the same GET."""
+    t = lamina.create_table(uri, pa.schema([("id", pa.int64()), ("v", pa.string())]), storage_options=opts)
+    for f in range(3):
+        t.append(pa.table({"id": pa.array(range(f * 100, f * 100 + 100), pa.int64()), "v": ["a"] * 100}))
+    h = lamina.open_table(uri, storage_options=proxy.storage_options(opts))
+    proxy.log.clear()
+    h.delete("id IN (7, 107, 207)", mode=mode)
+    data_gets = collections.Counter(p.split("?")[0] for m, p, _ in proxy.log if m == "GET" and "/data/" in p)
+    assert len(data_gets) == 3 and set(data_gets.values()) == {1}, data_gets
+    assert lamina.open_table(uri, storage_options=opts).scan().to_arrow().num_rows == 297
