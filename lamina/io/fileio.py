@@ -177,6 +177,9 @@ _MULTIPART_BYTES = 64 * 2**20
 _IN_PLACE_MAX_PAD = 4096
 
 
+_kept_lock = threading.Lock()  # (scopes start and end rarely: one lock for every FileIO)
+
+
 class _KeptObjects:
     """The objects ``FileIO.keeping_gets`` keeps: by path, up to a number of bytes."""
 
@@ -216,7 +219,6 @@ class FileIO:
         self._local_root: str | None = None
         self._prefix = ""  # key prefix inside the store (memory:// shares one store per name)
         self._kept: _KeptObjects | None = None  # see keeping_gets
-        self._kept_lock = threading.Lock()
         if scheme in ("", "file"):
             root = parsed.path if scheme == "file" else uri
             if scheme == "file" and parsed.netloc:
@@ -336,6 +338,10 @@ class FileIO:
         key = self._key(path)
         return self._call(f"get {path}", lambda: obstore.get(self.store, key).bytes().to_bytes())
 
+    def __getstate__(self) -> dict[str, Any]:
+        # (a copy sent elsewhere, e.g. to a Spark worker, starts with nothing kept)
+        return {**self.__dict__, "_kept": None}
+
     @contextmanager
     def keeping_gets(self, prefix: str, max_bytes: int = 256 << 20) -> Iterator[None]:
         """Within: the objects under ``prefix`` got from an object store are kept (up to
@@ -347,14 +353,14 @@ class FileIO:
         if self.is_local:
             yield
             return
-        with self._kept_lock:
+        with _kept_lock:
             if self._kept is None:
                 self._kept = _KeptObjects(prefix.rstrip("/") + "/", max_bytes)
             self._kept.users += 1
         try:
             yield
         finally:
-            with self._kept_lock:
+            with _kept_lock:
                 assert self._kept is not None
                 self._kept.users -= 1
                 if not self._kept.users:

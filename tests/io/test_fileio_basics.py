@@ -288,3 +288,18 @@ def test_keeping_gets_keeps_objects_under_its_prefix_within_its_budget_and_scope
                 io.get(name)
     with pytest.raises(NotFound):
         io.get("data/a")
+
+
+def test_a_fileio_pickles_with_nothing_kept(tmp_path):
+    """A FileIO sent elsewhere (pickled: a Spark worker) reopens its location and carries no
+    kept objects, inside a keeping_gets scope as outside."""
+    import pickle
+
+    io = FileIO(f"s3://{BUCKET}/x", {"endpoint": "http://127.0.0.1:9", "access_key_id": "k",
+                                     "secret_access_key": "s", "region": "us-east-1"})
+    with io.keeping_gets("data"):
+        copy = pickle.loads(pickle.dumps(io))
+        assert io._kept is not None and copy._kept is None and copy.uri == io.uri
+    local = pickle.loads(pickle.dumps(FileIO(str(tmp_path))))
+    local.put_new("a", b"x")
+    assert local.get("a") == b"x"
