@@ -622,13 +622,11 @@ def unique_key_index(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array |
         rows = rows[pc.is_valid(values).to_numpy(zero_copy_only=False)]
         values = values.drop_null()
     v = values.to_numpy().astype(np.int64)
-    if len(v) > 1 and bool((v[1:] > v[:-1]).all()):
-        s = v  # keys already in order (a source sorted by key): no sort
-    else:
-        order = np.argsort(v)
-        s, rows = v[order], rows[order]
-    if len(s) > 1 and not bool((s[1:] != s[:-1]).all()):
-        return None
+    # (no sort for keys already in order, a source sorted by key: see unique_sorted)
+    s, first = unique_sorted(v, return_index=True)
+    if len(s) != len(v):
+        return None  # two equal keys
+    rows = rows[first]
 
     def index(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         if not len(s):
