@@ -606,6 +606,19 @@ def _members_of_increasing(keys: np.ndarray, ordered: np.ndarray) -> np.ndarray 
     return at[keys[np.minimum(at, n - 1)] == sub]
 
 
+def _consecutive(rows: np.ndarray | pa.Array | pa.ChunkedArray) -> int | None:
+    """The first of ``rows`` when they are consecutive row numbers (``first, first + 1, ...``),
+    else None. A source sorted by key, merged into files laid out by key, matches its rows in
+    their own order: the matched rows are then a slice of the source, no take (a copy of every
+    column) needed."""
+    if not isinstance(rows, np.ndarray) or len(rows) < 2:
+        return None
+    first = int(rows[0])
+    if int(rows[-1]) - first != len(rows) - 1 or not bool((rows[1:] > rows[:-1]).all()):
+        return None
+    return first  # strictly increasing from first to first + n - 1: exactly those
+
+
 def unique_key_index(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array | pa.ChunkedArray], np.ndarray] | None:
     """For integer keys ``values`` (the source's) of which no two non-null ones are equal: a
     function giving, for each of some keys, the index in ``values`` of the equal one, or -1
@@ -818,8 +831,8 @@ class MergeBuilder(MergeClauses):
             if index is not None:
                 at = index(left[keys[0]])
                 tgt = pa.array(np.flatnonzero(at >= 0))
-                src_rows = pa.array(at[at >= 0])
-                pairs = pa.table({keys[0]: left[keys[0]].take(tgt), "__src": src_rows})
+                src_rows = at[at >= 0]
+                pairs = pa.table({keys[0]: left[keys[0]].take(tgt), "__src": pa.array(src_rows)})
             elif lookup:
                 at = pc.index_in(left[keys[0]], value_set=src.column(keys[0]), skip_nulls=True)
                 hit = pc.is_valid(at)
@@ -837,7 +850,11 @@ class MergeBuilder(MergeClauses):
             cols[POS], cols[FILE] = rows.column(POS).take(tgt), rows.column(FILE).take(tgt)
             if ROW_ID in rows.column_names:
                 cols[ROW_ID] = rows.column(ROW_ID).take(tgt)
-            cols.update({n: src.column(n).take(src_rows) for n in src.column_names if n not in keys})
+            run = _consecutive(src_rows)
+            if run is None and isinstance(src_rows, np.ndarray):
+                src_rows = pa.array(src_rows)
+            cols.update({n: (src.column(n).slice(run, len(src_rows)) if run is not None else src.column(n).take(src_rows))
+                         for n in src.column_names if n not in keys})
             j = pa.table(cols)
             if not j.num_rows:
                 return FileOutcome(np.zeros(0, dtype=np.int64), matched_source=np.zeros(0, dtype=np.int64))

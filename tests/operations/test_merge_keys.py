@@ -219,3 +219,41 @@ def test_one_membership_test_serves_files_of_increasing_and_shuffled_keys_alike(
         got = member(pa.array(keys, pa.int64()))
         assert got.tolist() == [k in set(values) for k in keys]
         assert positions(pa.array(keys, pa.int64())).tolist() == [i for i, k in enumerate(keys) if k in set(values)]
+
+
+@SETTINGS
+@given(rows=st.lists(st.integers(0, 12), max_size=8))
+def test_consecutive_source_rows_are_recognised_exactly(rows):
+    """The matched source rows are taken as a slice only when they are exactly first, first + 1,
+    ...: any gap, repeat or step back means a take."""
+    arr = np.array(rows, dtype=np.int64)
+    run = rowlevel._consecutive(arr)
+    consecutive = len(rows) >= 2 and rows == list(range(rows[0], rows[0] + len(rows)))
+    assert run == (rows[0] if consecutive else None)
+
+
+@pytest.mark.parametrize("gap", [False, True])
+@pytest.mark.parametrize("insert", [True, False])
+def test_merge_of_a_sorted_source_matching_in_order(tmp_path, gap, insert):
+    """A source sorted by key whose matched rows are one run of its rows (taken as a slice of
+    the source), or a run broken by a source row that matches nothing: every matched row gets
+    its own source row's values and keeps its row id; the unmatched ones are inserted (with new
+    ids), or left out by a merge without an insert clause."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string()), pa.field("w", pa.float64())])
+    t = lamina.create_table(str(tmp_path / "t"), schema, properties={"write.max-rows-per-file": 50})
+    t.append(pa.table({"id": list(range(100)), "v": ["old"] * 100, "w": [0.0] * 100}, schema=schema))
+    ids_before = dict(zip(*t.scan(columns=["id", "_row_id"]).to_arrow().to_pydict().values()))
+    # (the gap: source row 15, id 155, matches nothing)
+    ids = [*range(60, 90), 500, 501] if not gap else [*range(60, 75), 155, *range(80, 95), 600]
+    src = pa.table({"id": ids, "v": [f"s{i}" for i in ids], "w": [float(i) for i in ids]}, schema=schema)
+    m = t.merge(src, on="id").when_matched_update_all()
+    res = (m.when_not_matched_insert_all() if insert else m).execute()
+    matched = [i for i in ids if i < 100]
+    assert (res.rows_updated, res.rows_inserted) == (len(matched), len(ids) - len(matched) if insert else 0)
+    got = t.scan(columns=["id", "v", "w", "_row_id"]).to_arrow().to_pylist()
+    want = [{"id": i, "v": "old", "w": 0.0} for i in range(100) if i not in set(ids)]
+    want += [{"id": i, "v": f"s{i}", "w": float(i)} for i in (ids if insert else matched)]
+    assert sorted(({k: r[k] for k in ("id", "v", "w")} for r in got), key=lambda r: r["id"]) == sorted(want, key=lambda r: r["id"])
+    kept = {r["id"]: r["_row_id"] for r in got if r["id"] < 100}
+    assert kept == {i: ids_before[i] for i in kept}  # updated rows keep their ids
+    assert len({r["_row_id"] for r in got}) == len(got)
