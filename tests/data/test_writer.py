@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lamina
 
@@ -119,3 +121,20 @@ def test_integer_date_and_time_columns_are_delta_encoded_unless_plain_is_asked(t
         assert con.sql(f"SELECT * FROM read_parquet('{path}')").arrow().read_all().select(["id", "big", "i8", "day"]).equals(
             data.select(["id", "big", "i8", "day"]))
         con.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)), max_size=40),
+       increasing=st.booleans(), typ=st.sampled_from([pa.int64(), pa.int32(), pa.uint64(), pa.int8()]))
+def test_dictionary_choice_is_by_distinct_values(values, increasing, typ):
+    """A sampled column gets a dictionary when at most half its values (null counted as one) are
+    distinct, whether that is found by hashing them or, for strictly increasing integers
+    (all distinct), by one comparison pass."""
+    from lamina.data.writer import _few_distinct
+
+    lo, hi = (0, 2**64 - 1) if typ == pa.uint64() else (-(2 ** (typ.bit_width - 1)), 2 ** (typ.bit_width - 1) - 1)
+    values = [None if v is None else lo + (v - -(2**63)) % (hi - lo + 1) for v in values]
+    if increasing:
+        values = sorted({v for v in values if v is not None})
+    sample = pa.chunked_array([pa.array(values[: len(values) // 2], typ), pa.array(values[len(values) // 2 :], typ)], typ)
+    assert _few_distinct(sample) == (len(set(values)) * 2 <= len(values))
