@@ -50,7 +50,7 @@ from lamina.spec.schema import Schema
 from lamina.spec.tag import Tag, split_version_or_tag
 from lamina.spec.version import VersionManifest
 from lamina.table import auto_tags, system
-from lamina.table.changes import ChangeFeed, change_feed, resolve_end, resolve_start
+from lamina.table.changes import ChangeFeed, change_feed, end_spec, start_spec
 from lamina.table.convert import to_arrow
 from lamina.table.transaction import Transaction
 from lamina.timeutil import duration_ms, epoch_ms
@@ -418,8 +418,8 @@ class Table:
 
         Raises ChangesUnavailable (naming the oldest start still answerable) for a range
         reaching expired versions or versions without row lineage."""
-        start = resolve_start(self, start_version, start_timestamp, start_tag)
-        end = resolve_end(self, end_version, end_timestamp, end_tag)
+        start = start_spec(self, start_version, start_timestamp, start_tag)
+        end = end_spec(self, end_version, end_timestamp, end_tag)
         return change_feed(self, start, end, where, columns)
 
     def enable_row_lineage(self, *, commit_options: CommitOptions | None = None) -> int | None:

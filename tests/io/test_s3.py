@@ -15,7 +15,7 @@ import pytest
 import lamina
 from lamina.commit import flush_hints
 from lamina.commit.log import HINT_EVERY
-from lamina.errors import AlreadyExists, NotFound, TableAlreadyExists
+from lamina.errors import AlreadyExists, NotFound, TableAlreadyExists, VersionNotFound
 from lamina.io import FileIO
 from lamina.maintenance import fsck
 from lamina.spec.layout import HINT_PATH, version_path
@@ -404,6 +404,29 @@ def test_a_change_feed_on_s3_gets_each_file_of_a_version_once(opts, uri, proxy):
         data_gets = collections.Counter(p.split("?")[0] for m, p, _ in proxy.log if m == "GET" and "/data/" in p)
         assert data_gets and set(data_gets.values()) == {1}, data_gets
     assert h.io._kept is None  # nothing kept once the version's changes are read
+
+
+def test_a_change_range_on_s3_lists_slot_records_once(opts, uri, proxy):
+    """A change range given by version numbers gets its versions' slots and lists their chunk's
+    slot records once for all of them, its ends included (a micro-batch of a change stream is
+    such a range): one LIST whether the range holds one version or five, or runs to the latest."""
+    t = lamina.create_table(uri, workers.schema(), storage_options=opts)
+    while t.version < 7:
+        t.append(workers.batch(0, t.version, ROWS))
+    flush_hints()
+    h = lamina.open_table(uri, storage_options=proxy.storage_options(opts))
+    for start, end in ((5, 6), (1, 6), (1, None)):
+        proxy.log.clear()
+        feed = h.changes(start_version=start, end_version=end)
+        assert (feed.start_version, feed.versions) == (start, list(range(start + 1, (end or 7) + 1)))
+        kinds = _kinds(proxy.log)
+        slot_gets = [p for m, p, _ in proxy.log if m == "GET" and "list-type=" not in p and "/versions/" in p]
+        assert kinds["LIST"] == (1 if end is not None else 2), proxy.log  # (to the latest: the versions' LIST too)
+        assert len(slot_gets) == len(set(slot_gets)) == (end or 7) - start + 1, proxy.log
+    proxy.log.clear()
+    with pytest.raises(VersionNotFound):  # an end past the latest: found missing first, not after a GET per version
+        h.changes(start_version=1, end_version=1000)
+    assert _kinds(proxy.log)["GET"] <= 3, proxy.log
 
 
 @pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
