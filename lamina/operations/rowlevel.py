@@ -155,6 +155,9 @@ class RowDelta(Operation):
     # (rows read, columns read_columns) -> positions (ascending) of the rows file_fn may affect
     # (a superset: the rows it rules out are not evaluated); None = every row
     prefilter: Callable[[pa.Table], np.ndarray] | None = None
+    # file_fn for rows already known to be selected by ``where`` (read at the positions
+    # _positions_by_dictionary found): what it does to them, without evaluating ``where`` again
+    selected_fn: FileFn | None = None
     _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
     _insert_cache: dict[bytes, pa.Table] = field(default_factory=dict)
     # the data files (their entries, being written) of the rows written in place of deleted ones, by the touched files' keys
@@ -162,17 +165,18 @@ class RowDelta(Operation):
     last_stats: dict[str, int] = field(default_factory=dict)
     # the columns it was planned on, checked against each base's schema (see PlannedColumns)
     planned: PlannedColumns | None = None
-    # a delete: its predicate (file_fn deletes the rows it selects), which may then be
-    # evaluated file by file on dictionary codes (see _deletes_by_dictionary)
-    delete_where: Expr | None = None
+    # a delete's or an update's predicate (file_fn deletes or rewrites the rows it selects),
+    # which may then be evaluated file by file on dictionary codes (see _positions_by_dictionary)
+    where: Expr | None = None
     skip_if_noop: ClassVar[bool] = True  # a change that matched no row commits no version
     refresh_base: ClassVar[bool] = True  # it reads the base's files: start from the latest
 
     # -- per file -----------------------------------------------------------------------
 
-    def _live_rows(self, base: Base, entries: pa.Table) -> pa.Table:
+    def _live_rows(self, base: Base, entries: pa.Table, selected: list[np.ndarray] | None = None) -> pa.Table:
         """Live rows of the files ``entries`` (in order), with their physical positions (POS)
-        and the file's index in ``entries`` (FILE); with a ``prefilter``, only the rows it keeps.
+        and the file's index in ``entries`` (FILE); with a ``prefilter``, only the rows it keeps;
+        with ``positions`` (per file, ascending), only the rows at those positions.
 
         The files are read whole (``Scan.read_files``: runs of files per task on the read
         threads), then rows deleted by existing DVs (and rows the prefilter rules out) are
@@ -184,7 +188,7 @@ class RowDelta(Operation):
         # with a prefilter, only the ids (an update's _last_updated_version is null) of the few
         # rows it keeps, afterwards.
         writes = self.operation != "delete" and has_lineage(base.metadata)
-        lineage_after = writes and self.prefilter is not None
+        lineage_after = writes and (self.prefilter is not None or selected is not None)
         cols = [*self.read_columns, *LINEAGE_COLUMNS] if writes and not lineage_after else self.read_columns
         # Each file's rows are cut to the kept ones as it arrives, while the read threads go
         # on with the next files: only those rows are concatenated, never all the files' rows.
@@ -197,7 +201,7 @@ class RowDelta(Operation):
             # The prefilter's kept rows come as positions (a merge keeps a few rows of each
             # file: taking them costs less than a mask over every row, made, scanned and
             # applied); the DVs' as a mask.
-            at = self.prefilter(table) if self.prefilter is not None else None
+            at = self.prefilter(table) if self.prefilter is not None else (selected[k] if selected is not None else None)
             keep = None
             if k in old_dvs:
                 live = keep_mask(old_dvs[k], table.num_rows)
@@ -230,29 +234,42 @@ class RowDelta(Operation):
         new = [i for i, k in enumerate(keys) if k not in self._outcomes]
         if new:
             entries = cands.take(pa.array(new, pa.int64()))
-            outs = self._deletes_by_dictionary(base, entries)  # (positions ascending, each once)
-            if outs is None:
+            positions = self._positions_by_dictionary(base, entries)  # (ascending, each once)
+            if positions is not None and self.operation == "delete":
+                outs = [FileOutcome(p) for p in positions]
+            elif positions is not None:
+                # Only the files holding a selected row are read, and of those only the selected
+                # rows are kept: file_fn then evaluates its predicate on those rows alone.
+                outs = [FileOutcome(np.zeros(0, dtype=np.int64)) for _ in new]
+                hit = [k for k, p in enumerate(positions) if len(p)]
+                if hit:
+                    rows = self._live_rows(base, entries.take(pa.array(hit, pa.int64())), [positions[k] for k in hit])
+                    fn = self.selected_fn if self.selected_fn is not None else self.file_fn
+                    for k, o in zip(hit, split_outcome(fn(rows), len(hit))):
+                        outs[k] = o
+            else:
                 outs = split_outcome(self.file_fn(self._live_rows(base, entries)), len(new))
-                for o in outs:
-                    o.delete = unique_sorted(o.delete.astype(np.int64, copy=False))
+            for o in outs:
+                o.delete = unique_sorted(o.delete.astype(np.int64, copy=False))
             for i, o in zip(new, outs):
                 self._outcomes[keys[i]] = o
         return [self._outcomes[k] for k in keys]
 
-    def _deletes_by_dictionary(self, base: Base, entries: pa.Table) -> list[FileOutcome] | None:
-        """A delete whose predicate reads one string or binary column: the positions it
-        deletes in each file of ``entries``, from the predicate evaluated on the column's
-        dictionaries (``Scan.matching_positions``), less the rows the file's DV already
-        deletes. None for any other change: it goes through ``file_fn``."""
-        if self.delete_where is None:
+    def _positions_by_dictionary(self, base: Base, entries: pa.Table) -> list[np.ndarray] | None:
+        """A delete or update whose predicate reads one string or binary column: the positions
+        it selects in each file of ``entries``, from the predicate evaluated on the column's
+        dictionaries (``Scan.matching_positions``: that one column read, as codes), less the
+        rows the file's DV already deletes. None for any other change: it goes through
+        ``file_fn`` on every live row."""
+        if self.where is None:
             return None
-        scan = base.scan(self.delete_where)
+        scan = base.scan(self.where)
         if scan.dictionary_column is None:
             return None
         positions = scan.matching_positions(entries)
         for k, bm in read_bitmaps_of(base.io, dvs_of_plan(entries)).items():
             positions[k] = positions[k][~np.isin(positions[k], positions_array(bm))]
-        return [FileOutcome(p) for p in positions]
+        return positions
 
     def rows_changed_since(self, read: Base, base: Base) -> list[str]:
         """The data files holding rows this change matches at ``read`` whose rows a later commit
@@ -283,10 +300,13 @@ class RowDelta(Operation):
     # -- apply ----------------------------------------------------------------------------
 
     def apply(self, base: Base) -> Change:
-        if self.mode != "copy-on-write":
-            return self._apply(base)
         # Copy-on-write reads a touched file twice (the rows it matches, then the file to
-        # rewrite): on an object store, from one GET.
+        # rewrite), and so does an update whose rows are found by dictionary (a column's codes,
+        # then the selected rows): on an object store, from one GET.
+        twice = self.mode == "copy-on-write" or (
+            self.operation != "delete" and self.where is not None and base.scan(self.where).dictionary_column is not None)
+        if not twice:
+            return self._apply(base)
         with base.io.keeping_gets(DATA_DIR):
             return self._apply(base)
 
@@ -451,8 +471,14 @@ def file_fn_delete(filt: Any) -> FileFn:
 
 
 def file_fn_update(filt: Any, assignments: dict[str, Any], schema: pa.Schema) -> FileFn:
-    def fn(rows: pa.Table) -> FileOutcome:
-        hit = rows.filter(filt)
+    """An update's file_fn: the rows ``filt`` selects, rewritten by ``updated_rows_fn``."""
+    rewrite = updated_rows_fn(assignments, schema)
+    return lambda rows: rewrite(rows.filter(filt))
+
+
+def updated_rows_fn(assignments: dict[str, Any], schema: pa.Schema) -> FileFn:
+    """For rows an update selects: each deleted, and written anew with ``assignments`` applied."""
+    def fn(hit: pa.Table) -> FileOutcome:
         cols = []
         for f in schema:
             if f.name in assignments:

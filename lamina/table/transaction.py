@@ -40,7 +40,7 @@ from lamina.operations import (
 )
 from lamina.commit.committer import with_metadata
 from lamina.operations.partition_spec import SpecUpdate
-from lamina.operations.rowlevel import file_fn_delete, file_fn_update, row_mode
+from lamina.operations.rowlevel import file_fn_delete, file_fn_update, row_mode, updated_rows_fn
 from lamina.operations.schema import PlannedColumns, SchemaUpdate, UpdateSchema
 from lamina.operations.sort_order import SortOrderUpdate
 from lamina.spec.tag import validate_tag_name
@@ -252,7 +252,7 @@ class Transaction:
         return self.add_operation(RowDelta(
             "delete", pred, sorted(referenced_columns(pred)) or [schema.names[0]],
             file_fn_delete(to_arrow_filter(pred)), self.row_mode(mode), new_write_id(),
-            planned=PlannedColumns.of(schema, referenced_columns(pred)), delete_where=pred,
+            planned=PlannedColumns.of(schema, referenced_columns(pred)), where=pred,
         ))
 
     def update(
@@ -269,7 +269,8 @@ class Transaction:
         filt = to_arrow_filter(pred) if not isinstance(pred, AlwaysTrue) else pc.scalar(True)
         return self.add_operation(RowDelta(
             "update", pred, list(schema.names), file_fn_update(filt, dict(set), schema.arrow),
-            self.row_mode(mode), new_write_id(), planned=PlannedColumns.of(schema),
+            self.row_mode(mode), new_write_id(), planned=PlannedColumns.of(schema), where=pred,
+            selected_fn=updated_rows_fn(dict(set), schema.arrow),
         ))
 
     def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None) -> MergeBuilder:

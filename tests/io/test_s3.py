@@ -430,15 +430,25 @@ def test_a_change_range_on_s3_lists_slot_records_once(opts, uri, proxy):
 
 
 @pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
-def test_a_delete_on_s3_gets_each_file_once(opts, uri, proxy, mode):
-    """A delete reads the rows its predicate matches; copy-on-write then reads the touched
-    files again to rewrite them: on S3 from the same GET."""
+@pytest.mark.parametrize("where", ["id IN (7, 107, 207)", "v = 'b'"])
+@pytest.mark.parametrize("op", ["delete", "update"])
+def test_a_row_level_change_on_s3_gets_each_file_once(opts, uri, proxy, mode, where, op):
+    """A delete or an update reads the rows its predicate matches (on a string column: its
+    dictionary codes first, then the selected rows of the files holding some); copy-on-write
+    and an update then read the touched files again to rewrite them: on S3 from the same GET."""
     t = lamina.create_table(uri, pa.schema([("id", pa.int64()), ("v", pa.string())]), storage_options=opts)
     for f in range(3):
-        t.append(pa.table({"id": pa.array(range(f * 100, f * 100 + 100), pa.int64()), "v": ["a"] * 100}))
+        t.append(pa.table({"id": pa.array(range(f * 100, f * 100 + 100), pa.int64()),
+                           "v": ["b" if i % 100 == 7 else "a" for i in range(f * 100, f * 100 + 100)]}))
     h = lamina.open_table(uri, storage_options=proxy.storage_options(opts))
     proxy.log.clear()
-    h.delete("id IN (7, 107, 207)", mode=mode)
+    if op == "delete":
+        h.delete(where, mode=mode)
+    else:
+        h.update(where, {"v": "'c'"}, mode=mode)
     data_gets = collections.Counter(p.split("?")[0] for m, p, _ in proxy.log if m == "GET" and "/data/" in p)
     assert len(data_gets) == 3 and set(data_gets.values()) == {1}, data_gets
-    assert lamina.open_table(uri, storage_options=opts).scan().to_arrow().num_rows == 297
+    after = lamina.open_table(uri, storage_options=opts).scan().to_arrow()
+    assert after.num_rows == (297 if op == "delete" else 300)
+    assert sorted(after.filter(pa.compute.not_equal(after.column("v"), "a")).column("id").to_pylist()) == (
+        [] if op == "delete" else [7, 107, 207])

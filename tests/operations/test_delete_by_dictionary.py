@@ -68,24 +68,37 @@ def deleted_rows(t: lamina.Table) -> int:
     return json.loads(t.snapshots().column("summary")[-1].as_py())["deleted-rows"]
 
 
-def check_against_duckdb(duck, t: lamina.Table, where: str) -> None:
-    """Delete ``where`` from ``t`` and compare with DuckDB over the rows live before."""
-    before = t.scan().to_arrow()
+MOVED = 1_000_000  # an update adds this to the ids of the rows it selects
+
+
+def check_against_duckdb(duck, t: lamina.Table, where: str, op: str = "delete") -> None:
+    """Delete ``where`` from ``t`` (or update the rows it selects: ``id = id + MOVED``) and
+    compare with DuckDB over the rows live before (ids are unique: they name the rows); an
+    updated row keeps its row id."""
+    before = t.scan(columns=[*t.schema.names, "_row_id"]).to_arrow()
     duck.register("before", before)
-    want_left = sorted(r[0] for r in duck.sql(f"SELECT id FROM before WHERE ({where}) IS NOT TRUE").fetchall())
-    want_deleted = len(before) - len(want_left)
-    version = t.delete(where)
-    assert (version is None) == (want_deleted == 0)
-    assert sorted(t.scan(columns=["id"]).to_arrow().column("id").to_pylist()) == want_left
+    if op == "delete":
+        want = dict(duck.sql(f"SELECT _row_id, id FROM before WHERE ({where}) IS NOT TRUE").fetchall())
+        version = t.delete(where)
+        changed = len(before) - len(want)
+    else:
+        want = dict(duck.sql(f"SELECT _row_id, CASE WHEN ({where}) IS TRUE THEN id + {MOVED} ELSE id END FROM before").fetchall())
+        version = t.update(where, {"id": f"id + {MOVED}"})
+        changed = sum(1 for i, j in zip(before.column("id").to_pylist(), (want[r] for r in before.column("_row_id").to_pylist())) if i != j)
+    assert (version is None) == (changed == 0)
+    after = t.scan(columns=["_row_id", "id"]).to_arrow()
+    assert after.num_rows == len(want)
+    assert dict(zip(after.column("_row_id").to_pylist(), after.column("id").to_pylist())) == want
     if version is not None:
-        assert deleted_rows(t) == want_deleted
+        assert deleted_rows(t) == changed
 
 
 @SETTINGS
-@given(files=files, where=predicate, first=st.one_of(st.none(), predicate))
-def test_string_delete_matches_duckdb(tmp_path_factory, duck, files, where, first):
+@given(files=files, where=predicate, first=st.one_of(st.none(), predicate), op=st.sampled_from(["delete", "update"]))
+def test_string_delete_matches_duckdb(tmp_path_factory, duck, files, where, first, op):
     """Any predicate on the string column, over files with nulls, after (optionally) an
-    earlier delete that left deletion vectors on some files."""
+    earlier delete that left deletion vectors on some files: a delete, or an update (which
+    reads only the files, and of those only the rows, the dictionaries select)."""
     t = lamina.create_table(str(tmp_path_factory.mktemp("t")), SCHEMA)
     start = 0
     for values in files:
@@ -93,7 +106,7 @@ def test_string_delete_matches_duckdb(tmp_path_factory, duck, files, where, firs
         start += len(values)
     if first is not None:
         check_against_duckdb(duck, t, first)
-    check_against_duckdb(duck, t, where)
+    check_against_duckdb(duck, t, where, op)
 
 
 def add_parquet(t: lamina.Table, table: pa.Table, name: str, **write_options) -> None:
@@ -105,8 +118,9 @@ def add_parquet(t: lamina.Table, table: pa.Table, name: str, **write_options) ->
     t.add_files(pa.table({"path": [f"data/{name}"], "size": [size], "record_count": [table.num_rows]}))
 
 
+@pytest.mark.parametrize("op", ["delete", "update"])
 @pytest.mark.parametrize("where", ["s = 'v7'", "s IN ('v1', 'x')", "s IS NULL", "s NOT IN ('v2')", "NOT (s >= 'v5')"])
-def test_row_groups_with_their_own_dictionaries_and_a_plain_column(tmp_path, duck, where):
+def test_row_groups_with_their_own_dictionaries_and_a_plain_column(tmp_path, duck, where, op):
     """Row groups of one file with different dictionaries (one predicate evaluation each),
     and a file whose column has no dictionary at all (unique values)."""
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
@@ -117,7 +131,7 @@ def test_row_groups_with_their_own_dictionaries_and_a_plain_column(tmp_path, duc
     plain = pa.table({"id": ids + n, "s": pa.array([f"v{i}" if i % 7 else None for i in ids], pa.string())}, schema=SCHEMA)
     add_parquet(t, plain, "plain.parquet", use_dictionary=False)
     assert pq.ParquetFile(os.path.join(t.uri.removeprefix("file://"), "data", "groups.parquet")).num_row_groups == 3
-    check_against_duckdb(duck, t, where)
+    check_against_duckdb(duck, t, where, op)
 
 
 def test_file_without_the_column_reads_nulls(tmp_path, duck):
@@ -175,9 +189,12 @@ def test_only_one_string_column_predicates_go_by_dictionary(tmp_path, monkeypatc
     monkeypatch.setattr(Scan, "matching_positions", lambda self, e: calls.append(self.dictionary_column) or real(self, e))
     assert t.delete("s = 'a'") is not None
     assert calls == ["s"]
-    assert t.delete("id = 1") is not None
-    assert t.delete("id = 3 AND s IS NULL") is not None
-    assert calls == ["s"]
+    assert t.update("s = 'b'", {"id": "id + 10"}) is not None  # an update too
+    assert calls == ["s", "s"]
+    assert t.delete("id = 11") is not None
+    assert t.update("id = 3 AND s IS NULL", {"s": "'c'"}) is not None
+    assert t.delete("id = 3 AND s = 'c'") is not None
+    assert calls == ["s", "s"]
     assert t.scan().to_arrow().num_rows == 0
     assert scan_of(t, "s = 'a' OR s IS NULL").dictionary_column == "s"
     assert scan_of(t, "id > 0").dictionary_column is None
@@ -227,9 +244,10 @@ def test_file_with_its_columns_in_another_order(tmp_path, duck, where):
     check_against_duckdb(duck, t, where)
 
 
+@pytest.mark.parametrize("op", ["delete", "update"])
 @pytest.mark.parametrize("where", ["s = 'a'", "s IN ('b', 'é')", "s IS NULL", "s > 'a'"])
 @pytest.mark.parametrize("uri", ["local", "memory"])
-def test_many_files_in_batches_and_on_an_object_store(tmp_path, duck, monkeypatch, where, uri):
+def test_many_files_in_batches_and_on_an_object_store(tmp_path, duck, monkeypatch, where, uri, op):
     """Local files are read a batch at a time, then their positions picked (here batches of
     2 files, so batches end between files and the last one is short); an object store's
     files go through the read threads. Both against DuckDB, with DVs from an earlier delete."""
@@ -243,4 +261,4 @@ def test_many_files_in_batches_and_on_an_object_store(tmp_path, duck, monkeypatc
         values = list(rng.choice(np.array(WORDS[:5] + [None], dtype=object), 9))
         t.append(pa.table({"id": range(i * 10, i * 10 + 9), "s": pa.array(values, pa.string())}, schema=SCHEMA))
     check_against_duckdb(duck, t, "s = 'ab'")  # DVs on some files
-    check_against_duckdb(duck, t, where)
+    check_against_duckdb(duck, t, where, op)
