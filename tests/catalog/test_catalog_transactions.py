@@ -328,6 +328,58 @@ def test_a_clash_on_one_table_commits_nothing_to_any(world, clash):
     world.check()
 
 
+@pytest.mark.parametrize("mine", ["delete", "update"])
+@pytest.mark.parametrize("theirs", ["delete", "update"])
+@pytest.mark.parametrize("same_row", [True, False])
+def test_a_row_deleted_or_rewritten_concurrently_fails_the_transaction(tmp_path, mine, theirs, same_row):
+    """A delete or update of the transaction selecting a row that a concurrent commit deleted
+    or rewrote fails it, with nothing committed to any table (applied again to the newest
+    version it would select fewer rows while the other tables' changes commit; Delta Lake
+    fails the second delete of a row alike). Another row of the same file does not clash: the
+    transaction commits, its change applied after the concurrent one."""
+    uri = f"sqlite:///{tmp_path}/c.db"
+    cat, other = lamina.load_catalog(uri), lamina.load_catalog(uri)
+    try:
+        cat.create_namespace("ns")
+        cat.create_table("ns.a", SCHEMA).append(rows(range(4), "a"))  # one file
+        cat.create_table("ns.b", SCHEMA)
+
+        def change(t, op, row, who):
+            if op == "delete":
+                t.delete(f"id = {row}")
+            else:
+                t.update(f"id = {row}", {"v": f"'{who}'"})
+
+        expected_a = {0: "a", 1: "a", 2: "a", 3: "a"}
+
+        def expect(op, row, who):
+            if op == "delete":
+                del expected_a[row]
+            else:
+                expected_a[row] = who
+
+        tx = cat.transaction()
+        change(tx.table("ns.a"), mine, 1, "mine")
+        tx.table("ns.b").append(rows([9], "b"))
+        theirs_row = 1 if same_row else 2
+        change(other.load_table("ns.a"), theirs, theirs_row, "theirs")
+        expect(theirs, theirs_row, "theirs")
+        if same_row:
+            with pytest.raises(CatalogTransactionConflict, match=f"its {mine} matches rows that a concurrent commit"):
+                tx.commit()
+            assert tx.state == "aborted" and not cat.transaction_committed(tx.id)
+            assert cat.load_table("ns.b").scan().to_arrow().num_rows == 0  # nothing of it in the other table
+        else:
+            tx.commit()
+            expect(mine, 1, "mine")
+            assert cat.load_table("ns.b").scan().to_arrow().column("id").to_pylist() == [9]
+        got = cat.load_table("ns.a").scan().to_arrow()
+        assert dict(zip(got.column("id").to_pylist(), got.column("v").to_pylist())) == expected_a
+    finally:
+        cat.close()
+        other.close()
+
+
 def test_a_concurrent_append_is_reapplied_and_commits(world, step_hook):
     """Appends never clash: a row that moved under the SQL commit makes the transaction
     re-apply that table's changes on its newest version, in serial order after it."""
