@@ -28,7 +28,7 @@ from pyroaring import BitMap
 
 from lamina.commit import Operation, Base, Change, removed_of
 from lamina.errors import CommitConflict, InvalidArgument, SchemaMismatch
-from lamina.expr import Expr, and_, col, or_
+from lamina.expr import AlwaysTrue, Expr, and_, col, or_, referenced_columns, to_arrow_filter
 from lamina.expr.values import as_column, as_mask
 from lamina.manifest.entries import conform, fill_constant
 from lamina.data.inflight import new_write_id
@@ -173,10 +173,12 @@ class RowDelta(Operation):
 
     # -- per file -----------------------------------------------------------------------
 
-    def _live_rows(self, base: Base, entries: pa.Table, selected: list[np.ndarray] | None = None) -> pa.Table:
+    def _live_rows(self, base: Base, entries: pa.Table, selected: list[np.ndarray] | None = None,
+                   columns: list[str] | None = None) -> pa.Table:
         """Live rows of the files ``entries`` (in order), with their physical positions (POS)
         and the file's index in ``entries`` (FILE); with a ``prefilter``, only the rows it keeps;
-        with ``positions`` (per file, ascending), only the rows at those positions.
+        with ``selected`` (positions per file, ascending), only the rows at those positions.
+        ``columns``: read those instead of ``read_columns``, without row lineage.
 
         The files are read whole (``Scan.read_files``: runs of files per task on the read
         threads), then rows deleted by existing DVs (and rows the prefilter rules out) are
@@ -187,9 +189,9 @@ class RowDelta(Operation):
         # Row lineage rides along where rows are written in place of these (they keep their ids);
         # with a prefilter, only the ids (an update's _last_updated_version is null) of the few
         # rows it keeps, afterwards.
-        writes = self.operation != "delete" and has_lineage(base.metadata)
+        writes = self.operation != "delete" and has_lineage(base.metadata) and columns is None
         lineage_after = writes and (self.prefilter is not None or selected is not None)
-        cols = [*self.read_columns, *LINEAGE_COLUMNS] if writes and not lineage_after else self.read_columns
+        cols = [*self.read_columns, *LINEAGE_COLUMNS] if writes and not lineage_after else (columns or self.read_columns)
         # Each file's rows are cut to the kept ones as it arrives, while the read threads go
         # on with the next files: only those rows are concatenated, never all the files' rows.
         old_dvs = read_bitmaps_of(base.io, dvs_of_plan(entries))
@@ -234,7 +236,7 @@ class RowDelta(Operation):
         new = [i for i, k in enumerate(keys) if k not in self._outcomes]
         if new:
             entries = cands.take(pa.array(new, pa.int64()))
-            positions = self._positions_by_dictionary(base, entries)  # (ascending, each once)
+            positions = self._selected_positions(base, entries)  # (ascending, each once)
             if positions is not None and self.operation == "delete":
                 outs = [FileOutcome(p) for p in positions]
             elif positions is not None:
@@ -254,6 +256,34 @@ class RowDelta(Operation):
             for i, o in zip(new, outs):
                 self._outcomes[keys[i]] = o
         return [self._outcomes[k] for k in keys]
+
+    def _selected_positions(self, base: Base, entries: pa.Table) -> list[np.ndarray] | None:
+        """The positions (per file of ``entries``, ascending, live) of the rows a delete's or an
+        update's ``where`` selects, found before any other column is read: by dictionary
+        (``_positions_by_dictionary``), or, for an update, from its predicate's columns alone,
+        so that only the files holding a selected row are read whole, and of those only the
+        selected rows kept (an update of a few rows of a large table reads a column of it, not
+        all of it). None where ``file_fn`` goes over every live row instead (a delete reads
+        its predicate's columns only already; a merge; an update of every row)."""
+        if self.where is None or isinstance(self.where, AlwaysTrue):
+            return None
+        positions = self._positions_by_dictionary(base, entries)
+        if positions is not None or self.operation == "delete" or self.selected_fn is None:
+            return positions
+        cols = sorted(referenced_columns(self.where)) or [base.schema.names[0]]
+        rows = self._live_rows(base, entries, columns=cols)
+        hit = rows.filter(to_arrow_filter(self.where)).select([POS, FILE])
+        pos, files = hit.column(POS).to_numpy(), hit.column(FILE).to_numpy()
+        return [pos[ix] for ix in _by_file(files, entries.num_rows)]
+
+    def _reads_twice(self, base: Base) -> bool:
+        """Whether a touched file is read twice: copy-on-write (the rows it matches, then the
+        file to rewrite), or an update whose selected rows are found first (``_selected_positions``)."""
+        if self.mode == "copy-on-write":
+            return True
+        if self.operation == "delete" or self.where is None or isinstance(self.where, AlwaysTrue):
+            return False
+        return self.selected_fn is not None or base.scan(self.where).dictionary_column is not None
 
     def _positions_by_dictionary(self, base: Base, entries: pa.Table) -> list[np.ndarray] | None:
         """A delete or update whose predicate reads one string or binary column: the positions
@@ -300,12 +330,8 @@ class RowDelta(Operation):
     # -- apply ----------------------------------------------------------------------------
 
     def apply(self, base: Base) -> Change:
-        # Copy-on-write reads a touched file twice (the rows it matches, then the file to
-        # rewrite), and so does an update whose rows are found by dictionary (a column's codes,
-        # then the selected rows): on an object store, from one GET.
-        twice = self.mode == "copy-on-write" or (
-            self.operation != "delete" and self.where is not None and base.scan(self.where).dictionary_column is not None)
-        if not twice:
+        # A change that reads a touched file twice (``_reads_twice``) gets it once from an object store.
+        if not self._reads_twice(base):
             return self._apply(base)
         with base.io.keeping_gets(DATA_DIR):
             return self._apply(base)

@@ -262,3 +262,31 @@ def test_many_files_in_batches_and_on_an_object_store(tmp_path, duck, monkeypatc
         t.append(pa.table({"id": range(i * 10, i * 10 + 9), "s": pa.array(values, pa.string())}, schema=SCHEMA))
     check_against_duckdb(duck, t, "s = 'ab'")  # DVs on some files
     check_against_duckdb(duck, t, where, op)
+
+
+@pytest.mark.parametrize("where", ["id >= 3 AND id < 12", "id IN (1, 25, 26)", "id > 20 OR s = 'a'", "id < 0", "s IS NULL AND id > 5"])
+def test_update_by_other_predicates_reads_the_selected_rows_first(tmp_path, duck, monkeypatch, where):
+    """An update whose predicate is not on one string column finds its rows from the
+    predicate's columns alone (after an earlier delete left DVs), then reads whole only the
+    files holding a selected row, and of those only those rows: against DuckDB, row ids kept."""
+    from lamina.operations.rowlevel import RowDelta
+
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    for i in range(4):
+        t.append(pa.table({"id": range(i * 10, i * 10 + 8), "s": ["a", "b", None, "ab", "a", "b", "zz", None]}, schema=SCHEMA))
+    check_against_duckdb(duck, t, "id IN (4, 14)")  # DVs on two files
+    reads = []
+    real = RowDelta._live_rows
+    monkeypatch.setattr(RowDelta, "_live_rows", lambda self, base, entries, selected=None, columns=None: reads.append(
+        (entries.num_rows, columns, None if selected is None else sum(len(p) for p in selected)))
+        or real(self, base, entries, selected, columns))
+    before = t.scan().to_arrow()
+    duck.register("before", before)
+    n = duck.sql(f"SELECT count(*) FROM before WHERE ({where}) IS TRUE").fetchall()[0][0]
+    files = duck.sql(f"SELECT count(DISTINCT id // 10) FROM before WHERE ({where}) IS TRUE").fetchall()[0][0]
+    check_against_duckdb(duck, t, where, "update")
+    if not reads:  # every file pruned by its statistics
+        assert n == 0
+        return
+    assert reads[0][1:] == (sorted({"id", "s"} & set(where.replace("(", " ").split())), None)  # the predicate's columns
+    assert reads[1:] == ([(files, None, n)] if n else [])  # then the selected rows of the files holding some
