@@ -21,7 +21,14 @@ touch every file.
    untimed delete on a tiny table of the same system there (imports, runtime
    start-up). Lamina merge-on-read (the default) and copy-on-write; lance
    `ds.delete`; deltalake `DeltaTable.delete`. Target: Lamina ≤ 0.5× Lance's time.
-2. **Read overhead with 1% deleted** (`amount < 0.01` deleted): full scan and a
+2. **Update** (no target: context for the row-level paths): `category = 'c0'` (10%
+   of every file) and `amount < 0.01` (1%) set `amount = 2.0`, measured as the delete
+   (fresh interpreter, untimed update of a tiny table first, open + update timed on a
+   fresh copy). Lamina (merge-on-read) `t.update(pred, {"amount": "2.0"})`, lance
+   `ds.update({"amount": "2.0"}, where=pred)`, deltalake `dt.update(predicate=pred,
+   updates={"amount": "2.0"})`. Checked: every row still there, exactly the selected
+   rows with the new value.
+3. **Read overhead with 1% deleted** (`amount < 0.01` deleted): full scan and a
    filtered scan (`amount > 0.5`) of the table without and with the deletes, in a
    fresh interpreter per system and repetition (the first read of each table in
    the interpreter is reported as "first read", then repeats alternate between the
@@ -73,15 +80,19 @@ SEED = 4
 DELETE_10 = "category = 'c0'"  # exactly 10% of every file
 DELETE_1 = "amount < 0.01"  # exactly 1% of every file
 FILTER = "amount > 0.5"  # the filtered read (exactly half of every file)
+UPDATES = [DELETE_10, DELETE_1]  # the update benchmark's predicates
+UPDATED = "amount > 1.5"  # the rows an update set (amount = 2.0; every other amount is below 1)
 QUERIES = {"full": None, "filtered": FILTER}
 # the same predicates for pyarrow datasets (deltalake reads), as DNF
 DNF = {
     DELETE_10: [("category", "=", "c0")],
     DELETE_1: [("amount", "<", 0.01)],
     FILTER: [("amount", ">", 0.5)],
+    UPDATED: [("amount", ">", 1.5)],
 }
 
 DELETERS = ["lamina", "lamina-cow", "lance", "deltalake"]  # benchmark 1
+UPDATERS = ["lamina", "lance", "deltalake"]  # the update benchmark
 READERS = ["lamina", "lance", "deltalake"]  # benchmark 2
 BASE_OF = {"lamina-cow": "lamina"}  # lamina-cow deletes from copies of lamina's table
 TARGET_DELETE = "≤ 0.5× Lance's time"
@@ -162,6 +173,10 @@ class LaminaX(LaminaAppends):
             raise RuntimeError(f"delete({pred!r}) committed nothing")
         return {"version": v}
 
+    def update(self, h, pred):
+        if h.update(pred, {"amount": "2.0"}) is None:
+            raise RuntimeError(f"update({pred!r}) committed nothing")
+
     def read(self, h, where):
         return h.scan(where=where).to_arrow().num_rows
 
@@ -200,6 +215,9 @@ class LanceX(LanceAppends):
         h.delete(pred)
         return {"version": h.version}
 
+    def update(self, h, pred):
+        h.update({"amount": "2.0"}, where=pred)
+
     def read(self, h, where):
         return h.to_table(filter=where).num_rows
 
@@ -230,6 +248,9 @@ class DeltaX(DeltaAppends):
     def delete(self, h, pred):
         m = h.delete(pred)
         return {"version": h.version(), "metrics": m}
+
+    def update(self, h, pred):
+        h.update(predicate=pred, updates={"amount": "2.0"})
 
     def read(self, h, where):
         return h.to_pyarrow_table(filters=DNF[where] if where else None).num_rows
@@ -264,6 +285,15 @@ def worker_delete(argv) -> None:
         lambda: a.open(root), lambda h: a.delete(h, pred), f"rowlevel_{name}_delete" if profile else None
     )
     print(json.dumps({"open_s": open_s, "delete_s": delete_s, "info": info}, default=str))
+
+
+def worker_update(argv) -> None:
+    """The same update on a tiny table (untimed), then open + update the real one, timed."""
+    name, root, warm_root, pred = argv[0], argv[1], argv[2], argv[3]
+    a = ADAPTERS[name]()
+    a.update(a.open(warm_root), pred)
+    open_s, update_s, _ = timed_open_call(lambda: a.open(root), lambda h: a.update(h, pred), None)
+    print(json.dumps({"open_s": open_s, "update_s": update_s}))
 
 
 def worker_read(argv) -> None:
@@ -390,7 +420,40 @@ def bench_delete(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
     return res
 
 
-# --------------------------------------------------------------------------- 2. read with 1% deleted
+# --------------------------------------------------------------------------- 2. update
+def bench_update(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
+    matched = {DELETE_10: exp["deleted_10"], DELETE_1: exp["deleted_1"]}
+    res = {pred: {n: {"total_s": [], "update_s": [], "errors": []} for n in UPDATERS} for pred in UPDATES}
+    for pred in UPDATES:
+        for rep in range(cfg.delete_reps):
+            order = rotated(UPDATERS, rep)
+            say(f"update {pred!r}, repetition {rep + 1}/{cfg.delete_reps}: {', '.join(order)}")
+            for name in order:
+                a, r, b = ADAPTERS[name](), res[pred][name], built[name]
+                if "error" in b:
+                    r["error"] = b["error"]
+                    continue
+                root = warm = None
+                try:
+                    root = ws.copy(b["root"], f"upd-{name}")
+                    warm = ws.copy(b["warm"], f"upd-warm-{name}")
+                    w = run_worker(["update", name, root, warm, pred])
+                    a.settle()
+                    r["update_s"].append(w["update_s"])
+                    r["total_s"].append(w["open_s"] + w["update_s"])
+                    ok = check(r["errors"], f"rowlevel/{name}/rows after update {pred!r} (rep {rep + 1})", a.count(root), exp["total"])
+                    ok &= check(r["errors"], f"rowlevel/{name}/rows updated by {pred!r} (rep {rep + 1})", a.count(root, UPDATED), matched[pred])
+                    say(f"  {name}: open+update {fmt_s(w['open_s'] + w['update_s'])}" + ("" if ok else " — ROW COUNT MISMATCH"))
+                except Exception as e:  # noqa: BLE001
+                    log_error(f"rowlevel/{name}/update", e)
+                    r["error"] = err_text(e)
+                finally:
+                    ws.drop(root)
+                    ws.drop(warm)
+    return res
+
+
+# --------------------------------------------------------------------------- 3. read with 1% deleted
 def bench_read(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
     res = {n: {"errors": []} for n in READERS}
     deleted = {}
@@ -580,6 +643,47 @@ def summarise_delete(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool |
     return sec, ok, ratio
 
 
+def summarise_update(cfg: Config, res: dict, exp: dict) -> Section:
+    matched = {DELETE_10: exp["deleted_10"], DELETE_1: exp["deleted_1"]}
+    reps = cfg.delete_reps
+    sec = Section(
+        key="update",
+        title=f"Update 10% and 1% of the rows of a {cfg.files}-file table (no target)",
+        what=(
+            "The same tables; each repetition copies one (untimed), then, in a fresh interpreter per system, the "
+            "same update runs on a tiny table of the same system (untimed: imports, runtime start-up, first-use "
+            "costs) and the copy is opened and updated: "
+            + " and ".join(f"`{p}` ({matched[p]:,} rows, every file)" for p in UPDATES)
+            + f" set `amount = 2.0`. **open+update** is the p50 over {reps} repetition(s) (systems in rotating "
+            f"order). After each update the table is read back: {exp['total']:,} rows, and exactly the selected "
+            "ones with the new value. Calls: lamina `t.update(pred, {\"amount\": \"2.0\"})` (merge-on-read); lance "
+            "`ds.update({\"amount\": \"2.0\"}, where=pred)`; deltalake `dt.update(predicate=pred, updates={\"amount\": \"2.0\"})`. "
+            "No target in the issues: context for the row-level paths."
+        ),
+        columns=["system", "update", f"open+update (p50 of {reps})", "of which update", "Lamina / this", "rows (expected)"],
+    )
+    for pred in UPDATES:
+        lam = p50(res[pred]["lamina"]["total_s"])
+        for name in UPDATERS:
+            r = res[pred][name]
+            if "error" in r and not r["total_s"]:
+                sec.error_row(name, r["error"])
+                continue
+            tot = p50(r["total_s"])
+            rows = "OK" if not r["errors"] else f"MISMATCH ({len(r['errors'])})"
+            sec.rows.append([name, f"`{pred}`", fmt_s(tot), fmt_s(p50(r["update_s"])),
+                             "–" if name == "lamina" else fmt_x(_div(lam, tot)), f"{exp['total']:,} / {matched[pred]:,} {rows}"])
+        if reps > 1:
+            sec.notes.append(
+                f"`{pred}`, open+update of each repetition: "
+                + "; ".join(f"{n} " + ", ".join(fmt_s(x) for x in res[pred][n]["total_s"]) for n in UPDATERS if res[pred][n]["total_s"])
+                + "."
+            )
+    errs = [e for pred in UPDATES for n in UPDATERS for e in res[pred][n]["errors"]]
+    sec.notes.append("Row counts after every update: " + ("all as expected." if not errs else "MISMATCHES: " + "; ".join(errs[:4])))
+    return sec
+
+
 def summarise_read(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool | None]:
     sec = Section(
         key="read",
@@ -705,7 +809,7 @@ def write_section(path: Path, secs: list[Section], cfg: Config, command: str, st
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--worker"]:
-        {"delete": worker_delete, "read": worker_read}[argv[1]](argv[2:])
+        {"delete": worker_delete, "update": worker_update, "read": worker_read}[argv[1]](argv[2:])
         return 0
     ap = bench_parser(__doc__)
     ap.add_argument("--quick", action="store_true", help="smoke test: 40 files, 1 repetition")
@@ -732,11 +836,13 @@ def main(argv=None) -> int:
         say("building the tables")
         built = build_all(ws, cfg, batches, warm_batches, exp, warm_exp)
         dres = bench_delete(ws, cfg, built, exp)
+        ures = bench_update(ws, cfg, built, exp)
         rres = bench_read(ws, cfg, built, exp)
     finally:
         ws.close()
     elapsed = now() - t0
     dsec, dok, dratio = summarise_delete(cfg, dres, exp)
+    usec = summarise_update(cfg, ures, exp)
     rsec, rok = summarise_read(cfg, rres, exp)
     builds = "; ".join(f"{n} {fmt_s(built[n].get('build_s'))}" for n in READERS if "build_s" in built[n])
     dsec.notes.append(f"Building each table ({cfg.files} appends, untimed for the targets): {builds}.")
@@ -745,15 +851,15 @@ def main(argv=None) -> int:
         f"read with 1% deleted {TARGET_READ}: **{verdict(rok)}**",
     ]
     print()
-    print_rich([dsec, rsec])
-    write_section(out_md, [dsec, rsec], cfg, command, started, elapsed, revision, (l0, loadavg()), verdicts)
+    print_rich([dsec, usec, rsec])
+    write_section(out_md, [dsec, usec, rsec], cfg, command, started, elapsed, revision, (l0, loadavg()), verdicts)
     write_results(
         "rowlevel_results.json",
         {"command": command, "config": cfg.__dict__, "elapsed_s": elapsed, "expected": exp,
-         "delete": dres, "read": rres, "build": built},
+         "delete": dres, "update": ures, "read": rres, "build": built},
     )
     say(f"done in {elapsed / 60:.1f} min; targets: {'; '.join(verdicts)}; report: {out_md}")
-    failed = [n for res in (dres, rres) for n, r in res.items() if "error" in r or r.get("errors")]
+    failed = [n for res in (dres, rres, *ures.values()) for n, r in res.items() if "error" in r or r.get("errors")]
     if failed:
         say(f"failures in {sorted(set(failed))}; tracebacks in {OUT_DIR / 'errors.log'}")
     return 0
