@@ -378,12 +378,14 @@ def build_all(ws: Workspace, cfg: Config, batches, warm_batches, exp, warm_exp) 
     return built
 
 
-# --------------------------------------------------------------------------- 1. delete 10%
-def bench_delete(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
-    res = {n: {"open_s": [], "delete_s": [], "total_s": [], "errors": []} for n in DELETERS}
+# --------------------------------------------------------------------------- 1. delete 10%, 2. update
+def on_fresh_copies(ws: Workspace, cfg: Config, built: dict, names: list[str], what: str, res: dict, run) -> None:
+    """For each repetition and system (in rotating order): copy its table and its tiny warm-up
+    table (untimed), ``run(name, adapter, results, rep, root, warm)``, drop the copies; a failure
+    is logged and recorded in the system's results."""
     for rep in range(cfg.delete_reps):
-        order = rotated(DELETERS, rep)
-        say(f"delete 10%, repetition {rep + 1}/{cfg.delete_reps}: {', '.join(order)}")
+        order = rotated(names, rep)
+        say(f"{what}, repetition {rep + 1}/{cfg.delete_reps}: {', '.join(order)}")
         for name in order:
             a, r = ADAPTERS[name](), res[name]
             b = built[BASE_OF.get(name, name)]
@@ -392,64 +394,57 @@ def bench_delete(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
                 continue
             root = warm = None
             try:
-                root = ws.copy(b["root"], f"del-{name}")
-                warm = ws.copy(b["warm"], f"del-warm-{name}")
-                before = dir_size(a.uri(root))
-                prof = cfg.profile and rep == 0 and name.startswith("lamina")
-                w = run_worker(["delete", name, root, warm, DELETE_10, "1" if prof else "0"])
-                a.settle()
-                r["open_s"].append(w["open_s"])
-                r["delete_s"].append(w["delete_s"])
-                r["total_s"].append(w["open_s"] + w["delete_s"])
-                ok = check(r["errors"], f"rowlevel/{name}/rows after delete 10% (rep {rep + 1})", a.count(root), exp["after_10"])
-                ok &= check(r["errors"], f"rowlevel/{name}/rows matching {DELETE_10!r} after the delete (rep {rep + 1})", a.count(root, DELETE_10), 0)
-                if rep == 0:
-                    r["info"] = w["info"]
-                    r["describe"] = a.describe(root)
-                    r["bytes_written"] = dir_size(a.uri(root)) - before
-                say(
-                    f"  {name}: open+delete {fmt_s(w['open_s'] + w['delete_s'])} (delete {fmt_s(w['delete_s'])})"
-                    + ("" if ok else " — ROW COUNT MISMATCH")
-                )
+                root = ws.copy(b["root"], f"run-{name}")
+                warm = ws.copy(b["warm"], f"run-warm-{name}")
+                run(name, a, r, rep, root, warm)
             except Exception as e:  # noqa: BLE001
-                log_error(f"rowlevel/{name}/delete", e)
+                log_error(f"rowlevel/{name}/{what}", e)
                 r["error"] = err_text(e)
             finally:
                 ws.drop(root)
                 ws.drop(warm)
+
+
+def bench_delete(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
+    res = {n: {"open_s": [], "delete_s": [], "total_s": [], "errors": []} for n in DELETERS}
+
+    def run(name, a, r, rep, root, warm):
+        before = dir_size(a.uri(root))
+        prof = cfg.profile and rep == 0 and name.startswith("lamina")
+        w = run_worker(["delete", name, root, warm, DELETE_10, "1" if prof else "0"])
+        a.settle()
+        r["open_s"].append(w["open_s"])
+        r["delete_s"].append(w["delete_s"])
+        r["total_s"].append(w["open_s"] + w["delete_s"])
+        ok = check(r["errors"], f"rowlevel/{name}/rows after delete 10% (rep {rep + 1})", a.count(root), exp["after_10"])
+        ok &= check(r["errors"], f"rowlevel/{name}/rows matching {DELETE_10!r} after the delete (rep {rep + 1})", a.count(root, DELETE_10), 0)
+        if rep == 0:
+            r["info"] = w["info"]
+            r["describe"] = a.describe(root)
+            r["bytes_written"] = dir_size(a.uri(root)) - before
+        say(
+            f"  {name}: open+delete {fmt_s(w['open_s'] + w['delete_s'])} (delete {fmt_s(w['delete_s'])})"
+            + ("" if ok else " — ROW COUNT MISMATCH")
+        )
+
+    on_fresh_copies(ws, cfg, built, DELETERS, "delete 10%", res, run)
     return res
 
 
-# --------------------------------------------------------------------------- 2. update
 def bench_update(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
     matched = {DELETE_10: exp["deleted_10"], DELETE_1: exp["deleted_1"]}
     res = {pred: {n: {"total_s": [], "update_s": [], "errors": []} for n in UPDATERS} for pred in UPDATES}
     for pred in UPDATES:
-        for rep in range(cfg.delete_reps):
-            order = rotated(UPDATERS, rep)
-            say(f"update {pred!r}, repetition {rep + 1}/{cfg.delete_reps}: {', '.join(order)}")
-            for name in order:
-                a, r, b = ADAPTERS[name](), res[pred][name], built[name]
-                if "error" in b:
-                    r["error"] = b["error"]
-                    continue
-                root = warm = None
-                try:
-                    root = ws.copy(b["root"], f"upd-{name}")
-                    warm = ws.copy(b["warm"], f"upd-warm-{name}")
-                    w = run_worker(["update", name, root, warm, pred])
-                    a.settle()
-                    r["update_s"].append(w["update_s"])
-                    r["total_s"].append(w["open_s"] + w["update_s"])
-                    ok = check(r["errors"], f"rowlevel/{name}/rows after update {pred!r} (rep {rep + 1})", a.count(root), exp["total"])
-                    ok &= check(r["errors"], f"rowlevel/{name}/rows updated by {pred!r} (rep {rep + 1})", a.count(root, UPDATED), matched[pred])
-                    say(f"  {name}: open+update {fmt_s(w['open_s'] + w['update_s'])}" + ("" if ok else " — ROW COUNT MISMATCH"))
-                except Exception as e:  # noqa: BLE001
-                    log_error(f"rowlevel/{name}/update", e)
-                    r["error"] = err_text(e)
-                finally:
-                    ws.drop(root)
-                    ws.drop(warm)
+        def run(name, a, r, rep, root, warm, pred=pred):
+            w = run_worker(["update", name, root, warm, pred])
+            a.settle()
+            r["update_s"].append(w["update_s"])
+            r["total_s"].append(w["open_s"] + w["update_s"])
+            ok = check(r["errors"], f"rowlevel/{name}/rows after update {pred!r} (rep {rep + 1})", a.count(root), exp["total"])
+            ok &= check(r["errors"], f"rowlevel/{name}/rows updated by {pred!r} (rep {rep + 1})", a.count(root, UPDATED), matched[pred])
+            say(f"  {name}: open+update {fmt_s(w['open_s'] + w['update_s'])}" + ("" if ok else " — ROW COUNT MISMATCH"))
+
+        on_fresh_copies(ws, cfg, built, UPDATERS, f"update {pred!r}", res[pred], run)
     return res
 
 
