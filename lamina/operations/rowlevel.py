@@ -156,7 +156,7 @@ class RowDelta(Operation):
     # (a superset: the rows it rules out are not evaluated); None = every row
     prefilter: Callable[[pa.Table], np.ndarray] | None = None
     # file_fn for rows already known to be selected by ``where`` (read at the positions
-    # _positions_by_dictionary found): what it does to them, without evaluating ``where`` again
+    # _selected_positions found): what it does to them, without evaluating ``where`` again
     selected_fn: FileFn | None = None
     _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
     _insert_cache: dict[bytes, pa.Table] = field(default_factory=dict)
@@ -166,7 +166,7 @@ class RowDelta(Operation):
     # the columns it was planned on, checked against each base's schema (see PlannedColumns)
     planned: PlannedColumns | None = None
     # a delete's or an update's predicate (file_fn deletes or rewrites the rows it selects),
-    # which may then be evaluated file by file on dictionary codes (see _positions_by_dictionary)
+    # whose rows may then be found before the rest is read (see _selected_positions)
     where: Expr | None = None
     skip_if_noop: ClassVar[bool] = True  # a change that matched no row commits no version
     refresh_base: ClassVar[bool] = True  # it reads the base's files: start from the latest
