@@ -246,8 +246,7 @@ class RowDelta(Operation):
                 hit = [k for k, p in enumerate(positions) if len(p)]
                 if hit:
                     rows = self._live_rows(base, entries.take(pa.array(hit, pa.int64())), [positions[k] for k in hit])
-                    fn = self.selected_fn if self.selected_fn is not None else self.file_fn
-                    for k, o in zip(hit, split_outcome(fn(rows), len(hit))):
+                    for k, o in zip(hit, split_outcome(self.selected_fn(rows), len(hit))):
                         outs[k] = o
             else:
                 outs = split_outcome(self.file_fn(self._live_rows(base, entries)), len(new))
@@ -265,10 +264,10 @@ class RowDelta(Operation):
         selected rows kept (an update of a few rows of a large table reads a column of it, not
         all of it). None where ``file_fn`` goes over every live row instead (a delete reads
         its predicate's columns only already; a merge; an update of every row)."""
-        if self.where is None or isinstance(self.where, AlwaysTrue):
+        if not self._finds_rows_first:
             return None
         positions = self._positions_by_dictionary(base, entries)
-        if positions is not None or self.operation == "delete" or self.selected_fn is None:
+        if positions is not None or self.operation == "delete":
             return positions
         cols = sorted(referenced_columns(self.where)) or [base.schema.names[0]]
         rows = self._live_rows(base, entries, columns=cols)
@@ -276,23 +275,24 @@ class RowDelta(Operation):
         pos, files = hit.column(POS).to_numpy(), hit.column(FILE).to_numpy()
         return [pos[ix] for ix in _by_file(files, entries.num_rows)]
 
-    def _reads_twice(self, base: Base) -> bool:
+    @property
+    def _finds_rows_first(self) -> bool:
+        """Whether ``_selected_positions`` looks for the rows before reading the rest: a delete
+        (by dictionary), an update that has a ``selected_fn`` for them; with a predicate."""
+        return (self.where is not None and not isinstance(self.where, AlwaysTrue)
+                and (self.operation == "delete" or self.selected_fn is not None))
+
+    @property
+    def _reads_twice(self) -> bool:
         """Whether a touched file is read twice: copy-on-write (the rows it matches, then the
         file to rewrite), or an update whose selected rows are found first (``_selected_positions``)."""
-        if self.mode == "copy-on-write":
-            return True
-        if self.operation == "delete" or self.where is None or isinstance(self.where, AlwaysTrue):
-            return False
-        return self.selected_fn is not None or base.scan(self.where).dictionary_column is not None
+        return self.mode == "copy-on-write" or (self.operation != "delete" and self._finds_rows_first)
 
     def _positions_by_dictionary(self, base: Base, entries: pa.Table) -> list[np.ndarray] | None:
-        """A delete or update whose predicate reads one string or binary column: the positions
-        it selects in each file of ``entries``, from the predicate evaluated on the column's
-        dictionaries (``Scan.matching_positions``: that one column read, as codes), less the
-        rows the file's DV already deletes. None for any other change: it goes through
-        ``file_fn`` on every live row."""
-        if self.where is None:
-            return None
+        """For a predicate on one string or binary column: the positions it selects in each
+        file of ``entries``, from the predicate evaluated on the column's dictionaries
+        (``Scan.matching_positions``: that one column read, as codes), less the rows the file's
+        DV already deletes. None for any other predicate."""
         scan = base.scan(self.where)
         if scan.dictionary_column is None:
             return None
@@ -331,7 +331,7 @@ class RowDelta(Operation):
 
     def apply(self, base: Base) -> Change:
         # A change that reads a touched file twice (``_reads_twice``) gets it once from an object store.
-        if not self._reads_twice(base):
+        if not self._reads_twice:
             return self._apply(base)
         with base.io.keeping_gets(DATA_DIR):
             return self._apply(base)
