@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lamina.data.deletes import strictly_increasing
 from lamina.io import FileIO
 from lamina.manifest.entries import column_stats, cut_bounds
 from lamina.spec import content as C
@@ -100,8 +101,7 @@ def _strictly_increasing(sample: pa.ChunkedArray) -> bool:
     pass, a twentieth of hashing its values."""
     if not pa.types.is_integer(sample.type) or sample.null_count or len(sample) < 2:
         return False
-    v = (sample.combine_chunks() if isinstance(sample, pa.ChunkedArray) else sample).to_numpy()
-    return bool((v[1:] > v[:-1]).all())
+    return strictly_increasing((sample.combine_chunks() if isinstance(sample, pa.ChunkedArray) else sample).to_numpy())
 
 
 _facts_lock = threading.Lock()

@@ -33,7 +33,8 @@ from lamina.expr.values import as_column, as_mask
 from lamina.manifest.entries import conform, fill_constant
 from lamina.data.inflight import new_write_id
 from lamina.data.deletes import (
-    DV, bitmap_of, dvs_of_plan, file_key, positions_array, read_bitmaps, read_bitmaps_of, unique_sorted, write_dv_file,
+    DV, bitmap_of, dvs_of_plan, file_key, positions_array, read_bitmaps, read_bitmaps_of, strictly_increasing, unique_sorted,
+    write_dv_file,
 )
 from lamina.spec.properties import DELETE_MODES, TableProperties
 from lamina.operations.schema import PlannedColumns
@@ -651,7 +652,7 @@ def _members_of_increasing(keys: np.ndarray, ordered: np.ndarray) -> np.ndarray 
     a, b = np.searchsorted(ordered, [keys[0], keys[-1]], side="left")
     b = b + (b < len(ordered) and ordered[b] == keys[-1])
     sub = ordered[a:b]
-    if 8 * len(sub) > n or not bool((keys[1:] > keys[:-1]).all()):
+    if 8 * len(sub) > n or not strictly_increasing(keys):
         return None
     # consecutive keys (ids): a value's position is its offset from the first key
     at = sub - keys[0] if int(keys[-1]) - int(keys[0]) == n - 1 else np.searchsorted(keys, sub)
@@ -666,7 +667,7 @@ def _consecutive(rows: np.ndarray | pa.Array | pa.ChunkedArray) -> int | None:
     if not isinstance(rows, np.ndarray) or len(rows) < 2:
         return None
     first = int(rows[0])
-    if int(rows[-1]) - first != len(rows) - 1 or not bool((rows[1:] > rows[:-1]).all()):
+    if int(rows[-1]) - first != len(rows) - 1 or not strictly_increasing(rows):
         return None
     return first  # strictly increasing from first to first + n - 1: exactly those
 
