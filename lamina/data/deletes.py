@@ -184,6 +184,11 @@ def strictly_increasing(values: np.ndarray) -> bool:
     return bool((values[1:] > values[:-1]).all())
 
 
+def non_decreasing(values: np.ndarray) -> bool:
+    """Whether each value is at least the one before (in order, repeats allowed)."""
+    return bool((values[1:] >= values[:-1]).all())
+
+
 def unique_sorted(values: np.ndarray, return_index: bool = False):
     """``np.unique(values)`` (with ``return_index``: the first index of each) by one sort.
     numpy 2's default hash-based unique is 20-40x slower on the integer arrays of row
@@ -192,6 +197,12 @@ def unique_sorted(values: np.ndarray, return_index: bool = False):
         # already strictly increasing (positions made in order, sources sorted by key):
         # unique as they are, for the cost of one comparison pass instead of a sort
         return (values, np.arange(len(values))) if return_index else values
+    if len(values) > 1 and non_decreasing(values):
+        # in order with repeats (the file numbers of rows read file by file): the first of
+        # each run, no sort
+        first = np.ones(len(values), dtype=bool)
+        np.not_equal(values[1:], values[:-1], out=first[1:])
+        return (values[first], np.flatnonzero(first)) if return_index else values[first]
     order = np.argsort(values, kind="stable") if return_index else None
     s = values[order] if return_index else np.sort(values)
     first = np.ones(len(s), dtype=bool)

@@ -17,7 +17,7 @@ the file without the deleted rows.
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
@@ -33,8 +33,8 @@ from lamina.expr.values import as_column, as_mask
 from lamina.manifest.entries import conform, fill_constant
 from lamina.data.inflight import new_write_id
 from lamina.data.deletes import (
-    DV, bitmap_of, dvs_of_plan, file_key, positions_array, read_bitmaps, read_bitmaps_of, strictly_increasing, unique_sorted,
-    write_dv_file,
+    DV, bitmap_of, dvs_of_plan, file_key, non_decreasing, positions_array, read_bitmaps, read_bitmaps_of, strictly_increasing,
+    unique_sorted, write_dv_file,
 )
 from lamina.spec.properties import DELETE_MODES, TableProperties
 from lamina.operations.schema import PlannedColumns
@@ -83,7 +83,10 @@ FileFn = Callable[[pa.Table], FileOutcome]
 
 
 def _file_order(files: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(row indices ordered by file, stable; where each file 0..n-1 starts in them, and the end)."""
+    """(row indices ordered by file, stable; where each file 0..n-1 starts in them, and the end).
+    Rows already in file order (read file by file, matched in the files' order) are not sorted."""
+    if non_decreasing(files):
+        return np.arange(len(files)), np.searchsorted(files, np.arange(n + 1))
     order = np.argsort(files, kind="stable")
     return order, np.searchsorted(files[order], np.arange(n + 1))
 
@@ -124,7 +127,7 @@ def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
     if o.new_rows is not None and o.new_rows.num_rows:
         files = o.new_rows.column(FILE).to_numpy()
         rows = o.new_rows.drop_columns([FILE])
-        if bool((files[1:] >= files[:-1]).all()):
+        if non_decreasing(files):
             # already in file order (one clause's rows, made file by file): slices, no copy
             bounds = np.searchsorted(files, np.arange(n + 1))
         else:
@@ -160,9 +163,9 @@ class RowDelta(Operation):
     # _selected_positions found): what it does to them, without evaluating ``where`` again
     selected_fn: FileFn | None = None
     _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
-    _insert_cache: dict[bytes, pa.Table] = field(default_factory=dict)
-    # the data files (their entries, being written) of the rows written in place of deleted ones, by the touched files' keys
-    _new_rows_cache: dict[tuple, Future] = field(default_factory=dict)
+    # the entries of the data files the last attempt wrote (rows written in place of deleted
+    # ones, and inserted ones), by the touched files' keys and the matched source rows
+    _written: dict[tuple, pa.Table | None] = field(default_factory=dict)
     last_stats: dict[str, int] = field(default_factory=dict)
     # the columns it was planned on, checked against each base's schema (see PlannedColumns)
     planned: PlannedColumns | None = None
@@ -389,19 +392,26 @@ class RowDelta(Operation):
         if self.mode == "copy-on-write":
             added += [base.stamp(outcomes[i].remainder_entries) for i in touched if outcomes[i].remainder_entries is not None]
         # New rows first: a row that does not fit the schema fails before any DV is written.
-        # The rows written in place of all touched files' go to data files together (not a
-        # file per touched file), reused by a retry that touches the same files alike.
-        # They are encoded on a pool thread while the DVs and the inserts are made (pyarrow
-        # releases the GIL), and joined before the change is returned.
+        # The rows written in place of all touched files' and the rows inserted go to data
+        # files together (not a file per touched file, nor one for each kind), reused by a
+        # retry that touches the same files and matches the same source rows alike.
         with_rows = [i for i in touched if outcomes[i].new_rows is not None and outcomes[i].new_rows.num_rows]
-        rows_written = None
-        if with_rows:
-            key = tuple(file_key(rows[i]) for i in with_rows)
-            if key not in self._new_rows_cache:
-                new_rows = conform_keeping_lineage(base.schema, pa.concat_tables([outcomes[i].new_rows for i in with_rows]))
-                self._new_rows_cache[key] = _pool.submit(base.write, new_rows, self.write_id)
-            rows_written = (key, len(added))
-            added.append(None)  # their entries, once written
+        key: tuple = tuple(file_key(rows[i]) for i in with_rows)
+        rows_in = None
+        if self.inserts is not None:
+            matched = [o.matched_source for o in outcomes if o.matched_source is not None and len(o.matched_source)]
+            m = unique_sorted(np.concatenate(matched)) if matched else np.zeros(0, dtype=np.int64)
+            key += (m.tobytes(),)
+            if key not in self._written:
+                rows_in = self.inserts(m)
+                self.last_stats["inserted"] = 0 if rows_in is None else rows_in.num_rows
+        if key not in self._written:
+            parts = [conform_keeping_lineage(base.schema, pa.concat_tables([outcomes[i].new_rows for i in with_rows]))] if with_rows else []
+            if rows_in is not None and rows_in.num_rows:
+                parts.append(base.schema.conform(rows_in))  # (no lineage columns: inserted rows get new ids)
+            self._written = {key: self._write_new_rows(base, pa.concat_tables(parts, promote_options="default")) if parts else None}
+        if self._written[key] is not None:
+            added.append(base.stamp(self._written[key]))
         if new_dvs:
             locs = write_dv_file(base.io, self.write_id, [bm for _, bm in new_dvs])
             for (i, _), loc in zip(new_dvs, locs):
@@ -409,28 +419,7 @@ class RowDelta(Operation):
                 replaced.append((i, loc))
         if replaced:
             added.append(_replacements(cands, replaced))
-        inserted = 0
-        if self.inserts is not None:
-            matched = [o.matched_source for o in outcomes if o.matched_source is not None and len(o.matched_source)]
-            m = unique_sorted(np.concatenate(matched)) if matched else np.zeros(0, dtype=np.int64)
-            key = m.tobytes()
-            if key not in self._insert_cache:
-                rows_in = self.inserts(m)
-                self._insert_cache[key] = (
-                    base.write(base.schema.conform(rows_in), self.write_id)
-                    if rows_in is not None and rows_in.num_rows else mschema.empty_table()
-                )
-                self.last_stats["inserted"] = 0 if rows_in is None else rows_in.num_rows
-            if self._insert_cache[key].num_rows:
-                added.append(base.stamp(self._insert_cache[key]))
-            inserted = self.last_stats.get("inserted", 0)
-        if rows_written is not None:
-            key, at = rows_written
-            try:
-                added[at] = base.stamp(self._new_rows_cache[key].result())
-            except BaseException:
-                del self._new_rows_cache[key]  # a retry writes them anew
-                raise
+        inserted = self.last_stats.get("inserted", 0) if self.inserts is not None else 0
         removed = cands.take(pa.array(touched, pa.int64())) if touched else cands.slice(0, 0)
         updated = sum(outcomes[i].new_rows.num_rows for i in touched if outcomes[i].new_rows is not None)
         self.last_stats.update(files_touched=len(touched), rows_deleted=deleted_rows, files_scanned=len(rows), rows_updated=updated)
@@ -447,6 +436,18 @@ class RowDelta(Operation):
             summary["inserted-rows"] = inserted
         return Change(self.operation, adds, removed_of(removed), summary=summary)
 
+    def _write_new_rows(self, base: Base, rows: pa.Table) -> pa.Table:
+        """The entries of ``rows`` written as data files: two of them, written at once, from
+        twice PARALLEL_WRITE_MIN_ROWS rows on."""
+        parts = 2 if rows.num_rows >= 2 * PARALLEL_WRITE_MIN_ROWS else 1
+        return base.write(rows, self.write_id, max_rows=-(-rows.num_rows // parts))
+
+
+# The rows one change writes (updated and inserted) go to two files encoded at once (pyarrow
+# releases the GIL while encoding) when there are at least twice this many: a merge of 100,000
+# rows then waits for 50,000 rows' encoding, not 90,000 (its updates) while another thread
+# encodes 10,000 (its inserts), as when each kind had a file. Fewer rows: one file.
+PARALLEL_WRITE_MIN_ROWS = 32_768
 
 
 # The entry columns a row-level change looks at file by file (its identity, its DV, its rows'
@@ -652,10 +653,13 @@ def _members_of_increasing(keys: np.ndarray, ordered: np.ndarray) -> np.ndarray 
     a, b = np.searchsorted(ordered, [keys[0], keys[-1]], side="left")
     b = b + (b < len(ordered) and ordered[b] == keys[-1])
     sub = ordered[a:b]
-    if 8 * len(sub) > n or not strictly_increasing(keys):
+    # Consecutive keys (ids): a value's position is its offset from the first key, however
+    # many values fall in the range (a change of most of a file's rows: a merge of the newest
+    # ids). Otherwise a binary search per value, worth it only for few values.
+    consecutive = int(keys[-1]) - int(keys[0]) == n - 1
+    if (not consecutive and 8 * len(sub) > n) or not strictly_increasing(keys):
         return None
-    # consecutive keys (ids): a value's position is its offset from the first key
-    at = sub - keys[0] if int(keys[-1]) - int(keys[0]) == n - 1 else np.searchsorted(keys, sub)
+    at = sub - keys[0] if consecutive else np.searchsorted(keys, sub)
     return at[keys[np.minimum(at, n - 1)] == sub]
 
 
@@ -702,6 +706,9 @@ def unique_key_index(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array |
             valid = pc.is_valid(keys).to_numpy(zero_copy_only=False)
             keys = pc.fill_null(keys, 0)
         k = keys.to_numpy().astype(np.int64, copy=False)
+        run = _run_of(s, k) if valid is None else None
+        if run is not None:
+            return rows[run : run + len(k)]  # (a view: the caller only reads it)
         i = np.minimum(np.searchsorted(s, k), len(s) - 1)
         hit = s[i] == k
         if valid is not None:
@@ -709,6 +716,19 @@ def unique_key_index(values: pa.Array | pa.ChunkedArray) -> Callable[[pa.Array |
         return np.where(hit, rows[i], -1)
 
     return index
+
+
+def _run_of(ordered: np.ndarray, keys: np.ndarray) -> int | None:
+    """Where ``keys`` stand in ``ordered`` (sorted, unique) as one run, ``ordered[i:i + len(keys)]``,
+    else None. A file's rows that a sorted source matches, in a table laid out by key, are
+    such a run: found by one comparison, not a binary search per key."""
+    n = len(keys)
+    if n < 2:
+        return None
+    i = int(np.searchsorted(ordered, keys[0]))
+    if i + n > len(ordered) or ordered[i + n - 1] != keys[-1] or not np.array_equal(ordered[i : i + n], keys):
+        return None
+    return i
 
 
 def key_range(name: str, lo: Any, hi: Any, has_nan: bool) -> Expr:

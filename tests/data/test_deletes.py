@@ -86,14 +86,16 @@ def test_a_data_file_whose_rows_differ_from_its_entry_is_corrupt_not_a_shifted_m
 
 
 @settings(max_examples=200, deadline=None)
-@given(values=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=40), increasing=st.booleans(),
+@given(values=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=40), order=st.sampled_from(["any", "increasing", "sorted"]),
        return_index=st.booleans())
-def test_unique_sorted_is_numpys_unique(values, increasing, return_index):
+def test_unique_sorted_is_numpys_unique(values, order, return_index):
     """unique_sorted (positions, file numbers, source keys) gives what np.unique gives, with
-    first indices, whether it sorts or finds the values already strictly increasing."""
+    first indices, whether it sorts, finds the values already strictly increasing, or in
+    order with repeats (file numbers of rows read file by file)."""
     from lamina.data.deletes import unique_sorted
 
-    a = np.array(sorted(set(values)) if increasing else values, dtype=np.int64)
+    ordered = {"any": values, "increasing": sorted(set(values)), "sorted": sorted(values + values[: len(values) // 2])}
+    a = np.array(ordered[order], dtype=np.int64)
     if return_index:
         got, first = unique_sorted(a, return_index=True)
         want, want_first = np.unique(a, return_index=True)

@@ -18,6 +18,7 @@ import os
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -142,7 +143,7 @@ def test_merge_matches_duckdb(tmp_path_factory, duck, data, type_name, clauses, 
 
 def test_merge_writes_the_updated_rows_of_every_touched_file_together(tmp_path):
     """An upsert touching three files adds one data file for the updated rows of all three and
-    one for the inserts (not one per touched file), and gives each touched file a DV."""
+    the inserts (not one per touched file, nor one per kind), and gives each touched file a DV."""
     schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.int64())])
     t = lamina.create_table(str(tmp_path / "t"), schema, properties={"write.max-rows-per-file": 10})
     t.append(pa.table({"id": list(range(30)), "v": [0] * 30}, schema=schema))
@@ -150,7 +151,7 @@ def test_merge_writes_the_updated_rows_of_every_touched_file_together(tmp_path):
     res = t.merge(src, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
     assert (res.rows_updated, res.rows_inserted, res.files_touched) == (3, 1, 3)
     files = t.files()
-    assert files.num_rows == 3 + 2
+    assert files.num_rows == 3 + 1
     assert sorted(c for c in files.column("dv_cardinality").to_pylist() if c) == [1, 1, 1]
     assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
         {"id": i, "v": 1 if i in (1, 15, 25, 40) else 0} for i in [*range(30), 40]
@@ -180,17 +181,42 @@ def test_unique_key_index_finds_each_keys_source_row(data, type_name):
 
 
 @SETTINGS
+@given(data=st.data())
+def test_unique_key_index_of_a_run_of_the_sorted_source(data):
+    """Keys that are one run of a sorted source's keys (a file's rows matched by a source sorted
+    by key), or nearly (one key off, one missing, one repeated, out of order): each key's source
+    row, exactly, as for any other keys."""
+    values = sorted(data.draw(st.sets(st.integers(-50, 50), min_size=2, max_size=40)))
+    a = data.draw(st.integers(0, len(values) - 2))
+    keys = values[a : data.draw(st.integers(a + 2, len(values)))]
+    damage = data.draw(st.sampled_from(["none", "off", "missing", "repeated", "swapped"]))
+    i = data.draw(st.integers(0, len(keys) - 1))
+    if damage == "off":
+        keys[i] += data.draw(st.sampled_from([-1, 1]))
+    elif damage == "missing" and len(keys) > 2:
+        del keys[i]
+    elif damage == "repeated":
+        keys.insert(i, keys[i])
+    elif damage == "swapped":
+        keys[0], keys[-1] = keys[-1], keys[0]
+    index = unique_key_index(pa.array(values, pa.int64()))
+    where = {v: i for i, v in enumerate(values)}
+    assert index(pa.array(keys, pa.int64())).tolist() == [where.get(k, -1) for k in keys]
+
+
+@SETTINGS
 @given(data=st.data(), type_name=st.sampled_from(["int64", "int32", "uint32"]))
 def test_key_membership_of_increasing_keys_is_exact(data, type_name):
-    """A file's keys in strictly increasing order (an id-sorted file), many more than the
-    values in their range: each value is looked up among the keys; the result is exactly
-    membership, nulls never members."""
+    """A file's keys in strictly increasing order (an id-sorted file), consecutive (step 1:
+    positions by offset, however many values fall among them) or not (a binary search where the
+    keys outnumber the values, else the lookup): the result is exactly membership, nulls never
+    members."""
     typ = KEY_TYPES[type_name]
     lo, hi = (0, 2**32 - 1) if type_name == "uint32" else ((-(2**31), 2**31 - 1) if type_name == "int32" else I64)
     start = data.draw(st.integers(lo, hi - 2000))
     step = data.draw(st.integers(1, 3))
     keys = list(range(start, min(hi, start + step * data.draw(st.integers(64, 600))), step))
-    inside = data.draw(st.lists(st.sampled_from(keys), max_size=len(keys) // 10))
+    inside = data.draw(st.lists(st.sampled_from(keys), max_size=len(keys) // data.draw(st.sampled_from([1, 10]))))
     outside = data.draw(st.lists(st.integers(lo, hi), max_size=5))
     values = [*inside, *outside, *data.draw(st.lists(st.none(), max_size=1))]
     null_at = data.draw(st.sets(st.integers(0, len(keys) - 1), max_size=3))
@@ -256,4 +282,32 @@ def test_merge_of_a_sorted_source_matching_in_order(tmp_path, gap, insert):
     assert sorted(({k: r[k] for k in ("id", "v", "w")} for r in got), key=lambda r: r["id"]) == sorted(want, key=lambda r: r["id"])
     kept = {r["id"]: r["_row_id"] for r in got if r["id"] < 100}
     assert kept == {i: ids_before[i] for i in kept}  # updated rows keep their ids
+    assert len({r["_row_id"] for r in got}) == len(got)
+
+
+@pytest.mark.parametrize("inserts", [0, 7])
+def test_a_large_merge_writes_its_rows_as_two_files_at_once(tmp_path, monkeypatch, inserts):
+    """From twice PARALLEL_WRITE_MIN_ROWS rows written (updated and inserted together), a change
+    writes two files of half the rows each, encoded at once; below that, one. Updated rows keep
+    their ids, inserted ones get new ids no other row has, and every value is the source's."""
+    monkeypatch.setattr(rowlevel, "PARALLEL_WRITE_MIN_ROWS", 10)
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
+    t = lamina.create_table(str(tmp_path / "t"), schema, properties={"write.max-rows-per-file": 40})
+    t.append(pa.table({"id": list(range(100)), "v": ["old"] * 100}, schema=schema))
+    ids_before = dict(zip(*t.scan(columns=["id", "_row_id"]).to_arrow().to_pydict().values()))
+    before = set(t.files().column("path").to_pylist())
+    for n_upd in (5, 13):  # 5 + inserts: under 20 rows for the first, one file; then two
+        ids = [*range(30 + 20 * (n_upd > 5), 30 + 20 * (n_upd > 5) + n_upd), *range(1000 * n_upd, 1000 * n_upd + inserts)]
+        src = pa.table({"id": ids, "v": [f"s{i}" for i in ids]}, schema=schema)
+        t.merge(src, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
+        files = t.files()
+        new = files.filter(pc.invert(pc.is_in(files.column("path"), value_set=pa.array(sorted(before))))).column("record_count").to_pylist()
+        before |= set(files.column("path").to_pylist())
+        written = n_upd + inserts
+        assert sorted(new) == ([written // 2, written - written // 2] if written >= 20 else [written])
+    got = t.scan(columns=["id", "v", "_row_id"]).to_arrow().to_pylist()
+    changed = {*range(30, 35), *range(50, 63), *range(5000, 5000 + inserts), *range(13000, 13000 + inserts)}
+    want = {i: (f"s{i}" if i in changed else "old") for i in [*range(100), *(i for i in changed if i >= 100)]}
+    assert {r["id"]: r["v"] for r in got} == want and len(got) == len(want)
+    assert all(r["_row_id"] == ids_before[r["id"]] for r in got if r["id"] < 100)
     assert len({r["_row_id"] for r in got}) == len(got)
