@@ -22,7 +22,10 @@ updates of existing ids, 10% new ids. **spread**: the updates hit random ids of 
 2. **Spark merge**: ``lamina.spark.merge`` (merge-on-read) of the spread change vs plain Spark
    rewriting the same Parquet files (read all, full outer join with the source, write all as new
    Parquet); and of the last-file change. Targets: spread merge <= 0.2x the full rewrite; the
-   last-file change <= 0.4x the spread one.
+   last-file change <= 0.4x the spread one. Between jobs (untimed) the machine is settled: the
+   files a job wrote are synced to disk and both Python's and the JVM's garbage collected, so
+   that no job pays for the one before it (a full rewrite leaves ~150 MB of dirty pages whose
+   write-back, and a JVM heap whose collection, otherwise land in the next job's timing).
 
 Every result is checked with DuckDB: rows after = rows + inserts, ids unique, and exactly the
 100,000 source rows present with the source's values (plus the systems' own counts of rows
@@ -32,6 +35,7 @@ Raw numbers: bench/out/merge_results.json.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -204,6 +208,12 @@ def worker_spark(argv) -> None:
             .write.mode("overwrite").parquet("file://" + out_dir)
         return now() - t0, {"output_files": len([f for f in os.listdir(out_dir) if f.endswith(".parquet")])}
 
+    def settle():
+        """What a job left behind, done before the next is timed (see the module's docstring)."""
+        gc.collect()
+        spark.sparkContext._jvm.java.lang.System.gc()
+        os.sync()
+
     warm = spec["warm"]
     copy_table(warm["table"], warm["copy"])
     lamina_merge(warm["copy"], warm["src"])
@@ -212,8 +222,10 @@ def worker_spark(argv) -> None:
     for job in spec["jobs"]:
         if job["kind"] == "lamina":
             copy_table(job["table"], job["copy"])
+            settle()
             secs, info = lamina_merge(job["copy"], job["src"])
         else:
+            settle()
             secs, info = plain_rewrite(job["data"], job["src"], job["out"])
         out.append({**job, "secs": secs, "info": info})
         print(f"  spark {job['kind']} {job['change']}: {fmt_s(secs)}", file=sys.stderr, flush=True)

@@ -17,7 +17,7 @@ the file without the deleted rows.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
@@ -165,7 +165,7 @@ class RowDelta(Operation):
     _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
     # the entries of the data files the last attempt wrote (rows written in place of deleted
     # ones, and inserted ones), by the touched files' keys and the matched source rows
-    _written: dict[tuple, pa.Table | None] = field(default_factory=dict)
+    _written: dict[tuple, Future | None] = field(default_factory=dict)
     last_stats: dict[str, int] = field(default_factory=dict)
     # the columns it was planned on, checked against each base's schema (see PlannedColumns)
     planned: PlannedColumns | None = None
@@ -348,6 +348,29 @@ class RowDelta(Operation):
         rows = _entry_rows(cands)
         outcomes = self._outcomes_for(base, cands, rows) if rows else []
         touched = [i for i, o in enumerate(outcomes) if len(o.delete)]
+        # New rows first: a row that does not fit the schema fails before any DV is written.
+        # The rows written in place of all touched files' and the rows inserted go to data
+        # files together (not a file per touched file, nor one for each kind), reused by a
+        # retry that touches the same files and matches the same source rows alike. They are
+        # encoded on pool threads (pyarrow releases the GIL) while the DVs are made and
+        # written, and joined before the change is returned.
+        with_rows = [i for i in touched if outcomes[i].new_rows is not None and outcomes[i].new_rows.num_rows]
+        key: tuple = tuple(file_key(rows[i]) for i in with_rows)
+        rows_in = None
+        if self.inserts is not None:
+            matched = [o.matched_source for o in outcomes if o.matched_source is not None and len(o.matched_source)]
+            m = unique_sorted(np.concatenate(matched)) if matched else np.zeros(0, dtype=np.int64)
+            key += (m.tobytes(),)
+            if key not in self._written:
+                rows_in = self.inserts(m)
+                self.last_stats["inserted"] = 0 if rows_in is None else rows_in.num_rows
+        if key not in self._written:
+            parts = [conform_keeping_lineage(base.schema, pa.concat_tables([outcomes[i].new_rows for i in with_rows]))] if with_rows else []
+            if rows_in is not None and rows_in.num_rows:
+                parts.append(base.schema.conform(rows_in))  # (no lineage columns: inserted rows get new ids)
+            new_rows = pa.concat_tables(parts, promote_options="default") if parts else None
+            self._written = {key: _pool.submit(self._write_new_rows, base, new_rows) if new_rows is not None else None}
+        written = self._written[key]
         added: list[pa.Table] = []
         new_dvs: list[tuple[int, BitMap]] = []
         replaced: list[tuple[int, DV]] = []  # (candidate index, its new DV)
@@ -391,27 +414,12 @@ class RowDelta(Operation):
                 outcomes[i].remainder_entries = entries
         if self.mode == "copy-on-write":
             added += [base.stamp(outcomes[i].remainder_entries) for i in touched if outcomes[i].remainder_entries is not None]
-        # New rows first: a row that does not fit the schema fails before any DV is written.
-        # The rows written in place of all touched files' and the rows inserted go to data
-        # files together (not a file per touched file, nor one for each kind), reused by a
-        # retry that touches the same files and matches the same source rows alike.
-        with_rows = [i for i in touched if outcomes[i].new_rows is not None and outcomes[i].new_rows.num_rows]
-        key: tuple = tuple(file_key(rows[i]) for i in with_rows)
-        rows_in = None
-        if self.inserts is not None:
-            matched = [o.matched_source for o in outcomes if o.matched_source is not None and len(o.matched_source)]
-            m = unique_sorted(np.concatenate(matched)) if matched else np.zeros(0, dtype=np.int64)
-            key += (m.tobytes(),)
-            if key not in self._written:
-                rows_in = self.inserts(m)
-                self.last_stats["inserted"] = 0 if rows_in is None else rows_in.num_rows
-        if key not in self._written:
-            parts = [conform_keeping_lineage(base.schema, pa.concat_tables([outcomes[i].new_rows for i in with_rows]))] if with_rows else []
-            if rows_in is not None and rows_in.num_rows:
-                parts.append(base.schema.conform(rows_in))  # (no lineage columns: inserted rows get new ids)
-            self._written = {key: self._write_new_rows(base, pa.concat_tables(parts, promote_options="default")) if parts else None}
-        if self._written[key] is not None:
-            added.append(base.stamp(self._written[key]))
+        if written is not None:
+            try:
+                added.append(base.stamp(written.result()))
+            except BaseException:
+                self._written = {}  # a retry writes them anew
+                raise
         if new_dvs:
             locs = write_dv_file(base.io, self.write_id, [bm for _, bm in new_dvs])
             for (i, _), loc in zip(new_dvs, locs):
