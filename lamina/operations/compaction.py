@@ -10,7 +10,8 @@ their own spec shares with it). Each group is read (deleted rows dropped), sorte
 by ``sort_by`` or else the table's sort order (``Table.update_sort_order``, or the
 older property ``write.sort-order``), and written as new files laid out by the
 current spec; the commit removes the inputs and adds the outputs.
-There is no limit on inputs per commit.
+There is no limit on inputs per commit. ``where`` and the sort order are resolved
+against the version the commit loads (the latest), which is the only load.
 
 Concurrency: the operation is re-applied to each base. Appends never conflict
 (their files are simply not inputs). A group whose inputs a concurrent commit
@@ -33,7 +34,7 @@ from lamina.commit import Operation, Base, Change, removed_of
 from lamina.data.deletes import file_keys
 from lamina.data.writer import SHORT_LIVED_POOL
 from lamina.errors import CorruptMetadata, InvalidArgument
-from lamina.expr import Expr
+from lamina.expr import Expr, bind
 from lamina.spec import content as C
 from lamina.spec.lineage import LINEAGE_COLUMNS, has_lineage
 from lamina.spec.partition import PartitionSpec, specs_with_field
@@ -131,10 +132,14 @@ def plan_groups(
 
 @dataclass
 class CompactFiles(Operation):
-    where: Expr | None
+    # Both resolved against each base the compaction is applied to (the latest version): a
+    # compaction does not load the table first to bind them, only the commit does.
+    where: Expr | None  # (unbound) which files to consider
     target: int
     min_size: int
-    sort_by: list[Any]  # lamina.spec.sort.sort_rows keys
+    # lamina.spec.sort.sort_rows keys, or column names (``sort_columns``); None: the table's
+    # sort order (effective_sort_keys)
+    sort_by: list[Any] | str | None
     write_id: str
     progress: Callable[[str, int, int], None] | None = None
     # Runs the rewrites of several groups: (op, base, groups) -> output entries per group, in
@@ -144,6 +149,10 @@ class CompactFiles(Operation):
     last: dict[str, int] = field(default_factory=dict)
     skip_if_noop: ClassVar[bool] = True
     refresh_base: ClassVar[bool] = True
+
+    def sort_keys(self, base: Base) -> list[Any]:
+        """What the outputs are sorted by at ``base`` (``sort_columns`` of ``sort_by``)."""
+        return sort_columns(base.metadata, self.sort_by)
 
     def rewrite(self, base: Base, group: pa.Table) -> pa.Table:
         """The entries of the files one group is rewritten into (not yet stamped)."""
@@ -157,15 +166,18 @@ class CompactFiles(Operation):
         live = max(1, int(pc.sum(group.column("record_count")).as_py() or 0))
         per_row = max(1.0, float(pc.sum(group.column("size")).as_py()) / live)
         max_rows = max(1, int(self.target / per_row))
-        if not self.sort_by and (base.partition_spec is None or base.partition_spec.is_unpartitioned):
+        sort_by = self.sort_keys(base)
+        if not sort_by and (base.partition_spec is None or base.partition_spec.is_unpartitioned):
             # Each row group is encoded as soon as its rows are read, while later files
             # are still being read.
             return base.write_stream(files, self.write_id, max_rows, SHORT_LIVED_POOL)
         rows = pa.concat_tables(list(files)).combine_chunks()  # one chunk: cheaper to sort, encode, and for stats
-        return base.write(rows, self.write_id, max_rows=max_rows, sort_by=self.sort_by)
+        return base.write(rows, self.write_id, max_rows=max_rows, sort_by=sort_by)
 
     def apply(self, base: Base) -> Change:
-        entries = base.entries(self.where)
+        self.sort_keys(base)  # an unknown sort column fails before any file is read
+        self.last = {"files_before": int(base.metadata.summary.get("total-files", 0))}
+        entries = base.entries(bind(self.where, base.schema) if self.where is not None else None)
         groups = plan_groups(entries, self.target, self.min_size, base.partition_spec, base.metadata.all_partition_specs)
         keys = [tuple(file_keys(entries.take(pa.array(g)))) for g in groups]
         todo = [i for i, k in enumerate(keys) if k not in self._outputs]
@@ -181,7 +193,7 @@ class CompactFiles(Operation):
             return Change("compact", base.empty(), removed_of(entries.slice(0, 0)))
         inputs = entries.take(pa.array(np.concatenate(groups)))
         outputs = pa.concat_tables([base.stamp(self._outputs[k]) for k in keys])
-        self.last = {
+        self.last |= {
             "groups": len(groups), "input_files": inputs.num_rows, "output_files": outputs.num_rows,
             "bytes_read": int(pc.sum(inputs.column("size")).as_py() or 0),
             "rows_written": int(pc.sum(outputs.column("record_count")).as_py() or 0),
@@ -190,15 +202,16 @@ class CompactFiles(Operation):
         return Change("compact", outputs, removed_of(inputs), summary=summary)
 
 
-def sort_columns(vm: VersionManifest, sort_by: list[str] | str | None) -> list[Any]:
+def sort_columns(vm: VersionManifest, sort_by: list[Any] | str | None) -> list[Any]:
     """What compaction sorts by (``lamina.spec.sort.sort_rows`` keys): the columns
-    ``sort_by`` names (ascending), else the table's sort order."""
+    ``sort_by`` names (ascending; or keys as this returns them), else the table's sort order."""
     if sort_by is None:
         return effective_sort_keys(vm)
-    cols = [c.strip() for c in (sort_by.split(",") if isinstance(sort_by, str) else sort_by) if c.strip()]
-    for c in cols:
-        vm.schema.field(c)  # SchemaMismatch naming the columns
-    return cols
+    keys = [c.strip() if isinstance(c, str) else c for c in (sort_by.split(",") if isinstance(sort_by, str) else sort_by)]
+    keys = [k for k in keys if k]
+    for k in keys:
+        vm.schema.field(k if isinstance(k, str) else k[0])  # SchemaMismatch naming the columns
+    return keys
 
 
 def check_target(target_file_size: Any) -> int:

@@ -34,7 +34,7 @@ from lamina.table import WriteSession
 
 
 def _group_task(location: str, storage: Mapping[str, Any] | None, base: bytes, version: int, target: int,
-                sort_by: list[str], write_id: str) -> Callable[[pa.Table], pa.Table]:
+                sort_by: list[Any], write_id: str) -> Callable[[pa.Table], pa.Table]:
     """What one Spark task runs: rewrite one group's input files (of the version manifest
     ``base``, as JSON) as output files for ``version``; their entries. The task is given the
     manifest rather than reopening the table at its number: a branch's version numbers are
@@ -56,7 +56,7 @@ def spark_rewriter(spark: Any) -> Callable[[CompactFiles, Base, list[pa.Table]],
         if not groups:
             return []
         io, vm = base.io, base.metadata
-        task = _group_task(io.uri, io.options or None, vm.to_json(), base.version, op.target, op.sort_by, op.write_id)
+        task = _group_task(io.uri, io.options or None, vm.to_json(), base.version, op.target, op.sort_keys(base), op.write_id)
         rdd = spark.sparkContext.parallelize(groups, len(groups))
         rdd.setName(f"lamina compact {io.uri} v{vm.version}: {len(groups)} groups")
         return rdd.map(task).collect()

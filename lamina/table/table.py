@@ -25,7 +25,7 @@ from lamina.errors import (
     AlreadyExists, BranchNotFound, CommitConflict, InvalidArgument, InvalidBranchName, TableAlreadyExists, TableNotFound,
     VersionNotFound,
 )
-from lamina.expr import Expr, bind, to_expr
+from lamina.expr import Expr, to_expr
 from lamina.io import FileIO
 from lamina.maintenance import expire, orphans
 from lamina.operations import CompactFiles, CompactionResult, MergeBuilder, RewriteManifests, Rollback
@@ -376,21 +376,22 @@ class Table:
             if commit_options is not None:
                 raise InvalidArgument("the commit options of a compaction in a write session are the session's")
         target = compaction.check_target(target_file_size)
-        vm = self.refresh().metadata
+        # ``where`` and the sort order are bound at the base the commit loads (the latest
+        # version), not on a refresh of this handle first: on an object store that is one
+        # LIST and one GET less.
         op = CompactFiles(
-            bind(to_expr(where), vm.schema) if where is not None else None, target,
+            to_expr(where) if where is not None else None, target,
             min_file_size if min_file_size is not None else target * 3 // 4,
-            compaction.sort_columns(vm, sort_by),
-            session.write_id if session is not None else new_write_id(), progress, rewrite_groups,
+            sort_by, session.write_id if session is not None else new_write_id(), progress, rewrite_groups,
         )
-        before = int(vm.summary.get("total-files", 0))
         if session is not None:
             version = session.commit_operation(op)
         else:
             version = self._one(self.transaction(commit_options=commit_options).add_operation(op))
+        last = op.last
+        before = last.get("files_before", int(self.metadata.summary.get("total-files", 0)))
         if version is None:
             return CompactionResult(None, before, before, 0, 0, 0, 0, 0)
-        last = op.last
         return CompactionResult(
             version, before, int(self._vm.summary.get("total-files", 0)), last["input_files"], last["output_files"],
             last["groups"], last["bytes_read"], last["rows_written"],

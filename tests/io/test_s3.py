@@ -452,3 +452,26 @@ def test_a_row_level_change_on_s3_gets_each_file_once(opts, uri, proxy, mode, wh
     assert after.num_rows == (297 if op == "delete" else 300)
     assert sorted(after.filter(pa.compute.not_equal(after.column("v"), "a")).column("id").to_pylist()) == (
         [] if op == "delete" else [7, 107, 207])
+
+
+@pytest.mark.parametrize("where, sort_by", [(None, None), ("k >= 0", "k")])
+def test_a_compaction_on_s3_loads_the_table_once(opts, uri, proxy, where, sort_by):
+    """A compaction binds its filter and sort order at the version its commit loads, the
+    latest, and loads nothing before it: through a handle behind the latest (another writer
+    appended since), the latest version is got once, and its files are what is compacted."""
+    lamina.create_table(uri, workers.schema(), storage_options=opts)
+    writer = lamina.open_table(uri, storage_options=opts)
+    for seq in range(4):
+        writer.append(workers.batch(0, seq, ROWS))
+    t = lamina.open_table(uri, storage_options=proxy.storage_options(opts))
+    latest = writer.append(workers.batch(1, 0, ROWS))  # t is now a version behind
+    flush_hints()
+    proxy.log.clear()
+    r = t.compact(target_file_size=1 << 20, where=where, sort_by=sort_by)
+    gets = [p for m, p, _ in proxy.log if m == "GET" and p.split("?")[0].endswith(version_path(latest))]
+    assert len(gets) == 1, proxy.log
+    assert (r.version, r.files_before, r.input_files, r.output_files) == (latest + 1, 5, 5, 1)
+    assert t.version == latest + 1 and t.scan().to_arrow().num_rows == 5 * ROWS
+    if sort_by:
+        ks = t.scan(columns=["k"]).to_arrow().column("k").to_pylist()
+        assert ks == sorted(ks)

@@ -10,7 +10,7 @@ import pytest
 
 import lamina
 from lamina.commit import Base, flush_hints
-from lamina.errors import CorruptMetadata, InvalidArgument
+from lamina.errors import CorruptMetadata, InvalidArgument, InvalidPredicate, SchemaMismatch
 from lamina.maintenance import fsck
 from lamina.operations.compaction import CompactFiles
 from lamina.data.inflight import new_write_id
@@ -40,6 +40,31 @@ def test_compaction_bin_packs_per_partition_and_applies_deletes(table):
     assert fsck(table).ok
     with pytest.raises(InvalidArgument):
         table.compact(target_file_size=0)
+
+
+@pytest.mark.parametrize("bad, error", [({"sort_by": "nope"}, SchemaMismatch), ({"where": "nope > 1"}, InvalidPredicate),
+                                        ({"sort_by": ["id", "nope"]}, SchemaMismatch)])
+def test_compaction_by_an_unknown_column_fails_and_changes_nothing(table, bad, error):
+    """A filter or sort column the table does not have: a typed error naming it, no version,
+    no file written."""
+    version, before = table.version, sorted(os.listdir(os.path.join(table.uri, "data")))
+    with pytest.raises(error, match="nope"):
+        table.compact(target_file_size=1 << 20, **bad)
+    assert lamina.open_table(table.uri).version == version
+    assert sorted(os.listdir(os.path.join(table.uri, "data"))) == before
+
+
+def test_compaction_binds_its_columns_at_the_latest_version(table):
+    """A handle behind the latest compacts the latest: a column another writer added since
+    sorts the outputs, a filter on it selects, and the files appended since are inputs."""
+    other = lamina.open_table(table.uri)
+    other.update_schema().add_column("rank", pa.int64()).commit()
+    other.append(pa.table({"id": [1000, 1001], "cat": ["a", "a"], "rank": [2, 1]}))
+    r = table.compact(target_file_size=1 << 20, where="rank IS NULL OR rank > 0", sort_by="cat, rank")
+    assert r.files_before == 25 and r.input_files == 25 and r.files_after == 2
+    got = table.scan(where="cat = 'a'", columns=["rank"]).to_arrow().column("rank").to_pylist()
+    n = len(got) - 2
+    assert got in ([1, 2] + [None] * n, [None] * n + [1, 2])  # by rank within the partition (nulls at one end)
 
 
 def test_compaction_where_limits_the_inputs(table):
