@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import random
 import time
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
@@ -111,3 +112,16 @@ def duration_ms(value: Any, what: str) -> int:
     if ms < 0:
         raise InvalidArgument(f"{what} {value!r} is negative; give {unit}")
     return ms
+
+
+# Backoff jitter from the operating system's randomness, not Python's global ``random``: two
+# processes that seeded that alike (a pipeline's ``random.seed(42)``, a test framework's
+# seeding) would otherwise back off in lockstep and collide again on every retry, and each
+# retry would shift the caller's own random sequence. (SystemRandom keeps no state, so a
+# forked process does not repeat its parent's either.)
+_jitter = random.SystemRandom()
+
+
+def sleep_jitter(cap_s: float) -> None:
+    """Sleep a uniformly random time in [0, ``cap_s``] seconds (full jitter)."""
+    time.sleep(_jitter.uniform(0, cap_s))

@@ -40,7 +40,6 @@ tables may see one table's new version before another's is published (docs/catal
 from __future__ import annotations
 
 import logging
-import random
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -74,6 +73,7 @@ from lamina.spec.slot import next_block_commits
 from lamina.spec.version import VersionManifest
 from lamina.operations.rowlevel import RowDelta
 from lamina.table.transaction import Transaction
+from lamina.timeutil import sleep_jitter
 
 if TYPE_CHECKING:
     from lamina.catalog.sql import SqlCatalog
@@ -274,7 +274,7 @@ class CatalogTransaction:
                     f"{', '.join(m.ident for m in stale)} kept changing. Nothing was committed to any table."
                 )
             cap = min(options.backoff_max_ms, options.backoff_min_ms * 2 ** min(attempt - 1, 16))
-            time.sleep(random.uniform(0, cap) / 1000.0)
+            sleep_jitter(cap / 1000.0)
 
     def _prepare(self, m: _Member, fresh: bool) -> None:
         """Apply ``m``'s operations to its newest version (``fresh``) or the one it holds."""

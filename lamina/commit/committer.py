@@ -19,7 +19,6 @@ silently: it either returns the version it landed as, or raises.
 from __future__ import annotations
 
 import logging
-import random
 import time
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
@@ -39,6 +38,7 @@ from lamina.spec.lineage import assign_row_ids, counter_of, has_lineage
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import Tombstone, commit_root_path, next_block_commits, slot_chunk_size
 from lamina.spec.version import VersionManifest
+from lamina.timeutil import sleep_jitter
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ class Committer:
             # version or a tombstone lies below the newest, which a probe forward from it finds;
             # a put withdrawn from a freed slot starts over from the general lookup.
             cap = min(options.backoff_max_ms, options.backoff_min_ms * 2 ** min(attempt - 1, 16))
-            time.sleep(random.uniform(0, cap) / 1000.0)
+            sleep_jitter(cap / 1000.0)
             base = self.log.latest() if outcome is _WITHDRAWN else self.log.newest_from(vm.version)
 
     def _changes(self, base: VersionManifest, ops: Sequence[Operation]) -> tuple[list[Change], int | None]:

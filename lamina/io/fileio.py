@@ -10,11 +10,9 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import random
 import re
 import stat
 import threading
-import time
 import urllib.parse
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ import pyarrow.compute as pc
 from obstore.store import LocalStore, MemoryStore, S3Store
 
 from lamina.errors import AlreadyExists, InvalidUri, NotFound, PermissionDenied, ReadOnlyStorage, StorageError
+from lamina.timeutil import sleep_jitter
 
 T = TypeVar("T")
 
@@ -201,6 +200,13 @@ class _KeptObjects:
                 self._bytes += len(data)
         return data
 
+
+
+def staging_suffix() -> str:
+    """The unique part of a local put's staging file name (``<name>#<digits>``): from the
+    operating system's randomness, so two processes that seeded Python's ``random`` alike
+    never pick the same staging file for the same name."""
+    return str(int.from_bytes(os.urandom(8), "big"))
 
 class FileIO:
     """Storage rooted at one table location (``file://``, plain path, ``memory://``, ``s3://``)."""
@@ -473,15 +479,17 @@ class FileIO:
         third of the time of a small commit's writes on a busy machine."""
         final = self.local_path(path)
         assert final is not None
-        staging: str | None = f"{final}#{random.getrandbits(53)}"
+        name = f"{final}#{staging_suffix()}"
+        staging: str | None = None  # set once this put has created it: only then is it this put's to remove
         what = f"{'put-if-absent' if create else 'put'} {path}"
         try:
             try:
-                fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             except (FileNotFoundError, NotADirectoryError):
                 self._check_root()
                 os.makedirs(os.path.dirname(final), exist_ok=True)
-                fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            staging = name
             try:
                 view = memoryview(data).cast("B")
                 while view:
@@ -520,7 +528,7 @@ class FileIO:
         last: StorageError | None = None
         for attempt in range(PUT_NEW_ATTEMPTS):
             if attempt:
-                time.sleep(random.uniform(0, PUT_NEW_BACKOFF_S * 2**attempt))  # caps 20 ms .. 320 ms
+                sleep_jitter(PUT_NEW_BACKOFF_S * 2**attempt)  # caps 20 ms .. 320 ms
             try:
                 self._create_once(path, data)
                 return

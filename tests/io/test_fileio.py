@@ -221,3 +221,36 @@ def test_s3_appends_all_succeed_through_resets_and_lost_answers(s3):
     assert fresh.version == APPENDS
     assert rows(fresh.to_arrow()) == model(list(range(APPENDS)))
     assert time.monotonic() - started < 60
+
+
+def test_staging_names_and_backoff_do_not_follow_the_global_random_seed(monkeypatch):
+    """Two processes that seeded Python's ``random`` alike (``random.seed(42)`` in a pipeline)
+    still pick different staging files for the same name and back off for different times;
+    and Lamina's retries leave the caller's random sequence as it was."""
+    import random
+
+    from lamina import timeutil
+
+    names, sleeps = [], []
+    monkeypatch.setattr(timeutil.time, "sleep", sleeps.append)
+    for _ in range(2):  # the same seed each time: what two such processes would see
+        random.seed(42)
+        names.append(fileio.staging_suffix())
+        timeutil.sleep_jitter(1.0)
+        assert random.random() == random.Random(42).random()  # the caller's sequence untouched
+    assert names[0] != names[1] and names[0].isdigit()
+    assert sleeps[0] != sleeps[1] and all(0 <= s <= 1.0 for s in sleeps)
+
+
+def test_a_local_put_leaves_a_staging_file_it_did_not_create(tmp_path, monkeypatch):
+    """A put whose staging name is taken (another writer's put in flight) fails without
+    removing that file: the other put then completes."""
+    io = FileIO(str(tmp_path))
+    monkeypatch.setattr(fileio, "staging_suffix", lambda: "7")
+    theirs = tmp_path / "v.json#7"
+    theirs.write_bytes(b"the other writer's bytes")
+    with pytest.raises((AlreadyExists, StorageError)):
+        io.put_if_absent("v.json", b"mine")
+    assert theirs.read_bytes() == b"the other writer's bytes" and not (tmp_path / "v.json").exists()
+    theirs.rename(tmp_path / "v.json")  # (the other put linking its file into place)
+    assert io.get("v.json") == b"the other writer's bytes"
