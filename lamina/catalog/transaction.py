@@ -73,7 +73,6 @@ from lamina.spec.slot import next_block_commits
 from lamina.spec.version import VersionManifest
 from lamina.operations.rowlevel import RowDelta
 from lamina.table.transaction import Transaction
-from lamina.timeutil import sleep_jitter
 
 if TYPE_CHECKING:
     from lamina.catalog.sql import SqlCatalog
@@ -273,8 +272,7 @@ class CatalogTransaction:
                     f"gave up the catalog transaction on {', '.join(self._idents())} after {attempt} attempts: "
                     f"{', '.join(m.ident for m in stale)} kept changing. Nothing was committed to any table."
                 )
-            cap = min(options.backoff_max_ms, options.backoff_min_ms * 2 ** min(attempt - 1, 16))
-            sleep_jitter(cap / 1000.0)
+            options.back_off(attempt)
 
     def _prepare(self, m: _Member, fresh: bool) -> None:
         """Apply ``m``'s operations to its newest version (``fresh``) or the one it holds."""

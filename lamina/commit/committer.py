@@ -63,6 +63,11 @@ class CommitOptions:
             backoff_max_ms=TableProperties.COMMIT_RETRY_BACKOFF_MAX_MS.get(props),
         )
 
+    def back_off(self, attempt: int) -> None:
+        """Sleep before retry ``attempt`` (from 1): full jitter up to ``backoff_min_ms``,
+        doubling per attempt, at most ``backoff_max_ms``."""
+        sleep_jitter(min(self.backoff_max_ms, self.backoff_min_ms * 2 ** min(attempt - 1, 16)) / 1000.0)
+
 
 # Hook for tests that kill a writer at each step of the commit (crash tests).
 _step_hook: Callable[[str], None] | None = None
@@ -163,8 +168,7 @@ class Committer:
             # Lost the race: back off (full jitter) and rebase onto what won. A slot taken by a
             # version or a tombstone lies below the newest, which a probe forward from it finds;
             # a put withdrawn from a freed slot starts over from the general lookup.
-            cap = min(options.backoff_max_ms, options.backoff_min_ms * 2 ** min(attempt - 1, 16))
-            sleep_jitter(cap / 1000.0)
+            options.back_off(attempt)
             base = self.log.latest() if outcome is _WITHDRAWN else self.log.newest_from(vm.version)
 
     def _changes(self, base: VersionManifest, ops: Sequence[Operation]) -> tuple[list[Change], int | None]:

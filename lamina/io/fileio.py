@@ -201,12 +201,12 @@ class _KeptObjects:
         return data
 
 
-
 def staging_suffix() -> str:
     """The unique part of a local put's staging file name (``<name>#<digits>``): from the
     operating system's randomness, so two processes that seeded Python's ``random`` alike
     never pick the same staging file for the same name."""
     return str(int.from_bytes(os.urandom(8), "big"))
+
 
 class FileIO:
     """Storage rooted at one table location (``file://``, plain path, ``memory://``, ``s3://``)."""

@@ -389,6 +389,7 @@ class Table:
         else:
             version = self._one(self.transaction(commit_options=commit_options).add_operation(op))
         last = op.last
+        # (not applied yet when queued in a session's transaction, which commits it later)
         before = last.get("files_before", int(self.metadata.summary.get("total-files", 0)))
         if version is None:
             return CompactionResult(None, before, before, 0, 0, 0, 0, 0)
