@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -75,10 +75,10 @@ def _dictionary_columns(data: pa.Table) -> list[str] | bool:
     with nested columns keep Parquet's default (a choice per leaf column would need their
     Parquet paths)."""
     facts = _schema_facts(data.schema)
-    if facts[1]:
+    if facts.nested:
         return True
     if data.num_rows < _DICTIONARY_MIN_ROWS:
-        return facts[2] or False
+        return facts.text or False
     sample = data.slice(0, _DICTIONARY_SAMPLE_ROWS)
     return [name for name, col in zip(sample.column_names, sample.columns) if _few_distinct(col)]
 
@@ -104,8 +104,17 @@ def _strictly_increasing(sample: pa.ChunkedArray) -> bool:
     return strictly_increasing((sample.combine_chunks() if isinstance(sample, pa.ChunkedArray) else sample).to_numpy())
 
 
+class _SchemaFacts(NamedTuple):
+    statistics_columns: list[str] | bool
+    nested: bool  # a column is nested
+    text: list[str]  # the string, binary and dictionary columns
+    # Parquet's own schema reads back as these names, types and nullability: the Arrow schema
+    # pyarrow stores in a file's footer (ARROW:schema) adds nothing a reader needs (_write_one)
+    parquet_reads_back: bool
+
+
 _facts_lock = threading.Lock()
-_facts: list[tuple[pa.Schema, tuple[list[str] | bool, bool, list[str]]]] = []  # the latest physical schemas first
+_facts: list[tuple[pa.Schema, _SchemaFacts]] = []  # the latest physical schemas first
 
 
 def _text_like(t: pa.DataType) -> bool:
@@ -113,17 +122,16 @@ def _text_like(t: pa.DataType) -> bool:
             or pa.types.is_fixed_size_binary(t) or pa.types.is_dictionary(t))
 
 
-def _schema_facts(schema: pa.Schema) -> tuple[list[str] | bool, bool, list[str]]:
-    """(``statistics_columns``, whether a column is nested, the string/binary/dictionary columns)
-    of a data file's schema. Memoized by schema equality over the few latest schemas, not a
+def _schema_facts(schema: pa.Schema) -> _SchemaFacts:
+    """What the writer decides by a data file's schema alone. Memoized by schema equality over the few latest schemas, not a
     hash: hashing a pyarrow schema hashes every field (half a millisecond for 500 columns, on
     every file), comparing is one C++ call."""
     with _facts_lock:
         for known, facts in _facts:
             if known.equals(schema):
                 return facts
-    facts = (_statistics_columns(schema), any(pa.types.is_nested(f.type) for f in schema),
-             [f.name for f in schema if _text_like(f.type)])
+    facts = _SchemaFacts(_statistics_columns(schema), any(pa.types.is_nested(f.type) for f in schema),
+                         [f.name for f in schema if _text_like(f.type)], _parquet_reads_back(schema))
     with _facts_lock:
         _facts.insert(0, (schema, facts))
         del _facts[16:]
@@ -133,7 +141,16 @@ def _schema_facts(schema: pa.Schema) -> tuple[list[str] | bool, bool, list[str]]
 def statistics_columns(schema: pa.Schema) -> list[str] | bool:
     """The Parquet leaf columns to write row-group statistics for: all but float ones (see
     ``_statistics_columns``; memoized)."""
-    return _schema_facts(schema)[0]
+    return _schema_facts(schema).statistics_columns
+
+
+def _parquet_reads_back(schema: pa.Schema) -> bool:
+    """Whether a file of ``schema`` written without the Arrow schema reads back as ``schema``
+    (names, types, nullability): found by writing and reading an empty one. Not for a
+    time zone other than UTC, second timestamps, date64, large strings or binaries."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink, store_schema=False)
+    return pq.read_schema(pa.BufferReader(sink.getvalue())).equals(schema)
 
 
 def _statistics_columns(schema: pa.Schema) -> list[str] | bool:
@@ -189,9 +206,12 @@ def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures:
     few percent more, on every read, for bytes the codec saves once (under ~150 KiB a file,
     one request either way on an object store). Its statistics are in the manifest, which
     is what prunes it; with one row group, the footer's would prune nothing more. Stored
-    row ids keep theirs: a publish by rebase reads their maximum there. Such files are
-    what appends and streaming leave behind, and compaction rewrites them, into
-    compressed files with footer statistics.
+    row ids keep theirs: a publish by rebase reads their maximum there. Nor do they carry
+    the Arrow schema (ARROW:schema) when Parquet's own schema reads back as the same names,
+    types and nullability (``_parquet_reads_back``): decoding it is an eighth of such a
+    file's read (~10 µs of ~80), and readers conform every file to the table's schema
+    anyway. Such files are what appends and streaming leave behind, and compaction
+    rewrites them, into compressed files with footer statistics.
 
     With ``futures``, the store write is queued and its future appended, so the
     caller can build manifests while the bytes go to disk.
@@ -201,6 +221,7 @@ def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures:
     pq.write_table(
         data, sink, compression="none" if small else compression,
         write_statistics=([c for c in LINEAGE_COLUMNS if c in data.column_names] or False) if small else statistics_columns(data.schema),
+        store_schema=not (small and _schema_facts(data.schema).parquet_reads_back),
         **_encodings(data, integer_encoding),
     )
     buf = sink.getvalue()

@@ -270,7 +270,8 @@ def _coercer(t: pa.DataType):
     checks = [
         (pa.types.is_boolean, _coerce_bool),
         (pa.types.is_integer, _coerce_int),
-        (pa.types.is_floating, _coerce_float),
+        # (not half floats: Arrow has no comparison kernel for them, nor a cast to one)
+        (lambda x: pa.types.is_floating(x) and not pa.types.is_float16(x), _coerce_float),
         (pa.types.is_decimal, _coerce_decimal),
         (lambda x: pa.types.is_string(x) or pa.types.is_large_string(x), _coerce_string),
         (lambda x: pa.types.is_binary(x) or pa.types.is_large_binary(x) or pa.types.is_fixed_size_binary(x), _coerce_binary),

@@ -68,10 +68,11 @@ BASE_NAMES = [f.name for f in BASE_FIELDS]
 
 
 def stats_supported(t: pa.DataType) -> bool:
-    """Whether min/max bounds are kept for a column of this type."""
+    """Whether min/max bounds are kept for a column of this type. Not for half floats: Arrow
+    has no min/max kernel for them (their files keep null counts, and prune by nothing else)."""
     return (
         pa.types.is_integer(t)
-        or pa.types.is_floating(t)
+        or (pa.types.is_floating(t) and not pa.types.is_float16(t))
         or pa.types.is_string(t)
         or pa.types.is_binary(t)
         or pa.types.is_boolean(t)

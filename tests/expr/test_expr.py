@@ -625,3 +625,22 @@ def test_too_wide_predicate_is_a_typed_error():
         bind(ranges, s)
     assert "6,000 comparisons" in str(e.value) and "IN (...)" in str(e.value)
     bind(" OR ".join(f"(id > {10 * i} AND id < {10 * i + 3})" for i in range(500)), s)  # 1,000: fine
+
+
+def test_a_half_float_column_is_stored_and_tested_for_null_but_not_compared(tmp_path):
+    """Arrow has no min/max or comparison kernel for half floats: such a column is written
+    (null counts, no bounds), read back and tested for null; a comparison on it is an
+    InvalidPredicate that says so, before anything is read or committed."""
+    import lamina
+
+    t = lamina.create_table(str(tmp_path / "t"), pa.schema([("h", pa.float16()), ("i", pa.int64())]))
+    rows = pa.table({"h": pa.array([1.5, None, -0.0], pa.float16()), "i": [1, 2, 3]})
+    t.append(rows)
+    assert t.to_arrow().select(["h", "i"]).to_pylist() == rows.to_pylist()
+    assert t.scan("h IS NULL").to_arrow().column("i").to_pylist() == [2]
+    for where in ("h > 1", "h IN (1.5)", "h = 'x'"):
+        with pytest.raises(InvalidPredicate, match="'h' has type halffloat.*only IS NULL"):
+            t.delete(where)
+    assert t.version == 1
+    t.delete("h IS NOT NULL")
+    assert t.to_arrow().column("i").to_pylist() == [2]
