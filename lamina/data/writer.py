@@ -123,9 +123,9 @@ def _text_like(t: pa.DataType) -> bool:
 
 
 def _schema_facts(schema: pa.Schema) -> _SchemaFacts:
-    """What the writer decides by a data file's schema alone. Memoized by schema equality over the few latest schemas, not a
-    hash: hashing a pyarrow schema hashes every field (half a millisecond for 500 columns, on
-    every file), comparing is one C++ call."""
+    """What the writer decides by a data file's schema alone. Memoized by schema equality over
+    the few latest schemas, not a hash: hashing a pyarrow schema hashes every field (half a
+    millisecond for 500 columns, on every file), comparing is one C++ call."""
     with _facts_lock:
         for known, facts in _facts:
             if known.equals(schema):

@@ -270,7 +270,7 @@ def _coercer(t: pa.DataType):
     checks = [
         (pa.types.is_boolean, _coerce_bool),
         (pa.types.is_integer, _coerce_int),
-        # (not half floats: Arrow has no comparison kernel for them, nor a cast to one)
+        # (not half floats: Arrow has no comparison kernel for them, nor casts them implicitly to a type that has)
         (lambda x: pa.types.is_floating(x) and not pa.types.is_float16(x), _coerce_float),
         (pa.types.is_decimal, _coerce_decimal),
         (lambda x: pa.types.is_string(x) or pa.types.is_large_string(x), _coerce_string),
