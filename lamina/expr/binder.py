@@ -287,6 +287,12 @@ def _coercer(t: pa.DataType):
 
 def coerce_literal(value: Any, t: pa.DataType, column: str) -> _Coerced:
     """Map ``value`` onto column type ``t`` (InvalidPredicate if it makes no sense for it)."""
+    fn = _coercer(t)
+    if fn is None:  # (whatever the literal: an Arrow scalar of the column's own type too)
+        raise InvalidPredicate(
+            f"column {column!r} has type {t}, which cannot be compared with a literal; "
+            "only IS NULL / IS NOT NULL apply to it"
+        )
     v = value
     if isinstance(v, pa.Scalar):
         if v.type.equals(t) and v.is_valid:
@@ -296,12 +302,6 @@ def coerce_literal(value: Any, t: pa.DataType, column: str) -> _Coerced:
         v = v.item()
     if v is None:
         raise InvalidPredicate(f"column {column!r}: NULL cannot be compared; use IS NULL / IS NOT NULL")
-    fn = _coercer(t)
-    if fn is None:
-        raise InvalidPredicate(
-            f"column {column!r} has type {t}, which cannot be compared with a literal; "
-            "only IS NULL / IS NOT NULL apply to it"
-        )
     try:
         return fn(v, t)
     except (_Mismatch, pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ValueError, TypeError):

@@ -38,7 +38,7 @@ from lamina.expr import Expr, bind
 from lamina.spec import content as C
 from lamina.spec.lineage import LINEAGE_COLUMNS, has_lineage
 from lamina.spec.partition import PartitionSpec, specs_with_field
-from lamina.spec.sort import effective_sort_keys
+from lamina.spec.sort import effective_sort_keys, sortable_field
 from lamina.spec.version import VersionManifest
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-compact")
@@ -210,7 +210,7 @@ def sort_columns(vm: VersionManifest, sort_by: list[Any] | str | None) -> list[A
     keys = [c.strip() if isinstance(c, str) else c for c in (sort_by.split(",") if isinstance(sort_by, str) else sort_by)]
     keys = [k for k in keys if k]
     for k in keys:
-        vm.schema.field(k if isinstance(k, str) else k[0])  # SchemaMismatch naming the columns
+        sortable_field(vm.schema, k if isinstance(k, str) else k[0])
     return keys
 
 

@@ -42,6 +42,7 @@ from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LINEAGE_COLUMNS, ROW
 from lamina.spec.dv import keep_mask
 from lamina.spec.layout import DATA_DIR
 from lamina.spec.schema import Schema
+from lamina.spec.sort import sortable
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
 
@@ -841,6 +842,8 @@ class MergeBuilder(MergeClauses):
 
     def _key_type(self, k: str) -> pa.DataType:
         mine, theirs = self.schema.arrow.field(k).type, self.source.schema.field(k).type
+        if not sortable(mine):  # (the source's key range prunes the target: keys must have an order)
+            raise InvalidArgument(f"merge key {k!r} has type {mine}, which cannot be a merge key: merge on primitive columns")
         if mine.equals(theirs):
             return mine
         try:

@@ -93,15 +93,23 @@ def _name_of(schema: Schema, fid: int) -> str:
 
 
 def sortable(t: pa.DataType) -> bool:
-    return not (pa.types.is_nested(t) or pa.types.is_null(t) or pa.types.is_dictionary(t))
+    # (half floats: Arrow has no sort kernel for them)
+    return not (pa.types.is_nested(t) or pa.types.is_null(t) or pa.types.is_dictionary(t) or pa.types.is_float16(t))
+
+
+def sortable_field(schema: Schema, column: str) -> pa.Field:
+    """``column``'s field; SchemaMismatch naming the columns if there is none, InvalidArgument
+    if rows cannot be sorted by it."""
+    f = schema.field(column)
+    if not sortable(f.type):
+        raise InvalidArgument(f"cannot sort by column {column!r} of type {f.type}: sort by primitive columns")
+    return f
 
 
 def sort_field(schema: Schema, column: str, descending: bool, nulls_first: bool | None) -> SortField:
     """The sort field for ``column`` of ``schema``; nulls first by default when ascending,
     last when descending (Iceberg's defaults)."""
-    f = schema.field(column)  # SchemaMismatch naming the columns
-    if not sortable(f.type):
-        raise InvalidArgument(f"cannot sort by column {column!r} of type {f.type}: sort by primitive columns")
+    sortable_field(schema, column)
     if nulls_first is None:
         nulls_first = not descending
     return SortField(schema.field_id(column), DESC if descending else ASC, NULLS_FIRST if nulls_first else NULLS_LAST)

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lamina
+from support.column_samples import SAMPLES as _SAMPLES, same_rows as _same_rows
 
 NAN = float("nan")
 
@@ -138,49 +139,6 @@ def test_dictionary_choice_is_by_distinct_values(values, increasing, typ):
         values = sorted({v for v in values if v is not None})
     sample = pa.chunked_array([pa.array(values[: len(values) // 2], typ), pa.array(values[len(values) // 2 :], typ)], typ)
     assert _few_distinct(sample) == (len(set(values)) * 2 <= len(values))
-
-
-# One column of three rows (a null among them) per kind of column a table may have.
-_SAMPLES = {
-    pa.bool_(): [True, None, False],
-    pa.int8(): [-128, None, 127],
-    pa.uint64(): [0, None, 2**64 - 1],
-    pa.int64(): [-(2**63), None, 7],
-    pa.float16(): [1.5, None, -0.0],
-    pa.float32(): [1.5, None, float("inf")],
-    pa.float64(): [NAN, None, -1e300],
-    pa.string(): ["é", None, ""],
-    pa.large_string(): ["a" * 40, None, "b"],
-    pa.binary(): [b"\x00", None, b""],
-    pa.large_binary(): [b"x", None, b"yz"],
-    pa.binary(3): [b"abc", None, b"\x00\x01\x02"],
-    pa.date32(): [0, None, 20_000],
-    pa.date64(): [0, None, 86_400_000 * 3],
-    pa.time32("ms"): [0, None, 86_399_999],
-    pa.time64("us"): [1, None, 86_399_999_999],
-    pa.timestamp("us"): [0, None, 1_700_000_000_000_000],
-    pa.timestamp("us", "UTC"): [1, None, 2],
-    pa.timestamp("ms", "Europe/Paris"): [0, None, 1_700_000_000_000],
-    pa.timestamp("s"): [0, None, 1_700_000_000],
-    pa.decimal128(12, 3): [None, None, None],
-    pa.list_(pa.int32()): [[1, None], None, []],
-    pa.struct([pa.field("a", pa.int64()), pa.field("b", pa.string())]): [{"a": 1, "b": "x"}, None, {"a": None, "b": None}],
-    pa.map_(pa.string(), pa.int64()): [[("k", 1)], None, []],
-}
-
-
-def _same_rows(got: pa.Table, want: pa.Table) -> bool:
-    """Same schema (names, types, nullability) and rows, NaN equal to NaN."""
-    def plain(v):
-        if isinstance(v, float) and v != v:
-            return "NaN"
-        if isinstance(v, dict):
-            return {k: plain(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [plain(x) for x in v]
-        return v
-    rows = lambda t: sorted(map(repr, plain(t.to_pylist())))  # noqa: E731 - in any order
-    return got.schema.equals(want.schema) and rows(got) == rows(want)
 
 
 def _footer_has_arrow_schema(table) -> list[bool]:
