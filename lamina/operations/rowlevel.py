@@ -843,7 +843,8 @@ class MergeBuilder(MergeClauses):
     def _key_type(self, k: str) -> pa.DataType:
         mine, theirs = self.schema.arrow.field(k).type, self.source.schema.field(k).type
         if not sortable(mine):  # (the source's key range prunes the target: keys must have an order)
-            raise InvalidArgument(f"merge key {k!r} has type {mine}, which cannot be a merge key: merge on primitive columns")
+            raise InvalidArgument(
+                f"merge key {k!r} has type {mine}: lists, structs, maps and half floats have no order; merge on other columns")
         if mine.equals(theirs):
             return mine
         try:

@@ -102,7 +102,9 @@ def sortable_field(schema: Schema, column: str) -> pa.Field:
     if rows cannot be sorted by it."""
     f = schema.field(column)
     if not sortable(f.type):
-        raise InvalidArgument(f"cannot sort by column {column!r} of type {f.type}: sort by primitive columns")
+        raise InvalidArgument(
+            f"cannot sort by column {column!r} of type {f.type}: lists, structs, maps and half floats have no order; "
+            "sort by another column")
     return f
 
 
