@@ -197,14 +197,12 @@ def unique_sorted(values: np.ndarray, return_index: bool = False):
         # already strictly increasing (positions made in order, sources sorted by key):
         # unique as they are, for the cost of one comparison pass instead of a sort
         return (values, np.arange(len(values))) if return_index else values
-    if len(values) > 1 and non_decreasing(values):
-        # in order with repeats (the file numbers of rows read file by file): the first of
-        # each run, no sort
-        first = np.ones(len(values), dtype=bool)
-        np.not_equal(values[1:], values[:-1], out=first[1:])
-        return (values[first], np.flatnonzero(first)) if return_index else values[first]
-    order = np.argsort(values, kind="stable") if return_index else None
-    s = values[order] if return_index else np.sort(values)
+    if non_decreasing(values):
+        # in order with repeats (the file numbers of rows read file by file): no sort
+        order, s = (np.arange(len(values)) if return_index else None), values
+    else:
+        order = np.argsort(values, kind="stable") if return_index else None
+        s = values[order] if return_index else np.sort(values)
     first = np.ones(len(s), dtype=bool)
     np.not_equal(s[1:], s[:-1], out=first[1:])
     return (s[first], order[first]) if return_index else s[first]
