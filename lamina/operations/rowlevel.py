@@ -83,11 +83,12 @@ class FileOutcome:
 FileFn = Callable[[pa.Table], FileOutcome]
 
 
-def _file_order(files: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _file_order(files: np.ndarray, n: int) -> tuple[np.ndarray | None, np.ndarray]:
     """(row indices ordered by file, stable; where each file 0..n-1 starts in them, and the end).
-    Rows already in file order (read file by file, matched in the files' order) are not sorted."""
+    Rows already in file order (read file by file, matched in the files' order) are not
+    sorted: their order is None, the rows as they are."""
     if non_decreasing(files):
-        return np.arange(len(files)), np.searchsorted(files, np.arange(n + 1))
+        return None, np.searchsorted(files, np.arange(n + 1))
     order = np.argsort(files, kind="stable")
     return order, np.searchsorted(files[order], np.arange(n + 1))
 
@@ -95,6 +96,8 @@ def _file_order(files: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
 def _by_file(files: np.ndarray, n: int) -> list[np.ndarray]:
     """Row indices per file 0..n-1 (stable)."""
     order, bounds = _file_order(files, n)
+    if order is None:
+        return [np.arange(bounds[k], bounds[k + 1]) for k in range(n)]
     return [order[bounds[k] : bounds[k + 1]] for k in range(n)]
 
 
@@ -128,11 +131,8 @@ def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
     if o.new_rows is not None and o.new_rows.num_rows:
         files = o.new_rows.column(FILE).to_numpy()
         rows = o.new_rows.drop_columns([FILE])
-        if non_decreasing(files):
-            # already in file order (one clause's rows, made file by file): slices, no copy
-            bounds = np.searchsorted(files, np.arange(n + 1))
-        else:
-            order, bounds = _file_order(files, n)
+        order, bounds = _file_order(files, n)
+        if order is not None:  # (rows made file by file, one clause's, are in order: slices, no copy)
             rows = rows.take(pa.array(order))  # one take, then a slice per file
         news = [rows.slice(bounds[k], bounds[k + 1] - bounds[k]) for k in range(n)]
     else:
