@@ -173,6 +173,11 @@ class RowDelta(Operation):
     # a delete's or an update's predicate (file_fn deletes or rewrites the rows it selects),
     # whose rows may then be found before the rest is read (see _selected_positions)
     where: Expr | None = None
+    # merge: the rows it writes whatever it matches, where every source row ends up in the table
+    # as it is (see MergeBuilder._whole_source); None: the rows are made from what matched
+    whole_source: pa.Table | None = None
+    _whole: tuple[tuple, Future] | None = None  # (what its write depends on in a base, the write)
+    _outcomes_whole: bool = False  # whether _outcomes were made for whole_source (no rows made)
     skip_if_noop: ClassVar[bool] = True  # a change that matched no row commits no version
     refresh_base: ClassVar[bool] = True  # it reads the base's files: start from the latest
 
@@ -345,33 +350,29 @@ class RowDelta(Operation):
         if self.planned is not None:
             self.planned.check(base.schema, self.operation)
         mschema = base.manifest_schema
-        cands = base.entries(self.prune)
-        rows = _entry_rows(cands)
-        outcomes = self._outcomes_for(base, cands, rows) if rows else []
+        # A merge whose new rows are its source's: written from the start, while the base's
+        # files are read and matched (not after); without row lineage (updated rows keep their ids).
+        whole = self.whole_source is not None and not has_lineage(base.metadata)
+        if self._outcomes_whole != whole:
+            self._outcomes.clear()  # made the other way (lineage turned on or off since): made again
+            self._outcomes_whole = whole
+        if not whole:
+            self._discard_whole(base.io)
+        whole_write = self._write_whole(base) if whole else None
+        try:
+            cands = base.entries(self.prune)
+            rows = _entry_rows(cands)
+            outcomes = self._outcomes_for(base, cands, rows) if rows else []
+        except CommitConflict:
+            raise  # (a retry reuses the write)
+        except BaseException:
+            self._discard_whole(base.io)  # bad input (a source key matched twice): nothing is left behind
+            raise
         touched = [i for i, o in enumerate(outcomes) if len(o.delete)]
-        # New rows first: a row that does not fit the schema fails before any DV is written.
-        # The rows written in place of all touched files' and the rows inserted go to data
-        # files together (not a file per touched file, nor one for each kind), reused by a
-        # retry that touches the same files and matches the same source rows alike. They are
-        # encoded on pool threads (pyarrow releases the GIL) while the DVs are made and
-        # written, and joined before the change is returned.
-        with_rows = [i for i in touched if outcomes[i].new_rows is not None and outcomes[i].new_rows.num_rows]
-        key: tuple = tuple(file_key(rows[i]) for i in with_rows)
-        rows_in = None
-        if self.inserts is not None:
-            matched = [o.matched_source for o in outcomes if o.matched_source is not None and len(o.matched_source)]
-            m = unique_sorted(np.concatenate(matched)) if matched else np.zeros(0, dtype=np.int64)
-            key += (m.tobytes(),)
-            if key not in self._written:
-                rows_in = self.inserts(m)
-                self.last_stats["inserted"] = 0 if rows_in is None else rows_in.num_rows
-        if key not in self._written:
-            parts = [conform_keeping_lineage(base.schema, pa.concat_tables([outcomes[i].new_rows for i in with_rows]))] if with_rows else []
-            if rows_in is not None and rows_in.num_rows:
-                parts.append(base.schema.conform(rows_in))  # (no lineage columns: inserted rows get new ids)
-            new_rows = pa.concat_tables(parts, promote_options="default") if parts else None
-            self._written = {key: _pool.submit(self._write_new_rows, base, new_rows) if new_rows is not None else None}
-        written = self._written[key]
+        if whole:
+            written, updated = self._whole_written(base, outcomes, whole_write)
+        else:
+            written, updated = self._rows_written(base, outcomes, rows, touched)
         added: list[pa.Table] = []
         new_dvs: list[tuple[int, BitMap]] = []
         replaced: list[tuple[int, DV]] = []  # (candidate index, its new DV)
@@ -419,7 +420,7 @@ class RowDelta(Operation):
             try:
                 added.append(base.stamp(written.result()))
             except BaseException:
-                self._written = {}  # a retry writes them anew
+                self._written, self._whole = {}, None  # a retry writes them anew
                 raise
         if new_dvs:
             locs = write_dv_file(base.io, self.write_id, [bm for _, bm in new_dvs])
@@ -430,7 +431,6 @@ class RowDelta(Operation):
             added.append(_replacements(cands, replaced))
         inserted = self.last_stats.get("inserted", 0) if self.inserts is not None else 0
         removed = cands.take(pa.array(touched, pa.int64())) if touched else cands.slice(0, 0)
-        updated = sum(outcomes[i].new_rows.num_rows for i in touched if outcomes[i].new_rows is not None)
         self.last_stats.update(files_touched=len(touched), rows_deleted=deleted_rows, files_scanned=len(rows), rows_updated=updated)
         adds = pa.concat_tables([conform(a, mschema) for a in added]) if added else mschema.empty_table()
         new_files = sum(a.num_rows for a in added) - (len(replaced) if replaced else 0)
@@ -444,6 +444,81 @@ class RowDelta(Operation):
         if self.inserts is not None:
             summary["inserted-rows"] = inserted
         return Change(self.operation, adds, removed_of(removed), summary=summary)
+
+    def _rows_written(self, base: Base, outcomes: list[FileOutcome], rows: list[dict[str, Any]],
+                      touched: list[int]) -> tuple[Future | None, int]:
+        """(the write of the new rows made from ``outcomes``, how many of them are updated rows).
+
+        New rows first: a row that does not fit the schema fails before any DV is written.
+        The rows written in place of all touched files' and the rows inserted go to data
+        files together (not a file per touched file, nor one for each kind), reused by a
+        retry that touches the same files and matches the same source rows alike. They are
+        encoded on pool threads (pyarrow releases the GIL) while the DVs are made and
+        written, and joined before the change is returned."""
+        with_rows = [i for i in touched if outcomes[i].new_rows is not None and outcomes[i].new_rows.num_rows]
+        key: tuple = tuple(file_key(rows[i]) for i in with_rows)
+        rows_in = None
+        if self.inserts is not None:
+            matched = [o.matched_source for o in outcomes if o.matched_source is not None and len(o.matched_source)]
+            m = unique_sorted(np.concatenate(matched)) if matched else np.zeros(0, dtype=np.int64)
+            key += (m.tobytes(),)
+            if key not in self._written:
+                rows_in = self.inserts(m)
+                self.last_stats["inserted"] = 0 if rows_in is None else rows_in.num_rows
+        if key not in self._written:
+            parts = [conform_keeping_lineage(base.schema, pa.concat_tables([outcomes[i].new_rows for i in with_rows]))] if with_rows else []
+            if rows_in is not None and rows_in.num_rows:
+                parts.append(base.schema.conform(rows_in))  # (no lineage columns: inserted rows get new ids)
+            new_rows = pa.concat_tables(parts, promote_options="default") if parts else None
+            self._written = {key: _pool.submit(self._write_new_rows, base, new_rows) if new_rows is not None else None}
+        return self._written[key], sum(outcomes[i].new_rows.num_rows for i in touched if outcomes[i].new_rows is not None)
+
+    def _write_whole(self, base: Base) -> Future:
+        """``whole_source`` being written for ``base``: started now, or by an earlier attempt onto
+        a base that writes alike (same schema, partition spec, sort order and properties)."""
+        vm = base.metadata
+        alike = (vm.schema, vm.partition_spec, vm.sort_order, vm.properties)
+        if self._whole is None or self._whole[0] != alike:
+            self._discard_whole(base.io)
+            source = self.whole_source
+            self._whole = (alike, _pool.submit(lambda: self._write_new_rows(base, base.schema.conform(source))))
+        return self._whole[1]
+
+    def _whole_written(self, base: Base, outcomes: list[FileOutcome], whole: Future) -> tuple[Future, int]:
+        """(the write of the new rows, how many of them are updated rows) for a merge whose new
+        rows are its source's: ``whole`` when each source row matched at most one target row
+        (each is then written once, as an update or as an insert). A source row that matched
+        several target rows (a key the table holds more than once) is written once for each
+        of them, as a merge without ``whole_source`` would: the rows are taken from the source
+        by the matches, and ``whole`` is discarded."""
+        matched = [o.matched_source for o in outcomes if o.matched_source is not None and len(o.matched_source)]
+        m_all = np.concatenate(matched) if matched else np.zeros(0, dtype=np.int64)
+        m = unique_sorted(m_all)
+        n = self.whole_source.num_rows
+        self.last_stats["inserted"] = n - len(m)
+        if len(m) == len(m_all):
+            return whole, len(m_all)
+        key = (np.sort(m_all).tobytes(),)
+        if key not in self._written:
+            self._discard_whole(base.io)
+            unmatched = np.ones(n, dtype=bool)
+            unmatched[m] = False
+            take = pa.array(np.concatenate([m_all, np.flatnonzero(unmatched)]))
+            self._written = {key: _pool.submit(self._write_new_rows, base, base.schema.conform(self.whole_source.take(take)))}
+        return self._written[key], len(m_all)
+
+    def _discard_whole(self, io: Any) -> None:
+        """Drop the write of ``whole_source`` under way, deleting what it wrote (nothing
+        references it: best effort, orphan cleanup removes what is left)."""
+        if self._whole is None:
+            return
+        _, write = self._whole
+        self._whole = None
+        try:
+            paths = write.result().column("path").to_pylist()
+            io.delete_many(paths)
+        except Exception:  # noqa: BLE001 - a failed write left nothing; a failed delete leaves orphans
+            pass
 
     def _write_new_rows(self, base: Base, rows: pa.Table) -> pa.Table:
         """The entries of ``rows`` written as data files: two of them, written at once, from
@@ -899,7 +974,25 @@ class MergeBuilder(MergeClauses):
         cols["__src"] = pa.array(np.arange(s.num_rows, dtype=np.int64))
         return pa.table(cols)
 
-    def _file_fn(self, tschema: pa.Schema) -> FileFn:
+    def _whole_source(self, tschema: pa.Schema) -> pa.Table | None:
+        """The source's rows in the table's columns when they are exactly the rows the merge
+        writes, whatever it matches (``RowDelta.whole_source``): it updates every matched row
+        with all of the source's columns and inserts every other source row, without
+        conditions, and the source has every column. Each source row is then written once (as
+        the update of the one target row it matches, or as an insert), so the rows can be
+        encoded while the target is read. None otherwise."""
+        (upd, *more), (ins, *more_ins) = self.matched or [None], self.not_matched or [None]
+        if more or more_ins or upd is None or ins is None or upd.kind != "update" or not self.source.num_rows:
+            return None
+        if any(cl.condition is not None or cl.values is not None for cl in (upd, ins)):
+            return None
+        if any(n not in self.source.column_names for n in tschema.names):
+            return None
+        return self.source.select(tschema.names)
+
+    def _file_fn(self, tschema: pa.Schema, whole: bool = False) -> FileFn:
+        """``whole``: the merge writes its source as it is (``_whole_source``): on a table
+        without row lineage, matches delete the target rows and make no rows."""
         src = self._prefixed_source()
         keys = [f"{KEY}{i}" for i in range(len(self.on))]
 
@@ -931,15 +1024,20 @@ class MergeBuilder(MergeClauses):
                 pairs = pa.table(left).join(src.select([*keys, "__src"]), keys=keys, join_type="inner")
                 tgt, src_rows = pairs.column("__tgt"), pairs.column("__src")
             cols = {k: pairs.column(k) for k in keys}
-            cols.update({f"target.{n}": rows.column(n).take(tgt) for n in tschema.names if n in rows.column_names})
             cols[POS], cols[FILE] = rows.column(POS).take(tgt), rows.column(FILE).take(tgt)
-            if ROW_ID in rows.column_names:
-                cols[ROW_ID] = rows.column(ROW_ID).take(tgt)
-            run = _consecutive(src_rows)
-            if run is None and isinstance(src_rows, np.ndarray):
-                src_rows = pa.array(src_rows)
-            cols.update({n: (src.column(n).slice(run, len(src_rows)) if run is not None else src.column(n).take(src_rows))
-                         for n in src.column_names if n not in keys})
+            # (row lineage: updated rows keep their ids, so they are made from the matches)
+            makes_rows = not whole or ROW_ID in rows.column_names
+            if makes_rows:
+                cols.update({f"target.{n}": rows.column(n).take(tgt) for n in tschema.names if n in rows.column_names})
+                if ROW_ID in rows.column_names:
+                    cols[ROW_ID] = rows.column(ROW_ID).take(tgt)
+                run = _consecutive(src_rows)
+                if run is None and isinstance(src_rows, np.ndarray):
+                    src_rows = pa.array(src_rows)
+                cols.update({n: (src.column(n).slice(run, len(src_rows)) if run is not None else src.column(n).take(src_rows))
+                             for n in src.column_names if n not in keys})
+            else:
+                cols["__src"] = src_rows
             j = pa.table(cols)
             if not j.num_rows:
                 return FileOutcome(np.zeros(0, dtype=np.int64), matched_source=np.zeros(0, dtype=np.int64))
@@ -962,7 +1060,7 @@ class MergeBuilder(MergeClauses):
                 sel = j if m.all() else j.filter(pa.array(m))  # (every row: the common unconditional clause, no copy)
                 deletes.append(sel.column(POS).to_numpy())
                 files.append(sel.column(FILE).to_numpy())
-                if cl.kind == "update":
+                if cl.kind == "update" and makes_rows:
                     rows_ = _clause_rows(cl, sel, tschema, "update", lambda f: sel.column(f"target.{f.name}"))
                     updates.append(_keep_row_ids(rows_, sel).append_column(FILE, sel.column(FILE)))
             delete = np.concatenate(deletes) if deletes else np.zeros(0, dtype=np.int64)
@@ -1002,9 +1100,11 @@ class MergeBuilder(MergeClauses):
         if not self.matched and not self.not_matched:
             raise InvalidArgument("merge needs at least one when_matched_* or when_not_matched_* clause")
         tschema = self.schema.arrow
+        whole = self._whole_source(tschema)
         op = RowDelta(
-            "merge", self._prune(), self._target_columns(), self._file_fn(tschema), self.mode,
+            "merge", self._prune(), self._target_columns(), self._file_fn(tschema, whole is not None), self.mode,
             new_write_id(), inserts=self._inserts(tschema), prefilter=self._prefilter(), planned=PlannedColumns.of(self.schema),
+            whole_source=whole,
         )
         version = self._run(op, commit_options)
         if self._queued:

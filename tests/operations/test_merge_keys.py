@@ -94,7 +94,8 @@ CLAUSES = {
 ORACLES = {
     "upsert": """
         SELECT id, k, g, v FROM t WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.k = t.k AND s.g = t.g)
-        UNION ALL SELECT id, k, g, v FROM s""",
+        UNION ALL SELECT s.id, s.k, s.g, s.v FROM t JOIN s ON s.k = t.k AND s.g = t.g
+        UNION ALL SELECT id, k, g, v FROM s WHERE NOT EXISTS (SELECT 1 FROM t WHERE s.k = t.k AND s.g = t.g)""",
     "conditional": """
         SELECT id, k, g, v FROM t WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.k = t.k AND s.g = t.g AND (s.op = 'D' OR s.v > 0))
         UNION ALL SELECT t.id, t.k, t.g, t.v + s.v FROM t JOIN s ON s.k = t.k AND s.g = t.g WHERE s.op != 'D' AND s.v > 0
@@ -106,14 +107,17 @@ ORACLES = {
 @given(
     data=st.data(), type_name=st.sampled_from(sorted(KEY_TYPES)), clauses=st.sampled_from(sorted(CLAUSES)),
     two_keys=st.booleans(), delete_first=st.booleans(), mode=st.sampled_from(["merge-on-read", "copy-on-write"]),
+    lineage=st.booleans(), twice=st.booleans(),
 )
-def test_merge_matches_duckdb(tmp_path_factory, duck, data, type_name, clauses, two_keys, delete_first, mode):
+def test_merge_matches_duckdb(tmp_path_factory, duck, data, type_name, clauses, two_keys, delete_first, mode, lineage, twice):
+    """``lineage``: the table has row lineage (without it, an upsert writes its source as it is,
+    while the target is read); ``twice``: some target keys are held twice (a source row that
+    matches them updates both rows)."""
     typ = KEY_TYPES[type_name]
     vals = key_values(type_name)
     schema = pa.schema([pa.field("id", pa.int64()), pa.field("k", typ), pa.field("g", pa.int8()), pa.field("v", pa.int64())])
     groups = [0, 1] if two_keys else [0]
-    # target: unique (k, g) over the files (a merge needs no duplicates in the source only, but
-    # unique target keys keep the oracle's counts simple); some keys null
+    # target: unique (k, g) over the files, and with ``twice`` some held again; some keys null
     cells = data.draw(st.lists(st.tuples(st.sampled_from([*vals, None]), st.sampled_from(groups)), min_size=2, max_size=24,
                                unique_by=lambda c: c if c[0] is not None else object()))
     n_files = data.draw(st.integers(1, 4))
@@ -122,11 +126,16 @@ def test_merge_matches_duckdb(tmp_path_factory, duck, data, type_name, clauses, 
     src_v = data.draw(st.lists(st.integers(-2, 3), min_size=len(src_cells), max_size=len(src_cells)))
     src_op = data.draw(st.lists(st.sampled_from("DU"), min_size=len(src_cells), max_size=len(src_cells)))
 
-    table = lamina.create_table(str(tmp_path_factory.mktemp("merge") / "t"), schema)
+    table = lamina.create_table(str(tmp_path_factory.mktemp("merge") / "t"), schema,
+                                properties={"row-lineage.enabled": str(lineage).lower()})
     for part in np.array_split(np.arange(len(cells)), n_files):  # one append = one file each
         if len(part):
             table.append(pa.table({"id": part.tolist(), "k": [cells[i][0] for i in part], "g": [cells[i][1] for i in part],
                                    "v": [10 * int(i) for i in part]}, schema=schema))
+    if twice:  # a file holding some of the keys again
+        again = cells[: data.draw(st.integers(1, len(cells)))]
+        table.append(pa.table({"id": [500 + i for i in range(len(again))], "k": [c[0] for c in again],
+                               "g": [c[1] for c in again], "v": [7] * len(again)}, schema=schema))
     if delete_first:
         table.delete("id IN (0, 3, 6, 9, 12, 15, 18, 21)")  # deletion vectors the merge reads through and merges into
     src = pa.table({"id": [1000 + i for i in range(len(src_cells))], "k": pa.array([c[0] for c in src_cells], typ),

@@ -1,0 +1,137 @@
+"""A merge whose new rows are its source's rows (update every match with all of the source's
+columns, insert every other source row, no conditions) on a table without row lineage: its
+rows are written while the target is read (``RowDelta.whole_source``). What must still hold:
+each source row lands once per target row it updates and once if it matches none; a merge
+that fails leaves no file behind; a retry onto a newer version reuses the write; lineage
+turned on by a concurrent commit makes the rows from the matches again (they keep their ids).
+Results against DuckDB for the same clauses: test_merge_keys.py."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+import lamina
+from lamina.errors import InvalidArgument, SchemaMismatch
+from lamina.operations import rowlevel
+
+SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string()), pa.field("n", pa.int64(), nullable=False)])
+NO_LINEAGE = {"row-lineage.enabled": "false", "write.max-rows-per-file": "4"}
+
+
+def make(tmp_path, ids: list[int], props: dict | None = None) -> lamina.Table:
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties=props or NO_LINEAGE)
+    t.append(pa.table({"id": ids, "v": [f"old{i}" for i in ids], "n": list(range(len(ids)))}, schema=SCHEMA))
+    return t
+
+
+def upsert(t: lamina.Table, src: pa.Table):
+    return t.merge(src, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
+
+
+def unreferenced(t: lamina.Table) -> set[str]:
+    """Files under data/ that the latest version does not reference."""
+    files = t.refresh().files()
+    used = set(files.column("path").to_pylist()) | {p for p in files.column("dv_path").to_pylist() if p}
+    on_disk = {os.path.relpath(os.path.join(d, f), t.uri) for d, _, fs in os.walk(os.path.join(t.uri, "data")) for f in fs}
+    return on_disk - used
+
+
+def rows_of(t: lamina.Table) -> list[tuple]:
+    return sorted((r["id"], r["v"], r["n"]) for r in t.to_arrow().to_pylist())
+
+
+def source(ids: list[int], tag: str = "new") -> pa.Table:
+    return pa.table({"id": ids, "v": [f"{tag}{i}" for i in ids], "n": [100 + i for i in ids]}, schema=SCHEMA)
+
+
+def test_the_source_rows_are_the_new_rows_written_once(tmp_path):
+    t = make(tmp_path, list(range(10)))  # three files of up to 4 rows
+    before = {r[0]: r for r in rows_of(t)}
+    res = upsert(t, source([1, 5, 9, 20, 21]))
+    assert (res.rows_updated, res.rows_inserted, res.files_touched) == (3, 2, 3)
+    want = {**before, **{i: (i, f"new{i}", 100 + i) for i in (1, 5, 9, 20, 21)}}
+    assert rows_of(t) == sorted(want.values())
+    added = t.files().filter(pa.compute.equal(t.files().column("added_version"), t.version))
+    assert sorted(added.column("record_count").to_pylist()) == [1, 4]  # the source, in files of up to 4 rows
+    assert unreferenced(t) == set()
+
+
+def test_a_source_row_matching_two_target_rows_replaces_both(tmp_path):
+    """A key the table holds twice: its source row is written once for each target row it
+    updates, as with any other clauses (the write of the source as it is is dropped)."""
+    t = make(tmp_path, [1, 2, 2, 3, 7, 2])
+    res = upsert(t, source([2, 3, 40]))
+    assert (res.rows_updated, res.rows_inserted) == (4, 1)
+    got = rows_of(t)
+    assert got.count((2, "new2", 102)) == 3 and (3, "new3", 103) in got and (40, "new40", 140) in got
+    assert [r for r in got if r[0] in (1, 7)] == [(1, "old1", 0), (7, "old7", 4)] and len(got) == 7
+    assert unreferenced(t) == set()
+
+
+def test_duplicate_source_keys_fail_and_leave_no_file(tmp_path):
+    t = make(tmp_path, list(range(6)))
+    v, on_disk = t.version, sorted(os.listdir(os.path.join(t.uri, "data")))
+    dup = pa.table({"id": [2, 2, 9], "v": ["a", "b", "c"], "n": [1, 2, 3]}, schema=SCHEMA)
+    with pytest.raises(InvalidArgument, match="more than one source row"):
+        upsert(t, dup)
+    assert t.refresh().version == v and sorted(os.listdir(os.path.join(t.uri, "data"))) == on_disk
+
+
+def test_a_source_row_that_does_not_fit_fails_and_commits_nothing(tmp_path):
+    t = make(tmp_path, list(range(6)))
+    v, want = t.version, rows_of(t)
+    bad = pa.table({"id": [1, 30], "v": ["a", "b"], "n": [5, None]})  # an insert without the required n
+    with pytest.raises(SchemaMismatch, match="'n'"):
+        upsert(t, bad)
+    assert t.refresh().version == v and rows_of(t) == want and unreferenced(t) == set()
+
+
+def concurrently_on_first_attempt(monkeypatch, commit):
+    """Run ``commit()`` (a commit through another handle) inside the merge's first attempt,
+    after it has started writing: its own commit then finds the version taken and rebases."""
+    calls = []
+    orig = rowlevel.RowDelta._apply
+
+    def apply(self, base):
+        change = orig(self, base)
+        calls.append(base.metadata.version)
+        if len(calls) == 1:
+            commit()
+        return change
+
+    monkeypatch.setattr(rowlevel.RowDelta, "_apply", apply)
+    return calls
+
+
+def test_a_retry_onto_a_newer_version_reuses_the_written_rows(tmp_path, monkeypatch):
+    t = make(tmp_path, list(range(8)))
+    other = lamina.open_table(t.uri)
+    written = []
+    orig_write = rowlevel.RowDelta._write_new_rows
+    monkeypatch.setattr(rowlevel.RowDelta, "_write_new_rows", lambda self, base, rows: written.append(rows.num_rows) or orig_write(self, base, rows))
+    calls = concurrently_on_first_attempt(monkeypatch, lambda: other.append(source([50], "app")))
+    res = upsert(t, source([3, 60]))
+    assert len(calls) == 2 and written == [2]  # applied twice, written once
+    assert (res.rows_updated, res.rows_inserted) == (1, 1)
+    assert [r for r in rows_of(t) if r[0] in (3, 50, 60)] == [(3, "new3", 103), (50, "app50", 150), (60, "new60", 160)]
+    assert len(rows_of(t)) == 10 and unreferenced(t) == set()
+
+
+def test_lineage_turned_on_concurrently_makes_rows_that_keep_their_ids(tmp_path, monkeypatch):
+    t = make(tmp_path, list(range(8)))
+    other = lamina.open_table(t.uri)
+    calls = concurrently_on_first_attempt(monkeypatch, other.enable_row_lineage)
+    upsert(t, source([3, 60]))
+    assert len(calls) == 2
+    lineage = ["id", "v", "_row_id"]
+    before = {r["id"]: r["_row_id"] for r in t.scan(columns=lineage, version=t.version - 1).to_arrow().to_pylist()}
+    got = t.scan(columns=lineage).to_arrow().to_pylist()
+    ids = {r["id"]: r["_row_id"] for r in got}
+    assert sorted(ids) == [*range(8), 60] and {r["id"]: r["v"] for r in got}[3] == "new3"
+    assert ids[3] == before[3]  # the updated row kept the id lineage gave it
+    assert len(set(ids.values())) == 9  # every row its own id
+    # (the first attempt's DV is left for orphan cleanup, as any attempt's that lost its base)
+    assert {p for p in unreferenced(t) if p.endswith(".parquet")} == set()
