@@ -70,6 +70,9 @@ class FileOutcome:
     delete: np.ndarray  # physical positions newly deleted (sorted, unique)
     new_rows: pa.Table | None = None  # rows written in their place (update / merge)
     matched_source: np.ndarray | None = None  # merge: source row indices matched in this file
+    # merge that writes its source's rows (RowDelta.whole_source), on a table with row lineage: the
+    # matched target rows' ids, in matched_source's order (the rows written in their place keep them)
+    matched_ids: np.ndarray | None = None
     # batch form (many files evaluated at once): the file of each delete / matched source row;
     # new_rows then carry a FILE column
     delete_file: np.ndarray | None = None
@@ -137,12 +140,17 @@ def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
         news = [rows.slice(bounds[k], bounds[k + 1] - bounds[k]) for k in range(n)]
     else:
         news = [None] * n
+    ids: list[np.ndarray | None] = [None] * n
     if o.matched_source is not None and len(o.matched_source):
-        mats = [o.matched_source[ix] for ix in _by_file(o.matched_file, n)]
+        by_file = _by_file(o.matched_file, n)
+        mats = [o.matched_source[ix] for ix in by_file]
+        if o.matched_ids is not None:
+            ids = [o.matched_ids[ix] for ix in by_file]
     else:
         mats = [empty if o.matched_source is not None else None] * n
     return [
-        FileOutcome(o.delete[d] if len(d) else empty, news[k] if news[k] is not None and news[k].num_rows else None, mats[k])
+        FileOutcome(o.delete[d] if len(d) else empty, news[k] if news[k] is not None and news[k].num_rows else None, mats[k],
+                    matched_ids=ids[k])
         for k, d in enumerate(dels)
     ]
 
@@ -173,11 +181,11 @@ class RowDelta(Operation):
     # a delete's or an update's predicate (file_fn deletes or rewrites the rows it selects),
     # whose rows may then be found before the rest is read (see _selected_positions)
     where: Expr | None = None
-    # merge: the rows it writes whatever it matches, where every source row ends up in the table
-    # as it is (see MergeBuilder._whole_source); None: the rows are made from what matched
+    # merge: the source's rows, when they are the rows it writes (see MergeBuilder._whole_source):
+    # file_fn then only matches, and the rows are taken from here; None: file_fn makes the rows
     whole_source: pa.Table | None = None
     _whole: tuple[tuple, Future] | None = None  # (what its write depends on in a base, the write)
-    _outcomes_whole: bool = False  # whether _outcomes were made for whole_source (no rows made)
+    _outcomes_lineage: bool | None = None  # whether the base _outcomes were made on had row lineage
     skip_if_noop: ClassVar[bool] = True  # a change that matched no row commits no version
     refresh_base: ClassVar[bool] = True  # it reads the base's files: start from the latest
 
@@ -350,15 +358,17 @@ class RowDelta(Operation):
         if self.planned is not None:
             self.planned.check(base.schema, self.operation)
         mschema = base.manifest_schema
-        # A merge whose new rows are its source's: written from the start, while the base's
-        # files are read and matched (not after); without row lineage (updated rows keep their ids).
-        whole = self.whole_source is not None and not has_lineage(base.metadata)
-        if self._outcomes_whole != whole:
-            self._outcomes.clear()  # made the other way (lineage turned on or off since): made again
-            self._outcomes_whole = whole
-        if not whole:
+        lineage = has_lineage(base.metadata)
+        if self._outcomes_lineage not in (None, lineage):
+            self._outcomes.clear()  # lineage turned on since: rows written in place of others keep their ids
+        self._outcomes_lineage = lineage
+        # A merge whose new rows are its source's, on a table without row lineage: written from
+        # the start, while the base's files are read and matched, not after. (With lineage the
+        # updated rows keep the ids of the rows they replace, known once matched.)
+        early = self.whole_source is not None and not lineage
+        if not early:
             self._discard_whole(base.io)
-        whole_write = self._write_whole(base) if whole else None
+        whole_write = self._write_whole(base) if early else None
         try:
             cands = base.entries(self.prune)
             rows = _entry_rows(cands)
@@ -369,8 +379,8 @@ class RowDelta(Operation):
             self._discard_whole(base.io)  # bad input (a source key matched twice): nothing is left behind
             raise
         touched = [i for i, o in enumerate(outcomes) if len(o.delete)]
-        if whole:
-            written, updated = self._whole_written(base, outcomes, whole_write)
+        if self.whole_source is not None:
+            written, updated = self._source_written(base, outcomes, whole_write)
         else:
             written, updated = self._rows_written(base, outcomes, rows, touched)
         added: list[pa.Table] = []
@@ -484,28 +494,52 @@ class RowDelta(Operation):
             self._whole = (alike, _pool.submit(lambda: self._write_new_rows(base, base.schema.conform(source))))
         return self._whole[1]
 
-    def _whole_written(self, base: Base, outcomes: list[FileOutcome], whole: Future) -> tuple[Future, int]:
+    def _source_written(self, base: Base, outcomes: list[FileOutcome], early: Future | None) -> tuple[Future, int]:
         """(the write of the new rows, how many of them are updated rows) for a merge whose new
-        rows are its source's: ``whole`` when each source row matched at most one target row
-        (each is then written once, as an update or as an insert). A source row that matched
-        several target rows (a key the table holds more than once) is written once for each
-        of them, as a merge without ``whole_source`` would: the rows are taken from the source
-        by the matches, and ``whole`` is discarded."""
-        matched = [o.matched_source for o in outcomes if o.matched_source is not None and len(o.matched_source)]
-        m_all = np.concatenate(matched) if matched else np.zeros(0, dtype=np.int64)
+        rows are its source's (``whole_source``): each source row once for each target row it
+        updates, and once if it matched none. Each source row matched at most one target row
+        (the rule): that is the source as it is, which ``early`` (written from the start,
+        without row lineage) holds; with lineage, the source with the ids of the rows it
+        replaces. A row matched by several target rows (a key the table holds more than once)
+        is taken once for each, and ``early`` is discarded. The rows are made and written on
+        a pool thread while the DVs are."""
+        matched = [o for o in outcomes if o.matched_source is not None and len(o.matched_source)]
+        m_all = np.concatenate([o.matched_source for o in matched]) if matched else np.zeros(0, dtype=np.int64)
         m = unique_sorted(m_all)
-        n = self.whole_source.num_rows
-        self.last_stats["inserted"] = n - len(m)
-        if len(m) == len(m_all):
-            return whole, len(m_all)
-        key = (np.sort(m_all).tobytes(),)
+        self.last_stats["inserted"] = self.whole_source.num_rows - len(m)
+        if early is not None and len(m) == len(m_all):
+            return early, len(m_all)
+        self._discard_whole(base.io)
+        ids = None
+        if self._outcomes_lineage:
+            ids = np.concatenate([o.matched_ids for o in matched]) if matched else np.zeros(0, dtype=np.int64)
+        key = (m_all.tobytes(), None if ids is None else ids.tobytes())
         if key not in self._written:
-            self._discard_whole(base.io)
+            self._written = {key: _pool.submit(lambda: self._write_new_rows(base, self._source_rows(base, m_all, m, ids)))}
+        return self._written[key], len(m_all)
+
+    def _source_rows(self, base: Base, m_all: np.ndarray, m: np.ndarray, ids: np.ndarray | None) -> pa.Table:
+        """The rows ``_source_written`` writes, conformed to ``base``'s schema: source row
+        ``m_all[i]`` in place of a target row (with its id ``ids[i]``, where the table keeps
+        lineage), and every unmatched source row (a new id)."""
+        src = self.whole_source
+        n = src.num_rows
+        if len(m) == len(m_all):  # each source row once: in the source's order, no copy
+            rows, at, known = src, np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+            if ids is not None:
+                at[m_all], known[m_all] = ids, True
+        else:
             unmatched = np.ones(n, dtype=bool)
             unmatched[m] = False
-            take = pa.array(np.concatenate([m_all, np.flatnonzero(unmatched)]))
-            self._written = {key: _pool.submit(self._write_new_rows, base, base.schema.conform(self.whole_source.take(take)))}
-        return self._written[key], len(m_all)
+            extra = np.flatnonzero(unmatched)
+            rows = src.take(pa.array(np.concatenate([m_all, extra])))
+            if ids is not None:
+                at = np.concatenate([ids, np.zeros(len(extra), dtype=np.int64)])
+                known = np.concatenate([np.ones(len(m_all), dtype=bool), np.zeros(len(extra), dtype=bool)])
+        if ids is None:
+            return base.schema.conform(rows)
+        # (their _last_updated_version is left null: the version that writes them)
+        return conform_keeping_lineage(base.schema, rows.append_column(ROW_ID, pa.array(at, mask=~known)))
 
     def _discard_whole(self, io: Any) -> None:
         """Drop the write of ``whole_source`` under way, deleting what it wrote (nothing
@@ -991,8 +1025,8 @@ class MergeBuilder(MergeClauses):
         return self.source.select(tschema.names)
 
     def _file_fn(self, tschema: pa.Schema, whole: bool = False) -> FileFn:
-        """``whole``: the merge writes its source as it is (``_whole_source``): on a table
-        without row lineage, matches delete the target rows and make no rows."""
+        """``whole``: the merge writes its source's rows (``_whole_source``): matches only delete
+        the target rows, and give the source rows matched (and the target rows' ids)."""
         src = self._prefixed_source()
         keys = [f"{KEY}{i}" for i in range(len(self.on))]
 
@@ -1025,12 +1059,10 @@ class MergeBuilder(MergeClauses):
                 tgt, src_rows = pairs.column("__tgt"), pairs.column("__src")
             cols = {k: pairs.column(k) for k in keys}
             cols[POS], cols[FILE] = rows.column(POS).take(tgt), rows.column(FILE).take(tgt)
-            # (row lineage: updated rows keep their ids, so they are made from the matches)
-            makes_rows = not whole or ROW_ID in rows.column_names
-            if makes_rows:
+            if ROW_ID in rows.column_names:
+                cols[ROW_ID] = rows.column(ROW_ID).take(tgt)
+            if not whole:
                 cols.update({f"target.{n}": rows.column(n).take(tgt) for n in tschema.names if n in rows.column_names})
-                if ROW_ID in rows.column_names:
-                    cols[ROW_ID] = rows.column(ROW_ID).take(tgt)
                 run = _consecutive(src_rows)
                 if run is None and isinstance(src_rows, np.ndarray):
                     src_rows = pa.array(src_rows)
@@ -1060,7 +1092,7 @@ class MergeBuilder(MergeClauses):
                 sel = j if m.all() else j.filter(pa.array(m))  # (every row: the common unconditional clause, no copy)
                 deletes.append(sel.column(POS).to_numpy())
                 files.append(sel.column(FILE).to_numpy())
-                if cl.kind == "update" and makes_rows:
+                if cl.kind == "update" and not whole:
                     rows_ = _clause_rows(cl, sel, tschema, "update", lambda f: sel.column(f"target.{f.name}"))
                     updates.append(_keep_row_ids(rows_, sel).append_column(FILE, sel.column(FILE)))
             delete = np.concatenate(deletes) if deletes else np.zeros(0, dtype=np.int64)
@@ -1069,6 +1101,7 @@ class MergeBuilder(MergeClauses):
             return FileOutcome(
                 delete, new, matched_source=j.column("__src").to_numpy(), delete_file=dfile,
                 matched_file=j.column(FILE).to_numpy(),
+                matched_ids=j.column(ROW_ID).to_numpy() if whole and ROW_ID in j.column_names else None,
             )
 
         return fn

@@ -1,9 +1,10 @@
 """A merge whose new rows are its source's rows (update every match with all of the source's
-columns, insert every other source row, no conditions) on a table without row lineage: its
-rows are written while the target is read (``RowDelta.whole_source``). What must still hold:
-each source row lands once per target row it updates and once if it matches none; a merge
-that fails leaves no file behind; a retry onto a newer version reuses the write; lineage
-turned on by a concurrent commit makes the rows from the matches again (they keep their ids).
+columns, insert every other source row, no conditions): they are taken from the source, not
+made from the matches (``RowDelta.whole_source``), and on a table without row lineage written
+while the target is read. What must still hold: each source row lands once per target row it
+updates and once if it matches none; with lineage, the updated rows keep the ids of the rows
+they replace; a merge that fails leaves no file behind; a retry onto a newer version reuses
+the write; lineage turned on by a concurrent commit makes the rows again, with their ids.
 Results against DuckDB for the same clauses: test_merge_keys.py."""
 
 from __future__ import annotations
@@ -31,12 +32,16 @@ def upsert(t: lamina.Table, src: pa.Table):
     return t.merge(src, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
 
 
-def unreferenced(t: lamina.Table) -> set[str]:
-    """Files under data/ that the latest version does not reference."""
+def on_disk(t: lamina.Table) -> set[str]:
+    return {os.path.relpath(os.path.join(d, f), t.uri) for d, _, fs in os.walk(os.path.join(t.uri, "data")) for f in fs}
+
+
+def left_behind(t: lamina.Table, before: set[str]) -> set[str]:
+    """Files under data/ written since ``before`` (an ``on_disk``) that the latest version does not
+    reference: what a merge left behind."""
     files = t.refresh().files()
     used = set(files.column("path").to_pylist()) | {p for p in files.column("dv_path").to_pylist() if p}
-    on_disk = {os.path.relpath(os.path.join(d, f), t.uri) for d, _, fs in os.walk(os.path.join(t.uri, "data")) for f in fs}
-    return on_disk - used
+    return on_disk(t) - before - used
 
 
 def rows_of(t: lamina.Table) -> list[tuple]:
@@ -49,6 +54,7 @@ def source(ids: list[int], tag: str = "new") -> pa.Table:
 
 def test_the_source_rows_are_the_new_rows_written_once(tmp_path):
     t = make(tmp_path, list(range(10)))  # three files of up to 4 rows
+    files = on_disk(t)
     before = {r[0]: r for r in rows_of(t)}
     res = upsert(t, source([1, 5, 9, 20, 21]))
     assert (res.rows_updated, res.rows_inserted, res.files_touched) == (3, 2, 3)
@@ -56,37 +62,39 @@ def test_the_source_rows_are_the_new_rows_written_once(tmp_path):
     assert rows_of(t) == sorted(want.values())
     added = t.files().filter(pa.compute.equal(t.files().column("added_version"), t.version))
     assert sorted(added.column("record_count").to_pylist()) == [1, 4]  # the source, in files of up to 4 rows
-    assert unreferenced(t) == set()
+    assert left_behind(t, files) == set()
 
 
 def test_a_source_row_matching_two_target_rows_replaces_both(tmp_path):
     """A key the table holds twice: its source row is written once for each target row it
     updates, as with any other clauses (the write of the source as it is is dropped)."""
     t = make(tmp_path, [1, 2, 2, 3, 7, 2])
+    files = on_disk(t)
     res = upsert(t, source([2, 3, 40]))
     assert (res.rows_updated, res.rows_inserted) == (4, 1)
     got = rows_of(t)
     assert got.count((2, "new2", 102)) == 3 and (3, "new3", 103) in got and (40, "new40", 140) in got
     assert [r for r in got if r[0] in (1, 7)] == [(1, "old1", 0), (7, "old7", 4)] and len(got) == 7
-    assert unreferenced(t) == set()
+    assert left_behind(t, files) == set()
 
 
 def test_duplicate_source_keys_fail_and_leave_no_file(tmp_path):
     t = make(tmp_path, list(range(6)))
-    v, on_disk = t.version, sorted(os.listdir(os.path.join(t.uri, "data")))
+    v, files = t.version, on_disk(t)
     dup = pa.table({"id": [2, 2, 9], "v": ["a", "b", "c"], "n": [1, 2, 3]}, schema=SCHEMA)
     with pytest.raises(InvalidArgument, match="more than one source row"):
         upsert(t, dup)
-    assert t.refresh().version == v and sorted(os.listdir(os.path.join(t.uri, "data"))) == on_disk
+    assert t.refresh().version == v and on_disk(t) == files
 
 
 def test_a_source_row_that_does_not_fit_fails_and_commits_nothing(tmp_path):
     t = make(tmp_path, list(range(6)))
+    files = on_disk(t)
     v, want = t.version, rows_of(t)
     bad = pa.table({"id": [1, 30], "v": ["a", "b"], "n": [5, None]})  # an insert without the required n
     with pytest.raises(SchemaMismatch, match="'n'"):
         upsert(t, bad)
-    assert t.refresh().version == v and rows_of(t) == want and unreferenced(t) == set()
+    assert t.refresh().version == v and rows_of(t) == want and left_behind(t, files) == set()
 
 
 def concurrently_on_first_attempt(monkeypatch, commit):
@@ -108,6 +116,7 @@ def concurrently_on_first_attempt(monkeypatch, commit):
 
 def test_a_retry_onto_a_newer_version_reuses_the_written_rows(tmp_path, monkeypatch):
     t = make(tmp_path, list(range(8)))
+    files = on_disk(t)
     other = lamina.open_table(t.uri)
     written = []
     orig_write = rowlevel.RowDelta._write_new_rows
@@ -117,11 +126,12 @@ def test_a_retry_onto_a_newer_version_reuses_the_written_rows(tmp_path, monkeypa
     assert len(calls) == 2 and written == [2]  # applied twice, written once
     assert (res.rows_updated, res.rows_inserted) == (1, 1)
     assert [r for r in rows_of(t) if r[0] in (3, 50, 60)] == [(3, "new3", 103), (50, "app50", 150), (60, "new60", 160)]
-    assert len(rows_of(t)) == 10 and unreferenced(t) == set()
+    assert len(rows_of(t)) == 10 and left_behind(t, files) == set()
 
 
 def test_lineage_turned_on_concurrently_makes_rows_that_keep_their_ids(tmp_path, monkeypatch):
     t = make(tmp_path, list(range(8)))
+    files = on_disk(t)
     other = lamina.open_table(t.uri)
     calls = concurrently_on_first_attempt(monkeypatch, other.enable_row_lineage)
     upsert(t, source([3, 60]))
@@ -134,4 +144,25 @@ def test_lineage_turned_on_concurrently_makes_rows_that_keep_their_ids(tmp_path,
     assert ids[3] == before[3]  # the updated row kept the id lineage gave it
     assert len(set(ids.values())) == 9  # every row its own id
     # (the first attempt's DV is left for orphan cleanup, as any attempt's that lost its base)
-    assert {p for p in unreferenced(t) if p.endswith(".parquet")} == set()
+    assert {p for p in left_behind(t, files) if p.endswith(".parquet")} == set()
+
+
+@pytest.mark.parametrize("twice", [False, True], ids=["each-key-once", "a-key-twice"])
+def test_with_lineage_the_source_rows_keep_the_ids_of_the_rows_they_replace(tmp_path, twice):
+    """Row lineage: the rows are the source's, written once matched, each updated one with the
+    id of the target row it replaces (both of them, for a key the table holds twice) and
+    the version that wrote it; each inserted one with an id of its own."""
+    t = make(tmp_path, [1, 2, 3, 7, *([2] if twice else [])], {"write.max-rows-per-file": "2"})
+    files = on_disk(t)
+    lineage = ["id", "v", "_row_id", "_last_updated_version"]
+    before = t.scan(columns=lineage).to_arrow().to_pylist()
+    res = upsert(t, source([2, 7, 40]))
+    after = t.scan(columns=lineage).to_arrow().to_pylist()
+    assert (res.rows_updated, res.rows_inserted) == (3 if twice else 2, 1)
+    replaced = sorted(r["_row_id"] for r in before if r["id"] in (2, 7))
+    assert sorted(r["_row_id"] for r in after if r["id"] in (2, 7)) == replaced
+    assert all(r["v"] == f"new{r['id']}" and r["_last_updated_version"] == t.version for r in after if r["id"] in (2, 7, 40))
+    assert [r for r in after if r["id"] in (1, 3)] == [r for r in before if r["id"] in (1, 3)]
+    new_id = [r["_row_id"] for r in after if r["id"] == 40]
+    assert len(new_id) == 1 and new_id[0] not in {r["_row_id"] for r in before}
+    assert len({r["_row_id"] for r in after}) == len(after) and left_behind(t, files) == set()
