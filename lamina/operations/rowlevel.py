@@ -1013,8 +1013,8 @@ class MergeBuilder(MergeClauses):
         writes, whatever it matches (``RowDelta.whole_source``): it updates every matched row
         with all of the source's columns and inserts every other source row, without
         conditions, and the source has every column. Each source row is then written once (as
-        the update of the one target row it matches, or as an insert), so the rows can be
-        encoded while the target is read. None otherwise."""
+        the update of the one target row it matches, or as an insert): matching only finds the
+        rows to delete (see ``RowDelta._source_written``). None otherwise."""
         (upd, *more), (ins, *more_ins) = self.matched or [None], self.not_matched or [None]
         if more or more_ins or upd is None or ins is None or upd.kind != "update" or not self.source.num_rows:
             return None
