@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import lamina
@@ -166,3 +167,27 @@ def test_with_lineage_the_source_rows_keep_the_ids_of_the_rows_they_replace(tmp_
     new_id = [r["_row_id"] for r in after if r["id"] == 40]
     assert len(new_id) == 1 and new_id[0] not in {r["_row_id"] for r in before}
     assert len({r["_row_id"] for r in after}) == len(after) and left_behind(t, files) == set()
+
+
+@pytest.mark.parametrize("lineage", ["false", "true"])
+def test_source_rows_are_partitioned_and_sorted_as_any_write(tmp_path, lineage):
+    """The source's rows go through the table's write: split by its partitions, sorted by its
+    sort order, as an append of the same rows would be."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("part", pa.string()), pa.field("n", pa.int64())])
+    t = lamina.create_table(str(tmp_path / "t"), schema, partition_by="part", properties={"row-lineage.enabled": lineage})
+    t.update_sort_order().desc("n").commit()
+    t.append(pa.table({"id": [1, 2, 3, 4], "part": ["a", "b", "a", "b"], "n": [10, 20, 30, 40]}, schema=schema))
+    files = on_disk(t)
+    src = pa.table({"id": [2, 3, 5, 6, 7], "part": ["b", "a", "a", "b", "a"], "n": [1, 2, 3, 4, 5]}, schema=schema)
+    res = upsert(t, src)
+    assert (res.rows_updated, res.rows_inserted) == (2, 3)
+    got = t.to_arrow().sort_by("id").to_pylist()
+    assert got == [{"id": 1, "part": "a", "n": 10}, {"id": 2, "part": "b", "n": 1}, {"id": 3, "part": "a", "n": 2},
+                   {"id": 4, "part": "b", "n": 40}, {"id": 5, "part": "a", "n": 3}, {"id": 6, "part": "b", "n": 4},
+                   {"id": 7, "part": "a", "n": 5}]
+    added = t.files().filter(pa.compute.equal(t.files().column("added_version"), t.version))
+    assert sorted(added.column("partition").to_pylist()) == ["part=a", "part=b"]
+    for path in added.column("path").to_pylist():  # each file's rows in the sort order
+        n = pq.read_table(os.path.join(t.uri, path), columns=["n"]).column("n").to_pylist()
+        assert n == sorted(n, reverse=True) and len(n) in (2, 3)
+    assert left_behind(t, files) == set()
