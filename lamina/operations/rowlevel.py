@@ -469,8 +469,7 @@ class RowDelta(Operation):
         key: tuple = tuple(file_key(rows[i]) for i in with_rows)
         rows_in = None
         if self.inserts is not None:
-            matched = [o.matched_source for o in outcomes if o.matched_source is not None and len(o.matched_source)]
-            m = unique_sorted(np.concatenate(matched)) if matched else np.zeros(0, dtype=np.int64)
+            m = unique_sorted(_matched(outcomes)[1])
             key += (m.tobytes(),)
             if key not in self._written:
                 rows_in = self.inserts(m)
@@ -503,15 +502,14 @@ class RowDelta(Operation):
         replaces. A row matched by several target rows (a key the table holds more than once)
         is taken once for each, and ``early`` is discarded. The rows are made and written on
         a pool thread while the DVs are."""
-        matched = [o for o in outcomes if o.matched_source is not None and len(o.matched_source)]
-        m_all = np.concatenate([o.matched_source for o in matched]) if matched else np.zeros(0, dtype=np.int64)
+        matched, m_all = _matched(outcomes)
         m = unique_sorted(m_all)
         self.last_stats["inserted"] = self.whole_source.num_rows - len(m)
         if early is not None and len(m) == len(m_all):
             return early, len(m_all)
         self._discard_whole(base.io)
         ids = None
-        if self._outcomes_lineage:
+        if has_lineage(base.metadata):
             ids = np.concatenate([o.matched_ids for o in matched]) if matched else np.zeros(0, dtype=np.int64)
         key = (m_all.tobytes(), None if ids is None else ids.tobytes())
         if key not in self._written:
@@ -525,21 +523,19 @@ class RowDelta(Operation):
         src = self.whole_source
         n = src.num_rows
         if len(m) == len(m_all):  # each source row once: in the source's order, no copy
-            rows, at, known = src, np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
-            if ids is not None:
-                at[m_all], known[m_all] = ids, True
+            rows, at = src, m_all
         else:
             unmatched = np.ones(n, dtype=bool)
             unmatched[m] = False
-            extra = np.flatnonzero(unmatched)
-            rows = src.take(pa.array(np.concatenate([m_all, extra])))
-            if ids is not None:
-                at = np.concatenate([ids, np.zeros(len(extra), dtype=np.int64)])
-                known = np.concatenate([np.ones(len(m_all), dtype=bool), np.zeros(len(extra), dtype=bool)])
+            rows = src.take(pa.array(np.concatenate([m_all, np.flatnonzero(unmatched)])))
+            at = np.arange(len(m_all))  # (the matched rows first)
         if ids is None:
             return base.schema.conform(rows)
-        # (their _last_updated_version is left null: the version that writes them)
-        return conform_keeping_lineage(base.schema, rows.append_column(ROW_ID, pa.array(at, mask=~known)))
+        # the rows at ``at`` keep the ids ``ids``, the others get new ones; their
+        # _last_updated_version is left null: the version that writes them
+        row_ids, known = np.zeros(rows.num_rows, dtype=np.int64), np.zeros(rows.num_rows, dtype=bool)
+        row_ids[at], known[at] = ids, True
+        return conform_keeping_lineage(base.schema, rows.append_column(ROW_ID, pa.array(row_ids, mask=~known)))
 
     def _discard_whole(self, io: Any) -> None:
         """Drop the write of ``whole_source`` under way, deleting what it wrote (nothing
@@ -572,6 +568,13 @@ PARALLEL_WRITE_MIN_ROWS = 32_768
 # ids): only these are turned into Python dicts, not the entries' dozens of statistics columns
 # (a few milliseconds for 200 files).
 _ROW_COLUMNS = ("path", "record_count", "dv_path", "dv_offset", "dv_length", "dv_cardinality", FIRST_ROW_ID, DATA_VERSION)
+
+
+def _matched(outcomes: list[FileOutcome]) -> tuple[list[FileOutcome], np.ndarray]:
+    """The outcomes of a merge that matched source rows, and those source rows (each as often
+    as it matched, in the outcomes' order)."""
+    hits = [o for o in outcomes if o.matched_source is not None and len(o.matched_source)]
+    return hits, (np.concatenate([o.matched_source for o in hits]) if hits else np.zeros(0, dtype=np.int64))
 
 
 def _entry_rows(entries: pa.Table) -> list[dict[str, Any]]:
