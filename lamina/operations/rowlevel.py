@@ -18,7 +18,7 @@ the file without the deleted rows.
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -50,6 +50,40 @@ MODES = DELETE_MODES
 POS = "__lamina_pos"  # physical row position within its data file
 FILE = "__lamina_file"  # which of the files read together a row comes from
 KEY = "__lamina_key"  # merge: the join key columns, KEY0, KEY1, ... (see join_key)
+
+
+@dataclass(frozen=True)
+class SourceRead:
+    """A merge source still being read: its columns (``schema``) and its key columns
+    (``keys``, every row) at hand, the whole of it from ``rows`` (a future of a table of
+    ``schema``'s columns, the same rows in the same order), then passed through ``then``.
+    A merge that takes its new rows from its source (``MergeBuilder._whole_source``) needs
+    only the keys to match, so matching overlaps the read of the other columns (what
+    ``lamina.spark.merge`` does with a source staged as Parquet files); any other merge
+    waits for the rows. A failed read fails the merge: nothing is committed."""
+
+    schema: pa.Schema
+    keys: pa.Table
+    rows: Future
+    then: Callable[[pa.Table], pa.Table] | None = None
+
+    @property
+    def num_rows(self) -> int:
+        return self.keys.num_rows
+
+    def table(self) -> pa.Table:
+        rows = self.rows.result()
+        return rows if self.then is None else self.then(rows)
+
+    def map(self, fn: Callable[[pa.Table], pa.Table]) -> SourceRead:
+        """This source with ``fn`` applied to its rows once read (``schema`` and ``keys`` as they are)."""
+        first = self.then
+        return replace(self, then=fn if first is None else (lambda t: fn(first(t))))
+
+
+def rows_of(source: pa.Table | SourceRead) -> pa.Table:
+    """A source's rows: the table, or the read's once done."""
+    return source.table() if isinstance(source, SourceRead) else source
 
 
 def check_mode(mode: str) -> str:
@@ -182,8 +216,9 @@ class RowDelta(Operation):
     # whose rows may then be found before the rest is read (see _selected_positions)
     where: Expr | None = None
     # merge: the source's rows, when they are the rows it writes (see MergeBuilder._whole_source):
-    # file_fn then only matches, and the rows are taken from here; None: file_fn makes the rows
-    whole_source: pa.Table | None = None
+    # file_fn then only matches, and the rows are taken from here (a source still being read:
+    # once written); None: file_fn makes the rows
+    whole_source: pa.Table | SourceRead | None = None
     _whole: tuple[tuple, Future] | None = None  # (what its write depends on in a base, the write)
     _outcomes_lineage: bool | None = None  # whether the base _outcomes were made on had row lineage
     skip_if_noop: ClassVar[bool] = True  # a change that matched no row commits no version
@@ -490,7 +525,7 @@ class RowDelta(Operation):
         if self._whole is None or self._whole[0] != alike:
             self._discard_whole(base.io)
             source = self.whole_source
-            self._whole = (alike, _pool.submit(lambda: self._write_new_rows(base, base.schema.conform(source))))
+            self._whole = (alike, _pool.submit(lambda: self._write_new_rows(base, base.schema.conform(rows_of(source)))))
         return self._whole[1]
 
     def _source_written(self, base: Base, outcomes: list[FileOutcome], early: Future | None) -> tuple[Future, int]:
@@ -520,7 +555,7 @@ class RowDelta(Operation):
         """The rows ``_source_written`` writes, conformed to ``base``'s schema: source row
         ``m_all[i]`` in place of a target row (with its id ``ids[i]``, where the table keeps
         lineage), and every unmatched source row (a new id)."""
-        src = self.whole_source
+        src = rows_of(self.whole_source)
         n = src.num_rows
         if len(m) == len(m_all):  # each source row once: in the source's order, no copy
             rows, at = src, m_all
@@ -940,11 +975,13 @@ class MergeBuilder(MergeClauses):
     """
 
     def __init__(
-        self, schema: Schema, source: pa.Table, on: str | list[str], mode: str,
+        self, schema: Schema, source: pa.Table | SourceRead, on: str | list[str], mode: str,
         run: Callable[[RowDelta, Any], int | None], *, queued: bool = False,
     ) -> None:
-        self._start(schema, on, source.column_names)
-        self.source = source
+        self._start(schema, on, source.schema.names)
+        # A source being read (SourceRead): its key columns serve until every column is needed.
+        self._read = source if isinstance(source, SourceRead) else None
+        self.source = source.keys if isinstance(source, SourceRead) else source
         self.mode = check_mode(mode)
         self._run = run  # commits the merge's operation, or (``queued``) adds it to a transaction
         self._queued = queued
@@ -1011,7 +1048,7 @@ class MergeBuilder(MergeClauses):
         cols["__src"] = pa.array(np.arange(s.num_rows, dtype=np.int64))
         return pa.table(cols)
 
-    def _whole_source(self, tschema: pa.Schema) -> pa.Table | None:
+    def _whole_source(self, tschema: pa.Schema) -> pa.Table | SourceRead | None:
         """The source's rows in the table's columns when they are exactly the rows the merge
         writes, whatever it matches (``RowDelta.whole_source``): it updates every matched row
         with all of the source's columns and inserts every other source row, without
@@ -1023,8 +1060,10 @@ class MergeBuilder(MergeClauses):
             return None
         if any(cl.condition is not None or cl.values is not None for cl in (upd, ins)):
             return None
-        if any(n not in self.source.column_names for n in tschema.names):
+        if any(n not in self._source_columns for n in tschema.names):
             return None
+        if self._read is not None:
+            return self._read.map(lambda t: t.select(tschema.names))
         return self.source.select(tschema.names)
 
     def _file_fn(self, tschema: pa.Schema, whole: bool = False) -> FileFn:
@@ -1137,6 +1176,8 @@ class MergeBuilder(MergeClauses):
             raise InvalidArgument("merge needs at least one when_matched_* or when_not_matched_* clause")
         tschema = self.schema.arrow
         whole = self._whole_source(tschema)
+        if whole is None and self._read is not None:
+            self.source, self._read = self._read.table(), None  # its clauses match with every column
         op = RowDelta(
             "merge", self._prune(), self._target_columns(), self._file_fn(tschema, whole is not None), self.mode,
             new_write_id(), inserts=self._inserts(tschema), prefilter=self._prefilter(), planned=PlannedColumns.of(self.schema),

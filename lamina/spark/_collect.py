@@ -12,19 +12,26 @@ Spark as before.
 
 from __future__ import annotations
 
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.dataset as pads
 
+from lamina.errors import InvalidArgument
+from lamina.operations.rowlevel import SourceRead
 
-def collect_arrow(df: Any, max_rows: int) -> tuple[pa.Table | None, str]:
+
+def collect_arrow(df: Any, max_rows: int, keys: Sequence[str] = ()) -> tuple[pa.Table | SourceRead | None, str]:
     """``(rows, how)``: ``df``'s rows as Arrow (Spark's types), or None when it has more than
-    ``max_rows``; ``how`` says which way it came ("parquet files" or "spark")."""
+    ``max_rows``; ``how`` says which way it came ("parquet files" or "spark").
+
+    With ``keys`` (column names), rows read from the files come as a ``SourceRead``: those
+    columns read now, the others on a background thread, so a merge matches keys meanwhile."""
     direct = _bare_parquet_files(df)
     if direct is not None:
-        read = _read_alike(df, direct, max_rows)
+        read = _read_alike(df, direct, max_rows, keys)
         if read is not None:
             return (None if read is _TOO_MANY else read), "parquet files"
     rows = df.limit(max_rows + 1).toArrow()
@@ -34,6 +41,8 @@ def collect_arrow(df: Any, max_rows: int) -> tuple[pa.Table | None, str]:
 _TOO_MANY: Any = object()
 # More files than this (a footer each) are left to Spark's parallel read.
 MAX_FILES = 256
+# Reads a source's other columns while its keys are matched (pyarrow decodes on its own threads).
+_reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lamina-source-read")
 
 
 def _bare_parquet_files(df: Any) -> list[str] | None:
@@ -68,10 +77,10 @@ def _bare_parquet_files(df: Any) -> list[str] | None:
     return paths
 
 
-def _read_alike(df: Any, paths: list[str], max_rows: int) -> pa.Table | None:
+def _read_alike(df: Any, paths: list[str], max_rows: int, keys: Sequence[str] = ()) -> pa.Table | SourceRead | None:
     """The files' rows when pyarrow reads them as Spark would (same column names and types,
     one schema for all files, no legacy-calendar file), _TOO_MANY above ``max_rows``, else
-    None (left to Spark)."""
+    None (left to Spark). With ``keys``: a ``SourceRead`` (see ``collect_arrow``)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     if not paths or len(paths) > MAX_FILES:
@@ -93,10 +102,29 @@ def _read_alike(df: Any, paths: list[str], max_rows: int) -> pa.Table | None:
     want = df.schema
     if [(f.name, f.dataType.simpleString()) for f in have] != [(f.name, f.dataType.simpleString()) for f in want]:
         return None
+    others = [n for n in dataset.schema.names if n not in keys]
     try:
-        return dataset.to_table()
+        if not keys or not others or any(k not in dataset.schema.names for k in keys):
+            return dataset.to_table()
+        # (each column read once: the keys now, the others behind them)
+        key_rows = dataset.to_table(columns=list(keys))
     except Exception:  # noqa: BLE001
         return None
+    return SourceRead(dataset.schema, key_rows, _reader.submit(_with_others, dataset, key_rows, others, paths))
+
+
+def _with_others(dataset: pads.Dataset, key_rows: pa.Table, others: list[str], paths: list[str]) -> pa.Table:
+    """Every column of ``dataset``: ``key_rows`` beside its ``others``, read now, in the dataset's order."""
+    try:
+        rest = dataset.to_table(columns=others)
+    except Exception as e:  # noqa: BLE001 - footers and keys read, a page not: a damaged file
+        raise InvalidArgument(
+            f"merge: the source's Parquet files ({len(paths)}, e.g. {paths[0]}) could not be read: {e}. "
+            "Nothing was committed."
+        ) from e
+    cols = {n: key_rows.column(n) for n in key_rows.column_names}
+    cols.update({n: rest.column(n) for n in others})
+    return pa.Table.from_arrays([cols[n] for n in dataset.schema.names], schema=dataset.schema)
 
 
 def _legacy_calendar(kv: dict) -> bool:

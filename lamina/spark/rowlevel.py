@@ -23,6 +23,7 @@ The driver plans, Spark computes, the driver commits ONE version:
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -34,7 +35,7 @@ from lamina.data.deletes import file_key
 from lamina.errors import InvalidArgument
 from lamina.expr import Expr, and_, bind, to_expr
 from lamina.operations import MergeResult, PositionDelta, StaleRowDelta
-from lamina.operations.rowlevel import MergeClauses, check_mode, key_range
+from lamina.operations.rowlevel import MergeClauses, SourceRead, check_mode, key_range
 from lamina.spark._collect import collect_arrow
 from lamina.spark._filters import to_spark_column
 from lamina.spark._stats import file_entries
@@ -411,7 +412,7 @@ class SparkMergeBuilder(MergeClauses):
         if any(cl.condition is not None or cl.values is not None for cl in [*self.matched, *self.not_matched]):
             return None
         clock = _Clock(self.timings)
-        source, how = collect_arrow(self.source, self.driver_rows)
+        source, how = collect_arrow(self.source, self.driver_rows, keys=self.on)
         clock(f"collect ({how})")
         if source is None:
             return None
@@ -425,15 +426,16 @@ class SparkMergeBuilder(MergeClauses):
         return result
 
 
-def _as_table_types(source: pa.Table, schema: pa.Schema) -> pa.Table | None:
+def _as_table_types(source: pa.Table | SourceRead, schema: pa.Schema) -> pa.Table | SourceRead | None:
     """``source``'s columns the table has, as the table's types where only the representation
     differs (large or view strings and binaries; a timestamp's zone name, same instants); None
-    if a column's type differs otherwise (the Spark job casts as Spark does: left to it)."""
-    cols = []
+    if a column's type differs otherwise (the Spark job casts as Spark does: left to it).
+    A source being read: its keys so now, its rows once read."""
+    casts: dict[str, pa.DataType | None] = {}  # column -> the type to cast it to (None: as it is)
     for f in schema:
-        if f.name not in source.column_names:
+        if f.name not in source.schema.names:
             continue  # an insert_all the source lacks a defaulted column for: the Arrow merge fills it
-        col, have = source.column(f.name), source.schema.field(f.name).type
+        have = source.schema.field(f.name).type
         if not have.equals(f.type):
             same = (
                 (pa.types.is_string(f.type) and (pa.types.is_large_string(have) or pa.types.is_string_view(have)))
@@ -443,9 +445,16 @@ def _as_table_types(source: pa.Table, schema: pa.Schema) -> pa.Table | None:
             )
             if not same:
                 return None
-            col = col.cast(f.type)
-        cols.append((f.name, col))
-    return pa.table(dict(cols))
+        casts[f.name] = None if have.equals(f.type) else f.type
+
+    def conformed(t: pa.Table) -> pa.Table:
+        return pa.table({n: (t.column(n) if typ is None else t.column(n).cast(typ)) for n, typ in casts.items() if n in t.column_names})
+
+    if not isinstance(source, SourceRead):
+        return conformed(source)
+    keys = conformed(source.keys)
+    return replace(source.map(conformed), keys=keys,
+                   schema=pa.schema([pa.field(n, source.schema.field(n).type if typ is None else typ) for n, typ in casts.items()]))
 
 
 def merge(target: Any, source_df: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,

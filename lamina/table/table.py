@@ -33,7 +33,7 @@ from lamina.operations import compaction
 from lamina.operations.lineage import EnableRowLineage
 from lamina.operations.publish import EnableBranches, PublishBranch
 from lamina.operations.partition_spec import SpecUpdate
-from lamina.operations.rowlevel import row_mode
+from lamina.operations.rowlevel import SourceRead, row_mode
 from lamina.operations.schema import SchemaUpdate
 from lamina.operations.sort_order import SortOrderUpdate
 from lamina.spec.features import (
@@ -354,7 +354,8 @@ class Table:
         def run(op: Any, options: CommitOptions | None) -> int | None:
             return self._one(self.transaction(commit_options=options).add_operation(op))
 
-        return MergeBuilder(self._vm.schema, to_arrow(source), on, row_mode(mode, self._vm.properties), run)
+        rows = source if isinstance(source, SourceRead) else to_arrow(source)  # (a source being read: lamina.spark)
+        return MergeBuilder(self._vm.schema, rows, on, row_mode(mode, self._vm.properties), run)
 
     # -- layout maintenance ---------------------------------------------------------------
 

@@ -10,6 +10,7 @@ Results against DuckDB for the same clauses: test_merge_keys.py."""
 from __future__ import annotations
 
 import os
+from concurrent.futures import Future
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -190,4 +191,51 @@ def test_source_rows_are_partitioned_and_sorted_as_any_write(tmp_path, lineage):
     for path in added.column("path").to_pylist():  # each file's rows in the sort order
         n = pq.read_table(os.path.join(t.uri, path), columns=["n"]).column("n").to_pylist()
         assert n == sorted(n, reverse=True) and len(n) in (2, 3)
+    assert left_behind(t, files) == set()
+
+
+# -- a source still being read (SourceRead: what lamina.spark.merge passes for a staged Parquet source)
+
+
+def being_read(src: pa.Table, rest: Future | None = None) -> rowlevel.SourceRead:
+    """``src`` as a SourceRead: its key column at hand, every column from a future (``rest``, or
+    one that is done)."""
+    if rest is None:
+        rest = Future()
+        rest.set_result(src)
+    return rowlevel.SourceRead(src.schema, src.select(["id"]), rest)
+
+
+@pytest.mark.parametrize("props", [NO_LINEAGE, {"write.max-rows-per-file": "4"}], ids=["no-lineage", "lineage"])
+@pytest.mark.parametrize("clauses", ["upsert", "update_all", "insert_all", "delete"])
+def test_a_source_being_read_merges_as_the_table_itself(tmp_path, props, clauses):
+    """An upsert matches on the keys and takes the rows once read; any other clauses wait for
+    every column before matching. Either way the result is the merge of the table itself."""
+    how = {
+        "upsert": lambda b: b.when_matched_update_all().when_not_matched_insert_all(),
+        "update_all": lambda b: b.when_matched_update_all(),
+        "insert_all": lambda b: b.when_not_matched_insert_all(),
+        "delete": lambda b: b.when_matched_delete(),
+    }[clauses]
+    src = source([1, 5, 9, 20, 21])
+    a, b = make(tmp_path / "a", list(range(10)), props), make(tmp_path / "b", list(range(10)), props)
+    got, want = how(a.merge(being_read(src), on="id")).execute(), how(b.merge(src, on="id")).execute()
+    assert (got.rows_updated, got.rows_deleted, got.rows_inserted) == (want.rows_updated, want.rows_deleted, want.rows_inserted)
+    assert rows_of(a) == rows_of(b)
+    if "row-lineage.enabled" not in props:
+        ids = lambda t: sorted((r["id"], r["_row_id"]) for r in t.scan(columns=["id", "_row_id"]).to_arrow().to_pylist())  # noqa: E731
+        assert ids(a) == ids(b)
+
+
+@pytest.mark.parametrize("props", [NO_LINEAGE, {"write.max-rows-per-file": "4"}], ids=["no-lineage", "lineage"])
+def test_a_source_whose_read_fails_commits_nothing_and_leaves_nothing(tmp_path, props):
+    """The keys matched, the rest of the source failed to read: the merge raises that error,
+    the table keeps its version and rows, and no file is left behind."""
+    t = make(tmp_path, list(range(10)), props)
+    files, version, before = on_disk(t), t.version, rows_of(t)
+    broken: Future = Future()
+    broken.set_exception(InvalidArgument("the source's Parquet files could not be read"))
+    with pytest.raises(InvalidArgument, match="could not be read"):
+        t.merge(being_read(source([1, 5, 20]), broken), on="id").when_matched_update_all().when_not_matched_insert_all().execute()
+    assert t.refresh().version == version and rows_of(t) == before
     assert left_behind(t, files) == set()

@@ -369,3 +369,41 @@ def test_a_bare_parquet_source_above_driver_rows_goes_to_the_spark_job(spark, tm
     assert "collect (parquet files)" in b.timings and "join+collect" in b.timings and "arrow merge" not in b.timings
     CASES["upsert_all"](lamina.open_table(a_uri).merge(SOURCE, on="id")).execute()
     assert sorted_rows(s_uri) == sorted_rows(a_uri)
+
+
+@pytest.mark.parametrize("case", sorted(WHOLE_ROWS))
+def test_a_parquet_source_is_matched_on_its_keys_while_the_rest_is_read(spark, tmp_path, case):
+    """The driver reads a bare Parquet source's key column first and its other columns behind
+    it (``SourceRead``); an upsert matches meanwhile, other clauses wait for every column.
+    Strings pyarrow reads as large strings become the table's strings once read."""
+    s_uri, a_uri = make_pair(tmp_path)
+    wide = SOURCE.cast(pa.schema([f.with_type(pa.large_string()) if f.name == "cat" else f for f in SOURCE.schema]))
+    df = spark.read.parquet(_parquet_dir(tmp_path / "src", *_halves(wide)))
+    b = CASES[case](spark_merge(s_uri, df, on="id"))
+    got = b.execute()
+    assert "collect (parquet files)" in b.timings and "arrow merge" in b.timings
+    want = CASES[case](lamina.open_table(a_uri).merge(SOURCE, on="id")).execute()
+    assert (got.rows_updated, got.rows_inserted) == (want.rows_updated, want.rows_inserted)
+    assert sorted_rows(s_uri) == sorted_rows(a_uri)
+
+
+def test_a_parquet_source_damaged_past_its_keys_fails_and_commits_nothing(spark, tmp_path):
+    """Footers and key column readable, another column's page not: the merge fails with a
+    typed error naming the source, the table keeps its version and rows."""
+    import pyarrow.parquet as pq
+
+    s_uri, _ = make_pair(tmp_path)
+    src = _parquet_dir(tmp_path / "src", SOURCE, compression="none")
+    path = os.path.join(str(tmp_path / "src"), "part-0.parquet")
+    at = pq.read_metadata(path).row_group(0).column(SOURCE.schema.get_field_index("cat")).data_page_offset
+    with open(path, "r+b") as f:  # the page header of the 'cat' column
+        f.seek(at)
+        f.write(b"\xff" * 8)
+    df = spark.read.parquet(src)
+    t = lamina.open_table(s_uri)
+    version, before = t.version, sorted_rows(s_uri)
+    b = CASES["upsert_all"](spark_merge(s_uri, df, on="id"))
+    with pytest.raises(InvalidArgument, match="could not be read"):
+        b.execute()
+    assert "collect (parquet files)" in b.timings
+    assert t.refresh().version == version and sorted_rows(s_uri) == before
