@@ -7,7 +7,8 @@ no filter, projection, sample, cache or partition columns) its rows are the rows
 files, so pyarrow reads those files directly: tens of ms. Anything else, or anything this
 module cannot prove reads alike (a type Spark would read otherwise, files whose schemas
 differ, files Spark 2 wrote with its legacy calendar, a non-local file), is collected by
-Spark as before.
+Spark as before. A merge names its keys: those columns are read first, the others behind
+them on a thread (``SourceRead``), so an upsert matches keys while the rest is read.
 """
 
 from __future__ import annotations
