@@ -216,8 +216,8 @@ class RowDelta(Operation):
     # whose rows may then be found before the rest is read (see _selected_positions)
     where: Expr | None = None
     # merge: the source's rows, when they are the rows it writes (see MergeBuilder._whole_source):
-    # file_fn then only matches, and the rows are taken from here (a source still being read:
-    # once written); None: file_fn makes the rows
+    # file_fn then only matches, and the rows are taken from here (a source still being read,
+    # SourceRead: once read, by the write); None: file_fn makes the rows
     whole_source: pa.Table | SourceRead | None = None
     _whole: tuple[tuple, Future] | None = None  # (what its write depends on in a base, the write)
     _outcomes_lineage: bool | None = None  # whether the base _outcomes were made on had row lineage
