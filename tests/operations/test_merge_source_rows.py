@@ -239,3 +239,35 @@ def test_a_source_whose_read_fails_commits_nothing_and_leaves_nothing(tmp_path, 
         t.merge(being_read(source([1, 5, 20]), broken), on="id").when_matched_update_all().when_not_matched_insert_all().execute()
     assert t.refresh().version == version and rows_of(t) == before
     assert left_behind(t, files) == set()
+
+
+@pytest.mark.parametrize("props", [NO_LINEAGE, {"write.max-rows-per-file": "4"}], ids=["no-lineage", "lineage"])
+def test_an_upsert_matches_before_the_rest_of_its_source_is_read(tmp_path, props, monkeypatch):
+    """The rows of a source being read arrive only once the target's files are matched: an
+    upsert gets there on the keys alone. (Were it to wait for the rows first, the watchdog
+    fails the read after 30 s and the merge raises.)"""
+    import threading
+
+    t = make(tmp_path, list(range(10)), props)
+    src = source([1, 5, 20])
+    rest: Future = Future()
+    watchdog = threading.Timer(30, lambda: rest.done() or rest.set_exception(TimeoutError("the merge waited for the rows")))
+    watchdog.start()
+    seen = []
+    match = rowlevel.RowDelta._outcomes_for
+
+    def outcomes(self, *a, **k):
+        seen.append(rest.done())
+        out = match(self, *a, **k)
+        if not rest.done():
+            rest.set_result(src)
+        return out
+
+    monkeypatch.setattr(rowlevel.RowDelta, "_outcomes_for", outcomes)
+    try:
+        res = t.merge(being_read(src, rest), on="id").when_matched_update_all().when_not_matched_insert_all().execute()
+    finally:
+        watchdog.cancel()
+    assert seen == [False]
+    assert (res.rows_updated, res.rows_inserted) == (2, 1)
+    assert [r for r in rows_of(t) if r[0] in (1, 5, 20)] == [(1, "new1", 101), (5, "new5", 105), (20, "new20", 120)]
