@@ -42,7 +42,7 @@ from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LINEAGE_COLUMNS, ROW
 from lamina.spec.dv import keep_mask
 from lamina.spec.layout import DATA_DIR
 from lamina.spec.schema import Schema
-from lamina.spec.sort import sortable
+from lamina.spec.sort import UNORDERED_TYPES, sortable
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
 
@@ -981,7 +981,7 @@ class MergeBuilder(MergeClauses):
         self._start(schema, on, source.schema.names)
         # A source being read (SourceRead): its key columns serve until every column is needed.
         self._read = source if isinstance(source, SourceRead) else None
-        self.source = source.keys if isinstance(source, SourceRead) else source
+        self.source = source.keys if self._read is not None else source
         self.mode = check_mode(mode)
         self._run = run  # commits the merge's operation, or (``queued``) adds it to a transaction
         self._queued = queued
@@ -993,7 +993,7 @@ class MergeBuilder(MergeClauses):
         mine, theirs = self.schema.arrow.field(k).type, self.source.schema.field(k).type
         if not sortable(mine):  # (the source's key range prunes the target: keys must have an order)
             raise InvalidArgument(
-                f"merge key {k!r} has type {mine}: lists, structs, maps and half floats have no order; merge on other columns")
+                f"merge key {k!r} has type {mine}: {UNORDERED_TYPES} have no order; merge on other columns")
         if mine.equals(theirs):
             return mine
         try:

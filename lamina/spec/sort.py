@@ -92,6 +92,10 @@ def _name_of(schema: Schema, fid: int) -> str:
         return f"<dropped column {fid}>"
 
 
+# What ``sortable`` refuses, as errors name it.
+UNORDERED_TYPES = "lists, structs, maps and half floats"
+
+
 def sortable(t: pa.DataType) -> bool:
     # (half floats: Arrow has no sort kernel for them)
     return not (pa.types.is_nested(t) or pa.types.is_null(t) or pa.types.is_dictionary(t) or pa.types.is_float16(t))
@@ -103,7 +107,7 @@ def sortable_field(schema: Schema, column: str) -> pa.Field:
     f = schema.field(column)
     if not sortable(f.type):
         raise InvalidArgument(
-            f"cannot sort by column {column!r} of type {f.type}: lists, structs, maps and half floats have no order; "
+            f"cannot sort by column {column!r} of type {f.type}: {UNORDERED_TYPES} have no order; "
             "sort by another column")
     return f
 
