@@ -150,28 +150,81 @@ def _has_nan(col: pa.ChunkedArray | pa.Array) -> bool:
     return bool(pc.any(pc.is_nan(col)).as_py())
 
 
-def column_stats(data: pa.Table, schema: Schema, policy: StatsPolicy, exact: bool = False) -> dict[str, Any]:
+def column_stats(data: pa.Table, schema: Schema, policy: StatsPolicy, exact: bool = False,
+                 footer: Any = None) -> dict[str, Any]:
     """Per-column min/max/null-count of one data file's rows, keyed by manifest column name:
     those ``policy`` keeps, bounds cut as it says unless ``exact`` (parts of a file, merged
-    before they are cut: ``cut_bounds``)."""
+    before they are cut: ``cut_bounds``).
+
+    ``footer``: the ``pyarrow.parquet.FileMetaData`` of the file ``data`` was written as, its
+    leaf columns being ``data``'s columns in order (flat, same types). Parquet's writer has
+    computed each column's null count and bounds while encoding it: those are taken from
+    the footer where they are exactly what going over the values gives (``_footer_bounds``),
+    which costs microseconds a column instead of a pass over its values (a string
+    column's ``min_max`` is ~17 ns a row: 1.5 ms of a 50,000-row file's two string columns)."""
     out: dict[str, Any] = {}
     index = {n: i for i, n in enumerate(data.column_names)}  # by position: a lookup by name scans every column
+    groups = [footer.row_group(g) for g in range(footer.num_row_groups)] if footer is not None else None
     for name, nulls_key, min_key, max_key, is_float, cut in _stats_plan(schema, policy):
-        col = data.column(index[name])
-        out[nulls_key] = col.null_count
-        if min_key is None:
-            continue
-        if is_float and _has_nan(col):
-            # NaN has no place in an order; leave bounds unknown rather than wrong.
-            out[min_key] = out[max_key] = None
-            continue
-        mm = pc.min_max(col)
-        # Arrow scalars, not Python values: entries are assembled without conversions.
-        lo, hi = mm["min"], mm["max"]
+        i = index[name]
+        col = data.column(i)
+        got = _footer_bounds(groups, i, col.type) if groups and not is_float else None
+        if got is not None:
+            out[nulls_key], lo, hi = got
+            if min_key is None:
+                continue
+        else:
+            out[nulls_key] = col.null_count
+            if min_key is None:
+                continue
+            if is_float and _has_nan(col):
+                # NaN has no place in an order; leave bounds unknown rather than wrong.
+                out[min_key] = out[max_key] = None
+                continue
+            mm = pc.min_max(col)
+            # Arrow scalars, not Python values: entries are assembled without conversions.
+            lo, hi = mm["min"], mm["max"]
         if cut and not exact and lo.is_valid:
             lo, hi = _cut(lo, hi, cut)
         out[min_key], out[max_key] = lo, hi
     return out
+
+
+def _footer_kind(t: pa.DataType) -> bool:
+    """Whether a column of type ``t`` reads its exact bounds from a Parquet footer as raw
+    values that ``pa.scalar(raw, t)`` takes: booleans, signed integers, dates, strings and
+    binaries (Parquet orders them as Arrow does: signed; bytewise, unsigned), and timestamps
+    other than seconds (which pyarrow stores as milliseconds: another raw value). Unsigned
+    integers (stored as signed raw values), decimals and the rest are computed."""
+    return (pa.types.is_boolean(t) or pa.types.is_signed_integer(t) or pa.types.is_date32(t)
+            or (pa.types.is_timestamp(t) and t.unit != "s")
+            or pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_binary(t) or pa.types.is_large_binary(t))
+
+
+def _footer_bounds(groups: list[Any], i: int, t: pa.DataType) -> tuple[int, pa.Scalar, pa.Scalar] | None:
+    """(null count, min, max) of leaf column ``i`` over the row groups ``groups`` of a Parquet
+    footer, as ``column_stats`` computes them (null bounds for a column of nulls only); None
+    where the footer cannot tell exactly: a type ``_footer_kind`` leaves out, a column written
+    without statistics, or a row group holding values without bounds (Parquet's writer leaves
+    out the bounds of values over 4 KiB)."""
+    if not _footer_kind(t):
+        return None
+    nulls, lo, hi = 0, None, None
+    for g in groups:
+        s = g.column(i).statistics
+        if s is None or not s.has_null_count:
+            return None
+        nulls += s.null_count
+        if s.has_min_max:
+            a, b = s.min_raw, s.max_raw
+            if lo is None or a < lo:
+                lo = a
+            if hi is None or b > hi:
+                hi = b
+        elif s.null_count != g.num_rows:
+            return None
+    return nulls, pa.scalar(lo, t), pa.scalar(hi, t)
 
 
 def _cut(lo: pa.Scalar, hi: pa.Scalar, length: int) -> tuple[pa.Scalar, pa.Scalar]:

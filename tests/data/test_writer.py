@@ -180,3 +180,95 @@ def test_files_of_common_columns_carry_no_arrow_schema_but_zoned_or_second_times
         t.append(rows)
         assert _footer_has_arrow_schema(t) == [extra is not None], name
         assert _same_rows(t.to_arrow(), rows)
+
+
+# Values at the edges of each flat kind's order, beside its sample: bounds from a footer must
+# order them as Arrow does (signed integers; strings and binaries bytewise, unsigned), and
+# values over 4 KiB, whose bounds Parquet's writer leaves out, must not be taken as absent.
+_EDGES: dict[pa.DataType, list] = {
+    pa.string(): ["\U0010ffff", "a" * 5_000, "z" * 5_000, "\x00"],
+    pa.large_string(): ["\ue000", "b" * 4_097],
+    pa.binary(): [b"\xff" * 5_000, b"\xff\x00", b"\x80"],
+    pa.large_binary(): [b"\xfe", b"\x00" * 4_097],
+    pa.int64(): [2**63 - 1, -1],
+    pa.uint64(): [2**63, 2**64 - 2],
+    pa.int8(): [0],
+    pa.timestamp("s"): [-1, 2**33],
+    pa.timestamp("us", "UTC"): [-(2**62), 2**62],
+    pa.date32(): [-1, 2**30],
+}
+_FLAT = [k for k in _SAMPLES if not pa.types.is_nested(k)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), kinds=st.lists(st.sampled_from(_FLAT), min_size=1, max_size=5),
+       n=st.integers(1, 30), group_rows=st.integers(1, 12), truncate=st.booleans())
+def test_statistics_from_the_footer_equal_the_values_statistics(data, kinds, n, group_rows, truncate):
+    """``column_stats`` given the footer of the file its rows were written as (the writer's
+    options, row groups of any size) gives what going over the values gives: null counts,
+    bounds, null bounds of a column of nulls, the cut of truncated string bounds, NaN for
+    floats (computed), for every flat kind, edges of each order and over-4-KiB values included."""
+    import pyarrow.parquet as pq
+
+    from lamina.data.writer import _encodings, statistics_columns
+    from lamina.manifest.entries import column_stats
+    from lamina.spec.schema import Schema
+    from lamina.spec.stats import full_policy, stats_policy
+
+    cols = {}
+    for i, k in enumerate(kinds):
+        pool = _SAMPLES[k] + _EDGES.get(k, [])
+        cols[f"c{i}"] = pa.array(data.draw(st.lists(st.sampled_from(pool), min_size=n, max_size=n)), k)
+    rows = pa.table(cols)
+    schema = Schema.from_arrow(rows.schema)
+    footer: list = []
+    pq.write_table(rows, pa.BufferOutputStream(), row_group_size=group_rows, write_statistics=statistics_columns(rows.schema),
+                   metadata_collector=footer, **_encodings(rows, "delta"))
+    policy = stats_policy(schema, {}) if truncate else full_policy(schema)
+    assert footer[0].num_row_groups == -(-n // group_rows)
+    assert column_stats(rows, schema, policy, footer=footer[0]) == column_stats(rows, schema, policy)
+
+
+def test_appended_files_statistics_equal_the_values_statistics_around_nested_columns(tmp_path):
+    """Through an append: a large file's statistics (taken from its footer where the columns
+    are flat and stored as they are) equal those of its rows, with a nested column before a
+    string one (the footer's leaves are not the columns then), a large string (stored as a
+    string) and values over 4 KiB."""
+    import numpy as np
+
+    from lamina.manifest.entries import column_stats
+    from lamina.spec.stats import stats_policy
+
+    n = 30_000
+    rng = np.random.default_rng(3)
+    words = np.array(["a", "é", "\U0010ffff", "zz" * 3_000, None], dtype=object)
+    flat = pa.table({"id": pa.array(rng.permutation(n), pa.int64()), "s": pa.array(words[rng.integers(0, 5, n)], pa.string()),
+                     "day": pa.array(rng.integers(0, 20_000, n).astype(np.int32)).cast(pa.date32())})
+    for name, extra in [("flat", {}), ("large", {"ls": pa.array(words[rng.integers(0, 5, n)], pa.large_string())}),
+                        ("nested", {"l": pa.array([[i] for i in range(n)], pa.list_(pa.int64()))})]:
+        rows = pa.table({**extra, **{c: flat.column(c) for c in flat.column_names}})
+        t = lamina.create_table(str(tmp_path / name), rows.schema, properties={"write.parquet.small-file-bytes": "0"})
+        t.append(rows)
+        (entry,) = t.scan().plan(all_columns=True).entries.to_pylist()
+        schema = t.metadata.schema
+        want = column_stats(rows.cast(schema.arrow), schema, stats_policy(schema, t.metadata.properties))
+        assert {k: entry[k] for k in want} == {k: (v.as_py() if isinstance(v, pa.Scalar) else v) for k, v in want.items()}, name
+        assert sum(k.startswith("min_") and want[k] is not None for k in want) >= 3, name
+
+
+def test_a_column_nearly_all_distinct_in_its_first_rows_gets_no_dictionary():
+    """The dictionary choice looks at a sample's first rows before hashing all of it: nearly
+    all distinct there, no dictionary; otherwise the whole sample decides (at most half its
+    values distinct: a dictionary), so a column that repeats after its first rows still gets one."""
+    import numpy as np
+
+    from lamina.data.writer import _DISTINCT_HEAD_ROWS, _few_distinct
+
+    rng = np.random.default_rng(1)
+    unique = pa.chunked_array([pa.array(rng.permutation(10_000) * 7, pa.int64())])
+    repeats_late = pa.chunked_array([pa.array(np.concatenate([np.arange(1_500), np.zeros(8_500, np.int64)]))])
+    few = pa.chunked_array([pa.array(rng.integers(0, 3_000, 10_000))])
+    assert not _few_distinct(unique)
+    assert _few_distinct(repeats_late)  # 1,500 distinct in the head: below 95%, the whole sample decides
+    assert _few_distinct(few)  # ~2,900 distinct of 10,000
+    assert len(np.unique(few.to_numpy()[:_DISTINCT_HEAD_ROWS])) < 0.95 * _DISTINCT_HEAD_ROWS
