@@ -274,12 +274,12 @@ def _crash(spec: dict[str, Any]) -> dict[str, Any]:
         def torn_write(io, path, data, compression, futures=None, integer_encoding="delta", small_file_bytes=0):  # noqa: ANN001
             # Write the file (synchronously), leave it torn (half of it), die before any
             # manifest exists.
-            size = orig(io, path, data, compression, None, integer_encoding, small_file_bytes)
+            size, footer = orig(io, path, data, compression, None, integer_encoding, small_file_bytes)
             local = io.local_path(path)
             with open(local, "r+b") as f:
                 f.truncate(max(1, size // 2))
             _die(marker, f"write-data {path}")
-            return size  # pragma: no cover
+            return size, footer  # pragma: no cover
 
         writer._write_one = torn_write
     else:
