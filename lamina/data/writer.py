@@ -305,6 +305,8 @@ def write_data_files(
         entry.update(column_stats(chunk, schema, stats, footer=footer))
         return entry
 
+    if len(jobs) == 1:
+        return [run(jobs[0])]
     return list(_pool.map(run, jobs))
 
 
