@@ -296,9 +296,10 @@ def write_data_files(
         physical = schema.to_physical(chunk)
         size, footer = _write_one(io, path, with_lineage(physical, lineage), compression, futures, integer_encoding,
                                   small_file_bytes)
-        # The footer's leaf columns are the rows' own when they are flat and written as they are.
+        # The footer's leaf columns are the rows' own, in order, when they are flat and stored
+        # as they are (under their physical names: a renamed column is still the same leaf).
         if footer is not None and (_schema_facts(physical.schema).nested
-                                   or not (physical is chunk or physical.schema.equals(chunk.schema))):
+                                   or not (physical is chunk or physical.schema.types == chunk.schema.types)):
             footer = None
         entry = {"path": path, "size": size, "record_count": chunk.num_rows, "partition_path": pdir}
         entry.update(part)

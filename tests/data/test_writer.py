@@ -254,6 +254,15 @@ def test_appended_files_statistics_equal_the_values_statistics_around_nested_col
         want = column_stats(rows.cast(schema.arrow), schema, stats_policy(schema, t.metadata.properties))
         assert {k: entry[k] for k in want} == {k: (v.as_py() if isinstance(v, pa.Scalar) else v) for k, v in want.items()}, name
         assert sum(k.startswith("min_") and want[k] is not None for k in want) >= 3, name
+    # A table whose columns were renamed stores them under their physical names: the same leaves.
+    t = lamina.open_table(str(tmp_path / "flat"))
+    t.update_schema().rename_column("s", "text").rename_column("id", "key").commit()
+    t.append(flat.rename_columns(["key", "text", "day"]))
+    assert t.metadata.schema.has_column_mapping
+    schema = t.metadata.schema
+    latest = t.scan().plan(all_columns=True).entries.sort_by([("added_version", "descending")]).to_pylist()[0]
+    want = column_stats(flat.rename_columns(["key", "text", "day"]).cast(schema.arrow), schema, stats_policy(schema, t.metadata.properties))
+    assert {k: latest[k] for k in want} == {k: (v.as_py() if isinstance(v, pa.Scalar) else v) for k, v in want.items()}
 
 
 def test_a_column_nearly_all_distinct_in_its_first_rows_gets_no_dictionary():
