@@ -224,7 +224,10 @@ def _footer_bounds(groups: list[Any], i: int, t: pa.DataType) -> tuple[int, pa.S
                 hi = b
         elif s.null_count != g.num_rows:
             return None
-    return nulls, pa.scalar(lo, t), pa.scalar(hi, t)
+    try:
+        return nulls, pa.scalar(lo, t), pa.scalar(hi, t)
+    except pa.ArrowInvalid:  # (bytes a string column holds unvalidated, not UTF-8): as the values say
+        return None
 
 
 def _cut(lo: pa.Scalar, hi: pa.Scalar, length: int) -> tuple[pa.Scalar, pa.Scalar]:

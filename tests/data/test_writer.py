@@ -281,3 +281,21 @@ def test_a_column_nearly_all_distinct_in_its_first_rows_gets_no_dictionary():
     assert _few_distinct(repeats_late)  # 1,500 distinct in the head: below 95%, the whole sample decides
     assert _few_distinct(few)  # ~2,900 distinct of 10,000
     assert len(np.unique(few.to_numpy()[:_DISTINCT_HEAD_ROWS])) < 0.95 * _DISTINCT_HEAD_ROWS
+
+
+def test_statistics_of_a_string_column_holding_bytes_that_are_not_utf8_come_from_the_values():
+    """Arrow does not validate a string column built from buffers: its footer bounds are then
+    not strings, and its statistics are what going over the values gives, not an error."""
+    import pyarrow.parquet as pq
+
+    from lamina.manifest.entries import column_stats
+    from lamina.spec.schema import Schema
+    from lamina.spec.stats import full_policy
+
+    offsets = pa.py_buffer(bytes([0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0]))
+    rows = pa.table({"s": pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(b"\xff\xfe")])})
+    schema = Schema.from_arrow(rows.schema)
+    footer: list = []
+    pq.write_table(rows, pa.BufferOutputStream(), metadata_collector=footer)
+    assert footer[0].row_group(0).column(0).statistics.has_min_max
+    assert column_stats(rows, schema, full_policy(schema), footer=footer[0]) == column_stats(rows, schema, full_policy(schema))
