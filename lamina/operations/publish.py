@@ -36,6 +36,7 @@ from lamina.data.deletes import file_key_array
 from lamina.errors import CommitConflict, PublishConflict, VersionNotFound
 from lamina.manifest.entries import conform, fill_constant, manifest_schema_of
 from lamina.spec.features import BRANCHES
+from lamina.spec.layout import MAIN_BRANCH
 from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, ROW_ID, has_lineage
 from lamina.spec.version import VersionManifest
 
@@ -141,10 +142,11 @@ class PublishBranch(Operation):
             setattr(change, attr, mine)
         gone, new = changed_entries(base.io, since, self.head, full=True)
         # When the target or the branch took files from elsewhere than its own writes (a
-        # publish, a rollback re-adding files), a file the branch added may be live in the
-        # target already (the same change reached both): adding it again would make one file
-        # live twice.
-        shared = _received(target) or _received(self.head)
+        # publish, a rollback re-adding files), or the target is a branch (made, perhaps, from
+        # this branch after it added them), a file the branch added may be live in the target
+        # already (the same change reached both): adding it again would make one file live
+        # twice. Main is made from nothing: it holds another log's files only by those ways.
+        shared = _received(target) or _received(self.head) or self.into != MAIN_BRANCH
         if not (gone.num_rows or (shared and new.num_rows)):
             have = hkeys = None
         else:
@@ -156,8 +158,9 @@ class PublishBranch(Operation):
             files = sorted(set(again.column("path").to_pylist()))
             raise PublishConflict(
                 f"cannot publish branch {self.branch!r} into {self.into!r}: {len(files)} file(s) the branch added are "
-                f"already live there ({_shown(files)}): its changes were published into {self.into!r} before. Nothing "
-                f"was committed; make a new branch from the latest version of {self.into!r} for further changes",
+                f"already live there ({_shown(files)}): its changes reached {self.into!r} before (published there, or "
+                f"{self.into!r} was made from a version holding them). Nothing was committed; make a new branch from the "
+                f"latest version of {self.into!r} for further changes",
                 files,
             )
         if gone.num_rows:

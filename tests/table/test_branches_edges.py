@@ -4,7 +4,8 @@ sequence, so a regression names itself.
 - orphan cleanup must keep branch records and logs (fsck must not call them unreferenced);
 - a tag made on a branch names a version of that branch's log: expiry of main and
   delete_tag must not decide about its files (or main's) by main's version numbers;
-- publishing a branch a second time must not make a file live twice;
+- publishing a branch a second time, or into a branch made from it, must not make a file
+  live twice;
 - rolling main back to a tag made on a branch re-adds rows whose ids came from the branch's
   counter: main's counter must move past them.
 """
@@ -154,6 +155,31 @@ def test_a_branch_whose_changes_reached_the_target_another_way_is_not_copied_twi
     assert ids_of(t.refresh().to_arrow()) == [1, 2, 3, 7]
     paths = t.files().column("path").to_pylist()
     assert len(paths) == len(set(paths))
+
+
+def test_publishing_a_branch_into_a_branch_made_from_it_is_refused_not_copied_twice(t):
+    """A branch made from another after that one added a file holds the file already:
+    publishing the other into it would make the file live twice (its rows twice). Refused,
+    naming the file, and the target keeps its version and rows; a branch made from the
+    other before it wrote takes its changes as usual."""
+    feature = t.create_branch("feature")
+    feature.append(rows(2))
+    early = t.create_branch("early", from_branch="feature", from_version=feature.branch_record.base.version)
+    dev = t.create_branch("dev", from_branch="feature")  # dev holds feature's file
+    feature.append(rows(3))  # and one more, which dev does not hold
+    before = dev.version
+    with pytest.raises(PublishConflict, match="already live there") as e:
+        t.publish("feature", into="dev")
+    (added,) = [p for p in feature.refresh().files().column("path").to_pylist()
+                if p in t.branch("dev").files().column("path").to_pylist() and p not in t.files().column("path").to_pylist()]
+    assert e.value.files == [added]
+    dev = t.branch("dev")
+    assert dev.version == before and ids_of(dev.to_arrow()) == [1, 2]
+    assert t.publish("feature", into="early") is not None
+    early = t.branch("early")
+    paths = early.files().column("path").to_pylist()
+    assert ids_of(early.to_arrow()) == [1, 2, 3] and len(paths) == len(set(paths))
+    _clean(t)
 
 
 def test_rollback_to_a_tag_made_on_a_branch_moves_the_row_id_counter(t):
