@@ -35,6 +35,7 @@ from lamina.data.changes import changed_entries
 from lamina.data.deletes import file_key_array
 from lamina.errors import CommitConflict, PublishConflict, VersionNotFound
 from lamina.manifest.entries import conform, fill_constant, manifest_schema_of
+from lamina.manifest.tree import live_data_entries
 from lamina.spec.features import BRANCHES
 from lamina.spec.layout import MAIN_BRANCH
 from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, ROW_ID, has_lineage
@@ -67,6 +68,8 @@ class PublishBranch(Operation):
     expected_version: int | None = None  # publish only onto this version of the target
     branch_id: str = ""
     load: Callable[[int], VersionManifest] | None = None  # a version of the branch, by number
+    # the version the target was made from, when the target is a branch (None: main)
+    target_base: VersionManifest | None = None
 
     skip_if_noop: ClassVar[bool] = True  # the head was published already: nothing to commit
 
@@ -163,6 +166,7 @@ class PublishBranch(Operation):
                 f"latest version of {self.into!r} for further changes",
                 files,
             )
+        self._refuse_what_the_target_was_made_with(base, fresh_new)
         if gone.num_rows:
             gkeys = file_key_array(gone)
             lost = gone.filter(pc.invert(pc.is_in(gkeys, value_set=hkeys))) if len(hkeys) else gone
@@ -195,6 +199,26 @@ class PublishBranch(Operation):
             # target's history, so expiry must decide about it by the full walk.
             change.readds = shared
         return change
+
+    def _refuse_what_the_target_was_made_with(self, base: Base, fresh_new: pa.Table) -> None:
+        """A target branch made from a version holding files this branch added (made from this
+        branch after it wrote them) had their rows from the start, even if it has rewritten or
+        removed the files since (compaction, an update): adding them again would bring those
+        rows back a second time. Refused, naming them."""
+        made = self.target_base
+        if made is None or not fresh_new.num_rows or made.root_manifest is None:
+            return
+        held = live_data_entries(base.io, made.root_manifest, manifest_schema_of(made), columns=["path"], inline=made.root_inline)
+        both = fresh_new.filter(pc.is_in(fresh_new.column("path"), value_set=held.column("path")))
+        if both.num_rows:
+            files = sorted(set(both.column("path").to_pylist()))
+            raise PublishConflict(
+                f"cannot publish branch {self.branch!r} into {self.into!r}: {self.into!r} was made from a version holding "
+                f"{len(files)} file(s) the branch added ({_shown(files)}), so it had their rows from the start. Nothing was "
+                f"committed; publish into {self.into!r} only what the branch did after {self.into!r} was made, from a new "
+                f"branch made from {self.into!r}",
+                files,
+            )
 
     def _check_stored_ids(self, base: Base, since: VersionManifest, fresh: pa.Table) -> None:
         """Rows the branch inserted and then rewrote (an update of rows it appended) store row

@@ -617,7 +617,8 @@ class Table:
             return None
         # The publish reads the branch's head as a reader does: expiry and a deletion of the
         # branch free nothing it needs for the reader grace (docs/branches.md).
-        return PublishBranch(branch, record.base, head, into, expected_version, record.branch_id, src.log.load)
+        made = self.branch_record.base if into != MAIN_BRANCH and self.branch_record is not None else None
+        return PublishBranch(branch, record.base, head, into, expected_version, record.branch_id, src.log.load, made)
 
     # -- rollback, expiry, orphans --------------------------------------------------------
 

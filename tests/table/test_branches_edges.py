@@ -182,6 +182,26 @@ def test_publishing_a_branch_into_a_branch_made_from_it_is_refused_not_copied_tw
     _clean(t)
 
 
+def test_publishing_a_branch_into_a_branch_made_from_it_that_rewrote_its_files_is_refused(t):
+    """The target, made from the branch after it wrote, compacted the branch's file away (its
+    rows now in another file): the file is no longer live there, but the target had its rows
+    from the start, and adding it again would hold them twice. Refused, naming the file."""
+    feature = t.create_branch("feature")
+    feature.append(rows(2))
+    (added,) = [p for p in feature.files().column("path").to_pylist() if p not in t.files().column("path").to_pylist()]
+    dev = t.create_branch("dev", from_branch="feature")
+    dev.compact(min_file_size=1 << 30)  # dev: the two files rewritten into one
+    assert added not in t.branch("dev").files().column("path").to_pylist()
+    feature.append(rows(3))
+    before = t.branch("dev").version
+    with pytest.raises(PublishConflict, match="was made from a version holding") as e:
+        t.publish("feature", into="dev")
+    assert e.value.files == [added]
+    dev = t.branch("dev")
+    assert dev.version == before and ids_of(dev.to_arrow()) == [1, 2]
+    _clean(t)
+
+
 def test_rollback_to_a_tag_made_on_a_branch_moves_the_row_id_counter(t):
     dev = t.create_branch("dev")
     dev.append(rows(2, 3, 4))  # row ids from dev's counter: 1, 2, 3
