@@ -156,16 +156,9 @@ class PublishBranch(Operation):
             have = base.live_entries(["path", "added_version", "dv_path", "dv_offset"])
             hkeys = file_key_array(have)
         fresh_new = new.filter(pc.invert(pc.is_in(new.column("path"), value_set=gone.column("path"))))
-        again = fresh_new.filter(pc.is_in(fresh_new.column("path"), value_set=have.column("path"))) if shared and have is not None else fresh_new.slice(0, 0)
-        if again.num_rows:
-            files = sorted(set(again.column("path").to_pylist()))
-            raise PublishConflict(
-                f"cannot publish branch {self.branch!r} into {self.into!r}: {len(files)} file(s) the branch added are "
-                f"already live there ({_shown(files)}): its changes reached {self.into!r} before (published there, or "
-                f"{self.into!r} was made from a version holding them). Nothing was committed; make a new branch from the "
-                f"latest version of {self.into!r} for further changes",
-                files,
-            )
+        if shared and have is not None:
+            self._refuse_held(fresh_new, have.column("path"), f"are already live there: its changes reached {self.into!r} "
+                              f"before (published there, or {self.into!r} was made from a version holding them)")
         self._refuse_what_the_target_was_made_with(base, fresh_new)
         if gone.num_rows:
             gkeys = file_key_array(gone)
@@ -209,14 +202,19 @@ class PublishBranch(Operation):
         if made is None or not fresh_new.num_rows or made.root_manifest is None:
             return
         held = live_data_entries(base.io, made.root_manifest, manifest_schema_of(made), columns=["path"], inline=made.root_inline)
-        both = fresh_new.filter(pc.is_in(fresh_new.column("path"), value_set=held.column("path")))
+        self._refuse_held(fresh_new, held.column("path"), f"were live in the version {self.into!r} was made from, so it "
+                          "had their rows from the start (it has rewritten or removed them since)")
+
+    def _refuse_held(self, fresh_new: pa.Table, held: pa.ChunkedArray, why: str) -> None:
+        """PublishConflict naming the files of ``fresh_new`` (files the branch added) whose paths
+        are among ``held``, for the reason ``why``; nothing if none is."""
+        both = fresh_new.filter(pc.is_in(fresh_new.column("path"), value_set=held))
         if both.num_rows:
             files = sorted(set(both.column("path").to_pylist()))
             raise PublishConflict(
-                f"cannot publish branch {self.branch!r} into {self.into!r}: {self.into!r} was made from a version holding "
-                f"{len(files)} file(s) the branch added ({_shown(files)}), so it had their rows from the start. Nothing was "
-                f"committed; publish into {self.into!r} only what the branch did after {self.into!r} was made, from a new "
-                f"branch made from {self.into!r}",
+                f"cannot publish branch {self.branch!r} into {self.into!r}: {len(files)} file(s) the branch added "
+                f"({_shown(files)}) {why}. Nothing was committed; make a new branch from the latest version of "
+                f"{self.into!r} for further changes",
                 files,
             )
 
