@@ -617,8 +617,9 @@ class Table:
             return None
         # The publish reads the branch's head as a reader does: expiry and a deletion of the
         # branch free nothing it needs for the reader grace (docs/branches.md).
-        made = self.branch_record.base if into != MAIN_BRANCH and self.branch_record is not None else None
-        return PublishBranch(branch, record.base, head, into, expected_version, record.branch_id, src.log.load, made)
+        made = self.branch_record  # the target's, if it is a branch: what it was made from
+        return PublishBranch(branch, record.base, head, into, expected_version, record.branch_id, src.log.load,
+                             made.base if made is not None else None)
 
     # -- rollback, expiry, orphans --------------------------------------------------------
 
