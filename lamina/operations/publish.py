@@ -37,7 +37,6 @@ from lamina.errors import CommitConflict, PublishConflict, VersionNotFound
 from lamina.manifest.entries import conform, fill_constant, manifest_schema_of
 from lamina.manifest.tree import live_data_entries
 from lamina.spec.features import BRANCHES
-from lamina.spec.layout import MAIN_BRANCH
 from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, ROW_ID, has_lineage
 from lamina.spec.version import VersionManifest
 
@@ -145,11 +144,11 @@ class PublishBranch(Operation):
             setattr(change, attr, mine)
         gone, new = changed_entries(base.io, since, self.head, full=True)
         # When the target or the branch took files from elsewhere than its own writes (a
-        # publish, a rollback re-adding files), or the target is a branch (made, perhaps, from
-        # this branch after it added them), a file the branch added may be live in the target
-        # already (the same change reached both): adding it again would make one file live
-        # twice. Main is made from nothing: it holds another log's files only by those ways.
-        shared = _received(target) or _received(self.head) or self.into != MAIN_BRANCH
+        # publish, a rollback re-adding files), or the target is a branch (``target_base``: made,
+        # perhaps, from this branch after it added them), a file the branch added may be live in
+        # the target already (the same change reached both): adding it again would make one file
+        # live twice. Main is made from nothing: it holds another log's files only by those ways.
+        shared = _received(target) or _received(self.head) or self.target_base is not None
         if not (gone.num_rows or (shared and new.num_rows)):
             have = hkeys = None
         else:
