@@ -18,6 +18,7 @@ from typing import Any, Callable, ClassVar, Iterable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lamina.data.copy import StagedFiles
 from lamina.data.scan import Scan
 from lamina.data.writer import write_data_files, write_data_stream
 from lamina.errors import InvalidArgument
@@ -184,6 +185,15 @@ class Base:
             compression=self.writer.parquet_compression, pending=pending, stats=self.stats_policy,
             integer_encoding=self.writer.parquet_integer_encoding, small_file_bytes=self.writer.parquet_small_file_bytes,
         ), row_ids_from)
+
+    def can_copy(self, staged: StagedFiles) -> bool:
+        """Whether staged Parquet files may become this base's data files as they are (``StagedFiles.copyable``)."""
+        return staged.copyable(self.schema, self.partition_spec, self.sort_keys, self.writer)
+
+    def copy_staged(self, staged: StagedFiles, write_id: str, lineage: pa.Table | None = None) -> pa.Table:
+        """``write`` of a staged source's rows, as its files' own bytes (``can_copy`` must hold;
+        ``lineage``: the rows' lineage columns); FooterError where a copy is not as expected."""
+        return self.new_files(staged.copy(self.io, self.schema, self.stats_policy, write_id, self.writer, lineage))
 
     def write_stream(
         self, tables: Iterable[pa.Table], write_id: str, max_rows: int, memory_pool: pa.MemoryPool | None = None

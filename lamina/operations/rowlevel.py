@@ -17,6 +17,7 @@ the file without the deleted rows.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ClassVar, Mapping, Sequence
@@ -31,20 +32,24 @@ from lamina.errors import CommitConflict, InvalidArgument, SchemaMismatch
 from lamina.expr import AlwaysTrue, Expr, and_, col, or_, referenced_columns, to_arrow_filter
 from lamina.expr.values import as_column, as_mask
 from lamina.manifest.entries import conform, fill_constant
+from lamina.data.copy import StagedFiles
 from lamina.data.inflight import new_write_id
+from lamina.data.parquet_footer import FooterError
 from lamina.data.deletes import (
     DV, bitmap_of, dvs_of_plan, file_key, non_decreasing, positions_array, read_bitmaps, read_bitmaps_of, strictly_increasing,
     unique_sorted, write_dv_file,
 )
 from lamina.spec.properties import DELETE_MODES, TableProperties
 from lamina.operations.schema import PlannedColumns
-from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LINEAGE_COLUMNS, ROW_ID, check_row_ids, no_row_ids, conform_keeping_lineage, has_lineage, lineage_of
+from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, check_row_ids, no_row_ids, conform_keeping_lineage, has_lineage, lineage_of
 from lamina.spec.dv import keep_mask
 from lamina.spec.layout import DATA_DIR
 from lamina.spec.schema import Schema
 from lamina.spec.sort import UNORDERED_TYPES, sortable
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
+# Reads a merge source's other columns while its keys are matched (pyarrow decodes on its own threads).
+_source_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lamina-source-read")
 
 MODES = DELETE_MODES
 POS = "__lamina_pos"  # physical row position within its data file
@@ -52,27 +57,50 @@ FILE = "__lamina_file"  # which of the files read together a row comes from
 KEY = "__lamina_key"  # merge: the join key columns, KEY0, KEY1, ... (see join_key)
 
 
+class OnDemand:
+    """A computation started on ``_pool`` the first time its future is asked for (by any thread), once."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._fn, self._future, self._lock = fn, None, threading.Lock()
+
+    def __call__(self) -> Future:
+        with self._lock:
+            if self._future is None:
+                self._future = _source_pool.submit(self._fn)
+            return self._future
+
+
 @dataclass(frozen=True)
 class SourceRead:
     """A merge source still being read: its columns (``schema``) and its key columns
     (``keys``, every row) at hand, the whole of it from ``rows`` (a future of a table of
-    ``schema``'s columns, the same rows in the same order), then passed through ``then``.
+    ``schema``'s columns, the same rows in the same order, or an ``OnDemand`` read of them
+    started when first needed: ``start``), then passed through ``then``.
     A merge that takes its new rows from its source (``MergeBuilder._whole_source``) needs
     only the keys to match, so matching overlaps the read of the other columns (what
     ``lamina.spark.merge`` does with a source staged as Parquet files); any other merge
-    waits for the rows. A failed read fails the merge: nothing is committed."""
+    waits for the rows. A failed read fails the merge: nothing is committed.
+
+    ``staged``: the Parquet files whose rows these are, in memory: where they are what the
+    table stores, they become its data files as they are (``lamina.data.copy``) and the rows
+    are never read."""
 
     schema: pa.Schema
     keys: pa.Table
-    rows: Future
+    rows: Future | OnDemand
     then: Callable[[pa.Table], pa.Table] | None = None
+    staged: StagedFiles | None = None
 
     @property
     def num_rows(self) -> int:
         return self.keys.num_rows
 
+    def start(self) -> Future:
+        """The read of the rows, started if it was not."""
+        return self.rows if isinstance(self.rows, Future) else self.rows()
+
     def table(self) -> pa.Table:
-        rows = self.rows.result()
+        rows = self.start().result()
         return rows if self.then is None else self.then(rows)
 
     def map(self, fn: Callable[[pa.Table], pa.Table]) -> SourceRead:
@@ -401,6 +429,8 @@ class RowDelta(Operation):
         # the start, while the base's files are read and matched, not after. (With lineage the
         # updated rows keep the ids of the rows they replace, known once matched.)
         early = self.whole_source is not None and not lineage
+        if self.whole_source is not None:
+            self._prepare_source(base)
         if not early:
             self._discard_whole(base.io)
         whole_write = self._write_whole(base) if early else None
@@ -525,8 +555,46 @@ class RowDelta(Operation):
         if self._whole is None or self._whole[0] != alike:
             self._discard_whole(base.io)
             source = self.whole_source
-            self._whole = (alike, _pool.submit(lambda: self._write_new_rows(base, base.schema.conform(rows_of(source)))))
+            self._whole = (alike, _pool.submit(self._write_source, base))
         return self._whole[1]
+
+    def _staged_for(self, base: Base) -> StagedFiles | None:
+        """The staged Parquet files ``whole_source`` is the rows of, where they may become
+        ``base``'s data files as they are (``StagedFiles.copyable``)."""
+        staged = getattr(self.whole_source, "staged", None)
+        return staged if staged is not None and base.can_copy(staged) else None
+
+    def _prepare_source(self, base: Base) -> None:
+        """What writing ``whole_source`` for ``base`` needs, started now, while the base's files
+        are read and matched: the staged files' checks where they are copied, else the read
+        of the rows of a source being read."""
+        staged = self._staged_for(base)
+        if staged is not None:
+            staged.checked(base.schema, base.stats_policy)
+        elif isinstance(self.whole_source, SourceRead):
+            self.whole_source.start()
+
+    def _write_source(self, base: Base, m_all: np.ndarray | None = None, m: np.ndarray | None = None,
+                      ids: np.ndarray | None = None) -> pa.Table:
+        """The entries of the data files holding ``whole_source``'s rows for ``base``: each source
+        row once (``m_all`` None: written from the start, without row lineage), or as
+        ``_source_written`` says (source row ``m_all[i]`` in place of a target row, with the id
+        ``ids[i]`` where the table keeps lineage). Each source row once, from staged files that
+        may be copied (``_staged_for``): those files' bytes, its lineage columns appended;
+        otherwise the rows, read and encoded (``_source_rows``)."""
+        staged = self._staged_for(base)
+        if staged is not None and (m_all is None or len(m) == len(m_all)):
+            n = self.whole_source.num_rows
+            lineage = None
+            if has_lineage(base.metadata):
+                lineage = pa.Table.from_arrays([_row_ids(n, m_all, ids), pa.nulls(n, pa.int64())], schema=pa.schema(LINEAGE_FIELDS))
+            try:
+                return base.copy_staged(staged, self.write_id, lineage)
+            except FooterError:
+                pass  # not a copy after all (nothing was stored): the rows are written
+        if m_all is None:
+            return self._write_new_rows(base, base.schema.conform(rows_of(self.whole_source)))
+        return self._write_new_rows(base, self._source_rows(base, m_all, m, ids))
 
     def _source_written(self, base: Base, outcomes: list[FileOutcome], early: Future | None) -> tuple[Future, int]:
         """(the write of the new rows, how many of them are updated rows) for a merge whose new
@@ -548,7 +616,7 @@ class RowDelta(Operation):
             ids = np.concatenate([o.matched_ids for o in matched]) if matched else np.zeros(0, dtype=np.int64)
         key = (m_all.tobytes(), None if ids is None else ids.tobytes())
         if key not in self._written:
-            self._written = {key: _pool.submit(lambda: self._write_new_rows(base, self._source_rows(base, m_all, m, ids)))}
+            self._written = {key: _pool.submit(self._write_source, base, m_all, m, ids)}
         return self._written[key], len(m_all)
 
     def _source_rows(self, base: Base, m_all: np.ndarray, m: np.ndarray, ids: np.ndarray | None) -> pa.Table:
@@ -566,11 +634,8 @@ class RowDelta(Operation):
             at = np.arange(len(m_all))  # (the matched rows first)
         if ids is None:
             return base.schema.conform(rows)
-        # the rows at ``at`` keep the ids ``ids``, the others get new ones; their
-        # _last_updated_version is left null: the version that writes them
-        row_ids, known = np.zeros(rows.num_rows, dtype=np.int64), np.zeros(rows.num_rows, dtype=bool)
-        row_ids[at], known[at] = ids, True
-        return conform_keeping_lineage(base.schema, rows.append_column(ROW_ID, pa.array(row_ids, mask=~known)))
+        # their _last_updated_version is left null: the version that writes them
+        return conform_keeping_lineage(base.schema, rows.append_column(ROW_ID, _row_ids(rows.num_rows, at, ids)))
 
     def _discard_whole(self, io: Any) -> None:
         """Drop the write of ``whole_source`` under way, deleting what it wrote (nothing
@@ -603,6 +668,14 @@ PARALLEL_WRITE_MIN_ROWS = 32_768
 # ids): only these are turned into Python dicts, not the entries' dozens of statistics columns
 # (a few milliseconds for 200 files).
 _ROW_COLUMNS = ("path", "record_count", "dv_path", "dv_offset", "dv_length", "dv_cardinality", FIRST_ROW_ID, DATA_VERSION)
+
+
+def _row_ids(n: int, at: np.ndarray, ids: np.ndarray) -> pa.Array:
+    """The ``_row_id`` column of ``n`` rows written by a merge: the rows at ``at`` keep the ids
+    ``ids`` (of the rows they replace), the others are null (new rows: the committer's ids)."""
+    row_ids, known = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    row_ids[at], known[at] = ids, True
+    return pa.array(row_ids, mask=~known)
 
 
 def _matched(outcomes: list[FileOutcome]) -> tuple[list[FileOutcome], np.ndarray]:

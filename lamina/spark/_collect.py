@@ -13,15 +13,15 @@ them on a thread (``SourceRead``), so an upsert matches keys while the rest is r
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
-import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 
+from lamina.data.copy import StagedFile, StagedFiles
 from lamina.errors import InvalidArgument
-from lamina.operations.rowlevel import SourceRead
+from lamina.operations.rowlevel import OnDemand, SourceRead
 
 
 def collect_arrow(df: Any, max_rows: int, keys: Sequence[str] = ()) -> tuple[pa.Table | SourceRead | None, str]:
@@ -42,8 +42,6 @@ def collect_arrow(df: Any, max_rows: int, keys: Sequence[str] = ()) -> tuple[pa.
 _TOO_MANY: Any = object()
 # More files than this (a footer each) are left to Spark's parallel read.
 MAX_FILES = 256
-# Reads a source's other columns while its keys are matched (pyarrow decodes on its own threads).
-_reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lamina-source-read")
 
 
 def _bare_parquet_files(df: Any) -> list[str] | None:
@@ -81,43 +79,40 @@ def _bare_parquet_files(df: Any) -> list[str] | None:
 def _read_alike(df: Any, paths: list[str], max_rows: int, keys: Sequence[str] = ()) -> pa.Table | SourceRead | None:
     """The files' rows when pyarrow reads them as Spark would (same column names and types,
     one schema for all files, no legacy-calendar file), _TOO_MANY above ``max_rows``, else
-    None (left to Spark). With ``keys``: a ``SourceRead`` (see ``collect_arrow``)."""
+    None (left to Spark). With ``keys``: a ``SourceRead`` (see ``collect_arrow``) of the files
+    read into memory (``StagedFiles``: a merge may make them data files as they are)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     if not paths or len(paths) > MAX_FILES:
         return None
     try:
-        dataset = pads.dataset(paths, format="parquet")
-        fragments = list(dataset.get_fragments())
-        rows = 0
-        for frag in fragments:  # the footers, which the read needs anyway
-            meta = frag.metadata
-            if not frag.physical_schema.equals(dataset.schema) or _legacy_calendar(meta.metadata or {}):
-                return None
-            rows += meta.num_rows
-        if rows > max_rows:
+        if sum(pq.read_metadata(p).num_rows for p in paths) > max_rows:  # (before reading any file)
             return _TOO_MANY
-        have = from_arrow_schema(dataset.schema)
+        staged = StagedFiles([StagedFile.read(p) for p in paths])
+        schema = staged.files[0].schema
+        if any(not f.schema.equals(schema) or _legacy_calendar(f.metadata.metadata or {}) for f in staged.files):
+            return None
+        have = from_arrow_schema(schema)
     except Exception:  # noqa: BLE001 - a type Spark has no mapping for, an unreadable file: Spark decides
         return None
     want = df.schema
     if [(f.name, f.dataType.simpleString()) for f in have] != [(f.name, f.dataType.simpleString()) for f in want]:
         return None
-    others = [n for n in dataset.schema.names if n not in keys]
+    others = [n for n in schema.names if n not in keys]
     try:
-        if not keys or not others or any(k not in dataset.schema.names for k in keys):
-            return dataset.to_table()
-        # (each column read once: the keys now, the others behind them)
-        key_rows = dataset.to_table(columns=list(keys))
+        if not keys or not others or any(k not in schema.names for k in keys):
+            return staged.read(schema.names)
+        # (each column read once: the keys now, the others behind them, when needed)
+        key_rows = staged.read(list(keys))
     except Exception:  # noqa: BLE001
         return None
-    return SourceRead(dataset.schema, key_rows, _reader.submit(_with_others, dataset, key_rows, others, paths))
+    return SourceRead(schema, key_rows, OnDemand(lambda: _with_others(staged, key_rows, others, schema, paths)), staged=staged)
 
 
-def _with_others(dataset: pads.Dataset, key_rows: pa.Table, others: list[str], paths: list[str]) -> pa.Table:
-    """Every column of ``dataset``: ``key_rows`` beside its ``others``, read now, in the dataset's order."""
+def _with_others(staged: StagedFiles, key_rows: pa.Table, others: list[str], schema: pa.Schema, paths: list[str]) -> pa.Table:
+    """Every column of the source: ``key_rows`` beside its ``others``, read now, in ``schema``'s order."""
     try:
-        rest = dataset.to_table(columns=others)
+        rest = staged.read(others)
     except Exception as e:  # noqa: BLE001 - footers and keys read, a page not: a damaged file
         raise InvalidArgument(
             f"merge: the source's Parquet files ({len(paths)}, e.g. {paths[0]}) could not be read: {e}. "
@@ -125,7 +120,7 @@ def _with_others(dataset: pads.Dataset, key_rows: pa.Table, others: list[str], p
         ) from e
     cols = {n: key_rows.column(n) for n in key_rows.column_names}
     cols.update({n: rest.column(n) for n in others})
-    return pa.Table.from_arrays([cols[n] for n in dataset.schema.names], schema=dataset.schema)
+    return pa.Table.from_arrays([cols[n] for n in schema.names], schema=schema)
 
 
 def _legacy_calendar(kv: dict) -> bool:
