@@ -87,6 +87,7 @@ class StagedFiles:
         self.files = list(files)
         self._lock = threading.Lock()
         self._checked: list[tuple[Schema, StatsPolicy, Future]] = []
+        self._decoded: set[str] = set()  # columns ``read`` has decoded in every file (checked, then)
 
     @property
     def num_rows(self) -> int:
@@ -94,7 +95,10 @@ class StagedFiles:
 
     def read(self, columns: Sequence[str]) -> pa.Table:
         """The source's rows of ``columns``, every file in order."""
-        return pa.concat_tables([f.columns(columns) for f in self.files])
+        rows = pa.concat_tables([f.columns(columns) for f in self.files])
+        with self._lock:
+            self._decoded.update(columns)
+        return rows
 
     def copyable(self, schema: Schema, spec: Any, sort_keys: Sequence[Any], writer: WriterProperties) -> bool:
         """Whether each file is what the table stores, so that it may become a data file as it
@@ -130,7 +134,8 @@ class StagedFiles:
             for s, p, fut in self._checked:
                 if s == schema and p == policy:
                     return fut
-            fut = _checks.submit(lambda: [_check(f, schema, policy) for f in self.files])
+            decoded = frozenset(self._decoded)
+            fut = _checks.submit(lambda: [_check(f, schema, policy, decoded) for f in self.files])
             self._checked.append((schema, policy, fut))
             return fut
 
@@ -166,14 +171,15 @@ class StagedFiles:
         return out
 
 
-def _check(f: StagedFile, schema: Schema, policy: StatsPolicy) -> dict[str, Any]:
-    """``f``'s column statistics; every page decoded (the columns they need read, the others scanned)."""
+def _check(f: StagedFile, schema: Schema, policy: StatsPolicy, decoded: frozenset[str]) -> dict[str, Any]:
+    """``f``'s column statistics; every page decoded (the columns they need read, the others
+    scanned but those ``decoded`` already: the keys a merge has read)."""
     created_by = f.metadata.created_by or ""
     footer = f.metadata if created_by.startswith(_TRUSTED_WRITERS) else None
     needed = values_needed(schema, policy, footer)
     try:
         values = f.columns(needed, use_threads=False)
-        rest = [n for n in f.schema.names if n not in needed]
+        rest = [n for n in f.schema.names if n not in needed and n not in decoded]
         if rest:
             pq.ParquetFile(pa.BufferReader(f.data), metadata=f.metadata).scan_contents(columns=rest)
     except (OSError, pa.ArrowException) as e:

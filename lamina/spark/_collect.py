@@ -42,6 +42,7 @@ def collect_arrow(df: Any, max_rows: int, keys: Sequence[str] = ()) -> tuple[pa.
 _TOO_MANY: Any = object()
 # More files than this (a footer each) are left to Spark's parallel read.
 MAX_FILES = 256
+_PARQUET_FORMAT = "org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat"
 
 
 def _bare_parquet_files(df: Any) -> list[str] | None:
@@ -52,15 +53,18 @@ def _bare_parquet_files(df: Any) -> list[str] | None:
         # The analyzed plan with cached data substituted, not the optimized one: the optimizer
         # costs 5-20 ms a call, and a bare scan is bare before it runs. (A projection of every
         # column in order, ``select("*")``, is the one wrapper allowed: it changes no row.)
+        # (Each JVM call is a round trip through py4j, a few tenths of a ms while the JVM
+        # compiles what the source's read ran: as few as will tell.)
         plan = df._jdf.queryExecution().withCachedData()
-        if plan.getClass().getSimpleName() == "Project" and plan.output().equals(plan.child().output()):
+        node = plan.nodeName()
+        if node == "Project" and plan.output().equals(plan.child().output()):
             plan = plan.child()
-        if plan.getClass().getSimpleName() != "LogicalRelation":
+            node = plan.nodeName()
+        if node != "LogicalRelation":
             return None
         rel = plan.relation()
-        if rel.getClass().getSimpleName() != "HadoopFsRelation":
-            return None
-        if rel.fileFormat().getClass().getSimpleName() != "ParquetFileFormat" or rel.partitionSchema().length() != 0:
+        # (only a HadoopFsRelation has a file format: any other relation fails here, and Spark collects it)
+        if rel.fileFormat().getClass().getName() != _PARQUET_FORMAT or rel.partitionSchema().length() != 0:
             return None
         # the relation's own file list: what ``df.inputFiles()`` returns for it, without the
         # optimizer run that call starts (a few ms)
