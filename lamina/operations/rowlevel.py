@@ -158,11 +158,12 @@ def _file_order(files: np.ndarray, n: int) -> tuple[np.ndarray | None, np.ndarra
     return order, np.searchsorted(files[order], np.arange(n + 1))
 
 
-def _by_file(files: np.ndarray, n: int) -> list[np.ndarray]:
-    """Row indices per file 0..n-1 (stable)."""
+def _by_file(files: np.ndarray, n: int) -> list[np.ndarray | slice]:
+    """Row indices per file 0..n-1 (stable): slices where the rows are in file order (an index
+    into a NumPy array by a slice is a view, by an array of indices a copy)."""
     order, bounds = _file_order(files, n)
     if order is None:
-        return [np.arange(bounds[k], bounds[k + 1]) for k in range(n)]
+        return [slice(int(bounds[k]), int(bounds[k + 1])) for k in range(n)]
     return [order[bounds[k] : bounds[k + 1]] for k in range(n)]
 
 
@@ -210,10 +211,11 @@ def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
             ids = [o.matched_ids[ix] for ix in by_file]
     else:
         mats = [empty if o.matched_source is not None else None] * n
+    deletes = [o.delete[d] for d in dels] if o.delete_file is not None and len(o.delete) else dels
     return [
-        FileOutcome(o.delete[d] if len(d) else empty, news[k] if news[k] is not None and news[k].num_rows else None, mats[k],
+        FileOutcome(d if len(d) else empty, news[k] if news[k] is not None and news[k].num_rows else None, mats[k],
                     matched_ids=ids[k])
-        for k, d in enumerate(dels)
+        for k, d in enumerate(deletes)
     ]
 
 
@@ -1157,9 +1159,11 @@ class MergeBuilder(MergeClauses):
             left = self._keys(rows, self.on, "table")
             if index is not None:
                 at = index(left[keys[0]])
-                tgt = pa.array(np.flatnonzero(at >= 0))
-                src_rows = at[at >= 0]
-                pairs = pa.table({keys[0]: left[keys[0]].take(tgt), "__src": pa.array(src_rows)})
+                hit = np.flatnonzero(at >= 0)
+                src_rows = at[hit]
+                tgt = pa.array(hit)
+                # (a merge of the whole source only deletes: the matched keys are not needed)
+                pairs = None if whole else pa.table({keys[0]: left[keys[0]].take(tgt), "__src": pa.array(src_rows)})
             elif lookup:
                 at = pc.index_in(left[keys[0]], value_set=src.column(keys[0]), skip_nulls=True)
                 hit = pc.is_valid(at)
@@ -1172,7 +1176,7 @@ class MergeBuilder(MergeClauses):
                 # keys and row numbers only, then take both sides' columns by row number.
                 pairs = pa.table(left).join(src.select([*keys, "__src"]), keys=keys, join_type="inner")
                 tgt, src_rows = pairs.column("__tgt"), pairs.column("__src")
-            cols = {k: pairs.column(k) for k in keys}
+            cols = {k: pairs.column(k) for k in keys} if pairs is not None else {}
             cols[POS], cols[FILE] = rows.column(POS).take(tgt), rows.column(FILE).take(tgt)
             if ROW_ID in rows.column_names:
                 cols[ROW_ID] = rows.column(ROW_ID).take(tgt)
@@ -1188,9 +1192,9 @@ class MergeBuilder(MergeClauses):
             j = pa.table(cols)
             if not j.num_rows:
                 return FileOutcome(np.zeros(0, dtype=np.int64), matched_source=np.zeros(0, dtype=np.int64))
-            pos = j.column(POS).to_numpy().astype(np.int64) + (j.column(FILE).to_numpy().astype(np.int64) << 32)
             # (A lookup finds each target row's one source row: no row can match twice.)
-            if not lookup and len(unique_sorted(pos)) != len(pos):
+            if not lookup and len(unique_sorted(
+                    j.column(POS).to_numpy().astype(np.int64) + (j.column(FILE).to_numpy().astype(np.int64) << 32))) != j.num_rows:
                 raise InvalidArgument(
                     "merge: a target row matched more than one source row (duplicate keys "
                     f"{self.on} in the source); deduplicate the source. Nothing was committed."
