@@ -188,7 +188,7 @@ class Base:
 
     def can_copy(self, staged: StagedFiles) -> bool:
         """Whether staged Parquet files may become this base's data files as they are (``StagedFiles.copyable``)."""
-        return staged.copyable(self.schema, self.partition_spec, self.sort_keys, self.writer)
+        return staged.copyable_to(self.metadata)
 
     def copy_staged(self, staged: StagedFiles, write_id: str, lineage: pa.Table | None = None) -> pa.Table:
         """``write`` of a staged source's rows, as its files' own bytes (``can_copy`` must hold;

@@ -40,7 +40,9 @@ from lamina.spec.layout import new_data_path
 from lamina.spec.lineage import LINEAGE_COLUMNS, LINEAGE_FIELDS
 from lamina.spec.properties import WriterProperties
 from lamina.spec.schema import PARQUET_FIELD_ID_KEY, Schema
+from lamina.spec.sort import effective_sort_keys
 from lamina.spec.stats import StatsPolicy
+from lamina.spec.version import VersionManifest
 
 # Fewer rows than this in a staged file: the writer would have put them in a file with others
 # (and encodes them in a millisecond or two), so they are written, not copied.
@@ -125,6 +127,10 @@ class StagedFiles:
                 if any(rg.column(j).compression != codec for j in range(rg.num_columns)):
                     return False
         return True
+
+    def copyable_to(self, vm: VersionManifest) -> bool:
+        """``copyable`` for the table as version ``vm`` has it."""
+        return self.copyable(vm.schema, vm.partition_spec, effective_sort_keys(vm), WriterProperties.from_properties(vm.properties))
 
     def checked(self, schema: Schema, policy: StatsPolicy) -> Future:
         """Each file's column statistics (``column_stats``, for a table of ``schema`` keeping

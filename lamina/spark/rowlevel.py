@@ -419,6 +419,8 @@ class SparkMergeBuilder(MergeClauses):
         source = _as_table_types(source, self.table.metadata.schema.arrow)
         if source is None:
             return None
+        if isinstance(source, SourceRead) and (source.staged is None or not source.staged.copyable_to(self.table.metadata)):
+            source.start()  # its other columns will be read: from now on, while it matches
         arrow = self.table.merge(source, self.on, mode=self.mode)
         arrow.matched, arrow.not_matched = list(self.matched), list(self.not_matched)
         result = arrow.execute()

@@ -407,3 +407,79 @@ def test_a_parquet_source_damaged_past_its_keys_fails_and_commits_nothing(spark,
         b.execute()
     assert "collect (parquet files)" in b.timings
     assert t.refresh().version == version and sorted_rows(s_uri) == before
+
+
+@pytest.mark.parametrize("writer", ["pyarrow", "spark"])
+def test_a_staged_source_in_the_tables_format_becomes_its_data_files(spark, tmp_path, monkeypatch, writer):
+    """A bare Parquet source whose files are what the table stores (pyarrow's or Spark's own
+    writer) is merged by copying its files: one data file each, its rows never read into Arrow;
+    the table then reads (pyarrow, Spark's native reader) as after the Arrow merge of the rows,
+    row ids included, and a Spark-written file's footer round-trips through the codec."""
+    import pyarrow.parquet as pq
+
+    from lamina.data import copy as copy_mod
+    from lamina.data import parquet_footer
+    from lamina.data.copy import StagedFiles
+
+    monkeypatch.setattr(copy_mod, "COPY_MIN_ROWS", 1)  # (the test's files are small)
+    copied, read = [], []
+    real_copy = StagedFiles.copy
+    monkeypatch.setattr(StagedFiles, "copy", lambda self, *a, **k: copied.append(len(self.files)) or real_copy(self, *a, **k))
+    real_read = StagedFiles.read
+    monkeypatch.setattr(StagedFiles, "read", lambda self, cols: read.append(list(cols)) or real_read(self, cols))
+    s_uri, a_uri = make_pair(tmp_path)
+    src = SOURCE.filter(pa.compute.is_valid(SOURCE["id"]))
+    d = tmp_path / "src"
+    if writer == "spark":
+        sdf(spark, src).coalesce(2).write.parquet("file://" + str(d))
+        for f in sorted(os.listdir(d)):
+            if f.endswith(".parquet"):
+                raw = open(os.path.join(d, f), "rb").read()
+                fields, start = parquet_footer.footer_of(raw)
+                assert parquet_footer.encode(fields) == raw[start:-8]
+                assert pq.read_metadata(os.path.join(d, f)).created_by.startswith("parquet-mr")
+        df = spark.read.parquet("file://" + str(d))
+    else:
+        df = spark.read.parquet(_parquet_dir(d, *_halves(src)))
+    b = CASES["upsert_all"](spark_merge(s_uri, df, on="id"))
+    got = b.execute()
+    want = CASES["upsert_all"](lamina.open_table(a_uri).merge(src, on="id")).execute()
+    assert copied == [2] and read == [["id"]]  # two files copied; only the keys read
+    assert (got.rows_updated, got.rows_inserted, got.files_touched) == (want.rows_updated, want.rows_inserted, want.files_touched)
+    assert sorted_rows(s_uri) == sorted_rows(a_uri)
+    # Updated rows keep the ids of the rows they replace; inserted rows get new ones, in the
+    # order of the files Spark lists (not the order ``src`` has here): compared as "new".
+    before = {r["_row_id"] for r in lamina.open_table(a_uri).scan(columns=["_row_id"], version=got.version - 1).to_arrow().to_pylist()}
+
+    def ids(uri):
+        rows = lamina.open_table(uri).scan(columns=["id", "cat", "_row_id", "_last_updated_version"]).to_arrow().to_pylist()
+        assert len({r["_row_id"] for r in rows}) == len(rows)
+        return sorted((r["id"], r["cat"], r["_row_id"] if r["_row_id"] in before else "new", r["_last_updated_version"]) for r in rows)
+
+    assert ids(s_uri) == ids(a_uri)
+    native = sorted(map(str, spark_read(spark, s_uri).select("id", "cat", "amt", "day").collect()))
+    assert native == sorted(map(str, spark_read(spark, a_uri).select("id", "cat", "amt", "day").collect()))
+
+
+def test_a_damaged_source_that_would_be_copied_fails_and_commits_nothing(spark, tmp_path, monkeypatch):
+    """The same damage as above in a file the merge would copy (the table's codec): its pages
+    are decoded before anything is stored, so the merge fails naming it and commits nothing."""
+    import pyarrow.parquet as pq
+
+    from lamina.data import copy as copy_mod
+
+    monkeypatch.setattr(copy_mod, "COPY_MIN_ROWS", 1)
+    s_uri, _ = make_pair(tmp_path)
+    src = _parquet_dir(tmp_path / "src", SOURCE, use_dictionary=False)
+    path = os.path.join(str(tmp_path / "src"), "part-0.parquet")
+    at = pq.read_metadata(path).row_group(0).column(SOURCE.schema.get_field_index("cat")).data_page_offset
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(b"\xff" * 8)
+    t = lamina.open_table(s_uri)
+    version, before = t.version, sorted_rows(s_uri)
+    files = set(os.listdir(os.path.join(s_uri, "data")))
+    with pytest.raises(InvalidArgument, match="part-0.parquet could not be read"):
+        CASES["upsert_all"](spark_merge(s_uri, spark.read.parquet(src), on="id")).execute()
+    assert t.refresh().version == version and sorted_rows(s_uri) == before
+    assert set(os.listdir(os.path.join(s_uri, "data"))) == files
