@@ -26,6 +26,7 @@ from lamina.spec.partition import parse_partition_by
 from lamina.spec.properties import WriterProperties
 from lamina.spec.schema import Schema
 from lamina.spec.stats import full_policy, stats_policy
+from support.staged import staged_files
 
 ROWS = 40_000  # above COPY_MIN_ROWS
 
@@ -40,14 +41,7 @@ def orders(n: int, seed: int = 0) -> pa.Table:
     })
 
 
-def staged(tmp_path, *tables: pa.Table, **write) -> StagedFiles:
-    os.makedirs(tmp_path, exist_ok=True)
-    files = []
-    for i, t in enumerate(tables):
-        path = str(tmp_path / f"src-{i}.parquet")
-        pq.write_table(t, path, **write)
-        files.append(StagedFile.read(path))
-    return StagedFiles(files)
+staged = staged_files
 
 
 WRITER = WriterProperties()

@@ -13,7 +13,6 @@ import os
 import shutil
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import lamina
@@ -22,6 +21,7 @@ from lamina.data import copy as copy_mod
 from lamina.data.copy import StagedFile, StagedFiles
 from lamina.errors import InvalidArgument
 from lamina.operations import rowlevel
+from support.staged import staged_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string()), pa.field("x", pa.float64()),
                     pa.field("n", pa.int64(), nullable=False)])
@@ -73,16 +73,9 @@ def pair(tmp_path, props, ids=range(10), prepare=None, **create) -> tuple[lamina
 
 def staged_source(tmp_path, *parts: pa.Table, **write) -> rowlevel.SourceRead:
     """``parts`` written as Parquet files and staged as lamina.spark's collect does: the key
-    column read, the rest on demand; ``reads`` counts the reads of the rest."""
-    d = tmp_path / "src"
-    os.makedirs(d, exist_ok=True)
-    files = []
-    for i, p in enumerate(parts):
-        path = str(d / f"part-{i}.parquet")
-        pq.write_table(p, path, **write)
-        files.append(StagedFile.read(path))
-    staged = StagedFiles(files)
-    schema = files[0].schema
+    column read, the rest on demand (READS counts the reads of the rest)."""
+    staged = staged_files(tmp_path / "src", *parts, **write)
+    schema = staged.files[0].schema
 
     def rest() -> pa.Table:
         READS.append(1)
