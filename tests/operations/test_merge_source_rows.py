@@ -19,6 +19,7 @@ import pytest
 import lamina
 from lamina.errors import InvalidArgument, SchemaMismatch
 from lamina.operations import rowlevel
+from support.rowlevel import concurrently_on_first_attempt
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string()), pa.field("n", pa.int64(), nullable=False)])
 NO_LINEAGE = {"row-lineage.enabled": "false", "write.max-rows-per-file": "4"}
@@ -97,23 +98,6 @@ def test_a_source_row_that_does_not_fit_fails_and_commits_nothing(tmp_path):
     with pytest.raises(SchemaMismatch, match="'n'"):
         upsert(t, bad)
     assert t.refresh().version == v and rows_of(t) == want and left_behind(t, files) == set()
-
-
-def concurrently_on_first_attempt(monkeypatch, commit):
-    """Run ``commit()`` (a commit through another handle) inside the merge's first attempt,
-    after it has started writing: its own commit then finds the version taken and rebases."""
-    calls = []
-    orig = rowlevel.RowDelta._apply
-
-    def apply(self, base):
-        change = orig(self, base)
-        calls.append(base.metadata.version)
-        if len(calls) == 1:
-            commit()
-        return change
-
-    monkeypatch.setattr(rowlevel.RowDelta, "_apply", apply)
-    return calls
 
 
 def test_a_retry_onto_a_newer_version_reuses_the_written_rows(tmp_path, monkeypatch):

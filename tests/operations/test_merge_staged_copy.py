@@ -21,6 +21,7 @@ from lamina.data import copy as copy_mod
 from lamina.data.copy import StagedFile, StagedFiles
 from lamina.errors import InvalidArgument
 from lamina.operations import rowlevel
+from support.rowlevel import concurrently_on_first_attempt
 from support.staged import staged_files
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string()), pa.field("x", pa.float64()),
@@ -231,20 +232,11 @@ def test_a_retry_onto_a_newer_version_reuses_the_copy(tmp_path, copies, monkeypa
     a, b = pair(tmp_path, LINEAGE)
     files = on_disk(a)
     other = lamina.open_table(a.uri)
-    calls = []
     real = rowlevel.RowDelta._apply
-
-    def apply(self, base):
-        change = real(self, base)
-        calls.append(base.metadata.version)
-        if len(calls) == 1:
-            other.append(rows([50], tag="app"))
-        return change
-
-    monkeypatch.setattr(rowlevel.RowDelta, "_apply", apply)
+    calls = concurrently_on_first_attempt(monkeypatch, lambda: other.append(rows([50], tag="app")))
     src = rows([3, 60])
     upsert(a, staged_source(tmp_path, src))
-    monkeypatch.setattr(rowlevel.RowDelta, "_apply", real)
+    monkeypatch.setattr(rowlevel.RowDelta, "_apply", real)  # (b: the same commits, one after the other)
     b.append(rows([50], tag="app"))
     upsert(b, src)
     assert len(calls) == 2 and copies == [1]

@@ -1,11 +1,13 @@
 """The (id, cat, amt) table of the row-level tests (delete, update, merge, deletion vectors, and
-the CLI showing them): ``three_files`` is ids 0..149 in three data files of 50 rows."""
+the CLI showing them): ``three_files`` is ids 0..149 in three data files of 50 rows; and
+``concurrently_on_first_attempt``, a commit landing inside a row-level change's first attempt."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
 import lamina
+from lamina.operations import rowlevel
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("cat", pa.string()), pa.field("amt", pa.float64())])
 
@@ -24,3 +26,20 @@ def three_files(tmp_path) -> lamina.Table:
     t.append(rows(0, 100))  # two files
     t.append(rows(100, 150))  # a third
     return t
+
+
+def concurrently_on_first_attempt(monkeypatch, commit):
+    """Run ``commit()`` (a commit through another handle) inside the merge's first attempt,
+    after it has started writing: its own commit then finds the version taken and rebases."""
+    calls = []
+    orig = rowlevel.RowDelta._apply
+
+    def apply(self, base):
+        change = orig(self, base)
+        calls.append(base.metadata.version)
+        if len(calls) == 1:
+            commit()
+        return change
+
+    monkeypatch.setattr(rowlevel.RowDelta, "_apply", apply)
+    return calls
