@@ -58,7 +58,7 @@ KEY = "__lamina_key"  # merge: the join key columns, KEY0, KEY1, ... (see join_k
 
 
 class OnDemand:
-    """A computation started on ``_pool`` the first time its future is asked for (by any thread), once."""
+    """A computation started on ``_source_pool`` the first time its future is asked for (by any thread), once."""
 
     def __init__(self, fn: Callable[[], Any]) -> None:
         self._fn, self._future, self._lock = fn, None, threading.Lock()

@@ -8,7 +8,10 @@ files, so pyarrow reads those files directly: tens of ms. Anything else, or anyt
 module cannot prove reads alike (a type Spark would read otherwise, files whose schemas
 differ, files Spark 2 wrote with its legacy calendar, a non-local file), is collected by
 Spark as before. A merge names its keys: those columns are read first, the others behind
-them on a thread (``SourceRead``), so an upsert matches keys while the rest is read.
+them on a thread once a merge needs them (``SourceRead``), so an upsert matches keys while
+the rest is read; the files are read into memory once (``StagedFiles``), and where they are
+what the table stores, a merge makes them its data files without reading the rest at all
+(``lamina.data.copy``).
 """
 
 from __future__ import annotations
