@@ -243,3 +243,15 @@ def test_a_retry_onto_a_newer_version_reuses_the_copy(tmp_path, copies, monkeypa
     assert state(a) == state(b)  # the same versions: the same ids
     assert len({r[4] for r in state(a)}) == len(state(a))
     assert {p for p in left_behind(a, files) if p.endswith(".parquet")} == set()
+
+
+@pytest.mark.parametrize("props", list(PROPS))
+def test_duplicate_source_keys_fail_and_leave_no_copy_behind(tmp_path, props):
+    """Two source rows of one key: the merge fails as any merge does, and the copy a table
+    without lineage starts at once (before matching) is deleted: nothing is left behind."""
+    a, _ = pair(tmp_path, PROPS[props])
+    files, version, before = on_disk(a), a.version, state(a)
+    dup = pa.concat_tables([rows([2, 3, 40]), rows([3], tag="again")])
+    with pytest.raises(InvalidArgument, match="more than one source row"):
+        upsert(a, staged_source(tmp_path, dup))
+    assert a.refresh().version == version and state(a) == before and left_behind(a, files) == set()
