@@ -9,7 +9,7 @@ $(VENV)/.installed-%: pyproject.toml
 	$(PY) -m pip install -q -e ".[$*]"
 	touch $@
 
-.PHONY: demo test bench bench-spark test-radosgw
+.PHONY: demo test bench bench-spark test-radosgw interop-java-transforms
 demo: $(VENV)/.installed-test,spark
 	$(PY) -m lamina.demo
 
@@ -28,3 +28,10 @@ test-radosgw: $(VENV)/.installed-test,spark
 	@# a second run: the script's monitor port is fixed, and the first server's daemons exit asynchronously
 	LAMINA_S3_BACKEND=radosgw $(PY) -m pytest -q \
 		tests/spark/test_spark_catalog.py::test_catalog_table_on_s3_through_the_data_source_and_spark_compaction
+
+# Iceberg's Java transforms, the reference tests/spec/test_transforms_iceberg.py checks Lamina's
+# partition values against (needs a JDK 17 and Maven; the jars are cached in ~/.m2).
+JAVA_TRANSFORMS := tests/interop/java/transforms
+interop-java-transforms: $(JAVA_TRANSFORMS)/target/iceberg-transforms-1.jar
+$(JAVA_TRANSFORMS)/target/iceberg-transforms-1.jar: $(JAVA_TRANSFORMS)/pom.xml $(wildcard $(JAVA_TRANSFORMS)/src/main/java/lamina/interop/*.java)
+	mvn -q -B -f $(JAVA_TRANSFORMS)/pom.xml package

@@ -95,7 +95,7 @@ def partition_column(pf: PartitionField, schema: Schema) -> Any:
     """
     from pyspark.sql import functions as F
 
-    from lamina.spec.partition import lowest_truncation, transform_result_type
+    from lamina.spec.partition import transform_result_type, truncate_wraps
 
     src = schema.name_of(pf.source_id)
     t = schema.field(src).type
@@ -104,16 +104,16 @@ def partition_column(pf: PartitionField, schema: Schema) -> Any:
     arg = int(rest.rstrip("]")) if rest else None
     if name == "identity":
         return F.col(q)
-    if name == "bucket" or (name == "truncate" and pa.types.is_decimal(t)):
+    wraps = name == "truncate" and pa.types.is_integer(t) and truncate_wraps(t, arg)
+    if name == "bucket" or (name == "truncate" and pa.types.is_decimal(t)) or wraps:
         result = spark_type(transform_result_type(pf.transform, t), pf.name)
         return _transform_udf(pf.transform, t, result)(F.col(q))
     if name == "truncate":
         if pa.types.is_integer(t):
-            # As apply_transform: a truncation below the type's range is its lowest one.
-            lowest = lowest_truncation(t, arg)
+            # Where Iceberg's truncation wraps no value around (above), it is the floor.
             v = f"CAST({q} AS BIGINT)"
-            sql = f"CAST(CASE WHEN {v} < {lowest}L THEN {lowest}L ELSE {v} - pmod({v}, {arg}L) END AS {spark_type(t, src).simpleString()})"
-            return F.expr(sql)
+            result = spark_type(transform_result_type(pf.transform, t), pf.name).simpleString()
+            return F.expr(f"CAST({v} - pmod({v}, {arg}L) AS {result})")
         return F.expr(f"substring({q}, 1, {arg})")  # code points for strings, bytes for binary
     if pa.types.is_date(t):
         day = q

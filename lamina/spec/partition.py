@@ -5,8 +5,13 @@ transforms (identity, year/month/day/hour, bucket[N], truncate[W]). Values are
 computed for whole Arrow arrays at once; ``project_inclusive`` turns a predicate
 on a source column into one on the partition value, for manifest pruning.
 
-Semantics follow the Iceberg spec, except that ``day`` yields a ``date32``
-(same day count, readable paths such as ``ts_day=2024-01-03``).
+Values are Iceberg's, as its Java reference computes them, for every value: ``day``
+yields a ``date32`` (Iceberg's ``date`` result: the same day count, readable paths such
+as ``ts_day=2024-01-03``), and ``truncate[W]`` of an integer wraps around in the two's
+complement arithmetic of Iceberg's ``int`` or ``long`` as Java's does. Where Iceberg's
+value does not fit the source type (an int8 column, a decimal at the bottom of its
+precision), the partition type is wider than the source (``truncate_result_type``),
+never the value another.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ _SUFFIX = {"year": "year", "month": "month", "day": "day", "hour": "hour"}
 _ALIASES = {"years": "year", "months": "month", "days": "day", "hours": "hour", "identity": "identity"}
 _TRANSFORM_RE = re.compile(r"^(identity|year|month|day|hour)$|^(bucket|truncate)\[([0-9]+)\]$")
 _UNITS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+# Iceberg's bucket count and truncation width are Java ints: a larger one has no Iceberg meaning.
+MAX_TRANSFORM_ARG = 2**31 - 1
 
 
 # --- transform strings -----------------------------------------------------------
@@ -54,6 +61,8 @@ def _parse_transform(transform: str) -> tuple[str, int | None]:
     arg = int(m.group(3))
     if arg <= 0:
         raise InvalidPartitionSpec(f"{m.group(2)} needs a positive integer argument, got {arg}")
+    if arg > MAX_TRANSFORM_ARG:
+        raise InvalidPartitionSpec(f"{m.group(2)}[{arg}]: the argument is at most {MAX_TRANSFORM_ARG} (an Iceberg int)")
     return m.group(2), arg
 
 
@@ -111,6 +120,36 @@ def transform_result_type(transform: str, source_type: pa.DataType) -> pa.DataTy
         return pa.int32()
     if not _truncatable(t):
         raise InvalidPartitionSpec(f"truncate applies to integer, string, binary and decimal columns, not {t}")
+    return truncate_result_type(t, _)
+
+
+def _java_integer(t: pa.DataType) -> pa.DataType | None:
+    """The Iceberg integer an Arrow integer is (int for the ones int32 holds, long for int64
+    and uint32), whose Java arithmetic truncate wraps in; None for uint64 (no Iceberg type)."""
+    if t in (pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16()):
+        return pa.int32()
+    if t in (pa.int64(), pa.uint32()):
+        return pa.int64()
+    return None
+
+
+def _decimal_type(precision: int, scale: int) -> pa.DataType:
+    return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+
+
+def truncate_result_type(t: pa.DataType, w: int) -> pa.DataType:
+    """The type of ``truncate[w]`` of ``t``: the source type, except where Iceberg's values do
+    not fit it. Integers are Iceberg's int or long (an int8 of -5 truncated by 1000 is -1000);
+    a decimal(P, S) takes the digits of its lowest truncation (-9999999.99 of decimal(9, 2)
+    by 50 is -10000000.00: decimal(10, 2)), strings and binaries stay as they are."""
+    if pa.types.is_integer(t):
+        return _java_integer(t) or t
+    if pa.types.is_decimal(t):
+        lowest = -(-(10**t.precision - 1) // w) * w  # the floor of the least value, negated
+        precision = max(t.precision, len(str(lowest)))
+        if precision > 76:
+            raise InvalidPartitionSpec(f"truncate[{w}] of {t} needs {precision} digits; Arrow's decimals hold 76")
+        return _decimal_type(precision, t.scale)
     return t
 
 
@@ -257,15 +296,34 @@ def _bucket(a: pa.Array, n: int) -> pa.Array:
 def lowest_truncation(t: pa.DataType, w: int) -> int:
     """The least multiple of ``w`` an integer or decimal type ``t`` holds (decimals: unscaled).
 
-    truncate[W] of a value whose truncation falls below the type's range yields this
-    (Iceberg's Java wraps integers around to large positives, which breaks the order
-    pruning relies on, and fails the write of such a decimal).
+    Source values below it are those whose Iceberg truncation is not a multiple of ``w``
+    within ``t``'s range: a wrapped integer, a decimal of more digits (or, in tables written
+    before Lamina matched Iceberg there, this value): predicate projection leaves them alone.
     """
-    if pa.types.is_decimal(t):
-        type_min = -(10**t.precision - 1)
-    else:
-        type_min = -(1 << (t.bit_width - 1)) if pa.types.is_signed_integer(t) else 0
-    return -((-type_min) // w * w)
+    return -((-_type_min(t)) // w * w)
+
+
+def truncate_wraps(t: pa.DataType, w: int) -> bool:
+    """Whether Iceberg's ``truncate[w]`` of some value of integer type ``t`` wraps around
+    (Java's ``v - (((v % w) + w) % w)`` in int or long arithmetic): at the bottom of int32 and
+    int64 unless ``w`` divides their minimum, and anywhere in an int's range once ``w + w``
+    overflows it. Such a value is a large positive below a small one, so ``<`` cannot be
+    projected onto it."""
+    java = _java_integer(t)
+    if java is None:
+        return False
+    if java == pa.int32() and 2 * w - 1 > 2**31 - 1:
+        return True
+    return t in (pa.int32(), pa.int64()) and (1 << (t.bit_width - 1)) % w != 0
+
+
+def _java_truncate(v: np.ndarray, w: int) -> np.ndarray:
+    """Iceberg's Java ``v - (((v % w) + w) % w)`` in ``v``'s integer type: numpy's integer
+    arrays wrap in two's complement as Java's ints and longs do, and ``np.fmod`` is Java's
+    ``%`` (the remainder takes the dividend's sign)."""
+    width = v.dtype.type(w)
+    with np.errstate(over="ignore"):
+        return v - np.fmod(np.fmod(v, width) + width, width)
 
 
 def _truncate(a: pa.Array, w: int) -> pa.Array:
@@ -273,26 +331,23 @@ def _truncate(a: pa.Array, w: int) -> pa.Array:
     if pa.types.is_integer(t):
         v = a.fill_null(0).to_numpy(zero_copy_only=False) if a.null_count else a.to_numpy(zero_copy_only=False)
         mask = a.is_null().to_numpy(zero_copy_only=False) if a.null_count else None
-        # numpy's % on ints is floored (result has the divisor's sign), as Iceberg requires:
-        # truncate[10](-1) = -10; below the type's range, the lowest truncation it holds.
-        if v.dtype == np.uint64:
+        java = _java_integer(t)
+        if java is None:  # uint64: no Iceberg type; the floor, which it always holds
             return pa.array(v - np.mod(v, np.uint64(w)), type=t, mask=mask)
-        lowest = lowest_truncation(t, w)
-        v64 = v.astype(np.int64)
-        out = np.where(v64 < lowest, lowest, v64 - np.mod(v64, w))
-        return pa.array(out.astype(v.dtype), type=t, mask=mask)
+        v = v.astype(java.to_pandas_dtype())
+        return pa.array(_java_truncate(v, w), type=java, mask=mask)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         # Arrow slices utf8 by code points here despite the kernel's name.
         return pc.utf8_slice_codeunits(a, 0, w)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return pc.binary_slice(a, 0, w)
-    # decimal: truncate the unscaled value; -9999999.99 by 50 would be -10000000.00, which
-    # decimal(9,2) cannot hold: the lowest truncation it holds instead, as for integers.
+    # decimal: floor the unscaled value to a multiple of w (Java's BigInteger arithmetic,
+    # exact), in the wider type truncate_result_type gives where the floor needs more digits.
     u, mask = _unscaled(a)
-    lowest = lowest_truncation(t, w)
-    if isinstance(u, np.ndarray) and w < 2**62:
-        return _from_unscaled(np.where(u < lowest, lowest, u - np.mod(u, w)), mask, t)
-    return _from_unscaled([max(int(x) - int(x) % w, lowest) for x in u], mask, t)
+    out = truncate_result_type(t, w)
+    if isinstance(u, np.ndarray) and out.precision <= 18:
+        return _from_unscaled(u - np.mod(u, w), mask, out)
+    return _from_unscaled([int(x) - int(x) % w for x in u], mask, out)
 
 
 def apply_transform(transform: str, values: pa.Array | pa.ChunkedArray, source_type: pa.DataType | None = None) -> pa.Array:
@@ -335,6 +390,42 @@ def _transform_values(field: PartitionField, values: Sequence[Any], source_type:
     return [arr[i] for i in range(len(arr))]
 
 
+def _narrower_types(t: pa.DataType) -> list[pa.DataType]:
+    """``t`` and the types of its family a column of ``t`` may have been widened from: the
+    partition values of files written then were computed in those."""
+    if pa.types.is_decimal(t):
+        return [_decimal_type(p, t.scale) for p in range(max(t.scale, 1), t.precision + 1)]
+    if pa.types.is_signed_integer(t):
+        return [x for x in (pa.int8(), pa.int16(), pa.int32(), pa.int64()) if x.bit_width <= t.bit_width]
+    return [t]
+
+
+def _truncation_projects(transform: str, op: str, values: Sequence[Any], source_type: pa.DataType) -> bool:
+    """Whether ``source <op> values`` may be projected onto ``truncate[w]`` of ``source_type``
+    as onto a monotonic transform. Not for a value below the lowest truncation of its type or
+    of a narrower one it may have been widened from (there Iceberg's value wraps or takes more
+    digits, and Lamina before 0.2 stored that lowest truncation instead), nor ``<`` / ``<=``
+    where the truncation wraps some value around to a large positive."""
+    if not (pa.types.is_integer(source_type) or pa.types.is_decimal(source_type)):
+        return True
+    _, w = _parse_transform(transform)
+    if pa.types.is_integer(source_type) and 2 * w - 1 > 2**31 - 1:
+        return False  # Java's int arithmetic overflows (w + w) for values anywhere in the range
+    if op in ("<", "<=") and any(truncate_wraps(t, w) for t in _narrower_types(source_type)):
+        return False
+    scalars = pa.array([v.as_py() if isinstance(v, pa.Scalar) else v for v in values], source_type)
+    units = _unscaled(scalars)[0] if pa.types.is_decimal(source_type) else scalars.to_pylist()
+    regions = [(_type_min(t), lowest_truncation(t, w)) for t in _narrower_types(source_type)]
+    return not any(u is not None and lo <= int(u) < hi for u in units for lo, hi in regions)
+
+
+def _type_min(t: pa.DataType) -> int:
+    """The least value of an integer type, or the least unscaled value of a decimal type."""
+    if pa.types.is_decimal(t):
+        return -(10**t.precision - 1)
+    return -(1 << (t.bit_width - 1)) if pa.types.is_signed_integer(t) else 0
+
+
 def project_inclusive(
     field: "PartitionField", op: str, value: Any, source_type: pa.DataType
 ) -> tuple[str, Any] | None:
@@ -362,6 +453,8 @@ def project_inclusive(
     if name == "bucket" and op not in ("=", "in"):
         return None  # buckets are unordered
     if name != "bucket" and name not in _MONOTONIC:
+        return None
+    if name == "truncate" and not _truncation_projects(field.transform, op, values, source_type):
         return None
     out = _transform_values(field, values, source_type)
     if op == "in":

@@ -139,7 +139,7 @@ def test_truncate():
     ]
     a = pa.array([-1, 127], pa.int8())
     out = apply_transform("truncate[10]", a)
-    assert out.type == pa.int8() and out.to_pylist() == [-10, 120]
+    assert out.type == pa.int32() and out.to_pylist() == [-10, 120]  # Iceberg's int
     assert apply_transform("truncate[3]", pa.array(["iceberg", "ab", "", None, "é😀xyz"])).to_pylist() == [
         "ice", "ab", "", None, "é😀x",
     ]
@@ -399,20 +399,26 @@ def test_bucket_decimal_hashes_minimal_twos_complement_bytes(case, scale, n):
     assert _bucket([v, None], t, n) == [want, None]
 
 
-def test_truncate_below_a_types_range_is_its_lowest_truncation():
-    """-9999999.99 by 50 would be -10000000.00, which decimal(9,2) cannot hold (Iceberg fails
-    the write; pyarrow raised ArrowInvalid); int32's minimum by 10 would wrap around to a large
-    positive in Java. Both take the lowest truncation the type holds, keeping the order."""
+def test_truncate_below_a_types_range_is_icebergs_value_in_a_wider_type():
+    """-9999999.99 by 50 is -10000000.00 in Iceberg, which needs decimal(10, 2); int32's
+    minimum by 10 wraps around to a large positive in Iceberg's Java int arithmetic, and an
+    int8 is truncated as the Iceberg int it is. Lamina stores those values (the result type
+    widened where they need it), not others (tests/spec/test_transforms_iceberg.py checks
+    them against Iceberg's Java library)."""
     dec = pa.array([decimal.Decimal("-9999999.99"), decimal.Decimal("-9999999.50"), decimal.Decimal("-9999999.49"), None],
                    pa.decimal128(9, 2))
-    assert apply_transform("truncate[50]", dec).to_pylist() == [
-        decimal.Decimal("-9999999.50"), decimal.Decimal("-9999999.50"), decimal.Decimal("-9999999.50"), None,
-    ]
+    out = apply_transform("truncate[50]", dec)
+    assert out.type == pa.decimal128(10, 2) == transform_result_type("truncate[50]", pa.decimal128(9, 2))
+    assert out.to_pylist() == [decimal.Decimal("-10000000.00"), decimal.Decimal("-9999999.50"), decimal.Decimal("-9999999.50"), None]
+    assert transform_result_type("truncate[1]", pa.decimal128(9, 2)) == pa.decimal128(9, 2)
+    assert transform_result_type("truncate[50]", pa.decimal128(38, 2)) == pa.decimal256(39, 2)
     ints = pa.array([-(2**31), -(2**31) + 8, -(2**31) + 9, 2**31 - 1], pa.int32())
-    assert apply_transform("truncate[10]", ints).to_pylist() == [-(2**31) + 8] * 3 + [2**31 - 8]
-    assert apply_transform("truncate[1000]", pa.array([-128, -5, 127], pa.int8())).to_pylist() == [0, 0, 0]
+    assert apply_transform("truncate[10]", ints).to_pylist() == [2**31 - 2, -(2**31) + 8, -(2**31) + 8, 2**31 - 8]
+    assert apply_transform("truncate[1000]", pa.array([-128, -5, 127], pa.int8())).to_pylist() == [-1000, -1000, 0]
     longs = pa.array([-(2**63), 2**63 - 1], pa.int64())
-    assert apply_transform("truncate[1000]", longs).to_pylist() == [-(2**63) + 808, 2**63 - 1 - 807]
+    assert apply_transform("truncate[1000]", longs).to_pylist() == [2**63 - 192, 2**63 - 1 - 807]
+    with pytest.raises(InvalidPartitionSpec, match="at most 2147483647"):
+        transform_result_type("truncate[2147483648]", pa.int64())
 
 
 _TRUNCATABLE = [(pa.int8(), -(2**7), 2**7 - 1), (pa.int32(), -(2**31), 2**31 - 1), (pa.int64(), -(2**63), 2**63 - 1)]
@@ -420,32 +426,46 @@ _TRUNCATABLE = [(pa.int8(), -(2**7), 2**7 - 1), (pa.int32(), -(2**31), 2**31 - 1
 
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(_TRUNCATABLE + [(pa.decimal128(5, 2), -99999, 99999), (pa.decimal128(38, 2), -(10**38 - 1), 10**38 - 1)]),
-       st.integers(1, 10**6), st.data())
-def test_truncate_is_monotonic_and_within_the_type(case, w, data):
-    """What pruning relies on (x <= y implies t(x) <= t(y)) and what the type can hold, at the
-    edges of the range too; t(x) is x floored to a multiple of w wherever the type holds that."""
+       st.one_of(st.integers(1, 2**31 - 1), st.sampled_from([1, 3, 10, 16, 1000, 2**30, 2**30 + 1, 2**31 - 1])),
+       st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "in"]), st.data())
+def test_truncate_projection_keeps_every_row_that_matches(case, w, op, data):
+    """Iceberg's truncation is not monotonic at the edges (a wrapped int is a large positive
+    below small ones; a decimal floors below its type): a predicate projected onto the
+    partition value never excludes a value that matches it, there or anywhere else."""
     t, lo, hi = case
-    edge = st.sampled_from([lo, lo + 1, hi, hi - 1, 0, -1])
-    xs = sorted(data.draw(st.lists(st.one_of(st.integers(lo, hi), edge), min_size=2, max_size=20)))
-    values = [decimal.Decimal(x).scaleb(-t.scale, _EXACT) for x in xs] if pa.types.is_decimal(t) else xs
-    out = apply_transform(f"truncate[{w}]", pa.array(values, t)).to_pylist()
-    units = [int(v.scaleb(t.scale, _EXACT)) for v in out] if pa.types.is_decimal(t) else out
-    assert units == sorted(units)
-    for x, u in zip(xs, units):
-        assert lo <= u <= hi and u % w == 0
-        floor = x - x % w
-        assert u == floor if floor >= lo else u == next(m for m in range(lo - lo % w, hi + 1, w) if m >= lo)
+    edge = st.sampled_from([lo, lo + 1, lo + 9, hi, hi - 1, 0, -1, 5])
+    xs = data.draw(st.lists(st.one_of(st.integers(lo, hi), edge), min_size=1, max_size=10))
+    literal = data.draw(st.one_of(st.integers(lo, hi), edge))
+    as_value = (lambda u: decimal.Decimal(u).scaleb(-t.scale, _EXACT)) if pa.types.is_decimal(t) else (lambda u: u)
+    field = PartitionField(1, 1000, "p", f"truncate[{w}]")
+    arg = [as_value(literal)] if op == "in" else as_value(literal)
+    proj = project_inclusive(field, op, arg, t)
+    if proj is None:
+        return
+    parts = apply_transform(field.transform, pa.array([as_value(x) for x in xs], t)).to_pylist()
+    pop, pv = proj
+    pv = [v.as_py() for v in pv] if pop == "in" else pv.as_py()
+    test = {"=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
+            ">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "in": lambda a, b: a in b}
+    for x, p in zip(xs, parts):
+        if test[op](x, literal if op != "in" else [literal]):
+            assert test[pop](p, pv), f"{x} {op} {literal} holds, but its partition {p} fails {pop} {pv}"
 
 
 def test_truncate_partitions_keep_the_rows_at_a_types_minimum(tmp_path):
-    """End to end: rows at the bottom of the range are written (no error) and found (the
-    partition value no longer wraps above values that are larger)."""
+    """End to end: rows at the bottom of the range are written (no error) with Iceberg's
+    partition values (wrapped; more digits) and found by every predicate."""
     import lamina
 
     schema = pa.schema([("i", pa.int32()), ("dec", pa.decimal128(9, 2))])
-    t = lamina.create_table(str(tmp_path / "t"), schema, partition_by=["truncate(10, i)", "truncate(50, dec)"])
-    t.append(pa.table({"i": pa.array([-(2**31), 5], pa.int32()),
-                       "dec": pa.array([decimal.Decimal("-9999999.99"), decimal.Decimal("1")], pa.decimal128(9, 2))}))
-    assert t.scan(where="i < 0").to_arrow()["i"].to_pylist() == [-(2**31)]
-    assert t.scan(where="dec < -9999999").to_arrow()["i"].to_pylist() == [-(2**31)]
-    assert t.scan(where="i = -2147483648").count() == 1
+    # no column statistics: only the partition values prune
+    t = lamina.create_table(str(tmp_path / "t"), schema, partition_by=["truncate(10, i)", "truncate(50, dec)"],
+                            properties={"write.metadata.metrics.default": "none"})
+    t.append(pa.table({"i": pa.array([-(2**31), 5, 2**31 - 1], pa.int32()),
+                       "dec": pa.array([decimal.Decimal("-9999999.99"), decimal.Decimal("1"), decimal.Decimal("2")], pa.decimal128(9, 2))}))
+    paths = sorted(t.scan().plan().paths)
+    assert any("i_trunc_10=2147483646/dec_trunc_50=-10000000.00" in p for p in paths), paths
+    for where, want in [("i < 0", [-(2**31)]), ("i <= -2147483648", [-(2**31)]), ("i = -2147483648", [-(2**31)]),
+                        ("i IN (-2147483648, 7)", [-(2**31)]), ("i > 2147483640", [2**31 - 1]), ("i >= 0", [5, 2**31 - 1]),
+                        ("dec < -9999999", [-(2**31)]), ("dec = -9999999.99", [-(2**31)]), ("dec > 1.5", [2**31 - 1])]:
+        assert sorted(t.scan(where=where).to_arrow()["i"].to_pylist()) == want, where
