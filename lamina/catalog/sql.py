@@ -51,7 +51,7 @@ from lamina.errors import (
 )
 from lamina.io import FileIO
 from lamina.spec.features import CATALOG_COMMITS
-from lamina.spec.layout import version_path
+from lamina.spec.layout import DATA_DIR, META_DIR, version_path
 from lamina.spec.version import VersionManifest
 from lamina.data.inflight import live_write_ids
 from lamina.table.table import initial_version
@@ -690,11 +690,18 @@ def _purge(io: FileIO) -> None:
     # A version hint this process queued (commits return before their hint is written) would
     # otherwise land after the purge and leave the table's directory behind.
     flush_hints()
+    # Only what the table owns: files beside data/ and _lamina/ (a table adopted in place) are
+    # not the table's to delete.
     local = io.local_path("")
     if local is not None:
-        shutil.rmtree(io.uri, ignore_errors=True)
+        for owned_dir in (DATA_DIR, META_DIR):
+            shutil.rmtree(os.path.join(io.uri, owned_dir), ignore_errors=True)
+        try:
+            os.rmdir(io.uri)  # the directory too, once nothing else is left in it
+        except OSError:
+            pass
         return
-    io.delete_many([o.path for o in io.walk()])
+    io.delete_many([o.path for prefix in (DATA_DIR, META_DIR) for o in io.walk(prefix)])
 
 
 # --- URIs ---------------------------------------------------------------------------------

@@ -30,10 +30,10 @@ from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted,
 from lamina.manifest.entries import conform, fill_constant, manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
 from lamina.spec.features import (
-    COLUMN_MAPPING, HIDDEN_PARTITIONING, PARTITION_EVOLUTION, SLOT_RANGE_RECORDS, SLOT_TOMBSTONES, SORT_ORDERS,
-    check_writer, with_features,
+    COLUMN_MAPPING, EXTERNAL_FILES, HIDDEN_PARTITIONING, PARTITION_EVOLUTION, SLOT_RANGE_RECORDS, SLOT_TOMBSTONES,
+    SORT_ORDERS, check_writer, with_features,
 )
-from lamina.spec.layout import random_hex
+from lamina.spec.layout import has_external, random_hex
 from lamina.spec.lineage import assign_row_ids, counter_of, has_lineage
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import Tombstone, commit_root_path, next_block_commits, slot_chunk_size
@@ -382,8 +382,10 @@ def with_metadata(base: VersionManifest, change: Change) -> VersionManifest:
     (itself if none). A new partition spec joins the table's list of specs (files written
     under the earlier ones keep theirs), and the features say what a writer must keep (the
     spec list, the sort order) and what readers and writers must do (map evolved columns)."""
+    # A file the table does not own needs readers that open it and writers that never delete it.
+    external = EXTERNAL_FILES not in base.reader_features and has_external(change.added.column("path")) if change.added.num_rows else False
     if (change.schema is None and change.partition_spec is None and change.sort_order is None
-            and change.properties is None and not change.writer_features):
+            and change.properties is None and not change.writer_features and not external):
         return base
     spec = change.partition_spec or base.partition_spec
     specs = base.all_partition_specs
@@ -396,6 +398,7 @@ def with_metadata(base: VersionManifest, change: Change) -> VersionManifest:
     schema = change.schema or base.schema
     # A schema whose file columns must be mapped needs readers and writers that map them.
     partitioned += [COLUMN_MAPPING] if schema.is_evolved else []
+    partitioned += [EXTERNAL_FILES] if external else []
     return base.next(
         reader_features=with_features(base.reader_features, *partitioned),
         schema=schema,

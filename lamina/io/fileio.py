@@ -112,6 +112,16 @@ PATH_RULES: tuple[tuple[str, str], ...] = (
     ("contains a control character (NUL, newline, ...)", r"[\x00-\x1f\x7f]"),
 )
 VALID_PATH_EXAMPLE = "'data/part-0001.parquet'"
+# An absolute location (``file:///abs/path``, ``s3://bucket/key``, ``memory://name/key``):
+# what a manifest entry holds for a file that lies outside its table's root (format.md,
+# "External files"). Relative paths never start with a scheme.
+URI_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*://"
+_URI = re.compile(URI_PATTERN)
+
+
+def is_uri(path: str) -> bool:
+    """Whether ``path`` is an absolute location rather than a path relative to a table root."""
+    return bool(_URI.match(path))
 _INVALID_PATH = re.compile("|".join(f"(?:{pattern})" for _, pattern in PATH_RULES))
 
 
@@ -225,6 +235,7 @@ class FileIO:
         self._local_root: str | None = None
         self._prefix = ""  # key prefix inside the store (memory:// shares one store per name)
         self._kept: _KeptObjects | None = None  # see keeping_gets
+        self._stores: dict[str, FileIO] = {}  # the store roots external files are read from
         if scheme in ("", "file"):
             root = parsed.path if scheme == "file" else uri
             if scheme == "file" and parsed.netloc:
@@ -299,6 +310,9 @@ class FileIO:
 
     def full_uri(self, path: str) -> str:
         """A URI a user or another engine can open for ``path``."""
+        if is_uri(path):
+            io, rel = self.external(path)
+            return io.full_uri(rel)
         if self._local_root is not None:
             return os.path.join(self._local_root, path)
         return f"{self.uri}/{path}"
@@ -309,6 +323,9 @@ class FileIO:
 
     def local_path(self, path: str) -> str | None:
         """The local filesystem path of ``path`` when the table is on local disk, else None."""
+        if is_uri(path) and self._local_root is not None:
+            io, rel = self.external(path)
+            return io.local_path(rel)
         return os.path.join(self._local_root, _check_relative(path)) if self._local_root is not None else None
 
     def _check_root(self) -> None:
@@ -319,6 +336,9 @@ class FileIO:
     # -- operations ----------------------------------------------------------------
 
     def get(self, path: str) -> bytes:
+        if is_uri(path):
+            io, rel = self.external(path)
+            return io.get(rel)
         if self._local_root is not None:
             # A plain read is ~5x cheaper than going through the object-store runtime for
             # the small metadata files on the hot path (open, hint, version manifests).
@@ -346,7 +366,30 @@ class FileIO:
 
     def __getstate__(self) -> dict[str, Any]:
         # (a copy sent elsewhere, e.g. to a Spark worker, starts with nothing kept)
-        return {**self.__dict__, "_kept": None}
+        return {**self.__dict__, "_kept": None, "_stores": {}}
+
+    def external(self, uri: str) -> tuple["FileIO", str]:
+        """The FileIO of the store root an absolute location lies in, and its path there:
+        for reading a file outside the table's root, on the table's kind of store and with
+        its options (``file://`` for a local table, another bucket of the same S3 endpoint).
+        Only reads go through it: nothing writes or deletes a file outside the table."""
+        scheme, _, rest = uri.partition("://")
+        scheme = scheme.lower()
+        same = {"file": ("file",), "s3": ("s3", "s3a"), "s3a": ("s3", "s3a"), "memory": ("memory",)}[self.scheme]
+        if scheme not in same:
+            raise InvalidUri(f"{uri!r} is not on the table's store ({self.scheme}): a table reads files of its own store")
+        if scheme == "file":
+            if not rest.startswith("/"):
+                raise InvalidUri(f"{uri!r}: file URIs take an absolute path, file:///path")
+            root, path = "/", rest.lstrip("/")
+        else:
+            bucket, _, path = rest.partition("/")
+            root = f"{scheme}://{bucket}"
+        io = self._stores.get(root)
+        if io is None:
+            io = self._stores.setdefault(root, FileIO(root, self.options))
+        _check_relative(path)
+        return io, path
 
     @contextmanager
     def keeping_gets(self, prefix: str, max_bytes: int = 256 << 20) -> Iterator[None]:
@@ -384,6 +427,9 @@ class FileIO:
 
     def get_range(self, path: str, offset: int, length: int) -> bytes:
         """``length`` bytes at ``offset`` (a deletion vector inside a DV file)."""
+        if is_uri(path):
+            io, rel = self.external(path)
+            return io.get_range(rel, offset, length)
         what = f"get {path}[{offset}:{offset + length}]"
         if self._local_root is not None:
             try:
@@ -398,6 +444,9 @@ class FileIO:
         return self._call(what, lambda: bytes(obstore.get_range(self.store, key, start=offset, length=length)))
 
     def exists(self, path: str) -> bool:
+        if is_uri(path):
+            io, rel = self.external(path)
+            return io.exists(rel)
         if self._local_root is not None:
             return os.path.isfile(self.local_path(path))  # type: ignore[arg-type]
         try:
@@ -593,7 +642,7 @@ class FileIO:
         if self._local_root is not None:
             # every path checked before the first delete, as the object stores' keys are: a
             # hostile path refuses the whole call, it does not stop it half done
-            local = [self.local_path(p) for p in paths]
+            local = [os.path.join(self._local_root, _check_relative(p)) for p in paths]  # never an external file
             for p, path in zip(paths, local):
                 try:
                     os.unlink(path)  # type: ignore[arg-type]
@@ -616,6 +665,9 @@ class FileIO:
 
     def size(self, path: str) -> int:
         """Size in bytes of one object (NotFound if absent)."""
+        if is_uri(path):
+            io, rel = self.external(path)
+            return io.size(rel)
         local = self.local_path(path)
         if local is not None:
             try:
@@ -635,6 +687,9 @@ class FileIO:
         """Size of each object in ``paths`` (int64), null where there is none, vectorized:
         one listing of each distinct parent directory (not recursive), not a request per path."""
         paths = paths.cast(pa.string())
+        external = pc.match_substring_regex(paths, URI_PATTERN)
+        if pc.any(external).as_py():
+            return self._sizes_with_external(paths, external)
         parents = pc.replace_substring_regex(paths, r"/?[^/]*$", "")
         names, sizes = [], []
         for parent in pc.unique(parents).to_pylist():
@@ -645,6 +700,19 @@ class FileIO:
             return pa.nulls(len(paths), pa.int64())
         index = pc.index_in(paths, value_set=pa.chunked_array(names, pa.string()).combine_chunks())
         return pc.take(pa.chunked_array(sizes, pa.int64()).combine_chunks(), index)
+
+    def _sizes_with_external(self, paths: pa.Array, external: pa.Array) -> pa.Array:
+        """``sizes`` of paths some of which are absolute locations: each group from its store."""
+        out: list[Any] = [None] * len(paths)
+        groups: dict[int, tuple[FileIO, list[int], list[str]]] = {}
+        for i, (p, ext) in enumerate(zip(paths.to_pylist(), external.to_pylist())):
+            io, rel = self.external(p) if ext else (self, p)
+            groups.setdefault(id(io), (io, [], []))[1].append(i)
+            groups[id(io)][2].append(rel)
+        for io, idx, rels in groups.values():
+            for i, size in zip(idx, io.sizes(pa.array(rels, pa.string())).to_pylist()):
+                out[i] = size
+        return pa.array(out, pa.int64())
 
     def list_dir(self, prefix: str) -> pa.Table:
         """The objects directly under directory ``prefix`` ("" for the root), not recursive:

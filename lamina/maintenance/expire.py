@@ -75,7 +75,7 @@ from lamina.maintenance.reachability import (
     staged_versions,
 )
 from lamina.spec.features import BRANCHES, SLOT_RANGE_RECORDS, SLOT_TOMBSTONES, check_writer
-from lamina.spec.layout import INLINE_ROOT_SUFFIX, MAIN_BRANCH, MANIFESTS_DIR
+from lamina.spec.layout import INLINE_ROOT_SUFFIX, MAIN_BRANCH, MANIFESTS_DIR, owned
 from lamina.spec.properties import TableProperties
 from lamina.spec.slot import (
     COMMIT_BLOCK,
@@ -276,8 +276,10 @@ def _spare_branches(io: FileIO, log: VersionLog, latest: VersionManifest, g: _Ga
 
 
 def _spare(io: FileIO, log: VersionLog, latest: VersionManifest, g: _Garbage) -> _Garbage:
-    """``g`` without what staged catalog commits, other branches and tags of them need."""
-    return _spare_branches(io, log, latest, _spare_staged(io, latest, g))
+    """``g`` without what staged catalog commits, other branches and tags of them need, and
+    without external files (the table references them but does not own them)."""
+    g = _spare_branches(io, log, latest, _spare_staged(io, latest, g))
+    return _Garbage(g.manifests, [p for p in g.files if owned(p)], g.freed_bytes, g.kept)
 
 
 def _branched(latest: VersionManifest) -> bool:
@@ -408,7 +410,9 @@ def _put_tombstones(io: FileIO, log: VersionLog, stones: list[Tombstone]) -> Non
 
 
 def _delete(io: FileIO, paths: list[str], known: dict[str, int] | None = None) -> int:
-    """Delete ``paths``; returns the bytes freed (sizes read first, so it is exact)."""
+    """Delete ``paths`` the table owns (an external file it no longer references is not its
+    to delete); returns the bytes freed (sizes read first, so it is exact)."""
+    paths = [p for p in paths if owned(p)]
     if not paths:
         return 0
     freed = _sizes(io, paths, known)

@@ -1,4 +1,4 @@
-"""Orphan cleanup: files under the table that nothing references.
+"""Orphan cleanup: files the table owns (under ``data/`` and ``_lamina/``) that nothing references.
 
 Orphans are what failed or crashed writers leave (data files and manifests
 of commits that never landed) and what a crashed expiry did not finish. A
@@ -29,7 +29,7 @@ from lamina.maintenance.expire import to_ms
 from lamina.maintenance.reachability import referenced_paths
 from lamina.spec.features import check_writer
 from lamina.commit.branches import BranchStore
-from lamina.spec.layout import BRANCH_LOGS_DIR, BRANCHES_DIR, HINT_PATH, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, parse_pending_name, version_path
+from lamina.spec.layout import DATA_DIR, META_DIR, BRANCH_LOGS_DIR, BRANCHES_DIR, HINT_PATH, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, parse_pending_name, version_path
 from lamina.spec.slot import FREED_DIR
 from lamina.data.inflight import live_write_ids, written_by
 from lamina.timeutil import now_ms
@@ -87,8 +87,10 @@ def remove_orphans(
     # table that may get none).
     strays = {version_path(v) for v in log.scan_slots().freeable_strays(now_ms(), latest.properties)}
     # List first: a file written after this listing is not considered at all, and one
-    # listed here but committed later is younger than the cutoff (or in flight).
-    walked = list(io.walk())
+    # listed here but committed later is younger than the cutoff (or in flight). Only what the
+    # table owns is listed: files beside data/ and _lamina/ (a table adopted in place, another
+    # format's log) are no table's orphans.
+    walked = [o for prefix in (DATA_DIR, META_DIR) for o in io.walk(prefix)]
     # Branch records are read after the listing: a branch's log files are written after its
     # record, so every log file listed belongs to a branch read here, or to a deleted one.
     live_branches = {r.branch_id for r in BranchStore(io).list()}

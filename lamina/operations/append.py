@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit import Operation, REMOVED_SCHEMA, Base, Change
-from lamina.errors import InvalidArgument, TransactionAlreadyCommitted
-from lamina.io.fileio import PATH_RULES, VALID_PATH_EXAMPLE
+from lamina.errors import InvalidArgument, InvalidUri, TransactionAlreadyCommitted
+from lamina.io.fileio import PATH_RULES, URI_PATTERN, VALID_PATH_EXAMPLE
 from lamina.manifest.entries import fill_constant
-from lamina.spec.layout import DATA_DIR, DV_DIR
+from lamina.spec.layout import DV_DIR, META_DIR
 from lamina.spec.version import VersionManifest
 
 
@@ -58,23 +58,38 @@ def _refuse(problems: list[tuple[str, pa.Array, pa.Array]], n: int, what_to_do: 
         raise InvalidArgument(f"add_files: {bad} of {n} files refused: {'; '.join(parts)}. {what_to_do} Nothing was committed.")
 
 
-def check_added_files(entries: pa.Table, io: Any, check_files: bool) -> None:
-    """Refuse, before anything is written, files ``add_files`` must not register (vectorized
-    over the whole list): paths that are not a data-file path of the table, a path given
-    twice, a size or record count that cannot be right, and with ``check_files`` a file
-    that does not exist or has another size."""
-    n = entries.num_rows
-    paths = entries.column("path").combine_chunks()
+def check_added_paths(paths: pa.Array | pa.ChunkedArray, io: Any) -> None:
+    """Refuse, before anything is read or written, paths ``add_files`` must not register
+    (vectorized over the whole list): null, not in canonical form, under the table's
+    metadata or deletion vectors, or an absolute location on another store."""
+    paths = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
+    paths = paths.cast(pa.string())
+    n = len(paths)
     text = pc.fill_null(paths, "")
+    uri = pc.match_substring_regex(text, URI_PATTERN)
+    relative = pc.if_else(uri, "", text)
     problems = [("is null (every file needs a path)", paths, pc.is_null(paths))]
-    problems += [(why, paths, pc.match_substring_regex(text, pattern)) for why, pattern in PATH_RULES]
-    problems.append((f"is not under {DATA_DIR}/", paths, pc.invert(pc.starts_with(text, f"{DATA_DIR}/"))))
+    problems += [(why, paths, pc.match_substring_regex(relative, pattern)) for why, pattern in PATH_RULES]
     problems.append((f"is under {DV_DIR}/, which holds deletion vectors", paths, pc.starts_with(text, f"{DV_DIR}/")))
+    problems.append((f"is under {META_DIR}/, which holds the table's metadata", paths, pc.starts_with(text, f"{META_DIR}/")))
+    if pc.any(uri).as_py():
+        problems.append(("is not a location on the table's store", paths, _foreign(paths.filter(uri), paths, io)))
     _refuse(
         problems, n,
-        f"A data-file path is relative to the table root and under {DATA_DIR}/, '/'-separated, "
-        f"without '.', '..' or empty segments, e.g. {VALID_PATH_EXAMPLE}.",
+        f"A data-file path is relative to the table root, '/'-separated, without '.', '..' or empty "
+        f"segments, e.g. {VALID_PATH_EXAMPLE}, or an absolute location on the table's store "
+        f"(file:///..., s3://bucket/...) for a file the table does not own.",
     )
+
+
+def check_added_files(entries: pa.Table, io: Any, check_files: bool) -> None:
+    """Refuse, before anything is written, files ``add_files`` must not register (vectorized
+    over the whole list): paths ``check_added_paths`` refuses, a path given twice, a size or
+    record count that cannot be right, and with ``check_files`` a file that does not exist
+    or has another size."""
+    n = entries.num_rows
+    paths = entries.column("path").combine_chunks()
+    check_added_paths(paths, io)
     counts = pc.value_counts(paths)
     twice = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
     size, records = entries.column("size").combine_chunks(), entries.column("record_count").combine_chunks()
@@ -95,6 +110,17 @@ def check_added_files(entries: pa.Table, io: Any, check_files: bool) -> None:
             ],
             n, "Write the files under the table first and pass their sizes (or check_files=False to skip this check).",
         )
+
+
+def _foreign(uris: pa.Array, paths: pa.Array, io: Any) -> pa.Array:
+    """Which of ``paths`` are among ``uris`` that no FileIO of the table's store can read."""
+    bad = []
+    for u in uris.to_pylist():
+        try:
+            io.external(u)
+        except InvalidUri:
+            bad.append(u)
+    return pc.is_in(paths, value_set=pa.array(bad, pa.string()))
 
 
 def check_not_in_table(entries: pa.Table, base: Base) -> None:

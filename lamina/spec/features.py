@@ -36,14 +36,22 @@ INLINE_ROOT_MANIFESTS = "inline-root-manifests"
 ARROW_LEAF_MANIFESTS = "arrow-leaf-manifests"
 ARROW_LEAF_MAX_FILES = 1024
 
+# Reader and writer feature of tables whose entries reference files the table does not own
+# (format.md, "External files"): data files adopted in place by ``lamina.convert`` or
+# registered by ``add_files`` from outside ``data/``, by a path relative to the root outside
+# ``data/`` or by an absolute location. A reader without it could not open an absolute
+# location; a writer without it would delete such files (expiry, orphan cleanup, purge),
+# which belong to another table or to nobody.
+EXTERNAL_FILES = "external-files"
+
 KNOWN_READER_FEATURES: frozenset[str] = frozenset(
     {"manifest-tree-v1", "hidden-partitioning", "column-mapping", ARROW_ROOT_MANIFESTS, INLINE_ROOT_MANIFESTS,
-     ARROW_LEAF_MANIFESTS}
+     ARROW_LEAF_MANIFESTS, EXTERNAL_FILES}
 )
 KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
     {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits", "slot-tombstones",
      "column-mapping", "partition-evolution", "sort-orders", ROW_LINEAGE, "branches", ARROW_ROOT_MANIFESTS,
-     INLINE_ROOT_MANIFESTS, "slot-range-records", ARROW_LEAF_MANIFESTS}
+     INLINE_ROOT_MANIFESTS, "slot-range-records", ARROW_LEAF_MANIFESTS, EXTERNAL_FILES}
 )
 
 # Writer feature of tables whose commit point is their catalog row (lamina.catalog's SQL

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
+
+import pyarrow.compute as pc
 
 from lamina.errors import CorruptMetadata
 
@@ -110,6 +113,19 @@ def engine_data_dir(write_id: str) -> str:
 
 
 DV_DIR = f"{DATA_DIR}/_dv"
+
+
+def owned(path: str) -> bool:
+    """Whether the table owns the file at ``path`` (an entry's path, or one listed under the
+    root): what its writers put under ``data/`` and ``_lamina/``. Only owned files are ever
+    deleted (expiry, orphan cleanup, purge); any other file an entry references is external
+    (format.md, "External files"): adopted in place, never written or deleted."""
+    return path.startswith((f"{DATA_DIR}/", f"{META_DIR}/"))
+
+
+def has_external(paths: Any) -> bool:
+    """Whether any of ``paths`` (an Arrow string array of entries' paths) is an external file."""
+    return not pc.all(pc.starts_with(paths, f"{DATA_DIR}/")).as_py()
 
 
 def new_dv_path(write_id: str) -> str:

@@ -404,7 +404,7 @@ def _truncation_projects(transform: str, op: str, values: Sequence[Any], source_
     """Whether ``source <op> values`` may be projected onto ``truncate[w]`` of ``source_type``
     as onto a monotonic transform. Not for a value below the lowest truncation of its type or
     of a narrower one it may have been widened from (there Iceberg's value wraps or takes more
-    digits, and Lamina before 0.2 stored that lowest truncation instead), nor ``<`` / ``<=``
+    digits, and tables Lamina wrote before it matched Iceberg store that lowest truncation), nor ``<`` / ``<=``
     where the truncation wraps some value around to a large positive."""
     if not (pa.types.is_integer(source_type) or pa.types.is_decimal(source_type)):
         return True

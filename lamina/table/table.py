@@ -309,20 +309,27 @@ class Table:
         check_files: bool = True,
         commit_options: CommitOptions | None = None,
     ) -> int:
-        """Register existing data files (already under the table's ``data/``) in one version.
+        """Register existing Parquet files in one version, without copying them.
 
-        ``files`` columns: path (relative to the table root), size, record_count, and
-        optional ``partition_path``, ``lower.<col>``, ``upper.<col>``, ``null_count.<col>``,
-        ``partition.<field>``. ``mode="overwrite"`` replaces all rows (or those matching
+        ``files`` columns: path, and optional size, record_count, ``partition_path``,
+        ``lower.<col>``, ``upper.<col>``, ``null_count.<col>``, ``partition.<field>``. What is
+        left out is read from the files (as pyiceberg's ``add_files``): sizes from a listing,
+        and where the record count is missing, the footers' row counts and (unless some are
+        given) column statistics and the partition values they imply. A path under ``data/`` is a
+        file the table owns from then on (expiry deletes it once no version needs it); any
+        other path relative to the root, or an absolute location on the table's store
+        (``file:///...``, ``s3://bucket/...``), is an external file the table reads but never
+        deletes (docs/format.md, "External files"). ``mode="overwrite"`` replaces all rows (or those matching
         ``where``; the caller guarantees the new files' rows match it) in the same version.
         ``app_transaction`` as for ``append`` (append mode only). The files' Parquet columns
         must be named as the table stores them: on a table whose schema evolved, by their
         physical names (``t.metadata.schema.physical_arrow``), which a rename does not change.
 
-        Refused with nothing committed (InvalidArgument naming the files): a path outside
-        ``data/`` or not in canonical form, a path given twice, a file already in the table,
-        a missing size or record count, and with ``check_files`` (default) a file that does
-        not exist or whose size differs (one listing per directory of the files).
+        Refused with nothing committed (InvalidArgument naming the files): a path under
+        ``_lamina/`` or ``data/_dv/`` or not in canonical form, a location on another store, a
+        path given twice, a file already in the table, and with ``check_files`` (default) a
+        file that does not exist or whose size differs (one listing per directory of the
+        files); a file that is no Parquet file or holds rows of several partitions.
         """
         tx = self.transaction(commit_options=commit_options)
         return self._one(tx.add_files(files, mode=mode, where=where, app_transaction=app_transaction, check_files=check_files))

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit import Base, CommitOptions, Operation
+from lamina.data.footer_stats import complete_files
 from lamina.data.inflight import discard_writes, finish_writes, new_write_id
 from lamina.data.writer import PendingWrites
 from lamina.errors import CommitStateUnknown, InvalidArgument, LaminaError, StorageError, TagAlreadyExists
@@ -35,6 +36,7 @@ from lamina.operations import (
     Overwrite,
     RowDelta,
     check_added_files,
+    check_added_paths,
     check_app_transactions,
     check_not_in_table,
 )
@@ -198,7 +200,7 @@ class Transaction:
         self, files: pa.Table, *, mode: str = "append", where: str | Expr | None = None,
         app_transaction: tuple[str, int] | None = None, check_files: bool = True,
     ) -> "Transaction":
-        """Register data files already under the table's ``data/`` (see ``Table.add_files``)."""
+        """Register existing data files (see ``Table.add_files``)."""
         self._check_open()
         if mode not in ("append", "overwrite"):
             raise InvalidArgument(f"mode must be 'append' or 'overwrite', not {mode!r}")
@@ -208,7 +210,11 @@ class Transaction:
                 raise InvalidArgument("app_transaction applies to appends only, not to overwrite")
             check_app_transactions(self.table.log.latest(), apps)  # before reading any file for nothing
         vm = self.metadata
-        entries = entries_from_user_files(files, vm.schema, vm.partition_spec, manifest_schema_of(vm), stats_policy(vm.schema, vm.properties))
+        policy = stats_policy(vm.schema, vm.properties)
+        if "path" in files.column_names:
+            check_added_paths(files.column("path"), self.table.io)  # before a file is read
+        files = complete_files(files, self.table.io, vm.schema, vm.partition_spec, {fid for _, fid, _ in policy.kept(vm.schema)})
+        entries = entries_from_user_files(files, vm.schema, vm.partition_spec, manifest_schema_of(vm), policy)
         check_added_files(entries, self.table.io, check_files)
         if mode == "overwrite":  # (appends check every base they are applied to)
             check_not_in_table(entries, self._base())
