@@ -10,9 +10,11 @@ from lamina.commit import CommitOptions
 from lamina.spec.properties import TableProperties, WriterProperties
 from lamina.table import FileScanTask, Scan, Table, create_table, open_table
 from lamina.catalog import load_catalog  # after lamina.table: catalogs build on tables
+from lamina.convert import convert  # tables of other formats adopted in place
 
 __version__ = "0.1.0"
 __all__ = [
+    "convert",
     "CommitOptions", "FileScanTask", "Scan", "Table", "TableProperties", "WriterProperties",
     "create_table", "load_catalog", "open_table", "__version__",
 ]

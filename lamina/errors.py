@@ -63,6 +63,16 @@ class UnsupportedFeature(LaminaError):
     """The table needs a reader or writer feature this Lamina does not know."""
 
 
+class UnconvertibleTable(UnsupportedFeature):
+    """``lamina.convert`` refused a source table that uses something Lamina cannot represent
+    (equality deletes, a type, a Delta reader feature, a column stored only in directory
+    names); ``feature`` names it. Nothing was written."""
+
+    def __init__(self, message: str, feature: str) -> None:
+        super().__init__(message)
+        self.feature = feature
+
+
 class VersionNotFound(LaminaError):
     """A requested version never existed or has been expired."""
 

@@ -28,6 +28,7 @@ LAYERS = [
     ("maintenance",),
     ("table",),
     ("catalog",),
+    ("convert",),  # other formats' tables adopted in place: builds tables
     ("__init__",),  # the facade: lamina.open_table, lamina.load_catalog, ...
     ("spark", "duckdb", "polars"),  # engines: each uses the public API, none another
     ("ui",),  # the read-only explorer: what the CLI's `lamina ui` serves

@@ -790,6 +790,15 @@ def create_table(
     identifier: str | None = None,
 ) -> Table:
     """Create a table at ``uri`` and commit its version 0 (empty)."""
+    return create_table_at(uri, initial_version(schema, partition_by, properties), storage_options=storage_options,
+                           identifier=identifier)
+
+
+def create_table_at(
+    uri: str, vm: VersionManifest, *, storage_options: Mapping[str, Any] | None = None, identifier: str | None = None,
+) -> Table:
+    """Create a table at ``uri`` whose version 0 is ``vm`` (``initial_version``'s, or one
+    made from it: a converted table's, with the source's field ids and specs)."""
     log = _new_log(uri, storage_options, identifier)
     try:
         existing = log.latest()
@@ -800,7 +809,6 @@ def create_table(
             f"a Lamina table (uuid {existing.table_uuid}, version {existing.version}) already exists at {uri}; "
             "open it with lamina.open_table, or choose another location"
         )
-    vm = initial_version(schema, partition_by, properties)
     table = Table(log.io, log, vm)
     try:
         table._committer.create(vm)
