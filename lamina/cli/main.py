@@ -738,10 +738,12 @@ def ui(
 # -- catalogs (lamina/cli/catalog.py) ---------------------------------------------------------
 
 from lamina.cli.catalog import catalog_app  # noqa: E402
+from lamina.cli.convert import convert  # noqa: E402
 from lamina.cli.sql import sql  # noqa: E402
 
 app.add_typer(catalog_app, name="catalog")
 app.command()(sql)
+app.command()(convert)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -211,3 +211,19 @@ def test_add_files_reads_what_it_is_not_given_from_the_footers_and_never_deletes
     _maintain(t)
     assert t.scan().to_arrow()["id"].to_pylist() == [1]
     assert outside.exists() and inside.exists()
+
+
+def test_lamina_convert_from_the_shell(tmp_path):
+    from tests.support.cli import ok, run
+
+    root = tmp_path / "hive"
+    _hive_dir(root, [(1, "a", 0.5), (2, "b", 1.5), (3, "b", 2.5)])
+    out = " ".join(ok("convert", str(root)).split())  # (rich wraps long lines)
+    assert "version 1, 2 files, 3 rows" in out
+    assert lamina.open_table(str(root)).scan(where="k = 'b'").count() == 2
+    again = run("convert", str(root))  # a table is there now: refused, naming it
+    assert again.exit_code != 0 and "already exists" in " ".join(again.output.split())
+    ds.write_dataset(pa.table({"id": [1], "k": ["a"]}), str(tmp_path / "bare"), format="parquet", partitioning=["k"],
+                     partitioning_flavor="hive")
+    refused = run("convert", str(tmp_path / "bare"))
+    assert refused.exit_code != 0 and "do not store the partition column" in " ".join(refused.output.split())
