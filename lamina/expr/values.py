@@ -204,3 +204,10 @@ def as_mask(value: Any, t: pa.Table, what: str) -> pa.Array:
     """A condition as a boolean mask; NULL counts as false (SQL)."""
     m = as_column(value, t, pa.bool_(), what)
     return pc.fill_null(m, False)
+
+
+def qualified_columns(text: str, qualifier: str) -> list[str]:
+    """The columns SQL expression ``text`` names with ``qualifier`` (``source.x``: ``["source.x"]``,
+    case-insensitively), sorted; InvalidArgument if it does not parse."""
+    node = parse(text)
+    return sorted({c.sql() for c in node.find_all(exp.Column) if c.table.lower() == qualifier.lower()})

@@ -30,7 +30,7 @@ from pyroaring import BitMap
 from lamina.commit import Operation, Base, Change, removed_of
 from lamina.errors import CommitConflict, InvalidArgument, SchemaMismatch
 from lamina.expr import AlwaysTrue, Expr, and_, col, or_, referenced_columns, to_arrow_filter
-from lamina.expr.values import as_column, as_mask
+from lamina.expr.values import as_column, as_mask, qualified_columns
 from lamina.manifest.entries import conform, fill_constant
 from lamina.data.copy import StagedFiles
 from lamina.data.inflight import new_write_id
@@ -973,6 +973,23 @@ def key_range(name: str, lo: Any, hi: Any, has_nan: bool) -> Expr:
     return or_(*terms)
 
 
+def _target_only(value: Any, what: str) -> None:
+    """Refuse SQL text of a not-matched-by-source clause that names a ``source.`` column: those
+    rows have no source row (Delta refuses it too). Text that does not parse is left to the
+    engine that evaluates it (Spark SQL has functions Lamina's evaluator does not know)."""
+    if not isinstance(value, str):
+        return
+    try:
+        named = qualified_columns(value, "source")
+    except InvalidArgument:
+        return
+    if named:
+        raise InvalidArgument(
+            f"{what}: {value!r} names {named}, but a target row that no source row matches has no source "
+            "values; a when_not_matched_by_source_* clause sees the target's columns only"
+        )
+
+
 @dataclass
 class MergeResult:
     version: int | None
@@ -981,6 +998,40 @@ class MergeResult:
     rows_inserted: int
     files_scanned: int
     files_touched: int
+
+
+def _not_matched_by_source(clauses: list[_Clause], rows: pa.Table, matched: Any,
+                           tschema: pa.Schema) -> tuple[list[np.ndarray], list[np.ndarray], list[pa.Table]]:
+    """What the not-matched-by-source ``clauses`` do to the target ``rows`` (with POS and FILE,
+    the columns read) that are not among ``matched`` (their indices in ``rows``): the first
+    clause whose condition holds applies. Returns the positions deleted, their files, and the
+    rows written in place of the updated ones (with FILE; they keep their row ids)."""
+    unmatched = np.ones(rows.num_rows, dtype=bool)
+    unmatched[np.asarray(matched if isinstance(matched, np.ndarray) else matched.to_numpy(), dtype=np.int64)] = False
+    deletes: list[np.ndarray] = []
+    files: list[np.ndarray] = []
+    updates: list[pa.Table] = []
+    if not unmatched.any():
+        return deletes, files, updates
+    u = rows.filter(pa.array(unmatched))
+    cols = {f"target.{n}": u.column(n) for n in tschema.names if n in u.column_names}
+    cols.update({c: u.column(c) for c in (POS, FILE, ROW_ID) if c in u.column_names})
+    t = pa.table(cols)
+    remaining = np.ones(t.num_rows, dtype=bool)
+    for cl in clauses:
+        m = remaining.copy()
+        if cl.condition is not None:
+            m &= as_mask(cl.condition, t, f"merge not matched by source {cl.kind} condition").to_numpy(zero_copy_only=False)
+        remaining &= ~m
+        if not m.any():
+            continue
+        sel = t if m.all() else t.filter(pa.array(m))
+        deletes.append(sel.column(POS).to_numpy())
+        files.append(sel.column(FILE).to_numpy())
+        if cl.kind == "update":
+            new = _clause_rows(cl, sel, tschema, "not matched by source update", lambda f: sel.column(f"target.{f.name}"))
+            updates.append(_keep_row_ids(new, sel).append_column(FILE, sel.column(FILE)))
+    return deletes, files, updates
 
 
 class MergeClauses:
@@ -1006,6 +1057,7 @@ class MergeClauses:
                 raise SchemaMismatch(f"merge key {k!r} is not a column of the source ({self._source_columns})")
         self.matched: list[_Clause] = []
         self.not_matched: list[_Clause] = []
+        self.not_matched_by_source: list[_Clause] = []
 
     def when_matched_update(self, set: dict[str, Any], condition: Any = None) -> Any:  # noqa: A002
         if not set:
@@ -1034,6 +1086,32 @@ class MergeClauses:
         self._need_all_columns("when_not_matched_insert_all", set(self.schema.write_defaults))
         self.not_matched.append(_Clause("insert", condition, None))
         return self
+
+    def when_not_matched_by_source_update(self, set: dict[str, Any], condition: Any = None) -> Any:  # noqa: A002
+        """Update the target rows no source row matches (Delta's ``whenNotMatchedBySource``, SQL's
+        ``WHEN NOT MATCHED BY SOURCE``): ``set`` and ``condition`` see the target's columns only
+        (there is no source row). Such clauses are tried in order, as the matched ones are; a
+        target row with a NULL key matches no source row, so it is one of these rows."""
+        if not set:
+            raise InvalidArgument("when_not_matched_by_source_update needs set={column: value or SQL expression}")
+        for c, v in set.items():
+            self.schema.field(c)
+            _target_only(v, f"when_not_matched_by_source_update of {c!r}")
+        _target_only(condition, "when_not_matched_by_source_update condition")
+        self.not_matched_by_source.append(_Clause("update", condition, dict(set)))
+        return self
+
+    def when_not_matched_by_source_delete(self, condition: Any = None) -> Any:
+        """Delete the target rows no source row matches (and that ``condition``, on the target's
+        columns, holds for). See ``when_not_matched_by_source_update``."""
+        _target_only(condition, "when_not_matched_by_source_delete condition")
+        self.not_matched_by_source.append(_Clause("delete", condition))
+        return self
+
+    def _check_clauses(self) -> None:
+        if not (self.matched or self.not_matched or self.not_matched_by_source):
+            raise InvalidArgument(
+                "merge needs at least one when_matched_*, when_not_matched_* or when_not_matched_by_source_* clause")
 
     def _need_all_columns(self, what: str, defaulted: set[str] = frozenset()) -> None:  # type: ignore[assignment]
         """``defaulted``: columns the source may lack (an insert stores their write default)."""
@@ -1086,6 +1164,10 @@ class MergeBuilder(MergeClauses):
     # -- execution ----------------------------------------------------------------------
 
     def _prune(self) -> Expr:
+        """The target files the merge reads: those whose key bounds can hold a source key; every
+        file when a not-matched-by-source clause may change any row the source does not match."""
+        if self.not_matched_by_source:
+            return AlwaysTrue()
         terms = []
         for k in self.on:
             keys = self.source.column(k)
@@ -1100,8 +1182,9 @@ class MergeBuilder(MergeClauses):
     def _target_columns(self) -> list[str]:
         """The target columns a merge reads: only the keys, unless a matched clause has a
         condition or sets columns by expressions (those may read any target column, and the
-        columns such an update leaves unset keep the target's values)."""
-        if any(cl.condition is not None or cl.values is not None for cl in self.matched):
+        columns such an update leaves unset keep the target's values); the same for the
+        not-matched-by-source clauses."""
+        if any(cl.condition is not None or cl.values is not None for cl in [*self.matched, *self.not_matched_by_source]):
             return list(self.schema.arrow.names)
         return [n for n in self.schema.arrow.names if n in self.on]
 
@@ -1109,9 +1192,9 @@ class MergeBuilder(MergeClauses):
         """The positions of the target rows that may match: those whose first key is among the
         source's, so only the few that can match go through the join (see ``key_membership``). Not for
         float keys: a membership test may compare NaN and -0.0 other than the join does
-        (see join_key)."""
+        (see join_key); nor with a not-matched-by-source clause, which changes the rows that match nothing."""
         k, typ = self.on[0], self._key_types[0]
-        if pa.types.is_floating(typ):
+        if pa.types.is_floating(typ) or self.not_matched_by_source:
             return None
         member = key_membership(join_key(self.source.column(k), typ, f"the source's key {k!r}"), positions=True)
         return lambda rows: member(join_key(rows.column(k), typ, f"the table's key {k!r}"))
@@ -1129,9 +1212,12 @@ class MergeBuilder(MergeClauses):
         with all of the source's columns and inserts every other source row, without
         conditions, and the source has every column. Each source row is then written once (as
         the update of the one target row it matches, or as an insert): matching only finds the
-        rows to delete (see ``RowDelta._source_written``). None otherwise."""
+        rows to delete (see ``RowDelta._source_written``). None otherwise (a not-matched-by-source
+        clause writes target rows too)."""
         (upd, *more), (ins, *more_ins) = self.matched or [None], self.not_matched or [None]
         if more or more_ins or upd is None or ins is None or upd.kind != "update" or not self.source.num_rows:
+            return None
+        if self.not_matched_by_source:
             return None
         if any(cl.condition is not None or cl.values is not None for cl in (upd, ins)):
             return None
@@ -1190,7 +1276,7 @@ class MergeBuilder(MergeClauses):
             else:
                 cols["__src"] = src_rows
             j = pa.table(cols)
-            if not j.num_rows:
+            if not j.num_rows and not self.not_matched_by_source:
                 return FileOutcome(np.zeros(0, dtype=np.int64), matched_source=np.zeros(0, dtype=np.int64))
             # (A lookup finds each target row's one source row: no row can match twice.)
             if not lookup and len(unique_sorted(
@@ -1214,6 +1300,11 @@ class MergeBuilder(MergeClauses):
                 if cl.kind == "update" and not whole:
                     rows_ = _clause_rows(cl, sel, tschema, "update", lambda f: sel.column(f"target.{f.name}"))
                     updates.append(_keep_row_ids(rows_, sel).append_column(FILE, sel.column(FILE)))
+            if self.not_matched_by_source:
+                by_source = _not_matched_by_source(self.not_matched_by_source, rows, tgt, tschema)
+                deletes += by_source[0]
+                files += by_source[1]
+                updates += by_source[2]
             delete = np.concatenate(deletes) if deletes else np.zeros(0, dtype=np.int64)
             dfile = np.concatenate(files) if files else np.zeros(0, dtype=np.int32)
             new = pa.concat_tables(updates) if updates else None
@@ -1249,8 +1340,7 @@ class MergeBuilder(MergeClauses):
         return fn
 
     def execute(self, *, commit_options: Any = None) -> MergeResult | None:
-        if not self.matched and not self.not_matched:
-            raise InvalidArgument("merge needs at least one when_matched_* or when_not_matched_* clause")
+        self._check_clauses()
         tschema = self.schema.arrow
         whole = self._whole_source(tschema)
         if whole is None and self._read is not None:
