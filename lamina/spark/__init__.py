@@ -9,6 +9,7 @@
     system_table(spark, "warehouse/orders", "$snapshots").show()     # also $tags, $branches, $files, $manifests
     merge("warehouse/orders", changes_df, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
     delete(spark, "warehouse/orders", "status = 'cancelled'")        # deletion vectors, one version
+    update(spark, "warehouse/orders", "status = 'open'", set={"amount": "amount * 1.1"})  # Delta's update
     compact(spark, "warehouse/orders", target_file_size=128 << 20)   # groups rewritten by Spark tasks
     read(spark, "warehouse/orders", columns=["order_id", "_row_id", "_last_updated_version"])   # row lineage
     read_changes(spark, "warehouse/orders", 3, 7)                    # changes of versions 4..7 (Table.changes)
@@ -33,11 +34,11 @@ from lamina.spark._types import arrow_schema
 from lamina.spark.changes import read_changes
 from lamina.spark.compact import compact
 from lamina.spark.datasource import LaminaDataSource, register
-from lamina.spark.rowlevel import SparkMergeBuilder, delete, merge
+from lamina.spark.rowlevel import SparkMergeBuilder, delete, merge, update
 from lamina.spark.read import read
 from lamina.spark.session import spark_session
 from lamina.spark.streaming import foreach_batch_writer
 from lamina.spark.system import system_table
 from lamina.spark.write import write
 
-__all__ = ["LaminaDataSource", "SparkMergeBuilder", "arrow_schema", "compact", "delete", "foreach_batch_writer", "merge", "read", "read_changes", "register", "spark_session", "system_table", "write"]
+__all__ = ["LaminaDataSource", "SparkMergeBuilder", "arrow_schema", "compact", "delete", "foreach_batch_writer", "merge", "read", "read_changes", "register", "spark_session", "system_table", "update", "write"]

@@ -1,4 +1,4 @@
-"""Row-level changes from Spark: ``merge`` and ``delete`` executed with Spark joins.
+"""Row-level changes from Spark: ``merge``, ``update`` and ``delete`` executed with Spark joins.
 
 The driver plans, Spark computes, the driver commits ONE version:
 
@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import lamina
 from lamina.data.deletes import file_key
 from lamina.errors import InvalidArgument
-from lamina.expr import Expr, and_, bind, to_expr
+from lamina.expr import AlwaysTrue, Expr, and_, bind, to_expr
 from lamina.operations import MergeResult, PositionDelta, StaleRowDelta
 from lamina.operations.rowlevel import MergeClauses, SourceRead, check_mode, key_range
 from lamina.spark._collect import collect_arrow
@@ -50,6 +50,9 @@ from lamina.table import WriteSession
 from lamina.table.transaction import Transaction
 
 ACTION = "__lamina_action"
+# Which rows a merge clause takes: target rows matched by a source row, source rows matched by
+# none, target rows matched by none.
+MATCHED, NOT_MATCHED, BY_SOURCE = "matched", "not matched", "not matched by source"
 DEFAULT_ATTEMPTS = 5
 # Sources up to this many rows are broadcast: the target files are streamed through the join,
 # never shuffled. Larger sources use Spark's own join choice (sort-merge: both sides shuffled).
@@ -227,6 +230,76 @@ def delete(spark: Any, target: Any, where: str | Expr, *, mode: str | None = Non
     return _with_attempts(table, max_attempts, run, tx)
 
 
+# -- update -------------------------------------------------------------------------------------
+
+
+def update(spark: Any, target: Any, where: Any = None, set: Mapping[str, Any] | None = None, *,  # noqa: A002
+           mode: str | None = None, storage_options: Mapping[str, Any] | None = None,
+           max_attempts: int = DEFAULT_ATTEMPTS, catalog: Any = None, branch: str | None = None) -> int | None:
+    """Set columns of the rows matching ``where`` (every row if None) with Spark, in one version;
+    None if no row matched (nothing committed). Delta's ``DeltaTable.update(condition, set)``.
+
+    ``set``: column -> Spark SQL expression text (``"amount * 1.1"``, over the table's columns),
+    a Spark Column, or a Python literal; each value is cast to its column's type, as a merge's.
+    ``where``: a Lamina predicate (text or ``lamina.expr``, as ``delete``'s: it prunes files and
+    selects rows with Lamina's semantics), or a Spark Column (evaluated by Spark; every file is
+    read). The matching rows are found by Spark's native reader, written anew by its native
+    writer (they keep their ``_row_id``) and deleted by deletion vectors (``mode`` /
+    ``write.delete.mode`` copy-on-write: rewritten files), as ``Table.update``; a concurrent
+    change to those files recomputes it on the newest version (``max_attempts``).
+    ``branch``: on that branch; ``target`` ``tx.table(ident)``: queued into that transaction
+    (returns None), as its first change to that table.
+    """
+    from pyspark.sql import Column
+
+    if not set:
+        raise InvalidArgument("update needs set={column: Spark SQL expression, Column or literal}")
+    table, tx = _local_table(target, storage_options, catalog, branch)
+    for c in set:
+        table.metadata.schema.field(c)  # SchemaMismatch naming the columns, before Spark runs
+    spark_where = where if isinstance(where, Column) else None
+
+    def run(session: WriteSession) -> int | None:
+        schema = table.metadata.schema
+        pred = bind(AlwaysTrue() if where is None or spark_where is not None else to_expr(where), schema)
+        entries = table.scan(where=pred).plan(all_columns=True).entries
+        cond = spark_where if spark_where is not None else to_spark_column(pred, schema)
+        return _update_rows(spark, session, pred, entries, cond, set, mode)
+
+    return _with_attempts(table, max_attempts, run, tx)
+
+
+def _update_rows(spark: Any, session: WriteSession, pred: Expr, entries: pa.Table, cond: Any,
+                 assignments: Mapping[str, Any], mode: str | None) -> int | None:
+    """One attempt of ``update``: the rows of the planned files ``entries`` that ``cond`` (a
+    Spark Column, None: every row) selects, rewritten with ``assignments`` into the session's
+    files, their positions committed as the rows deleted."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    table = session.table
+    lineage = has_lineage(session.metadata)
+    rows = read_with_positions(spark, table, entries, lineage, resolve_lineage=False)
+    if cond is not None:
+        rows = rows.where(cond)
+    values = [(_as_column(assignments[f.name]).cast(spark_type(f.type, f.name)) if f.name in assignments
+               else F.col(_q(f.name))).alias(f.name) for f in table.schema]
+    changed = rows.select(F.col(FILE), F.col(ROW), *values, *([F.col(ROW_ID)] if lineage else []))
+    if lineage and entries.num_rows:  # the ids of the selected rows only (a join by file)
+        changed = with_row_lineage(spark, changed, table.io, entries)
+    changed = changed.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        hits = changed.select(FILE, ROW).toArrow()
+        if hits.num_rows:  # their _last_updated_version is left null: the new version's
+            _write_rows(changed.select(*[_q(f.name) for f in table.schema],
+                                       *([ROW_ID, F.lit(None).cast("long").alias(LINEAGE_COLUMNS[1])] if lineage else [])),
+                        session, lineage)
+        version, _ = _commit(session, "update", pred, entries, hits, mode, {"rows_updated": hits.num_rows})
+    finally:
+        changed.unpersist()
+    return version
+
+
 # -- merge --------------------------------------------------------------------------------------
 
 
@@ -285,6 +358,8 @@ class SparkMergeBuilder(MergeClauses):
         tschema = table.schema
         clock = _Clock(self.timings)
         prune = self._bounds()
+        if self.not_matched_by_source:  # the rows the source does not match are anywhere
+            prune = bind(AlwaysTrue(), table.metadata.schema)
         clock("bounds")
         entries = table.scan(where=prune).plan(all_columns=True).entries
         clock("plan")
@@ -306,10 +381,11 @@ class SparkMergeBuilder(MergeClauses):
             cond = c if cond is None else cond & c
         small = self._source_rows <= self.broadcast_rows
         bsrc = F.broadcast(src) if small else src
-        codes = [(n, is_m, cl) for n, (is_m, cl) in enumerate(
-            [(True, cl) for cl in self.matched] + [(False, cl) for cl in self.not_matched])]
+        codes = [(n, side, cl) for n, (side, cl) in enumerate(
+            [(MATCHED, cl) for cl in self.matched] + [(NOT_MATCHED, cl) for cl in self.not_matched]
+            + [(BY_SOURCE, cl) for cl in self.not_matched_by_source])]
 
-        def action(side: bool) -> Any:
+        def action(side: str) -> Any:
             a = None
             for n, is_m, cl in codes:
                 if is_m == side:
@@ -319,7 +395,7 @@ class SparkMergeBuilder(MergeClauses):
 
         defaults = self.schema.write_defaults
 
-        def out_cols(side: bool) -> list:
+        def out_cols(side: str) -> list:
             cols = []
             for f in tschema:
                 want = spark_type(f.type, f.name)
@@ -343,11 +419,14 @@ class SparkMergeBuilder(MergeClauses):
         # Matched rows: the target files joined with the (broadcast, when small) source, so the
         # target is streamed, never shuffled; clauses and new values in one projection, persisted.
         staged = (
-            target.join(bsrc, on=cond, how="inner").withColumn(ACTION, action(True))
+            target.join(bsrc, on=cond, how="inner").withColumn(ACTION, action(MATCHED))
             .select(F.col(f"target.{FILE}").alias(FILE), F.col(f"target.{ROW}").alias(ROW), F.col(ACTION),
-                    *[F.col(sk) for sk in skeys], *out_cols(True),
+                    *[F.col(sk) for sk in skeys], *out_cols(MATCHED),
                     *([F.col(f"target.{ROW_ID}").alias(ROW_ID)] if lineage else []))
         )
+        if self.not_matched_by_source:
+            staged = staged.unionByName(self._not_matched_by_source(target, src, skeys, small, action(BY_SOURCE),
+                                                                    out_cols(BY_SOURCE), lineage))
         if lineage and entries.num_rows:
             staged = with_row_lineage(spark, staged, table.io, entries)
         staged = staged.persist(StorageLevel.MEMORY_AND_DISK)
@@ -367,7 +446,7 @@ class SparkMergeBuilder(MergeClauses):
             upd = sum(int((acts == n).sum()) for n, k in kind.items() if k == "update")
             dele = sum(int((acts == n).sum()) for n, k in kind.items() if k == "delete")
             deletes = hits.filter(pa.array(acts >= 0)) if hits.num_rows else hits
-            ins_codes = [n for n, is_m, cl in codes if not is_m]
+            ins_codes = [n for n, side, cl in codes if side == NOT_MATCHED]
             upd_codes = [n for n, k in kind.items() if k == "update"]
             names = [_q(f.name) for f in tschema]
             no_id = [F.lit(None).cast("long").alias(c) for c in LINEAGE_COLUMNS]  # new rows: the committer's ids
@@ -375,8 +454,8 @@ class SparkMergeBuilder(MergeClauses):
             if ins_codes:  # source rows whose key matched nothing (NULL keys never match)
                 mkeys = staged.select(*skeys)
                 unmatched = src.join(F.broadcast(mkeys) if small else mkeys, on=skeys, how="left_anti")
-                ins = unmatched.withColumn(ACTION, action(False)).where(F.col(ACTION).isNotNull())
-                new_rows = new_rows.unionByName(ins.select(*out_cols(False), *(no_id if lineage else [])))
+                ins = unmatched.withColumn(ACTION, action(NOT_MATCHED)).where(F.col(ACTION).isNotNull())
+                new_rows = new_rows.unionByName(ins.select(*out_cols(NOT_MATCHED), *(no_id if lineage else [])))
             if upd_codes or ins_codes:
                 _write_rows(new_rows, session, lineage)
             clock("write")
@@ -390,9 +469,26 @@ class SparkMergeBuilder(MergeClauses):
         s = op.last_stats
         return MergeResult(version, upd, dele, inserted, entries.num_rows, s.get("files_touched", 0))
 
+    def _not_matched_by_source(self, target: Any, src: Any, skeys: list[str], small: bool, action: Any,
+                               out_cols: list, lineage: bool) -> Any:
+        """The target rows no source row matches (a left anti join on the keys: a NULL key matches
+        nothing) that a not-matched-by-source clause takes (``action``), as the matched rows are
+        staged: FILE, ROW, ACTION, the (null) source keys, the new values (``out_cols``, over the
+        target's columns only), the stored ``_row_id``."""
+        from pyspark.sql import functions as F
+
+        keys = src.select(*skeys)
+        cond = None
+        for k, sk in zip(self.on, skeys):
+            c = F.col(sk) == F.col(f"target.{_q(k)}")
+            cond = c if cond is None else cond & c
+        rows = target.join(F.broadcast(keys) if small else keys, on=cond, how="left_anti")
+        no_keys = [F.lit(None).cast(self.source.schema[k].dataType).alias(sk) for k, sk in zip(self.on, skeys)]
+        return (rows.withColumn(ACTION, action).where(F.col(ACTION).isNotNull())
+                .select(F.col(FILE), F.col(ROW), F.col(ACTION), *no_keys, *out_cols, *([F.col(ROW_ID)] if lineage else [])))
+
     def execute(self) -> MergeResult:
-        if not self.matched and not self.not_matched:
-            raise InvalidArgument("merge needs at least one when_matched_* or when_not_matched_* clause")
+        self._check_clauses()
         if self.transaction is None:
             self.table.refresh()
         self.timings.clear()
@@ -409,7 +505,8 @@ class SparkMergeBuilder(MergeClauses):
         than by the representation Spark's Arrow export picks."""
         if self.transaction is not None or self.driver_rows <= 0:
             return None
-        if any(cl.condition is not None or cl.values is not None for cl in [*self.matched, *self.not_matched]):
+        clauses = [*self.matched, *self.not_matched, *self.not_matched_by_source]
+        if any(cl.condition is not None or cl.values is not None for cl in clauses):
             return None
         clock = _Clock(self.timings)
         source, how = collect_arrow(self.source, self.driver_rows, keys=self.on)
@@ -423,6 +520,7 @@ class SparkMergeBuilder(MergeClauses):
             source.start()  # its other columns will be read: from now on, while it matches
         arrow = self.table.merge(source, self.on, mode=self.mode)
         arrow.matched, arrow.not_matched = list(self.matched), list(self.not_matched)
+        arrow.not_matched_by_source = list(self.not_matched_by_source)
         result = arrow.execute()
         clock("arrow merge")
         return result

@@ -21,6 +21,7 @@ from lamina.errors import InvalidArgument, SchemaMismatch
 from lamina.spark import delete as spark_delete
 from lamina.spark import merge as spark_merge
 from lamina.spark import read as spark_read
+from lamina.spark import update as spark_update
 
 pytestmark = pytest.mark.xdist_group("spark")
 
@@ -73,10 +74,18 @@ CASES = {
     .when_matched_update({"amt": "target.amt + source.amt"}, condition="source.amt < 0")
     .when_matched_update_all()
     .when_not_matched_insert_all(condition="source.amt > 2"),
+    # Delta's whenNotMatchedBySource: target rows no source row matches (every file is read)
+    "upsert_deleting_the_rest": lambda b: b.when_matched_update_all().when_not_matched_insert_all()
+    .when_not_matched_by_source_delete(),
+    "by_source_first_clause_wins": lambda b: b.when_matched_update({"amt": "target.amt + source.amt"})
+    .when_not_matched_by_source_delete(condition="target.amt < 20")
+    .when_not_matched_by_source_update({"cat": "'stale'", "amt": "amt * 2"}, condition="target.id > 150")
+    .when_not_matched_by_source_update({"cat": "upper(cat)"}, condition="target.id < 100"),
 }
 
 
-WHOLE_ROWS = {"update_all", "upsert_all"}  # no condition, no expression: the driver may merge them
+# no condition, no expression: the driver may merge them
+WHOLE_ROWS = {"update_all", "upsert_all", "upsert_deleting_the_rest"}
 
 
 @pytest.mark.parametrize("driver_rows", [0, smerge.DEFAULT_DRIVER_ROWS], ids=["spark-join", "driver"])
@@ -174,6 +183,82 @@ def test_spark_delete_matches_table_delete(spark, tmp_path):
     assert lamina.open_table(s_uri).version == 6
 
 
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_spark_update_matches_table_update(spark, tmp_path, mode):
+    """Delta's update(condition, set): the same rows, version, operation and pruning as
+    ``Table.update`` with the same predicate and expressions."""
+    s_uri, a_uri = make_pair(tmp_path)
+    where, values = "id >= 40 AND id < 60", {"amt": "amt * 2 + 1", "cat": "'u'"}
+    v = spark_update(spark, s_uri, where, set=values, mode=mode)
+    assert v == lamina.open_table(a_uri).update(where, values, mode=mode) == 6
+    assert sorted_rows(s_uri) == sorted_rows(a_uri)
+    h = lamina.open_table(s_uri).history(1)[0]
+    assert h["operation"] == "update" and h["summary"]["mode"] == mode
+    assert h["summary"]["files-scanned"] == 2 and h["summary"]["deleted-rows"] == 20  # pruned by the predicate
+    assert spark_update(spark, s_uri, "id > 1000", set={"amt": "0"}) is None  # nothing matched: nothing committed
+    assert lamina.open_table(s_uri).version == 6
+
+
+def test_spark_update_takes_spark_columns_and_literals(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    s_uri, a_uri = make_pair(tmp_path)
+    a = lamina.open_table(a_uri)
+    v = spark_update(spark, s_uri, F.col("id") % 3 == 0, set={"amt": F.col("amt") + 0.5, "cat": F.lit("x")})
+    want = a.update(set={"amt": lambda t: pa.compute.add(t.column("amt"), 0.5), "cat": "'x'"},
+                    where="id IN (" + ", ".join(str(i) for i in range(0, 200, 3)) + ")")
+    assert v == want == 6
+    assert lamina.open_table(s_uri).history(1)[0]["summary"]["files-scanned"] == 4  # a Spark condition: every file
+    assert spark_update(spark, s_uri, "id = 4", set={"amt": 7, "day": D0}) == a.update("id = 4", {"amt": 7.0, "day": D0}) == 7
+    assert sorted_rows(s_uri) == sorted_rows(a_uri)
+
+
+def test_spark_update_keeps_row_ids_and_feeds_update_pairs(spark, tmp_path):
+    s_uri, a_uri = make_pair(tmp_path, properties={"row-lineage.enabled": "true"})
+    v = spark_update(spark, s_uri, "id < 10 OR id > 195", set={"cat": "upper(cat)"})
+    assert v == lamina.open_table(a_uri).update("id < 10 OR id > 195", {"cat": "upper(cat)"})
+    feeds = []
+    for uri in (s_uri, a_uri):
+        feed = lamina.open_table(uri).changes(v - 1, v, columns=["id", "cat", "_row_id"]).to_arrow()
+        feeds.append(sorted((r["_change_type"], r["_row_id"], r["id"], r["cat"]) for r in feed.to_pylist()))
+    assert feeds[0] == feeds[1] and len(feeds[0]) == 2 * 13
+    ids = lamina.open_table(s_uri).to_arrow(columns=["id", "_row_id", "_last_updated_version"])
+    assert {r["id"]: r["_row_id"] for r in ids.to_pylist()} == {
+        r["id"]: r["_row_id"] for r in lamina.open_table(s_uri).to_arrow(columns=["id", "_row_id"], version=5).to_pylist()}
+    assert {r["_last_updated_version"] for r in ids.to_pylist() if r["id"] < 10 or r["id"] > 195} == {v}
+
+
+def test_spark_update_bad_input_changes_nothing(spark, tmp_path):
+    s_uri, _ = make_pair(tmp_path)
+    with pytest.raises(SchemaMismatch, match="nope"):
+        spark_update(spark, s_uri, "id = 1", set={"nope": "1"})
+    with pytest.raises(InvalidArgument, match="needs set"):
+        spark_update(spark, s_uri, "id = 1", set={})
+    with pytest.raises(lamina.errors.InvalidPredicate):
+        spark_update(spark, s_uri, "nope = 1", set={"amt": "1"})
+    assert lamina.open_table(s_uri).version == 5
+
+
+def test_a_concurrent_delete_of_updated_rows_recomputes_the_spark_update(spark, tmp_path, monkeypatch):
+    s_uri, a_uri = make_pair(tmp_path)
+    real = smerge._commit
+    calls = []
+
+    def racing(session, *args, **kwargs):
+        if not calls:
+            lamina.open_table(session.table.uri).delete("id IN (41, 42, 150)")  # the concurrent writer
+        calls.append(1)
+        return real(session, *args, **kwargs)
+
+    monkeypatch.setattr(smerge, "_commit", racing)
+    assert spark_update(spark, s_uri, "id >= 40 AND id < 60", set={"amt": "-amt"}) == 7
+    assert len(calls) == 2
+    a = lamina.open_table(a_uri)
+    a.delete("id IN (41, 42, 150)")
+    a.update("id >= 40 AND id < 60", {"amt": "-amt"})
+    assert sorted_rows(s_uri) == sorted_rows(a_uri)
+
+
 def test_concurrent_change_to_a_touched_file_is_recomputed(spark, tmp_path, monkeypatch):
     """Another writer deletes rows of a file the merge touches between the Spark job and the
     commit: the merge recomputes on the new version, both changes survive."""
@@ -215,6 +300,54 @@ def test_concurrent_append_outside_the_keys_does_not_recompute(spark, tmp_path, 
     got = spark_merge(s_uri, sdf(spark, rows([120, 121], cat="x")), on="id", driver_rows=0).when_matched_update_all().execute()
     assert len(calls) == 1 and got.version == 7 and got.rows_updated == 2
     assert lamina.open_table(s_uri).to_arrow().num_rows == 199 + 10
+
+
+def test_by_source_clauses_keep_row_ids_and_feed_changes_as_the_arrow_merge(spark, tmp_path):
+    """On a table with row lineage, the Spark job's not-matched-by-source updates keep their rows'
+    ids and show in the change feed as update pairs, its deletes as deletes: the same feed as
+    the Arrow merge's, row for row."""
+    s_uri, a_uri = make_pair(tmp_path, properties={"row-lineage.enabled": "true"})
+    clauses = CASES["by_source_first_clause_wins"]
+    got = clauses(spark_merge(s_uri, sdf(spark, SOURCE), on="id", driver_rows=0)).execute()
+    want = clauses(lamina.open_table(a_uri).merge(SOURCE, on="id")).execute()
+    assert (got.rows_updated, got.rows_deleted, got.version) == (want.rows_updated, want.rows_deleted, want.version)
+    feeds = []
+    for uri in (s_uri, a_uri):
+        feed = lamina.open_table(uri).changes(got.version - 1, got.version, columns=["id", "cat", "amt", "_row_id"]).to_arrow()
+        feeds.append(sorted((r["_change_type"], r["_row_id"], r["id"], r["cat"], r["amt"]) for r in feed.to_pylist()))
+    assert feeds[0] == feeds[1]
+    kinds = [k for k, *_ in feeds[0]]
+    assert kinds.count("update_preimage") == kinds.count("update_postimage") == got.rows_updated > 100
+    assert kinds.count("delete") == got.rows_deleted > 0
+
+
+def test_a_row_appended_before_the_commit_meets_the_by_source_clauses(spark, tmp_path, monkeypatch):
+    """Every file may hold rows the source does not match: a file appended between the Spark job
+    and its commit makes the change stale, and the recomputed merge deletes its rows too."""
+    s_uri, _ = make_pair(tmp_path)
+    real = smerge._commit
+    calls = []
+
+    def racing(session, *args, **kwargs):
+        if not calls:
+            lamina.open_table(session.table.uri).append(rows(range(1000, 1010)))
+        calls.append(1)
+        return real(session, *args, **kwargs)
+
+    monkeypatch.setattr(smerge, "_commit", racing)
+    got = (spark_merge(s_uri, sdf(spark, rows([120, 121], cat="x")), on="id", driver_rows=0)
+           .when_matched_update_all().when_not_matched_by_source_delete(condition="target.id >= 100").execute())
+    assert len(calls) == 2 and got.version == 7
+    assert sorted(r["id"] for r in lamina.open_table(s_uri).to_arrow().to_pylist()) == [i for i in range(100) if i != 7] + [120, 121]
+    assert (got.rows_updated, got.rows_deleted) == (2, 98 + 10)
+
+
+def test_by_source_clauses_refuse_source_columns(spark, tmp_path):
+    s_uri, _ = make_pair(tmp_path)
+    b = spark_merge(s_uri, sdf(spark, SOURCE), on="id")
+    with pytest.raises(InvalidArgument, match="target's columns only"):
+        b.when_not_matched_by_source_update({"amt": "source.amt"})
+    assert lamina.open_table(s_uri).version == 5
 
 
 def test_unbroadcast_source_gives_the_same_result(spark, tmp_path):
