@@ -138,6 +138,11 @@ class InvalidArgument(LaminaError, ValueError):
     """An argument is out of range or inconsistent."""
 
 
+class PartitionSpecMismatch(InvalidPartitionSpec, InvalidArgument):
+    """A write's partitioning (Spark's ``partitionBy``, ``partition_by=``) differs from the existing
+    table's: a write never changes a table's partitioning."""
+
+
 # --- commits ---------------------------------------------------------------------
 
 

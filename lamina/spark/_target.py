@@ -161,9 +161,11 @@ class TableRef:
                 ) from None
             return None
 
-    def create(self, schema: Schema, spec: PartitionSpec, partition_by: Any, properties: Mapping[str, Any] | None) -> lamina.Table:
+    def create(self, schema: Schema, spec: PartitionSpec, partition_by: Any, properties: Mapping[str, Any] | None,
+               *, exclusive: bool = False) -> lamina.Table:
         """Create the table (through the catalog when there is one), or open it if a concurrent
-        writer created it first with the same schema and partitioning."""
+        writer created it first with the same schema and partitioning (``exclusive``: raise
+        TableAlreadyExists instead)."""
         plain = pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema.arrow])
         try:
             if self._catalog() is not None:
@@ -173,6 +175,8 @@ class TableRef:
                 self.table = lamina.create_table(self.location, plain, partition_by=partition_by, properties=properties,
                                                  storage_options=self.storage_options)
         except (TableAlreadyExists, CatalogTableAlreadyExists):
+            if exclusive:
+                raise
             self.table = None
             self.open()
         table = self.table

@@ -40,7 +40,7 @@ from lamina.data import deletes
 from lamina.data.inflight import discard_writes, new_write_id, register_write
 from lamina.data.scan import Scan
 from lamina.data.writer import write_data_files
-from lamina.errors import InvalidArgument, LaminaError, TransactionAlreadyCommitted
+from lamina.errors import InvalidArgument, LaminaError, TableAlreadyExists, TransactionAlreadyCommitted
 from lamina.expr import AlwaysTrue, Expr, bind, to_arrow_filter, to_expr
 from lamina.io import FileIO
 from lamina.io.fileio import S3_OPTION_ENV
@@ -52,7 +52,7 @@ from lamina.spark._types import arrow_schema, batch_schema, check_writable, spar
 from lamina.spark.read import resolve_scan
 from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID
 from lamina.spec.properties import WriterProperties
-from lamina.spec.partition import PartitionSpec, parse_partition_by
+from lamina.spec.partition import PartitionSpec, check_partition_by, parse_partition_by
 from lamina.spec.partition import split_top_level as split_entries
 from lamina.spec.schema import Schema
 from lamina.table import WriteSession
@@ -139,6 +139,49 @@ def columns_opt(options: Mapping[str, str]) -> list[str] | None:
     if not names or any(not n for n in names):
         raise InvalidArgument(f"option columns names an empty column: {v!r}")
     return names
+
+
+# Spark's own partitionBy(...) columns as a JSON array, under Spark's name for them
+# (DataSourceUtils.PARTITIONING_COLUMNS_KEY): Spark 4.3 hands a Python data source none of
+# them, batch or streaming; lamina.spark.dataframe_writer does.
+PARTITION_COLUMNS_OPTION = "__partition_columns"
+# Spark's save mode of a batch write, which Spark does not hand a Python data source (it
+# refuses errorifexists and ignore): set by lamina.spark.dataframe_writer.
+SAVE_MODE_OPTION = "__lamina_save_mode"
+SAVE_MODES = ("errorifexists", "ignore", "append", "overwrite")
+
+
+def partition_by_opt(options: Mapping[str, str]) -> list[str] | None:
+    """The write's partitioning entries: Spark's ``partitionBy("month", "day(ts)")`` or the
+    ``partitionBy`` option (``"day(ts), bucket(16, id)"``); each entry a column (identity) or a
+    transform, as ``partition_by=`` takes them. None: not given."""
+    text = _opt(options, "partitionBy")
+    entries = None if text is None else [e.strip() for e in split_entries(text)]
+    given = _opt(options, PARTITION_COLUMNS_OPTION)
+    if given is None:
+        return entries
+    try:
+        cols = json.loads(given)
+    except ValueError:
+        cols = None
+    if not isinstance(cols, list) or not all(isinstance(c, str) for c in cols):
+        raise InvalidArgument(f"option {PARTITION_COLUMNS_OPTION} must be a JSON array of partitionBy entries, got {given!r}")
+    cols = [c.strip() for c in cols]
+    if entries is not None and entries != cols:
+        raise InvalidArgument(f"partitionBy{tuple(cols)} and option partitionBy {text!r} differ: give the partitioning once")
+    return cols
+
+
+def save_mode_opt(options: Mapping[str, str], overwrite: bool) -> str:
+    """The write's save mode: the one lamina.spark.dataframe_writer passes, else what Spark's
+    ``overwrite`` flag says (append or overwrite)."""
+    mode = _opt(options, SAVE_MODE_OPTION)
+    if mode is None:
+        return "overwrite" if overwrite else "append"
+    mode = mode.lower()
+    if mode not in SAVE_MODES or (mode == "overwrite") != overwrite:
+        raise InvalidArgument(f"option {SAVE_MODE_OPTION} {mode!r} does not fit a write with overwrite={overwrite}")
+    return mode
 
 
 def _time_travel(options: Mapping[str, str]) -> dict[str, Any]:
@@ -298,7 +341,7 @@ class WriteTarget:
     schema: Schema
     spec: PartitionSpec
     create_partition_by: list[str] | None  # set when the table does not exist yet
-    mode: str
+    mode: str  # what the commit does: append or overwrite
     where: str | None
     app_id: str | None
     app_seq: int | None
@@ -307,31 +350,46 @@ class WriteTarget:
     stats: StatsPolicy  # the column statistics the table's entries keep
     # The schema change (mergeSchema) the tasks write for and the commit stages with their files.
     schema_update: UpdateSchema | None = None
+    # Spark's save mode (errorifexists, ignore, append, overwrite): errorifexists and ignore create
+    # the table or, if it exists, fail or write nothing (``skip``: the tasks write no file).
+    save_mode: str = "append"
+    skip: bool = False
 
     @classmethod
     def prepare(cls, options: Mapping[str, str], df_schema: StructType, overwrite: bool) -> "WriteTarget":
+        """The write planned on the driver side, every option checked: a bad option, a table
+        that must (not) exist, a DataFrame that does not fit the table fail here, before any
+        task runs."""
         ref = _ref(options)
         uri, storage = ref.location, dict(ref.io.options)
-        partition_by = _opt(options, "partitionBy")
+        partition_by = partition_by_opt(options)
+        save_mode = save_mode_opt(options, overwrite)
+        merge_schema = _bool_opt(options, "mergeSchema")
         table = ref.open_or_none()
         schema_update = None
         if table is not None:
+            if save_mode == "errorifexists":
+                raise TableAlreadyExists(
+                    f"table {ref.name} already exists: mode('errorifexists'), Spark's default, writes a new table only; "
+                    "use mode('append') to add the rows, mode('overwrite') to replace the table's, mode('ignore') to "
+                    "leave it as it is"
+                )
             table.check_writable()  # before any task writes a file
-            if _bool_opt(options, "mergeSchema"):
+            if save_mode == "ignore":  # nothing to write: the table stays as it is
+                return cls(ref, uri, storage, table.metadata.schema, table.partition_spec, None, "append", None, None,
+                           None, WriterProperties.from_properties(table.properties), new_write_id(),
+                           stats_policy(table.metadata.schema, table.properties), save_mode=save_mode, skip=True)
+            if merge_schema:
                 schema_update = merged_schema(table.metadata, arrow_schema(df_schema))
             schema = table.metadata.schema if schema_update is None else schema_update.planned_schema
             check_writable(df_schema, schema, uri)
             spec, props = table.partition_spec, table.properties
-            if partition_by is not None and parse_partition_by(partition_by, schema) != spec:
-                raise InvalidArgument(
-                    f"table {uri} is partitioned by {[f.transform + '(' + schema.name_of(f.source_id) + ')' for f in spec.fields]}; "
-                    f"partitionBy {partition_by!r} cannot change that"
-                )
+            check_partition_by(partition_by, spec, schema, ref.name)
             create = None
         else:
             schema = Schema.from_arrow(arrow_schema(df_schema))
             spec = parse_partition_by(partition_by, schema)
-            props, create = {}, ([] if partition_by is None else [e.strip() for e in split_entries(partition_by)])
+            props, create = {}, ([] if partition_by is None else partition_by)
         where = _opt(options, "replaceWhere")
         if where is not None:
             if not overwrite:
@@ -343,6 +401,7 @@ class WriteTarget:
         return cls(
             ref, uri, storage, schema, spec, create, "overwrite" if overwrite else "append", where, app_id, app_seq,
             WriterProperties.from_properties(props), new_write_id(), stats_policy(schema, props), schema_update,
+            save_mode,
         )
 
     # -- executor side ---------------------------------------------------------------
@@ -350,6 +409,8 @@ class WriteTarget:
     def write_task(self, batches: Iterator[pa.RecordBatch]) -> LaminaCommitMessage:
         """Write one task's rows as data files named by the write id, registered in flight
         first; on failure remove them."""
+        if self.skip:  # mode('ignore') on an existing table
+            return self._message([], 0)
         io = FileIO(self.uri, self.storage or None)
         register_write(io, self.write_id)  # idempotent: every task of the write puts the same marker
         filt = None if self.where is None else to_arrow_filter(bind(to_expr(self.where), self.schema))
@@ -368,6 +429,9 @@ class WriteTarget:
         except BaseException:
             _delete_quietly(io, [f["path"] for f in files])  # the marker is the write's: other tasks share it
             raise
+        return self._message(files, rows)
+
+    def _message(self, files: list[dict[str, Any]], rows: int) -> LaminaCommitMessage:
         entries = data_entries(files, manifest_schema(self.schema, self.spec, policy=self.stats), 0, self.spec.spec_id)
         return LaminaCommitMessage(self.write_id, entries, rows)
 
@@ -390,10 +454,12 @@ class WriteTarget:
     # -- driver side ------------------------------------------------------------------
 
     def _table(self) -> lamina.Table:
-        """The target table, created now if it did not exist when the write was planned."""
+        """The target table, created now if it did not exist when the write was planned (by
+        mode errorifexists or ignore only if no other writer created it meanwhile: TableAlreadyExists)."""
         if self.create_partition_by is None:
             return self.ref.open()
-        return self.ref.create(self.schema, self.spec, self.create_partition_by or None, None)
+        return self.ref.create(self.schema, self.spec, self.create_partition_by or None, None,
+                               exclusive=self.save_mode in ("errorifexists", "ignore"))
 
     @staticmethod
     def _reported(messages: list[Any]) -> tuple[list[Any], list[str]]:
@@ -403,14 +469,19 @@ class WriteTarget:
 
     def commit(self, messages: list[Any], app_transaction: tuple[str, int] | None = None) -> int | None:
         """Commit every task's files as one version; None if ``app_transaction`` was already committed."""
+        if self.skip:
+            return None
         msgs, write_ids = self._reported(messages)
         if app_transaction is None and self.app_id is not None:
             app_transaction = (self.app_id, int(self.app_seq))  # type: ignore[arg-type]
         try:
             session = WriteSession(self._table(), write_id=self.write_id, register=False)
-        except BaseException:  # no table to commit to (or it may not be written): nothing was committed
+        except BaseException as e:  # no table to commit to (or it may not be written): nothing was committed
             discard_writes(FileIO(self.uri, self.storage or None), [self.write_id, *write_ids],
                            [p for m in msgs for p in m.entries.column("path").to_pylist()], search=False)
+            if isinstance(e, TableAlreadyExists) and self.save_mode == "ignore":
+                log.info("mode('ignore'): %s was created by another writer meanwhile; nothing written", self.ref.name)
+                return None
             raise
         with session:
             if self.schema_update is not None:
@@ -558,6 +629,11 @@ class LaminaDataSource(DataSource):
 
 
 def register(spark: Any) -> None:
-    """Make ``format("lamina")`` available in ``spark``."""
+    """Make ``format("lamina")`` available in ``spark``: the data source, and the save modes,
+    ``partitionBy``, ``saveAsTable`` and ``start()`` checks Spark does not give a Python data
+    source (lamina.spark.dataframe_writer)."""
+    from lamina.spark.dataframe_writer import install
+
     spark.dataSource.register(LaminaDataSource)
+    install()
 

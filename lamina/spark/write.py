@@ -33,7 +33,7 @@ from lamina.spark._target import TableRef
 from lamina.spark._types import arrow_schema, check_writable, quoted as _q, spark_schema, spark_type
 from lamina.spec.layout import engine_data_dir
 from lamina.spec.lineage import LINEAGE_COLUMNS
-from lamina.spec.partition import PartitionField, PartitionSpec, parse_partition_by
+from lamina.spec.partition import PartitionField, PartitionSpec, check_partition_by, parse_partition_by
 from lamina.spec.properties import WriterProperties, check_properties
 from lamina.spec.schema import Schema
 from lamina.spec.stats import stats_policy
@@ -240,8 +240,9 @@ def write(
       or an identifier with ``catalog=`` (a Catalog or a catalog URI): see ``lamina.spark._target``.
     - ``mode``: ``"append"`` or ``"overwrite"`` (all rows, or those matching ``where``; every
       written row must match ``where``, checked while writing).
-    - ``partition_by``: for a new table (e.g. ``["day(ts)", "bucket(16, id)"]``); an existing
-      table's partitioning is used as it is.
+    - ``partition_by``: for a new table (e.g. ``["day(ts)", "bucket(16, id)"]``); for an existing
+      table it may be left out (the table's is used), or must be the table's
+      (PartitionSpecMismatch, before anything is written).
     - ``properties``: table properties of a new table.
     - ``app_transaction=(app_id, n)``: idempotent append (streaming); returns None, writing
       nothing, when ``n`` is not above the sequence already committed for ``app_id``.
@@ -298,8 +299,7 @@ def write(
         schema = table.metadata.schema if evolution is None else evolution.planned_schema
         plan = check_writable(df.schema, schema, ref.name)
         spec, props = table.partition_spec, table.properties
-        if partition_by is not None and parse_partition_by(partition_by, schema) != spec:
-            raise InvalidArgument(f"table {ref.name} is already partitioned as {spec.to_json()['fields']}; partition_by cannot change it")
+        check_partition_by(partition_by, spec, schema, ref.name)
     else:
         schema = Schema.from_arrow(arrow_schema(df.schema))
         spec = parse_partition_by(partition_by, schema)

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.errors import CorruptMetadata, InvalidPartitionSpec, SchemaMismatch
+from lamina.errors import CorruptMetadata, InvalidPartitionSpec, PartitionSpecMismatch, SchemaMismatch
 from lamina.spec.schema import FIELD_ID_KEY, Schema
 
 FIRST_PARTITION_FIELD_ID = 1000
@@ -773,6 +773,31 @@ def parse_partition_by(
         seen[(sid, transform)] = entry.strip()
         fields.append(PartitionField(sid, first_field_id + i, name, transform))
     return PartitionSpec(spec_id, tuple(fields))
+
+
+def partition_entry(field: PartitionField, schema: Schema) -> str:
+    """A partition field as a ``partition_by`` entry: ``category``, ``day(ts)``, ``bucket(16, id)``."""
+    name, arg = _parse_transform(field.transform)
+    source = schema.name_of(field.source_id)
+    if name == "identity":
+        return source
+    return f"{name}({arg}, {source})" if arg is not None else f"{name}({source})"
+
+
+def check_partition_by(partition_by: str | Iterable[str] | None, spec: PartitionSpec, schema: Schema, table: str) -> None:
+    """Refuse a write's ``partition_by`` (None: not given, nothing to check) that differs from the
+    table's partitioning ``spec``: the same transforms of the same columns in the same order are
+    the same partitioning, whatever the fields' names and ids."""
+    if partition_by is None:
+        return
+    wanted = parse_partition_by(partition_by, schema)
+    if [(f.source_id, f.transform) for f in wanted.fields] != [(f.source_id, f.transform) for f in spec.fields]:
+        have = [partition_entry(f, schema) for f in spec.fields]
+        raise PartitionSpecMismatch(
+            f"table {table} is partitioned by {have or 'nothing'}, the write by "
+            f"{[partition_entry(f, schema) for f in wanted.fields] or 'nothing'}: a write does not change a table's "
+            f"partitioning; drop partitionBy (the table's is used) or change the table's (Table.update_spec())"
+        )
 
 
 def fields_by_id(specs: Iterable[PartitionSpec]) -> dict[int, PartitionField]:

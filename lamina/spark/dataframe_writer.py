@@ -1,0 +1,276 @@
+"""``df.write.format("lamina")`` and ``df.writeStream.format("lamina")`` as Spark users write them:
+every save mode, Spark's own ``partitionBy``, ``saveAsTable`` into a Lamina catalog, and a
+streaming sink's configuration checked by ``start()``.
+
+Spark 4.3 plans a batch write to a Python data source (``pyspark.sql.datasource``) as a data
+source V2 table that reports no partitioning and takes no save mode but append and overwrite
+(the Python writer is told only ``overwrite``), so on its own Spark
+
+- refuses ``ErrorIfExists`` (the default) and ``Ignore`` (``UNSUPPORTED_DATA_SOURCE_SAVE_MODE``);
+- compares ``partitionBy(...)`` with the table's partitioning, which the data source cannot report,
+  and refuses it ("do not match the existing table's");
+- sends ``saveAsTable`` to its own session catalog.
+
+And a streaming sink is made by the query's first micro-batch, so a bad option fails the query
+then, in its own thread, not ``start()``; the sink is not told the stream's ``partitionBy``.
+
+``lamina.spark.register(spark)`` therefore wraps pyspark's ``DataFrameWriter`` and
+``DataStreamWriter`` (classic pyspark, not Spark Connect): each records what it is told (format,
+mode, partitionBy, options: ``WriterState``) as it passes it on, and a write whose format is
+``lamina`` is decided here, on the driver, before Spark plans it. Any other format is untouched.
+
+- **Batch** (``save``; ``saveAsTable`` with option ``catalog``: the name is the catalog's
+  identifier): the write is planned as the data source plans it (``WriteTarget.prepare``: every
+  option, the DataFrame against the table, Spark's partition columns against the table's
+  partitioning), so its errors are Lamina's typed errors, raised before a task runs;
+  ErrorIfExists on an existing table is ``TableAlreadyExists``, Ignore on one writes nothing
+  (no Spark job). Spark then runs the write as an append (an overwrite for Overwrite) with the
+  save mode and the partition columns as options (``SAVE_MODE_OPTION``,
+  ``PARTITION_COLUMNS_OPTION``): the data source creates the table, partitioned, or (for
+  ErrorIfExists and Ignore) fails or does nothing if another writer created it meanwhile.
+- **Streaming** (``start``): the sink is planned once (``LaminaStreamWriter``) with the stream's
+  schema and options before Spark starts the query, so its errors are raised by ``start()``;
+  Spark's partition columns reach the sink as an option (Spark 4.3 passes a Python sink
+  none of its ``partitionBy``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from lamina.errors import InvalidArgument
+
+log = logging.getLogger(__name__)
+
+_STATE = "_lamina_writer_state"
+_INSTALLED = "_lamina_writer_hooks"
+_lock = threading.Lock()
+# The pyspark methods wrapped, as they were: (class name, method) -> function.
+_ORIGINAL: dict[tuple[str, str], Callable[..., Any]] = {}
+# Spark's names of its save modes (SaveMode.valueOf, case-insensitively), as Lamina's.
+_SAVE_MODES = {"overwrite": "overwrite", "append": "append", "ignore": "ignore", "error": "errorifexists",
+               "errorifexists": "errorifexists", "default": "errorifexists"}
+
+
+@dataclass
+class WriterState:
+    """What a pyspark writer was told, as Spark keeps it (options case-insensitively: a later
+    key replaces one that differs only in case)."""
+
+    source: str | None = None
+    mode: str | None = None  # batch: the save mode as given; streaming: the output mode
+    partition_by: list[str] | None = None
+    options: dict[str, str] = field(default_factory=dict)
+    unsupported: list[str] = field(default_factory=list)  # bucketBy, sortBy, clusterBy
+
+    @property
+    def is_lamina(self) -> bool:
+        return self.source is not None and self.source.lower() == "lamina"
+
+    def set_option(self, key: str, value: Any) -> None:
+        from pyspark.sql.utils import to_str
+
+        for k in [k for k in self.options if k.lower() == key.lower()]:
+            del self.options[k]
+        v = to_str(value)
+        if v is not None:
+            self.options[key] = v
+
+    def with_path(self, path: str | None) -> dict[str, str]:
+        """The options with ``path`` (given to ``save``/``start``), refused if given twice (as Spark does)."""
+        opts = dict(self.options)
+        if path is not None:
+            if any(k.lower() == "path" for k in opts):
+                raise InvalidArgument("the table is given twice: as option('path') and to save()/start(); give it once")
+            opts["path"] = path
+        return opts
+
+
+def state_of(writer: Any) -> WriterState:
+    """The recorded state of a pyspark ``DataFrameWriter`` or ``DataStreamWriter``."""
+    st = writer.__dict__.get(_STATE)
+    if st is None:
+        st = writer.__dict__[_STATE] = WriterState()
+    return st
+
+
+def save_mode(mode: str | None) -> str:
+    """Spark's save mode name (None: the default, ErrorIfExists) as Lamina's."""
+    return _SAVE_MODES[(mode or "default").lower()]
+
+
+# -- batch ----------------------------------------------------------------------------------
+
+
+def save_lamina(writer: Any, st: WriterState, path: str | None) -> None:
+    """Write ``writer``'s DataFrame to the Lamina table ``path`` (or option ``path``) as Spark's
+    save mode ``st.mode`` says, partitioned by ``st.partition_by`` (see the module docstring)."""
+    from lamina.spark.datasource import PARTITION_COLUMNS_OPTION, SAVE_MODE_OPTION, WriteTarget
+
+    if st.unsupported:
+        raise InvalidArgument(
+            f"format('lamina') does not take {', '.join(st.unsupported)}: partition by bucket(N, column) "
+            "(partitionBy('bucket(16, id)')), order files with the table property write.sort-order")
+    opts = st.with_path(path)
+    mode = save_mode(st.mode)
+    if st.partition_by is not None:
+        opts[PARTITION_COLUMNS_OPTION] = json.dumps(st.partition_by)
+    opts[SAVE_MODE_OPTION] = mode
+    overwrite = mode == "overwrite"
+    target = WriteTarget.prepare(opts, writer._df.schema, overwrite)  # typed errors now, before Spark plans
+    if target.skip:
+        log.info("mode('ignore'): table %s exists; nothing written", target.ref.name)
+        return None
+    planned = writer._df.write.format("lamina").mode("overwrite" if overwrite else "append").options(**opts)
+    _ORIGINAL[("DataFrameWriter", "save")](planned)
+    return None
+
+
+def _save(self: Any, path: str | None = None, format: str | None = None, mode: str | None = None,  # noqa: A002
+          partitionBy: Any = None, **options: Any) -> None:
+    self.mode(mode).options(**options)  # as pyspark's save applies them
+    if partitionBy is not None:
+        self.partitionBy(partitionBy)
+    if format is not None:
+        self.format(format)
+    st = state_of(self)
+    if not st.is_lamina:
+        return _ORIGINAL[("DataFrameWriter", "save")](self, path)
+    return save_lamina(self, st, path)
+
+
+def _save_as_table(self: Any, name: str, format: str | None = None, mode: str | None = None,  # noqa: A002
+                   partitionBy: Any = None, **options: Any) -> None:
+    self.mode(mode).options(**options)
+    if partitionBy is not None:
+        self.partitionBy(partitionBy)
+    if format is not None:
+        self.format(format)
+    st = state_of(self)
+    if not st.is_lamina:
+        return _ORIGINAL[("DataFrameWriter", "saveAsTable")](self, name)
+    has = {k.lower() for k in st.options}
+    if "catalog" not in has:
+        if "path" not in has:
+            raise InvalidArgument(
+                f"saveAsTable({name!r}) with format('lamina') names a table of a Lamina catalog: add "
+                "option('catalog', <catalog URI>) (e.g. 'sqlite:///warehouse/catalog.db'), or save(<location>)")
+        return _ORIGINAL[("DataFrameWriter", "saveAsTable")](self, name)  # Spark's session catalog, as Spark does it
+    if "path" in has:
+        raise InvalidArgument(f"saveAsTable({name!r}) into a Lamina catalog places the table itself: drop option('path')")
+    return save_lamina(self, st, name)
+
+
+# -- streaming --------------------------------------------------------------------------------
+
+
+def check_stream(writer: Any, st: WriterState, path: str | None) -> None:
+    """Plan the streaming sink now, as its first micro-batch will (``LaminaStreamWriter``): a bad
+    option, a missing ``appId``, a table that is needed and missing, a stream that does not fit
+    the table or its partitioning raise here. Nothing is written."""
+    from lamina.spark.datasource import PARTITION_COLUMNS_OPTION, LaminaStreamWriter
+
+    opts = st.with_path(path)
+    if st.partition_by is not None:
+        opts[PARTITION_COLUMNS_OPTION] = json.dumps(st.partition_by)
+    LaminaStreamWriter(opts, writer._df.schema, overwrite=(st.mode or "append").lower() == "complete")
+
+
+def _start(self: Any, path: str | None = None, format: str | None = None, outputMode: str | None = None,  # noqa: A002
+           partitionBy: Any = None, queryName: str | None = None, **options: Any) -> Any:
+    self.options(**options)  # as pyspark's start applies them
+    if outputMode is not None:
+        self.outputMode(outputMode)
+    if partitionBy is not None:
+        self.partitionBy(partitionBy)
+    if format is not None:
+        self.format(format)
+    if queryName is not None:
+        self.queryName(queryName)
+    st = state_of(self)
+    if st.is_lamina:
+        from lamina.spark.datasource import PARTITION_COLUMNS_OPTION
+
+        check_stream(self, st, path)
+        if st.partition_by is not None:  # (Spark hands a Python sink none of its partitionBy)
+            self.option(PARTITION_COLUMNS_OPTION, json.dumps(st.partition_by))
+    return _ORIGINAL[("DataStreamWriter", "start")](self, path)
+
+
+# -- recording ---------------------------------------------------------------------------------
+
+
+def _columns(cols: tuple) -> list[str]:
+    return list(cols[0]) if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else list(cols)
+
+
+def _set_mode(st: WriterState, mode: str | None) -> None:
+    if mode is not None:
+        st.mode = mode
+
+
+def _set_options(st: WriterState, **options: Any) -> None:
+    for k, v in options.items():
+        st.set_option(k, v)
+
+
+def _not_a_source(st: WriterState, *_: Any) -> None:
+    st.source = None  # foreach / foreachBatch: the query's sink is the function
+
+
+_RECORDERS: dict[str, dict[str, Callable[..., None]]] = {
+    "common": {
+        "format": lambda st, source: setattr(st, "source", source),
+        "partitionBy": lambda st, *cols: setattr(st, "partition_by", _columns(cols)),
+        "option": lambda st, key, value: st.set_option(key, value),
+        "options": _set_options,
+    },
+    "DataFrameWriter": {
+        "mode": _set_mode,
+        "bucketBy": lambda st, *a, **k: st.unsupported.append("bucketBy"),
+        "sortBy": lambda st, *a, **k: st.unsupported.append("sortBy"),
+        "clusterBy": lambda st, *a, **k: st.unsupported.append("clusterBy"),
+    },
+    "DataStreamWriter": {
+        "outputMode": _set_mode,
+        "queryName": lambda st, name: st.set_option("queryName", name),
+        "foreach": _not_a_source,
+        "foreachBatch": _not_a_source,
+    },
+}
+
+
+def _recording(original: Callable[..., Any], record: Callable[..., None]) -> Callable[..., Any]:
+    """``original`` (a pyspark writer method returning the writer), recording its arguments
+    into the writer's state once it accepted them."""
+
+    @functools.wraps(original)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(self, *args, **kwargs)
+        record(state_of(self), *args, **kwargs)
+        return out
+
+    return method
+
+
+def install() -> None:
+    """Wrap pyspark's (classic) DataFrameWriter and DataStreamWriter, once per process."""
+    from pyspark.sql.readwriter import DataFrameWriter
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    with _lock:
+        for cls, actions in ((DataFrameWriter, {"save": _save, "saveAsTable": _save_as_table}),
+                             (DataStreamWriter, {"start": _start})):
+            if cls.__dict__.get(_INSTALLED):
+                continue
+            for name, record in {**_RECORDERS["common"], **_RECORDERS[cls.__name__]}.items():
+                setattr(cls, name, _recording(getattr(cls, name), record))
+            for name, fn in actions.items():
+                _ORIGINAL[(cls.__name__, name)] = getattr(cls, name)
+                setattr(cls, name, functools.wraps(getattr(cls, name))(fn))
+            setattr(cls, _INSTALLED, True)
