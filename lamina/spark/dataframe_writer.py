@@ -62,6 +62,7 @@ class WriterState:
     """What a pyspark writer was told, as Spark keeps it (options case-insensitively: a later
     key replaces one that differs only in case)."""
 
+    df: Any = None  # the DataFrame written
     source: str | None = None
     mode: str | None = None  # batch: the save mode as given; streaming: the output mode
     partition_by: list[str] | None = None
@@ -107,8 +108,8 @@ def save_mode(mode: str | None) -> str:
 # -- batch ----------------------------------------------------------------------------------
 
 
-def save_lamina(writer: Any, st: WriterState, path: str | None) -> None:
-    """Write ``writer``'s DataFrame to the Lamina table ``path`` (or option ``path``) as Spark's
+def save_lamina(st: WriterState, path: str | None) -> None:
+    """Write the DataFrame of a writer in state ``st`` to the Lamina table ``path`` (or option ``path``) as Spark's
     save mode ``st.mode`` says, partitioned by ``st.partition_by`` (see the module docstring)."""
     from lamina.spark.datasource import PARTITION_COLUMNS_OPTION, SAVE_MODE_OPTION, WriteTarget
 
@@ -122,11 +123,11 @@ def save_lamina(writer: Any, st: WriterState, path: str | None) -> None:
         opts[PARTITION_COLUMNS_OPTION] = json.dumps(st.partition_by)
     opts[SAVE_MODE_OPTION] = mode
     overwrite = mode == "overwrite"
-    target = WriteTarget.prepare(opts, writer._df.schema, overwrite)  # typed errors now, before Spark plans
+    target = WriteTarget.prepare(opts, st.df.schema, overwrite)  # typed errors now, before Spark plans
     if target.skip:
         log.info("mode('ignore'): table %s exists; nothing written", target.ref.name)
         return None
-    planned = writer._df.write.format("lamina").mode("overwrite" if overwrite else "append").options(**opts)
+    planned = st.df.write.format("lamina").mode("overwrite" if overwrite else "append").options(**opts)
     _ORIGINAL[("DataFrameWriter", "save")](planned)
     return None
 
@@ -141,7 +142,7 @@ def _save(self: Any, path: str | None = None, format: str | None = None, mode: s
     st = state_of(self)
     if not st.is_lamina:
         return _ORIGINAL[("DataFrameWriter", "save")](self, path)
-    return save_lamina(self, st, path)
+    return save_lamina(st, path)
 
 
 def _save_as_table(self: Any, name: str, format: str | None = None, mode: str | None = None,  # noqa: A002
@@ -163,13 +164,13 @@ def _save_as_table(self: Any, name: str, format: str | None = None, mode: str | 
         return _ORIGINAL[("DataFrameWriter", "saveAsTable")](self, name)  # Spark's session catalog, as Spark does it
     if "path" in has:
         raise InvalidArgument(f"saveAsTable({name!r}) into a Lamina catalog places the table itself: drop option('path')")
-    return save_lamina(self, st, name)
+    return save_lamina(st, name)
 
 
 # -- streaming --------------------------------------------------------------------------------
 
 
-def check_stream(writer: Any, st: WriterState, path: str | None) -> None:
+def check_stream(st: WriterState, path: str | None) -> None:
     """Plan the streaming sink now, as its first micro-batch will (``LaminaStreamWriter``): a bad
     option, a missing ``appId``, a table that is needed and missing, a stream that does not fit
     the table or its partitioning raise here. Nothing is written."""
@@ -178,7 +179,7 @@ def check_stream(writer: Any, st: WriterState, path: str | None) -> None:
     opts = st.with_path(path)
     if st.partition_by is not None:
         opts[PARTITION_COLUMNS_OPTION] = json.dumps(st.partition_by)
-    LaminaStreamWriter(opts, writer._df.schema, overwrite=(st.mode or "append").lower() == "complete")
+    LaminaStreamWriter(opts, st.df.schema, overwrite=(st.mode or "append").lower() == "complete")
 
 
 def _start(self: Any, path: str | None = None, format: str | None = None, outputMode: str | None = None,  # noqa: A002
@@ -196,7 +197,7 @@ def _start(self: Any, path: str | None = None, format: str | None = None, output
     if st.is_lamina:
         from lamina.spark.datasource import PARTITION_COLUMNS_OPTION
 
-        check_stream(self, st, path)
+        check_stream(st, path)
         if st.partition_by is not None:  # (Spark hands a Python sink none of its partitionBy)
             self.option(PARTITION_COLUMNS_OPTION, json.dumps(st.partition_by))
     return _ORIGINAL[("DataStreamWriter", "start")](self, path)
@@ -225,6 +226,7 @@ def _not_a_source(st: WriterState, *_: Any) -> None:
 
 _RECORDERS: dict[str, dict[str, Callable[..., None]]] = {
     "common": {
+        "__init__": lambda st, df: setattr(st, "df", df),
         "format": lambda st, source: setattr(st, "source", source),
         "partitionBy": lambda st, *cols: setattr(st, "partition_by", _columns(cols)),
         "option": lambda st, key, value: st.set_option(key, value),
@@ -246,8 +248,8 @@ _RECORDERS: dict[str, dict[str, Callable[..., None]]] = {
 
 
 def _recording(original: Callable[..., Any], record: Callable[..., None]) -> Callable[..., Any]:
-    """``original`` (a pyspark writer method returning the writer), recording its arguments
-    into the writer's state once it accepted them."""
+    """``original`` (a pyspark writer method returning the writer, or its ``__init__``), recording
+    its arguments into the writer's state once it accepted them."""
 
     @functools.wraps(original)
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:

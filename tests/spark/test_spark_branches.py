@@ -215,7 +215,7 @@ def test_unknown_branch_and_bad_options_write_nothing(spark, tmp_path):
         spark_read(spark, uri, branch="nope")
     with pytest.raises(InvalidBranchName):
         spark_write(df, uri, branch="../x")
-    with pytest.raises(Exception, match="BranchNotFound"):
+    with pytest.raises(BranchNotFound, match="nope"):  # planned on the driver: the typed error itself
         df.write.format("lamina").option("branch", "nope").mode("append").save(uri)
     with pytest.raises(Exception, match="BranchNotFound"):
         spark.read.format("lamina").option("branch", "nope").load(uri)
