@@ -1040,6 +1040,7 @@ class MergeClauses:
     Delta semantics: matched clauses are tried in order and the first whose
     condition holds applies; a matched target row that no clause takes stays as
     it is; source rows that match no target row go through the not-matched
+    clauses, target rows that no source row matches through the not-matched-by-source
     clauses. Subclasses call ``_start`` with the target's schema and the source's columns.
     """
 

@@ -561,8 +561,11 @@ class LaminaDataSource(DataSource):
     read, row lineage columns included), numPartitions, readChangeFeed with startingVersion /
     endingVersion / startingTimestamp / endingTimestamp (the change feed; lamina.spark.changes),
     streaming reads (maxFilesPerTrigger, skipChangeCommits; lamina.spark.stream_source),
-    partitionBy (new tables), replaceWhere (overwrite), txnAppId/txnVersion (idempotent batch
-    writes), appId (streaming writes), and object-store options (endpoint, region, …)."""
+    partitionBy (a new table's partitioning, as Spark's own partitionBy(...); an existing
+    table's must match), replaceWhere (overwrite), txnAppId/txnVersion (idempotent batch
+    writes), appId (streaming writes), and object-store options (endpoint, region, …). Save
+    modes other than append and overwrite, Spark's partitionBy and saveAsTable reach it through
+    lamina.spark.dataframe_writer (installed by ``register``)."""
 
     # The version read (the change feed's last one): set by schema(), pickled with the instance
     # (Spark asks not to override __init__).

@@ -3,14 +3,17 @@
 The driver plans, Spark computes, the driver commits ONE version:
 
 1. merge: one Spark aggregation gives the source keys' bounds; the core planner keeps
-   only the target files whose statistics can hold them (delete: the predicate prunes).
+   only the target files whose statistics can hold them (every file with a
+   not-matched-by-source clause; delete, update: the predicate prunes).
 2. Those files are read with Spark's native Parquet reader with ``_metadata.file_path``
    and ``_metadata.row_index`` (rows of existing deletion vectors removed first).
 3. merge: an inner join of the target rows (aliased ``target``) with the source
    (``source``; broadcast when small, so the target is never shuffled), matched
    clauses as Spark expressions (first matching clause wins), persisted once; the
    source rows whose key matched nothing (left-anti join on the matched keys) go
-   through the not-matched clauses. The (file, row index) of every matched row is collected
+   through the not-matched clauses, the target rows whose key matched nothing (a left-anti
+   join with the source keys) through the not-matched-by-source clauses, staged with the
+   matched rows. The (file, row index) of every matched or changed row is collected
    to the driver (duplicates: error, nothing committed); updated and inserted rows
    are written by Spark's native writer into ``data/spark-<write id>/``.
 4. The positions become deletion vectors merged with existing ones (or, in
@@ -308,8 +311,9 @@ class SparkMergeBuilder(MergeClauses):
 
     The clause API of ``Table.merge`` (Delta semantics): matched clauses are tried in
     order, the first whose condition holds applies; a matched target row no clause
-    takes stays; unmatched source rows go through the not-matched clauses; NULL keys
-    never match. Conditions and values are Spark SQL text (or Columns, or literals for
+    takes stays; unmatched source rows go through the not-matched clauses, target rows no
+    source row matches through the not-matched-by-source ones (over the target's columns
+    only); NULL keys never match. Conditions and values are Spark SQL text (or Columns, or literals for
     values) over ``source.<col>`` and ``target.<col>``; a bare name means the target's
     column (the source's columns are reachable only as ``source.<col>``).
     """
