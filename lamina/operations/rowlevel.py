@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -1000,6 +1000,20 @@ class MergeResult:
     files_touched: int
 
 
+def _clauses_taking(clauses: list[_Clause], rows: pa.Table, what: str) -> Iterator[tuple[_Clause, pa.Table]]:
+    """Each of ``clauses`` that takes rows, with the rows of ``rows`` it takes: those for which it
+    is the first clause whose condition holds (a row no clause takes is in none). ``what``
+    names the clauses in errors."""
+    remaining = np.ones(rows.num_rows, dtype=bool)
+    for cl in clauses:
+        m = remaining.copy()
+        if cl.condition is not None:
+            m &= as_mask(cl.condition, rows, f"{what} {cl.kind} condition").to_numpy(zero_copy_only=False)
+        remaining &= ~m
+        if m.any():  # (every row: the common unconditional clause, no copy)
+            yield cl, (rows if m.all() else rows.filter(pa.array(m)))
+
+
 def _not_matched_by_source(clauses: list[_Clause], rows: pa.Table, matched: Any,
                            tschema: pa.Schema) -> tuple[list[np.ndarray], list[np.ndarray], list[pa.Table]]:
     """What the not-matched-by-source ``clauses`` do to the target ``rows`` (with POS and FILE,
@@ -1016,16 +1030,7 @@ def _not_matched_by_source(clauses: list[_Clause], rows: pa.Table, matched: Any,
     u = rows.filter(pa.array(unmatched))
     cols = {f"target.{n}": u.column(n) for n in tschema.names if n in u.column_names}
     cols.update({c: u.column(c) for c in (POS, FILE, ROW_ID) if c in u.column_names})
-    t = pa.table(cols)
-    remaining = np.ones(t.num_rows, dtype=bool)
-    for cl in clauses:
-        m = remaining.copy()
-        if cl.condition is not None:
-            m &= as_mask(cl.condition, t, f"merge not matched by source {cl.kind} condition").to_numpy(zero_copy_only=False)
-        remaining &= ~m
-        if not m.any():
-            continue
-        sel = t if m.all() else t.filter(pa.array(m))
+    for cl, sel in _clauses_taking(clauses, pa.table(cols), "merge not matched by source"):
         deletes.append(sel.column(POS).to_numpy())
         files.append(sel.column(FILE).to_numpy())
         if cl.kind == "update":
@@ -1286,16 +1291,8 @@ class MergeBuilder(MergeClauses):
                     "merge: a target row matched more than one source row (duplicate keys "
                     f"{self.on} in the source); deduplicate the source. Nothing was committed."
                 )
-            remaining = np.ones(j.num_rows, dtype=bool)
             deletes, files, updates = [], [], []
-            for cl in self.matched:
-                m = remaining.copy()
-                if cl.condition is not None:
-                    m &= as_mask(cl.condition, j, f"merge {cl.kind} condition").to_numpy(zero_copy_only=False)
-                remaining &= ~m
-                if not m.any():
-                    continue
-                sel = j if m.all() else j.filter(pa.array(m))  # (every row: the common unconditional clause, no copy)
+            for cl, sel in _clauses_taking(self.matched, j, "merge"):
                 deletes.append(sel.column(POS).to_numpy())
                 files.append(sel.column(FILE).to_numpy())
                 if cl.kind == "update" and not whole:
@@ -1325,16 +1322,8 @@ class MergeBuilder(MergeClauses):
             keep = np.ones(self.source.num_rows, dtype=bool)
             keep[matched] = False
             src = self._prefixed_source().filter(pa.array(keep))
-            remaining = np.ones(src.num_rows, dtype=bool)
             out = []
-            for cl in self.not_matched:
-                m = remaining.copy()
-                if cl.condition is not None:
-                    m &= as_mask(cl.condition, src, "merge insert condition").to_numpy(zero_copy_only=False)
-                remaining &= ~m
-                if not m.any():
-                    continue
-                sel = src if m.all() else src.filter(pa.array(m))
+            for cl, sel in _clauses_taking(self.not_matched, src, "merge"):
                 out.append(_clause_rows(cl, sel, tschema, "insert", lambda f: _default_or_null(defaults, f, sel.num_rows)))
             return pa.concat_tables(out) if out else None
 

@@ -132,14 +132,21 @@ def save_lamina(st: WriterState, path: str | None) -> None:
     return None
 
 
+def _applied(writer: Any, format: str | None, mode: str | None, partitionBy: Any,  # noqa: A002
+             options: dict[str, Any]) -> WriterState:
+    """The state of a ``DataFrameWriter`` once the arguments of ``save``/``saveAsTable`` are
+    applied to it, as pyspark's own methods apply them."""
+    writer.mode(mode).options(**options)
+    if partitionBy is not None:
+        writer.partitionBy(partitionBy)
+    if format is not None:
+        writer.format(format)
+    return state_of(writer)
+
+
 def _save(self: Any, path: str | None = None, format: str | None = None, mode: str | None = None,  # noqa: A002
           partitionBy: Any = None, **options: Any) -> None:
-    self.mode(mode).options(**options)  # as pyspark's save applies them
-    if partitionBy is not None:
-        self.partitionBy(partitionBy)
-    if format is not None:
-        self.format(format)
-    st = state_of(self)
+    st = _applied(self, format, mode, partitionBy, options)
     if not st.is_lamina:
         return _ORIGINAL[("DataFrameWriter", "save")](self, path)
     return save_lamina(st, path)
@@ -147,12 +154,7 @@ def _save(self: Any, path: str | None = None, format: str | None = None, mode: s
 
 def _save_as_table(self: Any, name: str, format: str | None = None, mode: str | None = None,  # noqa: A002
                    partitionBy: Any = None, **options: Any) -> None:
-    self.mode(mode).options(**options)
-    if partitionBy is not None:
-        self.partitionBy(partitionBy)
-    if format is not None:
-        self.format(format)
-    st = state_of(self)
+    st = _applied(self, format, mode, partitionBy, options)
     if not st.is_lamina:
         return _ORIGINAL[("DataFrameWriter", "saveAsTable")](self, name)
     has = {k.lower() for k in st.options}

@@ -121,6 +121,15 @@ def timestamp_opt(options: Mapping[str, str], name: str) -> str | int | None:
     return int(ts) if ts is not None and ts.isdigit() else ts
 
 
+def _json_strings(text: str) -> list[str] | None:
+    """``text`` as a JSON array of strings; None if it is not one."""
+    try:
+        out = json.loads(text)
+    except ValueError:
+        return None
+    return out if isinstance(out, list) and all(isinstance(n, str) for n in out) else None
+
+
 def columns_opt(options: Mapping[str, str]) -> list[str] | None:
     """The ``columns`` option: the columns to read (table columns, ``_row_id``,
     ``_last_updated_version``), comma-separated or a JSON array of names; None: every column."""
@@ -128,11 +137,8 @@ def columns_opt(options: Mapping[str, str]) -> list[str] | None:
     if v is None:
         return None
     if v.lstrip().startswith("["):
-        try:
-            names = json.loads(v)
-        except ValueError:
-            names = None
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        names = _json_strings(v)
+        if names is None:
             raise InvalidArgument(f"option columns must be a JSON array of column names or names separated by commas, got {v!r}")
     else:
         names = [n.strip() for n in v.split(",")]
@@ -160,11 +166,8 @@ def partition_by_opt(options: Mapping[str, str]) -> list[str] | None:
     given = _opt(options, PARTITION_COLUMNS_OPTION)
     if given is None:
         return entries
-    try:
-        cols = json.loads(given)
-    except ValueError:
-        cols = None
-    if not isinstance(cols, list) or not all(isinstance(c, str) for c in cols):
+    cols = _json_strings(given)
+    if cols is None:
         raise InvalidArgument(f"option {PARTITION_COLUMNS_OPTION} must be a JSON array of partitionBy entries, got {given!r}")
     cols = [c.strip() for c in cols]
     if entries is not None and entries != cols:

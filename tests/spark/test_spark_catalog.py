@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 import lamina
-from lamina.errors import CatalogManaged, TableOffline
+from lamina.errors import CatalogManaged, PartitionSpecMismatch, TableAlreadyExists, TableOffline
 from lamina.maintenance import fsck
 from lamina.spark import compact as spark_compact
 from lamina.spark import delete as spark_delete
@@ -71,6 +71,35 @@ def test_write_creates_and_commits_through_the_catalog(spark, cat):
     got = t.refresh().to_arrow()
     assert ids(got) == list(range(150)) and pc.sum(pc.equal(got.column("cat"), "x")).as_py() == 10
     assert cat.table_info("shop.orders").version == t.version == 3
+
+
+def test_save_as_table_into_the_catalog_with_every_save_mode(spark, cat):
+    """``saveAsTable(ident)`` with option catalog: ErrorIfExists (the default) creates the
+    catalog's table (partitioned by Spark's partitionBy), then refuses it; Ignore leaves it;
+    Append adds; Overwrite replaces; another partitioning is refused. Each is one catalog
+    version, or none."""
+    uri, _ = cat.reopen_uri()
+
+    def w(t: pa.Table, mode: str | None = None):
+        writer = sdf(spark, t).write.format("lamina").option("catalog", uri)
+        return writer if mode is None else writer.mode(mode)
+
+    w(rows(0, 10)).partitionBy("cat").saveAsTable("shop.orders")
+    info = cat.table_info("shop.orders")
+    assert info.version == 1 and info.location == cat.default_location("shop.orders")
+    t = cat.load_table("shop.orders")
+    assert [f.name for f in t.partition_spec.fields] == ["cat"] and ids(t.to_arrow()) == list(range(10))
+    with pytest.raises(TableAlreadyExists, match="shop.orders"):
+        w(rows(10, 20)).saveAsTable("shop.orders")
+    w(rows(10, 20), "ignore").saveAsTable("shop.orders")
+    assert cat.table_info("shop.orders").version == 1
+    w(rows(10, 20), "append").saveAsTable("shop.orders")
+    assert ids(t.refresh().to_arrow()) == list(range(20)) and cat.table_info("shop.orders").version == 2
+    w(rows(30, 35), "overwrite").saveAsTable("shop.orders")
+    assert ids(t.refresh().to_arrow()) == list(range(30, 35)) and cat.table_info("shop.orders").version == 3
+    with pytest.raises(PartitionSpecMismatch):
+        w(rows(0, 1), "append").partitionBy("bucket(2, id)").saveAsTable("shop.orders")
+    assert cat.table_info("shop.orders").version == 3
 
 
 def test_path_writer_is_refused_and_writes_nothing(spark, cat):

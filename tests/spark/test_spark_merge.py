@@ -88,6 +88,23 @@ CASES = {
 WHOLE_ROWS = {"update_all", "upsert_all", "upsert_deleting_the_rest"}
 
 
+def commit_racing(monkeypatch, concurrent) -> list:
+    """Make ``concurrent(table)`` (another writer's commit, through a handle of its own) land
+    between the Spark job and the commit of a row-level change's first attempt; the list
+    returned holds one item per commit attempt."""
+    real = smerge._commit
+    calls = []
+
+    def racing(session, *args, **kwargs):
+        if not calls:
+            concurrent(lamina.open_table(session.table.uri))
+        calls.append(1)
+        return real(session, *args, **kwargs)
+
+    monkeypatch.setattr(smerge, "_commit", racing)
+    return calls
+
+
 @pytest.mark.parametrize("driver_rows", [0, smerge.DEFAULT_DRIVER_ROWS], ids=["spark-join", "driver"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_spark_merge_matches_arrow_merge(spark, tmp_path, case, driver_rows):
@@ -241,16 +258,7 @@ def test_spark_update_bad_input_changes_nothing(spark, tmp_path):
 
 def test_a_concurrent_delete_of_updated_rows_recomputes_the_spark_update(spark, tmp_path, monkeypatch):
     s_uri, a_uri = make_pair(tmp_path)
-    real = smerge._commit
-    calls = []
-
-    def racing(session, *args, **kwargs):
-        if not calls:
-            lamina.open_table(session.table.uri).delete("id IN (41, 42, 150)")  # the concurrent writer
-        calls.append(1)
-        return real(session, *args, **kwargs)
-
-    monkeypatch.setattr(smerge, "_commit", racing)
+    calls = commit_racing(monkeypatch, lambda t: t.delete("id IN (41, 42, 150)"))  # the concurrent writer
     assert spark_update(spark, s_uri, "id >= 40 AND id < 60", set={"amt": "-amt"}) == 7
     assert len(calls) == 2
     a = lamina.open_table(a_uri)
@@ -263,16 +271,7 @@ def test_concurrent_change_to_a_touched_file_is_recomputed(spark, tmp_path, monk
     """Another writer deletes rows of a file the merge touches between the Spark job and the
     commit: the merge recomputes on the new version, both changes survive."""
     s_uri, a_uri = make_pair(tmp_path)
-    real = smerge._commit
-    calls = []
-
-    def racing(session, *args, **kwargs):
-        if not calls:
-            lamina.open_table(session.table.uri).delete("id IN (3, 4, 121)")  # the concurrent writer
-        calls.append(1)
-        return real(session, *args, **kwargs)
-
-    monkeypatch.setattr(smerge, "_commit", racing)
+    calls = commit_racing(monkeypatch, lambda t: t.delete("id IN (3, 4, 121)"))  # the concurrent writer
     clauses = CASES["upsert_first_clause_wins"]
     got = clauses(spark_merge(s_uri, sdf(spark, SOURCE), on="id", driver_rows=0)).execute()
     assert len(calls) == 2 and got.version == 7
@@ -287,16 +286,7 @@ def test_concurrent_change_to_a_touched_file_is_recomputed(spark, tmp_path, monk
 
 def test_concurrent_append_outside_the_keys_does_not_recompute(spark, tmp_path, monkeypatch):
     s_uri, _ = make_pair(tmp_path)
-    real = smerge._commit
-    calls = []
-
-    def racing(session, *args, **kwargs):
-        if not calls:
-            lamina.open_table(session.table.uri).append(rows(range(1000, 1010)))
-        calls.append(1)
-        return real(session, *args, **kwargs)
-
-    monkeypatch.setattr(smerge, "_commit", racing)
+    calls = commit_racing(monkeypatch, lambda t: t.append(rows(range(1000, 1010))))
     got = spark_merge(s_uri, sdf(spark, rows([120, 121], cat="x")), on="id", driver_rows=0).when_matched_update_all().execute()
     assert len(calls) == 1 and got.version == 7 and got.rows_updated == 2
     assert lamina.open_table(s_uri).to_arrow().num_rows == 199 + 10
@@ -325,16 +315,7 @@ def test_a_row_appended_before_the_commit_meets_the_by_source_clauses(spark, tmp
     """Every file may hold rows the source does not match: a file appended between the Spark job
     and its commit makes the change stale, and the recomputed merge deletes its rows too."""
     s_uri, _ = make_pair(tmp_path)
-    real = smerge._commit
-    calls = []
-
-    def racing(session, *args, **kwargs):
-        if not calls:
-            lamina.open_table(session.table.uri).append(rows(range(1000, 1010)))
-        calls.append(1)
-        return real(session, *args, **kwargs)
-
-    monkeypatch.setattr(smerge, "_commit", racing)
+    calls = commit_racing(monkeypatch, lambda t: t.append(rows(range(1000, 1010))))
     got = (spark_merge(s_uri, sdf(spark, rows([120, 121], cat="x")), on="id", driver_rows=0)
            .when_matched_update_all().when_not_matched_by_source_delete(condition="target.id >= 100").execute())
     assert len(calls) == 2 and got.version == 7

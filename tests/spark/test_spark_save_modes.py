@@ -199,38 +199,6 @@ def test_lamina_write_partition_by_is_checked_as_the_table_spec_not_its_ids(spar
 # -- saveAsTable ------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def cat(tmp_path):
-    c = lamina.load_catalog(f"sqlite:///{tmp_path}/wh/catalog.db")
-    c.create_namespace("shop")
-    yield c
-    c.close()
-
-
-def test_save_as_table_into_a_lamina_catalog_with_every_mode(spark, cat):
-    uri, _ = cat.reopen_uri()
-
-    def w(t: pa.Table, mode: str | None = None):
-        writer = sdf(spark, t).write.format("lamina").option("catalog", uri)
-        return writer if mode is None else writer.mode(mode)
-
-    w(rows(0, 10)).partitionBy("month").saveAsTable("shop.orders")  # ErrorIfExists: creates it
-    info = cat.table_info("shop.orders")
-    assert info.version == 1 and info.location == cat.default_location("shop.orders")
-    t = cat.load_table("shop.orders")
-    assert [f.name for f in t.partition_spec.fields] == ["month"] and bag(t.to_arrow()) == bag(rows(0, 10))
-    with pytest.raises(TableAlreadyExists):
-        w(rows(10, 20)).saveAsTable("shop.orders")
-    w(rows(10, 20), "ignore").saveAsTable("shop.orders")
-    assert cat.table_info("shop.orders").version == 1
-    w(rows(10, 20), "append").saveAsTable("shop.orders")
-    assert bag(t.refresh().to_arrow()) == bag(rows(0, 20)) and cat.table_info("shop.orders").version == 2
-    w(rows(30, 35), "overwrite").saveAsTable("shop.orders")
-    assert bag(t.refresh().to_arrow()) == bag(rows(30, 35)) and cat.table_info("shop.orders").version == 3
-    with pytest.raises(PartitionSpecMismatch):
-        w(rows(0, 1), "append").partitionBy("cat").saveAsTable("shop.orders")
-
-
 def test_save_as_table_without_a_lamina_catalog_says_what_it_needs(spark, tmp_path):
     with pytest.raises(InvalidArgument, match="option\\('catalog'"):
         sdf(spark, rows(0, 5)).write.format("lamina").saveAsTable("orders")
