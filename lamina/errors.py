@@ -193,6 +193,11 @@ class InvalidCatalogUri(InvalidUri, CatalogError):
     """A catalog URI with an unknown scheme or missing parts."""
 
 
+class CatalogNotFound(CatalogError):
+    """No catalog where the URI points (an embedded SQLite catalog's database file, or a
+    directory catalog's warehouse, is not there), and the caller did not ask to create one."""
+
+
 class CatalogUnreachable(CatalogError):
     """The catalog database could not be reached (the message names the URI, never the password)."""
 

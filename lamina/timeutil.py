@@ -30,6 +30,12 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def iso_ms(ms: int, sep: str = "T") -> str:
+    """Epoch milliseconds as people read them, in UTC to the millisecond: 2026-01-05T10:00:00.000Z
+    (``sep`` between the date and the time)."""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime(f"%Y-%m-%d{sep}%H:%M:%S.%f")[:-3] + "Z"
+
+
 def _in_range(ms: int, t: Any, what: str) -> int:
     if not MIN_EPOCH_MS <= ms <= MAX_EPOCH_MS:
         raise InvalidArgument(

@@ -14,8 +14,8 @@ from typing import Any, Mapping
 
 from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
 from lamina.catalog.coordinator import CatalogVersionLog, SqlCoordinator
-from lamina.catalog.directory import DirectoryCatalog
-from lamina.catalog.sql import SqlCatalog, open_postgres, open_sqlite, redact
+from lamina.catalog.directory import DirectoryCatalog, warehouse_path
+from lamina.catalog.sql import SqlCatalog, open_postgres, open_sqlite, redact, sqlite_path
 from lamina.errors import InvalidCatalogUri
 
 DEFAULT_CATALOG = "sqlite:///warehouse/catalog.db"
@@ -39,7 +39,7 @@ def load_catalog(
     for what, text in (("catalog URI", uri), ("warehouse", warehouse)):
         if text is not None and "\x00" in text:
             raise InvalidCatalogUri(f"{what} {redact(text)!r} contains a NUL character ('\\x00'); remove it")
-    scheme = urllib.parse.urlsplit(uri).scheme.lower()
+    scheme = _scheme(uri)
     if scheme == "sqlite":
         return open_sqlite(uri, warehouse, storage_options)
     if scheme in ("postgresql", "postgres"):
@@ -52,7 +52,24 @@ def load_catalog(
     )
 
 
+def _scheme(uri: str) -> str:
+    return urllib.parse.urlsplit(uri).scheme.lower()
+
+
+def local_catalog_path(uri: str) -> str | None:
+    """Where on this machine the catalog ``uri`` names lives, absolute: the embedded SQLite
+    catalog's database file, the directory catalog's warehouse; None for a server's catalog
+    (PostgreSQL). ``load_catalog`` creates a local one that is not there: a caller that only
+    means to read one checks this path first."""
+    scheme = _scheme(uri)
+    if scheme == "sqlite":
+        return sqlite_path(uri)
+    if scheme in ("", "file"):
+        return warehouse_path(uri)
+    return None
+
+
 __all__ = [
     "Catalog", "CatalogTable", "CatalogVersionLog", "DEFAULT_CATALOG", "DirectoryCatalog", "SqlCatalog",
-    "SqlCoordinator", "TableInfo", "check_name", "load_catalog", "parse_identifier",
+    "SqlCoordinator", "TableInfo", "check_name", "load_catalog", "local_catalog_path", "parse_identifier",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
@@ -52,7 +52,7 @@ class TableInfo:
     name: str
     uuid: str
     location: str
-    schema_json: str
+    schema_json: str = field(repr=False)
     online: bool
     version: int
     manifest_path: str

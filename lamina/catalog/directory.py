@@ -39,15 +39,20 @@ from lamina.table.table import create_table, open_table
 OFFLINE_DIR = ".lamina-offline"
 
 
+def warehouse_path(warehouse: str) -> str:
+    """The absolute local directory a directory catalog's URI (a path or ``file://``) names."""
+    if "://" in warehouse and not warehouse.startswith("file://"):
+        raise InvalidCatalogUri(
+            f"{warehouse!r}: the directory catalog needs a local warehouse path; "
+            "use a SQL catalog (sqlite:// or postgresql://) with ?warehouse=s3://... for object stores"
+        )
+    path = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
+    return os.path.abspath(os.path.expanduser(path))
+
+
 class DirectoryCatalog(Catalog):
     def __init__(self, warehouse: str) -> None:
-        if "://" in warehouse and not warehouse.startswith("file://"):
-            raise InvalidCatalogUri(
-                f"{warehouse!r}: the directory catalog needs a local warehouse path; "
-                "use a SQL catalog (sqlite:// or postgresql://) with ?warehouse=s3://... for object stores"
-            )
-        path = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
-        self.warehouse = os.path.abspath(os.path.expanduser(path))
+        self.warehouse = warehouse_path(warehouse)
         self.uri = self.warehouse
         check_local_directory(self.warehouse, "warehouse", "the warehouse is the directory holding one directory per namespace", InvalidCatalogUri)
         make_local_directory(self.warehouse, "warehouse")

@@ -707,14 +707,20 @@ def _purge(io: FileIO) -> None:
 # --- URIs ---------------------------------------------------------------------------------
 
 
-def open_sqlite(uri: str, warehouse: str | None, storage_options: Mapping[str, Any] | None) -> SqlCatalog:
+def sqlite_path(uri: str) -> str:
+    """The absolute path of the database file a ``sqlite:`` catalog URI names."""
     p = urllib.parse.urlsplit(uri)
     if p.netloc:
         raise InvalidCatalogUri(f"{uri!r}: SQLite catalogs are sqlite:///relative/path.db or sqlite:////absolute/path.db")
     path = p.path[1:] if p.path.startswith("/") else p.path
     if not path or path.endswith("/"):
         raise InvalidCatalogUri(f"{uri!r}: name the database file, e.g. sqlite:///warehouse/catalog.db")
-    path = os.path.abspath(os.path.expanduser(path))
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def open_sqlite(uri: str, warehouse: str | None, storage_options: Mapping[str, Any] | None) -> SqlCatalog:
+    path = sqlite_path(uri)
+    p = urllib.parse.urlsplit(uri)
     q = dict(urllib.parse.parse_qsl(p.query))
     warehouse = warehouse or q.get("warehouse") or os.path.dirname(path)
     cat = SqlCatalog(_SQLite(path, uri), warehouse, storage_options)

@@ -14,7 +14,7 @@ import os
 import re
 import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from datetime import date, datetime, time, timezone
+from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from enum import Enum
 from typing import NamedTuple, NoReturn
@@ -94,6 +94,26 @@ def human_count(n: int) -> str:
     return f"{n:,}"
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def duration_text(ms: int) -> str:
+    """Milliseconds in the largest unit ``parse_duration`` reads that holds them whole: 604800000 -> '1w'."""
+    for unit, seconds in sorted(_UNITS.items(), key=lambda u: -u[1]):
+        if ms and ms % (seconds * 1000) == 0:
+            return f"{ms // (seconds * 1000)}{unit}"
+    return f"{ms / 1000:g}s"
+
+
+def parse_duration(text: str) -> timedelta:
+    """'30s', '15m', '12h', '5d', '2w' -> timedelta."""
+    t = text.strip().lower()
+    try:
+        return timedelta(seconds=float(t[:-1]) * _UNITS[t[-1]])
+    except (KeyError, ValueError, IndexError, OverflowError):  # 'xh', 'nanh', 'infd', '1e30w'
+        raise typer.BadParameter(f"{text!r} is not a duration like 30s, 15m, 12h, 5d or 2w") from None
+
+
 # -- tables for a terminal ------------------------------------------------------------------
 
 # A column of text is not made narrower than this (or its longest piece, if shorter): below
@@ -101,8 +121,10 @@ def human_count(n: int) -> str:
 _NARROW = 16
 # A header piece longer than this may fold.
 _HEADER_NARROW = 12
-# A column of paths narrower than this is left out rather than shortened further.
-_PATH_NARROW = 24
+# A column of paths is not made narrower than its widest directory or file name, up to this
+# (a file name, ``<write id>-<file id>.parquet``, is 37): a path folds after its slashes, and
+# only a name wider than its column is broken within.
+_PATH_NARROW = 40
 
 
 def cell(v: object, null: str = "") -> str:
@@ -156,18 +178,29 @@ def wrap_text(text: str, width: int) -> str:
     return "\n".join(lines)
 
 
-def short_path(path: str, width: int) -> str:
-    """``path`` in at most ``width`` characters, on one line: whole if it fits, else its middle
-    left out for ``…``, keeping its start, the file's own directory (a partition's) and the
-    file's name, or failing that the name's start (what tells files apart)."""
-    if cell_len(path) <= width:
-        return path
-    parts = path.split("/")
-    for keep in ("/".join(parts[-2:]), parts[-1]):  # the file's directory and name; its name
-        room = width - cell_len(keep) - 1  # for "…"
-        if room >= 0 and len(keep) < len(path):
-            return (path[: room - 1] + "…/" if room else "…") + keep
-    return parts[-1][: max(width - 1, 0)] + "…"
+# A path's directories and its file name, each with the slash that ends it.
+_SEGMENT = re.compile(r"[^/]*/|[^/]+")
+
+
+def path_segments(path: str) -> list[str]:
+    return _SEGMENT.findall(path)
+
+
+def wrap_path(path: str, width: int) -> str:
+    """``path`` whole, in lines of at most ``width``, broken after its slashes: its directories
+    (a partition's ``ts_day=2026-01-05/``) and its file name each on one line where they fit;
+    one wider than ``width`` broken as ``wrap_text`` breaks it."""
+    lines, line = [], ""
+    for segment in path_segments(path):
+        if line and cell_len(line + segment) > width:
+            lines.append(line)
+            line = ""
+        if cell_len(segment) > width:
+            *whole, line = wrap_text(segment, width).split("\n")
+            lines += whole
+        else:
+            line += segment
+    return "\n".join([*lines, line])
 
 
 class _Column(NamedTuple):
@@ -177,7 +210,7 @@ class _Column(NamedTuple):
     cells_width: int  # the width that holds every cell on one line
     header_width: int  # ... and the header too
     number: bool
-    kind: str  # how its cells fit a narrower width: "whole" (wrap between words), "path" (short_path), "text" (wrap_text)
+    kind: str  # how its cells fit a narrower width: "whole" (wrap between words), "path" (wrap_path), "text" (wrap_text)
 
 
 def _column(col: pa.ChunkedArray, header: str, short_time: bool, kind: str, unit: str, null: str) -> _Column:
@@ -196,7 +229,7 @@ def _column(col: pa.ChunkedArray, header: str, short_time: bool, kind: str, unit
     if number:  # never cut: a version number is whole or not shown
         narrowest, kind = cells_width, "whole"
     elif kind == "path":
-        narrowest = min(cells_width, _PATH_NARROW)
+        narrowest = min(max([cell_len(s) for c in cells for s in path_segments(c)] + [0]), _PATH_NARROW)
     else:
         word = max([_longest_word(c, pieces=kind == "text") for c in cells] + [0])
         narrowest = word if kind == "whole" else min(word, _NARROW)
@@ -206,10 +239,10 @@ def _column(col: pa.ChunkedArray, header: str, short_time: bool, kind: str, unit
 
 
 def _fit(c: _Column, width: int) -> list[str]:
-    """The column's cells in ``width``: paths shortened, text broken where it may be; words
-    of "whole" columns wrap in the table."""
+    """The column's cells in ``width``: paths and text broken where they may be; words of
+    "whole" columns wrap in the table."""
     if c.kind == "path":
-        return [short_path(v, width) for v in c.cells]
+        return [wrap_path(v, width) for v in c.cells]
     if c.kind == "text":
         return [wrap_text(v, width) for v in c.cells]
     return c.cells
@@ -247,8 +280,8 @@ def print_table(
       ``counts`` show thousands apart (1,840), those in ``sizes`` as bytes (1.2 MiB);
     - the words of the columns in ``whole_words`` (operations, change types) are never cut:
       they wrap between words;
-    - the paths in ``paths`` stay on one line, their middle left out if they must be
-      (``short_path``);
+    - the paths in ``paths`` are never cut: they fold after their slashes, each directory and
+      the file name whole where the column holds it (``wrap_path``);
     - the timestamp columns in ``short_times`` (None: every one) show to the second, a
       date they all share in the header;
     - other text, and headers, wrap after spaces, slashes, underscores, dots, commas, and
@@ -272,8 +305,10 @@ def print_table(
     while shown < len(cols) and _frame(shown + 1) + sum(c.narrowest for c in cols[: shown + 1]) <= width:
         shown += 1
     kept, dropped = cols[:shown], [c.header for c in cols[shown:]]
-    # The width left over goes first to cells, then to headers, that would wrap.
+    # The width left over goes first to cells, then to headers, that would wrap; a first
+    # column alone wider than the terminal is narrowed to it (its cells fold).
     widths = [c.narrowest for c in kept]
+    widths[0] = min(widths[0], max(width - _frame(len(kept)) - sum(widths[1:]), 1))
     spare = width - _frame(len(kept)) - sum(widths)
     for wanted in ([c.cells_width for c in kept], [c.header_width for c in kept]):
         more = _share(spare, [w - have for w, have in zip(wanted, widths)])
@@ -287,8 +322,6 @@ def print_table(
         rt.add_row(*[Text(cells[i]) for cells in fitted])  # as Text: a value's brackets are not markup
     console.print(rt)
     notes = []
-    if any(a != b for c, cells in zip(kept, fitted) if c.kind == "path" for a, b in zip(c.cells, cells)):
-        notes.append("… marks a path shortened to fit; --output json or csv prints it whole")
     if dropped:
         n = len(dropped)
         note = f"{n} more column{'s do' if n > 1 else ' does'} not fit in {width} characters: {', '.join(dropped)}"

@@ -9,8 +9,10 @@ from typing import List, Optional
 
 import pyarrow as pa
 import typer
+from rich.text import Text
 
-from lamina.catalog import DEFAULT_CATALOG, load_catalog
+from lamina.catalog import DEFAULT_CATALOG
+from lamina.cli._catalogs import chosen, missing, open_catalog
 from lamina.cli._output import OUTPUT, TABLE, OutputFormat, console, output_format, print_table, write_table
 from lamina.cli._output import fail as _fail
 from lamina.errors import LaminaError
@@ -47,22 +49,23 @@ def _schema(text: str) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _catalog(uri: str | None):
-    from lamina.cli.main import _state  # `lamina --catalog X catalog ...` (main imports this module)
-
+def _catalog(ctx: typer.Context, uri: str | None, create: bool = False):
+    """The catalog the command works on (``--catalog``, else `lamina --catalog`); one that is not
+    there fails the command (CatalogNotFound) unless it is to be ``create``d."""
     try:
-        return load_catalog(uri or _state["catalog"])
+        return open_catalog(ctx, uri, create=create)
     except LaminaError as e:
         _fail(e)
 
 
 @catalog_app.command("list")
 def list_(
+    ctx: typer.Context,
     namespace: Optional[str] = typer.Argument(None, help="only this namespace"), catalog: Optional[str] = _CATALOG,
     output: OutputFormat = OUTPUT,
 ):
     """Namespaces and tables with their version, online flag, uuid and location; json and csv print a row per table."""
-    cat = _catalog(catalog)
+    cat = _catalog(ctx, catalog)
     try:
         fmt = output_format(output)
         namespaces = [namespace] if namespace else cat.list_namespaces()
@@ -86,18 +89,24 @@ def list_(
 
 @catalog_app.command("create")
 def create(
+    ctx: typer.Context,
     name: str = typer.Argument(..., help="namespace, or namespace.table"),
     schema: Optional[str] = typer.Option(None, "--schema", "-s", help="table columns, e.g. 'id:int64,day:date,name:string'"),
     partition_by: Optional[List[str]] = typer.Option(None, "--partition-by", "-p", help="e.g. 'day(ts)', repeatable"),
     location: Optional[str] = typer.Option(None, "--location", help="default: <warehouse>/<namespace>/<table>"),
     catalog: Optional[str] = _CATALOG,
 ):
-    """Create a namespace, or a table (needs --schema)."""
-    cat = _catalog(catalog)
+    """Create a namespace (and the catalog, if it is not there yet), or a table (needs --schema)."""
+    namespace = "." not in name  # a namespace makes the catalog if need be; a table needs its namespace there
     try:
-        if "." not in name:
+        new = namespace and missing(*chosen(ctx, catalog)) is not None
+    except LaminaError as e:
+        _fail(e)
+    cat = _catalog(ctx, catalog, create=namespace)
+    try:
+        if namespace:
             cat.create_namespace(name)
-            console.print(f"created namespace [bold]{name}[/bold]")
+            console.print(Text.assemble("created namespace ", (name, "bold"), f" in a new catalog {cat.uri}" if new else ""))
             return
         if not schema:
             raise typer.BadParameter("creating a table needs --schema 'col:type,...'", param_hint="--schema")
@@ -108,9 +117,9 @@ def create(
 
 
 @catalog_app.command("rename")
-def rename(old: str, new: str, catalog: Optional[str] = _CATALOG):
+def rename(ctx: typer.Context, old: str, new: str, catalog: Optional[str] = _CATALOG):
     """Rename a table (its location and path readers are unaffected); refuses an existing target."""
-    cat = _catalog(catalog)
+    cat = _catalog(ctx, catalog)
     try:
         cat.rename_table(old, new)
     except LaminaError as e:
@@ -120,13 +129,14 @@ def rename(old: str, new: str, catalog: Optional[str] = _CATALOG):
 
 @catalog_app.command("drop")
 def drop(
+    ctx: typer.Context,
     name: str = typer.Argument(..., help="namespace (must be empty), or namespace.table"),
     purge: bool = typer.Option(False, "--purge", help="also delete the table's files"),
     force: bool = typer.Option(False, "--force", help="purge even with writes in flight"),
     catalog: Optional[str] = _CATALOG,
 ):
     """Drop an empty namespace, or a table (its files stay unless --purge)."""
-    cat = _catalog(catalog)
+    cat = _catalog(ctx, catalog)
     try:
         if "." not in name:
             cat.drop_namespace(name)
@@ -137,8 +147,8 @@ def drop(
     console.print(f"dropped {name}{' and its files' if purge else ''}")
 
 
-def _set_online(name: str, online: bool, catalog: str) -> None:
-    cat = _catalog(catalog)
+def _set_online(ctx: typer.Context, name: str, online: bool, catalog: str | None) -> None:
+    cat = _catalog(ctx, catalog)
     try:
         cat.set_online(name, online)
     except LaminaError as e:
@@ -147,12 +157,12 @@ def _set_online(name: str, online: bool, catalog: str) -> None:
 
 
 @catalog_app.command("online")
-def online(name: str, catalog: Optional[str] = _CATALOG):
+def online(ctx: typer.Context, name: str, catalog: Optional[str] = _CATALOG):
     """Allow writes and maintenance again."""
-    _set_online(name, True, catalog)
+    _set_online(ctx, name, True, catalog)
 
 
 @catalog_app.command("offline")
-def offline(name: str, catalog: Optional[str] = _CATALOG):
+def offline(ctx: typer.Context, name: str, catalog: Optional[str] = _CATALOG):
     """Refuse writes and maintenance (reads keep working)."""
-    _set_online(name, False, catalog)
+    _set_online(ctx, name, False, catalog)

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import urllib.parse
-from datetime import datetime, timedelta, timezone
 from typing import Any, Collection, Optional
 
 import pyarrow as pa
@@ -23,44 +21,41 @@ from rich.text import Text
 
 import lamina
 from lamina.catalog import DEFAULT_CATALOG, load_catalog
+from lamina.cli._catalogs import chosen, missing, set_root
 from lamina.cli._output import (
     CSV_FLAG, JSON_FLAG, OUTPUT, TABLE, OutputFormat, at_most, limit_option, console, err, human_bytes, human_count, output_format, print_table, wrap_text, write_rows,
     write_table,
 )
+from lamina.cli._output import duration_text as _duration_text
 from lamina.cli._output import fail as _fail
+from lamina.cli._output import parse_duration as _duration
+from lamina.cli.storage import held_lines, kept_versions_line, size_fields
 from lamina.data.changes import CHANGE_FIELDS, CHANGE_TYPE, CHANGE_TYPES, COMMIT_TIMESTAMP, COMMIT_VERSION
-from lamina.errors import InvalidArgument, LaminaError, TableNotFound
+from lamina.errors import CatalogNotFound, InvalidArgument, LaminaError, TableNotFound
 from lamina.maintenance import fsck as run_fsck
 from lamina.spec.layout import MAIN_BRANCH
 from lamina.spec.lineage import has_lineage
 from lamina.spec.sort import effective_sort_order
 from lamina.table.changes import ChangeFeed
+from lamina.timeutil import iso_ms
 
 app = typer.Typer(help="Inspect and maintain Lamina tables.", no_args_is_help=True, add_completion=False)
 
 
-_state = {"catalog": DEFAULT_CATALOG}
-
-
 @app.callback()
 def _main(
+    ctx: typer.Context,
     catalog: str = typer.Option(
         DEFAULT_CATALOG, "--catalog", "-c", envvar="LAMINA_CATALOG",
         help="catalog for tables named ns.name (a location is opened directly)",
     ),
 ) -> None:
-    _state["catalog"] = catalog
+    set_root(ctx, catalog)
 
 
 def _is_identifier(target: str) -> bool:
     """``ns.name`` that is not an existing path: a catalog table."""
     return target.count(".") == 1 and "/" not in target and "\\" not in target and not os.path.exists(target)
-
-
-def catalog_exists(uri: str) -> bool:
-    """False for an embedded SQLite catalog whose database file is not there (opening it would create it)."""
-    db = urllib.parse.urlsplit(uri)
-    return db.scheme != "sqlite" or os.path.exists(db.path[1:] if db.path.startswith("/") else db.path)
 
 
 # `--branch` of the commands that read or write one branch's versions.
@@ -73,9 +68,10 @@ def _open(target: str, version: Optional[int] = None, branch: Optional[str] = No
     try:
         if not _is_identifier(target):
             return lamina.open_table(target, version=version, branch=branch)
-        uri = _state["catalog"]
-        if not catalog_exists(uri):
-            raise TableNotFound(f"{target!r} is not a table location, and catalog {uri} does not exist (--catalog / LAMINA_CATALOG)")
+        uri, source = chosen()
+        error = missing(uri, source)
+        if error is not None:
+            raise CatalogNotFound(f"{target!r} is not a table location, and {error}")
         table = load_catalog(uri).load_table(target)
         if version is not None:
             return lamina.open_table(table.uri, version=version, branch=branch)
@@ -87,26 +83,6 @@ def _open(target: str, version: Optional[int] = None, branch: Optional[str] = No
 def _of(t: Any) -> str:
     """The table, and the branch if not main, for titles and messages."""
     return t.uri if t.branch_name == MAIN_BRANCH else f"{t.uri} (branch {t.branch_name})"
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def _duration_text(ms: int) -> str:
-    """Milliseconds in the largest unit ``_duration`` reads that holds them whole: 604800000 -> '1w'."""
-    for unit, seconds in sorted(_UNITS.items(), key=lambda u: -u[1]):
-        if ms and ms % (seconds * 1000) == 0:
-            return f"{ms // (seconds * 1000)}{unit}"
-    return f"{ms / 1000:g}s"
-
-
-def _duration(text: str) -> timedelta:
-    """'30s', '15m', '12h', '5d', '2w' -> timedelta."""
-    t = text.strip().lower()
-    try:
-        return timedelta(seconds=float(t[:-1]) * _UNITS[t[-1]])
-    except (KeyError, ValueError, IndexError, OverflowError):  # 'xh', 'nanh', 'infd', '1e30w'
-        raise typer.BadParameter(f"{text!r} is not a duration like 30s, 15m, 12h, 5d or 2w") from None
 
 
 def _progress():
@@ -128,7 +104,7 @@ def _freed(rep: Any, dry_run: bool) -> str:
 
 
 def _ts(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return iso_ms(ms, sep=" ")
 
 
 def _format(output: OutputFormat, as_json: bool = False, as_csv: bool = False) -> str:
@@ -182,6 +158,11 @@ def info(
         "row_lineage": has_lineage(vm),  # _row_id, _last_updated_version and the change feed
         "next_row_id": vm.next_row_id,  # the id the next row added gets
     }
+    try:
+        space = t.storage()
+    except LaminaError as e:
+        _fail(e)
+    doc.update(size_fields(uri, space, machine=fmt != TABLE))
     if fmt != TABLE:
         write_table(pa.Table.from_pylist([doc]), fmt)
         return
@@ -265,13 +246,17 @@ def schema(
     if as_json:
         console.print_json(json.dumps({"version": vm.version, "schema_id": vm.schema.schema_id, "fields": fields}))
         return
-    rt = RichTable(title=f"schema #{vm.schema.schema_id} of {_of(t)} at version {vm.version}")
-    for c in ("id", "column", "type", "required", "default", "doc"):
-        rt.add_column(c, justify="right" if c == "id" else "left")
-    for f in fields:
-        name = "  " * f["depth"] + f["path"].rsplit(".", 1)[-1] if f["depth"] else f["path"]
-        rt.add_row(str(f["field_id"]), name, f["type"], "yes" if f["required"] else "", f["initial_default"] or "", f["doc"] or "")
-    console.print(rt)
+    # Types whole (timestamp[us, tz=UTC]: as text, not markup), a nested field indented under its parent.
+    shown = pa.table({
+        "id": pa.array([f["field_id"] for f in fields], pa.int64()),
+        "column": ["  " * f["depth"] + f["path"].rsplit(".", 1)[-1] if f["depth"] else f["path"] for f in fields],
+        "type": [f["type"] for f in fields],
+        "required": ["yes" if f["required"] else "" for f in fields],
+        "default": [f["initial_default"] or "" for f in fields],
+        "doc": [f["doc"] or "" for f in fields],
+    })
+    print_table(shown, f"schema #{vm.schema.schema_id} of {_of(t)} at version {vm.version}", whole_words=["type"],
+                hint="--json prints every field")
 
 
 # How the metadata listings show in a table: sizes, counts and paths by column name (as
@@ -318,7 +303,7 @@ def files(
     shown = shown.set_column(4, "dv_cardinality", pc.fill_null(shown["dv_cardinality"], 0))
     print_table(shown, f"{human_count(len(plan))} files, {human_count(plan.record_count)} rows",
                 headers={"record_count": "rows", "added_version": "added in", "dv_cardinality": "deleted rows"},
-                counts={"record_count", "dv_cardinality"}, sizes={"size"})
+                counts={"record_count", "dv_cardinality"}, sizes={"size"}, paths={"path"})
     if len(plan) > shown.num_rows:
         console.print(f"... {len(plan) - shown.num_rows} more (use --limit)")
 
@@ -619,13 +604,15 @@ def expire(
         _fail(e)
     would = "would " if dry_run else ""
     span = f"{rep.expired_versions[0]}..{rep.expired_versions[-1]}" if rep.expired_versions else "none"
-    console.print(
+    console.print(Text(
         f"{would}expire {len(rep.expired_versions)} versions ({span}) and {len(rep.expired_tags)} tags; {would}delete "
         f"{len(rep.deleted_files)} data files and {len(rep.deleted_manifests)} manifests, {human_bytes(rep.deleted_bytes)}; "
         f"{rep.kept_for_tags} files kept for tags; {would}free {rep.freed_slots} version slots"
-    )
-    if rep.held_by_reader_grace:
-        console.print("[yellow]some versions were kept because they were superseded less than the reader grace ago[/yellow]")
+    ))
+    kept = kept_versions_line(rep, older_than)
+    if kept:
+        console.print(Text(kept, style="yellow"))
+    _print_held(uri, t)
 
 
 @app.command("remove-orphans")
@@ -649,6 +636,17 @@ def remove_orphans(
         f"{len(rep.orphans)} orphans ({human_bytes(rep.deleted_bytes)}) of {rep.scanned} files; "
         f"kept {rep.kept_young} younger than {older_than}, {rep.kept_in_flight} of writes in flight"
     )
+    _print_held(uri, t)
+
+
+def _print_held(uri: str, t: Any) -> None:
+    """What holds the table's space after a maintenance run, and the commands that free it."""
+    try:
+        lines = held_lines(uri, t.storage())
+    except LaminaError as e:
+        _fail(e)
+    for line in lines:
+        console.print(Text(line))
 
 
 app.command("vacuum", help="Alias of remove-orphans.")(remove_orphans)
@@ -713,11 +711,16 @@ def ui(
     """Serve a local, read-only web explorer of a catalog's tables or of one table."""
     from lamina.ui.server import serve
 
-    target = target or _state["catalog"]
-    if "://" not in target and not os.path.exists(target):
-        _fail(TableNotFound(f"{target!r} is neither a catalog URI nor an existing table or warehouse directory"))
-    if target.startswith("sqlite:") and not catalog_exists(target):
-        _fail(TableNotFound(f"catalog {target} does not exist (give a catalog URI or a table location)"))
+    uri, source = (target, "given as the target") if target else chosen()
+    if "://" not in uri and not os.path.exists(uri):
+        _fail(TableNotFound(f"{uri!r} is neither a catalog URI nor an existing table or warehouse directory"))
+    try:
+        error = missing(uri, source) if uri.startswith("sqlite:") else None
+    except LaminaError as e:
+        _fail(e)
+    if error is not None:
+        _fail(error)
+    target = uri
     try:
         server, url = serve(target, host, port)
     except LaminaError as e:

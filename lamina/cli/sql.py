@@ -13,6 +13,8 @@ from lamina.cli._output import (
     CSV_FLAG, JSON_FLAG, TABLE, OutputFormat, at_most, console, fail, file_format, limit_option, output_format, print_table,
     write_file, write_rows,
 )
+from lamina.catalog import local_catalog_path
+from lamina.cli._catalogs import chosen, how_to_create, missing
 from lamina.cli.catalog import _CATALOG
 from lamina.errors import CatalogTableNotFound, InvalidArgument, LaminaError
 
@@ -23,11 +25,11 @@ _CSV_HINT = "select other columns, or print them as JSON (--output json) or writ
 
 
 class _MissingCatalog:
-    """An embedded SQLite catalog whose database is not there (opening it would create it):
-    it holds no table, and a name looked up in it says the catalog does not exist."""
+    """A local catalog that is not there (opening it would create it): it holds no table, and
+    a name looked up in it says where the catalog was looked for and how to create one."""
 
-    def __init__(self, uri: str) -> None:
-        self.uri = f"{uri} (which does not exist: --catalog / LAMINA_CATALOG)"
+    def __init__(self, uri: str, source: str) -> None:
+        self.uri = f"{uri} (which does not exist: {local_catalog_path(uri)} is not there, {source}; {how_to_create(uri)})"
 
     def tables(self) -> list:
         return []
@@ -71,6 +73,7 @@ def _head_and_count(reader: pa.RecordBatchReader, limit: int) -> tuple[pa.Table,
 
 
 def sql(
+    ctx: typer.Context,
     query: str = typer.Argument(..., help="one query in DuckDB SQL; '-' reads it from stdin"),
     tables: Optional[List[str]] = typer.Option(
         None, "--table", "-t", metavar="NAME=LOCATION", help="the table at LOCATION is NAME in the query; repeatable"),
@@ -88,8 +91,6 @@ def sql(
 
     Time travel: FROM t AT (VERSION => 3), AT (TAG => 'nightly'), AT (TIMESTAMP => '2026-01-01 10:00') (UTC unless it names its offset), or FOR VERSION AS OF 3. A branch's latest version: FROM t AT (BRANCH => 'audit').
     """  # one line per paragraph: typer keeps a docstring's line breaks
-    from lamina.cli.main import _state, catalog_exists  # main imports this module
-
     named = output is not None and output.lower() in {f.value for f in OutputFormat}
     try:
         fmt = output_format(output.lower() if named else TABLE, as_json, as_csv)
@@ -108,12 +109,12 @@ def sql(
         from lamina.duckdb import sql as run_sql
     except ImportError:
         fail(InvalidArgument("lamina sql runs on DuckDB, which is not installed: pip install 'lamina[duckdb]'"))
-    uri = catalog or _state["catalog"]
+    uri, source = chosen(ctx, catalog)
     try:
         if output is not None:
             file_format(output)  # before the query runs
         text = sys.stdin.read() if query == "-" else query
-        cat = uri if catalog_exists(uri) else _MissingCatalog(uri)
+        cat = uri if missing(uri, source) is None else _MissingCatalog(uri, source)
         reader = run_sql(text, catalog=cat, tables=_bindings(tables or [])).to_arrow_reader()
         if output is not None or fmt != TABLE:
             _distinct_names(reader.schema)

@@ -80,6 +80,9 @@ class ScanPlan(Sequence[FileScanTask]):
     def __len__(self) -> int:
         return self.entries.num_rows
 
+    def __repr__(self) -> str:
+        return f"ScanPlan(files={len(self)}, records={self.record_count})"
+
     def _task(self, row: dict[str, Any]) -> FileScanTask:
         return FileScanTask(
             path=row["path"],
@@ -346,6 +349,11 @@ class Scan:
     @property
     def version(self) -> int:
         return self.vm.version
+
+    def __repr__(self) -> str:
+        where = "" if isinstance(self.predicate, AlwaysTrue) else f", where={str(self.predicate)!r}"
+        columns = "" if self.columns is None else f", columns={self.columns!r}"
+        return f"Scan({self.io.uri!r}, version={self.vm.version}{where}{columns})"
 
     def _raise_if_no_longer_kept(self, missing: MissingFile) -> None:
         """VersionNotFound (from ``missing``) when the version this scan reads is no longer

@@ -62,6 +62,7 @@ from lamina.commit.log import RecordRef, SlotListing, VersionLog
 from lamina.errors import AlreadyExists, CorruptMetadata, InvalidArgument, NotFound
 from lamina.io import FileIO
 from lamina.manifest.tree import TreeConfig
+from lamina.maintenance.reports import short_repr
 from lamina.maintenance.reachability import (
     leaf_paths,
     live_entries,
@@ -118,9 +119,22 @@ class ExpireReport:
     # True when versions older_than/retain_last would expire were kept because they were
     # superseded less than reader_grace ago (pass reader_grace=timedelta(0) if no reader runs)
     held_by_reader_grace: bool = False
+    # Why the versions before the latest that did not expire were kept, each counted once, by
+    # the first rule that keeps it: among the ``retain_last`` newest; superseded after the
+    # ``older_than`` cutoff (younger than the retention); superseded less than the reader
+    # grace ago. With the rules the run applied: the cutoff (epoch ms, None when only
+    # ``retain_last`` was given), the grace and ``retain_last``.
+    kept_by_retain_last: int = 0
+    kept_by_age: int = 0
+    kept_by_reader_grace: int = 0
+    cutoff_ms: int | None = None
+    reader_grace_ms: int = 0
+    retain_last: int | None = None
     freed_slots: int = 0  # slot files deleted: their record is older than the slot retention
     branches: dict[str, "ExpireReport"] = field(default_factory=dict)  # each branch's, when main expired them too
     seconds: float = 0.0
+
+    __repr__ = short_repr
 
     @property
     def deleted_version_files(self) -> int:
@@ -484,11 +498,15 @@ def expire_versions(
     step("plan", 0, len(candidates))
     run = _Run(io, log, versions)
     # Versions expire oldest first while their successor was committed by the limit; commit
-    # times rise along versions, so the last one to go is found by a binary search.
-    n = run.expirable(len(candidates), limit)
-    if n < len(candidates):
-        ts_next = run.light(n + 1).timestamp_ms
-        report.held_by_reader_grace = cutoff is None or ts_next < cutoff
+    # times rise along versions, so the last one to go is found by a binary search, one for
+    # each bound (the first read, of the newest candidate's successor, serves both).
+    by_age = len(candidates) if cutoff is None else run.expirable(len(candidates), cutoff)
+    n = min(by_age, run.expirable(len(candidates), floor))
+    report.cutoff_ms, report.reader_grace_ms, report.retain_last = cutoff, grace_ms, retain_last
+    report.kept_by_retain_last = max(0, len(versions) - 1 - len(candidates))
+    report.kept_by_age = len(candidates) - by_age
+    report.kept_by_reader_grace = by_age - n
+    report.held_by_reader_grace = report.kept_by_reader_grace > 0
     expired = versions[:n]
     survivors = versions[n:]
     step("plan", n, len(candidates))

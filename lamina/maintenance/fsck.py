@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from lamina.errors import CorruptMetadata, LaminaError
 from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import live_data_entries
+from lamina.maintenance.reports import short_repr
 from lamina.maintenance.reachability import kept_versions, leaf_paths, live_entries, paths_of, referenced_files, root_of
 from lamina.spec.lineage import FIRST_ROW_ID, has_lineage, lineage_problems
 from lamina.spec.layout import (
@@ -42,6 +43,8 @@ class FsckReport:
     # False when damage hid what a kept version or tag references: ``unreferenced`` is then
     # left empty, since any file present might be one of those
     unreferenced_known: bool = True
+
+    __repr__ = short_repr
 
     @property
     def ok(self) -> bool:

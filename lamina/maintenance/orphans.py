@@ -24,13 +24,15 @@ import pyarrow.compute as pc
 
 from lamina.commit.log import VersionLog
 from lamina.errors import InvalidArgument
-from lamina.io import FileIO
+from lamina.io import FileIO, ObjectInfo
 from lamina.maintenance.expire import to_ms
 from lamina.maintenance.reachability import referenced_paths
+from lamina.maintenance.reports import short_repr
 from lamina.spec.features import check_writer
 from lamina.commit.branches import BranchStore
 from lamina.spec.layout import DATA_DIR, META_DIR, BRANCH_LOGS_DIR, BRANCHES_DIR, HINT_PATH, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, parse_pending_name, version_path
 from lamina.spec.slot import FREED_DIR
+from lamina.spec.version import VersionManifest
 from lamina.data.inflight import live_write_ids, written_by
 from lamina.timeutil import now_ms
 
@@ -51,6 +53,8 @@ class OrphanReport:
     kept_young: int = 0  # unreferenced but younger than older_than
     kept_in_flight: int = 0  # unreferenced, carrying the id of a write still in flight
     seconds: float = 0.0
+
+    __repr__ = short_repr
 
 
 def remove_orphans(
@@ -78,23 +82,9 @@ def remove_orphans(
     latest = log.latest()
     check_writer(latest.writer_features, f"table {io.uri}")
     report = OrphanReport(dry_run)
-    # Slot files in recorded ranges are no version: an expired version's file, a tombstone an
-    # interrupted expiry did not delete after writing its chunk's record, or a late put its
-    # writer withdraws. fsck calls them unreferenced and expiry deletes them once their record
-    # is older than the slot retention (a writer that saw the slot empty within it skips the
-    # record check: lamina.commit.log.VersionLog.slot_cannot_have_been_freed); so does this,
-    # after the same age check as any orphan (else they stay until the next expiry, on a
-    # table that may get none).
-    strays = {version_path(v) for v in log.scan_slots().freeable_strays(now_ms(), latest.properties)}
     # List first: a file written after this listing is not considered at all, and one
-    # listed here but committed later is younger than the cutoff (or in flight). Only what the
-    # table owns is listed: files beside data/ and _lamina/ (a table adopted in place, another
-    # format's log) are no table's orphans.
-    walked = [o for prefix in (DATA_DIR, META_DIR) for o in io.walk(prefix)]
-    # Branch records are read after the listing: a branch's log files are written after its
-    # record, so every log file listed belongs to a branch read here, or to a deleted one.
-    live_branches = {r.branch_id for r in BranchStore(io).list()}
-    listed = [o for o in walked if o.path in strays or _may_be_orphan(o.path, latest.version, live_branches)]
+    # listed here but committed later is younger than the cutoff (or in flight).
+    _, listed = list_table(io, log, latest)
     report.scanned = len(listed)
     in_flight = live_write_ids(io)
     referenced = referenced_paths(io, log, progress)
@@ -119,6 +109,26 @@ def remove_orphans(
             step("delete", min(i + 1000, len(report.orphans)), len(report.orphans))
     report.seconds = time.monotonic() - started
     return report
+
+
+def list_table(io: FileIO, log: VersionLog, latest: VersionManifest) -> tuple[list[ObjectInfo], list[ObjectInfo]]:
+    """Every object under the table, and those of them that are orphans unless a kept version
+    references them (they are no table metadata, or slot files expiry may free)."""
+    # Slot files in recorded ranges are no version: an expired version's file, a tombstone an
+    # interrupted expiry did not delete after writing its chunk's record, or a late put its
+    # writer withdraws. fsck calls them unreferenced and expiry deletes them once their record
+    # is older than the slot retention (a writer that saw the slot empty within it skips the
+    # record check: lamina.commit.log.VersionLog.slot_cannot_have_been_freed); so does orphan
+    # cleanup, after the same age check as any orphan (else they stay until the next expiry,
+    # on a table that may get none).
+    strays = {version_path(v) for v in log.scan_slots().freeable_strays(now_ms(), latest.properties)}
+    # Only what the table owns is listed: files beside data/ and _lamina/ (a table adopted in
+    # place, another format's log) are no table's, neither orphans nor its storage.
+    walked = [o for prefix in (DATA_DIR, META_DIR) for o in io.walk(prefix)]
+    # Branch records are read after the listing: a branch's log files are written after its
+    # record, so every log file listed belongs to a branch read here, or to a deleted one.
+    live_branches = {r.branch_id for r in BranchStore(io).list()}
+    return walked, [o for o in walked if o.path in strays or _may_be_orphan(o.path, latest.version, live_branches)]
 
 
 def _may_be_orphan(path: str, latest: int, live_branches: set[str]) -> bool:

@@ -10,7 +10,7 @@ projected (``path``, ``added_version``, ``removed_version``, ``status``,
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Collection, Iterable
+from typing import Callable, Collection, Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -153,8 +153,13 @@ def other_branches(io: FileIO, log: VersionLog, dropping_branch: str | None = No
         logs.append(VersionLog(io))
     out = [r.base for r in records]
     for other in logs:
-        out += [vm for vm in map(other.try_load, other.list_versions()) if vm is not None]
+        out += log_versions(other)
     return out
+
+
+def log_versions(log: VersionLog) -> list[VersionManifest]:
+    """Every version ``log`` keeps (one expired between the listing and the read is not there)."""
+    return list(log.try_load_many(log.list_versions()).values())
 
 
 def kept_versions(
@@ -206,18 +211,33 @@ def referenced_paths(
 
 def paths_of(io: FileIO, vms: list[VersionManifest], progress: Callable[[str, int, int], None] | None = None) -> pa.Array:
     """Every manifest, data file and DV file the versions ``vms`` reference."""
+    return paths_of_each(io, [vms], progress)[0]
+
+
+def paths_of_each(
+    io: FileIO, groups: Sequence[Sequence[VersionManifest]], progress: Callable[[str, int, int], None] | None = None,
+) -> list[pa.Array]:
+    """``paths_of`` each group of versions (a tag's, a branch's, ...), each distinct root and
+    leaf read once however many groups share it."""
     step = progress or (lambda *_: None)
-    vms = [vm for vm in vms if vm.root_manifest is not None]
-    step("versions", len(vms), len(vms))
-    roots = list(_pool.map(lambda vm: root_of(io, vm), vms))
-    root_paths = pa.array(sorted({vm.root_manifest for vm in vms if not is_inline_root(vm.root_manifest)}), pa.string())
-    leaves = pc.unique(pa.concat_arrays([leaf_paths(r) for r in roots])) if roots else pa.array([], pa.string())
+    groups = [[vm for vm in g if vm.root_manifest is not None] for g in groups]
+    by_root = {vm.root_manifest: vm for g in groups for vm in g}  # versions sharing a root share its files
+    step("versions", len(by_root), len(by_root))
+    roots = dict(zip(by_root, _pool.map(lambda vm: root_of(io, vm), by_root.values())))
+    leaves = pc.unique(pa.concat_arrays([leaf_paths(r) for r in roots.values()])) if roots else pa.array([], pa.string())
     step("leaves", 0, len(leaves))
-    tables = [r.filter(pc.equal(r.column("content"), C.DATA)) for r in roots]
-    tables += [_gc(t) for t in read_manifests(io, leaves.to_pylist(), GC_COLUMNS)]
+    in_leaf = dict(zip(leaves.to_pylist(), (_files(_gc(t)) for t in read_manifests(io, leaves.to_pylist(), GC_COLUMNS))))
     step("leaves", len(leaves), len(leaves))
-    parts = [root_paths, leaves]
-    for t in tables:
-        live = t.filter(pc.not_equal(t.column("status"), C.REMOVED))
-        parts.append(referenced_files(live))
-    return pc.unique(pa.concat_arrays(parts))
+    out = []
+    for g in groups:
+        names = sorted({vm.root_manifest for vm in g})
+        own = pc.unique(pa.concat_arrays([leaf_paths(roots[n]) for n in names])) if names else pa.array([], pa.string())
+        parts = [pa.array([n for n in names if not is_inline_root(n)], pa.string()), own]
+        parts += [_files(_data_rows(roots[n])) for n in names] + [in_leaf[leaf] for leaf in own.to_pylist()]
+        out.append(pc.unique(pa.concat_arrays(parts)))
+    return out
+
+
+def _files(entries: pa.Table) -> pa.Array:
+    """The data and DV files of ``entries``' live rows."""
+    return referenced_files(_live(entries))

@@ -22,6 +22,7 @@ from lamina.spec.features import BRANCHES
 from lamina.spec.layout import BRANCHES_DIR, MAIN_BRANCH, LogLayout, branch_log
 from lamina.spec.tag import validate_tag_name
 from lamina.spec.version import VersionManifest
+from lamina.timeutil import iso_ms
 
 __all__ = ["BRANCHES", "BranchRecord", "branch_path", "check_retention", "validate_branch_name"]
 
@@ -61,6 +62,12 @@ class BranchRecord:
     @property
     def base_version(self) -> int:
         return self.base.version
+
+    def __repr__(self) -> str:
+        """One line: the name, where it was made from, when, its retention (not the copy of the base)."""
+        retention = "".join(f", {k}={v}" for k, v in (("retain_last", self.retain_last), ("max_age_ms", self.max_age_ms)) if v is not None)
+        return (f"BranchRecord(name={self.name!r}, base={self.base_branch}@{self.base_version}, "
+                f"created={iso_ms(self.created_at_ms)}{retention})")
 
     @property
     def layout(self) -> LogLayout:

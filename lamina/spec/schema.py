@@ -274,6 +274,10 @@ def reserved_name(name: str) -> str | None:
     return None
 
 
+# A schema's repr names this many columns, then how many more there are.
+_REPR_COLUMNS = 12
+
+
 @dataclass(frozen=True, eq=False)
 class Schema:
     """An immutable table schema. ``arrow`` carries field ids in field metadata."""
@@ -285,6 +289,12 @@ class Schema:
     last_column_id: int = 0
     _by_name: dict[str, pa.Field] = field(default_factory=dict, compare=False, repr=False)
     _json: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def __repr__(self) -> str:
+        """One line: the id and the top-level columns with their types (the first dozen)."""
+        shown = [f"{f.name}: {f.type}" for f in list(self.arrow)[:_REPR_COLUMNS]]
+        more = len(self.arrow) - len(shown)
+        return f"Schema(schema_id={self.schema_id}, columns=[{', '.join(shown)}{f', ... {more} more' if more > 0 else ''}])"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {f.name: f for f in self.arrow})

@@ -17,6 +17,7 @@ from typing import Any
 from lamina.errors import CorruptMetadata, InvalidArgument, InvalidTagName
 from lamina.spec.layout import MAX_VERSION, TAGS_DIR
 from lamina.spec.version import VersionManifest
+from lamina.timeutil import iso_ms
 
 MAX_TAG_NAME = 200
 
@@ -92,6 +93,12 @@ class Tag:
     @property
     def tagged_version(self) -> int:
         return self.version.version
+
+    def __repr__(self) -> str:
+        """One line: the name, the version, its commit time and the tag's expiry (not the copy of the version)."""
+        expires = "" if self.expires_at_ms is None else f", expires={iso_ms(self.expires_at_ms)}"
+        auto = ", automatic=True" if self.automatic else ""
+        return f"Tag(name={self.name!r}, version={self.tagged_version}, committed={iso_ms(self.version.timestamp_ms)}{expires}{auto})"
 
     def to_json(self) -> bytes:
         return json.dumps(

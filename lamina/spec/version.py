@@ -17,6 +17,7 @@ from lamina.spec.layout import FORMAT_VERSION, INLINE_ROOT_SUFFIX, is_inline_roo
 from lamina.spec.partition import PartitionSpec
 from lamina.spec.schema import Schema
 from lamina.spec.sort import SortOrder
+from lamina.timeutil import iso_ms
 
 
 def _dumps(obj: Any) -> str:
@@ -111,6 +112,13 @@ class VersionManifest:
     # The root manifest's Arrow IPC bytes when this version carries it (feature
     # inline-root-manifests; ``root_manifest`` then names it: lamina.spec.layout.is_inline_root).
     root_inline: bytes | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        """One line: the version, its parent, what made it, when, and its size (not its schema, properties, ...)."""
+        s = self.summary
+        return (f"VersionManifest(version={self.version}, parent_version={self.parent_version}, operation={self.operation!r}, "
+                f"committed={iso_ms(self.timestamp_ms)}, files={s.get('total-files')}, records={s.get('total-records')}, "
+                f"schema_id={self.schema.schema_id})")
 
     @property
     def all_partition_specs(self) -> tuple[PartitionSpec, ...]:

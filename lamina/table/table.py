@@ -27,7 +27,7 @@ from lamina.errors import (
 )
 from lamina.expr import Expr, to_expr
 from lamina.io import FileIO
-from lamina.maintenance import expire, orphans
+from lamina.maintenance import expire, orphans, storage
 from lamina.operations import CompactFiles, CompactionResult, MergeBuilder, RewriteManifests, Rollback
 from lamina.operations import compaction
 from lamina.operations.lineage import EnableRowLineage
@@ -721,6 +721,12 @@ class Table:
         )
 
     vacuum = remove_orphans
+
+    def storage(self) -> "storage.StorageReport":
+        """Where the table's bytes are: what its current version (main's latest) reads, the
+        total under its location, and what keeps the rest (older versions, tags, branches:
+        each with what only it keeps), as ``lamina info`` prints (lamina.maintenance.storage)."""
+        return storage.storage_report(self.io, self.main.log)
 
     # -- system tables ------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 
 import lamina
-from lamina.cli._output import human_bytes, human_count, short_path
+from lamina.cli._output import human_bytes, human_count, wrap_path
 from lamina.commit import flush_hints
 from support.cli import console_width, ok, rows_of
 
@@ -142,27 +142,38 @@ def test_info_folds_a_list_that_does_not_fit_into_one_item_a_line(lake):
     assert any(line.split() == ["records", human_count(t.metadata.summary["total-records"])] for line in narrow)
 
 
-def test_files_folds_paths_after_their_slashes_and_system_files_cuts_their_middle(lake):
+def folded_cells(out: str) -> list[list[str]]:
+    """The lines of each row's first cell (a row's next lines have its other cells empty)."""
+    rows: list[list[str]] = []
+    for r in rows_of(out):
+        if any(r[1:]) or not rows:
+            rows.append([])
+        rows[-1].append(r[0])
+    return rows
+
+
+@pytest.mark.parametrize("width", [60, 80])
+@pytest.mark.parametrize("command", ["files", "system files", "system manifests"])
+def test_paths_fold_after_their_slashes_whole_with_their_directory_and_name(lake, width, command):
+    """Every path shown whole, never cut: folded after its slashes, ``data/``, the partition's
+    directories and the file name each on a line of its own where they fit (the README's promise)."""
     t = lake["table"]
-    paths = set(t.files().column("path").to_pylist())
-    with console_width(80):
-        folded = ok("files", t.uri)
-        cut = ok("system", t.uri, "files")
-    # `files`: every path whole, over several lines, broken where a slash (or _ . , =) ends a piece
-    rows, path = [], ""
-    for r in rows_of(folded):
-        if r[1] and path:
-            rows.append(path)
-            path = ""
-        path += r[0]
-    rows.append(path)
-    assert set(rows) == paths
-    # `system files`: one line a path, its file name's start kept, the middle left out
-    shown = first_cells(cut)
-    assert len(shown) == len(paths) and all("…" in p for p in shown)
-    names = {p.rsplit("/", 1)[1] for p in paths}
-    assert all(any(name.startswith(p.lstrip("…/").rstrip("…")) for name in names) for p in shown)
-    assert "--output json or csv prints it whole" in " ".join(cut.split())
+    listed = t.files() if command != "system manifests" else t.manifests()
+    paths = listed.column("path").to_pylist()
+    with console_width(width):
+        out = ok(*command.split()[:1], t.uri, *command.split()[1:])
+    fits(out, width)
+    assert "…" not in out
+    shown = folded_cells(out)
+    assert sorted("".join(lines) for lines in shown) == sorted(paths)
+    for lines in shown:
+        path = "".join(lines)
+        name = path.rsplit("/", 1)[-1]
+        assert lines[-1] == name  # the file name whole, on its own line
+        days = [s for s in path.split("/") if s.startswith("ts_day=")]
+        assert all(f"{d}/" in lines for d in days)  # the day partition's directory whole
+        if path.startswith("data/"):
+            assert lines[0].startswith("data/")
 
 
 UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
@@ -295,24 +306,20 @@ def test_human_units_as_the_issue_spells_them():
     assert [human_count(n) for n in (0, 999, 1840, 4_251_000)] == ["0", "999", "1,840", "4,251,000"]
 
 
-_SEGMENT = st.text(st.sampled_from("abc=_-0123456789"), min_size=1, max_size=30)
+_SEGMENT = st.text(st.sampled_from("abc=_-0123456789"), min_size=1, max_size=45)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_SEGMENT, min_size=1, max_size=6), st.integers(min_value=1, max_value=120))
-def test_short_path_keeps_the_start_the_files_directory_and_name(segments, width):
+def test_a_folded_path_is_the_path_whole_each_segment_on_one_line_where_it_fits(segments, width):
     path = "/".join(segments)
-    short = short_path(path, width)
-    assert cell_len(short) <= width
-    if len(path) <= width:
-        assert short == path
-        return
-    name = segments[-1]
-    if len(name) + 1 > width:  # not even "…name": the name's start
-        assert short == name[: width - 1] + "…"
-        return
-    head, sep, tail = short.partition("…")
-    assert sep and path.startswith(head) and path.endswith(tail)  # the start, what is left out, the end
-    assert short.endswith(name)  # the name whole
-    if len(segments) > 2 and len(segments[-2]) + len(name) + 2 <= width:
-        assert short.endswith(f"{segments[-2]}/{name}")  # and the directory holding it
+    lines = wrap_path(path, width).split("\n")
+    assert "".join(lines) == path  # nothing left out, nothing added
+    assert all(cell_len(line) <= width for line in lines)
+    breaks = {sum(len(line) for line in lines[:k]) for k in range(1, len(lines))}  # where a line ends
+    start = 0
+    for i, segment in enumerate(segments):
+        piece = segment + ("/" if i < len(segments) - 1 else "")
+        if cell_len(piece) <= width:  # a directory or the name that fits the width is never split
+            assert not any(start < b < start + len(piece) for b in breaks), (piece, lines)
+        start += len(piece)
