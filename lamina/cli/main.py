@@ -712,14 +712,12 @@ def ui(
     from lamina.ui.server import serve
 
     uri, source = (target, "given as the target") if target else chosen()
-    if "://" not in uri and not os.path.exists(uri):
-        _fail(TableNotFound(f"{uri!r} is neither a catalog URI nor an existing table or warehouse directory"))
     try:
-        error = missing(uri, source) if uri.startswith("sqlite:") else None
+        error = missing(uri, source) if uri.startswith("sqlite:") or "://" not in uri else None
     except LaminaError as e:
         _fail(e)
-    if error is not None:
-        _fail(error)
+    if error is not None:  # a local path is a table's location or a directory catalog's warehouse
+        _fail(error if "://" in uri else CatalogNotFound(f"{uri!r} is no table location, and {error}"))
     target = uri
     try:
         server, url = serve(target, host, port)

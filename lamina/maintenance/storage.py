@@ -31,6 +31,7 @@ from lamina.commit.log import VersionLog
 from lamina.commit.tags import TagStore
 from lamina.io import FileIO
 from lamina.maintenance.orphans import list_table
+from lamina.maintenance.reports import short_repr
 from lamina.maintenance.reachability import log_versions, manifest_paths, paths_of_each, staged_versions
 from lamina.spec.version import VersionManifest
 
@@ -53,6 +54,8 @@ class Holder:
     only_files: int  # of those, the files no other holder references: freed once it alone goes
     only_bytes: int
 
+    __repr__ = short_repr
+
 
 @dataclass(frozen=True)
 class StorageReport:
@@ -71,6 +74,8 @@ class StorageReport:
     metadata_files: int  # the rest: the current version's manifests, version files, tags, ...
     metadata_bytes: int
     holders: tuple[Holder, ...]  # main's older versions first, then tags, branches, staged commits
+
+    __repr__ = short_repr
 
 
 def storage_report(io: FileIO, log: VersionLog) -> StorageReport:

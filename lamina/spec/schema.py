@@ -274,8 +274,8 @@ def reserved_name(name: str) -> str | None:
     return None
 
 
-# A schema's repr names this many columns, then how many more there are.
-_REPR_COLUMNS = 12
+# A schema's repr names its first columns in about this many characters, then how many more there are.
+_REPR_WIDTH = 120
 
 
 @dataclass(frozen=True, eq=False)
@@ -291,8 +291,13 @@ class Schema:
     _json: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __repr__(self) -> str:
-        """One line: the id and the top-level columns with their types (the first dozen)."""
-        shown = [f"{f.name}: {f.type}" for f in list(self.arrow)[:_REPR_COLUMNS]]
+        """One line: the id and the top-level columns with their types (as many as fit in a line)."""
+        shown: list[str] = []
+        for f in self.arrow:
+            column = f"{f.name}: {f.type}"
+            if shown and sum(len(c) + 2 for c in shown) + len(column) > _REPR_WIDTH:
+                break
+            shown.append(column)
         more = len(self.arrow) - len(shown)
         return f"Schema(schema_id={self.schema_id}, columns=[{', '.join(shown)}{f', ... {more} more' if more > 0 else ''}])"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -78,3 +79,58 @@ def test_cli_table_commands_reach_catalog_tables_by_name(tmp_path):
     r = runner.invoke(app, ["--catalog", f"sqlite:///{tmp_path}/none/catalog.db", "info", "ns.events"])
     assert r.exit_code == 2 and "does not exist" in r.output
     assert not os.path.exists(tmp_path / "none")  # a missing catalog is not created by a lookup
+
+
+# -- a catalog that is not there: refused, never created by a command that only uses one --------
+
+# Every command that opens a catalog, on a table or namespace that would be in it.
+USES_A_CATALOG = [
+    ["catalog", "list"], ["catalog", "list", "ns"], ["catalog", "rename", "ns.a", "ns.b"], ["catalog", "drop", "ns"],
+    ["catalog", "drop", "ns.a"], ["catalog", "online", "ns.a"], ["catalog", "offline", "ns.a"],
+    ["catalog", "create", "ns.a", "--schema", "id:int64"],  # a table needs its namespace, so its catalog, there
+    ["info", "ns.a"], ["history", "ns.a"], ["files", "ns.a"], ["expire", "ns.a"], ["compact", "ns.a"],
+    ["sql", "SELECT * FROM ns.a"], ["ui"],
+]
+
+
+def _sources(tmp_path, kind: str) -> list[tuple[str, list[str], dict[str, str], str]]:
+    """(URI, options, environment, how the message names where the URI came from) of a
+    catalog that is not there: the embedded default in the working directory, or one named
+    with --catalog or LAMINA_CATALOG (SQLite, or a warehouse directory)."""
+    uri = f"sqlite:///{tmp_path}/none/catalog.db" if kind == "sqlite" else str(tmp_path / "none" / "warehouse")
+    return [
+        ("sqlite:///warehouse/catalog.db", [], {}, "the default catalog"),
+        (uri, ["--catalog", uri], {}, "given with --catalog"),
+        (uri, [], {"LAMINA_CATALOG": uri}, "from LAMINA_CATALOG"),
+    ]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "directory"])
+@pytest.mark.parametrize("args", USES_A_CATALOG, ids=" ".join)
+def test_a_command_that_uses_a_catalog_refuses_one_that_is_not_there(tmp_path, monkeypatch, kind, args):
+    monkeypatch.chdir(tmp_path)
+    for uri, options, env, source in _sources(tmp_path, kind):
+        where = os.path.join(str(tmp_path), "warehouse", "catalog.db") if not options and not env else (
+            uri[len("sqlite:///"):] if uri.startswith("sqlite:") else uri)
+        placed = options if args[0] != "catalog" else []  # `lamina --catalog X catalog list` or `catalog list --catalog X`
+        r = CliRunner().invoke(app, [*placed, *args, *(options if args[0] == "catalog" else [])], env=env)
+        assert r.exit_code == 2, r.output
+        text = " ".join(r.output.split())
+        assert f"{uri} (" in text and source in text and where in text and "does not exist" in text, text
+        assert "lamina catalog create NAMESPACE" in text and "--catalog URI or LAMINA_CATALOG" in text, text
+        assert os.listdir(tmp_path) == [], f"{args} with {source} left {os.listdir(tmp_path)}"
+
+
+def test_catalog_create_makes_the_catalog_it_names_and_then_every_command_finds_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    r = runner.invoke(app, ["catalog", "create", "ns"])
+    assert r.exit_code == 0 and "created namespace ns in a new catalog sqlite:///warehouse/catalog.db" in r.output, r.output
+    assert os.path.isfile(tmp_path / "warehouse" / "catalog.db")
+    r = runner.invoke(app, ["catalog", "create", "ns.a", "--schema", "id:int64"])
+    assert r.exit_code == 0 and "created table ns.a" in r.output, r.output
+    r = runner.invoke(app, ["catalog", "create", "other"])
+    assert r.exit_code == 0 and "new catalog" not in r.output  # the catalog was there
+    listed = runner.invoke(app, ["catalog", "list", "-o", "json"])
+    assert listed.exit_code == 0 and [json.loads(line)["table"] for line in listed.output.splitlines()] == ["ns.a"]
+    assert lamina.load_catalog(f"sqlite:///{tmp_path}/warehouse/catalog.db").list_namespaces() == ["ns", "other"]

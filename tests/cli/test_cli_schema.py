@@ -90,3 +90,32 @@ def test_history_names_schema_changes(evolved):
     assert "rename s.x to xx" in hist[2]["summary"]["schema-changes"]
     out = runner.invoke(app, ["history", evolved.uri])
     assert "update-schema (update id type int64)" in out.output
+
+
+TYPED = pa.schema([
+    ("ts", pa.timestamp("us", "UTC")), ("local", pa.timestamp("us")), ("at_ms", pa.timestamp("ms", "Europe/Paris")),
+    ("price", pa.decimal128(10, 2)), ("tags", pa.list_(pa.string())), ("day", pa.date32()), ("[bold]x", pa.string()),
+])
+
+
+@pytest.mark.parametrize("width", [60, 80, 200])
+def test_schema_prints_each_type_whole_unit_and_zone_included(tmp_path, width):
+    """`lamina schema` shows the type the Python API has (timestamp[us, tz=UTC], not
+    "timestamp"), and names as they are (no markup), at any width."""
+    from support.cli import console_width, rows_of
+
+    t = lamina.create_table(str(tmp_path / "t"), TYPED)
+    with console_width(width):
+        out = runner.invoke(app, ["schema", t.uri])
+    assert out.exit_code == 0, out.output
+    assert all(len(line) <= width for line in out.output.splitlines()), out.output
+    rows: list[list[str]] = []  # (id, column, type) of each field, a wrapped cell's lines joined
+    for r in rows_of(out.output):
+        if r[0]:
+            rows.append(r[:3])
+        else:
+            rows[-1] = [a + (" " if a and b else "") + b for a, b in zip(rows[-1], r[:3])]
+    top = {f.name: str(t.schema.field(f.name).type) for f in TYPED}
+    shown = {name: typ for _, name, typ in rows if name in top}
+    assert {n: typ for n, typ in shown.items()} == {n: typ for n, typ in top.items() if not n == "tags"} | {"tags": "list"}
+    assert shown["ts"] == "timestamp[us, tz=UTC]" and shown["at_ms"] == "timestamp[ms, tz=Europe/Paris]"

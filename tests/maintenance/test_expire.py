@@ -315,6 +315,44 @@ def test_reader_grace_holds_versions_superseded_too_recently(clock, tmp_path):
     assert t.expire_versions(retain_last=1).expired_versions == [0, 1, 2, 3, 4]
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(gaps=st.lists(st.integers(1, 120), min_size=1, max_size=7), retain=st.one_of(st.none(), st.integers(1, 9)),
+       cutoff=st.one_of(st.none(), st.integers(0, 900)), grace=st.integers(0, 300), later=st.integers(0, 300))
+def test_the_report_says_why_each_kept_version_was_kept(tmp_path_factory, clock, gaps, retain, cutoff, grace, later):
+    """Each version before the latest that does not expire is counted once, by the first rule
+    that keeps it (the model: retain_last's newest, then a successor younger than the cutoff,
+    then one younger than the reader grace), and the report names the rules it applied."""
+    clock.ms = T0
+    t = lamina.create_table(str(tmp_path_factory.mktemp("why") / "t"), SCHEMA)
+    times = [T0]
+    for i, gap in enumerate(gaps):
+        clock.ms = times[-1] + gap * MINUTE
+        times.append(clock.ms)
+        t.append(batch([i]))
+    clock.ms = times[-1] + later * MINUTE
+    older_than = None if cutoff is None else T0 + cutoff * MINUTE
+    if older_than is None and retain is None:
+        older_than = clock.ms - 5 * DAY  # neither given: five days
+    rep = t.expire_versions(older_than=None if cutoff is None else older_than, retain_last=retain,
+                            reader_grace=timedelta(minutes=grace), dry_run=True)
+    why = {"retain_last": 0, "age": 0, "grace": 0}
+    expired = []
+    n = len(times)
+    for v in range(n - 1):  # versions 0 .. n-2; n-1 is the latest
+        if retain is not None and v >= n - retain:
+            why["retain_last"] += 1
+        elif older_than is not None and times[v + 1] > older_than:
+            why["age"] += 1
+        elif times[v + 1] > clock.ms - grace * MINUTE:
+            why["grace"] += 1
+        else:
+            expired.append(v)
+    assert rep.expired_versions == expired
+    assert (rep.kept_by_retain_last, rep.kept_by_age, rep.kept_by_reader_grace) == (why["retain_last"], why["age"], why["grace"])
+    assert rep.held_by_reader_grace == (why["grace"] > 0)
+    assert (rep.cutoff_ms, rep.reader_grace_ms, rep.retain_last) == (older_than, grace * MINUTE, retain)
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
