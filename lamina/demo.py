@@ -44,7 +44,10 @@ reader through the catalog never sees one table moved without the other.
     and print a summary of versions, files, rows and timings.
 
 Each step is a small function taking the ``Demo`` state, so later steps (tags, expiry,
-merges) slot into ``STEPS``.
+merges) slot into ``STEPS``. Each prints one line, a template filled in with its figures
+(``Demo.record``); the figures are kept by step (``Demo.figures``), and so are the summary's
+(``summary_figures``), so tests/test_demo.py checks every number the job prints against a
+count of its own.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from typing import Any, Callable
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
+from rich.text import Text
 
 import lamina
 from lamina.maintenance import fsck
@@ -90,21 +94,32 @@ class Demo:
     uri: str = ""  # the table's location, once created
     timings: list[tuple[str, float, str]] = field(default_factory=list)  # (step, seconds, what happened)
     facts: dict[str, Any] = field(default_factory=dict)
+    figures: dict[str, dict[str, Any]] = field(default_factory=dict)  # step -> the figures its line prints
 
     def table(self) -> lamina.Table:
         """The table at its latest version, through the catalog (commits go through its row)."""
         return self.catalog.load_table(TABLE)
 
-    def transaction(self, tx: Any, what: str) -> str:
-        """Note a committed catalog transaction (its id is in the catalog's lamina_transactions);
-        what it did, for the step's line."""
+    def transaction(self, tx: Any, what: str) -> dict[str, Any]:
+        """Note a committed catalog transaction (its id is in the catalog's lamina_transactions):
+        the figure a step's line prints of it (``transaction_text``)."""
         self.facts.setdefault("transactions", []).append({"id": tx.id, "what": what, "versions": dict(tx.versions)})
-        moved = ", ".join(f"{ident} -> version {v}" for ident, v in tx.versions.items())
-        return f"one catalog transaction {tx.id[:8]} ({moved})"
+        return {"id": tx.id, "versions": dict(tx.versions)}
 
-    def record(self, step: str, seconds: float, detail: str) -> None:
+    def record(self, step: str, seconds: float, line: str, **figures: Any) -> None:
+        """Print a step's line: ``line`` with its ``figures`` filled in (``{orders:,}``; also
+        ``{table}`` and ``{summary}``, the tables' names), and keep the figures by step."""
+        named = {k: transaction_text(v) if k == "transaction" else v for k, v in figures.items()}
+        detail = line.format(table=TABLE, summary=SUMMARY, **named)
+        self.figures[step] = figures
         self.timings.append((step, seconds, detail))
-        self.progress.console.print(f"[green]✓[/green] {step} [dim]({seconds:.1f} s)[/dim] — {detail}")
+        self.progress.console.print(Text.assemble(("✓ ", "green"), step, (f" ({seconds:.1f} s)", "dim"), " — ", detail))
+
+
+def transaction_text(tx: dict[str, Any]) -> str:
+    """A catalog transaction as a step's line says it: its id's start and each table's new version."""
+    moved = ", ".join(f"{ident} -> version {v}" for ident, v in tx["versions"].items())
+    return f"one catalog transaction {tx['id'][:8]} ({moved})"
 
 
 # --- data ---------------------------------------------------------------------------------
@@ -219,9 +234,10 @@ def initial_load(demo: Demo) -> None:
     demo.uri = t.uri
     demo.facts["loaded_version"] = v
     demo.record("initial load", time.perf_counter() - t0,
-                f"{INITIAL_DAYS} days, {t.scan().count():,} orders -> {TABLE} version {v} ({len(t.scan().plan())} files) "
-                f"in catalog {demo.catalog.uri}, their summary -> {SUMMARY}: "
-                f"{demo.transaction(tx, 'initial load')}, both tables created in it")
+                "{days} days, {orders:,} orders -> {table} version {version} ({files} files) in catalog {catalog}, "
+                "their summary -> {summary}: {transaction}, both tables created in it",
+                days=INITIAL_DAYS, orders=t.scan().count(), version=v, files=len(t.scan().plan()), catalog=demo.catalog.uri,
+                transaction=demo.transaction(tx, "initial load"))
 
 
 def daily_increments(demo: Demo) -> None:
@@ -231,8 +247,20 @@ def daily_increments(demo: Demo) -> None:
         tag = f"load-{date}"  # every daily load is tagged
         tx = load_orders(demo, orders_for_day(demo.spark, day, ROWS_PER_DAY, day * ROWS_PER_DAY), tag=tag)
         demo.facts.setdefault("tags", []).append(tag)
-        demo.record(f"append {date}", time.perf_counter() - t0,
-                    f"{ROWS_PER_DAY:,} orders and their summary row, tag {tag}: {demo.transaction(tx, f'load {date}')}")
+        added = demo.table().log.load(tx.versions[TABLE]).summary["added-records"]
+        demo.record(f"append {date}", time.perf_counter() - t0, "{orders:,} orders and their summary row, tag {tag}: {transaction}",
+                    orders=added, tag=tag, transaction=demo.transaction(tx, f"load {date}"))
+
+
+# The filtered queries: revenue on one day; an order-id range (the first eighth of a day's ids) in two countries.
+REVENUE_DAY = 2
+LOOKUP_DAY = 3
+LOOKUP_COUNTRIES = ("DE", "FR")
+
+
+def lookup_ids() -> tuple[int, int]:
+    """The order ids the lookup asks for: [first, end)."""
+    return LOOKUP_DAY * ROWS_PER_DAY, LOOKUP_DAY * ROWS_PER_DAY + ROWS_PER_DAY // 8
 
 
 def filtered_queries(demo: Demo) -> None:
@@ -242,7 +270,7 @@ def filtered_queries(demo: Demo) -> None:
 
     t = demo.table()
     total_files = len(t.scan().plan())
-    day = (FIRST_DAY + timedelta(days=2)).date()
+    day = (FIRST_DAY + timedelta(days=REVENUE_DAY)).date()
     where = f"ts >= TIMESTAMP '{day} 00:00:00' AND ts < TIMESTAMP '{day + timedelta(days=1)} 00:00:00'"
     t0 = time.perf_counter()
     revenue = (
@@ -254,16 +282,19 @@ def filtered_queries(demo: Demo) -> None:
     )
     planned = len(t.scan(where=where).plan())
     demo.record("query: revenue by category on one day", time.perf_counter() - t0,
-                f"{planned} of {total_files} files read; top: {revenue[0]['category']} {revenue[0]['revenue']:,.2f}")
+                "{day}: {planned} of {files} files read; top: {category} {revenue:,.2f}",
+                day=day, planned=planned, files=total_files, category=revenue[0]["category"], revenue=revenue[0]["revenue"])
     demo.facts["revenue"] = revenue
 
     t0 = time.perf_counter()
-    lookup = "order_id >= 1200000 AND order_id < 1250000 AND country IN ('DE', 'FR')"
+    first, end = lookup_ids()
+    lookup = f"order_id >= {first} AND order_id < {end} AND country IN {LOOKUP_COUNTRIES}"
     orders = read(demo.spark, t, where=lookup, columns=["order_id", "customer_id", "amount"])
     n = orders.count()
     planned = len(t.scan(where=lookup).plan())
-    demo.record("query: an order-id range in DE/FR", time.perf_counter() - t0,
-                f"{n:,} orders; {planned} of {total_files} files after order_id statistics pruning")
+    demo.record(f"query: an order-id range in {'/'.join(LOOKUP_COUNTRIES)}", time.perf_counter() - t0,
+                "{orders:,} orders with ids {first:,} to {last:,}; {planned} of {files} files after order_id statistics pruning",
+                orders=n, first=first, last=end - 1, planned=planned, files=total_files)
 
 
 def time_travel(demo: Demo) -> None:
@@ -281,7 +312,8 @@ def time_travel(demo: Demo) -> None:
     if not then == by_time == by_source == INITIAL_DAYS * ROWS_PER_DAY:
         raise AssertionError(f"time travel disagrees: {then}, {by_time}, {by_source}")
     demo.record("time travel", time.perf_counter() - t0,
-                f"version {t.version}: {now:,} orders; version {v} (by number, by timestamp, via format('lamina')): {then:,}")
+                "version {latest}: {now:,} orders; version {version} (by number, by timestamp, via format('lamina')): {then:,}",
+                latest=t.version, now=now, version=v, then=then)
 
 
 def query_tag(demo: Demo) -> None:
@@ -296,8 +328,8 @@ def query_tag(demo: Demo) -> None:
     if n != via_source:
         raise AssertionError(f"tag {first}: {n} != {via_source}")
     tags = t.system_table("$tags")
-    demo.record("query as of a tag", time.perf_counter() - t0,
-                f"{first}: {n:,} orders; $tags has {tags.num_rows} tags")
+    demo.record("query as of a tag", time.perf_counter() - t0, "{tag}: {orders:,} orders; $tags has {tags} tags",
+                tag=first, orders=n, tags=tags.num_rows)
 
 
 def _changes(demo: Demo) -> Any:
@@ -336,6 +368,7 @@ def merge_changes(demo: Demo) -> None:
     t = demo.table()
     before = t.version
     src = _changes(demo)
+    demo.facts["merge_source"] = src
     t0 = time.perf_counter()
     with demo.catalog.transaction() as tx:
         res = (
@@ -353,15 +386,17 @@ def merge_changes(demo: Demo) -> None:
          .when_not_matched_insert_all().execute())
     res = dataclasses.replace(res, version=tx.versions[TABLE])
     done = demo.transaction(tx, "merge")
-    files = len(t.scan().plan())
     demo.facts["merge"] = res
-    returned_then = t.scan(where="status = 'returned'", version=before).count()
-    returned_now = t.scan(where="status = 'returned'").count()
+    returned = "status = 'returned'"
+    merged = demo.table()  # (``t`` stays at the version the merge read: counts of the merged version come from here)
     demo.record("merge a day's changes", time.perf_counter() - t0,
-                f"version {res.version}: {res.rows_updated:,} updated, {res.rows_deleted:,} cancelled, "
-                f"{res.rows_inserted:,} late orders; read {res.files_scanned} of {files} files; "
-                f"'returned' orders {returned_then:,} -> {returned_now:,} (version {before} -> {res.version}); "
-                f"summary counts adjusted: {done}")
+                "version {version}: {updated:,} updated, {cancelled:,} cancelled, {late:,} late orders; read {scanned} of "
+                "the {files} files of version {before}; 'returned' orders {returned_before:,} -> {returned_after:,} "
+                "(version {before} -> {version}); summary counts adjusted: {transaction}",
+                version=res.version, updated=res.rows_updated, cancelled=res.rows_deleted, late=res.rows_inserted,
+                scanned=res.files_scanned, files=len(t.scan(version=before).plan()), before=before,
+                returned_before=t.scan(where=returned, version=before).count(),
+                returned_after=merged.scan(where=returned, version=res.version).count(), transaction=done)
 
 
 def expected_change_counts(merge: Any) -> dict[str, int]:
@@ -396,10 +431,11 @@ def incremental_read(demo: Demo) -> None:
     changes = t.changes(merge.version - 1, merge.version).to_arrow()  # what a downstream job reads
     counts = check_change_feed(changes, merge)
     demo.record("incremental read (change feed)", time.perf_counter() - t0,
-                f"version {merge.version}: {changes.num_rows:,} change rows, "
-                f"{counts.get('update_preimage', 0):,} update pre/post-image pairs (status -> 'returned'), "
-                f"{counts.get('delete', 0):,} deletes (cancelled), {counts.get('insert', 0):,} inserts (late orders), "
-                f"as the merge reported (from what it changed, not a diff of two versions)")
+                "version {version}: {rows:,} change rows, {updates:,} update pre/post-image pairs (status -> 'returned'), "
+                "{deletes:,} deletes (cancelled), {inserts:,} inserts (late orders), as the merge reported (from what it "
+                "changed, not a diff of two versions)",
+                version=merge.version, rows=changes.num_rows, updates=counts.get("update_preimage", 0),
+                deletes=counts.get("delete", 0), inserts=counts.get("insert", 0))
 
 
 def query_without_spark(demo: Demo) -> None:
@@ -429,8 +465,9 @@ def query_without_spark(demo: Demo) -> None:
     if not duck == [tuple(r) for r in polars] == own:
         raise AssertionError(f"DuckDB, Polars and Lamina disagree on {day}: {duck} / {polars} / {own}")
     demo.record("query from DuckDB and Polars", elapsed,
-                f"{day}: {sum(n for _, n in own):,} orders in {len(own)} categories, the same from DuckDB SQL, "
-                "a Polars LazyFrame and Lamina (deletion vectors applied)")
+                "{day}: {orders:,} orders in {categories} categories, the same from DuckDB SQL, a Polars LazyFrame and "
+                "Lamina (deletion vectors applied)",
+                day=day, orders=sum(n for _, n in own), categories=len(own))
 
 
 def _stream_new_orders(demo: Demo, sink: str, checkpoint: str) -> None:
@@ -461,8 +498,9 @@ def streaming_read(demo: Demo) -> None:
     if sorted(got.column("order_id").to_pylist()) != sorted(want.column("order_id").to_pylist()):
         raise AssertionError(f"the stream delivered {got.num_rows:,} rows; version {v} appended {want.num_rows:,}")
     demo.record("streaming read", time.perf_counter() - t0,
-                f"spark.readStream.format('lamina') from the latest version, restarted from its checkpoint after "
-                f"version {v} appended {want.num_rows:,} orders: all {got.num_rows:,} delivered once into {sink}")
+                "spark.readStream.format('lamina') from the latest version, restarted from its checkpoint after version "
+                "{version} appended {appended:,} orders: all {delivered:,} delivered once into {sink}",
+                version=v, appended=want.num_rows, delivered=got.num_rows, sink=sink)
 
 
 # Write-audit-publish: the days after the streamed one, and the ids they take (after the
@@ -484,6 +522,11 @@ def negative_amounts(demo: Demo, branch: str) -> int:
 
     query = f"SELECT count(*) FROM {TABLE} AT (BRANCH => '{branch}') WHERE amount < 0"
     return lamina.duckdb.sql(query, catalog=demo.catalog).fetchall()[0][0]
+
+
+def _data_files(files: Any) -> set[str]:
+    """The data and deletion-vector files of a ``$files`` table."""
+    return {p for p in files.column("path").to_pylist() + files.column("dv_path").to_pylist() if p is not None}
 
 
 def audit_and_publish(demo: Demo, day: int, orders: Any) -> dict[str, Any]:
@@ -511,8 +554,8 @@ def audit_and_publish(demo: Demo, day: int, orders: Any) -> dict[str, Any]:
         out["published_version"] = None
     # What only the branch holds (nothing once published: main holds its files now); the
     # expiry step below frees it, the deletion being older than its reader grace of 0.
-    held = {p for p in b.files().to_pydict()["path"] + b.files().to_pydict()["dv_path"] if p is not None}
-    out["branch_only_files"] = sorted(held - {p for p in t.refresh().files().column("path").to_pylist()})
+    held = _data_files(b.files())
+    out["branch_only_files"] = sorted(held - _data_files(t.refresh().files()))  # (main's deletion vectors are main's)
     t.delete_branch(name)
     now = demo.table()
     out["main_version_after"], out["main_rows_after"] = now.version, now.scan().count()
@@ -532,21 +575,24 @@ def write_audit_publish(demo: Demo) -> None:
     passed = audit_and_publish(demo, WAP_DAY, good)
     demo.facts["wap"] = passed
     demo.record(f"write-audit-publish {passed['branch'][4:]}", time.perf_counter() - t0,
-                f"{passed['loaded']:,} orders loaded into branch {passed['branch']} (from main's version "
-                f"{passed['base_version']}), unseen by main's readers; audit on the branch (DuckDB): "
-                f"{passed['negative']} negative amounts -> published into main as version {passed['published_version']} "
-                f"({passed['publish']}, only onto the version audited) with its summary row in "
-                f"{passed['transaction']}; main now has {passed['main_rows_after']:,} orders; branch deleted")
+                "{loaded:,} orders loaded into branch {branch} (from main's version {base_version}), unseen by main's "
+                "readers; audit on the branch (DuckDB): {negative} negative amounts -> published into main as version "
+                "{version} ({publish}, only onto the version audited) with its summary row in {transaction}; main now has "
+                "{orders:,} orders; branch deleted",
+                loaded=passed["loaded"], branch=passed["branch"], base_version=passed["base_version"],
+                negative=passed["negative"], version=passed["published_version"], publish=passed["publish"],
+                transaction=passed["transaction"], orders=passed["main_rows_after"])
     t0 = time.perf_counter()
     day = orders_for_day(demo.spark, REJECTED_DAY, ROWS_PER_DAY, day_ids(REJECTED_DAY))
     refunds = day.withColumn("amount", F.when(F.col("order_id") % REFUND_EVERY == 0, -F.col("amount")).otherwise(F.col("amount")))
     failed = audit_and_publish(demo, REJECTED_DAY, refunds.toArrow())
     demo.facts["wap_rejected"] = failed
     demo.record(f"write-audit-publish {failed['branch'][4:]}, failing the audit", time.perf_counter() - t0,
-                f"{failed['loaded']:,} orders loaded into branch {failed['branch']}; audit: {failed['negative']:,} "
-                f"negative amounts -> not published; branch deleted (its {len(failed['branch_only_files'])} data files are "
-                f"freed by the expiry below); "
-                f"main untouched: still version {failed['main_version_after']} with {failed['main_rows_after']:,} orders")
+                "{loaded:,} orders loaded into branch {branch}; audit: {negative:,} negative amounts -> not published; "
+                "branch deleted (its {files} files are freed by the expiry below); main untouched: still version "
+                "{version} with {orders:,} orders",
+                loaded=failed["loaded"], branch=failed["branch"], negative=failed["negative"],
+                files=len(failed["branch_only_files"]), version=failed["main_version_after"], orders=failed["main_rows_after"])
 
 
 def expire_history(demo: Demo) -> None:
@@ -556,13 +602,15 @@ def expire_history(demo: Demo) -> None:
     rep = t.expire_versions(retain_last=1, reader_grace=timedelta(0))
     first = demo.facts["tags"][0]
     still = t.scan(tag=first).count()  # the tagged version's files were kept
+    demo.facts["expiry"] = rep
     demo.record("expire old versions", time.perf_counter() - t0,
-                f"{len(rep.expired_versions)} of {versions} versions expired (version {rep.earliest_retained}, the latest, "
-                f"kept; one record names the expired ones, whose files keep their slots taken a day, so a writer "
-                f"still holding one as its base rebases), "
-                f"{len(rep.deleted_files)} data files "
-                f"and {len(rep.deleted_manifests)} manifests deleted, {rep.deleted_bytes / 1e6:,.1f} MB freed; "
-                f"{rep.kept_for_tags} files kept because tags need them: tag {first} still reads {still:,} orders")
+                "{expired} of {versions} versions expired (version {kept}, the latest, kept; one record names the expired "
+                "ones, whose files keep their slots taken a day, so a writer still holding one as its base rebases), "
+                "{files} data and deletion-vector files and {manifests} manifests deleted, {mb:,.1f} MB freed; {for_tags} "
+                "files kept because tags need them: tag {tag} still reads {orders:,} orders",
+                expired=len(rep.expired_versions), versions=versions, kept=rep.earliest_retained, files=len(rep.deleted_files),
+                manifests=len(rep.deleted_manifests), mb=rep.deleted_bytes / 1e6, for_tags=rep.kept_for_tags, tag=first,
+                orders=still)
 
 
 def compact_files(demo: Demo) -> None:
@@ -572,8 +620,10 @@ def compact_files(demo: Demo) -> None:
     r = compact(demo.spark, demo.table(), target_file_size=64 * 1024 * 1024)  # groups rewritten by Spark tasks
     demo.facts["compaction"] = r
     demo.record("compact (Spark)", time.perf_counter() - t0,
-                f"files {r.files_before} -> {r.files_after}: {r.input_files} small or with deletes rewritten as "
-                f"{r.output_files} in {r.groups} Spark tasks, {r.rows_written:,} rows, version {r.version}")
+                "files {before} -> {after}: {inputs} small or with deletes rewritten as {outputs} in {groups} Spark tasks, "
+                "{rows:,} rows, version {version}",
+                before=r.files_before, after=r.files_after, inputs=r.input_files, outputs=r.output_files, groups=r.groups,
+                rows=r.rows_written, version=r.version)
 
 
 def check_table(demo: Demo) -> None:
@@ -592,9 +642,11 @@ def check_table(demo: Demo) -> None:
     if unrecorded:
         raise SystemExit(f"catalog transactions {unrecorded} are not recorded in the catalog")
     demo.record("fsck", time.perf_counter() - t0,
-                f"{rep.checked_files} files checked, {len(rep.missing)} missing, {len(rep.unreferenced)} unreferenced; "
-                f"catalog row and path reader agree on version {info.version}; in catalog snapshot {snap.versions} "
-                f"{SUMMARY} agrees with {TABLE} on every day; {len(txs)} catalog transactions, each recorded in the catalog")
+                "{checked} files checked, {missing} missing, {unreferenced} unreferenced; catalog row and path reader agree "
+                "on version {version}; in catalog snapshot {snapshot} {summary} agrees with {table} on every day; "
+                "{transactions} catalog transactions, each recorded in the catalog",
+                checked=rep.checked_files, missing=len(rep.missing), unreferenced=len(rep.unreferenced), version=info.version,
+                snapshot=snap.versions, transactions=len(txs))
     if not rep.ok:
         raise SystemExit(f"fsck failed: {rep}")
 
@@ -619,32 +671,44 @@ STEPS: list[tuple[str, Callable[[Demo], None]]] = [
 # --- summary ---------------------------------------------------------------------------------
 
 
-def print_summary(demo: Demo, total_s: float) -> None:
+def summary_figures(demo: Demo) -> dict[str, Any]:
+    """What the summary prints: each retained version of the orders (as ``history`` rows:
+    version, operation, added files and rows, total files and rows), the latest version,
+    how many are retained, its files and rows, and the compaction's files before and after."""
     t = demo.table()
-    hist = RichTable(title=f"Versions of {TABLE} ({demo.uri})")
-    for col in ("version", "operation", "added files", "added rows", "total files", "total rows"):
-        hist.add_column(col, justify="right" if col != "operation" else "left")
+    versions = []
     for h in reversed(t.history()):
         s = h["summary"]
         operation = h["operation"] + (f" ({s['branch']}, {s['publish']})" if h["operation"] == "publish" else "")
-        hist.add_row(str(h["version"]), operation, str(s.get("added-files", "")),
-                     f"{s['added-records']:,}" if "added-records" in s else "",
-                     str(s.get("total-files", 0)), f"{s.get('total-records', 0):,}")
+        versions.append({"version": h["version"], "operation": operation, "added_files": s.get("added-files"),
+                         "added_rows": s.get("added-records"), "total_files": s.get("total-files", 0),
+                         "total_rows": s.get("total-records", 0)})
+    r = demo.facts.get("compaction")
+    return {"versions": versions, "version": t.version, "retained": len(t.log.list_versions()), "files": len(t.scan().plan()),
+            "rows": t.scan().count(), "compaction": None if r is None else (r.files_before, r.files_after)}
+
+
+def print_summary(demo: Demo, total_s: float) -> None:
+    f = demo.figures["summary"] = summary_figures(demo)
+    hist = RichTable(title=f"Versions of {TABLE} ({demo.uri})")
+    for col in ("version", "operation", "added files", "added rows", "total files", "total rows"):
+        hist.add_column(col, justify="right" if col != "operation" else "left")
+    for v in f["versions"]:
+        hist.add_row(str(v["version"]), Text(v["operation"]), "" if v["added_files"] is None else str(v["added_files"]),
+                     "" if v["added_rows"] is None else f"{v['added_rows']:,}", str(v["total_files"]), f"{v['total_rows']:,}")
     console.print(hist)
     steps = RichTable(title="Steps")
     steps.add_column("step")
     steps.add_column("seconds", justify="right")
     steps.add_column("result")
     for name, secs, detail in demo.timings:
-        steps.add_row(name, f"{secs:.1f}", detail)
+        steps.add_row(name, f"{secs:.1f}", Text(detail))
     console.print(steps)
-    r = demo.facts.get("compaction")
-    compacted = f"; compaction: {r.files_before} -> {r.files_after} files" if r is not None else ""
-    console.print(
-        f"[bold]{TABLE}: version {t.version} ({len(t.log.list_versions())} retained), {len(t.scan().plan())} files, "
-        f"{t.scan().count():,} rows[/bold] "
-        f"in {demo.uri} (catalog {demo.catalog.uri}){compacted}; whole job {total_s:.1f} s"
-    )
+    compacted = "" if f["compaction"] is None else f"; compaction: {f['compaction'][0]} -> {f['compaction'][1]} files"
+    console.print(Text.assemble(
+        (f"{TABLE}: version {f['version']} ({f['retained']} retained), {f['files']} files, {f['rows']:,} rows", "bold"),
+        f" in {demo.uri} (catalog {demo.catalog.uri}){compacted}; whole job {total_s:.1f} s",
+    ))
     console.print(f"Explore it in a browser (local, read-only): [bold]{explorer_command(demo.catalog)}[/bold]")
 
 
@@ -674,7 +738,7 @@ def main(warehouse: str = "warehouse") -> None:
         t0 = time.perf_counter()
         spark = start_spark()
         demo = Demo(spark, warehouse, lamina.load_catalog(f"sqlite:///{warehouse}/catalog.db"), progress)
-        demo.record("start Spark (local[2])", time.perf_counter() - t0, f"Spark {spark.version}")
+        demo.record("start Spark (local[2])", time.perf_counter() - t0, "Spark {version}", version=spark.version)
         progress.advance(task)
         for name, step in STEPS:
             progress.update(task, description=name)

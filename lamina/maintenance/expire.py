@@ -553,7 +553,8 @@ def expire_versions(
             step("files", len(g.files) + len(g.manifests), len(g.files) + len(g.manifests))
     # 4. branches deleted more than the reader grace ago: what only they held (main's run)
     if log.branch == MAIN_BRANCH:
-        g = free_deleted_branches(io, log, floor, dry_run)
+        g = free_deleted_branches(io, log, floor, dry_run, dropping=expired, dropping_tags=gone_tags,
+                                  already={*report.deleted_files, *report.deleted_manifests})
         report.deleted_manifests += g.manifests
         report.deleted_files += g.files
         report.deleted_bytes += g.freed_bytes
@@ -877,11 +878,19 @@ def drop_versions_after(io: FileIO, log: VersionLog, target: VersionManifest, ro
     return _Garbage(g.manifests, g.files, freed, g.kept)
 
 
-def free_deleted_branches(io: FileIO, main_log: VersionLog, floor_ms: int, dry_run: bool = False) -> _Garbage:
+def free_deleted_branches(
+    io: FileIO, main_log: VersionLog, floor_ms: int, dry_run: bool = False, *, dropping: Collection[int] = (),
+    dropping_tags: Collection[str] = (), already: Collection[str] = (),
+) -> _Garbage:
     """Free what branches deleted before ``floor_ms`` (now minus the reader grace: a publish or
     a read of such a branch has finished) held and nothing else references: their versions'
     and bases' files minus every kept version's, branch's and tag's; then their logs' files.
-    The deletion markers stay (a put delayed past all this is still refused)."""
+    The deletion markers stay (a put delayed past all this is still refused).
+
+    ``dropping`` / ``dropping_tags``: main's versions and tags the caller's run expires (a dry
+    run still lists them: left out, it sees what the real run frees); ``already``: the files
+    the caller's run deletes itself (a file main's expired versions and a deleted branch both
+    held), neither deleted nor counted again here."""
     from lamina.commit.branches import BranchStore
 
     store = BranchStore(io)
@@ -892,8 +901,8 @@ def free_deleted_branches(io: FileIO, main_log: VersionLog, floor_ms: int, dry_r
     for _, lg, _ in gone:
         vms += [vm for vm in _each(io, lg.try_load, lg.list_versions()) if vm is not None]
     mine = paths_of(io, vms)
-    keep = referenced_paths(io, main_log)
-    doomed = mine.filter(pc.invert(_is_in(mine, keep))).to_pylist()
+    keep = referenced_paths(io, main_log, dropping=dropping, dropping_tags=dropping_tags)
+    doomed = [p for p in mine.filter(pc.invert(_is_in(mine, keep))).to_pylist() if p not in already]
     manifests = [p for p in doomed if p.startswith(MANIFESTS_DIR + "/")]
     files = [p for p in doomed if not p.startswith(MANIFESTS_DIR + "/")]
     g = _spare_staged(io, main_log.latest(), _Garbage(manifests, files, 0, int(pc.sum(_is_in(mine, keep)).as_py() or 0)))

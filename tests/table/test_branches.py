@@ -212,6 +212,29 @@ def test_delete_branch_frees_only_what_it_alone_needed(table):
     assert ids_of(lamina.open_table(table.uri).to_arrow()) == [1, 2, 3, 4]
 
 
+def test_files_main_and_a_deleted_branch_both_held_are_reported_once_dry_or_not(table, tmp_path):
+    """A branch made from main's latest, then deleted, and a compaction of main: its inputs
+    were held by main's old versions and by the branch. Expiry deletes each file once and
+    says so once (as the files gone from disk), and its dry run says the same."""
+    import shutil
+
+    from support.files import stored_files
+
+    for i in range(3):
+        table.append(rows([10 + i]))
+    table.create_branch("etl").append(rows([90]))
+    table.delete_branch("etl")
+    table.compact()
+    shutil.copytree(table.uri, tmp_path / "copy")
+    dry = lamina.open_table(str(tmp_path / "copy")).expire_versions(retain_last=1, reader_grace=timedelta(0), dry_run=True)
+    before = stored_files(table.uri)
+    report = table.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    gone = before - stored_files(table.uri)
+    assert sorted(report.deleted_files) == sorted(dry.deleted_files) == sorted(p for p in gone if p.startswith("data/"))
+    assert report.deleted_bytes == dry.deleted_bytes
+    assert len(gone) == 5 and fsck(table).ok  # the four appends' files and the branch's
+
+
 def test_branch_retention_applies_when_main_expires(table):
     b = table.create_branch("etl", retain_last=2)
     for i in range(4):
