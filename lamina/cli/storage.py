@@ -62,7 +62,8 @@ def _holder_line(target: str, h: Holder) -> str:
         return (f"{human_count(len(h.versions))} older versions ({span}) hold {size}: `lamina expire {target}` expires "
                 f"those superseded more than {duration_text(_ms(DEFAULT_OLDER_THAN))} ago (--older-than, --retain-last)")
     if h.kind == TAG:
-        return f"tag {h.name} holds version {h.versions[0]}: {size}; `lamina tag delete {target} {shlex.quote(h.name)}` frees it"
+        return (f"tag {h.name} holds version {h.versions[0]}: {size}; `lamina tag delete {target} {shlex.quote(h.name)}` "
+                f"frees {'it' if h.only_bytes == h.bytes else 'what nothing else holds'}")
     if h.kind == BRANCH:
         return (f"branch {h.name} holds {size}: `lamina branch delete {target} {shlex.quote(h.name)}`, then `lamina "
                 f"expire {target}` once the deletion is older than the reader grace")

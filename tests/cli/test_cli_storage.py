@@ -77,8 +77,12 @@ def holder_lines_hold(text: str, t: lamina.Table, versions: bool = True) -> None
         assert f"`lamina expire {uri}` expires those superseded more than 5d ago" in text
     else:
         assert h["versions"] == 0 and "older versions" not in text
-    assert f"tag nightly holds version 3: {human_bytes(h['nightly'])}" in text, text
-    assert f"`lamina tag delete {uri} nightly` frees it" in text
+    files = held_files(t)
+    alone = files["nightly"] - files["versions"] - files["audit"]
+    sizes = disk(uri)
+    only = "" if alone == files["nightly"] else f", {human_bytes(sum(sizes[p] for p in alone if p in sizes))} of it held by nothing else"
+    assert f"tag nightly holds version 3: {human_bytes(h['nightly'])}{only};" in text, text
+    assert f"`lamina tag delete {uri} nightly` frees {'it' if not only else 'what nothing else holds'}" in text
     assert f"branch audit holds {human_bytes(h['audit'])}: `lamina branch delete {uri} audit`" in text, text
 
 
