@@ -16,7 +16,6 @@ import pyarrow.compute as pc
 import typer
 from rich.cells import cell_len
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table as RichTable
 from rich.text import Text
 
 import lamina
@@ -31,7 +30,7 @@ from lamina.cli._output import fail as _fail
 from lamina.cli._output import parse_duration as _duration
 from lamina.cli.storage import held_lines, kept_versions_line, size_fields
 from lamina.data.changes import CHANGE_FIELDS, CHANGE_TYPE, CHANGE_TYPES, COMMIT_TIMESTAMP, COMMIT_VERSION
-from lamina.errors import CatalogNotFound, InvalidArgument, LaminaError, TableNotFound
+from lamina.errors import CatalogNotFound, InvalidArgument, LaminaError
 from lamina.maintenance import fsck as run_fsck
 from lamina.spec.layout import MAIN_BRANCH
 from lamina.spec.lineage import has_lineage

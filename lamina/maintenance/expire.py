@@ -474,7 +474,6 @@ def expire_versions(
     )
     now = now_ms()
     floor = now - grace_ms
-    limit = floor if cutoff is None else min(cutoff, floor)
     store = TagStore(io, log)
 
     # 0. tags past their expiry time. A dry run deletes none, so from here on it leaves
