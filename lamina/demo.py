@@ -589,7 +589,7 @@ def write_audit_publish(demo: Demo) -> None:
     demo.facts["wap_rejected"] = failed
     demo.record(f"write-audit-publish {failed['branch'][4:]}, failing the audit", time.perf_counter() - t0,
                 "{loaded:,} orders loaded into branch {branch}; audit: {negative:,} negative amounts -> not published; "
-                "branch deleted (its {files} files are freed by the expiry below); main untouched: still version "
+                "branch deleted (the files only it held, {files}, are freed by the expiry below); main untouched: still version "
                 "{version} with {orders:,} orders",
                 loaded=failed["loaded"], branch=failed["branch"], negative=failed["negative"],
                 files=len(failed["branch_only_files"]), version=failed["main_version_after"], orders=failed["main_rows_after"])

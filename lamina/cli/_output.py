@@ -122,8 +122,8 @@ _NARROW = 16
 # A header piece longer than this may fold.
 _HEADER_NARROW = 12
 # A column of paths is not made narrower than its widest directory or file name, up to this
-# (a file name, ``<write id>-<file id>.parquet``, is 37): a path folds after its slashes, and
-# only a name wider than its column is broken within.
+# (Lamina's ``<write id>-<file id>.parquet`` names fit it): a path folds after its slashes, and
+# only a name wider than its column (Spark's ``part-...`` names) is broken within.
 _PATH_NARROW = 40
 
 
