@@ -132,7 +132,7 @@ class Catalog(ABC):
     @abstractmethod
     def is_online(self, identifier: Any) -> bool: ...
 
-    def transaction(self, *, commit_options: Any = None) -> Any:
+    def transaction(self, *, commit_options: Any = None, isolation_level: str = "serializable") -> Any:
         """Several tables' changes committed at once (SQL catalogs; see lamina.catalog.transaction)."""
         raise TransactionsUnsupported(
             f"catalog {self.uri} cannot commit several tables atomically: it has no multi-row compare-and-swap "

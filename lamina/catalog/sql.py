@@ -32,7 +32,7 @@ from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, pa
 from lamina.commit import Committer, flush_hints
 from lamina.commit.committer import step
 from lamina.catalog.coordinator import CatalogVersionLog, Row, SqlCoordinator
-from lamina.catalog.transaction import CatalogSnapshot, CatalogTransaction, SnapshotEntry, _Refused
+from lamina.catalog.transaction import SERIALIZABLE, CatalogSnapshot, CatalogTransaction, SnapshotEntry, _Refused
 from lamina.commit import CommitOptions
 from lamina.timeutil import epoch_ms
 from lamina.errors import (
@@ -114,6 +114,9 @@ class _Backend:
 
     uri: str  # redacted
     IntegrityError: type[Exception]
+    # Appended to a SELECT in a writing transaction: keeps the rows read from changing until it
+    # ends. SQLite needs nothing (a writing transaction holds the database's write lock).
+    lock_shared = ""
 
     def tx(self, write: bool = True) -> Any:  # context manager yielding q
         raise NotImplementedError
@@ -182,6 +185,8 @@ class _SQLite(_Backend):
 
 
 class _Postgres(_Backend):
+    lock_shared = " FOR SHARE"
+
     def __init__(self, conninfo: str, uri: str, password: str | None) -> None:
         try:
             import psycopg
@@ -562,10 +567,12 @@ class SqlCatalog(Catalog):
 
     # -- multi-table transactions and snapshots (lamina.catalog.transaction) ------------------
 
-    def transaction(self, *, commit_options: CommitOptions | None = None) -> CatalogTransaction:
+    def transaction(self, *, commit_options: CommitOptions | None = None,
+                    isolation_level: str = SERIALIZABLE) -> CatalogTransaction:
         """Changes to several tables committed at once: ``with catalog.transaction() as tx:
-        tx.table("ns.a").append(...); tx.table("ns.b").delete(where=...)``."""
-        return CatalogTransaction(self, commit_options)
+        tx.table("ns.a").append(...); tx.table("ns.b").delete(where=...)``. ``isolation_level``:
+        ``"serializable"`` (default) or ``"snapshot"`` (see lamina.catalog.transaction)."""
+        return CatalogTransaction(self, commit_options, isolation_level)
 
     def snapshot(self, at: Any = None) -> CatalogSnapshot:
         """Every table at one catalog state: the rows as they are now (one read), or with
@@ -610,16 +617,27 @@ class SqlCatalog(Catalog):
         inserts: list[tuple[str, str, str, VersionManifest, str]],
         drops: list[str],
         record: Mapping[str, int],
+        asserts: Iterable[tuple[str, int]] = (),
     ) -> list[tuple[str, Row | None]]:
         """The commit point of a catalog transaction: every swap, insert and delete in one SQL
-        transaction, or none. Returns the rows that refused (empty: committed)."""
+        transaction, or none; ``asserts`` (table id, version): rows that must still be at that
+        version, left as they are. Returns the rows that refused (empty: committed)."""
         refused: list[tuple[str, Row | None]] = []
         now = _now_ms()
+        rows = sorted([(t, e, (vm, staged)) for t, e, vm, staged in swaps] + [(t, e, None) for t, e in asserts],
+                      key=lambda r: r[0])
         try:
             with self._db.tx() as q:
                 # One lock order for every transaction (PostgreSQL would otherwise deadlock two
-                # transactions that swap the same rows in opposite orders).
-                for table_id, expected, vm, staged in sorted(swaps, key=lambda s: s[0]):
+                # transactions that swap the same rows in opposite orders). A row asserted is
+                # locked too (shared), so no swap of it can commit before this transaction does.
+                for table_id, expected, swap in rows:
+                    if swap is None:
+                        r = q(f"SELECT version FROM lamina_tables WHERE id = ?{self._db.lock_shared}", (table_id,)).fetchone()
+                        if r is None or int(r[0]) != expected:
+                            refused.append((table_id, None))
+                        continue
+                    vm, staged = swap
                     n = q(
                         "UPDATE lamina_tables SET version = ?, manifest_path = ?, pending_path = ?, commit_id = ?, "
                         "schema_json = ?, updated_ms = ? WHERE id = ? AND version = ? AND online = 1",

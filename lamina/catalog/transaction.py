@@ -44,7 +44,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -71,7 +71,9 @@ from lamina.spec.features import CATALOG_COMMITS, check_writer
 from lamina.spec.layout import pending_path
 from lamina.spec.slot import next_block_commits
 from lamina.spec.version import VersionManifest
-from lamina.operations.rowlevel import RowDelta
+from lamina.expr import Expr, bind, to_expr
+from lamina.operations.rowlevel import RowDelta, delete_rows
+from lamina.spec.properties import MERGE_ON_READ
 from lamina.table.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -84,7 +86,38 @@ log = logging.getLogger(__name__)
 class TableChanges(Transaction):
     """One table's part of a catalog transaction: every change of ``Transaction`` (append,
     overwrite, delete, update, merge, schema/spec/sort-order updates, tags), committed with
-    the catalog transaction, never on its own."""
+    the catalog transaction, never on its own; and reads of the version the transaction
+    loaded the table at (``scan``, ``to_arrow``), which a serializable transaction checks at
+    its commit."""
+
+    def __init__(self, table: CatalogTable, commit_options: CommitOptions | None = None, *,
+                 record_reads: bool = False) -> None:
+        super().__init__(table, commit_options)
+        self._record_reads = record_reads
+        self.reads: list[RowDelta] = []  # the rows each recorded read could see (deletes never committed)
+
+    def scan(self, where: str | Expr | None = None, columns: Sequence[str] | None = None) -> "Scan":
+        """A read of the table at the version the transaction loaded it at, before any change
+        to it in the transaction (a read after one would not see it: refused). Under
+        ``isolation_level="serializable"`` the read is recorded: if a concurrent commit changes
+        rows it could see before the transaction commits, the commit raises
+        CatalogTransactionConflict (so changes derived from it stay right)."""
+        self._check_open()
+        if self.operations:
+            raise InvalidArgument(
+                f"read {self.table.uri} through the transaction before changing it: a read sees the version the "
+                "transaction loaded, without the changes queued on it"
+            )
+        schema = self.table.metadata.schema
+        pred = bind(to_expr(where), schema)  # bad input raises here, before anything is recorded
+        scan = self.table.scan(pred, columns)
+        if self._record_reads:
+            self.reads.append(delete_rows(schema, pred, MERGE_ON_READ))
+        return scan
+
+    def to_arrow(self, where: str | Expr | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """``scan(where, columns).to_arrow()``."""
+        return self.scan(where, columns).to_arrow()
 
     def commit(self) -> int | None:
         raise InvalidArgument(
@@ -123,13 +156,27 @@ class _Refused(Exception):
     """A row of the transaction was not where the attempt expected it: roll back."""
 
 
+SERIALIZABLE, SNAPSHOT = "serializable", "snapshot"
+ISOLATION_LEVELS = (SERIALIZABLE, SNAPSHOT)  # Iceberg's isolation-level values; the first is the default
+
+
+def check_isolation_level(level: Any) -> str:
+    """``level`` if it is one of ISOLATION_LEVELS, else InvalidArgument."""
+    if level not in ISOLATION_LEVELS:
+        raise InvalidArgument(f"isolation_level must be one of {list(ISOLATION_LEVELS)}, not {level!r}")
+    return level
+
+
 class CatalogTransaction:
     """Changes to several tables of a SQL catalog, visible to catalog readers all at once or
     not at all. ``catalog.transaction()`` makes one; see the module's docstring."""
 
-    def __init__(self, catalog: "SqlCatalog", commit_options: CommitOptions | None = None) -> None:
+    def __init__(self, catalog: "SqlCatalog", commit_options: CommitOptions | None = None,
+                 isolation_level: str = SERIALIZABLE) -> None:
         self.catalog = catalog
         self.commit_options = commit_options
+        self.isolation_level = check_isolation_level(isolation_level)
+        self.attempts = 0  # after commit: the attempts it took (1: no table moved under it)
         self.id = uuid.uuid4().hex
         self.versions: dict[str, int | None] = {}  # after commit: each table's new version (None: unchanged)
         self._members: dict[str, _Member] = {}
@@ -154,7 +201,8 @@ class CatalogTransaction:
         if member is None:
             table, entry = self.catalog._load(ident)  # one catalog read: the row gives the version and the flag
             table.check_writable(online=entry.online)  # before the caller writes a data file for nothing
-            member = _Member(ident, table, TableChanges(table, self.commit_options))
+            changes = TableChanges(table, self.commit_options, record_reads=self.isolation_level == SERIALIZABLE)
+            member = _Member(ident, table, changes)
             self._members[ident] = member
         return member.changes
 
@@ -254,6 +302,7 @@ class CatalogTransaction:
         attempt = 0
         while True:
             attempt += 1
+            self.attempts = attempt
             # Each table's manifests are written on a thread of its own (Parquet encoding and
             # storage calls release the GIL; the tables share nothing until the SQL commit).
             _parallel([lambda m=m: self._prepare(m, fresh=attempt > 1) for m in stale])
@@ -275,45 +324,61 @@ class CatalogTransaction:
             options.back_off(attempt)
 
     def _prepare(self, m: _Member, fresh: bool) -> None:
-        """Apply ``m``'s operations to its newest version (``fresh``) or the one it holds."""
+        """Apply ``m``'s operations to its newest version (``fresh``) or the one it holds, once
+        what the isolation level needs unchanged since the transaction loaded it is checked."""
         ops = m.changes.operations
         if m.created is not None:
             base = m.created
-        elif fresh or any(op.refresh_base for op in ops):
-            base = m.table.log.latest()
+        elif fresh or m.changes.reads or any(op.refresh_base for op in ops):
+            base = m.table.log.latest()  # (a read is checked against the newest version at once)
         else:
             base = m.table.metadata
         m.base, m.vm = base, None
-        if not ops:
-            return
-        check_writer(base.writer_features, f"table {m.table.uri}")
-        committer = Committer(m.table.log, m.coordinator)
         try:
-            self._check_rows_unchanged(m, base, ops)
-            m.vm = committer._prepare(base, ops, uuid.uuid4().hex)
+            self._check_unchanged(m, base)
+            if not ops:
+                return
+            check_writer(base.writer_features, f"table {m.table.uri}")
+            m.vm = Committer(m.table.log, m.coordinator)._prepare(base, ops, uuid.uuid4().hex)
         except CommitConflict as e:
             raise CatalogTransactionConflict(
                 f"table {m.ident}: {e} Nothing was committed to any table of the transaction.",
                 m.ident, e.files,
             ) from None
 
-    def _check_rows_unchanged(self, m: _Member, base: VersionManifest, ops: list) -> None:
-        """Raise CommitConflict if a row-level change (delete, update, merge) among ``m``'s ``ops`` matches
-        rows, at the version the transaction loaded the table at, that a commit since deleted
-        or rewrote. Applied to the newest version it would match fewer rows while the other
-        tables' changes still commit: a row moved to another table by two transactions would
-        land there twice. So, as in Delta Lake and DuckLake, the second delete of a row fails."""
+    def _check_unchanged(self, m: _Member, base: VersionManifest) -> None:
+        """Raise CommitConflict if a commit between the version the transaction loaded ``m`` at
+        and ``base`` changed rows the isolation level needs unchanged.
+
+        Serializable: the rows each read through the transaction could see (deleted or
+        rewritten, or new rows it would see added); its deletes, updates and merges are then
+        planned again on ``base`` (what they match and the values they set), as if the
+        transaction ran after that commit. Snapshot: the rows its deletes, updates and merges
+        match at the loaded version (deleted or rewritten): the first committer wins, as in
+        DuckLake and Delta Lake (applied to the newest version such a change would match fewer
+        rows while the other tables' changes still commit: a row moved to another table by
+        two transactions would land there twice)."""
         read = m.table.metadata
         if m.created is not None or base.version == read.version:
             return
         io = m.table.io
-        for op in ops:
+        at, now = Base(io, read, read.version + 1), Base(io, base, base.version + 1)
+        if self.isolation_level == SERIALIZABLE:
+            for r in m.changes.reads:
+                files = r.rows_changed_since(at, now, added=True)
+                if files:
+                    raise CommitConflict(
+                        f"a concurrent commit changed rows that its read (where {r.where}) saw, or added rows it "
+                        f"would see (in {_some(files)}).", files=files,
+                    )
+            return
+        for op in m.changes.operations:
             if isinstance(op, RowDelta):
-                files = op.rows_changed_since(Base(io, read, read.version + 1), Base(io, base, base.version + 1))
+                files = op.rows_changed_since(at, now)
                 if files:
                     raise CommitConflict(
                         f"its {op.operation} matches rows that a concurrent commit deleted or rewrote "
-                        f"(in {', '.join(files[:3])}{', ...' if len(files) > 3 else ''}).", files=files,
+                        f"(in {_some(files)}).", files=files,
                     )
 
     def _stage(self) -> None:
@@ -347,12 +412,16 @@ class CatalogTransaction:
         drops = [info.uuid for info, _ in self._drops.values()]
         if not swaps and not inserts and not drops:
             return None  # nothing changed (e.g. deletes that matched no row)
+        # A table read (and checked) but not changed must still be at the version its reads were
+        # checked against (Iceberg's assert-ref-snapshot-id requirement).
+        asserts = [(m.table.uuid, m.base.version) for m in self._members.values()
+                   if m.created is None and m.vm is None and m.changes.reads]
         record = {m.ident: m.staged[-1][0].version for m in self._members.values() if m.staged}
         for _ in range(options.resolve_attempts):
             try:
                 step("before-sql-commit")
                 self._in_doubt = True
-                refused = self.catalog._commit_many(self.id, swaps, inserts, drops, record)
+                refused = self.catalog._commit_many(self.id, swaps, inserts, drops, record, asserts)
                 self._in_doubt = not refused
                 step("sql-committed")
                 return refused or None
@@ -380,7 +449,7 @@ class CatalogTransaction:
             )
         if row is None:
             raise CatalogTableNotFound(f"table {m.ident} was dropped concurrently; nothing was committed")
-        if not row.online:
+        if not row.online and m.vm is not None:  # (a table only read may go offline)
             raise TableOffline(f"table {m.ident} went offline; nothing was committed to any table of the transaction")
         if row.version < m.base.version:
             raise CorruptMetadata(f"table {m.ident}: the catalog row went back from version {m.base.version} to {row.version}")
@@ -463,6 +532,10 @@ class CatalogTransaction:
 
     def __repr__(self) -> str:
         return f"lamina.CatalogTransaction({self.id!r}, {self._idents()}, {self._state})"
+
+
+def _some(files: list[str]) -> str:
+    return f"{', '.join(files[:3])}{', ...' if len(files) > 3 else ''}"
 
 
 def _ident(identifier: Any) -> str:

@@ -384,20 +384,25 @@ class RowDelta(Operation):
             positions[k] = positions[k][~np.isin(positions[k], positions_array(bm))]
         return positions
 
-    def rows_changed_since(self, read: Base, base: Base) -> list[str]:
+    def rows_changed_since(self, read: Base, base: Base, *, added: bool = False) -> list[str]:
         """The data files holding rows this change matches at ``read`` whose rows a later commit
         (by ``base``) deleted or rewrote: the file is gone, or its deletion vector now covers
         one of those rows. Rows of a file only other rows of which were deleted are intact.
-        A column the change reads that ``base`` no longer has is a CommitConflict, as in apply."""
+        ``added``: also the files added since ``read`` that hold rows it matches at ``base``
+        (rows appended, or rewritten by an update, that it would now see; files its predicate's
+        statistics rule out are not read). A column the change reads that ``base`` no longer
+        has is a CommitConflict, as in apply."""
         if self.planned is not None:
             self.planned.check(base.schema, self.operation)
         cands = read.entries(self.prune)
         rows = _entry_rows(cands)
         outcomes = self._outcomes_for(read, cands, rows) if rows else []
         touched = [(e, o) for e, o in zip(rows, outcomes) if len(o.delete)]
-        if not touched:
+        if not touched and not added:
             return []
-        now = {e["path"]: e for e in _entry_rows(base.entries(self.prune))}
+        now_cands = base.entries(self.prune)
+        now_rows = _entry_rows(now_cands)
+        now = {e["path"]: e for e in now_rows}
         changed = [(e, now.get(e["path"])) for e, _ in touched]
         redeleted = [(e, n) for e, n in changed if n is not None and n["dv_path"] is not None and file_key(n) != file_key(e)]
         bitmaps = dict(zip(
@@ -408,6 +413,12 @@ class RowDelta(Operation):
         for (e, o), (_, n) in zip(touched, changed):
             if n is None or (e["path"] in bitmaps and bitmaps[e["path"]].intersect(bitmap_of(o.delete))):
                 clash.append(e["path"])
+        if added:
+            before = {e["path"] for e in rows}
+            new = [i for i, e in enumerate(now_rows) if e["path"] not in before]
+            if new:
+                outs = self._outcomes_for(base, now_cands.take(pa.array(new, pa.int64())), [now_rows[i] for i in new])
+                clash += [now_rows[i]["path"] for i, o in zip(new, outs) if len(o.delete)]
         return clash
 
     # -- apply ----------------------------------------------------------------------------
@@ -727,6 +738,18 @@ def file_fn_delete(filt: Any) -> FileFn:
         return FileOutcome(hit.column(POS).to_numpy(), delete_file=hit.column(FILE).to_numpy())
 
     return fn
+
+
+def delete_rows(schema: Schema, pred: Expr, mode: str) -> RowDelta:
+    """The delete of the rows ``pred`` (bound to ``schema``) selects: ``Transaction.delete``'s
+    operation, and what a read through a catalog transaction could see (lamina.catalog.transaction:
+    its rows, never deleted, checked with ``rows_changed_since``)."""
+    names = referenced_columns(pred)
+    filt = to_arrow_filter(pred) if not isinstance(pred, AlwaysTrue) else pc.scalar(True)
+    return RowDelta(
+        "delete", pred, sorted(names) or [schema.names[0]], file_fn_delete(filt), mode, new_write_id(),
+        planned=PlannedColumns.of(schema, names), where=pred,
+    )
 
 
 def file_fn_update(filt: Any, assignments: dict[str, Any], schema: pa.Schema) -> FileFn:

@@ -42,7 +42,7 @@ from lamina.operations import (
 )
 from lamina.commit.committer import with_metadata
 from lamina.operations.partition_spec import SpecUpdate
-from lamina.operations.rowlevel import file_fn_delete, file_fn_update, row_mode, updated_rows_fn
+from lamina.operations.rowlevel import delete_rows, file_fn_update, row_mode, updated_rows_fn
 from lamina.operations.schema import PlannedColumns, SchemaUpdate, UpdateSchema
 from lamina.operations.sort_order import SortOrderUpdate
 from lamina.spec.tag import validate_tag_name
@@ -254,12 +254,7 @@ class Transaction:
         if where is None:
             raise InvalidArgument("delete needs a predicate; to remove every row use overwrite with an empty table")
         schema = self.metadata.schema
-        pred = bind(to_expr(where), schema)
-        return self.add_operation(RowDelta(
-            "delete", pred, sorted(referenced_columns(pred)) or [schema.names[0]],
-            file_fn_delete(to_arrow_filter(pred)), self.row_mode(mode), new_write_id(),
-            planned=PlannedColumns.of(schema, referenced_columns(pred)), where=pred,
-        ))
+        return self.add_operation(delete_rows(schema, bind(to_expr(where), schema), self.row_mode(mode)))
 
     def update(
         self, where: str | Expr | None = None, set: Mapping[str, Any] | None = None, *,  # noqa: A002

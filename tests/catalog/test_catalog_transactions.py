@@ -328,15 +328,18 @@ def test_a_clash_on_one_table_commits_nothing_to_any(world, clash):
     world.check()
 
 
+@pytest.mark.parametrize("isolation", ["serializable", "snapshot"])
 @pytest.mark.parametrize("mine", ["delete", "update"])
 @pytest.mark.parametrize("theirs", ["delete", "update"])
 @pytest.mark.parametrize("same_row", [True, False])
-def test_a_row_deleted_or_rewritten_concurrently_fails_the_transaction(tmp_path, mine, theirs, same_row):
+def test_a_row_deleted_or_rewritten_concurrently(tmp_path, isolation, mine, theirs, same_row):
     """A delete or update of the transaction selecting a row that a concurrent commit deleted
-    or rewrote fails it, with nothing committed to any table (applied again to the newest
-    version it would select fewer rows while the other tables' changes commit; Delta Lake
-    fails the second delete of a row alike). Another row of the same file does not clash: the
-    transaction commits, its change applied after the concurrent one."""
+    or rewrote. Serializable (the default): it is planned again on the newest version, so it
+    applies after the concurrent change, to that row as the concurrent commit left it (an update
+    of a row deleted meanwhile updates nothing), and the whole transaction commits. Snapshot:
+    it fails, with nothing committed to any table (the first committer wins, as in Delta Lake
+    and DuckLake). Another row of the same file never clashes: the transaction commits, its
+    change applied after the concurrent one."""
     uri = f"sqlite:///{tmp_path}/c.db"
     cat, other = lamina.load_catalog(uri), lamina.load_catalog(uri)
     try:
@@ -348,29 +351,30 @@ def test_a_row_deleted_or_rewritten_concurrently_fails_the_transaction(tmp_path,
             if op == "delete":
                 t.delete(f"id = {row}")
             else:
-                t.update(f"id = {row}", {"v": f"'{who}'"})
+                t.update(f"id = {row}", {"v": f"v || '-{who}'"})  # reads the row's value
 
         expected_a = {0: "a", 1: "a", 2: "a", 3: "a"}
 
         def expect(op, row, who):
             if op == "delete":
-                del expected_a[row]
-            else:
-                expected_a[row] = who
+                expected_a.pop(row, None)
+            elif row in expected_a:
+                expected_a[row] += f"-{who}"
 
-        tx = cat.transaction()
+        tx = cat.transaction(isolation_level=isolation)
         change(tx.table("ns.a"), mine, 1, "mine")
         tx.table("ns.b").append(rows([9], "b"))
         theirs_row = 1 if same_row else 2
         change(other.load_table("ns.a"), theirs, theirs_row, "theirs")
         expect(theirs, theirs_row, "theirs")
-        if same_row:
+        if same_row and isolation == "snapshot":
             with pytest.raises(CatalogTransactionConflict, match=f"its {mine} matches rows that a concurrent commit"):
                 tx.commit()
             assert tx.state == "aborted" and not cat.transaction_committed(tx.id)
             assert cat.load_table("ns.b").scan().to_arrow().num_rows == 0  # nothing of it in the other table
         else:
             tx.commit()
+            assert tx.state == "committed" and cat.transaction_committed(tx.id)
             expect(mine, 1, "mine")
             assert cat.load_table("ns.b").scan().to_arrow().column("id").to_pylist() == [9]
         got = cat.load_table("ns.a").scan().to_arrow()
@@ -378,6 +382,180 @@ def test_a_row_deleted_or_rewritten_concurrently_fails_the_transaction(tmp_path,
     finally:
         cat.close()
         other.close()
+
+
+def test_a_replanned_update_reuses_what_a_concurrent_commit_left_alone(world, step_hook):
+    """A row-level change planned again because its table moved reads and writes again only
+    what the newer version changed: here a concurrent append of another file, so the update's
+    new row and deletion vector, written on the first attempt, are the ones committed."""
+    a = world.make("ns.a", range(4))
+    world.make("ns.b")
+    data_dir = os.path.join(a.uri, "data")
+    before = set(os.listdir(data_dir))
+    written = []
+
+    def concurrent():
+        written.extend(set(os.listdir(data_dir)) - before)  # the first attempt's files
+        world.other().load_table("ns.a").append(rows([100], "c"))
+        world.oracle.run("INSERT INTO ns__a VALUES (100, 'c')")
+
+    step_hook(once_at("before-sql-commit", concurrent))
+    with world.cat.transaction() as tx:
+        tx.table("ns.a").update("id = 1", {"v": "v || '-u'"})
+        tx.table("ns.b").append(rows([7]))
+    assert tx.attempts == 2
+    world.oracle.run("UPDATE ns__a SET v = v || '-u' WHERE id = 1; INSERT INTO ns__b VALUES (7, 'x')")
+    world.check()
+    after = set(os.listdir(data_dir)) - before
+    assert len(written) == 2 and len(after) == 3  # the new row and the DV, then the concurrent append's file
+    assert set(written) <= after and fsck(world.cat.load_table("ns.a")).ok
+
+
+# --- isolation levels ---------------------------------------------------------------------------
+
+
+def test_an_unknown_isolation_level_is_refused(world):
+    world.make("ns.a")
+    before = world.state()
+    for bad in ("SERIALIZABLE", "read-committed", "WriteSerializable", "", None, 1):
+        with pytest.raises(InvalidArgument, match="isolation_level must be one of"):
+            world.cat.transaction(isolation_level=bad)
+    for level in ("serializable", "snapshot"):
+        with world.cat.transaction(isolation_level=level) as tx:
+            tx.table("ns.a").append(rows([100 + len(level)]))
+        assert tx.isolation_level == level
+    assert world.cat.transaction().isolation_level == "serializable"
+    assert world.state()[0] != before[0]
+
+
+@pytest.mark.parametrize("isolation", ["serializable", "snapshot"])
+def test_a_move_of_a_row_moved_concurrently_fails(world, step_hook, isolation):
+    """Read where a row is through the transaction, delete it there, append it to the other
+    table: when a concurrent transaction moved that row first, the move fails (serializable:
+    the rows its read saw changed; snapshot: the row its delete matches was deleted), so the
+    row never lands twice, and nothing of the move is committed."""
+    world.make("ns.a", range(4))
+    world.make("ns.b", [])
+
+    def move(tx, key):
+        found = tx.table("ns.a").to_arrow(where=f"id = {key}")
+        tx.table("ns.a").delete(f"id = {key}")
+        tx.table("ns.b").append(found)
+
+    def concurrent():
+        with world.cat.transaction() as rival:
+            move(rival, 3)
+
+    tx = world.cat.transaction(isolation_level=isolation)
+    move(tx, 3)
+    step_hook(once_at("before-sql-commit", concurrent))
+    what = "its read" if isolation == "serializable" else "its delete matches rows"
+    with pytest.raises(CatalogTransactionConflict, match=what) as e:
+        tx.commit()
+    assert e.value.table == "ns.a" and tx.state == "aborted" and not tx.catalog.transaction_committed(tx.id)
+    world.oracle.run("DELETE FROM ns__a WHERE id = 3; INSERT INTO ns__b VALUES (3, 'x')")
+    world.check()
+
+
+# What a concurrent commit does to ns.a, of which a transaction read the rows `id = 3` (and
+# wrote ns.b only), and whether a serializable transaction then fails.
+READ_CLASHES = {
+    "update-another-row": (lambda t: t.update("id = 5", {"v": "'c'"}), "UPDATE ns__a SET v = 'c' WHERE id = 5", False),
+    "append-another-row": (lambda t: t.append(rows([100], "c")), "INSERT INTO ns__a VALUES (100, 'c')", False),
+    "delete-nothing": (lambda t: t.delete("id = 3 AND v = 'none'"), None, False),
+    "update-the-row": (lambda t: t.update("id = 3", {"v": "'c'"}), "UPDATE ns__a SET v = 'c' WHERE id = 3", True),
+    "delete-the-row": (lambda t: t.delete("id = 3"), "DELETE FROM ns__a WHERE id = 3", True),
+    "append-a-matching-row": (lambda t: t.append(rows([3], "c")), "INSERT INTO ns__a VALUES (3, 'c')", True),
+    # conservative: a file rewritten counts as its rows rewritten
+    "compact": (lambda t: (t.append(rows([200])), t.compact()), "INSERT INTO ns__a VALUES (200, 'x')", True),
+}
+
+
+@pytest.mark.parametrize("isolation", ["serializable", "snapshot"])
+@pytest.mark.parametrize("when", ["before-commit", "at-sql-commit"])
+@pytest.mark.parametrize("case", sorted(READ_CLASHES))
+def test_a_read_through_the_transaction_fails_it_only_when_its_rows_changed(world, step_hook, isolation, when, case):
+    """Serializable: a read through the transaction (of a table it does not change) is checked
+    at the commit: a concurrent commit that changed rows the read saw, or added rows it would
+    see, fails the transaction, with nothing committed; one that changed other rows does not
+    (at the commit point the read table must still be at the version checked: a commit that
+    lands after the check, ``at-sql-commit``, makes it check again). Snapshot: reads are not
+    checked, the transaction commits."""
+    action, sql, clashes = READ_CLASHES[case]
+    world.make("ns.a", range(8))
+    world.make("ns.b", [])
+
+    def concurrent():
+        action(world.other().load_table("ns.a"))
+        if sql:
+            world.oracle.run(sql)
+
+    tx = world.cat.transaction(isolation_level=isolation)
+    seen = tx.table("ns.a").to_arrow(where="id = 3")
+    assert as_rows(seen) == [(3, "x")]
+    tx.table("ns.b").append(seen)
+    if when == "before-commit":
+        concurrent()
+    else:
+        step_hook(once_at("before-sql-commit", concurrent))
+    if clashes and isolation == "serializable":
+        with pytest.raises(CatalogTransactionConflict, match="its read") as e:
+            tx.commit()
+        assert e.value.table == "ns.a" and e.value.files
+        assert tx.state == "aborted" and not world.cat.transaction_committed(tx.id)
+    else:
+        tx.commit()
+        assert tx.versions == {"ns.a": None, "ns.b": 2}
+        # ns.a moved under it (a commit that changed nothing makes no version): checked again
+        moved = sql is not None
+        assert tx.attempts == (2 if moved and when == "at-sql-commit" and isolation == "serializable" else 1)
+        world.oracle.run("INSERT INTO ns__b VALUES (3, 'x')")
+    world.check()
+
+
+def test_write_skew_is_refused_under_serializable_and_allowed_under_snapshot(world, step_hook):
+    """Two transactions each read the row of the other's table and write their own (on-call
+    doctors): serially, the second would see the first's change. The one that commits second
+    fails under serializable; under snapshot isolation both commit (the anomaly it allows)."""
+    for name in ("ns.a", "ns.b"):
+        world.make(name, [1], "on")
+
+    def leave(tx, mine, theirs):
+        if tx.table(theirs).to_arrow(where="id = 1 AND v = 'on'").num_rows:  # the other one stays on call
+            tx.table(mine).update("id = 1", {"v": "'off'"})
+
+    for isolation, both in (("serializable", False), ("snapshot", True)):
+        for name in ("ns.a", "ns.b"):
+            world.cat.load_table(name).update("id = 1", {"v": "'on'"})
+        first = world.cat.transaction(isolation_level=isolation)
+        leave(first, "ns.a", "ns.b")
+
+        def second():
+            with world.cat.transaction(isolation_level=isolation) as tx:
+                leave(tx, "ns.b", "ns.a")
+
+        step_hook(once_at("before-sql-commit", second))
+        if both:
+            first.commit()
+        else:
+            with pytest.raises(CatalogTransactionConflict, match="its read"):
+                first.commit()
+        state = {n: world.cat.load_table(n).to_arrow().column("v").to_pylist() for n in ("ns.a", "ns.b")}
+        assert state == {"ns.a": ["off" if both else "on"], "ns.b": ["off"]}, isolation
+
+
+def test_a_read_after_a_change_to_its_table_is_refused(world):
+    world.make("ns.a")
+    with world.cat.transaction() as tx:
+        assert tx.table("ns.a").to_arrow(where="id < 3").num_rows == 3
+        tx.table("ns.a").append(rows([100]))
+        with pytest.raises(InvalidArgument, match="before changing it"):
+            tx.table("ns.a").scan()
+        with pytest.raises(lamina.errors.LaminaError):
+            tx.table("ns.a").to_arrow(where="nope = 1")  # refused all the same; the transaction goes on
+        assert tx.state == "open"
+    world.oracle.run("INSERT INTO ns__a VALUES (100, 'x')")
+    world.check()
 
 
 def test_a_concurrent_append_is_reapplied_and_commits(world, step_hook):

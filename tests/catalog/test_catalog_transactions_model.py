@@ -1,12 +1,20 @@
 """A model test of catalog transactions and snapshots (SQLite).
 
-Random sequences of multi-table transactions (appends, deletes and updates over several
-tables, creates, drops, some aborted by an exception, some with another writer's commit
-landing on one of their tables meanwhile, which fails them when both delete or update one
-row), single-table commits and catalog snapshots,
-against a plain dict per table. Every snapshot reads back exactly the model's state at the
-moment it was taken, then and at the end; the catalog always reads the model's current
-state; an aborted transaction changes nothing.
+Random sequences of multi-table transactions (reads through the transaction, then appends,
+deletes and updates over several tables, creates, drops; some aborted by an exception, some
+with another writer's commit landing meanwhile on a table they change or read), single-table
+commits and catalog snapshots, against a plain dict per table. Both isolation levels:
+
+- serializable: the transaction's deletes and updates apply after the concurrent commit (on
+  its rows); it fails only if the concurrent commit deleted, rewrote or added rows one of its
+  reads could see (a range of ids), and the transaction commits something;
+- snapshot: its reads are never checked; it fails when one of its deletes or updates selects,
+  in the table as it loaded it, a row the concurrent commit deleted or rewrote.
+
+Every read through a transaction returns the model's rows at its start; every snapshot
+reads back exactly the model's state at the moment it was taken, then and at the end; the
+catalog always reads the model's current state; a failed or aborted transaction changes
+nothing.
 """
 
 from __future__ import annotations
@@ -71,6 +79,21 @@ def selected(rows: dict[int, str], op: tuple) -> set[int]:
     return {i for i in rows if op[1] <= i < op[2]} if op[0] != "append" else set()
 
 
+def touched(rows: dict[int, str], op: tuple) -> set[int]:
+    """The ids whose rows ``op`` deletes, rewrites or adds."""
+    return set(op[1]) if op[0] == "append" else selected(rows, op)
+
+
+def changes_something(rows: dict[int, str], ops: list[tuple]) -> bool:
+    """Whether ``ops`` applied in order to ``rows`` add, delete or rewrite a row."""
+    rows = dict(rows)
+    for op in ops:
+        if touched(rows, op):
+            return True
+        Model.apply(rows, op)
+    return False
+
+
 def content(t: pa.Table) -> dict[int, str]:
     return dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist()))
 
@@ -81,12 +104,17 @@ def append_op(draw, model: Model, step: int):
 
 
 @st.composite
+def id_range(draw, model: Model):
+    lo = draw(st.integers(0, model.next_id + 1))
+    return lo, lo + draw(st.integers(1, 4))
+
+
+@st.composite
 def table_op(draw, model: Model, step: int):
     kind = draw(st.sampled_from(["append", "append", "delete", "update"]))
     if kind == "append":
         return draw(append_op(model, step))
-    lo = draw(st.integers(0, model.next_id + 1))
-    hi = lo + draw(st.integers(1, 4))
+    lo, hi = draw(id_range(model))
     return ("delete", lo, hi) if kind == "delete" else ("update", lo, hi, f"u{step}")
 
 
@@ -100,9 +128,11 @@ def test_transactions_and_snapshots_follow_the_model(data):
         cat.create_namespace("ns")
         other = lamina.load_catalog(uri)  # another writer's handle
         model = Model()
-        for name in ("ns.t0", "ns.t1"):
-            cat.create_table(name, SCHEMA)
+        for name in ("ns.t0", "ns.t1"):  # with a few rows each, for changes and reads to select
+            first = ("append", model.new_ids(4), "a")
+            run(cat.create_table(name, SCHEMA), first)
             model.tables[name] = {}
+            model.apply(model.tables[name], first)
         snapshots: list[tuple] = []  # (snapshot, the model's tables then)
         purged: set[str] = set()
         created = 0
@@ -119,27 +149,56 @@ def test_transactions_and_snapshots_follow_the_model(data):
                 run(cat.load_table(ident), op)
                 model.apply(model.tables[ident], op)
             else:
+                isolation = data.draw(st.sampled_from(["serializable", "snapshot"]))
                 changed = data.draw(st.lists(st.sampled_from(existing), unique=True, max_size=3)) if existing else []
                 ops = {i: data.draw(st.lists(table_op(model, step), min_size=1, max_size=2)) for i in changed}
+                # reads through the transaction, before its changes: a range of ids of a table
+                reads = {i: data.draw(id_range(model)) for i in
+                         (data.draw(st.lists(st.sampled_from(existing), unique=True, max_size=2)) if existing else [])}
                 new = None
                 if data.draw(st.booleans()) or not changed:
                     created += 1
                     new = (f"ns.n{created}", data.draw(st.lists(append_op(model, step), max_size=1)))
-                droppable = [i for i in existing if i not in changed]
+                droppable = [i for i in existing if i not in changed and i not in reads]
                 drop = data.draw(st.sampled_from(droppable)) if droppable and data.draw(st.booleans()) else None
                 purge = data.draw(st.booleans())
-                concurrent = data.draw(st.sampled_from(changed)) if changed and data.draw(st.booleans()) else None
-                concurrent_op = data.draw(table_op(model, step)) if concurrent else None
+                involved = sorted(set(changed) | set(reads))
+                concurrent = data.draw(st.sampled_from(involved)) if involved and data.draw(st.booleans()) else None
+                concurrent_op = None
+                if concurrent is not None:
+                    # often on the rows the transaction's reads or changes select, so that they clash
+                    ranges = [op[1:3] for op in ops.get(concurrent, []) if op[0] != "append"] + (
+                        [reads[concurrent]] if concurrent in reads else [])
+                    if ranges and data.draw(st.booleans()):
+                        lo, hi = data.draw(st.sampled_from(ranges))
+                        concurrent_op = data.draw(st.sampled_from([("delete", lo, hi), ("update", lo, hi, f"c{step}")]))
+                    else:
+                        concurrent_op = data.draw(table_op(model, step))
                 abort = data.draw(st.booleans())
-                # A delete or update of the transaction that selects, in the table as the
-                # transaction loaded it, a row the concurrent commit deleted or rewrote fails
-                # the transaction (as in Delta Lake: the second delete of a row fails).
-                clash = concurrent is not None and not abort and any(
-                    selected(model.tables[concurrent], op) & selected(model.tables[concurrent], concurrent_op)
-                    for op in ops[concurrent])
-                tx = cat.transaction()
+                clash = False
+                if concurrent is not None and not abort:
+                    before = model.tables[concurrent]
+                    if isolation == "snapshot":
+                        # A delete or update that selects, in the table as the transaction loaded
+                        # it, a row the concurrent commit deleted or rewrote fails it (the second
+                        # delete of a row fails, as in Delta Lake and DuckLake).
+                        clash = any(selected(before, op) & selected(before, concurrent_op) for op in ops.get(concurrent, []))
+                    elif concurrent in reads:
+                        # A read that could see a row the concurrent commit deleted, rewrote or
+                        # added fails it: at once for a table it changes, else if it commits at all.
+                        lo, hi = reads[concurrent]
+                        seen = any(lo <= i < hi for i in touched(before, concurrent_op))
+                        after = dict(before)
+                        Model.apply(after, concurrent_op)
+                        commits = new is not None or drop is not None or any(
+                            changes_something(after if i == concurrent else model.tables[i], ops[i]) for i in changed)
+                        clash = seen and (concurrent in changed or commits)
+                tx = cat.transaction(isolation_level=isolation)
                 try:
                     with tx:
+                        for ident, (lo, hi) in reads.items():
+                            got = content(tx.table(ident).to_arrow(where=f"id >= {lo} AND id < {hi}"))
+                            assert got == {i: v for i, v in model.tables[ident].items() if lo <= i < hi}, (ident, lo, hi)
                         for ident, table_ops in ops.items():
                             for op in table_ops:
                                 run(tx.table(ident), op)
@@ -160,6 +219,7 @@ def test_transactions_and_snapshots_follow_the_model(data):
                     assert {i.identifier: i.version for i in cat.tables()} == before
                 except CatalogTransactionConflict as e:
                     assert clash, e  # and the checks below: nothing of it landed
+                    assert e.table == concurrent
                     assert tx.state == "aborted" and not cat.transaction_committed(tx.id)
                 else:
                     assert not clash

@@ -2,10 +2,13 @@
 real SQLite and a real PostgreSQL server.
 
 The model (tests/support/workers.py): tables ``left`` and ``right`` hold the keys 0..KEYS-1
-once between them, and each move of a key is one catalog transaction that deletes it from one
-table, appends it to the other and appends a row to ``ledger``. So in every catalog state a
-key is in ``right`` iff the ledger holds an odd number of moves of it, and every ledger row's
-transaction is in ``lamina_transactions``.
+once between them, and each move of a key is one catalog transaction that reads where the key
+is through the transaction, deletes it from that table, appends it to the other and appends a
+row to ``ledger``. So in every catalog state a key is in ``right`` iff the ledger holds an odd
+number of moves of it, and every ledger row's transaction is in ``lamina_transactions``. Half
+of the movers run serializable transactions (a concurrent move of the key changes the rows
+their read saw), half snapshot ones (a concurrent move deletes the row their delete matches):
+either way the second move of a key fails instead of landing it twice.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ LEFT, RIGHT, LEDGER = TABLES
 KEYS = 8
 MOVERS, MOVES, ATTEMPTS = 4, 5, 30  # per move: fresh transactions after conflicts
 READERS = 2
+ISOLATION = ("serializable", "snapshot")  # of the even and the odd movers
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -93,11 +97,11 @@ def test_movers_and_snapshot_readers(catalog_uri, tmp_path):
         os.mkfifo(p)
     specs = [
         {"mode": "catalog_move", "catalog": catalog_uri, "tables": TABLES, "writer": w, "seed": w, "n": MOVES,
-         "attempts": ATTEMPTS, "keys": list(range(KEYS)), "pulse": pulses}
+         "attempts": ATTEMPTS, "keys": list(range(KEYS)), "pulse": pulses, "isolation_level": ISOLATION[w % 2]}
         for w in range(MOVERS)
     ] + [
-        {"mode": "catalog_read", "catalog": catalog_uri, "tables": TABLES, "pulse": p,
-         "max_snapshots": MOVERS * MOVES * ATTEMPTS + 1}
+        {"mode": "catalog_read", "catalog": catalog_uri, "pulse": p, "max_snapshots": MOVERS * MOVES * ATTEMPTS + 1,
+         "columns": {LEFT: ["k"], RIGHT: ["k"], LEDGER: ["k", "tx"]}}
         for p in pulses
     ]
     results = workers.spawn_workers(specs, str(tmp_path), timeout=150)
@@ -114,12 +118,14 @@ def test_movers_and_snapshot_readers(catalog_uri, tmp_path):
     for r in results[MOVERS:]:
         snaps = r["snapshots"]
         for n, s in enumerate(snaps):
-            _check_state(s["k"], s["k"][LEDGER], f"snapshot {n} {s['versions']}")
-            assert set(s["tx"]) <= set(ids) and len(set(s["tx"])) == len(s["tx"])
+            k = {t: s["read"][t]["k"] for t in TABLES}
+            _check_state(k, k[LEDGER], f"snapshot {n} {s['versions']}")
+            tx = s["read"][LEDGER]["tx"]
+            assert set(tx) <= set(ids) and len(set(tx)) == len(tx)
         for a, b in zip(snaps, snaps[1:]):
             assert all(b["versions"][t] >= a["versions"][t] for t in TABLES), (a["versions"], b["versions"])
         # Its last snapshot was taken after every mover finished: every move is in it.
-        assert sorted(snaps[-1]["tx"]) == sorted(ids), "the snapshot after the race misses acknowledged moves"
+        assert sorted(snaps[-1]["read"][LEDGER]["tx"]) == sorted(ids), "the snapshot after the race misses acknowledged moves"
 
     # The final state, through the catalog and by path.
     k, ledger_k, ledger_tx = _read_all(lambda i: cat.load_table(i).scan().to_arrow())

@@ -409,11 +409,13 @@ def queue_move(tx: Any, k: int, src: str, dst: str, ledger: str, mover: int, seq
 
 def _catalog_move(spec: dict[str, Any]) -> dict[str, Any]:
     """``n`` moves of a random key (``keys``, shared with the other movers) between the tables
-    ``left`` and ``right``, one catalog transaction each; a transaction refused by a conflict is
-    replaced by a fresh one (at most ``attempts`` per move). The key's table is read through the
-    transaction's own tables (the versions its changes apply to). After each commit it writes a
-    byte to every FIFO of ``pulse`` (the readers'), closed at its end. Reports the acknowledged
-    moves as ``[tx id, k, src, dst]`` and the number of fresh starts."""
+    ``left`` and ``right``, one catalog transaction each (``isolation_level``, if given); a
+    transaction refused by a conflict is replaced by a fresh one (at most ``attempts`` per move).
+    The key's table is read through the transaction (the versions its changes apply to): under
+    serializable isolation that read is what makes a concurrent move of the key a conflict, under
+    snapshot isolation the delete of a row another transaction deleted first. After each commit
+    it writes a byte to every FIFO of ``pulse`` (the readers'), closed at its end. Reports the
+    acknowledged moves as ``[tx id, k, src, dst]`` and the number of fresh starts."""
     import random
 
     import lamina
@@ -422,14 +424,15 @@ def _catalog_move(spec: dict[str, Any]) -> dict[str, Any]:
     cat = lamina.load_catalog(spec["catalog"])
     left, right, ledger = spec["tables"]
     rng = random.Random(spec["seed"])
+    options = {"isolation_level": spec["isolation_level"]} if spec.get("isolation_level") else {}
     pulses = [open(p, "wb", buffering=0) for p in spec["pulse"]]  # blocks until each reader opened its end
     _barrier()
     acked, restarts = [], 0
     for seq in range(spec["n"]):
         for _ in range(spec["attempts"]):
             k = rng.choice(spec["keys"])
-            tx = cat.transaction()
-            held = [tx.table(t).table.scan(where=f"k = {k}").to_arrow().num_rows for t in (left, right)]
+            tx = cat.transaction(**options)
+            held = [tx.table(t).to_arrow(where=f"k = {k}").num_rows for t in (left, right)]
             if max(held) > 1:
                 sys.exit(f"key {k} is duplicated: held {held} times by {left}, {right}")
             if sorted(held) != [0, 1]:
@@ -456,25 +459,21 @@ def _catalog_move(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _catalog_read(spec: dict[str, Any]) -> dict[str, Any]:
-    """Catalog snapshots, each table of ``tables`` read at the snapshot's versions: one each time
-    movers committed (paced by the FIFO ``pulse``, no polling), and a last one once every mover
-    closed it; at most ``max_snapshots``. Reports per snapshot its versions, each table's ``k``
-    column and the ledger's ``tx`` column."""
+    """Catalog snapshots, each table of ``columns`` (table -> its columns to read) read at the
+    snapshot's versions: one each time writers committed (paced by the FIFO ``pulse``, no
+    polling), and a last one once every writer closed it (or died); at most ``max_snapshots``.
+    Reports per snapshot its versions and each table's columns (``read``)."""
     import lamina
 
     cat = lamina.load_catalog(spec["catalog"])
-    pulse = os.open(spec["pulse"], os.O_RDONLY)  # blocks until a mover opened its end
+    pulse = os.open(spec["pulse"], os.O_RDONLY)  # blocks until a writer opened its end
     _barrier()
     out = []
     for _ in range(spec["max_snapshots"]):
-        last = not os.read(pulse, 4096)  # end of file: every mover is done, this snapshot sees all
+        last = not os.read(pulse, 4096)  # end of file: every writer is done, this snapshot sees all
         snap = cat.snapshot()
-        read = {t: snap.to_arrow(t) for t in spec["tables"]}
-        out.append({
-            "versions": snap.versions,
-            "k": {t: read[t].column("k").to_pylist() for t in spec["tables"]},
-            "tx": read[spec["tables"][-1]].column("tx").to_pylist(),
-        })
+        read = {t: snap.to_arrow(t, columns=cols) for t, cols in spec["columns"].items()}
+        out.append({"versions": snap.versions, "read": {t: t_.to_pydict() for t, t_ in read.items()}})
         if last:
             break
     return {"snapshots": out}
@@ -507,6 +506,107 @@ def _catalog_crash(spec: dict[str, Any]) -> dict[str, Any]:
     return {"error": f"not killed at {spec['at']}"}
 
 
+# --- catalog transactions: a bank -----------------------------------------------------------
+# Tables of accounts (``bank_rows``: acct, bal); each transfer is one catalog transaction over
+# every table (``transfer_legs``): an amount taken from one account of one table and paid into
+# an account of each other table, as updates whose ``set`` reads the balance (``bal - 7``), so
+# the money in all tables together never changes.
+
+
+def bank_rows(accounts: int, balance: int) -> Any:
+    import pyarrow as pa
+
+    return pa.table({"acct": pa.array(range(accounts), pa.int64()), "bal": pa.array([balance] * accounts, pa.int64())})
+
+
+def transfer_legs(rng: Any, tables: list[str], accounts: int) -> list[list[Any]]:
+    """``[table, acct, delta]`` per table: one account of a random table pays what one account
+    of each other table receives (random amounts)."""
+    payer = rng.randrange(len(tables))
+    legs = [[t, rng.randrange(accounts), rng.randint(1, 100)] for i, t in enumerate(tables) if i != payer]
+    legs.insert(payer, [tables[payer], rng.randrange(accounts), -sum(d for _, _, d in legs)])
+    return legs
+
+
+def queue_transfer(tx: Any, legs: list[list[Any]]) -> None:
+    for table, acct, delta in legs:
+        tx.table(table).update(f"acct = {acct}", {"bal": f"bal {'+' if delta > 0 else '-'} {abs(delta)}"})
+
+
+def _catalog_bank(spec: dict[str, Any]) -> dict[str, Any]:
+    """``n`` transfers between the tables ``tables`` (``accounts`` each), one catalog
+    transaction each (``isolation_level``, if given), never retried by hand: a transfer that
+    raises a Lamina error is counted failed (any other error ends the worker). Each is written to
+    the JSON-lines file ``journal`` before its commit (``intent``, with the transaction's id and
+    legs) and after it (``acked``, or ``failed`` with the error's class), so a writer killed
+    mid-run leaves the id of the transfer whose outcome it never learnt. With ``pause_at``
+    ([step, n]) it stops the n-th time a commit reaches that step and prints ``paused``: the
+    parent's cue to SIGKILL it there. After each transfer it writes a byte to every FIFO of
+    ``pulse`` (the readers'). Reports the journal's counts."""
+    import random
+    import threading
+
+    import lamina
+    import lamina.commit.committer as committer
+    from lamina.errors import LaminaError
+
+    cat = lamina.load_catalog(spec["catalog"])
+    rng = random.Random(spec["seed"])
+    options = {"isolation_level": spec["isolation_level"]} if spec.get("isolation_level") else {}
+    pulses = [open(p, "wb", buffering=0) for p in spec["pulse"]]  # blocks until each reader opened its end
+    journal = open(spec["journal"], "w", buffering=1)  # a line reaches the file as it is written
+    if spec.get("pause_at"):
+        at, times = spec["pause_at"]
+        seen = []
+
+        def hook(name: str) -> None:
+            if name == at:
+                seen.append(name)
+                if len(seen) == times:
+                    print("paused", flush=True)
+                    threading.Event().wait()  # until the kill (every commit thread stops here)
+
+        committer._step_hook = hook
+    _barrier()
+    counts = {"acked": 0, "failed": 0}
+    for seq in range(spec["n"]):
+        legs = transfer_legs(rng, spec["tables"], spec["accounts"])
+        tx = cat.transaction(**options)
+        queue_transfer(tx, legs)
+        journal.write(json.dumps({"intent": tx.id, "seq": seq, "legs": legs}) + "\n")
+        try:
+            tx.commit()
+        except LaminaError as e:
+            journal.write(json.dumps({"failed": tx.id, "error": type(e).__name__, "message": str(e)[:500]}) + "\n")
+            counts["failed"] += 1
+        else:
+            journal.write(json.dumps({"acked": tx.id, "attempts": tx.attempts}) + "\n")
+            counts["acked"] += 1
+        for f in pulses:
+            f.write(b".")
+    for f in pulses:
+        f.close()
+    return counts
+
+
+def read_journal(path: str) -> list[dict[str, Any]]:
+    """A bank writer's transfers, in order: ``{"id", "legs", "outcome"}`` with the outcome
+    ``acked``, ``failed`` (and ``error``, ``message``) or None (never learnt: the writer died)."""
+    out: dict[str, dict[str, Any]] = {}
+    with open(path) as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break  # (a line cut short by the kill)
+            rec = json.loads(line)
+            if "intent" in rec:
+                out[rec["intent"]] = {"id": rec["intent"], "legs": rec["legs"], "outcome": None}
+            elif "acked" in rec:
+                out[rec["acked"]].update(outcome="acked", attempts=rec["attempts"])
+            else:
+                out[rec["failed"]].update(outcome="failed", error=rec["error"], message=rec["message"])
+    return list(out.values())
+
+
 MODES = {
     "race_spec": _race_spec,
     "schema_race": _schema_race,
@@ -515,6 +615,7 @@ MODES = {
     "stop_before_publish": _stop_before_publish, "race_publish": _race_publish,
     "race_expiring_writer": _race_expiring_writer, "race_names": _race_names,
     "catalog_move": _catalog_move, "catalog_read": _catalog_read, "catalog_crash": _catalog_crash,
+    "catalog_bank": _catalog_bank,
 }
 
 
@@ -542,14 +643,21 @@ def _cmd(spec: dict[str, Any]) -> list[str]:
 
 
 def spawn_workers(
-    specs: list[dict[str, Any]], logdir: str, timeout: float = 120.0, cmd: Any = None
-) -> list[dict[str, Any]]:
+    specs: list[dict[str, Any]], logdir: str, timeout: float = 120.0, cmd: Any = None,
+    kill: tuple[int, str, int] | None = None,
+) -> list[dict[str, Any] | None]:
     """Start one process per spec, release them together, return their JSON results.
 
     ``cmd(spec)`` is the worker's command line (default: this script); the worker
-    prints READY, waits for GO on stdin, and ends with one JSON line. Raises
-    AssertionError (with the worker's stderr) if any worker fails.
+    prints READY, waits for GO on stdin, and ends with one JSON line. ``kill``: (worker,
+    line, n): that worker is SIGKILLed as soon as it has printed ``line`` ``n`` times (its
+    result is None; AssertionError if it ends first). Raises AssertionError (with the
+    worker's stderr) if any other worker fails, or if they are not done within ``timeout``
+    seconds of the start.
     """
+    import select
+    import time
+
     cmd = cmd or _cmd
     env = _env()
     procs, errs = [], []
@@ -566,12 +674,30 @@ def spawn_workers(
             line = p.stdout.readline()  # type: ignore[union-attr]
             if line.strip() != "READY":
                 raise AssertionError(f"worker {n} did not start: {line!r}\n{_stderr(errs[n])}")
+        deadline = time.monotonic() + timeout
         for p in procs:
             p.stdin.write("GO\n")  # type: ignore[union-attr]
             p.stdin.flush()  # type: ignore[union-attr]  # communicate() closes it
-        results = []
+        if kill is not None:
+            victim, cue, times = kill
+            fd, seen, buf = procs[victim].stdout.fileno(), 0, b""  # type: ignore[union-attr]  # (nothing buffered after READY)
+            while seen < times:
+                if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                    raise AssertionError(f"worker {victim} did not print {cue!r} {times} times in {timeout} s")
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise AssertionError(f"worker {victim} ended before it printed {cue!r} {times} times:\n{_stderr(errs[victim])}")
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                seen += sum(1 for x in lines if x.decode() == cue)
+            procs[victim].kill()
+            procs[victim].wait(timeout=10)
+        results: list[dict[str, Any] | None] = []
         for n, p in enumerate(procs):
-            out, _ = p.communicate(timeout=timeout)
+            if kill is not None and n == kill[0]:
+                results.append(None)
+                continue
+            out, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
             if p.returncode != 0:
                 raise AssertionError(f"worker {n} exited with {p.returncode}:\n{_stderr(errs[n])}")
             results.append(json.loads(out.strip().splitlines()[-1]))
