@@ -16,14 +16,33 @@ each call checks its input and writes its data files at once), committed togethe
    (``_lamina/versions/pending/``), all carrying one timestamp;
 2. **the commit point**: one SQL transaction swaps every table's row from the version its
    changes were applied to, inserts the rows of tables created and deletes those dropped,
+   checks that each table only read is still at the version its reads were checked against,
    and records the transaction's id in ``lamina_transactions``; if any row moved, nothing
    changes, the tables that moved are re-applied on their newest versions, and the commit
-   is tried again (bounded). A delete, update or merge is re-applied only if the rows it
-   matched at the version the transaction loaded are still there: a row a concurrent commit
-   deleted or rewrote is a CatalogTransactionConflict (re-applied to fewer rows, a move
-   of a row to another table would land there twice);
+   is tried again (bounded);
 3. each version is published under its final name (as a single-table catalog commit does
    after its swap), then its hint.
+
+**Isolation** (``catalog.transaction(isolation_level=...)``, Iceberg's names):
+
+- ``"serializable"`` (the default): a delete, update or merge of a table that moved is
+  planned again on its newest version (its predicate and ``set`` expressions evaluated on
+  the rows there), as the single-table committer does, so concurrent changes to the same rows
+  serialize: the transaction takes effect after them. Reads through the transaction
+  (``tx.table(x).scan(...)`` / ``to_arrow``, of the version it loaded) are recorded; if a
+  concurrent commit deleted or rewrote rows a read saw, or added rows it would see (files its
+  predicate's statistics rule out are not read), the commit raises CatalogTransactionConflict:
+  a change derived from a read (a move: read, delete, append elsewhere) is never applied to a
+  state the read did not see. Reads made outside the transaction are not known to it.
+- ``"snapshot"``: reads are not checked; a delete, update or merge is re-applied only if the
+  rows it matched at the version the transaction loaded are still there, else
+  CatalogTransactionConflict (the first committer wins on the same rows, as DuckLake's and
+  Delta Lake's delete-delete conflicts): for writes derived from reads made outside it.
+
+At either level a conflict that re-planning cannot fix raises, naming the table, with nothing
+committed to any table: a concurrent schema change of the columns an operation was planned on,
+a file it removes removed first, a Spark delete or merge whose files changed (its positions
+were found by a job that is over), a table dropped or taken offline.
 
 Catalog readers read the rows, so they see every table of a transaction move or none. A
 crash after 2 leaves rows pointing at staged manifests, which the next load of each table

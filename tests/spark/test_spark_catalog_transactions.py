@@ -159,12 +159,17 @@ def test_a_concurrent_rewrite_of_a_file_the_spark_overwrite_replaces_is_re_appli
     assert as_rows(cat.load_table("shop.daily").to_arrow()) == as_rows(pa.concat_tables([rows(5, 10, "y"), rows(100, 104, "x")]))
 
 
-def test_a_concurrent_delete_in_a_file_the_spark_delete_changes_conflicts(spark, cat):
+@pytest.mark.parametrize("isolation", ["serializable", "snapshot"])
+def test_a_concurrent_delete_in_a_file_the_spark_delete_changes_conflicts(spark, cat, isolation):
+    """A Spark delete or merge queued in a catalog transaction holds the row positions Spark
+    found in the version the transaction loaded: it cannot be planned again at the commit (the
+    Spark job is over), so a concurrent rewrite of a file it changes fails the transaction at
+    either isolation level (run it again in a new transaction)."""
     a, b = cat.load_table("shop.orders"), cat.load_table("shop.daily")
     files_a = data_files(a.uri)
     x_file = [p for p in b.files().column("path").to_pylist() if "cat=x" in p]
     with pytest.raises(CatalogTransactionConflict) as err:
-        with cat.transaction() as tx:
+        with cat.transaction(isolation_level=isolation) as tx:
             spark_write(sdf(spark, rows(50, 80)), tx.table("shop.orders"))
             spark_delete(spark, tx.table("shop.daily"), "id < 2")  # positions in the 'x' file
             cat.load_table("shop.daily").delete(where="id = 3", mode="copy-on-write")  # rewrites that file
@@ -173,6 +178,20 @@ def test_a_concurrent_delete_in_a_file_the_spark_delete_changes_conflicts(spark,
     assert cat.table_info("shop.orders").version == 1 and cat.table_info("shop.daily").version == 2
     assert data_files(a.uri) == files_a and markers(a.uri) == []  # the Spark files of the other table went too
     assert as_rows(b.refresh().to_arrow()) == as_rows(pa.concat_tables([rows(0, 3, "x"), rows(4, 5, "x"), rows(5, 10, "y")]))
+
+
+@pytest.mark.parametrize("isolation", ["serializable", "snapshot"])
+def test_a_spark_delete_is_re_applied_after_a_concurrent_delete_in_another_file(spark, cat, isolation):
+    """The files the Spark delete changes are as it found them: its positions are re-applied on
+    the newest version (after the concurrent delete in the 'y' file), at either level."""
+    b0 = cat.load_table("shop.daily").to_arrow()
+    with cat.transaction(isolation_level=isolation) as tx:
+        spark_write(sdf(spark, rows(50, 60)), tx.table("shop.orders"))
+        spark_delete(spark, tx.table("shop.daily"), "id < 2")  # positions in the 'x' file
+        cat.load_table("shop.daily").delete(where="id = 7")  # a deletion vector on the 'y' file
+    assert tx.versions == {"shop.orders": 2, "shop.daily": 3}
+    assert as_rows(cat.load_table("shop.daily").to_arrow()) == oracle("SELECT * FROM b0 WHERE id >= 2 AND id <> 7", b0=b0)
+    assert as_rows(cat.load_table("shop.orders").to_arrow()) == as_rows(rows(0, 60))
 
 
 def test_spark_merge_and_delete_in_a_catalog_transaction(spark, cat):
