@@ -26,6 +26,17 @@ transactions, on a SQLite and a PostgreSQL catalog, in one run.
    (`cat.transaction_committed(id)`); *torn*: rows in one of its tables but not the other;
    *duplicated*: a batch present more than once, or a table version acknowledged twice.
    commits/s = acknowledged transactions / wall time (first writer released -> last done).
+3. **The bank** (issue 52): per catalog and per number of writer processes (1, 4, 8), 2 fresh
+   tables of 8 accounts (acct, bal); each writer waits at the start barrier, then makes 25
+   transfers, each one account of one table paying a random amount into an account of the other
+   (`update(where="acct = 3", set={"bal": "bal - 5"})` and `... "bal + 5"`): as one catalog
+   transaction (default isolation, serializable: an update of a table that moved is planned
+   again on its newest version; default CommitOptions), and, on fresh tables, as the same two
+   updates as two single-table commits (`cat.load_table(t).update(...)`, not atomic). A
+   transfer is never retried by hand: *failed* = raised (its error counted). transfers/s =
+   acknowledged transfers / wall time. The final balances are checked to equal the initial
+   ones plus exactly the legs that were acknowledged. Target (issue 52): at most 1% of the
+   transfers fail with 4 writers, catalog transactions.
 
 PostgreSQL: a server started here (tests/support/pgserver.py: initdb + pg_ctl on 127.0.0.1,
 fsync off, as the catalog tests and bench/maintenance_bench.py use). SQLite: a file catalog
@@ -74,6 +85,11 @@ RACE_PICK = 2
 # is there so that no interleaving of 8 writers on 4 tables can exhaust it.
 RACE_ATTEMPTS = 10_000
 RACE_SECONDS = 600.0
+BANK_WRITERS = [1, 4, 8]
+BANK_TABLES = 2
+BANK_ACCOUNTS, BANK_BALANCE = 8, 1_000
+BANK_MODES = {"transaction": "catalog transaction", "single": "2 single-table commits"}
+BANK_TARGET_WRITERS, BANK_MAX_FAILED = 4, 0.01  # issue 52: failure rate with 4 writers, catalog transactions
 
 
 @dataclass
@@ -86,15 +102,20 @@ class Config:
     writers: int = 8
     txs: int = 50  # per writer
     race_rows: int = 10
+    bank_writers: tuple[int, ...] = tuple(BANK_WRITERS)
+    transfers: int = 25  # per bank writer
 
     @classmethod
     def make(cls, args) -> "Config":
         cfg = cls(quick=args.quick)
         if args.quick:
             cfg.rounds, cfg.warm, cfg.breakdown, cfg.writers, cfg.txs = 5, 1, 2, 2, 4
-        for k in ("rows", "rounds", "writers", "txs"):
+            cfg.bank_writers, cfg.transfers = (1, BANK_TARGET_WRITERS), 2
+        for k in ("rows", "rounds", "writers", "txs", "transfers"):
             if getattr(args, k) is not None:
                 setattr(cfg, k, getattr(args, k))
+        if args.bank_writers is not None:
+            cfg.bank_writers = tuple(args.bank_writers)
         return cfg
 
 
@@ -343,6 +364,81 @@ def verify_race(cat, tables: list[str], results: list[dict], cfg: Config) -> dic
     }
 
 
+# =========================================================================== 3. the bank
+def worker_bank(argv) -> None:
+    """One bank writer: load the catalog, READY, wait for GO, make its transfers (``mode``
+    transaction or single), print JSON: per transfer its seconds, the legs acknowledged, the
+    commit attempts (transactions) and the error's class, if any."""
+    from support import workers
+
+    import lamina
+    from lamina.errors import LaminaError
+
+    spec = json.loads(argv[0])
+    cat = lamina.load_catalog(spec["catalog"])
+    rng = random.Random(spec["seed"])
+    transfers = [workers.transfer_legs(rng, spec["tables"], spec["accounts"]) for _ in range(spec["n"])]
+    print("READY", flush=True)
+    if sys.stdin.readline().strip() != "GO":
+        sys.exit("no GO from the parent")
+    t_go = time.time()
+    out = []
+    for legs in transfers:
+        t0, done, attempts, error = now(), [], None, None
+        try:
+            if spec["mode"] == "transaction":
+                tx = cat.transaction()
+                workers.queue_transfer(tx, legs)
+                tx.commit()
+                done, attempts = legs, tx.attempts
+            else:
+                for leg in legs:
+                    table, acct, delta = leg
+                    cat.load_table(table).update(*workers.leg_update(acct, delta))
+                    done.append(leg)
+        except LaminaError as e:
+            error = type(e).__name__
+        out.append({"s": now() - t0, "legs": done, "whole": len(done) == len(legs), "attempts": attempts, "error": error})
+    print(json.dumps({"t_go": t_go, "t_done": time.time(), "transfers": out}), flush=True)
+
+
+def bench_bank(ws: Workspace, cat_uri: str, writers: int, mode: str, cfg: Config, label: str) -> dict:
+    from support import workers
+
+    import lamina
+
+    cat = lamina.load_catalog(cat_uri)
+    cat.create_namespace("bank")
+    tables = [f"bank.t{i}" for i in range(BANK_TABLES)]
+    for t in tables:
+        cat.create_table(t, workers.bank_rows(0, 0).schema).append(workers.bank_rows(BANK_ACCOUNTS, BANK_BALANCE))
+    specs = [{"catalog": cat_uri, "tables": tables, "accounts": BANK_ACCOUNTS, "writer": w, "seed": 5200 + w,
+              "n": cfg.transfers, "mode": mode} for w in range(writers)]
+    script = str(Path(__file__).resolve())
+    say(f"{label}: the bank, {writers} writer(s) x {cfg.transfers} transfers as {BANK_MODES[mode]}")
+    results = workers.spawn_workers(
+        specs, ws.new(f"logs-bank-{label}-{mode}-{writers}"), timeout=900,
+        cmd=lambda spec: [sys.executable, script, "--worker", "bank", json.dumps(spec)],
+    )
+    flush_lamina_hints()
+    done = [x for r in results for x in r["transfers"]]
+    want = {t: {a: BANK_BALANCE for a in range(BANK_ACCOUNTS)} for t in tables}
+    for x in done:
+        for t, acct, delta in x["legs"]:
+            want[t][acct] += delta
+    snap = lamina.load_catalog(cat_uri).snapshot()
+    got = {t: dict(zip(*snap.to_arrow(t).to_pydict().values())) for t in tables}
+    acked = [x for x in done if x["whole"] and x["error"] is None]
+    return {
+        "wall_s": max(r["t_done"] for r in results) - min(r["t_go"] for r in results),
+        "sent": len(done), "acked": len(acked), "failed": len(done) - len(acked),
+        "latency": [x["s"] for x in acked], "attempts": [x["attempts"] for x in acked if x["attempts"] is not None],
+        "errors": dict(collections.Counter(x["error"] for x in done if x["error"])),
+        "exact": got == want, "total": sum(sum(b.values()) for b in got.values()),
+        "total_want": BANK_TABLES * BANK_ACCOUNTS * BANK_BALANCE, "versions": snap.versions,
+    }
+
+
 # =========================================================================== report
 def latency_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, list[tuple[str, bool | None]]]:
     sec = Section(
@@ -461,6 +557,60 @@ def race_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, lis
     return sec, verdicts
 
 
+def bank_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, list[tuple[str, bool | None]]]:
+    sec = Section(
+        key="bank",
+        title=f"The bank: {cfg.transfers} transfers per writer between accounts of {BANK_TABLES} tables, "
+              f"{' / '.join(map(str, cfg.bank_writers))} writers",
+        what=(
+            f"Per catalog and number of writer processes, {BANK_TABLES} fresh tables of {BANK_ACCOUNTS} accounts "
+            f"(acct int64, bal int64, {BANK_BALANCE:,} each). After a start barrier each writer makes "
+            f"{cfg.transfers} transfers, one after the other: an account of one table (at random) pays a random "
+            "amount (1-100) into an account of the other, `update(where=\"acct = 3\", set={\"bal\": \"bal - 5\"})` "
+            "and `... \"bal + 5\"`. **catalog transaction**: both updates in `with cat.transaction() as tx:` "
+            "(default isolation, serializable: the update of a table that moved is planned again on its newest "
+            "version; default `CommitOptions`); **2 single-table commits**: the same two updates as "
+            "`cat.load_table(t).update(...)` each (not atomic), on fresh tables. A transfer is never retried by hand: "
+            "**failed** = raised. transfers/s = acknowledged transfers / wall time (first writer released → last "
+            "done); latency = one transfer, retries included; attempts = commit attempts of a catalog transaction "
+            "(1: no table moved under it). **balances**: the final balances equal the initial ones plus exactly the "
+            "legs acknowledged."
+        ),
+        columns=["catalog", "writers", "transfer as", "acknowledged", "failed", "transfers/s", "latency p50 / p90",
+                 "attempts p50 / max", "balances", "target"],
+    )
+    verdicts = []
+    for name in names:
+        label = CATALOG_LABEL[name]
+        for writers in cfg.bank_writers:
+            for mode, how in BANK_MODES.items():
+                r = res.get(name, {}).get(f"{mode}-{writers}", {})
+                targeted = mode == "transaction" and writers == BANK_TARGET_WRITERS
+                what = f"≤ {BANK_MAX_FAILED:.0%} of the transfers fail with {writers} writers, catalog transactions, {label}"
+                if "error" in r or not r:
+                    sec.error_row(label, r.get("error", "not run"))
+                    if targeted:
+                        verdicts.append((f"{what} (error)", False))
+                    continue
+                rate = r["failed"] / r["sent"] if r["sent"] else 0.0
+                ok = r["failed"] <= BANK_MAX_FAILED * r["sent"]
+                target = "–"
+                if targeted:
+                    target = f"≤ {BANK_MAX_FAILED:.0%} failed: {verdict(ok)}"
+                    verdicts.append((f"{what} ({r['failed']}/{r['sent']} failed, {rate:.1%}; "
+                                     f"{r['acked'] / r['wall_s']:.1f} transfers/s)", ok))
+                att = r["attempts"]
+                sec.rows.append([
+                    label, str(writers), how, f"{r['acked']} / {r['sent']}", f"{r['failed']} ({rate:.1%})",
+                    f"{r['acked'] / r['wall_s']:.1f}", f"{fmt_s(p50(r['latency']))} / {fmt_s(quantile(r['latency'], 0.9))}",
+                    f"{p50(att):.0f} / {max(att)}" if att else "–",
+                    "exact" if r["exact"] else f"MISMATCH (total {r['total']:,} of {r['total_want']:,})", target,
+                ])
+                if r["errors"]:
+                    sec.notes.append(f"{label}, {writers} writers, {how}: failures raised {r['errors']}.")
+    return sec, verdicts
+
+
 def section_block(path: Path, cfg: Config, secs: list[Section], command: str, started: float, elapsed: float,
                   revision: str, load: tuple, targets: list[str], extra: list[str]) -> str:
     import systems
@@ -480,24 +630,31 @@ def main(argv=None) -> int:
     if argv[:2] == ["--worker", "race"]:
         worker_race(argv[2:])
         return 0
+    if argv[:2] == ["--worker", "bank"]:
+        worker_bank(argv[2:])
+        return 0
     ap = bench_parser(__doc__)
     ap.add_argument("--quick", action="store_true", help="smoke test: tiny sizes, figures not meaningful")
     ap.add_argument("--rows", type=int, default=None, help="rows per append in the latency rounds (default 100)")
     ap.add_argument("--rounds", type=int, default=None, help="timed rounds of the latency cases (default 60)")
     ap.add_argument("--writers", type=int, default=None, help="racing processes (default 8)")
     ap.add_argument("--txs", type=int, default=None, help="transactions per racing process (default 50)")
+    ap.add_argument("--bank-writers", type=lambda v: [int(x) for x in v.split(",")], default=None,
+                    help="comma list of the bank's writer counts (default 1,4,8)")
+    ap.add_argument("--transfers", type=int, default=None, help="transfers per bank writer (default 25)")
     ap.add_argument("--catalogs", default=",".join(CATALOGS), help="comma list of " + ",".join(CATALOGS))
     add_out_arg(ap, "markdown file whose section is replaced", "the default full run", "BENCHMARKS.catalog_tx.md")
     args = ap.parse_args(argv)
     cfg = Config.make(args)
     names = comma_list(ap, args.catalogs, CATALOGS, "catalog")
-    full = not cfg.quick and names == CATALOGS and all(getattr(args, k) is None for k in ("rows", "rounds", "writers", "txs"))
+    full = not cfg.quick and names == CATALOGS and all(
+        getattr(args, k) is None for k in ("rows", "rounds", "writers", "txs", "bank_writers", "transfers"))
     out_md = report_path(args.out, full, "BENCHMARKS.catalog_tx.md")
     command = command_line("bench/catalog_tx_bench.py", argv)
     revision, started, t0 = begin_run(f"catalog transaction bench: {cfg}; catalogs {names}")
     ws = Workspace()
     cats = Catalogs(ws)
-    raw: dict = {"command": command, "config": cfg.__dict__, "latency": {}, "race": {}}
+    raw: dict = {"command": command, "config": cfg.__dict__, "latency": {}, "race": {}, "bank": {}}
     l0 = loadavg()
     try:
         for name in names:
@@ -517,14 +674,27 @@ def main(argv=None) -> int:
                     log_error(f"catalog_tx/{part}/{name}", e)
                     raw[part][name] = {"error": err_text(e)}
                     say(f"{label} {part}: {raw[part][name]['error']}")
+            raw["bank"][name] = {}
+            for writers in cfg.bank_writers:
+                for mode in BANK_MODES:
+                    key = f"{mode}-{writers}"
+                    try:
+                        r = raw["bank"][name][key] = bench_bank(ws, cats.new(name), writers, mode, cfg, name)
+                        say(f"{label} bank, {writers} writers, {BANK_MODES[mode]}: {r['acked']}/{r['sent']} acked, "
+                            f"{r['acked'] / r['wall_s']:.1f} transfers/s, balances {'exact' if r['exact'] else 'WRONG'}")
+                    except Exception as e:  # noqa: BLE001
+                        log_error(f"catalog_tx/bank/{name}/{key}", e)
+                        raw["bank"][name][key] = {"error": err_text(e)}
+                        say(f"{label} bank {key}: {raw['bank'][name][key]['error']}")
     finally:
         cats.close()
         ws.close()
     lsec, lv = latency_section(cfg, raw["latency"], names)
     lsec.notes += breakdown_notes(raw["latency"], names)
     rsec, rv = race_section(cfg, raw["race"], names)
-    secs = [lsec, rsec]
-    targets = [f"{what}: **{verdict(ok)}**" for what, ok in lv + rv]
+    bsec, bv = bank_section(cfg, raw["bank"], names)
+    secs = [lsec, rsec, bsec]
+    targets = [f"{what}: **{verdict(ok)}**" for what, ok in lv + rv + bv]
     for line in targets:
         print(("PASS " if "**PASS**" in line else "MISS ") + line.replace("**", ""), flush=True)
     extra = []

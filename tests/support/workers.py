@@ -528,9 +528,15 @@ def transfer_legs(rng: Any, tables: list[str], accounts: int) -> list[list[Any]]
     return legs
 
 
+def leg_update(acct: int, delta: int) -> tuple[str, dict[str, str]]:
+    """The update (where, set) that pays ``delta`` into account ``acct`` (takes it if negative)."""
+    return f"acct = {acct}", {"bal": f"bal {'+' if delta > 0 else '-'} {abs(delta)}"}
+
+
 def queue_transfer(tx: Any, legs: list[list[Any]]) -> None:
+    """Queue a transfer's legs on catalog transaction ``tx``."""
     for table, acct, delta in legs:
-        tx.table(table).update(f"acct = {acct}", {"bal": f"bal {'+' if delta > 0 else '-'} {abs(delta)}"})
+        tx.table(table).update(*leg_update(acct, delta))
 
 
 def _catalog_bank(spec: dict[str, Any]) -> dict[str, Any]:
