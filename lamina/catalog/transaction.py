@@ -90,8 +90,9 @@ from lamina.spec.features import CATALOG_COMMITS, check_writer
 from lamina.spec.layout import pending_path
 from lamina.spec.slot import next_block_commits
 from lamina.spec.version import VersionManifest
-from lamina.expr import Expr, bind, to_expr
+from lamina.expr import Expr, bind, referenced_columns, to_expr
 from lamina.operations.rowlevel import RowDelta, delete_rows
+from lamina.operations.schema import PlannedColumns
 from lamina.spec.properties import MERGE_ON_READ
 from lamina.table.transaction import Transaction
 
@@ -131,7 +132,11 @@ class TableChanges(Transaction):
         pred = bind(to_expr(where), schema)  # bad input raises here, before anything is recorded
         scan = self.table.scan(pred, columns)
         if self._record_reads:
-            self.reads.append(delete_rows(schema, pred, MERGE_ON_READ))
+            read = delete_rows(schema, pred, MERGE_ON_READ)
+            # the columns it returns too: a concurrent drop or rename of one changes what it saw
+            shown = [c for c in (columns or schema.names) if c in schema.names]
+            read.planned = PlannedColumns.of(schema, referenced_columns(pred) | set(shown))
+            self.reads.append(read)
         return scan
 
     def to_arrow(self, where: str | Expr | None = None, columns: Sequence[str] | None = None) -> pa.Table:
@@ -384,7 +389,13 @@ class CatalogTransaction:
         at, now = Base(io, read, read.version + 1), Base(io, base, base.version + 1)
         if self.isolation_level == SERIALIZABLE:
             for r in m.changes.reads:
-                files = r.rows_changed_since(at, now, added=True)
+                try:
+                    files = r.rows_changed_since(at, now, added=True)
+                except CommitConflict:  # (from the columns it was planned on)
+                    raise CommitConflict(
+                        f"a concurrent schema change (now #{base.schema.schema_id}) changed columns that its read "
+                        f"(where {r.where}) used or returned."
+                    ) from None
                 if files:
                     raise CommitConflict(
                         f"a concurrent commit changed rows that its read (where {r.where}) saw, or added rows it "
