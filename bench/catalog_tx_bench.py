@@ -558,6 +558,8 @@ def race_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, lis
 
 
 def bank_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, list[tuple[str, bool | None]]]:
+    from lamina.commit import CommitOptions
+
     sec = Section(
         key="bank",
         title=f"The bank: {cfg.transfers} transfers per writer between accounts of {BANK_TABLES} tables, "
@@ -608,6 +610,21 @@ def bank_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, lis
                 ])
                 if r["errors"]:
                     sec.notes.append(f"{label}, {writers} writers, {how}: failures raised {r['errors']}.")
+        runs = res.get(name, {})
+        ratios = [f"{w} writer{'s' if w > 1 else ''} {fmt_x(tx['acked'] / tx['wall_s'] / (one['acked'] / one['wall_s']))}"
+                  for w in cfg.bank_writers
+                  for tx, one in [(runs.get(f"transaction-{w}", {}), runs.get(f"single-{w}", {}))]
+                  if tx.get("acked") and one.get("acked")]
+        attempts = [a for w in cfg.bank_writers for a in runs.get(f"transaction-{w}", {}).get("attempts", [])]
+        if ratios:
+            sec.notes.append(f"{label}: transfers/s as catalog transactions ÷ as 2 single-table commits: "
+                             f"{', '.join(ratios)}.")
+        if attempts:
+            bound = CommitOptions()
+            sec.notes.append(
+                f"{label}: the most commit attempts a transfer took: {max(attempts)} (mean {np.mean(attempts):.1f}), "
+                f"within the default bound of {bound.max_attempts} attempts / {bound.max_seconds:.0f} s "
+                f"(backoff: full jitter from {bound.backoff_min_ms:g} ms, doubling, at most {bound.backoff_max_ms:g} ms).")
     return sec, verdicts
 
 

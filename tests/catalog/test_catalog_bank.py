@@ -35,7 +35,7 @@ ACCOUNTS, BALANCE = 8, 1_000
 # of it reaches that step, and whether that transfer committed). After its 4th commit point,
 # while it publishes (committed: other writers' loads complete the publish); or as its 4th
 # attempt has staged its versions (not committed: staged files left behind).
-CASES = {2: (4, 12, ("published", 7), True), 3: (3, 8, ("staged", 4), False)}
+CASES = {2: (4, 10, ("published", 7), True), 3: (3, 6, ("staged", 4), False)}
 VICTIM = 0
 MAX_FAILED = 0.01  # of the transfers whose outcome the writers learnt
 DEADLINE_S = 120
