@@ -9,12 +9,19 @@ $(VENV)/.installed-%: pyproject.toml
 	$(PY) -m pip install -q -e ".[$*]"
 	touch $@
 
-.PHONY: demo test bench bench-spark test-radosgw interop-java-transforms
+# The tiers of the suite (markers: tests/conftest.py, pyproject.toml); `test-fast` is the
+# edit-run loop: no Spark, PostgreSQL, S3 server, browser, model searches or slow tests.
+FAST := not (spark or postgres or s3 or browser or model or slow)
+
+.PHONY: demo test test-fast bench bench-spark test-radosgw interop-java-transforms
 demo: $(VENV)/.installed-test,spark
 	$(PY) -m lamina.demo
 
 test: $(VENV)/.installed-test,spark
 	$(PY) -m pytest -n 2 --dist loadgroup -q
+
+test-fast: $(VENV)/.installed-test,spark
+	$(PY) -m pytest -n 2 --dist loadgroup -q -m "$(FAST)"
 
 bench: $(VENV)/.installed-bench
 	$(PY) bench/run.py

@@ -92,3 +92,28 @@ def pg_uri(pg_server, tmp_path):
     """A fresh database on the session's server, with a warehouse under tmp_path."""
     db = f"t_{uuid.uuid4().hex[:12]}"
     return pg_server.create_database(db) + f"?warehouse={tmp_path / 'wh'}"
+
+
+# --- tiers ---------------------------------------------------------------------------------
+#
+# Every test carries the markers of what it needs, derived here from the fixtures it uses
+# (so a new test is tiered without anyone remembering to): `make test` runs every tier (CI),
+# `make test-fast` leaves out the ones that start servers, engines or long searches.
+_TIER_BY_FIXTURE = {
+    "spark": "spark",
+    "pg_server": "postgres",
+    "pg_uri": "postgres",
+    "s3": "s3",
+    "browser": "browser",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in _TIER_BY_FIXTURE.items():
+            if fixture in names:
+                item.add_marker(marker)
+        # Random histories against a model (tests/**/test_*_model.py) search longer than a unit test.
+        if item.path.stem.endswith("_model"):
+            item.add_marker("model")

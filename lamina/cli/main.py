@@ -41,12 +41,21 @@ from lamina.timeutil import iso_ms
 app = typer.Typer(help="Inspect and maintain Lamina tables.", no_args_is_help=True, add_completion=False)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"lamina {lamina.__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _main(
     ctx: typer.Context,
     catalog: str = typer.Option(
         DEFAULT_CATALOG, "--catalog", "-c", envvar="LAMINA_CATALOG",
         help="catalog for tables named ns.name (a location is opened directly)",
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="print Lamina's version and exit",
     ),
 ) -> None:
     set_root(ctx, catalog)

@@ -1,7 +1,7 @@
 """The commit guarantee: an acknowledged commit is in the history of every later latest
 version, however late its conditional put lands and whatever maintenance runs meanwhile.
 
-A writer's version put is held (lamina.io.faults.DelayedPutsIO: the put lands only when
+A writer's version put is held (support.faults.DelayedPutsIO: the put lands only when
 the test releases it) while other writers commit and expiry records the slot it targets
 as expired (its file stays until the record is older than the slot retention), or frees
 it. The late put must then either fail against the slot's file, or land in the freed

@@ -23,7 +23,7 @@ import lamina
 from lamina.commit import VersionLog, flush_hints
 from lamina.errors import LaminaError, StorageError
 from lamina.io import FileIO
-from lamina.io.faults import FaultInjectingIO
+from support.faults import FaultInjectingIO
 from lamina.maintenance import fsck
 from lamina.table.table import Table
 

@@ -124,7 +124,7 @@ def test_corrupt_tag_file_is_a_clear_error(table):
 def test_a_tag_created_through_a_lost_answer_is_created_once(tmp_path):
     from lamina.commit import VersionLog
     from lamina.io import FileIO
-    from lamina.io.faults import FaultInjectingIO
+    from support.faults import FaultInjectingIO
     from lamina.commit.tags import TagStore
 
     uri = str(tmp_path / "t")

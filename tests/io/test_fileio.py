@@ -24,7 +24,7 @@ from lamina.commit import VersionLog, flush_hints
 from lamina.errors import AlreadyExists, ReadOnlyStorage, StorageError
 from lamina.io import FileIO
 from lamina.io import fileio
-from lamina.io.faults import FaultInjectingIO
+from support.faults import FaultInjectingIO
 from lamina.maintenance import fsck
 from lamina.table.table import Table
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from lamina.commit import VersionLog
 from lamina.io import FileIO
-from lamina.io.faults import DelayedPutsIO
+from support.faults import DelayedPutsIO
 from lamina.table.table import Table
 from support import workers
 
