@@ -143,6 +143,11 @@ class PartitionSpecMismatch(InvalidPartitionSpec, InvalidArgument):
     table's: a write never changes a table's partitioning."""
 
 
+class PropertyCannotChange(InvalidArgument):
+    """A table property the format fixes when the table is created (or lets only grow) was
+    asked to change; the message says why. Nothing was committed."""
+
+
 # --- commits ---------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""`lamina` command: info, history, files, changes, fsck, tags, branches, rollback, expire, remove-orphans, sql (typer + rich).
+"""`lamina` command: info, history, files, changes, fsck, tags, branches, properties, rollback, expire, remove-orphans, sql (typer + rich).
 
 The commands that read or write one line of versions take ``--branch NAME`` (default: main):
 version numbers given with it are that branch's.
@@ -566,6 +566,77 @@ def branch_publish(
     except LaminaError as e:
         _fail(e)
     console.print(f"published branch {name} into {into} ({how}): version {v}")
+
+
+# -- table properties ----------------------------------------------------------------------
+
+properties_app = typer.Typer(help="List, set and unset table properties (each change is one version).", no_args_is_help=True)
+app.add_typer(properties_app, name="properties")
+
+
+def _assignments(items: list[str]) -> dict[str, str]:
+    """``key=value`` arguments as a mapping (the value may hold '=')."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise typer.BadParameter(f"{item!r} is not key=value, e.g. write.parquet.compression=zstd")
+        if key.strip() in out:
+            raise typer.BadParameter(f"{key.strip()!r} is given twice; give each property once")
+        out[key.strip()] = value
+    return out
+
+
+def _changed(t: Any, v: Optional[int]) -> None:
+    if v is None:
+        console.print(f"nothing to change: {_of(t)} has every property so already")
+        return
+    s = t.metadata.summary
+    done = [f"set {s['properties-set']}" if s.get("properties-set") else "", f"removed {s['properties-removed']}" if s.get("properties-removed") else ""]
+    console.print(f"version {v}: {'; '.join(d for d in done if d)}")
+
+
+@properties_app.command("set")
+def properties_set(
+    uri: str,
+    assignments: list[str] = typer.Argument(..., help="key=value, one or more"),
+    branch: Optional[str] = _BRANCH,
+):
+    """Set table properties in one version (writes after it use them); refused, with nothing committed, for the ones fixed when the table was created."""  # one line: typer keeps a docstring's line breaks
+    t = _open(uri, branch=branch)
+    try:
+        v = t.update_properties(set=_assignments(assignments))
+    except LaminaError as e:
+        _fail(e)
+    _changed(t, v)
+
+
+@properties_app.command("unset")
+def properties_unset(
+    uri: str,
+    keys: list[str] = typer.Argument(..., help="property keys, one or more"),
+    branch: Optional[str] = _BRANCH,
+):
+    """Remove table properties in one version (each then reads its default)."""
+    t = _open(uri, branch=branch)
+    try:
+        v = t.update_properties(remove=keys)
+    except LaminaError as e:
+        _fail(e)
+    _changed(t, v)
+
+
+@properties_app.command("list")
+def properties_list(uri: str, output: OutputFormat = OUTPUT, branch: Optional[str] = _BRANCH):
+    """List the properties the table sets, by key; json and csv print one row per property."""
+    fmt = _format(output)
+    t = _open(uri, branch=branch)
+    props = sorted(t.properties.items())
+    rows = pa.table({"key": pa.array([k for k, _ in props], pa.string()), "value": pa.array([v for _, v in props], pa.string())})
+    if fmt != TABLE:
+        write_table(rows, fmt)
+        return
+    print_table(rows, f"properties of {_of(t)} (version {t.version})", hint="unset ones read their defaults (docs/format.md)")
 
 
 # -- rollback, expiry, orphans -------------------------------------------------------------

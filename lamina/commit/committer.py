@@ -148,7 +148,7 @@ class Committer:
                 before_publish()
                 before_publish = None
             sent = time.monotonic()
-            outcome = self._publish(vm, commit_id, options)
+            outcome = self._publish(vm, commit_id, options, base.properties)
             if isinstance(outcome, VersionManifest):
                 self.log.saw_latest(outcome.version, sent)  # no slot above it existed before its put
                 step("published")
@@ -287,9 +287,15 @@ class Committer:
             writer_features=with_features(tree.writer_features, SLOT_TOMBSTONES, SLOT_RANGE_RECORDS, *base.writer_features),
         )
 
-    def _publish(self, vm: VersionManifest, commit_id: str, options: CommitOptions) -> "VersionManifest | object":
+    def _publish(
+        self, vm: VersionManifest, commit_id: str, options: CommitOptions, base_properties: Mapping[str, str],
+    ) -> "VersionManifest | object":
         """The committed manifest; _LOST if another commit holds the slot; _WITHDRAWN if our put
         landed in a slot that had been freed (so it is not part of the table) and was taken back.
+        Whether the slot could have been freed is judged by the retention of the base
+        (``base_properties``), not of ``vm``: an expiry that freed the slot went by a version
+        after the base, whose retention is at least the base's (it is never lowered) but not
+        ``vm``'s own, when ``vm`` raises it.
 
         An outcome where our manifest is in the slot -- the put succeeded, or it was read back
         after an unknown outcome -- is acknowledged only once the slot is known never to have
@@ -316,7 +322,7 @@ class Committer:
                     continue  # the put did not land (or the slot was freed meanwhile): put again
                 if isinstance(there, Tombstone) or there.commit_id != commit_id:
                     return _LOST
-            if self.log.slot_cannot_have_been_freed(vm.version, vm.properties):
+            if self.log.slot_cannot_have_been_freed(vm.version, base_properties):
                 self.log.confirm(vm)
                 return vm
             try:

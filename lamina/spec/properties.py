@@ -1,14 +1,16 @@
 """Table properties: every key Lamina reads, with its default, its parser and what it allows.
 
-A table's properties are text (``VersionManifest.properties``), fixed when the table is
-created. Code never spells a key: it reads a parsed value through its constant,
+A table's properties are text (``VersionManifest.properties``), set when the table is
+created and changed by ``Table.update_properties`` (one version; lamina.operations.properties),
+except the few the format fixes at creation (``FIXED_AT_CREATION``) or lets only grow
+(``ONLY_RAISED``). Code never spells a key: it reads a parsed value through its constant,
 
     TableProperties.WRITE_MAX_ROWS_PER_FILE.get(vm.properties)   # -> int, default 1000000
     WriterProperties.from_properties(vm.properties)              # the write.* settings at once
 
-and ``check_properties`` refuses, at creation, every registered property whose value its
-reader could not use, so a typo fails up front instead of in every later write or
-maintenance call. Keys Lamina does not know are kept as they are (user metadata).
+and ``check_properties`` refuses, at creation and in every update, every registered property
+whose value its reader could not use, so a typo fails up front instead of in every later
+write or maintenance call. Keys Lamina does not know are kept as they are (user metadata).
 docs/format.md, "Table properties", lists them all.
 """
 
@@ -17,11 +19,11 @@ from __future__ import annotations
 import difflib
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
-from lamina.errors import InvalidArgument
+from lamina.errors import InvalidArgument, PropertyCannotChange
 from lamina.spec.stats import COLUMN_PREFIX, MODE_WORDS, parse_mode
 
 T = TypeVar("T")
@@ -129,8 +131,9 @@ class TableProperties:
     WRITE_PARQUET_COMPRESSION = _word_property("write.parquet.compression", "snappy", PARQUET_COMPRESSIONS, fold_case=True)
     WRITE_PARQUET_INTEGER_ENCODING = _word_property(
         "write.parquet.integer-encoding", "delta", INTEGER_ENCODINGS, fold_case=True)
-    # Data files whose rows take fewer bytes in Arrow are written uncompressed and without
-    # footer statistics (docs/format.md); 0: every file as the properties above say.
+    # Data files whose rows take fewer bytes in Arrow are written without footer statistics
+    # (and mostly without the Arrow schema; docs/format.md), still with the codec above; 0:
+    # every file with both.
     WRITE_PARQUET_SMALL_FILE_BYTES = _int_property("write.parquet.small-file-bytes", 256 * 1024, 0)
     WRITE_DELETE_MODE = _word_property("write.delete.mode", MERGE_ON_READ, DELETE_MODES)
     WRITE_SORT_ORDER = Property("write.sort-order", (), _parse_columns, "column names separated by commas", render=", ".join)
@@ -180,28 +183,90 @@ class TableProperties:
         return tuple(p for p in vars(cls).values() if isinstance(p, Property))
 
 
-def check_properties(properties: Mapping[str, Any]) -> None:
+def check_properties(properties: Mapping[str, Any], outcome: str = "Nothing was created.") -> None:
     """InvalidArgument naming every registered property whose value its parser refuses
     (a number out of range, not a number, none of its words), and every key in one of
     Lamina's namespaces (``write.``, ``row-lineage``, ...) that is no property of it: a
     misspelt key would otherwise be kept and silently do nothing (Delta refuses unknown
-    ``delta.`` keys alike). Other keys are the user's."""
-    registered = {p.key: p for p in TableProperties.all()}
-    namespaces = {k.split(".")[0] for k in registered}
+    ``delta.`` keys alike). Other keys are the user's. ``outcome`` ends the message."""
     bad = []
     for key, raw in properties.items():
-        prop = registered.get(key)
-        if prop is None and str(key).startswith(COLUMN_PREFIX):
-            prop = Property(key, None, parse_mode, f"one of {MODE_WORDS}")  # a column's statistics mode
-        if prop is None and str(key).split(".")[0] in namespaces:
-            close = difflib.get_close_matches(str(key), registered, n=1)
-            bad.append(f"{key!r} is no Lamina table property" + (f" (did you mean {close[0]!r}?)" if close else ""))
-            continue
-        problem = prop.problem(raw) if prop is not None else None
+        prop, problem = _lookup(str(key))
+        if problem is None and prop is not None and (wrong := prop.problem(raw)) is not None:
+            problem = f"{key}={raw!r} ({wrong})"
         if problem is not None:
-            bad.append(f"{key}={raw!r} ({problem})")
+            bad.append(problem)
+    _refuse(bad, outcome)
+
+
+def check_property_keys(keys: Iterable[str], outcome: str) -> None:
+    """``check_properties``'s rule on keys alone (keys being removed): InvalidArgument naming
+    every key in one of Lamina's namespaces that is no property of it."""
+    _refuse([problem for key in keys if (problem := _lookup(str(key))[1]) is not None], outcome)
+
+
+def _lookup(key: str) -> tuple[Property[Any] | None, str | None]:
+    """The property ``key`` is (None: a user's key), or why it is none (a misspelling)."""
+    registered = _registered()
+    prop = registered.get(key)
+    if prop is None and key.startswith(COLUMN_PREFIX):
+        prop = Property(key, None, parse_mode, f"one of {MODE_WORDS}")  # a column's statistics mode
+    if prop is None and key.split(".")[0] in {k.split(".")[0] for k in registered}:
+        close = difflib.get_close_matches(key, registered, n=1)
+        return None, f"{key!r} is no Lamina table property" + (f" (did you mean {close[0]!r}?)" if close else "")
+    return prop, None
+
+
+def _registered() -> dict[str, Property[Any]]:
+    return {p.key: p for p in TableProperties.all()}
+
+
+def _refuse(bad: list[str], outcome: str) -> None:
     if bad:
-        raise InvalidArgument(f"table properties that cannot be used: {'; '.join(bad)}. Nothing was created.")
+        raise InvalidArgument(f"table properties that cannot be used: {'; '.join(bad)}. {outcome}")
+
+
+# What the format fixes when a table is created, and why; a change of their meaning (the
+# parsed value: "1000" and " 1000" mean the same) is refused (check_property_change).
+FIXED_AT_CREATION: dict[str, str] = {
+    TableProperties.VERSION_SLOT_CHUNK_SIZE.key:
+        "writers and expiry must agree on which record covers a version slot (docs/format.md, The commit guarantee)",
+    TableProperties.MANIFEST_ROOT_FORMAT.key:
+        "it chose the features of the table's root manifests when the table was created (docs/format.md, Feature "
+        "flags), which readers rely on; create a new table to have other ones",
+    TableProperties.MANIFEST_LEAF_FORMAT.key:
+        "it chose the features of the table's leaf manifests when the table was created (docs/format.md, Feature "
+        "flags), which readers rely on; create a new table to have other ones",
+    TableProperties.ROW_LINEAGE_ENABLED.key:
+        "it is read when the table is created; turn row lineage on with Table.enable_row_lineage() (it cannot be "
+        "turned off)",
+}
+# What may be raised but never lowered, and why.
+ONLY_RAISED: dict[str, str] = {
+    TableProperties.EXPIRE_SLOT_RETENTION_MS.key:
+        "a writer that read the current value may skip looking up its version slot's record for up to half of it, "
+        "and a lower one could let expiry free the slot under that writer (docs/format.md, The commit guarantee)",
+}
+
+
+def check_property_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """PropertyCannotChange naming every property whose meaning ``new`` changes from ``old``'s
+    (a table's properties before and after an update) where the format fixes it at creation,
+    and every one it lowers where it may only be raised."""
+    registered = _registered()
+    bad = []
+    for key, why in FIXED_AT_CREATION.items():
+        prop = registered[key]
+        before, after = prop.get(old), prop.get(new)
+        if before != after:
+            bad.append(f"{key} cannot change ({prop.render(before)} -> {prop.render(after)}): {why}")
+    for key, why in ONLY_RAISED.items():
+        prop = registered[key]
+        before, after = prop.get(old), prop.get(new)
+        if after < before:
+            bad.append(f"{key} can only be raised, not lowered ({prop.render(before)} -> {prop.render(after)}): {why}")
+    if bad:
+        raise PropertyCannotChange(f"{'; '.join(bad)}. Nothing was committed.")
 
 
 @dataclass(frozen=True)

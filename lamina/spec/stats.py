@@ -77,10 +77,10 @@ def column_mode_keys(properties: Mapping[str, Any]) -> dict[str, str]:
     return {k[len(COLUMN_PREFIX):]: str(v) for k, v in properties.items() if str(k).startswith(COLUMN_PREFIX)}
 
 
-def check_column_modes(properties: Mapping[str, Any], schema: Schema) -> None:
+def check_column_modes(properties: Mapping[str, Any], schema: Schema, outcome: str = "Nothing was created.") -> None:
     """InvalidArgument naming every ``write.metadata.metrics.column.<col>`` whose column is not
     a top-level column of ``schema`` or whose mode is not one (a typo would otherwise keep
-    statistics silently)."""
+    statistics silently). ``outcome`` ends the message."""
     bad = []
     for name, text in column_mode_keys(properties).items():
         if name not in schema.names:
@@ -91,7 +91,7 @@ def check_column_modes(properties: Mapping[str, Any], schema: Schema) -> None:
         except ValueError:
             bad.append(f"{COLUMN_PREFIX}{name}={text!r} (give one of {MODE_WORDS})")
     if bad:
-        raise InvalidArgument(f"table properties that cannot be used: {'; '.join(bad)}. Nothing was created.")
+        raise InvalidArgument(f"table properties that cannot be used: {'; '.join(bad)}. {outcome}")
 
 
 @dataclass(frozen=True)

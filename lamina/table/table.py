@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import functools
 import time
+import types
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
@@ -33,6 +34,7 @@ from lamina.operations import compaction
 from lamina.operations.lineage import EnableRowLineage
 from lamina.operations.publish import EnableBranches, PublishBranch
 from lamina.operations.partition_spec import SpecUpdate
+from lamina.operations.properties import UpdateProperties
 from lamina.operations.rowlevel import SourceRead, row_mode
 from lamina.operations.schema import SchemaUpdate
 from lamina.operations.sort_order import SortOrderUpdate
@@ -106,8 +108,9 @@ class Table:
         return self._vm.partition_spec
 
     @property
-    def properties(self) -> dict[str, str]:
-        return dict(self._vm.properties)
+    def properties(self) -> Mapping[str, str]:
+        """The version's table properties, read-only (``update_properties`` changes them)."""
+        return types.MappingProxyType(self._vm.properties)
 
     def check_online(self, online: bool | None = None) -> None:
         """Raise TableOffline if the table may not be written now (catalog tables; see CatalogTable).
@@ -295,6 +298,19 @@ class Table:
         """Replace the sort order writes and compaction use, one version: ``with
         t.update_sort_order() as s: s.asc("ts").desc("id")``; see ``lamina.operations.sort_order``."""
         return SortOrderUpdate(self.metadata, self._run_metadata(commit_options))
+
+    def update_properties(
+        self, set: Mapping[str, Any] | None = None, remove: Iterable[str] | str = (), *,  # noqa: A002
+        commit_options: CommitOptions | None = None,
+    ) -> int | None:
+        """Set and remove table properties in one version, metadata only; None if that changes
+        nothing (every key already so: nothing committed). Writes after it use the new
+        settings. Refused with nothing committed: what ``create_table`` refuses, a key set and
+        removed, a removal of a key the table does not set, and a change of a property the
+        format fixes at creation (PropertyCannotChange, saying why); see
+        ``lamina.operations.properties``."""
+        op = UpdateProperties.of(self._vm, set, remove)
+        return self._one(self.transaction(commit_options=commit_options).add_operation(op))
 
     def _run_metadata(self, commit_options: CommitOptions | None) -> Any:
         return lambda op: self._one(self.transaction(commit_options=commit_options).add_operation(op))
@@ -760,7 +776,7 @@ WRITE_METHODS = (
     "transaction",  # and every change, which is one (checked again at its commit)
     "append", "overwrite", "add_files", "delete", "update", "merge", "rollback",
     "expire_versions", "remove_orphans", "vacuum", "create_tag", "replace_tag", "rename_tag", "delete_tag",
-    "compact", "rewrite_manifests", "update_schema", "update_spec", "update_sort_order",
+    "compact", "rewrite_manifests", "update_schema", "update_spec", "update_sort_order", "update_properties",
     "create_branch", "rename_branch", "delete_branch", "publish",
 )
 

@@ -16,7 +16,7 @@ one-operation transactions.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,6 +42,7 @@ from lamina.operations import (
 )
 from lamina.commit.committer import with_metadata
 from lamina.operations.partition_spec import SpecUpdate
+from lamina.operations.properties import UpdateProperties
 from lamina.operations.rowlevel import delete_rows, file_fn_update, row_mode, updated_rows_fn
 from lamina.operations.schema import PlannedColumns, SchemaUpdate, UpdateSchema
 from lamina.operations.sort_order import SortOrderUpdate
@@ -105,6 +106,13 @@ class Transaction:
         """A sort order change in this transaction (see ``Table.update_sort_order``)."""
         self._check_open()
         return SortOrderUpdate(self.metadata, self._queue_metadata)
+
+    def update_properties(self, set: Mapping[str, Any] | None = None, remove: Iterable[str] | str = ()) -> "Transaction":  # noqa: A002
+        """Set and remove table properties in this transaction (see ``Table.update_properties``):
+        the calls after it write with the new settings; it commits with the transaction."""
+        self._check_open()
+        self._queue_metadata(UpdateProperties.of(self.metadata, set, remove))
+        return self
 
     def _base(self) -> Base:
         """The latest version, for the checks a call makes before its operation is queued."""

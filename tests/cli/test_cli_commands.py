@@ -17,6 +17,7 @@ import time
 from datetime import timedelta
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import lamina
@@ -247,6 +248,55 @@ def test_compact(table):
     assert lamina.open_table(table.uri).version == t.version
 
 
+# -- table properties -------------------------------------------------------------------------
+
+
+def test_properties_set_unset_list(table):
+    out = ok("properties", "set", table.uri, "write.parquet.compression=zstd", "owner=ops=team")  # a value may hold '='
+    t = lamina.open_table(table.uri)
+    assert f"version {t.version}: set owner, write.parquet.compression" in out
+    assert t.version == table.version + 1 and t.metadata.operation == "update-properties"
+    assert dict(t.properties) == {"write.parquet.compression": "zstd", "owner": "ops=team"}
+    assert [json.loads(line) for line in ok("properties", "list", table.uri, "-o", "json").splitlines()] == [
+        {"key": "owner", "value": "ops=team"}, {"key": "write.parquet.compression", "value": "zstd"}]
+    assert rows_of(ok("properties", "list", table.uri)) == [["owner", "ops=team"], ["write.parquet.compression", "zstd"]]
+    t.append(batch([9], "a"))  # writes after it use it
+    (new,) = [p for p in t.files().column("path").to_pylist() if p not in table.files().column("path").to_pylist()]
+    assert pq.read_metadata(os.path.join(t.uri, new)).row_group(0).column(0).compression == "ZSTD"
+    assert "nothing to change" in ok("properties", "set", t.uri, "owner=ops=team")
+    out = ok("properties", "unset", t.uri, "owner")
+    assert f"version {t.version + 1}: removed owner" in out
+    assert dict(lamina.open_table(t.uri).properties) == {"write.parquet.compression": "zstd"}
+    assert "nothing to change" in ok("properties", "unset", t.uri, "owner")
+
+
+def test_properties_of_a_catalog_table_by_name(tmp_path):
+    uri = f"sqlite:///{tmp_path}/wh/catalog.db"
+    c = lamina.load_catalog(uri)
+    c.create_namespace("ns")
+    c.create_table("ns.t", SCHEMA)
+    ok("--catalog", uri, "properties", "set", "ns.t", "tag.auto-create=daily")
+    assert c.load_table("ns.t").properties["tag.auto-create"] == "daily" and c.table_info("ns.t").version == 1
+    c.close()
+
+
+@pytest.mark.parametrize("args,words", [
+    (["set", "{t}", "version.slot-chunk-size=10"], "version.slot-chunk-size cannot change"),
+    (["set", "{t}", "write.parquet.compression=lzma"], "write.parquet.compression='lzma'"),
+    (["set", "{t}", "write.parquet.compresion=zstd"], "did you mean 'write.parquet.compression'"),
+    (["set", "{t}", "compression"], "is not key=value"),
+    (["set", "{t}", "=zstd"], "is not key=value"),
+    (["set", "{t}", "a=1", "a=2"], "given twice"),
+    (["unset", "{t}", "manifest.root-format"], "manifest.root-format cannot change"),
+], ids=lambda x: " ".join(x) if isinstance(x, list) else None)
+def test_properties_refused_exit_non_zero_and_change_nothing(tmp_path, args, words):
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"manifest.root-format": "arrow"})
+    before = table_files(t.uri)
+    r = run("properties", *[a.format(t=t.uri) for a in args])
+    assert r.exit_code == 2 and words in r.output and "Traceback" not in r.output, r.output
+    assert table_files(t.uri) == before
+
+
 # -- catalogs ---------------------------------------------------------------------------------
 
 
@@ -298,6 +348,7 @@ COMMANDS_ON_A_TABLE = [
     ["system", "{t}", "snapshots"],
     ["tag", "create", "{t}", "x"], ["tag", "delete", "{t}", "x"], ["tag", "list", "{t}"], ["rollback", "{t}", "1"],
     ["expire", "{t}"], ["remove-orphans", "{t}"], ["vacuum", "{t}"], ["compact", "{t}"],
+    ["properties", "set", "{t}", "k=v"], ["properties", "unset", "{t}", "k"], ["properties", "list", "{t}"],
 ]
 
 
