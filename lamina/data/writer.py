@@ -210,19 +210,17 @@ def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures:
     """Encode ``data`` as Parquet and store it at ``path``; returns its size, and its footer
     where it holds column statistics (``column_stats`` takes them from there).
 
-    Rows taking fewer than ``small_file_bytes`` in Arrow (``write.parquet.small-file-bytes``)
-    are written uncompressed and without footer statistics. Reading a small file is mostly
-    fixed work per file (~0.1 ms of pyarrow for 500 rows of four columns), of which
-    decompressing its pages takes a sixth and parsing the statistics in its footer a
-    few percent more, on every read, for bytes the codec saves once (under ~150 KiB a file,
-    one request either way on an object store). Its statistics are in the manifest, which
-    is what prunes it; with one row group, the footer's would prune nothing more. Stored
-    row ids keep theirs: a publish by rebase reads their maximum there. Nor do they carry
+    Every file is compressed with ``compression`` (the table's ``write.parquet.compression``):
+    a table stores what its codec says, small files too (uncompressed, the small files an
+    append per partition leaves took several times the bytes, and compaction leaves a
+    partition's one file as it is). Rows taking fewer than ``small_file_bytes`` in Arrow
+    (``write.parquet.small-file-bytes``) are written without footer statistics: their
+    statistics are in the manifest, which is what prunes them, and with one row group the
+    footer's would prune nothing more, while parsing them is work on every read. Stored row
+    ids keep theirs: a publish by rebase reads their maximum there. Nor do such files carry
     the Arrow schema (ARROW:schema) when Parquet's own schema reads back as the same names,
-    types and nullability (``_parquet_reads_back``): decoding it is an eighth of such a
-    file's read (~10 µs of ~80), and readers conform every file to the table's schema
-    anyway. Such files are what appends and streaming leave behind, and compaction
-    rewrites them, into compressed files with footer statistics.
+    types and nullability (``_parquet_reads_back``): decoding it is a fixed cost of every
+    read, and readers conform every file to the table's schema anyway.
 
     With ``futures``, the store write is queued and its future appended, so the
     caller can build manifests while the bytes go to disk.
@@ -231,7 +229,7 @@ def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures:
     small = data.nbytes < small_file_bytes
     footer: list[pq.FileMetaData] | None = None if small else []
     pq.write_table(
-        data, sink, compression="none" if small else compression,
+        data, sink, compression=compression,
         write_statistics=([c for c in LINEAGE_COLUMNS if c in data.column_names] or False) if small else statistics_columns(data.schema),
         store_schema=not (small and _schema_facts(data.schema).parquet_reads_back),
         metadata_collector=footer,

@@ -299,3 +299,64 @@ def test_statistics_of_a_string_column_holding_bytes_that_are_not_utf8_come_from
     pq.write_table(rows, pa.BufferOutputStream(), metadata_collector=footer)
     assert footer[0].row_group(0).column(0).statistics.has_min_max
     assert column_stats(rows, schema, full_policy(schema), footer=footer[0]) == column_stats(rows, schema, full_policy(schema))
+
+
+# -- every data file is compressed as the table's codec says (issue 44, point 8) -----------------
+
+
+def _codecs(t: lamina.Table) -> set[str]:
+    """The codecs of every column chunk of every live data file, read from the files' footers."""
+    import pyarrow.parquet as pq
+
+    found = set()
+    for path in t.files().column("path").to_pylist():
+        md = pq.read_metadata(os.path.join(t.uri, path))
+        found |= {md.row_group(g).column(c).compression for g in range(md.num_row_groups) for c in range(md.num_columns)}
+    return found
+
+
+_DAYS = pa.schema([("day", pa.date32()), ("carrier", pa.string()), ("delay", pa.float64()), ("flight", pa.int64())])
+
+
+def _day_rows(day: int, n: int) -> pa.Table:
+    import datetime
+
+    return pa.table({
+        "day": pa.array([datetime.date(2013, 1, 1) + datetime.timedelta(days=day)] * n, pa.date32()),
+        "carrier": [("UA", "AA", "DL", "B6")[i % 4] for i in range(n)],
+        "delay": [float((i * 7) % 60 - 10) for i in range(n)],
+        "flight": [1000 + (i * 13) % 500 for i in range(n)],
+    }, schema=_DAYS)
+
+
+def test_a_table_with_default_properties_stores_compressed_parquet(tmp_path):
+    """A day-partitioned table appended a day at a time (small files, as a daily load leaves
+    them) stores every file with the default codec, as a 10-row append's file."""
+    t = lamina.create_table(str(tmp_path / "t"), _DAYS, partition_by=["day"])
+    for day in range(5):
+        t.append(_day_rows(day, 1000))
+    t.append(_day_rows(9, 10))
+    assert len(t.files()) == 6
+    assert _codecs(t) == {"SNAPPY"}
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    codec=st.sampled_from(["snappy", "zstd", "gzip", "lz4", "brotli", "none"]),
+    appends=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 400)), min_size=2, max_size=8),
+    partitioned=st.booleans(),
+)
+def test_appends_and_compaction_write_the_tables_codec(tmp_path_factory, codec, appends, partitioned):
+    """Whatever the files' sizes, appends and the compaction of their small files write every
+    file with the table's codec (Parquet names it in capitals; "none" is UNCOMPRESSED), and
+    the compaction changes no row."""
+    t = lamina.create_table(str(tmp_path_factory.mktemp("t") / "t"), _DAYS, partition_by=["day"] if partitioned else None,
+                            properties={"write.parquet.compression": codec})
+    for day, n in appends:
+        t.append(_day_rows(day, n))
+    expected = {"UNCOMPRESSED" if codec == "none" else codec.upper()}
+    assert _codecs(t) == expected
+    before = t.to_arrow().sort_by([("day", "ascending"), ("flight", "ascending"), ("delay", "ascending")])
+    t.compact(target_file_size=1 << 20)
+    assert _codecs(t) == expected
+    assert t.to_arrow().sort_by([("day", "ascending"), ("flight", "ascending"), ("delay", "ascending")]).equals(before)

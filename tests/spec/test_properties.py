@@ -135,10 +135,9 @@ def test_a_slot_chunk_size_that_cannot_be_used_is_corrupt_metadata():
         slot_chunk_size({TableProperties.VERSION_SLOT_CHUNK_SIZE.key: "0"})
 
 
-def test_the_compression_property_reaches_the_data_files_but_small_ones(tmp_path):
-    """Files of rows under write.parquet.small-file-bytes (in Arrow) are written uncompressed
-    and without footer statistics; the others with the codec and statistics. 0: every file
-    as the codec says."""
+def test_the_compression_property_reaches_every_data_file(tmp_path):
+    """Every file is written with the codec; files of rows under write.parquet.small-file-bytes
+    (in Arrow) without footer statistics, the others with them. 0: every file with them."""
     zstd = {TableProperties.WRITE_PARQUET_COMPRESSION.key: "zstd"}
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties=zstd)
     t.append(pa.table({"id": list(range(100))}))  # 800 bytes
@@ -152,7 +151,7 @@ def test_the_compression_property_reaches_the_data_files_but_small_ones(tmp_path
         c = pq.read_metadata(os.path.join(table.uri, path)).row_group(0).column(0)
         return c.compression, c.is_stats_set
 
-    assert first_column(t, 100) == ("UNCOMPRESSED", False)
+    assert first_column(t, 100) == ("ZSTD", False)
     assert first_column(t, 40_000) == ("ZSTD", True)
     assert first_column(every, 10) == ("ZSTD", True)
     assert sorted(t.to_arrow().column("id").to_pylist()) == sorted([*range(100), *range(40_000)])
