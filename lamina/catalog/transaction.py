@@ -105,8 +105,8 @@ log = logging.getLogger(__name__)
 
 class TableChanges(Transaction):
     """One table's part of a catalog transaction: every change of ``Transaction`` (append,
-    overwrite, delete, update, merge, schema/spec/sort-order updates, tags), committed with
-    the catalog transaction, never on its own; and reads of the version the transaction
+    overwrite, delete, update, merge, schema/spec/sort-order/property updates, tags), committed
+    with the catalog transaction, never on its own; and reads of the version the transaction
     loaded the table at (``scan``, ``to_arrow``), which a serializable transaction checks at
     its commit."""
 
