@@ -587,13 +587,19 @@ def _assignments(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _changed(t: Any, v: Optional[int]) -> None:
+def _update_properties(uri: str, branch: Optional[str], **change: Any) -> None:
+    """Commit ``t.update_properties(**change)`` and say what it did."""
+    t = _open(uri, branch=branch)
+    try:
+        v = t.update_properties(**change)
+    except LaminaError as e:
+        _fail(e)
     if v is None:
         console.print(f"nothing to change: {_of(t)} has every property so already")
         return
     s = t.metadata.summary
-    done = [f"set {s['properties-set']}" if s.get("properties-set") else "", f"removed {s['properties-removed']}" if s.get("properties-removed") else ""]
-    console.print(f"version {v}: {'; '.join(d for d in done if d)}")
+    done = [f"{what} {s[key]}" for what, key in (("set", "properties-set"), ("removed", "properties-removed")) if s.get(key)]
+    console.print(f"version {v}: {'; '.join(done)}")
 
 
 @properties_app.command("set")
@@ -603,12 +609,7 @@ def properties_set(
     branch: Optional[str] = _BRANCH,
 ):
     """Set table properties in one version (writes after it use them); refused, with nothing committed, for the ones fixed when the table was created."""  # one line: typer keeps a docstring's line breaks
-    t = _open(uri, branch=branch)
-    try:
-        v = t.update_properties(set=_assignments(assignments))
-    except LaminaError as e:
-        _fail(e)
-    _changed(t, v)
+    _update_properties(uri, branch, set=_assignments(assignments))
 
 
 @properties_app.command("unset")
@@ -618,12 +619,7 @@ def properties_unset(
     branch: Optional[str] = _BRANCH,
 ):
     """Remove table properties in one version (each then reads its default)."""
-    t = _open(uri, branch=branch)
-    try:
-        v = t.update_properties(remove=keys)
-    except LaminaError as e:
-        _fail(e)
-    _changed(t, v)
+    _update_properties(uri, branch, remove=keys)
 
 
 @properties_app.command("list")
