@@ -102,6 +102,11 @@ class RowLineageNotEnabled(UnsupportedFeature):
     """Row ids were asked of a table (or version) without row lineage."""
 
 
+class IcebergUnsupported(UnsupportedFeature):
+    """The table (a column type, a default) has something Iceberg v3 cannot represent, so no
+    Iceberg view of it can be written (lamina.iceberg); the message names it."""
+
+
 class TagAlreadyExists(LaminaError):
     """A tag of that name exists; tags are never overwritten silently."""
 

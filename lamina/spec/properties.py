@@ -177,6 +177,10 @@ class TableProperties:
     TAG_AUTO_CREATE = _word_property("tag.auto-create", None, tuple(AUTO_TAG_PERIOD_FORMATS))  # unset: no automatic tags
     TAG_AUTO_RETAIN_MAX = _int_property("tag.auto-retain-max", 0, 0)  # 0: keep every automatic tag
 
+    # The Iceberg view (lamina.iceberg): each commit also writes Iceberg v3 metadata for the
+    # new version. Settable on create and later (``Table.set_iceberg_enabled``: a version).
+    ICEBERG_ENABLED = _word_property("iceberg.enabled", "false", ("true", "false"), fold_case=True)
+
     @classmethod
     def all(cls) -> tuple[Property[Any], ...]:
         """Every registered property, in the order above."""

@@ -1,0 +1,10 @@
+"""The Iceberg view: Iceberg v3 table metadata for every retained version of a Lamina table,
+so that Iceberg readers (pyiceberg, DuckDB, Trino, Spark, Snowflake...) read it as it is.
+See docs/iceberg.md. The view is derived state, written after each commit lands
+(``lamina.table`` runs it as a commit hook when the table property ``iceberg.enabled`` is
+``true``); Lamina's version log stays the truth and its commit point the only commit point.
+"""
+
+from lamina.iceberg.view import HINT_PATH, Head, SyncResult, is_enabled, metadata_path, read_head, snapshot_id_of, sync
+
+__all__ = ["HINT_PATH", "Head", "SyncResult", "is_enabled", "metadata_path", "read_head", "snapshot_id_of", "sync"]
