@@ -25,6 +25,7 @@ LAYERS = [
     ("data",),
     ("commit",),
     ("operations",),
+    ("iceberg",),  # the Iceberg view: derived metadata of the versions (docs/iceberg.md)
     ("maintenance",),
     ("table",),
     ("catalog",),

@@ -129,7 +129,7 @@ def read_head(io: FileIO) -> Head | None:
         raise CorruptMetadata(f"Iceberg metadata {metadata_path(number)} does not parse ({e}); run `lamina iceberg sync`") from None
 
 
-def _strip(metadata_uri: str, io: FileIO) -> str:
+def relative_path(metadata_uri: str, io: FileIO) -> str:
     """A path the view wrote, relative to the table root, from its URI."""
     root = table_location(io)
     return metadata_uri[len(root) + 1:] if metadata_uri.startswith(root + "/") else metadata_uri
@@ -244,7 +244,7 @@ class _Build:
     def rows_of(self, snap: _Snap | None) -> list[dict[str, Any]]:
         if snap is None:
             return []
-        path = _strip(snap.json["manifest-list"], self.io)
+        path = relative_path(snap.json["manifest-list"], self.io)
         if path not in self.rows_cache:
             self.rows_cache[path], _ = avro.read(self.io.get(path))
         return self.rows_cache[path]
@@ -255,9 +255,9 @@ class _Build:
         for row in rows:
             if row["content"] != avro.DELETES:
                 continue
-            entries, _ = avro.read(self.io.get(_strip(row["manifest_path"], self.io)))
+            entries, _ = avro.read(self.io.get(relative_path(row["manifest_path"], self.io)))
             for e in entries:
-                path = _strip(e["data_file"]["file_path"], self.io)
+                path = relative_path(e["data_file"]["file_path"], self.io)
                 if path in self.puffins_read:
                     continue
                 self.puffins_read.add(path)

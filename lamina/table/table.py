@@ -51,7 +51,7 @@ from lamina.spec.stats import check_column_modes
 from lamina.spec.schema import Schema
 from lamina.spec.tag import Tag, split_version_or_tag
 from lamina.spec.version import VersionManifest
-from lamina.table import auto_tags, system
+from lamina.table import auto_tags, iceberg_view, system
 from lamina.table.changes import ChangeFeed, change_feed, end_spec, start_spec
 from lamina.table.convert import to_arrow
 from lamina.table.transaction import Transaction
@@ -246,6 +246,8 @@ class Table:
         self._vm = vm
         if new and self._main is None and TableProperties.TAG_AUTO_CREATE.key in vm.properties:
             auto_tags.on_commit(self, vm)
+        if new:
+            iceberg_view.on_commit(self, vm)
 
     def _one(self, tx: Transaction) -> int | None:
         return tx.commit()
@@ -705,7 +707,28 @@ class Table:
                 except BranchNotFound:  # deleted meanwhile
                     continue
                 report.branches[record.name] = h._expire_own(older_than, retain_last, reader_grace, dry_run, None, prefer_own=True)
+        iceberg_view.after_expiry(self, dry_run, None if reader_grace is None else duration_ms(reader_grace, "reader_grace"))
         return report
+
+    # -- the Iceberg view (lamina.iceberg, docs/iceberg.md) ---------------------------------
+
+    def set_iceberg_enabled(self, enabled: bool = True, *, commit_options: CommitOptions | None = None) -> int | None:
+        """Turn the Iceberg view on (or off) from a new version (None if it already was); on,
+        the view is brought up to date at once (every retained version). IcebergUnsupported,
+        nothing committed, if a column has a type Iceberg lacks."""
+        if enabled:
+            iceberg_view.check_supported(self._fresh_latest())
+        op = UpdateProperties.of(self._fresh_latest(), {TableProperties.ICEBERG_ENABLED.key: "true" if enabled else "false"})
+        committed = self._one(self.transaction(commit_options=commit_options).add_operation(op))
+        if enabled:
+            self.sync_iceberg()
+        return committed
+
+    def sync_iceberg(self) -> "iceberg_view.SyncResult":
+        """Bring the Iceberg view up to date: a snapshot for every retained version of main and
+        the branches and for every tag, none for expired versions (InvalidArgument if the
+        table does not enable the view)."""
+        return iceberg_view.sync_all(self)
 
     def _expire_own(
         self, older_than: Any, retain_last: int | None, reader_grace: Any, dry_run: bool, progress: Any,
@@ -777,7 +800,7 @@ WRITE_METHODS = (
     "append", "overwrite", "add_files", "delete", "update", "merge", "rollback",
     "expire_versions", "remove_orphans", "vacuum", "create_tag", "replace_tag", "rename_tag", "delete_tag",
     "compact", "rewrite_manifests", "update_schema", "update_spec", "update_sort_order", "update_properties",
-    "create_branch", "rename_branch", "delete_branch", "publish",
+    "create_branch", "rename_branch", "delete_branch", "publish", "set_iceberg_enabled", "sync_iceberg",
 )
 
 
@@ -792,6 +815,8 @@ def _guarded(method: Any) -> Any:
 
 for _name in WRITE_METHODS:
     setattr(Table, _name, _guarded(getattr(Table, _name)))
+for _name in iceberg_view.REF_METHODS:  # then the Iceberg view's refs follow
+    setattr(Table, _name, iceberg_view.then_refs(getattr(Table, _name)))
 
 
 def _expiry_ms(expires_at: Any) -> int:

@@ -1,0 +1,101 @@
+"""The Iceberg view as commit hooks of the table (``lamina.iceberg`` writes it).
+
+With the table property ``iceberg.enabled=true``, every new version (of main or a branch)
+is added to the view right after it lands, and a change of tags or branches updates the
+view's refs. As automatic tags, this is best effort after the commit: a failure is logged
+and never fails, undoes or repeats the commit, which was acknowledged before the hook ran;
+the next commit, ``Table.sync_iceberg()`` or ``lamina iceberg sync`` catches up, however
+many versions behind the view is. After expiry the view drops the snapshots of expired
+versions and frees the files only they needed (``lamina.iceberg.gc``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import TYPE_CHECKING, Any
+
+from lamina.errors import InvalidArgument, LaminaError
+from lamina.iceberg import gc
+from lamina.iceberg.types import check_supported as _check_schema
+from lamina.iceberg.view import SyncResult, is_enabled, read_head, sync
+from lamina.spec.properties import TableProperties
+
+if TYPE_CHECKING:
+    from lamina.table.table import Table
+
+log = logging.getLogger(__name__)
+
+# Table methods after which the view's refs (tags, branches) are brought up to date.
+REF_METHODS = ("create_tag", "replace_tag", "rename_tag", "delete_tag", "create_branch", "rename_branch",
+               "delete_branch")
+
+
+def _best_effort(what: str, table: "Table", fn: Any) -> Any:
+    try:
+        return fn()
+    except (LaminaError, OSError, ValueError, KeyError, TypeError) as e:
+        # The version has landed: a view left behind is caught up later, a failed commit would lie.
+        log.warning("the Iceberg view of %s was not updated %s: %s (run `lamina iceberg sync`)", table.uri, what, e)
+        return None
+
+
+def on_commit(table: "Table", vm: Any) -> SyncResult | None:
+    """Add ``vm`` (just committed on ``table``'s branch) to the view, if the table enables it."""
+    if not is_enabled(vm):
+        return None
+    main = table.main
+    return _best_effort(f"after version {vm.version}", table,
+                        lambda: sync(table.io, main.log, refs=False, committed=(table.log, vm)))
+
+
+def on_refs(table: "Table") -> SyncResult | None:
+    """Bring the view's tags and branches up to date (after a change of them)."""
+    main = table.main
+    if not is_enabled(main.log.latest()):
+        return None
+    return _best_effort("after a change of tags or branches", table, lambda: sync(table.io, main.log, refs=True))
+
+
+def then_refs(method: Any) -> Any:
+    """``method`` (a Table method changing tags or branches), followed by ``on_refs``."""
+    @functools.wraps(method)
+    def wrapped(self: "Table", *args: Any, **kwargs: Any) -> Any:
+        out = method(self, *args, **kwargs)
+        if not kwargs.get("dry_run"):
+            on_refs(self)
+        return out
+
+    return wrapped
+
+
+def check_supported(vm: Any) -> None:
+    """IcebergUnsupported if version ``vm``'s schema has a column Iceberg cannot represent."""
+    _check_schema(vm.schema)
+
+
+def sync_all(table: "Table") -> SyncResult:
+    """A full sync (``Table.sync_iceberg``): every retained version, every ref; errors raised."""
+    main = table.main
+    if not is_enabled(main.log.latest()):
+        raise InvalidArgument(f"table {table.uri} does not enable the Iceberg view; "
+                              "turn it on with `lamina iceberg enable` (Table.set_iceberg_enabled())")
+    return sync(table.io, main.log, retained=True, refs=True)
+
+
+def after_expiry(table: "Table", dry_run: bool, reader_grace_ms: int | None) -> gc.Garbage | None:
+    """Drop the expired versions' snapshots from the view and free what only they needed:
+    the view's files no kept snapshot references, older than the reader grace (the call's,
+    else the table's)."""
+    main = table.main
+    if dry_run or read_head(table.io) is None:
+        return None
+    latest = main.log.latest()
+
+    def run() -> gc.Garbage:
+        if is_enabled(latest):
+            sync(table.io, main.log, retained=True, refs=True)
+        grace = reader_grace_ms if reader_grace_ms is not None else TableProperties.EXPIRE_READER_GRACE_MS.get(latest.properties)
+        return gc.collect(table.io, older_than_ms=grace)
+
+    return _best_effort("after expiry", table, run)
