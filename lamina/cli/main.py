@@ -418,6 +418,8 @@ def fsck(uri: str):
         console.print(f"[red]error[/red] {e}")
     for u in rep.unreferenced:
         console.print(f"[yellow]unreferenced[/yellow] {u}")
+    for p in rep.iceberg:
+        console.print(f"[yellow]iceberg[/yellow] {p}")
     if not rep.unreferenced_known:
         console.print("unreferenced files not listed: the damage above hides what some version or tag references")
     console.print(f"{len(rep.missing)} missing, {len(rep.errors)} errors, {len(rep.unreferenced)} unreferenced")
@@ -815,9 +817,11 @@ def ui(
 
 from lamina.cli.catalog import catalog_app  # noqa: E402
 from lamina.cli.convert import convert  # noqa: E402
+from lamina.cli.iceberg import iceberg_app  # noqa: E402
 from lamina.cli.sql import sql  # noqa: E402
 
 app.add_typer(catalog_app, name="catalog")
+app.add_typer(iceberg_app, name="iceberg")
 app.command()(sql)
 app.command()(convert)
 

@@ -18,8 +18,11 @@ from dataclasses import dataclass, field
 from lamina.errors import LaminaError, NotFound
 from lamina.iceberg import avro
 from lamina.iceberg.manifests import METADATA_DIR
-from lamina.iceberg.view import HINT_PATH, Head, relative_path, parse_metadata_name, read_head
+from lamina.iceberg.view import (
+    HINT_PATH, VERSION_KEY, Head, is_enabled, parse_metadata_name, read_head, relative_path, snapshot_id_of,
+)
 from lamina.io import FileIO
+from lamina.spec.version import VersionManifest
 
 KEEP_METADATA = 10  # metadata files kept before the newest (a reader may have just opened one)
 
@@ -103,4 +106,42 @@ def collect(io: FileIO, older_than_ms: int, dry_run: bool = False) -> Garbage:
                         io.delete(p)
                     except NotFound:
                         pass
+    return out
+
+
+@dataclass
+class Check:
+    """fsck's look at the view: what it references, what is missing, how it lags."""
+
+    referenced: set[str] = field(default_factory=set)
+    missing: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def check(io: FileIO, latest: VersionManifest) -> Check:
+    """The view of a table whose latest main version is ``latest``: is it there if enabled,
+    does its main ref name ``latest``, does every file it references exist?"""
+    out = Check()
+    try:
+        refs = referenced(io)
+    except (LaminaError, ValueError, KeyError) as e:
+        out.missing.append(f"the view cannot be read: {e}")
+        return out
+    enabled = is_enabled(latest)
+    if refs.head is None:
+        if enabled:
+            out.problems.append(f"the table enables the Iceberg view but it has none; run `lamina iceberg sync`")
+        return out
+    out.referenced = refs.paths
+    for path in refs.missing:
+        out.missing.append(f"{path} is referenced by {refs.head.path} but missing; run `lamina iceberg sync`")
+    main = refs.head.metadata.get("refs", {}).get("main", {}).get("snapshot-id")
+    if not enabled:
+        out.problems.append("the table no longer enables the Iceberg view: it stays at the version it last "
+                            f"showed ({refs.head.path}); Iceberg readers see that version")
+    elif main != snapshot_id_of(latest.commit_id):
+        shown = next((s.get("summary", {}).get(VERSION_KEY) for s in refs.head.metadata.get("snapshots", [])
+                      if s.get("snapshot-id") == main), None)
+        out.problems.append(f"the Iceberg view shows version {shown} of main, not the latest {latest.version}; "
+                            "run `lamina iceberg sync`")
     return out

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lamina.errors import CorruptMetadata, LaminaError
+from lamina.iceberg.gc import check as iceberg_check
 from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import live_data_entries
 from lamina.maintenance.reports import short_repr
@@ -43,6 +44,9 @@ class FsckReport:
     # False when damage hid what a kept version or tag references: ``unreferenced`` is then
     # left empty, since any file present might be one of those
     unreferenced_known: bool = True
+    # the Iceberg view: how it lags the table (behind, disabled but present); a file it
+    # references that is missing is an error
+    iceberg: list[str] = field(default_factory=list)
 
     __repr__ = short_repr
 
@@ -126,6 +130,13 @@ def fsck(table) -> FsckReport:
         referenced.update(paths_of(io, others).to_pylist())
     except LaminaError as e:
         damaged(str(e))
+    # 4. the Iceberg view (lamina.iceberg): behind the latest version, or missing a file it needs
+    view = iceberg_check(io, latest)
+    report.iceberg = view.problems
+    report.errors += [f"iceberg view: {p}" for p in view.missing]
+    referenced.update(view.referenced)
+    if view.missing:
+        complete = False
     report.unreferenced_known = complete
     if complete:
         # (branch records and branch logs: their slots are what says what is referenced)

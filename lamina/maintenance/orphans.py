@@ -34,6 +34,8 @@ from lamina.spec.layout import DATA_DIR, META_DIR, BRANCH_LOGS_DIR, BRANCHES_DIR
 from lamina.spec.slot import FREED_DIR
 from lamina.spec.version import VersionManifest
 from lamina.data.inflight import live_write_ids, written_by
+from lamina.iceberg import gc as iceberg_gc
+from lamina.iceberg.gc import is_view_file
 from lamina.timeutil import now_ms
 
 DEFAULT_ORPHAN_AGE = timedelta(days=3)
@@ -89,6 +91,7 @@ def remove_orphans(
     in_flight = live_write_ids(io)
     referenced = referenced_paths(io, log, progress)
     if not listed:
+        _view_garbage(io, cutoff_ms, dry_run, report)
         report.seconds = time.monotonic() - started
         return report
     paths = pa.array([o.path for o in listed], pa.string())
@@ -107,6 +110,7 @@ def remove_orphans(
         for i in range(0, len(report.orphans), 1000):
             io.delete_many(report.orphans[i : i + 1000])
             step("delete", min(i + 1000, len(report.orphans)), len(report.orphans))
+    _view_garbage(io, cutoff_ms, dry_run, report)
     report.seconds = time.monotonic() - started
     return report
 
@@ -131,13 +135,21 @@ def list_table(io: FileIO, log: VersionLog, latest: VersionManifest) -> tuple[li
     return walked, [o for o in walked if o.path in strays or _may_be_orphan(o.path, latest.version, live_branches)]
 
 
+def _view_garbage(io: FileIO, cutoff_ms: int, dry_run: bool, report: OrphanReport) -> None:
+    """The Iceberg view's files that its newest metadata no longer needs, older than the
+    cutoff (lamina.iceberg.gc: never one a kept snapshot references)."""
+    garbage = iceberg_gc.collect(io, older_than_ms=max(0, now_ms() - cutoff_ms), dry_run=dry_run)
+    report.orphans += garbage.files
+    report.deleted_bytes += garbage.bytes
+
+
 def _may_be_orphan(path: str, latest: int, live_branches: set[str]) -> bool:
     """Metadata that says what is referenced is never an orphan; a manifest staged by the
     SQL catalog for a version already published (or lost) is one, and so is anything a
     deleted branch's log holds but its deletion marker (which stays, so a put delayed past
     the deletion is refused)."""
-    if path == HINT_PATH or path.startswith(f"{BRANCHES_DIR}/"):
-        return False
+    if path == HINT_PATH or path.startswith(f"{BRANCHES_DIR}/") or is_view_file(path):
+        return False  # (the Iceberg view's files: its own collection decides, below)
     if path.startswith(f"{BRANCH_LOGS_DIR}/"):
         branch_id, slash, _ = path[len(BRANCH_LOGS_DIR) + 1 :].partition("/")
         return bool(slash) and branch_id not in live_branches  # a marker (no slash) stays

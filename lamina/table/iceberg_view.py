@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from lamina.errors import InvalidArgument, LaminaError
 from lamina.iceberg import gc
 from lamina.iceberg.types import check_supported as _check_schema
-from lamina.iceberg.view import SyncResult, is_enabled, read_head, sync
+from lamina.iceberg.view import VERSION_KEY, SyncResult, is_enabled, read_head, sync
 from lamina.spec.properties import TableProperties
 
 if TYPE_CHECKING:
@@ -99,3 +99,20 @@ def after_expiry(table: "Table", dry_run: bool, reader_grace_ms: int | None) -> 
         return gc.collect(table.io, older_than_ms=grace)
 
     return _best_effort("after expiry", table, run)
+
+
+def status(table: "Table") -> dict[str, Any]:
+    """What ``Table.iceberg_status`` returns (see there)."""
+    latest = table.main.log.latest()
+    head = read_head(table.io)
+    check = gc.check(table.io, latest)
+    out: dict[str, Any] = {"enabled": is_enabled(latest), "metadata": None, "shown_version": None,
+                           "latest_version": latest.version, "snapshots": 0, "refs": [],
+                           "problems": check.missing + check.problems}
+    if head is not None:
+        meta = head.metadata
+        main = meta.get("refs", {}).get("main", {}).get("snapshot-id")
+        shown = next((s["summary"].get(VERSION_KEY) for s in meta.get("snapshots", []) if s["snapshot-id"] == main), None)
+        out.update(metadata=table.io.full_uri(head.path), shown_version=None if shown is None else int(shown),
+                   snapshots=len(meta.get("snapshots", [])), refs=sorted(meta.get("refs", {})))
+    return out

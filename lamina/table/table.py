@@ -730,6 +730,12 @@ class Table:
         table does not enable the view)."""
         return iceberg_view.sync_all(self)
 
+    def iceberg_status(self) -> dict[str, Any]:
+        """The Iceberg view: ``enabled``, its newest ``metadata`` file (a path, or None), the
+        ``shown_version`` of main and the ``latest_version``, ``snapshots``, ``refs``, and
+        ``problems`` (behind, a file missing) as fsck reports them."""
+        return iceberg_view.status(self)
+
     def _expire_own(
         self, older_than: Any, retain_last: int | None, reader_grace: Any, dry_run: bool, progress: Any,
         prefer_own: bool = False,

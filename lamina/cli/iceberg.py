@@ -1,0 +1,81 @@
+"""`lamina iceberg enable|disable|sync|status <table>`: the table's Iceberg view (docs/iceberg.md)."""
+
+from __future__ import annotations
+
+import typer
+
+from lamina.cli._output import console
+from lamina.cli._output import fail as _fail
+from lamina.errors import LaminaError
+
+iceberg_app = typer.Typer(
+    help="The Iceberg v3 view of a table: metadata Iceberg readers (pyiceberg, DuckDB, Trino, Spark) open as it is.",
+    no_args_is_help=True,
+)
+
+
+def _open(target: str):
+    from lamina.cli.main import _open as open_target  # (main registers this app: imported late)
+
+    return open_target(target)
+
+
+@iceberg_app.command("enable")
+def enable(table: str):
+    """Turn the view on (a new version) and write it for every retained version."""
+    t = _open(table)
+    try:
+        committed = t.set_iceberg_enabled(True)
+        head = t.iceberg_status()
+    except LaminaError as e:
+        _fail(e)
+    what = f"version {committed}" if committed is not None else "already enabled"
+    console.print(f"Iceberg view of {t.uri} on ({what}): [bold]{head['metadata']}[/bold]")
+
+
+@iceberg_app.command("disable")
+def disable(table: str):
+    """Turn the view off (a new version); its files stay, showing the last version it showed."""
+    t = _open(table)
+    try:
+        committed = t.set_iceberg_enabled(False)
+    except LaminaError as e:
+        _fail(e)
+    what = f"version {committed}" if committed is not None else "already off"
+    console.print(f"Iceberg view of {t.uri} off ({what}); Iceberg readers keep seeing the last version it showed")
+
+
+@iceberg_app.command("sync")
+def sync(table: str):
+    """Bring the view up to date: a snapshot per retained version, every tag and branch."""
+    t = _open(table)
+    try:
+        result = t.sync_iceberg()
+        head = t.iceberg_status()
+    except LaminaError as e:
+        _fail(e)
+    if result.metadata_path is None:
+        console.print(f"Iceberg view of {t.uri} is up to date: {head['metadata']}")
+    else:
+        console.print(f"wrote {result.metadata_path}: {result.snapshots_added} snapshot(s) added, "
+                      f"{result.snapshots_removed} removed, {result.manifests_written} manifest(s), "
+                      f"{result.puffins_written} Puffin file(s)")
+
+
+@iceberg_app.command("status")
+def status(table: str):
+    """Whether the view is on, which metadata file is newest, and whether it shows the latest version."""
+    t = _open(table)
+    try:
+        s = t.iceberg_status()
+    except LaminaError as e:
+        _fail(e)
+    console.print(f"Iceberg view of {t.uri}: {'on' if s['enabled'] else 'off'}")
+    console.print(f"  metadata: {s['metadata'] or '-'}")
+    if s["metadata"]:
+        console.print(f"  shows version {s['shown_version']} of main (latest {s['latest_version']}), "
+                      f"{s['snapshots']} snapshot(s), refs: {', '.join(s['refs'])}")
+    for p in s["problems"]:
+        console.print(f"  [yellow]{p}[/yellow]")
+    if s["problems"]:
+        raise typer.Exit(1)
