@@ -54,6 +54,7 @@ from lamina.spec.features import CATALOG_COMMITS
 from lamina.spec.layout import DATA_DIR, META_DIR, version_path
 from lamina.spec.version import VersionManifest
 from lamina.data.inflight import live_write_ids
+from lamina.table import iceberg_view
 from lamina.table.table import initial_version
 
 SCHEMA_DDL = [
@@ -390,7 +391,9 @@ class SqlCatalog(Catalog):
         # completed by the next load.
         coordinator = self._coordinator(vm.table_uuid, ident, io)
         Committer(coordinator.log, coordinator).create(vm)
-        return self._open(vm.table_uuid, ident, loc)
+        table = self._open(vm.table_uuid, ident, loc)
+        iceberg_view.on_commit(table, table.metadata)  # (iceberg.enabled on create)
+        return table
 
     def _insert_table(self, table_id: str, ident: str, location: str, vm: VersionManifest, staged: str) -> None:
         """The catalog row of a new table at version 0 (its commit point; see SqlCoordinator.create)."""

@@ -174,3 +174,21 @@ def _parquet_children(t: pa.DataType) -> list[tuple[pa.Field, str]]:
     if pa.types.is_map(t):
         return [(t.key_field, "key"), (t.item_field, "value")]
     return [(c, physical_name_of(c)) for c in children_of(t)]
+
+
+def merge_mappings(*mappings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The union of name mappings, by field id at every depth (names of a field unioned):
+    a view's mapping keeps the fields of every schema a kept snapshot has."""
+    merged: dict[int, dict[str, Any]] = {}
+    for mapping in mappings:
+        for m in mapping:
+            fid = int(m["field-id"])
+            into = merged.setdefault(fid, {"field-id": fid, "names": [], "fields": []})
+            into["names"] += [n for n in m.get("names", []) if n not in into["names"]]
+            if m.get("fields"):
+                into["fields"] = merge_mappings(into["fields"], m["fields"])
+    out = []
+    for fid in sorted(merged):
+        e = merged[fid]
+        out.append({k: v for k, v in e.items() if k != "fields" or v})
+    return out

@@ -39,7 +39,7 @@ from lamina.commit.tags import TagStore
 from lamina.errors import AlreadyExists, CorruptMetadata, IcebergUnsupported, LaminaError, NotFound
 from lamina.iceberg import avro, puffin
 from lamina.iceberg.manifests import METADATA_DIR, DvLocation, GroupContext, inline_key, key_of_manifest, leaf_key, write_group
-from lamina.iceberg.types import check_supported, iceberg_schema, name_mapping
+from lamina.iceberg.types import check_supported, iceberg_schema, merge_mappings, name_mapping
 from lamina.io import FileIO
 from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.files import read_manifest
@@ -55,6 +55,7 @@ from lamina.timeutil import now_ms
 log = logging.getLogger(__name__)
 
 HINT_PATH = f"{METADATA_DIR}/version-hint.text"
+NAME_MAPPING = "schema.name-mapping.default"
 MAX_ATTEMPTS = 20  # metadata files other writers may take meanwhile before a sync gives up
 CREATED_BY = "lamina"
 # Snapshot summary keys that tie a snapshot to its Lamina version.
@@ -458,7 +459,12 @@ class _Build:
         mlog = mlog[-10:]
         updated = max([now_ms(), *(s.json["timestamp-ms"] for s in snaps)])
         known = [s for i, s in self.lamina_schemas.items() if i in used_schemas]
-        props = {"schema.name-mapping.default": json.dumps(name_mapping(known, self.lineage)),
+        try:
+            old_mapping = json.loads(old.get("properties", {}).get(NAME_MAPPING, "[]"))
+        except ValueError:
+            old_mapping = []
+        mapping = merge_mappings(old_mapping, name_mapping(known, self.lineage or has_lineage(main)))
+        props = {NAME_MAPPING: json.dumps(mapping),
                  "lamina.view": "read-only: Lamina is the writer of this table", "format-version": "3"}
         return {
             "format-version": 3, "table-uuid": main.table_uuid, "location": location,

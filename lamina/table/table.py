@@ -867,6 +867,7 @@ def create_table_at(
         table._committer.create(vm)
     except AlreadyExists:
         raise TableAlreadyExists(f"another writer created a table at {uri} at the same time") from None
+    iceberg_view.on_commit(table, vm)
     return table
 
 
