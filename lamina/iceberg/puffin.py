@@ -6,8 +6,7 @@ whose payload is a 32-bit roaring bitmap in the portable serialization. Iceberg'
 u32 crc32 (big-endian)`` where the vector is a 64-bit roaring bitmap in the portable
 serialization: a little-endian u64 count of 32-bit bitmaps, then per bitmap a little-endian
 u32 key (the positions' high 32 bits) and the 32-bit bitmap's portable bytes. Lamina's
-positions are below 2^32, so the vector is ``count 1 | key 0 | Lamina's payload`` (``count
-0`` for an empty bitmap): the payload's bytes are reused as they are, but the framing differs
+positions are below 2^32, so the vector is ``count 1 | key 0 | Lamina's payload``: the payload's bytes are reused as they are, but the framing differs
 (magic, checksum over the magic and vector, checksum after the vector), so the Iceberg view
 writes its own Puffin file beside each Lamina DV file rather than pointing at its bytes.
 
@@ -46,7 +45,7 @@ def dv_blob(lamina_blob: bytes, where: str, offset: int) -> tuple[bytes, int]:
     CorruptMetadata if damaged), and its cardinality."""
     bitmap = decode(lamina_blob, where, offset)
     payload = lamina_blob[8:8 + struct.unpack_from(">I", lamina_blob)[0]]
-    vector = struct.pack("<QI", 1, 0) + payload if len(bitmap) else struct.pack("<Q", 0)
+    vector = struct.pack("<QI", 1, 0) + payload  # (Lamina writes no empty DV: a DV deletes a row)
     body = DV_MAGIC + vector
     return struct.pack(">I", len(body)) + body + struct.pack(">I", zlib.crc32(body)), len(bitmap)
 

@@ -121,7 +121,8 @@ def default_json(stored: Any, t: pa.DataType, where: str) -> Any:
     if kind in ("float", "double") and stored == "NaN":
         raise IcebergUnsupported(f"column {where!r} has a NaN default, which Iceberg's JSON defaults cannot hold")
     if kind.startswith("decimal"):
-        return str(decimal.Decimal(str(stored)).quantize(decimal.Decimal(1).scaleb(-t.scale)))
+        exact = decimal.Context(prec=80)
+        return str(decimal.Decimal(str(stored)).quantize(decimal.Decimal(1).scaleb(-t.scale), context=exact))
     if kind == "date":
         return _dt.date.fromisoformat(str(stored)[:10]).isoformat()
     if kind == "time":

@@ -58,8 +58,11 @@ def decimal_bytes(unscaled: int) -> bytes:
     return unscaled.to_bytes(bits // 8 + 1, "big", signed=True)
 
 
+_EXACT = decimal.Context(prec=80)  # wider than any decimal128: scaling never rounds
+
+
 def _unscaled(v: decimal.Decimal, scale: int) -> int:
-    return int(v.scaleb(scale).to_integral_value())
+    return int(v.scaleb(scale, context=_EXACT).to_integral_value(context=_EXACT))
 
 
 def serialize_column(col: pa.Array, t: pa.DataType, upper: bool) -> list[bytes | None]:
