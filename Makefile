@@ -9,15 +9,25 @@ $(VENV)/.installed-%: pyproject.toml
 	$(PY) -m pip install -q -e ".[$*]"
 	touch $@
 
+# DuckDB 1.5 with its iceberg extension, in a venv of its own (the project pins duckdb 2.0, for
+# which the extension is not on PyPI): tests/iceberg/test_view_duckdb.py reads the Iceberg view with it.
+DUCKDB15 := .venv-duckdb15
+$(DUCKDB15)/.installed: tests/iceberg/duckdb/requirements.txt
+	test -x $(DUCKDB15)/bin/python || $(PYTHON) -m venv $(DUCKDB15)
+	$(DUCKDB15)/bin/python -m pip install -q -r tests/iceberg/duckdb/requirements.txt
+	touch $@
+
+$(DUCKDB15): $(DUCKDB15)/.installed
+
 # The tiers of the suite (markers: tests/conftest.py, pyproject.toml); `test-fast` is the
 # edit-run loop: no Spark, PostgreSQL, S3 server, browser, model searches or slow tests.
 FAST := not (spark or postgres or s3 or browser or model or slow)
 
-.PHONY: demo test test-fast bench bench-spark test-radosgw interop-java-transforms
+.PHONY: demo test test-fast bench bench-spark test-radosgw interop-java-transforms $(DUCKDB15)
 demo: $(VENV)/.installed-test,spark
 	$(PY) -m lamina.demo
 
-test: $(VENV)/.installed-test,spark
+test: $(VENV)/.installed-test,spark $(DUCKDB15)/.installed
 	$(PY) -m pytest -n 2 --dist loadgroup -q
 
 test-fast: $(VENV)/.installed-test,spark

@@ -1,0 +1,48 @@
+"""The Iceberg view read by DuckDB's iceberg extension (DuckDB 1.5.5, in the venv
+``.venv-duckdb15`` that ``make .venv-duckdb15`` makes from tests/iceberg/duckdb/requirements.txt:
+the project pins duckdb 2.0, for which the extension is not on PyPI). Random histories; every
+retained version, tag and branch by snapshot id, and a filtered scan, equal Lamina's reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from support.iceberg_history import normalized, play
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = Path(os.environ.get("LAMINA_DUCKDB15_PYTHON", ROOT / ".venv-duckdb15" / "bin" / "python"))
+READER = Path(__file__).parent / "duckdb" / "read_view.py"
+
+pytestmark = pytest.mark.skipif(
+    not PYTHON.exists(),
+    reason=f"DuckDB 1.5 with its iceberg extension is not installed at {PYTHON}: run `make .venv-duckdb15` "
+           "(make test does), or point LAMINA_DUCKDB15_PYTHON at such a Python",
+)
+
+
+def duckdb_reads(queries: list[dict]) -> list[dict]:
+    done = subprocess.run([str(PYTHON), str(READER)], input=json.dumps(queries), capture_output=True, text=True,
+                          timeout=300)
+    if done.returncode:
+        sys.stderr.write(done.stderr)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_duckdb_reads_every_version_of_the_view_as_lamina_does(tmp_path_factory, seed):
+    history = play(str(tmp_path_factory.mktemp("duck") / "t"), seed)
+    answers = duckdb_reads([{"location": history.location, "snapshot_id": c.snapshot_id, "where": c.where}
+                            for c in history.checks])
+    for check, answer in zip(history.checks, answers):
+        assert "error" not in answer, f"{check.label}: {answer.get('error')}"
+        assert normalized(answer["rows"]) == check.rows, check.label
