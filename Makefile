@@ -17,17 +17,26 @@ $(DUCKDB15)/.installed: tests/iceberg/duckdb/requirements.txt
 	$(DUCKDB15)/bin/python -m pip install -q -r tests/iceberg/duckdb/requirements.txt
 	touch $@
 
+# Iceberg's Java library reading the view (tests/iceberg/test_view_java.py): a small reader built
+# with Maven, its dependencies cached in ~/.m2 (later builds work offline: mvn -q -o package).
+# Without Maven the Java test skips, saying so.
+ICEBERG_JAVA := tests/iceberg/java/target/iceberg-view-reader-1.jar
+$(ICEBERG_JAVA): tests/iceberg/java/pom.xml tests/iceberg/java/src/main/java/lamina/interop/ReadView.java
+	cd tests/iceberg/java && (mvn -q -o package || mvn -q package)
+
 $(DUCKDB15): $(DUCKDB15)/.installed
+iceberg-java:
+	@if command -v mvn >/dev/null; then $(MAKE) $(ICEBERG_JAVA); else echo "no Maven (mvn): the Iceberg Java reader test will skip"; fi
 
 # The tiers of the suite (markers: tests/conftest.py, pyproject.toml); `test-fast` is the
 # edit-run loop: no Spark, PostgreSQL, S3 server, browser, model searches or slow tests.
 FAST := not (spark or postgres or s3 or browser or model or slow)
 
-.PHONY: demo test test-fast bench bench-spark test-radosgw interop-java-transforms $(DUCKDB15)
+.PHONY: demo test test-fast bench bench-spark test-radosgw interop-java-transforms $(DUCKDB15) iceberg-java
 demo: $(VENV)/.installed-test,spark
 	$(PY) -m lamina.demo
 
-test: $(VENV)/.installed-test,spark $(DUCKDB15)/.installed
+test: $(VENV)/.installed-test,spark $(DUCKDB15)/.installed iceberg-java
 	$(PY) -m pytest -n 2 --dist loadgroup -q
 
 test-fast: $(VENV)/.installed-test,spark

@@ -235,7 +235,8 @@ class _Build:
     def order_id(self, vm: VersionManifest) -> int:
         order = effective_sort_order(vm.schema, vm.sort_order, vm.properties)
         if order.is_unsorted:
-            return self.orders.id_for([], 0)
+            self.orders.items[0] = []  # Iceberg's unsorted order is always id 0
+            return 0
         fields = [{"transform": "identity", "source-id": f.source_id, "direction": f.direction,
                    "null-order": f.null_order} for f in order.fields]
         return self.orders.id_for(fields, max(order.order_id, 1))
