@@ -114,8 +114,9 @@ def play(location: str, seed: int, steps: int = 14) -> History:
             b.delete("id < 3")
         elif op == "expire":
             t.expire_versions(retain_last=rng.randint(2, 5), older_than=timedelta(0), reader_grace=timedelta(0))
-        elif op == "rollback" and t.version > 3:
-            t.rollback([h["version"] for h in t.history()][rng.randint(1, 2)])
+        elif op == "rollback" and len(t.history()) > 1:
+            kept = [h["version"] for h in t.history()]  # newest first
+            t.rollback(kept[min(rng.randint(1, 2), len(kept) - 1)])
     out = History(location)
     for h in t.history():
         vm = t.log.load(h["version"])
