@@ -185,5 +185,12 @@ class CatalogTable(Table):
                 f"bring it back with catalog.set_online({self.identifier!r}, True) or `lamina catalog online {self.identifier}`"
             )
 
+    def iceberg_synced(self, metadata_location: str) -> None:  # overrides Table's no-op
+        """The table's Iceberg view has a new newest metadata file: the catalog's Iceberg names
+        point at it (SQL catalogs: lamina.catalog.iceberg_names)."""
+        publish = getattr(self.catalog, "publish_iceberg_name", None)
+        if publish is not None:
+            publish(self.identifier, metadata_location)
+
     def __repr__(self) -> str:
         return f"lamina.CatalogTable({self.identifier!r}, {self.uri!r}, version={self.version})"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import shutil
 import sqlite3
@@ -54,8 +55,11 @@ from lamina.spec.features import CATALOG_COMMITS
 from lamina.spec.layout import DATA_DIR, META_DIR, version_path
 from lamina.spec.version import VersionManifest
 from lamina.data.inflight import live_write_ids
+from lamina.catalog import iceberg_names
 from lamina.table import iceberg_view
 from lamina.table.table import initial_version
+
+log = logging.getLogger(__name__)
 
 SCHEMA_DDL = [
     """CREATE TABLE IF NOT EXISTS lamina_namespaces (
@@ -281,6 +285,26 @@ class SqlCatalog(Catalog):
     def __repr__(self) -> str:
         return f"lamina.SqlCatalog({self.uri!r})"
 
+    # -- the catalog's Iceberg names (lamina.catalog.iceberg_names) ---------------------------
+
+    @property
+    def is_postgres(self) -> bool:
+        return isinstance(self._db, _Postgres)
+
+    def sql_transaction(self) -> Any:
+        """A write transaction on the catalog's database (``with ... as q: q(sql, params)``)."""
+        return self._db.tx()
+
+    def publish_iceberg_name(self, identifier: str, metadata_location: str) -> None:
+        """Name ``identifier``'s Iceberg view in the catalog's Iceberg tables (derived state)."""
+        iceberg_names.publish(self, identifier, metadata_location)
+
+    def _forget_iceberg_name(self, identifier: str) -> None:
+        try:
+            iceberg_names.forget(self, identifier)
+        except Exception as e:  # noqa: BLE001 (derived state: the Lamina change stands; the next sync repairs)
+            log.warning("the Iceberg name of %s was not removed: %s", identifier, e)
+
     def reopen_uri(self) -> tuple[str, str | None]:
         return self._reopen
 
@@ -491,6 +515,7 @@ class SqlCatalog(Catalog):
                 )
         except self._db.IntegrityError:
             raise CatalogTableAlreadyExists(f"{nns}.{nname} was created concurrently; nothing was renamed") from None
+        self._forget_iceberg_name(f"{ons}.{oname}")  # (the new name is published by the table's next sync)
 
     def drop_table(self, identifier: Any, purge: bool = False, *, force: bool = False) -> None:
         info = self.table_info(identifier)
@@ -506,6 +531,7 @@ class SqlCatalog(Catalog):
         with self._db.tx() as q:
             if q("DELETE FROM lamina_tables WHERE id = ?", (info.uuid,)).rowcount == 0:
                 raise CatalogTableNotFound(f"no table {info.identifier} in {self.uri} (dropped concurrently)")
+        self._forget_iceberg_name(info.identifier)
         # The row is gone first, so no commit can land while the files go.
         if purge:
             _purge(io)

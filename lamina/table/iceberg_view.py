@@ -40,13 +40,20 @@ def _best_effort(what: str, table: "Table", fn: Any) -> Any:
         return None
 
 
+def _named(table: "Table", result: SyncResult) -> SyncResult:
+    """``result``, after the table's catalog (if any) names the view's newest metadata file."""
+    if result.metadata_path is not None:
+        table.main.iceberg_synced(table.io.full_uri(result.metadata_path))
+    return result
+
+
 def on_commit(table: "Table", vm: Any) -> SyncResult | None:
     """Add ``vm`` (just committed on ``table``'s branch) to the view, if the table enables it."""
     if not is_enabled(vm):
         return None
     main = table.main
     return _best_effort(f"after version {vm.version}", table,
-                        lambda: sync(table.io, main.log, refs=False, committed=(table.log, vm)))
+                        lambda: _named(table, sync(table.io, main.log, refs=False, committed=(table.log, vm))))
 
 
 def on_refs(table: "Table") -> SyncResult | None:
@@ -54,7 +61,8 @@ def on_refs(table: "Table") -> SyncResult | None:
     main = table.main
     if not is_enabled(main.log.latest()):
         return None
-    return _best_effort("after a change of tags or branches", table, lambda: sync(table.io, main.log, refs=True))
+    return _best_effort("after a change of tags or branches", table,
+                        lambda: _named(table, sync(table.io, main.log, refs=True)))
 
 
 def then_refs(method: Any) -> Any:
@@ -80,7 +88,11 @@ def sync_all(table: "Table") -> SyncResult:
     if not is_enabled(main.log.latest()):
         raise InvalidArgument(f"table {table.uri} does not enable the Iceberg view; "
                               "turn it on with `lamina iceberg enable` (Table.set_iceberg_enabled())")
-    return sync(table.io, main.log, retained=True, refs=True)
+    result = sync(table.io, main.log, retained=True, refs=True)
+    head = read_head(table.io)
+    if head is not None:  # named even when up to date: a sync repairs the catalog's name too
+        main.iceberg_synced(table.io.full_uri(head.path))
+    return result
 
 
 def after_expiry(table: "Table", dry_run: bool, reader_grace_ms: int | None) -> gc.Garbage | None:
@@ -94,7 +106,7 @@ def after_expiry(table: "Table", dry_run: bool, reader_grace_ms: int | None) -> 
 
     def run() -> gc.Garbage:
         if is_enabled(latest):
-            sync(table.io, main.log, retained=True, refs=True)
+            _named(table, sync(table.io, main.log, retained=True, refs=True))
         grace = reader_grace_ms if reader_grace_ms is not None else TableProperties.EXPIRE_READER_GRACE_MS.get(latest.properties)
         return gc.collect(table.io, older_than_ms=grace)
 

@@ -730,6 +730,10 @@ class Table:
         table does not enable the view)."""
         return iceberg_view.sync_all(self)
 
+    def iceberg_synced(self, metadata_location: str) -> None:
+        """Called after the Iceberg view got a new newest metadata file (its URI); a catalog's
+        table names it in the catalog (lamina.catalog.CatalogTable)."""
+
     def iceberg_status(self) -> dict[str, Any]:
         """The Iceberg view: ``enabled``, its newest ``metadata`` file (a path, or None), the
         ``shown_version`` of main and the ``latest_version``, ``snapshots``, ``refs``, and
