@@ -32,7 +32,7 @@ LAYERS = [
     ("convert",),  # other formats' tables adopted in place: builds tables
     ("__init__",),  # the facade: lamina.open_table, lamina.load_catalog, ...
     ("spark", "duckdb", "polars"),  # engines: each uses the public API, none another
-    ("ui",),  # the read-only explorer: what the CLI's `lamina ui` serves
+    ("ui", "rest"),  # servers: the read-only explorer (`lamina ui`), the Iceberg REST catalog (`lamina serve-iceberg`)
     ("cli",),
     ("demo",),
 ]

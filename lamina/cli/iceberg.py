@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+from typing import Optional
+
 import typer
 
 from lamina.cli._output import console
 from lamina.cli._output import fail as _fail
-from lamina.errors import LaminaError
+from lamina.errors import InvalidArgument, LaminaError
 
 iceberg_app = typer.Typer(
     help="The Iceberg v3 view of a table: metadata Iceberg readers (pyiceberg, DuckDB, Trino, Spark) open as it is.",
@@ -79,3 +82,29 @@ def status(table: str):
         console.print(f"  [yellow]{p}[/yellow]")
     if s["problems"]:
         raise typer.Exit(1)
+
+
+def serve_iceberg(
+    catalog: Optional[str] = typer.Argument(None, help="catalog URI or warehouse directory (default: --catalog)"),
+    port: int = typer.Option(8181, "--port", "-p", help="port (0: any free port)"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address to bind; beyond loopback a token is required"),
+    token: Optional[str] = typer.Option(None, "--token", envvar="LAMINA_ICEBERG_TOKEN",
+                                        help="bearer token clients must send (or exchange as the OAuth2 client secret)"),
+):
+    """Serve a read-only Iceberg REST catalog of a Lamina catalog's tables (their Iceberg views)."""
+    from lamina.cli.main import _state
+    from lamina.rest import serve
+
+    target = catalog or _state["catalog"]
+    try:
+        server, url = serve(target, host, port, token)
+    except LaminaError as e:
+        _fail(e)
+    except OSError as e:
+        _fail(InvalidArgument(f"cannot listen on {host}:{port} ({e.strerror}); pick another --port"))
+    auth = "bearer token required" if token else "no token (loopback only)"
+    console.print(f"Iceberg REST catalog of {target} at [bold]{url}[/bold] (read-only, {auth}; Ctrl-C stops it)")
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.shutdown()

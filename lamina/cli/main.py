@@ -817,11 +817,12 @@ def ui(
 
 from lamina.cli.catalog import catalog_app  # noqa: E402
 from lamina.cli.convert import convert  # noqa: E402
-from lamina.cli.iceberg import iceberg_app  # noqa: E402
+from lamina.cli.iceberg import iceberg_app, serve_iceberg  # noqa: E402
 from lamina.cli.sql import sql  # noqa: E402
 
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(iceberg_app, name="iceberg")
+app.command("serve-iceberg")(serve_iceberg)
 app.command()(sql)
 app.command()(convert)
 
