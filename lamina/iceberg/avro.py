@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io as _io
 import json
-from typing import Any, Iterable
+from typing import Any
 
 import fastavro
 import pyarrow as pa
@@ -131,13 +131,27 @@ MANIFEST_FILE_SCHEMA: dict[str, Any] = {"type": "record", "name": "manifest_file
     _field("key_metadata", 519, "bytes", required=False),
     _field("first_row_id", 520, "long", required=False),
 ]}
-_PARSED_MANIFEST_FILE = fastavro.parse_schema(MANIFEST_FILE_SCHEMA)
 
 
-def encode(schema: dict[str, Any], records: Iterable[dict[str, Any]], metadata: dict[str, str]) -> bytes:
-    """An Avro object container file (deflate) of ``records``, with ``metadata`` in its header."""
+_parsed: dict[str, Any] = {}  # schema JSON -> fastavro's parsed schema (parsing is most of a small file's cost)
+SMALL = 256  # records below which a file is written uncompressed (deflate's set-up outweighs its savings)
+
+
+def _parse(schema: dict[str, Any]) -> Any:
+    key = json.dumps(schema, sort_keys=True)
+    parsed = _parsed.get(key)
+    if parsed is None:
+        if len(_parsed) > 128:
+            _parsed.clear()
+        parsed = _parsed[key] = fastavro.parse_schema(schema)
+    return parsed
+
+
+def encode(schema: dict[str, Any], records: list[dict[str, Any]], metadata: dict[str, str]) -> bytes:
+    """An Avro object container file of ``records`` (deflate unless small), with ``metadata``
+    in its header."""
     out = _io.BytesIO()
-    fastavro.writer(out, fastavro.parse_schema(schema), records, metadata=metadata, codec="deflate")
+    fastavro.writer(out, _parse(schema), records, metadata=metadata, codec="deflate" if len(records) >= SMALL else "null")
     return out.getvalue()
 
 
@@ -147,9 +161,7 @@ def manifest_list_bytes(rows: list[dict[str, Any]], snapshot_id: int, parent_id:
             "sequence-number": str(sequence_number), "format-version": str(FORMAT_VERSION)}
     if first_row_id is not None:
         meta["first-row-id"] = str(first_row_id)
-    out = _io.BytesIO()
-    fastavro.writer(out, _PARSED_MANIFEST_FILE, rows, metadata=meta, codec="deflate")
-    return out.getvalue()
+    return encode(MANIFEST_FILE_SCHEMA, rows, meta)
 
 
 def manifest_bytes(records: list[dict[str, Any]], partition: list[tuple[int, str, pa.DataType]], schema_json: dict[str, Any],

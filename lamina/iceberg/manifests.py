@@ -53,11 +53,10 @@ def leaf_key(leaf_path: str) -> str:
     return "L" + stem.replace("-", "")
 
 
-def inline_key(entries: pa.Table) -> str:
-    """The group key of inline entries: a digest of their files and deletion vectors."""
+def inline_key_of(files: list[tuple[str, str | None, int | None]]) -> str:
+    """The group key of inline entries: a digest of their (path, DV path, DV offset)s."""
     h = hashlib.sha1()
-    cols = [entries.column(c).to_pylist() for c in ("path", "dv_path", "dv_offset")]
-    for row in sorted(zip(*cols), key=lambda r: (r[0], r[1] or "", r[2] or 0)):
+    for row in sorted(files, key=lambda r: (r[0], r[1] or "", r[2] or 0)):
         h.update(repr(row).encode())
         h.update(b"\0")
     return "I" + h.hexdigest()[:24]

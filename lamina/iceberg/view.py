@@ -38,7 +38,7 @@ from lamina.commit.log import VersionLog
 from lamina.commit.tags import TagStore
 from lamina.errors import AlreadyExists, CorruptMetadata, IcebergUnsupported, LaminaError, NotFound
 from lamina.iceberg import avro, puffin
-from lamina.iceberg.manifests import METADATA_DIR, DvLocation, GroupContext, inline_key, key_of_manifest, leaf_key, write_group
+from lamina.iceberg.manifests import METADATA_DIR, DvLocation, GroupContext, inline_key_of, key_of_manifest, leaf_key, write_group
 from lamina.iceberg.types import check_supported, iceberg_schema, merge_mappings, name_mapping
 from lamina.io import FileIO
 from lamina.manifest.entries import conform, manifest_schema_of
@@ -105,29 +105,57 @@ class Head:
         return metadata_path(self.number)
 
 
+# The newest metadata file this process read or wrote, per table: the next sync starts from it
+# after one existence check of the file after it (metadata files never change once written).
+_known_heads: dict[str, Head] = {}
+_rows_cache: dict[str, list[dict[str, Any]]] = {}  # manifest list URI -> its rows (immutable files)
+_ROWS_CACHE_MAX = 256
+
+
 def read_head(io: FileIO) -> Head | None:
     """The newest metadata file: the hint's, or a newer one found by probing forward (the
     hint is rewritten after each file, so it may lag); by listing if there is no hint."""
-    number: int | None = None
-    raw = io.get_optional(HINT_PATH)
-    if raw is not None:
-        try:
-            number = int(raw.decode().strip())
-        except ValueError:
-            number = None
+    known = _known_heads.get(io.uri)
+    if known is not None and not io.exists(metadata_path(known.number + 1)):
+        if io.exists(known.path):  # (not a view deleted meanwhile)
+            return known
+    number = hint_number(io)
     if number is None or not io.exists(metadata_path(number)):
         found = [parse_metadata_name(n) for n in io.list_names(METADATA_DIR)]
         found = [k for k in found if k is not None]
         if not found:
+            _known_heads.pop(io.uri, None)
             return None
         number = max(found)
     while io.exists(metadata_path(number + 1)):
         number += 1
     data = io.get(metadata_path(number))
     try:
-        return Head(number, json.loads(data))
+        head = Head(number, json.loads(data))
     except ValueError as e:
         raise CorruptMetadata(f"Iceberg metadata {metadata_path(number)} does not parse ({e}); run `lamina iceberg sync`") from None
+    _known_heads[io.uri] = head
+    return head
+
+
+def hint_number(io: FileIO) -> int | None:
+    """The number ``version-hint.text`` names (None: no usable hint)."""
+    raw = io.get_optional(HINT_PATH)
+    try:
+        return None if raw is None else int(raw.decode().strip())
+    except ValueError:
+        return None
+
+
+def _write_hint(io: FileIO, number: int, previous: int | None) -> None:
+    """Point the hint at metadata file ``number``. Rewritten in place (no new file: what a
+    busy disk makes costly) when the text is no shorter than the number it held, so it is
+    never padded; replaced otherwise."""
+    text = str(number).encode()
+    if previous is not None and len(text) >= len(str(previous)) and number > previous:
+        io.put_in_place(HINT_PATH, text)
+    else:
+        io.put(HINT_PATH, text)
 
 
 def relative_path(metadata_uri: str, io: FileIO) -> str:
@@ -246,10 +274,12 @@ class _Build:
     def rows_of(self, snap: _Snap | None) -> list[dict[str, Any]]:
         if snap is None:
             return []
-        path = relative_path(snap.json["manifest-list"], self.io)
-        if path not in self.rows_cache:
-            self.rows_cache[path], _ = avro.read(self.io.get(path))
-        return self.rows_cache[path]
+        uri = snap.json["manifest-list"]
+        rows = self.rows_cache.get(uri) or _rows_cache.get(uri)
+        if rows is None:
+            rows, _ = avro.read(self.io.get(relative_path(uri, self.io)))
+        self.rows_cache[uri] = rows
+        return rows
 
     def _index_puffins(self, rows: Iterable[dict[str, Any]]) -> None:
         """Learn where the deletion vectors of the delete manifests ``rows`` are (their Puffin
@@ -331,17 +361,23 @@ class _Build:
             if key is not None:
                 by_key.setdefault(key, []).append(row)
         root = load_root(self.io, vm.root_manifest, mschema, vm.root_inline)
-        root = root.filter(pc.not_equal(root.column("status"), C.REMOVED)) if root.num_rows else root
-        groups: list[tuple[str, Any]] = []  # (key, leaf path | inline entries)
-        is_leaf = pc.equal(root.column("content"), C.LEAF) if root.num_rows else pa.array([], pa.bool_())
-        for path in root.filter(is_leaf).column("path").to_pylist() if root.num_rows else []:
-            groups.append((leaf_key(path), path))
-        inline = root.filter(pc.invert(is_leaf)) if root.num_rows else root
-        if inline.num_rows:
-            added = inline.column("added_version")
-            for a in sorted(set(added.to_pylist())):
-                part = inline.filter(pc.equal(added, a))
-                groups.append((inline_key(part), part))
+        groups: list[tuple[str, Any]] = []  # (key, leaf path | positions of inline entries in the root)
+        if root.num_rows:
+            # one pass over the root's columns as lists (a root is small: its inline entries
+            # and a row per leaf); only new groups' entries are taken out of it
+            content, status, paths, dv_paths, dv_offsets, added = (
+                root.column(c).to_pylist() for c in ("content", "status", "path", "dv_path", "dv_offset", "added_version"))
+            inline: dict[int, list[int]] = {}
+            for i, (c, st) in enumerate(zip(content, status)):
+                if st == C.REMOVED:
+                    continue
+                if c == C.LEAF:
+                    groups.append((leaf_key(paths[i]), paths[i]))
+                else:
+                    inline.setdefault(added[i], []).append(i)
+            for a in sorted(inline):
+                at = inline[a]
+                groups.append((inline_key_of([(paths[i], dv_paths[i], dv_offsets[i]) for i in at]), at))
         rows: list[dict[str, Any]] = []
         todo: list[tuple[str, pa.Table]] = []
         keys = set()
@@ -351,8 +387,8 @@ class _Build:
             if carried is not None:
                 rows += carried
                 continue
-            if isinstance(source, pa.Table):
-                entries = source
+            if isinstance(source, list):
+                entries = root.take(pa.array(source, pa.int64()))
             else:
                 entries = conform(read_manifest(self.io, source), mschema)
                 entries = entries.filter(pc.not_equal(entries.column("status"), C.REMOVED))
@@ -385,6 +421,9 @@ class _Build:
         list_path = f"{METADATA_DIR}/snap-{sid}-{uuid.uuid4().hex[:16]}.avro"
         self.io.put_new(list_path, avro.manifest_list_bytes(rows, sid, parent_id, vm.version, first_row_id))
         self.written.append(list_path)
+        if len(_rows_cache) >= _ROWS_CACHE_MAX:
+            _rows_cache.clear()
+        _rows_cache[self.uri(list_path)] = rows  # the next version's parent
         snap_json: dict[str, Any] = {
             "snapshot-id": sid, "sequence-number": vm.version, "timestamp-ms": vm.timestamp_ms,
             "manifest-list": self.uri(list_path), "schema-id": schema_id,
@@ -588,11 +627,13 @@ def _attempt(io: FileIO, main_log: VersionLog, retained: bool, refs: bool,
     metadata = b.metadata(main, keep, new_refs, table_location(io))
     number = head.number + 1 if head else 1
     try:
-        io.put_if_absent(metadata_path(number), json.dumps(metadata, indent=1).encode())
+        io.put_if_absent(metadata_path(number), json.dumps(metadata, separators=(",", ":")).encode())
     except AlreadyExists:
+        _known_heads.pop(io.uri, None)
         return None  # another writer's file: start again from it
+    _known_heads[io.uri] = Head(number, metadata)
     try:
-        io.put(HINT_PATH, str(number).encode())
+        _write_hint(io, number, head.number if head else None)
     except LaminaError as e:  # the hint only saves readers a probe
         log.warning("Iceberg version hint of %s not written: %s", io.uri, e)
     return SyncResult(metadata_path(number), b.added, len(old_keep - keep), sum(1 for p in b.written if p.endswith(".avro") and "/m-" in p),
