@@ -23,29 +23,30 @@ def _open(target: str):
     return open_target(target)
 
 
-@iceberg_app.command("enable")
-def enable(table: str):
-    """Turn the view on (a new version) and write it for every retained version."""
+def _switch(table: str, on: bool) -> None:
     t = _open(table)
     try:
-        committed = t.set_iceberg_enabled(True)
+        committed = t.set_iceberg_enabled(on)
         head = t.iceberg_status()
     except LaminaError as e:
         _fail(e)
-    what = f"version {committed}" if committed is not None else "already enabled"
-    console.print(f"Iceberg view of {t.uri} on ({what}): [bold]{head['metadata']}[/bold]")
+    word = "on" if on else "off"
+    what = f"version {committed}" if committed is not None else f"already {word}"
+    shows = (f": [bold]{head['metadata']}[/bold]" if on
+             else "; Iceberg readers keep seeing the last version it showed")
+    console.print(f"Iceberg view of {t.uri} {word} ({what}){shows}")
+
+
+@iceberg_app.command("enable")
+def enable(table: str):
+    """Turn the view on (a new version) and write it for every retained version."""
+    _switch(table, True)
 
 
 @iceberg_app.command("disable")
 def disable(table: str):
     """Turn the view off (a new version); its files stay, showing the last version it showed."""
-    t = _open(table)
-    try:
-        committed = t.set_iceberg_enabled(False)
-    except LaminaError as e:
-        _fail(e)
-    what = f"version {committed}" if committed is not None else "already off"
-    console.print(f"Iceberg view of {t.uri} off ({what}); Iceberg readers keep seeing the last version it showed")
+    _switch(table, False)
 
 
 @iceberg_app.command("sync")

@@ -207,20 +207,12 @@ def _write_spec_group(ctx: GroupContext, key: str, spec_id: int, entries: pa.Tab
     records = []
     for i in range(n):
         is_new = added[i] == ctx.version
-        records.append({
-            "status": avro.ADDED if is_new else avro.EXISTING,
-            "snapshot_id": ctx.snapshot_id if is_new else None,
-            "sequence_number": data_seq[i],
-            "file_sequence_number": added[i],
-            "data_file": {
-                "content": avro.DATA, "file_path": ctx.uri(paths[i]), "file_format": "PARQUET",
-                "partition": partitions[i], "record_count": physical[i], "file_size_in_bytes": sizes[i],
-                "column_sizes": None, **{k: (v or None) for k, v in stats[i].items()},
-                "key_metadata": None, "split_offsets": None, "equality_ids": None, "sort_order_id": None,
-                "first_row_id": first_row[i], "referenced_data_file": None, "content_offset": None,
-                "content_size_in_bytes": None,
-            },
-        })
+        records.append(_entry(
+            ctx, is_new, data_seq[i], added[i],
+            content=avro.DATA, file_path=ctx.uri(paths[i]), file_format="PARQUET", partition=partitions[i],
+            record_count=physical[i], file_size_in_bytes=sizes[i], first_row_id=first_row[i],
+            **{k: (v or None) for k, v in stats[i].items()},
+        ))
     spec_json = _spec_json(spec, view_spec)
     types = [t for _, _, t in partition]
     rows = [_store(ctx, _name(key, view_spec, "d"), records, partition, spec_json, avro.DATA, pvalues, types,
@@ -237,26 +229,34 @@ def _write_spec_group(ctx: GroupContext, key: str, spec_id: int, entries: pa.Tab
             loc = found[(dv_paths[i], offsets[i])]
             is_new = loc.puffin_path in ctx.new_puffins
             ref = ctx.uri(paths[i]).encode()
-            deletes.append({
-                "status": avro.ADDED if is_new else avro.EXISTING,
-                "snapshot_id": ctx.snapshot_id if is_new else None,
-                "sequence_number": data_seq[i],
-                "file_sequence_number": data_seq[i],
-                "data_file": {
-                    "content": avro.DELETES, "file_path": ctx.uri(loc.puffin_path), "file_format": "PUFFIN",
-                    "partition": partitions[i], "record_count": loc.cardinality, "file_size_in_bytes": loc.puffin_size,
-                    "column_sizes": None, "value_counts": None, "null_value_counts": None, "nan_value_counts": None,
-                    "lower_bounds": [{"key": FILE_PATH_FIELD_ID, "value": ref}],
-                    "upper_bounds": [{"key": FILE_PATH_FIELD_ID, "value": ref}],
-                    "key_metadata": None, "split_offsets": None, "equality_ids": None, "sort_order_id": None,
-                    "first_row_id": None, "referenced_data_file": ctx.uri(paths[i]),
-                    "content_offset": loc.offset, "content_size_in_bytes": loc.length,
-                },
-            })
+            deletes.append(_entry(
+                ctx, is_new, data_seq[i], data_seq[i],
+                content=avro.DELETES, file_path=ctx.uri(loc.puffin_path), file_format="PUFFIN", partition=partitions[i],
+                record_count=loc.cardinality, file_size_in_bytes=loc.puffin_size,
+                lower_bounds=[{"key": FILE_PATH_FIELD_ID, "value": ref}], upper_bounds=[{"key": FILE_PATH_FIELD_ID, "value": ref}],
+                referenced_data_file=ctx.uri(paths[i]), content_offset=loc.offset, content_size_in_bytes=loc.length,
+            ))
         dvalues = [[col[i] for i in with_dv] for col in pvalues]
         rows.append(_store(ctx, _name(key, view_spec, "x"), deletes, partition, spec_json, avro.DELETES, dvalues, types,
                            first_row_id=None))
     return rows
+
+
+_OPTIONAL = ("column_sizes", "value_counts", "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds",
+             "key_metadata", "split_offsets", "equality_ids", "sort_order_id", "first_row_id", "referenced_data_file",
+             "content_offset", "content_size_in_bytes")
+
+
+def _entry(ctx: GroupContext, is_new: bool, sequence_number: int, file_sequence_number: int, **data_file: Any) -> dict[str, Any]:
+    """A manifest entry: ADDED with the snapshot's id if the file is new to this version, else
+    EXISTING (its snapshot id inherited from the manifest); ``data_file``'s fields not given are null."""
+    return {
+        "status": avro.ADDED if is_new else avro.EXISTING,
+        "snapshot_id": ctx.snapshot_id if is_new else None,
+        "sequence_number": sequence_number,
+        "file_sequence_number": file_sequence_number,
+        "data_file": {**dict.fromkeys(_OPTIONAL), **data_file},
+    }
 
 
 def _store(ctx: GroupContext, path: str, records: list[dict[str, Any]], partition: list[tuple[int, str, pa.DataType]],

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import json
+from functools import lru_cache
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -100,9 +101,15 @@ def _field(f: pa.Field, where: str) -> dict[str, Any]:
     return out
 
 
+@lru_cache(maxsize=64)
+def _fields(schema: Schema) -> tuple[dict[str, Any], ...]:
+    # (schemas are immutable, and every sync asks for the same one several times)
+    return tuple(_field(f, f.name) for f in schema.arrow)
+
+
 def iceberg_schema(schema: Schema, schema_id: int) -> dict[str, Any]:
     """``schema`` as an Iceberg schema object with id ``schema_id`` (its fields' ids are Lamina's)."""
-    return {"type": "struct", "schema-id": schema_id, "fields": [_field(f, f.name) for f in schema.arrow]}
+    return {"type": "struct", "schema-id": schema_id, "fields": list(_fields(schema))}
 
 
 def check_supported(schema: Schema) -> None:

@@ -5,10 +5,7 @@ retained version, tag and branch by snapshot id, and a filtered scan, equal Lami
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from support.iceberg_history import normalized, play
+from support.readers import run_reader
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = Path(os.environ.get("LAMINA_DUCKDB15_PYTHON", ROOT / ".venv-duckdb15" / "bin" / "python"))
@@ -29,12 +27,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def duckdb_reads(queries: list[dict]) -> list[dict]:
-    done = subprocess.run([str(PYTHON), str(READER)], input=json.dumps(queries), capture_output=True, text=True,
-                          timeout=300)
-    if done.returncode:
-        sys.stderr.write(done.stderr)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout)
+    return run_reader([str(PYTHON), str(READER)], queries, timeout=300)
 
 
 @settings(max_examples=4, deadline=None)

@@ -6,10 +6,7 @@ fewer files."""
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +16,7 @@ from hypothesis import strategies as st
 from lamina.iceberg import read_head
 from lamina.io import FileIO
 from support.iceberg_history import normalized, play
+from support.readers import run_reader
 
 JAVA_DIR = Path(__file__).parent / "java"
 JAR = JAVA_DIR / "target" / "iceberg-view-reader-1.jar"
@@ -32,13 +30,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def java_reads(queries: list[dict]) -> list[dict]:
-    cp = f"{JAR}:{CLASSPATH.read_text().strip()}"
-    done = subprocess.run(["java", "-cp", cp, "lamina.interop.ReadView"], input=json.dumps(queries),
-                          capture_output=True, text=True, timeout=600)
-    if done.returncode:
-        sys.stderr.write(done.stderr)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout)
+    return run_reader(["java", "-cp", f"{JAR}:{CLASSPATH.read_text().strip()}", "lamina.interop.ReadView"], queries)
 
 
 @settings(max_examples=2, deadline=None)

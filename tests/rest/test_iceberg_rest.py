@@ -112,8 +112,9 @@ def test_beyond_loopback_a_token_is_required_and_checked(lake):
         status, _ = get(url, "/v1/namespaces")
         assert status == 401
         with pytest.raises(ice_errors.OAuthError):
-            rest.RestCatalog("lamina", uri=url, credential="client:wrong").list_namespaces()
+            rest.RestCatalog("lamina", uri=url, credential="client:wrong", **{"oauth2-server-uri": f"{url}/v1/oauth/tokens"}).list_namespaces()
         assert rest.RestCatalog("lamina", uri=url, token="s3cret").list_namespaces() == [("shop",)]
-        assert rest.RestCatalog("lamina", uri=url, credential="client:s3cret").list_tables("shop") == [("shop", "orders")]
+        oauth = {"oauth2-server-uri": f"{url}/v1/oauth/tokens"}
+        assert rest.RestCatalog("lamina", uri=url, credential="client:s3cret", **oauth).list_tables("shop") == [("shop", "orders")]
     finally:
         srv.shutdown()
