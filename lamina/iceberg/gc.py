@@ -90,6 +90,8 @@ def collect(io: FileIO, older_than_ms: int, dry_run: bool = False) -> Garbage:
     """Delete the view's files nothing kept references that were written more than
     ``older_than_ms`` ago. Listing first: a file written after it is not considered."""
     listed = [o for o in io.list(METADATA_DIR) if is_view_file(o.path)]
+    if not listed:
+        return Garbage()  # no view (one listing, on a table that never had one)
     refs = referenced(io)
     if refs.head is None or refs.missing:
         return Garbage()  # no view, or a damaged one: what it references is not known
@@ -122,15 +124,17 @@ def check(io: FileIO, latest: VersionManifest) -> Check:
     """The view of a table whose latest main version is ``latest``: is it there if enabled,
     does its main ref name ``latest``, does every file it references exist?"""
     out = Check()
+    enabled = is_enabled(latest)
+    if not enabled and not io.exists(HINT_PATH) and not io.list_names(METADATA_DIR):
+        return out  # no view, none wanted
     try:
         refs = referenced(io)
     except (LaminaError, ValueError, KeyError) as e:
         out.missing.append(f"the view cannot be read: {e}")
         return out
-    enabled = is_enabled(latest)
     if refs.head is None:
         if enabled:
-            out.problems.append(f"the table enables the Iceberg view but it has none; run `lamina iceberg sync`")
+            out.problems.append("the table enables the Iceberg view but it has none; run `lamina iceberg sync`")
         return out
     out.referenced = refs.paths
     for path in refs.missing:

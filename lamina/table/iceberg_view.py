@@ -100,13 +100,12 @@ def after_expiry(table: "Table", dry_run: bool, reader_grace_ms: int | None) -> 
     the view's files no kept snapshot references, older than the reader grace (the call's,
     else the table's)."""
     main = table.main
-    if dry_run or read_head(table.io) is None:
-        return None
-    latest = main.log.latest()
+    latest = main.metadata  # (expiry changes no property: no read of the latest for tables without the view)
+    if dry_run or not is_enabled(latest):
+        return None  # a disabled view stays as it was (docs/iceberg.md)
 
     def run() -> gc.Garbage:
-        if is_enabled(latest):
-            _named(table, sync(table.io, main.log, retained=True, refs=True))
+        _named(table, sync(table.io, main.log, retained=True, refs=True))
         grace = reader_grace_ms if reader_grace_ms is not None else TableProperties.EXPIRE_READER_GRACE_MS.get(latest.properties)
         return gc.collect(table.io, older_than_ms=grace)
 
