@@ -1,4 +1,5 @@
-"""The Iceberg view read by DuckDB's iceberg extension (DuckDB 1.5.5, in the venv
+"""The Iceberg view read by DuckDB's iceberg extension, by path and through ``lamina
+serve-iceberg`` (ATTACH ... (TYPE iceberg)) (DuckDB 1.5.5, in the venv
 ``.venv-duckdb15`` that ``make .venv-duckdb15`` makes from tests/iceberg/duckdb/requirements.txt:
 the project pins duckdb 2.0, for which the extension is not on PyPI). Random histories; every
 retained version, tag and branch by snapshot id, and a filtered scan, equal Lamina's reads."""
@@ -39,3 +40,27 @@ def test_duckdb_reads_every_version_of_the_view_as_lamina_does(tmp_path_factory,
     for check, answer in zip(history.checks, answers):
         assert "error" not in answer, f"{check.label}: {answer.get('error')}"
         assert normalized(answer["rows"]) == check.rows, check.label
+
+
+def test_duckdb_attaches_the_rest_catalog_and_reads_its_tables(tmp_path):
+    import pyarrow as pa
+
+    import lamina
+    from lamina.rest import serve
+
+    uri = f"sqlite:///{tmp_path}/wh/catalog.db"
+    cat = lamina.load_catalog(uri)
+    cat.create_namespace("shop")
+    t = cat.create_table("shop.orders", pa.schema([("id", pa.int64()), ("v", pa.string())]),
+                         properties={"iceberg.enabled": "true"})
+    t.append(pa.table({"id": [1, 2, 3, 4], "v": ["a", "b", "c", "d"]}))
+    t.delete("id = 3")
+    server, url = serve(uri, "127.0.0.1", 0)
+    try:
+        answer, filtered = duckdb_reads([{"rest": url, "table": "shop.orders"},
+                                         {"rest": url, "table": "shop.orders", "where": "id >= 2"}])
+    finally:
+        server.shutdown()
+    assert "error" not in answer, answer.get("error")
+    assert normalized(answer["rows"]) == normalized(t.to_arrow().to_pylist())
+    assert sorted(r["id"] for r in filtered["rows"]) == [2, 4]
