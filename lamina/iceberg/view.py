@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from lamina.commit.branches import BranchStore
 from lamina.commit.log import VersionLog
 from lamina.commit.tags import TagStore
-from lamina.errors import AlreadyExists, CorruptMetadata, IcebergUnsupported, LaminaError, NotFound
+from lamina.errors import AlreadyExists, CorruptMetadata, LaminaError, NotFound
 from lamina.iceberg import avro, puffin
 from lamina.iceberg.manifests import METADATA_DIR, DvLocation, GroupContext, inline_key_of, key_of_manifest, leaf_key, write_group
 from lamina.iceberg.types import check_supported, iceberg_schema, merge_mappings, name_mapping
@@ -663,12 +663,3 @@ def _branch(b: _Build, io: FileIO, main_log: VersionLog, record: Any, keep: set[
     for s in chain.values():
         keep.add(s.id)
     refs[record.name] = (snapshot_id_of(head.commit_id), "branch")
-
-
-def enabled_check(vm: VersionManifest) -> None:
-    """IcebergUnsupported if ``vm``'s schema cannot be viewed as Iceberg (before enabling)."""
-    check_supported(vm.schema)
-
-
-__all__ = ["sync", "read_head", "SyncResult", "Head", "snapshot_id_of", "is_enabled", "HINT_PATH", "metadata_path",
-           "IcebergUnsupported"]
