@@ -22,7 +22,8 @@ import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
-from lamina.errors import InvalidArgument
+from lamina.errors import InvalidArgument, SchemaMismatch
+from lamina.spec.write_types import store
 
 _COMPARISONS = {
     exp.EQ: "equal",
@@ -184,8 +185,8 @@ def _case(n: exp.Case, t: pa.Table, text: str) -> Any:
     return out
 
 
-def as_column(value: Any, t: pa.Table, typ: pa.DataType, what: str) -> pa.Array:
-    """``value`` (SQL text, a Python literal, or a callable on the table) as a column of ``typ``."""
+def _evaluated(value: Any, t: pa.Table, typ: pa.DataType) -> Any:
+    """``value`` (SQL text, a Python literal, or a callable on the table) for every row of ``t``."""
     if callable(value):
         out = value(t)
     elif isinstance(value, str):
@@ -194,15 +195,27 @@ def as_column(value: Any, t: pa.Table, typ: pa.DataType, what: str) -> pa.Array:
         out = pa.scalar(value)
     if isinstance(out, pa.Scalar):
         out = pa.repeat(out, t.num_rows) if out.is_valid else pa.nulls(t.num_rows, typ)
+    return out
+
+
+def as_column(value: Any, t: pa.Table, typ: pa.DataType, what: str, column: str, cast: str | None = None) -> Any:
+    """``value`` (SQL text, a Python literal, or a callable on the table) as the values of
+    column ``column`` of ``typ``: a SQL assignment, by the rule of ``lamina.spec.write_types``
+    (SchemaMismatch naming ``what`` if refused; ``cast="safe"``: pyarrow's safe casts)."""
+    out = _evaluated(value, t, typ)
     try:
-        return pc.cast(out, typ)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-        raise InvalidArgument(f"{what}: {value!r} gives {out.type}, which does not fit {typ} ({e})") from None
+        return store(out, typ, column, cast=cast, assignment=True)
+    except SchemaMismatch as e:
+        raise SchemaMismatch(f"{what}: {value!r} gives {out.type}; {e}") from None
 
 
 def as_mask(value: Any, t: pa.Table, what: str) -> pa.Array:
     """A condition as a boolean mask; NULL counts as false (SQL)."""
-    m = as_column(value, t, pa.bool_(), what)
+    out = _evaluated(value, t, pa.bool_())
+    try:
+        m = pc.cast(out, pa.bool_())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise InvalidArgument(f"{what}: {value!r} gives {out.type}, which is not a condition ({e})") from None
     return pc.fill_null(m, False)
 
 

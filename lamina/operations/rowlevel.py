@@ -45,6 +45,7 @@ from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LINEAGE_COLUMNS, LIN
 from lamina.spec.dv import keep_mask
 from lamina.spec.layout import DATA_DIR
 from lamina.spec.schema import Schema
+from lamina.spec.write_types import check_cast_mode, fit, mismatch, store
 from lamina.spec.sort import UNORDERED_TYPES, sortable
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
@@ -249,6 +250,8 @@ class RowDelta(Operation):
     # file_fn then only matches, and the rows are taken from here (a source still being read,
     # SourceRead: once read, by the write); None: file_fn makes the rows
     whole_source: pa.Table | SourceRead | None = None
+    # how ``whole_source``'s columns are stored (lamina.spec.write_types: None, or "safe")
+    cast: str | None = None
     _whole: tuple[tuple, Future] | None = None  # (what its write depends on in a base, the write)
     _outcomes_lineage: bool | None = None  # whether the base _outcomes were made on had row lineage
     skip_if_noop: ClassVar[bool] = True  # a change that matched no row commits no version
@@ -606,7 +609,7 @@ class RowDelta(Operation):
             except FooterError:
                 pass  # not a copy after all (nothing was stored): the rows are written
         if m_all is None:
-            return self._write_new_rows(base, base.schema.conform(rows_of(self.whole_source)))
+            return self._write_new_rows(base, base.schema.conform(rows_of(self.whole_source), self.cast))
         return self._write_new_rows(base, self._source_rows(base, m_all, m, ids))
 
     def _source_written(self, base: Base, outcomes: list[FileOutcome], early: Future | None) -> tuple[Future, int]:
@@ -646,9 +649,9 @@ class RowDelta(Operation):
             rows = src.take(pa.array(np.concatenate([m_all, np.flatnonzero(unmatched)])))
             at = np.arange(len(m_all))  # (the matched rows first)
         if ids is None:
-            return base.schema.conform(rows)
+            return base.schema.conform(rows, self.cast)
         # their _last_updated_version is left null: the version that writes them
-        return conform_keeping_lineage(base.schema, rows.append_column(ROW_ID, _row_ids(rows.num_rows, at, ids)))
+        return conform_keeping_lineage(base.schema, rows.append_column(ROW_ID, _row_ids(rows.num_rows, at, ids)), self.cast)
 
     def _discard_whole(self, io: Any) -> None:
         """Drop the write of ``whole_source`` under way, deleting what it wrote (nothing
@@ -752,19 +755,31 @@ def delete_rows(schema: Schema, pred: Expr, mode: str) -> RowDelta:
     )
 
 
-def file_fn_update(filt: Any, assignments: dict[str, Any], schema: pa.Schema) -> FileFn:
+def file_fn_update(filt: Any, assignments: dict[str, Any], schema: pa.Schema, cast: str | None = None) -> FileFn:
     """An update's file_fn: the rows ``filt`` selects, rewritten by ``updated_rows_fn``."""
-    rewrite = updated_rows_fn(assignments, schema)
+    rewrite = updated_rows_fn(assignments, schema, cast)
     return lambda rows: rewrite(rows.filter(filt))
 
 
-def updated_rows_fn(assignments: dict[str, Any], schema: pa.Schema) -> FileFn:
-    """For rows an update selects: each deleted, and written anew with ``assignments`` applied."""
+def check_assignments(assignments: dict[str, Any], schema: pa.Schema, what: str, cast: str | None = None,
+                      rows: pa.Table | None = None) -> None:
+    """Refuse now (SchemaMismatch) the ``assignments`` (column -> SQL text or literal) whose
+    values' type a column cannot store (``lamina.spec.write_types``), evaluated on no rows of
+    ``rows`` (default: the table's columns); callables are checked when they run."""
+    empty = (rows if rows is not None else schema.empty_table()).slice(0, 0)
+    for name, value in assignments.items():
+        if not callable(value):
+            as_column(value, empty, schema.field(name).type, f"{what} of {name!r}", name, cast)
+
+
+def updated_rows_fn(assignments: dict[str, Any], schema: pa.Schema, cast: str | None = None) -> FileFn:
+    """For rows an update selects: each deleted, and written anew with ``assignments`` applied
+    (SQL assignments: ``lamina.spec.write_types``)."""
     def fn(hit: pa.Table) -> FileOutcome:
         cols = []
         for f in schema:
             if f.name in assignments:
-                cols.append(as_column(assignments[f.name], hit, f.type, f"update of column {f.name!r}"))
+                cols.append(as_column(assignments[f.name], hit, f.type, f"update of column {f.name!r}", f.name, cast))
             else:
                 cols.append(hit.column(f.name))
         new = _keep_row_ids(pa.table(cols, schema=schema), hit).append_column(FILE, hit.column(FILE))
@@ -783,17 +798,19 @@ class _Clause:
     values: dict[str, Any] | None = None  # None: every column from the source ("*_all")
 
 
-def _clause_rows(cl: "_Clause", sel: pa.Table, tschema: pa.Schema, what: str, unset: Callable[[pa.Field], Any]) -> pa.Table:
-    """The rows a merge clause writes: every column from the source (``*_all``), or the
-    clause's values with ``unset`` for the columns it does not name."""
+def _clause_rows(cl: "_Clause", sel: pa.Table, tschema: pa.Schema, what: str, unset: Callable[[pa.Field], Any],
+                 cast: str | None = None) -> pa.Table:
+    """The rows a merge clause writes: every column from the source (``*_all``: rows written,
+    by the rule of ``lamina.spec.write_types``), or the clause's values (SQL assignments) with
+    ``unset`` for the columns it does not name."""
     cols = []
     for f in tschema:
         if cl.values is None and f"source.{f.name}" not in sel.column_names:
             cols.append(unset(f))  # (an insert of all columns from a source without one that has a default)
         elif cl.values is None:
-            cols.append(pc.cast(sel.column(f"source.{f.name}"), f.type))
+            cols.append(store(sel.column(f"source.{f.name}"), f.type, f.name, cast=cast))
         elif f.name in cl.values:
-            cols.append(as_column(cl.values[f.name], sel, f.type, f"merge {what} of {f.name!r}"))
+            cols.append(as_column(cl.values[f.name], sel, f.type, f"merge {what} of {f.name!r}", f.name, cast))
         else:
             cols.append(unset(f))
     return pa.table(cols, schema=tschema)
@@ -1037,8 +1054,8 @@ def _clauses_taking(clauses: list[_Clause], rows: pa.Table, what: str) -> Iterat
             yield cl, (rows if m.all() else rows.filter(pa.array(m)))
 
 
-def _not_matched_by_source(clauses: list[_Clause], rows: pa.Table, matched: Any,
-                           tschema: pa.Schema) -> tuple[list[np.ndarray], list[np.ndarray], list[pa.Table]]:
+def _not_matched_by_source(clauses: list[_Clause], rows: pa.Table, matched: Any, tschema: pa.Schema,
+                           cast: str | None = None) -> tuple[list[np.ndarray], list[np.ndarray], list[pa.Table]]:
     """What the not-matched-by-source ``clauses`` do to the target ``rows`` (with POS and FILE,
     the columns read) that are not among ``matched`` (their indices in ``rows``): the first
     clause whose condition holds applies. Returns the positions deleted, their files, and the
@@ -1057,7 +1074,8 @@ def _not_matched_by_source(clauses: list[_Clause], rows: pa.Table, matched: Any,
         deletes.append(sel.column(POS).to_numpy())
         files.append(sel.column(FILE).to_numpy())
         if cl.kind == "update":
-            new = _clause_rows(cl, sel, tschema, "not matched by source update", lambda f: sel.column(f"target.{f.name}"))
+            new = _clause_rows(cl, sel, tschema, "not matched by source update", lambda f: sel.column(f"target.{f.name}"),
+                               cast)
             updates.append(_keep_row_ids(new, sel).append_column(FILE, sel.column(FILE)))
     return deletes, files, updates
 
@@ -1158,9 +1176,10 @@ class MergeBuilder(MergeClauses):
 
     def __init__(
         self, schema: Schema, source: pa.Table | SourceRead, on: str | list[str], mode: str,
-        run: Callable[[RowDelta, Any], int | None], *, queued: bool = False,
+        run: Callable[[RowDelta, Any], int | None], *, queued: bool = False, cast: str | None = None,
     ) -> None:
         self._start(schema, on, source.schema.names)
+        self.cast = check_cast_mode(cast)  # how the source's columns are stored (lamina.spec.write_types)
         # A source being read (SourceRead): its key columns serve until every column is needed.
         self._read = source if isinstance(source, SourceRead) else None
         self.source = source.keys if self._read is not None else source
@@ -1319,10 +1338,10 @@ class MergeBuilder(MergeClauses):
                 deletes.append(sel.column(POS).to_numpy())
                 files.append(sel.column(FILE).to_numpy())
                 if cl.kind == "update" and not whole:
-                    rows_ = _clause_rows(cl, sel, tschema, "update", lambda f: sel.column(f"target.{f.name}"))
+                    rows_ = _clause_rows(cl, sel, tschema, "update", lambda f: sel.column(f"target.{f.name}"), self.cast)
                     updates.append(_keep_row_ids(rows_, sel).append_column(FILE, sel.column(FILE)))
             if self.not_matched_by_source:
-                by_source = _not_matched_by_source(self.not_matched_by_source, rows, tgt, tschema)
+                by_source = _not_matched_by_source(self.not_matched_by_source, rows, tgt, tschema, self.cast)
                 deletes += by_source[0]
                 files += by_source[1]
                 updates += by_source[2]
@@ -1347,21 +1366,43 @@ class MergeBuilder(MergeClauses):
             src = self._prefixed_source().filter(pa.array(keep))
             out = []
             for cl, sel in _clauses_taking(self.not_matched, src, "merge"):
-                out.append(_clause_rows(cl, sel, tschema, "insert", lambda f: _default_or_null(defaults, f, sel.num_rows)))
+                out.append(_clause_rows(cl, sel, tschema, "insert", lambda f: _default_or_null(defaults, f, sel.num_rows),
+                                        self.cast))
             return pa.concat_tables(out) if out else None
 
         return fn
 
+    def _check_types(self, tschema: pa.Schema) -> None:
+        """Refuse now (SchemaMismatch, nothing read or written) the clauses whose values a table
+        column cannot store by type (``lamina.spec.write_types``): the source's columns that
+        ``*_all`` clauses write, and the clauses' SQL assignments."""
+        clauses = [*self.matched, *self.not_matched, *self.not_matched_by_source]
+        if self.cast is None and any(cl.kind != "delete" and cl.values is None for cl in clauses):
+            have = self.source.schema if self._read is None else self._read.schema
+            refused = [mismatch(f.name, have.field(f.name).type, f.type) for f in tschema
+                       if f.name in have.names and fit(have.field(f.name).type, f.type) is None]
+            if refused:
+                raise SchemaMismatch("merge: " + "; ".join(refused) + "; nothing was written")
+        joined = None
+        for cl in clauses:
+            if cl.values:
+                if joined is None:
+                    have = self.source.schema if self._read is None else self._read.schema
+                    joined = pa.schema([*[pa.field(f"source.{f.name}", f.type) for f in have],
+                                        *[pa.field(f"target.{f.name}", f.type) for f in tschema]]).empty_table()
+                check_assignments(cl.values, tschema, f"merge {cl.kind}", self.cast, joined)
+
     def execute(self, *, commit_options: Any = None) -> MergeResult | None:
         self._check_clauses()
         tschema = self.schema.arrow
+        self._check_types(tschema)
         whole = self._whole_source(tschema)
         if whole is None and self._read is not None:
             self.source, self._read = self._read.table(), None  # its clauses match with every column
         op = RowDelta(
             "merge", self._prune(), self._target_columns(), self._file_fn(tschema, whole is not None), self.mode,
             new_write_id(), inserts=self._inserts(tschema), prefilter=self._prefilter(), planned=PlannedColumns.of(self.schema),
-            whole_source=whole,
+            whole_source=whole, cast=self.cast,
         )
         version = self._run(op, commit_options)
         if self._queued:

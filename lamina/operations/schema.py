@@ -43,13 +43,13 @@ import pyarrow as pa
 from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation
 from lamina.errors import CommitConflict, InvalidArgument
 from lamina.spec.properties import TableProperties
-from lamina.spec.schema import Schema, field_id_of, normalize_type
+from lamina.spec.schema import Schema, field_id_of, normalize_type, note_stored_units
 from lamina.spec.sort import effective_sort_order
 from lamina.spec.stats import COLUMN_PREFIX, column_mode_keys
 from lamina.spec.version import VersionManifest
 from lamina.spec.schema_update import (
     AddColumn, DropColumn, InvalidSchemaChange, MoveColumn, Path, RenameColumn, ReplaceColumn, SchemaChange, UpdateColumn,
-    apply_schema_changes, as_path, check_protected, widens,
+    apply_schema_changes, as_path, check_protected, show_path, widens,
 )
 
 
@@ -228,7 +228,10 @@ class SchemaUpdate:
         """Add a column (``"a.b"`` inside struct ``a``). Optional unless ``required`` (which needs
         a ``default``). ``default``: what rows written before read, and what writes that lack
         the column store."""
-        return self._add(AddColumn(as_path(path), type, required, doc, default, _position(first, after, before)))  # type: ignore[arg-type]
+        change = AddColumn(as_path(path), type, required, doc, default, _position(first, after, before))  # type: ignore[arg-type]
+        self._add(change)
+        note_stored_units(show_path(change.path), type)
+        return self
 
     def drop_column(self, path: Path) -> "SchemaUpdate":
         return self._add(DropColumn(as_path(path)))  # type: ignore[arg-type]
@@ -248,10 +251,11 @@ class SchemaUpdate:
         """Widen a column's type, make it optional (``nullable=True``) or set its doc."""
         return self._add(UpdateColumn(as_path(path), type, nullable, doc))  # type: ignore[arg-type]
 
-    def union_by_name(self, schema: pa.Schema) -> "SchemaUpdate":
-        """Add the columns (at any depth) of ``schema`` the table lacks, and widen the ones
-        ``schema`` has wider (what ``schema_mode="merge"`` does on write)."""
-        for change in merge_changes(self._current, schema):
+    def union_by_name(self, schema: pa.Schema, *, widen: bool = True) -> "SchemaUpdate":
+        """Add the columns (at any depth) of ``schema`` the table lacks, and (``widen``) widen
+        the ones ``schema`` has wider (what ``schema_mode="merge"`` does on write, widening only
+        where the table property ``schema.type-widening.enabled`` is true)."""
+        for change in merge_changes(self._current, schema, widen=widen):
             self._add(change)
         return self
 
@@ -284,9 +288,18 @@ class SchemaUpdate:
             self.commit()
 
 
-def merge_changes(table: Schema, data: pa.Schema, prefix: tuple[str, ...] = ()) -> list[SchemaChange]:
+def widens_on_merge(vm: VersionManifest) -> bool:
+    """Whether a write with ``schema_mode="merge"`` into version ``vm`` widens columns the data
+    holds wider (table property ``schema.type-widening.enabled``, Delta's opt-in), or only adds
+    columns."""
+    return TableProperties.SCHEMA_TYPE_WIDENING_ENABLED.get(vm.properties) == "true"
+
+
+def merge_changes(table: Schema, data: pa.Schema, prefix: tuple[str, ...] = (), *, widen: bool = True) -> list[SchemaChange]:
     """The changes that make ``table`` accept ``data``: columns it lacks added (optional, at
-    any depth), columns ``data`` has wider widened. Columns ``data`` lacks stay."""
+    any depth), and (``widen``) columns ``data`` has wider widened. Columns ``data`` lacks
+    stay; a column whose type the data holds as it is stored (a nanosecond timestamp for a
+    microsecond column, a large_string for a string) is no change."""
     changes: list[SchemaChange] = []
     fields = table.arrow if not prefix else _struct_at(table, prefix)
     have = {f.name: f for f in fields}
@@ -295,10 +308,13 @@ def merge_changes(table: Schema, data: pa.Schema, prefix: tuple[str, ...] = ()) 
         mine = have.get(f.name)
         if mine is None:
             changes.append(AddColumn(path, f.type))
+            note_stored_units(show_path(path), f.type)
         elif pa.types.is_struct(mine.type) and pa.types.is_struct(f.type):
-            changes += merge_changes(table, pa.schema(list(f.type)), path)
-        elif not pa.types.is_nested(mine.type) and not mine.type.equals(f.type) and widens(mine.type, normalize_type(f.type)):
-            changes.append(UpdateColumn(path, normalize_type(f.type)))
+            changes += merge_changes(table, pa.schema(list(f.type)), path, widen=widen)
+        elif widen and not pa.types.is_nested(mine.type):
+            stored = normalize_type(f.type)
+            if not mine.type.equals(stored) and widens(mine.type, stored):
+                changes.append(UpdateColumn(path, stored))
     return changes
 
 

@@ -13,6 +13,7 @@ from pyspark.sql import types as T
 
 from lamina.errors import SchemaMismatch
 from lamina.spec.schema import PARQUET_FIELD_ID_KEY, Schema
+from lamina.spec.write_types import WIDEN, fit, widens
 
 
 def quoted(name: str) -> str:
@@ -116,43 +117,25 @@ def _batch_type(t: T.DataType, column: str) -> pa.DataType:
 
 # --- writing into an existing table ------------------------------------------------------
 
-_WIDER_INTS = {
-    T.ByteType: (T.ShortType, T.IntegerType, T.LongType),
-    T.ShortType: (T.IntegerType, T.LongType),
-    T.IntegerType: (T.LongType,),
-}
+def _arrow_view(t: T.DataType) -> pa.DataType:
+    """The Arrow type of a DataFrame column of Spark type ``t`` for the write rule (a column of
+    Spark's NullType, ``lit(None)``, is Arrow's null type)."""
+    return pa.null() if isinstance(t, T.NullType) else arrow_type(t, "")
 
 
 def safe_cast(source: T.DataType, target: T.DataType) -> bool:
-    """Whether every value of ``source`` converts to ``target`` without loss."""
-    if source == target or isinstance(source, T.NullType):
-        return True
-    if type(target) in _WIDER_INTS.get(type(source), ()):
-        return True
-    if isinstance(source, (T.ByteType, T.ShortType, T.IntegerType)) and isinstance(target, T.DoubleType):
-        return True
-    if isinstance(source, T.FloatType) and isinstance(target, T.DoubleType):
-        return True
-    if isinstance(source, T.DecimalType) and isinstance(target, T.DecimalType):
-        return target.scale >= source.scale and target.precision - target.scale >= source.precision - source.scale
-    int_digits = {T.ByteType: 3, T.ShortType: 5, T.IntegerType: 10, T.LongType: 19}
-    if type(source) in int_digits and isinstance(target, T.DecimalType):
-        return target.precision - target.scale >= int_digits[type(source)]
-    if isinstance(source, T.ArrayType) and isinstance(target, T.ArrayType):
-        return safe_cast(source.elementType, target.elementType)
-    if isinstance(source, T.StructType) and isinstance(target, T.StructType):
-        return [f.name for f in source.fields] == [f.name for f in target.fields] and all(
-            safe_cast(a.dataType, b.dataType) for a, b in zip(source.fields, target.fields)
-        )
-    if isinstance(source, T.MapType) and isinstance(target, T.MapType):
-        return source.keyType == target.keyType and safe_cast(source.valueType, target.valueType)
-    return False
+    """Whether every value of ``source`` converts to ``target`` without loss: the write rule of
+    every path (``lamina.spec.write_types.fit``), on the Arrow types Lamina stores these Spark
+    types as. Spark casts structs by position, so their fields must come in the target's order;
+    and Spark converts without a check of each value, so only what converts exactly by type."""
+    try:
+        return fit(_arrow_view(source), _arrow_view(target), structs_by_name=False) == WIDEN
+    except SchemaMismatch:  # a Spark type Lamina does not store
+        return False
 
 
 def _widens_to(t: pa.DataType, source: T.DataType) -> bool:
     """Whether a table column of type ``t`` may be widened to hold a DataFrame column of ``source``."""
-    from lamina.spec.schema_update import widens
-
     try:
         return widens(t, arrow_type(source, ""))
     except SchemaMismatch:
@@ -181,14 +164,17 @@ def check_writable(df_schema: T.StructType, schema: Schema, uri: str) -> list[tu
             plan.append((f.name, None, target))
             continue
         if not safe_cast(src.dataType, target):
-            problems.append(f"column {f.name!r} is {src.dataType.simpleString()}, the table has {target.simpleString()}")
+            problems.append(f"column {f.name!r} is {src.dataType.simpleString()}, the table has {target.simpleString()} "
+                            f"(only a lossless widening is stored as it is: cast it first, "
+                            f"F.col({quoted(f.name)!r}).cast({target.simpleString()!r}))")
             evolvable = evolvable or _widens_to(f.type, src.dataType)
         plan.append((f.name, src.dataType, target))
     if problems:
         hint = (
-            " To add the new columns (and widen columns the DataFrame has wider) in the same version, write with "
-            "option('mergeSchema', 'true') (lamina.spark.write(..., schema_mode='merge')), or change the table's "
-            "schema first with table.update_schema()." if evolvable else ""
+            " To add the new columns in the same version, write with option('mergeSchema', 'true') "
+            "(lamina.spark.write(..., schema_mode='merge')); it also widens the columns the DataFrame has wider "
+            "where the table property schema.type-widening.enabled is true. Or change the table's schema first "
+            "with table.update_schema()." if evolvable else ""
         )
         raise SchemaMismatch(
             f"the DataFrame does not fit table {uri}: " + "; ".join(problems)

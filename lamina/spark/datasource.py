@@ -441,7 +441,10 @@ class WriteTarget:
     def _flush(self, io: FileIO, buffered: list[pa.RecordBatch], filt: Any) -> list[dict[str, Any]]:
         if not buffered:
             return []
-        data = self.schema.conform(pa.Table.from_batches(buffered))
+        # The DataFrame's types passed the write rule on the driver (check_writable), on Spark's
+        # view of the table's types, where an unsigned column is the next wider signed type: the
+        # safe cast converts them, checking each value only there (a short into a uint8 column).
+        data = self.schema.conform(pa.Table.from_batches(buffered), cast="safe")
         if filt is not None:
             matching = data.filter(filt).num_rows
             if matching != data.num_rows:

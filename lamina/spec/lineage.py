@@ -91,11 +91,11 @@ def split_lineage(rows: pa.Table, fill: bool = False) -> tuple[pa.Table, pa.Tabl
     return rows.drop_columns(present), lineage
 
 
-def conform_keeping_lineage(schema: Any, rows: pa.Table) -> pa.Table:
-    """``rows`` conformed to ``schema`` (a ``lamina.spec.schema.Schema``), their lineage
-    columns, if any, kept after the schema's."""
+def conform_keeping_lineage(schema: Any, rows: pa.Table, cast: str | None = None) -> pa.Table:
+    """``rows`` conformed to ``schema`` (a ``lamina.spec.schema.Schema``; ``cast`` as for
+    ``Schema.conform``), their lineage columns, if any, kept after the schema's."""
     data, lineage = split_lineage(rows)
-    return with_lineage(schema.conform(data), lineage)
+    return with_lineage(schema.conform(data, cast), lineage)
 
 
 def with_lineage(rows: pa.Table, lineage: pa.Table | None) -> pa.Table:

@@ -174,6 +174,11 @@ class TableProperties:
     # feature, lamina.spec.lineage); ``Table.enable_row_lineage`` turns it on later.
     ROW_LINEAGE_ENABLED = _word_property("row-lineage.enabled", "true", ("true", "false"), fold_case=True)
 
+    # "true": a write with schema_mode="merge" also widens a column the data holds a wider type
+    # of (lamina.spec.schema_update.widens), as Delta's delta.enableTypeWidening; "false": it
+    # only adds columns, and data wider than a column is refused (docs/format.md, Types on write).
+    SCHEMA_TYPE_WIDENING_ENABLED = _word_property("schema.type-widening.enabled", "false", ("true", "false"), fold_case=True)
+
     TAG_AUTO_CREATE = _word_property("tag.auto-create", None, tuple(AUTO_TAG_PERIOD_FORMATS))  # unset: no automatic tags
     TAG_AUTO_RETAIN_MAX = _int_property("tag.auto-retain-max", 0, 0)  # 0: keep every automatic tag
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import json
+import logging
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterator
@@ -25,6 +26,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from lamina.errors import CorruptMetadata, SchemaMismatch
+from lamina.spec.write_types import check_cast_mode, fit, mismatch, store
 
 FIELD_ID_KEY = b"lamina.field_id"
 PHYSICAL_NAME_KEY = b"lamina.physical_name"
@@ -35,6 +37,8 @@ INITIAL_DEFAULT_KEY = b"lamina.initial_default"
 WRITE_DEFAULT_KEY = b"lamina.write_default"
 # The Parquet field id (Iceberg's convention) written into files of evolved tables.
 PARQUET_FIELD_ID_KEY = b"PARQUET:field_id"
+
+log = logging.getLogger(__name__)
 
 
 def _type_to_json(t: pa.DataType) -> Any:
@@ -260,6 +264,25 @@ def normalize_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def note_stored_units(column: str, t: pa.DataType) -> None:
+    """Say (a warning in this module's log) that column ``column``'s nanosecond timestamps, at
+    any depth of ``t``, are stored as microseconds (``normalize_type``): Delta, Iceberg and
+    Spark store microseconds. Writes keep every value that is a whole microsecond and refuse
+    one that is not (lamina.spec.write_types): nothing is truncated silently."""
+    if any(pa.types.is_timestamp(x) and x.unit == "ns" for x in _types_in(t)):
+        log.warning("column %r: %s is stored as %s (tables store microseconds, as Delta and Iceberg do); "
+                    "writes of values with nanoseconds are refused, whole microseconds are kept exactly",
+                    column, t, normalize_type(t))
+
+
+def _types_in(t: pa.DataType) -> Iterator[pa.DataType]:
+    yield t
+    if pa.types.is_dictionary(t):
+        yield from _types_in(t.value_type)
+    for c in children_of(t):
+        yield from _types_in(c.type)
+
+
 # Names a table's columns may not take: the metadata columns a scan or the change feed adds
 # (row lineage, lamina.spec.lineage; lamina.data.changes) and Lamina's internal prefix.
 RESERVED_NAMES = frozenset({"_row_id", "_last_updated_version", "_change_type", "_commit_version", "_commit_timestamp"})
@@ -404,6 +427,8 @@ class Schema:
             why = reserved_name(n)
             if why:
                 raise SchemaMismatch(why)
+        for f in schema:
+            note_stored_units(f.name, f.type)
         next_id = [1]
         fields = [
             _assign_field(pa.field(f.name, normalize_type(f.type), f.nullable), next_id) for f in schema
@@ -511,12 +536,15 @@ class Schema:
                     raise CorruptMetadata(f"schema is malformed: two sibling fields have the same {what} ({names})")
         _ = (self.initial_defaults, self.write_defaults)  # parsed now: a bad default is CorruptMetadata here
 
-    def conform(self, data: pa.Table) -> pa.Table:
-        """Return ``data`` cast to this schema, or raise SchemaMismatch before anything is written.
+    def conform(self, data: pa.Table, cast: str | None = None) -> pa.Table:
+        """Return ``data`` as this schema's columns and types, or raise SchemaMismatch before
+        anything is written.
 
-        Columns are matched by name; order may differ. Missing nullable columns are
-        filled with nulls; extra columns, missing required columns, nulls in a
-        required column and lossy casts are errors.
+        Columns are matched by name; order may differ. Missing nullable columns are filled
+        with their write default or nulls; extra columns, missing required columns, nulls in
+        a required column are errors, and a column's type follows the rule of
+        ``lamina.spec.write_types`` (lossless widening only; ``cast="safe"``: pyarrow's safe
+        casts), naming every column it refuses at once.
         """
         if data.schema.equals(self.arrow):
             # The columns in order, of the same types and nullability (the common case): only
@@ -538,6 +566,12 @@ class Schema:
         if len(set(data.column_names)) != len(data.column_names):
             raise SchemaMismatch(f"data has duplicate column names: {data.column_names}")
         index = {n: i for i, n in enumerate(data.column_names)}  # by position: a lookup by name scans every column
+        check_cast_mode(cast)
+        if cast is None:
+            refused = [mismatch(f.name, data.schema.field(index[f.name]).type, f.type) for f in self.arrow
+                       if f.name in index and fit(data.schema.field(index[f.name]).type, f.type) is None]
+            if refused:
+                raise SchemaMismatch("; ".join(refused) + "; nothing was written")
         arrays = []
         for f in self.arrow:
             if f.name not in index:
@@ -549,15 +583,7 @@ class Schema:
                     raise SchemaMismatch(f"data lacks required column {f.name!r} ({f.type})")
                 arrays.append(pa.nulls(data.num_rows, f.type))
                 continue
-            col = data.column(index[f.name])
-            if not col.type.equals(f.type):
-                try:
-                    col = col.cast(f.type, safe=True)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                    raise SchemaMismatch(
-                        f"column {f.name!r} has type {data.schema.field(f.name).type}, table expects {f.type}; "
-                        f"the values cannot be converted safely ({e})"
-                    ) from None
+            col = store(data.column(index[f.name]), f.type, f.name, cast=cast)
             if not f.nullable and col.null_count:
                 raise SchemaMismatch(f"column {f.name!r} is required (not null) but the data has {col.null_count} nulls")
             arrays.append(col)

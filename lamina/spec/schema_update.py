@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence, Union
 import pyarrow as pa
 
 from lamina.errors import SchemaMismatch
+from lamina.spec.write_types import widens
 from lamina.spec.schema import (
     Schema, _assign_ids, normalize_type, _type_from_json, _type_to_json, encode_default, field_id_of, reserved_name,
 )
@@ -31,7 +32,6 @@ from lamina.spec.schema import (
 Path = Union[str, Sequence[str]]
 
 _INTS = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
-_UINTS = [pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()]
 
 
 class InvalidSchemaChange(SchemaMismatch):
@@ -40,24 +40,6 @@ class InvalidSchemaChange(SchemaMismatch):
 
 class _UnknownColumn(InvalidSchemaChange):
     """A path that names no column (told apart from an ambiguous one)."""
-
-
-def widens(old: pa.DataType, new: pa.DataType) -> bool:
-    """Whether values of ``old`` convert to ``new`` without loss, the way Iceberg allows a
-    column's type to change: a wider integer or float, a decimal with more precision and
-    the same scale, a date to a timestamp without time zone."""
-    if old.equals(new):
-        return True
-    for ladder in (_INTS, _UINTS):
-        if old in ladder and new in ladder:
-            return ladder.index(new) > ladder.index(old)
-    if pa.types.is_floating(old) and pa.types.is_floating(new):
-        return new.bit_width > old.bit_width
-    if pa.types.is_decimal(old) and pa.types.is_decimal(new):
-        return new.scale == old.scale and new.precision > old.precision and new.bit_width >= old.bit_width
-    if pa.types.is_date32(old) and pa.types.is_timestamp(new):
-        return new.tz is None
-    return False
 
 
 # --- the changes -------------------------------------------------------------------------
@@ -81,7 +63,7 @@ class AddColumn:
     physical_name: str = field(default_factory=lambda: new_physical_name())
 
     def describe(self) -> str:
-        return f"add {_show(self.path)} {self.type}"
+        return f"add {show_path(self.path)} {self.type}"
 
 
 @dataclass(frozen=True)
@@ -89,7 +71,7 @@ class DropColumn:
     path: tuple[str, ...]
 
     def describe(self) -> str:
-        return f"drop {_show(self.path)}"
+        return f"drop {show_path(self.path)}"
 
 
 @dataclass(frozen=True)
@@ -98,7 +80,7 @@ class RenameColumn:
     new_name: str
 
     def describe(self) -> str:
-        return f"rename {_show(self.path)} to {self.new_name}"
+        return f"rename {show_path(self.path)} to {self.new_name}"
 
 
 @dataclass(frozen=True)
@@ -108,7 +90,7 @@ class MoveColumn:
 
     def describe(self) -> str:
         where, ref = self.position
-        return f"move {_show(self.path)} {where}" + (f" {_show(ref)}" if ref else "")
+        return f"move {show_path(self.path)} {where}" + (f" {show_path(ref)}" if ref else "")
 
 
 @dataclass(frozen=True)
@@ -121,7 +103,7 @@ class UpdateColumn:
     def describe(self) -> str:
         parts = [f"type {self.type}" if self.type is not None else "", "optional" if self.nullable else "",
                  "doc" if self.doc is not None else ""]
-        return f"update {_show(self.path)} " + ", ".join(p for p in parts if p)
+        return f"update {show_path(self.path)} " + ", ".join(p for p in parts if p)
 
 
 @dataclass(frozen=True)
@@ -134,13 +116,13 @@ class ReplaceColumn:
     physical_name: str = field(default_factory=lambda: new_physical_name())
 
     def describe(self) -> str:
-        return f"replace {_show(self.path)} with {self.type}"
+        return f"replace {show_path(self.path)} with {self.type}"
 
 
 SchemaChange = Union[AddColumn, DropColumn, RenameColumn, MoveColumn, UpdateColumn, ReplaceColumn]
 
 
-def _show(path: Sequence[str] | str) -> str:
+def show_path(path: Sequence[str] | str) -> str:
     return path if isinstance(path, str) else ".".join(path)
 
 
@@ -221,7 +203,7 @@ class _Tree:
 
     def _unknown(self, path: Sequence[str], parent: dict[str, Any] | None) -> None:
         names = [n for n, _, _ in self._level(parent)]
-        raise _UnknownColumn(f"no column {_show(path)!r} in the table schema; columns there are {names}")
+        raise _UnknownColumn(f"no column {show_path(path)!r} in the table schema; columns there are {names}")
 
     # -- changes --------------------------------------------------------------------------
 
@@ -255,7 +237,7 @@ class _Tree:
                 path = (path,)
         parent = self.resolve(path[:-1])[1] if len(path) > 1 else None
         if parent is not None and not (isinstance(parent["type"], dict) and parent["type"]["type"] == "struct"):
-            raise InvalidSchemaChange(f"cannot add {_show(path)!r}: {_show(path[:-1])!r} is not a struct")
+            raise InvalidSchemaChange(f"cannot add {show_path(path)!r}: {show_path(path[:-1])!r} is not a struct")
         siblings = self.fields if parent is None else parent["type"]["fields"]
         name = path[-1]
         self._check_name(name, siblings, parent is None)
@@ -264,11 +246,11 @@ class _Tree:
             raise InvalidSchemaChange(f"the type of a new column is a pyarrow.DataType, got {c.type!r}")
         if c.required and c.default is None:
             raise InvalidSchemaChange(
-                f"cannot add required column {_show(path)!r} without a default: rows written before it have "
+                f"cannot add required column {show_path(path)!r} without a default: rows written before it have "
                 "no value for it. Give it a default=..., or add it as optional (required=False)"
             )
         if c.default is not None and parent is not None:
-            raise InvalidSchemaChange(f"defaults are supported for top-level columns only; {_show(path)!r} is nested")
+            raise InvalidSchemaChange(f"defaults are supported for top-level columns only; {show_path(path)!r} is nested")
         # ids: the column's first, then its nested fields depth-first
         node: dict[str, Any] = {"id": self._new_id(), "name": name, "nullable": not c.required}
         counter = [self.last_id + 1]
@@ -282,7 +264,7 @@ class _Tree:
             try:
                 node["initial_default"] = node["write_default"] = encode_default(c.default, t)
             except SchemaMismatch as e:  # one error type for every bad change
-                raise InvalidSchemaChange(f"cannot add {_show(path)!r}: {e}") from None
+                raise InvalidSchemaChange(f"cannot add {show_path(path)!r}: {e}") from None
         siblings.append(node)
         if c.position is not None:
             self._place(path, siblings, node, c.position)
@@ -298,10 +280,10 @@ class _Tree:
         ref_names, ref_node, ref_holder, _ = self.resolve(ref)
         if ref_holder is not siblings:
             raise InvalidSchemaChange(
-                f"cannot place {_show(path)!r} {where} {_show(ref_names)!r}: they are not in the same struct"
+                f"cannot place {show_path(path)!r} {where} {show_path(ref_names)!r}: they are not in the same struct"
             )
         if ref_node is node:
-            raise InvalidSchemaChange(f"cannot move {_show(path)!r} {where} itself")
+            raise InvalidSchemaChange(f"cannot move {show_path(path)!r} {where} itself")
         siblings.remove(node)
         i = siblings.index(ref_node)
         siblings.insert(i + 1 if where == "after" else i, node)
@@ -309,7 +291,7 @@ class _Tree:
     def replace(self, c: ReplaceColumn) -> None:
         names, node, holder, parent = self.resolve(c.path)
         if parent is not None or holder is None:
-            raise InvalidSchemaChange(f"only top-level columns can be replaced, not {_show(names)!r}")
+            raise InvalidSchemaChange(f"only top-level columns can be replaced, not {show_path(names)!r}")
         i = holder.index(node)
         holder.remove(node)
         self.add(AddColumn(names, c.type, physical_name=c.physical_name))
@@ -318,16 +300,16 @@ class _Tree:
     def drop(self, c: DropColumn) -> None:
         names, node, holder, parent = self.resolve(c.path)
         if holder is None:
-            raise InvalidSchemaChange(f"cannot drop {_show(names)!r}: a list element or map key/value cannot be dropped")
+            raise InvalidSchemaChange(f"cannot drop {show_path(names)!r}: a list element or map key/value cannot be dropped")
         if len(holder) == 1:
-            what = "the table's last column" if parent is None else f"the last field of struct {_show(names[:-1])!r}"
-            raise InvalidSchemaChange(f"cannot drop {_show(names)!r}: it is {what}")
+            what = "the table's last column" if parent is None else f"the last field of struct {show_path(names[:-1])!r}"
+            raise InvalidSchemaChange(f"cannot drop {show_path(names)!r}: it is {what}")
         holder.remove(node)
 
     def rename(self, c: RenameColumn) -> None:
         names, node, holder, parent = self.resolve(c.path)
         if holder is None:
-            raise InvalidSchemaChange(f"cannot rename {_show(names)!r}: list elements and map keys/values have fixed names")
+            raise InvalidSchemaChange(f"cannot rename {show_path(names)!r}: list elements and map keys/values have fixed names")
         if c.new_name == node["name"]:
             return
         self._check_name(c.new_name, [s for s in holder if s is not node], parent is None)
@@ -337,7 +319,7 @@ class _Tree:
     def move(self, c: MoveColumn) -> None:
         names, node, holder, _ = self.resolve(c.path)
         if holder is None:
-            raise InvalidSchemaChange(f"cannot move {_show(names)!r}: it is a list element or map key/value")
+            raise InvalidSchemaChange(f"cannot move {show_path(names)!r}: it is a list element or map key/value")
         self._place(names, holder, node, c.position)
 
     def update(self, c: UpdateColumn) -> None:
@@ -347,11 +329,11 @@ class _Tree:
             new = normalize_type(c.type)
             if pa.types.is_nested(old) or pa.types.is_nested(new):
                 raise InvalidSchemaChange(
-                    f"cannot change the type of {_show(names)!r} from {old} to {new}: change its fields one by one"
+                    f"cannot change the type of {show_path(names)!r} from {old} to {new}: change its fields one by one"
                 )
             if not widens(old, new):
                 raise InvalidSchemaChange(
-                    f"cannot change the type of {_show(names)!r} from {old} to {new}: only widening is allowed "
+                    f"cannot change the type of {show_path(names)!r} from {old} to {new}: only widening is allowed "
                     "(int8→int16→int32→int64, float32→float64, decimal(P,S)→decimal(P',S) with P'>P, "
                     "date→timestamp without time zone). Add a new column and copy the values instead"
                 )
@@ -359,7 +341,7 @@ class _Tree:
         if c.nullable is not None:
             if not c.nullable and node["nullable"]:
                 raise InvalidSchemaChange(
-                    f"cannot make optional column {_show(names)!r} required: existing rows may hold nulls"
+                    f"cannot make optional column {show_path(names)!r} required: existing rows may hold nulls"
                 )
             node["nullable"] = bool(c.nullable) or node["nullable"]
         if c.doc is not None:

@@ -33,6 +33,35 @@ def to_arrow(data: Any) -> pa.Table:
     )
 
 
+def schema_of(source: Any) -> pa.Schema:
+    """A new table's schema: ``source`` if it is a pyarrow Schema, else the schema of data (a
+    pyarrow Table, RecordBatch or RecordBatchReader, a pandas DataFrame, or an object with an
+    Arrow C schema or stream, such as a Polars DataFrame). Data gives its schema only: its rows
+    are not read (a reader's or stream's are left unread)."""
+    if isinstance(source, pa.Schema):
+        return source
+    if isinstance(source, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
+        return source.schema
+    try:
+        import pandas as pd
+
+        if isinstance(source, pd.DataFrame):
+            try:
+                return pa.Schema.from_pandas(source, preserve_index=False)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+                raise _pandas_mismatch(source, e) from None
+    except ImportError:  # pragma: no cover
+        pass
+    if hasattr(source, "__arrow_c_schema__"):
+        return pa.schema(source)
+    if hasattr(source, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(source).schema
+    raise SchemaMismatch(
+        f"a table's schema is a pyarrow.Schema, or data to take it from (a pyarrow Table, RecordBatch, "
+        f"RecordBatchReader or pandas DataFrame), not {type(source).__name__}"
+    )
+
+
 def _pandas_mismatch(df: Any, error: Exception) -> SchemaMismatch:
     """SchemaMismatch naming the DataFrame columns Arrow could not convert, and why (the
     usual cause: an object column holding values of several Python types)."""

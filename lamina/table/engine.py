@@ -55,7 +55,7 @@ from lamina.expr import Expr
 from lamina.manifest.entries import entries_from_user_files, manifest_schema_of
 from lamina.spec.stats import stats_policy
 from lamina.operations import PositionDelta
-from lamina.operations.schema import SchemaUpdate, UpdateSchema
+from lamina.operations.schema import SchemaUpdate, UpdateSchema, widens_on_merge
 from lamina.spec.layout import engine_data_dir
 from lamina.spec.version import VersionManifest
 
@@ -272,13 +272,14 @@ class WriteSession:
 
 def merged_schema(vm: VersionManifest, data: pa.Schema) -> UpdateSchema | None:
     """The schema change a write of rows of schema ``data`` into version ``vm`` makes with
-    ``schema_mode="merge"`` (the columns ``vm`` lacks added, the columns ``data`` has wider
-    widened: ``SchemaUpdate.union_by_name``; the schema it makes is its ``planned_schema``);
-    None if none is needed.
+    ``schema_mode="merge"`` (the columns ``vm`` lacks added, and where the table property
+    ``schema.type-widening.enabled`` is true the columns ``data`` has wider widened:
+    ``SchemaUpdate.union_by_name``; the schema it makes is its ``planned_schema``); None if
+    none is needed.
     Planned once, so its added columns' physical names are fixed: an engine writes its files
     for the schema, and commits the change with them (``WriteSession.stage_schema_update``),
     in whichever process it commits."""
     planned: list[UpdateSchema] = []
     update = SchemaUpdate(vm, planned.append, strict=True)
-    update.union_by_name(data).commit()
+    update.union_by_name(data, widen=widens_on_merge(vm)).commit()
     return planned[0] if planned else None

@@ -53,7 +53,7 @@ from lamina.spec.tag import Tag, split_version_or_tag
 from lamina.spec.version import VersionManifest
 from lamina.table import auto_tags, iceberg_view, system
 from lamina.table.changes import ChangeFeed, change_feed, end_spec, start_spec
-from lamina.table.convert import to_arrow
+from lamina.table.convert import schema_of, to_arrow
 from lamina.table.transaction import Transaction
 from lamina.timeutil import duration_ms, epoch_ms
 
@@ -258,31 +258,43 @@ class Table:
         *,
         app_transaction: tuple[str, int] | None = None,
         schema_mode: str | None = None,
+        cast: str | None = None,
         commit_options: CommitOptions | None = None,
     ) -> int:
-        """Append rows as one new version; returns the version committed.
+        """Append rows (a pyarrow Table, RecordBatch or RecordBatchReader, a pandas DataFrame)
+        as one new version; returns the version committed.
+
+        Types on write (docs/format.md): a column is stored as the table's type only when
+        that loses nothing (int8 into int64, float32 into float64, timestamp[ns] whose values
+        are whole microseconds into timestamp[us], ...); any other column (strings into a
+        double, an int64 into an int8, an integer into a timestamp) is refused with
+        SchemaMismatch naming it, and nothing is written. ``cast="safe"``: convert what
+        pyarrow's safe cast converts instead (``'7'`` into int64), refusing a value that
+        does not convert.
 
         ``app_transaction=(app_id, sequence)`` makes the append idempotent: it is recorded
         in the version, and an append whose sequence is not above the app's recorded one
         raises TransactionAlreadyCommitted with nothing committed. ``schema_mode="merge"``:
-        columns of ``data`` the table lacks are added, and wider types widen the table's,
-        in the same version.
+        columns of ``data`` the table lacks are added in the same version; a column the data
+        holds wider is widened only where the table property ``schema.type-widening.enabled``
+        is true (as Delta's ``delta.enableTypeWidening``), else it follows the rule above.
         """
         tx = self.transaction(commit_options=commit_options)
-        return self._one(tx.append(data, app_transaction=app_transaction, schema_mode=schema_mode))
+        return self._one(tx.append(data, app_transaction=app_transaction, schema_mode=schema_mode, cast=cast))
 
     def overwrite(
         self, data: Any, where: str | Expr | None = None, *, schema_mode: str | None = None,
-        commit_options: CommitOptions | None = None,
+        cast: str | None = None, commit_options: CommitOptions | None = None,
     ) -> int:
         """Replace all rows (or those matching ``where``) with ``data``, as one version.
 
         With ``where``, every new row must match it (as Delta's replaceWhere), and
-        files that only partly match are rewritten without the matching rows.
-        ``schema_mode``: "merge" as for ``append``; "overwrite" (no ``where``) makes the
-        table's schema ``data``'s.
+        files that only partly match are rewritten without the matching rows. Types and
+        ``cast`` as for ``append``. ``schema_mode``: "merge" as for ``append``; "overwrite"
+        (no ``where``) makes the table's schema ``data``'s.
         """
-        return self._one(self.transaction(commit_options=commit_options).overwrite(data, where, schema_mode=schema_mode))
+        tx = self.transaction(commit_options=commit_options)
+        return self._one(tx.overwrite(data, where, schema_mode=schema_mode, cast=cast))
 
     def update_schema(self, *, commit_options: CommitOptions | None = None) -> SchemaUpdate:
         """A schema change, one version, metadata only: ``with t.update_schema() as u:
@@ -364,23 +376,32 @@ class Table:
 
     def update(
         self, where: str | Expr | None = None, set: Mapping[str, Any] | None = None, *,  # noqa: A002
-        mode: str | None = None, commit_options: CommitOptions | None = None,
+        mode: str | None = None, cast: str | None = None, commit_options: CommitOptions | None = None,
     ) -> int | None:
         """Set columns of the rows matching ``where`` (all rows if None) in one version.
 
         ``set``: column -> SQL expression text (``"amount * 1.1"``), literal, or a
         callable on an Arrow table. Errors (unknown column, wrong type) surface
-        before anything is committed.
+        before anything is committed. Each value is a SQL assignment (docs/format.md,
+        Types on write): a number into any numeric column when it converts (``qty + 1``
+        into an int32), anything else only by lossless widening (``'7'`` into an int64 is
+        SchemaMismatch); ``cast="safe"``: pyarrow's safe casts.
         """
-        return self._one(self.transaction(commit_options=commit_options).update(where, set, mode=mode))
+        return self._one(self.transaction(commit_options=commit_options).update(where, set, mode=mode, cast=cast))
 
-    def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None) -> MergeBuilder:
-        """Start a merge of ``source`` (Arrow/pandas) into this table on key column(s) ``on``."""
+    def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None,
+              cast: str | None = None) -> MergeBuilder:
+        """Start a merge of ``source`` (Arrow/pandas) into this table on key column(s) ``on``.
+
+        The source's columns that ``*_all`` clauses write follow the rule of ``append``
+        (docs/format.md, Types on write), the clauses' ``set``/``values`` that of ``update``;
+        ``cast="safe"``: pyarrow's safe casts for both. Refused clauses raise SchemaMismatch
+        at ``execute()``, before anything is read or written."""
         def run(op: Any, options: CommitOptions | None) -> int | None:
             return self._one(self.transaction(commit_options=options).add_operation(op))
 
         rows = source if isinstance(source, SourceRead) else to_arrow(source)  # (a source being read: lamina.spark)
-        return MergeBuilder(self._vm.schema, rows, on, row_mode(mode, self._vm.properties), run)
+        return MergeBuilder(self._vm.schema, rows, on, row_mode(mode, self._vm.properties), run, cast=cast)
 
     # -- layout maintenance ---------------------------------------------------------------
 
@@ -839,14 +860,22 @@ def _new_log(uri: str, storage_options: Mapping[str, Any] | None, identifier: st
 
 def create_table(
     uri: str,
-    schema: pa.Schema,
+    schema: Any,
     partition_by: str | Iterable[str] | None = None,
     properties: Mapping[str, Any] | None = None,
     *,
     storage_options: Mapping[str, Any] | None = None,
     identifier: str | None = None,
 ) -> Table:
-    """Create a table at ``uri`` and commit its version 0 (empty)."""
+    """Create a table at ``uri`` and commit its version 0 (empty).
+
+    ``schema``: a pyarrow Schema, or data to take it from (a pyarrow Table, RecordBatch or
+    RecordBatchReader, a pandas DataFrame), as pyiceberg's ``create_table`` takes a schema:
+    the data's rows are not written, append them (``t.append(df)``). Columns are stored as
+    Spark, Delta and Iceberg store them: string for large_string, a dictionary's value type,
+    and timestamp[ns] (what pandas holds) as timestamp[us], which is logged as a warning
+    naming the column (writes then keep whole microseconds and refuse a value with
+    nanoseconds: docs/format.md, Types on write)."""
     return create_table_at(uri, initial_version(schema, partition_by, properties), storage_options=storage_options,
                            identifier=identifier)
 
@@ -876,13 +905,14 @@ def create_table_at(
 
 
 def initial_version(
-    schema: pa.Schema,
+    schema: Any,
     partition_by: str | Iterable[str] | None = None,
     properties: Mapping[str, Any] | None = None,
     extra_writer_features: Sequence[str] = (),
 ) -> VersionManifest:
-    """Version 0 of a new table (empty); shared by create_table and the catalogs."""
-    lschema = Schema.from_arrow(schema)
+    """Version 0 of a new table (empty); shared by create_table and the catalogs. ``schema``: a
+    pyarrow Schema or data to take it from (``lamina.table.convert.schema_of``)."""
+    lschema = Schema.from_arrow(schema_of(schema))
     spec = parse_partition_by(partition_by if not isinstance(partition_by, str) else [partition_by], lschema)
     props = {str(k): str(v) for k, v in (properties or {}).items()}
     check_properties(props)

@@ -29,6 +29,7 @@ from lamina.errors import CommitStateUnknown, InvalidArgument, LaminaError, Stor
 from lamina.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow_filter, to_expr
 from lamina.manifest.entries import entries_from_user_files, manifest_schema_of
 from lamina.spec.lineage import counter_of
+from lamina.spec.write_types import check_cast_mode
 from lamina.spec.stats import stats_policy
 from lamina.operations import (
     AppendFiles,
@@ -43,8 +44,8 @@ from lamina.operations import (
 from lamina.commit.committer import with_metadata
 from lamina.operations.partition_spec import SpecUpdate
 from lamina.operations.properties import UpdateProperties
-from lamina.operations.rowlevel import delete_rows, file_fn_update, row_mode, updated_rows_fn
-from lamina.operations.schema import PlannedColumns, SchemaUpdate, UpdateSchema
+from lamina.operations.rowlevel import check_assignments, delete_rows, file_fn_update, row_mode, updated_rows_fn
+from lamina.operations.schema import PlannedColumns, SchemaUpdate, UpdateSchema, widens_on_merge
 from lamina.operations.sort_order import SortOrderUpdate
 from lamina.spec.tag import validate_tag_name
 from lamina.spec.version import VersionManifest
@@ -161,17 +162,22 @@ class Transaction:
         if schema_mode == "overwrite" and where is not None:
             raise InvalidArgument("schema_mode='overwrite' replaces the schema, so it overwrites every row: drop where=")
         update = self.update_schema()
-        (update.replace_with if schema_mode == "overwrite" else update.union_by_name)(data.schema)
+        if schema_mode == "overwrite":
+            update.replace_with(data.schema)
+        else:
+            update.union_by_name(data.schema, widen=widens_on_merge(self.metadata))
         update.commit()
 
     def append(
-        self, data: Any, *, app_transaction: tuple[str, int] | None = None, schema_mode: str | None = None
+        self, data: Any, *, app_transaction: tuple[str, int] | None = None, schema_mode: str | None = None,
+        cast: str | None = None,
     ) -> "Transaction":
         """Append rows (see ``Table.append``)."""
         self._check_open()
         data = to_arrow(data)
+        check_cast_mode(cast)
         self._evolve(data, schema_mode, ("merge",))
-        rows = self.metadata.schema.conform(data)  # schema errors before any file is written
+        rows = self.metadata.schema.conform(data, cast)  # schema errors before any file is written
         apps = app_transactions(app_transaction)
         if apps:
             check_app_transactions(self.table.log.latest(), apps)  # before writing a file for nothing
@@ -186,12 +192,14 @@ class Transaction:
             AppendFiles(entries, app_transactions=apps, built_for=vm.version + 1, row_ids=row_ids), pending=pending,
         )
 
-    def overwrite(self, data: Any, where: str | Expr | None = None, *, schema_mode: str | None = None) -> "Transaction":
+    def overwrite(self, data: Any, where: str | Expr | None = None, *, schema_mode: str | None = None,
+                  cast: str | None = None) -> "Transaction":
         """Replace all rows, or those matching ``where``, with ``data`` (see ``Table.overwrite``)."""
         self._check_open()
         data = to_arrow(data)
+        check_cast_mode(cast)
         self._evolve(data, schema_mode, ("merge", "overwrite"), where)
-        rows = self.metadata.schema.conform(data)
+        rows = self.metadata.schema.conform(data, cast)
         predicate = bind(to_expr(where), self.metadata.schema)
         if not isinstance(predicate, AlwaysTrue) and rows.num_rows:
             matching = rows.filter(to_arrow_filter(predicate)).num_rows
@@ -266,7 +274,7 @@ class Transaction:
 
     def update(
         self, where: str | Expr | None = None, set: Mapping[str, Any] | None = None, *,  # noqa: A002
-        mode: str | None = None,
+        mode: str | None = None, cast: str | None = None,
     ) -> "Transaction":
         """Set columns of the rows matching ``where`` (see ``Table.update``)."""
         if not set:
@@ -274,15 +282,18 @@ class Transaction:
         schema = self.metadata.schema
         for c in set:
             schema.field(c)
+        check_cast_mode(cast)
+        check_assignments(dict(set), schema.arrow, "update", cast)  # a value of a type the column cannot store: now
         pred = bind(to_expr(where), schema)
         filt = to_arrow_filter(pred) if not isinstance(pred, AlwaysTrue) else pc.scalar(True)
         return self.add_operation(RowDelta(
-            "update", pred, list(schema.names), file_fn_update(filt, dict(set), schema.arrow),
+            "update", pred, list(schema.names), file_fn_update(filt, dict(set), schema.arrow, cast),
             self.row_mode(mode), new_write_id(), planned=PlannedColumns.of(schema), where=pred,
-            selected_fn=updated_rows_fn(dict(set), schema.arrow),
+            selected_fn=updated_rows_fn(dict(set), schema.arrow, cast),
         ))
 
-    def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None) -> MergeBuilder:
+    def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None,
+              cast: str | None = None) -> MergeBuilder:
         """A merge of ``source`` on key column(s) ``on``; its ``execute()`` queues it here (and
         returns None: the merge's counts are known once the transaction commits)."""
         def queue(op: RowDelta, options: Any) -> None:
@@ -291,7 +302,7 @@ class Transaction:
             self.add_operation(op)
             return None
 
-        return MergeBuilder(self.metadata.schema, to_arrow(source), on, self.row_mode(mode), queue, queued=True)
+        return MergeBuilder(self.metadata.schema, to_arrow(source), on, self.row_mode(mode), queue, queued=True, cast=cast)
 
     def publish(self, branch: str, *, expected_version: int | None = None) -> "Transaction":
         """Publish branch ``branch`` into this transaction's table (see ``Table.publish``), with
