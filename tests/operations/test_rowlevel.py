@@ -87,7 +87,7 @@ def test_update_sets_values_in_one_version(table):
     "kwargs, error",
     [
         ({"set": {"nope": 1}}, SchemaMismatch),
-        ({"set": {"amt": "'text'"}}, InvalidArgument),
+        ({"set": {"amt": "'text'"}}, SchemaMismatch),  # a string into a double column (Types on write)
         ({"set": {"id": None}}, SchemaMismatch),  # a required column cannot become null
         ({"set": {"amt": "nope + 1"}}, InvalidArgument),
         ({"set": {}}, InvalidArgument),

@@ -26,6 +26,7 @@ import decimal
 import itertools
 import os
 import random
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 import lamina
 from lamina.commit import flush_hints
+from lamina.errors import SchemaMismatch
 
 TOP_NAMES = [f"c{i}" for i in range(8)]
 SUB_NAMES = ["x", "y", "z", "w"]
@@ -183,8 +185,8 @@ class SchemaEvolution(RuleBasedStateMachine):
 
     # -- set-up ----------------------------------------------------------------------------
 
-    @initialize(delete_mode=st.sampled_from(["merge-on-read", "copy-on-write"]))
-    def create(self, delete_mode: str) -> None:
+    @initialize(delete_mode=st.sampled_from(["merge-on-read", "copy-on-write"]), type_widening=st.booleans())
+    def create(self, delete_mode: str, type_widening: bool) -> None:
         self.cols = [
             Col("id", pa.int64(), nullable=False),
             Col("c0", pa.int8()),
@@ -195,7 +197,9 @@ class SchemaEvolution(RuleBasedStateMachine):
             Col("c4", pa.string()),
         ]
         schema = pa.schema([pa.field(c.name, c.arrow_type, c.nullable) for c in self.cols])
-        self.t = lamina.create_table(f"{self.root}/t", schema, properties={"write.delete.mode": delete_mode})
+        self.type_widening = type_widening  # whether schema_mode="merge" widens a column the data has wider
+        self.t = lamina.create_table(f"{self.root}/t", schema, properties={
+            "write.delete.mode": delete_mode, "schema.type-widening.enabled": str(type_widening).lower()})
         self.rows: list[dict[int, Any]] = []
         self.snapshot()
 
@@ -364,7 +368,9 @@ class SchemaEvolution(RuleBasedStateMachine):
 
     @rule(seed=st.integers(0, 2**16), n=st.integers(1, 3), widen=st.booleans())
     def append_merge_schema(self, seed: int, n: int, widen: bool) -> None:
-        """``schema_mode="merge"``: the data brings a new column (at the end), or a wider type."""
+        """``schema_mode="merge"``: the data brings a new column (at the end), or a wider type:
+        the column is widened where the table enables type widening, else the write is refused
+        (SchemaMismatch) and changes nothing."""
         rnd = random.Random(seed)
         rows = [self.new_row(rnd) for _ in range(n)]
         cols = list(self.cols)
@@ -382,6 +388,13 @@ class SchemaEvolution(RuleBasedStateMachine):
         if name is not None and (not widened or rnd.random() < 0.5):
             new = Col(name, rnd.choice([pa.int32(), pa.string(), pa.float64()]))
             data = data.append_column(pa.field(name, new.type), pa.array([render(new, self.value(new, rnd)) for _ in rows], new.type))
+        if widened and not self.type_widening:
+            before = self.t.version
+            with pytest.raises(SchemaMismatch, match=re.escape(f"column {widened[0].name!r} is {widened[1]} in the data")):
+                self.t.append(data, schema_mode="merge")
+            assert lamina.open_table(self.t.io.uri).version == before, "a refused write commits nothing"
+            self.snapshot()
+            return
         self.t.append(data, schema_mode="merge")
         self.rows += rows
         if widened:

@@ -18,7 +18,7 @@ from support import workers
 
 def make(tmp_path) -> lamina.Table:
     t = lamina.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("a", pa.int32()), ("c", pa.string())]))
-    t.append(pa.table({"id": [1, 2], "a": [10, 20], "c": ["x", "y"]}))
+    t.append(pa.table({"id": [1, 2], "a": pa.array([10, 20], pa.int32()), "c": ["x", "y"]}))
     return t
 
 
@@ -49,7 +49,7 @@ def test_append_planned_on_the_old_schema_commits_after_a_schema_change(tmp_path
     t = make(tmp_path)
     stale = lamina.open_table(t.io.uri)
     change(t.update_schema()).commit()
-    stale.append(pa.table({"id": [3], "a": [30]}))
+    stale.append(pa.table({"id": [3], "a": pa.array([30], pa.int32())}))
     assert rows(t) == want
     # statistics follow field ids: predicates on the evolved column are exact
     name = next((n for n in ("a", "b") if n in want[0]), None)
@@ -93,12 +93,12 @@ def _update(t):
 
 
 def _merge(t):
-    src = pa.table({"id": [1, 5], "a": [11, 50], "c": ["m", "n"]})
+    src = pa.table({"id": [1, 5], "a": pa.array([11, 50], pa.int32()), "c": ["m", "n"]})
     return t.merge(src, on="id").when_matched_update_all(condition="target.a = 10").when_not_matched_insert_all().execute()
 
 
 def _overwrite_where(t):
-    return t.overwrite(pa.table({"id": [9], "a": [10]}), where="a = 10")
+    return t.overwrite(pa.table({"id": [9], "a": pa.array([10], pa.int32())}), where="a = 10")
 
 
 ROW_CHANGES = {"delete": _delete, "update": _update, "merge": _merge, "overwrite": _overwrite_where}
@@ -168,7 +168,7 @@ def test_merge_into_a_table_with_a_struct_column(tmp_path):
     """Arrow's hash join carries no struct column: merge joins keys only (failed before)."""
     t = make(tmp_path)
     t.update_schema().add_column("s", pa.struct([("x", pa.int32())])).commit()
-    src = pa.table({"id": [2, 3], "a": [21, 30], "c": ["yy", "z"], "s": pa.array([{"x": 1}, None], pa.struct([("x", pa.int32())]))})
+    src = pa.table({"id": [2, 3], "a": pa.array([21, 30], pa.int32()), "c": ["yy", "z"], "s": pa.array([{"x": 1}, None], pa.struct([("x", pa.int32())]))})
     t.merge(src, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
     assert rows(t) == [
         {"id": 1, "a": 10, "c": "x", "s": None}, {"id": 2, "a": 21, "c": "yy", "s": {"x": 1}},
