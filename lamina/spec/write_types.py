@@ -213,8 +213,9 @@ def assignment_fit(source: pa.DataType, target: pa.DataType) -> str | None:
     return got
 
 
-def type_expr(t: pa.DataType) -> str:
-    """``t`` as the pyarrow expression that makes it (for messages)."""
+def type_expr(t: pa.DataType, column: str) -> str:
+    """``t`` as the pyarrow expression that makes it (for messages): the table column
+    ``column``'s type for a nested one."""
     simple = {
         "bool": "pa.bool_()", "float": "pa.float32()", "double": "pa.float64()", "halffloat": "pa.float16()",
         "date32[day]": "pa.date32()", "date64[ms]": "pa.date64()",
@@ -228,12 +229,12 @@ def type_expr(t: pa.DataType) -> str:
         return f"pa.timestamp({t.unit!r}" + (f", tz={t.tz!r})" if t.tz is not None else ")")
     if pa.types.is_decimal(t):
         return f"pa.decimal128({t.precision}, {t.scale})"
-    return f"table.schema.field(...).type ({t})"
+    return f"table.schema.field({column!r}).type"
 
 
 def cast_hint(column: str, target: pa.DataType) -> str:
     """How to make a refused column fit (for messages)."""
-    return (f"cast it first (pyarrow.compute.cast(data[{column!r}], {type_expr(target)}), or pandas' astype), "
+    return (f"cast it first (pyarrow.compute.cast(data[{column!r}], {type_expr(target, column)}), or pandas' astype), "
             "or pass cast='safe' to convert what pyarrow's safe cast converts")
 
 
@@ -241,7 +242,7 @@ def widen_hint(column: str, source: pa.DataType, target: pa.DataType) -> str:
     """How to widen the column instead, where its type may widen to the data's ('' if not)."""
     if pa.types.is_nested(target) or not widens(target, source):
         return ""
-    return (f"; or widen the column first (table.update_schema().update_column({column!r}, {type_expr(source)})), "
+    return (f"; or widen the column first (table.update_schema().update_column({column!r}, {type_expr(source, column)})), "
             "or let schema_mode='merge' widen it (table property schema.type-widening.enabled=true)")
 
 
@@ -268,6 +269,6 @@ def store(col: pa.Array | pa.ChunkedArray, target: pa.DataType, column: str, *, 
             why = f"cast='safe' cannot convert {'a value' if isinstance(e, pa.ArrowInvalid) else 'it'} ({e})"
         else:
             why = (f"a value does not convert exactly ({e}); drop what {target} cannot hold first "
-                   f"(e.g. pyarrow.compute.cast(data[{column!r}], {type_expr(target)}, safe=False))")
+                   f"(e.g. pyarrow.compute.cast(data[{column!r}], {type_expr(target, column)}, safe=False))")
         raise SchemaMismatch(f"column {column!r} is {col.type} in the data, the table has {target}: {why}; "
                              "nothing was written") from None

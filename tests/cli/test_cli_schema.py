@@ -36,7 +36,7 @@ def evolved(tmp_path):
     """v1 append; v2 add email (doc), rename s.x -> xx, add required k default 3; tag
     'before'; v3 widen id to int64."""
     t = lamina.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int32()), ("s", pa.struct([("x", pa.int32())]))]))
-    t.append(pa.table({"id": pa.array([1], pa.int32()), "s": [{"x": 1}]}))
+    t.append(pa.table({"id": pa.array([1], pa.int32()), "s": pa.array([{"x": 1}], pa.struct([("x", pa.int32())]))}))
     t.update_schema().add_column("email", pa.string(), doc="work address").rename_column("s.x", "xx").add_column(
         "k", pa.int64(), required=True, default=3
     ).commit()
