@@ -61,11 +61,11 @@ def _new_row(i: int) -> dict:
     }
 
 
-def build(root) -> tuple[str, list[tuple[int, pa.Table]], pa.Table]:
+def build(root, properties: dict | None = None) -> tuple[str, list[tuple[int, pa.Table]], pa.Table]:
     """An evolved table: (uri, [(version, model of its rows then)] for the version before the
     schema changed and the one after the renames and the drop, the model of its rows now)."""
     uri = str(root / "evolved")
-    t = lamina.create_table(uri, V1)
+    t = lamina.create_table(uri, V1, properties=properties)
     for lo, hi in ((0, 120), (120, 240)):
         t.append(pa.Table.from_pylist([_old_row(i) for i in range(lo, hi)], schema=V1))
     t.delete(f"id IN {DELETED}")  # a deletion vector the readers must apply
@@ -228,8 +228,29 @@ def test_spark_writes_store_physical_names_and_read_back(spark, fresh):
     assert rows(spark.read.format("lamina").load(uri).toArrow()) == want
 
 
-def test_merge_schema_adds_and_widens_in_the_same_version(spark, fresh):
-    uri, _, model = fresh
+def test_merge_schema_widens_only_where_the_table_enables_type_widening(spark, fresh):
+    from pyspark.sql import functions as F
+
+    uri, _, _ = fresh
+    t = lamina.open_table(uri)
+    version, files = t.version, data_files(uri)
+    wide = spark.createDataFrame([(5001, 2**40, 1.5, 0)], "id long, n long, more double, q int")  # n is int
+    with pytest.raises(SchemaMismatch, match="schema.type-widening.enabled") as e:
+        write(wide, uri, schema_mode="merge")
+    assert "column 'n' is bigint, the table has int" in str(e.value)
+    with pytest.raises(Exception, match="schema.type-widening.enabled"):
+        wide.write.format("lamina").mode("append").option("mergeSchema", "true").save(uri)
+    t.refresh()
+    assert t.version == version and data_files(uri) == files and "more" not in t.schema.names  # nothing at all
+    # What it takes without widening: the values in the table's type.
+    write(wide.withColumn("n", F.lit(3).cast("int")), uri, schema_mode="merge")
+    t.refresh()
+    assert t.schema.field("n").type == pa.int32() and t.schema.names[-1] == "more"
+    assert t.to_arrow(where="id = 5001").select(["n", "more"]).to_pylist() == [{"n": 3, "more": 1.5}]
+
+
+def test_merge_schema_adds_and_widens_in_the_same_version(spark, tmp_path):
+    uri, _, model = build(tmp_path, {"schema.type-widening.enabled": "true"})
     t = lamina.open_table(uri)
     df = spark.createDataFrame(
         [(5000, 1, 2, {"z": 1, "y": "a", "w": "b", "v": 3}, "e1")],
