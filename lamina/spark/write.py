@@ -246,10 +246,12 @@ def write(
     - ``properties``: table properties of a new table.
     - ``app_transaction=(app_id, n)``: idempotent append (streaming); returns None, writing
       nothing, when ``n`` is not above the sequence already committed for ``app_id``.
-    - ``schema_mode="merge"``: columns of ``df`` the table lacks are added (at any depth) and
-      columns ``df`` has wider are widened, in the same version as the rows (as
-      ``Table.append(..., schema_mode="merge")``). Without it such a DataFrame is refused
-      (SchemaMismatch) before anything is written.
+    - ``schema_mode="merge"``: columns of ``df`` the table lacks are added (at any depth) and,
+      where the table property ``schema.type-widening.enabled`` is true, columns ``df`` has
+      wider are widened, in the same version as the rows (as ``Table.append(...,
+      schema_mode="merge")``). Without it such a DataFrame is refused (SchemaMismatch) before
+      anything is written. Column types follow the rule of every write (docs/format.md, Types
+      on write: lossless widening only).
     - ``branch``: commit to that branch's log (``Table.branch``), never to main; the version
       returned is the branch's. An unknown branch is BranchNotFound, a missing table
       TableNotFound (a branch write creates neither), before anything is written.

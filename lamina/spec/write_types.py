@@ -268,7 +268,9 @@ def store(col: pa.Array | pa.ChunkedArray, target: pa.DataType, column: str, *, 
         if how is None:  # cast="safe"
             why = f"cast='safe' cannot convert {'a value' if isinstance(e, pa.ArrowInvalid) else 'it'} ({e})"
         else:
-            why = (f"a value does not convert exactly ({e}); drop what {target} cannot hold first "
-                   f"(e.g. pyarrow.compute.cast(data[{column!r}], {type_expr(target, column)}, safe=False))")
+            why = f"a value does not convert exactly ({e})"
+            if pa.types.is_temporal(target):  # a finer unit: what to drop is the part the table cannot hold
+                why += (f"; truncate the values first (pyarrow.compute.cast(data[{column!r}], "
+                        f"{type_expr(target, column)}, safe=False))")
         raise SchemaMismatch(f"column {column!r} is {col.type} in the data, the table has {target}: {why}; "
                              "nothing was written") from None

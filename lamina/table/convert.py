@@ -1,8 +1,9 @@
-"""Turning what users pass into what operations take: data as Arrow, app transactions."""
+"""Turning what users pass into what operations take: data as Arrow, a new table's schema,
+app transactions."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 
@@ -16,16 +17,9 @@ def to_arrow(data: Any) -> pa.Table:
         return pa.Table.from_batches([data])
     if isinstance(data, pa.RecordBatchReader):
         return data.read_all()
-    try:
-        import pandas as pd
-
-        if isinstance(data, pd.DataFrame):
-            try:
-                return pa.Table.from_pandas(data, preserve_index=False)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-                raise _pandas_mismatch(data, e) from None
-    except ImportError:  # pragma: no cover
-        pass
+    table = _if_pandas(data, lambda df: pa.Table.from_pandas(df, preserve_index=False))
+    if table is not None:
+        return table
     if hasattr(data, "__arrow_c_stream__"):
         return pa.table(data)
     raise SchemaMismatch(
@@ -42,16 +36,9 @@ def schema_of(source: Any) -> pa.Schema:
         return source
     if isinstance(source, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
         return source.schema
-    try:
-        import pandas as pd
-
-        if isinstance(source, pd.DataFrame):
-            try:
-                return pa.Schema.from_pandas(source, preserve_index=False)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-                raise _pandas_mismatch(source, e) from None
-    except ImportError:  # pragma: no cover
-        pass
+    schema = _if_pandas(source, lambda df: pa.Schema.from_pandas(df, preserve_index=False))
+    if schema is not None:
+        return schema
     if hasattr(source, "__arrow_c_schema__"):
         return pa.schema(source)
     if hasattr(source, "__arrow_c_stream__"):
@@ -60,6 +47,21 @@ def schema_of(source: Any) -> pa.Schema:
         f"a table's schema is a pyarrow.Schema, or data to take it from (a pyarrow Table, RecordBatch, "
         f"RecordBatchReader or pandas DataFrame), not {type(source).__name__}"
     )
+
+
+def _if_pandas(data: Any, convert: Callable[[Any], Any]) -> Any:
+    """``convert(data)`` if ``data`` is a pandas DataFrame (a column Arrow cannot convert:
+    SchemaMismatch naming it), else None."""
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover
+        return None
+    if not isinstance(data, pd.DataFrame):
+        return None
+    try:
+        return convert(data)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+        raise _pandas_mismatch(data, e) from None
 
 
 def _pandas_mismatch(df: Any, error: Exception) -> SchemaMismatch:

@@ -124,6 +124,18 @@ def test_create_load_list(cat, tmp_path):
     assert not os.path.exists(tmp_path / "wh" / "nope")
 
 
+def test_create_takes_the_schema_of_data(cat):
+    """As lamina.create_table: a DataFrame (or Arrow data) gives the schema; its rows are not written."""
+    import pandas as pd
+
+    cat.create_namespace("sales")
+    df = pd.DataFrame({"id": [1, 2], "day": ["d1", "d2"], "ts": pd.to_datetime(["2024-01-01", "2024-01-02"])})
+    t = cat.create_table("sales.orders", df)
+    assert [(f.name, str(f.type)) for f in t.schema] == [("id", "int64"), ("day", "string"), ("ts", "timestamp[us]")]
+    assert t.version == 0 and t.to_arrow().num_rows == 0
+    assert t.append(df) == 1 and sorted(t.to_arrow().column("id").to_pylist()) == [1, 2]
+
+
 def test_create_refuses_a_location_holding_a_table(sql_cat, tmp_path):
     sql_cat.create_namespace("ns")
     existing = lamina.create_table(str(tmp_path / "elsewhere"), SCHEMA)
