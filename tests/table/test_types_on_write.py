@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 import lamina
 from lamina.errors import SchemaMismatch
+from lamina.spec.write_types import CHECK, WIDEN, fit
 
 from support.files import table_files
 
@@ -178,7 +179,7 @@ def writes(draw: Any) -> tuple[pa.DataType, pa.DataType, list[Any], str | None]:
     return source, target, values, draw(st.sampled_from([None, None, "safe"]))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(writes())
 def test_a_write_stores_exactly_what_the_rule_accepts_and_nothing_else(case):
     source, target, values, cast = case
@@ -204,6 +205,21 @@ def test_a_write_stores_exactly_what_the_rule_accepts_and_nothing_else(case):
         assert t.schema.field("c").type.equals(target), "a write never changes the column's type"
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=str)
+def test_the_rule_is_the_model_on_every_pair_of_types(target):
+    """Every (data type, table type) pair, without writing: what the one rule (``fit``) stores as
+    it is, checks per value, or refuses is what the model says (the property above draws pairs
+    and values through real writes)."""
+    for source in SOURCES:
+        got = fit(source, target)
+        if holds_every_value(source, target):
+            assert got == WIDEN, (source, target, got)
+        elif value_checked(source, target, [0]):
+            assert got == CHECK, (source, target, got)
+        else:
+            assert got is None, (source, target, got)
 
 
 def test_the_model_agrees_with_pairs_delta_and_iceberg_name():
