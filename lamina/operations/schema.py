@@ -350,6 +350,7 @@ def overwrite_changes(table: Schema, data: pa.Schema) -> list[SchemaChange]:
     for f in data:
         if f.name not in kept:
             changes.append(ReplaceColumn((f.name,), f.type) if f.name in table.names else AddColumn((f.name,), f.type))
+            note_stored_units(f.name, f.type)
     changes += drops
     previous = None
     for f in data:

@@ -48,8 +48,9 @@ CHECK = "check"  # a value converts exactly or not: each is checked
 
 CAST_MODES = (None, "safe")
 
-_SIGNED = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
-_UNSIGNED = {pa.uint8(): 8, pa.uint16(): 16, pa.uint32(): 32, pa.uint64(): 64}
+# Integer types narrowest first: what a column of one may widen to (schema evolution).
+_SIGNED = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
+_UNSIGNED = [pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()]
 # Decimal digits an integer type's values take (its largest magnitude).
 _INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 19}
 _UINT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
@@ -65,7 +66,7 @@ def widens(old: pa.DataType, new: pa.DataType) -> bool:
     calls lossless: old files' values read as the new type exactly."""
     if old.equals(new):
         return True
-    for ladder in (list(_SIGNED), list(_UNSIGNED)):
+    for ladder in (_SIGNED, _UNSIGNED):
         if old in ladder and new in ladder:
             return ladder.index(new) > ladder.index(old)
     if pa.types.is_floating(old) and pa.types.is_floating(new):
@@ -107,11 +108,7 @@ def _is_list(t: pa.DataType) -> bool:
 
 def _integer_bits(t: pa.DataType) -> tuple[bool, int] | None:
     """(signed, bit width) of an integer type."""
-    if t in _SIGNED:
-        return True, _SIGNED[t]
-    if t in _UNSIGNED:
-        return False, _UNSIGNED[t]
-    return None
+    return (pa.types.is_signed_integer(t), t.bit_width) if pa.types.is_integer(t) else None
 
 
 def _integer_fit(source: pa.DataType, target: pa.DataType) -> str | None:
