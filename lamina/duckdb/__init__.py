@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import hashlib
 import itertools
+import json
 import logging
 import os
+import weakref
 from typing import Any, Callable, Mapping
 
 import pyarrow as pa
@@ -32,16 +35,19 @@ import lamina
 from lamina.catalog.base import Catalog
 from lamina.data.export import LiveFiles
 from lamina.data.scan import Scan
+from lamina.duckdb import deltalog, extensions
 from lamina.errors import (
     InvalidArgument, InvalidIdentifier, InvalidPredicate, InvalidUri, NamespaceNotFound, NotFound, TableNotFound,
 )
 from lamina.expr import AlwaysTrue, And, Expr, Not, Or, and_, parse_predicate, referenced_columns
+from lamina.io.fileio import s3_settings
 from lamina.spec.lineage import LINEAGE_COLUMNS
 from lamina.table.table import Table
 
 __all__ = ["register", "register_catalog", "register_scan", "sql", "pruning_predicate", "error_text"]
 
 _names = itertools.count()
+_secrets: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
 
 
 def _ident(name: str) -> str:
@@ -146,23 +152,50 @@ def register(
 def register_scan(con: Any, scan: Scan, name: str, where: str | None = None) -> Any:
     """The view ``name`` (quoted SQL) over ``scan``'s planned files (its predicate has pruned them; DuckDB
     filters rows by ``where``, DuckDB SQL, when given)."""
-    sources = _column_sources(scan)
     tail = f" WHERE {where}" if where else ""
-    if not scan.io.is_local or sources is None:
-        dataset = scan.to_pyarrow_dataset()
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM ({_view_body(con, scan)}){tail}")
+    return con.sql(f"FROM {name}")
+
+
+def _view_body(con: Any, scan: Scan) -> str:
+    """A SELECT of ``scan``'s rows on ``con``; what it needs (file lists, deleted positions, a
+    Delta log, an S3 secret) is made on ``con`` now. Chosen by what DuckDB can read itself:
+
+    - every file holds the columns by their names: ``read_parquet`` of the files, local or
+      ``s3://`` (httpfs); files with deletion vectors through ``delta_scan`` of a Delta log
+      of the version (``lamina.duckdb.deltalog``: deletes applied inside DuckDB's Parquet
+      scan, so the plan is that of the plain files), or, without the delta extension or for
+      an object store, anti-joined on ``file_row_number`` with their deleted positions;
+    - otherwise a pyarrow Dataset of the scan (renamed nested fields, defaults, row
+      lineage; object stores DuckDB cannot reach)."""
+    sources = _column_sources(scan)
+    io = scan.io
+    names = ", ".join(_ident(c) for c in scan.output_columns)
+    live = LiveFiles.of(scan, statistics=True) if sources is not None and (io.is_local or _s3_ready(con, io)) else None
+    held = _columns_held(live, sources) if live is not None else None
+    if held is None:
         data = f"__lamina_data_{next(_names)}"
-        con.register(data, dataset)
-        names = ", ".join(_ident(c) for c in scan.output_columns)
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {names} FROM {_ident(data)}{tail}")
-        return con.sql(f"FROM {name}")
-    live = LiveFiles.of(scan, statistics=True)
+        con.register(data, scan.to_pyarrow_dataset())
+        return f"SELECT {names} FROM {_ident(data)}"
     # Lamina's files never change once written, so DuckDB's footer cache is safe for them.
     con.execute("SET parquet_metadata_cache = true")
+    if not len(live):
+        empty = f"__lamina_empty_{next(_names)}"
+        con.register(empty, scan.arrow_schema_of(scan.output_columns).empty_table())
+        return f"SELECT * FROM {_ident(empty)}"
+    everything = frozenset(p for p, _ in sources)
+    if (
+        live.has_deletes and all(h == everything for h in held) and all(p == c for p, c in sources)
+        and extensions.load(con, "delta")
+    ):
+        root = deltalog.log_of(live, scan.arrow_schema_of(scan.output_columns))
+        if root is not None:
+            return f"SELECT {names} FROM delta_scan({_string(root)})"
     # Files are read in groups that hold the same columns (a file written before a column
     # was added lacks it: NULL there) and alike have or lack deletes; each group is one
     # read_parquet by name, without union_by_name (which reads every footer at each bind).
     groups: dict[tuple[frozenset, bool], list[int]] = {}
-    for i, (have, dv) in enumerate(zip(_columns_held(live, sources), live.dvs)):
+    for i, (have, dv) in enumerate(zip(held, live.dvs)):
         groups.setdefault((have, dv is not None), []).append(i)
     types = _duckdb_types(con, scan) if any(len(have) < len(sources) for have, _ in groups) else {}
     selects = []
@@ -185,13 +218,39 @@ def register_scan(con: Any, scan: Scan, name: str, where: str | None = None) -> 
             f"SELECT {cols} FROM {files} AS r "
             f"ANTI JOIN {_ident(dels)} AS d ON d.file_index = r.file_index AND d.pos = r.file_row_number"
         )
-    if not selects:
-        empty = f"__lamina_empty_{next(_names)}"
-        con.register(empty, scan.arrow_schema_of(scan.output_columns).empty_table())
-        selects.append(f"SELECT * FROM {_ident(empty)}")
-    body = " UNION ALL ".join(selects)
-    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM ({body}){tail}")
-    return con.sql(f"FROM {name}")
+    return " UNION ALL ".join(selects)
+
+
+def _string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _s3_ready(con: Any, io: Any) -> bool:
+    """Whether DuckDB reads ``io``'s ``s3://`` files itself: httpfs loads, and a secret scoped
+    to the table's location carries its endpoint and keys (``lamina.io.fileio.s3_settings``)."""
+    if io.scheme not in ("s3", "s3a") or not extensions.load(con, "httpfs"):
+        return False
+    cfg = s3_settings(io.options)
+    scope = io.full_uri("")
+    secret = "lamina_s3_" + hashlib.sha256(json.dumps([scope, sorted(cfg.items())], default=str).encode()).hexdigest()[:16]
+    done = _secrets.setdefault(con, set())
+    if secret in done:
+        return True
+    parts = [f"TYPE s3", f"SCOPE {_string(scope.replace('s3a://', 's3://', 1))}"]
+    endpoint = str(cfg.get("endpoint") or "")
+    if endpoint:
+        ssl = not endpoint.startswith("http://") and not _is_true(cfg.get("allow_http"))
+        parts += [f"ENDPOINT {_string(endpoint.split('://', 1)[-1].rstrip('/'))}", "URL_STYLE 'path'", f"USE_SSL {str(ssl).lower()}"]
+    for key, option in (("access_key_id", "KEY_ID"), ("secret_access_key", "SECRET"), ("session_token", "SESSION_TOKEN"), ("region", "REGION")):
+        if cfg.get(key):
+            parts.append(f"{option} {_string(str(cfg[key]))}")
+    con.execute(f"CREATE OR REPLACE SECRET {secret} ({', '.join(parts)})")
+    done.add(secret)
+    return True
+
+
+def _is_true(value: Any) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
 def _column_sources(scan: Scan) -> list[tuple[str, str]] | None:
@@ -212,16 +271,19 @@ def _column_sources(scan: Scan) -> list[tuple[str, str]] | None:
     return out
 
 
-def _columns_held(live: LiveFiles, sources: list[tuple[str, str]]) -> list[frozenset]:
+def _columns_held(live: LiveFiles, sources: list[tuple[str, str]]) -> list[frozenset] | None:
     """Per file, which of the physical names ``sources`` reads it holds. A file whose entry
     records every column's statistics holds them all (Lamina's writer records each column it
     writes); any other file (written before a column was added, or added by add_files
-    without statistics) is asked: its Parquet footer's column names."""
+    without statistics) is asked: its Parquet footer's column names (None for such a file
+    on an object store)."""
     everything = frozenset(p for p, _ in sources)
     out = []
     for i, held in enumerate(live.files_holding([c for _, c in sources])):
         if held:
             out.append(everything)
+        elif not live.scan.io.is_local:
+            return None  # (no footer read from an object store here: the Dataset maps such files)
         else:
             names = set(pq.read_schema(live.scan.io.local_path(live.paths[i])).names)
             out.append(frozenset(p for p in everything if p in names))

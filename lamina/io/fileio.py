@@ -46,6 +46,22 @@ S3_OPTION_ENV = {
 }
 
 
+def s3_settings(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The S3 settings (``S3_OPTION_ENV``'s keys) a table's storage options give, each from
+    the option (``key`` or ``s3.key``) or else its environment variable; what other readers
+    of the table's files (DuckDB, Polars) are handed too."""
+    cfg: dict[str, Any] = {}
+    for key, envs in S3_OPTION_ENV.items():
+        val = options.get(key)
+        if val is None:
+            val = options.get(f"s3.{key}")
+        if val is None:
+            val = next((os.environ[e] for e in envs if e in os.environ), None)
+        if val is not None:
+            cfg[key] = val
+    return cfg
+
+
 @dataclass(frozen=True)
 class ObjectInfo:
     path: str  # relative to the FileIO root
@@ -262,15 +278,7 @@ class FileIO:
             bucket = parsed.netloc
             if not bucket:
                 raise InvalidUri(f"{uri!r}: s3 URIs need a bucket, s3://bucket/path")
-            cfg: dict[str, Any] = {}
-            for key, envs in S3_OPTION_ENV.items():
-                val = options.get(key)
-                if val is None:
-                    val = options.get(f"s3.{key}")
-                if val is None:
-                    val = next((os.environ[e] for e in envs if e in os.environ), None)
-                if val is not None:
-                    cfg[key] = val
+            cfg: dict[str, Any] = s3_settings(options)
             allow_http = _is_true(cfg.pop("allow_http", "false"))
             if "session_token" in cfg:
                 cfg["token"] = cfg.pop("session_token")

@@ -23,7 +23,7 @@ import lamina
 from lamina.data.export import LiveFiles, readable_by_name
 from lamina.data.scan import Scan
 from lamina.expr import AlwaysTrue, And, Compare, Expr, In, IsNull, Not, NotNull, Or, bind
-from lamina.io.fileio import S3_OPTION_ENV
+from lamina.io.fileio import s3_settings
 from lamina.table.table import Table
 
 __all__ = ["scan", "predicate_of"]
@@ -122,8 +122,7 @@ def _storage_options(io: Any) -> dict[str, str] | None:
     if io.scheme not in ("s3", "s3a"):
         return None
     out = {}
-    for key in S3_OPTION_ENV:
-        value = io.options.get(key) or io.options.get(f"s3.{key}")
+    for key, value in s3_settings(io.options).items():
         if value is not None:
             out[{"endpoint": "aws_endpoint_url", "access_key_id": "aws_access_key_id",
                  "secret_access_key": "aws_secret_access_key", "session_token": "aws_session_token",
