@@ -23,6 +23,8 @@ import json
 import logging
 import os
 import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import pyarrow as pa
@@ -153,11 +155,17 @@ def register_scan(con: Any, scan: Scan, name: str, where: str | None = None) -> 
     """The view ``name`` (quoted SQL) over ``scan``'s planned files (its predicate has pruned them; DuckDB
     filters rows by ``where``, DuckDB SQL, when given)."""
     tail = f" WHERE {where}" if where else ""
-    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM ({_view_body(con, scan)}){tail}")
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM ({_view_body(con, scan).sql}){tail}")
     return con.sql(f"FROM {name}")
 
 
-def _view_body(con: Any, scan: Scan) -> str:
+@dataclass(frozen=True)
+class _Body:
+    sql: str
+    log: str | None = None  # the Delta log it reads (lamina.duckdb.deltalog), if any
+
+
+def _view_body(con: Any, scan: Scan) -> _Body:
     """A SELECT of ``scan``'s rows on ``con``; what it needs (file lists, deleted positions, a
     Delta log, an S3 secret) is made on ``con`` now. Chosen by what DuckDB can read itself:
 
@@ -176,13 +184,13 @@ def _view_body(con: Any, scan: Scan) -> str:
     if held is None:
         data = f"__lamina_data_{next(_names)}"
         con.register(data, scan.to_pyarrow_dataset())
-        return f"SELECT {names} FROM {_ident(data)}"
+        return _Body(f"SELECT {names} FROM {_ident(data)}")
     # Lamina's files never change once written, so DuckDB's footer cache is safe for them.
     con.execute("SET parquet_metadata_cache = true")
     if not len(live):
         empty = f"__lamina_empty_{next(_names)}"
         con.register(empty, scan.arrow_schema_of(scan.output_columns).empty_table())
-        return f"SELECT * FROM {_ident(empty)}"
+        return _Body(f"SELECT * FROM {_ident(empty)}")
     everything = frozenset(p for p, _ in sources)
     if (
         live.has_deletes and all(h == everything for h in held) and all(p == c for p, c in sources)
@@ -190,7 +198,7 @@ def _view_body(con: Any, scan: Scan) -> str:
     ):
         root = deltalog.log_of(live, scan.arrow_schema_of(scan.output_columns))
         if root is not None:
-            return f"SELECT {names} FROM delta_scan({_string(root)})"
+            return _Body(f"SELECT {names} FROM delta_scan({_string(root)})", root)
     # Files are read in groups that hold the same columns (a file written before a column
     # was added lacks it: NULL there) and alike have or lack deletes; each group is one
     # read_parquet by name, without union_by_name (which reads every footer at each bind).
@@ -218,7 +226,39 @@ def _view_body(con: Any, scan: Scan) -> str:
             f"SELECT {cols} FROM {files} AS r "
             f"ANTI JOIN {_ident(dels)} AS d ON d.file_index = r.file_index AND d.pos = r.file_row_number"
         )
-    return " UNION ALL ".join(selects)
+    return _Body(" UNION ALL ".join(selects))
+
+
+class _ViewCache:
+    """Per connection, the views ``sql`` made, by what they read: the table, the version (its
+    commit id: a branch's version numbers are its own) and the predicate that pruned its files.
+    A query naming a version a view was made for reuses it (no plan, no DV read, no binding of
+    a new view); a new version gets its own. At most ``MAX`` per connection, the least
+    recently used dropped."""
+
+    MAX = 128
+
+    def __init__(self) -> None:
+        self.by_con: "weakref.WeakKeyDictionary[Any, OrderedDict[tuple, tuple[str, str | None]]]" = weakref.WeakKeyDictionary()
+
+    def view_of(self, con: Any, scan: Scan) -> str:
+        views = self.by_con.setdefault(con, OrderedDict())
+        key = (scan.io.uri, scan.vm.commit_id, scan.version, repr(scan.predicate), tuple(scan.columns or ()))
+        hit = views.get(key)
+        if hit is not None and (hit[1] is None or os.path.isdir(hit[1])):
+            views.move_to_end(key)
+            return hit[0]
+        name = f"__lamina_view_{next(_names)}"
+        body = _view_body(con, scan)
+        con.execute(f"CREATE OR REPLACE VIEW {_ident(name)} AS {body.sql}")
+        views[key] = (name, body.log)
+        while len(views) > self.MAX:
+            _, (old, _) = views.popitem(last=False)
+            con.execute(f"DROP VIEW IF EXISTS {_ident(old)}")
+        return name
+
+
+_views = _ViewCache()
 
 
 def _string(text: str) -> str:
@@ -500,8 +540,7 @@ def sql(
             continue
         scan = table.scan(**_travel(node))
         pruned = Scan(scan.io, scan.vm, pruning_predicate(_pushable_conjuncts(node), scan.schema), log=scan.log)
-        view = f"__lamina_view_{next(_names)}"
-        register_scan(con, pruned, _ident(view))
+        view = _views.view_of(con, pruned)
         alias = node.alias_or_name
         node.replace(exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias))))
     return con.sql(tree.sql("duckdb"))
