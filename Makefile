@@ -32,7 +32,7 @@ iceberg-java:
 # edit-run loop: no Spark, PostgreSQL, S3 server, browser, model searches or slow tests.
 FAST := not (spark or postgres or s3 or browser or model or slow)
 
-.PHONY: demo test test-fast bench bench-spark test-radosgw interop-java-transforms $(DUCKDB15) iceberg-java
+.PHONY: demo test test-fast bench bench-tpch bench-spark test-radosgw interop-java-transforms $(DUCKDB15) iceberg-java
 demo: $(VENV)/.installed-test,spark
 	$(PY) -m lamina.demo
 
@@ -44,6 +44,11 @@ test-fast: $(VENV)/.installed-test,spark
 
 bench: $(VENV)/.installed-bench
 	$(PY) bench/run.py
+
+# TPC-H at scale factor 1 through DuckDB and Polars (bench/tpch_bench.py; the data is made by
+# DuckDB's tpch extension, duckdb-extension-tpch in the bench extra).
+bench-tpch: $(VENV)/.installed-bench
+	$(PY) bench/tpch_bench.py
 
 bench-spark: $(VENV)/.installed-test,spark
 	$(PY) bench/spark_bench.py
