@@ -2,9 +2,10 @@
 tables named in it (catalog names, paths, time travel), ``register_catalog`` names them all.
 
 A view reads the version's planned data files with DuckDB's own Parquet reader (its
-projection and filter pushdown, its threads). Deleted rows are dropped exactly: files with a
-deletion vector are read with ``file_row_number`` and anti-joined with their deleted
-positions, the other files plainly. Lamina prunes files before DuckDB sees them: by the
+projection and filter pushdown, its threads). Deleted rows are dropped exactly, inside
+DuckDB's scan where its delta extension loads (``lamina.duckdb.deltalog``: the plan is that
+of the plain files), else by an anti-join of ``file_row_number`` with the deleted positions.
+``s3://`` tables are read by DuckDB's httpfs (``lamina.duckdb.extensions``). Lamina prunes files before DuckDB sees them: by the
 ``where`` given to ``register``, and in ``sql`` by the conjuncts of each query's WHERE that
 name only one table. Pruning uses Lamina's statistics and Lamina's predicate semantics, so
 only predicates on columns where both agree are used (``_PRUNABLE``); the rows are always
