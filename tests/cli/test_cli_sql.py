@@ -208,9 +208,9 @@ def test_csv_to_stdout_and_a_query_from_stdin(lake):
 def test_output_writes_every_row_to_a_csv_or_parquet_file(lake, tmp_path, name):
     t = lake["events"]
     path = str(tmp_path / name)
-    query = f'SELECT * FROM "{t.uri}" AS e CROSS JOIN range(2) AS k'
+    query = f'SELECT * FROM "{t.uri}" AS e CROSS JOIN range(2) AS k(k)'
     out = ok("sql", query, "--output", path)
-    want = oracle("SELECT * FROM e CROSS JOIN range(2) AS k", e=t.scan().to_arrow())
+    want = oracle("SELECT * FROM e CROSS JOIN range(2) AS k(k)", e=t.scan().to_arrow())
     assert f"wrote {len(want)} rows to {path}" in " ".join(out.split()) and len(want) > 40
     got = pacsv.read_csv(path) if name.endswith(".csv") else pq.read_table(path)
     assert got.column_names == list(want[0]) == ["id", "c", "amount", "k"]
