@@ -133,17 +133,34 @@ def make_source(data, typ, two_keys: bool) -> pa.Table:
     })
 
 
+def _marked(clause_sql: str) -> str:
+    """A DuckDB clause that also marks the rows it writes (``__act``): updates 'U', inserts 'I'."""
+    if " THEN UPDATE SET " in clause_sql:
+        return clause_sql + ", __act = 'U'"
+    if " THEN INSERT (id, k, g, v) VALUES (" in clause_sql:
+        assert clause_sql.endswith(")")
+        return clause_sql.replace("INSERT (id, k, g, v)", "INSERT (id, k, g, v, __act)")[:-1] + ", 'I')"
+    return clause_sql
+
+
 def duckdb_merge(target: pa.Table, source: pa.Table, clauses, on: list[str]) -> tuple[list[tuple], list[tuple]]:
-    """(the rows after DuckDB's MERGE of the same clauses, its (action, row) list)."""
+    """(the rows after DuckDB's MERGE of the same clauses, its (action, row) list). The actions
+    come from marks the clauses set and from the target rows that are gone, not from RETURNING
+    (DuckDB 1.5.5's RETURNING of a merge gives other values for columns no clause sets)."""
     con = duckdb.connect()
     try:
         con.register("t_in", target)
         con.register("s", source)
-        con.sql("CREATE TABLE t AS SELECT * FROM t_in")
+        con.sql("CREATE TABLE t AS SELECT *, row_number() OVER () AS __rid, CAST(NULL AS VARCHAR) AS __act FROM t_in")
+        before = {r[0]: r[1:] for r in con.sql("SELECT __rid, id, k, g, v FROM t").fetchall()}
         cond = " AND ".join(f"target.{k} = source.{k}" for k in on)
-        sql = f"MERGE INTO t AS target USING s AS source ON {cond} " + " ".join(CLAUSES[k][1](c) for k, c in clauses)
-        actions = con.sql(sql + " RETURNING merge_action, id, k, g, v").fetchall()
-        return con.sql("SELECT id, k, g, v FROM t").fetchall(), actions
+        sql = f"MERGE INTO t AS target USING s AS source ON {cond} " + " ".join(_marked(CLAUSES[k][1](c)) for k, c in clauses)
+        con.sql(sql)
+        after = con.sql("SELECT __rid, __act, id, k, g, v FROM t").fetchall()
+        kept = {rid for rid, *_ in after if rid is not None}
+        actions = [("DELETE", *row) for rid, row in before.items() if rid not in kept]
+        actions += [({"U": "UPDATE", "I": "INSERT"}[act], *row) for _, act, *row in after if act is not None]
+        return [tuple(row) for _, _, *row in after], actions
     finally:
         con.close()
 
