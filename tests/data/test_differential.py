@@ -269,7 +269,11 @@ def test_duckdb_orders_nan_as_lamina(duck):
 @given(cases(), st.lists(predicates, min_size=PREDICATES_PER_TABLE, max_size=PREDICATES_PER_TABLE))
 def test_scan_equals_duckdb(duck, case, preds):
     live = case.rows.filter(pc.invert(pc.is_in(case.rows.column("id"), pa.array(case.deleted, pa.int64()))))
-    duck.register("t", live)
+    # Copied into DuckDB's own storage: over a registered Arrow table DuckDB 1.5.5 pushes
+    # comparisons into Arrow's scan, where every comparison with NaN is false.
+    duck.register("t_arrow", live)
+    duck.execute("CREATE OR REPLACE TABLE t AS SELECT * FROM t_arrow")
+    duck.unregister("t_arrow")
     with tempfile.TemporaryDirectory() as root:
         t = _table(root, case)
         every_file = set(t.scan().plan().entries.column("path").to_pylist())
