@@ -57,9 +57,11 @@ def on_commit(table: "Table", vm: Any) -> SyncResult | None:
 
 
 def on_refs(table: "Table") -> SyncResult | None:
-    """Bring the view's tags and branches up to date (after a change of them)."""
+    """Bring the view's tags and branches up to date (after a change of them). A table whose
+    handle holds a version without the view costs nothing more (a view enabled by a newer
+    version takes the refs at its next commit or sync: it is derived state)."""
     main = table.main
-    if not is_enabled(main.log.latest()):
+    if not is_enabled(main.metadata) or not is_enabled(main.log.latest()):
         return None
     return _best_effort("after a change of tags or branches", table,
                         lambda: _named(table, sync(table.io, main.log, refs=True)))

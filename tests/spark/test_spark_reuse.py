@@ -52,7 +52,11 @@ class Oracle:
 
     def __init__(self, data: pa.Table) -> None:
         self.con = duckdb.connect()
-        self.con.register("data", data)
+        # Copied into DuckDB's own storage: over a registered Arrow table DuckDB 1.5.5 pushes
+        # comparisons into Arrow's scan, where every comparison with NaN is false.
+        self.con.register("data_arrow", data)
+        self.con.sql("CREATE TABLE data AS SELECT * FROM data_arrow")
+        self.con.unregister("data_arrow")
 
     def rows(self, predicate: str | None, columns=COLUMNS) -> pa.Table:
         where = "" if predicate is None else f" WHERE {predicate}"
