@@ -36,7 +36,10 @@ FAST := not (spark or postgres or s3 or browser or model or slow)
 demo: $(VENV)/.installed-test,spark
 	$(PY) -m lamina.demo
 
-test: $(VENV)/.installed-test,spark $(DUCKDB15)/.installed iceberg-java
+# The docs site is built first (into site/, in seconds): --strict fails on a broken link or
+# anchor, or a page left out of the nav.
+test: $(VENV)/.installed-test,spark,docs $(DUCKDB15)/.installed iceberg-java
+	$(PY) -m mkdocs build --strict --quiet
 	$(PY) -m pytest -n 2 --dist loadgroup -q
 
 test-fast: $(VENV)/.installed-test,spark

@@ -11,7 +11,7 @@ except the few the format fixes at creation (``FIXED_AT_CREATION``) or lets only
 and ``check_properties`` refuses, at creation and in every update, every registered property
 whose value its reader could not use, so a typo fails up front instead of in every later
 write or maintenance call. Keys Lamina does not know are kept as they are (user metadata).
-docs/format.md, "Table properties", lists them all.
+docs/configuration.md lists them all, generated from the docstrings below.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ AUTO_TAG_PERIOD_FORMATS = {"daily": "%Y-%m-%d", "hourly": "%Y-%m-%dT%H"}
 PARQUET_COMPRESSIONS = ("none", "snappy", "gzip", "brotli", "lz4", "lz4_raw", "zstd")
 # How a data file's integer, date and timestamp columns are encoded when not by dictionary:
 # DELTA_BINARY_PACKED (Parquet's delta encoding: keys and times shrink to a few bits per value
-# and decode ~10x faster than snappy-compressed plain values), or PLAIN (for old readers).
+# and decode faster than compressed plain values), or PLAIN (for old readers).
 INTEGER_ENCODINGS = ("delta", "plain")
 
 
@@ -124,67 +124,113 @@ def _word_property(key: str, default: str | None, words: tuple[str, ...], fold_c
 
 
 class TableProperties:
-    """Every table property Lamina reads (pyiceberg's TableProperties, typed). What each
-    one means: docs/format.md, "Table properties"."""
+    """Every table property Lamina reads (pyiceberg's TableProperties, typed). Each constant's
+    docstring says what it does; docs/configuration.md is generated from them."""
 
     WRITE_MAX_ROWS_PER_FILE = _int_property("write.max-rows-per-file", 1_000_000, 1)
+    """The most rows one data file of a write holds (Lamina's writer and Spark's)."""
     WRITE_PARQUET_COMPRESSION = _word_property("write.parquet.compression", "snappy", PARQUET_COMPRESSIONS, fold_case=True)
+    """The codec of every Parquet data file, Lamina's writer's and Spark's (any case), small
+    files and compaction's output included."""
     WRITE_PARQUET_INTEGER_ENCODING = _word_property(
         "write.parquet.integer-encoding", "delta", INTEGER_ENCODINGS, fold_case=True)
-    # Data files whose rows take fewer bytes in Arrow are written without footer statistics
-    # (and mostly without the Arrow schema; docs/format.md), still with the codec above; 0:
-    # every file with both.
+    """How Lamina's writer encodes the integer, date and timestamp columns it does not
+    dictionary-encode, in files of 8,192 rows or more without nested columns: ``delta`` is
+    Parquet's ``DELTA_BINARY_PACKED`` (increasing keys and times take a few bits per value, and
+    decode faster than compressed plain values: what a merge's key read and a compaction
+    read), ``plain`` for readers without Parquet's delta encoding (Spark's vectorized reader
+    before 3.3). Spark's writer encodes as Spark does."""
     WRITE_PARQUET_SMALL_FILE_BYTES = _int_property("write.parquet.small-file-bytes", 256 * 1024, 0)
+    """Lamina's writer stores a data file whose rows take fewer bytes in Arrow without footer
+    statistics (``0``: every file keeps them), and leaves out the Arrow schema pyarrow
+    otherwise stores in the footer (``ARROW:schema``) where the Parquet schema alone reads back
+    as the same names, types and nullability. Reading a small file is mostly fixed work per
+    file, which parsing the footer adds to on every read; its manifest entry holds its
+    statistics, which is what prunes it. Such files are compressed with the table's codec like
+    any other. Appends and streaming leave them; compaction rewrites them into larger files
+    with footer statistics."""
     WRITE_DELETE_MODE = _word_property("write.delete.mode", MERGE_ON_READ, DELETE_MODES)
+    """How delete, update and merge change rows when the call names no mode: deletion vectors
+    (``merge-on-read``) or files rewritten without the rows (``copy-on-write``)."""
     WRITE_SORT_ORDER = Property("write.sort-order", (), _parse_columns, "column names separated by commas", render=", ".join)
+    """The sort order (columns ascending, nulls last; e.g. ``ts, id``) of a table whose version
+    manifest has none: what writes and compaction sort files by. ``update_sort_order``
+    replaces it with a sort order of the table's own."""
 
-    # Column statistics in manifest entries (lamina.spec.stats): unset, the first
-    # max-inferred-column-defaults columns get truncate(16) and the others none; set, every
-    # column gets it. A column's own mode: write.metadata.metrics.column.<col> (COLUMN_PREFIX).
     WRITE_METADATA_METRICS_DEFAULT = Property("write.metadata.metrics.default", None, parse_mode, f"one of {MODE_WORDS}")
+    """The column statistics mode of every column without its own
+    (``write.metadata.metrics.column.<col>``). Unset: the first
+    ``write.metadata.metrics.max-inferred-column-defaults`` top-level columns get
+    ``truncate(16)``, the others ``none``."""
     WRITE_METADATA_METRICS_MAX_INFERRED_COLUMN_DEFAULTS = _int_property("write.metadata.metrics.max-inferred-column-defaults", 32, 0)
+    """While ``write.metadata.metrics.default`` is unset: how many top-level columns, first
+    to last, keep statistics (``truncate(16)``) in manifest entries; the others keep none."""
 
     MANIFEST_INLINE_MAX_FILES = _int_property("manifest.inline-max-files", 64, 0)
-    # Read at creation: "inline" gives the table the features inline-root-manifests and
-    # arrow-root-manifests, "arrow" the latter only (lamina.spec.features).
+    """The most data-file entries the root manifest holds inline; past it a commit writes
+    them as leaf manifests."""
     MANIFEST_ROOT_FORMAT = _word_property("manifest.root-format", "inline", ("inline", "arrow", "parquet"), fold_case=True)
-    # On a table with inline-root-manifests: the largest root (Arrow IPC bytes) a version manifest
-    # carries; a larger one is written as a root file.
-    # Read at creation: "arrow" gives the table the feature arrow-leaf-manifests (leaves of at
-    # most 1,024 entries written as Arrow IPC files), "parquet" keeps every leaf Parquet.
+    """Read at creation (any case). ``inline`` gives the table the features
+    ``inline-root-manifests`` and ``arrow-root-manifests``: a version manifest carries its
+    root manifest (Arrow IPC bytes) when it is at most ``manifest.root-inline-max-bytes``,
+    larger roots are Arrow IPC files; ``arrow`` only the latter (every root an Arrow IPC
+    file); ``parquet`` keeps roots Parquet files, readable without either feature."""
     MANIFEST_LEAF_FORMAT = _word_property("manifest.leaf-format", "arrow", ("arrow", "parquet"), fold_case=True)
+    """Read at creation (any case). ``arrow`` gives the table the feature
+    ``arrow-leaf-manifests``: leaves of at most 1,024 entries are Arrow IPC files, larger ones
+    Parquet; ``parquet`` keeps every leaf a Parquet file, readable without the feature."""
     MANIFEST_ROOT_INLINE_MAX_BYTES = _int_property("manifest.root-inline-max-bytes", 65_536, 0)
+    """On a table with ``inline-root-manifests``: the largest root (its Arrow IPC bytes) a
+    version manifest carries; a larger one is written as a root file (``0``: always a file)."""
     MANIFEST_LEAF_TARGET_FILES = _int_property("manifest.leaf-target-files", 10_000, 1)
+    """The most entries one leaf manifest holds."""
     MANIFEST_MERGE_MIN_LEAVES = _int_property("manifest.merge-min-leaves", 8, 2)
+    """How many leaves holding fewer than half the target may accumulate before a commit
+    merges them."""
 
     COMMIT_RETRY_MAX_ATTEMPTS = _int_property("commit.retry.max-attempts", 200, 1)
+    """The most attempts of one commit; exhausting them raises ``CommitRetriesExhausted``,
+    nothing committed."""
     COMMIT_RETRY_MAX_SECONDS = _float_property("commit.retry.max-seconds", 300.0, 0)
+    """The most seconds one commit keeps attempting."""
     COMMIT_RETRY_BACKOFF_MIN_MS = _float_property("commit.retry.backoff-min-ms", 1.0, 0)
+    """The shortest wait, in milliseconds, before a retry (full jitter, doubling)."""
     COMMIT_RETRY_BACKOFF_MAX_MS = _float_property("commit.retry.backoff-max-ms", 250.0, 0)
+    """The longest wait, in milliseconds, before a retry."""
 
     EXPIRE_READER_GRACE_MS = _int_property("expire.reader-grace-ms", 3_600_000, 0)
-    # Tombstones are kept at least this long before their chunk may be freed. Correctness does
-    # not depend on it (the freed-slot record check does); it makes the rare withdraw-and-rebase
-    # of a late writer rarer still, and keeps recently expired slots cheap to probe across.
+    """Expiry keeps every version superseded less than this many milliseconds ago (one
+    hour): a reader that opened it while it was current has that long to finish."""
     EXPIRE_SLOT_RETENTION_MS = _int_property("expire.slot-retention-ms", 24 * 3_600_000, 0)
-    # Fixed when the table is created: writers and expiry must agree on which record covers a slot.
+    """An expired version's slot file is kept at least this many milliseconds (one day) after
+    the record that expired it. Correctness does not depend on it (writers check the
+    records); it makes the rare withdraw-and-rebase of a late writer rarer still."""
     VERSION_SLOT_CHUNK_SIZE = _int_property("version.slot-chunk-size", 1000, 1)
+    """How many consecutive version slots share one directory of expiry records (a writer's
+    look-up lists one chunk's). Fixed at creation: writers and expiry must agree on which
+    record covers a slot."""
 
-    # Read when the table is created: "false" creates it without row lineage (its writer
-    # feature, lamina.spec.lineage); ``Table.enable_row_lineage`` turns it on later.
     ROW_LINEAGE_ENABLED = _word_property("row-lineage.enabled", "true", ("true", "false"), fold_case=True)
+    """Read at creation: ``false`` creates the table without row lineage (no ``_row_id``, no
+    change data feed); ``Table.enable_row_lineage()`` turns it on later."""
 
-    # "true": a write with schema_mode="merge" also widens a column the data holds a wider type
-    # of (lamina.spec.schema_update.widens), as Delta's delta.enableTypeWidening; "false": it
-    # only adds columns, and data wider than a column is refused (docs/format.md, Types on write).
     SCHEMA_TYPE_WIDENING_ENABLED = _word_property("schema.type-widening.enabled", "false", ("true", "false"), fold_case=True)
+    """``true``: a write with ``schema_mode="merge"`` also widens a column the data holds a
+    wider type of (``int32`` to ``int64``, ``float32`` to ``float64``, a longer decimal...), as
+    Delta's ``delta.enableTypeWidening``; ``false``: it only adds columns, and data wider than
+    a column is refused."""
 
-    TAG_AUTO_CREATE = _word_property("tag.auto-create", None, tuple(AUTO_TAG_PERIOD_FORMATS))  # unset: no automatic tags
-    TAG_AUTO_RETAIN_MAX = _int_property("tag.auto-retain-max", 0, 0)  # 0: keep every automatic tag
+    TAG_AUTO_CREATE = _word_property("tag.auto-create", None, tuple(AUTO_TAG_PERIOD_FORMATS))
+    """Tag the last version of every ``daily`` or ``hourly`` period (UTC), named
+    ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH``. Unset: no automatic tags."""
+    TAG_AUTO_RETAIN_MAX = _int_property("tag.auto-retain-max", 0, 0)
+    """Keep the newest N automatic tags and delete the older ones (``0``: keep all)."""
 
-    # The Iceberg view (lamina.iceberg): each commit also writes Iceberg v3 metadata for the
-    # new version. Settable on create and later (``Table.set_iceberg_enabled``: a version).
     ICEBERG_ENABLED = _word_property("iceberg.enabled", "false", ("true", "false"), fold_case=True)
+    """``true``: every commit also writes Iceberg v3 metadata for the new version, so Iceberg
+    readers read the table (the Iceberg view). Set on create or later with
+    ``Table.set_iceberg_enabled()`` (``lamina iceberg enable``), which also brings the view up
+    to date at once."""
 
     @classmethod
     def all(cls) -> tuple[Property[Any], ...]:

@@ -13,7 +13,7 @@ By default the first ``max-inferred-column-defaults`` (32, Delta's
 ``dataSkippingNumIndexedCols``) top-level columns get ``truncate(16)`` and the rest
 ``none``; a table that sets ``write.metadata.metrics.default`` gives that mode to every
 column; ``write.metadata.metrics.column.<col>`` sets one column's mode (docs/format.md,
-"Column statistics").
+"Column statistics"; docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from lamina.spec.schema import Schema, field_id_of
 
 METRICS_PREFIX = "write.metadata.metrics."
 COLUMN_PREFIX = METRICS_PREFIX + "column."
+"""``write.metadata.metrics.column.<col>``: the statistics mode of top-level column ``<col>``,
+over the default (renaming the column renames the key)."""
 _MODE = re.compile(r"\s*(none|counts|full|truncate\(\s*(\d+)\s*\))\s*\Z", re.IGNORECASE)
 MODE_WORDS = "none, counts, truncate(N) with N >= 1, full"
 

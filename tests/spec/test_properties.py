@@ -190,14 +190,14 @@ def test_the_spec_imports_nothing_above_it():
 
 
 def _documented_properties() -> dict[str, str]:
-    """key -> default cell of the table in docs/format.md, section "Table properties"."""
-    text = (ROOT / "docs" / "format.md").read_text()
-    section = text.split("### Table properties\n", 1)[1].split("\n#", 1)[0]
-    rows = re.findall(r"^\| `([^`]+)` \| ([^|]+) \|", section, flags=re.MULTILINE)
+    """key -> default cell of the table in docs/configuration.md, section "Every property"."""
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    section = text.split("## Every property\n", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| \[`([^`]+)`\]\([^)]*\) \| ([^|]+) \|", section, flags=re.MULTILINE)
     return dict(rows)
 
 
-def test_the_format_doc_lists_every_property_with_its_default():
+def test_the_configuration_page_lists_every_property_with_its_default():
     documented = _documented_properties()
     # a key with a placeholder (a column's own statistics mode) is a family of keys, checked by its own reader
     assert {k for k in documented if "<" not in k} == KEYS
