@@ -39,7 +39,7 @@ demo: $(VENV)/.installed-test,spark
 # The docs site is built first (into site/, in seconds): --strict fails on a broken link or
 # anchor, or a page left out of the nav.
 test: $(VENV)/.installed-test,spark,docs $(DUCKDB15)/.installed iceberg-java
-	$(PY) -m mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 	$(PY) -m pytest -n 2 --dist loadgroup -q
 
 test-fast: $(VENV)/.installed-test,spark
