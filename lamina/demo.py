@@ -630,7 +630,7 @@ def check_table(demo: Demo) -> None:
     t0 = time.perf_counter()
     rep = fsck(demo.table())
     info = demo.catalog.table_info(TABLE)
-    by_path = lamina.open_table(demo.uri)  # seed 004: the hint and versions, no catalog
+    by_path = lamina.open_table(demo.uri)  # by path: the hint and versions, no catalog
     if by_path.version != info.version or by_path.uuid != info.uuid:
         raise SystemExit(f"a path reader sees version {by_path.version}, the catalog {info.version}")
     snap = demo.catalog.snapshot()  # both tables at one catalog state

@@ -153,7 +153,7 @@ class Committer:
                 self.log.saw_latest(outcome.version, sent)  # no slot above it existed before its put
                 step("published")
                 if self.log.hint_due(outcome.version):
-                    # On local disk a hint is rewritten in place in a few microseconds: before
+                    # On local disk a hint is rewritten in place, cheaply: before
                     # returning, with no hand-off to the hint thread (whose wake-ups and GIL
                     # take-overs cost the next commit more than the write). On object stores
                     # it is a request: in the background.

@@ -1,6 +1,6 @@
 """The version log: finding, loading and time-travelling over version manifests.
 
-Finding the latest version (seeds 000 and 004):
+Finding the latest version (docs/format.md, "The version hint"):
 
 1. Read the hint, load the version it names and check the table uuid.
 2. Confirm nothing newer exists. On stores that list in order (S3), one LIST

@@ -2,8 +2,8 @@
 
 A merge whose new rows are exactly a staged source's rows (``lamina.spark.merge`` of
 ``spark.read.parquet(dir)`` updating all and inserting all) would decode every column of the
-source and encode it again: for 100,000 rows of seven columns here, ~14 ms of CPU to read
-and ~18 ms to write, most of such a merge's work. When the source's files are already what
+source and encode it again, most of such a merge's work (BENCHMARKS.md, the Spark merge).
+When the source's files are already what
 the table stores (``StagedFiles.copyable``: the table's column names in order, its types and
 nullability as pyarrow reads them, its compression codec, a flat unpartitioned unsorted table,
 files of a fair size), each becomes a data file of its own bytes (``StagedFiles.copy``): its
@@ -45,7 +45,7 @@ from lamina.spec.stats import StatsPolicy
 from lamina.spec.version import VersionManifest
 
 # Fewer rows than this in a staged file: the writer would have put them in a file with others
-# (and encodes them in a millisecond or two), so they are written, not copied.
+# (and encodes so few rows cheaply), so they are written, not copied.
 COPY_MIN_ROWS = 32_768
 
 # The table's ``write.parquet.compression`` as pyarrow names a column chunk's codec.

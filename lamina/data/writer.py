@@ -57,7 +57,7 @@ class PendingWrites:
 
 _DICTIONARY_SAMPLE_ROWS = 10_000
 # Below this many rows a sample decides little and choosing costs (count_distinct per column,
-# ~0.3 ms of a small append): the choice is by type (_schema_facts).
+# a visible share of a small append): the choice is by type (_schema_facts).
 _DICTIONARY_MIN_ROWS = 8_192
 
 
@@ -68,10 +68,9 @@ def _dictionary_columns(data: pa.Table) -> list[str] | bool:
     Parquet's writer otherwise dictionary-encodes every column until a row group's
     dictionary outgrows 1 MiB: for keys, timestamps or measurements that is mostly
     unique values, that is hashing every value for nothing and, below 1 MiB, a larger
-    file (twice the encoding time of a 1M-row file here, 3x with smaller row groups).
-    Small files dictionary-encode their string, binary and dictionary columns only: text
-    repeats, numbers in a small file mostly do not, and each column given a dictionary costs
-    (a third of a 100-row file's encoding time, and its size, for four columns). Tables
+    file that takes longer to encode. Small files dictionary-encode their string, binary and
+    dictionary columns only: text repeats, numbers in a small file mostly do not, and each
+    column given a dictionary costs (much of a small file's encoding time, and its size). Tables
     with nested columns keep Parquet's default (a choice per leaf column would need their
     Parquet paths)."""
     facts = _schema_facts(data.schema)
@@ -84,16 +83,16 @@ def _dictionary_columns(data: pa.Table) -> list[str] | bool:
 
 
 def _few_distinct(sample: pa.ChunkedArray) -> bool:
-    # (the distinct values, null counted as one: ``unique`` takes about half the time of
-    # ``count_distinct(mode="all")``, a hash aggregate, on 10,000 mostly distinct values)
+    # (the distinct values, null counted as one: ``unique`` is cheaper than
+    # ``count_distinct(mode="all")``, a hash aggregate, on mostly distinct values)
     if pa.types.is_dictionary(sample.type):
         return True  # already a dictionary: Parquet writes it as one, no values hashed
     if _strictly_increasing(sample):
         return False  # every value distinct (ids, row ids, sorted keys): no need to hash them to know
     try:
         # A first look at the sample's head: nearly every value distinct there (keys, amounts,
-        # free text, other ids), the column is not one to give a dictionary, for a fifth of the
-        # hashing (~0.2 ms a column). Only values that repeat the head's with a period of
+        # free text, other ids), the column is not one to give a dictionary, for a fraction of
+        # the hashing. Only values that repeat the head's with a period of
         # thousands of rows would have been judged otherwise.
         head = sample.slice(0, _DISTINCT_HEAD_ROWS)
         if len(sample) > 2 * _DISTINCT_HEAD_ROWS and len(pc.unique(head)) >= 0.95 * _DISTINCT_HEAD_ROWS:
@@ -134,8 +133,8 @@ def _text_like(t: pa.DataType) -> bool:
 
 def _schema_facts(schema: pa.Schema) -> _SchemaFacts:
     """What the writer decides by a data file's schema alone. Memoized by schema equality over
-    the few latest schemas, not a hash: hashing a pyarrow schema hashes every field (half a
-    millisecond for 500 columns, on every file), comparing is one C++ call."""
+    the few latest schemas, not a hash: hashing a pyarrow schema hashes every field (on every
+    file, which adds up on wide tables), comparing is one C++ call."""
     with _facts_lock:
         for known, facts in _facts:
             if known.equals(schema):
@@ -194,7 +193,7 @@ def _encodings(data: pa.Table, integer_encoding: str) -> dict[str, Any]:
     the columns with few distinct values (``_dictionary_columns``); with ``integer_encoding``
     "delta", DELTA_BINARY_PACKED for the other integer, date and timestamp columns. Keys and
     times (ids, event times: increasing, or close) take a few bits per value instead of 8
-    bytes through snappy, and decode ~10x faster, which is what a merge's key read and a
+    bytes through snappy, and decode faster, which is what a merge's key read and a
     compaction's read cost. Small files (under ``_DICTIONARY_MIN_ROWS`` rows: the integer
     encoding property's 8,192) and nested data get no delta encoding."""
     dictionary = _dictionary_columns(data)
@@ -211,9 +210,9 @@ def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures:
     where it holds column statistics (``column_stats`` takes them from there).
 
     Every file is compressed with ``compression`` (the table's ``write.parquet.compression``):
-    a table stores what its codec says, small files too (uncompressed, the small files an
-    append per partition leaves took several times the bytes, and compaction leaves a
-    partition's one file as it is). Rows taking fewer than ``small_file_bytes`` in Arrow
+    a table stores what its codec says, small files too (left uncompressed, the small files
+    appends per partition leave took much more space, and compaction leaves a partition's
+    one file as it is). Rows taking fewer than ``small_file_bytes`` in Arrow
     (``write.parquet.small-file-bytes``) are written without footer statistics: their
     statistics are in the manifest, which is what prunes them, and with one row group the
     footer's would prune nothing more, while parsing them is work on every read. Stored row
@@ -311,10 +310,10 @@ def write_data_files(
 
 ROW_GROUP_ROWS = 128 * 1024
 
-# For data that lives milliseconds (compaction reads a file, encodes it into a row group,
-# drops it): the system allocator keeps freed memory for reuse, whereas mimalloc (Arrow's
-# default) returns it to the OS within ~10 ms, so every row group faulted in and zeroed
-# fresh pages again: ~15% of a compaction of small files here.
+# For data that lives briefly (compaction reads a file, encodes it into a row group, drops
+# it): the system allocator keeps freed memory for reuse, whereas mimalloc (Arrow's default)
+# soon returns it to the OS, so every row group faulted in and zeroed fresh pages again, a
+# noticeable share of a compaction of small files.
 SHORT_LIVED_POOL = pa.system_memory_pool()
 
 
@@ -363,7 +362,7 @@ def write_data_stream(
         buffered_rows += t.num_rows
         if buffered_rows >= row_group_rows:
             # Whole row groups, each one contiguous chunk (encoding many small chunks costs
-            # a third more); the rest waits for more rows.
+            # more); the rest waits for more rows.
             rows = pa.concat_tables(buffered)
             whole = buffered_rows // row_group_rows * row_group_rows
             flush(rows.slice(0, whole).combine_chunks(memory_pool))

@@ -348,7 +348,7 @@ class FileIO:
             io, rel = self.external(path)
             return io.get(rel)
         if self._local_root is not None:
-            # A plain read is ~5x cheaper than going through the object-store runtime for
+            # A plain read is much cheaper than going through the object-store runtime for
             # the small metadata files on the hot path (open, hint, version manifests).
             try:
                 with open(self.local_path(path), "rb") as f:  # type: ignore[arg-type]
@@ -481,7 +481,7 @@ class FileIO:
         the last writer's bytes win whole; a read racing the write may see a mix of old and new
         bytes, which is why only self-checking content belongs here. Why not ``put``: the
         replace it does creates a new file (an inode; on ext4 its allocation scans past every
-        inode freed in the last minute, hundreds of microseconds on a busy disk) and frees
+        inode freed in the last minute, slow on a busy disk) and frees
         the old one (a minute of such scans for every later create, and the rename flushes the
         new file's data). A missing file, or one much larger than ``data``, is replaced by
         ``put``. On object stores this is ``put`` (atomic)."""

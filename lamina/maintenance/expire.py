@@ -1,6 +1,6 @@
 """Version expiry and garbage collection that never frees what a tag or a retained version needs.
 
-The rule (seed 003, generalised). A data file's manifests record the one
+The rule. A data file's manifests record the one
 interval ``[added_version, removed_version)`` in which it is live. After some
 versions are deleted, a file is still needed iff some *kept point* -- an
 existing version or a tag's version -- lies in its interval. Candidates are

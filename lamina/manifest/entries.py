@@ -163,8 +163,8 @@ def column_stats(data: pa.Table, schema: Schema, policy: StatsPolicy, exact: boo
     ``data`` then needs only the columns ``values_needed`` names. Parquet's writer has
     computed each column's null count and bounds while encoding it: those are taken from
     the footer where they are exactly what going over the values gives (``_footer_bounds``),
-    which costs microseconds a column instead of a pass over its values (a string
-    column's ``min_max`` is ~17 ns a row: 1.5 ms of a 50,000-row file's two string columns)."""
+    which costs next to nothing instead of a pass over its values (for string columns, a
+    ``min_max`` pass is a noticeable share of writing the file)."""
     out: dict[str, Any] = {}
     index = {n: i for i, n in enumerate(data.column_names)}  # by position: a lookup by name scans every column
     groups = _row_groups(footer)

@@ -241,8 +241,8 @@ LOCAL_SERIAL_BYTES = 1 << 20
 
 def _read_parquet(io: FileIO, path: str, columns: Sequence[str] | None) -> pa.Table:
     """A Parquet manifest (``columns`` of it: those it has) through pq.ParquetReader, not
-    pq.ParquetFile, whose Python set-up is as costly as reading a leaf of a few hundred
-    entries (0.43 ms against 0.23 ms for a leaf of 65). Manifests are flat, so a column's
+    pq.ParquetFile, whose Python set-up costs about as much as reading a leaf of a few hundred
+    entries. Manifests are flat, so a column's
     field index is its leaf index; a file that is not goes through ParquetFile."""
     local = io.local_path(path)
     with pa.OSFile(local) if local is not None else pa.BufferReader(io.get(path)) as source:
@@ -259,9 +259,9 @@ def _read_parquet(io: FileIO, path: str, columns: Sequence[str] | None) -> pa.Ta
 
 def read_manifests(io: FileIO, paths: Sequence[str], columns: Sequence[str] | None = None) -> list[pa.Table]:
     """Read many manifests, in parallel (I/O and Parquet decoding release the GIL) unless they
-    are cached or a few small local files: decoding one of those takes a few hundred
-    microseconds, about what handing it to a pool thread and back costs (starting that thread,
-    in a fresh process, up to a 5 ms switch interval while another holds the interpreter lock)."""
+    are cached or a few small local files: decoding one of those costs about what handing it to
+    a pool thread and back costs (starting that thread, in a fresh process, and waiting out the
+    interpreter's switch interval while another thread holds its lock)."""
     if len(paths) <= 1:
         return [read_manifest(io, p, columns) for p in paths]
     uncached = [p for p in paths if _cache_get((io.uri, p)) is None]

@@ -1,4 +1,4 @@
-"""The manifest tree (seed 001): a root manifest per version over leaf manifests.
+"""The manifest tree: a root manifest per version over leaf manifests.
 
 Adaptive shape: small writes keep their data-file entries inline in the root;
 once the root holds more than ``inline_max`` of them they are flushed into a
@@ -219,8 +219,8 @@ def _age(t: pa.Table, version: int) -> pa.Table:
 def _aged(t: pa.Table, version: int, st: np.ndarray) -> tuple[pa.Table, np.ndarray]:
     """``_age`` given ``t``'s status column as numpy ``st``; also returns the new status column.
 
-    numpy on the bookkeeping columns: on a small root this is a few microseconds,
-    where each Arrow kernel call costs tens. ``removed_version`` is only read when an
+    numpy on the bookkeeping columns: on a small root that is cheaper than the fixed cost of
+    each Arrow kernel call. ``removed_version`` is only read when an
     entry is REMOVED (a root never holds one here: the commit drops them first)."""
     removed = st == C.REMOVED
     if removed.any():

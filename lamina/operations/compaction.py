@@ -1,4 +1,4 @@
-"""Compaction (seed 002): replace many small files (and their deletion vectors) with few
+"""Compaction: replace many small files (and their deletion vectors) with few
 large ones, in one version.
 
 Planning bin-packs, per partition, the files smaller than ``min_file_size``
@@ -159,7 +159,7 @@ class CompactFiles(Operation):
         # Rows keep their lineage: compaction changes where rows live, not what they are.
         names = [*base.schema.names, *LINEAGE_COLUMNS] if has_lineage(base.metadata) else base.schema.names
         # Small inputs are read on one thread while this one encodes (see read_files), into
-        # Arrow's allocator: reading many small files into the system allocator cost ~10% more.
+        # Arrow's allocator: reading many small files into the system allocator costs more.
         small = int(pc.sum(group.column("size")).as_py() or 0) <= SMALL_INPUT_BYTES * group.num_rows
         files = base.scan().read_files(group, names, per_run=True, single_reader=small)
         # rows per output file from the inputs' bytes per (live) row, so outputs land near the target

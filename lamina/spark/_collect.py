@@ -54,10 +54,10 @@ def _bare_parquet_files(df: Any) -> list[str] | None:
     else None. Not through Spark Connect (no JVM plan to inspect)."""
     try:
         # The analyzed plan with cached data substituted, not the optimized one: the optimizer
-        # costs 5-20 ms a call, and a bare scan is bare before it runs. (A projection of every
+        # is costly to call, and a bare scan is bare before it runs. (A projection of every
         # column in order, ``select("*")``, is the one wrapper allowed: it changes no row.)
-        # (Each JVM call is a round trip through py4j, a few tenths of a ms while the JVM
-        # compiles what the source's read ran: as few as will tell.)
+        # (Each JVM call is a round trip through py4j, slower while the JVM compiles what the
+        # source's read ran: as few as will tell.)
         plan = df._jdf.queryExecution().withCachedData()
         node = plan.nodeName()
         if node == "Project" and plan.output().equals(plan.child().output()):

@@ -35,7 +35,7 @@ from lamina.spec.tag import split_version_or_tag
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-spark-dv")
 
-# Above this many paths Spark lists files with a distributed job (~1 s of overhead); our
+# Above this many paths Spark lists files with a distributed job (a job's overhead); our
 # paths come from a plan, so listing them on the driver is always the cheaper choice.
 _LISTING_THRESHOLD_CONF = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 # Columns a read with positions adds: each row's data file (as Spark reports it) and row index in it.

@@ -1,6 +1,6 @@
 """Layout of content entries: the rows of root and leaf manifests.
 
-Root and leaf manifests share one Arrow layout (seed 001's content_entry):
+Root and leaf manifests share one Arrow layout (the content entry, docs/format.md):
 a row is either a data file (``content = DATA``) or, in a root manifest only,
 a leaf manifest (``content = LEAF``) whose statistics summarise the files in it.
 Statistics are flat columns keyed by field id, so pruning is one vectorized

@@ -1,4 +1,4 @@
-"""Deletion vectors (seed 001): deleted row positions of one data file, as a roaring bitmap.
+"""Deletion vectors: deleted row positions of one data file, as a roaring bitmap.
 
 A DV file holds the vectors one commit wrote, one blob per data file::
 

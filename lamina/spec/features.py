@@ -1,4 +1,4 @@
-"""Reader and writer feature flags (seed 000).
+"""Reader and writer feature flags (docs/format.md, "Feature flags").
 
 A table lists the features a reader must understand to read it correctly and
 those a writer must understand to change it. Anything not in the sets below is
@@ -15,7 +15,7 @@ from lamina.spec.lineage import ROW_LINEAGE
 # Features this build of Lamina implements.
 # Reader and writer feature of tables whose root manifests are Arrow IPC files (``.arrow``)
 # rather than Parquet: a root is rewritten on every commit and is small, and Arrow IPC encodes it
-# without Parquet's writer set-up (a third of a small append's time). Leaves stay Parquet (but
+# without Parquet's writer set-up (much of a small append's time). Leaves stay Parquet (but
 # see arrow-leaf-manifests). New
 # tables have it unless ``manifest.root-format`` is ``parquet`` at creation; a reader without
 # it could not read such a root, so it must refuse the table.
@@ -29,8 +29,8 @@ INLINE_ROOT_MANIFESTS = "inline-root-manifests"
 # Reader and writer feature of tables whose small leaf manifests (at most ARROW_LEAF_MAX_FILES
 # entries) are Arrow IPC files (``.arrow``) like roots; larger leaves stay Parquet (lz4,
 # read by column). A row-level change rewrites the leaves holding its files, and a plan
-# reads them: a small leaf costs ~0.3 ms to encode as Parquet and ~0.3 ms to decode, as
-# Arrow IPC 25-40 us each, for about the same bytes. New tables have it unless
+# reads them: a small leaf encodes and decodes as Arrow IPC for a fraction of Parquet's fixed
+# cost, in about the same bytes. New tables have it unless
 # ``manifest.leaf-format`` is ``parquet`` at creation; a reader without it could not read
 # such a leaf, so it must refuse the table.
 ARROW_LEAF_MANIFESTS = "arrow-leaf-manifests"

@@ -1,4 +1,4 @@
-"""The version hint ``_latest_version.json`` (seeds 000 and 004).
+"""The version hint ``_latest_version.json`` (docs/format.md, "The version hint").
 
 Rewritten after each commit, so it may be stale, missing or (after a crash
 mid-write on stores without atomic overwrite) unreadable; readers only ever

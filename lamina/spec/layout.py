@@ -30,7 +30,7 @@ def random_hex(nbytes: int) -> str:
 
 
 def version_file_name(version: int) -> str:
-    """Seed 000's V2 naming: newest sorts first, so one ordered LIST page finds the latest."""
+    """Slot names count down from 2^64 - 1: newest sorts first, so one ordered LIST page finds the latest."""
     return f"{MAX_VERSION - version:0{VERSION_NAME_LEN}d}.json"
 
 

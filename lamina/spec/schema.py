@@ -549,8 +549,8 @@ class Schema:
         if data.schema.equals(self.arrow):
             # The columns in order, of the same types and nullability (the common case): only
             # the required ones' nulls to check, and the table relabelled with this schema's
-            # fields (ids) in one call (from_arrays wraps every column in Python: milliseconds
-            # for 500 columns).
+            # fields (ids) in one call (from_arrays wraps every column in Python, which adds up
+            # on wide tables).
             for i in self._required_positions:
                 col = data.column(i)
                 if col.null_count:

@@ -108,7 +108,7 @@ class StatsPolicy:
 
     def __hash__(self) -> int:
         # memoized (the policy is immutable): it keys caches asked on every write, and hashing
-        # a wide table's modes (one per column) each time cost milliseconds per commit
+        # a wide table's modes (one per column) each time was a cost on every commit
         h = self.__dict__.get("_hash")
         if h is None:
             h = hash(self.modes)

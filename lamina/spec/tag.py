@@ -1,4 +1,4 @@
-"""Tags (seed 003): named, self-contained references to a version.
+"""Tags: named, self-contained references to a version.
 
 A tag file ``_lamina/tags/<name>.json`` holds a full copy of the tagged
 version manifest, so the tag keeps working after expiry deletes that

@@ -1,4 +1,4 @@
-"""The version manifest: one immutable JSON document per commit (seed 000).
+"""The version manifest: one immutable JSON document per commit.
 
 Its put-if-absent under ``_lamina/versions/<20 digits>.json`` is the commit
 point. Everything it references was written before it under unique names.

@@ -1,4 +1,4 @@
-"""Automatic tags (seed 003's future work): one tag per period, oldest expired first.
+"""Automatic tags: one tag per period, oldest expired first.
 
 Table properties:
 - ``tag.auto-create``: ``daily`` or ``hourly``;

@@ -172,7 +172,7 @@ class Table:
 
     def _resolve(self, version: int | str | None = None, timestamp: Any = None, tag: str | None = None) -> VersionManifest:
         """The version a read asks for. A non-numeric ``version`` string is a tag name
-        (seed 003), so `versionAsOf` takes either; a timestamp before every
+        (as a tag may not be a number), so `versionAsOf` takes either; a timestamp before every
         retained version falls back to the newest tag at or before it."""
         given = sum(x is not None for x in (version, timestamp, tag))
         version, as_tag = split_version_or_tag(version)

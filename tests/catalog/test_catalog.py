@@ -172,7 +172,7 @@ def test_rename(cat):
 
 
 def test_rename_keeps_path_readers_working(sql_cat):
-    """Seed 004: the location does not move on rename, so readers by path need no catalog."""
+    """The location does not move on rename, so readers by path need no catalog."""
     sql_cat.create_namespace("ns")
     t = sql_cat.create_table("ns.t", SCHEMA)
     t.append(_data([1, 2]))

@@ -1,4 +1,4 @@
-"""The bank (issue 52): money moved between accounts of two, and of three, tables by catalog
+"""The bank: money moved between accounts of two, and of three, tables by catalog
 transactions from racing writer processes, one of them SIGKILLed in the middle of a commit,
 while readers take catalog snapshots; on real SQLite and a real PostgreSQL server.
 

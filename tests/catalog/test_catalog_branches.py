@@ -1,4 +1,4 @@
-"""Branches of catalog tables (issue 17), on SQLite and a real PostgreSQL server.
+"""Branches of catalog tables, on SQLite and a real PostgreSQL server.
 
 The catalog row tracks main only: creating a branch commits ``enable-branches`` on main
 through the catalog's coordinator, commits on a branch are put-if-absent in the branch's own

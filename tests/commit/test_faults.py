@@ -1,4 +1,4 @@
-"""Faults survived (issue 6, item 6): commits, deletes, compaction and expiry through a
+"""Faults survived: commits, deletes, compaction and expiry through a
 FileIO that fails calls, loses responses and is slow, driven by hypothesis.
 
 Every acknowledged commit is present exactly once, a failed one is present

@@ -1,4 +1,4 @@
-"""Model-based test of tags, rollback, expiry and orphan cleanup (issue 5).
+"""Model-based test of tags, rollback, expiry and orphan cleanup.
 
 A hypothesis state machine drives random sequences of append, overwrite,
 create/delete/replace tag, rollback (plain and destructive), expire and

@@ -1,6 +1,6 @@
 """Maintenance never deletes what a version needs, and refuses tables it cannot read:
 
-- a version a SQL catalog committed but whose writer died before publishing it (issue 12.2);
+- a version a SQL catalog committed but whose writer died before publishing it;
 - damaged version files, never mistaken for tombstones by their size (12.3);
 - a latest version that needs a writer feature this Lamina does not know (12.4);
 - orphan cleanup's minimum age, whatever type ``older_than`` has (12.5).

@@ -1,4 +1,4 @@
-"""Compaction and manifest rewrite (issue 6, item 4)."""
+"""Compaction and manifest rewrite."""
 
 from __future__ import annotations
 

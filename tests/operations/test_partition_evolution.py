@@ -1,4 +1,4 @@
-"""Partition evolution (issue 14, point 5): ``update_spec``, files keeping their spec,
+"""Partition evolution: ``update_spec``, files keeping their spec,
 pruning by each file's own spec, compaction into the current spec, time travel, bad input,
 and a spec change racing with appends and with another spec change.
 

@@ -1,4 +1,4 @@
-"""Row-level changes (issue 4): delete (deletion vectors or copy-on-write), update, merge, bad
+"""Row-level changes: delete (deletion vectors or copy-on-write), update, merge, bad
 input, rollback of a delete, races. How scans apply deletion vectors: data/test_deletes.py."""
 
 from __future__ import annotations

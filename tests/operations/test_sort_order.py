@@ -1,4 +1,4 @@
-"""Sort orders (issue 14, point 5): ``update_sort_order``, used by writes and compaction,
+"""Sort orders: ``update_sort_order``, used by writes and compaction,
 stored by field id; the older ``write.sort-order`` property keeps working."""
 
 from __future__ import annotations

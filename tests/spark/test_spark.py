@@ -713,7 +713,7 @@ def test_foreach_batch_writer_skips_committed_batch_directly(spark, tmp_path):
 
 
 def test_deleted_rows_are_removed_by_file_path_and_row_index(spark, tmp_path):
-    """The anti-join the reader applies to files with deletion vectors (issue 4) removes exactly the
+    """The anti-join the reader applies to files with deletion vectors removes exactly the
     listed positions, keyed by the path Spark reports, also for directories needing escapes."""
     from lamina.spark.read import _native_parquet, apply_deletes, spark_file_path
     from lamina.spark._types import spark_schema

@@ -1,4 +1,4 @@
-"""Branches from Spark (issue 17): the ``branch`` option of every entry point.
+"""Branches from Spark: the ``branch`` option of every entry point.
 
 Reads with ``branch`` must hold what ``lamina.open_table(uri, branch=...)`` holds (at the
 branch's own version numbers, which overlap main's: every table here has a main version of

@@ -1,4 +1,4 @@
-"""Spark on catalog tables (issue 6): writes, reads and row-level changes through the catalog's
+"""Spark on catalog tables: writes, reads and row-level changes through the catalog's
 coordinator, and Spark-distributed compaction (``lamina.spark.compact``)."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_write_creates_and_commits_through_the_catalog(spark, cat):
     assert spark_write(sdf(spark, rows(100, 150)), t) == 2  # an open CatalogTable
     assert cat.table_info("shop.orders").version == 2
     assert ids(t.refresh().to_arrow()) == list(range(150))
-    # reads: through the catalog, and by path alone (seed 004), at any version
+    # reads: through the catalog, and by path alone, at any version
     assert spark_read(spark, "shop.orders", catalog=cat).count() == 150
     assert spark_read(spark, info.location, version=1).count() == 100
     # overwrite(where) through the catalog

@@ -1,4 +1,4 @@
-"""Spark in catalog transactions (issue 18): files written by Spark tasks, queued into one
+"""Spark in catalog transactions: files written by Spark tasks, queued into one
 catalog transaction on the driver (``lamina.spark.write(df, tx.table(ident))``), committed
 with the other tables' changes or deleted with them; and Spark reads pinned by a catalog
 snapshot (``lamina.spark.read(spark, ident, snapshot=snap)``). Results are checked against

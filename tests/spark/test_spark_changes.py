@@ -1,4 +1,4 @@
-"""Row lineage, the change data feed and streaming reads from Spark (issue 15, point 4).
+"""Row lineage, the change data feed and streaming reads from Spark.
 
 Expected results come from Lamina's core (``Table.changes``, ``Table.scan``: Arrow code
 paths the Spark ones do not share) and from a model: a range's change rows applied to the

@@ -1,4 +1,4 @@
-"""Row-level changes from Spark (issue 4): lamina.spark.merge / lamina.spark.delete; a small
+"""Row-level changes from Spark: lamina.spark.merge / lamina.spark.delete; a small
 source merged by whole-row clauses is merged on the driver by the Arrow merge, the rest by
 the Spark job (both are run: ``driver_rows``).
 

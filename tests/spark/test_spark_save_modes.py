@@ -1,5 +1,5 @@
-"""``df.write.format("lamina")`` / ``writeStream.format("lamina")`` as a Delta user writes them
-(issue 44, points 3 and 4): every save mode with Delta's meaning, Spark's own ``partitionBy``
+"""``df.write.format("lamina")`` / ``writeStream.format("lamina")`` as a Delta user writes them:
+every save mode with Delta's meaning, Spark's own ``partitionBy``
 (columns and transforms, batch and streaming), ``saveAsTable`` into a Lamina catalog, and a
 streaming sink's configuration errors raised by ``start()``.
 

@@ -1,4 +1,4 @@
-"""Bad input to branches (issue 17, point 7): a typed error that names what is wrong, and
+"""Bad input to branches: a typed error that names what is wrong, and
 nothing changed on disk.
 
 Table-driven like test_bad_input.py: each case is a call on a table with versions, an

@@ -1,4 +1,4 @@
-"""Model-based test of branches (issue 17), mixed with tags, expiry and orphan cleanup.
+"""Model-based test of branches, mixed with tags, expiry and orphan cleanup.
 
 A hypothesis state machine drives random sequences of: create a branch (from main's or a
 branch's latest, one of its retained versions, or a tag), write on main or a branch

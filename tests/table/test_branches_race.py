@@ -1,4 +1,4 @@
-"""Branches under concurrency (issue 17): racing processes on two branches, a publisher
+"""Branches under concurrency: racing processes on two branches, a publisher
 racing main's writers, and the edges where a branch is deleted under a commit or a publish.
 
 - Writers on two branches at once never see each other: each branch's versions are its own

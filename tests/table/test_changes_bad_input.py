@@ -1,4 +1,4 @@
-"""Bad input to row lineage and the change feed (issue 15, point 5): a typed error that says
+"""Bad input to row lineage and the change feed: a typed error that says
 what to do, raised before any data file is read, with nothing written.
 
 Ranges: an end before its start, versions that never existed, ranges reaching expired

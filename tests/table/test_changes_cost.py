@@ -1,4 +1,4 @@
-"""The change feed's cost follows the change, not the table (issue 15, point 3).
+"""The change feed's cost follows the change, not the table.
 
 A one-row update in a table of 40 data files and a dozen leaf manifests: ``changes()`` of that
 version must read only the data files the update added, removed or gave a new deletion

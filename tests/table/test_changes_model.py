@@ -1,4 +1,4 @@
-"""Row lineage and the change data feed against a model (issue 15), checked after every step
+"""Row lineage and the change data feed against a model, checked after every step
 of random histories.
 
 Steps: appends, overwrites (whole table and by predicate), deletes, updates, merges (a

@@ -1,4 +1,4 @@
-"""Row lineage and the change feed under racing writers in separate processes (issue 15).
+"""Row lineage and the change feed under racing writers in separate processes.
 
 Two appenders (one compacting its own files every few appends, and the whole table at the
 end) and two updaters of rows in the same files (one with deletion vectors, one copying files

@@ -1,4 +1,4 @@
-"""Bad schema changes (issue 14 point 7): each gets a typed error naming what is wrong and
+"""Bad schema changes: each gets a typed error naming what is wrong and
 commits nothing: the table's version and every file under its root stay as they were.
 Also corrupt schemas in version manifests (CorruptMetadata when the version is opened) and
 the column-mapping reader feature (a reader that does not know it refuses the table)."""

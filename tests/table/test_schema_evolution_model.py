@@ -1,4 +1,4 @@
-"""Schema evolution against a model (issue 14), checked after every step of random histories.
+"""Schema evolution against a model, checked after every step of random histories.
 
 Steps: schema changes (add top-level and nested columns, optional or required with a
 default; drop; rename, also to a dropped column's name; drop and re-add of a name; move;

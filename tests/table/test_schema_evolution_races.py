@@ -1,4 +1,4 @@
-"""Schema changes racing data changes (issue 14 point 6; the rules are in the docstring of
+"""Schema changes racing data changes (the rules are in the docstring of
 lamina.operations.schema): first each interleaving made exact with a table object opened
 before a concurrent commit (a stale handle plans on the old schema and commits after the
 change), then the same races between real processes, where either order may win and each

@@ -1,4 +1,4 @@
-"""The explorer on a long history (issue 20's performance work): the plots' series sampled
+"""The explorer on a long history: the plots' series sampled
 from a long history (every tagged version and the newest ones kept, each point the
 $snapshots row of its version), the one listing per latest version that every request
 shares (a new commit, or an expiry elsewhere, is seen at once), a refresh reading only
