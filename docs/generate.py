@@ -34,7 +34,9 @@ _SECTIONS = {
     "expire.": "Expiry",
     "version.": "Expiry",
     "row-lineage.": "Row lineage",
+    "schema.": "Schema evolution",
     "tag.": "Tags",
+    "iceberg.": "The Iceberg view",
 }
 
 
