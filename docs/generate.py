@@ -1,7 +1,8 @@
 """The generated parts of the docs, from the code they describe, so they cannot drift:
 
 - docs/configuration.md: every table property, from ``lamina.spec.properties.TableProperties``
-  (key, default and allowed values from each ``Property``, the text from its docstring);
+  (key, default and allowed values from each ``Property``, the text from its docstring, and
+  whether an update may change it from ``FIXED_AT_CREATION`` and ``ONLY_RAISED``);
 - docs/cli.md: every ``lamina`` command, from the typer app (``lamina.cli.main.app``), by
   walking the click command tree typer builds.
 
@@ -82,10 +83,20 @@ def _default_cell(default_text: str | None) -> str:
     return f"`{default_text}`"
 
 
+def _change_rule(key: str, fixed: dict[str, str], only_raised: dict[str, str]) -> str:
+    """What ``update_properties`` refuses of ``key``, from the code's tables of it (empty if
+    nothing: it may be set and removed like any other)."""
+    if key in fixed:
+        return f"\n\n**Fixed at creation**: an update that changes it is refused, because {_rst_to_md(fixed[key])}."
+    if key in only_raised:
+        return f"\n\n**Only raised**: an update may raise it, never lower it, because {_rst_to_md(only_raised[key])}."
+    return ""
+
+
 def configuration_reference() -> str:
     """The generated part of docs/configuration.md."""
     from lamina.spec import stats
-    from lamina.spec.properties import TableProperties
+    from lamina.spec.properties import FIXED_AT_CREATION, ONLY_RAISED, TableProperties
 
     docs = attribute_docstrings(TableProperties)
     rows: list[tuple[str, str, str, str]] = []  # key, default cell, allowed, text
@@ -94,7 +105,8 @@ def configuration_reference() -> str:
             continue
         if name not in docs:
             raise SystemExit(f"TableProperties.{name} ({prop.key}) has no docstring: say what it does")
-        rows.append((prop.key, _default_cell(prop.default_text), prop.expects, _rst_to_md(docs[name])))
+        rows.append((prop.key, _default_cell(prop.default_text), prop.expects, _rst_to_md(docs[name]) + _change_rule(
+            prop.key, FIXED_AT_CREATION, ONLY_RAISED)))
     column_doc = attribute_docstrings(stats).get("COLUMN_PREFIX")
     if column_doc is None:
         raise SystemExit("lamina.spec.stats.COLUMN_PREFIX has no docstring: say what the key does")

@@ -203,12 +203,12 @@ class TableProperties:
     hour): a reader that opened it while it was current has that long to finish."""
     EXPIRE_SLOT_RETENTION_MS = _int_property("expire.slot-retention-ms", 24 * 3_600_000, 0)
     """An expired version's slot file is kept at least this many milliseconds (one day) after
-    the record that expired it. Correctness does not depend on it (writers check the
-    records); it makes the rare withdraw-and-rebase of a late writer rarer still."""
+    the record that expired it. A writer whose put lands within half of it after it saw the
+    previous version as the newest skips looking up its slot's record, which keeps an append
+    at two requests on an object store; ``0`` frees slots at once, and every writer looks."""
     VERSION_SLOT_CHUNK_SIZE = _int_property("version.slot-chunk-size", 1000, 1)
     """How many consecutive version slots share one directory of expiry records (a writer's
-    look-up lists one chunk's). Fixed at creation: writers and expiry must agree on which
-    record covers a slot."""
+    look-up lists one chunk's)."""
 
     ROW_LINEAGE_ENABLED = _word_property("row-lineage.enabled", "true", ("true", "false"), fold_case=True)
     """Read at creation: ``false`` creates the table without row lineage (no ``_row_id``, no
