@@ -9,14 +9,6 @@ $(VENV)/.installed-%: pyproject.toml
 	$(PY) -m pip install -q -e ".[$*]"
 	touch $@
 
-# DuckDB 1.5 with its iceberg extension, in a venv of its own (the project pins duckdb 2.0, for
-# which the extension is not on PyPI): tests/iceberg/test_view_duckdb.py reads the Iceberg view with it.
-DUCKDB15 := .venv-duckdb15
-$(DUCKDB15)/.installed: tests/iceberg/duckdb/requirements.txt
-	test -x $(DUCKDB15)/bin/python || $(PYTHON) -m venv $(DUCKDB15)
-	$(DUCKDB15)/bin/python -m pip install -q -r tests/iceberg/duckdb/requirements.txt
-	touch $@
-
 # Iceberg's Java library reading the view (tests/iceberg/test_view_java.py): a small reader built
 # with Maven, its dependencies cached in ~/.m2 (later builds work offline: mvn -q -o package).
 # Without Maven the Java test skips, saying so.
@@ -24,7 +16,6 @@ ICEBERG_JAVA := tests/iceberg/java/target/iceberg-view-reader-1.jar
 $(ICEBERG_JAVA): tests/iceberg/java/pom.xml tests/iceberg/java/src/main/java/lamina/interop/ReadView.java
 	cd tests/iceberg/java && (mvn -q -o package || mvn -q package)
 
-$(DUCKDB15): $(DUCKDB15)/.installed
 iceberg-java:
 	@if command -v mvn >/dev/null; then $(MAKE) $(ICEBERG_JAVA); else echo "no Maven (mvn): the Iceberg Java reader test will skip"; fi
 
@@ -32,13 +23,13 @@ iceberg-java:
 # edit-run loop: no Spark, PostgreSQL, S3 server, browser, model searches or slow tests.
 FAST := not (spark or postgres or s3 or browser or model or slow)
 
-.PHONY: demo test test-fast bench bench-tpch bench-spark test-radosgw interop-java-transforms $(DUCKDB15) iceberg-java
+.PHONY: demo test test-fast bench bench-tpch bench-spark test-radosgw interop-java-transforms iceberg-java
 demo: $(VENV)/.installed-test,spark
 	$(PY) -m lamina.demo
 
 # The docs site is built first (into site/, in seconds): --strict fails on a broken link or
 # anchor, or a page left out of the nav.
-test: $(VENV)/.installed-test,spark,docs $(DUCKDB15)/.installed iceberg-java
+test: $(VENV)/.installed-test,spark,docs iceberg-java
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 	$(PY) -m pytest -n 2 --dist loadgroup -q
 

@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -45,7 +46,7 @@ from lamina.iceberg import view as iceberg_view  # noqa: E402
 from common import make_batch, SCHEMA  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DUCKDB15 = ROOT / ".venv-duckdb15" / "bin" / "python"
+HAS_DUCKDB_ICEBERG = importlib.util.find_spec("duckdb_extension_iceberg") is not None
 
 
 def entries(n: int, rows: int = 1024) -> pa.Table:
@@ -140,7 +141,7 @@ def planning(nfiles: int, rounds: int) -> dict:
             tasks = list(table.scan(row_filter=f"id >= {cut}").plan_files())
             res[f"pyiceberg {name}"].append(time.perf_counter() - s)
             planned[f"pyiceberg {name}"] = len(tasks)
-    if DUCKDB15.exists():
+    if HAS_DUCKDB_ICEBERG:
         script = f"""
 import duckdb, glob, os, time, json
 site = os.path.dirname(os.path.dirname(duckdb.__file__))
@@ -156,7 +157,7 @@ for r in range({rounds}):
         out[name].append(time.perf_counter() - s)
 print(json.dumps(out))
 """
-        done = subprocess.run([str(DUCKDB15), "-c", script], capture_output=True, text=True, check=True)
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
         duck = json.loads(done.stdout)
         res["duckdb view"], res["duckdb table"] = duck["view"], duck["table"]
     p50 = {k: statistics.median(v) * 1e3 for k, v in res.items() if v}
@@ -187,7 +188,7 @@ def main() -> None:
     for engine in ("pyiceberg", "duckdb"):
         v, t = plan["p50_ms"].get(f"{engine} view"), plan["p50_ms"].get(f"{engine} table")
         if v is None:
-            print(f"| {engine} | - | - | - | not run (no {DUCKDB15}) |")
+            print(f"| {engine} | - | - | - | not run (no duckdb-extension-iceberg) |")
             continue
         print(f"| {engine} | {v:.1f} | {t:.1f} | {v / t:.2f}x | <= 1.0x: {'PASS' if v / t <= 1.0 else 'MISS'} |")
 

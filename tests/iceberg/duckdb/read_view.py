@@ -1,4 +1,4 @@
-"""Run by the DuckDB 1.5 venv (tests/iceberg/test_view_duckdb.py): read snapshots of Iceberg
+"""Run in a process of its own by tests/iceberg/test_view_duckdb.py: read snapshots of Iceberg
 tables with DuckDB's iceberg extension. Input (stdin, JSON): a list of {location,
 snapshot_id, where} (iceberg_scan by path) or {rest, table} (a table of the REST catalog at
 ``rest``, through ATTACH ... (TYPE iceberg)); output (stdout, JSON): each one's rows, or its error."""
