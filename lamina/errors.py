@@ -174,6 +174,12 @@ class PublishConflict(CommitConflict):
     made: the files it rewrote were changed there too. ``files`` names them."""
 
 
+class StaleRowDelta(CommitConflict):
+    """A precomputed row-level change met a base where the files it may affect changed
+    (a scanned file got another DV or was removed, or a new file may hold affected rows).
+    Nothing was committed; the caller recomputes on the newest version."""
+
+
 class TransactionAlreadyCommitted(LaminaError):
     """An idempotent write (application id, sequence number) was already committed; nothing new was committed.
 
@@ -261,3 +267,22 @@ class CatalogTransactionConflict(CommitConflict, CatalogError):
 class TransactionsUnsupported(CatalogError):
     """This catalog cannot commit several tables atomically (the directory catalog has no
     multi-row compare-and-swap): use a SQL catalog (SQLite or PostgreSQL)."""
+
+
+# --- the explorer (lamina ui) ----------------------------------------------------------
+
+
+class ExplorerError(LaminaError):
+    """A request the explorer refuses; ``status``: the HTTP status it answers with."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# --- internal: handled where raised, never reaching a caller ---------------------------
+
+
+class FooterError(ValueError):
+    """A Parquet footer ``lamina.data.parquet_footer`` cannot read or does not join: the caller
+    writes the rows instead (a staged file is not copied as it is)."""

@@ -91,7 +91,8 @@ from lamina.spec.layout import pending_path
 from lamina.spec.slot import next_block_commits
 from lamina.spec.version import VersionManifest
 from lamina.expr import Expr, bind, referenced_columns, to_expr
-from lamina.operations.rowlevel import RowDelta, delete_rows
+from lamina.operations.rowlevel.delete_update import delete_rows
+from lamina.operations.rowlevel.delta import RowDelta
 from lamina.operations.schema import PlannedColumns
 from lamina.spec.properties import MERGE_ON_READ
 from lamina.table.transaction import Transaction

@@ -31,9 +31,9 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lamina.data.parquet_footer import FooterError, joined
+from lamina.data.parquet_footer import joined
 from lamina.data.writer import _encodings
-from lamina.errors import InvalidArgument
+from lamina.errors import FooterError, InvalidArgument
 from lamina.io import FileIO
 from lamina.manifest.entries import column_stats, values_needed
 from lamina.spec.layout import new_data_path

@@ -21,6 +21,8 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
+from lamina.errors import FooterError
+
 MAGIC = b"PAR1"
 
 # Thrift compact protocol type codes.
@@ -31,10 +33,6 @@ _INTS = (_I16, _I32, _I64)
 # value: (element type, [values]); a map: (key type, value type, [(key, value)]); a double:
 # its 8 bytes as they were; booleans: True/False.
 Fields = list
-
-
-class FooterError(ValueError):
-    """A footer this module cannot read or does not join: the caller writes the rows instead."""
 
 
 # -- the codec ------------------------------------------------------------------------------------

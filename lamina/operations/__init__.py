@@ -11,7 +11,9 @@ from lamina.operations.append import AppendFiles, check_added_files, check_added
 from lamina.operations.compaction import CompactFiles, CompactionResult, RewriteManifests
 from lamina.operations.overwrite import Overwrite
 from lamina.operations.rollback import Rollback
-from lamina.operations.rowlevel import MergeBuilder, MergeResult, PositionDelta, RowDelta, StaleRowDelta
+from lamina.errors import StaleRowDelta  # (where it is defined: lamina.errors, with every public error)
+from lamina.operations.rowlevel.delta import PositionDelta, RowDelta
+from lamina.operations.rowlevel.merge import MergeBuilder, MergeResult
 
 __all__ = [
     "AppendFiles", "CompactFiles", "CompactionResult", "MergeBuilder", "MergeResult", "Overwrite", "PositionDelta",

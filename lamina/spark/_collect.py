@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from lamina.data.copy import StagedFile, StagedFiles
 from lamina.errors import InvalidArgument
-from lamina.operations.rowlevel import OnDemand, SourceRead
+from lamina.operations.rowlevel.source import OnDemand, SourceRead
 
 
 def collect_arrow(df: Any, max_rows: int, keys: Sequence[str] = ()) -> tuple[pa.Table | SourceRead | None, str]:

@@ -35,10 +35,13 @@ import pyarrow.compute as pc
 
 import lamina
 from lamina.data.deletes import file_key
-from lamina.errors import InvalidArgument
+from lamina.errors import InvalidArgument, StaleRowDelta
 from lamina.expr import AlwaysTrue, Expr, and_, bind, to_expr
-from lamina.operations import MergeResult, PositionDelta, StaleRowDelta
-from lamina.operations.rowlevel import MergeClauses, SourceRead, check_mode, key_range
+from lamina.operations import MergeResult, PositionDelta
+from lamina.operations.rowlevel.delta import check_mode
+from lamina.operations.rowlevel.keys import key_range
+from lamina.operations.rowlevel.merge import MergeClauses
+from lamina.operations.rowlevel.source import SourceRead
 from lamina.spark._collect import collect_arrow
 from lamina.spark._filters import to_spark_column
 from lamina.spark._stats import file_entries

@@ -35,7 +35,8 @@ from lamina.operations.lineage import EnableRowLineage
 from lamina.operations.publish import EnableBranches, PublishBranch
 from lamina.operations.partition_spec import SpecUpdate
 from lamina.operations.properties import UpdateProperties
-from lamina.operations.rowlevel import SourceRead, row_mode
+from lamina.operations.rowlevel.delta import row_mode
+from lamina.operations.rowlevel.source import SourceRead
 from lamina.operations.schema import SchemaUpdate
 from lamina.operations.sort_order import SortOrderUpdate
 from lamina.spec.features import (

@@ -44,7 +44,8 @@ from lamina.operations import (
 from lamina.commit.committer import with_metadata
 from lamina.operations.partition_spec import SpecUpdate
 from lamina.operations.properties import UpdateProperties
-from lamina.operations.rowlevel import check_assignments, delete_rows, file_fn_update, row_mode, updated_rows_fn
+from lamina.operations.rowlevel.delete_update import check_assignments, delete_rows, file_fn_update, updated_rows_fn
+from lamina.operations.rowlevel.delta import row_mode
 from lamina.operations.schema import PlannedColumns, SchemaUpdate, UpdateSchema, widens_on_merge
 from lamina.operations.sort_order import SortOrderUpdate
 from lamina.spec.tag import validate_tag_name

@@ -29,6 +29,7 @@ import pyarrow.json as pa_json
 import lamina
 from lamina.catalog import Catalog, load_catalog, parse_identifier
 from lamina.errors import (
+    ExplorerError,
     LaminaError,
     NotFound,
     TableNotFound,
@@ -60,14 +61,6 @@ TIMELINE_PAGE = 100
 SMALL_FILE_MIN_FILES = 8  # fewer small files than this in a table: not worth a compaction
 DELETED_SHARE_ADVICE = 0.10  # a partition with this share of its rows deleted by DVs
 VERSIONS_ADVICE = 100  # retained versions above which expiry is worth a look
-
-
-class ExplorerError(LaminaError):
-    """A request the explorer refuses; ``status``: the HTTP status it answers with."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def _not_found(what: str) -> ExplorerError:
@@ -727,4 +720,4 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-__all__ = ["Explorer", "ExplorerError", "SAMPLE_MAX_ROWS", "FILES_MAX_ROWS"]
+__all__ = ["Explorer", "SAMPLE_MAX_ROWS", "FILES_MAX_ROWS"]

@@ -19,13 +19,14 @@ from importlib import resources
 from typing import Any, Callable
 
 from lamina.errors import (
+    ExplorerError,
     InvalidArgument,
     LaminaError,
     SchemaMismatch,
     TableNotFound,
     VersionNotFound,
 )
-from lamina.ui.api import FILES_MAX_ROWS, SAMPLE_MAX_ROWS, TIMELINE_PAGE, Explorer, ExplorerError, _bounded
+from lamina.ui.api import FILES_MAX_ROWS, SAMPLE_MAX_ROWS, TIMELINE_PAGE, Explorer, _bounded
 
 # The page's files: served by name from this fixed list, never from a path in the URL.
 _STATIC = {

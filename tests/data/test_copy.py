@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from lamina.data import copy as cp
 from lamina.data.copy import StagedFile, StagedFiles
-from lamina.data.parquet_footer import FooterError
+from lamina.errors import FooterError
 from lamina.errors import InvalidArgument
 from lamina.io import FileIO
 from lamina.manifest.entries import column_stats

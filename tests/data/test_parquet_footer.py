@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lamina.data import parquet_footer as pf
-from lamina.data.parquet_footer import FooterError, decode, encode, footer_of, joined
+from lamina.data.parquet_footer import decode, encode, footer_of, joined
+from lamina.errors import FooterError
 
 
 def _parquet(table: pa.Table, **kw) -> pa.Buffer:

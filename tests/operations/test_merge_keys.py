@@ -24,8 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lamina
-from lamina.operations import rowlevel
-from lamina.operations.rowlevel import key_membership, unique_key_index
+from lamina.operations.rowlevel import delta as rowlevel_delta
+from lamina.operations.rowlevel import keys as merge_keys
+from lamina.operations.rowlevel.keys import key_membership, unique_key_index
 
 EXAMPLES = int(os.environ.get("LAMINA_DIFF_EXAMPLES", "25"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -67,8 +68,8 @@ def test_key_membership_holds_every_member_and_no_other_key_in_range(data, type_
     keys = data.draw(st.permutations(values + data.draw(st.lists(st.sampled_from([*vals, None]), max_size=30))))
     with pytest.MonkeyPatch.context() as mp:
         if small_table:  # the binary search even for dense keys
-            mp.setattr(rowlevel, "LOOKUP_TABLE_BYTES", 0)
-            mp.setattr(rowlevel, "LOOKUP_BYTES_PER_KEY", 0)
+            mp.setattr(merge_keys, "LOOKUP_TABLE_BYTES", 0)
+            mp.setattr(merge_keys, "LOOKUP_BYTES_PER_KEY", 0)
         got = key_membership(pa.array(values, typ))(pa.chunked_array([pa.array(keys, typ)], typ))
         at = key_membership(pa.array(values, typ), positions=True)(pa.chunked_array([pa.array(keys, typ)], typ))
     assert at.tolist() == np.flatnonzero(got).tolist()  # the same keys, as positions
@@ -262,7 +263,7 @@ def test_consecutive_source_rows_are_recognised_exactly(rows):
     """The matched source rows are taken as a slice only when they are exactly first, first + 1,
     ...: any gap, repeat or step back means a take."""
     arr = np.array(rows, dtype=np.int64)
-    run = rowlevel._consecutive(arr)
+    run = merge_keys._consecutive(arr)
     consecutive = len(rows) >= 2 and rows == list(range(rows[0], rows[0] + len(rows)))
     assert run == (rows[0] if consecutive else None)
 
@@ -299,7 +300,7 @@ def test_a_large_merge_writes_its_rows_as_two_files_at_once(tmp_path, monkeypatc
     """From twice PARALLEL_WRITE_MIN_ROWS rows written (updated and inserted together), a change
     writes two files of half the rows each, encoded at once; below that, one. Updated rows keep
     their ids, inserted ones get new ids no other row has, and every value is the source's."""
-    monkeypatch.setattr(rowlevel, "PARALLEL_WRITE_MIN_ROWS", 10)
+    monkeypatch.setattr(rowlevel_delta, "PARALLEL_WRITE_MIN_ROWS", 10)
     schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
     t = lamina.create_table(str(tmp_path / "t"), schema, properties={"write.max-rows-per-file": 40})
     t.append(pa.table({"id": list(range(100)), "v": ["old"] * 100}, schema=schema))

@@ -20,7 +20,7 @@ from lamina.data.deletes import file_key
 from lamina.data.inflight import register_write
 from lamina.errors import InvalidArgument, TransactionAlreadyCommitted, UnsupportedFeature
 from lamina.expr import col
-from lamina.operations import StaleRowDelta
+from lamina.errors import StaleRowDelta
 from lamina.spec.layout import WRITES_DIR, version_path
 from lamina.table import WriteSession
 
