@@ -467,7 +467,7 @@ def _time_lamina_phases() -> dict:
     """Accumulate the time of Lamina's steps inside the timed compaction (a wrapper per
     call: microseconds each): rewriting the groups (`CompactFiles.rewrite`, wall time:
     read the inputs and write the outputs); within it, reading each input file
-    (`Scan._read_run`, a run of files each, summed over the read threads) and encoding + storing the output
+    (`ArrowRead._read_run`, a run of files each, summed over the read threads) and encoding + storing the output
     files (`_StreamedFile.write`/`close` when streamed, `writer._write_one` otherwise),
     which overlap."""
     import functools
@@ -495,8 +495,13 @@ def _time_lamina_phases() -> dict:
         setattr(owner, attr, g)
 
     wrap(compaction_mod.CompactFiles, "rewrite", "rewrite_groups")
-    # compaction reads run by run (its file-by-file reads happen inside); older revisions file by file
-    wrap(scan_mod.Scan, "_read_run" if hasattr(scan_mod.Scan, "_read_run") else "read_file", "read_inputs_thread_sum")
+    # compaction reads run by run (its file-by-file reads happen inside); older revisions file by
+    # file, and read with Scan itself before lamina.data.scan.read held the read paths
+    try:
+        from lamina.data.scan.read import ArrowRead as reader
+    except ImportError:
+        reader = scan_mod.Scan
+    wrap(reader, "_read_run" if hasattr(reader, "_read_run") else "read_file", "read_inputs_thread_sum")
     wrap(writer_mod._StreamedFile, "write", "encode_store_outputs")
     wrap(writer_mod._StreamedFile, "close", "encode_store_outputs")
     wrap(writer_mod, "_write_one", "encode_store_outputs")
@@ -660,7 +665,7 @@ def summarise_compaction(cfg: Config, res: dict, built: dict, exp_rows: int) -> 
         sec.notes.append(
             f"Where Lamina's compaction time goes (p50 over the timed runs, from timers around its steps): "
             f"rewriting the group (`CompactFiles.rewrite`: read the {nfiles:,} inputs, write the output) "
-            f"{fmt_s(rw)} of wall time; within it, reading the input files (`Scan._read_run`: "
+            f"{fmt_s(rw)} of wall time; within it, reading the input files (`ArrowRead._read_run`: "
             f"one `pq.ParquetReader` read per file, runs of small files on one reader thread while the output is encoded "
             f"on another, where each run's row lineage is numbered) {fmt_s(rd)} summed over the threads "
             f"({rd / nfiles * 1e3:.2f} ms per file), and encoding + storing the output (row groups encoded as "

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 import lamina
 from lamina.data.scan import Scan
+from lamina.data.scan.positions import DictionaryPositions
 from lamina.expr import bind, to_expr
 
 EXAMPLES = int(os.environ.get("LAMINA_DIFF_EXAMPLES", "25"))
@@ -211,8 +212,8 @@ def test_each_distinct_value_is_evaluated_once_across_files(tmp_path, duck, monk
         words = list(rng.permutation(WORDS[:5])) + (["zz", None] if i == 20 else [])
         t.append(pa.table({"id": range(i * 10, i * 10 + len(words)), "s": words}, schema=SCHEMA))
     evaluated = []
-    real = Scan._matches
-    monkeypatch.setattr(Scan, "_matches", lambda self, v: evaluated.append(len(v)) or real(self, v))
+    real = DictionaryPositions._matches
+    monkeypatch.setattr(DictionaryPositions, "_matches", lambda self, v: evaluated.append(len(v)) or real(self, v))
     check_against_duckdb(duck, t, "s IN ('a', 'zz') OR s IS NULL")
     assert sorted(evaluated) == [1, 1, 5]  # the null, the five first words, then 'zz'
 
@@ -251,7 +252,7 @@ def test_many_files_in_batches_and_on_an_object_store(tmp_path, duck, monkeypatc
     """Local files are read a batch at a time, then their positions picked (here batches of
     2 files, so batches end between files and the last one is short); an object store's
     files go through the read threads. Both against DuckDB, with DVs from an earlier delete."""
-    import lamina.data.scan as scan_mod
+    import lamina.data.scan.positions as scan_mod
 
     monkeypatch.setattr(scan_mod, "_POSITIONS_BATCH_FILES", 2)
     location = str(tmp_path / "t") if uri == "local" else f"memory:///dict-{tmp_path.name}"

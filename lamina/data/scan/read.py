@@ -1,20 +1,20 @@
-"""Scans: plan (prune the manifest tree to file scan tasks), then read rows.
+"""Reading planned data files into Arrow: the read paths of one file (plain, exact, evolved
+schemas, with row lineage) and of many (runs of files on the read threads, one dataset scan
+of local files, deletion vectors applied).
 
-Planning works on Arrow tables of entries end to end; tasks are materialised
-as Python objects only when iterated.
+``ArrowRead`` is what ``Scan`` reads with (as pyiceberg's ``ArrowScan`` beside its
+``DataScan``): it knows one version's schema and the scan's predicate, never the manifests.
+DV positions are physical row numbers, so deleted rows are dropped before the row filter.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from collections import deque
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from functools import cached_property, wraps
-from inspect import isgeneratorfunction
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence, TypeVar
+from functools import cached_property
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -22,18 +22,11 @@ import pyarrow.compute as pc
 import pyarrow.fs
 import pyarrow.parquet as pq
 
-if TYPE_CHECKING:
-    import pyarrow.dataset as ds
-
-from lamina.errors import CorruptMetadata, LaminaError, MissingFile, NotFound, RowLineageNotEnabled, VersionNotFound
-from lamina.expr import AlwaysTrue, Expr, bind, may_match, pushdown_filter, referenced_columns, to_arrow_filter, to_expr
+from lamina.errors import CorruptMetadata, MissingFile, NotFound
+from lamina.expr import AlwaysTrue, Expr, pushdown_filter, referenced_columns, to_arrow_filter
 from lamina.io import FileIO
-from lamina.manifest.entries import manifest_schema_of
-from lamina.manifest.tree import live_data_entries
 from lamina.data.deletes import DV, dv_of, dvs_of_plan, positions_array, read_bitmaps
-from lamina.spec import content as C
-from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, has_lineage, lineages_of, no_row_ids, row_lineage
-from lamina.spec.partition import fields_by_id
+from lamina.spec.lineage import LAST_UPDATED, LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, lineages_of, no_row_ids, row_lineage
 from lamina.spec.version import VersionManifest
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-read")
@@ -46,80 +39,10 @@ _single_reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lamina-re
 _LINEAGE_FIELD = {f.name: f for f in LINEAGE_FIELDS}
 
 # The loops that read thousands of small local files (compaction, deletes by dictionary) open
-# them through the file system object: pa.OSFile first asks Python's os.path.isdir (a stat),
-# ~2.5 us of a ~0.1 ms read. Errors are the same (FileNotFoundError for a missing file).
+# them through the file system object: pa.OSFile first asks Python's os.path.isdir (a stat
+# per file, which such a loop would pay thousands of times). Errors are the same
+# (FileNotFoundError for a missing file).
 _open_local = pyarrow.fs.LocalFileSystem().open_input_file
-
-PLAN_COLUMNS = (
-    "content", "status", "path", "size", "record_count", "added_version", "partition_path",
-    "dv_path", "dv_offset", "dv_length", "dv_cardinality",
-)
-
-
-@dataclass(frozen=True)
-class FileScanTask:
-    path: str  # relative to the table root
-    uri: str  # absolute location, for engines
-    size: int
-    record_count: int
-    partition_path: str | None
-    added_version: int
-    dv_path: str | None = None
-    dv_offset: int | None = None
-    dv_length: int | None = None
-    dv_cardinality: int | None = None  # rows deleted; record_count is what is left
-
-
-class ScanPlan(Sequence[FileScanTask]):
-    """The planned files: an Arrow table of entries, viewed as a sequence of tasks."""
-
-    def __init__(self, entries: pa.Table, io: Any) -> None:
-        self.entries = entries
-        self._io = io
-
-    def __len__(self) -> int:
-        return self.entries.num_rows
-
-    def __repr__(self) -> str:
-        return f"ScanPlan(files={len(self)}, records={self.record_count})"
-
-    def _task(self, row: dict[str, Any]) -> FileScanTask:
-        return FileScanTask(
-            path=row["path"],
-            uri=self._io.full_uri(row["path"]),
-            size=row["size"],
-            record_count=row["record_count"],
-            partition_path=row["partition_path"],
-            added_version=row["added_version"],
-            dv_path=row["dv_path"],
-            dv_offset=row["dv_offset"],
-            dv_length=row["dv_length"],
-            dv_cardinality=row["dv_cardinality"],
-        )
-
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self._task(r) for r in self.entries.slice(*_slice_bounds(i, len(self))).to_pylist()]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        return self._task(self.entries.slice(i, 1).to_pylist()[0])
-
-    def __iter__(self) -> Iterator[FileScanTask]:
-        cols = ["path", "size", "record_count", "partition_path", "added_version", "dv_path", "dv_offset", "dv_length", "dv_cardinality"]
-        for batch in self.entries.select(cols).to_batches(max_chunksize=4096):
-            for r in batch.to_pylist():
-                yield self._task(r)
-
-    @property
-    def record_count(self) -> int:
-        return pc.sum(self.entries.column("record_count")).as_py() or 0
-
-    @property
-    def paths(self) -> list[str]:
-        return self.entries.column("path").to_pylist()
-
 
 def _runs(sizes: list[int], max_files: int, max_bytes: int) -> list[range]:
     """Consecutive index ranges of at most ``max_files`` files and (unless one file is
@@ -135,117 +58,14 @@ def _runs(sizes: list[int], max_files: int, max_bytes: int) -> list[range]:
     return runs
 
 
-def _codes_with_null_slot(chunk: pa.DictionaryArray) -> np.ndarray:
-    """A dictionary array's codes as NumPy, a null's code being one past the dictionary's end."""
-    codes = chunk.indices
-    if codes.null_count:
-        codes = pc.fill_null(codes, pa.scalar(len(chunk.dictionary), codes.type))
-    return codes.to_numpy(zero_copy_only=False)
-
-
-def _positions_of_codes(lut: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """The positions whose code ``lut`` marks. With one code marked (an equality) or none,
-    the common cases, the codes are compared rather than ``lut`` indexed by them (4x cheaper).
-    (``nonzero()[0]`` rather than ``np.flatnonzero``: the same, without its two Python-level
-    wrappers, which cost as much as the search on a file of a few thousand rows.)"""
-    hit = lut.nonzero()[0]
-    if not len(hit):
-        return np.zeros(0, dtype=np.int64)
-    # (the code as a Python int: a NumPy int64 would have the int32 codes widened first)
-    mask = codes == int(hit[0]) if len(hit) == 1 else lut[codes]
-    return mask.nonzero()[0].astype(np.int64, copy=False)
-
-
-class _MatchingCodes:
-    """Which codes of a dictionary the predicate (on one column) selects, as a mask with one
-    more slot for a null's code, for the dictionaries of many files, on many threads.
-
-    The predicate is evaluated once per distinct *value*, not per dictionary: files written
-    apart hold the same few values in different orders, so their dictionaries differ while
-    their values do not. A dictionary seen before costs a lookup; one of known values, an
-    ``index_in`` against them; only values never seen are run through the row filter."""
-
-    def __init__(self, scan: "Scan", column: str) -> None:
-        self._scan, self._column = scan, column
-        self._type = scan._table_type(column)
-        self._lock = threading.Lock()
-        self._by_dictionary: dict[tuple, np.ndarray] = {}
-        self._values = pa.array([], self._type)  # every value evaluated so far ...
-        self._hits = np.zeros(0, dtype=bool)  # ... and whether the predicate selects it
-        self._null_hit: bool | None = None
-        self._hit_by_value: dict[Any, bool] = {}  # value (as Python) -> selected; None: a null
-
-    def null_hit(self) -> bool:
-        """Whether the predicate selects a null (a file without the column reads null in every row)."""
-        with self._lock:
-            if self._null_hit is None:
-                self._null_hit = bool(self._scan._matches(pa.nulls(1, self._type))[0])
-            return self._null_hit
-
-    def of(self, dictionary: pa.Array) -> np.ndarray:
-        if len(dictionary) <= _SMALL_DICTIONARY:
-            return self._of_small(dictionary)
-        key = _dictionary_key(dictionary)
-        lut = self._by_dictionary.get(key)
-        if lut is not None:
-            return lut
-        values = self._scan._as_table_type(dictionary, self._column)
-        null_hit = self.null_hit()
-        with self._lock:
-            at = pc.index_in(values, value_set=self._values)
-            if at.null_count:  # values never seen: evaluate them, once
-                fresh = pc.unique(values.filter(pc.is_null(at)))
-                self._values = pa.concat_arrays([self._values, fresh])
-                self._hits = np.concatenate([self._hits, self._scan._matches(fresh)])
-                at = pc.index_in(values, value_set=self._values)
-            lut = np.append(self._hits[at.to_numpy(zero_copy_only=False)], null_hit)
-            self._by_dictionary[key] = lut
-        return lut
-
-    def _of_small(self, dictionary: pa.Array) -> np.ndarray:
-        """``of`` for a dictionary of a few values (the common case: a category column), by
-        looking each value up in a dict: the handful of Arrow kernel calls ``of`` makes per
-        dictionary cost more than that, and hold the interpreter lock the file reads need."""
-        hit = self._hit_by_value
-        values = dictionary.to_pylist()
-        values.append(None)  # the null's slot
-        try:
-            return np.array([hit[v] for v in values], dtype=bool)
-        except KeyError:  # values never seen (in the first files): evaluate them, once
-            pass
-        null_hit = self.null_hit()
-        with self._lock:
-            hit[None] = null_hit
-            fresh = list(dict.fromkeys(v for v in values if v not in hit))
-            if fresh:
-                got = self._scan._matches(self._scan._as_table_type(pa.array(fresh, dictionary.type), self._column))
-                hit.update(zip(fresh, got.tolist()))
-        return np.array([hit[v] for v in values], dtype=bool)
-
-
-# ``Scan.matching_positions`` reads the columns of up to this many local files (and rows)
-# before picking their positions.
-_POSITIONS_BATCH_FILES = 64
-_POSITIONS_BATCH_ROWS = 1 << 22
-
-# Dictionaries of at most this many values go through ``_MatchingCodes._of_small``.
-_SMALL_DICTIONARY = 256
-
-
-def _dictionary_key(dictionary: pa.Array) -> tuple:
-    """Equal for two dictionaries whose buffers hold the same bytes (and so the same values)."""
-    return (str(dictionary.type), dictionary.offset, len(dictionary),
-            tuple(b.to_pybytes() if b is not None else None for b in dictionary.buffers()))
-
-
 class _FileErrors:
-    """``Scan._file_errors``: a class rather than a generator-based context manager, which
-    costs a few microseconds per file (compaction reads thousands)."""
+    """``ArrowRead.file_errors``: a class rather than a generator-based context manager, whose
+    set-up per file adds up where compaction reads thousands."""
 
-    __slots__ = ("scan", "path")
+    __slots__ = ("read", "path")
 
-    def __init__(self, scan: "Scan", path: str) -> None:
-        self.scan, self.path = scan, path
+    def __init__(self, read: "ArrowRead", path: str) -> None:
+        self.read, self.path = read, path
 
     def __enter__(self) -> None:
         return None
@@ -255,7 +75,7 @@ class _FileErrors:
             return
         if issubclass(kind, (NotFound, FileNotFoundError)):
             raise MissingFile(
-                f"data file {self.path} of version {self.scan.vm.version} is missing; run `lamina fsck {self.scan.io.uri}`"
+                f"data file {self.path} of version {self.read.vm.version} is missing; run `lamina fsck {self.read.io.uri}`"
             ) from None
         if issubclass(kind, pa.ArrowInvalid):
             raise CorruptMetadata(f"data file {self.path} is unreadable: {e}") from None
@@ -268,158 +88,19 @@ def _physical_rows(entries: pa.Table) -> np.ndarray:
     return (live + pc.fill_null(entries.column("dv_cardinality"), 0).to_numpy(zero_copy_only=False)).astype(np.int64)
 
 
-def _slice_bounds(s: slice, n: int) -> tuple[int, int]:
-    start, stop, step = s.indices(n)
-    if step != 1:
-        raise ValueError("ScanPlan slices take no step")
-    return start, max(0, stop - start)
+class ArrowRead:
+    """The rows of data files of version ``vm``, columns by the table's schema, restricted to
+    the rows ``predicate`` (bound to that schema) selects where a row filter is given."""
 
-
-class VersionKeeper(Protocol):
-    """What a scan asks of its table's log (lamina.commit.VersionLog), through this layer's
-    view of it: whether a version is still kept."""
-
-    def is_live(self, version: int) -> bool: ...
-
-
-_Method = TypeVar("_Method", bound=Callable[..., Any])
-
-
-def _expiry_aware(method: _Method) -> _Method:
-    """``method`` of a Scan, with a missing file of a version that is no longer kept raised as
-    VersionNotFound (``Scan._raise_if_no_longer_kept``) rather than MissingFile. Generators too: a
-    stream's files are read as it is consumed."""
-    if isgeneratorfunction(method):
-        @wraps(method)
-        def stream(self: "Scan", *args: Any, **kwargs: Any) -> Iterator[Any]:
-            try:
-                yield from method(self, *args, **kwargs)
-            except MissingFile as e:
-                self._raise_if_no_longer_kept(e)
-                raise
-        return stream  # type: ignore[return-value]
-
-    @wraps(method)
-    def run(self: "Scan", *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except MissingFile as e:
-            self._raise_if_no_longer_kept(e)
-            raise
-    return run  # type: ignore[return-value]
-
-
-class Scan:
-    """A read of one version: ``plan()`` prunes the manifest tree to file scan tasks, the
-    readers return its live rows. Built by ``Table.scan`` and, for the version an operation
-    is applied to, by ``lamina.commit.Base.scan``."""
-
-    def __init__(
-        self, io: FileIO, vm: VersionManifest, where: str | Expr | None = None, columns: Sequence[str] | None = None,
-        *, log: VersionKeeper | None = None,
-    ) -> None:
+    def __init__(self, io: FileIO, vm: VersionManifest, predicate: Expr) -> None:
         self.io = io
         self.vm = vm
-        # The log of the table (or branch) ``vm`` is a version of, when known: a file found
-        # missing is then told apart from a version expired since this scan was made.
-        self.log = log
         self.schema = vm.schema
-        self.spec = vm.partition_spec
-        self.specs = vm.all_partition_specs  # files keep the spec they were written with
-        self.predicate = bind(to_expr(where), self.schema)
-        if columns is not None:
-            columns = list(columns)
-            for c in columns:
-                if c not in LINEAGE_COLUMNS:
-                    self.schema.field(c)  # raises SchemaMismatch naming the columns
-        self.columns = columns
-        # Row lineage columns asked for (lamina.spec.lineage): read from each file's entry and
-        # its stored lineage columns, by physical position.
-        self.lineage = columns is not None and any(c in LINEAGE_COLUMNS for c in columns)
-        if self.lineage and not has_lineage(vm):
-            raise RowLineageNotEnabled(
-                f"version {vm.version} of this table has no row lineage, so it has no {ROW_ID} or {LAST_UPDATED}; "
-                "turn it on with table.enable_row_lineage() (rows get ids from that version on)"
-            )
+        self.predicate = predicate
         self._schemas: dict[tuple[str, ...], pa.Schema] = {}
         # An evolved schema's columns are mapped from the files (physical names, defaults,
         # see lamina.spec.schema), not read by name as they are.
         self._evolved = self.schema.is_evolved
-
-    @property
-    def version(self) -> int:
-        return self.vm.version
-
-    def __repr__(self) -> str:
-        where = "" if isinstance(self.predicate, AlwaysTrue) else f", where={str(self.predicate)!r}"
-        columns = "" if self.columns is None else f", columns={self.columns!r}"
-        return f"Scan({self.io.uri!r}, version={self.vm.version}{where}{columns})"
-
-    def _raise_if_no_longer_kept(self, missing: MissingFile) -> None:
-        """VersionNotFound (from ``missing``) when the version this scan reads is no longer
-        kept (``self.log`` says so): expiry (or a destructive rollback) removed it and its
-        files after the scan was made, as when a notebook reuses a scan, a DataFrame or a
-        stream after maintenance. That is not corruption, and `lamina fsck` would find none.
-        Nothing when it is still kept, or when nothing tells: the missing file is then the
-        table's fault, and the caller raises ``missing``."""
-        if self.log is None:
-            return
-        try:
-            if self.log.is_live(self.vm.version):
-                return
-        except LaminaError:
-            return
-        raise VersionNotFound(
-            f"version {self.vm.version} of {self.io.uri} is no longer kept: it was expired (or dropped by a rollback) "
-            "after this scan was made, and the files it reads were deleted with it. Scan the table again for its "
-            "current version, or scan a version that is still kept (`lamina history`); expire_versions keeps "
-            "a superseded version for reads like this one for reader_grace (default 1 hour)") from missing
-
-    @_expiry_aware
-    def plan(self, all_columns: bool = False) -> ScanPlan:
-        """Files that may hold matching rows: leaf summaries first, then file stats.
-
-        ``all_columns``: every entry column (a row-level change re-lists entries whole)."""
-        io = self.io
-        mschema = manifest_schema_of(self.vm)
-        prune = None
-        if not isinstance(self.predicate, AlwaysTrue):
-            pred, schema, specs = self.predicate, self.schema, self.specs
-            prune = lambda t: may_match(pred, t, schema, specs)  # noqa: E731
-        cols = None if all_columns else self._manifest_columns(mschema)
-        return ScanPlan(live_data_entries(io, self.vm.root_manifest, mschema, prune, cols, inline=self.vm.root_inline), io)
-
-    def _manifest_columns(self, mschema: pa.Schema) -> list[str]:
-        """The entry columns a file scan task needs, plus the statistics the predicate can use.
-
-        Bookkeeping columns (file_count, removed_version, spec_id, max_added_version)
-        are not read: at a million files each costs ~8 MB of decoding. (spec_id is, on a
-        table with several partition specs whose fields the predicate can use: a file is
-        never pruned by a field of a spec other than its own.)
-        """
-        wanted = set(PLAN_COLUMNS)
-        if self.lineage:
-            wanted |= {FIRST_ROW_ID, DATA_VERSION}
-        refs = referenced_columns(self.predicate)
-        fids = {self.schema.field_id(n) for n in refs}
-        for fid in fids:
-            wanted |= {C.min_col(fid), C.max_col(fid), C.nulls_col(fid)}
-        for pf in fields_by_id(self.specs).values():
-            if pf.source_id in fids:
-                wanted |= {C.pmin_col(pf.field_id), C.pmax_col(pf.field_id)}
-                if len(self.specs) > 1:
-                    wanted.add("spec_id")
-        return [n for n in mschema.names if n in wanted]
-
-    # -- reading ---------------------------------------------------------------------
-
-    def _read_columns(self) -> list[str]:
-        return self.columns if self.columns is not None else self.schema.names
-
-    @property
-    def output_columns(self) -> tuple[str, ...]:
-        """The columns a read returns: those asked for, else the schema's."""
-        return tuple(self._read_columns())
 
     @cached_property
     def row_filter(self) -> Any:
@@ -503,16 +184,16 @@ class Scan:
         return self._schemas[columns]
 
     def _read_plain(self, source: Any, columns: list[str], memory_pool: pa.MemoryPool | None = None) -> pa.Table:
-        """All rows of ``columns``: one Parquet read, several times cheaper per file than
-        read_table's dataset machinery; files lacking a column go the general way."""
+        """All rows of ``columns``: one Parquet read, cheaper per file than read_table's
+        dataset machinery; files lacking a column go the general way."""
         if isinstance(source, str):
-            # An open file rather than a path: skips pyarrow's filesystem resolution (~10%
-            # of reading a small file).
+            # An open file rather than a path: skips pyarrow's filesystem resolution (a
+            # noticeable part of reading a small file).
             with pa.OSFile(source) as f:
                 return self._read_plain(f, columns, memory_pool)
         # pq.ParquetReader (what ParquetFile wraps; pyarrow is pinned) rather than
         # ParquetFile: the wrapper's Python set-up (nested column paths) holds the GIL for
-        # a third of a small file's read, and reads on several threads then queue for it.
+        # much of a small file's read, and reads on several threads then queue for it.
         # No pre-buffering: for a small file that only hands the I/O to pyarrow's I/O
         # threads and back.
         reader = pq.ParquetReader(memory_pool)
@@ -553,7 +234,7 @@ class Scan:
         t = reader.read_all(use_threads=False)
         want = self.arrow_schema_of(tuple(columns))
         # One C++ comparison of names, order and types settles the common case (compaction
-        # reads thousands of such files: Python work per file is a fifth of its read).
+        # reads thousands of such files: Python work per file adds up).
         if not t.schema.equals(want):
             if t.column_names != columns:
                 return None, 0
@@ -603,7 +284,6 @@ class Scan:
             t = t.filter(dv_of(self.io, dv).keep(t.num_rows))
         return (t.filter(filt) if filt is not None else t).select(columns)
 
-    @_expiry_aware
     def read_file(
         self, path: str, columns: list[str], filt: Any, dv: DV | None = None, memory_pool: pa.MemoryPool | None = None,
         lineage: tuple[int, int] | None = None,
@@ -612,7 +292,7 @@ class Scan:
         row numbers in the file, then the row filter. ``lineage``: the file's entry's
         (first_row_id, data_version), needed when ``columns`` has row lineage columns."""
         io = self.io
-        with self._file_errors(path):
+        with self.file_errors(path):
             local = io.local_path(path)
             source = local if local is not None else pa.BufferReader(io.get(path))
             if any(c in _LINEAGE_FIELD for c in columns):
@@ -633,162 +313,11 @@ class Scan:
                 columns, filt,
             )
 
-    # -- rows matching the predicate, by position (row-level deletes) ---------------------
 
-    @cached_property
-    def dictionary_column(self) -> str | None:
-        """The one column the predicate reads when it is a string or binary column of a table
-        whose files store columns by name: then ``matching_positions`` can evaluate the
-        predicate on each row group's dictionary instead of on every row. Else None."""
-        refs = referenced_columns(self.predicate)
-        if len(refs) != 1 or self._evolved or isinstance(self.predicate, AlwaysTrue):
-            return None
-        (name,) = refs
-        t = self.schema.field(name).type
-        dictionary_kind = pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
-        return name if dictionary_kind else None
-
-    @cached_property
-    def _dictionary_leaf(self) -> int:
-        """The Parquet leaf index of ``dictionary_column`` in the table's schema: leaves of the
-        columns before it (a struct has one per field, a list one, a map two, recursively)."""
-        def leaves(t: pa.DataType) -> int:
-            return max(1, sum(leaves(t.field(i).type) for i in range(t.num_fields))) if t.num_fields else 1
-
-        arrow = self.schema.arrow
-        return sum(leaves(arrow.field(i).type) for i in range(arrow.get_field_index(self.dictionary_column)))
-
-    @_expiry_aware
-    def matching_positions(self, entries: pa.Table) -> list[np.ndarray]:
-        """For each file of ``entries``, in order: the physical positions (row numbers in the
-        file, ascending, each once) of its rows the predicate selects, deletion vectors not
-        applied.
-
-        Only for a predicate on its ``dictionary_column``: each file's column is read as
-        dictionary codes (Parquet stores such a column dictionary-encoded as a rule, so no
-        value is decoded), the predicate evaluated once per distinct value across all the
-        dictionaries (``_MatchingCodes``), and the positions picked by code: no row's value
-        is compared, nothing is concatenated.
-
-        Local files are read one after another on this thread: a file is a few short pyarrow
-        calls (~0.1 ms), each of which releases and retakes the interpreter lock, and on read
-        threads those hand-offs cost more than the reads (two threads took longer than one
-        for 200 files). The columns of a batch of files are read first, then their positions
-        picked: pyarrow's reading and NumPy's picking alternated file by file evict each
-        other's code and data from the CPU's caches (~20% slower). Object stores: file by
-        file on the read threads, whose reads mostly wait."""
-        column = self.dictionary_column
-        assert column is not None, "matching_positions needs a predicate on one string or binary column"
-        paths = entries.column("path").to_pylist()
-        # which codes match, per distinct dictionary, from the predicate per value; shared by the threads
-        matching_codes = _MatchingCodes(self, column)
-        if not self.io.is_local:
-            read = lambda i: self._positions_in(paths[i], self._file_column(paths[i], column), matching_codes)  # noqa: E731
-            return [pos for run in self._map_runs(entries, read, 16, 8 << 20, 8) for pos in run]
-        out: list[np.ndarray] = []
-        batch: list[tuple[str, tuple[pa.ChunkedArray | None, int]]] = []
-        rows = 0
-        for path in paths:
-            batch.append((path, self._file_column(path, column)))
-            rows += batch[-1][1][1]
-            if len(batch) >= _POSITIONS_BATCH_FILES or rows >= _POSITIONS_BATCH_ROWS:
-                out += [self._positions_in(p, read, matching_codes) for p, read in batch]
-                batch, rows = [], 0
-        out += [self._positions_in(p, read, matching_codes) for p, read in batch]
-        return out
-
-    def _file_column(self, path: str, column: str) -> tuple[pa.ChunkedArray | None, int]:
-        """The predicate's column of a data file, as dictionary codes where the file stores
-        it so, and the file's row count; None for a file without the column."""
-        io = self.io
-        with self._file_errors(path):
-            local = io.local_path(path)
-            source = _open_local(local) if local is not None else pa.BufferReader(io.get(path))
-            with source:
-                reader = pq.ParquetReader()
-                # Dictionary codes for the column's leaf in files laid out as the table's schema
-                # (what it writes); in a file laid out otherwise that leaf is another column, and
-                # this one is read as plain values (see _positions_in). By field, one column:
-                # ``read_column`` returns it without assembling a table (~15 µs a file less than
-                # ``read_all`` of that column; the file's Arrow schema, to find the field, ~2 µs).
-                reader.open(source, read_dictionary=[self._dictionary_leaf], pre_buffer=False)
-                rows = reader.metadata.num_rows
-                # (the index among the top-level fields, not the leaf index: they differ after a nested column)
-                field = reader.schema_arrow.get_field_index(column)
-                return (reader.read_column(field) if field >= 0 else None), rows
-
-    def _positions_in(self, path: str, read: tuple[pa.ChunkedArray | None, int], matching_codes: "_MatchingCodes") -> np.ndarray:
-        """The positions of the rows of one file that the predicate selects, from its column
-        as ``_file_column`` read it."""
-        values, rows = read
-        if values is None:  # a file added without the column: it reads null in every row
-            return np.arange(rows, dtype=np.int64) if matching_codes.null_hit() else np.zeros(0, dtype=np.int64)
-        if len(values) != rows:
-            raise CorruptMetadata(
-                f"data file {path} has {rows} rows in its footer but {len(values)} in its column {self.dictionary_column!r}")
-        chunks = values.chunks
-        if len(chunks) == 1 and pa.types.is_dictionary(chunks[0].type):
-            return _positions_of_codes(matching_codes.of(chunks[0].dictionary), _codes_with_null_slot(chunks[0]))
-        masks = []
-        for chunk in chunks:
-            if pa.types.is_dictionary(chunk.type):
-                masks.append(matching_codes.of(chunk.dictionary)[_codes_with_null_slot(chunk)])
-            else:
-                masks.append(self._matches(self._as_table_type(chunk, self.dictionary_column)))
-        positions = np.flatnonzero(np.concatenate(masks)) if masks else np.zeros(0, dtype=np.int64)
-        return positions.astype(np.int64, copy=False)
-
-    def _table_type(self, column: str) -> pa.DataType:
-        return self.arrow_schema_of((column,)).field(0).type
-
-    def _as_table_type(self, values: pa.Array, column: str) -> pa.Array:
-        typ = self._table_type(column)
-        return values if values.type.equals(typ) else values.cast(typ)
-
-    def _matches(self, values: pa.Array) -> np.ndarray:
-        """Which of ``values`` (of the predicate's one column) the row filter keeps, as a mask."""
-        column = self.dictionary_column
-        index = "__lamina_index" if column != "__lamina_index" else "__lamina_index_"
-        t = pa.table({column: values, index: pa.array(np.arange(len(values), dtype=np.int64))})
-        mask = np.zeros(len(values), dtype=bool)
-        mask[t.filter(self.row_filter).column(index).to_numpy()] = True
-        return mask
-
-    def _file_errors(self, path: str) -> "_FileErrors":
+    def file_errors(self, path: str) -> "_FileErrors":
         """A data file that is missing or not Parquet as CorruptMetadata naming it."""
         return _FileErrors(self, path)
 
-    @_expiry_aware
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
-        plan = self.plan()
-        filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
-        # One file per task, 8 ahead: a streaming reader holds little.
-        for t in self.read_files(plan.entries, self._read_columns(), filt, files_per_task=1):
-            for b in t.to_batches():
-                if b.num_rows:
-                    yield b
-
-    def to_reader(self) -> pa.RecordBatchReader:
-        """The rows as a lazy Arrow stream (one pass): files are read as it is consumed,
-        deletes and the filter applied. Any Arrow engine takes it (``__arrow_c_stream__``)."""
-        return pa.RecordBatchReader.from_batches(self.arrow_schema_of(self.output_columns), self.to_batches())
-
-    @_expiry_aware
-    def to_pyarrow_dataset(self) -> ds.Dataset:
-        """The rows as a ``pyarrow.dataset.Dataset`` that engines scan lazily, with projection
-        and filter pushdown (``lamina.data.export``: files with deletion vectors are read
-        when it is made; docs/engines.md)."""
-        from lamina.data.export import to_pyarrow_dataset
-
-        return to_pyarrow_dataset(self)
-
-    def to_polars(self) -> Any:
-        """The rows as a Polars DataFrame (eager; ``lamina.polars.scan`` is the lazy one)."""
-        import polars as pl
-
-        return pl.from_arrow(self.to_arrow(), rechunk=False)
-
-    @_expiry_aware
     def read_files(
         self, entries: pa.Table, cols: list[str], filt: Any = None, *,
         files_per_task: int = 64, bytes_per_task: int = 8 << 20, tasks_ahead: int = 8,
@@ -798,8 +327,8 @@ class Scan:
         """The live rows of each file of ``entries`` (deleted rows dropped), one table per
         file, in entry order (``per_run``: one table per run of files, see below, in order).
 
-        Each file is one Parquet read: for small files several times cheaper than a
-        dataset scan, and the GIL is released while decoding. Runs of consecutive files
+        Each file is one Parquet read: for small files cheaper than a dataset scan, and the
+        GIL is released while decoding. Runs of consecutive files
         (up to ``files_per_task`` files or ``bytes_per_task`` of input) are read as one
         task (a task per small file would spend much of its time handing the GIL and
         results around), ``tasks_ahead`` tasks queued ahead of the consumer: local files
@@ -811,8 +340,7 @@ class Scan:
         ``single_reader``: local files on one reader thread, for a consumer that keeps a
         core busy itself (compaction encoding its output). A small file's read takes and
         releases the interpreter lock several times; two readers and the encoder then wait
-        for the lock and for the two cores, and read no faster than one reader (2,000 files
-        of 500 rows: about 0.13 ms of CPU each either way).
+        for the lock and for the two cores, and read no faster than one reader.
 
         ``stored_row_ids`` (no ``filt``, no ``per_run``, no lineage column in ``cols``): yields
         ``(rows, ids)`` per file, ``ids`` the ``_row_id`` column the file stores (a file that
@@ -827,7 +355,7 @@ class Scan:
         if per_run:
             read_run = lambda run: self._read_run([paths[i] for i in run], cols, filt, [dvs[i] for i in run],  # noqa: E731
                                                   [lineages[i] for i in run], memory_pool)
-            for files in self._map_runs(entries, read_run, files_per_task, bytes_per_task, tasks_ahead, per_run=True,
+            for files in self.map_runs(entries, read_run, files_per_task, bytes_per_task, tasks_ahead, per_run=True,
                                         single_reader=single_reader):
                 yield self._numbered(files, cols, memory_pool, out_schema)  # on the consumer's thread
             return
@@ -835,12 +363,12 @@ class Scan:
             assert filt is None and not any(dvs) and not any(c in _LINEAGE_FIELD for c in cols), \
                 "stored row ids number physical rows: read with them data columns, every row"
             read_ids = lambda i: self._read_with_stored_row_ids(paths[i], cols, memory_pool)  # noqa: E731
-            for results in self._map_runs(entries, read_ids, files_per_task, bytes_per_task, tasks_ahead,
+            for results in self.map_runs(entries, read_ids, files_per_task, bytes_per_task, tasks_ahead,
                                           single_reader=single_reader):
                 yield from ((self._conformed(t, cols, out_schema), ids) for t, ids in results)
             return
         read = lambda i: self.read_file(paths[i], cols, filt, dvs[i], memory_pool, lineages[i])  # noqa: E731
-        for tables in self._map_runs(entries, read, files_per_task, bytes_per_task, tasks_ahead, single_reader=single_reader):
+        for tables in self.map_runs(entries, read, files_per_task, bytes_per_task, tasks_ahead, single_reader=single_reader):
             yield from (self._conformed(t, cols, out_schema) for t in tables)
 
     def _read_with_stored_row_ids(
@@ -848,9 +376,9 @@ class Scan:
     ) -> tuple[pa.Table, pa.ChunkedArray | None]:
         """``read_file``'s rows of ``cols`` (every physical row) and the ``_row_id`` column the
         file stores, or None: the file opened (got) once, its footer parsed again for the
-        stored column (tens of µs, against an open per file)."""
+        stored column (cheaper than opening, or on an object store getting, the file again)."""
         io = self.io
-        with self._file_errors(path):
+        with self.file_errors(path):
             local = io.local_path(path)
             with (_open_local(local) if local is not None else pa.BufferReader(io.get(path))) as source:
                 rows = (self._read_evolved(source, cols, None, None, memory_pool) if self._evolved
@@ -882,7 +410,7 @@ class Scan:
             if not (quick and dv is None and lineage is not None):
                 files.append((self.read_file(path, cols, filt, dv, memory_pool, lineage), None, path))
                 continue
-            with self._file_errors(path):
+            with self.file_errors(path):
                 local = io.local_path(path)
                 with (_open_local(local) if local is not None else pa.BufferReader(io.get(path))) as source:
                     reader = pq.ParquetReader(memory_pool)
@@ -938,7 +466,7 @@ class Scan:
             parts.append(t)
         return pa.concat_tables(parts)
 
-    def _map_runs(
+    def map_runs(
         self, entries: pa.Table, fn: Callable[[Any], Any], files_per_task: int, bytes_per_task: int, tasks_ahead: int,
         per_run: bool = False, single_reader: bool = False,
     ) -> Iterator[Any]:
@@ -959,13 +487,7 @@ class Scan:
     def _conformed(t: pa.Table, cols: list[str], out_schema: pa.Schema) -> pa.Table:
         return t if t.schema.equals(out_schema) else t.select(cols).cast(out_schema)
 
-    @_expiry_aware
-    def to_arrow(self) -> pa.Table:
-        plan = self.plan()
-        filt = None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
-        return self.read_entries(plan.entries, self._read_columns(), filt)
 
-    @_expiry_aware
     def read_entries(self, entries: pa.Table, cols: list[str], filt: Any) -> pa.Table:
         """The live rows of the files ``entries`` describe. Files with a deletion vector:
         their deleted rows dropped, then the filter; files without: on local disk one
@@ -1012,7 +534,7 @@ class Scan:
                 plain_entries = entries if not with_dv else entries.filter(pc.is_null(entries.column("dv_path")))
                 parts += list(self.read_files(plain_entries, cols, filt, files_per_task=16))
             elif io.is_local:
-                import pyarrow.dataset as ds  # (lazily: it imports pandas, ~60 MB and 0.3 s)
+                import pyarrow.dataset as ds  # (lazily: it imports pandas, which a read without it never needs)
 
                 with self._missing_file_is_corrupt():
                     dataset = ds.dataset([io.local_path(p) for p in plain], schema=self.schema.arrow, format="parquet")
@@ -1043,15 +565,12 @@ class Scan:
         rows no DV deletes and ``filt`` keeps. The DVs make one mask over every row of the
         files (the manifest puts each file's first row at record_count + dv_cardinality of
         the files before it): a byte a row, little beside the rows, and sliced per batch far
-        cheaper than a mask made per batch from its file's DV (~5% of the read). Reading and
-        masking file by file on two cores ran at 0.7-0.8x the speed of the read without
-        deletes.
+        cheaper than a mask made per batch from its file's DV. Reading and masking file by
+        file instead loses the dataset scan's parallel decoding.
 
         Batch by batch rather than the whole table after the scan: each batch is freed once
         cut, so its memory serves the next, and the read touches about as much fresh memory
-        as one without deletes, which in a fresh process is much of a read's cost (first
-        reads of the row-level benchmark's tables, median of 10 fresh processes: 0.71-0.75x
-        the speed without deletes for the whole table cut at once, 0.84-0.85x batch by batch).
+        as one without deletes, which in a fresh process is much of a read's cost.
 
         Every batch names its file (the scan yields them in fragment order): it must be the
         next file of ``entries`` with rows, and each file's rows what its entry says, else
@@ -1106,12 +625,3 @@ class Scan:
             yield
         except FileNotFoundError as e:
             raise MissingFile(f"a data file of version {self.vm.version} is missing ({e}); run `lamina fsck`") from None
-
-    def to_pandas(self, **kwargs: Any) -> Any:
-        return self.to_arrow().to_pandas(**kwargs)
-
-    @_expiry_aware
-    def count(self) -> int:
-        if isinstance(self.predicate, AlwaysTrue):
-            return self.plan().record_count
-        return self.to_arrow().num_rows
