@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from lamina.commit.log import VersionLog
 from lamina.errors import InvalidArgument
 from lamina.io import FileIO, ObjectInfo
-from lamina.maintenance.expire import to_ms
+from lamina.maintenance.expire.versions import to_ms
 from lamina.maintenance.reachability import referenced_paths
 from lamina.maintenance.reports import short_repr
 from lamina.spec.features import check_writer
