@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 
 from lamina.convert.adopt import Adoptable
 from lamina.errors import InvalidArgument, UnconvertibleTable
-from lamina.spec.partition import PartitionField, PartitionSpec, transform_result_type
+from lamina.spec.partition import PartitionField, PartitionSpec
+from lamina.spec.transforms import transform_result_type
 from lamina.spec.schema import FIELD_ID_KEY, Schema
 
 _POS_DELETE_PATH, _POS_DELETE_POS = 2147483546, 2147483545  # Iceberg's reserved field ids

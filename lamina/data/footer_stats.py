@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 from lamina.errors import CorruptMetadata, InvalidArgument, NotFound
 from lamina.io import FileIO
 from lamina.spec import content as C
-from lamina.spec.partition import PartitionSpec, apply_transform
+from lamina.spec.partition import PartitionSpec
+from lamina.spec.transforms import apply_transform
 from lamina.spec.schema import Schema, field_id_of
 
 _pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lamina-footers")

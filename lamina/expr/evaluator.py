@@ -22,9 +22,8 @@ from lamina.expr.binder import bind, is_nan
 from lamina.expr.expressions import Compare, Expr, ExprVisitor, In, IsNull, NotIn, NotNull, rewrite_not, visit
 from lamina.expr.parser import to_expr
 from lamina.spec import content as C
-from lamina.spec.partition import (
-    PartitionField, PartitionSpec, fields_by_id, project_inclusive, specs_with_field, transform_result_type,
-)
+from lamina.spec.partition import PartitionField, PartitionSpec, fields_by_id, specs_with_field
+from lamina.spec.transforms import project_inclusive, transform_result_type
 from lamina.spec.schema import Schema
 
 _SMALL_IN = 8  # IN lists up to this size are tested value by value; larger ones by binary search

@@ -20,7 +20,8 @@ from lamina.spec.lineage import DATA_VERSION, ENTRY_FIELDS, FIRST_ROW_ID, has_li
 
 # Entry columns a new file's entry never has when written: the commit fills them (row lineage).
 UNSET_AT_WRITE = frozenset(f.name for f in ENTRY_FIELDS)
-from lamina.spec.partition import fields_by_id, transform_result_type
+from lamina.spec.partition import fields_by_id
+from lamina.spec.transforms import transform_result_type
 from lamina.spec.schema import Schema, field_id_of
 from lamina.spec.stats import StatsPolicy, full_policy, stats_policy, truncate_bounds, truncate_values
 

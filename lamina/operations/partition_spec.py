@@ -35,10 +35,9 @@ from lamina.spec.partition import (
     PartitionSpec,
     check_field_name,
     default_field_name,
-    normalize_transform,
     source_and_transform,
-    transform_result_type,
 )
+from lamina.spec.transforms import normalize_transform, transform_result_type
 from lamina.spec.schema import Schema
 from lamina.spec.version import VersionManifest
 

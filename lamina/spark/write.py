@@ -79,7 +79,7 @@ def _transform_udf(transform: str, src_type: pa.DataType, result: Any) -> Any:
     from pyspark.sql.functions import arrow_udf
 
     def fn(values: pa.Array) -> pa.Array:
-        from lamina.spec.partition import apply_transform
+        from lamina.spec.transforms import apply_transform
 
         return apply_transform(transform, values, src_type)
 
@@ -87,7 +87,7 @@ def _transform_udf(transform: str, src_type: pa.DataType, result: Any) -> Any:
 
 
 def partition_column(pf: PartitionField, schema: Schema) -> Any:
-    """A Spark Column equal to ``lamina.spec.partition.apply_transform`` of partition field ``pf``.
+    """A Spark Column equal to ``lamina.spec.transforms.apply_transform`` of partition field ``pf``.
 
     Temporal transforms work on UTC instants (zone-aware timestamps) or on wall-clock
     values (naive timestamps), never in the session time zone; bucket (Iceberg's
@@ -95,7 +95,7 @@ def partition_column(pf: PartitionField, schema: Schema) -> Any:
     """
     from pyspark.sql import functions as F
 
-    from lamina.spec.partition import transform_result_type, truncate_wraps
+    from lamina.spec.transforms import transform_result_type, truncate_wraps
 
     src = schema.name_of(pf.source_id)
     t = schema.field(src).type

@@ -22,7 +22,7 @@ import lamina
 from lamina.errors import InvalidArgument, SchemaMismatch, TransactionAlreadyCommitted
 from lamina.expr import bind, to_arrow_filter
 from lamina.spec.layout import WRITES_DIR
-from lamina.spec.partition import apply_transform
+from lamina.spec.transforms import apply_transform
 
 from support.spark_results import bag, collect
 

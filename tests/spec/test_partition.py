@@ -14,15 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lamina.errors import CorruptMetadata, InvalidPartitionSpec
-from lamina.spec.partition import (
-    PartitionField,
-    PartitionSpec,
-    apply_transform,
-    murmur3_long,
-    parse_partition_by,
-    project_inclusive,
-    transform_result_type,
-)
+from lamina.spec.partition import PartitionField, PartitionSpec, parse_partition_by
+from lamina.spec.transforms import apply_transform, murmur3_long, project_inclusive, transform_result_type
 from lamina.spec.schema import Schema
 
 MAX = 2**31 - 1

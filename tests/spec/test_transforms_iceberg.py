@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from pyiceberg import transforms as it
 from pyiceberg import types as ity
 
-from lamina.spec.partition import apply_transform, transform_result_type
+from lamina.spec.transforms import apply_transform, transform_result_type
 
 ROOT = Path(__file__).resolve().parents[2]
 JAVA_DIR = ROOT / "tests" / "interop" / "java" / "transforms"
