@@ -22,6 +22,7 @@ from lamina.errors import CorruptMetadata
 from lamina.expr import AlwaysTrue, referenced_columns
 from lamina.data.scan.read import ArrowRead, _open_local
 
+
 def _codes_with_null_slot(chunk: pa.DictionaryArray) -> np.ndarray:
     """A dictionary array's codes as NumPy, a null's code being one past the dictionary's end."""
     codes = chunk.indices

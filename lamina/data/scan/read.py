@@ -44,6 +44,7 @@ _LINEAGE_FIELD = {f.name: f for f in LINEAGE_FIELDS}
 # (FileNotFoundError for a missing file).
 _open_local = pyarrow.fs.LocalFileSystem().open_input_file
 
+
 def _runs(sizes: list[int], max_files: int, max_bytes: int) -> list[range]:
     """Consecutive index ranges of at most ``max_files`` files and (unless one file is
     bigger) ``max_bytes`` bytes."""
@@ -313,7 +314,6 @@ class ArrowRead:
                 columns, filt,
             )
 
-
     def file_errors(self, path: str) -> "_FileErrors":
         """A data file that is missing or not Parquet as CorruptMetadata naming it."""
         return _FileErrors(self, path)
@@ -486,7 +486,6 @@ class ArrowRead:
     @staticmethod
     def _conformed(t: pa.Table, cols: list[str], out_schema: pa.Schema) -> pa.Table:
         return t if t.schema.equals(out_schema) else t.select(cols).cast(out_schema)
-
 
     def read_entries(self, entries: pa.Table, cols: list[str], filt: Any) -> pa.Table:
         """The live rows of the files ``entries`` describe. Files with a deletion vector:

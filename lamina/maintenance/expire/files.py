@@ -37,6 +37,7 @@ from lamina.spec.slot import IRREGULAR, REMOVED, WROTE_LEAVES, block_flags, comm
 from lamina.spec.tag import Tag
 from lamina.spec.version import VersionManifest
 
+
 def _is_in(values: pa.Array, among: pa.Array) -> pa.Array:
     if not len(among) or not len(values):
         return pa.array(np.zeros(len(values), dtype=bool))

@@ -129,7 +129,6 @@ class _Run:
                 hi = mid - 1
         return lo
 
-
     def learn_blocks(self, expired: Sequence[int], survivor: int) -> None:
         """(short id, flags) of every version in ``expired``: from one version per block (the
         newest version of the block at or below ``survivor``, whose ``block_commits`` names every

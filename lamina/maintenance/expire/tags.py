@@ -21,6 +21,7 @@ from lamina.spec.layout import MANIFESTS_DIR
 from lamina.spec.tag import Tag
 from lamina.spec.version import VersionManifest
 
+
 def _neighbours(tags: Sequence[Tag], existing: Sequence[int], log: VersionLog, version: int) -> list[VersionManifest]:
     """The nearest kept points on either side of ``version``: previous tag, next tag or version."""
     before = [t for t in tags if t.tagged_version < version]

@@ -20,6 +20,7 @@ from lamina.operations.rowlevel.delta import RowDelta
 from lamina.operations.rowlevel.outcome import FILE, POS, FileFn, FileOutcome, _keep_row_ids
 from lamina.spec.schema import Schema
 
+
 def file_fn_delete(filt: Any) -> FileFn:
     def fn(rows: pa.Table) -> FileOutcome:
         hit = rows.filter(filt).select([POS, FILE])

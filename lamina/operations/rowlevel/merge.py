@@ -33,6 +33,7 @@ from lamina.spec.schema import Schema
 from lamina.spec.sort import UNORDERED_TYPES, sortable
 from lamina.spec.write_types import check_cast_mode, fit, mismatch, store
 
+
 @dataclass
 class _Clause:
     kind: str  # "update" | "delete" | "insert"
