@@ -9,18 +9,13 @@ import typer
 
 from lamina.cli._output import console
 from lamina.cli._output import fail as _fail
+from lamina.cli._tables import open_target as _open
 from lamina.errors import InvalidArgument, LaminaError
 
 iceberg_app = typer.Typer(
     help="The Iceberg v3 view of a table: metadata Iceberg readers (pyiceberg, DuckDB, Trino, Spark) open as it is.",
     no_args_is_help=True,
 )
-
-
-def _open(target: str):
-    from lamina.cli.main import _open as open_target  # (main registers this app: imported late)
-
-    return open_target(target)
 
 
 def _switch(table: str, on: bool) -> None:
