@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from lamina.cli._catalogs import chosen
 from lamina.cli._output import console
 from lamina.cli._output import fail as _fail
 from lamina.cli._tables import open_target as _open
@@ -88,10 +89,9 @@ def serve_iceberg(
                                         help="bearer token clients must send (or exchange as the OAuth2 client secret)"),
 ):
     """Serve a read-only Iceberg REST catalog of a Lamina catalog's tables (their Iceberg views)."""
-    from lamina.cli.main import _state
     from lamina.rest import serve
 
-    target = catalog or _state["catalog"]
+    target = catalog or chosen()[0]
     try:
         server, url = serve(target, host, port, token)
     except LaminaError as e:

@@ -134,3 +134,15 @@ def test_catalog_create_makes_the_catalog_it_names_and_then_every_command_finds_
     listed = runner.invoke(app, ["catalog", "list", "-o", "json"])
     assert listed.exit_code == 0 and [json.loads(line)["table"] for line in listed.output.splitlines()] == ["ns.a"]
     assert lamina.load_catalog(f"sqlite:///{tmp_path}/warehouse/catalog.db").list_namespaces() == ["ns", "other"]
+
+
+@pytest.mark.parametrize("given", ["option", "environment"])
+def test_serve_iceberg_without_a_target_serves_the_catalog_lamina_was_given(given):
+    """`lamina --catalog URI serve-iceberg` (or LAMINA_CATALOG) serves that catalog: here one
+    whose URI cannot be opened, so the command stops at opening it and names it."""
+    uri = "bogus://nowhere"
+    options, env = (["--catalog", uri], {}) if given == "option" else ([], {"LAMINA_CATALOG": uri})
+    r = CliRunner().invoke(app, [*options, "serve-iceberg", "--port", "0"], env=env)
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.exit_code == 2, r.output
+    assert "unknown catalog scheme 'bogus' in 'bogus://nowhere'" in " ".join(r.output.split()), r.output
