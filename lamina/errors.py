@@ -135,6 +135,12 @@ class InvalidPredicate(LaminaError, ValueError):
     """A ``where`` predicate could not be parsed or bound to the schema."""
 
 
+class EvaluationError(LaminaError, ValueError):
+    """A predicate or value expression failed on a row it was evaluated for, as Spark's ANSI
+    mode fails: an integer overflow, a division by zero, a value a CAST cannot convert, an
+    array index out of range. Nothing is changed; TRY_CAST and try_element_at give NULL instead."""
+
+
 class InvalidPartitionSpec(LaminaError, ValueError):
     """A ``partition_by`` entry is not understood or does not fit the schema."""
 

@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from lamina.errors import InvalidPredicate
+from lamina.expr import sqltypes as ST
 from lamina.expr.expressions import (
     AlwaysFalse,
     AlwaysTrue,
@@ -48,11 +49,14 @@ from lamina.expr.expressions import (
     NotIn,
     NotNull,
     Or,
+    Predicate,
     _balanced,
     rewrite_not,
     visit,
 )
 from lamina.expr.parser import to_expr
+from lamina.expr.terms import Call, Column, Literal, Term, term_sql
+from lamina.expr.typer import Resolver, bind_term, uncast
 from lamina.spec.schema import Schema
 
 _EPOCH = _dt.datetime(1970, 1, 1)
@@ -227,6 +231,8 @@ def _coerce_bool(v: Any, t: pa.DataType) -> _Coerced:
 
 def _coerce_float(v: Any, t: pa.DataType) -> _Coerced:
     v = _number(v)
+    if isinstance(v, decimal.Decimal):
+        v = float(v)  # a DECIMAL literal meets a float column as a DOUBLE (Spark), its nearest
     if isinstance(v, float) and not math.isfinite(v) or isinstance(v, decimal.Decimal) and not v.is_finite():
         return _Coerced(pa.scalar(float(v), type=t))  # NaN and +-inf are values of every float type
     kind = np.dtype(t.to_pandas_dtype()).type
@@ -358,7 +364,9 @@ def _exact_set(name: str, t: pa.DataType, values: tuple) -> tuple[pa.Scalar, ...
     return tuple(out.values())
 
 
-def _and(l: Expr, r: Expr) -> Expr:
+def _and(l: Expr, r: Expr, *more: Expr) -> Expr:
+    if more:
+        return _and(_and(l, r), *more)
     # Kleene logic makes these folds exact: FALSE AND unknown = FALSE, TRUE AND x = x.
     if isinstance(l, AlwaysFalse) or isinstance(r, AlwaysFalse):
         return AlwaysFalse()
@@ -369,7 +377,9 @@ def _and(l: Expr, r: Expr) -> Expr:
     return And(l, r)
 
 
-def _or(l: Expr, r: Expr) -> Expr:
+def _or(l: Expr, r: Expr, *more: Expr) -> Expr:
+    if more:
+        return _or(_or(l, r), *more)
     if isinstance(l, AlwaysTrue) or isinstance(r, AlwaysTrue):
         return AlwaysTrue()
     if isinstance(l, AlwaysFalse):
@@ -380,12 +390,14 @@ def _or(l: Expr, r: Expr) -> Expr:
 
 
 class _Binder(ExprVisitor[Expr]):
-    def __init__(self, schema: Schema):
+    def __init__(self, schema: Schema, now: _dt.datetime | None = None):
         self.schema = schema
         self.leaves = 0  # comparisons seen (each resolves one column)
         self.lower = {}
         for n in schema.names:
             self.lower.setdefault(n.lower(), []).append(n)
+        self.resolver = Resolver(list(schema.arrow))
+        self.now = now or _dt.datetime.now(_dt.timezone.utc)  # the statement's clock (current_date, ...)
 
     def field(self, name: str) -> pa.Field:
         self.leaves += 1
@@ -436,6 +448,82 @@ class _Binder(ExprVisitor[Expr]):
     def visit_not_null(self, e):
         return NotNull(self.field(e.name).name)
 
+    def visit_predicate(self, e):
+        self.leaves += 1
+        return as_leaves(bind_term(e.term, self.resolver, self.now), self.schema)
+
+
+# --- a bound boolean term as leaves ------------------------------------------------------------
+
+
+def _top_column(t: Term) -> Column | None:
+    t = uncast(t)
+    return t if isinstance(t, Column) and len(t.path) == 1 else None
+
+
+def _exact_leaf(op: str, subject: Term, value: pa.Scalar, schema: Schema) -> Expr | None:
+    """``subject op value`` where the literal is compared exactly with ``subject``'s own
+    values (as a ``Compare`` on a column; on other integer, DECIMAL and date/time terms as
+    the comparison of the nearest values it can hold), or None to keep the comparison."""
+    col = _top_column(subject)
+    if col is not None and _coercer(col.type) is not None:
+        return _compare(op, col.name, coerce_literal(value, col.type, col.name))
+    inner = uncast(subject)
+    t = inner.type
+    if not (ST.is_integer(t) or ST.is_decimal(t) or ST.is_temporal(t)) or not value.is_valid:
+        return None
+    c = coerce_literal(value, t, term_sql(inner))
+    leaf = _compare(op, "_", c)
+    if isinstance(leaf, (AlwaysTrue, AlwaysFalse)):
+        return leaf
+    if isinstance(leaf, NotNull):
+        return Predicate(Call("is_not_null", (inner,), (), pa.bool_()))
+    return Predicate(Call(leaf.op, (inner, Literal(leaf.value, t)), (), pa.bool_()))
+
+
+def as_leaves(term: Term, schema: Schema) -> Expr:
+    """A bound boolean term (at the top of a WHERE, in negation normal form) as an ``Expr``:
+    AND / OR as And / Or, a column compared with literals as Compare / In / IsNull ... (the
+    leaves every engine and the pruner know), a constant as AlwaysTrue / AlwaysFalse (a
+    NULL keeps no row), anything else a Predicate."""
+    t = term.type
+    if not (pa.types.is_boolean(t) or pa.types.is_null(t)):
+        raise InvalidPredicate(f"a where must be a boolean expression, not {ST.describe(t)}: {term_sql(term)}")
+    if isinstance(term, Literal):
+        return AlwaysTrue() if term.value.is_valid and term.value.as_py() is True else AlwaysFalse()
+    if isinstance(term, Column):
+        return Compare("=", term.name, pa.scalar(True)) if len(term.path) == 1 else Predicate(term)
+    assert isinstance(term, Call)
+    fn, args = term.fn, term.args
+    if fn in ("and", "or"):
+        parts = [as_leaves(a, schema) for a in args]
+        return _and(*parts) if fn == "and" else _or(*parts)
+    if fn == "not" and isinstance(args[0], Column) and len(args[0].path) == 1:
+        return Compare("=", args[0].name, pa.scalar(False))
+    if fn in ("=", "!=", "<", "<=", ">", ">="):
+        a, b = args
+        for subject, other, op in ((a, b, fn), (b, a, _FLIP[fn])):
+            if isinstance(other, Literal) and not isinstance(subject, Literal):
+                leaf = _exact_leaf(op, subject, other.value, schema)
+                if leaf is not None:
+                    return leaf
+        return Predicate(term)
+    if fn in ("in", "not_in"):
+        col = _top_column(args[0])
+        if col is not None and _coercer(col.type) is not None and all(isinstance(v, Literal) and v.value.is_valid for v in args[1:]):
+            values = tuple(v.value for v in args[1:])
+            exact = _exact_set(col.name, col.type, values)
+            if fn == "in":
+                return AlwaysFalse() if not exact else Compare("=", col.name, exact[0]) if len(exact) == 1 else In(col.name, exact)
+            return NotNull(col.name) if not exact else Compare("!=", col.name, exact[0]) if len(exact) == 1 else NotIn(col.name, exact)
+        return Predicate(term)
+    if fn in ("is_null", "is_not_null") and isinstance(args[0], Column) and len(args[0].path) == 1:
+        return IsNull(args[0].name) if fn == "is_null" else NotNull(args[0].name)
+    return Predicate(term)
+
+
+_FLIP = {"=": "=", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+
 
 # --- folding wide predicates -----------------------------------------------------------------
 
@@ -460,7 +548,7 @@ class _Fold(ExprVisitor[Any]):
         self.leaves += 1
         return e
 
-    visit_compare = visit_in = visit_not_in = visit_is_null = visit_not_null = _leaf
+    visit_compare = visit_in = visit_not_in = visit_is_null = visit_not_null = visit_predicate = _leaf
 
     def visit_true(self):
         return AlwaysTrue()
@@ -530,14 +618,15 @@ def fold(expr: Expr) -> Expr:
     return out
 
 
-def bind(expr: Expr | str | None, schema: Schema) -> Expr:
-    """Resolve ``expr`` against ``schema``: check columns, coerce literals, push down NOT,
-    fold wide predicates.
+def bind(expr: Expr | str | None, schema: Schema, now: _dt.datetime | None = None) -> Expr:
+    """Resolve ``expr`` against ``schema``: check columns, coerce literals, type and fold
+    terms, push down NOT, fold wide predicates. ``now``: the statement's clock (what
+    ``current_date`` and ``current_timestamp`` read; default: the time of this call).
 
-    Raises InvalidPredicate for unknown columns, literals that do not fit the column, or
-    predicates too wide to evaluate (``MAX_TERMS``).
+    Raises InvalidPredicate for unknown columns or functions, literals that do not fit the
+    column, types that do not go together, or predicates too wide to evaluate (``MAX_TERMS``).
     Idempotent: binding a bound expression returns an equal one.
     """
-    binder = _Binder(schema)
+    binder = _Binder(schema, now)
     bound = visit(rewrite_not(to_expr(expr)), binder)
     return fold(bound) if binder.leaves > _FOLD_FROM else bound

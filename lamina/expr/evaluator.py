@@ -19,7 +19,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.expr.binder import bind, is_nan
-from lamina.expr.expressions import Compare, Expr, ExprVisitor, In, IsNull, NotIn, NotNull, rewrite_not, visit
+from lamina.expr.compile import raises, to_arrow
+from lamina.expr.functions import fill
+from lamina.expr.expressions import (
+    And, Compare, Expr, ExprVisitor, In, IsNull, NotIn, NotNull, Or, Predicate, rewrite_not, visit,
+)
 from lamina.expr.parser import to_expr
 from lamina.spec import content as C
 from lamina.spec.partition import PartitionField, PartitionSpec, fields_by_id, specs_with_field
@@ -122,6 +126,9 @@ class _ArrowFilter(ExprVisitor[pc.Expression]):
     def visit_not_null(self, e: NotNull):
         return self._field(e.name).is_valid()
 
+    def visit_predicate(self, e: Predicate):
+        return to_arrow(e.term, self.names)
+
 
 class _PushdownFilter(_ArrowFilter):
     """As _ArrowFilter, with every float comparison that NaN rows satisfy made TRUE.
@@ -155,6 +162,39 @@ class _PushdownFilter(_ArrowFilter):
     def visit_not_in(self, e: NotIn):
         return self._guard(e, super().visit_not_in(e))
 
+    def visit_predicate(self, e: Predicate):
+        # Not given to the scan: Arrow would simplify its comparisons by row-group statistics
+        # that leave NaN out (see above); the exact filter follows.
+        self.inexact = True
+        return pc.scalar(True)
+
+
+def _failing_leaves(expr: Expr) -> bool:
+    """Whether some Predicate leaf of ``expr`` can fail on a row."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, (And, Or)):
+            stack += [e.left, e.right]
+        elif isinstance(e, Predicate) and raises(e.term):
+            return True
+    return False
+
+
+def _with_demands(expr: Expr, names: Mapping[str, str] | None, demand: pc.Expression | None) -> pc.Expression:
+    """The filter of ``expr`` (bound, negation normal form, some leaf can fail), each leaf
+    evaluated only where the ones before it leave its value needed: SQL's AND needs its
+    right side where the left is not FALSE, OR where it is not TRUE (``x <> 0 AND 10 / x > 1``
+    never divides by zero)."""
+    if isinstance(expr, (And, Or)):
+        left = _with_demands(expr.left, names, demand)
+        need = fill(left, True) if isinstance(expr, And) else ~fill(left, False)
+        right = _with_demands(expr.right, names, need if demand is None else demand & need)
+        return left & right if isinstance(expr, And) else left | right
+    if isinstance(expr, Predicate):
+        return to_arrow(expr.term, names, demand)
+    return visit(expr, _ArrowFilter(names))
+
 
 def to_arrow_filter(expr: Expr | str | None, names: Mapping[str, str] | None = None) -> pc.Expression:
     """Arrow dataset / ``Table.filter`` expression keeping exactly the rows where ``expr`` is TRUE.
@@ -164,7 +204,13 @@ def to_arrow_filter(expr: Expr | str | None, names: Mapping[str, str] | None = N
     ``names``: column name -> the name to filter on instead (a column's physical name in
     the Parquet files of an evolved table).
     """
-    return visit(rewrite_not(to_expr(expr)), _ArrowFilter(names))
+    e = rewrite_not(to_expr(expr))
+    if _failing_leaves(e):
+        try:
+            return _with_demands(e, names, None)
+        except RecursionError:
+            pass  # too deep to evaluate lazily: every leaf on every row
+    return visit(e, _ArrowFilter(names))
 
 
 def pushdown_filter(expr: Expr | str | None, names: Mapping[str, str] | None = None) -> pc.Expression | None:
@@ -336,6 +382,11 @@ class _Pruner(ExprVisitor[pa.Array]):
     def visit_is_null(self, e: IsNull):
         nulls = self._col(C.nulls_col(self.schema.field_id(e.name)), pa.int64())
         return pc.fill_null(pc.greater(nulls, 0), True)
+
+    def visit_predicate(self, e: Predicate):
+        from lamina.expr.bounds import may_be_true
+
+        return may_be_true(e.term, self)
 
     def visit_not_null(self, e: NotNull):
         nulls = self._col(C.nulls_col(self.schema.field_id(e.name)), pa.int64())

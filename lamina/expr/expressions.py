@@ -1,6 +1,8 @@
 """Boolean row predicates as immutable trees, a builder and one visitor.
 
-Leaves compare one column with literals; ``And``/``Or``/``Not`` combine them.
+Leaves compare one column with literals, or (``Predicate``) are any boolean SQL expression
+over columns (a term, ``lamina.expr.terms``: ``id + 1 > 18``, ``lower(s) IN (...)``,
+``s LIKE 'a%'``); ``And``/``Or``/``Not`` combine them.
 Semantics are SQL's three-valued logic: a comparison with null is unknown, and a
 ``where`` keeps only rows where the predicate is TRUE. Negation can therefore be
 pushed to the leaves exactly (``NOT a = 1`` is ``a != 1``: both unknown on null),
@@ -17,6 +19,7 @@ from typing import Any, Generic, Iterable, TypeVar
 import pyarrow as pa
 
 from lamina.errors import InvalidPredicate
+from lamina.expr.terms import Term, columns_of, term_sql
 
 T = TypeVar("T")
 
@@ -148,6 +151,18 @@ class NotNull(Expr):
 
     def __post_init__(self) -> None:
         _check_name(self.name)
+
+
+@dataclass(frozen=True)
+class Predicate(Expr):
+    """A boolean term: the row is kept where it is TRUE. Bound (``bind``), the term is typed
+    and columns resolved; ``Compare``-like leaves it can be written as are rewritten to those."""
+
+    term: Term
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.term, Term):
+            raise InvalidPredicate(f"Predicate needs a term, got {self.term!r}")
 
 
 @dataclass(frozen=True)
@@ -309,6 +324,9 @@ class ExprVisitor(Generic[T]):
     def visit_not_null(self, e: NotNull) -> T:
         raise NotImplementedError
 
+    def visit_predicate(self, e: Predicate) -> T:
+        raise NotImplementedError
+
 
 def visit(expr: Expr, visitor: ExprVisitor[T]) -> T:
     """Run ``visitor`` over ``expr`` bottom-up (iteratively, so deep trees cannot overflow the stack)."""
@@ -337,6 +355,8 @@ def visit(expr: Expr, visitor: ExprVisitor[T]) -> T:
             out.append(visitor.visit_is_null(node))
         elif isinstance(node, NotNull):
             out.append(visitor.visit_not_null(node))
+        elif isinstance(node, Predicate):
+            out.append(visitor.visit_predicate(node))
         elif isinstance(node, AlwaysTrue):
             out.append(visitor.visit_true())
         elif isinstance(node, AlwaysFalse):
@@ -379,6 +399,11 @@ class _Nnf(ExprVisitor[tuple[Expr, Expr]]):
     def visit_not_null(self, e):
         return e, IsNull(e.name)
 
+    def visit_predicate(self, e):
+        from lamina.expr.typer import negate_term
+
+        return e, Predicate(negate_term(e.term))
+
 
 def rewrite_not(expr: Expr) -> Expr:
     """Negation normal form: push every Not into the leaves (exact under SQL 3-valued logic)."""
@@ -408,6 +433,9 @@ class _Columns(ExprVisitor[set]):
         return {e.name}
 
     visit_compare = visit_in = visit_not_in = visit_is_null = visit_not_null = _leaf
+
+    def visit_predicate(self, e):
+        return columns_of(e.term)
 
 
 def referenced_columns(expr: Expr) -> set[str]:
@@ -474,6 +502,9 @@ class _Sql(ExprVisitor[str]):
 
     def visit_not_null(self, e):
         return f"{_ident(e.name)} IS NOT NULL"
+
+    def visit_predicate(self, e):
+        return term_sql(e.term)
 
 
 def to_sql(expr: Expr) -> str:
