@@ -35,7 +35,7 @@ from lamina.expr.compile import to_arrow
 from lamina.expr.functions import FIELD_WITHIN, FUNCTIONS, like_parts
 from lamina.expr.terms import Call, Column, Literal, Term
 from lamina.spec import content as C
-from lamina.spec.partition import _parse_transform, transform_result_type
+from lamina.spec.transforms import transform_parts, transform_result_type
 
 Bounds = tuple[pa.Array, pa.Array] | None  # (lo, hi) per manifest row, null where unknown; None: all unknown
 
@@ -292,7 +292,7 @@ class _Bounder:
 
     def _from_partition(self, pf: Any, t: pa.DataType) -> Bounds:
         """The source column's bounds that a partition field's values imply."""
-        name, width = _parse_transform(pf.transform)
+        name, width = transform_parts(pf.transform)
         if name == "identity":
             pt = t
         elif name in ("year", "month", "day", "hour") or (name == "truncate" and T.is_integer(t)):

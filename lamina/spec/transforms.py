@@ -59,6 +59,11 @@ def _parse_transform(transform: str) -> tuple[str, int | None]:
     return m.group(2), arg
 
 
+def transform_parts(transform: str) -> tuple[str, int | None]:
+    """A transform's name and argument: ("bucket", 16) for "bucket[16]", ("day", None) for "day"."""
+    return _parse_transform(transform)
+
+
 def _is_nested(t: pa.DataType) -> bool:
     return pa.types.is_nested(t) or pa.types.is_dictionary(t) or pa.types.is_null(t)
 
