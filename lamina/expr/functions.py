@@ -133,8 +133,13 @@ def _bind_compare(call: Call) -> Term:
     for x in (a, b):
         if not T.is_ordered(x.type):
             fail(call, f"{T.describe(x.type)} values cannot be compared (only IS [NOT] NULL applies to them)")
-    t = T.common_type(a.type, b.type, term_sql(call))
+    t = _comparable(T.common_type(a.type, b.type, term_sql(call)))
     return Call(call.fn, (typed(a, t), typed(b, t)), call.opts, _BOOL)
+
+
+def _comparable(t: pa.DataType) -> pa.DataType:
+    """NULLs compared with NULLs as INTs (Arrow has no comparison of its null type)."""
+    return pa.int32() if T.is_null(t) else t
 
 
 def compare(op: str, a: Expr, b: Expr, a_term: Term, b_term: Term) -> Expr:
@@ -186,6 +191,7 @@ def _bind_in(call: Call) -> Term:
     t = subject.type
     for v in values:
         t = T.common_type(t, v.type, term_sql(call))
+    t = _comparable(t)
     return Call(call.fn, tuple(typed(x, t) for x in call.args), (), _BOOL)
 
 

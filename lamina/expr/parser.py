@@ -307,8 +307,6 @@ def term(node: exp.Expression) -> Term:
     if isinstance(node, exp.DPipe):
         return _call("concat", node.this, node.expression)
     if type(node) in _CMP:
-        if _is_null(node.this) or _is_null(node.expression):
-            _fail(node, "NULL is not a comparable literal (comparisons with NULL are never true); use IS NULL / IS NOT NULL")
         return _call(_CMP[type(node)], node.this, node.expression)
     if isinstance(node, exp.NullSafeEQ):
         return _call("not_distinct", node.this, node.expression)
