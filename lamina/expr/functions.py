@@ -449,7 +449,7 @@ def _arrow_round(call: Call, args: list) -> Expr:
     x = args[0]
     if T.is_integer(call.type) and digits >= 0:
         return x
-    r = pc.round(x, ndigits=digits, round_mode="half_towards_infinity")
+    r = pc.round(_room(x, call.args[0].type), ndigits=digits, round_mode="half_towards_infinity")
     return _cast(r, call.type) if T.is_decimal(call.type) else r
 
 
@@ -470,11 +470,18 @@ def _bind_floor_ceil(call: Call) -> Term:
     return Call(call.fn, (typed(x, t if not T.is_float(t) else pa.float64()),), (), out)
 
 
+def _room(x: Expr, t: pa.DataType) -> Expr:
+    """A DECIMAL with one more integral digit (rounding 9.99 up needs one), where it fits."""
+    if T.is_decimal(t) and t.precision < T.MAX_PRECISION:
+        return _cast(x, pa.decimal128(t.precision + 1, t.scale))
+    return x
+
+
 def _arrow_floor_ceil(call: Call, args: list) -> Expr:
     x = args[0]
     if T.is_integer(call.type):
         return _cast(x, pa.int64())
-    r = getattr(pc, call.fn)(x)
+    r = getattr(pc, call.fn)(_room(x, call.args[0].type))
     return _cast(r, call.type) if T.is_decimal(call.type) else r
 
 
@@ -665,7 +672,7 @@ def _arrow_like(call: Call, args: list) -> Expr:
         elif kinds == ["any"]:
             out = pc.if_else(x.is_valid(), pc.scalar(True), null_scalar(_BOOL))
     if out is None:  # Arrow's own LIKE, with backslash as the escape
-        text = "".join(("\\" + t if t in "%_\\" else t) if k == "lit" else t for k, t in parts)
+        text = "".join("".join("\\" + c if c in "%_\\" else c for c in t) if k == "lit" else t for k, t in parts)
         out = pc.match_like(x, pattern=text, ignore_case=ignore_case)
     return ~out if negate else out
 
@@ -726,7 +733,7 @@ def _bind_nullif(call: Call) -> Term:
 def _arrow_nullif(call: Call, args: list) -> Expr:
     a, b = args
     t = call.opts[0]
-    at = a if call.args[0].type.equals(t) else _cast(a, t)
+    at = a if call.args[0].type.equals(t) else _cast_expr(a, call.args[0].type, t, safe=False)
     eq = compare("=", at, b, Call("x", (), (), t), call.args[1])
     return pc.if_else(fill(eq, False), null_scalar(call.type), a)
 
@@ -797,6 +804,8 @@ def _cast_expr(x: Expr, src: pa.DataType, dst: pa.DataType, safe: bool) -> Expr:
         return _cast(x, dst)
     if T.is_string(src):
         return _cast_string(x, dst, safe)
+    if T.is_numeric(src) and T.is_float(dst):
+        return _cast(x, dst, safe=False)  # rounds to the nearest (Arrow's checked cast refuses inexact ones)
     if T.is_float(src) and T.is_integer(dst):
         t = pc.trunc(x)
         if not safe:
@@ -805,7 +814,7 @@ def _cast_expr(x: Expr, src: pa.DataType, dst: pa.DataType, safe: bool) -> Expr:
         ok = (t >= const(float(lo), pa.float64())) & (t < const(float(hi) + 1.0, pa.float64()))
         return _cast(_where(ok, t, src), dst)
     if T.is_decimal(src) and T.is_integer(dst):
-        t = pc.trunc(x)
+        t = pc.trunc(_room(x, src))
         if not safe:
             return _cast(t, dst)
         lo, hi = _int_range(dst)
