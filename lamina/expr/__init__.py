@@ -8,7 +8,8 @@ Typical flow::
 """
 
 from lamina.expr.binder import bind, coerce_literal
-from lamina.expr.evaluator import may_match, pushdown_filter, to_arrow_filter
+from lamina.expr.compile import evaluation_error, filter_rows, is_evaluation_failure
+from lamina.expr.evaluator import may_match, predicate_may_fail, pushdown_filter, to_arrow_filter
 from lamina.expr.expressions import (
     AlwaysFalse,
     AlwaysTrue,
@@ -23,6 +24,7 @@ from lamina.expr.expressions import (
     NotIn,
     NotNull,
     Or,
+    Predicate,
     Ref,
     and_,
     between,
@@ -35,7 +37,7 @@ from lamina.expr.expressions import (
     to_sql,
     visit,
 )
-from lamina.expr.parser import parse_predicate, to_expr
+from lamina.expr.parser import parse_predicate, parse_term, to_expr
 
 __all__ = [
     "AlwaysFalse",
@@ -51,17 +53,23 @@ __all__ = [
     "NotIn",
     "NotNull",
     "Or",
+    "Predicate",
     "Ref",
     "and_",
     "between",
     "bind",
     "coerce_literal",
     "col",
+    "evaluation_error",
+    "filter_rows",
+    "is_evaluation_failure",
     "lit",
     "may_match",
     "negate",
     "or_",
     "parse_predicate",
+    "parse_term",
+    "predicate_may_fail",
     "pushdown_filter",
     "referenced_columns",
     "rewrite_not",

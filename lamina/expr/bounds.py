@@ -159,8 +159,10 @@ class _Bounder:
             return self._column(t)
         assert isinstance(t, Call)
         fn, args = t.fn, t.args
-        if fn in ("case", "coalesce"):
-            values = [*args[1:-1:2], args[-1]] if fn == "case" else list(args)
+        if fn == "coalesce":
+            return self._coalesce(args)
+        if fn == "case":
+            values = [*args[1:-1:2], args[-1]]
             return self._union([self.bounds(v) for v in values if not (isinstance(v, Literal) and not v.value.is_valid)])
         if fn == "nullif":
             return self.bounds(args[0])
@@ -229,6 +231,19 @@ class _Bounder:
             return parts[0]
         return (pc.min_element_wise(*[p[0] for p in parts], skip_nulls=False),
                 pc.max_element_wise(*[p[1] for p in parts], skip_nulls=False))
+
+    def _coalesce(self, args: tuple) -> Bounds:
+        """The union of the arguments' bounds; in a file where the first is a column without
+        nulls, that column's alone (the others are never reached)."""
+        parts = [self.bounds(a) for a in args if not (isinstance(a, Literal) and not a.value.is_valid)]
+        union = self._union(parts)
+        first = args[0]
+        if union is None or not (isinstance(first, Column) and len(first.path) == 1 and parts and parts[0] is not None):
+            return union
+        nulls = self.p._col(C.nulls_col(self.p.schema.field_id(first.name)), pa.int64())
+        whole = pc.fill_null(pc.equal(nulls, 0), False)
+        lo, hi = parts[0]
+        return pc.if_else(whole, lo, union[0]), pc.if_else(whole, hi, union[1])
 
     def _abs(self, a: Term) -> Bounds:
         b = self.bounds(a)

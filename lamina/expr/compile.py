@@ -104,6 +104,26 @@ def evaluate(term: Term, table: pa.Table) -> pa.ChunkedArray:
     return out if out.type.equals(term.type) else out.cast(term.type)
 
 
+_FAILURES = ("divide by zero", "overflow", "out of bounds", "failed to parse", "truncated", "cannot convert", "rescal",
+             "not in range", "would cause data loss", "does not fit")
+
+
+def is_evaluation_failure(e: Exception) -> bool:
+    """Whether an Arrow error is a kernel failing on a value (not, say, an unreadable file)."""
+    low = str(e).lower()
+    return isinstance(e, pa.ArrowInvalid) and any(f in low for f in _FAILURES) and "parquet" not in low
+
+
+def filter_rows(table: pa.Table, filt: Any, text: str) -> pa.Table:
+    """``table.filter(filt)``, a row the filter fails on raised as EvaluationError."""
+    try:
+        return table.filter(filt)
+    except pa.ArrowInvalid as e:
+        if is_evaluation_failure(e):
+            raise evaluation_error(e, text) from None
+        raise
+
+
 def evaluation_error(e: Exception, text: str) -> EvaluationError:
     """Arrow's failure evaluating ``text`` as the error a Spark user knows (ANSI mode)."""
     msg = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -114,12 +134,10 @@ def evaluation_error(e: Exception, text: str) -> EvaluationError:
         kind = "arithmetic overflow (ARITHMETIC_OVERFLOW)"
     elif "out of bounds" in low or "index" in low:
         kind = "array index out of range (INVALID_ARRAY_INDEX)"
-    elif "parse" in low or "truncated" in low or "convert" in low or "rescal" in low or "invalid" in low:
+    elif any(w in low for w in ("parse", "truncated", "convert", "rescal", "not in range", "does not fit", "data loss")):
         kind = "a value that does not fit the CAST (CAST_INVALID_INPUT / CAST_OVERFLOW); TRY_CAST gives NULL instead"
     else:
         kind = msg
     return EvaluationError(f"evaluating {text} failed on a row: {kind} [{msg}]; nothing was changed")
 
 
-def column_ref(name: str) -> Any:
-    return pc.field(name)

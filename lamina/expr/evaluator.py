@@ -169,6 +169,12 @@ class _PushdownFilter(_ArrowFilter):
         return pc.scalar(True)
 
 
+def predicate_may_fail(expr: Expr) -> bool:
+    """Whether a bound predicate can fail on a row (an ANSI error: overflow, division by
+    zero, a CAST that does not fit): some Predicate leaf can."""
+    return _failing_leaves(expr)
+
+
 def _failing_leaves(expr: Expr) -> bool:
     """Whether some Predicate leaf of ``expr`` can fail on a row."""
     stack = [expr]

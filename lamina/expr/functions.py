@@ -471,7 +471,9 @@ def _bind_floor_ceil(call: Call) -> Term:
 
 
 def _room(x: Expr, t: pa.DataType) -> Expr:
-    """A DECIMAL with one more integral digit (rounding 9.99 up needs one), where it fits."""
+    """A DECIMAL with one more integral digit (rounding 9.99 up needs one), where it fits.
+    Needed, not only tidy: Arrow's round, evaluated in an expression, gives 0 for a value
+    that outgrows its precision instead of failing."""
     if T.is_decimal(t) and t.precision < T.MAX_PRECISION:
         return _cast(x, pa.decimal128(t.precision + 1, t.scale))
     return x
@@ -822,7 +824,7 @@ def _cast_expr(x: Expr, src: pa.DataType, dst: pa.DataType, safe: bool) -> Expr:
         ok = (wide >= const(float(lo), pa.float64())) & (wide < const(float(hi) + 1.0, pa.float64()))
         return _cast(_where(ok, t, src), dst)
     if T.is_decimal(dst) and (T.is_float(src) or T.is_decimal(src)):
-        r = x if T.is_decimal(src) and src.scale <= dst.scale else pc.round(x, ndigits=dst.scale, round_mode="half_towards_infinity")
+        r = x if T.is_decimal(src) and src.scale <= dst.scale else pc.round(_room(x, src), ndigits=dst.scale, round_mode="half_towards_infinity")
         if not safe:
             return _cast(r, dst)
         bound = float(10 ** (dst.precision - dst.scale))

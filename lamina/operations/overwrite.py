@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from lamina.commit import Operation, Base, Change, removed_of
 from lamina.data.deletes import dvs_of_plan, file_keys
 from lamina.data.scan import Scan
-from lamina.expr import AlwaysTrue, Expr, to_arrow_filter
+from lamina.expr import AlwaysTrue, Expr, filter_rows, to_arrow_filter, to_sql
 from lamina.spec.lineage import LINEAGE_COLUMNS, has_lineage, lineages_of
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-overwrite")
@@ -80,7 +80,7 @@ class Overwrite(Operation):
         names = [*scan.schema.names, *LINEAGE_COLUMNS] if carry else scan.schema.names
         rows = scan.read_file(path, names, None, dv, lineage=lineage)
         numbered = rows.append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
-        matched = numbered.filter(filt).column("__row")
+        matched = filter_rows(numbered, filt, to_sql(self.predicate)).column("__row")
         if len(matched) == 0:
             return UNTOUCHED
         if len(matched) == rows.num_rows:

@@ -49,7 +49,7 @@ import lamina
 from lamina.commit import flush_hints
 from lamina.errors import EvaluationError
 from lamina.expr import bind, to_arrow_filter
-from tests.support import sql_expressions
+from support import sql_expressions
 
 EXAMPLES = int(os.environ.get("LAMINA_DIFF_EXAMPLES", "30"))
 PREDICATES_PER_TABLE = 8

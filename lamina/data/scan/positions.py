@@ -140,7 +140,8 @@ class DictionaryPositions:
         whose files store columns by name: then ``matching_positions`` can evaluate the
         predicate on each row group's dictionary instead of on every row. Else None."""
         refs = referenced_columns(self.predicate)
-        if len(refs) != 1 or self._evolved or isinstance(self.predicate, AlwaysTrue):
+        # (not for a predicate that can fail on a row: a dictionary holds deleted rows' values too)
+        if len(refs) != 1 or self._evolved or isinstance(self.predicate, AlwaysTrue) or self._read.may_fail:
             return None
         (name,) = refs
         t = self.schema.field(name).type

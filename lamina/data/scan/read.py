@@ -23,7 +23,10 @@ import pyarrow.fs
 import pyarrow.parquet as pq
 
 from lamina.errors import CorruptMetadata, MissingFile, NotFound
-from lamina.expr import AlwaysTrue, Expr, pushdown_filter, referenced_columns, to_arrow_filter
+from lamina.expr import (
+    AlwaysTrue, Expr, evaluation_error, is_evaluation_failure, predicate_may_fail, pushdown_filter, referenced_columns,
+    to_arrow_filter, to_sql,
+)
 from lamina.io import FileIO
 from lamina.data.deletes import DV, dv_of, dvs_of_plan, positions_array, read_bitmaps
 from lamina.spec.lineage import LAST_UPDATED, LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, lineages_of, no_row_ids, row_lineage
@@ -79,6 +82,7 @@ class _FileErrors:
                 f"data file {self.path} of version {self.read.vm.version} is missing; run `lamina fsck {self.read.io.uri}`"
             ) from None
         if issubclass(kind, pa.ArrowInvalid):
+            self.read.raise_if_evaluation_error(e)
             raise CorruptMetadata(f"data file {self.path} is unreadable: {e}") from None
 
 
@@ -102,6 +106,17 @@ class ArrowRead:
         # An evolved schema's columns are mapped from the files (physical names, defaults,
         # see lamina.spec.schema), not read by name as they are.
         self._evolved = self.schema.is_evolved
+
+    @cached_property
+    def may_fail(self) -> bool:
+        """Whether the predicate can fail on a row (see ``lamina.expr.compile.raises``)."""
+        return predicate_may_fail(self.predicate)
+
+    def raise_if_evaluation_error(self, e: Exception) -> None:
+        """EvaluationError from ``e`` when it is the predicate failing on a row (an overflow, a
+        division by zero: Spark's ANSI errors)."""
+        if self.may_fail and is_evaluation_failure(e):
+            raise evaluation_error(e, to_sql(self.predicate)) from None
 
     @cached_property
     def row_filter(self) -> Any:
@@ -588,7 +603,10 @@ class ArrowRead:
         kept = "__lamina_kept"
         while kept in projection:
             kept += "_"
-        if filt is not None:
+        # A predicate that can fail on a row (an overflow) is evaluated on live rows only: a
+        # deleted row must not fail the read.
+        after = filt if filt is not None and self.may_fail else None
+        if filt is not None and after is None:
             projection[kept] = filt
         paths = [io.local_path(p) for p in entries.column("path").to_pylist()]
         parts: list[pa.RecordBatch] = []
@@ -605,9 +623,9 @@ class ArrowRead:
                 if file == len(paths) or tagged.fragment.path != paths[file] or seen + n > physical[file]:
                     raise self._rows_differ(at + n, physical)
                 cut = mask.slice(at, n)
-                if filt is not None:
+                if filt is not None and after is None:
                     cut = pc.and_(cut, pc.fill_null(batch.column(kept), False))
-                parts.append(batch.select(cols).filter(cut))
+                parts.append(batch.filter(cut).filter(after).select(cols) if after is not None else batch.select(cols).filter(cut))
                 seen, at = seen + n, at + n
         if at != starts[-1]:
             raise self._rows_differ(at, physical)

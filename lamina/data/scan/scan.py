@@ -43,8 +43,9 @@ _Method = TypeVar("_Method", bound=Callable[..., Any])
 
 def _expiry_aware(method: _Method) -> _Method:
     """``method`` of a Scan, with a missing file of a version that is no longer kept raised as
-    VersionNotFound (``Scan._raise_if_no_longer_kept``) rather than MissingFile. Generators too: a
-    stream's files are read as it is consumed."""
+    VersionNotFound (``Scan._raise_if_no_longer_kept``) rather than MissingFile, and the
+    predicate failing on a row (an overflow, a division by zero: Spark's ANSI errors) as
+    EvaluationError. Generators too: a stream's files are read as it is consumed."""
     if isgeneratorfunction(method):
         @wraps(method)
         def stream(self: "Scan", *args: Any, **kwargs: Any) -> Iterator[Any]:
@@ -52,6 +53,9 @@ def _expiry_aware(method: _Method) -> _Method:
                 yield from method(self, *args, **kwargs)
             except MissingFile as e:
                 self._raise_if_no_longer_kept(e)
+                raise
+            except pa.ArrowInvalid as e:
+                self._reader.raise_if_evaluation_error(e)
                 raise
         return stream  # type: ignore[return-value]
 
@@ -61,6 +65,9 @@ def _expiry_aware(method: _Method) -> _Method:
             return method(self, *args, **kwargs)
         except MissingFile as e:
             self._raise_if_no_longer_kept(e)
+            raise
+        except pa.ArrowInvalid as e:
+            self._reader.raise_if_evaluation_error(e)
             raise
     return run  # type: ignore[return-value]
 

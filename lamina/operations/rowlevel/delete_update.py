@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.data.inflight import new_write_id
-from lamina.expr import AlwaysTrue, Expr, referenced_columns, to_arrow_filter
+from lamina.expr import AlwaysTrue, Expr, filter_rows, referenced_columns, to_arrow_filter
 from lamina.expr.values import as_column
 from lamina.operations.schema import PlannedColumns
 from lamina.operations.rowlevel.delta import RowDelta
@@ -23,7 +23,7 @@ from lamina.spec.schema import Schema
 
 def file_fn_delete(filt: Any) -> FileFn:
     def fn(rows: pa.Table) -> FileOutcome:
-        hit = rows.filter(filt).select([POS, FILE])
+        hit = filter_rows(rows, filt, "the delete's predicate").select([POS, FILE])
         return FileOutcome(hit.column(POS).to_numpy(), delete_file=hit.column(FILE).to_numpy())
 
     return fn
@@ -44,7 +44,7 @@ def delete_rows(schema: Schema, pred: Expr, mode: str) -> RowDelta:
 def file_fn_update(filt: Any, assignments: dict[str, Any], schema: pa.Schema, cast: str | None = None) -> FileFn:
     """An update's file_fn: the rows ``filt`` selects, rewritten by ``updated_rows_fn``."""
     rewrite = updated_rows_fn(assignments, schema, cast)
-    return lambda rows: rewrite(rows.filter(filt))
+    return lambda rows: rewrite(filter_rows(rows, filt, "the update's predicate"))
 
 
 def check_assignments(assignments: dict[str, Any], schema: pa.Schema, what: str, cast: str | None = None,

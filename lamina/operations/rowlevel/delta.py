@@ -29,7 +29,7 @@ from pyroaring import BitMap
 
 from lamina.commit import Operation, Base, Change, removed_of
 from lamina.errors import CommitConflict, FooterError, InvalidArgument, StaleRowDelta
-from lamina.expr import AlwaysTrue, Expr, referenced_columns, to_arrow_filter
+from lamina.expr import AlwaysTrue, Expr, filter_rows, referenced_columns, to_arrow_filter, to_sql
 from lamina.manifest.entries import conform, fill_constant
 from lamina.data.copy import StagedFiles
 from lamina.data.deletes import (
@@ -219,7 +219,7 @@ class RowDelta(Operation):
             return positions
         cols = sorted(referenced_columns(self.where)) or [base.schema.names[0]]
         rows = self._live_rows(base, entries, columns=cols)
-        hit = rows.filter(to_arrow_filter(self.where)).select([POS, FILE])
+        hit = filter_rows(rows, to_arrow_filter(self.where), to_sql(self.where)).select([POS, FILE])
         pos, files = hit.column(POS).to_numpy(), hit.column(FILE).to_numpy()
         return [pos[ix] for ix in _by_file(files, entries.num_rows)]
 
