@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -470,13 +471,16 @@ def _bind_floor_ceil(call: Call) -> Term:
     return Call(call.fn, (typed(x, t if not T.is_float(t) else pa.float64()),), (), out)
 
 
+def _room_type(t: pa.DataType) -> pa.DataType:
+    return pa.decimal128(t.precision + 1, t.scale) if T.is_decimal(t) and t.precision < T.MAX_PRECISION else t
+
+
 def _room(x: Expr, t: pa.DataType) -> Expr:
     """A DECIMAL with one more integral digit (rounding 9.99 up needs one), where it fits.
     Needed, not only tidy: Arrow's round, evaluated in an expression, gives 0 for a value
     that outgrows its precision instead of failing."""
-    if T.is_decimal(t) and t.precision < T.MAX_PRECISION:
-        return _cast(x, pa.decimal128(t.precision + 1, t.scale))
-    return x
+    wider = _room_type(t)
+    return x if wider.equals(t) else _cast(x, wider)
 
 
 def _arrow_floor_ceil(call: Call, args: list) -> Expr:
@@ -822,14 +826,15 @@ def _cast_expr(x: Expr, src: pa.DataType, dst: pa.DataType, safe: bool) -> Expr:
         lo, hi = _int_range(dst)
         wide = _cast(t, pa.float64())  # a range test: an integer range's ends are doubles
         ok = (wide >= const(float(lo), pa.float64())) & (wide < const(float(hi) + 1.0, pa.float64()))
-        return _cast(_where(ok, t, src), dst)
+        return _cast(_where(ok, t, _room_type(src)), dst)
     if T.is_decimal(dst) and (T.is_float(src) or T.is_decimal(src)):
         r = x if T.is_decimal(src) and src.scale <= dst.scale else pc.round(_room(x, src), ndigits=dst.scale, round_mode="half_towards_infinity")
         if not safe:
             return _cast(r, dst)
         bound = float(10 ** (dst.precision - dst.scale))
         magnitude = pc.abs(r if T.is_float(src) else _cast(r, pa.float64()))
-        return _cast(_where(magnitude < const(bound, pa.float64()), r, src), dst)
+        rt = src if T.is_float(src) or (T.is_decimal(src) and src.scale <= dst.scale) else _room_type(src)
+        return _cast(_where(magnitude < const(bound, pa.float64()), r, rt), dst)
     if T.is_integer(src) and T.is_decimal(dst) and safe:
         bound = 10 ** (dst.precision - dst.scale)
         wide = _cast(x, pa.int64()) if src != pa.uint64() else x
@@ -1087,35 +1092,38 @@ def _bind_add_months(call: Call) -> Term:
     return Call("add_months", (_date_arg(call, 0), _int_arg(call, 1)), (), pa.date32())
 
 
-def _i64(v: int) -> Expr:
-    return const(v, pa.int64())
+_ADD_MONTHS = "lamina_add_months"
+
+
+def _add_months_kernel(ctx: Any, dates: Any, months: Any) -> pa.Array:
+    """The kernel of ``add_months`` on whole arrays (NumPy's calendar months): an Arrow
+    scalar function, as one expression node. Built from Arrow's arithmetic instead, the
+    civil-date formulas reuse their intermediate values, and an expression (which Arrow
+    evaluates as a tree, not a graph) grows exponentially with each reuse."""
+    n = max(len(x) if isinstance(x, pa.Array) else 1 for x in (dates, months))
+    d = dates if isinstance(dates, pa.Array) else pa.repeat(dates, n)
+    k = months if isinstance(months, pa.Array) else pa.repeat(months, n)
+    valid = pc.and_(d.is_valid(), k.is_valid()).to_numpy(zero_copy_only=False)
+    days = d.cast(pa.int32()).fill_null(0).to_numpy(zero_copy_only=False).astype("datetime64[D]")
+    shift = k.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    month = days.astype("datetime64[M]")
+    day = (days - month.astype("datetime64[D]")).astype(np.int64)
+    target = month + shift.astype("timedelta64[M]")
+    length = ((target + 1).astype("datetime64[D]") - target.astype("datetime64[D]")).astype(np.int64)
+    out = target.astype("datetime64[D]") + np.minimum(day, length - 1).astype("timedelta64[D]")
+    return pa.array(out.astype(np.int64).astype(np.int32), pa.int32(), mask=~valid).cast(pa.date32())
+
+
+pc.register_scalar_function(
+    _add_months_kernel, _ADD_MONTHS,
+    {"summary": "date plus months", "description": "Spark's add_months: the day clamped to the month's last."},
+    {"date": pa.date32(), "months": pa.int64()}, pa.date32())
 
 
 def add_months(date: Expr, months: Expr) -> Expr:
     """``date`` plus ``months`` months, the day clamped to the month's last (Spark's
-    add_months and month INTERVALs), in integer arithmetic on the civil date."""
-    y, m, d = (_cast(f(date), pa.int64()) for f in (pc.year, pc.month, pc.day))
-    total = pc.add_checked(pc.add(pc.multiply(y, _i64(12)), pc.subtract(m, _i64(1))), _cast(months, pa.int64()))
-    # floor division by 12 (Arrow's integer division truncates toward zero)
-    ny = pc.divide(pc.subtract(total, pc.if_else(total < _i64(0), _i64(11), _i64(0))), _i64(12))
-    nm = pc.add(pc.subtract(total, pc.multiply(ny, _i64(12))), _i64(1))
-    leap = (pc.equal(pc.remainder(ny, _i64(4)), _i64(0)) & pc.not_equal(pc.remainder(ny, _i64(100)), _i64(0))) | pc.equal(pc.remainder(ny, _i64(400)), _i64(0))
-    lengths = [_i64(n) for n in (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)]
-    last = pc.add(pc.choose(pc.subtract(nm, _i64(1)), *lengths), pc.if_else(leap & pc.equal(nm, _i64(2)), _i64(1), _i64(0)))
-    nd = pc.min_element_wise(d, last)
-    return days_from_civil(ny, nm, nd)
-
-
-def days_from_civil(y: Expr, m: Expr, d: Expr) -> Expr:
-    """The date of a (proleptic Gregorian) year, month, day, as date32 (H. Hinnant's algorithm)."""
-    yy = pc.subtract(y, pc.if_else(m <= _i64(2), _i64(1), _i64(0)))
-    era = pc.divide(pc.subtract(yy, pc.if_else(yy < _i64(0), _i64(399), _i64(0))), _i64(400))
-    yoe = pc.subtract(yy, pc.multiply(era, _i64(400)))
-    mp = pc.remainder(pc.add(m, _i64(9)), _i64(12))
-    doy = pc.add(pc.divide(pc.add(pc.multiply(mp, _i64(153)), _i64(2)), _i64(5)), pc.subtract(d, _i64(1)))
-    doe = pc.add(pc.subtract(pc.add(pc.multiply(yoe, _i64(365)), pc.divide(yoe, _i64(4))), pc.divide(yoe, _i64(100))), doy)
-    days = pc.subtract(pc.add(pc.multiply(era, _i64(146097)), doe), _i64(719468))
-    return _cast(_cast(days, pa.int32()), pa.date32())
+    add_months and month INTERVALs)."""
+    return pc.Expression._call(_ADD_MONTHS, [date, _cast(months, pa.int64())])
 
 
 _register("add_months", _bind_add_months, lambda c, a: add_months(a[0], a[1]), raises=True, monotone=(1, 1),
