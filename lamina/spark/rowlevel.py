@@ -25,6 +25,8 @@ The driver plans, Spark computes, the driver commits ONE version:
 
 from __future__ import annotations
 
+import datetime
+
 import time
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
@@ -37,6 +39,7 @@ import lamina
 from lamina.data.deletes import file_key
 from lamina.errors import InvalidArgument, StaleRowDelta
 from lamina.expr import AlwaysTrue, Expr, and_, bind, to_expr
+from lamina.expr.values import SqlValue
 from lamina.operations import MergeResult, PositionDelta
 from lamina.operations.rowlevel.delta import check_mode
 from lamina.operations.rowlevel.keys import key_range
@@ -78,6 +81,8 @@ def _as_column(v: Any) -> Any:
 
     if isinstance(v, Column):
         return v
+    if isinstance(v, SqlValue):  # (the merge builder's clock rides along: Spark reads its own)
+        v = v.text
     if isinstance(v, str):
         return F.expr(v)
     return F.lit(v)
@@ -221,9 +226,10 @@ def delete(spark: Any, target: Any, where: str | Expr, *, mode: str | None = Non
     if where is None:
         raise InvalidArgument("delete needs a predicate; to remove every row use overwrite with an empty table")
     table, tx = _local_table(target, storage_options, catalog, branch)
+    now = datetime.datetime.now(datetime.timezone.utc)  # current_date / current_timestamp: once per statement
 
     def run(session: WriteSession) -> int | None:
-        pred = bind(to_expr(where), table.metadata.schema)
+        pred = bind(to_expr(where), table.metadata.schema, now=now)
         entries = table.scan(where=pred).plan(all_columns=True).entries
         df = read_with_positions(spark, table, entries)
         cond = to_spark_column(pred, table.metadata.schema)

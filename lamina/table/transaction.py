@@ -27,6 +27,7 @@ from lamina.data.inflight import discard_writes, finish_writes, new_write_id
 from lamina.data.writer import PendingWrites
 from lamina.errors import CommitStateUnknown, InvalidArgument, LaminaError, StorageError, TagAlreadyExists
 from lamina.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow_filter, to_expr
+from lamina.expr.values import statement_clock, values_at_clock
 from lamina.manifest.entries import entries_from_user_files, manifest_schema_of
 from lamina.spec.lineage import counter_of
 from lamina.spec.write_types import check_cast_mode
@@ -284,13 +285,15 @@ class Transaction:
         for c in set:
             schema.field(c)
         check_cast_mode(cast)
-        check_assignments(dict(set), schema.arrow, "update", cast)  # a value of a type the column cannot store: now
-        pred = bind(to_expr(where), schema)
+        now = statement_clock()  # what current_date / current_timestamp read, in the where and the values
+        values = values_at_clock(set, now)
+        check_assignments(values, schema.arrow, "update", cast)  # a value of a type the column cannot store: now
+        pred = bind(to_expr(where), schema, now=now)
         filt = to_arrow_filter(pred) if not isinstance(pred, AlwaysTrue) else pc.scalar(True)
         return self.add_operation(RowDelta(
-            "update", pred, list(schema.names), file_fn_update(filt, dict(set), schema.arrow, cast),
+            "update", pred, list(schema.names), file_fn_update(filt, values, schema.arrow, cast),
             self.row_mode(mode), new_write_id(), planned=PlannedColumns.of(schema), where=pred,
-            selected_fn=updated_rows_fn(dict(set), schema.arrow, cast),
+            selected_fn=updated_rows_fn(values, schema.arrow, cast),
         ))
 
     def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None,

@@ -21,7 +21,7 @@ from lamina.data.deletes import unique_sorted
 from lamina.data.inflight import new_write_id
 from lamina.errors import InvalidArgument, SchemaMismatch
 from lamina.expr import AlwaysTrue, Expr, and_
-from lamina.expr.values import as_column, as_mask, qualified_columns
+from lamina.expr.values import as_column, as_mask, at_clock, qualified_columns, statement_clock, values_at_clock
 from lamina.operations.schema import PlannedColumns
 from lamina.operations.rowlevel.delete_update import check_assignments
 from lamina.operations.rowlevel.delta import RowDelta, check_mode
@@ -156,33 +156,34 @@ class MergeClauses:
         self.matched: list[_Clause] = []
         self.not_matched: list[_Clause] = []
         self.not_matched_by_source: list[_Clause] = []
+        self._now = statement_clock()  # current_date / current_timestamp in the clauses: once per merge
 
     def when_matched_update(self, set: dict[str, Any], condition: Any = None) -> Self:  # noqa: A002
         if not set:
             raise InvalidArgument("when_matched_update needs set={column: value or SQL expression}")
         for c in set:
             self.schema.field(c)
-        self.matched.append(_Clause("update", condition, dict(set)))
+        self.matched.append(_Clause("update", at_clock(condition, self._now), values_at_clock(set, self._now)))
         return self
 
     def when_matched_update_all(self, condition: Any = None) -> Self:
         self._need_all_columns("when_matched_update_all")
-        self.matched.append(_Clause("update", condition, None))
+        self.matched.append(_Clause("update", at_clock(condition, self._now), None))
         return self
 
     def when_matched_delete(self, condition: Any = None) -> Self:
-        self.matched.append(_Clause("delete", condition))
+        self.matched.append(_Clause("delete", at_clock(condition, self._now)))
         return self
 
     def when_not_matched_insert(self, values: dict[str, Any], condition: Any = None) -> Self:
         for c in values:
             self.schema.field(c)
-        self.not_matched.append(_Clause("insert", condition, dict(values)))
+        self.not_matched.append(_Clause("insert", at_clock(condition, self._now), values_at_clock(values, self._now)))
         return self
 
     def when_not_matched_insert_all(self, condition: Any = None) -> Self:
         self._need_all_columns("when_not_matched_insert_all", set(self.schema.write_defaults))
-        self.not_matched.append(_Clause("insert", condition, None))
+        self.not_matched.append(_Clause("insert", at_clock(condition, self._now), None))
         return self
 
     def when_not_matched_by_source_update(self, set: dict[str, Any], condition: Any = None) -> Self:  # noqa: A002
@@ -196,14 +197,15 @@ class MergeClauses:
             self.schema.field(c)
             _target_only(v, f"when_not_matched_by_source_update of {c!r}")
         _target_only(condition, "when_not_matched_by_source_update condition")
-        self.not_matched_by_source.append(_Clause("update", condition, dict(set)))
+        self.not_matched_by_source.append(
+            _Clause("update", at_clock(condition, self._now), values_at_clock(dict(set), self._now)))
         return self
 
     def when_not_matched_by_source_delete(self, condition: Any = None) -> Self:
         """Delete the target rows no source row matches (and that ``condition``, on the target's
         columns, holds for). See ``when_not_matched_by_source_update``."""
         _target_only(condition, "when_not_matched_by_source_delete condition")
-        self.not_matched_by_source.append(_Clause("delete", condition))
+        self.not_matched_by_source.append(_Clause("delete", at_clock(condition, self._now)))
         return self
 
     def _check_clauses(self) -> None:
