@@ -42,7 +42,8 @@ from lamina.duckdb import deltalog, extensions
 from lamina.errors import (
     InvalidArgument, InvalidIdentifier, InvalidPredicate, InvalidUri, NamespaceNotFound, NotFound, TableNotFound,
 )
-from lamina.expr import AlwaysTrue, And, Expr, Not, Or, and_, parse_predicate, referenced_columns
+from lamina.expr import AlwaysTrue, And, Expr, Not, Or, Predicate, and_, parse_predicate, referenced_columns
+from lamina.expr.terms import Call, Literal, walk
 from lamina.io.fileio import s3_settings
 from lamina.spec.lineage import LINEAGE_COLUMNS
 from lamina.table.table import Table
@@ -88,9 +89,38 @@ def _zoned_literals(e: Expr, schema: Any) -> bool:
     return True
 
 
+# Functions of expressions whose values DuckDB computes as Lamina does (its SQL and Spark's
+# agree on them), so that Lamina's bounds for them hold for DuckDB's rows. Not: casts to
+# integers (DuckDB rounds, Spark truncates), ``x[i]`` (from 1 in DuckDB), DIV and ``//``,
+# DECIMAL ``/``, substring from 0 or before, current_date and current_timestamp (DuckDB's
+# session time zone), LIKE with a backslash (no default escape in DuckDB), lower/upper.
+_DUCKDB_ALIKE = {
+    "=", "!=", "<", "<=", ">", ">=", "and", "or", "not", "in", "not_in", "is_null", "is_not_null", "not_distinct",
+    "distinct", "+", "-", "*", "neg", "abs", "like", "not_like", "starts_with", "ends_with", "contains", "coalesce",
+    "case", "date_trunc", "year", "month", "day", "hour", "quarter", "dayofyear", "length", "concat", "trim",
+}
+
+
+def _alike_in_duckdb(e: Expr) -> bool:
+    """Whether every expression leaf of ``e`` (unbound) calls only ``_DUCKDB_ALIKE`` functions,
+    as DuckDB means them."""
+    for leaf in _leaves(e):
+        if not isinstance(leaf, Predicate):
+            continue
+        for node in walk(leaf.term):
+            if not isinstance(node, Call):
+                continue
+            if node.fn not in _DUCKDB_ALIKE:
+                return False
+            if node.fn in ("like", "not_like") and any(isinstance(a, Literal) and "\\" in str(a.value) for a in node.args):
+                return False
+    return True
+
+
 def pruning_predicate(conjuncts: list[str], schema: Any) -> Expr:
     """The conjuncts (SQL text) Lamina can prune files by, ANDed: those it parses, on columns
-    of ``schema`` of types both engines compare alike. The rest are left to DuckDB."""
+    of ``schema`` of types both engines compare alike, calling functions both compute alike.
+    The rest are left to DuckDB."""
     kept: list[Expr] = []
     for text in conjuncts:
         try:
@@ -98,9 +128,18 @@ def pruning_predicate(conjuncts: list[str], schema: Any) -> Expr:
         except InvalidPredicate:
             continue
         cols = referenced_columns(e)
-        if cols and all(c in schema.names and _is_prunable(schema.field(c).type) for c in cols) and _zoned_literals(e, schema):
+        if (cols and all(c in schema.names and _is_prunable(schema.field(c).type) for c in cols)
+                and _zoned_literals(e, schema) and _alike_in_duckdb(e) and not _zoned_terms(e, schema)):
             kept.append(e)
     return and_(*kept) if kept else AlwaysTrue()
+
+
+def _zoned_terms(e: Expr, schema: Any) -> bool:
+    """Whether an expression leaf of ``e`` reads a zoned timestamp column (DuckDB's functions
+    of those read its session's time zone)."""
+    return any(isinstance(leaf, Predicate) and any(getattr(schema.field(c).type, "tz", None) is not None
+                                                  for c in referenced_columns(leaf))
+               for leaf in _leaves(e))
 
 
 def _where_text(where: str) -> str:

@@ -22,7 +22,8 @@ import pyarrow as pa
 import lamina
 from lamina.data.export import LiveFiles, readable_by_name
 from lamina.data.scan import Scan
-from lamina.expr import AlwaysTrue, And, Compare, Expr, In, IsNull, Not, NotNull, Or, bind
+from lamina.expr import AlwaysTrue, And, Compare, Expr, In, IsNull, Not, NotNull, Or, Predicate, bind
+from lamina.expr.terms import Call, Column, Literal
 from lamina.io.fileio import s3_settings
 from lamina.table.table import Table
 
@@ -86,6 +87,11 @@ def _translate(node: ast.AST, partial: bool) -> Expr:
         return NotNull(inner.name) if isinstance(inner, IsNull) else Not(inner)
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _OPS:
         return Compare(_OPS[type(node.ops[0])], _field(node.left), _literal(node.comparators[0]))
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "starts_with"
+            and len(node.args) == 1 and len(node.keywords) == 1 and node.keywords[0].arg == "pattern"
+            and isinstance(node.keywords[0].value, ast.Constant) and isinstance(node.keywords[0].value.value, str)):
+        # pa.compute.starts_with(pa.compute.field('s'), pattern='a'): Polars' str.starts_with
+        return Predicate(Call("starts_with", (Column((_field(node.args[0]),)), Literal(node.keywords[0].value.value))))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         method, target = node.func.attr, node.func.value
         if method == "isin" and len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple)):

@@ -91,6 +91,34 @@ def test_polars_pushes_its_filter_into_lamina_planning(table):
     assert lf.filter(pl.col("id").is_in([1, 3, 12])).select(pl.col("id").sort()).collect()["id"].to_list() == [1, 12]
 
 
+def test_expressions_prune_files_where_the_engine_computes_them_alike(table):
+    """An expression in DuckDB's WHERE prunes files when Lamina and DuckDB compute it alike;
+    one they compute otherwise (a cast to an integer: DuckDB rounds, Spark truncates) is left
+    to DuckDB, and so reads the file that is gone. Polars pushes ``str.starts_with``."""
+    _drop_file_of(table, 25)
+    q = "SELECT count(*) FROM events WHERE id + 1 < 16 AND length(s) = 2"
+    assert ldb.sql(q, tables={"events": table}).fetchall() == [(13,)]
+    con = duckdb.connect()
+    ldb.register(con, table, "early", where="CASE WHEN id > 100 THEN 1000 ELSE id * 2 END < 30")
+    assert con.sql("SELECT count(*) FROM early").fetchall() == [(13,)]
+    with pytest.raises(duckdb.Error):
+        ldb.sql("SELECT count(*) FROM events WHERE CAST(id AS INT) < 15", tables={"events": table}).fetchall()
+    assert sorted(table.scan(where="id - 1 < 14 AND s LIKE 's%'").to_arrow().column("id").to_pylist()) == [
+        i for i in range(15) if i not in (3, 14)]
+
+
+def test_polars_starts_with_prunes_by_prefix(tmp_path):
+    t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
+    for p in ("a", "b", "c"):
+        t.append(pa.table({"id": list(range(3)), "s": [f"{p}{i}" for i in range(3)]}))
+    _drop_file_of_prefix = [task.uri for task in t.plan() if "b0" in ds.dataset(task.uri).to_table().column("s").to_pylist()]
+    os.remove(_drop_file_of_prefix[0])
+    lf = lpl.scan(t)
+    assert sorted(lf.filter(pl.col("s").str.starts_with("c")).collect()["s"].to_list()) == ["c0", "c1", "c2"]
+    with pytest.raises(Exception):
+        lf.filter(pl.col("s").str.ends_with("0")).collect()  # not pushed by Polars: every file is read
+
+
 def test_arrow_dataset_skips_files_by_their_statistics(table):
     dataset = table.to_pyarrow_dataset()
     assert isinstance(dataset, ds.Dataset)
