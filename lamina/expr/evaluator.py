@@ -25,6 +25,7 @@ from lamina.expr.expressions import (
     And, Compare, Expr, ExprVisitor, In, IsNull, NotIn, NotNull, Or, Predicate, rewrite_not, visit,
 )
 from lamina.expr.parser import to_expr
+from lamina.expr.terms import Column as TermColumn, walk
 from lamina.spec import content as C
 from lamina.spec.partition import PartitionField, PartitionSpec, fields_by_id, specs_with_field
 from lamina.spec.transforms import project_inclusive, transform_result_type
@@ -163,10 +164,20 @@ class _PushdownFilter(_ArrowFilter):
         return self._guard(e, super().visit_not_in(e))
 
     def visit_predicate(self, e: Predicate):
-        # Not given to the scan: Arrow would simplify its comparisons by row-group statistics
-        # that leave NaN out (see above); the exact filter follows.
-        self.inexact = True
-        return pc.scalar(True)
+        # Given to the scan as it is unless it reads a float: Arrow would simplify its
+        # comparisons of such a column by row-group statistics that leave NaN out (see above),
+        # so it is TRUE there and the exact filter follows.
+        if any(isinstance(t, TermColumn) and _holds_float(t.type) for t in walk(e.term)):
+            self.inexact = True
+            return pc.scalar(True)
+        return super().visit_predicate(e)
+
+
+def _holds_float(t: pa.DataType) -> bool:
+    """Whether values of ``t`` are or hold floats."""
+    if pa.types.is_floating(t):
+        return True
+    return any(_holds_float(t.field(i).type) for i in range(t.num_fields)) if t.num_fields else False
 
 
 def predicate_may_fail(expr: Expr) -> bool:
