@@ -22,7 +22,7 @@ Readers, every run from the table's location, all columns of the matching rows i
   connection, made untimed; ``to_arrow_table()``);
 - deltalake: ``QueryBuilder().register("t", DeltaTable(path)).execute("SELECT * FROM t WHERE ...").read_all()``
   (DataFusion's SQL over the Delta table).
-Interleaved: `--rounds` rounds, each reader in turn (order rotating) runs each predicate once, after one untimed
+Diagnostic readers (no target): Lamina's scan and DuckDB's query returning only the id column. Interleaved: `--rounds` rounds, each reader in turn (order rotating) runs each predicate once, after one untimed
 run of each; figures are p50s; every answer is checked (row count and sum of ids equal Lamina's). Lamina's files
 read are its plan's. Targets: Lamina's time ≤ 1.0× DuckDB's for every predicate; the prefix and date_trunc
 predicates read ≤ 2% of the files.
@@ -146,7 +146,14 @@ def main() -> None:
     def delta_run(where: str) -> pa.Table:
         return pa.table(QueryBuilder().register("t", DeltaTable(duri)).execute(f"SELECT * FROM t WHERE {where}").read_all())
 
-    readers = {"lamina": lamina_run, "duckdb": duckdb_run, "deltalake": delta_run}
+    def lamina_ids_run(where: str) -> pa.Table:  # diagnostic: the same scan, returning the id column only
+        return lamina.open_table(luri).scan(where=where, columns=["id"]).to_arrow()
+
+    def duckdb_ids_run(where: str) -> pa.Table:
+        return con.sql(f"SELECT id FROM read_parquet(getvariable('lamina_bench_files')) WHERE {where}").to_arrow_table()
+
+    readers = {"lamina": lamina_run, "duckdb": duckdb_run, "deltalake": delta_run,
+               "lamina-id": lamina_ids_run, "duckdb-id": duckdb_ids_run}
     times: dict[tuple[str, str], list[float]] = {(r, q): [] for r in readers for q in PREDICATES}
     answers: dict[str, tuple[int, int]] = {}
     errors: dict[tuple[str, str], str] = {}
@@ -178,12 +185,12 @@ def main() -> None:
     elapsed = now() - t_start
     load_after = loadavg()
 
-    rows_md = ["| predicate | rows matched | Lamina files read | lamina | duckdb | deltalake | Lamina / DuckDB | Lamina / deltalake | target |",
-               "|---|---|---|---|---|---|---|---|---|"]
+    rows_md = ["| predicate | rows matched | Lamina files read | lamina | duckdb | deltalake | Lamina / DuckDB | Lamina / deltalake | target | id only: lamina / duckdb |",
+               "|---|---|---|---|---|---|---|---|---|---|"]
     verdicts = []
     raw = {"times": {f"{r}|{q}": v for (r, q), v in times.items()}, "files_read": files_read, "errors": {f"{r}|{q}": e for (r, q), e in errors.items()}}
     for q, where in PREDICATES.items():
-        lam, duck, delta = (p50(times[(r, q)]) for r in readers)
+        lam, duck, delta, lam_id, duck_id = (p50(times[(r, q)]) for r in readers)
         vs_duck = lam / duck if lam and duck else None
         vs_delta = lam / delta if lam and delta else None
         ok_time = vs_duck is not None and vs_duck <= 1.0
@@ -195,7 +202,8 @@ def main() -> None:
             verdicts.append(f"{q} files {verdict(ok_files)}")
         cell = {r: (errors.get((r, q)) or fmt_s(p50(times[(r, q)]))) for r in readers}
         rows_md.append(f"| `{where}` | {answers.get(q, ('?',))[0]:,} | {files_read[q]} of {len(files)} | {cell['lamina']} | {cell['duckdb']} | "
-                       f"{cell['deltalake']} | {f'{vs_duck:.2f}×' if vs_duck else 'n/a'} | {f'{vs_delta:.2f}×' if vs_delta else 'n/a'} | {target} |")
+                       f"{cell['deltalake']} | {f'{vs_duck:.2f}×' if vs_duck else 'n/a'} | {f'{vs_delta:.2f}×' if vs_delta else 'n/a'} | {target} | "
+                       f"{cell['lamina-id']} / {cell['duckdb-id']} |")
     header = standalone_header(out_md, "bench/expressions_bench.py", command_line("bench/expressions_bench.py", sys.argv[1:]),
                                started, elapsed, revision, args.quick, "figures", versions=_versions())
     block = "\n".join([
@@ -206,7 +214,8 @@ def main() -> None:
         "- Timing: from the table's location to one Arrow table of all columns of the matching rows; "
         f"{args.rounds} rounds, readers in rotating order, p50. Ratios are Lamina's time / the other's (≤ 1: Lamina is faster). "
         "DuckDB reads Lamina's data files with `read_parquet` (its threads; filter pushdown into the Parquet reader); deltalake runs "
-        "DataFusion's SQL (`QueryBuilder`). Every answer is checked against Lamina's (row count, sum of ids).",
+        "DataFusion's SQL (`QueryBuilder`). Every answer is checked against Lamina's (row count, sum of ids). "
+        "Diagnostic (no target): the same scans returning the id column only (`columns=[\"id\"]`, `SELECT id`).",
         "", *rows_md, "",
     ])
     replace_md_section(out_md, SECTION_TITLE, block)

@@ -104,20 +104,7 @@ class _Bounder:
         ba, bb = self.bounds(a), self.bounds(b)
         if ba is None or bb is None:
             return self.p.true
-        (alo, ahi), (blo, bhi) = ba, bb
-        if op == "=":
-            r = pc.and_kleene(pc.less_equal(alo, bhi), pc.less_equal(blo, ahi))
-        elif op == "!=":
-            r = pc.invert(pc.and_kleene(pc.and_kleene(pc.equal(alo, ahi), pc.equal(blo, bhi)), pc.equal(alo, blo)))
-        elif op == "<":
-            r = pc.less(alo, bhi)
-        elif op == "<=":
-            r = pc.less_equal(alo, bhi)
-        elif op == ">":
-            r = pc.greater(ahi, blo)
-        else:
-            r = pc.greater_equal(ahi, blo)
-        return pc.fill_null(r, True)
+        return may_compare(op, *ba, *bb)
 
     def _prefix(self, t: Call) -> pa.Array:
         """``s LIKE 'abc%...'`` and ``starts_with(s, 'abc')``: s in ['abc', the next prefix)."""
@@ -326,6 +313,25 @@ class _Bounder:
                 return plo, pc.if_else(pc.less_equal(phi, pa.scalar(np.iinfo(t.to_pandas_dtype()).max - width + 1, t)),
                                        pc.add(phi, top), pa.scalar(None, t))
         return _temporal_range(name, plo, phi, t)
+
+
+def may_compare(op: str, alo: Any, ahi: Any, blo: Any, bhi: Any) -> pa.Array:
+    """Whether ``a op b`` may hold for some a in [alo, ahi] and b in [blo, bhi] (per manifest
+    row; bounds arrays or scalars, null where unknown: then True). NaN is in no bound."""
+    if op == "=":
+        r = pc.and_kleene(pc.less_equal(alo, bhi), pc.less_equal(blo, ahi))
+    elif op == "!=":
+        # only where both sides are one and the same value is a != impossible
+        r = pc.invert(pc.and_kleene(pc.and_kleene(pc.equal(alo, ahi), pc.equal(blo, bhi)), pc.equal(alo, blo)))
+    elif op == "<":
+        r = pc.less(alo, bhi)
+    elif op == "<=":
+        r = pc.less_equal(alo, bhi)
+    elif op == ">":
+        r = pc.greater(ahi, blo)
+    else:
+        r = pc.greater_equal(ahi, blo)
+    return pc.fill_null(r, True)
 
 
 def _trunc_type(t: pa.DataType) -> pa.DataType:

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.expr.binder import bind, is_nan
+from lamina.expr.bounds import may_compare
 from lamina.expr.compile import raises, to_arrow
 from lamina.expr.functions import fill
 from lamina.expr.expressions import (
@@ -312,21 +313,11 @@ class _Pruner(ExprVisitor[pa.Array]):
 
     def _test(self, op: str, v: Any, lo: pa.Array, hi: pa.Array, t: pa.DataType) -> pa.Array:
         """May some value in [lo, hi] satisfy ``x op v``? Null bounds (unknown) -> True."""
-        if op == "=":
-            r = pc.and_kleene(pc.less_equal(lo, v), pc.greater_equal(hi, v))
-        elif op == "<":
-            r = pc.less(lo, v)
-        elif op == "<=":
-            r = pc.less_equal(lo, v)
-        elif op == ">":
-            r = pc.greater(hi, v)
-        elif op == ">=":
-            r = pc.greater_equal(hi, v)
-        elif op == "!=":
-            # Only a file whose every non-null value is v fails; null rows never satisfy !=.
-            # (A NaN v is equal to no bound: every file with known bounds may match.)
-            r = pc.invert(pc.and_kleene(pc.equal(lo, v), pc.equal(hi, v)))
-        elif op == "in":
+        if op in ("=", "<", "<=", ">", ">=", "!="):
+            # != : only a file whose every non-null value is v fails; null rows never satisfy
+            # it. (A NaN v is equal to no bound: every file with known bounds may match.)
+            return may_compare(op, lo, hi, v, v)
+        if op == "in":
             # Known bounds mean no NaN in the file: a NaN in the list matches nothing there.
             values = _without_nan(v)[0]
             r = self._any_in_range(values, lo, hi, t) if values else pc.or_(pc.is_null(lo), pc.is_null(hi))

@@ -19,7 +19,7 @@ from typing import Any, Generic, Iterable, TypeVar
 import pyarrow as pa
 
 from lamina.errors import InvalidPredicate
-from lamina.expr.terms import Term, columns_of, term_sql
+from lamina.expr.terms import Term, columns_of, ident, literal_sql, term_sql
 
 T = TypeVar("T")
 
@@ -446,30 +446,10 @@ def referenced_columns(expr: Expr) -> set[str]:
 # --- SQL text (for messages and explain output) ---------------------------------------
 
 
-def _ident(name: str) -> str:
-    if name.isidentifier() and name.isascii():
-        return name
-    return '"' + name.replace('"', '""') + '"'
-
-
 def sql_literal(v: Any) -> str:
-    if isinstance(v, pa.Scalar):
-        v = v.as_py()
-    if isinstance(v, bool):
-        return "TRUE" if v else "FALSE"
-    if isinstance(v, str):
-        return "'" + v.replace("'", "''") + "'"
-    if isinstance(v, _dt.datetime):
-        return f"TIMESTAMP '{v.isoformat(sep=' ')}'"
-    if isinstance(v, _dt.date):
-        return f"DATE '{v.isoformat()}'"
-    if isinstance(v, _dt.time):
-        return f"TIME '{v.isoformat()}'"
-    if isinstance(v, (bytes, bytearray)):
-        return "X'" + bytes(v).hex() + "'"
-    if isinstance(v, (float, decimal.Decimal)):
-        return repr(float(v)) if isinstance(v, float) else str(v)
-    return str(v)
+    """SQL text of a leaf's literal (a Python value or a bound Arrow scalar) that reads back
+    as the same value."""
+    return literal_sql(v)
 
 
 class _Sql(ExprVisitor[str]):
@@ -489,19 +469,19 @@ class _Sql(ExprVisitor[str]):
         return f"(NOT {c})"
 
     def visit_compare(self, e):
-        return f"{_ident(e.name)} {e.op} {sql_literal(e.value)}"
+        return f"{ident(e.name)} {e.op} {sql_literal(e.value)}"
 
     def visit_in(self, e):
-        return f"{_ident(e.name)} IN ({', '.join(map(sql_literal, e.values))})"
+        return f"{ident(e.name)} IN ({', '.join(map(sql_literal, e.values))})"
 
     def visit_not_in(self, e):
-        return f"{_ident(e.name)} NOT IN ({', '.join(map(sql_literal, e.values))})"
+        return f"{ident(e.name)} NOT IN ({', '.join(map(sql_literal, e.values))})"
 
     def visit_is_null(self, e):
-        return f"{_ident(e.name)} IS NULL"
+        return f"{ident(e.name)} IS NULL"
 
     def visit_not_null(self, e):
-        return f"{_ident(e.name)} IS NOT NULL"
+        return f"{ident(e.name)} IS NOT NULL"
 
     def visit_predicate(self, e):
         return term_sql(e.term)

@@ -139,6 +139,12 @@ def sql_type(t: pa.DataType) -> str:
         return f"DECIMAL({t.precision}, {t.scale})"
     if pa.types.is_timestamp(t):
         return "TIMESTAMP" if t.tz is not None else "TIMESTAMP_NTZ"
+    if pa.types.is_map(t):
+        return f"MAP<{sql_type(t.key_type)}, {sql_type(t.item_type)}>"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return f"ARRAY<{sql_type(t.value_type)}>"
+    if pa.types.is_struct(t):
+        return "STRUCT<" + ", ".join(f"{t.field(i).name}: {sql_type(t.field(i).type)}" for i in range(t.num_fields)) + ">"
     return str(t).upper()
 
 

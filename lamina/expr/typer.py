@@ -71,7 +71,7 @@ class Resolver:
         for step in rest:
             if not pa.types.is_struct(t):
                 raise InvalidPredicate(
-                    f"{'.'.join(path)!r}: {'.'.join(resolved)} is a {T.describe(t)}, not a struct; "
+                    f"{'.'.join(path)!r}: {'.'.join(resolved)} is {T.describe(t)}, not a struct; "
                     "use element_at(x, key) or x[index] for maps and arrays")
             names = [t.field(i).name for i in range(t.num_fields)]
             match = [n for n in names if n == step] or [n for n in names if n.lower() == step.lower()]

@@ -104,6 +104,7 @@ def test_files(table):
     assert "2 files, 3 rows" in out
     a = rows_of(ok("files", table.uri, "--where", "c = 'a'"))
     assert [r[0].split("/")[1] for r in a] == ["c=a"] and a[0][4] == "0"
+    assert rows_of(ok("files", table.uri, "--where", "c LIKE 'a%' AND length(c) = 1")) == a  # an expression prunes too
     v1 = rows_of(ok("files", table.uri, "--version", "1"))
     assert {r[0] for r in v1} == set(table.files(version=1).column("path").to_pylist())
     assert all(r[4] == "0" for r in v1)  # no deletion vector at version 1
@@ -365,6 +366,7 @@ BAD = [
     (["files", "{t}", "--version", "99"], "version 99"),
     (["files", "{t}", "--version", "no-such-tag"], "no tag 'no-such-tag'"),
     (["files", "{t}", "--where", "nope > 1"], "nope"),
+    (["files", "{t}", "--where", "frob(c) = 1"], "unknown function frob()"),
     (["system", "{t}", "files", "--version", "99"], "version 99"),
     (["rollback", "{t}", "99"], "version 99"),
     (["rollback", "{t}", "no-such-tag"], "no tag 'no-such-tag'"),

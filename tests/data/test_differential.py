@@ -30,6 +30,7 @@ CI runs a fixed number of examples (derandomized, tests/conftest.py). A longer r
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import os
@@ -256,6 +257,20 @@ def _ids(t: pa.Table) -> list[int]:
     return sorted(t.column("id").to_pylist())
 
 
+@contextlib.contextmanager
+def _case_table(duck, case: Case):
+    """The case's table (in a temp dir), the paths of all its files and all its live rows;
+    DuckDB's view ``t`` holds the same live rows. Checks the two agree."""
+    live = case.rows.filter(pc.invert(pc.is_in(case.rows.column("id"), pa.array(case.deleted, pa.int64()))))
+    duck.register("t", live)
+    with tempfile.TemporaryDirectory() as root:
+        t = _table(root, case)
+        everything = t.scan().to_arrow()
+        assert _ids(everything) == _ids(live)
+        yield t, set(t.scan().plan().entries.column("path").to_pylist()), everything
+        flush_hints()  # the last commit's hint is written in the background: before the directory goes
+
+
 @pytest.fixture(scope="module")
 def duck():
     con = duckdb.connect()
@@ -279,17 +294,7 @@ def test_duckdb_orders_nan_as_lamina(duck):
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(cases(), st.lists(predicates, min_size=PREDICATES_PER_TABLE, max_size=PREDICATES_PER_TABLE))
 def test_scan_equals_duckdb(duck, case, preds):
-    live = case.rows.filter(pc.invert(pc.is_in(case.rows.column("id"), pa.array(case.deleted, pa.int64()))))
-    # Copied into DuckDB's own storage: over a registered Arrow table DuckDB 1.5.5 pushes
-    # comparisons into Arrow's scan, where every comparison with NaN is false.
-    duck.register("t_arrow", live)
-    duck.execute("CREATE OR REPLACE TABLE t AS SELECT * FROM t_arrow")
-    duck.unregister("t_arrow")
-    with tempfile.TemporaryDirectory() as root:
-        t = _table(root, case)
-        every_file = set(t.scan().plan().entries.column("path").to_pylist())
-        everything = t.scan().to_arrow()
-        assert _ids(everything) == _ids(live)
+    with _case_table(duck, case) as (t, every_file, everything):
         for n, (text, duck_sql) in enumerate(preds):
             want = sorted(r[0] for r in duck.execute(f"SELECT id FROM t WHERE {duck_sql}").fetchall())
             context = (text, duck_sql, case.partition_by)
@@ -306,7 +311,6 @@ def test_scan_equals_duckdb(duck, case, preds):
             for path in every_file - set(scan.plan().entries.column("path").to_pylist()):
                 skipped = pq.read_table(t.io.local_path(path), schema=SCHEMA)
                 assert skipped.filter(exact).num_rows == 0, (context, path)
-        flush_hints()  # the last commit's hint is written in the background: before the directory goes
 
 
 # --- expressions -----------------------------------------------------------------------------------
@@ -332,12 +336,7 @@ def test_expressions_equal_duckdb(duck, case, preds):
     over every row and DuckDB select the same rows, and no skipped file holds a match. Where
     the engines' semantics differ the DuckDB text says what Lamina means
     (``sql_expressions.DIFFERENCES``, by name)."""
-    live = case.rows.filter(pc.invert(pc.is_in(case.rows.column("id"), pa.array(case.deleted, pa.int64()))))
-    duck.register("t", live)
-    with tempfile.TemporaryDirectory() as root:
-        t = _table(root, case)
-        every_file = set(t.scan().plan().entries.column("path").to_pylist())
-        everything = t.scan().to_arrow()
+    with _case_table(duck, case) as (t, every_file, everything):
         for n, (text, duck_sql) in enumerate(preds):
             context = (text, duck_sql, case.partition_by)
             want = _duck_ids(duck, duck_sql)
@@ -355,7 +354,6 @@ def test_expressions_equal_duckdb(duck, case, preds):
             for path in every_file - set(scan.plan().entries.column("path").to_pylist()):
                 skipped = pq.read_table(t.io.local_path(path), schema=SCHEMA)
                 assert skipped.filter(exact).num_rows == 0, (context, path)
-        flush_hints()
 
 
 # --- pruning by monotone terms ---------------------------------------------------------------------

@@ -243,3 +243,14 @@ def test_partition_values_prune_terms_where_files_keep_no_statistics(tmp_path):
     assert _files(t, "ts + INTERVAL 1 DAY < TIMESTAMP '2023-12-27'") == 1
     assert _files(t, "CAST(ts AS DATE) IN (DATE '2023-12-30', DATE '2024-01-02')") == 2
     assert t.scan(where="year(ts) = 2024").to_arrow().column("id").to_pylist() == list(range(28, 40))
+
+
+def test_change_feed_filters_by_expressions(tmp_path):
+    t = lamina.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("s", pa.string())]))
+    t.append(pa.table({"id": pa.array([1, 2, 3], pa.int64()), "s": ["ab", "Ac", "b"]}))
+    t.update("id = 2", set={"s": "upper(s) || '!'"})
+    t.delete("lower(s) LIKE 'a%' AND id % 2 = 1")
+    got = t.changes(0, where="lower(substring(s, 1, 1)) = 'a'").to_arrow()
+    assert sorted((r["_commit_version"], r["_change_type"], r["id"], r["s"]) for r in got.to_pylist()) == [
+        (1, "insert", 1, "ab"), (1, "insert", 2, "Ac"), (2, "update_postimage", 2, "AC!"), (2, "update_preimage", 2, "Ac"),
+        (3, "delete", 1, "ab")]

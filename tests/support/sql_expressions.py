@@ -33,6 +33,8 @@ DIFFERENCES = {
     "date_plus_interval": "DATE + INTERVAL is a DATE in Spark, a TIMESTAMP in DuckDB: the DuckDB side casts it to DATE",
     "datediff": "datediff(end, start) in Spark is DuckDB's datediff('day', start, end)",
     "concat_null": "concat() with a NULL is NULL in Spark, skips it in DuckDB: the DuckDB side uses ||",
+    "int_functions": "date parts, length, datediff and size are INT in Spark, BIGINT in DuckDB (so they overflow "
+                     "apart): the DuckDB side casts them to INT",
     "evaluation_errors": "a row that overflows or does not fit a CAST fails in both, but which rows are "
                          "evaluated (and so whether a statement fails) depends on the order each engine "
                          "evaluates AND, OR and CASE in and on pruning: predicates DuckDB fails on are not compared",
@@ -49,7 +51,7 @@ def _kinds():
     return ("int", "f32", "float", "dec", "str", "date", "ts", "tz")
 
 
-# (DuckDB's date parts, lengths and sizes are BIGINT, Spark's INT: cast, so that both overflow alike)
+# (int_functions: DuckDB's date parts, lengths and sizes are BIGINT, Spark's INT)
 INT_ATOMS = [("i", "i"), ("k", "k"), ("n", "n"), ("st.x", "st.x"), ("length(s)", "CAST(length(s) AS INT)"),
              ("year(d)", "CAST(year(d) AS INT)"), ("month(ts)", "CAST(month(ts) AS INT)"), ("day(tz)", "CAST(day(tz) AS INT)"),
              ("hour(ts)", "CAST(hour(ts) AS INT)"), ("hour(tz)", "CAST(hour(tz) AS INT)"), ("quarter(d)", "CAST(quarter(d) AS INT)"),
