@@ -396,8 +396,14 @@ class _Binder(ExprVisitor[Expr]):
         self.lower = {}
         for n in schema.names:
             self.lower.setdefault(n.lower(), []).append(n)
-        self.resolver = Resolver(list(schema.arrow))
+        self._resolver: Resolver | None = None  # (made for the first expression leaf: a wide schema's is not free)
         self.now = now or _dt.datetime.now(_dt.timezone.utc)  # the statement's clock (current_date, ...)
+
+    @property
+    def resolver(self) -> Resolver:
+        if self._resolver is None:
+            self._resolver = Resolver(list(self.schema.arrow))
+        return self._resolver
 
     def field(self, name: str) -> pa.Field:
         self.leaves += 1

@@ -636,14 +636,6 @@ def like_parts(pattern: str, escape: str) -> list[tuple[str, str]]:
     return merged
 
 
-def like_prefix(call: Call) -> str | None:
-    """The fixed prefix every string a (case-sensitive) LIKE pattern matches starts with."""
-    if call.fn != "like":
-        return None
-    parts = like_parts(call.opts[1], call.opts[0])
-    return parts[0][1] if parts and parts[0][0] == "lit" else ""
-
-
 def _bind_like(call: Call) -> Term:
     x = _string_arg(call, 0)
     pattern = literal_value(call.args[1], call, "a LIKE pattern")
@@ -967,14 +959,6 @@ _UNITS = {
     "microsecond": "microsecond", "microseconds": "microsecond",
 }
 _DATE_UNITS = ("year", "quarter", "month", "week")
-
-
-def utc(x: Expr, t: pa.DataType) -> Expr:
-    """A zoned timestamp in UTC (Lamina's time zone; Arrow's field kernels read a zoned
-    timestamp in its own zone)."""
-    if pa.types.is_timestamp(t) and t.tz is not None and t.tz != "UTC":
-        return _cast(x, pa.timestamp(t.unit, "UTC"))
-    return x
 
 
 def utc_type(t: pa.DataType) -> pa.DataType:

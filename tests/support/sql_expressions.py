@@ -47,10 +47,6 @@ def _pair(lam: str, duck: str | None = None) -> tuple[str, str]:
     return lam, duck if duck is not None else lam
 
 
-def _kinds():
-    return ("int", "f32", "float", "dec", "str", "date", "ts", "tz")
-
-
 # (int_functions: DuckDB's date parts, lengths and sizes are BIGINT, Spark's INT)
 INT_ATOMS = [("i", "i"), ("k", "k"), ("n", "n"), ("st.x", "st.x"), ("length(s)", "CAST(length(s) AS INT)"),
              ("year(d)", "CAST(year(d) AS INT)"), ("month(ts)", "CAST(month(ts) AS INT)"), ("day(tz)", "CAST(day(tz) AS INT)"),
@@ -124,9 +120,6 @@ def numeric(draw, depth: int = 2) -> tuple[str, str, str]:
     if shape == "if":
         return f"IF({cond[0]}, {lam_a}, {lam_b})", f"if({cond[1]}, {duck_a}, {duck_b})", kind
     return f"(CASE WHEN {cond[0]} THEN {lam_a} ELSE {lam_b} END)", f"(CASE WHEN {cond[1]} THEN {duck_a} ELSE {duck_b} END)", kind
-
-
-_WIDER = {"int": 0, "dec": 1, "f32": 2, "float": 3}
 
 
 def _result_kind(a: str, b: str) -> str:
