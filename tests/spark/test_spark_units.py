@@ -72,6 +72,9 @@ def _spark_truth(f) -> list[bool]:
             return v is None
         if isinstance(f, sds.IsNotNull):
             return v is not None
+        patterns = {sds.StringStartsWith: str.startswith, sds.StringEndsWith: str.endswith, sds.StringContains: str.__contains__}
+        if type(f) in patterns:
+            return None if v is None else patterns[type(f)](v, f.value)
         raise AssertionError(f)
 
     return [ev(f, row) is True for row in ROWS.to_pylist()]
@@ -91,7 +94,8 @@ FILTERS = [
     sds.In(("x",), (float("nan"), 0.0)), sds.Not(sds.In(("x",), (float("nan"), 1.0))), sds.Not(sds.In(("x",), (0.0, 1.0))),
     sds.EqualTo(("x",), 0.0), sds.LessThan(("x",), 0.0), sds.EqualNullSafe(("x",), float("nan")),
     sds.Not(sds.GreaterThanOrEqual(("x",), float("inf"))),
-    sds.EqualTo(("S",), "a"), sds.LessThan(("s",), "b"), sds.StringStartsWith(("s",), "a"),
+    sds.EqualTo(("S",), "a"), sds.LessThan(("s",), "b"), sds.StringStartsWith(("s",), "a"), sds.StringEndsWith(("s",), "B"),
+    sds.StringContains(("s",), ""), sds.Not(sds.StringStartsWith(("s",), "a")),
     sds.GreaterThanOrEqual(("ts",), dt.datetime(1970, 1, 1, tzinfo=UTC)), sds.LessThan(("ts",), dt.datetime(1970, 1, 2, tzinfo=UTC)),
     sds.LessThan(("n",), dt.datetime(1970, 1, 1, 0, 0, 0, 6)), sds.EqualTo(("d",), dt.date(1970, 1, 2)),
     sds.GreaterThan(("nested", "field"), 1),
@@ -118,8 +122,9 @@ def test_float_filters_are_taken_since_lamina_orders_nan_as_spark():
     for f in (sds.GreaterThan(("x",), 0.0), sds.GreaterThanOrEqual(("x",), 0.0), sds.Not(sds.LessThan(("x",), 0.0)),
               sds.EqualTo(("x",), float("nan")), sds.In(("x",), (float("nan"),))):
         assert from_spark_filter(f, SCHEMA) is not None, f
-    for f in (sds.StringStartsWith(("s",), "a"), sds.Not(sds.In(("id",), (1, None))), sds.Not(sds.EqualNullSafe(("x",), 1.0))):
+    for f in (sds.Not(sds.In(("id",), (1, None))), sds.Not(sds.EqualNullSafe(("x",), 1.0))):
         assert from_spark_filter(f, SCHEMA) is None, f
+    assert from_spark_filter(sds.StringStartsWith(("s",), "a"), SCHEMA) is not None  # a Lamina expression (issue 50)
 
 
 @settings(max_examples=200, deadline=None)
@@ -188,7 +193,11 @@ def test_where_option_reads_back_as_the_same_predicate_or_is_left_out(tmp_path):
         text = where_option(scan)
         assert text is not None and bind(text, scan.schema) == scan.predicate, where
     assert where_option(t.scan()) is None
-    assert where_option(t.scan(where=col("x") < float("inf"))) is None  # "x < inf" does not parse back
+    for e in (col("x") < float("inf"), col("x") >= float("-inf")):  # (their literals read back as typed casts)
+        scan = t.scan(where=e)
+        assert bind(where_option(scan), scan.schema) == scan.predicate
+    scan = t.scan(where="id + 1 > 3 AND lower(s) LIKE 'a%'")
+    assert bind(where_option(scan), scan.schema) == scan.predicate
 
 
 def test_streaming_batches_commit_and_abort_through_writers_made_anew(tmp_path):
