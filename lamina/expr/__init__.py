@@ -1,4 +1,5 @@
-"""Row predicates: build (``col("id") >= 10``) or parse (``"id >= 10"``), bind, filter, prune.
+"""Row predicates: build (``col("id") >= 10``) or parse (``"id >= 10"``, any Spark SQL boolean
+expression: ``"lower(s) LIKE 'a%' AND id + 1 > 18"``), bind, filter, prune (docs/expressions.md).
 
 Typical flow::
 
