@@ -216,8 +216,8 @@ def main() -> None:
                "finding the rows: reading the predicate's columns and evaluating it with Arrow's kernels "
                "(for `lower(...)`, utf8_lower over every string) on 2 cores, against DuckDB's reader and kernels")
         notes.append(
-            f"- **MISS** `{q}`: Lamina {fmt_s(lam)}, DuckDB {fmt_s(duck)} ({lam / duck:.2f}×); matches are in "
-            f"{files_read[q]} of {len(files)} files, so nothing is pruned. From the id-only runs: finding the rows takes "
+            f"- **MISS** `{q}`: Lamina {fmt_s(lam)}, DuckDB {fmt_s(duck)} ({lam / duck:.2f}×); Lamina reads "
+            f"{files_read[q]} of {len(files)} files (the files that may hold a match). From the id-only runs: finding the rows takes "
             f"Lamina {fmt_s(lam_id)}, DuckDB {fmt_s(duck_id)} ({lam_id / duck_id:.2f}×); the other columns add "
             f"Lamina {fmt_s(max(rest_lam, 0.0))}, DuckDB {fmt_s(max(rest_duck, 0.0))}. Bottleneck: {why}.")
     header = standalone_header(out_md, "bench/expressions_bench.py", command_line("bench/expressions_bench.py", sys.argv[1:]),
