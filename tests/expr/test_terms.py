@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lamina
-from lamina.errors import EvaluationError, InvalidArgument, InvalidPredicate
+from lamina.errors import EvaluationError, InvalidArgument, InvalidPredicate, SchemaMismatch
 from lamina.expr import AlwaysFalse, Compare, Predicate, bind, filter_rows, to_arrow_filter, to_sql
 from lamina.spec.schema import Schema
 
@@ -184,9 +184,12 @@ def test_current_date_and_timestamp_are_the_statements_clock():
 def test_update_values_and_merge_conditions_use_the_same_expressions(tmp_path):
     t = lamina.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("x", pa.int32()), ("s", pa.string())]))
     t.append(pa.table({"id": pa.array([1, 2, 3], pa.int64()), "x": pa.array([7, 8, None], pa.int32()), "s": ["ab", "CD", None]}))
-    t.update("x % 2 = 1 OR s IS NULL", set={"x": "coalesce(x, 0) / 2", "s": "lower(coalesce(s, 'N')) || '!'"})
+    with pytest.raises(SchemaMismatch, match="does not convert exactly"):  # 7 / 2 = 3.5: no INT holds it
+        t.update("x % 2 = 1 OR s IS NULL", set={"x": "coalesce(x, 0) / 2"})
+    assert t.version == 1
+    t.update("x % 2 = 1 OR s IS NULL", set={"x": "CAST(coalesce(x, 0) / 2 AS INT)", "s": "lower(coalesce(s, 'N')) || '!'"})
     assert t.scan().to_arrow().sort_by("id").to_pylist() == [
-        {"id": 1, "x": 3, "s": "ab!"}, {"id": 2, "x": 8, "s": "CD"}, {"id": 3, "x": 0, "s": "n!"}]  # 7 / 2 = 3.5, stored as INT 3
+        {"id": 1, "x": 3, "s": "ab!"}, {"id": 2, "x": 8, "s": "CD"}, {"id": 3, "x": 0, "s": "n!"}]  # CAST truncates 3.5 to 3
     src = pa.table({"id": pa.array([2, 3, 4], pa.int64()), "x": pa.array([1, 2, 3], pa.int32()), "s": ["q", "r", "s"]})
     (t.merge(src, on="id")
         .when_matched_update({"x": "CASE WHEN source.x > target.x THEN source.x ELSE target.x + source.x END"},
