@@ -132,6 +132,21 @@ cat = lamina.load_catalog(f"sqlite:///{LAKE}/catalog.db")
 cat.create_namespace("shop")
 cat.create_table("shop.orders", schema, properties={"iceberg.enabled": "true"}).append(rows)
 """,
+    "docs/expressions.md": """
+ex_schema = pa.schema([("id", pa.int64()), ("s", pa.string()), ("event_date", pa.date32()), ("country", pa.string()),
+                       ("qty", pa.int32()), ("amount", pa.float64()), ("status", pa.string()),
+                       ("payload", pa.struct([("user", pa.struct([("id", pa.int64())]))])),
+                       ("ts", pa.timestamp("us", "UTC"))])
+today = datetime.now(timezone.utc).date()
+rows = pa.table({"id": list(range(40)), "s": [f"x{i}" for i in range(40)],
+                 "event_date": [today - timedelta(days=5 * i) for i in range(40)],
+                 "country": [["FR", "de", "it"][i % 3] for i in range(40)], "qty": list(range(0, 80, 2)),
+                 "amount": [50.0 * i for i in range(40)], "status": ["open"] * 40,
+                 "payload": [{"user": {"id": i % 10}} for i in range(40)], "ts": [at(1)] * 40}, schema=ex_schema)
+t = lamina.create_table("warehouse/expressions", ex_schema)
+t.append(rows)
+src = rows.slice(0, 3).set_column(8, "ts", pa.array([at(2)] * 3, pa.timestamp("us", "UTC")))
+""",
     "docs/convert.md": "",
     "docs/storage.md": "",
     "docs/spark.md": "",
