@@ -801,6 +801,10 @@ def _cast_expr(x: Expr, src: pa.DataType, dst: pa.DataType, safe: bool) -> Expr:
         return _cast(x, dst)
     if T.is_string(src):
         return _cast_string(x, dst, safe)
+    if T.is_decimal(src) and T.is_float(dst):
+        # Through the decimal's exact text: Arrow's cast multiplies by a power of ten, off by an
+        # ulp (0.3 becomes 0.30000000000000004); parsing the text rounds once, to the nearest.
+        return _cast(_cast(x, pa.string()), dst)
     if T.is_numeric(src) and T.is_float(dst):
         return _cast(x, dst, safe=False)  # rounds to the nearest (Arrow's checked cast refuses inexact ones)
     if T.is_float(src) and T.is_integer(dst):
