@@ -8,9 +8,7 @@ table: ``id`` (the table uuid), ``namespace``, ``name``, ``location``,
 ever changed by the compare-and-swap in ``_swap`` (see ``coordinator.py``).
 
 Every statement is parameterized; names are validated before they get here
-anyway. Connection problems become CatalogUnreachable (while connecting) or
-StorageError (mid-operation: the outcome of a swap is then unknown and the
-committer resolves it), with the password never in a message.
+anyway. The connections (and what their failures become) are ``sql_backends.py``'s.
 """
 
 from __future__ import annotations
@@ -20,16 +18,14 @@ import json
 import logging
 import os
 import shutil
-import sqlite3
-import threading
 import time
 import urllib.parse
-from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
 
 from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
+from lamina.catalog.sql_backends import Backend, PostgresBackend, SqliteBackend, redact
 from lamina.commit import Committer, flush_hints
 from lamina.commit.committer import step
 from lamina.catalog.coordinator import CatalogVersionLog, Row, SqlCoordinator
@@ -40,7 +36,6 @@ from lamina.errors import (
     CatalogError,
     CatalogTableAlreadyExists,
     CatalogTableNotFound,
-    CatalogUnreachable,
     InvalidCatalogUri,
     NamespaceAlreadyExists,
     NamespaceNotEmpty,
@@ -97,155 +92,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def redact(uri: str) -> str:
-    """``uri`` with its password (if any) replaced by ``***``."""
-    p = urllib.parse.urlsplit(uri)
-    userinfo, at, hostport = p.netloc.rpartition("@")  # raw text: a bad port must not hide the password
-    if not at or ":" not in userinfo:
-        return uri
-    netloc = f"{userinfo.partition(':')[0]}:***@{hostport}"
-    return urllib.parse.urlunsplit((p.scheme, netloc, p.path, p.query, p.fragment))
-
-
-def _scrub(message: str, secret: str | None) -> str:
-    return message.replace(secret, "***") if secret else message
-
-
-# --- backends ---------------------------------------------------------------------------
-
-
-class _Backend:
-    """A connection and a transaction helper; ``q(sql, params)`` runs one statement (``?`` marks)."""
-
-    uri: str  # redacted
-    IntegrityError: type[Exception]
-    # Appended to a SELECT in a writing transaction: keeps the rows read from changing until it
-    # ends. SQLite needs nothing (a writing transaction holds the database's write lock).
-    lock_shared = ""
-
-    def tx(self, write: bool = True) -> Any:  # context manager yielding q
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
-
-
-class _SQLite(_Backend):
-    def __init__(self, path: str, uri: str) -> None:
-        self.path = path
-        self.uri = uri
-        self.IntegrityError = sqlite3.IntegrityError
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._connect()
-
-    def _connect(self) -> sqlite3.Connection:
-        if self._conn is None:
-            try:
-                parent = os.path.dirname(self.path)
-                if parent:
-                    os.makedirs(parent, exist_ok=True)
-                # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so every
-                # transaction takes the write lock up front (no upgrade deadlocks), and
-                # the busy timeout makes racing processes queue instead of failing.
-                conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
-                conn.execute("PRAGMA busy_timeout = 60000")
-                # WAL: readers do not block the writer and vice versa (local disks only,
-                # which is where an embedded catalog lives).
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = FULL")
-            except (sqlite3.Error, OSError) as e:
-                raise CatalogUnreachable(f"cannot open catalog {self.uri}: {e}") from None
-            self._conn = conn
-        return self._conn
-
-    @contextmanager
-    def tx(self, write: bool = True) -> Iterator[Callable[..., Any]]:
-        with self._lock:
-            conn = self._connect()
-            try:
-                # Writers take the lock up front; readers (WAL) see a snapshot without any lock.
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            except sqlite3.Error as e:
-                raise StorageError(f"catalog {self.uri}: could not start a transaction: {e}") from None
-            try:
-                yield lambda sql, params=(): conn.execute(sql, params)
-                conn.execute("COMMIT")
-            except BaseException as e:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-                if isinstance(e, sqlite3.IntegrityError):
-                    raise
-                if isinstance(e, sqlite3.Error):
-                    raise StorageError(f"catalog {self.uri}: {type(e).__name__}: {e}") from None
-                raise
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-
-class _Postgres(_Backend):
-    lock_shared = " FOR SHARE"
-
-    def __init__(self, conninfo: str, uri: str, password: str | None) -> None:
-        try:
-            import psycopg
-        except ImportError:
-            raise CatalogError(
-                "PostgreSQL catalogs need psycopg: pip install 'lamina[postgres]'"
-            ) from None
-        self._psycopg = psycopg
-        self.conninfo = conninfo
-        self.uri = uri
-        self._password = password
-        self.IntegrityError = psycopg.IntegrityError
-        self._lock = threading.Lock()
-        self._conn: Any = None
-        self._connect()
-
-    def _connect(self) -> Any:
-        if self._conn is None or self._conn.closed:
-            try:
-                self._conn = self._psycopg.connect(self.conninfo, autocommit=True)
-            except self._psycopg.Error as e:
-                raise CatalogUnreachable(
-                    f"cannot connect to catalog {self.uri}: {_scrub(str(e).strip(), self._password)}"
-                ) from None
-        return self._conn
-
-    @contextmanager
-    def tx(self, write: bool = True) -> Iterator[Callable[..., Any]]:
-        psycopg = self._psycopg
-        with self._lock:
-            conn = self._connect()
-            try:
-                with conn.transaction():
-                    yield lambda sql, params=(): conn.execute(sql.replace("?", "%s"), params)
-            except psycopg.IntegrityError:
-                raise
-            except psycopg.Error as e:
-                if isinstance(e, psycopg.OperationalError) or conn.closed:
-                    # The connection is gone: whatever we sent may or may not have been
-                    # applied. Reconnect next time; the caller decides what unknown means.
-                    try:
-                        conn.close()
-                    except psycopg.Error:
-                        pass
-                    self._conn = None
-                raise StorageError(f"catalog {self.uri}: {type(e).__name__}: {_scrub(str(e).strip(), self._password)}") from None
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-
 # --- the catalog ------------------------------------------------------------------------
 
 
@@ -265,7 +111,7 @@ def _read(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 class SqlCatalog(Catalog):
     def __init__(
-        self, backend: _Backend, warehouse: str | None, storage_options: Mapping[str, Any] | None = None,
+        self, backend: Backend, warehouse: str | None, storage_options: Mapping[str, Any] | None = None,
         *, init_lock: str | None = None,
     ) -> None:
         self._db = backend
@@ -289,7 +135,7 @@ class SqlCatalog(Catalog):
 
     @property
     def is_postgres(self) -> bool:
-        return isinstance(self._db, _Postgres)
+        return isinstance(self._db, PostgresBackend)
 
     def sql_transaction(self) -> Any:
         """A write transaction on the catalog's database (``with ... as q: q(sql, params)``)."""
@@ -770,7 +616,7 @@ def open_sqlite(uri: str, warehouse: str | None, storage_options: Mapping[str, A
     p = urllib.parse.urlsplit(uri)
     q = dict(urllib.parse.parse_qsl(p.query))
     warehouse = warehouse or q.get("warehouse") or os.path.dirname(path)
-    cat = SqlCatalog(_SQLite(path, uri), warehouse, storage_options)
+    cat = SqlCatalog(SqliteBackend(path, uri), warehouse, storage_options)
     cat._reopen = (f"sqlite:///{path}?" + urllib.parse.urlencode({"warehouse": warehouse}), None)
     return cat
 
@@ -792,7 +638,7 @@ def open_postgres(uri: str, warehouse: str | None, storage_options: Mapping[str,
     secret = urllib.parse.unquote(p.password) if p.password else password
     given = rest + ([("password", password)] if password and not p.password else [])
     conninfo = urllib.parse.urlunsplit(("postgresql", p.netloc, p.path, urllib.parse.urlencode(given), ""))
-    backend = _Postgres(conninfo, redact(uri), secret)
+    backend = PostgresBackend(conninfo, redact(uri), secret)
     # Serialize schema creation across sessions (CREATE TABLE IF NOT EXISTS is not race-free).
     cat = SqlCatalog(backend, warehouse, storage_options, init_lock="SELECT pg_advisory_xact_lock(7318323)")
     netloc = p.netloc.rpartition("@")
