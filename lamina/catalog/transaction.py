@@ -99,7 +99,7 @@ from lamina.table.transaction import Transaction
 
 if TYPE_CHECKING:
     from lamina.catalog.sql import SqlCatalog
-    from lamina.table.scan import Scan
+    from lamina.data.scan import Scan
 
 log = logging.getLogger(__name__)
 
