@@ -159,6 +159,15 @@ class PropertyCannotChange(InvalidArgument):
     asked to change; the message says why. Nothing was committed."""
 
 
+class UnsupportedStatement(InvalidArgument):
+    """A SQL statement on a Lamina table (``lamina.spark.sql``) uses a clause Lamina does not
+    carry out; ``clause`` names it. Nothing was committed."""
+
+    def __init__(self, message: str, clause: str) -> None:
+        super().__init__(message)
+        self.clause = clause
+
+
 # --- commits ---------------------------------------------------------------------
 
 

@@ -27,6 +27,12 @@
         write(day_df, tx.table("shop.orders")); write(summary_df, tx.table("shop.daily"))
     read(spark, "shop.daily", snapshot=cat.snapshot())               # every table at one catalog state
 
+    # SQL statements as for Delta (lamina.spark.statements): DDL, DML, time travel, procedures.
+    sql(spark, "MERGE INTO shop.orders t USING changes s ON t.id = s.id WHEN MATCHED THEN UPDATE SET * "
+               "WHEN NOT MATCHED THEN INSERT *", catalog=cat).show()      # num_affected_rows, num_updated_rows, ...
+    sql(spark, "SELECT * FROM lamina.`warehouse/orders` VERSION AS OF 3")
+    sql(spark, "CALL lamina.system.rewrite_data_files(table => 'shop.orders')", catalog=cat)
+
 See docs/spark.md.
 """
 
@@ -37,8 +43,9 @@ from lamina.spark.datasource import LaminaDataSource, register
 from lamina.spark.rowlevel import SparkMergeBuilder, delete, merge, update
 from lamina.spark.read import read
 from lamina.spark.session import spark_session
+from lamina.spark.statements import sql
 from lamina.spark.streaming import foreach_batch_writer
 from lamina.spark.system import system_table
 from lamina.spark.write import write
 
-__all__ = ["LaminaDataSource", "SparkMergeBuilder", "arrow_schema", "compact", "delete", "foreach_batch_writer", "merge", "read", "read_changes", "register", "spark_session", "system_table", "update", "write"]
+__all__ = ["LaminaDataSource", "SparkMergeBuilder", "arrow_schema", "compact", "delete", "foreach_batch_writer", "merge", "read", "read_changes", "register", "spark_session", "sql", "system_table", "update", "write"]

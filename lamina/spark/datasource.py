@@ -49,6 +49,9 @@ from lamina.spec.stats import StatsPolicy, stats_policy
 from lamina.operations.schema import UpdateSchema
 from lamina.spark._target import TableRef
 from lamina.spark._types import arrow_schema, batch_schema, check_writable, spark_schema
+from lamina.spark.registered import (
+    check_registered_schema, is_registration, not_registered, registered_options, registration, with_registration,
+)
 from lamina.spark.read import resolve_scan
 from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID
 from lamina.spec.properties import WriterProperties
@@ -604,16 +607,34 @@ class LaminaDataSource(DataSource):
             return changes_spark_schema(scan)
         scan = resolve_scan(table, where=_opt(self.options, "where"), columns=columns, **_time_travel(self.options))
         self.version = scan.version
-        return spark_schema(scan.arrow_schema_of(scan.output_columns))
+        schema = spark_schema(scan.arrow_schema_of(scan.output_columns))
+        if is_registration(self.options):  # CREATE TABLE ... USING lamina: Spark's catalog records this schema
+            return with_registration(schema, registration(self.options, _STORAGE_KEYS))
+        return schema
+
+    def _registered(self, schema: StructType, what: str) -> dict[str, str]:
+        """The options of a read or write of a table registered in Spark's catalog, which Spark
+        gives only its recorded schema (lamina.spark.registered), with those of the query."""
+        recorded = registered_options(schema)
+        if recorded is None:
+            raise not_registered(what)
+        return {**recorded, **{k.lower(): v for k, v in self.options.items()}}
+
+    def _registered_read(self, schema: StructType) -> tuple[dict[str, str], int]:
+        """A registered table's read options and version: its latest, in the columns Spark recorded."""
+        options = self._registered(schema, "reads")
+        table = _ref(options).open()
+        scan = resolve_scan(table, where=_opt(options, "where"), **_time_travel(options))
+        current = spark_schema(scan.arrow_schema_of(scan.output_columns))
+        options["columns"] = json.dumps(check_registered_schema(schema, current, table.uri))
+        return options, scan.version
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from lamina.spark.changes import LaminaChangesReader, reads_changes
 
-        if self.version is None:  # Spark calls schema() unless the read was given one
-            raise InvalidArgument(
-                "format('lamina') reads the table's own schema (of the version it reads); "
-                "remove .schema(...) from the read"
-            )
+        if self.version is None:  # Spark calls schema() unless it has one: a read given one, or a catalog table's
+            options, version = self._registered_read(schema)
+            return LaminaReader(options, schema, version)
         if reads_changes(self.options):
             if self.change_start is None:
                 raise InvalidArgument(
@@ -626,15 +647,21 @@ class LaminaDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from lamina.spark.stream_source import LaminaStreamReader
 
-        if self.version is None:
-            raise InvalidArgument("format('lamina') streams the table's own schema; remove .schema(...) from the read")
+        if self.version is None:  # spark.readStream.table(name) of a catalog table's
+            options, version = self._registered_read(schema)
+            return LaminaStreamReader(options, schema, version)
         return LaminaStreamReader(self.options, schema, self.version)
 
+    def _write_options(self, schema: StructType) -> Mapping[str, str]:
+        """A write's options: its own, or (INSERT INTO a Spark catalog table, which Spark hands
+        no path) the registered table's."""
+        return self.options if _opt(self.options, "path") is not None else self._registered(schema, "writes")
+
     def writer(self, schema: StructType, overwrite: bool) -> LaminaWriter:
-        return LaminaWriter(self.options, schema, overwrite)
+        return LaminaWriter(self._write_options(schema), schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> LaminaStreamWriter:
-        return LaminaStreamWriter(self.options, schema, overwrite)
+        return LaminaStreamWriter(self._write_options(schema), schema, overwrite)
 
 
 def register(spark: Any) -> None:

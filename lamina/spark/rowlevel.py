@@ -212,27 +212,32 @@ class _Clock:
 # -- delete -------------------------------------------------------------------------------------
 
 
-def delete(spark: Any, target: Any, where: str | Expr, *, mode: str | None = None,
+def delete(spark: Any, target: Any, where: Any, *, mode: str | None = None,
            storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
            catalog: Any = None, branch: str | None = None) -> int | None:
     """Delete the rows matching ``where`` with Spark; one version, or None if no row matched.
 
-    Files whose statistics cannot match are not read; the matching rows of the others are
-    found by Spark's native reader and become deletion vectors (``mode``/``write.delete.mode``
+    ``where``: a Lamina predicate (text or ``lamina.expr``): files whose statistics cannot match
+    are not read, and the matching rows of the others are found by Spark's native reader with
+    Lamina's semantics; or a Spark Column (Delta's ``delete(condition)``, evaluated by Spark;
+    every file is read). They become deletion vectors (``mode``/``write.delete.mode``
     copy-on-write: rewritten files) as in ``Table.delete``. ``branch``: on that branch.
     ``target`` ``tx.table(ident)`` of a transaction: queued into it (returns None), as its
     first change to that table.
     """
+    from pyspark.sql import Column
+
     if where is None:
         raise InvalidArgument("delete needs a predicate; to remove every row use overwrite with an empty table")
     table, tx = _local_table(target, storage_options, catalog, branch)
     now = datetime.datetime.now(datetime.timezone.utc)  # current_date / current_timestamp: once per statement
+    spark_where = where if isinstance(where, Column) else None
 
     def run(session: WriteSession) -> int | None:
-        pred = bind(to_expr(where), table.metadata.schema, now=now)
+        pred = bind(AlwaysTrue() if spark_where is not None else to_expr(where), table.metadata.schema, now=now)
         entries = table.scan(where=pred).plan(all_columns=True).entries
         df = read_with_positions(spark, table, entries)
-        cond = to_spark_column(pred, table.metadata.schema)
+        cond = spark_where if spark_where is not None else to_spark_column(pred, table.metadata.schema)
         if cond is not None:
             df = df.where(cond)
         hits = df.select(FILE, ROW).toArrow() if entries.num_rows else pa.table({FILE: pa.array([], pa.string()), ROW: pa.array([], pa.int64())})

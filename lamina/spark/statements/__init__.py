@@ -1,0 +1,170 @@
+"""``lamina.spark.sql(spark, text)``: Spark SQL statements on Lamina tables, as Delta users write them.
+
+    from lamina.spark import sql
+    sql(spark, "CREATE TABLE shop.orders (id BIGINT NOT NULL, ts TIMESTAMP, amount DOUBLE) USING lamina "
+               "PARTITIONED BY (days(ts)) TBLPROPERTIES ('write.delete.mode' = 'merge-on-read')")
+    sql(spark, "INSERT INTO shop.orders SELECT * FROM staging")
+    sql(spark, "MERGE INTO shop.orders t USING changes s ON t.id = s.id "
+               "WHEN MATCHED AND s.op = 'D' THEN DELETE WHEN MATCHED THEN UPDATE SET * "
+               "WHEN NOT MATCHED THEN INSERT * WHEN NOT MATCHED BY SOURCE AND t.ts < '2026-01-01' THEN DELETE").show()
+    sql(spark, "SELECT count(*) FROM shop.orders VERSION AS OF 3")
+    sql(spark, "CALL lamina.system.rewrite_data_files(table => 'shop.orders')")
+
+Spark 4.3 itself runs ``CREATE TABLE t USING lamina LOCATION '...'`` (registering an existing
+table in its session catalog), ``SELECT`` from and ``INSERT INTO`` / ``INSERT OVERWRITE`` such a
+table (lamina.spark.registered). The rest a Python data source cannot get from Spark, so this
+function parses the statement (sqlglot's Spark dialect) and, where it names a Lamina table
+(lamina.spark.statements.names: ``lamina.`<location>```, a Lamina catalog's ``ns.table``, or a Spark
+table ``USING lamina``), runs it with Lamina:
+
+- DDL: ``CREATE TABLE ... USING lamina`` (columns or AS SELECT, PARTITIONED BY transforms,
+  TBLPROPERTIES, LOCATION), ``ALTER TABLE`` columns, properties, tags and branches
+  (lamina.spark.statements.ddl);
+- DML: ``INSERT INTO / OVERWRITE / REPLACE WHERE``, ``UPDATE``, ``DELETE``, ``MERGE INTO`` with
+  Delta's clauses and result rows (lamina.spark.statements.dml);
+- queries: time travel (``VERSION AS OF`` a version, tag or branch; ``TIMESTAMP AS OF``) and
+  tables Spark cannot name, ``DESCRIBE HISTORY``, ``SHOW TAGS`` / ``SHOW BRANCHES``
+  (lamina.spark.statements.queries);
+- ``CALL lamina.system.<procedure>(...)``: Iceberg's procedures (lamina.spark.statements.procedures).
+
+A statement that names no Lamina table (or only tables Spark reads itself, as it reads them)
+goes to ``spark.sql`` unchanged, and so does what Spark or sqlglot cannot parse (Spark's error
+is then the one raised). A Lamina statement returns a DataFrame, as Delta's do: the rows of a
+query, Delta's counts for DML (``num_affected_rows``, ...), Iceberg's result of a procedure, an
+empty DataFrame for DDL. A clause Lamina does not carry out is refused with
+``UnsupportedStatement`` naming it (``.clause``), before anything is committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Iterator, Mapping
+
+import sqlglot
+from sqlglot import exp
+
+from lamina.spark.statements import ddl, dml, procedures, queries
+from lamina.spark.statements.statement import Statement, refuse, text_of
+
+__all__ = ["sql"]
+
+_log = logging.getLogger("sqlglot")
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """sqlglot warns when it keeps a statement it does not know as a command (SHOW TAGS, CALL):
+    expected here, so not printed."""
+    level = _log.level
+    _log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        _log.setLevel(level)
+
+
+def parse(text: str) -> exp.Expression | None:
+    """One statement's tree (sqlglot's Spark dialect), or None if sqlglot cannot parse it as one."""
+    with _quiet():
+        try:
+            trees = [t for t in sqlglot.parse(text, read="spark") if t is not None]
+        except Exception:  # sqlglot's ParseError or TokenError: Spark's parser has its say
+            return None
+    return trees[0] if len(trees) == 1 else None
+
+
+def sql(spark: Any, text: str, *, catalog: Any = None, storage_options: Mapping[str, Any] | None = None) -> Any:
+    """Run one SQL statement; a DataFrame (see the module docstring). ``catalog``: the Lamina
+    catalog (a Catalog or a catalog URI) identifiers are looked up in (default: the session's
+    ``spark.lamina.catalog``); ``storage_options``: object-store options for tables named by
+    location (``endpoint``, ``region``, credentials)."""
+    st = Statement(spark, catalog, storage_options)
+    try:
+        out = run(st, text)
+        return spark.sql(text) if out is None else out
+    finally:
+        st.close()
+
+
+def _target(st: Statement, table: exp.Expression) -> Any:
+    """The Lamina table a statement writes (its ``this``), or None."""
+    if isinstance(table, exp.Schema):
+        table = table.this
+    if not isinstance(table, exp.Table):
+        return None
+    return st.names.resolve(queries.table_parts(table), text_of(table))
+
+
+def run(st: Statement, text: str) -> Any:
+    """The statement's result, or None where Spark runs ``text`` as it is."""
+    called = procedures.parse_call(text)
+    if called is not None:
+        parts, args = called
+        if [p.lower() for p in parts[:-1]] == list(procedures.SYSTEM):
+            return procedures.call(st, parts, args)
+        return None
+    shown = queries.parse_show(text)
+    if shown is not None:
+        name = queries.one_table(st, shown[1])
+        return None if name is None else queries.show_refs(st, shown[0], name)
+    body, limit = queries.split_history_limit(text)
+    node = parse(body if limit is not None else text)
+    if node is None:
+        return None
+    if isinstance(node, exp.Describe) and str(node.args.get("style", "")).upper() == "HISTORY":
+        name = _target(st, node.this)
+        return None if name is None else queries.describe_history(st, name, limit)
+    if limit is not None:
+        node = parse(text)
+        if node is None:
+            return None
+    if isinstance(node, exp.Create) and ddl.uses_lamina(node):
+        return ddl.create(st, node)
+    writes = {exp.Insert: dml.insert, exp.Update: dml.update, exp.Delete: dml.delete, exp.Merge: dml.merge}
+    for cls, run_dml in writes.items():
+        if isinstance(node, cls):
+            name = _target(st, node.this)
+            if name is not None:
+                return run_dml(st, node, name)
+            return _reads(st, node)
+    if isinstance(node, exp.Alter):
+        name = _target(st, node.this)
+        if name is None:
+            return None
+        actions = node.args.get("actions") or []
+        if any(isinstance(a, exp.AlterRename) for a in actions):
+            return _rename(st, name, node)
+        return ddl.alter(st, name, actions)
+    if isinstance(node, exp.Command) and str(node.this).upper() == "ALTER":
+        split = ddl.split_alter_command(str(node.expression))
+        if split is None:
+            return None
+        name = queries.one_table(st, split[0])
+        return None if name is None else ddl.alter(st, name, command=split[1])
+    if isinstance(node, (exp.Query, exp.Describe)):
+        return _reads(st, node)
+    unread = [n for _, n in queries.lamina_tables(st, node) if n.spark_name is None]
+    if unread:
+        raise refuse(f"{type(node).__name__.upper()} {unread[0].text}", "lamina.spark.sql does not run this statement on Lamina tables")
+    return None
+
+
+def _reads(st: Statement, node: exp.Expression) -> Any:
+    """A statement that only reads Lamina tables: Spark's, with the references Spark cannot read
+    rewritten (lamina.spark.statements.queries); None if there are none (Spark runs the text as it is)."""
+    rewritten = queries.rewrite(st, node)
+    return None if rewritten == node else st.spark.sql(text_of(rewritten))
+
+
+def _rename(st: Statement, name: Any, node: exp.Alter) -> Any:
+    """``ALTER TABLE ... RENAME TO``: Spark renames its registration; a Lamina catalog renames its table."""
+    if name.spark_name is not None:
+        return None
+    new = next(a for a in node.args["actions"] if isinstance(a, exp.AlterRename)).this
+    if name.ref.catalog is None:
+        raise refuse("ALTER TABLE ... RENAME TO", f"{name.text} is named by its location, which a rename does not move")
+    parts = queries.table_parts(new)
+    name.ref.catalog.rename_table(name.ref.identifier, ".".join(parts[-2:]) if len(parts) > 1 else
+                                  f"{name.ref.identifier.rsplit('.', 1)[0]}.{parts[0]}")
+    return st.empty()
