@@ -7,7 +7,7 @@ Operations never see a ``Table``: a transaction, an engine's write session and
 a retry all apply them the same way.
 """
 
-from lamina.operations.append import AppendFiles, check_added_files, check_added_paths, check_app_transactions, check_not_in_table
+from lamina.operations.append import AppendFiles, RecordAppTransaction, check_added_files, check_added_paths, check_app_transactions, check_not_in_table
 from lamina.operations.compaction import CompactFiles, CompactionResult, RewriteManifests
 from lamina.operations.overwrite import Overwrite
 from lamina.operations.rollback import Rollback
@@ -17,6 +17,6 @@ from lamina.operations.rowlevel.merge import MergeBuilder, MergeResult
 
 __all__ = [
     "AppendFiles", "CompactFiles", "CompactionResult", "MergeBuilder", "MergeResult", "Overwrite", "PositionDelta",
-    "RewriteManifests", "Rollback", "RowDelta", "StaleRowDelta", "check_added_files", "check_added_paths", "check_app_transactions",
+    "RecordAppTransaction", "RewriteManifests", "Rollback", "RowDelta", "StaleRowDelta", "check_added_files", "check_added_paths", "check_app_transactions",
     "check_not_in_table",
 ]

@@ -34,6 +34,24 @@ def check_app_transactions(base: VersionManifest, app_transactions: dict[str, in
             )
 
 
+@dataclass
+class RecordAppTransaction(Operation):
+    """Record that application ``app_id`` committed sequence ``seq`` (an engine's streaming batch),
+    in the version of the operations it shares a transaction with: so a change that is not an
+    append (a merge of a micro-batch) is idempotent too. Checked against every base it is
+    applied to, as an idempotent append is: TransactionAlreadyCommitted if the base records the
+    app at ``seq`` or later, and nothing of the transaction is committed. A version is made even
+    if the other operations change nothing, so the sequence is recorded."""
+
+    app_id: str
+    seq: int
+
+    def apply(self, base: Base) -> Change:
+        apps = {self.app_id: self.seq}
+        check_app_transactions(base.metadata, apps)
+        return Change("app-transaction", base.empty(), REMOVED_SCHEMA.empty_table(), app_transactions=apps)
+
+
 # --- add_files: what a file registered from outside must be ------------------------------
 
 _MAX_NAMED = 5  # offending paths named per problem in an error message

@@ -31,7 +31,9 @@ mode, partitionBy, options: ``WriterState``) as it passes it on, and a write who
 - **Streaming** (``start``): the sink is planned once (``LaminaStreamWriter``) with the stream's
   schema and options before Spark starts the query, so its errors are raised by ``start()``;
   Spark's partition columns reach the sink as an option (Spark 4.3 passes a Python sink
-  none of its ``partitionBy``).
+  none of its ``partitionBy``), and so does the checkpoint of a query Spark checkpoints under
+  the session's ``spark.sql.streaming.checkpointLocation`` by its name (the sink is handed
+  neither: it needs the checkpoint to read the query's id).
 """
 
 from __future__ import annotations
@@ -197,8 +199,14 @@ def _start(self: Any, path: str | None = None, format: str | None = None, output
         self.queryName(queryName)
     st = state_of(self)
     if st.is_lamina:
-        from lamina.spark.datasource import PARTITION_COLUMNS_OPTION
+        from lamina.spark.checkpoint import named_checkpoint
+        from lamina.spark.datasource import CHECKPOINT_OPTION, PARTITION_COLUMNS_OPTION
 
+        if not any(k.lower() == "checkpointlocation" for k in st.options):  # the session's root and the query's name
+            name = next((v for k, v in st.options.items() if k.lower() == "queryname"), None)
+            checkpoint = named_checkpoint(st.df.sparkSession, name)
+            if checkpoint is not None:
+                self.option(CHECKPOINT_OPTION, checkpoint)
         check_stream(st, path)
         if st.partition_by is not None:  # (Spark hands a Python sink none of its partitionBy)
             self.option(PARTITION_COLUMNS_OPTION, json.dumps(st.partition_by))

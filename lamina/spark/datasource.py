@@ -7,8 +7,8 @@ from balanced partitions of files; Spark evaluates the filters of each query
 writer on the executors and commit one version on the driver side from the
 tasks' commit messages, through an engine write session
 (``lamina.table.WriteSession``); a failed job commits nothing and removes
-what it wrote. Streaming writes commit each micro-batch exactly once (``appId``
-option + batch id recorded in the version).
+what it wrote. Streaming writes commit each micro-batch exactly once (the query's id,
+or the ``appId`` option, and the batch id recorded in the version).
 
 Options arrive lower-cased from Spark; the names below are matched case-insensitively.
 """
@@ -48,6 +48,7 @@ from lamina.manifest.entries import data_entries, manifest_schema
 from lamina.spec.stats import StatsPolicy, stats_policy
 from lamina.operations.schema import UpdateSchema
 from lamina.spark._target import TableRef
+from lamina.spark.checkpoint import location_of, query_id
 from lamina.spark._types import arrow_schema, batch_schema, check_writable, spark_schema
 from lamina.spark.registered import (
     check_registered_schema, is_registration, not_registered, registered_options, registration, with_registration,
@@ -158,6 +159,9 @@ PARTITION_COLUMNS_OPTION = "__partition_columns"
 # refuses errorifexists and ignore): set by lamina.spark.dataframe_writer.
 SAVE_MODE_OPTION = "__lamina_save_mode"
 SAVE_MODES = ("errorifexists", "ignore", "append", "overwrite")
+# A streaming query's checkpoint when Spark hands the sink none (the session's checkpoint root and
+# the query's name): set by lamina.spark.dataframe_writer.
+CHECKPOINT_OPTION = "__lamina_checkpoint"
 
 
 def partition_by_opt(options: Mapping[str, str]) -> list[str] | None:
@@ -538,25 +542,45 @@ class LaminaWriter(DataSourceArrowWriter):
 
 
 class LaminaStreamWriter(DataSourceStreamArrowWriter):
-    """Appends each micro-batch as one version recording ``{appId: batchId}``; a batch whose id is
-    not above the recorded one (a restarted query replaying it) is skipped, never duplicated."""
+    """Appends each micro-batch as one version recording ``{application id: batchId}``; a batch whose
+    id is not above the recorded one (a restarted query replaying it) is skipped, never duplicated.
+
+    The application id is the query's own, as Delta's sink takes it: the id Spark keeps in the
+    query's checkpoint (``checkpointLocation``, which Spark hands the sink; or the session's
+    checkpoint root and the query's name), read when the first batch commits
+    (lamina.spark.checkpoint). ``appId`` overrides it (two sinks of one query into one table
+    need their own); without a checkpoint Spark knows the query by, its ``queryName`` is the id."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
         if overwrite:
             raise InvalidArgument("streaming writes to Lamina append; use outputMode('append')")
-        self.app_id = _opt(options, "appId") or _opt(options, "queryName")
-        if self.app_id is None:
+        self.app_id = _opt(options, "appId")
+        self.checkpoint = _opt(options, "checkpointLocation") or _opt(options, CHECKPOINT_OPTION)
+        self.query_name = _opt(options, "queryName")
+        self.storage = storage_options(options)
+        if self.app_id is None and self.checkpoint is None and self.query_name is None:
             raise InvalidArgument(
-                "streaming writes need option('appId', <stable id of this query>): the table records the last "
-                "committed batch per appId so a restarted query never appends a batch twice"
+                "a streaming write to Lamina is exactly once by its query's id: give the query a checkpoint "
+                "(option('checkpointLocation', ...)), or option('appId', <an id stable across restarts>)"
             )
+        if self.app_id is None and self.checkpoint is not None:
+            location_of(self.checkpoint)  # a checkpoint Lamina cannot read fails now, not at the first commit
         self.target = WriteTarget.prepare(options, schema, False)
+
+    def application_id(self) -> str:
+        """The id the table records batches under (see the class docstring)."""
+        if self.app_id is None and self.checkpoint is not None:
+            self.app_id = query_id(self.checkpoint, self.storage)
+            if self.app_id is None:
+                raise InvalidArgument(f"the streaming query's checkpoint {self.checkpoint} holds no query id (no metadata "
+                                      "file): is it the query's checkpointLocation?")
+        return self.app_id or str(self.query_name)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LaminaCommitMessage:
         return self.target.write_task(iterator)
 
     def commit(self, messages: list[Any], batchId: int) -> None:
-        self.target.commit(messages, app_transaction=(self.app_id, int(batchId)))
+        self.target.commit(messages, app_transaction=(self.application_id(), int(batchId)))
 
     def abort(self, messages: list[Any], batchId: int) -> None:
         self.target.abort(messages)
@@ -572,7 +596,7 @@ class LaminaDataSource(DataSource):
     streaming reads (maxFilesPerTrigger, skipChangeCommits; lamina.spark.stream_source),
     partitionBy (a new table's partitioning, as Spark's own partitionBy(...); an existing
     table's must match), replaceWhere (overwrite), txnAppId/txnVersion (idempotent batch
-    writes), appId (streaming writes), and object-store options (endpoint, region, …). Save
+    writes), appId (streaming writes: overrides the query's id), and object-store options (endpoint, region, …). Save
     modes other than append and overwrite, Spark's partitionBy and saveAsTable reach it through
     lamina.spark.dataframe_writer (installed by ``register``)."""
 

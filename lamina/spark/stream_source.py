@@ -24,19 +24,24 @@ version is then skipped entirely, its inserted rows too), as in Delta. With
 ``readChangeFeed`` the batch is the change feed of ``(a, b]`` (``Table.changes``); the
 initial snapshot comes as ``insert`` rows of version ``s``.
 
-``maxFilesPerTrigger`` limits a batch to whole versions holding about that many data files
-(at least one version per batch; the snapshot is split by files).
+``maxFilesPerTrigger`` and ``maxBytesPerTrigger`` (Delta's soft limits: bytes as ``"512m"``,
+``"1g"`` or a number) limit a batch to whole versions adding about that many data files or
+bytes of data files, whichever is reached first (at least one version per batch; the snapshot
+is split by files, in path order). A run with ``Trigger.AvailableNow`` keeps them; Spark's
+``Trigger.Once`` (read everything) ignores them, as in Delta.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxFiles, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxBytes, ReadMaxFiles, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 import lamina
@@ -53,6 +58,21 @@ from lamina.spec.version import VersionManifest
 
 
 BEFORE_START = -1
+_BYTE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30,
+               "t": 1 << 40, "tb": 1 << 40, "p": 1 << 50, "pb": 1 << 50}
+
+
+def bytes_opt(options: Mapping[str, str], name: str) -> int | None:
+    """A size option as Spark reads one (``JavaUtils.byteStringAsBytes``): ``1048576``, ``512k``,
+    ``64m``, ``1g`` (binary units, case-insensitive); at least 1."""
+    v = _opt(options, name)
+    if v is None:
+        return None
+    m = re.fullmatch(r"\s*([0-9]+)\s*([a-zA-Z]*)\s*", v)
+    unit = _BYTE_UNITS.get(m.group(2).lower()) if m else None
+    if m is None or unit is None or int(m.group(1)) < 1:
+        raise InvalidArgument(f"option {name} must be a size in bytes (e.g. 1048576, 512m, 1g), at least 1; got {v!r}")
+    return int(m.group(1)) * unit
 
 
 @dataclass(frozen=True)
@@ -120,6 +140,7 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_files = _int_opt(options, "maxFilesPerTrigger")
         if self.max_files is not None and self.max_files < 1:
             raise InvalidArgument(f"option maxFilesPerTrigger must be at least 1, got {self.max_files}")
+        self.max_bytes = bytes_opt(options, "maxBytesPerTrigger")
         self.options = dict(options)
         # The stream's schema is the one of ``version`` (the latest when it was loaded): rows of
         # every version are read through it (evolved columns mapped by physical name).
@@ -135,11 +156,12 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._table: lamina.Table | None = table
         self._target: int | None = None  # availableNow: the last version this run delivers
         self._vms: dict[int, VersionManifest] = {}
+        self._bytes: dict[int, int] = {}  # bytes of data files each version adds (maxBytesPerTrigger)
         self._snapshot: tuple[int, pa.Table] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # What the tasks need travels; the planning state (open table, caches) stays on the driver.
-        return {**self.__dict__, "_table": None, "_vms": {}, "_snapshot": None}
+        return {**self.__dict__, "_table": None, "_vms": {}, "_bytes": {}, "_snapshot": None}
 
     # -- planning (driver) ------------------------------------------------------------------
 
@@ -180,36 +202,82 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._target if self._target is not None else self._latest()
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxFiles(self.max_files) if self.max_files is not None else super().getDefaultReadLimit()
+        if self.max_files is not None:
+            return ReadMaxFiles(self.max_files)
+        if self.max_bytes is not None:
+            return ReadMaxBytes(self.max_bytes)
+        return super().getDefaultReadLimit()
+
+    def _budget(self, limit: ReadLimit) -> tuple[int | None, int | None]:
+        """(files, bytes) a batch may take: the options' limits, unless Spark asks for everything
+        (``ReadAllAvailable``: Trigger.Once). Spark passes one limit (the default this source
+        reports); the other option applies too."""
+        if isinstance(limit, ReadMaxFiles):
+            return limit.max_files, self.max_bytes
+        if isinstance(limit, ReadMaxBytes):
+            return self.max_files, limit.max_bytes
+        return None, None
+
+    def _bytes_added(self, version: int) -> int:
+        """Bytes of the data files ``version`` adds rows in (what ``maxBytesPerTrigger`` counts)."""
+        if version not in self._bytes:
+            vm = self._vm(version)
+            if vm.operation in NO_DATA_CHANGE or _files_added(vm) == 0:
+                self._bytes[version] = 0
+            else:
+                _, new = changed_entries(self.table.io, self._vm(version - 1), vm)
+                self._bytes[version] = int(pc.sum(new.column("size")).as_py() or 0)
+        return self._bytes[version]
+
+    @staticmethod
+    def _over(files: tuple[int | None, int | None], took: tuple[int, int], cost: tuple[int, int]) -> bool:
+        """Whether taking ``cost`` (files, bytes) after ``took`` passes a budget (something taken already)."""
+        return (took[0] > 0 or took[1] > 0) and any(
+            b is not None and t + c > b for b, t, c in zip(files, took, cost))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """The end of the next batch: up to the latest version (availableNow: the one at the
-        run's start); with ``maxFilesPerTrigger`` whole versions adding about that many data
-        files, at least one version (the snapshot is split by files)."""
+        run's start); with ``maxFilesPerTrigger`` / ``maxBytesPerTrigger`` whole versions adding
+        about that many data files or bytes, at least one version (the snapshot is split by files)."""
         at = Offset.from_json(start)
-        budget = limit.max_files if isinstance(limit, ReadMaxFiles) else None
-        took = 0
+        budget = self._budget(limit)
+        limited = budget != (None, None)
+        took = (0, 0)
         if at.before_start:  # the first batch: it fixes the start (the snapshot's version)
             top = self._top()
             if self._from_latest:
                 return Offset(top).to_json()  # an empty batch: only later versions are delivered
-            files = self._snapshot_entries(top).num_rows
-            return Offset(top, budget if budget is not None and files > budget else None).to_json()
+            files = self._snapshot_entries(top)
+            k = self._snapshot_take(files, 0, budget) if limited else files.num_rows
+            return Offset(top, k if k < files.num_rows else None).to_json()
         if at.in_snapshot:
-            left = self._snapshot_entries(at.version).num_rows - at.snapshot_files
-            if budget is not None and left > budget:
-                return Offset(at.version, at.snapshot_files + budget).to_json()
-            took = left
+            files = self._snapshot_entries(at.version)
+            k = self._snapshot_take(files, at.snapshot_files, budget) if limited else files.num_rows
+            if k < files.num_rows:
+                return Offset(at.version, k).to_json()
+            rest = files.slice(at.snapshot_files)
+            took = (rest.num_rows, int(pc.sum(rest.column("size")).as_py() or 0))
         top = self._top()
-        if budget is None:
+        if not limited:
             return Offset(max(top, at.version)).to_json()
         v = at.version
         while v < top:
-            cost = _files_added(self._vm(v + 1))
-            if took and took + cost > budget:
+            cost = (_files_added(self._vm(v + 1)), self._bytes_added(v + 1) if budget[1] is not None else 0)
+            if self._over(budget, took, cost):
                 break
-            v, took = v + 1, took + cost
+            v, took = v + 1, (took[0] + cost[0], took[1] + cost[1])
         return Offset(v).to_json()
+
+    def _snapshot_take(self, files: pa.Table, start: int, budget: tuple[int | None, int | None]) -> int:
+        """How many of the snapshot's files (by path) a batch starting at file ``start`` delivers:
+        up to the budget, at least one."""
+        sizes = files.column("size").to_numpy()[start:]
+        n = len(sizes)
+        if budget[0] is not None:
+            n = min(n, budget[0])
+        if budget[1] is not None:
+            n = min(n, int(np.searchsorted(np.cumsum(sizes), budget[1], side="right")))
+        return start + max(n, 1) if len(sizes) else start
 
     def _snapshot_entries(self, version: int) -> pa.Table:
         """The live files of ``version`` ordered by path: the snapshot a stream starts with."""

@@ -121,6 +121,8 @@ def run(st: Statement, text: str) -> Any:
             return None
     if isinstance(node, exp.Create) and ddl.uses_lamina(node):
         return ddl.create(st, node)
+    if isinstance(node, exp.Create) and str(node.args.get("kind", "")).upper() == "VIEW":
+        return _view(st, node)
     writes = {exp.Insert: dml.insert, exp.Update: dml.update, exp.Delete: dml.delete, exp.Merge: dml.merge}
     for cls, run_dml in writes.items():
         if isinstance(node, cls):
@@ -146,8 +148,44 @@ def run(st: Statement, text: str) -> Any:
         return _reads(st, node)
     unread = [n for _, n in queries.lamina_tables(st, node) if n.spark_name is None]
     if unread:
-        raise refuse(f"{type(node).__name__.upper()} {unread[0].text}", "lamina.spark.sql does not run this statement on Lamina tables")
+        raise refuse(_keywords(text), f"lamina.spark.sql does not run this statement on Lamina tables ({unread[0].text})")
     return None
+
+
+def _keywords(text: str) -> str:
+    """The statement's leading keywords (``TRUNCATE TABLE``, ``DROP TABLE IF EXISTS``), to name it."""
+    words = []
+    for w in text.split()[:4]:
+        if not w.isalpha():
+            break
+        words.append(w.upper())
+    return " ".join(words)
+
+
+def _view(st: Statement, node: exp.Create) -> Any:
+    """``CREATE [OR REPLACE] TEMPORARY VIEW v AS query`` over Lamina tables Spark cannot read: the
+    view holds the query's DataFrame (Lamina's reads in its plan). A permanent view would have Spark
+    analyze its text again later, where those tables are not: refused."""
+    q = node.args.get("expression")
+    if q is None or not any(n.spark_name is None or t.args.get("version") is not None
+                            for t, n in queries.lamina_tables(st, q)):
+        return None
+    props = node.args.get("properties")
+    temporary = props is not None and any(isinstance(p, exp.TemporaryProperty) for p in props.expressions)
+    if not temporary or isinstance(node.this, exp.Schema):
+        raise refuse("CREATE VIEW", "a view over Lamina tables Spark cannot name (a location, a Lamina catalog's table, "
+                     "time travel) must be a TEMPORARY VIEW without a column list")
+    name = queries.table_parts(node.this)
+    if len(name) != 1:
+        raise refuse("CREATE TEMPORARY VIEW", "a temporary view's name has one part")
+    df = queries.query(st, q)
+    if node.args.get("replace"):
+        df.createOrReplaceTempView(name[0])
+    elif node.args.get("exists") and st.spark.catalog.tableExists(name[0]):
+        pass
+    else:
+        df.createTempView(name[0])
+    return st.empty()
 
 
 def _reads(st: Statement, node: exp.Expression) -> Any:

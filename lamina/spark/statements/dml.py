@@ -75,7 +75,9 @@ def insert(st: Statement, node: exp.Insert, name: LaminaName) -> Any:
     if isinstance(target, exp.Schema):
         listed, target = [c.name for c in target.expressions], target.this
     _no_time_travel(target)
-    for flag, clause in (("ignore", "INSERT IGNORE"), ("exists", "IF NOT EXISTS"), ("stored", "STORED AS"), ("source", "INSERT ... SOURCE")):
+    for flag, clause in (("ignore", "INSERT IGNORE"), ("exists", "IF NOT EXISTS"), ("stored", "STORED AS"),
+                         ("source", "INSERT ... SOURCE"), ("conflict", "ON CONFLICT"), ("returning", "RETURNING"),
+                         ("alternative", "INSERT OR ..."), ("using", "INSERT ... USING")):
         if node.args.get(flag):
             raise refuse(clause, "not supported on Lamina tables")
     if target.args.get("partition") is not None:
@@ -94,7 +96,7 @@ def insert(st: Statement, node: exp.Insert, name: LaminaName) -> Any:
         if where is None:
             raise refuse(f"REPLACE WHERE {text_of(replace_where)}", "the predicate must compare columns with literals "
                          "(=, <, IN, BETWEEN, IS NULL, AND, OR, NOT): it says which rows the new ones replace")
-    df = query(st, node.expression)
+    df = query(st, with_ctes(node, node.expression))
     names = schema.names
     if listed is not None:
         cols = [Scope(_target_side(target, names)).target_column(exp.column(c, quoted=True), "INSERT INTO") for c in listed]
@@ -145,8 +147,8 @@ def update(st: Statement, node: exp.Update, name: LaminaName) -> Any:
 
     target = node.this
     _no_time_travel(target)
-    _refuse_extra(node, {"from": "UPDATE ... FROM", "joins": "UPDATE ... JOIN", "order": "UPDATE ... ORDER BY",
-                         "limit": "UPDATE ... LIMIT", "returning": "RETURNING", "with": "WITH ... UPDATE"})
+    _refuse_extra(node, {"from_": "UPDATE ... FROM", "order": "UPDATE ... ORDER BY", "limit": "UPDATE ... LIMIT",
+                         "returning": "RETURNING", "with_": "WITH ... UPDATE", "options": "UPDATE ... OPTION"})
     table = name.open()
     schema = table.metadata.schema
     scope = Scope(_target_side(target, schema.names), prefix=False)
@@ -167,7 +169,8 @@ def delete(st: Statement, node: exp.Delete, name: LaminaName) -> Any:
     target = node.this
     _no_time_travel(target)
     _refuse_extra(node, {"using": "DELETE ... USING", "returning": "RETURNING", "limit": "DELETE ... LIMIT",
-                         "order": "DELETE ... ORDER BY", "with": "WITH ... DELETE", "tables": "DELETE t1, t2"})
+                         "order": "DELETE ... ORDER BY", "with_": "WITH ... DELETE", "tables": "DELETE t1, t2",
+                         "cluster": "DELETE ... CLUSTER"})
     table = name.open()
     schema = table.metadata.schema
     pred, column = _where(st, Scope(_target_side(target, schema.names), prefix=False), node, schema)
@@ -178,19 +181,33 @@ def delete(st: Statement, node: exp.Delete, name: LaminaName) -> Any:
 # -- MERGE ----------------------------------------------------------------------------------------
 
 
-def _source(st: Statement, using: exp.Expression) -> tuple[Any, set[str]]:
+def with_ctes(statement: exp.Expression, q: exp.Expression) -> exp.Expression:
+    """The query ``q`` of ``statement`` with the statement's ``WITH`` (``WITH s AS (...) INSERT INTO
+    t SELECT * FROM s``), which sqlglot keeps on the statement."""
+    ctes = statement.args.get("with_")
+    if ctes is None:
+        return q
+    q = q.copy()
+    if not isinstance(q, exp.Query):
+        q = exp.select("*").from_(exp.Subquery(this=q, alias=exp.TableAlias(this=exp.to_identifier("v"))))
+    q.set("with_", ctes)
+    return q
+
+
+def _source(st: Statement, node: exp.Merge) -> tuple[Any, set[str]]:
     """The merge's source rows and the names that qualify its columns."""
+    using = node.args["using"]
     if isinstance(using, exp.Subquery):
         if not using.alias:
             raise InvalidArgument("MERGE ... USING (subquery): give the subquery an alias, e.g. USING (SELECT ...) AS s")
-        return query(st, using.this), {using.alias.lower()}
+        return query(st, with_ctes(node, using.this)), {using.alias.lower()}
     if isinstance(using, exp.Table):
         alias = using.alias
         bare = using.copy()
         bare.set("alias", None)
         last = table_parts(using)[-1]
         names = {alias.lower()} if alias else ({last.lower()} if not is_path(last) else set())
-        return query(st, exp.select("*").from_(bare)), names
+        return query(st, with_ctes(node, exp.select("*").from_(bare))), names
     raise refuse(f"USING {text_of(using)}", "the source is a table or an aliased subquery")
 
 
@@ -230,7 +247,7 @@ def merge(st: Statement, node: exp.Merge, name: LaminaName) -> Any:
         raise refuse(text_of(node)[:60], "MERGE ... USING (columns) and RETURNING are not supported")
     table = name.open()
     columns = table.metadata.schema.names
-    source, source_names = _source(st, node.args["using"])
+    source, source_names = _source(st, node)
     tside = _target_side(target, columns)
     if source_names & tside.aliases:
         raise InvalidArgument(f"MERGE INTO {name.text}: the target and the source need different aliases")
