@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from typing import Any, Iterator, Mapping
 
 import sqlglot
@@ -104,6 +105,9 @@ def run(st: Statement, text: str) -> Any:
         if [p.lower() for p in parts[:-1]] == list(procedures.SYSTEM):
             return procedures.call(st, parts, args)
         return None
+    delta = re.match(r"\s*(OPTIMIZE|VACUUM|RESTORE|REORG)\s+(.*)$", text, re.IGNORECASE | re.DOTALL)
+    if delta is not None:  # (sqlglot parses none of them as a statement)
+        return _delta_command(st, delta.group(1).upper(), delta.group(2))
     shown = queries.parse_show(text)
     if shown is not None:
         name = queries.one_table(st, shown[1])
@@ -150,6 +154,21 @@ def run(st: Statement, text: str) -> Any:
     if unread:
         raise refuse(_keywords(text), f"lamina.spark.sql does not run this statement on Lamina tables ({unread[0].text})")
     return None
+
+
+# Delta's maintenance commands, which sqlglot keeps as commands: the procedure to call instead.
+_DELTA_COMMANDS = {"OPTIMIZE": "rewrite_data_files", "VACUUM": "remove_orphan_files", "RESTORE": "rollback_to_snapshot",
+                   "REORG": "rewrite_data_files"}
+
+
+def _delta_command(st: Statement, keyword: str, rest: str) -> Any:
+    """Delta's ``OPTIMIZE t`` / ``VACUUM t`` / ``RESTORE TABLE t ...`` on a Lamina table: refused,
+    naming the procedure that does it; on any other table Spark's."""
+    m = re.match(rf"\s*(?:TABLE\s+)?({ddl.TABLE_NAME})", rest, re.IGNORECASE)
+    name = None if m is None else queries.one_table(st, m.group(1))
+    if name is None:
+        return None
+    raise refuse(keyword, f"Delta's command; on a Lamina table CALL lamina.system.{_DELTA_COMMANDS[keyword]}(...)")
 
 
 def _keywords(text: str) -> str:

@@ -228,7 +228,8 @@ def create(st: Statement, node: exp.Create) -> Any:
 # -- ALTER TABLE ----------------------------------------------------------------------------------
 
 _NAME = r"(?:`(?:[^`]|``)*`|[\w$]+)"
-_TABLE_NAME = re.compile(rf"^\s*TABLE\s+({_NAME}(?:\s*\.\s*{_NAME})*)\s+(.*?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+TABLE_NAME = rf"{_NAME}(?:\s*\.\s*{_NAME})*"  # a table name as written: parts, backquoted or not
+_TABLE_NAME = re.compile(rf"^\s*TABLE\s+({TABLE_NAME})\s+(.*?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
 
 
 def split_alter_command(text: str) -> tuple[str, str] | None:

@@ -111,6 +111,9 @@ class Scope:
         """``node`` with every column reference resolved (see the module docstring); a column of a
         side not in ``allowed`` is refused (InvalidArgument naming it and ``what``)."""
 
+        if node.find(exp.Select, exp.Subquery) is not None:
+            raise refuse(f"{what} {text_of(node)}", "subqueries are not supported in a statement's conditions and values")
+
         def fix(n: exp.Expression) -> exp.Expression:
             if not isinstance(n, exp.Column) or isinstance(n.this, exp.Star):
                 return n

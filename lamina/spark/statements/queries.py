@@ -108,7 +108,7 @@ def rewrite(st: Statement, node: exp.Expression) -> exp.Expression:
             continue  # Spark reads a registered table itself
         view = st.view(read_reference(st, name, travel))
         alias = t.args.get("alias")
-        if alias is None:
+        if alias is None and isinstance(t.parent, (exp.From, exp.Join)):  # (DESCRIBE t takes no alias)
             last = table_parts(t)[-1]
             alias = None if is_path(last) else exp.TableAlias(this=exp.to_identifier(last, quoted=True))
         t.replace(exp.Table(this=exp.to_identifier(view), alias=alias))
