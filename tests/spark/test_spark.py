@@ -663,20 +663,34 @@ def _forget_last_commit(tmp_path) -> int:
     return last
 
 
-@pytest.mark.parametrize("sink_kind", ["foreach_batch", "data_source"])
+def _query_id(tmp_path) -> str:
+    """The id Spark keeps in the checkpoint for the query (StreamingQuery.id, stable across restarts)."""
+    import json
+
+    return json.loads((tmp_path / "ck" / "metadata").read_text())["id"]
+
+
+@pytest.mark.parametrize("sink_kind", ["foreach_batch", "foreach_batch_query_id", "data_source", "data_source_query_id"])
 def test_streaming_restart_never_duplicates(spark, tmp_path, sink_kind):
+    """A restart after a crash between a batch's table commit and the checkpoint's commit log
+    replays that batch: it is skipped. The ``*_query_id`` sinks are given no id (Delta's way):
+    the batches are recorded under the query's own id, from its checkpoint."""
     from lamina.spark import foreach_batch_writer
 
     uri = str(tmp_path / "t")
-    if sink_kind == "foreach_batch":
-        sink = lambda w: w.foreachBatch(foreach_batch_writer(uri, app_id="orders-stream"))  # noqa: E731
+    if sink_kind.startswith("foreach_batch"):
+        fn = foreach_batch_writer(uri, app_id="orders-stream") if sink_kind == "foreach_batch" else foreach_batch_writer(uri)
+        sink = lambda w: w.foreachBatch(fn)  # noqa: E731
     else:
-        sink = lambda w: w.format("lamina").option("path", uri).option("appId", "orders-stream")  # noqa: E731
+        sink = lambda w: w.format("lamina").option("path", uri)  # noqa: E731
+        if sink_kind == "data_source":
+            sink = lambda w: w.format("lamina").option("path", uri).option("appId", "orders-stream")  # noqa: E731
         lamina.create_table(uri, pa.schema([("id", pa.int64()), ("category", pa.string()), ("ts", pa.timestamp("us", "UTC"))]))
     first = _stream_inputs(tmp_path, 3)
     _run_stream(spark, tmp_path, sink)
+    app = "orders-stream" if sink_kind in ("foreach_batch", "data_source") else _query_id(tmp_path)
     t = lamina.open_table(uri)
-    assert t.metadata.app_transactions == {"orders-stream": 2}
+    assert t.metadata.app_transactions == {app: 2}
     assert bag(t.scan().to_arrow()) == bag(first)
     v_before = t.version
 
@@ -689,9 +703,63 @@ def test_streaming_restart_never_duplicates(spark, tmp_path, sink_kind):
     second = _stream_inputs(tmp_path, 2, start=3)
     _run_stream(spark, tmp_path, sink)
     t = lamina.open_table(uri)
-    assert t.metadata.app_transactions == {"orders-stream": 4} and t.version == v_before + 2
+    assert t.metadata.app_transactions == {app: 4} and t.version == v_before + 2
     assert bag(t.scan().to_arrow()) == bag(pa.concat_tables([first, second]))
     assert markers(uri) == [] and len(data_files(uri)) == len(t.scan().plan())
+
+
+def test_streaming_sink_needs_a_checkpoint_or_an_app_id(spark, tmp_path):
+    stream = spark.readStream.format("rate").load()
+    with pytest.raises(InvalidArgument, match="checkpointLocation"):  # Spark's memory of the query is its checkpoint
+        stream.writeStream.format("lamina").start(str(tmp_path / "t"))
+    with pytest.raises(InvalidArgument, match="appId"):  # a checkpoint Lamina cannot read the query's id from
+        stream.writeStream.format("lamina").option("checkpointLocation", "hdfs://nn/ck").start(str(tmp_path / "t"))
+
+
+def test_foreach_batch_merge_is_exactly_once_across_restarts(spark, tmp_path):
+    """The upsert pattern: each micro-batch merged by lamina.spark.merge. The clause adds the
+    batch's quantities to the table's, so a batch applied twice would show; a restart after a
+    crash between the merge's commit and the checkpoint's replays the batch, which is skipped."""
+    from lamina.spark import foreach_batch_merge
+
+    uri = str(tmp_path / "t")
+    lamina.create_table(uri, pa.schema([("id", pa.int64()), ("qty", pa.int64())]))
+    inp = tmp_path / "in"
+    inp.mkdir()
+
+    def add_batch(i: int) -> None:  # ten ids, one of each per file
+        pq.write_table(pa.table({"id": pa.array(range(10), pa.int64()), "qty": pa.array([1] * 10, pa.int64())}),
+                       inp / f"part-{i:03d}.parquet")
+
+    merge_batch = foreach_batch_merge(uri, on="id", clauses=lambda m: m.when_matched_update(
+        {"qty": "target.qty + source.qty"}).when_not_matched_insert_all())
+
+    def run() -> None:
+        stream = spark.readStream.schema("id long, qty long").option("maxFilesPerTrigger", 1).parquet(str(inp))
+        q = stream.writeStream.foreachBatch(merge_batch).option("checkpointLocation", str(tmp_path / "ck")) \
+            .trigger(availableNow=True).start()
+        assert q.awaitTermination(120) and q.exception() is None
+
+    def quantities() -> set[int]:
+        return set(lamina.open_table(uri).to_arrow().column("qty").to_pylist())
+
+    for i in range(3):
+        add_batch(i)
+    run()
+    t = lamina.open_table(uri)
+    assert quantities() == {3} and t.metadata.app_transactions == {_query_id(tmp_path): 2}
+    version = t.version
+    assert _forget_last_commit(tmp_path) == 2
+    run()  # batch 2 again: already in the table, skipped
+    assert quantities() == {3} and lamina.open_table(uri).version == version
+    add_batch(3)
+    run()
+    t = lamina.open_table(uri)
+    assert quantities() == {4} and t.version == version + 1 and t.metadata.app_transactions == {_query_id(tmp_path): 3}
+    assert t.scan().count() == 10
+    # Outside a streaming query there is no query id: the app id must be given.
+    with pytest.raises(InvalidArgument, match="app_id"):
+        merge_batch(spark.range(1).selectExpr("id", "id AS qty"), 9)
 
 
 def test_foreach_batch_writer_skips_committed_batch_directly(spark, tmp_path):

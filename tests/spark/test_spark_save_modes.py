@@ -248,7 +248,7 @@ def _no_query_started(spark, fn, error, match):
 
 def test_streaming_configuration_errors_are_raised_by_start(spark, tmp_path):
     """Where the first micro-batch would fail the query, ``start()`` raises the typed error and
-    starts nothing: no appId, a bad option value, a table that must exist (a branch's), a
+    starts nothing: no checkpoint (nor appId), a bad option value, a table that must exist (a branch's), a
     partitioning or schema other than the table's, complete output mode."""
     uri = str(tmp_path / "t")
     ck = str(tmp_path / "ck")
@@ -261,7 +261,10 @@ def test_streaming_configuration_errors_are_raised_by_start(spark, tmp_path):
             w.start(uri)
         return go
 
-    _no_query_started(spark, start(), InvalidArgument, "appId")
+    def no_checkpoint():  # the sink records batches under the query's id, kept in its checkpoint
+        _stream(spark, tmp_path).writeStream.format("lamina").start(uri)
+
+    _no_query_started(spark, no_checkpoint, InvalidArgument, "checkpointLocation")
     _no_query_started(spark, start(appId="a", mergeSchema="maybe"), InvalidArgument, "mergeSchema must be true or false")
     _no_query_started(spark, start(appId="a", branch="audit"), TableNotFound, "no branch 'audit' to write to")
     _no_query_started(spark, start(appId="a", outputMode="complete"), Exception, "append")

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from pyspark.sql.datasource import CaseInsensitiveDict
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
 
 import lamina
 from lamina.errors import (
@@ -95,6 +95,29 @@ def test_snapshot_then_whole_versions_by_max_files_per_trigger(tmp_path):
     assert bag(batch(source(t.uri), source(t.uri).initialOffset(), first)) == bag(batch(reader, start, first))
 
 
+def test_max_bytes_per_trigger_with_or_without_max_files(tmp_path):
+    """Delta's maxBytesPerTrigger: whole versions adding about that many bytes of data files (the
+    snapshot split by files), at least one; with maxFilesPerTrigger too, the first limit reached."""
+    t = table(tmp_path, 3)                                # the snapshot of version 3: 3 files
+    size = max(e.size for e in t.plan())
+    budget = 2 * size + size // 2                         # two and a half files
+    reader = source(t.uri, maxBytesPerTrigger=budget)
+    assert reader.getDefaultReadLimit() == ReadMaxBytes(budget)
+    start = reader.initialOffset()
+    first = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert first == {"version": 3, "snapshot_files": 2}   # two files fit, three do not
+    for i in range(3, 6):                                 # versions 4-6, one file each
+        t.append(rows(range(i * 40, i * 40 + 40), "n"))
+    offs, got = delivered(reader, ReadMaxBytes(budget), start, first)
+    assert offs == [start, first, {"version": 4}, {"version": 6}]  # the snapshot's last file and 4; then 5 and 6
+    assert bag(got) == bag(t.scan().to_arrow()) and got.num_rows == 240
+    one_byte = source(t.uri, maxBytesPerTrigger="1", startingVersion=4)   # below any file: one version a batch
+    assert offsets(one_byte, ReadMaxBytes(1))[1:] == [{"version": 4}, {"version": 5}, {"version": 6}]
+    both = source(t.uri, maxBytesPerTrigger="1g", maxFilesPerTrigger=2, startingVersion=4)  # the files limit first
+    assert offsets(both, both.getDefaultReadLimit())[1:] == [{"version": 5}, {"version": 6}]
+    assert offsets(both, ReadAllAvailable())[1:] == [{"version": 6}]  # Trigger.Once: everything
+
+
 def test_available_now_stops_at_the_version_latest_when_it_started(tmp_path):
     t = table(tmp_path, 1)
     reader = source(t.uri, startingVersion=1)
@@ -140,6 +163,8 @@ def test_change_feed_stream_needs_row_lineage(tmp_path):
     ({"versionAsOf": 1}, "do not apply to streaming reads"),
     ({"maxFilesPerTrigger": 0}, "at least 1"),
     ({"maxFilesPerTrigger": "x"}, "must be an integer"),
+    ({"maxBytesPerTrigger": "0"}, "at least 1"),
+    ({"maxBytesPerTrigger": "5 parsecs"}, "size in bytes"),
     ({"startingVersion": -1}, "version number >= 0"),
     ({"startingVersion": 1, "startingTimestamp": 5}, "not both"),
 ])
