@@ -176,7 +176,7 @@ def _save_as_table(self: Any, name: str, format: str | None = None, mode: str | 
 
 def check_stream(st: WriterState, path: str | None) -> None:
     """Plan the streaming sink now, as its first micro-batch will (``LaminaStreamWriter``): a bad
-    option, a missing ``appId``, a table that is needed and missing, a stream that does not fit
+    option, neither a checkpoint nor ``appId``, a table that is needed and missing, a stream that does not fit
     the table or its partitioning raise here. Nothing is written."""
     from lamina.spark.datasource import PARTITION_COLUMNS_OPTION, LaminaStreamWriter
 

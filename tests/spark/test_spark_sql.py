@@ -264,8 +264,6 @@ def test_alter_table_columns_and_a_registered_table_sees_them(spark, tmp_path):
         spark.sql("DROP TABLE IF EXISTS alter_orders")
 
 
-@pytest.mark.skipif(not hasattr(lamina.Table, "update_properties"),
-                    reason="Table.update_properties (issue 44) is not on this branch yet; SET/UNSET TBLPROPERTIES call it")
 def test_set_and_unset_table_properties(spark, tmp_path):
     t = table(tmp_path, "t", **{"owner.team": "shop"})
     p = path(t)
