@@ -399,8 +399,12 @@ class Alter:
             if self.name.spark_name is not None:  # Spark's catalog records the columns: register again
                 register(self.st, self.name.spark_name, self.name.ref, replace=True)
         if self.set_props or self.unset_props:
-            remove = [k for k in self.unset_props if not self.unset_if_exists or k in self.table.properties]
-            self.table.update_properties(set=self.set_props or None, remove=remove)
+            missing = [k for k in self.unset_props if k not in self.table.properties]
+            if missing and not self.unset_if_exists:  # Spark's and Delta's rule; update_properties ignores them
+                raise InvalidArgument(f"UNSET TBLPROPERTIES: the table has no property {missing[0]!r} (add IF EXISTS)")
+            remove = [k for k in self.unset_props if k not in missing]
+            if self.set_props or remove:  # (UNSET IF EXISTS of absent properties: nothing to commit)
+                self.table.update_properties(set=self.set_props or None, remove=remove)
         for run in self.refs:
             run()
 
