@@ -42,7 +42,7 @@ from lamina.duckdb import deltalog, extensions
 from lamina.errors import (
     InvalidArgument, InvalidIdentifier, InvalidPredicate, InvalidUri, NamespaceNotFound, NotFound, TableNotFound,
 )
-from lamina.expr import AlwaysTrue, And, Expr, Not, Or, Predicate, and_, parse_predicate, referenced_columns
+from lamina.expr import AlwaysTrue, And, Expr, Not, Or, Predicate, and_, conjuncts, parse_predicate, referenced_columns
 from lamina.expr.terms import Call, Literal, walk
 from lamina.io.fileio import s3_settings
 from lamina.spec.lineage import LINEAGE_COLUMNS
@@ -153,14 +153,6 @@ def _where_text(where: str) -> str:
     return stmt.args["where"].this.sql("duckdb")
 
 
-def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
-
-
 def register(
     con: Any,
     table: Table | str,
@@ -181,13 +173,13 @@ def register(
     it selects, and Lamina skips the files that cannot hold one. ``columns``: the view's
     columns (default: all). ``branch``: a version of that branch (its latest by default)."""
     t = lamina.open_table(table) if isinstance(table, str) else table
-    conjuncts: list[str] = []
+    parts: list[str] = []
     text = None
     if where is not None:
         text = _where_text(where)
-        conjuncts = [c.sql("duckdb") for c in _conjuncts(sqlglot.parse_one(text, read="duckdb"))]
+        parts = [c.sql("duckdb") for c in conjuncts(sqlglot.parse_one(text, read="duckdb"))]
     vm_scan = t.scan(columns=columns, version=version, timestamp=timestamp, tag=tag, branch=branch)
-    scan = Scan(vm_scan.io, vm_scan.vm, pruning_predicate(conjuncts, vm_scan.schema), columns, log=vm_scan.log)
+    scan = Scan(vm_scan.io, vm_scan.vm, pruning_predicate(parts, vm_scan.schema), columns, log=vm_scan.log)
     return register_scan(con, scan, name if quoted else _ident(name), where=text)
 
 
@@ -523,7 +515,7 @@ def _pushable_conjuncts(node: exp.Table) -> list[str]:
     alias = node.alias_or_name
     single = _single_source(select)
     out = []
-    for c in _conjuncts(select.args["where"].this):
+    for c in conjuncts(select.args["where"].this):
         if c.find(exp.Subquery, exp.Select):
             continue
         columns = list(c.find_all(exp.Column))

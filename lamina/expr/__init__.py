@@ -38,7 +38,7 @@ from lamina.expr.expressions import (
     to_sql,
     visit,
 )
-from lamina.expr.parser import parse_predicate, parse_term, to_expr
+from lamina.expr.parser import conjuncts, parse_predicate, parse_term, to_expr
 
 __all__ = [
     "AlwaysFalse",
@@ -61,6 +61,7 @@ __all__ = [
     "bind",
     "coerce_literal",
     "col",
+    "conjuncts",
     "evaluation_error",
     "filter_rows",
     "is_evaluation_failure",

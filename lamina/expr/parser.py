@@ -182,6 +182,21 @@ def _is_null(node: exp.Expression) -> bool:
     return isinstance(_unparen(node), exp.Null)
 
 
+def conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    """The operands of a sqlglot condition's top-level ANDs, in order, with the parentheses around
+    them removed: ``a AND (b AND c)`` gives a, b, c (iterative: sqlglot builds chains left-deep)."""
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        while isinstance(n, exp.Paren):
+            n = n.this
+        if isinstance(n, exp.And):
+            stack += [n.expression, n.this]
+        else:
+            out.append(n)
+    return out
+
+
 def _flatten(node: exp.Expression, cls: type) -> list[exp.Expression]:
     """Operands of a chain like a AND b AND c (iterative: sqlglot builds it left-deep)."""
     out, stack = [], [node]

@@ -31,6 +31,7 @@ from typing import Any
 from sqlglot import exp
 
 from lamina.errors import InvalidArgument
+from lamina.expr import conjuncts
 from lamina.spark.statements.expressions import SOURCE, TARGET, Scope, Side, lamina_predicate
 from lamina.spark.statements.names import LaminaName, is_path
 from lamina.spark.statements.queries import query, table_parts
@@ -211,18 +212,10 @@ def _source(st: Statement, node: exp.Merge) -> tuple[Any, set[str]]:
     raise refuse(f"USING {text_of(using)}", "the source is a table or an aliased subquery")
 
 
-def _flatten_and(node: exp.Expression) -> list[exp.Expression]:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return _flatten_and(node.this) + _flatten_and(node.expression)
-    return [node]
-
-
 def _keys(scope: Scope, on: exp.Expression) -> list[tuple[str, str]]:
     """The (target column, source column) pairs the ON condition equates."""
     pairs = []
-    for part in _flatten_and(on):
+    for part in conjuncts(on):
         sides = None
         if isinstance(part, exp.EQ) and isinstance(part.this, exp.Column) and isinstance(part.expression, exp.Column):
             a, b = scope.side_of(part.this), scope.side_of(part.expression)
