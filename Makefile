@@ -23,13 +23,14 @@ iceberg-java:
 # edit-run loop: no Spark, PostgreSQL, S3 server, browser, model searches or slow tests.
 FAST := not (spark or postgres or s3 or browser or model or slow)
 
-.PHONY: demo test test-fast bench bench-tpch bench-spark test-radosgw interop-java-transforms iceberg-java
+.PHONY: demo test test-fast bench bench-tpch bench-spark test-radosgw interop-java-transforms iceberg-java s3a-jars
 demo: $(VENV)/.installed-test,spark
 	$(PY) -m lamina.demo
 
 # The docs site is built first (into site/, in seconds): --strict fails on a broken link or
 # anchor, or a page left out of the nav.
 test: $(VENV)/.installed-test,spark,docs iceberg-java
+	@$(MAKE) --no-print-directory s3a-jars
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 	$(PY) -m pytest -n 2 --dist loadgroup -q
 
@@ -45,6 +46,7 @@ bench-tpch: $(VENV)/.installed-bench
 	$(PY) bench/tpch_bench.py
 
 bench-spark: $(VENV)/.installed-test,spark
+	@$(MAKE) --no-print-directory s3a-jars
 	$(PY) bench/spark_bench.py
 
 # Opt-in: the S3 tests against a real Ceph radosgw (needs: apt-get install -y radosgw ceph-mon ceph-osd).
@@ -60,3 +62,26 @@ JAVA_TRANSFORMS := tests/interop/java/transforms
 interop-java-transforms: $(JAVA_TRANSFORMS)/target/iceberg-transforms-1.jar
 $(JAVA_TRANSFORMS)/target/iceberg-transforms-1.jar: $(JAVA_TRANSFORMS)/pom.xml $(wildcard $(JAVA_TRANSFORMS)/src/main/java/lamina/interop/*.java)
 	mvn -q -B -f $(JAVA_TRANSFORMS)/pom.xml package
+
+# Hadoop's S3A connector, for Spark's own Parquet reader and writer on s3:// tables (docs/spark.md,
+# "Object stores"): hadoop-aws of the Hadoop PySpark ships (its hadoop-client jar) and the AWS SDK
+# bundle and analytics accelerator of the versions hadoop-aws's build declares (its parent POM),
+# fetched from Maven into JARS_DIR once (cached). The tests' and benchmarks' Spark sessions put
+# them on the classpath when they are there (tests/support/s3a_jars.py); a machine without Maven
+# skips those tests, saying why. A failed fetch does not fail `make test`.
+JARS_DIR ?= .cache/jars
+HADOOP_VERSION = $(patsubst hadoop-client-api-%.jar,%,$(notdir $(firstword $(wildcard $(VENV)/lib/python*/site-packages/pyspark/jars/hadoop-client-api-*.jar))))
+MVN_COPY = mvn -q -B dependency:copy -DoutputDirectory=$(JARS_DIR)
+s3a-jars:
+	@if [ -z "$(HADOOP_VERSION)" ]; then echo "s3a-jars: no PySpark in $(VENV) (make test installs it): the S3A tests will be skipped"; exit 0; fi; \
+	if [ -f $(JARS_DIR)/hadoop-aws-$(HADOOP_VERSION).jar ] && ls $(JARS_DIR)/bundle-*.jar >/dev/null 2>&1; then exit 0; fi; \
+	if ! command -v mvn >/dev/null 2>&1; then echo "s3a-jars: no mvn on this machine: the S3A tests will be skipped"; exit 0; fi; \
+	mkdir -p $(JARS_DIR)/poms && \
+	mvn -q -B dependency:copy -Dartifact=org.apache.hadoop:hadoop-project:$(HADOOP_VERSION):pom -DoutputDirectory=$(JARS_DIR)/poms && \
+	pom=$(JARS_DIR)/poms/hadoop-project-$(HADOOP_VERSION).pom && \
+	sdk=$$(sed -n 's:.*<aws-java-sdk-v2.version>\(.*\)</aws-java-sdk-v2.version>.*:\1:p' $$pom) && \
+	aal=$$(sed -n 's:.*<amazon-s3-analyticsaccelerator-s3.version>\(.*\)</amazon-s3-analyticsaccelerator-s3.version>.*:\1:p' $$pom) && \
+	$(MVN_COPY) -Dartifact=software.amazon.awssdk:bundle:$$sdk && \
+	if [ -n "$$aal" ]; then $(MVN_COPY) -Dartifact=software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:$$aal; fi && \
+	$(MVN_COPY) -Dartifact=org.apache.hadoop:hadoop-aws:$(HADOOP_VERSION) \
+	|| echo "s3a-jars: could not fetch hadoop-aws $(HADOOP_VERSION) and its AWS SDK from Maven: the S3A tests will be skipped"

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from lamina.data.copy import StagedFiles
 from lamina.data.scan import Scan
-from lamina.data.writer import write_data_files, write_data_stream
+from lamina.data.writer import RowGroups, write_data_files, write_data_stream
 from lamina.errors import InvalidArgument
 from lamina.expr import Expr
 from lamina.io import FileIO
@@ -184,6 +184,7 @@ class Base:
             self.io, vm.schema, vm.partition_spec, rows, write_id, self._max_rows(max_rows),
             compression=self.writer.parquet_compression, pending=pending, stats=self.stats_policy,
             integer_encoding=self.writer.parquet_integer_encoding, small_file_bytes=self.writer.parquet_small_file_bytes,
+            row_groups=RowGroups.of(self.writer),
         ), row_ids_from)
 
     def can_copy(self, staged: StagedFiles) -> bool:
@@ -202,7 +203,7 @@ class Base:
         return self.new_files(write_data_stream(
             self.io, self.metadata.schema, tables, write_id, self._max_rows(max_rows),
             compression=self.writer.parquet_compression, memory_pool=memory_pool, stats=self.stats_policy,
-            integer_encoding=self.writer.parquet_integer_encoding,
+            integer_encoding=self.writer.parquet_integer_encoding, row_groups=RowGroups.of(self.writer),
         ))
 
     @cached_property

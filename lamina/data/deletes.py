@@ -165,10 +165,13 @@ def write_dv_file(io: FileIO, write_id: str, bitmaps: list[BitMap]) -> list[DV]:
     return [DV(path, off, ln, len(bm)) for (off, ln), bm in zip(where, bitmaps)]
 
 
-def bitmap_of(positions: np.ndarray) -> BitMap:
-    """The bitmap of row positions (non-negative, below 2**32). Built from an ``array.array``:
-    pyroaring copies that in one go, whereas a NumPy array it iterates value by value
-    (much slower; a delete builds one per file it touches)."""
+def bitmap_of(positions: np.ndarray | BitMap) -> BitMap:
+    """The bitmap of row positions (non-negative, below 2**32): a new one (a bitmap given is
+    copied, so the caller may change what it gets). Built from an ``array.array``: pyroaring
+    copies that in one go, whereas a NumPy array it iterates value by value (much slower; a
+    delete builds one per file it touches)."""
+    if isinstance(positions, BitMap):
+        return BitMap(positions)
     return BitMap(array.array("I", np.asarray(positions, dtype=np.uint32).tobytes()))
 
 

@@ -20,6 +20,7 @@ from lamina.io import FileIO
 from lamina.manifest.entries import column_stats, cut_bounds
 from lamina.spec import content as C
 from lamina.spec.layout import new_data_path
+from lamina.spec.properties import TableProperties, WriterProperties
 from lamina.spec.lineage import LINEAGE_COLUMNS, LINEAGE_FIELDS, split_lineage, with_lineage
 from lamina.spec.schema import Schema, field_id_of
 from lamina.spec.stats import StatsPolicy
@@ -204,10 +205,33 @@ def _encodings(data: pa.Table, integer_encoding: str) -> dict[str, Any]:
     return {"use_dictionary": dictionary, "column_encoding": delta or None}
 
 
+class RowGroups(NamedTuple):
+    """The table's row group limits (``write.parquet.row-group-size-bytes`` and
+    ``write.parquet.row-group-row-limit``)."""
+
+    max_bytes: int = TableProperties.WRITE_PARQUET_ROW_GROUP_SIZE_BYTES.default
+    max_rows: int = TableProperties.WRITE_PARQUET_ROW_GROUP_ROW_LIMIT.default
+
+    @classmethod
+    def of(cls, writer: WriterProperties) -> "RowGroups":
+        return cls(writer.row_group_bytes, writer.row_group_rows)
+
+    def rows_for(self, data: pa.Table) -> int:
+        """Rows per row group for ``data``: at most ``max_rows``, and as many as fit in
+        ``max_bytes`` of the rows' Arrow (uncompressed) size. parquet-java measures its
+        buffered, encoded bytes instead, which compression makes smaller: Lamina's row
+        groups of the same rows are at most as large, in bytes, as Spark's."""
+        if data.num_rows == 0 or data.nbytes <= self.max_bytes:
+            return max(1, min(self.max_rows, data.num_rows))
+        return max(1, min(self.max_rows, self.max_bytes * data.num_rows // data.nbytes))
+
+
 def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures: list[Future] | None = None,
-               integer_encoding: str = "delta", small_file_bytes: int = 0) -> tuple[int, pq.FileMetaData | None]:
+               integer_encoding: str = "delta", small_file_bytes: int = 0,
+               row_groups: RowGroups | None = None) -> tuple[int, pq.FileMetaData | None]:
     """Encode ``data`` as Parquet and store it at ``path``; returns its size, and its footer
-    where it holds column statistics (``column_stats`` takes them from there).
+    where it holds column statistics (``column_stats`` takes them from there). ``row_groups``:
+    the table's row group limits (``RowGroups``; default: the properties' defaults).
 
     Every file is compressed with ``compression`` (the table's ``write.parquet.compression``):
     a table stores what its codec says, small files too (left uncompressed, the small files
@@ -228,7 +252,7 @@ def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures:
     small = data.nbytes < small_file_bytes
     footer: list[pq.FileMetaData] | None = None if small else []
     pq.write_table(
-        data, sink, compression=compression,
+        data, sink, row_group_size=(row_groups or RowGroups()).rows_for(data), compression=compression,
         write_statistics=([c for c in LINEAGE_COLUMNS if c in data.column_names] or False) if small else statistics_columns(data.schema),
         store_schema=not (small and _schema_facts(data.schema).parquet_reads_back),
         metadata_collector=footer,
@@ -255,11 +279,12 @@ def write_data_files(
     stats: StatsPolicy,
     integer_encoding: str = "delta",
     small_file_bytes: int = 0,
+    row_groups: RowGroups | None = None,
 ) -> list[dict[str, Any]]:
     """Write ``data`` (already conformed to ``schema``, optionally followed by the row lineage
     columns of lamina.spec.lineage) and return one entry dict per file, with the column
     statistics the table's policy ``stats`` keeps. Files of fewer than ``small_file_bytes``
-    of rows: see ``_write_one``.
+    of rows: see ``_write_one``; ``row_groups``: the row group limits.
 
     With ``pending``, a single file's store write overlaps with what the caller does
     next; the caller must ``pending.wait()`` before committing.
@@ -292,7 +317,7 @@ def write_data_files(
         chunk, lineage = split_lineage(chunk)  # stored after the schema's columns, no stats
         physical = schema.to_physical(chunk)
         size, footer = _write_one(io, path, with_lineage(physical, lineage), compression, futures, integer_encoding,
-                                  small_file_bytes)
+                                  small_file_bytes, row_groups)
         # The footer's leaf columns are the rows' own, in order, when they are flat and stored
         # as they are (under their physical names: a renamed column is still the same leaf).
         if footer is not None and (_schema_facts(physical.schema).nested
@@ -329,9 +354,12 @@ def write_data_stream(
     *,
     stats: StatsPolicy,
     integer_encoding: str = "delta",
+    row_groups: RowGroups | None = None,
 ) -> list[dict[str, Any]]:
     """Write a stream of tables (conformed to ``schema``) into unpartitioned data files of
     at most ``max_rows_per_file`` rows, in stream order; one entry dict per file.
+    Row groups hold ``row_group_rows`` rows, fewer where ``row_groups`` (the table's limits)
+    allow fewer for the first table's rows.
 
     Each row group is encoded as soon as its rows have arrived, so encoding overlaps
     with whatever produces ``tables`` (reads running on other threads). Statistics are
@@ -358,6 +386,8 @@ def write_data_stream(
     for t in tables:
         if not t.num_rows:
             continue
+        if file is None and not entries and not buffered:  # the first rows: how many a row group holds
+            row_group_rows = min(row_group_rows, (row_groups or RowGroups()).rows_for(t))
         buffered.append(t)
         buffered_rows += t.num_rows
         if buffered_rows >= row_group_rows:

@@ -39,7 +39,7 @@ import lamina
 from lamina.data import deletes
 from lamina.data.inflight import discard_writes, new_write_id, register_write
 from lamina.data.scan import Scan
-from lamina.data.writer import write_data_files
+from lamina.data.writer import RowGroups, write_data_files
 from lamina.errors import InvalidArgument, LaminaError, TableAlreadyExists, TransactionAlreadyCommitted
 from lamina.expr import AlwaysTrue, Expr, bind, to_arrow_filter, to_expr
 from lamina.io import FileIO
@@ -462,7 +462,8 @@ class WriteTarget:
         return write_data_files(io, self.schema, self.spec, data, self.write_id, self.settings.max_rows_per_file,
                                 self.settings.parquet_compression, stats=self.stats,
                                 integer_encoding=self.settings.parquet_integer_encoding,
-                                small_file_bytes=self.settings.parquet_small_file_bytes)
+                                small_file_bytes=self.settings.parquet_small_file_bytes,
+                                row_groups=RowGroups.of(self.settings))
 
     # -- driver side ------------------------------------------------------------------
 

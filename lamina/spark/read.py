@@ -25,9 +25,10 @@ from lamina.errors import InvalidArgument, LaminaError
 from lamina.expr import AlwaysTrue, Expr, bind, to_sql
 from lamina.io import FileIO
 from lamina.spark._filters import spark_literal, to_spark_column
-from lamina.spark._stats import read_footers
+from lamina.data.footer_stats import footers_of
 from lamina.spark._target import TableRef
 from lamina.spark._types import quoted as _q, spark_schema
+from lamina.spark.s3a import native_root, spark_uri
 from lamina.spec.layout import MAIN_BRANCH
 from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_FIELDS, ROW_ID
 from lamina.spec.schema import Schema
@@ -73,19 +74,28 @@ def resolve_scan(
 
 
 def file_uris(io: FileIO, paths: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Absolute ``file://`` URIs of table-relative data file paths (vectorized)."""
-    root = io.uri.rstrip("/")
-    return pc.binary_join_element_wise(pa.scalar(f"file://{root}/"), paths, pa.scalar(""))
+    """The URIs Spark reads table-relative data file paths by (``file://`` for a local table,
+    ``s3a://`` on S3: ``lamina.spark.s3a.spark_uri``), vectorized."""
+    root = spark_uri(io).rstrip("/")
+    return pc.binary_join_element_wise(pa.scalar(f"{root}/"), paths, pa.scalar(""))
 
 
 def spark_file_path(uri: str) -> str:
-    """The string Spark reports as ``_metadata.file_path`` for a ``file://`` URI we passed it.
+    """The string Spark reports as ``_metadata.file_path`` for a URI we passed it
+    (``file:///...``, ``s3a://bucket/...``).
 
     Hadoop's Path goes through java.net.URI's multi-argument constructor: ASCII
     characters outside its path set are percent-encoded (``%`` too), other
-    printable characters are kept as they are; the scheme loses its empty authority.
+    printable characters are kept as they are; ``file://`` loses its empty authority.
     """
-    path = uri[len("file://"):] if uri.startswith("file://") else uri
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        prefix, path = "", uri
+    elif scheme == "file":
+        prefix, path = "file:", rest
+    else:
+        authority, slash, path = rest.partition("/")
+        prefix, path = f"{scheme}://{authority}", slash + path
     out = []
     for ch in path:
         if ch.isalnum() and ord(ch) < 128 or ch in "/_-!.~'()*,;:$&+=@":
@@ -94,7 +104,7 @@ def spark_file_path(uri: str) -> str:
             out.append(ch)
         else:
             out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8")))
-    return "file:" + "".join(out)
+    return prefix + "".join(out)
 
 
 def _positions() -> list[Any]:
@@ -209,8 +219,7 @@ def native_read(spark: Any, schema: Schema, io: FileIO, entries: pa.Table, colum
     groups: dict[frozenset[str], list[str]] = {frozenset(): uris}
     if defaults:
         groups = {}
-        local = [io.local_path(p) for p in entries.column("path").to_pylist()]
-        for uri, md in zip(uris, read_footers(local)):
+        for uri, md in zip(uris, footers_of(io, entries.column("path").to_pylist(), entries.column("size").to_pylist())):
             in_file = set(md.schema.to_arrow_schema().names)
             lacking = frozenset(c for c in defaults if schema.physical_names[c] not in in_file)
             groups.setdefault(lacking, []).append(uri)
@@ -305,7 +314,7 @@ def read(
     else:
         table = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch).open()
     scan = resolve_scan(table, version=version, timestamp=timestamp, tag=tag, where=where, columns=columns)
-    if table.io.is_local:
+    if native_root(spark, table.io, "read") is not None:
         return read_plan(spark, scan)
     return _read_via_datasource(spark, table, scan)
 

@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyroaring import BitMap
 
 import lamina
 from lamina.data.deletes import file_key
@@ -46,15 +47,14 @@ from lamina.operations.rowlevel.keys import key_range
 from lamina.operations.rowlevel.merge import MergeClauses
 from lamina.operations.rowlevel.source import SourceRead
 from lamina.spark._collect import collect_arrow
+from lamina.spark._file_positions import FilePositions, collect_positions
 from lamina.spark._filters import to_spark_column
-from lamina.spark._stats import file_entries
 from lamina.spark._target import TableRef
 from lamina.spark._types import check_writable, quoted as _q, spark_schema, spark_type
 from lamina.spark.read import FILE, ROW, file_uris, native_read, spark_file_path, with_row_lineage, without_deleted
-from lamina.spark.write import _local_files, _run_spark_write, transaction_of
+from lamina.spark.s3a import native_root
+from lamina.spark.write import spark_write_files, transaction_of
 from lamina.spec.lineage import LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, has_lineage
-from lamina.spec.properties import WriterProperties
-from lamina.spec.stats import stats_policy
 from lamina.table import WriteSession
 from lamina.table.transaction import Transaction
 
@@ -113,30 +113,29 @@ def read_with_positions(spark: Any, table: lamina.Table, entries: pa.Table, line
     return with_row_lineage(spark, df, table.io, entries) if lineage and resolve_lineage else df
 
 
-def _positions(table: lamina.Table, entries: pa.Table, hits: pa.Table) -> dict[tuple, np.ndarray]:
-    """Per candidate file (``file_key``), the positions in ``hits`` (columns FILE, ROW)."""
+def _positions(table: lamina.Table, entries: pa.Table, found: FilePositions) -> dict[tuple, BitMap]:
+    """Per candidate file (``file_key``), the positions ``found`` selected in it (empty: none)."""
     names = [spark_file_path(u) for u in file_uris(table.io, entries.column("path")).to_pylist()]
+    unknown = set(found.taken) - set(names)
+    if unknown:
+        raise RuntimeError(f"Spark reported a file path that was not planned: {sorted(unknown)[0]}")
     rows = entries.select(["path", "dv_path", "dv_offset"]).to_pylist()
-    out = {file_key(e): np.zeros(0, np.int64) for e in rows}
-    if hits.num_rows:
-        found = pc.index_in(hits.column(FILE), value_set=pa.array(names, pa.string()))
-        if found.null_count:
-            raise RuntimeError(f"Spark reported a file path that was not planned: {hits.column(FILE).filter(pc.is_null(found))[0]}")
-        idx = found.to_numpy().astype(np.int64)
-        pos = hits.column(ROW).to_numpy().astype(np.int64)
-        order = np.argsort(idx, kind="stable")
-        bounds = np.searchsorted(idx[order], np.arange(len(rows) + 1))
-        for k, e in enumerate(rows):
-            out[file_key(e)] = pos[order[bounds[k]: bounds[k + 1]]]
-    return out
+    return {file_key(e): found.taken.get(n, BitMap()) for e, n in zip(rows, names)}
 
 
-def _commit(session: WriteSession, operation: str, prune: Expr, entries: pa.Table, hits: pa.Table,
+def _commit(session: WriteSession, operation: str, prune: Expr, entries: pa.Table, found: FilePositions,
             mode: str | None, counts: dict[str, int]) -> tuple[int | None, PositionDelta]:
-    """Commit the positions in ``hits`` of the planned files ``entries``, and the files added to
-    ``session``, as one version (StaleRowDelta if the files changed since the session's base)."""
-    positions = _positions(session.table, entries, hits)
-    return session.commit_row_delta(operation, prune, positions, mode=mode, counts=counts)
+    """Commit the positions ``found`` selected in the planned files ``entries``, and the files
+    added to ``session``, as one version (StaleRowDelta if the files changed since the session's base)."""
+    return session.commit_row_delta(operation, prune, _positions(session.table, entries, found), mode=mode, counts=counts)
+
+
+def _selected(df: Any, entries: pa.Table, code_col: str | None = None, n_codes: int = 0) -> FilePositions:
+    """The positions of ``df``'s rows (FILE, ROW), one bitmap per file built on the executors
+    (lamina.spark._file_positions); nothing to run when no file was planned."""
+    if not entries.num_rows:
+        return FilePositions(counts=np.zeros(n_codes + 1, np.int64))
+    return collect_positions(df, FILE, ROW, code_col, n_codes)
 
 
 def _write_rows(df: Any, session: WriteSession, lineage: bool = False) -> None:
@@ -149,9 +148,11 @@ def _write_rows(df: Any, session: WriteSession, lineage: bool = False) -> None:
     lineage_cols = set(LINEAGE_COLUMNS) if lineage else set()
     data = StructType([f for f in df.schema.fields if f.name not in lineage_cols])
     plan = check_writable(data, schema, table.uri)
-    out_dir = table.io.local_path(session.data_dir)
-    _run_spark_write(df, plan, schema, spec, None, out_dir, WriterProperties.from_properties(table.properties), lineage)
-    session.add_files(file_entries(*_local_files(out_dir), schema, spec, stats_policy(schema, table.properties)))  # a union may leave empty part files: dropped
+    root = native_root(df.sparkSession, table.io, "written")
+    assert root is not None  # (checked when the change started: _native_table)
+    # a union may leave empty part files: dropped
+    session.add_files(spark_write_files(df, table.io, root, session.data_dir, plan, schema, spec, None,
+                                        table.properties, lineage))
 
 
 def _with_attempts(table: lamina.Table, attempts: int, run: Any, tx: Transaction | None = None) -> Any:
@@ -174,12 +175,13 @@ def _with_attempts(table: lamina.Table, attempts: int, run: Any, tx: Transaction
     raise AssertionError("unreachable")
 
 
-def _local_table(target: Any, storage_options: Mapping[str, Any] | None, catalog: Any = None,
-                 branch: str | None = None) -> tuple[lamina.Table, Transaction | None]:
+def _native_table(spark: Any, target: Any, storage_options: Mapping[str, Any] | None, catalog: Any = None,
+                  branch: str | None = None) -> tuple[lamina.Table, Transaction | None]:
     """The target table (a location, an open Table, or an identifier with ``catalog``; the
-    handle on ``branch`` of it, if given), local only; and the transaction when the target is
-    a transaction's changes to a table (``tx.table(ident)``)."""
-    tx = transaction_of(target, catalog=catalog, storage_options=storage_options, branch=branch)
+    handle on ``branch`` of it, if given), one Spark's native reader and writer reach (local,
+    or S3 with S3A: ``lamina.spark.s3a``); and the transaction when the target is a
+    transaction's changes to a table (``tx.table(ident)``)."""
+    tx = transaction_of(spark, target, catalog=catalog, storage_options=storage_options, branch=branch)
     if tx is not None:
         if tx.operations:  # the positions are computed on the table's version, without them
             raise InvalidArgument(
@@ -188,10 +190,10 @@ def _local_table(target: Any, storage_options: Mapping[str, Any] | None, catalog
             )
         return tx.table, tx
     table = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch).open()
-    if not table.io.is_local:
+    if native_root(spark, table.io, "changed") is None:
         raise InvalidArgument(
-            f"lamina.spark merge/delete/compact use Spark's native Parquet reader and writer: local tables only "
-            f"({table.uri}); for object stores use the Arrow path (Table.merge / Table.delete / Table.compact)"
+            f"lamina.spark merge/update/delete use Spark's native Parquet reader and writer, which do not reach "
+            f"{table.uri} here (the log says why); use the Arrow path (Table.merge / Table.update / Table.delete)"
         )
     table.check_writable()  # before any file is written
     return table, None
@@ -229,7 +231,7 @@ def delete(spark: Any, target: Any, where: Any, *, mode: str | None = None,
 
     if where is None:
         raise InvalidArgument("delete needs a predicate; to remove every row use overwrite with an empty table")
-    table, tx = _local_table(target, storage_options, catalog, branch)
+    table, tx = _native_table(spark, target, storage_options, catalog, branch)
     now = datetime.datetime.now(datetime.timezone.utc)  # current_date / current_timestamp: once per statement
     spark_where = where if isinstance(where, Column) else None
 
@@ -240,8 +242,7 @@ def delete(spark: Any, target: Any, where: Any, *, mode: str | None = None,
         cond = spark_where if spark_where is not None else to_spark_column(pred, table.metadata.schema)
         if cond is not None:
             df = df.where(cond)
-        hits = df.select(FILE, ROW).toArrow() if entries.num_rows else pa.table({FILE: pa.array([], pa.string()), ROW: pa.array([], pa.int64())})
-        version, _ = _commit(session, "delete", pred, entries, hits, mode, {})
+        version, _ = _commit(session, "delete", pred, entries, _selected(df, entries), mode, {})
         return version
 
     return _with_attempts(table, max_attempts, run, tx)
@@ -271,7 +272,7 @@ def update(spark: Any, target: Any, where: Any = None, set: Mapping[str, Any] | 
 
     if not set:
         raise InvalidArgument("update needs set={column: Spark SQL expression, Column or literal}")
-    table, tx = _local_table(target, storage_options, catalog, branch)
+    table, tx = _native_table(spark, target, storage_options, catalog, branch)
     for c in set:
         table.metadata.schema.field(c)  # SchemaMismatch naming the columns, before Spark runs
     spark_where = where if isinstance(where, Column) else None
@@ -306,12 +307,12 @@ def _update_rows(spark: Any, session: WriteSession, pred: Expr, entries: pa.Tabl
         changed = with_row_lineage(spark, changed, table.io, entries)
     changed = changed.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        hits = changed.select(FILE, ROW).toArrow()
-        if hits.num_rows:  # their _last_updated_version is left null: the new version's
+        found = _selected(changed, entries)
+        if found.rows:  # their _last_updated_version is left null: the new version's
             _write_rows(changed.select(*[_q(f.name) for f in table.schema],
                                        *([ROW_ID, F.lit(None).cast("long").alias(LINEAGE_COLUMNS[1])] if lineage else [])),
                         session, lineage)
-        version, _ = _commit(session, "update", pred, entries, hits, mode, {"rows_updated": hits.num_rows})
+        version, _ = _commit(session, "update", pred, entries, found, mode, {"rows_updated": found.rows})
     finally:
         changed.unpersist()
     return version
@@ -336,7 +337,7 @@ class SparkMergeBuilder(MergeClauses):
                  storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
                  broadcast_rows: int = DEFAULT_BROADCAST_ROWS, catalog: Any = None, branch: str | None = None,
                  driver_rows: int = DEFAULT_DRIVER_ROWS) -> None:
-        self.table, self.transaction = _local_table(target, storage_options, catalog, branch)
+        self.table, self.transaction = _native_table(source.sparkSession, target, storage_options, catalog, branch)
         self.driver_rows = driver_rows
         self.source = source
         self._start(self.table.metadata.schema, on, source.columns)
@@ -449,21 +450,16 @@ class SparkMergeBuilder(MergeClauses):
             staged = with_row_lineage(spark, staged, table.io, entries)
         staged = staged.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            hits = staged.select(FILE, ROW, ACTION).toArrow()
+            found = _selected(staged, entries, ACTION, len(codes))
             clock("join+collect")
-            if hits.num_rows:
-                keyed = pc.binary_join_element_wise(hits.column(FILE), pc.cast(hits.column(ROW), pa.string()), "\x00")
-                if pc.count_distinct(keyed).as_py() != hits.num_rows:
-                    raise InvalidArgument(
-                        f"merge: a target row matched more than one source row (duplicate keys {self.on} in the source); "
-                        "deduplicate the source. Nothing was committed."
-                    )
-            acts = hits.column(ACTION).to_numpy(zero_copy_only=False)
-            acts = np.where(pc.is_null(hits.column(ACTION)).to_numpy(zero_copy_only=False), -1, acts).astype(np.int64) if hits.num_rows else np.zeros(0, np.int64)
+            if found.duplicates:
+                raise InvalidArgument(
+                    f"merge: a target row matched more than one source row (duplicate keys {self.on} in the source); "
+                    "deduplicate the source. Nothing was committed."
+                )
             kind = {n: cl.kind for n, _, cl in codes}
-            upd = sum(int((acts == n).sum()) for n, k in kind.items() if k == "update")
-            dele = sum(int((acts == n).sum()) for n, k in kind.items() if k == "delete")
-            deletes = hits.filter(pa.array(acts >= 0)) if hits.num_rows else hits
+            upd = sum(int(found.counts[n + 1]) for n, k in kind.items() if k == "update")
+            dele = sum(int(found.counts[n + 1]) for n, k in kind.items() if k == "delete")
             ins_codes = [n for n, side, cl in codes if side == NOT_MATCHED]
             upd_codes = [n for n, k in kind.items() if k == "update"]
             names = [_q(f.name) for f in tschema]
@@ -479,7 +475,7 @@ class SparkMergeBuilder(MergeClauses):
             clock("write")
             written = session.entries
             inserted = int(pc.sum(written.column("record_count")).as_py()) - upd if written.num_rows else 0
-            version, op = _commit(session, "merge", prune, entries, deletes.select([FILE, ROW]), self.mode,
+            version, op = _commit(session, "merge", prune, entries, found, self.mode,
                                   {"rows_updated": upd, "rows_inserted": inserted})
             clock("commit")
         finally:

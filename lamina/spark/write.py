@@ -27,10 +27,13 @@ from lamina.data.inflight import discard_writes, new_write_id, register_write
 from lamina.errors import InvalidArgument, SchemaMismatch, TransactionAlreadyCommitted
 from lamina.expr import Expr, bind, to_expr
 from lamina.operations import check_app_transactions
+from lamina.io import FileIO
 from lamina.spark._filters import spark_literal, to_spark_column
+from lamina.spark._native_write import write_committed
 from lamina.spark._stats import file_entries
 from lamina.spark._target import TableRef
 from lamina.spark._types import arrow_schema, check_writable, quoted as _q, spark_schema, spark_type
+from lamina.spark.s3a import native_root
 from lamina.spec.layout import engine_data_dir
 from lamina.spec.lineage import LINEAGE_COLUMNS
 from lamina.spec.partition import PartitionField, PartitionSpec, check_partition_by, parse_partition_by
@@ -202,24 +205,6 @@ def _checks(schema: Schema, predicate: Expr | None, df_schema: Any) -> list[tupl
     return out
 
 
-def _local_files(root: str) -> tuple[list[str], list[int], list[str]]:
-    """(table-relative paths, sizes, local paths) of the Parquet files under ``root``; Hadoop's
-    ``.crc`` side files are removed (they are not table data)."""
-    rel, sizes, local = [], [], []
-    base = os.path.dirname(os.path.dirname(root))  # the table root (root is <table>/data/spark-<id>)
-    for d, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(d, n)
-            if n.endswith(".crc"):
-                os.remove(p)
-            elif n.endswith(".parquet") and not n.startswith((".", "_")):
-                local.append(p)
-                rel.append(os.path.relpath(p, base).replace(os.sep, "/"))
-                sizes.append(os.path.getsize(p))
-    order = sorted(range(len(rel)), key=rel.__getitem__)
-    return [rel[i] for i in order], [sizes[i] for i in order], [local[i] for i in order]
-
-
 def write(
     df: Any,
     target: Any,
@@ -273,7 +258,7 @@ def write(
         raise InvalidArgument("app_transaction applies to mode='append' only")
     if schema_mode not in (None, "merge"):
         raise InvalidArgument(f"schema_mode must be None or 'merge', not {schema_mode!r}")
-    tx = transaction_of(target, catalog=catalog, storage_options=storage_options, branch=branch)
+    tx = transaction_of(df.sparkSession, target, catalog=catalog, storage_options=storage_options, branch=branch)
     if tx is not None:
         if app_transaction is not None:
             raise InvalidArgument("app_transaction is not supported in a transaction: the transaction commits once")
@@ -282,6 +267,16 @@ def write(
                                   "them to tx.create_table, then write to the table it returns")
         return _write_into(df, tx, mode, where, schema_mode)
     ref = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch)
+    return write_ref(df, ref, mode, partition_by=partition_by, where=where, properties=properties,
+                     app_transaction=app_transaction, schema_mode=schema_mode)
+
+
+def write_ref(df: Any, ref: TableRef, mode: str, *, partition_by: str | Sequence[str] | None = None,
+              where: str | Expr | None = None, properties: Mapping[str, Any] | None = None,
+              app_transaction: tuple[str, int] | None = None, schema_mode: str | None = None,
+              exclusive: bool = False) -> int | None:
+    """``write`` into the table ``ref`` names (arguments checked); ``exclusive``: a new table
+    must be this write's own (TableAlreadyExists if another writer created it meanwhile)."""
     table = ref.open_or_none()
     if table is not None:
         table.check_writable()  # before a file is written
@@ -292,7 +287,8 @@ def write(
                 log.info("skipping write: %s", e)
                 return None
     io = ref.io
-    if not io.is_local:
+    root = native_root(df.sparkSession, io, "written")
+    if root is None:
         return _write_via_datasource(df, ref, mode, partition_by, where, app_transaction, schema_mode)
 
     evolution = None
@@ -319,9 +315,10 @@ def write(
     elif evolution is not None:
         session.stage_schema_update(evolution)  # committed with the files, which follow it
     try:
-        files = _write_files(df, io, write_id, plan, schema, spec, predicate, props)
+        files = spark_write_files(df, io, root, engine_data_dir(write_id), plan, schema, spec, predicate, props)
         if session is None:
-            session = WriteSession(ref.create(schema, spec, partition_by, properties), write_id=write_id, register=False)
+            session = WriteSession(ref.create(schema, spec, partition_by, properties, exclusive=exclusive),
+                                   write_id=write_id, register=False)
         session.add_files(files)
         return session.commit(mode, where=where, app_transaction=app_transaction)
     except TransactionAlreadyCommitted as e:  # the session deleted the files
@@ -335,18 +332,18 @@ def write(
         raise
 
 
-def _write_files(df: Any, io: Any, write_id: str, plan: list, schema: Schema, spec: PartitionSpec,
-                 predicate: Expr | None, props: Mapping[str, str]) -> pa.Table:
-    """Write ``df`` with Spark's native writer under write ``write_id``'s directory of the
-    (local) table at ``io``; the files as ``WriteSession.add_files`` takes them."""
-    out_dir = io.local_path(engine_data_dir(write_id))
-    assert out_dir is not None
-    _run_spark_write(df, plan, schema, spec, predicate, out_dir, WriterProperties.from_properties(props))
-    rel, sizes, local = _local_files(out_dir)
-    return file_entries(rel, sizes, local, schema, spec, stats_policy(schema, props))
+def spark_write_files(df: Any, io: FileIO, root: str, out_dir: str, plan: list, schema: Schema, spec: PartitionSpec,
+                      predicate: Expr | None, props: Mapping[str, str], lineage: bool = False) -> pa.Table:
+    """Write ``df`` with Spark's native writer under ``out_dir`` (a write's directory,
+    ``engine_data_dir``) of the table at ``io`` (``root``: its root as Spark reaches it,
+    ``native_root``), as the table's properties ``props`` say; the files as
+    ``WriteSession.add_files`` takes them (files without rows dropped)."""
+    paths, sizes = _run_spark_write(df, plan, schema, spec, predicate, io, root, out_dir,
+                                    WriterProperties.from_properties(props), lineage)
+    return file_entries(io, paths, sizes, schema, spec, stats_policy(schema, props))
 
 
-def transaction_of(target: Any, *, catalog: Any = None, storage_options: Any = None,
+def transaction_of(spark: Any, target: Any, *, catalog: Any = None, storage_options: Any = None,
                    branch: str | None = None) -> Transaction | None:
     """``target`` if it is a transaction's changes to a table (``tx.table(ident)`` of a catalog
     transaction, or ``table.transaction()``), checked open; else None."""
@@ -355,10 +352,10 @@ def transaction_of(target: Any, *, catalog: Any = None, storage_options: Any = N
     if catalog is not None or storage_options is not None or branch is not None:
         raise InvalidArgument("a transaction's table is already open: drop catalog=, storage_options= and branch=")
     target.check_open()
-    if not target.table.io.is_local:
+    if native_root(spark, target.table.io, "written") is None:
         raise InvalidArgument(
-            f"a Spark write into a transaction uses Spark's native Parquet writer: local tables only "
-            f"({target.table.uri}); for object stores write the rows through the transaction "
+            f"a Spark write into a transaction uses Spark's native Parquet writer, which does not reach "
+            f"{target.table.uri} here (see the log); write the rows through the transaction instead "
             "(tx.table(...).append(df.toArrow()))"
         )
     return target
@@ -375,46 +372,46 @@ def _write_into(df: Any, tx: Transaction, mode: str, where: str | Expr | None, s
         vm = session.metadata
         plan = check_writable(df.schema, vm.schema, getattr(table, "identifier", None) or table.uri)
         predicate = bind(to_expr(where), vm.schema) if where is not None else None
-        session.add_files(_write_files(df, table.io, session.write_id, plan, vm.schema, vm.partition_spec,
-                                       predicate, vm.properties))
+        root = native_root(df.sparkSession, table.io, "written")
+        session.add_files(spark_write_files(df, table.io, root, session.data_dir, plan, vm.schema, vm.partition_spec,
+                                            predicate, vm.properties))
         session.commit(mode, where=where)
     return None
 
 
-def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, predicate: Expr | None,
-                     out_dir: str, settings: WriterProperties, lineage: bool = False) -> None:
+def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, predicate: Expr | None, io: FileIO,
+                     root: str, out_dir: str, settings: WriterProperties, lineage: bool = False) -> tuple[list[str], list[int]]:
     """Write ``df`` (checked against ``plan``: see ``check_writable``) with Spark's native Parquet
-    writer under ``out_dir``, partitioned by ``spec``; ``settings``: the table's writer properties.
-    ``lineage``: ``df`` also has the row lineage columns (rows rewritten: lamina.spec.lineage),
-    stored after the table's columns."""
-    from pyspark.sql import Observation
+    writer under ``out_dir`` of the table at ``io`` (``root``: as Spark reaches it), partitioned
+    by ``spec``; ``settings``: the table's writer properties. ``lineage``: ``df`` also has the
+    row lineage columns (rows rewritten: lamina.spec.lineage), stored after the table's columns.
+    The committed files' table-relative paths and sizes (``lamina.spark._native_write``)."""
     from pyspark.sql import functions as F
 
     conformed = _conformed(df, plan, schema, LINEAGE_COLUMNS if lineage else ())
     checks = _checks(schema, predicate, df.schema)
-    if checks:
-        obs = Observation(f"lamina-{os.path.basename(out_dir)}")
-        conformed = conformed.observe(obs, *[agg.alias(f"c{i}") for i, (_, agg) in enumerate(checks)])
+    metrics = None
+    if checks:  # counted while the job writes (one pass), read once it has
+        metrics = "lamina_checks_" + os.path.basename(out_dir).replace("-", "_")
+        conformed = conformed.observe(metrics, *[agg.alias(f"c{i}") for i, (_, agg) in enumerate(checks)])
     names = derived_names(spec, [*schema.names, *schema.physical_names.values()])
     # Partition values from the table's columns; the files hold them under physical names.
     out = conformed.select(*physical_columns(schema), *[F.col(c) for c in LINEAGE_COLUMNS if lineage],
                            *[partition_column(pf, schema).alias(n) for pf, n in zip(spec.fields, names)])
-    writer = (
-        out.write.mode("errorifexists")
-        .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-        .option("compression", settings.parquet_compression)
-        .option("maxRecordsPerFile", str(settings.max_rows_per_file))
-    )
-    if names:
-        writer = writer.partitionBy(*names)
+    options = {
+        "compression": settings.parquet_compression,
+        "maxRecordsPerFile": str(settings.max_rows_per_file),
+        "parquet.block.size": str(settings.row_group_bytes),  # write.parquet.row-group-size-bytes
+        "parquet.block.row.count.limit": str(settings.row_group_rows),  # write.parquet.row-group-row-limit
+    }
     with session_conf(df.sparkSession, _WRITE_CONF):
-        writer.parquet("file://" + out_dir)
+        paths, sizes, got = write_committed(out, io, root, out_dir, names, options, metrics)
     if checks:
-        got = obs.get
         bad = [f"{got[f'c{i}']} {what}" for i, (what, _) in enumerate(checks) if got.get(f"c{i}")]
         if bad:
             err = SchemaMismatch if any("required" in b for b in bad) else InvalidArgument
             raise err("rejected the write, nothing was committed: " + "; ".join(bad))
+    return paths, sizes
 
 
 def _write_via_datasource(df: Any, ref: TableRef, mode: str, partition_by: Any, where: Any,

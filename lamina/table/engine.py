@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 import pyarrow as pa
+from pyroaring import BitMap
 
 from lamina.commit import CommitOptions, Operation
 from lamina.data.inflight import discard_writes, finish_writes, new_write_id, register_write
@@ -178,13 +179,14 @@ class WriteSession:
         return self._commit(tx)
 
     def commit_row_delta(
-        self, operation: str, prune: Expr, positions: Mapping[tuple, np.ndarray], *,
+        self, operation: str, prune: Expr, positions: Mapping[tuple, np.ndarray | BitMap], *,
         mode: str | None = None, counts: Mapping[str, int] | None = None,
     ) -> tuple[int | None, PositionDelta]:
         """Commit a row-level change the engine computed against ``base``: for every file
         ``prune`` selects in it (keyed by ``lamina.data.deletes.file_key``), the physical row
-        positions to delete (empty: untouched); the added files hold the rows written instead
-        (updates, inserts; ``counts``: rows_updated / rows_inserted, for the summary).
+        positions to delete (empty: untouched), an array or a ``pyroaring.BitMap``; the added
+        files hold the rows written instead (updates, inserts; ``counts``: rows_updated /
+        rows_inserted, for the summary).
         Applied like ``Table.delete``: deletion vectors merged into existing ones, or
         (``mode`` copy-on-write; default the table's ``write.delete.mode``) the files
         rewritten. Raises StaleRowDelta (nothing committed, the files deleted) if the files

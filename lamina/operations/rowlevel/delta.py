@@ -594,7 +594,9 @@ class PositionDelta(RowDelta):
     outside Lamina (e.g. by a Spark job) against one base.
 
     ``positions`` holds, for every candidate file of ``prune`` in that base (by
-    ``file_key``), the physical positions to delete (empty: untouched); ``written``
+    ``file_key``), the physical positions to delete (empty: untouched), as an array or a
+    bitmap (``BitMap``: what an engine's tasks build, so the positions of millions of rows
+    never become a row each on the driver); ``written``
     the entries of data files already written (updated and inserted rows). Applied to
     a base it merges the positions into existing DVs (or rewrites the files in
     copy-on-write mode) exactly as ``RowDelta`` does. If the candidate files of the
@@ -602,13 +604,14 @@ class PositionDelta(RowDelta):
     silent loss of another writer's change.
     """
 
-    positions: dict[tuple, np.ndarray] = field(default_factory=dict)
+    positions: dict[tuple, np.ndarray | BitMap] = field(default_factory=dict)
     written: pa.Table | None = None
     counts: dict[str, int] = field(default_factory=dict)  # rows_updated / rows_inserted, for the summary
 
     def __post_init__(self) -> None:
         for k, pos in self.positions.items():
-            self._outcomes[k] = FileOutcome(unique_sorted(np.asarray(pos, dtype=np.int64)))
+            delete = pos if isinstance(pos, BitMap) else unique_sorted(np.asarray(pos, dtype=np.int64))
+            self._outcomes[k] = FileOutcome(delete)
 
     def _outcomes_for(self, base: Base, cands: pa.Table, rows: list[dict[str, Any]]) -> list[FileOutcome]:
         keys = [file_key(e) for e in rows]

@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 import pyarrow as pa
+from pyroaring import BitMap
 
 from lamina.data.deletes import DV, non_decreasing
 from lamina.spec.lineage import ROW_ID
@@ -27,7 +28,9 @@ FILE = "__lamina_file"  # which of the files read together a row comes from
 class FileOutcome:
     """What a row-level change does to one data file (as it is in one base)."""
 
-    delete: np.ndarray  # physical positions newly deleted (sorted, unique)
+    # physical positions newly deleted (sorted, unique), or their bitmap (an engine's change:
+    # PositionDelta; a bitmap stays as small as the deletion vector it becomes)
+    delete: np.ndarray | BitMap
     new_rows: pa.Table | None = None  # rows written in their place (update / merge)
     matched_source: np.ndarray | None = None  # merge: source row indices matched in this file
     # merge that writes its source's rows (RowDelta.whole_source), on a table with row lineage: the
