@@ -38,12 +38,16 @@ def spark():
     for k in ("NO_PROXY", "no_proxy"):
         os.environ[k] = ",".join(p for p in (os.environ.get(k), "127.0.0.1", "localhost") if p)
     from lamina.spark import spark_session
+    from support.s3a_jars import spark_conf as s3a_conf
 
+    # One session for the suite: Hadoop's S3A jars go on its class path when `make s3a-jars`
+    # fetched them (the class path is fixed when the JVM starts); tests of s3:// tables through
+    # Spark's own reader and writer skip otherwise (the ``s3a`` fixture, tests/spark).
     session = spark_session(
         master="local[2]",
         app_name="lamina-tests",
         fast_start=True,
-        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", **s3a_conf()},
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session

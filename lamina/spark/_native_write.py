@@ -70,6 +70,10 @@ def write_committed(df: Any, io: FileIO, root_uri: str, out_dir: str, partition_
             names = list(r.schema().fieldNames())
             observed = {n: r.get(i) for i, n in enumerate(names)}
     paths, sizes = _committed_files(io, root_uri, out_dir)
+    # The manifest through Hadoop's file system, which also removes what it made for it (a
+    # directory, or on S3 the directory's marker object, which Lamina's FileIO does not list).
+    manifest = jvm.org.apache.hadoop.fs.Path(f"{root_uri}/{out_dir}/{MANIFEST_DIR}")
+    manifest.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(manifest, True)
     _remove_the_rest(io, out_dir, set(paths))
     return paths, sizes, observed
 
@@ -97,8 +101,8 @@ def _committed_files(io: FileIO, root_uri: str, out_dir: str) -> tuple[list[str]
 
 
 def _remove_the_rest(io: FileIO, out_dir: str, keep: set[str]) -> None:
-    """Delete what lies under ``out_dir`` besides ``keep``: the manifest, side files, and files
-    of attempts that did not commit and could not clean up after themselves."""
+    """Delete what lies under ``out_dir`` besides ``keep``: side files (Hadoop's ``.crc``) and
+    files of attempts that did not commit and could not clean up after themselves."""
     doomed = sorted(o.path for o in io.walk(out_dir) if o.path not in keep)
     if doomed:
         log.debug("removing %d files under %s that no committed task attempt wrote", len(doomed), out_dir)

@@ -43,7 +43,7 @@ import json
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from lamina.errors import InvalidArgument
 
@@ -129,8 +129,42 @@ def save_lamina(st: WriterState, path: str | None) -> None:
     if target.skip:
         log.info("mode('ignore'): table %s exists; nothing written", target.ref.name)
         return None
+    if native_store(st.df.sparkSession, target.ref.io, opts, "written"):
+        return _save_natively(st.df, target, opts)
     planned = st.df.write.format("lamina").mode("overwrite" if overwrite else "append").options(**opts)
     _ORIGINAL[("DataFrameWriter", "save")](planned)
+    return None
+
+
+def native_store(spark: Any, io: Any, options: Mapping[str, str], what: str) -> bool:
+    """Whether ``format("lamina")`` takes Spark's own Parquet reader and writer for the table at
+    ``io``: a table on an object store that S3A reaches (``lamina.spark.s3a.native_root``),
+    unless the options ask for the Python data source (``PYTHON_SOURCE_OPTION``). Local
+    tables stay with the data source (``lamina.spark.read`` / ``write`` are their native path)."""
+    from lamina.spark.datasource import PYTHON_SOURCE_OPTION, _bool_opt
+    from lamina.spark.s3a import native_root
+
+    if io.is_local or _bool_opt(options, PYTHON_SOURCE_OPTION):
+        return False
+    return native_root(spark, io, what) is not None
+
+
+def _save_natively(df: Any, target: Any, opts: Mapping[str, str]) -> None:
+    """The write ``target`` (planned by ``WriteTarget.prepare``) by Spark's native writer, one
+    version committed on the driver (``lamina.spark.write.write_ref``)."""
+    from lamina.errors import TableAlreadyExists
+    from lamina.spark.datasource import _bool_opt, partition_by_opt
+    from lamina.spark.write import write_ref
+
+    app = (target.app_id, int(target.app_seq)) if target.app_id is not None else None
+    try:
+        write_ref(df, target.ref, target.mode, partition_by=partition_by_opt(opts), where=target.where,
+                  app_transaction=app, schema_mode="merge" if _bool_opt(opts, "mergeSchema") else None,
+                  exclusive=target.save_mode in ("errorifexists", "ignore"))
+    except TableAlreadyExists:
+        if target.save_mode != "ignore":
+            raise
+        log.info("mode('ignore'): %s was created by another writer meanwhile; nothing written", target.ref.name)
     return None
 
 
@@ -257,14 +291,17 @@ _RECORDERS: dict[str, dict[str, Callable[..., None]]] = {
 }
 
 
-def _recording(original: Callable[..., Any], record: Callable[..., None]) -> Callable[..., Any]:
-    """``original`` (a pyspark writer method returning the writer, or its ``__init__``), recording
-    its arguments into the writer's state once it accepted them."""
+def _recording(original: Callable[..., Any], record: Callable[..., None],
+               state: Callable[[Any], Any] | None = None) -> Callable[..., Any]:
+    """``original`` (a pyspark writer or reader method returning it, or its ``__init__``),
+    recording its arguments into its state (``state``, default the writer's ``state_of``) once it
+    accepted them."""
+    get = state or state_of
 
     @functools.wraps(original)
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         out = original(self, *args, **kwargs)
-        record(state_of(self), *args, **kwargs)
+        record(get(self), *args, **kwargs)
         return out
 
     return method

@@ -162,6 +162,10 @@ SAVE_MODES = ("errorifexists", "ignore", "append", "overwrite")
 # A streaming query's checkpoint when Spark hands the sink none (the session's checkpoint root and
 # the query's name): set by lamina.spark.dataframe_writer.
 CHECKPOINT_OPTION = "__lamina_checkpoint"
+# "true": read or write a table on an object store through this Python data source even where
+# Spark's own Parquet reader and writer reach it (lamina.spark.dataframe_writer.native_store):
+# what the benchmarks compare, and the fallback's tests use.
+PYTHON_SOURCE_OPTION = "__lamina_python_source"
 
 
 def partition_by_opt(options: Mapping[str, str]) -> list[str] | None:
@@ -690,11 +694,13 @@ class LaminaDataSource(DataSource):
 
 
 def register(spark: Any) -> None:
-    """Make ``format("lamina")`` available in ``spark``: the data source, and the save modes,
+    """Make ``format("lamina")`` available in ``spark``: the data source, the save modes,
     ``partitionBy``, ``saveAsTable`` and ``start()`` checks Spark does not give a Python data
-    source (lamina.spark.dataframe_writer)."""
-    from lamina.spark.dataframe_writer import install
+    source (lamina.spark.dataframe_writer), and Spark's own reader and writer for tables on
+    object stores S3A reaches (lamina.spark.dataframe_reader, dataframe_writer.native_store)."""
+    from lamina.spark import dataframe_reader, dataframe_writer
 
     spark.dataSource.register(LaminaDataSource)
-    install()
+    dataframe_writer.install()
+    dataframe_reader.install()
 
