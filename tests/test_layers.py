@@ -135,6 +135,11 @@ LIBRARY_API |= {"_scan_pyarrow_dataset_impl", "_scan_python_function"}
 # its optimized plan, which lamina.spark._collect reads to tell a bare Parquet scan (and it
 # falls back to Spark where the handle is absent, as under Spark Connect).
 LIBRARY_API |= {"_jdf"}
+# A classic session's JVM gateway and JVM session (likewise): Hadoop's configuration, where
+# lamina.spark.s3a sets a bucket's S3A keys, and the file sink Spark's native writer commits
+# through (lamina.spark._native_write); under Spark Connect there is none, and the Python data
+# source is used.
+LIBRARY_API |= {"_jvm", "_jsparkSession"}
 
 
 def test_no_private_member_is_reached_from_another_package():

@@ -56,7 +56,7 @@ def write_committed(df: Any, io: FileIO, root_uri: str, out_dir: str, partition_
     sizes (sorted by path) and, with ``metrics`` (the name of an ``observe`` on ``df``), the
     values it observed while writing."""
     spark = df.sparkSession
-    jvm = spark.sparkContext._jvm
+    jvm = spark._jvm
     utils = jvm.org.apache.spark.api.python.PythonUtils
     sink = getattr(jvm, _SINK)(  # py4j resolves the class by its dotted name
         spark._jsparkSession, f"{root_uri}/{out_dir}", getattr(jvm, _PARQUET)(),
@@ -73,7 +73,7 @@ def write_committed(df: Any, io: FileIO, root_uri: str, out_dir: str, partition_
     # The manifest through Hadoop's file system, which also removes what it made for it (a
     # directory, or on S3 the directory's marker object, which Lamina's FileIO does not list).
     manifest = jvm.org.apache.hadoop.fs.Path(f"{root_uri}/{out_dir}/{MANIFEST_DIR}")
-    manifest.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(manifest, True)
+    manifest.getFileSystem(spark._jsparkSession.sparkContext().hadoopConfiguration()).delete(manifest, True)
     _remove_the_rest(io, out_dir, set(paths))
     return paths, sizes, observed
 

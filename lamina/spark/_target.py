@@ -103,10 +103,14 @@ class TableRef:
         cat = lamina.load_catalog(catalog_uri, password=password, storage_options=dict(storage) or None)
         return cls.of(path, catalog=cat, storage_options=storage, branch=branch)
 
+    @property
+    def storage(self) -> dict[str, Any]:
+        """The storage options the table is reached with: the catalog's, then the target's own."""
+        return {**(getattr(self.catalog, "storage_options", None) or {}), **(self.storage_options or {})}
+
     def data_source_options(self) -> dict[str, str]:
         """This target as ``format("lamina")`` options."""
-        storage = {**(getattr(self.catalog, "storage_options", None) or {}), **(self.storage_options or {})}
-        opts = {k: str(v) for k, v in storage.items()}
+        opts = {k: str(v) for k, v in self.storage.items()}
         if self.branch is not None:
             opts["branch"] = self.branch
         if self.catalog_uri is None:
@@ -125,7 +129,7 @@ class TableRef:
 
     @property
     def io(self) -> FileIO:
-        return self.table.io if self.table is not None else FileIO(self.location, self.storage_options)
+        return self.table.io if self.table is not None else FileIO(self.location, self.storage or None)
 
     def _catalog(self) -> Any:
         if self.catalog is None and self.catalog_uri is not None:  # unpickled in another process

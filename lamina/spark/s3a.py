@@ -114,7 +114,7 @@ def s3a_available(spark: Any) -> bool:
         if app in _available:
             return _available[app]
     try:
-        jvm = spark.sparkContext._jvm
+        jvm = spark._jvm
         ok = bool(jvm.org.apache.spark.util.Utils.classIsLoadable(S3A_CLASS))
         if ok:  # the connector needs the SDK too: a hadoop-aws jar alone fails at the first request
             ok = bool(jvm.org.apache.spark.util.Utils.classIsLoadable("software.amazon.awssdk.services.s3.S3Client"))
@@ -145,7 +145,7 @@ def configure(spark: Any, io: FileIO) -> str | None:
                 return (f"bucket {bucket!r} is already configured for S3A with other storage options than this "
                         "table's (S3A keeps one client per bucket)")
             return None
-        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        conf = spark._jsparkSession.sparkContext().hadoopConfiguration()
         for name, value in wanted.items():
             per_bucket = f"fs.s3a.bucket.{bucket}.{name}"
             if _set_by_user(conf, per_bucket) or _set_by_user(conf, f"fs.s3a.{name}"):
@@ -157,7 +157,7 @@ def configure(spark: Any, io: FileIO) -> str | None:
 
 def _hadoop_version(spark: Any) -> str:
     try:
-        return str(spark.sparkContext._jvm.org.apache.hadoop.util.VersionInfo.getVersion())
+        return str(spark._jvm.org.apache.hadoop.util.VersionInfo.getVersion())
     except Exception:  # noqa: BLE001
         return "<the Hadoop version of your Spark>"
 

@@ -234,8 +234,10 @@ def test_failed_spark_compact_commits_nothing_and_removes_outputs(spark, cat, mo
 
 
 def test_catalog_table_on_s3_through_the_data_source_and_spark_compaction(spark, tmp_path):
-    """A SQLite catalog with an s3:// warehouse (moto): Spark writes go through the Python data
-    source, whose commit (in a Python worker) reopens the catalog; compaction tasks reach S3."""
+    """A SQLite catalog with an s3:// warehouse (moto): Spark writes go through Spark's own writer
+    over S3A where the session has it (the catalog's storage options reach the driver's commit),
+    else the Python data source, whose commit (in a Python worker) reopens the catalog;
+    compaction tasks reach S3."""
     from support.s3server import start_s3
 
     server = start_s3()  # moto; a real radosgw with LAMINA_S3_BACKEND=radosgw (make test-radosgw)
