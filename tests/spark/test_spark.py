@@ -89,18 +89,40 @@ def local_cluster_run(request, tmp_path_factory):
     import subprocess
     import sys
 
-    if not any(i.name == "test_local_cluster_read_and_write" for i in request.session.items):
+    names = {i.name for i in request.session.items}
+    if not names & {"test_local_cluster_read_and_write", "test_local_cluster_s3_write_exactly_once"}:
         yield None
         return
     from support import spark_cluster
 
     script = spark_cluster.__file__
     work = tmp_path_factory.mktemp("local-cluster")
-    proc = subprocess.Popen([sys.executable, script, str(work)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    yield proc
+    endpoint = []
+    if "test_local_cluster_s3_write_exactly_once" in names:  # the tests' S3 server, reached from its executors
+        endpoint = [request.getfixturevalue("s3").endpoint]
+    proc = subprocess.Popen([sys.executable, script, str(work), *endpoint], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    run = ClusterRun(proc)
+    yield run
     if proc.poll() is None:
         proc.kill()
         proc.communicate()
+
+
+class ClusterRun:
+    """The local-cluster process: its JSON result, read once, for every test that asks."""
+
+    def __init__(self, proc) -> None:
+        self.proc, self._result = proc, None
+
+    def result(self) -> dict:
+        import json
+
+        if self._result is None:
+            out, err = self.proc.communicate(timeout=600)
+            assert self.proc.returncode == 0, err[-4000:]
+            self._result = json.loads(out.strip().splitlines()[-1])
+        return self._result
 
 
 @pytest.fixture
@@ -834,12 +856,7 @@ def test_deletion_vectors_are_applied_by_both_readers(spark, tmp_path):
 def test_local_cluster_read_and_write(local_cluster_run):
     """tests/support/spark_cluster.py with master local-cluster[2,1,1024] (its own SparkContext, so its own
     process; started when this module starts so it overlaps with the tests above)."""
-    import json
-
-    proc = local_cluster_run
-    out, err = proc.communicate(timeout=420)
-    assert proc.returncode == 0, err[-4000:]
-    result = json.loads(out.strip().splitlines()[-1])
+    result = local_cluster_run.result()
     assert result["executor_pids"] == 2, result
     assert result["fast_write_version"] == 1 and result["fast_read_rows"] == result["rows"]
     assert result["filtered_rows"] == result["expected_filtered_rows"]
@@ -853,6 +870,19 @@ def test_local_cluster_read_and_write(local_cluster_run):
     assert result["stream_errors"] == [None, None]
     assert s["rows"] == s["source_rows"] == 2 * result["rows"] + 1000 and s["distinct_ids_match"]
     assert s["batches"] == -(-c["after"] // 2) + 1
+
+
+def test_local_cluster_s3_write_exactly_once(local_cluster_run, s3):
+    """On the same cluster, an s3:// table written by Spark's own writer (S3A) while the first
+    attempt of a task leaves a file and dies with its executor: the retried task's files are
+    committed once, in one version, each row exactly once, and nothing the dead attempt wrote
+    is referenced or left (tests/support/spark_cluster.py, ``s3_exactly_once``)."""
+    r = local_cluster_run.result()["s3"]
+    if "skipped" in r:
+        pytest.skip(r["skipped"])
+    assert r["dead_executors"] >= 1, r  # the attempt did die with its executor
+    assert r["version"] == 1 and r["exact"] and r["rows"] == r["distinct"] == r["expected"], r
+    assert r["files"] >= 20 and r["unreferenced"] == [] and r["markers"] == [], r
 
 
 def test_system_tables_as_dataframes(spark, source, tmp_path):
