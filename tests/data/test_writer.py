@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -360,3 +362,33 @@ def test_appends_and_compaction_write_the_tables_codec(tmp_path_factory, codec, 
     t.compact(target_file_size=1 << 20)
     assert _codecs(t) == expected
     assert t.to_arrow().sort_by([("day", "ascending"), ("flight", "ascending"), ("delay", "ascending")]).equals(before)
+
+
+# --- row groups sized by the table's properties ------------------------------------------------
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(1, 30_000), row_limit=st.integers(1, 40_000), byte_limit=st.integers(1_000, 2_000_000))
+def test_row_groups_within_the_row_and_byte_limits(tmp_path_factory, n, row_limit, byte_limit):
+    """``write.parquet.row-group-row-limit`` / ``-size-bytes``: every row group of an append and of a
+    compaction (the streaming writer) holds at most that many rows and about that many Arrow bytes."""
+    import lamina
+
+    data = pa.table({"id": np.arange(n, dtype=np.int64), "s": pa.array([f"v{i % 97}" * 3 for i in range(n)])})
+    props = {"write.parquet.row-group-row-limit": str(row_limit), "write.parquet.row-group-size-bytes": str(byte_limit),
+             "write.parquet.small-file-bytes": "0"}
+    t = lamina.create_table(str(tmp_path_factory.mktemp("rg") / "t"), data.schema, properties=props)
+    t.append(data.slice(0, n // 2))
+    t.append(data.slice(n // 2))
+    per_row = data.nbytes / n
+    for when in ("append", "compact"):
+        if when == "compact":
+            t.compact(target_file_size=1 << 30, min_file_size=1 << 30)
+        groups = []
+        for p in t.scan().plan().entries.column("path").to_pylist():
+            md = pq.read_metadata(t.io.local_path(p))
+            groups += [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+        assert sum(groups) == n, when
+        assert max(groups) <= row_limit, when
+        # the rows' Arrow size, as the writer measured it (a row or two over: rounding per chunk)
+        assert max(groups) <= max(1, byte_limit / per_row) * 1.05 + 1, when
