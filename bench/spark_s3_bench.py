@@ -91,6 +91,18 @@ def s3a_settings(spark, opts: dict[str, str]) -> None:
     assert configure(spark, FileIO(f"s3://{BUCKET}/x", opts)) is None
 
 
+def drop(opts: dict[str, str], prefix: str) -> None:
+    """Delete every object under ``prefix`` of the bucket."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=opts["endpoint"], aws_access_key_id="test", aws_secret_access_key="test",
+                      region_name="us-east-1")
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if keys:
+            s3.delete_objects(Bucket=BUCKET, Delete={"Objects": keys})
+
+
 # -- 1. reads and writes -------------------------------------------------------------------------
 
 
@@ -120,6 +132,9 @@ def reads_and_writes(args, opts) -> dict:
             if i:
                 wtimes[name].append(took)
         print(f"write round {i}: " + ", ".join(f"{k} {v[-1]:.1f}s" for k, v in wtimes.items() if v), flush=True)
+        for name in names:  # the server keeps every object in memory: only round 1's table is read later
+            if not (i == 1 and name == "native"):
+                drop(opts, f"{run}/{name}{i}/")
     uri = f"s3://{BUCKET}/{run}/native1"
     table = lamina.open_table(uri, storage_options=opts)
     files = table.scan().plan().entries.column("path").to_pylist()

@@ -5,7 +5,7 @@
     write(df, "warehouse/orders", partition_by=["day(ts)"])          # native Parquet writer, one version
     read(spark, "warehouse/orders", where="amount > 100").count()    # native Parquet reader over planned files
     spark.read.format("lamina").option("versionAsOf", 3).load("warehouse/orders")
-    df.write.format("lamina").mode("append").save("s3://bucket/orders")  # Python data source (any store)
+    df.write.format("lamina").mode("append").save("s3://bucket/orders")  # native over s3a:// with S3A, else the Python data source
     system_table(spark, "warehouse/orders", "$snapshots").show()     # also $tags, $branches, $files, $manifests
     merge("warehouse/orders", changes_df, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
     delete(spark, "warehouse/orders", "status = 'cancelled'")        # deletion vectors, one version

@@ -4,8 +4,9 @@ The DataFrame is ``spark.read.schema(<table schema>).parquet(<planned files>)``
 plus the predicate as a Spark filter, so column pruning, Parquet row-group
 filtering and whole-stage codegen stay Spark's own; Lamina only decides which
 files (manifest pruning on partition values and column statistics) and pins the
-version. Tables on object stores go through the Python data source instead (the
-native reader would need Hadoop's S3A jars, see docs/spark.md).
+version. Local tables are read as ``file://`` paths, ``s3://`` tables as ``s3a://`` paths
+where the session has Hadoop's S3A connector (``lamina.spark.s3a``); other tables go
+through the Python data source (see docs/spark.md).
 """
 
 from __future__ import annotations
@@ -302,8 +303,9 @@ def read(
     the table at the version the snapshot pins, so DataFrames of several tables read with one
     snapshot see every catalog transaction wholly or not at all.
     ``where`` (Lamina SQL or an Expr) prunes files and filters rows exactly; ``columns``
-    selects columns. Local tables use Spark's native Parquet reader over the planned
-    files; other stores use the Python data source (``format("lamina")``).
+    selects columns. Local tables, and ``s3://`` tables where Spark has S3A, use Spark's
+    native Parquet reader over the planned files; other stores use the Python data source
+    (``format("lamina")``).
     """
     if snapshot is not None:
         if any(x is not None for x in (version, timestamp, tag, catalog, branch, storage_options)):

@@ -1,6 +1,7 @@
 """Row-level changes from Spark: ``merge``, ``update`` and ``delete`` executed with Spark joins.
 
-The driver plans, Spark computes, the driver commits ONE version:
+The driver plans, Spark computes, the driver commits ONE version (local tables, and ``s3://``
+tables where the session has S3A: ``lamina.spark.s3a``):
 
 1. merge: one Spark aggregation gives the source keys' bounds; the core planner keeps
    only the target files whose statistics can hold them (every file with a
@@ -13,9 +14,10 @@ The driver plans, Spark computes, the driver commits ONE version:
    source rows whose key matched nothing (left-anti join on the matched keys) go
    through the not-matched clauses, the target rows whose key matched nothing (a left-anti
    join with the source keys) through the not-matched-by-source clauses, staged with the
-   matched rows. The (file, row index) of every matched or changed row is collected
-   to the driver (duplicates: error, nothing committed); updated and inserted rows
-   are written by Spark's native writer into ``data/spark-<write id>/``.
+   matched rows. The (file, row index) of every matched or changed row is folded, in the
+   tasks, into one deletion bitmap per file (``lamina.spark._file_positions``), and only
+   those reach the driver (a position matched twice: error, nothing committed); updated
+   and inserted rows are written by Spark's native writer into ``data/spark-<write id>/``.
 4. The positions become deletion vectors merged with existing ones (or, in
    copy-on-write mode, rewrites of the touched files), committed as one version by the
    attempt's engine write session (``WriteSession.commit_row_delta``). If a concurrent

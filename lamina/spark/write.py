@@ -8,10 +8,15 @@
    in the data files.
 3. Files go to ``data/spark-<write id>/`` (the ``data_dir`` of an engine write session,
    ``lamina.table.WriteSession``) under an in-flight marker, so cleanup knows them
-   as this write's until it commits or gives up.
+   as this write's until it commits or gives up; each task attempt writes its own,
+   uniquely named, and only the committed attempts' files are handed back
+   (``lamina.spark._native_write``: write, then register; no renames, on any store).
 4. The driver reads the new files' footers (size, rows, bounds, null counts) and the
    session commits them as ONE version. A failed job, a rejected row or a lost commit race
    that cannot be resolved leaves the table as it was and removes the files.
+
+Local tables and ``s3://`` tables where the session has Hadoop's S3A connector
+(``lamina.spark.s3a``) take this path; other stores go through the Python data source.
 """
 
 from __future__ import annotations
@@ -241,8 +246,9 @@ def write(
       returned is the branch's. An unknown branch is BranchNotFound, a missing table
       TableNotFound (a branch write creates neither), before anything is written.
 
-    Local tables use Spark's native Parquet writer; other stores go through the
-    Python data source (``df.write.format("lamina")``).
+    Local tables, and ``s3://`` tables where Spark has S3A (``lamina.spark.s3a``), use Spark's
+    native Parquet writer; other stores go through the Python data source
+    (``df.write.format("lamina")``).
 
     ``target`` may also be a transaction's changes to one table: ``tx.table("shop.orders")``
     of a catalog transaction (``with catalog.transaction() as tx:``), or a
