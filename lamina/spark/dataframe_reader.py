@@ -41,13 +41,9 @@ class ReaderState:
     has_schema: bool = False
 
     def set_option(self, key: str, value: Any) -> None:
-        from pyspark.sql.utils import to_str
+        from lamina.spark.dataframe_writer import put_option
 
-        for k in [k for k in self.options if k.lower() == key.lower()]:
-            del self.options[k]
-        v = to_str(value)
-        if v is not None:
-            self.options[key] = v
+        put_option(self.options, key, value)
 
 
 def reader_state(reader: Any) -> ReaderState:

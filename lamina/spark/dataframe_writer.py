@@ -76,13 +76,7 @@ class WriterState:
         return self.source is not None and self.source.lower() == "lamina"
 
     def set_option(self, key: str, value: Any) -> None:
-        from pyspark.sql.utils import to_str
-
-        for k in [k for k in self.options if k.lower() == key.lower()]:
-            del self.options[k]
-        v = to_str(value)
-        if v is not None:
-            self.options[key] = v
+        put_option(self.options, key, value)
 
     def with_path(self, path: str | None) -> dict[str, str]:
         """The options with ``path`` (given to ``save``/``start``), refused if given twice (as Spark does)."""
@@ -92,6 +86,18 @@ class WriterState:
                 raise InvalidArgument("the table is given twice: as option('path') and to save()/start(); give it once")
             opts["path"] = path
         return opts
+
+
+def put_option(options: dict[str, str], key: str, value: Any) -> None:
+    """Set ``key`` in ``options`` as Spark does: as text (None: removed), replacing a key that
+    differs only in case."""
+    from pyspark.sql.utils import to_str
+
+    for k in [k for k in options if k.lower() == key.lower()]:
+        del options[k]
+    v = to_str(value)
+    if v is not None:
+        options[key] = v
 
 
 def state_of(writer: Any) -> WriterState:
