@@ -64,24 +64,29 @@ $(JAVA_TRANSFORMS)/target/iceberg-transforms-1.jar: $(JAVA_TRANSFORMS)/pom.xml $
 	mvn -q -B -f $(JAVA_TRANSFORMS)/pom.xml package
 
 # Hadoop's S3A connector, for Spark's own Parquet reader and writer on s3:// tables (docs/spark.md,
-# "Object stores"): hadoop-aws of the Hadoop PySpark ships (its hadoop-client jar) and the AWS SDK
-# bundle and analytics accelerator of the versions hadoop-aws's build declares (its parent POM),
-# fetched from Maven into JARS_DIR once (cached). The tests' and benchmarks' Spark sessions put
-# them on the classpath when they are there (tests/support/s3a_jars.py); a machine without Maven
-# skips those tests, saying why. A failed fetch does not fail `make test`.
+# "Object stores"): hadoop-aws of the Hadoop PySpark ships (its hadoop-client-api jar) and the AWS
+# SDK bundle and analytics accelerator of the versions hadoop-aws's build declares (its parent
+# POM), fetched from the machine's Maven registry into JARS_DIR/hadoop-<version> once (cached:
+# a later run finds them there; Maven keeps its own copy in ~/.m2). The tests' and benchmarks'
+# Spark sessions put that directory's jars on the class path (tests/support/s3a_jars.py); a
+# machine without Maven or the registry skips those tests, saying why. A failed fetch does not
+# fail `make test`. `make test` and `make bench-spark` run it once PySpark is installed.
 JARS_DIR ?= .cache/jars
 HADOOP_VERSION = $(patsubst hadoop-client-api-%.jar,%,$(notdir $(firstword $(wildcard $(VENV)/lib/python*/site-packages/pyspark/jars/hadoop-client-api-*.jar))))
-MVN_COPY = mvn -q -B dependency:copy -DoutputDirectory=$(JARS_DIR)
+S3A_DIR = $(JARS_DIR)/hadoop-$(HADOOP_VERSION)
+MVN_COPY = mvn -q -B dependency:copy -DoutputDirectory=$(S3A_DIR).part
 s3a-jars:
 	@if [ -z "$(HADOOP_VERSION)" ]; then echo "s3a-jars: no PySpark in $(VENV) (make test installs it): the S3A tests will be skipped"; exit 0; fi; \
-	if [ -f $(JARS_DIR)/hadoop-aws-$(HADOOP_VERSION).jar ] && ls $(JARS_DIR)/bundle-*.jar >/dev/null 2>&1; then exit 0; fi; \
+	if [ -f $(S3A_DIR)/hadoop-aws-$(HADOOP_VERSION).jar ]; then exit 0; fi; \
 	if ! command -v mvn >/dev/null 2>&1; then echo "s3a-jars: no mvn on this machine: the S3A tests will be skipped"; exit 0; fi; \
-	mkdir -p $(JARS_DIR)/poms && \
-	mvn -q -B dependency:copy -Dartifact=org.apache.hadoop:hadoop-project:$(HADOOP_VERSION):pom -DoutputDirectory=$(JARS_DIR)/poms && \
-	pom=$(JARS_DIR)/poms/hadoop-project-$(HADOOP_VERSION).pom && \
+	rm -rf $(S3A_DIR).part && mkdir -p $(S3A_DIR).part && \
+	mvn -q -B dependency:copy -Dartifact=org.apache.hadoop:hadoop-project:$(HADOOP_VERSION):pom -DoutputDirectory=$(S3A_DIR).part && \
+	pom=$(S3A_DIR).part/hadoop-project-$(HADOOP_VERSION).pom && \
 	sdk=$$(sed -n 's:.*<aws-java-sdk-v2.version>\(.*\)</aws-java-sdk-v2.version>.*:\1:p' $$pom) && \
 	aal=$$(sed -n 's:.*<amazon-s3-analyticsaccelerator-s3.version>\(.*\)</amazon-s3-analyticsaccelerator-s3.version>.*:\1:p' $$pom) && \
+	rm $$pom && \
 	$(MVN_COPY) -Dartifact=software.amazon.awssdk:bundle:$$sdk && \
 	if [ -n "$$aal" ]; then $(MVN_COPY) -Dartifact=software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:$$aal; fi && \
-	$(MVN_COPY) -Dartifact=org.apache.hadoop:hadoop-aws:$(HADOOP_VERSION) \
+	$(MVN_COPY) -Dartifact=org.apache.hadoop:hadoop-aws:$(HADOOP_VERSION) && \
+	rm -rf $(S3A_DIR) && mv $(S3A_DIR).part $(S3A_DIR) \
 	|| echo "s3a-jars: could not fetch hadoop-aws $(HADOOP_VERSION) and its AWS SDK from Maven: the S3A tests will be skipped"

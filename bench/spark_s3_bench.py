@@ -3,7 +3,7 @@
     .venv/bin/python bench/spark_s3_bench.py                      # 10M rows; merges of 1M into 20M rows
     .venv/bin/python bench/spark_s3_bench.py --rows 2000000 --merge-rows 4000000 --out bench/out/s3.md
 
-Needs the S3A jars (`make s3a-jars`, .cache/jars). The S3 server is moto (tests/support/s3server.py)
+Needs the S3A jars (`make s3a-jars`, .cache/jars/hadoop-<version>). The S3 server is moto (tests/support/s3server.py)
 in a process of its own, on 127.0.0.1. Two parts, each in its own Spark session (local[2]):
 
 1. **Reads and writes** (spark.driver.memory=4g), each a full Spark action, medians over rounds in

@@ -207,10 +207,10 @@ def _encodings(data: pa.Table, integer_encoding: str) -> dict[str, Any]:
 
 class RowGroups(NamedTuple):
     """The table's row group limits (``write.parquet.row-group-size-bytes`` and
-    ``write.parquet.row-group-row-limit``)."""
+    ``write.parquet.row-group-limit``)."""
 
     max_bytes: int = TableProperties.WRITE_PARQUET_ROW_GROUP_SIZE_BYTES.default
-    max_rows: int = TableProperties.WRITE_PARQUET_ROW_GROUP_ROW_LIMIT.default
+    max_rows: int = TableProperties.WRITE_PARQUET_ROW_GROUP_LIMIT.default
 
     @classmethod
     def of(cls, writer: WriterProperties) -> "RowGroups":

@@ -408,7 +408,7 @@ def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, p
         "compression": settings.parquet_compression,
         "maxRecordsPerFile": str(settings.max_rows_per_file),
         "parquet.block.size": str(settings.row_group_bytes),  # write.parquet.row-group-size-bytes
-        "parquet.block.row.count.limit": str(settings.row_group_rows),  # write.parquet.row-group-row-limit
+        "parquet.block.row.count.limit": str(settings.row_group_rows),  # write.parquet.row-group-limit
     }
     with session_conf(df.sparkSession, _WRITE_CONF):
         paths, sizes, got = write_committed(out, io, root, out_dir, names, options, metrics)

@@ -153,9 +153,9 @@ class TableProperties:
     """Every writer (Lamina's, and Spark's through ``parquet.block.size``) ends a Parquet row
     group at about this many bytes (Iceberg's property), so engines read a large file in
     parallel, a task per row group."""
-    WRITE_PARQUET_ROW_GROUP_ROW_LIMIT = _int_property("write.parquet.row-group-row-limit", 1024 * 1024, 1)
+    WRITE_PARQUET_ROW_GROUP_LIMIT = _int_property("write.parquet.row-group-limit", 1024 * 1024, 1)
     """Every writer (Lamina's, and Spark's through ``parquet.block.row.count.limit``) ends a
-    Parquet row group at this many rows at most (Iceberg's property), whatever their bytes."""
+    Parquet row group at this many rows at most (pyiceberg's property), whatever their bytes."""
     WRITE_DELETE_MODE = _word_property("write.delete.mode", MERGE_ON_READ, DELETE_MODES)
     """How delete, update and merge change rows when the call names no mode: deletion vectors
     (``merge-on-read``) or files rewritten without the rows (``copy-on-write``)."""
@@ -342,7 +342,7 @@ class WriterProperties:
     parquet_integer_encoding: str = TableProperties.WRITE_PARQUET_INTEGER_ENCODING.default
     parquet_small_file_bytes: int = TableProperties.WRITE_PARQUET_SMALL_FILE_BYTES.default
     row_group_bytes: int = TableProperties.WRITE_PARQUET_ROW_GROUP_SIZE_BYTES.default
-    row_group_rows: int = TableProperties.WRITE_PARQUET_ROW_GROUP_ROW_LIMIT.default
+    row_group_rows: int = TableProperties.WRITE_PARQUET_ROW_GROUP_LIMIT.default
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, Any]) -> WriterProperties:
@@ -353,7 +353,7 @@ class WriterProperties:
             parquet_integer_encoding=p.WRITE_PARQUET_INTEGER_ENCODING.get(properties),
             parquet_small_file_bytes=p.WRITE_PARQUET_SMALL_FILE_BYTES.get(properties),
             row_group_bytes=p.WRITE_PARQUET_ROW_GROUP_SIZE_BYTES.get(properties),
-            row_group_rows=p.WRITE_PARQUET_ROW_GROUP_ROW_LIMIT.get(properties),
+            row_group_rows=p.WRITE_PARQUET_ROW_GROUP_LIMIT.get(properties),
             delete_mode=p.WRITE_DELETE_MODE.get(properties),
             sort_order=p.WRITE_SORT_ORDER.get(properties),
         )

@@ -370,12 +370,12 @@ def test_appends_and_compaction_write_the_tables_codec(tmp_path_factory, codec, 
 @settings(max_examples=15, deadline=None)
 @given(n=st.integers(1, 30_000), row_limit=st.integers(1, 40_000), byte_limit=st.integers(1_000, 2_000_000))
 def test_row_groups_within_the_row_and_byte_limits(tmp_path_factory, n, row_limit, byte_limit):
-    """``write.parquet.row-group-row-limit`` / ``-size-bytes``: every row group of an append and of a
+    """``write.parquet.row-group-limit`` / ``-size-bytes``: every row group of an append and of a
     compaction (the streaming writer) holds at most that many rows and about that many Arrow bytes."""
     import lamina
 
     data = pa.table({"id": np.arange(n, dtype=np.int64), "s": pa.array([f"v{i % 97}" * 3 for i in range(n)])})
-    props = {"write.parquet.row-group-row-limit": str(row_limit), "write.parquet.row-group-size-bytes": str(byte_limit),
+    props = {"write.parquet.row-group-limit": str(row_limit), "write.parquet.row-group-size-bytes": str(byte_limit),
              "write.parquet.small-file-bytes": "0"}
     t = lamina.create_table(str(tmp_path_factory.mktemp("rg") / "t"), data.schema, properties=props)
     t.append(data.slice(0, n // 2))

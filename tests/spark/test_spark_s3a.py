@@ -243,13 +243,13 @@ def test_row_level_changes_bring_one_row_per_file_to_the_driver(spark, tmp_path,
 
 
 def test_row_groups_sized_by_the_table_properties(spark, tmp_path):
-    """write.parquet.row-group-size-bytes and write.parquet.row-group-row-limit cut the row groups of
+    """write.parquet.row-group-size-bytes and write.parquet.row-group-limit cut the row groups of
     Lamina's Arrow writer and of Spark's native writer (read back from the footers), and Spark then
     reads one large file in parallel tasks."""
     from lamina.spark import read, write
 
     data = rows(60_000)
-    props = {"write.parquet.row-group-row-limit": "7000"}
+    props = {"write.parquet.row-group-limit": "7000"}
     arrow_t = lamina.create_table(str(tmp_path / "arrow"), data.schema, properties=props)
     arrow_t.append(data)
     write(sdf(spark, data).coalesce(1), str(tmp_path / "spark"), properties=props)
