@@ -1,33 +1,29 @@
-#!/usr/bin/env python
 """Branches and write-audit-publish (issue 17), in one run: Lamina's branch operations against a tag
-create and an append on the same table, and a branch made and written in Lamina and in Lance.
+create and an append on the same table, and a branch made and written in Lamina and in Lance
+(the case `branches`: `bench/run.py branches`).
 
-    .venv/bin/python bench/branches_bench.py            # full run -> "## Branches and write-audit-publish (issue 17)" in BENCHMARKS.md
-    .venv/bin/python bench/branches_bench.py --quick    # smoke test -> bench/out/BENCHMARKS.branches.md
-
-Every table is local (a temp dir under /tmp) and starts with `--history` (100) appends of `--rows` (100)
+Every table is local (a temp dir under /tmp) and starts with `history` (100) appends of `rows` (100)
 rows (make_batch data: id, category, value, ts), one version each. Three measures, in one process:
 
-1. **Create a branch, publish it (fast-forward), create a tag**, `--iterations` (200) times on one table,
+1. **Create a branch, publish it (fast-forward), create a tag**, `iterations` (200) times on one table,
    after 5 untimed iterations (the first `create_branch` commits the `branches` writer feature): a tag
    of main's latest version (`t.create_tag(name)`), `h = t.create_branch(name)` (from main's latest), an
    untimed `h.append(batch)` on the branch, then `t.publish(name)`, which must be a fast-forward (main did
    not move since the branch was made; checked in every version's summary). The tag is made before the
    branch in even iterations and after the publish in odd ones (both share the drift of the machine).
-2. **Publish with rebase over `--main-commits` (100) main commits**, `--rebase-reps` (30) times after one
+2. **Publish with rebase over `main_commits` (100) main commits**, `rebase_reps` (30) times after one
    untimed: a branch from main's latest with one append, then 100 appends to main (each timed: the
    "single append"), then `t.publish(name)`, which must be a rebase (checked).
 3. **Lance vs Lamina, branch create + a write on it**: a Lamina table and a Lance dataset of the same
-   history; `--lance-reps` (100) times each, in blocks of `--block` (10) per system, order rotating, after
+   history; `lance_reps` (100) times each, in blocks of `block` (10) per system, order rotating, after
    2 untimed: Lamina `h = t.create_branch(name)` + `h.append(batch)`; Lance `b = ds.create_branch(name)` +
-   `lance.write_dataset(batch, b, mode="append")`, batches of `--lance-rows` (1,000) rows. Afterwards
+   `lance.write_dataset(batch, b, mode="append")`, batches of `lance_rows` (1,000) rows. Afterwards
    main holds its rows unchanged and the last branch its base + the batch, in both (checked).
 
 Every table's rows are checked at the end against the ids the bench wrote. Where Lamina's time goes:
 after the timed runs, a pass of each Lamina operation with every FileIO call (the storage layer: local
 reads, stats, creates) recorded on the caller's thread and in the background, and a cProfile of each
-operation (bench/out/branches_<op>_profile.txt). Only the `## Branches and write-audit-publish (issue 17)`
-section of BENCHMARKS.md is replaced; raw numbers go to bench/out/branches_results.json.
+operation (bench/out/branches_<op>_profile.txt).
 """
 
 from __future__ import annotations
@@ -36,7 +32,6 @@ import cProfile
 import os
 import pstats
 import re
-import sys
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -47,14 +42,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (  # noqa: E402
-    OUT_DIR, REPO_ROOT, Section, Workspace, add_out_arg, begin_run, bench_parser, command_line, finish_run,
-    flush_lamina_hints, fmt_s, fmt_x, loadavg, make_batch, now, p50, report_path, rotated, say, sections_markdown,
-    spread, standalone_header, verdict,
+from common import (
+    OUT_DIR, REPO_ROOT, Workspace, flush_lamina_hints, fmt_s, fmt_x, make_batch, now, p50, rotated, say, spread,
+    worker_cmd,
 )
-import systems  # noqa: E402
+from registry import Run, case, module
+from report import Report, Section, Target, verdict
 
 SECTION_TITLE = "Branches and write-audit-publish (issue 17)"
 TAG_TARGET = 1.0  # create_branch and publish (fast-forward) p50 ≤ x × create_tag p50
@@ -65,7 +58,6 @@ WARM_ITERATIONS = 5
 
 @dataclass
 class Config:
-    quick: bool
     history: int = 100
     rows: int = 100
     iterations: int = 200
@@ -75,17 +67,6 @@ class Config:
     lance_rows: int = 1000
     block: int = 10
     profile_iterations: int = 50
-
-    @classmethod
-    def make(cls, args) -> "Config":
-        cfg = cls(quick=args.quick)
-        if args.quick:
-            cfg.history, cfg.iterations, cfg.rebase_reps, cfg.main_commits = 10, 10, 2, 10
-            cfg.lance_reps, cfg.block, cfg.profile_iterations = 4, 2, 3
-        for k in ("history", "rows", "iterations", "rebase_reps", "main_commits", "lance_reps", "lance_rows", "block"):
-            if getattr(args, k) is not None:
-                setattr(cfg, k, getattr(args, k))
-        return cfg
 
 
 class Ids:
@@ -526,10 +507,12 @@ SYSCALL_OPS = ("create_tag", "create_branch", "publish_ff", "branch_append", "ap
                "lance_create_branch", "lance_write")
 
 
-def syscall_child(root: str, history: int, rows: int, main_commits: int, lance_rows: int) -> None:
-    """Run under strace: every measured operation SYSCALL_REPS times (after a warm-up), each bracketed
-    by marks; background work (hint writes) lands before the end mark."""
-    cfg = Config(quick=False, history=history, rows=rows, main_commits=main_commits, lance_rows=lance_rows)
+def syscall_child(argv: list[str]) -> None:
+    """Run under strace (argv: ROOT HISTORY ROWS MAIN_COMMITS LANCE_ROWS): every measured operation
+    SYSCALL_REPS times (after a warm-up), each bracketed by marks; background work (hint writes)
+    lands before the end mark."""
+    root, history, rows, main_commits, lance_rows = argv[0], *map(int, argv[1:5])
+    cfg = Config(history=history, rows=rows, main_commits=main_commits, lance_rows=lance_rows)
     ids = Ids()
     t, written = lamina_table(root, cfg, ids)
     lance_ds = LanceBranchWrite(os.path.join(root, "t.lance"), written)
@@ -566,9 +549,9 @@ def syscall_counts(ws: Workspace, cfg: Config) -> dict:
         return {"skipped": "strace is not installed"}
     root = ws.new("strace")
     log = os.path.join(root, "strace.txt")
-    cmd = ["strace", "-f", "-qq", "-e", f"trace={SYSCALLS}", "-o", log, sys.executable, str(Path(__file__).resolve()),
-           "--syscall-child", os.path.join(root, "tables"), str(cfg.history), str(cfg.rows), str(cfg.main_commits),
-           str(cfg.lance_rows)]
+    cmd = ["strace", "-f", "-qq", "-e", f"trace={SYSCALLS}", "-o", log,
+           *worker_cmd("branches_bench:syscall_child", os.path.join(root, "tables"), str(cfg.history), str(cfg.rows),
+                       str(cfg.main_commits), str(cfg.lance_rows))]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     if p.returncode != 0:
@@ -678,7 +661,7 @@ def paired(a: list[float], ar: list[int], b: list[float], br: list[int]) -> list
     return per
 
 
-def ops_section(cfg: Config, ops: dict) -> tuple[Section, list[tuple[str, bool | None]]]:
+def ops_section(cfg: Config, ops: dict) -> tuple[Section, list[Target]]:
     tag = ops["create_tag"]
     sec = Section(
         key="ops", title=f"Create a branch, publish it (fast-forward), create a tag: {cfg.iterations} iterations on one table",
@@ -700,7 +683,7 @@ def ops_section(cfg: Config, ops: dict) -> tuple[Section, list[tuple[str, bool |
         if k in ("create_branch", "publish_ff"):
             ok = None if r is None else r <= TAG_TARGET
             tgt = f"≤ {TAG_TARGET}× create_tag: {verdict(ok)}"
-            verdicts.append((f"{labels[k]} p50 ≤ {TAG_TARGET}× create_tag p50 ({fmt_x(r)})", ok))
+            verdicts.append(Target(f"{labels[k]} p50 ≤ {TAG_TARGET}× create_tag p50", ok, fmt_x(r)))
         else:
             tgt = "–"
         sec.rows.append([labels[k], str(len(xs)), fmt_s(p50(xs)), spread(xs), p90(xs), fmt_s(min(xs)), fmt_x(r),
@@ -708,7 +691,7 @@ def ops_section(cfg: Config, ops: dict) -> tuple[Section, list[tuple[str, bool |
     return sec, verdicts
 
 
-def rebase_section(cfg: Config, reb: dict) -> tuple[Section, list[tuple[str, bool | None]]]:
+def rebase_section(cfg: Config, reb: dict) -> tuple[Section, list[Target]]:
     app, pub = reb["append"], reb["publish_rebase"]
     r = ratio(pub, app)
     ok = None if r is None else r <= REBASE_TARGET
@@ -727,11 +710,11 @@ def rebase_section(cfg: Config, reb: dict) -> tuple[Section, list[tuple[str, boo
                      spread(pub), p90(pub), fmt_s(min(pub)), fmt_x(r),
                      median_iqr([x / y for x, y in zip(pub, reb["append_round_p50"])]),
                      f"≤ {REBASE_TARGET}× append: {verdict(ok)}"])
-    return sec, [(f"publish with rebase over {cfg.main_commits} main commits p50 ≤ {REBASE_TARGET}× a single append p50 "
-                  f"({fmt_x(r)})", ok)]
+    return sec, [Target(f"publish with rebase over {cfg.main_commits} main commits p50 ≤ {REBASE_TARGET}× a single "
+                        "append p50", ok, fmt_x(r))]
 
 
-def lance_section(cfg: Config, vs: dict) -> tuple[Section, list[tuple[str, bool | None]]]:
+def lance_section(cfg: Config, vs: dict) -> tuple[Section, list[Target]]:
     import lance
 
     runs = vs["runs"]
@@ -762,7 +745,8 @@ def lance_section(cfg: Config, vs: dict) -> tuple[Section, list[tuple[str, bool 
                          tgt if name == "lamina" else "–"])
     sec.notes.append(f"Parts: create {fmt_x(ratio(lam['create'], lan['create']))} of Lance's, write "
                      f"{fmt_x(ratio(lam['write'], lan['write']))} of Lance's (Lamina p50 / Lance p50).")
-    return sec, [(f"Lamina create_branch + append ≤ {LANCE_TARGET}× Lance create_branch + write_dataset ({fmt_x(r)})", ok)]
+    return sec, [Target(f"Lamina create_branch + append ≤ {LANCE_TARGET}× Lance create_branch + write_dataset", ok,
+                        fmt_x(r))]
 
 
 def io_line(io: dict, background: bool = True) -> str:
@@ -949,78 +933,34 @@ def findings(cfg: Config, ops: dict, reb: dict, vs: dict, w: dict) -> list[str]:
     return out
 
 
-def section_block(path: Path, cfg: Config, secs: list[Section], command: str, started: float, elapsed: float,
-                  revision: str, load: tuple, targets: list[str]) -> str:
-    lines = [f"## {SECTION_TITLE}", ""]
-    lines += standalone_header(path, "bench/branches_bench.py", command, started, elapsed, revision, cfg.quick,
-                               "figures", versions={k: v for k, v in systems.library_versions().items()
-                                                    if k in ("lamina", "pylance", "pyarrow")})
-    lines += [
-        f"- 1-min load average {load[0]} before, {load[1]} after.",
-        f"- Tables: local, each first given {cfg.history} appends of {cfg.rows} rows (id int64, category string, "
-        "value double, ts timestamp[us]), one version each; every table's rows checked against the ids written, at "
-        "the end. Ratios are Lamina's p50 over the yardstick's p50 (≤ target: PASS).",
-    ]
-    lines += [f"- Target: {t}." for t in targets] + [""]
-    lines += sections_markdown(secs)
-    return "\n".join(lines)
-
-
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--syscall-child"]:
-        root, history, rows, main_commits, lance_rows = argv[1], *map(int, argv[2:6])
-        syscall_child(root, history, rows, main_commits, lance_rows)
-        return 0
-    ap = bench_parser(__doc__)
-    ap.add_argument("--quick", action="store_true", help="smoke test: tiny sizes, figures not meaningful")
-    ap.add_argument("--history", type=int, default=None, help="appends before measuring (default 100)")
-    ap.add_argument("--rows", type=int, default=None, help="rows per append (default 100)")
-    ap.add_argument("--iterations", type=int, default=None, help="tag/branch/publish iterations (default 200)")
-    ap.add_argument("--rebase-reps", type=int, default=None, help="publishes with rebase (default 30)")
-    ap.add_argument("--main-commits", type=int, default=None, help="main commits before each rebase (default 100)")
-    ap.add_argument("--lance-reps", type=int, default=None, help="branches made per system vs Lance (default 100)")
-    ap.add_argument("--lance-rows", type=int, default=None, help="rows written on each branch vs Lance (default 1,000)")
-    ap.add_argument("--block", type=int, default=None, help="consecutive branches per system vs Lance (default 10)")
-    add_out_arg(ap, "markdown file whose section is replaced", "the default full run", "BENCHMARKS.branches.md")
-    args = ap.parse_args(argv)
-    cfg = Config.make(args)
-    full = not cfg.quick and all(getattr(args, k) is None for k in (
-        "history", "rows", "iterations", "rebase_reps", "main_commits", "lance_reps", "lance_rows", "block"))
-    out_md = report_path(args.out, full, "BENCHMARKS.branches.md")
-    command = command_line("bench/branches_bench.py", argv)
-    revision, started, t0 = begin_run(f"branches bench: {cfg}; {systems.library_versions()}")
-    ws = Workspace()
-    raw: dict = {"command": command, "config": cfg.__dict__}
-    l0 = loadavg()
-    try:
-        ids = Ids()
-        t, written = lamina_table(ws.new("ops"), cfg, ids)
-        disk = DiskProbe(ws.new("disk"))
-        raw["ops"] = ops = bench_ops(t, cfg, ids, written, disk)
-        raw["rebase"] = reb = bench_rebase(t, cfg, ids, written)
-        raw["ops_table_rows"] = check_rows(t, written, "tag/branch/publish table")
-        vs = bench_lance(ws, cfg)
-        raw["lance"] = {k: v for k, v in vs.items() if k != "table"}
-        say("profiling")
-        raw["where"] = w = where_time_goes(ws, cfg, vs["table"])
-        say("system calls")
-        w["syscalls"] = syscall_counts(ws, cfg)
-        w["fs"] = disk.p50s()
-    finally:
-        ws.close()
-    secs, verdicts = [], []
+@case("branches", title=SECTION_TITLE, sizes=Config,
+      quick=dict(history=10, iterations=10, rebase_reps=2, main_commits=10, lance_reps=4, block=2, profile_iterations=3),
+      tiny=dict(history=3, iterations=4, rebase_reps=1, main_commits=3, lance_reps=2, block=1, lance_rows=50),
+      needs=(module("lance"),), versions=("lamina", "pylance", "pyarrow"))
+def branches(run: Run) -> Report:
+    """Branch create, publish (fast-forward and rebase) and tag create, and a branch write vs Lance."""
+    cfg, ws = run.sizes, run.ws
+    raw: dict = {}
+    ids = Ids()
+    t, written = lamina_table(ws.new("ops"), cfg, ids)
+    disk = DiskProbe(ws.new("disk"))
+    raw["ops"] = ops = bench_ops(t, cfg, ids, written, disk)
+    raw["rebase"] = reb = bench_rebase(t, cfg, ids, written)
+    raw["ops_table_rows"] = check_rows(t, written, "tag/branch/publish table")
+    vs = bench_lance(ws, cfg)
+    raw["lance"] = {k: v for k, v in vs.items() if k != "table"}
+    say("profiling")
+    raw["where"] = w = where_time_goes(ws, cfg, vs["table"])
+    say("system calls")
+    w["syscalls"] = syscall_counts(ws, cfg)
+    w["fs"] = disk.p50s()
+    secs, targets = [], []
     for make in (lambda: ops_section(cfg, ops), lambda: rebase_section(cfg, reb), lambda: lance_section(cfg, vs)):
         s, v = make()
         secs.append(s)
-        verdicts += v
+        targets += v
     secs.append(where_section(cfg, ops, reb, vs, w, findings(cfg, ops, reb, vs, w)))
-    targets = [f"{what}: **{verdict(ok)}**" for what, ok in verdicts]
-    elapsed = now() - t0
-    block = section_block(out_md, cfg, secs, command, started, elapsed, revision, (l0, loadavg()), targets)
-    finish_run(secs, out_md, SECTION_TITLE, block, raw, "branches_results.json", targets, elapsed)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    facts = [f"Tables: local, each first given {cfg.history} appends of {cfg.rows} rows (id int64, category string, "
+             "value double, ts timestamp[us]), one version each; every table's rows checked against the ids written, at "
+             "the end. Ratios are Lamina's p50 over the yardstick's p50 (≤ target: PASS)."]
+    return Report(title=SECTION_TITLE, facts=facts, targets=targets, sections=secs, raw=raw)

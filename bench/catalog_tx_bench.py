@@ -1,10 +1,7 @@
-#!/usr/bin/env python
 """Catalog transactions of issue 18: the latency of a transaction appending to 2 and to 10 tables
 against one single-table append on the same catalog, and 8 processes racing two-table
-transactions, on a SQLite and a PostgreSQL catalog, in one run.
-
-    .venv/bin/python bench/catalog_tx_bench.py           # full run -> its section of BENCHMARKS.md
-    .venv/bin/python bench/catalog_tx_bench.py --quick   # smoke test -> bench/out/BENCHMARKS.catalog_tx.md
+transactions, on a SQLite and a PostgreSQL catalog, in one run (the case `catalog_tx`;
+--only sqlite or postgres).
 
 1. **Latency**: per catalog, 11 empty tables (id int64, category string, value double, ts
    timestamp[us]): `b.single` and `b.t0`..`b.t9`. Each round times, in an order rotating per
@@ -41,9 +38,6 @@ transactions, on a SQLite and a PostgreSQL catalog, in one run.
 PostgreSQL: a server started here (tests/support/pgserver.py: initdb + pg_ctl on 127.0.0.1,
 fsync off, as the catalog tests and bench/maintenance_bench.py use). SQLite: a file catalog
 in a temp dir (WAL, synchronous=FULL: every commit is an fsync).
-
-Only this script's section of BENCHMARKS.md is replaced. Raw numbers go to
-bench/out/catalog_tx_results.json, tracebacks to bench/out/errors.log.
 """
 
 from __future__ import annotations
@@ -52,26 +46,19 @@ import collections
 import functools
 import json
 import random
-import sys
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import common  # noqa: E402,F401  (sys.path for lamina)
-from common import (  # noqa: E402
-    REPO_ROOT, SCHEMA, Section, Workspace, add_out_arg, begin_run, bench_parser, command_line, comma_list, err_text,
-    finish_run, flush_lamina_hints, fmt_s, fmt_x, loadavg, log_error, make_batch, now, p50, report_path, rotated,
-    say, sections_markdown, standalone_header, verdict,
+from common import (
+    SCHEMA, Workspace, err_text, flush_lamina_hints, fmt_s, fmt_x, log_error, make_batch, now, p50, rotated,
+    say, start_barrier, worker_cmd,
 )
+from registry import Run, case, postgres
+from report import Report, Section, Target, verdict
 
-TESTS_DIR = REPO_ROOT / "tests"
-if str(TESTS_DIR) not in sys.path:
-    sys.path.insert(0, str(TESTS_DIR))
 
 SECTION_TITLE = "Catalog transactions (issue 18)"
 CATALOGS = ["sqlite", "postgres"]
@@ -94,7 +81,6 @@ BANK_TARGET_WRITERS, BANK_MAX_FAILED = 4, 0.01  # issue 52: failure rate with 4 
 
 @dataclass
 class Config:
-    quick: bool
     rows: int = 100
     rounds: int = 60
     warm: int = 5
@@ -104,19 +90,6 @@ class Config:
     race_rows: int = 10
     bank_writers: tuple[int, ...] = tuple(BANK_WRITERS)
     transfers: int = 25  # per bank writer
-
-    @classmethod
-    def make(cls, args) -> "Config":
-        cfg = cls(quick=args.quick)
-        if args.quick:
-            cfg.rounds, cfg.warm, cfg.breakdown, cfg.writers, cfg.txs = 5, 1, 2, 2, 4
-            cfg.bank_writers, cfg.transfers = (1, BANK_TARGET_WRITERS), 2
-        for k in ("rows", "rounds", "writers", "txs", "transfers"):
-            if getattr(args, k) is not None:
-                setattr(cfg, k, getattr(args, k))
-        if args.bank_writers is not None:
-            cfg.bank_writers = tuple(args.bank_writers)
-        return cfg
 
 
 def quantile(xs: list[float], q: float) -> float | None:
@@ -243,14 +216,14 @@ def step_breakdown(cat, cases: dict, cfg: Config) -> dict:
         setattr(cls, attr, functools.wraps(f)(timed))
     out = {}
     try:
-        for case in cases:  # every case (row counts stay exact); the 2-table one is not reported
+        for which in cases:  # every case (row counts stay exact); the 2-table one is not reported
             acc.clear()
             wall = []
             for _ in range(cfg.breakdown):
                 t0 = now()
-                cases[case]()
+                cases[which]()
                 wall.append(now() - t0)
-            out[str(case)] = {"wall_p50": p50(wall), "steps": {k: v / cfg.breakdown for k, v in acc.items()}}
+            out[str(which)] = {"wall_p50": p50(wall), "steps": {k: v / cfg.breakdown for k, v in acc.items()}}
     finally:
         for cls, attr, f in saved:
             setattr(cls, attr, f)
@@ -277,10 +250,7 @@ def worker_race(argv) -> None:
     options = CommitOptions(max_attempts=RACE_ATTEMPTS, max_seconds=RACE_SECONDS)
     pairs = race_pairs(w, spec["n"])
     batches = [workers.batch(w, seq, rows) for seq in range(spec["n"])]
-    print("READY", flush=True)
-    if sys.stdin.readline().strip() != "GO":
-        sys.exit("no GO from the parent")
-    t_go = time.time()
+    t_go = start_barrier()
     acked, failed = [], []
     for seq, pair in enumerate(pairs):
         t0 = now()
@@ -307,11 +277,9 @@ def bench_race(ws: Workspace, cat_uri: str, cfg: Config, label: str) -> dict:
         cat.create_table(t, workers.schema())
     specs = [{"catalog": cat_uri, "tables": tables, "writer": w, "n": cfg.txs, "rows": cfg.race_rows}
              for w in range(cfg.writers)]
-    script = str(Path(__file__).resolve())
     say(f"{label}: {cfg.writers} processes x {cfg.txs} two-table transactions on {RACE_TABLES} tables")
     results = workers.spawn_workers(
-        specs, ws.new(f"logs-{label}"), timeout=900,
-        cmd=lambda spec: [sys.executable, script, "--worker", "race", json.dumps(spec)],
+        specs, ws.new(f"logs-{label}"), timeout=900, cmd=lambda spec: worker_cmd("catalog_tx_bench:worker_race", json.dumps(spec)),
     )
     r = {
         "wall_s": max(x["t_done"] for x in results) - min(x["t_go"] for x in results),
@@ -378,10 +346,7 @@ def worker_bank(argv) -> None:
     cat = lamina.load_catalog(spec["catalog"])
     rng = random.Random(spec["seed"])
     transfers = [workers.transfer_legs(rng, spec["tables"], spec["accounts"]) for _ in range(spec["n"])]
-    print("READY", flush=True)
-    if sys.stdin.readline().strip() != "GO":
-        sys.exit("no GO from the parent")
-    t_go = time.time()
+    t_go = start_barrier()
     out = []
     for legs in transfers:
         t0, done, attempts, error = now(), [], None, None
@@ -414,11 +379,10 @@ def bench_bank(ws: Workspace, cat_uri: str, writers: int, mode: str, cfg: Config
         cat.create_table(t, workers.bank_rows(0, 0).schema).append(workers.bank_rows(BANK_ACCOUNTS, BANK_BALANCE))
     specs = [{"catalog": cat_uri, "tables": tables, "accounts": BANK_ACCOUNTS, "writer": w, "seed": 5200 + w,
               "n": cfg.transfers, "mode": mode} for w in range(writers)]
-    script = str(Path(__file__).resolve())
     say(f"{label}: the bank, {writers} writer(s) x {cfg.transfers} transfers as {BANK_MODES[mode]}")
     results = workers.spawn_workers(
         specs, ws.new(f"logs-bank-{label}-{mode}-{writers}"), timeout=900,
-        cmd=lambda spec: [sys.executable, script, "--worker", "bank", json.dumps(spec)],
+        cmd=lambda spec: worker_cmd("catalog_tx_bench:worker_bank", json.dumps(spec)),
     )
     flush_lamina_hints()
     done = [x for r in results for x in r["transfers"]]
@@ -440,7 +404,7 @@ def bench_bank(ws: Workspace, cat_uri: str, writers: int, mode: str, cfg: Config
 
 
 # =========================================================================== report
-def latency_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, list[tuple[str, bool | None]]]:
+def latency_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, list[Target]]:
     sec = Section(
         key="latency",
         title=f"Transaction latency: 2 and {WIDE} tables vs one single-table append ({cfg.rows}-row batches)",
@@ -461,21 +425,21 @@ def latency_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, 
         label = CATALOG_LABEL[name]
         if "error" in r:
             sec.error_row(label, r["error"])
-            verdicts += [(f"{n}-table transaction p50 ≤ {TARGETS[n]}× one single-table append, {label} (error)", False)
-                         for n in TARGETS]
+            verdicts += [Target(f"{n}-table transaction p50 ≤ {TARGETS[n]}× one single-table append, {label}", False,
+                                "error") for n in TARGETS]
             continue
         lat = r["lat"]
         base = p50(lat["single"])
-        for case, call in (("single", "single-table append"), *((str(n), f"{n}-table transaction") for n in TARGETS)):
-            xs = lat[case]
-            ratio = p50(xs) / base if case != "single" else None
+        for which, call in (("single", "single-table append"), *((str(n), f"{n}-table transaction") for n in TARGETS)):
+            xs = lat[which]
+            ratio = p50(xs) / base if which != "single" else None
             target = "–"
-            if case != "single":
-                limit = TARGETS[int(case)]
+            if which != "single":
+                limit = TARGETS[int(which)]
                 ok = ratio <= limit
                 target = f"≤ {limit}×: {verdict(ok)}"
-                verdicts.append((f"{case}-table transaction p50 ≤ {limit}× one single-table append, {label} "
-                                 f"({ratio:.2f}×)", ok))
+                verdicts.append(Target(f"{which}-table transaction p50 ≤ {limit}× one single-table append, {label}", ok,
+                                       f"{ratio:.2f}×"))
             sec.rows.append([label, call, fmt_s(quantile(xs, 0.1)), fmt_s(p50(xs)), fmt_s(quantile(xs, 0.9)),
                              "–" if ratio is None else fmt_x(ratio), target])
         extra = (p50(lat[str(WIDE)]) - p50(lat["2"])) / (WIDE - 2)
@@ -499,16 +463,16 @@ def breakdown_notes(res: dict, names: list[str]) -> list[str]:
         if not b:
             continue
         parts = []
-        for case, label in (("single", "single append"), (str(WIDE), f"{WIDE}-table transaction")):
-            steps = b[case]["steps"]
+        for which, label in (("single", "single append"), (str(WIDE), f"{WIDE}-table transaction")):
+            steps = b[which]["steps"]
             items = ", ".join(f"{what[k]} {fmt_s(v)}" for k, v in sorted(steps.items(), key=lambda kv: -kv[1]) if v)
-            parts.append(f"{label} (p50 {fmt_s(b[case]['wall_p50'])} with the timers): {items}")
+            parts.append(f"{label} (p50 {fmt_s(b[which]['wall_p50'])} with the timers): {items}")
         notes.append(f"Where the time goes, {CATALOG_LABEL[name]} (mean per call, steps on parallel threads summed): "
                      + "; ".join(parts) + ".")
     return notes
 
 
-def race_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, list[tuple[str, bool | None]]]:
+def race_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, list[Target]]:
     total = cfg.writers * cfg.txs
     sec = Section(
         key="race",
@@ -532,13 +496,13 @@ def race_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, lis
         label = CATALOG_LABEL[name]
         if "error" in r:
             sec.error_row(label, r["error"])
-            verdicts.append((f"0 lost and 0 failed, {label} (error)", False))
+            verdicts.append(Target(f"0 lost and 0 failed, {label}", False, "error"))
             continue
         v = r["verify"]
         ok = v["lost"] == 0 and v["failed"] == 0 and v["torn"] == 0 and v["duplicated"] == 0
         rate = v["acked"] / r["wall_s"]
-        verdicts.append((f"0 lost and 0 failed, {label} ({v['acked']}/{total} acknowledged, {v['lost']} lost, "
-                         f"{v['failed']} failed; {rate:.1f} commits/s)", ok))
+        verdicts.append(Target(f"0 lost and 0 failed, {label}", ok, f"{v['acked']}/{total} acknowledged, {v['lost']} "
+                               f"lost, {v['failed']} failed; {rate:.1f} commits/s"))
         lat = r["latency"]
         final = (", ".join(f"{t} v{n}" for t, n in sorted(v["versions"].items()))
                  + ("; one version per acknowledged transaction" if v["versions_ok"] else "; VERSION COUNT MISMATCH"))
@@ -557,7 +521,7 @@ def race_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, lis
     return sec, verdicts
 
 
-def bank_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, list[tuple[str, bool | None]]]:
+def bank_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, list[Target]]:
     from lamina.commit import CommitOptions
 
     sec = Section(
@@ -592,15 +556,15 @@ def bank_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, lis
                 if "error" in r or not r:
                     sec.error_row(label, r.get("error", "not run"))
                     if targeted:
-                        verdicts.append((f"{what} (error)", False))
+                        verdicts.append(Target(what, False, "error"))
                     continue
                 rate = r["failed"] / r["sent"] if r["sent"] else 0.0
                 ok = r["failed"] <= BANK_MAX_FAILED * r["sent"]
                 target = "–"
                 if targeted:
                     target = f"≤ {BANK_MAX_FAILED:.0%} failed: {verdict(ok)}"
-                    verdicts.append((f"{what} ({r['failed']}/{r['sent']} failed, {rate:.1%}; "
-                                     f"{r['acked'] / r['wall_s']:.1f} transfers/s)", ok))
+                    verdicts.append(Target(what, ok, f"{r['failed']}/{r['sent']} failed, {rate:.1%}; "
+                                           f"{r['acked'] / r['wall_s']:.1f} transfers/s"))
                 att = r["attempts"]
                 sec.rows.append([
                     label, str(writers), how, f"{r['acked']} / {r['sent']}", f"{r['failed']} ({rate:.1%})",
@@ -628,58 +592,22 @@ def bank_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, lis
     return sec, verdicts
 
 
-def section_block(path: Path, cfg: Config, secs: list[Section], command: str, started: float, elapsed: float,
-                  revision: str, load: tuple, targets: list[str], extra: list[str]) -> str:
-    import systems
-
-    lines = [f"## {SECTION_TITLE}", ""]
-    lines += standalone_header(path, "bench/catalog_tx_bench.py", command, started, elapsed, revision, cfg.quick,
-                               "figures", versions={k: v for k, v in systems.library_versions().items()
-                                                    if k in ("lamina", "pyarrow")})
-    lines += [f"- 1-min load average {load[0]} before, {load[1]} after.", *extra]
-    lines += [f"- Target: {t}." for t in targets] + [""]
-    lines += sections_markdown(secs)
-    return "\n".join(lines)
-
-
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:2] == ["--worker", "race"]:
-        worker_race(argv[2:])
-        return 0
-    if argv[:2] == ["--worker", "bank"]:
-        worker_bank(argv[2:])
-        return 0
-    ap = bench_parser(__doc__)
-    ap.add_argument("--quick", action="store_true", help="smoke test: tiny sizes, figures not meaningful")
-    ap.add_argument("--rows", type=int, default=None, help="rows per append in the latency rounds (default 100)")
-    ap.add_argument("--rounds", type=int, default=None, help="timed rounds of the latency cases (default 60)")
-    ap.add_argument("--writers", type=int, default=None, help="racing processes (default 8)")
-    ap.add_argument("--txs", type=int, default=None, help="transactions per racing process (default 50)")
-    ap.add_argument("--bank-writers", type=lambda v: [int(x) for x in v.split(",")], default=None,
-                    help="comma list of the bank's writer counts (default 1,4,8)")
-    ap.add_argument("--transfers", type=int, default=None, help="transfers per bank writer (default 25)")
-    ap.add_argument("--catalogs", default=",".join(CATALOGS), help="comma list of " + ",".join(CATALOGS))
-    add_out_arg(ap, "markdown file whose section is replaced", "the default full run", "BENCHMARKS.catalog_tx.md")
-    args = ap.parse_args(argv)
-    cfg = Config.make(args)
-    names = comma_list(ap, args.catalogs, CATALOGS, "catalog")
-    full = not cfg.quick and names == CATALOGS and all(
-        getattr(args, k) is None for k in ("rows", "rounds", "writers", "txs", "bank_writers", "transfers"))
-    out_md = report_path(args.out, full, "BENCHMARKS.catalog_tx.md")
-    command = command_line("bench/catalog_tx_bench.py", argv)
-    revision, started, t0 = begin_run(f"catalog transaction bench: {cfg}; catalogs {names}")
-    ws = Workspace()
+@case("catalog_tx", title=SECTION_TITLE, sizes=Config,
+      quick=dict(rounds=5, warm=1, breakdown=2, writers=2, txs=4, bank_writers=(1, BANK_TARGET_WRITERS), transfers=2),
+      tiny=dict(rounds=3, writers=2, txs=3), only={"catalogs": tuple(CATALOGS)},
+      needs=(postgres(),), versions=("lamina", "pyarrow"))
+def catalog_tx(run: Run) -> Report:
+    """Catalog transactions on SQLite and PostgreSQL: latency, racing writers, the bank."""
+    cfg, ws, names = run.sizes, run.ws, run.only("catalogs")
     cats = Catalogs(ws)
-    raw: dict = {"command": command, "config": cfg.__dict__, "latency": {}, "race": {}, "bank": {}}
-    l0 = loadavg()
+    raw: dict = {"latency": {}, "race": {}, "bank": {}}
     try:
         for name in names:
             label = CATALOG_LABEL[name]
-            for part, run in (("latency", lambda: bench_latency(cats.new(name), cfg)),
-                              ("race", lambda: bench_race(ws, cats.new(name), cfg, name))):
+            for part, bench in (("latency", lambda: bench_latency(cats.new(name), cfg)),
+                                ("race", lambda: bench_race(ws, cats.new(name), cfg, name))):
                 try:
-                    raw[part][name] = run()
+                    raw[part][name] = bench()
                     if part == "latency":
                         lat = raw[part][name]["lat"]
                         say(f"{label} latency p50: " + ", ".join(f"{k} {fmt_s(p50(v))}" for k, v in lat.items()))
@@ -705,24 +633,12 @@ def main(argv=None) -> int:
                         say(f"{label} bank {key}: {raw['bank'][name][key]['error']}")
     finally:
         cats.close()
-        ws.close()
     lsec, lv = latency_section(cfg, raw["latency"], names)
     lsec.notes += breakdown_notes(raw["latency"], names)
     rsec, rv = race_section(cfg, raw["race"], names)
     bsec, bv = bank_section(cfg, raw["bank"], names)
-    secs = [lsec, rsec, bsec]
-    targets = [f"{what}: **{verdict(ok)}**" for what, ok in lv + rv + bv]
-    for line in targets:
-        print(("PASS " if "**PASS**" in line else "MISS ") + line.replace("**", ""), flush=True)
-    extra = []
+    facts = []
     if cats.pg_start_s is not None:
-        extra.append(f"- PostgreSQL server (tests/support/pgserver.py, fsync off) started in {fmt_s(cats.pg_start_s)}, "
+        facts.append(f"PostgreSQL server (tests/support/pgserver.py, fsync off) started in {fmt_s(cats.pg_start_s)}, "
                      "untimed; SQLite catalog: a file in a temp dir (WAL, synchronous=FULL).")
-    elapsed = now() - t0
-    block = section_block(out_md, cfg, secs, command, started, elapsed, revision, (l0, loadavg()), targets, extra)
-    finish_run(secs, out_md, SECTION_TITLE, block, raw, "catalog_tx_results.json", targets, elapsed)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return Report(title=SECTION_TITLE, facts=facts, targets=lv + rv + bv, sections=[lsec, rsec, bsec], raw=raw)

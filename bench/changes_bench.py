@@ -1,14 +1,12 @@
 #!/usr/bin/env python
-"""Change data feed and row lineage benchmarks of issue 15, in one run.
+"""Change data feed and row lineage benchmarks of issue 15, in one run (the case `changes`):
 
-    .venv/bin/python bench/changes_bench.py            # full run -> "## Change data feed and row lineage (issue 15)" in BENCHMARKS.md
-    .venv/bin/python bench/changes_bench.py --quick    # smoke test -> bench/out/BENCHMARKS.changes.md
-    .venv/bin/python bench/changes_bench.py --only changes --rows 1000000 --files 8   # one part, other sizes -> bench/out/
+    .venv/bin/python bench/run.py changes --only changes --set rows=1000000 --set files=8   # one part, other sizes
 
 1. **Changes of one merge** (Lamina vs deltalake vs reading both versions and diffing them): each system
-   gets the same history: version 0 the empty table, version 1 `--rows` (10,000,000) rows of
-   bench/common.make_batch (id int64, category string, value double, ts timestamp[us]) in `--files` (80)
-   files of equal size, version 2 a merge that updates `--updates` (10,000) rows whose ids are drawn at
+   gets the same history: version 0 the empty table, version 1 `rows` (10,000,000) rows of
+   bench/common.make_batch (id int64, category string, value double, ts timestamp[us]) in `files` (80)
+   files of equal size, version 2 a merge that updates `updates` (10,000) rows whose ids are drawn at
    random over the whole table (seeded; every file holds some), setting a new `value` and `category`:
    - Lamina: `create_table(..., properties={"write.max-rows-per-file": rows / files})`, one `t.append`,
      then `t.merge(source, on="id").when_matched_update_all().execute()` (the table's default
@@ -24,12 +22,12 @@
    outer Arrow join on id, and the rows whose columns differ as pre/post images. The systems take
    turns (order rotating every round): one untimed call (re-warm after another library's turn; its
    result is checked against the model: exactly the updated ids as update_preimage rows holding the
-   old values and update_postimage rows holding the merge source's), then `--block` timed calls.
+   old values and update_postimage rows holding the merge source's), then `block` timed calls.
    Targets: Lamina ≤ 0.5× deltalake's p50 and ≤ 0.1× full-diff's. One more Lamina call is
    cProfiled afterwards (bench/out/changes_<system>_profile.txt; its top entries go into the report).
 2. **Row lineage cost on appends** (Lamina only): two tables, lineage on (the default) and off
    (`create_table(..., properties={"row-lineage.enabled": "false"})`), each after untimed appends to a
-   throwaway table; `--appends` (300) appends of `--append-rows` (100) rows each, in alternating
+   throwaway table; `appends` (300) appends of `append_rows` (100) rows each, in alternating
    blocks of 10 (bench/common.APPEND_BLOCK, the order flipped every pair of blocks), each timed end to
    end. Target: p50 on ≤ 1.05× off. Checked: the lineage table's `_row_id`s are 0..n-1, the other
    refuses `_row_id` (RowLineageNotEnabled).
@@ -38,15 +36,13 @@
    `lamina.spark.write(df, uri)` (a new table, lineage on: the default) vs the same with
    `properties={"row-lineage.enabled": "false"}`. Target: raw time / lineage-on time ≥ 0.9.
 
-Only the `## Change data feed and row lineage (issue 15)` section of BENCHMARKS.md is replaced (a
-full `bench/run.py` run rewrites the file: re-run this script after it). Tracebacks go to
-bench/out/errors.log, raw numbers to bench/out/changes_results.json.
+--only picks the change readers (lamina, lamina-cow, deltalake, full-diff) and the parts (changes,
+appends, spark).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,16 +50,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import common  # noqa: E402,F401  (sys.path for lamina)
-from common import (  # noqa: E402
-    APPEND_BLOCK, OUT_DIR, SCHEMA, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser, comma_list,
-    command_line, delta_table_of_files, err_text, even_slices, finish_run, flush_lamina_hints, fmt_s, loadavg, log_error,
-    make_batch, now, p50, profile_dump, profile_start, report_path, rotated, say, sections_markdown, standalone_header,
-    timed_append, verdict, warm_up_appends,
+import systems
+from common import (
+    APPEND_BLOCK, OUT_DIR, SCHEMA, Workspace, delta_table_of_files, err_text, even_slices, flush_lamina_hints, fmt_s,
+    log_error, make_batch, now, p50, profile_dump, profile_start, rotated, say, timed_append, warm_up_appends,
 )
-import systems  # noqa: E402
+from registry import Run, case, module
+from report import Report, Section, Target, verdict
 
 SECTION_TITLE = "Change data feed and row lineage (issue 15)"
 BENCHES = ["changes", "appends", "spark"]
@@ -83,7 +76,6 @@ PROFILE_TOP = 8  # entries of a profile quoted in the report
 # --------------------------------------------------------------------------- config
 @dataclass
 class Config:
-    quick: bool
     rows: int = 10_000_000
     files: int = 80
     updates: int = 10_000
@@ -93,21 +85,6 @@ class Config:
     append_rows: int = 100
     spark_rows: int = 10_000_000  # bench/spark_bench.py's default
     spark_repeat: int = 5  # timed write rounds (bench/spark_bench.py's default)
-    spark: bool = True
-
-    @classmethod
-    def make(cls, args) -> Config:
-        cfg = cls(quick=args.quick)
-        if args.quick:
-            cfg.rows, cfg.files, cfg.updates, cfg.rounds, cfg.block = 200_000, 8, 2_000, 2, 2
-            cfg.appends, cfg.spark_rows, cfg.spark_repeat = 40, 200_000, 1
-        for k in SIZED:
-            if getattr(args, k) is not None:
-                setattr(cfg, k, getattr(args, k))
-        return cfg
-
-
-SIZED = ("rows", "files", "updates", "rounds", "block", "appends", "append_rows", "spark_rows", "spark_repeat")
 
 
 # =========================================================================== 1. changes of one merge
@@ -347,7 +324,7 @@ def spread(xs: list[float]) -> str:
     return f"{fmt_s(quantile(xs, 0.25))}–{fmt_s(quantile(xs, 0.75))}"
 
 
-def summarise_changes(cfg: Config, res: dict, names: list[str]) -> tuple[Section, list[tuple[str, bool | None]]]:
+def summarise_changes(cfg: Config, res: dict, names: list[str]) -> tuple[Section, list[Target]]:
     lat, checks = res.get("lat", {}), res.get("checks", {})
     med = {n: p50(lat.get(n, [])) for n in names}
     lam = med.get("lamina")
@@ -415,7 +392,8 @@ def summarise_changes(cfg: Config, res: dict, names: list[str]) -> tuple[Section
     for n, top in res.get("profile", {}).items():
         sec.notes.append(f"cProfile of one more `changes()` call ({n}; bench/out/changes_{n}_profile.txt; calling thread only), "
                          f"top {len(top)} by own time: " + "; ".join(top) + ".")
-    return sec, [(f"changes of one merge: {TARGET_DELTA}", oks["deltalake"]), (f"changes of one merge: {TARGET_DIFF}", oks["full-diff"])]
+    return sec, [Target(f"changes of one merge: {TARGET_DELTA}", oks["deltalake"], fmt_x(ratio.get("deltalake"))),
+                 Target(f"changes of one merge: {TARGET_DIFF}", oks["full-diff"], fmt_x(ratio.get("full-diff")))]
 
 
 # =========================================================================== 2. row lineage cost on appends
@@ -475,7 +453,7 @@ def bench_appends(ws: Workspace, cfg: Config, _names=None) -> dict:
     return {"lat": lat, "state": state}
 
 
-def summarise_appends(cfg: Config, res: dict, _names=None) -> tuple[Section, list[tuple[str, bool | None]]]:
+def summarise_appends(cfg: Config, res: dict, _names=None) -> tuple[Section, list[Target]]:
     lat, state = res.get("lat", {}), res.get("state", {})
     med = {k: p50(v) for k, v in lat.items()}
     ratio = med["on"] / med["off"] if med.get("on") and med.get("off") else None
@@ -508,7 +486,7 @@ def summarise_appends(cfg: Config, res: dict, _names=None) -> tuple[Section, lis
     sec.notes.append("Checked after the appends: every append is one version and all rows are there; the lineage table's "
                      "`scan(columns=[\"_row_id\"])` gives row ids 0..n-1, each once; the other refuses `_row_id` "
                      "(RowLineageNotEnabled).")
-    return sec, [(f"row lineage cost: {TARGET_APPEND}", ok)]
+    return sec, [Target(f"row lineage cost: {TARGET_APPEND}", ok, fmt_x(ratio))]
 
 
 # =========================================================================== 3. Spark write with lineage
@@ -537,7 +515,7 @@ def bench_spark(ws: Workspace, cfg: Config, _names=None) -> dict:
     return out
 
 
-def summarise_spark(cfg: Config, res: dict, _names=None) -> tuple[Section, list[tuple[str, bool | None]]]:
+def summarise_spark(cfg: Config, res: dict, _names=None) -> tuple[Section, list[Target]]:
     times, state = res.get("times", {}), res.get("state", {})
     med = {k: p50(v) for k, v in times.items()}
     ratio = {k: med["raw"] / med[k] if med.get("raw") and med.get(k) else None for k in ("on", "off")}
@@ -572,90 +550,38 @@ def summarise_spark(cfg: Config, res: dict, _names=None) -> tuple[Section, list[
                          + f"; session start {fmt_s(res.get('session_s'))}.")
     sec.notes.append("Checked on each writer's first timed table: all rows there; lineage on gives row ids 0..n-1, "
                      "each once; lineage off refuses `_row_id`.")
-    return sec, [(f"row lineage cost: {TARGET_SPARK}", ok)]
+    return sec, [Target(f"row lineage cost: {TARGET_SPARK}", ok, fmt_x(ratio["on"]))]
 
 
-# =========================================================================== report
-def section_block(path: Path, cfg: Config, secs: list, command: str, started: float, elapsed: float, revision: str,
-                  load: tuple, targets: list[str]) -> str:
-    lines = [f"## {SECTION_TITLE}", ""]
-    vers = {k: v for k, v in systems.library_versions().items() if k in ("lamina", "deltalake", "pyarrow")}
-    if cfg.spark:
-        try:
-            import pyspark
-
-            vers["pyspark"] = pyspark.__version__
-        except ImportError:
-            pass
-    lines += standalone_header(path, "bench/changes_bench.py", command, started, elapsed, revision, cfg.quick, "figures",
-                               versions=vers)
-    lines += [f"- 1-min load average {load[0]} before, {load[1]} after."]
-    lines += [f"- Targets: {t}." for t in targets] + [""]
-    return "\n".join(lines + sections_markdown(secs))
-
-
-PARTS = {  # benchmark -> (run(ws, cfg, readers) -> raw results, summarise(cfg, results, readers) -> (Section, targets))
+# =========================================================================== the case
+PARTS = {  # part -> (run(ws, cfg, readers) -> raw results, summarise(cfg, results, readers) -> (Section, targets))
     "changes": (bench_changes, summarise_changes),
     "appends": (bench_appends, summarise_appends),
     "spark": (bench_spark, summarise_spark),
 }
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    ap = bench_parser(__doc__)
-    ap.add_argument("--quick", action="store_true",
-                    help="smoke test: 200,000 rows in 8 files, 2,000 updates, 2 rounds of 2, 40 appends, Spark 200,000 rows x 1")
-    ap.add_argument("--rows", type=int, default=None, help="rows of the change-feed tables (default 10,000,000)")
-    ap.add_argument("--files", type=int, default=None, help="data files of the change-feed tables (default 80)")
-    ap.add_argument("--updates", type=int, default=None, help="rows the merge updates (default 10,000)")
-    ap.add_argument("--rounds", type=int, default=None, help="turns of each change reader (default 5)")
-    ap.add_argument("--block", type=int, default=None, help="timed calls per turn (default 3)")
-    ap.add_argument("--appends", type=int, default=None, help="timed appends per lineage table (default 300)")
-    ap.add_argument("--append-rows", type=int, default=None, help="rows per append (default 100)")
-    ap.add_argument("--spark-rows", type=int, default=None, help="rows of the Spark writes (default 10,000,000)")
-    ap.add_argument("--spark-repeat", type=int, default=None, help="timed Spark write rounds (default 5)")
-    ap.add_argument("--readers", default=",".join(CHANGE_READERS), help="comma list of " + ",".join(CHANGE_READERS))
-    add_only_arg(ap, BENCHES)
-    add_out_arg(ap, "markdown file whose section is replaced", "the default full run", "BENCHMARKS.changes.md")
-    args = ap.parse_args(argv)
-    cfg = Config.make(args)
-    only = comma_list(ap, args.only, BENCHES, "benchmark")
-    names = comma_list(ap, args.readers, CHANGE_READERS, "reader")
-    if "changes" in only and "lamina" not in names:
-        ap.error("--readers must include lamina (every ratio is Lamina's)")
-    cfg.spark = "spark" in only
-    full = not cfg.quick and all(getattr(args, k) is None for k in SIZED) and only == BENCHES and names == CHANGE_READERS
-    out_md = report_path(args.out, full, "BENCHMARKS.changes.md")
-    command = command_line("bench/changes_bench.py", argv)
-    revision, started, t0 = begin_run(
-        f"changes bench: {', '.join(only)}; {cfg.rows:,} rows / {cfg.files} files / {cfg.updates:,} updates, {cfg.rounds} "
-        f"rounds x {cfg.block}; {cfg.appends} appends x {cfg.append_rows} rows; Spark {cfg.spark_rows:,} rows x "
-        f"{cfg.spark_repeat}; {systems.library_versions()}"
-    )
-    ws = Workspace()
-    raw: dict = {"command": command, "config": cfg.__dict__}
+@case("changes", title=SECTION_TITLE, sizes=Config,
+      quick=dict(rows=200_000, files=8, updates=2_000, rounds=2, block=2, appends=40, spark_rows=200_000, spark_repeat=1),
+      tiny=dict(rows=20_000, files=4, updates=200, rounds=1, block=1, appends=20, append_rows=10, spark_rows=20_000),
+      only={"readers": tuple(CHANGE_READERS), "parts": tuple(BENCHES)},
+      needs=(module("deltalake", "pyspark"),), versions=("lamina", "deltalake", "pyarrow", "pyspark"))
+def changes(run: Run) -> Report:
+    """The change feed of one merge vs deltalake and a full diff; row lineage's cost on appends and Spark writes."""
+    cfg, names = run.sizes, run.only("readers")
+    if "changes" in run.only("parts") and "lamina" not in names:
+        raise ValueError("--only must include the reader lamina (every ratio is Lamina's)")
+    raw: dict = {}
     secs, targets = [], []
-    l0 = loadavg()
-    try:
-        for part in only:
-            run, summarise = PARTS[part]
-            try:
-                res = raw[part] = run(ws, cfg, names)
-            except Exception as e:  # noqa: BLE001
-                log_error(part, e)
-                res = raw[part] = {"error": err_text(e)}
-                say(f"{part}: {res['error']}")
-            sec, judged = summarise(cfg, res, names)
-            secs.append(sec)
-            targets += [f"{what}: **{verdict(ok)}**" for what, ok in judged]
-    finally:
-        ws.close()
-    elapsed = now() - t0
-    block = section_block(out_md, cfg, secs, command, started, elapsed, revision, (l0, loadavg()), targets)
-    finish_run(secs, out_md, SECTION_TITLE, block, raw, "changes_results.json", targets, elapsed)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    for part in run.only("parts"):
+        bench, summarise = PARTS[part]
+        try:
+            res = raw[part] = bench(run.ws, cfg, names)
+        except Exception as e:  # noqa: BLE001
+            log_error(part, e)
+            res = raw[part] = {"error": err_text(e)}
+            say(f"{part}: {res['error']}")
+        sec, judged = summarise(cfg, res, names)
+        secs.append(sec)
+        targets += judged
+    return Report(title=SECTION_TITLE, targets=targets, sections=secs, raw=raw)

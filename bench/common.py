@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -14,7 +12,6 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +21,14 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 OUT_DIR = BENCH_DIR / "out"  # git-ignored: raw results and error tracebacks
 
-# Make `import lamina` work when run as `python bench/run.py` from a checkout.
+TESTS_DIR = REPO_ROOT / "tests"
+
+# Make `import lamina` work when run as `python bench/run.py` from a checkout, and `import support`
+# (tests/support: the servers, proxies and racing workers some cases start).
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+if str(TESTS_DIR) not in sys.path:
+    sys.path.append(str(TESTS_DIR))
 
 SCHEMA = pa.schema(
     [
@@ -76,12 +78,19 @@ def fmt_s(sec: float | None) -> str:
     return f"{sec:.2f} s" if sec < 100 else f"{sec:.0f} s"
 
 
+def div(a: float | None, b: float | None) -> float | None:
+    """a / b, or None without both (or with b ≤ 0)."""
+    return None if a is None or b is None or b <= 0 else a / b
+
+
+def fmt_times(r: float | None) -> str:
+    """A ratio: two decimals below 10×, none above."""
+    return "–" if r is None else f"{r:.2f}×" if r < 10 else f"{r:.0f}×"
+
+
 def fmt_ratio(x: float | None, lamina: float | None) -> str:
     """figure / Lamina's figure (>1: the peer is slower / Lamina is faster)."""
-    if x is None or lamina is None or lamina <= 0:
-        return "–"
-    r = x / lamina
-    return f"{r:.2f}×" if r < 10 else f"{r:.0f}×"
+    return fmt_times(div(x, lamina))
 
 
 def fmt_x(x: float | None) -> str:
@@ -311,29 +320,9 @@ def timed_opens(s, root: str, n: int) -> list[float]:
     return lat
 
 
-# --------------------------------------------------------------------------- sections and reports
-@dataclass
-class Section:
-    key: str
-    title: str
-    what: str  # markdown: exactly what is timed
-    columns: list[str]
-    rows: list[list[str]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    raw: dict = field(default_factory=dict)
-    load: tuple | None = None  # (1-min load average before, after, seconds taken)
-
-    def error_row(self, name: str, text: str) -> None:
-        """A row that says only why the system has no figures."""
-        self.rows.append([name, text] + [""] * (len(self.columns) - 2))
-
-
+# --------------------------------------------------------------------------- runs
 def say(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def verdict(ok: bool | None) -> str:
-    return "n/a" if ok is None else ("PASS" if ok else "MISS")
 
 
 def rotated(items: list, rep: int) -> list:
@@ -408,115 +397,22 @@ def machine_note() -> str:
     return f"{os.cpu_count()} vCPU ({cpu}){mem}, Linux {platform.release()}, Python {platform.python_version()}"
 
 
-def print_rich(sections: list[Section]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def library_versions(dists: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """Distribution -> installed version (or why it is not), for the Versions line of a report."""
+    from importlib.metadata import version
 
-    con = Console(width=200)
-    for sec in sections:
-        t = Table(title=sec.title, show_lines=False, title_justify="left")
-        for c in sec.columns:
-            t.add_column(c, overflow="fold")
-        for r in sec.rows:
-            cells = [
-                (f"[green]{x}[/]" if "PASS" in x and "MISS" not in x else f"[red]{x}[/]" if ("MISS" in x or x.startswith("error")) else x)
-                for x in r
-            ]
-            t.add_row(*cells)
-        con.print(t)
-        for n in sec.notes:
-            con.print(f"  {n}", markup=False, highlight=False)
-        con.print()
-
-
-def md_table(sec: Section) -> str:
-    def esc(x: str) -> str:
-        return x.replace("|", "\\|")
-
-    lines = ["| " + " | ".join(sec.columns) + " |", "|" + "---|" * len(sec.columns)]
-    for r in sec.rows:
-        lines.append("| " + " | ".join(esc(x) for x in r) + " |")
-    return "\n".join(lines)
-
-
-def md_notes(notes: list[str]) -> list[str]:
-    """Notes as markdown list items (a note that already is one stays as it is)."""
-    return [n if n.startswith("- ") else f"- {n}" for n in notes]
-
-
-def sections_markdown(secs: list[Section]) -> list[str]:
-    """The lines of each section under its `### title`: what is timed, the table, the notes."""
-    lines: list[str] = []
-    for sec in secs:
-        lines += [f"### {sec.title}", "", sec.what, "", md_table(sec), "", *md_notes(sec.notes), ""]
-    return lines
-
-
-# --------------------------------------------------------------------------- command line and output files
-def command_line(script: str, argv: list[str]) -> str:
-    """How the run was started, as one could type it from the repository root."""
-    try:
-        exe = os.path.relpath(sys.executable, REPO_ROOT)
-    except ValueError:
-        exe = sys.executable
-    if exe.startswith(".."):
-        exe = sys.executable
-    return " ".join([exe, script] + [shlex.quote(a) for a in argv])
-
-
-def report_path(out: str | None, full: bool, partial_name: str) -> Path:
-    """--out if given; else BENCHMARKS.md for a full default run, else bench/out/<partial_name>,
-    so that a partial or quick run never overwrites the real report."""
-    if out:
-        return Path(out)
-    return REPO_ROOT / "BENCHMARKS.md" if full else OUT_DIR / partial_name
-
-
-def standalone_header(
-    path: Path, script: str, command: str, started: float, elapsed: float, revision: str, quick: bool,
-    quick_note: str, intro_extra: str = "", versions: dict | None = None,
-) -> list[str]:
-    """The opening lines of a `## ...` section written by a standalone script (not by bench/run.py);
-    versions: the libraries to name (default: every system's)."""
-    vers = systems_versions() if versions is None else versions
-    return [
-        f"Written by `{script}` (not by `bench/run.py`; a full `bench/run.py` run rewrites this "
-        "file, so re-run this command after it)." + intro_extra,
-        "",
-        f"- Command: `{command}` (from the repository root"
-        + (
-            f"; run in the checkout at `{REPO_ROOT}`, at the commit below, writing into this file)"
-            if path.resolve().parent != REPO_ROOT
-            else ")"
-        ),
-        f"- Run: {time.strftime('%Y-%m-%d %H:%M %Z', time.localtime(started))}, took {elapsed / 60:.1f} min"
-        + (f" — **QUICK smoke run: reduced sizes, {quick_note} not meaningful**" if quick else ""),
-        "- Versions: " + ", ".join(f"{k} {v}" for k, v in vers.items() if k != "pyiceberg")
-        + f"; Lamina code at git {revision}",
-        f"- Machine: {machine_note()}; shared, so absolute times drift — quote the ratios from this run.",
-    ]
-
-
-def systems_versions() -> dict:
-    import systems
-
-    return systems.library_versions()
-
-
-def replace_md_section(path: Path, title: str, block: str) -> None:
-    """Replace the `## title` section of the markdown file at path with block (or append it),
-    leaving the rest of the file as it is."""
-    text = path.read_text() if path.exists() else "# Lamina benchmarks\n"
-    pat = re.compile(r"^## " + re.escape(title) + r"\n.*?(?=^## |\Z)", re.S | re.M)
-    if pat.search(text):
-        text = pat.sub(lambda _m: block + "\n", text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.write_text(text.rstrip("\n") + "\n")
+    out = {}
+    for d in dists:
+        try:
+            out[d] = version(d)
+        except Exception as e:  # noqa: BLE001
+            out[d] = f"not installed ({type(e).__name__})"
+    return out
 
 
 def write_results(name: str, payload: dict) -> Path:
     """Raw numbers as JSON in bench/out/<name>."""
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
     path = OUT_DIR / name
     path.write_text(json.dumps(payload, indent=1, default=str))
     return path
@@ -532,9 +428,43 @@ def run_json(cmd: list[str], timeout: float = 900, what: str = "worker") -> dict
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def run_script_worker(script: str | os.PathLike, args: list[str], timeout: float = 900) -> dict:
-    """`python <script> --worker *args` in a fresh interpreter; its JSON answer."""
-    return run_json([sys.executable, str(Path(script).resolve()), "--worker", *args], timeout)
+def worker_cmd(target: str, *args: str) -> list[str]:
+    """The command line of a worker in a fresh interpreter: `python bench/run.py --worker
+    module:function *args` calls function(list(args)) of the bench module and prints what it
+    returns as JSON (its last line)."""
+    return [sys.executable, str(BENCH_DIR / "run.py"), "--worker", target, *args]
+
+
+def run_worker(target: str, args: list[str], timeout: float = 900) -> dict:
+    """worker_cmd(target, *args) run to its end; its JSON answer."""
+    return run_json(worker_cmd(target, *args), timeout, target)
+
+
+def run_workers_at_once(target: str, args_of: dict[str, list[str]], timeout: float, where: str) -> dict[str, dict]:
+    """One worker per name (worker_cmd(target, *args)), all started at once (e.g. each system building
+    its table in a process of its own); name -> its JSON answer, or {"error": its last line} (the
+    traceback goes to bench/out/errors.log under where/name)."""
+    procs = {name: subprocess.Popen(worker_cmd(target, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name, args in args_of.items()}
+    out = {}
+    for name, p in procs.items():
+        o, e = p.communicate(timeout=timeout)
+        if p.returncode != 0:
+            tail = (e or o).strip().splitlines()
+            out[name] = {"error": (tail[-1] if tail else f"exit {p.returncode}")[:160]}
+            log_error(f"{where}/{name}", RuntimeError(e[-5000:]))
+        else:
+            out[name] = json.loads(o.strip().splitlines()[-1])
+    return out
+
+
+def start_barrier() -> float:
+    """A racing worker's side of the start barrier of tests/support/workers.spawn_workers: say READY,
+    wait for GO; when it came (time.time())."""
+    print("READY", flush=True)
+    if sys.stdin.readline().strip() != "GO":
+        sys.exit("no GO from the parent")
+    return time.time()
 
 
 def profile_start(on: bool):
@@ -574,50 +504,3 @@ def timed_open_call(open_fn, call_fn, profile_stem: str | None = None) -> tuple[
     t3 = now()
     profile_dump(prof, profile_stem)
     return t1 - t0, t3 - t2, out
-
-
-def bench_parser(doc: str | None):
-    """The argument parser of a bench script, with its docstring as the description."""
-    import argparse
-
-    return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-
-
-def add_out_arg(ap, what: str, full_run: str, partial_name: str, why: str = "") -> None:
-    """--out: the markdown file to write; by default the one report_path picks."""
-    ap.add_argument(
-        "--out", default=None, help=f"{what} (default: BENCHMARKS.md for {full_run}, else bench/out/{partial_name}{why})"
-    )
-
-
-def add_only_arg(ap, names: list[str]) -> None:
-    ap.add_argument("--only", default=",".join(names), help="comma list of " + ",".join(names))
-
-
-def comma_list(ap, value: str, allowed: list[str], what: str) -> list[str]:
-    """The names in a comma list (--only); an unknown one is a usage error."""
-    items = [x.strip() for x in value.split(",") if x.strip()]
-    bad = [x for x in items if x not in allowed]
-    if bad:
-        ap.error(f"unknown {what}(s): {bad}")
-    return items
-
-
-def finish_run(secs: list[Section], out_md: Path, title: str, block: str, raw: dict, results_name: str,
-               targets: list[str], elapsed: float) -> None:
-    """The end of a standalone bench script: print its sections, put block in place of the `## title`
-    section of out_md, write the raw numbers to bench/out/<results_name>, and say the verdicts."""
-    print()
-    print_rich(secs)
-    replace_md_section(out_md, title, block)
-    raw["elapsed_s"] = elapsed
-    write_results(results_name, raw)
-    say(f"done in {elapsed / 60:.1f} min; " + "; ".join(targets) + f"; report: {out_md}")
-
-
-def begin_run(banner: str) -> tuple[str, float, float]:
-    """Say what runs; (Lamina revision, wall-clock start, perf-counter start). The revision is read at
-    the start: spawned workers import lamina later."""
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    say(banner)
-    return lamina_revision(), time.time(), now()

@@ -1,23 +1,24 @@
-#!/usr/bin/env python
 """Lamina at two code revisions, side by side in one run, on the same data: append latency and
-opening a table with a long history (the workload of bench/run.py sections 1-2), planning a scan
-over a table of 20,000 data files (section 3), and a Spark write (`lamina.spark.write`, as in
-bench/spark_bench.py), so a change can be held to "within 10% of the baseline".
+opening a table with a long history (the workload of the cases append and open, sections 1-2),
+planning a scan over a table of 20,000 data files (section 3), and a Spark write
+(`lamina.spark.write`, as in the case spark), so a change can be held to "within 10% of the
+baseline" (the case `revisions`):
 
-    .venv/bin/python bench/compare_revisions.py --baseline /work/wt-base --out BENCHMARKS.md
-    .venv/bin/python bench/compare_revisions.py --baseline /work/wt-base --quick   # smoke test (~1 min)
-    .venv/bin/python bench/compare_revisions.py --baseline . --out /tmp/aa.md   # A/A: the noise floor
-    .venv/bin/python bench/compare_revisions.py --baseline /work/wt-base --only plan,spark
+    .venv/bin/python bench/run.py revisions --set baseline=/work/wt-base
+    .venv/bin/python bench/run.py revisions --set baseline=/work/wt-base --quick   # smoke test (~1 min)
+    .venv/bin/python bench/run.py revisions --set baseline=. --out /tmp/aa.md     # A/A: the noise floor
+    .venv/bin/python bench/run.py revisions --set baseline=/work/wt-base --only plan,spark
+    .venv/bin/python bench/compare_revisions.py --baseline /work/wt-base [runner options]   # the same
 
-Knobs: --only (a comma list of append, plan, spark; default all three; "append" is the append and
-open workload), --rounds (5). Append: --appends (commits per revision and round, 2,000), --opens
-(200), --block (commits per turn, 10 as in bench/run.py). Plan: --plan-files (20,000),
---plan-commits (commits that register them, 1), --plan-probes (fresh-process plans per query,
-revision and round, 5), --plans (plans on an open handle per query, revision and round, 25).
-Spark: --spark-rows (3,000,000), --spark-writes (timed writes per revision and round, 4).
+Sizes (--set): rounds (5). Append: appends (commits per revision and round, 2,000), opens (200),
+block (commits per turn, 10 as in section 1). Plan: plan_files (20,000), plan_commits (commits
+that register them, 1), plan_probes (fresh-process plans per query, revision and round, 5), plans
+(plans on an open handle per query, revision and round, 25). Spark: spark_rows (3,000,000),
+spark_writes (timed writes per revision and round, 4). --only picks the measures (append, plan,
+spark; "append" is the append and open workload).
 
---baseline is a checkout of the baseline revision (e.g. a `git worktree add ... 0f5b064`);
---candidate defaults to this repository. Only each checkout's `lamina` package is taken
+baseline is a checkout of the baseline revision (e.g. a `git worktree add ... 0f5b064`);
+candidate defaults to this repository. Only each checkout's `lamina` package is taken
 from it: the harness (schema, data, windows, timing, Spark session) is this script's and
 bench/common.py's, the same for both. A full run (defaults) takes about 7 minutes with a 1-min
 load average of 4-9 on this 2-vCPU machine (append and open 1.5, plan 1.5, Spark 4), 11 at 20,
@@ -53,7 +54,7 @@ alike.
   starts its own Spark session (the same settings for both; spark.driver.memory=2g; fast-start
   JVM flags in --quick only), both at once, and makes an untimed warm-up write whose table is
   checked (rows and files, through the revision's Lamina). Then the revisions take turns of one
-  write of the same DataFrame (bench/spark_bench.build_df: `--spark-rows` rows, 8 columns,
+  write of the same DataFrame (bench/spark_bench.build_df: `spark_rows` rows, 8 columns,
   generated in the JVM) into a new table, `lamina.spark.write(df, uri)` timed end to end after a
   full JVM GC; each table is deleted afterwards (untimed). The Spark job dominates this figure:
   Lamina's own part (the new files' footers, one commit) is tens of ms, so it catches only a
@@ -81,10 +82,8 @@ but not judged: windows of the appends (first/last 10% of the commits, bench/run
 10-commit windows; an A/A run put 200-commit windows up to 0.8x-1.4x apart), CPU times, and the
 plans on an open handle.
 
-Only the section "Lamina against the baseline revision: append, open, plan, Spark write" of the
---out file is replaced (or the section of its former title, "Append and open latency against the
-baseline revision"; bench/run.py owns the rest of BENCHMARKS.md and rewrites all of it; re-run
-this script after a full bench/run.py run). Raw figures go to bench/out/compare_revisions.json.
+The section replaces the one of its former title, "Append and open latency against the baseline
+revision", if the file has that.
 """
 
 from __future__ import annotations
@@ -92,7 +91,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import select
 import shutil
 import statistics
@@ -100,19 +98,18 @@ import subprocess
 import sys
 import time
 import traceback
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (  # noqa: E402
-    APPEND_BLOCK, OPEN_BLOCK, OUT_DIR, REPO_ROOT, Section, Workspace, add_only_arg, add_out_arg, begin_run,
-    bench_parser, comma_list, command_line, err_text, flush_lamina_hints, fmt_s, lamina_revision, loadavg, log_error,
-    make_batch, md_notes, md_table, now, one_percent_ids, p50, print_rich, replace_md_section, report_path, rotated,
-    say, standalone_header, synthetic_data_files, timed_append, timed_opens, verdict, warm_up_appends, write_results,
+import systems
+from common import (
+    APPEND_BLOCK, OPEN_BLOCK, OUT_DIR, REPO_ROOT, Workspace, err_text, flush_lamina_hints, fmt_s, lamina_revision,
+    log_error, make_batch, now, one_percent_ids, p50, rotated, say, synthetic_data_files, timed_append, timed_opens,
+    warm_up_appends, worker_cmd,
 )
-import systems  # noqa: E402
+from registry import Run, case
+from report import Report, Section, Target, verdict
 
 SECTION_TITLE = "Lamina against the baseline revision: append, open, plan, Spark write"
 FORMER_TITLES = ("Append and open latency against the baseline revision",)
@@ -135,8 +132,8 @@ FAST_START_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 @dataclass
 class Config:
-    quick: bool
-    measures: tuple[str, ...] = tuple(MEASURES)
+    baseline: str = ""  # a checkout of the baseline revision (required)
+    candidate: str = str(REPO_ROOT)  # a checkout of the candidate (default: this one)
     rounds: int = 5
     appends: int = 2000  # commits per revision per round
     opens: int = 200  # timed opens per revision per round
@@ -148,35 +145,26 @@ class Config:
     plans: int = 25  # timed plans on an open handle per query, revision and round
     spark_rows: int = 3_000_000
     spark_writes: int = 4  # timed writes per revision and round
+    fast_start: bool = False  # fast-start JVM flags for the Spark sessions (quick runs only: not for figures)
+    measures: tuple[str, ...] = field(default=tuple(MEASURES), init=False)  # (set from --only)
 
     KNOBS = ("rounds", "appends", "opens", "block", "plan_files", "plan_commits", "plan_probes", "plans",
              "spark_rows", "spark_writes")
 
-    @classmethod
-    def make(cls, args, measures: list[str]) -> "Config":
-        cfg = cls(quick=args.quick, measures=tuple(m for m in MEASURES if m in measures))
-        if args.quick:
-            cfg.appends, cfg.opens, cfg.rounds = 100, 20, 1
-            cfg.plan_files, cfg.plan_probes, cfg.plans = 2_000, 1, PLAN_BLOCK
-            cfg.spark_rows, cfg.spark_writes = 200_000, 1
-        for knob in cls.KNOBS:
-            if getattr(args, knob) is not None:
-                setattr(cfg, knob, getattr(args, knob))
-        if not cfg.measures:
-            raise SystemExit(f"--only names no measure; choose from {','.join(MEASURES)}")
-        if cfg.appends < APPEND_BLOCK:
-            raise SystemExit(f"--appends must be at least {APPEND_BLOCK} (one window)")
-        small = [k for k in cls.KNOBS if getattr(cfg, k) < 1]
+    def check(self) -> None:
+        """A usage error for sizes the measures cannot run with."""
+        if not self.baseline:
+            raise ValueError("set the baseline checkout: --set baseline=<path>")
+        for label in REVISIONS:
+            if not (Path(getattr(self, label)) / "lamina" / "__init__.py").is_file():
+                raise ValueError(f"{label} {getattr(self, label)} is not a Lamina checkout (no lamina/__init__.py)")
+        if self.appends < APPEND_BLOCK:
+            raise ValueError(f"appends must be at least {APPEND_BLOCK} (one window)")
+        small = [k for k in self.KNOBS if getattr(self, k) < 1]
         if small:
-            raise SystemExit(f"{', '.join('--' + k.replace('_', '-') for k in small)} must be at least 1")
-        if cfg.plan_commits > cfg.plan_files:
-            raise SystemExit("--plan-commits must be at most --plan-files (each commit registers at least one file)")
-        return cfg
-
-    @property
-    def default_sizes(self) -> bool:
-        d = Config(quick=False)
-        return all(getattr(self, f.name) == getattr(d, f.name) for f in fields(self) if f.name != "quick")
+            raise ValueError(f"{', '.join(small)} must be at least 1")
+        if self.plan_commits > self.plan_files:
+            raise ValueError("plan_commits must be at most plan_files (each commit registers at least one file)")
 
     def queries(self) -> dict[str, tuple[int | None, int | None]]:
         """The plan queries: name -> (lo, hi) id range, or (None, None) for all files."""
@@ -345,8 +333,10 @@ def process_tree_cpu_s(pid: int) -> float:
     return total
 
 
-def worker(checkout: str) -> None:
-    """Serve the harness: one JSON request a line on stdin, one JSON reply a line on stdout."""
+def worker(argv: list[str]) -> None:
+    """Serve the harness (argv: the checkout whose lamina to import): one JSON request a line on
+    stdin, one JSON reply a line on stdout."""
+    checkout = argv[0]
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything the library (or the JVM) prints goes to stderr, not into the replies
     served = None
@@ -387,7 +377,7 @@ class Worker:
         with contextlib.ExitStack() as files:
             stderr = files.enter_context(open(log, "w")) if log is not None else None
             self.proc = subprocess.Popen(
-                [sys.executable, str(Path(__file__).resolve()), "--worker", checkout],
+                worker_cmd("compare_revisions:worker", checkout),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, text=True,
                 preexec_fn=None if cpu is None else lambda: os.sched_setaffinity(0, {cpu}),
             )
@@ -586,7 +576,7 @@ def spark_writes(ws: Workspace, cfg: Config, rnd: int, checkouts: dict[str, str]
     try:
         with workers_for(checkouts, out, None, log_stem="compare_revisions-spark") as workers:
             warm = ask_both(workers, {
-                label: {"op": "spark_setup", "rows": cfg.spark_rows, "fast_start": cfg.quick,
+                label: {"op": "spark_setup", "rows": cfg.spark_rows, "fast_start": cfg.fast_start,
                         "uri": os.path.join(d, f"warm-{label}")}
                 for label in REVISIONS
             })
@@ -679,7 +669,7 @@ def summarise(cfg: Config, rounds: list[dict], plan_tables: dict) -> tuple[Secti
     the pooled p50s), the verdict; and per judged figure (see figures) the ratio it is judged on."""
     sec = Section(
         key="revisions",
-        title=SECTION_TITLE,
+        title="",
         what="",
         columns=[
             "figure", "samples per revision", "baseline p50 (p25–p75)", "candidate p50 (p25–p75)",
@@ -812,7 +802,7 @@ def what_runs(cfg: Config) -> str:
             "*Spark write* (as bench/spark_bench.py's fast write): per round, each revision's worker starts its "
             "own local[2] Spark session (the same settings for both: "
             + ", ".join(f"{k}={v}" for k, v in SPARK_CONF.items())
-            + ("; fast-start JVM flags" if cfg.quick else "; default JVM flags")
+            + ("; fast-start JVM flags" if cfg.fast_start else "; default JVM flags")
             + f"; not pinned to a CPU) and makes an untimed warm-up write; then {cfg.spark_writes} timed "
             f"`lamina.spark.write(df, uri)` each into a new table (deleted afterwards, untimed), in turns of one "
             f"write, each after a full JVM GC; df: bench/spark_bench.build_df, {cfg.spark_rows:,} rows of 8 columns "
@@ -830,121 +820,59 @@ def what_runs(cfg: Config) -> str:
     return " ".join(parts)
 
 
-def write_section(
-    path: Path, sec: Section, judged: dict[str, float], cfg: Config, checkouts: dict, revisions: dict, rounds: list[dict],
-    command: str, started: float, elapsed: float,
-) -> None:
-    from importlib.metadata import version
-
-    rev = " vs ".join(f"{revisions[label]} ({label}, `{checkouts[label]}`)" for label in REVISIONS)
-    lines = [f"## {SECTION_TITLE}", ""]
-    lines += standalone_header(
-        path, "bench/compare_revisions.py", command, started, elapsed, rev, cfg.quick, "ratios and verdicts",
-        versions={lib: version(lib) for lib in ("pyarrow", "pyspark") if lib == "pyarrow" or "spark" in cfg.measures},
-    )
-    lines += [
-        "",
-        f"**Target: candidate ≤ {TARGET:.2f}× baseline (within 10%). " + overall_text(judged)
-        + "** (the rows marked PASS/MISS below; the others show where a change sits and how noisy smaller "
-        "samples are).",
-        "",
-        "What runs: " + what_runs(cfg),
-        "",
-        md_table(sec),
-        "",
-    ]
-    lines += md_notes(sec.notes)
-    if "append" in cfg.measures:
-        versions_made = {label: sorted({r[label]["version"] for r in rounds}) for label in REVISIONS}
-        lines.append(f"- Append tables reached version {per_revision(lambda label: str(versions_made[label]))}.")
-    lines.append(f"- Lamina imported from {per_revision(lambda label: '`' + rounds[0][label]['lamina'] + '`')}.")
-    if sec.load:
-        l0, l1, _dt = sec.load
-        lines.append(f"- 1-min load average {l0} before, {l1} after (the harness keeps about 1 core busy, 2 in the "
-                     "Spark writes).")
-    lines.append("")
-    text = path.read_text() if path.exists() else ""
-    title = next((t for t in (SECTION_TITLE, *FORMER_TITLES) if re.search(rf"^## {re.escape(t)}$", text, re.M)),
-                 SECTION_TITLE)
-    replace_md_section(path, title, "\n".join(lines))
-
-
-# --------------------------------------------------------------------------- main
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--worker"]:
-        worker(argv[1])
-        return 0
-    ap = bench_parser(__doc__)
-    ap.add_argument("--baseline", required=True, help="a checkout of the baseline revision (e.g. /work/wt-base)")
-    ap.add_argument("--candidate", default=str(REPO_ROOT), help="a checkout of the candidate (default: this one)")
-    add_only_arg(ap, MEASURES)
-    ap.add_argument("--rounds", type=int, default=None, help="rounds, each with fresh workers and tables (default 5)")
-    ap.add_argument("--appends", type=int, default=None, help="commits per revision and round (default 2,000)")
-    ap.add_argument("--opens", type=int, default=None, help="timed opens per revision and round (default 200)")
-    ap.add_argument("--block", type=int, default=None,
-                    help=f"commits per turn of a revision (default {APPEND_BLOCK}, as bench/run.py)")
-    ap.add_argument("--plan-files", type=int, default=None, help="data files of the plan table (default 20,000)")
-    ap.add_argument("--plan-commits", type=int, default=None, help="add_files commits that register them (default 1)")
-    ap.add_argument("--plan-probes", type=int, default=None,
-                    help="open+plan in a fresh process per query, revision and round (default 5)")
-    ap.add_argument("--plans", type=int, default=None,
-                    help="timed plans on an open handle per query, revision and round (default 25)")
-    ap.add_argument("--spark-rows", type=int, default=None, help="rows of each Spark write (default 3,000,000)")
-    ap.add_argument("--spark-writes", type=int, default=None, help="timed Spark writes per revision and round (default 4)")
-    ap.add_argument("--quick", action="store_true",
-                    help="smoke test: 1 round of 100 appends and 20 opens, 1 fresh-process plan per query over "
-                    "2,000 files, 1 Spark write of 200,000 rows (fast-start JVM)")
-    add_out_arg(ap, f'markdown file whose "{SECTION_TITLE}" section is replaced', "a full default run",
-                "BENCHMARKS.revisions.md")
-    args = ap.parse_args(argv)
-    cfg = Config.make(args, comma_list(ap, args.only, MEASURES, "measure"))
-    checkouts = {"baseline": str(Path(args.baseline).resolve()), "candidate": str(Path(args.candidate).resolve())}
-    for label, path in checkouts.items():
-        if not (Path(path) / "lamina" / "__init__.py").is_file():
-            ap.error(f"--{label} {path} is not a Lamina checkout (no lamina/__init__.py)")
-    out_md = report_path(args.out, not cfg.quick and cfg.default_sizes, "BENCHMARKS.revisions.md")
-    command = command_line("bench/compare_revisions.py", argv)
+@case("revisions", title=SECTION_TITLE, sizes=Config,
+      quick=dict(appends=100, opens=20, rounds=1, plan_files=2_000, plan_probes=1, plans=PLAN_BLOCK, spark_rows=200_000,
+                 spark_writes=1, fast_start=True),
+      tiny=dict(appends=10, opens=5, plan_files=300, spark_rows=20_000), only={"measures": tuple(MEASURES)},
+      versions=("pyarrow", "pyspark"), reps="rounds")
+def revisions(run: Run) -> Report:
+    """Lamina at two revisions side by side: append, open, plan and Spark write (the 10% rule of issue 45)."""
+    cfg = run.sizes
+    if run.scale == "tiny" and not cfg.baseline:  # the smoke test of the harness: this checkout against itself
+        cfg.baseline = str(REPO_ROOT)
+    cfg.measures = tuple(run.only("measures"))
+    cfg.check()
+    checkouts = {label: str(Path(getattr(cfg, label)).resolve()) for label in REVISIONS}
     revisions = {label: lamina_revision(path) for label, path in checkouts.items()}
-
-    _, started, t0 = begin_run(
-        "compare revisions: " + ", ".join(f"{label} {revisions[label]} ({checkouts[label]})" for label in REVISIONS)
-        + f"; {cfg.rounds} round(s) of {', '.join(cfg.measures)}"
-    )
-    ws = Workspace()
+    say("compare revisions: " + ", ".join(f"{label} {revisions[label]} ({checkouts[label]})" for label in REVISIONS)
+        + f"; {cfg.rounds} round(s) of {', '.join(cfg.measures)}")
     rounds = []
     plan_tables = {}
-    l0 = loadavg()
-    try:
-        if "plan" in cfg.measures:
-            plan_tables = build_plan_tables(ws, cfg, checkouts)
-        for rnd in range(cfg.rounds):
-            say(f"round {rnd + 1}/{cfg.rounds}")
-            rounds.append(one_round(ws, cfg, rnd, checkouts, plan_tables))
-    except Exception as e:  # noqa: BLE001
-        log_error("compare_revisions", e)
-        say(f"failed: {err_text(e)}; nothing written (tracebacks in bench/out/errors.log)")
-        return 1
-    finally:
-        ws.close()
-    elapsed = now() - t0
+    if "plan" in cfg.measures:
+        plan_tables = build_plan_tables(run.ws, cfg, checkouts)
+    for rnd in range(cfg.rounds):
+        say(f"round {rnd + 1}/{cfg.rounds}")
+        rounds.append(one_round(run.ws, cfg, rnd, checkouts, plan_tables))
     sec, judged = summarise(cfg, rounds, plan_tables)
-    sec.load = (l0, loadavg(), elapsed)
-    print()
-    print_rich([sec])
     say(f"target ≤ {TARGET:.2f}×: {overall_text(judged)}")
-    out_md.parent.mkdir(parents=True, exist_ok=True)
-    write_section(out_md, sec, judged, cfg, checkouts, revisions, rounds, command, started, elapsed)
-    raw = write_results(
-        "compare_revisions.json",
-        {
-            "command": command, "config": cfg.__dict__, "checkouts": checkouts, "revisions": revisions,
-            "elapsed_s": elapsed, "figures": sec.raw, "plan_tables": plan_tables, "rounds": rounds,
-        },
-    )
-    say(f"done in {elapsed / 60:.1f} min; report: {out_md}; raw: {raw}")
-    return 0
+    if "append" in cfg.measures:
+        versions_made = {label: sorted({r[label]["version"] for r in rounds}) for label in REVISIONS}
+        sec.notes.append(f"Append tables reached version {per_revision(lambda label: str(versions_made[label]))}.")
+    sec.notes.append(f"Lamina imported from {per_revision(lambda label: '`' + rounds[0][label]['lamina'] + '`')}.")
+    sec.notes.append("The harness keeps about 1 core busy, 2 in the Spark writes.")
+    targets = [Target(f"{name}: candidate ≤ {TARGET:.2f}× baseline (within 10%)", r <= TARGET, ratio_text(r))
+               for name, r in judged.items()]
+    body = (f"**Target: candidate ≤ {TARGET:.2f}× baseline (within 10%). " + overall_text(judged)
+            + "** (the rows marked PASS/MISS below; the others show where a change sits and how noisy smaller samples "
+            "are).\n\nWhat runs: " + what_runs(cfg))
+    rev = " vs ".join(f"{revisions[label]} ({label}, `{checkouts[label]}`)" for label in REVISIONS)
+    return Report(title=SECTION_TITLE, replaces=FORMER_TITLES, targets=targets, body=body, sections=[sec],
+                  revision=rev, raw={"checkouts": checkouts, "revisions": revisions, "figures": sec.raw,
+                                     "plan_tables": plan_tables, "rounds": rounds})
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def runner_args(argv: list[str]) -> list[str]:
+    """This script's own options (--baseline, --candidate) as the runner's: the rest passes through."""
+    out, it = [], iter(argv)
+    for a in it:
+        name, eq, value = a.partition("=")
+        if name in ("--baseline", "--candidate"):
+            out += ["--set", f"{name[2:]}={value if eq else next(it)}"]
+        else:
+            out.append(a)
+    return out
+
+
+if __name__ == "__main__":  # issue 45's tool: the same as `bench/run.py revisions ...`
+    run_py = str(Path(__file__).resolve().with_name("run.py"))
+    os.execv(sys.executable, [sys.executable, run_py, "revisions", *runner_args(sys.argv[1:])])

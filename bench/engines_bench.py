@@ -1,12 +1,9 @@
-#!/usr/bin/env python
-"""DuckDB and Polars over Lamina against the engines' own readers and the peers (issue 16), in one run.
+"""DuckDB and Polars over Lamina against the engines' own readers and the peers (issue 16), in one
+run (the case `engines`).
 
-    .venv/bin/python bench/engines_bench.py            # full run -> "## Engines beyond Spark (issue 16)" in BENCHMARKS.md
-    .venv/bin/python bench/engines_bench.py --quick    # smoke test -> bench/out/BENCHMARKS.engines.md
-
-Data (built once into a temp dir, reused by every measure): `--rows` (10,000,000) rows of id int64 (0..n-1,
+Data (built once into a temp dir, reused by every measure): `rows` (10,000,000) rows of id int64 (0..n-1,
 sorted), category string (16 values, seeded random), value double (seeded random), qty int64
-((id * 7919 + 13) % 10,000), in `--files` (100) files:
+((id * 7919 + 13) % 10,000), in `files` (100) files:
 - **Lamina**: `create_table(..., properties={"write.max-rows-per-file": rows / files})`, one `t.append`, then
   `t.delete("qty < 100")`: exactly 1% of the rows, the same 1% of every file, deleted by deletion vectors
   (checked: every file has a DV, no file was rewritten);
@@ -32,12 +29,11 @@ Readers, each run starting from the table's location (a fresh DuckDB connection 
   (Polars' own selection vectors, the mechanism lamina.polars uses, fed the same masks); `pl.scan_delta(path)`.
 - Diagnostics (no target; they tell where time goes): read_parquet with lamina.duckdb's `union_by_name=true`,
   and without deletes; scan_parquet of Lamina's files without deletes, and of deltalake's files.
-Paired, interleaved runs: `--rounds` rounds, each reader in turn (order rotating), `--block` selective
+Paired, interleaved runs: `rounds` rounds, each reader in turn (order rotating), `block` selective
 runs and one full run per turn, after one untimed run of each. Memory: the selective query in fresh
 interpreters (peak RSS, VmHWM, of a child that only does that query), Lamina via DuckDB vs DuckDB's read_parquet.
 
-Only the `## Engines beyond Spark (issue 16)` section of BENCHMARKS.md is replaced. Raw numbers go to
-bench/out/engines_results.json, `EXPLAIN ANALYZE` of the DuckDB queries to bench/out/engines_explain_*.txt.
+`EXPLAIN ANALYZE` of the DuckDB queries goes to bench/out/engines_explain_*.txt.
 """
 
 from __future__ import annotations
@@ -48,7 +44,6 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -56,14 +51,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (  # noqa: E402
-    OUT_DIR, REPO_ROOT, Section, Workspace, add_out_arg, begin_run, bench_parser, command_line, delta_table_of_files,
-    err_text, even_slices, finish_run, fmt_s, fmt_x, loadavg, log_error, now, one_percent_ids, p50, report_path,
-    rotated, say, sections_markdown, spread, standalone_header, verdict,
+from common import (
+    OUT_DIR, REPO_ROOT, Workspace, delta_table_of_files, err_text, even_slices, fmt_s, fmt_x, log_error, now,
+    one_percent_ids, p50, rotated, say, spread,
 )
-import systems  # noqa: E402
+from registry import Run, case, module
+from report import Report, Section, Target, verdict
 
 SECTION_TITLE = "Engines beyond Spark (issue 16)"
 SEED = 16
@@ -76,22 +69,11 @@ MEMORY_TARGET = 1.2  # Lamina's peak RSS ≤ x × read_parquet's
 
 @dataclass
 class Config:
-    quick: bool
     rows: int = 10_000_000
     files: int = 100
     rounds: int = 15
     block: int = 3  # selective runs per turn (one full run)
     mem_reps: int = 3
-
-    @classmethod
-    def make(cls, args) -> Config:
-        cfg = cls(quick=args.quick)
-        if args.quick:
-            cfg.rows, cfg.files, cfg.rounds, cfg.block, cfg.mem_reps = 200_000, 20, 2, 2, 1
-        for k in ("rows", "files", "rounds", "block", "mem_reps"):
-            if getattr(args, k) is not None:
-                setattr(cfg, k, getattr(args, k))
-        return cfg
 
 
 # =========================================================================== data
@@ -578,7 +560,7 @@ def judged(runs: dict, lamina: str, targets: dict) -> dict[str, tuple[Ratio, boo
     return out
 
 
-def speed_sections(cfg: Config, tb: Tables, res: dict) -> tuple[list[Section], list[tuple[str, bool | None]]]:
+def speed_sections(cfg: Config, tb: Tables, res: dict) -> tuple[list[Section], list[Target]]:
     secs, verdicts = [], []
     errors = res.get("errors", {})
     for engine, targets in (("duckdb", DUCKDB_TARGETS), ("polars", POLARS_TARGETS)):
@@ -609,12 +591,13 @@ def speed_sections(cfg: Config, tb: Tables, res: dict) -> tuple[list[Section], l
                                  fmt_s(p50(cell["setup"])), fmt_s(p50(cell["query"])), *ratios, answer, tgt])
             for lam in laminas:
                 for peer, (ratio, ok) in judgements[lam].items():
-                    verdicts.append((f"{engine} {qk}: {lam} ≥ {targets[peer]}× {peer}'s speed ({fmt_x(ratio.paired)})", ok))
+                    verdicts.append(Target(f"{engine} {qk}: {lam} ≥ {targets[peer]}× {peer}'s speed", ok,
+                                           fmt_x(ratio.paired)))
             secs.append(sec)
     return secs, verdicts
 
 
-def memory_section(mem: dict) -> tuple[Section, list[tuple[str, bool | None]]]:
+def memory_section(mem: dict) -> tuple[Section, list[Target]]:
     mem = {k: mem[k] for k in MEM_RUNS}
     med = {k: p50([x["peak_kb"] for x in v]) for k, v in mem.items()}
     own = {k: p50([x["peak_kb"] - x["before_kb"] for x in v]) for k, v in mem.items()}
@@ -634,7 +617,7 @@ def memory_section(mem: dict) -> tuple[Section, list[tuple[str, bool | None]]]:
         tgt = f"≤ {MEMORY_TARGET}× read_parquet: {verdict(ok)}" if k == "lamina-register" else "–"
         sec.rows.append([k, str(len(v)), f"{med[k] / 1024:.0f} MiB", f"{own[k] / 1024:.1f} MiB", fmt_x(r),
                          "as expected" if all(x["ok"] for x in v) else "**WRONG**", tgt])
-    return sec, [(f"memory: selective peak RSS lamina-register ≤ {MEMORY_TARGET}× read_parquet ({fmt_x(ratio)})", ok)]
+    return sec, [Target(f"memory: selective peak RSS lamina-register ≤ {MEMORY_TARGET}× read_parquet", ok, fmt_x(ratio))]
 
 
 def bottlenecks(tb: Tables, speed: dict, mem: dict, enc: dict) -> list[str]:
@@ -704,20 +687,29 @@ def bottlenecks(tb: Tables, speed: dict, mem: dict, enc: dict) -> list[str]:
     ]
 
 
-def section_block(path: Path, cfg: Config, tb: Tables, secs: list, command: str, started: float, elapsed: float,
-                  revision: str, load: tuple, targets: list[str], findings: list[str]) -> str:
-    import duckdb
-    import polars
-
-    vers = {k: v for k, v in systems.library_versions().items() if k != "pyiceberg"}
-    vers |= {"duckdb": duckdb.__version__, "polars": polars.__version__}
-    b = tb.build
-    lines = [f"## {SECTION_TITLE}", ""]
-    lines += standalone_header(path, "bench/engines_bench.py", command, started, elapsed, revision, cfg.quick, "figures",
-                               versions=vers)
-    lines += [
-        f"- 1-min load average {load[0]} before, {load[1]} after.",
-        f"- Data (built once, untimed): {cfg.rows:,} rows (id int64 sorted, category string of 16 values, value "
+@case("engines", title=SECTION_TITLE, sizes=Config, quick=dict(rows=200_000, files=20, rounds=2, block=2, mem_reps=1),
+      tiny=dict(rows=40_000, files=4, rounds=1, block=1, mem_reps=1), needs=(module("duckdb", "polars", "deltalake", "lance"),),
+      versions=("lamina", "deltalake", "pylance", "pyarrow", "duckdb", "polars"))
+def engines(run: Run) -> Report:
+    """DuckDB and Polars over Lamina vs their own readers and the peers; where the time and memory go."""
+    cfg, ws = run.sizes, run.ws
+    raw: dict = {}
+    tb = build_tables(ws, cfg)
+    raw["build"] = b = tb.build
+    say(f"built: {tb.build}")
+    raw["speed"] = speed = bench_speed(tb, cfg)
+    raw["explain"] = explain(tb)
+    say("memory children")
+    raw["memory"] = mem = bench_memory(ws, tb, cfg)
+    raw["encodings"] = enc = {"lamina": encodings(tb.files), "deltalake": encodings(tb.delta_files)}
+    secs, targets = speed_sections(cfg, tb, speed)
+    msec, mtarget = memory_section(mem)
+    secs.append(msec)
+    secs.append(Section(key="where", title="Where the time and memory go (the missed targets)",
+                        what="Read from this run's diagnostic readers, Lamina's share timed alone, the files' Parquet "
+                        "encodings and a child's RSS per import.", columns=[], notes=bottlenecks(tb, speed, mem, enc)))
+    facts = [
+        f"Data (built once, untimed): {cfg.rows:,} rows (id int64 sorted, category string of 16 values, value "
         f"double, qty int64) in {cfg.files} files; `t.delete(\"{DELETE_WHERE}\")` deletes {tb.deleted_rows:,} rows "
         f"(1%, spread evenly over every file). Lamina: `write.max-rows-per-file`, one append "
         f"({fmt_s(b['lamina_append_s'])}), the delete ({fmt_s(b['lamina_delete_s'])}) → {b['lamina']['files']} files, "
@@ -727,7 +719,7 @@ def section_block(path: Path, cfg: Config, tb: Tables, secs: list, command: str,
         f"`write_dataset(max_rows_per_file=...)` then `ds.delete(\"{DELETE_WHERE}\")` ({fmt_s(b['lance_s'])}) → "
         f"{b['lance']['fragments']} fragments, {b['lance']['fragments_with_deletions']} with a deletion file, "
         f"{b['lance']['rows']:,} rows.",
-        "- Timing: every run starts from the table's location (Lamina's open, plan and registration are in the "
+        "Timing: every run starts from the table's location (Lamina's open, plan and registration are in the "
         "run, as a user pays them). DuckDB: a fresh connection per run (made untimed); **setup** = registering the "
         "table and binding the query (`con.sql(...)`), **query alone** = executing it (`fetchall()`); total = both. "
         "Polars: setup = building the LazyFrame, query = `collect()` (Lamina plans inside collect, when Polars hands "
@@ -739,59 +731,8 @@ def section_block(path: Path, cfg: Config, tb: Tables, secs: list, command: str,
         "p50s. Diagnostic readers (no target) tell where time goes: DuckDB's read_parquet with lamina.duckdb's "
         "`union_by_name=true`, and without the deletes; Polars' scan_parquet of Lamina's files without the deletes, "
         "and of deltalake's files.",
-        "- Baselines read Lamina's own live data files (the same bytes): `read_parquet` gets the file list and a "
+        "Baselines read Lamina's own live data files (the same bytes): `read_parquet` gets the file list and a "
         "Parquet file of the deleted (file_index, pos) — what lamina.duckdb computes — for free; `scan_parquet` gets "
         "the deleted rows as global row indexes (file start + position) for free.",
     ]
-    lines += [f"- Target: {t}." for t in targets] + [""]
-    lines += sections_markdown(secs)
-    lines += ["### Where the time and memory go (the missed targets)", "",
-              "Read from this run's diagnostic readers, Lamina's share timed alone, the files' Parquet encodings and a "
-              "child's RSS per import.", "", *[f"- {f}" for f in findings]]
-    return "\n".join(lines)
-
-
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    ap = bench_parser(__doc__)
-    ap.add_argument("--quick", action="store_true", help="smoke test: 200,000 rows in 20 files, 2 rounds of 2, 1 memory run")
-    ap.add_argument("--rows", type=int, default=None, help="rows before the delete (default 10,000,000)")
-    ap.add_argument("--files", type=int, default=None, help="data files (default 100)")
-    ap.add_argument("--rounds", type=int, default=None, help="turns of every reader (default 15)")
-    ap.add_argument("--block", type=int, default=None, help="selective runs per turn (default 3)")
-    ap.add_argument("--mem-reps", type=int, default=None, help="fresh interpreters per memory child (default 3)")
-    add_out_arg(ap, "markdown file whose section is replaced", "the default full run", "BENCHMARKS.engines.md")
-    args = ap.parse_args(argv)
-    cfg = Config.make(args)
-    full = not cfg.quick and all(getattr(args, k) is None for k in ("rows", "files", "rounds", "block", "mem_reps"))
-    out_md = report_path(args.out, full, "BENCHMARKS.engines.md")
-    command = command_line("bench/engines_bench.py", argv)
-    revision, started, t0 = begin_run(f"engines bench: {cfg.rows:,} rows / {cfg.files} files, {cfg.rounds} rounds x "
-                                      f"{cfg.block}; {systems.library_versions()}")
-    ws = Workspace()
-    raw: dict = {"command": command, "config": cfg.__dict__}
-    l0 = loadavg()
-    try:
-        tb = build_tables(ws, cfg)
-        raw["build"] = tb.build
-        say(f"built: {tb.build}")
-        raw["speed"] = speed = bench_speed(tb, cfg)
-        raw["explain"] = explain(tb)
-        say("memory children")
-        raw["memory"] = mem = bench_memory(ws, tb, cfg)
-        raw["encodings"] = enc = {"lamina": encodings(tb.files), "deltalake": encodings(tb.delta_files)}
-    finally:
-        ws.close()
-    secs, judged_targets = speed_sections(cfg, tb, speed)
-    msec, mtarget = memory_section(mem)
-    secs.append(msec)
-    targets = [f"{what}: **{verdict(ok)}**" for what, ok in judged_targets + mtarget]
-    elapsed = now() - t0
-    block = section_block(out_md, cfg, tb, secs, command, started, elapsed, revision, (l0, loadavg()), targets,
-                          bottlenecks(tb, speed, mem, enc))
-    finish_run(secs, out_md, SECTION_TITLE, block, raw, "engines_results.json", targets, elapsed)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return Report(title=SECTION_TITLE, facts=facts, targets=targets + mtarget, sections=secs, raw=raw)

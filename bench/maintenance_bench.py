@@ -1,10 +1,7 @@
-#!/usr/bin/env python
-"""Maintenance benchmarks of issue 6: commits/s through each commit coordinator with 8
-racing writers, and compaction of 2,000 small files vs deltalake and pylance, in one run.
-
-    .venv/bin/python bench/maintenance_bench.py            # full run -> two sections of BENCHMARKS.md
-    .venv/bin/python bench/maintenance_bench.py --quick    # smoke test -> bench/out/BENCHMARKS.maintenance.md
-    .venv/bin/python bench/maintenance_bench.py --profile  # + cProfile of Lamina's compaction -> bench/out/compact_lamina_profile.txt
+"""Maintenance benchmarks of issue 6: commits/s through each commit coordinator with 8 racing
+writers (the case `coordinators`; --only picks them), and compaction of 2,000 small files vs
+deltalake and pylance (the case `compaction`; --profile adds a cProfile of Lamina's compaction ->
+bench/out/compact_lamina_profile.txt).
 
 1. **Commit coordinators** (`## Commit coordinators (issue 6)`): for each coordinator a
    fresh table is created, then 8 processes open it, wait at a start barrier (each
@@ -30,10 +27,6 @@ racing writers, and compaction of 2,000 small files vs deltalake and pylance, in
    `DeltaTable(uri).optimize.compact()`, `lance.dataset(uri).optimize.compact_files()`.
    p50 over 3 repetitions (systems in rotating order). Row counts (and the sum of ids)
    are checked after every compaction.
-
-Only those two sections of BENCHMARKS.md are replaced (a full `bench/run.py` run
-rewrites the file: re-run this script after it). Tracebacks go to
-bench/out/errors.log, raw numbers to bench/out/maintenance_results.json.
 """
 
 from __future__ import annotations
@@ -41,26 +34,17 @@ from __future__ import annotations
 import collections
 import json
 import os
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import common  # noqa: E402,F401  (sys.path for lamina)
-from common import (  # noqa: E402
-    OUT_DIR, REPO_ROOT, Section, Workspace, add_only_arg, add_out_arg, begin_run, bench_parser, comma_list,
-    command_line, DeltaAppends, err_text, flush_lamina_hints, fmt_s, LaminaAppends, LanceAppends, loadavg, log_error, make_batch, now,
-    p50, print_rich, replace_md_section, report_path, rotated, run_script_worker, say, sections_markdown, standalone_header,
-    timed_open_call, verdict, write_results,
+from common import (
+    DeltaAppends, LaminaAppends, LanceAppends, Workspace, err_text, flush_lamina_hints, fmt_ratio, fmt_s,
+    log_error, make_batch, now, p50, rotated, run_worker, run_workers_at_once, say, start_barrier, timed_open_call,
+    worker_cmd,
 )
-import systems  # noqa: E402
+from registry import Run, case, module, postgres
+from report import Report, Section, Target, verdict
 
-TESTS_DIR = REPO_ROOT / "tests"
-if str(TESTS_DIR) not in sys.path:
-    sys.path.insert(0, str(TESTS_DIR))
 
 COORD_TITLE = "Commit coordinators (issue 6)"
 COMPACT_TITLE = "Compaction (issue 6)"
@@ -73,28 +57,21 @@ PG_DB = "lamina_bench"
 S3_BUCKET = "lamina-bench"
 
 
-# --------------------------------------------------------------------------- config
+# --------------------------------------------------------------------------- sizes
 @dataclass
-class Config:
-    quick: bool
+class CoordSizes:
     writers: int = 8
     commits: int = 50  # per writer
     commit_rows: int = 10  # rows per append
+
+
+@dataclass
+class CompactSizes:
     files: int = 2000  # small appends for the compaction tables
     file_rows: int = 500
     reps: int = 3
     warm_files: int = 20
     profile: bool = False
-
-    @classmethod
-    def make(cls, args) -> "Config":
-        cfg = cls(quick=args.quick, profile=args.profile)
-        if args.quick:
-            cfg.writers, cfg.commits, cfg.files, cfg.reps = 4, 10, 100, 1
-        for k in ("writers", "commits", "files", "reps"):
-            if getattr(args, k) is not None:
-                setattr(cfg, k, getattr(args, k))
-        return cfg
 
 
 # =========================================================================== 1. coordinators
@@ -129,10 +106,7 @@ def worker_race(argv) -> None:
         t = lamina.open_table(spec["uri"], storage_options=spec.get("storage_options"))
     w, rows = spec["writer"], spec["rows"]
     batches = [workers.batch(w, seq, rows) for seq in range(spec["n"])]
-    print("READY", flush=True)
-    if sys.stdin.readline().strip() != "GO":
-        sys.exit("no GO from the parent")
-    t_go = time.time()
+    t_go = start_barrier()
     acked, failed = [], []
     for seq, b in enumerate(batches):
         t0 = now()
@@ -149,9 +123,8 @@ def spawn_race(specs: list[dict], logdir: str, timeout: float = 600) -> list[dic
     """One process per spec, released together (start barrier); their JSON results."""
     from support import workers
 
-    script = str(Path(__file__).resolve())
     return workers.spawn_workers(
-        specs, logdir, timeout, cmd=lambda spec: [sys.executable, script, "--worker", "race", json.dumps(spec)]
+        specs, logdir, timeout, cmd=lambda spec: worker_cmd("maintenance_bench:worker_race", json.dumps(spec))
     )
 
 
@@ -162,7 +135,7 @@ def batch_counts(t) -> collections.Counter:
     return collections.Counter({(w, s): c for w, s, c in zip(g["writer"], g["seq"], g["count_all"])})
 
 
-def verify_race(readers: dict, results: list[dict], cfg: Config) -> dict:
+def verify_race(readers: dict, results: list[dict], cfg: CoordSizes) -> dict:
     """Lost / duplicated / committed-though-failed, read back from every reader of the final table."""
     acked = {(w, s): v for w, r in enumerate(results) for s, v, _ in r["acked"]}
     failed = {(w, s): e for w, r in enumerate(results) for s, e, _ in r["failed"]}
@@ -274,7 +247,7 @@ class Coordinators:
                 log_error(f"coordinators/{n}/teardown", e)
 
 
-def bench_coordinators(ws: Workspace, cfg: Config, names: list[str]) -> dict:
+def bench_coordinators(ws: Workspace, cfg: CoordSizes, names: list[str]) -> dict:
     from support import workers
 
     res = {}
@@ -323,7 +296,7 @@ def bench_coordinators(ws: Workspace, cfg: Config, names: list[str]) -> dict:
     return res
 
 
-def summarise_coordinators(cfg: Config, res: dict, names: list[str]) -> tuple[Section, bool | None]:
+def summarise_coordinators(cfg: CoordSizes, res: dict, names: list[str]) -> tuple[Section, bool | None]:
     total = cfg.writers * cfg.commits
     sec = Section(
         key="coordinators",
@@ -438,7 +411,7 @@ def _sum(col) -> int:
     return int(pc.sum(col).as_py() or 0)
 
 
-def worker_build(argv) -> None:
+def worker_build(argv: list[str]) -> dict:
     """Build one system's table (and its warm-up table) in its own process."""
     name, root, warm, files, rows, warm_files = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4]), int(argv[5])
     a = COMPACT_ADAPTERS[name]()
@@ -446,10 +419,10 @@ def worker_build(argv) -> None:
     a.build(root, [make_batch(i * rows, rows) for i in range(files)])
     build_s = now() - t0
     a.build(warm, [make_batch(10**9 + i * rows, rows) for i in range(warm_files)])
-    print(json.dumps({"build_s": build_s}))
+    return {"build_s": build_s}
 
 
-def worker_compact(argv) -> None:
+def worker_compact(argv: list[str]) -> dict:
     """Fresh interpreter: compact a tiny table (untimed), then open + compact the real one."""
     name, root, warm, profile = argv[0], argv[1], argv[2], argv[3] == "1"
     a = COMPACT_ADAPTERS[name]()
@@ -460,7 +433,7 @@ def worker_compact(argv) -> None:
     )
     if phases is not None:
         info["phases_s"] = dict(phases)
-    print(json.dumps({"open_s": open_s, "compact_s": compact_s, "info": info}, default=str))
+    return {"open_s": open_s, "compact_s": compact_s, "info": info}
 
 
 def _time_lamina_phases() -> dict:
@@ -508,27 +481,18 @@ def _time_lamina_phases() -> dict:
     return acc
 
 
-def build_compaction_tables(ws: Workspace, cfg: Config) -> dict:
+def build_compaction_tables(ws: Workspace, cfg: CompactSizes) -> dict:
     """Each system's table built in its own process, all three at once (the deltalake
     build dominates: ~75 ms per write_deltalake append here)."""
-    built = {}
-    procs = {}
-    for name in COMPACTORS:
-        b = built[name] = {"root": ws.new(f"{name}-base"), "warm": ws.new(f"{name}-warm")}
-        args = [name, b["root"], b["warm"], str(cfg.files), str(cfg.file_rows), str(cfg.warm_files)]
-        procs[name] = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--worker", "build", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-    for name, p in procs.items():
-        o, e = p.communicate(timeout=900)
+    built = {name: {"root": ws.new(f"{name}-base"), "warm": ws.new(f"{name}-warm")} for name in COMPACTORS}
+    args = {name: [name, b["root"], b["warm"], str(cfg.files), str(cfg.file_rows), str(cfg.warm_files)]
+            for name, b in built.items()}
+    for name, got in run_workers_at_once("maintenance_bench:worker_build", args, 900, "compaction/build").items():
         b = built[name]
-        if p.returncode != 0:
-            tail = (e or o).strip().splitlines()
-            b["error"] = (tail[-1] if tail else f"build exit {p.returncode}")[:160]
-            log_error(f"compaction/{name}/build", RuntimeError(e[-5000:]))
+        if "error" in got:
+            b["error"] = got["error"]
             continue
-        b["build_s"] = json.loads(o.strip().splitlines()[-1])["build_s"]
+        b["build_s"] = got["build_s"]
         try:
             b["files"], b["rows"], b["idsum"] = COMPACT_ADAPTERS[name]().state(b["root"])
             say(f"  {name}: built {cfg.files} appends in {fmt_s(b['build_s'])}: {b['files']} files, {b['rows']:,} rows")
@@ -538,7 +502,7 @@ def build_compaction_tables(ws: Workspace, cfg: Config) -> dict:
     return built
 
 
-def bench_compaction(ws: Workspace, cfg: Config, built: dict, exp_rows: int, exp_sum: int) -> dict:
+def bench_compaction(ws: Workspace, cfg: CompactSizes, built: dict, exp_rows: int, exp_sum: int) -> dict:
     res = {n: {"open_s": [], "compact_s": [], "total_s": [], "files_after": [], "errors": []} for n in COMPACTORS}
     for name in COMPACTORS:
         b = built[name]
@@ -557,7 +521,7 @@ def bench_compaction(ws: Workspace, cfg: Config, built: dict, exp_rows: int, exp
                 root = ws.copy(b["root"], f"cmp-{name}")
                 warm = ws.copy(b["warm"], f"cmp-warm-{name}")
                 prof = cfg.profile and rep == 0 and name == "lamina"
-                w = run_script_worker(__file__, ["compact", name, root, warm, "1" if prof else "0"])
+                w = run_worker("maintenance_bench:worker_compact", [name, root, warm, "1" if prof else "0"])
                 r["open_s"].append(w["open_s"])
                 r["compact_s"].append(w["compact_s"])
                 r["total_s"].append(w["open_s"] + w["compact_s"])
@@ -583,15 +547,7 @@ def bench_compaction(ws: Workspace, cfg: Config, built: dict, exp_rows: int, exp
     return res
 
 
-def fmt_x(x: float | None) -> str:
-    return "–" if x is None else f"{x:.2f}×" if x < 10 else f"{x:.0f}×"
-
-
-def _div(a, b):
-    return None if a is None or b is None or b <= 0 else a / b
-
-
-def summarise_compaction(cfg: Config, res: dict, built: dict, exp_rows: int) -> tuple[Section, bool | None]:
+def summarise_compaction(cfg: CompactSizes, res: dict, built: dict, exp_rows: int) -> tuple[Section, bool | None]:
     tot = {n: p50(res[n]["total_s"]) for n in COMPACTORS}
     cmp_ = {n: p50(res[n]["compact_s"]) for n in COMPACTORS}
     peers = [n for n in COMPACTORS if n != "lamina"]
@@ -631,14 +587,14 @@ def summarise_compaction(cfg: Config, res: dict, built: dict, exp_rows: int) -> 
             [
                 name, f"{b.get('files', 'n/a'):,}" if isinstance(b.get("files"), int) else "n/a",
                 ", ".join(str(x) for x in fa) or "n/a", fmt_s(tot[name]), fmt_s(cmp_[name]),
-                "–" if name == "lamina" else f"{fmt_x(_div(tot['lamina'], tot[name]))}; {fmt_x(_div(cmp_['lamina'], cmp_[name]))}",
+                "–" if name == "lamina" else f"{fmt_ratio(tot['lamina'], tot[name])}; {fmt_ratio(cmp_['lamina'], cmp_[name])}",
                 rows + (f"; {r['error']}" if "error" in r else ""), tgt,
             ]
         )
     sec.notes.append(
         f"Target (issue 6): Lamina's compaction {TARGET_COMPACT} — {verdict(ok)} (judged on open+compact in a fresh "
         "interpreter; Lamina / peer < 1 means Lamina is faster): "
-        + ", ".join(f"{n} {fmt_x(_div(tot['lamina'], tot[n]))}" for n in peers)
+        + ", ".join(f"{n} {fmt_ratio(tot['lamina'], tot[n])}" for n in peers)
         + "."
     )
     if cfg.reps > 1:
@@ -677,84 +633,30 @@ def summarise_compaction(cfg: Config, res: dict, built: dict, exp_rows: int) -> 
     return sec, ok
 
 
-# =========================================================================== report
-def section_block(title: str, sec: Section, path: Path, cfg: Config, command: str, started: float, elapsed: float,
-                  revision: str, load: tuple, target: str) -> str:
-    lines = [f"## {title}", ""]
-    lines += standalone_header(
-        path, "bench/maintenance_bench.py", command, started, elapsed, revision, cfg.quick, "figures",
-        f" It also writes `## {COMPACT_TITLE if title == COORD_TITLE else COORD_TITLE}`.",
-    )
-    lines += [f"- 1-min load average {load[0]} before, {load[1]} after.", f"- Target: {target}.", ""]
-    return "\n".join(lines + sections_markdown([sec]))
+# =========================================================================== the cases
+@case("coordinators", title=COORD_TITLE, sizes=CoordSizes, quick=dict(writers=4, commits=10),
+      tiny=dict(writers=2, commits=3), only={"coordinators": tuple(COORDINATORS)},
+      needs=(module("moto", "boto3"), postgres()))
+def coordinators(run: Run) -> Report:
+    """Commits/s with racing writers through each commit coordinator (local, SQLite, PostgreSQL, S3)."""
+    c0 = now()
+    res = bench_coordinators(run.ws, run.sizes, run.only("coordinators"))
+    sec, ok = summarise_coordinators(run.sizes, res, run.only("coordinators"))
+    say(f"coordinators done in {fmt_s(now() - c0)}")
+    return Report(title=COORD_TITLE, targets=[Target(f"{TARGET_COORD} in each coordinator", ok)], sections=[sec],
+                  raw=res)
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--worker"]:
-        {"race": worker_race, "build": worker_build, "compact": worker_compact}[argv[1]](argv[2:])
-        return 0
-    ap = bench_parser(__doc__)
-    ap.add_argument("--quick", action="store_true", help="smoke test: 4 writers x 10 commits, 100 files, 1 repetition")
-    ap.add_argument("--writers", type=int, default=None, help="racing writer processes (default 8)")
-    ap.add_argument("--commits", type=int, default=None, help="appends per writer (default 50)")
-    ap.add_argument("--files", type=int, default=None, help="small files to compact (default 2000)")
-    ap.add_argument("--reps", type=int, default=None, help="compaction repetitions (default 3)")
-    ap.add_argument("--coordinators", default=",".join(COORDINATORS), help="comma list of " + ",".join(COORDINATORS))
-    ap.add_argument("--profile", action="store_true", help="cProfile Lamina's compaction -> bench/out/compact_lamina_profile.txt")
-    add_only_arg(ap, BENCHES)
-    add_out_arg(ap, "markdown file whose two sections are replaced", "the default full run", "BENCHMARKS.maintenance.md")
-    args = ap.parse_args(argv)
-    cfg = Config.make(args)
-    only = comma_list(ap, args.only, BENCHES, "benchmark")
-    coords = comma_list(ap, args.coordinators, COORDINATORS, "coordinator")
-    full = (
-        not cfg.quick and not cfg.profile and all(getattr(args, k) is None for k in ("writers", "commits", "files", "reps"))
-        and only == BENCHES and coords == COORDINATORS
-    )
-    out_md = report_path(args.out, full, "BENCHMARKS.maintenance.md")
-    command = command_line("bench/maintenance_bench.py", argv)
-    revision, started, t0 = begin_run(
-        f"maintenance bench: {', '.join(only)}; {cfg.writers} writers x {cfg.commits} commits; "
-        f"compaction of {cfg.files} files x {cfg.file_rows} rows, {cfg.reps} rep(s); {systems.library_versions()}"
-    )
-    ws = Workspace()
-    raw: dict = {"command": command, "config": cfg.__dict__}
-    secs, blocks = [], []
-    try:
-        if "coordinators" in only:
-            l0, c0 = loadavg(), now()
-            cres = raw["coordinators"] = bench_coordinators(ws, cfg, coords)
-            csec, cok = summarise_coordinators(cfg, cres, coords)
-            secs.append(csec)
-            blocks.append((COORD_TITLE, csec, (l0, loadavg()), f"{TARGET_COORD} in each coordinator: **{verdict(cok)}**"))
-            say(f"coordinators done in {fmt_s(now() - c0)}")
-        if "compaction" in only:
-            l0, c0 = loadavg(), now()
-            say(f"building the compaction tables ({cfg.files} appends each, three builds in parallel)")
-            built = raw["build"] = build_compaction_tables(ws, cfg)
-            exp_rows = cfg.files * cfg.file_rows
-            exp_sum = exp_rows * (exp_rows - 1) // 2  # ids 0..exp_rows-1
-            kres = raw["compaction"] = bench_compaction(ws, cfg, built, exp_rows, exp_sum)
-            ksec, kok = summarise_compaction(cfg, kres, built, exp_rows)
-            secs.append(ksec)
-            blocks.append((COMPACT_TITLE, ksec, (l0, loadavg()), f"Lamina {TARGET_COMPACT}: **{verdict(kok)}**"))
-            say(f"compaction done in {fmt_s(now() - c0)}")
-    finally:
-        ws.close()
-    elapsed = now() - t0
-    print()
-    print_rich(secs)
-    # Read-modify-write of the report at the very end (other scripts own other sections).
-    for title, sec, load, target in blocks:
-        replace_md_section(
-            out_md, title, section_block(title, sec, out_md, cfg, command, started, elapsed, revision, load, target)
-        )
-    raw["elapsed_s"] = elapsed
-    write_results("maintenance_results.json", raw)
-    say(f"done in {elapsed / 60:.1f} min; " + "; ".join(b[3] for b in blocks) + f"; report: {out_md}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+@case("compaction", title=COMPACT_TITLE, sizes=CompactSizes, quick=dict(files=100, reps=1),
+      tiny=dict(files=30, file_rows=50, reps=1, warm_files=4), needs=(module("deltalake", "lance"),), reps="reps")
+def compaction(run: Run) -> Report:
+    """Compaction of 2,000 small files: Lamina vs deltalake's optimize and Lance's compact_files."""
+    cfg = run.sizes
+    say(f"building the compaction tables ({cfg.files} appends each, three builds in parallel)")
+    built = build_compaction_tables(run.ws, cfg)
+    exp_rows = cfg.files * cfg.file_rows
+    exp_sum = exp_rows * (exp_rows - 1) // 2  # ids 0..exp_rows-1
+    res = bench_compaction(run.ws, cfg, built, exp_rows, exp_sum)
+    sec, ok = summarise_compaction(cfg, res, built, exp_rows)
+    return Report(title=COMPACT_TITLE, targets=[Target(f"Lamina {TARGET_COMPACT}", ok)], sections=[sec],
+                  raw={"build": built, "compaction": res})

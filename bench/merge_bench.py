@@ -1,12 +1,9 @@
-#!/usr/bin/env python
-"""Merge benchmark (issue 19): an upsert of 100,000 rows into a 10M-row, 80-file table.
+"""Merge benchmark (issue 19): an upsert of 100,000 rows into a 10M-row, 80-file table (the case
+`merge`; --only picks among lamina, deltalake, lance and spark; --profile adds a cProfile of
+Lamina's merge -> bench/out/merge_lamina_profile.txt).
 
-    .venv/bin/python bench/merge_bench.py              # full run -> "## Merge (issue 19)" in BENCHMARKS.md
-    .venv/bin/python bench/merge_bench.py --quick      # smoke test (1M rows, 1 repetition) -> bench/out/BENCHMARKS.merge.md
-    .venv/bin/python bench/merge_bench.py --profile    # + cProfile of Lamina's merge -> bench/out/merge_lamina_profile.txt
-
-The table: ``--rows`` orders (7 columns, ``orders`` of bench/spark_merge_bench.py), clustered
-by ``id`` in ``--files`` files of equal id ranges, one version; each system builds its own once
+The table: ``rows`` orders (7 columns, ``orders`` of bench/spark_merge_bench.py), clustered
+by ``id`` in ``files`` files of equal id ranges, one version; each system builds its own once
 (untimed). The change (``change`` of bench/spark_merge_bench.py): 100,000 source rows, 90%
 updates of existing ids, 10% new ids. **spread**: the updates hit random ids of the whole table
 (every file holds some); **last-file**: they hit random ids of the newest file only.
@@ -29,32 +26,29 @@ updates of existing ids, 10% new ids. **spread**: the updates hit random ids of 
 
 Every result is checked with DuckDB: rows after = rows + inserts, ids unique, and exactly the
 100,000 source rows present with the source's values (plus the systems' own counts of rows
-updated / inserted). Only the ``## Merge (issue 19)`` section of BENCHMARKS.md is replaced.
-Raw numbers: bench/out/merge_results.json.
+updated / inserted).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
-import shutil
 import sys
-from pathlib import Path
+from dataclasses import dataclass, field
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-
-import common  # noqa: E402,F401  (sys.path for lamina)
-from common import (  # noqa: E402
-    OUT_DIR, Section, Workspace, add_out_arg, begin_run, bench_parser, command_line, delta_table_of_files, err_text,
-    even_slices, fmt_s, loadavg, log_error, md_table, md_notes, now, p50, print_rich, profile_dump, profile_start,
-    replace_md_section, report_path, rotated, run_script_worker, say, standalone_header, verdict, write_results,
+from common import (
+    delta_table_of_files, err_text, even_slices, fmt_s, fmt_x, log_error, now, p50, profile_dump,
+    profile_start, rotated, run_worker, say,
 )
-from spark_merge_bench import change, copy_table, orders  # noqa: E402
+from registry import Run, case, module
+from report import Report, Section, Target, verdict
+from spark_merge_bench import change, copy_table, orders
 
 SECTION_TITLE = "Merge (issue 19)"
 SYSTEMS = ["lamina", "deltalake", "lance"]
@@ -233,8 +227,8 @@ def worker_spark(argv) -> None:
     print(json.dumps(out))
 
 
-def run_worker(args: list[str], timeout=1800) -> dict:
-    return run_script_worker(__file__, args, timeout)
+def merge_worker(kind: str, args: list[str], timeout=1800) -> dict:
+    return run_worker(f"merge_bench:worker_{kind}", args, timeout)
 
 
 # --------------------------------------------------------------------------- checks (DuckDB)
@@ -283,7 +277,7 @@ def bench_arrow(ws, cfg, built, srcs, warm_srcs, expect) -> dict:
             try:
                 copy_table(b["uri"], uri)
                 copy_table(b["warm"], warm)
-                w = run_worker(["merge", name, uri, srcs["spread"], warm, warm_srcs[name],
+                w = merge_worker("merge", [name, uri, srcs["spread"], warm, warm_srcs[name],
                                 "1" if cfg.profile and rep == 0 and name == "lamina" else "0"])
                 r["open_s"].append(w["open_s"])
                 r["merge_s"].append(w["merge_s"])
@@ -318,7 +312,7 @@ def bench_spark(ws, cfg, built, srcs, warm_srcs, expect) -> dict:
     warm = {"table": b["warm"], "copy": os.path.join(root, "warm"), "src": warm_srcs["lamina"],
             "data": os.path.join(b["warm"], "data"), "out": os.path.join(root, "warm-out")}
     say(f"spark: {len(jobs)} jobs in one session ({cfg.spark_reps} repetition(s))")
-    out = run_worker(["spark", json.dumps({"warm": warm, "jobs": jobs})], timeout=3600)
+    out = merge_worker("spark", [json.dumps({"warm": warm, "jobs": jobs})], timeout=3600)
     src_tables = {ch: pq.read_table(p) for ch, p in srcs.items()}
     for r in out:
         n_upd, n_ins = expect[r["change"]]
@@ -334,11 +328,7 @@ def bench_spark(ws, cfg, built, srcs, warm_srcs, expect) -> dict:
 
 
 # --------------------------------------------------------------------------- report
-def fmt_x(x):
-    return "–" if x is None else f"{x:.2f}×"
-
-
-def summarise_arrow(cfg, res, expect) -> tuple[Section, list[str]]:
+def summarise_arrow(cfg, res, expect) -> tuple[Section, list[Target]]:
     tot = {n: p50(res[n]["total_s"]) for n in cfg.systems}
     peers = {n: t for n, t in tot.items() if n != "lamina" and t is not None}
     best = min(peers, key=peers.get) if peers else None
@@ -371,10 +361,10 @@ def summarise_arrow(cfg, res, expect) -> tuple[Section, list[str]]:
             f"{max(r['peak_mb']):,.0f} MB ({p50(r['before_mb']):,.0f} MB)", rep, str(r.get("files_after", "")),
             "OK" if not r["errors"] else "WRONG: " + "; ".join(r["errors"]), tgt,
         ])
-    return sec, [f"Arrow merge ≤ {TARGET_ARROW}× best peer: **{verdict(ok)}** ({fmt_x(ratio)} of {best})"]
+    return sec, [Target(f"Arrow merge ≤ {TARGET_ARROW}× best peer", ok, f"{fmt_x(ratio)} of {best}")]
 
 
-def summarise_spark(cfg, res, expect) -> tuple[Section, list[str]]:
+def summarise_spark(cfg, res, expect) -> tuple[Section, list[Target]]:
     runs = res.get("runs", [])
 
     def times(kind, ch):
@@ -417,22 +407,25 @@ def summarise_spark(cfg, res, expect) -> tuple[Section, list[str]]:
             ", ".join(f"{k} {fmt_s(v)}" for k, v in info.get("phases", {}).items()) or "–",
             "OK" if not wrong(kind, ch) else "WRONG: " + "; ".join(wrong(kind, ch)), tgt,
         ])
-    return sec, [f"Spark merge ≤ {TARGET_SPARK_REWRITE}× full rewrite: **{verdict(ok1)}** ({fmt_x(r1)})",
-                 f"1 of {cfg.files} files ≤ {TARGET_SPARK_ONE_FILE}× all {cfg.files}: **{verdict(ok2)}** ({fmt_x(r2)})"]
+    return sec, [Target(f"Spark merge ≤ {TARGET_SPARK_REWRITE}× full rewrite", ok1, fmt_x(r1)),
+                 Target(f"1 of {cfg.files} files ≤ {TARGET_SPARK_ONE_FILE}× all {cfg.files}", ok2, fmt_x(r2))]
 
 
-# --------------------------------------------------------------------------- main
-class Config:
-    def __init__(self, args):
-        self.quick = args.quick
-        self.rows = args.rows or (1_000_000 if args.quick else 10_000_000)
-        self.files = args.files
-        self.change = args.change
-        self.reps = args.reps or (1 if args.quick else 3)
-        self.spark_reps = args.spark_reps or (1 if args.quick else 2)
-        self.profile = args.profile
-        self.systems = [s for s in SYSTEMS if s in args.only.split(",")]
-        self.spark = "spark" in args.only.split(",")
+# --------------------------------------------------------------------------- the case
+@dataclass
+class Sizes:
+    rows: int = 10_000_000
+    files: int = 80
+    change: int = 100_000  # source rows (90% updates)
+    reps: int = 3  # Arrow merge repetitions per system
+    spark_reps: int = 2
+    profile: bool = False
+
+
+@dataclass
+class Config(Sizes):
+    systems: list[str] = field(default_factory=list)  # of the Arrow merge
+    spark: bool = True
 
 
 def build_all(ws, cfg) -> tuple[dict, dict, dict, dict]:
@@ -469,65 +462,28 @@ def build_all(ws, cfg) -> tuple[dict, dict, dict, dict]:
     return built, srcs, warm_srcs, expect
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--worker"]:
-        {"merge": worker_merge, "spark": worker_spark}[argv[1]](argv[2:])
-        return 0
-    ap = bench_parser(__doc__)
-    ap.add_argument("--quick", action="store_true", help="smoke test: 1M rows, 1 repetition")
-    ap.add_argument("--rows", type=int, default=None, help="table rows (default 10,000,000)")
-    ap.add_argument("--files", type=int, default=80, help="data files per table (default 80)")
-    ap.add_argument("--change", type=int, default=100_000, help="source rows (default 100,000; 90%% updates)")
-    ap.add_argument("--reps", type=int, default=None, help="Arrow merge repetitions per system (default 3)")
-    ap.add_argument("--spark-reps", type=int, default=None, help="Spark repetitions (default 2)")
-    ap.add_argument("--only", default="lamina,deltalake,lance,spark", help="comma list of lamina,deltalake,lance,spark")
-    ap.add_argument("--profile", action="store_true", help="cProfile Lamina's merge -> bench/out/merge_lamina_profile.txt")
-    add_out_arg(ap, "markdown file whose merge section is replaced", "the default full run", "BENCHMARKS.merge.md")
-    args = ap.parse_args(argv)
-    cfg = Config(args)
-    full = not cfg.quick and not args.profile and argv == []
-    out_md = report_path(args.out, full, "BENCHMARKS.merge.md")
-    command = command_line("bench/merge_bench.py", argv)
-    revision, started, t0 = begin_run(f"merge bench: {cfg.change:,} rows into {cfg.rows:,} rows / {cfg.files} files")
-    ws = Workspace()
-    l0 = loadavg()
-    raw: dict = {"command": command}
-    secs, verdicts = [], []
-    try:
-        say("building the tables")
-        built, srcs, warm_srcs, expect = build_all(ws, cfg)
-        raw["build"] = built
-        if cfg.systems:
-            raw["arrow"] = bench_arrow(ws, cfg, built, srcs, warm_srcs, expect)
-            sec, v = summarise_arrow(cfg, raw["arrow"], expect)
-            secs.append(sec)
-            verdicts += v
-        if cfg.spark and "error" not in built["lamina"]:
-            raw["spark"] = bench_spark(ws, cfg, built, srcs, warm_srcs, expect)
-            sec, v = summarise_spark(cfg, raw["spark"], expect)
-            secs.append(sec)
-            verdicts += v
-    finally:
-        ws.close()
-    elapsed = now() - t0
-    l1 = loadavg()
+@case("merge", title=SECTION_TITLE, sizes=Sizes, quick=dict(rows=1_000_000, reps=1, spark_reps=1),
+      tiny=dict(rows=40_000, files=4, change=2_000, reps=1, spark_reps=1),
+      only={"systems": (*SYSTEMS, "spark")}, needs=(module("deltalake", "lance", "duckdb", "pyspark"),), reps="reps")
+def merge(run: Run) -> Report:
+    """An upsert of 100,000 rows into 10M rows / 80 files: Arrow merge vs the peers; Spark merge vs a full rewrite."""
+    chosen = run.only("systems")
+    cfg = Config(**dataclasses.asdict(run.sizes), systems=[s for s in SYSTEMS if s in chosen], spark="spark" in chosen)
+    raw: dict = {}
+    secs, targets = [], []
+    say(f"merge: {cfg.change:,} rows into {cfg.rows:,} rows / {cfg.files} files; building the tables")
+    built, srcs, warm_srcs, expect = build_all(run.ws, cfg)
+    raw["build"] = built
+    if cfg.systems:
+        raw["arrow"] = bench_arrow(run.ws, cfg, built, srcs, warm_srcs, expect)
+        sec, v = summarise_arrow(cfg, raw["arrow"], expect)
+        secs.append(sec)
+        targets += v
+    if cfg.spark and "error" not in built["lamina"]:
+        raw["spark"] = bench_spark(run.ws, cfg, built, srcs, warm_srcs, expect)
+        sec, v = summarise_spark(cfg, raw["spark"], expect)
+        secs.append(sec)
+        targets += v
     builds = "; ".join(f"{n} {fmt_s(b['build_s'])}" for n, b in built.items() if "build_s" in b)
-    lines = [f"## {SECTION_TITLE}", ""]
-    lines += standalone_header(out_md, "bench/merge_bench.py", command, started, elapsed, revision, cfg.quick, "targets")
-    lines += [f"- 1-min load average {l0} before, {l1} after (2 cores, shared).",
-              "- Targets: " + "; ".join(verdicts) + ".",
-              f"- Building each table (untimed): {builds}.", ""]
-    for sec in secs:
-        lines += [f"### {sec.title}", "", sec.what, "", md_table(sec), "", *md_notes(sec.notes), ""]
-    print()
-    print_rich(secs)
-    replace_md_section(out_md, SECTION_TITLE, "\n".join(lines))
-    raw["elapsed_s"] = elapsed
-    write_results("merge_results.json", raw)
-    say(f"done in {elapsed / 60:.1f} min; " + "; ".join(verdicts) + f"; report: {out_md}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return Report(title=SECTION_TITLE, facts=[f"Building each table (untimed): {builds}."], targets=targets,
+                  sections=secs, raw=raw)

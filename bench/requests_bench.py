@@ -24,36 +24,26 @@ Tables are built locally with each library (untimed, uncounted) and uploaded to 
 
 Targets (issue 19, item 6): for every operation Lamina makes the fewest requests of the
 three (a tie with the fewest counts as fewest); open-latest <= 3 requests whatever N.
-
-Usage: python bench/requests_bench.py [--quick] [--out PATH] [--versions N] [--plan-files N]
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402  (sys.path for lamina)
-from common import (  # noqa: E402
-    REPO_ROOT, Section, begin_run, command_line, finish_run, loadavg, make_batch, md_table, one_percent_ids,
-    report_path, say, standalone_header, verdict,
-)
+import common
+from common import make_batch, one_percent_ids, run_worker, say
+from registry import Run, case, module
+from report import Report, Section, Target, verdict
 
-TESTS_DIR = REPO_ROOT / "tests"
-if str(TESTS_DIR) not in sys.path:
-    sys.path.insert(0, str(TESTS_DIR))
 
 SECTION_TITLE = "Requests per operation on S3 (issue 19)"
 BUCKET = "lamina-requests"
@@ -170,7 +160,12 @@ def kinds_of(log: list) -> dict[str, int]:
     return dict(out)
 
 
-def worker(spec: dict) -> dict:
+def worker(argv: list[str]) -> dict:
+    """Fresh interpreter: the operation of the JSON spec argv[0] through a counting proxy of its own."""
+    return count_requests(json.loads(argv[0]))
+
+
+def count_requests(spec: dict) -> dict:
     """Runs one operation in this fresh interpreter through a counting proxy of its own."""
     from support.s3proxy import S3Proxy
 
@@ -268,14 +263,6 @@ def _bucket_keys(spec: dict, prefix: str) -> list[str]:
     return keys
 
 
-def run_worker(spec: dict) -> dict:
-    run = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True,
-                         timeout=900, cwd=REPO_ROOT)
-    if run.returncode != 0:
-        raise RuntimeError(f"{spec['system']} {spec['op']}: {run.stderr.strip()[-1500:]}")
-    return json.loads(run.stdout.strip().splitlines()[-1])
-
-
 # --------------------------------------------------------------------------- the run
 OPS = [
     # (key, label, directory name, what)
@@ -290,27 +277,20 @@ OPS = [
 ]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--worker")
-    ap.add_argument("--quick", action="store_true", help="small tables: a smoke run, figures not meaningful")
-    ap.add_argument("--versions", type=int)
-    ap.add_argument("--plan-files", type=int)
-    ap.add_argument("--delete-files", type=int)
-    ap.add_argument("--out", help="markdown file whose section this run replaces (default: BENCHMARKS.md for a "
-                    "full run, bench/out/requests.md for --quick)")
-    args = ap.parse_args()
-    if args.worker:
-        print(json.dumps(worker(json.loads(args.worker)), default=str))
-        return
-    n = args.versions or (150 if args.quick else 1000)
-    plan_files = args.plan_files or (200 if args.quick else 20_000)
-    delete_files = args.delete_files or (20 if args.quick else 200)
-    full = not args.quick and args.versions is None and args.plan_files is None and args.delete_files is None
-    out_md = report_path(args.out, full, "requests.md")
-    revision, started, t0 = begin_run(f"requests per operation on S3: {n} versions, {plan_files} plan files, "
-                                      f"{delete_files} delete files")
-    load_before = loadavg()
+@dataclass
+class Sizes:
+    versions: int = 1000  # N
+    plan_files: int = 20_000
+    delete_files: int = 200
+
+
+@case("requests", title=SECTION_TITLE, sizes=Sizes, quick=dict(versions=150, plan_files=200, delete_files=20),
+      tiny=dict(versions=110, plan_files=100, delete_files=2), needs=(module("moto", "boto3", "deltalake", "lance"),))
+def requests(run: Run) -> Report:
+    """Requests per operation on S3 (moto), counted: open, append, plan, delete, tag, expire."""
+    cfg = run.sizes
+    n, plan_files, delete_files = cfg.versions, cfg.plan_files, cfg.delete_files
+    say(f"requests per operation on S3: {n} versions, {plan_files} plan files, {delete_files} delete files")
     from support.s3server import S3Server
 
     server = S3Server()
@@ -321,43 +301,43 @@ def main() -> None:
     plan_parts = [make_batch(i * PLAN_ROWS, PLAN_ROWS) for i in range(plan_files)]
     del_parts = [delete_file(i) for i in range(delete_files)]
     uploaded = {}
-    with tempfile.TemporaryDirectory(prefix="lamina-requests-") as tmp:
-        for system in SYSTEMS:
-            say(f"building {system}'s tables")
-            builds = {
-                "hist_small": lambda p: build_history(system, p, 10),
-                "hist": lambda p: build_history(system, p, n),
-                "exp": lambda p: build_history(system, p, n, checkpoint_at=n - KEEP),
-                "plan": lambda p: build_files(system, p, plan_parts, ["id"]),
-                "del": lambda p: build_files(system, p, del_parts, ["id", "category"]),
-            }
-            for name, build in builds.items():
-                local = os.path.join(tmp, system, name)
-                os.makedirs(os.path.dirname(local), exist_ok=True)
-                build(local)
-                uploaded[(system, name)] = upload(client, local, table_dir(system, name))
-        results: dict = {}
-        for key, _label, name, op in OPS:
+    try:
+        with tempfile.TemporaryDirectory(prefix="lamina-requests-") as tmp:
             for system in SYSTEMS:
-                if op in ("tag", "tag_version") and system == "deltalake":
-                    continue
-                say(f"{key}: {system}")
-                spec = {"system": system, "op": op, "dir": table_dir(system, name), "endpoint": server.endpoint,
-                        "where": where.get(op)}
-                try:
-                    results[(key, system)] = run_worker(spec)
-                except Exception as e:  # noqa: BLE001 - reported in the table
-                    results[(key, system)] = {"error": str(e)}
-    server.stop()
-    elapsed = common.now() - t0
-
+                say(f"building {system}'s tables")
+                builds = {
+                    "hist_small": lambda p: build_history(system, p, 10),
+                    "hist": lambda p: build_history(system, p, n),
+                    "exp": lambda p: build_history(system, p, n, checkpoint_at=n - KEEP),
+                    "plan": lambda p: build_files(system, p, plan_parts, ["id"]),
+                    "del": lambda p: build_files(system, p, del_parts, ["id", "category"]),
+                }
+                for name, build in builds.items():
+                    local = os.path.join(tmp, system, name)
+                    os.makedirs(os.path.dirname(local), exist_ok=True)
+                    build(local)
+                    uploaded[(system, name)] = upload(client, local, table_dir(system, name))
+            results: dict = {}
+            for key, _label, name, op in OPS:
+                for system in SYSTEMS:
+                    if op in ("tag", "tag_version") and system == "deltalake":
+                        continue
+                    say(f"{key}: {system}")
+                    spec = {"system": system, "op": op, "dir": table_dir(system, name), "endpoint": server.endpoint,
+                            "where": where.get(op)}
+                    try:
+                        results[(key, system)] = run_worker("requests_bench:worker", [json.dumps(spec)])
+                    except Exception as e:  # noqa: BLE001 - reported in the table
+                        results[(key, system)] = {"error": f"{system} {op}: {e}"}
+    finally:
+        server.stop()
     sec = Section(
         key="requests", title=f"Requests per operation (N = {n:,} versions)",
         what="Requests each call made to the S3 server, by kind; fewer is better. Lamina's total / the fewest "
              "of the other systems' totals.",
         columns=["operation", "system"] + KINDS + ["total", "Lamina / fewest other", "target"],
     )
-    targets, raw = [], {}
+    targets = []
     for key, label, _name, op in OPS:
         label = label.replace("N versions", f"{n:,} versions")
         row_of = {s: results.get((key, s)) for s in SYSTEMS if (key, s) in results}
@@ -383,8 +363,7 @@ def main() -> None:
             sec.rows.append([label, s, *[str(c.get(k, 0)) for k in KINDS], str(totals[s]),
                              ratio if s == "lamina" else "", f"{why}: {verdict(ok)}" if s == "lamina" else ""])
         tie = " (a tie)" if ok and others and mine == min(others) else ""
-        targets.append(f"{label}: Lamina {mine} vs fewest other {min(others) if others else '–'} — {verdict(ok)}{tie}")
-        raw[key] = {s: r for s, r in row_of.items()}
+        targets.append(Target(label, ok, f"Lamina {mine} vs fewest other {min(others) if others else '–'}{tie}"))
     notes = []
     for key, label, _name, op in OPS:
         for s in SYSTEMS:
@@ -400,18 +379,7 @@ def main() -> None:
                                    + x.split("prefix=", 1)[-1].split("&")[0] for x in reqs[:12])
         for key, reqs in lamina_requests.items()))
     sec.notes = notes
-    sec.load = (load_before, loadavg(), elapsed)
-    cmd = command_line("bench/requests_bench.py", sys.argv[1:])
-    header = standalone_header(out_md, "bench/requests_bench.py", cmd, started, elapsed, revision, args.quick,
-                               "counts at these sizes are")
-    block = "\n".join([f"## {SECTION_TITLE}", "", *header, "", __doc__.split("\n\n", 1)[1].split("Usage:")[0].strip(),
-                       "", *[f"- Target: {t}" for t in targets], "", f"### {sec.title}", "", sec.what, "",
-                       md_table(sec), "", *[f"- {x}" for x in notes], ""])
-    finish_run([sec], out_md, SECTION_TITLE, block, {"results": {f"{k}/{s}": v for (k, s), v in results.items()},
-               "uploaded": {f"{s}/{n}": c for (s, n), c in uploaded.items()}}, "requests.json", targets, elapsed)
-    for t in targets:
-        print(("PASS " if "PASS" in t else "MISS ") + t)
-
-
-if __name__ == "__main__":
-    main()
+    intro = __doc__.split("\n\n", 1)[1].strip()
+    raw = {"results": {f"{k}/{s}": v for (k, s), v in results.items()},
+           "uploaded": {f"{s}/{n}": c for (s, n), c in uploaded.items()}}
+    return Report(title=SECTION_TITLE, intro=intro, targets=targets, sections=[sec], raw=raw)

@@ -1,10 +1,6 @@
-#!/usr/bin/env python
 """Row-level delete benchmarks of issue 4 that need no Spark: Lamina vs deltalake vs
-pylance, in one run on the same data.
-
-    .venv/bin/python bench/rowlevel_bench.py            # full run -> "## Row-level deletes (issue 4)" in BENCHMARKS.md
-    .venv/bin/python bench/rowlevel_bench.py --quick    # smoke test (40 files, 1 repetition) -> bench/out/BENCHMARKS.rowlevel.md
-    .venv/bin/python bench/rowlevel_bench.py --profile  # + cProfile of Lamina's deletes and read -> bench/out/rowlevel_*_profile.txt
+pylance, in one run on the same data (the case `rowlevel`; --profile adds a cProfile of
+Lamina's deletes and read -> bench/out/rowlevel_*_profile.txt).
 
 (cProfile sees only the calling thread: Lamina's delete reads the candidate files
 in a thread pool, so for where that time goes use a sampling profiler with
@@ -35,10 +31,7 @@ touch every file.
    two tables). Target: time without / time with ≥ 0.8 for Lamina.
 
 Row counts are checked after every delete and every read (mismatches go to
-bench/out/errors.log and show in the tables). Only the `## Row-level deletes
-(issue 4)` section of BENCHMARKS.md is replaced (like bench/expire_bench.py; a
-full `bench/run.py` run rewrites the file, so re-run this script after it). Raw
-numbers: bench/out/rowlevel_results.json.
+bench/out/errors.log and show in the tables).
 """
 
 from __future__ import annotations
@@ -46,23 +39,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
+import pyarrow as pa
 
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-
-import common  # noqa: E402,F401  (sys.path for lamina)
-from common import (  # noqa: E402
-    OUT_DIR, DeltaAppends, LaminaAppends, LanceAppends, Section, Workspace, add_out_arg, begin_run, bench_parser,
-    command_line, dir_size, err_text, fmt_s, loadavg, log_error, md_notes, md_table, now, p50, print_rich, profile_dump,
-    profile_start, replace_md_section, report_path, rotated, run_script_worker, say, standalone_header,
-    timed_open_call, verdict, write_results,
+from common import (
+    DeltaAppends, LaminaAppends, LanceAppends, Workspace, dir_size, div, err_text, fmt_s, fmt_times, log_error, now,
+    p50, profile_dump, profile_start, rotated, run_worker, say, timed_open_call,
 )
-import systems  # noqa: E402
+from registry import Run, case, module
+from report import Report, Section, Target, verdict
 
 SECTION_TITLE = "Row-level deletes (issue 4)"
 SCHEMA = pa.schema(
@@ -102,26 +89,14 @@ TARGET_READ = "≥ 0.8× the speed without deletes"
 # --------------------------------------------------------------------------- config
 @dataclass
 class Config:
-    quick: bool
     files: int = 200
     rows: int = 5_000  # per file; a multiple of 100 so the 10% / 1% deletes are exact
-    delete_reps: int = 5  # fresh copies per system; the figure is the p50
-    read_reps: int = 5  # fresh interpreters per system
+    reps: int = 5  # of each benchmark: fresh copies (deletes, updates), fresh interpreters (reads); figures are p50s
     read_repeats: int = 3  # timed repeats of each read per interpreter after the first read
     warm_files: int = 4  # the tiny warm-up tables
     warm_rows: int = 1_000
     profile: bool = False
 
-    @classmethod
-    def make(cls, args) -> "Config":
-        cfg = cls(quick=args.quick, profile=args.profile)
-        if args.quick:
-            cfg.files, cfg.delete_reps, cfg.read_reps, cfg.read_repeats = 40, 1, 1, 2
-        if args.files is not None:
-            cfg.files = args.files
-        if args.reps is not None:
-            cfg.delete_reps = cfg.read_reps = args.reps
-        return cfg
 
 
 # --------------------------------------------------------------------------- data
@@ -334,8 +309,8 @@ def worker_read(argv) -> None:
     print(json.dumps(out))
 
 
-def run_worker(args: list[str], timeout=900) -> dict:
-    return run_script_worker(__file__, args, timeout)
+def rowlevel_worker(kind: str, args: list[str], timeout=900) -> dict:
+    return run_worker(f"rowlevel_bench:worker_{kind}", args, timeout)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -383,9 +358,9 @@ def on_fresh_copies(ws: Workspace, cfg: Config, built: dict, names: list[str], w
     """For each repetition and system (in rotating order): copy its table and its tiny warm-up
     table (untimed), ``run(name, adapter, results, rep, root, warm)``, drop the copies; a failure
     is logged and recorded in the system's results."""
-    for rep in range(cfg.delete_reps):
+    for rep in range(cfg.reps):
         order = rotated(names, rep)
-        say(f"{what}, repetition {rep + 1}/{cfg.delete_reps}: {', '.join(order)}")
+        say(f"{what}, repetition {rep + 1}/{cfg.reps}: {', '.join(order)}")
         for name in order:
             a, r = ADAPTERS[name](), res[name]
             b = built[BASE_OF.get(name, name)]
@@ -411,7 +386,7 @@ def bench_delete(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
     def run(name, a, r, rep, root, warm):
         before = dir_size(a.uri(root))
         prof = cfg.profile and rep == 0 and name.startswith("lamina")
-        w = run_worker(["delete", name, root, warm, DELETE_10, "1" if prof else "0"])
+        w = rowlevel_worker("delete", [name, root, warm, DELETE_10, "1" if prof else "0"])
         a.settle()
         r["open_s"].append(w["open_s"])
         r["delete_s"].append(w["delete_s"])
@@ -436,7 +411,7 @@ def bench_update(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
     res = {pred: {n: {"total_s": [], "update_s": [], "errors": []} for n in UPDATERS} for pred in UPDATES}
     for pred in UPDATES:
         def run(name, a, r, rep, root, warm, pred=pred):
-            w = run_worker(["update", name, root, warm, pred])
+            w = rowlevel_worker("update", [name, root, warm, pred])
             a.settle()
             r["update_s"].append(w["update_s"])
             r["total_s"].append(w["open_s"] + w["update_s"])
@@ -476,15 +451,16 @@ def bench_read(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
         ("with", "filtered"): exp["filtered_after_1"],
     }
     live = [n for n in READERS if "error" not in res[n]]
-    for rep in range(cfg.read_reps):
+    for rep in range(cfg.reps):
         order = rotated(live, rep)
-        say(f"reads, repetition {rep + 1}/{cfg.read_reps}: {', '.join(order)}")
+        say(f"reads, repetition {rep + 1}/{cfg.reps}: {', '.join(order)}")
         for name in order:
             r = res[name]
             try:
-                w = run_worker(
+                w = rowlevel_worker(
+                    "read",
                     [
-                        "read", name, built[name]["root"], deleted[name], built[name]["warm"], built[name]["warm_del"],
+                        name, built[name]["root"], deleted[name], built[name]["warm"], built[name]["warm_del"],
                         str(cfg.read_repeats), "1" if rep % 2 else "0",
                         "1" if cfg.profile and rep == 0 and name == "lamina" else "0",
                     ]
@@ -508,14 +484,6 @@ def bench_read(ws: Workspace, cfg: Config, built: dict, exp: dict) -> dict:
 
 
 # --------------------------------------------------------------------------- report
-def fmt_x(x: float | None) -> str:
-    return "–" if x is None else f"{x:.2f}×" if x < 10 else f"{x:.0f}×"
-
-
-def _div(a, b):
-    return None if a is None or b is None or b <= 0 else a / b
-
-
 def fmt_mb(n: int | None) -> str:
     return "n/a" if n is None else f"{n / 1e6:.2f} MB"
 
@@ -556,9 +524,9 @@ def _delete_wrote(name: str, r: dict) -> str:
 def summarise_delete(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool | None, float | None]:
     tot = {n: p50(res[n]["total_s"]) for n in DELETERS}
     dele = {n: p50(res[n]["delete_s"]) for n in DELETERS}
-    ratio = _div(tot["lamina"], tot["lance"])
+    ratio = div(tot["lamina"], tot["lance"])
     ok = None if ratio is None else ratio <= 0.5
-    reps = cfg.delete_reps
+    reps = cfg.reps
     sec = Section(
         key="delete",
         title=f"Delete 10% of the rows of a {cfg.files}-file table",
@@ -592,13 +560,13 @@ def summarise_delete(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool |
         rows = f"{exp['after_10']:,} {rows}"
         tgt = "–"
         if name == "lamina":
-            tgt = f"{TARGET_DELETE}: {verdict(ok)} ({fmt_x(ratio)} of Lance's open+delete; delete alone {fmt_x(_div(dele['lamina'], dele['lance']))})"
+            tgt = f"{TARGET_DELETE}: {verdict(ok)} ({fmt_times(ratio)} of Lance's open+delete; delete alone {fmt_times(div(dele['lamina'], dele['lance']))})"
         sec.rows.append(
             [
                 "lamina (merge-on-read)" if name == "lamina" else "lamina (copy-on-write)" if name == "lamina-cow" else name,
                 fmt_s(tot[name]),
                 fmt_s(dele[name]),
-                "–" if name == "lamina" else f"{fmt_x(_div(tot['lamina'], tot[name]))} / {fmt_x(_div(dele['lamina'], dele[name]))}",
+                "–" if name == "lamina" else f"{fmt_times(div(tot['lamina'], tot[name]))} / {fmt_times(div(dele['lamina'], dele[name]))}",
                 rows + (f"; {r['error']}" if "error" in r else ""),
                 delete_wrote(name, r),
                 tgt,
@@ -607,7 +575,7 @@ def summarise_delete(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool |
         sec.raw[name] = r
     sec.notes.append(
         f"Target (issue 4): Lamina's delete {TARGET_DELETE} — {verdict(ok)}: Lamina open+delete "
-        f"{fmt_s(tot['lamina'])} / Lance {fmt_s(tot['lance'])} = {fmt_x(ratio)} (judged on open+delete in a fresh interpreter)."
+        f"{fmt_s(tot['lamina'])} / Lance {fmt_s(tot['lance'])} = {fmt_times(ratio)} (judged on open+delete in a fresh interpreter)."
     )
     if reps > 1:
         sec.notes.append(
@@ -640,7 +608,7 @@ def summarise_delete(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool |
 
 def summarise_update(cfg: Config, res: dict, exp: dict) -> Section:
     matched = {DELETE_10: exp["deleted_10"], DELETE_1: exp["deleted_1"]}
-    reps = cfg.delete_reps
+    reps = cfg.reps
     sec = Section(
         key="update",
         title=f"Update 10% and 1% of the rows of a {cfg.files}-file table (no target)",
@@ -667,7 +635,7 @@ def summarise_update(cfg: Config, res: dict, exp: dict) -> Section:
             tot = p50(r["total_s"])
             rows = "OK" if not r["errors"] else f"MISMATCH ({len(r['errors'])})"
             sec.rows.append([name, f"`{pred}`", fmt_s(tot), fmt_s(p50(r["update_s"])),
-                             "–" if name == "lamina" else fmt_x(_div(lam, tot)), f"{exp['total']:,} / {matched[pred]:,} {rows}"])
+                             "–" if name == "lamina" else fmt_times(div(lam, tot)), f"{exp['total']:,} / {matched[pred]:,} {rows}"])
         if reps > 1:
             sec.notes.append(
                 f"`{pred}`, open+update of each repetition: "
@@ -689,7 +657,7 @@ def summarise_read(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool | N
             "each file, lance a deletion file on each fragment, deltalake rewrote the files). Two reads: **full** "
             f"(all columns, {exp['total']:,} / {exp['after_1']:,} rows) and **filtered** `amount > 0.5` "
             f"({exp['filtered']:,} / {exp['filtered_after_1']:,} rows). In a fresh interpreter per system and "
-            f"repetition ({cfg.read_reps} repetitions, systems in rotating order), after untimed reads of a tiny "
+            f"repetition ({cfg.reps} repetitions, systems in rotating order), after untimed reads of a tiny "
             "table of the same system without and with deletes (imports, runtime start-up, both read paths), each of the 4 reads is "
             f"timed once as the **first read** of that table in the interpreter, then {cfg.read_repeats} more "
             "times (**repeat**), alternating between the table without and with deletes. Each timed read is the "
@@ -721,7 +689,7 @@ def summarise_read(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool | N
             wo, wi = r.get(f"without|{q}", {}), r.get(f"with|{q}", {})
             f0, f1 = p50(wo.get("first", [])), p50(wi.get("first", []))
             r0, r1 = p50(wo.get("repeats", [])), p50(wi.get("repeats", []))
-            sf, sr = _div(f0, f1), _div(r0, r1)
+            sf, sr = div(f0, f1), div(r0, r1)
             bad = [e for e in r["errors"] if f" {q} " in e]
             rows = "OK" if not bad else f"MISMATCH ({len(bad)})"
             tgt = "–"
@@ -729,9 +697,9 @@ def summarise_read(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool | N
                 vf = None if sf is None else sf >= 0.8
                 vr = None if sr is None else sr >= 0.8
                 verdicts += [vf, vr]
-                tgt = f"{TARGET_READ}: first read {verdict(vf)} ({fmt_x(sf)}), repeat {verdict(vr)} ({fmt_x(sr)})"
+                tgt = f"{TARGET_READ}: first read {verdict(vf)} ({fmt_times(sf)}), repeat {verdict(vr)} ({fmt_times(sr)})"
             sec.rows.append(
-                [name, q if q == "full" else f"filtered `{FILTER}`", fmt_s(f0), fmt_s(f1), fmt_x(sf), fmt_s(r0), fmt_s(r1), fmt_x(sr), rows, tgt]
+                [name, q if q == "full" else f"filtered `{FILTER}`", fmt_s(f0), fmt_s(f1), fmt_times(sf), fmt_s(r0), fmt_s(r1), fmt_times(sr), rows, tgt]
             )
         sec.raw[name] = r
     ok = None if not verdicts or any(v is None for v in verdicts) else all(verdicts)
@@ -764,11 +732,11 @@ def summarise_read(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool | N
         "Row counts of every timed read and after the 1% delete: "
         + ("all as expected." if not errs else "MISMATCHES: " + "; ".join(errs[:4]))
     )
-    if cfg.read_reps > 1:
+    if cfg.reps > 1:
         sec.notes.append(
             "Lamina first-read speed with / without per repetition (full; filtered): "
             + ", ".join(
-                f"{fmt_x(_div(a, b))}; {fmt_x(_div(c, d))}"
+                f"{fmt_times(div(a, b))}; {fmt_times(div(c, d))}"
                 for a, b, c, d in zip(
                     res["lamina"].get("without|full", {}).get("first", []),
                     res["lamina"].get("with|full", {}).get("first", []),
@@ -781,84 +749,30 @@ def summarise_read(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool | N
     return sec, ok
 
 
-def write_section(path: Path, secs: list[Section], cfg: Config, command: str, started: float, elapsed: float,
-                  revision: str, load: tuple, verdicts: list[str]) -> None:
-    lines = [f"## {SECTION_TITLE}", ""]
-    lines += standalone_header(
-        path, "bench/rowlevel_bench.py", command, started, elapsed, revision, cfg.quick, "targets",
-        " The Spark merge benchmark of issue 4 is not part of it.",
-    )
-    lines += [
-        f"- 1-min load average {load[0]} before, {load[1]} after.",
-        "- Targets: " + "; ".join(verdicts) + ".",
-        "",
-    ]
-    for sec in secs:
-        lines += [f"### {sec.title}", "", sec.what, "", md_table(sec), ""]
-        lines += md_notes(sec.notes)
-        lines.append("")
-    replace_md_section(path, SECTION_TITLE, "\n".join(lines))
-
-
-# --------------------------------------------------------------------------- main
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--worker"]:
-        {"delete": worker_delete, "update": worker_update, "read": worker_read}[argv[1]](argv[2:])
-        return 0
-    ap = bench_parser(__doc__)
-    ap.add_argument("--quick", action="store_true", help="smoke test: 40 files, 1 repetition")
-    ap.add_argument("--files", type=int, default=None, help="data files (appends) per table (default 200)")
-    ap.add_argument("--reps", type=int, default=None, help="repetitions of each benchmark (default 5)")
-    ap.add_argument("--profile", action="store_true", help="cProfile Lamina's delete and read -> bench/out/rowlevel_*_profile.txt")
-    add_out_arg(ap, "markdown file whose row-level section is replaced", "the default full run", "BENCHMARKS.rowlevel.md")
-    args = ap.parse_args(argv)
-    cfg = Config.make(args)
-    full = not cfg.quick and cfg.files == 200 and args.reps is None and not cfg.profile
-    out_md = report_path(args.out, full, "BENCHMARKS.rowlevel.md")
-    command = command_line("bench/rowlevel_bench.py", argv)
-
-    revision, started, t0 = begin_run(
-        f"row-level bench: {cfg.files} files x {cfg.rows:,} rows; {cfg.delete_reps} delete repetition(s), "
-        f"{cfg.read_reps} read repetition(s); {systems.library_versions()}"
-    )
+@case("rowlevel", title=SECTION_TITLE, sizes=Config, quick=dict(files=40, reps=1, read_repeats=2),
+      tiny=dict(files=4, rows=1_000, reps=1, read_repeats=1, warm_files=2, warm_rows=100),
+      needs=(module("deltalake", "lance"),), reps="reps")
+def rowlevel(run: Run) -> Report:
+    """Delete 10% of a 200-file table vs Lance and deltalake; update; read overhead with 1% deleted."""
+    cfg, ws = run.sizes, run.ws
+    say(f"row-level bench: {cfg.files} files x {cfg.rows:,} rows; {cfg.reps} repetition(s)")
     batches = [make_file(i, cfg.rows) for i in range(cfg.files)]
     warm_batches = [make_file(10_000 + i, cfg.warm_rows) for i in range(cfg.warm_files)]
     exp, warm_exp = expected_counts(batches), expected_counts(warm_batches)
-    ws = Workspace()
-    l0 = loadavg()
-    try:
-        say("building the tables")
-        built = build_all(ws, cfg, batches, warm_batches, exp, warm_exp)
-        dres = bench_delete(ws, cfg, built, exp)
-        ures = bench_update(ws, cfg, built, exp)
-        rres = bench_read(ws, cfg, built, exp)
-    finally:
-        ws.close()
-    elapsed = now() - t0
+    say("building the tables")
+    built = build_all(ws, cfg, batches, warm_batches, exp, warm_exp)
+    dres = bench_delete(ws, cfg, built, exp)
+    ures = bench_update(ws, cfg, built, exp)
+    rres = bench_read(ws, cfg, built, exp)
     dsec, dok, dratio = summarise_delete(cfg, dres, exp)
     usec = summarise_update(cfg, ures, exp)
     rsec, rok = summarise_read(cfg, rres, exp)
     builds = "; ".join(f"{n} {fmt_s(built[n].get('build_s'))}" for n in READERS if "build_s" in built[n])
     dsec.notes.append(f"Building each table ({cfg.files} appends, untimed for the targets): {builds}.")
-    verdicts = [
-        f"delete 10% {TARGET_DELETE}: **{verdict(dok)}** ({fmt_x(dratio)})",
-        f"read with 1% deleted {TARGET_READ}: **{verdict(rok)}**",
-    ]
-    print()
-    print_rich([dsec, usec, rsec])
-    write_section(out_md, [dsec, usec, rsec], cfg, command, started, elapsed, revision, (l0, loadavg()), verdicts)
-    write_results(
-        "rowlevel_results.json",
-        {"command": command, "config": cfg.__dict__, "elapsed_s": elapsed, "expected": exp,
-         "delete": dres, "update": ures, "read": rres, "build": built},
-    )
-    say(f"done in {elapsed / 60:.1f} min; targets: {'; '.join(verdicts)}; report: {out_md}")
     failed = [n for res in (dres, rres, *ures.values()) for n, r in res.items() if "error" in r or r.get("errors")]
     if failed:
-        say(f"failures in {sorted(set(failed))}; tracebacks in {OUT_DIR / 'errors.log'}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        say(f"failures in {sorted(set(failed))}")
+    return Report(title=SECTION_TITLE, targets=[Target(f"delete 10% {TARGET_DELETE}", dok, fmt_times(dratio)),
+                                                Target(f"read with 1% deleted {TARGET_READ}", rok)],
+                  sections=[dsec, usec, rsec], raw={"expected": exp, "delete": dres, "update": ures, "read": rres,
+                                                    "build": built})

@@ -1,7 +1,5 @@
-"""Spark benchmark: Lamina's Spark paths against raw Parquet in Spark, in one run, on the same data.
-
-    .venv/bin/python bench/spark_bench.py            # ~10M rows, writes the "## Spark" section of BENCHMARKS.md
-    .venv/bin/python bench/spark_bench.py --rows 1000000 --out bench/out/spark.md   # smaller, elsewhere
+"""Spark benchmark: Lamina's Spark paths against raw Parquet in Spark, in one run, on the same data
+(the case `spark`; `make bench-spark` runs it).
 
 Measured (each a full Spark action; medians, systems alternating, see the report's notes):
 
@@ -17,19 +15,19 @@ raw, fast write >= 0.9x raw. Uses a normal JVM (no fast-start flags), local[2].
 
 from __future__ import annotations
 
-import argparse
 import os
-import platform
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-BEGIN, END = "<!-- spark-bench:begin -->", "<!-- spark-bench:end -->"
+from common import say
+from registry import Run, case, module, program
+from report import Report, Section, Target
+
+SECTION_TITLE = "Spark"
 
 
 def build_df(spark, rows: int):
@@ -92,47 +90,49 @@ def rotating_writes(spark, writers: dict, work: Path, repeat: int, keep_first: b
             took = timed(lambda: writers[name](work / f"{name}{i}"))
             if i > 0:
                 times[name].append(took)
-        print(f"write round {i}{' (warm-up)' if i == 0 else ''}: "
-              + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items() if v and i > 0), flush=True)
+        say(f"write round {i}{' (warm-up)' if i == 0 else ''}: "
+            + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items() if v and i > 0))
         if not (keep_first and i == 1):
             for name in writers:
                 shutil.rmtree(work / f"{name}{i}", ignore_errors=True)
     return times
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=10_000_000)
-    ap.add_argument("--repeat", type=int, default=5, help="timed rounds of writes and of Python data source reads")
-    ap.add_argument("--read-repeat", type=int, default=10, help="timed rounds of raw/fast read pairs")
-    ap.add_argument("--out", default=str(REPO / "BENCHMARKS.md"), help="markdown file whose Spark section is (re)written")
-    args = ap.parse_args(argv)
+@dataclass
+class Sizes:
+    rows: int = 10_000_000
+    repeat: int = 5  # timed rounds of writes and of Python data source reads
+    read_repeat: int = 10  # timed rounds of raw/fast read pairs
 
-    sys.path.insert(0, str(REPO))
+
+@case("spark", title=SECTION_TITLE, sizes=Sizes, quick=dict(rows=1_000_000, repeat=2, read_repeat=3),
+      tiny=dict(rows=20_000, repeat=1, read_repeat=1), needs=(module("pyspark"), program("java")),
+      versions=("lamina", "pyspark", "pyarrow"), reps="repeat")
+def spark_paths(run: Run) -> Report:
+    """Lamina's Spark write and reads (fast path, Python data source) vs raw Parquet in one session."""
     import lamina
     from lamina.spark import read, write
 
-    started = time.time()
+    cfg = run.sizes
     spark = bench_session("lamina-spark-bench")
     from pyspark.sql import functions as F
 
     def gc() -> None:
         full_gc(spark)
 
-    work = Path(tempfile.mkdtemp(prefix="lamina-spark-bench-"))
-    df = build_df(spark, args.rows)
+    work = Path(tempfile.mkdtemp(prefix="lamina-spark-bench-", dir=run.ws.base))
+    df = build_df(spark, cfg.rows)
     writers = {
         "raw_write": lambda d: df.write.parquet(str(d)),
         "fast_write": lambda d: write(df, str(d)),
         "arrow_write": lambda d: df.write.format("lamina").mode("append").save(str(d)),
     }
-    load_before = os.getloadavg()[0]
-    times = rotating_writes(spark, writers, work, args.repeat, keep_first=True)
+    times = rotating_writes(spark, writers, work, cfg.repeat, keep_first=True)
 
     uri = str(work / "fast_write1")
     table = lamina.open_table(uri)
     files, rows = len(table.scan().plan()), table.scan().count()
-    assert rows == args.rows, (rows, args.rows)
+    assert rows == cfg.rows, (rows, cfg.rows)
     (spark_dir,) = os.listdir(f"{uri}/data")  # the one write's directory: data/spark-<write id>
     data_dir = f"file://{uri}/data/{spark_dir}"
     readers = {
@@ -148,109 +148,72 @@ def main(argv=None) -> int:
     sums = {}
     # Raw and fast reads alternate tightly (order flipped every round), the Python data source is
     # timed in its own loop: it runs Python workers that would perturb the pair. Round 0 warms up.
-    for i in range(args.read_repeat + 1):
+    for i in range(cfg.read_repeat + 1):
         for a, act in actions.items():
             for r in (("raw", "fast") if i % 2 else ("fast", "raw")):
                 gc()
                 took = timed(lambda: act(readers[r]()))
                 if i > 0:
                     rtimes[(r, a)].append(took)
-    for i in range(args.repeat + 1):
+    for i in range(cfg.repeat + 1):
         for a, act in actions.items():
             gc()
             took = timed(lambda: act(readers["datasource"]()))
             if i > 0:
                 rtimes[("datasource", a)].append(took)
-    print("reads: " + ", ".join(f"{r}/{a} median {median(v):.2f}s" for (r, a), v in rtimes.items()), flush=True)
-    load_after = os.getloadavg()[0]
+    say("reads: " + ", ".join(f"{r}/{a} median {median(v):.2f}s" for (r, a), v in rtimes.items()))
     for r, make in readers.items():
         sums[r] = tuple(make().select(F.sum("qty"), F.count("*"), F.round(F.sum("amount"), 0)).collect()[0])
     assert len(set(sums.values())) == 1, sums  # same rows through every reader
-    elapsed = time.time() - started
+    java = spark._jvm.System.getProperty("java.version")
     spark.stop()
     shutil.rmtree(work, ignore_errors=True)
-
-    section = report(args, times, rtimes, files, elapsed, (load_before, load_after))
-    print(section)
-    write_section(Path(args.out), section)
-    return 0
+    return report(cfg, times, rtimes, files, java)
 
 
 def _fmt(s: float) -> str:
     return f"{s:.2f} s"
 
 
-def report(args, times, rtimes, files: int, elapsed: float, load: tuple[float, float]) -> str:
-    import pyspark
-
-    import lamina
-
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+def report(cfg: Sizes, times, rtimes, files: int, java: str) -> Report:
     raw_w = median(times["raw_write"])
     fw, aw = median(times["fast_write"]), median(times["arrow_write"])
-    lines = [
-        BEGIN,
-        "## Spark",
-        "",
-        f"Lamina's Spark paths vs raw Parquet in the same Spark session, same data, one run (written by "
-        f"`bench/spark_bench.py`; re-run it, do not edit by hand).",
-        "",
-        f"- Command: `.venv/bin/python bench/spark_bench.py` (from the repository root; `make bench-spark` runs the same; "
-        f"rows={args.rows:,}, repeat={args.repeat}, read-repeat={args.read_repeat})",
-        f"- Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, took {elapsed / 60:.1f} min; lamina {lamina.__version__} at git {rev}, "
-        f"pyspark {pyspark.__version__}, Java 17, local[2] with spark.driver.memory=4g, default JVM flags",
-        f"- Machine: {os.cpu_count()} vCPU, {platform.machine()}, Python {platform.python_version()}; shared with other work, "
-        "quote ratios, not absolute times.",
-        f"- Data: {args.rows:,} orders (order_id, customer_id bigint; category, country string; ts timestamp; amount double; "
-        "qty int; is_member boolean) generated in the JVM from `spark.range` (4 partitions).",
-        f"- Each figure is a median: writes over {args.repeat} rounds (order of the three writers rotating), raw and fast "
-        f"reads over {args.read_repeat} tightly alternating pairs (order flipped each round), Python data source reads "
-        f"over {args.repeat} runs; each after an untimed warm-up round and a full JVM GC. All writers use "
-        "`spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS` (Lamina's encoding; Spark's default is INT96). "
-        f"1-min load average {load[0]:.1f} before, {load[1]:.1f} after (the benchmark alone keeps about 2 cores busy). "
-        "**Ratio = raw time / Lamina time** (>1: Lamina is faster).",
-        "",
-        "| operation | raw Parquet | Lamina fast path | ratio | target | Python data source | ratio |",
-        "|---|---|---|---|---|---|---|",
-        f"| write `df` (new table / new dir) | {_fmt(raw_w)} | {_fmt(fw)} | {raw_w / fw:.2f}x | >= 0.9x: "
-        f"{'PASS' if raw_w / fw >= 0.9 else 'MISS'} | {_fmt(aw)} | {raw_w / aw:.2f}x |",
-    ]
+    sec = Section(key="spark", title="", what="", columns=[
+        "operation", "raw Parquet", "Lamina fast path", "ratio", "target", "Python data source", "ratio"])
+    targets = [Target("fast write ≥ 0.9× raw Parquet's speed", raw_w / fw >= 0.9, f"{raw_w / fw:.2f}x")]
+    sec.rows.append([
+        "write `df` (new table / new dir)", _fmt(raw_w), _fmt(fw), f"{raw_w / fw:.2f}x",
+        f">= 0.9x: {'PASS' if raw_w / fw >= 0.9 else 'MISS'}", _fmt(aw), f"{raw_w / aw:.2f}x"])
     for a, label in (("full", "read all rows (`write.format('noop')`)"), ("one_column", "read one column (`sum(amount)`)")):
         raw, fast, dsrc = (median(rtimes[(r, a)]) for r in ("raw", "fast", "datasource"))
-        lines.append(
-            f"| {label} | {_fmt(raw)} | {_fmt(fast)} | {raw / fast:.2f}x | >= 1.0x: {'PASS' if raw / fast >= 1.0 else 'MISS'} "
-            f"| {_fmt(dsrc)} | {raw / dsrc:.2f}x |"
-        )
-    lines += [
-        "",
-        f"- Raw runs: write {', '.join(_fmt(x) for x in times['raw_write'])}; fast write {', '.join(_fmt(x) for x in times['fast_write'])}; "
+        targets.append(Target(f"fast {label} ≥ 1.0× raw Parquet's speed", raw / fast >= 1.0, f"{raw / fast:.2f}x"))
+        sec.rows.append([label, _fmt(raw), _fmt(fast), f"{raw / fast:.2f}x",
+                         f">= 1.0x: {'PASS' if raw / fast >= 1.0 else 'MISS'}", _fmt(dsrc), f"{raw / dsrc:.2f}x"])
+    sec.notes = [
+        f"Raw runs: write {', '.join(_fmt(x) for x in times['raw_write'])}; fast write {', '.join(_fmt(x) for x in times['fast_write'])}; "
         f"Arrow writer {', '.join(_fmt(x) for x in times['arrow_write'])}.",
-        "- Read runs: " + "; ".join(f"{r}/{a} " + ", ".join(_fmt(x) for x in v) for (r, a), v in rtimes.items()) + ".",
-        f"- The fast write includes everything after the Spark job too: reading the {files} new files' footers and "
+        "Read runs: " + "; ".join(f"{r}/{a} " + ", ".join(_fmt(x) for x in v) for (r, a), v in rtimes.items()) + ".",
+        f"The fast write includes everything after the Spark job too: reading the {files} new files' footers and "
         "the commit. The raw reads list the table's `data/` directory and infer the schema from a footer; the fast "
         "read opens the table, plans, and passes the file list and schema. All three readers return the same "
         "row count, `sum(qty)` and (rounded) `sum(amount)` (checked).",
-        "- Where the fast write's time goes (profiled separately): footers + commit take 20-100 ms; the rest is the "
+        "Where the fast write's time goes (profiled separately): footers + commit take 20-100 ms; the rest is the "
         "Spark job, which differs from the raw one only in rolling files at the table's `write.max-rows-per-file` "
         "(default 1,000,000 rows: 12 files here against raw's 4).",
-        "- The Python data source reads whole files into Arrow in Python workers (no column pruning reaches a "
+        "The Python data source reads whole files into Arrow in Python workers (no column pruning reaches a "
         "Python source in Spark 4.3) and its writer encodes Parquet in Python workers: it is the path for object "
         "stores, not the fast path.",
-        END,
     ]
-    return "\n".join(lines)
-
-
-def write_section(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Lamina benchmarks\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        text = head + section + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    facts = [
+        f"Spark: Java {java}, local[2] with spark.driver.memory=4g, default JVM flags.",
+        f"Data: {cfg.rows:,} orders (order_id, customer_id bigint; category, country string; ts timestamp; amount double; "
+        "qty int; is_member boolean) generated in the JVM from `spark.range` (4 partitions).",
+        f"Each figure is a median: writes over {cfg.repeat} rounds (order of the three writers rotating), raw and fast "
+        f"reads over {cfg.read_repeat} tightly alternating pairs (order flipped each round), Python data source reads "
+        f"over {cfg.repeat} runs; each after an untimed warm-up round and a full JVM GC. All writers use "
+        "`spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS` (Lamina's encoding; Spark's default is INT96). "
+        "The benchmark alone keeps about 2 cores busy. **Ratio = raw time / Lamina time** (>1: Lamina is faster).",
+    ]
+    return Report(title=SECTION_TITLE, intro="Lamina's Spark paths vs raw Parquet in the same Spark session, same data, "
+                  "one run.", facts=facts, targets=targets, sections=[sec],
+                  raw={"writes": times, "reads": {f"{r}/{a}": v for (r, a), v in rtimes.items()}, "files": files})

@@ -1,9 +1,8 @@
-#!/usr/bin/env python
 """TPC-H's 22 queries over Lamina through DuckDB and Polars, against the engines' own Parquet
-readers over the same files, and DuckDB over deltalake's and Lance's datasets (issue 48).
+readers over the same files, and DuckDB over deltalake's and Lance's datasets (issue 48; the case
+`tpch`, which `make bench-tpch` runs; --only picks the parts beside DuckDB's: peers, polars, s3).
 
-    make bench-tpch                                   # = .venv/bin/python bench/tpch_bench.py
-    .venv/bin/python bench/tpch_bench.py --scale 0.1 --reps 1 --out /tmp/t.md   # smaller
+    .venv/bin/python bench/run.py tpch --set scale=0.1 --reps 1 --out /tmp/t.md   # smaller
 
 Data: DuckDB's tpch extension (``CALL dbgen(sf=...)``, duckdb-extension-tpch in the bench
 extra), loaded into Lamina (``write.max-rows-per-file`` 1,000,000, one append per table),
@@ -20,37 +19,33 @@ con=con, tables=...)``; ``read_parquet`` views; DuckDB over ``DeltaTable.to_pyar
 and ``lance.dataset()`` (both written from the same rows; deletes made by their own
 delete); Polars' SQL (``pl.SQLContext``) over ``lamina.polars.scan`` vs over
 ``pl.scan_parquet`` of the same files (the queries Polars' SQL runs); on S3 (moto, a smaller
-scale: ``--s3-scale``), DuckDB and Polars over Lamina vs the same engine reading the same
+scale: ``s3_scale``), DuckDB and Polars over Lamina vs the same engine reading the same
 files by ``s3://`` URL. Runs alternate reader by reader, order reversed every repetition;
-medians of ``--reps``. The machine is shared: ratios, not absolute times.
+medians of ``reps``. The machine is shared: ratios, not absolute times.
+
+Targets (issue 48): DuckDB over Lamina, total over the queries, ≤ 1.05× `read_parquet` without
+deletes and ≤ 1.2× with them, no single query over 1.5×; ≤ 0.5× DuckDB over deltalake's and
+Lance's datasets; Polars ≤ 1.1× `scan_parquet`; on S3 ≤ 1.1× the engine reading the same files.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
+import math
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "engines")]
+from common import TESTS_DIR, fmt_s, fmt_times, say
+from registry import Run, case, check, module
+from report import Report, Section, Target
 
-import duckdb  # noqa: E402
-import polars as pl  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-
-import lamina  # noqa: E402
-import lamina.duckdb as ldb  # noqa: E402
-import lamina.polars as lpl  # noqa: E402
-from lamina.data.export import LiveFiles  # noqa: E402
-from tpch import TABLES, deleted_keys, generate, lamina_tables, live_rows, same_answer  # noqa: E402
+if str(TESTS_DIR / "engines") not in sys.path:
+    sys.path.append(str(TESTS_DIR / "engines"))  # tests/engines/tpch.py: the workload
 
 SECTION = "TPC-H through DuckDB and Polars (issue 48)"
+PARTS = ("peers", "polars", "s3")  # beside DuckDB over Lamina vs read_parquet, which always runs
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -65,11 +60,15 @@ def files_view(con: Any, name: str, uris: list[str]) -> None:
 
 
 def uris_of(t: Any) -> list[str]:
+    from lamina.data.export import LiveFiles
+
     return LiveFiles.of(t.scan()).uris
 
 
 def run_readers(readers: dict[str, Callable[[str], list]], queries: dict[int, str], want: dict[int, list], reps: int) -> dict:
     """Per query, each reader's median time and whether every answer was right."""
+    from tpch import same_answer
+
     out: dict = {}
     names = list(readers)
     for n, q in queries.items():
@@ -87,94 +86,109 @@ def run_readers(readers: dict[str, Callable[[str], list]], queries: dict[int, st
                 if ok[r] is True and not same_answer(rows, want[n]):
                     ok[r] = False
         out[n] = {r: {"s": statistics.median(times[r]), "ok": ok[r]} for r in names}
-        print(n, " ".join(f"{r}={out[n][r]['s']:.3f}{'' if out[n][r]['ok'] is True else '!'}" for r in names), flush=True)
+        say(f"Q{n} " + " ".join(f"{r}={out[n][r]['s']:.3f}{'' if out[n][r]['ok'] is True else '!'}" for r in names))
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", type=float, default=1.0)
-    ap.add_argument("--s3-scale", type=float, default=0.1)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--skip", default="", help="comma list of parts to skip: peers,polars,s3")
-    ap.add_argument("--out", default=str(REPO / "bench" / "out" / "tpch_results.json"))
-    args = ap.parse_args(argv)
-    skip = set(filter(None, args.skip.split(",")))
-    results: dict = {"command": "bench/tpch_bench.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                     "duckdb": duckdb.__version__, "polars": pl.__version__, "scale": args.scale, "reps": args.reps}
-    with tempfile.TemporaryDirectory(prefix="tpch-bench-") as root:
-        t0 = time.perf_counter()
-        tables, queries = generate(args.scale)
-        keys = deleted_keys(tables)
-        live = live_rows(tables, keys)
-        plain = lamina_tables(f"{root}/plain", tables, None, 1_000_000)
-        deleted = lamina_tables(f"{root}/deleted", tables, keys, 1_000_000)
-        live_lamina = lamina_tables(f"{root}/live", {k: live[k] for k in ("lineitem", "orders")}, None, 1_000_000)
-        results["build_s"] = time.perf_counter() - t0
-        print("built", results["build_s"], flush=True)
+@dataclass
+class Sizes:
+    scale: float = 1.0
+    s3_scale: float = 0.1
+    reps: int = 3
 
-        def raw_con(rows: dict[str, Any]) -> Any:
-            con = duckdb.connect()
-            for name in TABLES:
-                con.register(f"{name}", rows[name])
-            return con
 
-        want = {}
-        for kind, rows in (("all", tables), ("live", live)):
-            con = raw_con(rows)
-            want[kind] = {n: con.sql(q).fetchall() for n, q in queries.items()}
+def tpch_extension() -> bool:
+    from tpch import tpch_connection
 
-        # DuckDB, without deletes and with them
+    return tpch_connection() is not None
+
+
+@case("tpch", title=SECTION, sizes=Sizes, quick=dict(scale=0.1, s3_scale=0.01, reps=1),
+      tiny=dict(scale=0.01, s3_scale=0.01, reps=1), only={"parts": PARTS},
+      needs=(module("duckdb", "polars", "deltalake", "lance", "moto"), check("DuckDB's tpch extension", tpch_extension)),
+      versions=("lamina", "duckdb", "polars", "deltalake", "pylance", "pyarrow"), reps="reps")
+def tpch_queries(run: Run) -> Report:
+    """TPC-H's 22 queries through DuckDB and Polars over Lamina vs their own readers, the peers, S3."""
+    import duckdb
+    import polars as pl
+
+    import lamina.duckdb as ldb
+    import lamina.polars as lpl
+    from tpch import TABLES, deleted_keys, generate, lamina_tables, live_rows
+
+    args, parts, root = run.sizes, run.only("parts"), run.ws.new("tpch")
+    results: dict = {}
+    t0 = time.perf_counter()
+    tables, queries = generate(args.scale)
+    keys = deleted_keys(tables)
+    live = live_rows(tables, keys)
+    plain = lamina_tables(f"{root}/plain", tables, None, 1_000_000)
+    deleted = lamina_tables(f"{root}/deleted", tables, keys, 1_000_000)
+    live_lamina = lamina_tables(f"{root}/live", {k: live[k] for k in ("lineitem", "orders")}, None, 1_000_000)
+    results["build_s"] = time.perf_counter() - t0
+    say(f"built in {results['build_s']:.1f} s")
+
+    def raw_con(rows: dict[str, Any]) -> Any:
+        con = duckdb.connect()
+        for name in TABLES:
+            con.register(f"{name}", rows[name])
+        return con
+
+    want = {}
+    for kind, rows in (("all", tables), ("live", live)):
+        con = raw_con(rows)
+        want[kind] = {n: con.sql(q).fetchall() for n, q in queries.items()}
+
+    # DuckDB, without deletes and with them
+    for kind, lam, raw_uris in (
+        ("no deletes", plain, {n: uris_of(plain[n]) for n in TABLES}),
+        ("deletes", deleted, {n: uris_of(live_lamina[n]) if n in live_lamina else uris_of(deleted[n]) for n in TABLES}),
+    ):
+        con_raw = duckdb.connect()
+        for n in TABLES:
+            files_view(con_raw, n, raw_uris[n])
+        con_lam = duckdb.connect()
+        readers = {
+            "read_parquet": lambda q, c=con_raw: c.sql(q).fetchall(),
+            "lamina.duckdb.sql": lambda q, c=con_lam, lam=lam: ldb.sql(q, con=c, tables=lam).fetchall(),
+        }
+        if "peers" in parts:
+            readers.update(peer_readers(root, kind, tables, keys))
+        say(f"DuckDB, {kind}")
+        results[f"duckdb {kind}"] = run_readers(readers, queries, want["all" if kind == "no deletes" else "live"], args.reps)
+
+    if "polars" in parts:
         for kind, lam, raw_uris in (
             ("no deletes", plain, {n: uris_of(plain[n]) for n in TABLES}),
             ("deletes", deleted, {n: uris_of(live_lamina[n]) if n in live_lamina else uris_of(deleted[n]) for n in TABLES}),
         ):
-            con_raw = duckdb.connect()
-            for n in TABLES:
-                files_view(con_raw, n, raw_uris[n])
-            con_lam = duckdb.connect()
+            ctx_raw = pl.SQLContext({n: pl.scan_parquet(raw_uris[n]) for n in TABLES})
+            runnable = {}
+            for n, q in queries.items():
+                try:
+                    ctx_raw.execute(q).collect()
+                    runnable[n] = q
+                except Exception:  # noqa: BLE001 - not a query Polars' SQL runs
+                    pass
             readers = {
-                "read_parquet": lambda q, c=con_raw: c.sql(q).fetchall(),
-                "lamina.duckdb.sql": lambda q, c=con_lam, lam=lam: ldb.sql(q, con=c, tables=lam).fetchall(),
+                "scan_parquet": lambda q, c=ctx_raw: c.execute(q).collect().rows(),
+                "lamina.polars.scan": lambda q, lam=lam: pl.SQLContext({n: lpl.scan(t) for n, t in lam.items()}).execute(q).collect().rows(),
             }
-            if "peers" not in skip:
-                readers.update(peer_readers(root, kind, tables, keys))
-            print("==", kind, flush=True)
-            results[f"duckdb {kind}"] = run_readers(readers, queries, want["all" if kind == "no deletes" else "live"], args.reps)
+            say(f"Polars, {kind}")
+            results[f"polars {kind}"] = run_readers(readers, runnable, want["all" if kind == "no deletes" else "live"], args.reps)
 
-        if "polars" not in skip:
-            for kind, lam, raw_uris in (
-                ("no deletes", plain, {n: uris_of(plain[n]) for n in TABLES}),
-                ("deletes", deleted, {n: uris_of(live_lamina[n]) if n in live_lamina else uris_of(deleted[n]) for n in TABLES}),
-            ):
-                ctx_raw = pl.SQLContext({n: pl.scan_parquet(raw_uris[n]) for n in TABLES})
-                runnable = {}
-                for n, q in queries.items():
-                    try:
-                        ctx_raw.execute(q).collect()
-                        runnable[n] = q
-                    except Exception:  # noqa: BLE001 - not a query Polars' SQL runs
-                        pass
-                readers = {
-                    "scan_parquet": lambda q, c=ctx_raw: c.execute(q).collect().rows(),
-                    "lamina.polars.scan": lambda q, lam=lam: pl.SQLContext({n: lpl.scan(t) for n, t in lam.items()}).execute(q).collect().rows(),
-                }
-                print("== polars", kind, flush=True)
-                results[f"polars {kind}"] = run_readers(readers, runnable, want["all" if kind == "no deletes" else "live"], args.reps)
-
-        if "s3" not in skip:
-            results["s3"] = bench_s3(args.s3_scale, args.reps)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1, default=str))
-    print(summary(results))
-    return 0
+    if "s3" in parts:
+        results["s3"] = bench_s3(args.s3_scale, args.reps)
+    say(summary(results))
+    return tpch_report(args, parts, results)
 
 
 def peer_readers(root: str, kind: str, tables: dict, keys: dict) -> dict:
     """DuckDB over deltalake's and Lance's datasets of the same rows; their deletes by their own delete."""
+    import duckdb
     import lance
     from deltalake import DeltaTable, write_deltalake
+    from tpch import TABLES
 
     out = {}
     dcon, lcon = duckdb.connect(), duckdb.connect()
@@ -205,8 +219,15 @@ def bench_s3(scale: float, reps: int) -> dict:
     """DuckDB and Polars over Lamina on S3 (moto) vs the same engine reading the same files by URL."""
     import uuid
 
+    import duckdb
+    import polars as pl
     from support import BUCKET
     from support.s3server import start_s3
+    from tpch import TABLES, generate
+
+    import lamina
+    import lamina.duckdb as ldb
+    import lamina.polars as lpl
 
     tables, queries = generate(scale)
     server = start_s3()
@@ -267,5 +288,65 @@ def summary(results: dict) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+# --------------------------------------------------------------------------- report
+# part of the results -> (label, Lamina's reader, the baseline reader, target on the total, no query above)
+JUDGED = [
+    ("duckdb no deletes", "DuckDB, no deletes: `lamina.duckdb.sql` / `read_parquet` of the same files",
+     "lamina.duckdb.sql", "read_parquet", 1.05, 1.5),
+    ("duckdb deletes", "DuckDB, deletes: `lamina.duckdb.sql` / `read_parquet` of the live rows",
+     "lamina.duckdb.sql", "read_parquet", 1.2, 1.5),
+    ("duckdb no deletes", "DuckDB, no deletes: `lamina.duckdb.sql` / DuckDB over deltalake's dataset",
+     "lamina.duckdb.sql", "deltalake dataset", 0.5, None),
+    ("duckdb no deletes", "DuckDB, no deletes: `lamina.duckdb.sql` / DuckDB over Lance's dataset",
+     "lamina.duckdb.sql", "lance dataset", 0.5, None),
+    ("duckdb deletes", "DuckDB, deletes: `lamina.duckdb.sql` / DuckDB over deltalake's dataset",
+     "lamina.duckdb.sql", "deltalake dataset", 0.5, None),
+    ("duckdb deletes", "DuckDB, deletes: `lamina.duckdb.sql` / DuckDB over Lance's dataset",
+     "lamina.duckdb.sql", "lance dataset", 0.5, None),
+    ("polars no deletes", "Polars SQL, no deletes: `lamina.polars.scan` / `scan_parquet`",
+     "lamina.polars.scan", "scan_parquet", 1.1, None),
+    ("polars deletes", "Polars SQL, deletes: `lamina.polars.scan` / `scan_parquet` of the live rows",
+     "lamina.polars.scan", "scan_parquet", 1.1, None),
+    ("s3 duckdb", "S3 (moto), DuckDB: `lamina.duckdb.sql` / `read_parquet` of the same `s3://` files",
+     "lamina.duckdb.sql s3", "read_parquet s3://", 1.1, None),
+    ("s3 polars", "S3 (moto), Polars SQL: `lamina.polars.scan` / `scan_parquet` of the same `s3://` files",
+     "lamina.polars.scan s3", "scan_parquet s3://", 1.1, None),
+]
+
+
+def tpch_report(args: Sizes, parts: list[str], results: dict) -> Report:
+    sec = Section(key="tpch", title="", what=(
+        f"TPC-H at scale factor {args.scale:g} (S3: {args.s3_scale:g}); {args.reps} repetition(s) per query, one "
+        "long-lived connection (or SQLContext) per reader, so Lamina's figures include its per-query work (open, "
+        "plan or cached view, bind). Ratios: the totals of the medians over the queries a part ran."),
+        columns=["part", "queries", "Lamina total / baseline total", "worst single query", "answers right", "target",
+                 "verdict"])
+    runs = dict(results)
+    runs.update({f"s3 {k}": v for k, v in results.get("s3", {}).items()})
+    targets = []
+    for part, label, mine, base, limit, per_query in JUDGED:
+        per = runs.get(part)
+        if not per or mine not in next(iter(per.values())) or base not in next(iter(per.values())):
+            continue
+        ratios = {n: v[mine]["s"] / v[base]["s"] for n, v in per.items() if v[base]["s"] > 0}
+        ratios = {n: r for n, r in ratios.items() if not math.isnan(r)}
+        total = sum(v[mine]["s"] for v in per.values()) / sum(v[base]["s"] for v in per.values())
+        worst = max(ratios, key=ratios.get) if ratios else None
+        right = sum(v[mine]["ok"] is True for v in per.values())
+        ok_total = total <= limit
+        tgt = f"≤ {limit}×" + (f", no query > {per_query}×" if per_query else "")
+        verdicts = f"total {'PASS' if ok_total else 'MISS'}"
+        targets.append(Target(f"{label.split(':')[0]}, total ≤ {limit}× {base}", ok_total and right == len(per),
+                              fmt_times(total)))
+        if per_query:
+            ok_each = all(r <= per_query for r in ratios.values())
+            verdicts += f"; single query {'PASS' if ok_each else 'MISS'}"
+            targets.append(Target(f"{label.split(':')[0]}, no query over {per_query}× {base}", ok_each,
+                                  f"Q{worst} {fmt_times(ratios[worst])}" if worst else ""))
+        sec.rows.append([label, str(len(per)), fmt_times(total), f"Q{worst} {fmt_times(ratios[worst])}" if worst else "–",
+                         f"{right} of {len(per)}", tgt, verdicts])
+    not_run = [p for p in PARTS if p not in parts]
+    if not_run:
+        sec.notes.append(f"Not run: {', '.join(not_run)} (--only).")
+    sec.notes.append(f"Building the tables (untimed): {fmt_s(results['build_s'])}.")
+    return Report(title=SECTION, targets=targets, sections=[sec], raw=results)

@@ -1,11 +1,7 @@
-#!/usr/bin/env python
 """Wide tables (issue 19, item 5): 500 columns (int64, strings of 50-200 characters, doubles in turn;
-c0 is the id), Lamina against deltalake (and Lance for appends), in one run.
+c0 is the id), Lamina against deltalake (and Lance for appends), in one run (the case `wide`).
 
-    .venv/bin/python bench/wide_bench.py            # full run -> "## Wide tables (issue 19)" in BENCHMARKS.md
-    .venv/bin/python bench/wide_bench.py --quick    # smoke test -> bench/out/BENCHMARKS.wide.md
-
-1. **Append**: `--appends` (40) rounds after 2 untimed appends; each round appends the same new 100-row
+1. **Append**: `appends` (40) rounds after 2 untimed appends; each round appends the same new 100-row
    batch to a Lamina table, a deltalake table and a Lance dataset (order rotating); p50 per system.
 2. **Manifest bytes per file**: Lamina's manifests (root + leaves of the latest version: `t.manifests()`)
    over its live files, against deltalake's checkpoint (`dt.create_checkpoint()`) over its files; on the
@@ -16,7 +12,7 @@ c0 is the id), Lamina against deltalake (and Lance for appends), in one run.
    and a checkpoint (the files themselves are not written: a plan reads metadata only). The predicate
    `c0 >= lo AND c0 < hi` selects 1% of the files; Lamina `len(t.scan(where=...).plan())` against
    deltalake `len(dt.file_uris(file_pruning_predicate=...))` (what bench/run.py's plan benchmark
-   compares), both must return the same files count. Warm: p50 of `--plans` (10) plans on open handles;
+   compares), both must return the same files count. Warm: p50 of `plans` (10) plans on open handles;
    open+plan: a new handle each time (Lamina's process-wide manifest cache cleared first).
 
 Targets (ratios Lamina / peer, this run): append p50 ≤ 1.0× deltalake and Lance; manifest bytes per
@@ -30,20 +26,16 @@ import cProfile
 import json
 import os
 import pstats
-import sys
 import time
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (  # noqa: E402
-    OUT_DIR, Workspace, begin_run, bench_parser, command_line, fmt_s, fmt_x, loadavg, now, p50, replace_md_section,
-    report_path, rotated, say, standalone_header, verdict, write_results,
-)
+from common import OUT_DIR, Workspace, fmt_s, fmt_x, now, p50, rotated, say
+from registry import Run, case, module
+from report import Report, Section, Target
 
 SECTION_TITLE = "Wide tables (issue 19)"
 COLUMNS = 500
@@ -304,97 +296,73 @@ def profile(stem: str, fn, n: int) -> None:
         pstats.Stats(prof, stream=f).sort_stats("cumulative").print_stats(40)
 
 
-# --------------------------------------------------------------------------- main
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    ap = bench_parser(__doc__)
-    ap.add_argument("--quick", action="store_true", help="smoke test: tiny sizes, figures not meaningful")
-    ap.add_argument("--appends", type=int, default=40)
-    ap.add_argument("--files", type=int, default=20_000)
-    ap.add_argument("--plans", type=int, default=10)
-    ap.add_argument("--out", default=None, help="markdown file whose section is replaced")
-    args = ap.parse_args(argv)
-    if args.quick:
-        args.appends, args.files, args.plans = 5, 2_000, 3
-    full = not args.quick and (args.appends, args.files, args.plans) == (40, 20_000, 10)
-    out_md = report_path(args.out, full, "BENCHMARKS.wide.md")
-    command = command_line("bench/wide_bench.py", argv)
-    revision, started, t0 = begin_run(f"wide bench: {args}")
+# --------------------------------------------------------------------------- the case
+@dataclass
+class Sizes:
+    appends: int = 40
+    files: int = 20_000
+    plans: int = 10
+
+
+@case("wide", title=SECTION_TITLE, sizes=Sizes, quick=dict(appends=5, files=2_000, plans=3),
+      tiny=dict(appends=2, files=200, plans=1), needs=(module("deltalake", "lance"),), reps="plans")
+def wide(run: Run) -> Report:
+    """500-column tables: append, metadata bytes per file and planning, Lamina vs deltalake (and Lance)."""
+    cfg, ws = run.sizes, run.ws
     rng = np.random.default_rng(19)
-    ws = Workspace()
-    l0 = loadavg()
-    raw: dict = {"command": command}
-    try:
-        say("appends")
-        ap_res = bench_appends(ws, args.appends, rng)
-        h = ap_res["handles"]
-        app = {k: p50(v) for k, v in ap_res["times"].items()}
-        raw["append"] = ap_res["times"]
-        lam_bytes, lam_files = lamina_manifest_bytes(h["lamina"])
-        dl_bytes, dl_files = delta_checkpoint_bytes(h["deltalake"])
-        say("20k tables")
-        prefix = delta_string_prefix(h["deltalake"])
-        if prefix != DELTA_STRING_PREFIX:
-            raise AssertionError(f"deltalake kept {prefix} characters of string bounds, not {DELTA_STRING_PREFIX}")
-        size = int(p50(h["lamina"].files().column("size").to_pylist()))
-        stats = file_stats(args.files, np.random.default_rng(20))
-        lt = build_lamina_20k(ws.new("lamina20k"), stats, args.files, size)
-        dt = build_delta_20k(ws.new("delta20k"), stats, args.files, size)
-        lam20_bytes, lam20_files = lamina_manifest_bytes(lt)
-        dl20_bytes, dl20_files = delta_checkpoint_bytes(dt)
-        say("plans")
-        plans = bench_plans(lt, dt, args.files, args.plans)
-        raw["plans"] = plans
-        say("profiles")
-        rng2 = np.random.default_rng(7)
-        batches = [wide_batch(10**9 + i * ROWS, ROWS, rng2) for i in range(20)]
-        it = iter(batches)
-        profile("append", lambda: h["lamina"].append(next(it)), len(batches))
-        profile("plan", lambda: len(lt.scan(where=plans["pred"]).plan()), 20)
-    finally:
-        ws.close()
-    elapsed = now() - t0
+    raw: dict = {}
+    say("appends")
+    ap_res = bench_appends(ws, cfg.appends, rng)
+    h = ap_res["handles"]
+    app = {k: p50(v) for k, v in ap_res["times"].items()}
+    raw["append"] = ap_res["times"]
+    lam_bytes, lam_files = lamina_manifest_bytes(h["lamina"])
+    dl_bytes, dl_files = delta_checkpoint_bytes(h["deltalake"])
+    say("20k tables")
+    prefix = delta_string_prefix(h["deltalake"])
+    if prefix != DELTA_STRING_PREFIX:
+        raise AssertionError(f"deltalake kept {prefix} characters of string bounds, not {DELTA_STRING_PREFIX}")
+    size = int(p50(h["lamina"].files().column("size").to_pylist()))
+    stats = file_stats(cfg.files, np.random.default_rng(20))
+    lt = build_lamina_20k(ws.new("lamina20k"), stats, cfg.files, size)
+    dt = build_delta_20k(ws.new("delta20k"), stats, cfg.files, size)
+    lam20_bytes, lam20_files = lamina_manifest_bytes(lt)
+    dl20_bytes, dl20_files = delta_checkpoint_bytes(dt)
+    say("plans")
+    plans = bench_plans(lt, dt, cfg.files, cfg.plans)
+    raw["plans"] = plans
+    say("profiles")
+    rng2 = np.random.default_rng(7)
+    batches = [wide_batch(10**9 + i * ROWS, ROWS, rng2) for i in range(20)]
+    it = iter(batches)
+    profile("append", lambda: h["lamina"].append(next(it)), len(batches))
+    profile("plan", lambda: len(lt.scan(where=plans["pred"]).plan()), 20)
     a_dl, a_ln = app["lamina"] / app["deltalake"], app["lamina"] / app["lance"]
     b_app = (lam_bytes / lam_files) / (dl_bytes / dl_files)
     b_20k = (lam20_bytes / lam20_files) / (dl20_bytes / dl20_files)
     pw = p50(plans["lamina"]["warm"]) / p50(plans["deltalake"]["warm"])
     po = p50(plans["lamina"]["open"]) / p50(plans["deltalake"]["open"])
     targets = [
-        f"append p50 ≤ {APPEND_TARGET}× deltalake ({fmt_x(a_dl)}): **{verdict(a_dl <= APPEND_TARGET)}**",
-        f"append p50 ≤ {APPEND_TARGET}× Lance ({fmt_x(a_ln)}): **{verdict(a_ln <= APPEND_TARGET)}**",
-        f"manifest bytes per file ≤ {BYTES_TARGET}× deltalake's checkpoint bytes per file, 20,000 files "
-        f"({fmt_x(b_20k)}): **{verdict(b_20k <= BYTES_TARGET)}**; on the {lam_files}-file append tables {fmt_x(b_app)}",
-        f"plan over {args.files:,} files ≤ {PLAN_TARGET}× deltalake, warm ({fmt_x(pw)}): **{verdict(pw <= PLAN_TARGET)}**; "
-        f"open+plan ({fmt_x(po)}): **{verdict(po <= PLAN_TARGET)}**",
+        Target(f"append p50 ≤ {APPEND_TARGET}× deltalake", a_dl <= APPEND_TARGET, fmt_x(a_dl)),
+        Target(f"append p50 ≤ {APPEND_TARGET}× Lance", a_ln <= APPEND_TARGET, fmt_x(a_ln)),
+        Target(f"manifest bytes per file ≤ {BYTES_TARGET}× deltalake's checkpoint bytes per file, {cfg.files:,} files",
+               b_20k <= BYTES_TARGET, f"{fmt_x(b_20k)}; on the {lam_files}-file append tables {fmt_x(b_app)}"),
+        Target(f"plan over {cfg.files:,} files ≤ {PLAN_TARGET}× deltalake, warm", pw <= PLAN_TARGET, fmt_x(pw)),
+        Target(f"plan over {cfg.files:,} files ≤ {PLAN_TARGET}× deltalake, open+plan", po <= PLAN_TARGET, fmt_x(po)),
     ]
-    lines = [f"## {SECTION_TITLE}", ""]
-    lines += standalone_header(out_md, "bench/wide_bench.py", command, started, elapsed, revision, args.quick, "figures")
-    lines += [f"- 1-min load average {l0} before, {loadavg()} after.",
-              f"- Table: {COLUMNS} columns (c0 id int64, then string of 50–200 letters, double, int64 in turn); "
-              "Lamina's default statistics (the first 32 columns, strings cut to 16 characters); deltalake's default "
-              "(its writer's stats of the first 32 columns)."]
-    lines += [f"- Target: {x}" for x in targets]
-    lines += ["", f"### Append of {ROWS} rows ({args.appends} per system after 2 untimed, order rotating)", "",
-              "| system | p50 | Lamina / this |", "|---|---|---|"]
-    for name in ("lamina", "deltalake", "lance"):
-        lines.append(f"| {name} | {fmt_s(app[name])} | {fmt_x(app['lamina'] / app[name])} |")
-    lines += ["", "### Metadata bytes per data file", "",
-              "| table | Lamina manifests | bytes / file | deltalake checkpoint | bytes / file | Lamina / deltalake |",
-              "|---|---|---|---|---|---|",
-              f"| append table ({lam_files} files) | {lam_bytes:,} | {lam_bytes / lam_files:,.0f} | {dl_bytes:,} | "
-              f"{dl_bytes / dl_files:,.0f} | {fmt_x(b_app)} |",
-              f"| {args.files:,} files | {lam20_bytes:,} | {lam20_bytes / lam20_files:,.0f} | {dl20_bytes:,} | "
-              f"{dl20_bytes / dl20_files:,.0f} | {fmt_x(b_20k)} |"]
-    lines += ["", f"### Plan over {args.files:,} files: `{plans['pred']}` ({plans['files']} files, both)", "",
-              "| system | warm p50 | open+plan p50 |", "|---|---|---|"]
-    for name in ("lamina", "deltalake"):
-        lines.append(f"| {name} | {fmt_s(p50(plans[name]['warm']))} | {fmt_s(p50(plans[name]['open']))} |")
-    block = "\n".join(lines) + "\n"
-    replace_md_section(out_md, SECTION_TITLE, block)
-    write_results("wide_results.json", raw)
-    print(block)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    appends = Section(key="append", title=f"Append of {ROWS} rows ({cfg.appends} per system after 2 untimed, order "
+                      "rotating)", what="", columns=["system", "p50", "Lamina / this"],
+                      rows=[[n, fmt_s(app[n]), fmt_x(app["lamina"] / app[n])] for n in ("lamina", "deltalake", "lance")])
+    meta = Section(key="bytes", title="Metadata bytes per data file", what="", columns=[
+        "table", "Lamina manifests", "bytes / file", "deltalake checkpoint", "bytes / file", "Lamina / deltalake"], rows=[
+        [f"append table ({lam_files} files)", f"{lam_bytes:,}", f"{lam_bytes / lam_files:,.0f}", f"{dl_bytes:,}",
+         f"{dl_bytes / dl_files:,.0f}", fmt_x(b_app)],
+        [f"{cfg.files:,} files", f"{lam20_bytes:,}", f"{lam20_bytes / lam20_files:,.0f}", f"{dl20_bytes:,}",
+         f"{dl20_bytes / dl20_files:,.0f}", fmt_x(b_20k)]])
+    plan = Section(key="plan", title=f"Plan over {cfg.files:,} files: `{plans['pred']}` ({plans['files']} files, both)",
+                   what="", columns=["system", "warm p50", "open+plan p50"],
+                   rows=[[n, fmt_s(p50(plans[n]["warm"])), fmt_s(p50(plans[n]["open"]))] for n in ("lamina", "deltalake")])
+    facts = [f"Table: {COLUMNS} columns (c0 id int64, then string of 50–200 letters, double, int64 in turn); Lamina's "
+             "default statistics (the first 32 columns, strings cut to 16 characters); deltalake's default (its writer's "
+             "stats of the first 32 columns)."]
+    return Report(title=SECTION_TITLE, facts=facts, targets=targets, sections=[appends, meta, plan], raw=raw)
