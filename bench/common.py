@@ -19,7 +19,8 @@ import pyarrow as pa
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
-OUT_DIR = BENCH_DIR / "out"  # git-ignored: raw results and error tracebacks
+# git-ignored: raw results, error tracebacks, profiles (LAMINA_BENCH_OUT puts them elsewhere, as the tests do)
+OUT_DIR = Path(os.environ.get("LAMINA_BENCH_OUT") or BENCH_DIR / "out")
 
 TESTS_DIR = REPO_ROOT / "tests"
 

@@ -52,10 +52,12 @@ DEFAULT_VERSIONS = ("lamina", "deltalake", "pylance", "pyarrow")
 # --------------------------------------------------------------------------- what a case needs
 @dataclass(frozen=True)
 class Need:
-    """Something a case cannot run without; missing() says why it is absent (None: present)."""
+    """Something a case cannot run without; missing() says why it is absent (None: present). tier:
+    the test tier (a pytest marker of tests/conftest.py) a run of the case falls in, if any."""
 
     what: str
     probe: Callable[[], bool]
+    tier: str | None = None
 
     def missing(self) -> str | None:
         try:
@@ -64,10 +66,14 @@ class Need:
             return f"{self.what}: {type(e).__name__}: {e}"
 
 
+TIERS = {"pyspark": "spark", "moto": "s3", "selenium": "browser"}  # module -> the test tier it puts a case in
+
+
 def module(*names: str) -> Need:
     """Python modules (peers, engines)."""
+    tier = next((TIERS[n] for n in names if n in TIERS), None)
     return Need("Python module(s) " + ", ".join(names),
-                lambda: all(importlib.util.find_spec(n) is not None for n in names))
+                lambda: all(importlib.util.find_spec(n) is not None for n in names), tier)
 
 
 def program(*names: str) -> Need:
@@ -85,7 +91,7 @@ def postgres() -> Need:
 
         return pgserver.find_bin_dir() is not None
 
-    return Need("PostgreSQL server binaries (initdb, pg_ctl)", probe)
+    return Need("PostgreSQL server binaries (initdb, pg_ctl)", probe, "postgres")
 
 
 def check(what: str, probe: Callable[[], bool]) -> Need:
@@ -124,6 +130,11 @@ class Case:
 
     def missing(self) -> list[str]:
         return [why for n in self.needs if (why := n.missing())]
+
+    @property
+    def tiers(self) -> set[str]:
+        """The test tiers its needs put it in (spark, postgres, s3, browser)."""
+        return {n.tier for n in self.needs if n.tier}
 
     def size_fields(self) -> dict[str, Any]:
         """name -> type of every size (the sizes' dataclass fields but those with init=False)."""
