@@ -40,14 +40,15 @@ test-fast: $(VENV)/.installed-test,spark
 bench: $(VENV)/.installed-bench
 	$(PY) bench/run.py
 
-# TPC-H at scale factor 1 through DuckDB and Polars (bench/tpch_bench.py; the data is made by
-# DuckDB's tpch extension, duckdb-extension-tpch in the bench extra).
+# One case of bench/run.py each (`bench/run.py --list` lists them all): TPC-H at scale factor 1
+# through DuckDB and Polars (bench/tpch_bench.py; the data is made by DuckDB's tpch extension,
+# duckdb-extension-tpch in the bench extra), and Lamina's Spark paths (bench/spark_bench.py).
 bench-tpch: $(VENV)/.installed-bench
-	$(PY) bench/tpch_bench.py
+	$(PY) bench/run.py tpch
 
 bench-spark: $(VENV)/.installed-test,spark
 	@$(MAKE) --no-print-directory s3a-jars
-	$(PY) bench/spark_bench.py
+	$(PY) bench/run.py spark
 
 # Opt-in: the S3 tests against a real Ceph radosgw (needs: apt-get install -y radosgw ceph-mon ceph-osd).
 test-radosgw: $(VENV)/.installed-test,spark

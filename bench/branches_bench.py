@@ -43,8 +43,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from common import (
-    OUT_DIR, REPO_ROOT, Workspace, flush_lamina_hints, fmt_s, fmt_x, make_batch, now, p50, rotated, say, spread,
-    worker_cmd,
+    OUT_DIR, REPO_ROOT, Workspace, flush_lamina_hints, fmt_s, fmt_x, make_batch, now, p50, rotated, say, shown_path,
+    spread, worker_cmd,
 )
 from registry import Run, case, module
 from report import Report, Section, Target, verdict
@@ -448,7 +448,7 @@ class OpProfiles:
             "pool_submits_per_op": sum(v[1] for v in submits) / n,
             "pool_submit_us_per_op": sum(v[3] for v in submits) / n * 1e6,
             "lamina_cumulative": [{"fn": label(k), "calls_per_op": v[1] / n, "us_per_op": v[3] / n * 1e6} for k, v in lam],
-            "file": str(path.relative_to(REPO_ROOT)),
+            "file": shown_path(path),
         }
 
 

@@ -24,6 +24,11 @@ OUT_DIR = Path(os.environ.get("LAMINA_BENCH_OUT") or BENCH_DIR / "out")
 
 TESTS_DIR = REPO_ROOT / "tests"
 
+
+def shown_path(path: Path) -> str:
+    """path as a report names it: from the repository root when inside it (bench/out/...), else whole."""
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
 # Make `import lamina` work when run as `python bench/run.py` from a checkout, and `import support`
 # (tests/support: the servers, proxies and racing workers some cases start).
 if str(REPO_ROOT) not in sys.path:
@@ -110,9 +115,17 @@ def err_text(exc: BaseException) -> str:
     return text[:160]
 
 
+ERRORS_LOG = OUT_DIR / "errors.log"
+
+
+def errors_logged() -> int:
+    """How much errors.log holds (bytes): a case that grew it had cells that failed."""
+    return ERRORS_LOG.stat().st_size if ERRORS_LOG.exists() else 0
+
+
 def log_error(where: str, exc: BaseException) -> None:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    with open(OUT_DIR / "errors.log", "a") as f:
+    with open(ERRORS_LOG, "a") as f:
         f.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {where}\n")
         f.write("".join(traceback.format_exception(exc)))
         f.write("\n")

@@ -53,7 +53,7 @@ import pyarrow.parquet as pq
 
 from common import (
     OUT_DIR, REPO_ROOT, Workspace, delta_table_of_files, err_text, even_slices, fmt_s, fmt_x, log_error, now,
-    one_percent_ids, p50, rotated, say, spread,
+    one_percent_ids, p50, rotated, say, shown_path, spread,
 )
 from registry import Run, case, module
 from report import Report, Section, Target, verdict
@@ -443,7 +443,7 @@ def explain(tb: Tables) -> dict:
             con.close()
             path = OUT_DIR / f"engines_explain_{qk}_{name}.txt"
             path.write_text(text)
-            out[f"{qk}/{name}"] = str(path.relative_to(REPO_ROOT))
+            out[f"{qk}/{name}"] = shown_path(path)
     return out
 
 

@@ -52,7 +52,7 @@ PREAMBLE = """# Lamina benchmarks
 Lamina side by side with deltalake, lance and pyiceberg, on the same data. Every section is
 written by `bench/run.py`, and names the command that reproduces it (`make bench` runs the
 default cases); a run replaces only its own sections, keeping the notes marked "(added by
-hand)". bench/README.md says how a case is written and run.
+hand)". `bench/run.py --help` says how a case is run, bench/registry.py how one is written.
 
 - **Machine note:** 2 cores, shared with other work on the host. Absolute times drift between runs by tens of percent; quote the *ratios* between systems measured in the same run, not the absolute figures.
 - Ratio columns are *peer figure / Lamina figure* for times (>1: Lamina is faster), and *peer / Lamina* for throughput (commits/s, >1: peer is faster), unless a section says otherwise. Targets are Lamina's (from the issues); peers have none.

@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command or command_line(argv)
     if not args.child:
         common.OUT_DIR.mkdir(parents=True, exist_ok=True)
-        (common.OUT_DIR / "errors.log").unlink(missing_ok=True)
+        common.ERRORS_LOG.unlink(missing_ok=True)
     if args.out:
         report.write_new(dest)
     if len(chosen) == 1:
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                  *(["--profile"] if args.profile and c.profiles else [])]
         if subprocess.run([sys.executable, str(Path(__file__).resolve()), *child]).returncode != 0:
             failed.append(c.name)
-    common.say(f"report: {dest}" + (f"; failed: {', '.join(failed)} (tracebacks in bench/out/errors.log)" if failed else ""))
+    common.say(f"report: {dest}" + (f"; failed: {', '.join(failed)} (tracebacks in {common.ERRORS_LOG})" if failed else ""))
     return 1 if failed else 0
 
 
@@ -194,13 +194,14 @@ def run_case(c: registry.Case, scale: str, sets: dict[str, str], only: list[str]
     sizes, changed = c.make_sizes(scale, sets, profile)
     run = registry.Run(c, sizes, scale, registry.choose(c, only), common.Workspace())
     revision, started, t0, l0 = common.lamina_revision(), time.time(), common.now(), common.loadavg()
+    logged = common.errors_logged()
     common.say(f"{c.name} ({scale}): {sizes}" + (f"; {run.chosen}" if c.only else ""))
     try:
         out = c.fn(run)
     except Exception as e:  # noqa: BLE001  (nothing is written for a case that failed)
         common.log_error(c.name, e)
         traceback.print_exc()
-        common.say(f"{c.name} failed: {common.err_text(e)}; nothing written (tracebacks in bench/out/errors.log)")
+        common.say(f"{c.name} failed: {common.err_text(e)}; nothing written (tracebacks in {common.ERRORS_LOG})")
         return 1
     finally:
         run.ws.close()
@@ -219,8 +220,8 @@ def run_case(c: registry.Case, scale: str, sets: dict[str, str], only: list[str]
         "elapsed_s": elapsed, "reports": {rep.title: rep.raw for rep in reports},
     })
     common.say(f"{c.name} done in {elapsed / 60:.1f} min; report: {dest}; raw: {raw}")
-    if (common.OUT_DIR / "errors.log").exists():
-        common.say(f"some cells failed; tracebacks in {common.OUT_DIR / 'errors.log'}")
+    if common.errors_logged() > logged:
+        common.say(f"some cells of {c.name} failed; tracebacks in {common.ERRORS_LOG}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""bench/compare_revisions.py, end to end on a tiny workload: each revision's worker imports the
+"""The case revisions (bench/compare_revisions.py), end to end at its tiny sizes: each revision's worker imports the
 lamina package of its own checkout (bench/common.py puts this repository first on sys.path, so
 without care both workers would run this repository's code and the comparison would be A/A),
 and the report replaces its own section of the markdown file (or the one of its former title),
@@ -7,30 +7,23 @@ leaving the others as they are. The plan and Spark measures run at smoke-test si
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 TITLE = "## Lamina against the baseline revision: append, open, plan, Spark write"
-FORMER_TITLE = "## Append and open latency against the baseline revision"
+FORMER_TITLE = "Append and open latency against the baseline revision"
 
 
-def test_compare_revisions_imports_each_checkout_and_replaces_only_its_section(tmp_path):
+def test_compare_revisions_imports_each_checkout_and_replaces_only_its_section(tmp_path, bench_run, seeded_report):
     baseline = tmp_path / "baseline"  # a checkout of its own: a copy of this repository's package
     shutil.copytree(REPO / "lamina", baseline / "lamina", ignore=shutil.ignore_patterns("__pycache__"))
-    out = tmp_path / "BENCHMARKS.md"
-    out.write_text(f"# Lamina benchmarks\n\n## Other section\n\nkept as is\n\n{FORMER_TITLE}\n\nstale figures\n")
-    cmd = [
-        sys.executable, str(REPO / "bench" / "compare_revisions.py"), "--baseline", str(baseline),
-        "--quick", "--appends", "10", "--opens", "5", "--plan-files", "300", "--spark-rows", "20000", "--out", str(out),
-    ]
-    run = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = seeded_report(FORMER_TITLE)
+    run = bench_run("revisions", "--tiny", "--set", f"baseline={baseline}", "--into", str(out), timeout=300)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
 
     text = out.read_text()
     assert text.startswith("# Lamina benchmarks\n\n## Other section\n\nkept as is\n\n" + TITLE)
-    assert text.count(TITLE) == 1 and "stale figures" not in text and FORMER_TITLE not in text
+    assert text.count(TITLE) == 1 and "stale figure" not in text and FORMER_TITLE not in text
     section = text.split(TITLE, 1)[1]
     assert f"Lamina imported from baseline `{baseline / 'lamina'}`, candidate `{REPO / 'lamina'}`" in section
     assert "Append tables reached version baseline [10], candidate [10]" in section

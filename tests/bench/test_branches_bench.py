@@ -1,4 +1,4 @@
-"""bench/branches_bench.py end to end at smoke-test sizes: every measure runs (its checks of the rows
+"""The case branches (bench/branches_bench.py) end to end at its tiny sizes: every measure runs (its checks of the rows
 and of each publish's mode included), the report replaces only its own section of the markdown file,
 and every target gets a verdict from a ratio."""
 
@@ -6,32 +6,22 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-TITLE = "## Branches and write-audit-publish (issue 17)"
+TITLE = "Branches and write-audit-publish (issue 17)"
 
 
-def test_branches_bench_writes_its_section_with_a_verdict_per_target(tmp_path):
-    out = tmp_path / "BENCHMARKS.md"
-    out.write_text(f"# Lamina benchmarks\n\n## Other section\n\nkept as is\n\n{TITLE}\n\nstale figures\n")
-    cmd = [
-        sys.executable, str(REPO / "bench" / "branches_bench.py"), "--quick", "--history", "3", "--iterations", "4",
-        "--rebase-reps", "1", "--main-commits", "3", "--lance-reps", "2", "--block", "1", "--lance-rows", "50",
-        "--out", str(out),
-    ]
-    run = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+def test_branches_bench_writes_its_section_with_a_verdict_per_target(bench_run, seeded_report):
+    out = seeded_report(TITLE)
+    run = bench_run("branches", "--tiny", "--into", str(out), timeout=300)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
 
     text = out.read_text()
-    assert text.startswith(f"# Lamina benchmarks\n\n## Other section\n\nkept as is\n\n{TITLE}\n")
-    assert text.count(TITLE) == 1 and "stale figures" not in text
+    assert text.startswith(f"# Lamina benchmarks\n\n## Other section\n\nkept as is\n\n## {TITLE}\n")
+    assert text.count(f"## {TITLE}\n") == 1 and "stale figure" not in text
     targets = re.findall(r"^- Target: (.*)$", text, re.M)
     assert len(targets) == 4, targets
     for line in targets:  # each names its ratio and a verdict
-        assert re.search(r"\(\d+\.\d\d×\): \*\*(PASS|MISS)\*\*\.$", line), line
+        assert re.search(r"\(\d+\.\d\d×\): \*\*(PASS|MISS)\*\*$", line), line
     assert "a fast-forward in every iteration: {'fast-forward': 4}" in text
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
             for line in text.splitlines() if line.startswith("| ")}

@@ -1,4 +1,4 @@
-"""bench/catalog_tx_bench.py end to end at smoke-test sizes, on SQLite and PostgreSQL: both measures
+"""The case catalog_tx (bench/catalog_tx_bench.py) end to end at its tiny sizes, on SQLite and PostgreSQL: both measures
 run (with their read-back checks of every table), the report replaces only its own section of the
 markdown file, every target gets a verdict from a ratio or a count, the racing transactions
 are all acknowledged with nothing lost or torn, and the bank's transfers (1 and 4 writers, as
@@ -7,29 +7,22 @@ catalog transactions and as single-table commits) all land, with exact final bal
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-TITLE = "## Catalog transactions (issue 18)"
+TITLE = "Catalog transactions (issue 18)"
 
 
-def test_catalog_tx_bench_writes_its_section_with_a_verdict_per_target(tmp_path):
-    out = tmp_path / "BENCHMARKS.md"
-    out.write_text(f"# Lamina benchmarks\n\n## Other section\n\nkept as is\n\n{TITLE}\n\nstale figures\n")
-    cmd = [sys.executable, str(REPO / "bench" / "catalog_tx_bench.py"), "--quick", "--rounds", "3", "--writers", "2",
-           "--txs", "3", "--out", str(out)]
-    run = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+def test_catalog_tx_bench_writes_its_section_with_a_verdict_per_target(bench_run, seeded_report):
+    out = seeded_report(TITLE)
+    run = bench_run("catalog_tx", "--tiny", "--into", str(out), timeout=300)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
 
     text = out.read_text()
-    assert text.startswith(f"# Lamina benchmarks\n\n## Other section\n\nkept as is\n\n{TITLE}\n")
-    assert text.count(TITLE) == 1 and "stale figures" not in text
+    assert text.startswith(f"# Lamina benchmarks\n\n## Other section\n\nkept as is\n\n## {TITLE}\n")
+    assert text.count(f"## {TITLE}\n") == 1 and "stale figure" not in text
     targets = re.findall(r"^- Target: (.*)$", text, re.M)
     assert len(targets) == 8, targets  # 2 latency targets, 1 race target, 1 bank target, per catalog
     for line in targets:
-        assert re.search(r"\((\d+\.\d\d×|\d+/\d+ acknowledged.*|\d+/\d+ failed.*)\): \*\*(PASS|MISS)\*\*\.$", line), line
+        assert re.search(r"\((\d+\.\d\d×|\d+/\d+ acknowledged.*|\d+/\d+ failed.*)\): \*\*(PASS|MISS)\*\*$", line), line
     verdicts = [line for line in run.stdout.splitlines() if line.startswith(("PASS ", "MISS "))]
     assert len(verdicts) == 8, run.stdout[-2000:]
 

@@ -4,7 +4,6 @@ and the runner's sizes, --only and usage errors."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,17 +59,14 @@ def test_a_reduced_or_resized_run_says_so_on_its_run_line():
     assert "took 1.5 min — sizes set: rows=10\n" in text and "Lamina code at git a vs b\n" in text
 
 
-HAND = "- Note (added by hand): this figure is the host's load,\n  not the change."
-
-
-def test_writing_into_a_file_replaces_only_the_section_and_keeps_its_hand_notes(tmp_path):
+def test_writing_into_a_file_replaces_only_the_section_and_keeps_its_hand_notes(tmp_path, hand_note):
     path = tmp_path / "B.md"
     path.write_text("# Lamina benchmarks\n\nhead\n\n## Other\n\nkept as is\n\n## X (issue 1)\n\n- Command: `old`\n"
-                    f"- stale figure\n{HAND}\n\n## Last\n\nalso kept\n")
+                    f"- stale figure\n{hand_note}\n\n## Last\n\nalso kept\n")
     report.write_into(path, [a_report()])
     text = path.read_text()
     assert text.startswith("# Lamina benchmarks\n\nhead\n\n## Other\n\nkept as is\n\n## X (issue 1)\n")
-    assert text.endswith(f"- Closing note.\n{HAND}\n\n## Last\n\nalso kept\n")
+    assert text.endswith(f"- Closing note.\n{hand_note}\n\n## Last\n\nalso kept\n")
     assert "stale figure" not in text and "`old`" not in text and text.count("## X (issue 1)") == 1
     report.write_into(path, [a_report()])  # again: the hand note is carried once, not twice
     assert path.read_text() == text
@@ -145,12 +141,8 @@ def test_a_case_with_a_missing_need_says_which():
                            "program(s) no-such-program-here on PATH not found"]
 
 
-def test_the_runner_lists_every_case_and_refuses_what_no_case_has(tmp_path):
-    def runner(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), *args], cwd=REPO, capture_output=True,
-                              text=True, timeout=120)
-
-    listed = runner("--list")
+def test_the_runner_lists_every_case_and_refuses_what_no_case_has(tmp_path, bench_run):
+    listed = bench_run("--list")
     assert listed.returncode == 0, listed.stderr
     cases = registry.discover()
     assert {"append", "open", "plan", "plan1m", "concurrent", "revisions"} <= set(cases)
@@ -160,6 +152,6 @@ def test_the_runner_lists_every_case_and_refuses_what_no_case_has(tmp_path):
     for args, why in ((["nope"], "unknown case"), (["plan1m", "--set", "rows=1"], "no size of that name"),
                       (["plan1m", "--only", "lance"], "not a system"), (["plan1m", "--profile"], "profile nothing"),
                       (["wide", "--set", "files=x"], "wide:"), (["ui", "--reps", "2"], "no repetitions")):
-        got = runner(*args, "--out", str(tmp_path / "never.md"))
+        got = bench_run(*args, "--out", str(tmp_path / "never.md"))
         assert got.returncode == 2 and why in got.stderr, (args, got.stderr)
     assert not (tmp_path / "never.md").exists()
