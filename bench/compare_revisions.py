@@ -108,7 +108,7 @@ from common import (
     log_error, make_batch, now, one_percent_ids, p50, rotated, say, synthetic_data_files, timed_append, timed_opens,
     warm_up_appends, worker_cmd,
 )
-from registry import Run, case
+from registry import Run, case, module, program
 from report import Report, Section, Target, verdict
 
 SECTION_TITLE = "Lamina against the baseline revision: append, open, plan, Spark write"
@@ -824,7 +824,7 @@ def what_runs(cfg: Config) -> str:
       quick=dict(appends=100, opens=20, rounds=1, plan_files=2_000, plan_probes=1, plans=PLAN_BLOCK, spark_rows=200_000,
                  spark_writes=1, fast_start=True),
       tiny=dict(appends=10, opens=5, plan_files=300, spark_rows=20_000), only={"measures": tuple(MEASURES)},
-      versions=("pyarrow", "pyspark"), reps="rounds")
+      needs=(module("pyspark"), program("java")), versions=("pyarrow", "pyspark"), reps="rounds")
 def revisions(run: Run) -> Report:
     """Lamina at two revisions side by side: append, open, plan and Spark write (the 10% rule of issue 45)."""
     cfg = run.sizes

@@ -139,11 +139,12 @@ def tpch_queries(run: Run) -> Report:
         con = raw_con(rows)
         want[kind] = {n: con.sql(q).fetchall() for n, q in queries.items()}
 
-    # DuckDB, without deletes and with them
-    for kind, lam, raw_uris in (
+    # each half: the Lamina tables, and the files of the same rows its baseline reads
+    halves = (
         ("no deletes", plain, {n: uris_of(plain[n]) for n in TABLES}),
         ("deletes", deleted, {n: uris_of(live_lamina[n]) if n in live_lamina else uris_of(deleted[n]) for n in TABLES}),
-    ):
+    )
+    for kind, lam, raw_uris in halves:  # DuckDB
         con_raw = duckdb.connect()
         for n in TABLES:
             files_view(con_raw, n, raw_uris[n])
@@ -158,18 +159,9 @@ def tpch_queries(run: Run) -> Report:
         results[f"duckdb {kind}"] = run_readers(readers, queries, want["all" if kind == "no deletes" else "live"], args.reps)
 
     if "polars" in parts:
-        for kind, lam, raw_uris in (
-            ("no deletes", plain, {n: uris_of(plain[n]) for n in TABLES}),
-            ("deletes", deleted, {n: uris_of(live_lamina[n]) if n in live_lamina else uris_of(deleted[n]) for n in TABLES}),
-        ):
+        for kind, lam, raw_uris in halves:
             ctx_raw = pl.SQLContext({n: pl.scan_parquet(raw_uris[n]) for n in TABLES})
-            runnable = {}
-            for n, q in queries.items():
-                try:
-                    ctx_raw.execute(q).collect()
-                    runnable[n] = q
-                except Exception:  # noqa: BLE001 - not a query Polars' SQL runs
-                    pass
+            runnable = polars_runnable(ctx_raw, queries)
             readers = {
                 "scan_parquet": lambda q, c=ctx_raw: c.execute(q).collect().rows(),
                 "lamina.polars.scan": lambda q, lam=lam: pl.SQLContext({n: lpl.scan(t) for n, t in lam.items()}).execute(q).collect().rows(),
@@ -181,6 +173,18 @@ def tpch_queries(run: Run) -> Report:
         results["s3"] = bench_s3(args.s3_scale, args.reps)
     say(summary(results))
     return tpch_report(args, parts, results)
+
+
+def polars_runnable(ctx: Any, queries: dict[int, str]) -> dict[int, str]:
+    """The queries Polars' SQL runs (over ctx's tables): the others are left out of its parts."""
+    runnable = {}
+    for n, q in queries.items():
+        try:
+            ctx.execute(q).collect()
+            runnable[n] = q
+        except Exception:  # noqa: BLE001 - not a query Polars' SQL runs
+            pass
+    return runnable
 
 
 def peer_readers(root: str, kind: str, tables: dict, keys: dict) -> dict:
@@ -258,13 +262,7 @@ def bench_s3(scale: float, reps: int) -> dict:
 
         so = _storage_options(lam["nation"].io)
         ctx_raw = pl.SQLContext({n: pl.scan_parquet(uris_of(lam[n]), storage_options=so) for n in TABLES})
-        runnable = {}
-        for n, q in queries.items():
-            try:
-                ctx_raw.execute(q).collect()
-                runnable[n] = q
-            except Exception:  # noqa: BLE001
-                pass
+        runnable = polars_runnable(ctx_raw, queries)
         readers = {
             "scan_parquet s3://": lambda q: ctx_raw.execute(q).collect().rows(),
             "lamina.polars.scan s3": lambda q: pl.SQLContext({n: lpl.scan(t) for n, t in lam.items()}).execute(q).collect().rows(),
