@@ -1,10 +1,10 @@
-#!/usr/bin/env python
-"""SQL predicates in ``scan(where=...)`` against DuckDB and deltalake (issue 50), in one run.
+"""SQL predicates in ``scan(where=...)`` against DuckDB and deltalake (issue 50), in one run (the
+case `expressions`).
 
-    .venv/bin/python bench/expressions_bench.py           # -> "## SQL predicates (issue 50)" in BENCHMARKS.md
-    .venv/bin/python bench/expressions_bench.py --quick   # smoke test -> bench/out/BENCHMARKS.expressions.md
+    .venv/bin/python bench/run.py expressions           # -> "## SQL predicates (issue 50)" in BENCHMARKS.md
+    .venv/bin/python bench/run.py expressions --quick   # smoke test -> bench/out/BENCHMARKS.expressions.md
 
-Data (built once, untimed): `--rows` (10,000,000) rows in `--files` (100) files of id int64 (sorted), s string
+Data (built once, untimed): ``rows`` (10,000,000) rows in ``files`` (100) files of id int64 (sorted), s string
 (sorted: ``k<file>-<row>``), email string (``User<n>@Example.com``, n = (id * 7919) % 50,000, case mixed),
 ts timestamp (sorted, 30 s apart: 9.5 years), amount double, qty int64 ((id * 7919 + 13) % 10,000). Lamina: one
 append with `write.max-rows-per-file`; deltalake: the same rows as 100 Parquet files (pyarrow) registered in one
@@ -22,7 +22,7 @@ Readers, every run from the table's location, all columns of the matching rows i
   connection, made untimed; ``to_arrow_table()``);
 - deltalake: ``QueryBuilder().register("t", DeltaTable(path)).execute("SELECT * FROM t WHERE ...").read_all()``
   (DataFusion's SQL over the Delta table).
-Diagnostic readers (no target): Lamina's scan and DuckDB's query returning only the id column. Interleaved: `--rounds` rounds, each reader in turn (order rotating) runs each predicate once, after one untimed
+Diagnostic readers (no target): Lamina's scan and DuckDB's query returning only the id column. Interleaved: ``rounds`` rounds, each reader in turn (order rotating) runs each predicate once, after one untimed
 run of each; figures are p50s; every answer is checked (row count and sum of ids equal Lamina's). Lamina's files
 read are its plan's. Targets: Lamina's time ≤ 1.0× DuckDB's for every predicate; the prefix and date_trunc
 predicates read ≤ 2% of the files.
@@ -32,20 +32,16 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sys
 import time
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (  # noqa: E402
-    Workspace, add_out_arg, bench_parser, begin_run, command_line, fmt_s, loadavg, now, p50,
-    replace_md_section, report_path, rotated, say, standalone_header, verdict, write_results,
-)
+from common import fmt_s, fmt_x, now, p50, rotated, say
+from registry import Run, case, module
+from report import Report, Section, Target, verdict
 
 SECTION_TITLE = "SQL predicates (issue 50)"
 T0 = dt.datetime(2017, 1, 1)
@@ -99,28 +95,26 @@ def delta_files(uri: str, parts: list[pa.Table], stats_columns: list[str]) -> No
     dt_.create_write_transaction(adds, mode="append", schema=schema)
 
 
-def main() -> None:
-    ap = bench_parser(__doc__)
-    ap.add_argument("--rows", type=int, default=10_000_000)
-    ap.add_argument("--files", type=int, default=100)
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--quick", action="store_true", help="1,000,000 rows, 2 rounds")
-    add_out_arg(ap, "the report", "a default run", "BENCHMARKS.expressions.md")
-    args = ap.parse_args()
-    if args.quick:
-        args.rows, args.rounds = 1_000_000, 2
-    full = not args.quick and args.rows == 10_000_000 and args.files == 100
-    out_md = report_path(args.out, full, "BENCHMARKS.expressions.md")
-    revision, started, t_start = begin_run(f"expressions bench: {args.rows:,} rows / {args.files} files, {args.rounds} rounds")
-    load_before = loadavg()
+@dataclass
+class Sizes:
+    rows: int = 10_000_000
+    files: int = 100
+    rounds: int = 7
 
+
+@case("expressions", title=SECTION_TITLE, sizes=Sizes, quick=dict(rows=1_000_000, rounds=2),
+      tiny=dict(rows=20_000, rounds=1), needs=(module("duckdb", "deltalake"),),
+      versions=("lamina", "deltalake", "duckdb", "pyarrow"), reps="rounds")
+def expressions(run: Run) -> Report:
+    """SQL predicates in scan(where=...): Lamina against DuckDB and deltalake, and the files Lamina reads."""
     import duckdb
-    import lamina
     from deltalake import DeltaTable, QueryBuilder
 
-    ws = Workspace()
-    data = build_data(args.rows, args.files)
-    per = args.rows // args.files
+    import lamina
+
+    cfg, ws = run.sizes, run.ws
+    data = build_data(cfg.rows, cfg.files)
+    per = cfg.rows // cfg.files
     luri = ws.new("lamina") + "/t"
     t = lamina.create_table(luri, data.schema, properties={"write.max-rows-per-file": str(per)})
     t0 = now()
@@ -129,7 +123,7 @@ def main() -> None:
     files = [t.io.local_path(p) for p in t.scan().plan().entries.column("path").to_pylist()]
     duri = ws.new("delta")
     t0 = now()
-    delta_files(duri, [data.slice(i * per, per) for i in range(args.files)], ["id", "s", "email", "ts", "qty"])
+    delta_files(duri, [data.slice(i * per, per) for i in range(cfg.files)], ["id", "s", "email", "ts", "qty"])
     build_delta = now() - t0
     say(f"built: lamina {len(files)} files in {build_lamina:.1f} s, deltalake in {build_delta:.1f} s")
 
@@ -171,7 +165,7 @@ def main() -> None:
                 check(r, q, fn(where))
             except Exception as e:  # noqa: BLE001
                 errors[(r, q)] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-    for rnd in range(args.rounds):
+    for rnd in range(cfg.rounds):
         for q, where in PREDICATES.items():
             for r in rotated(list(readers), rnd):
                 if (r, q) in errors:
@@ -180,32 +174,49 @@ def main() -> None:
                 out = readers[r](where)
                 times[(r, q)].append(now() - t0)
                 check(r, q, out)
-        say(f"round {rnd + 1}/{args.rounds}")
+        say(f"round {rnd + 1}/{cfg.rounds}")
     files_read = {q: lamina.open_table(luri).scan(where=w).plan().entries.num_rows for q, w in PREDICATES.items()}
-    elapsed = now() - t_start
-    load_after = loadavg()
 
-    rows_md = ["| predicate | rows matched | Lamina files read | lamina | duckdb | deltalake | Lamina / DuckDB | Lamina / deltalake | target | id only: lamina / duckdb |",
-               "|---|---|---|---|---|---|---|---|---|---|"]
-    verdicts = []
-    raw = {"times": {f"{r}|{q}": v for (r, q), v in times.items()}, "files_read": files_read, "errors": {f"{r}|{q}": e for (r, q), e in errors.items()}}
+    sec = Section(key="predicates", title="", what="", columns=[
+        "predicate", "rows matched", "Lamina files read", "lamina", "duckdb", "deltalake", "Lamina / DuckDB",
+        "Lamina / deltalake", "target", "id only: lamina / duckdb"])
+    targets = []
     for q, where in PREDICATES.items():
-        lam, duck, delta, lam_id, duck_id = (p50(times[(r, q)]) for r in readers)
+        lam, duck, delta = (p50(times[(r, q)]) for r in ("lamina", "duckdb", "deltalake"))
         vs_duck = lam / duck if lam and duck else None
         vs_delta = lam / delta if lam and delta else None
         ok_time = vs_duck is not None and vs_duck <= 1.0
         target = f"≤ 1.0× DuckDB: {verdict(ok_time)}"
-        verdicts.append(f"{q} time {verdict(ok_time)}")
+        targets.append(Target(f"`{q}`: Lamina ≤ 1.0× DuckDB's time", ok_time, fmt_x(vs_duck)))
         if q in PRUNED:
             ok_files = files_read[q] <= 0.02 * len(files)
             target += f"; ≤ 2% of files: {verdict(ok_files)}"
-            verdicts.append(f"{q} files {verdict(ok_files)}")
+            targets.append(Target(f"`{q}`: Lamina reads ≤ 2% of the files", ok_files, f"{files_read[q]} of {len(files)}"))
         cell = {r: (errors.get((r, q)) or fmt_s(p50(times[(r, q)]))) for r in readers}
-        rows_md.append(f"| `{where}` | {answers.get(q, ('?',))[0]:,} | {files_read[q]} of {len(files)} | {cell['lamina']} | {cell['duckdb']} | "
-                       f"{cell['deltalake']} | {f'{vs_duck:.2f}×' if vs_duck else 'n/a'} | {f'{vs_delta:.2f}×' if vs_delta else 'n/a'} | {target} | "
-                       f"{cell['lamina-id']} / {cell['duckdb-id']} |")
+        sec.rows.append([f"`{where}`", f"{answers.get(q, ('?',))[0]:,}", f"{files_read[q]} of {len(files)}",
+                         cell["lamina"], cell["duckdb"], cell["deltalake"], fmt_x(vs_duck) if vs_duck else "n/a",
+                         fmt_x(vs_delta) if vs_delta else "n/a", target, f"{cell['lamina-id']} / {cell['duckdb-id']}"])
+    sec.notes = missed_notes(times, files_read, len(files))
+    facts = [
+        f"Data (built once, untimed): {cfg.rows:,} rows in {cfg.files} files (Lamina: one append, {build_lamina:.1f} s; "
+        f"deltalake: pyarrow files + one transaction, {build_delta:.1f} s). bench/expressions_bench.py's docstring has "
+        "the columns.",
+        "Timing: from the table's location to one Arrow table of all columns of the matching rows; "
+        f"{cfg.rounds} rounds, readers in rotating order, p50. Ratios are Lamina's time / the other's (≤ 1: Lamina is "
+        "faster). DuckDB reads Lamina's data files with `read_parquet` (its threads; filter pushdown into the Parquet "
+        "reader); deltalake runs DataFusion's SQL (`QueryBuilder`). Every answer is checked against Lamina's (row count, "
+        "sum of ids). Diagnostic (no target): the same scans returning the id column only (`columns=[\"id\"]`, "
+        "`SELECT id`).",
+    ]
+    raw = {"times": {f"{r}|{q}": v for (r, q), v in times.items()}, "files_read": files_read,
+           "errors": {f"{r}|{q}": e for (r, q), e in errors.items()}}
+    return Report(title=SECTION_TITLE, facts=facts, targets=targets, sections=[sec], raw=raw)
+
+
+def missed_notes(times: dict[tuple[str, str], list[float]], files_read: dict[str, int], nfiles: int) -> list[str]:
+    """Per predicate where Lamina is slower than DuckDB: where the time goes, from the id-only runs."""
     notes = []
-    for q, where in PREDICATES.items():
+    for q in PREDICATES:
         lam, duck, lam_id, duck_id = (p50(times[(r, q)]) for r in ("lamina", "duckdb", "lamina-id", "duckdb-id"))
         if not (lam and duck and lam_id and duck_id) or lam <= duck:
             continue
@@ -216,39 +227,8 @@ def main() -> None:
                "finding the rows: reading the predicate's columns and evaluating it with Arrow's kernels "
                "(for `lower(...)`, utf8_lower over every string) on 2 cores, against DuckDB's reader and kernels")
         notes.append(
-            f"- **MISS** `{q}`: Lamina {fmt_s(lam)}, DuckDB {fmt_s(duck)} ({lam / duck:.2f}×); Lamina reads "
-            f"{files_read[q]} of {len(files)} files (the files that may hold a match). From the id-only runs: finding the rows takes "
-            f"Lamina {fmt_s(lam_id)}, DuckDB {fmt_s(duck_id)} ({lam_id / duck_id:.2f}×); the other columns add "
+            f"**MISS** `{q}`: Lamina {fmt_s(lam)}, DuckDB {fmt_s(duck)} ({lam / duck:.2f}×); Lamina reads "
+            f"{files_read[q]} of {nfiles} files (the files that may hold a match). From the id-only runs: finding the rows "
+            f"takes Lamina {fmt_s(lam_id)}, DuckDB {fmt_s(duck_id)} ({lam_id / duck_id:.2f}×); the other columns add "
             f"Lamina {fmt_s(max(rest_lam, 0.0))}, DuckDB {fmt_s(max(rest_duck, 0.0))}. Bottleneck: {why}.")
-    header = standalone_header(out_md, "bench/expressions_bench.py", command_line("bench/expressions_bench.py", sys.argv[1:]),
-                               started, elapsed, revision, args.quick, "figures", versions=_versions())
-    block = "\n".join([
-        f"## {SECTION_TITLE}", "", *header,
-        f"- 1-min load average {load_before} before, {load_after} after.",
-        f"- Data (built once, untimed): {args.rows:,} rows in {args.files} files (Lamina: one append, {build_lamina:.1f} s; deltalake: "
-        f"pyarrow files + one transaction, {build_delta:.1f} s). See the script's docstring for the columns.",
-        "- Timing: from the table's location to one Arrow table of all columns of the matching rows; "
-        f"{args.rounds} rounds, readers in rotating order, p50. Ratios are Lamina's time / the other's (≤ 1: Lamina is faster). "
-        "DuckDB reads Lamina's data files with `read_parquet` (its threads; filter pushdown into the Parquet reader); deltalake runs "
-        "DataFusion's SQL (`QueryBuilder`). Every answer is checked against Lamina's (row count, sum of ids). "
-        "Diagnostic (no target): the same scans returning the id column only (`columns=[\"id\"]`, `SELECT id`).",
-        "", *rows_md, "", *notes, *([""] if notes else []),
-    ])
-    replace_md_section(out_md, SECTION_TITLE, block)
-    write_results("expressions_results.json", raw)
-    say(f"done in {elapsed / 60:.1f} min; " + "; ".join(verdicts) + f"; report: {out_md}")
-
-
-def _versions() -> dict:
-    import deltalake
-    import duckdb
-    import pyarrow
-
-    import lamina
-
-    return {"lamina": getattr(lamina, "__version__", "?"), "deltalake": deltalake.__version__, "duckdb": duckdb.__version__,
-            "pyarrow": pyarrow.__version__}
-
-
-if __name__ == "__main__":
-    main()
+    return notes
