@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,6 +89,7 @@ titles = st.lists(st.text(st.characters(min_codepoint=65, max_codepoint=90), min
                   max_size=6, unique=True)
 
 
+@settings(deadline=None)  # string work only, but the shared 2-core host can stall any example
 @given(titles, st.data())
 def test_replacing_one_section_leaves_every_other_one_byte_for_byte(names, data):
     bodies = {n: data.draw(st.text(st.sampled_from("ab |\n-#"), max_size=40).map(lambda t: t.replace("\n#", "\n"))
