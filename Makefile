@@ -42,13 +42,14 @@ bench: $(VENV)/.installed-bench
 
 # One case of bench/run.py each (`bench/run.py --list` lists them all): TPC-H at scale factor 1
 # through DuckDB and Polars (bench/tpch_bench.py; the data is made by DuckDB's tpch extension,
-# duckdb-extension-tpch in the bench extra), and Lamina's Spark paths (bench/spark_bench.py).
+# duckdb-extension-tpch in the bench extra), and Lamina's Spark paths, on local disk and on S3
+# through S3A (bench/spark_bench.py, bench/spark_s3_bench.py: the S3A jars of `make s3a-jars`).
 bench-tpch: $(VENV)/.installed-bench
 	$(PY) bench/run.py tpch
 
 bench-spark: $(VENV)/.installed-test,spark
 	@$(MAKE) --no-print-directory s3a-jars
-	$(PY) bench/run.py spark
+	$(PY) bench/run.py spark spark_s3
 
 # Opt-in: the S3 tests against a real Ceph radosgw (needs: apt-get install -y radosgw ceph-mon ceph-osd).
 test-radosgw: $(VENV)/.installed-test,spark

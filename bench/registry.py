@@ -50,6 +50,10 @@ DEFAULT_VERSIONS = ("lamina", "deltalake", "pylance", "pyarrow")
 
 
 # --------------------------------------------------------------------------- what a case needs
+class Absent(Exception):
+    """Raised by a probe that says itself why the need is absent (its message is the reason)."""
+
+
 @dataclass(frozen=True)
 class Need:
     """Something a case cannot run without; missing() says why it is absent (None: present). tier:
@@ -62,6 +66,8 @@ class Need:
     def missing(self) -> str | None:
         try:
             return None if self.probe() else f"{self.what} not found"
+        except Absent as e:
+            return str(e)
         except Exception as e:  # noqa: BLE001  (a probe that fails is a missing need)
             return f"{self.what}: {type(e).__name__}: {e}"
 

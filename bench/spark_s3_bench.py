@@ -1,10 +1,14 @@
-"""Spark on S3 (moto) through Hadoop's S3A: Lamina's native path against raw Parquet and the Python data source.
+"""Spark on S3 (moto) through Hadoop's S3A: Lamina's native path against raw Parquet and the
+Python data source (issue 46; the case `spark_s3`).
 
-    .venv/bin/python bench/spark_s3_bench.py                      # 10M rows; merges of 1M into 20M rows
-    .venv/bin/python bench/spark_s3_bench.py --rows 2000000 --merge-rows 4000000 --out bench/out/s3.md
+    .venv/bin/python bench/run.py spark_s3                  # 10M rows; merges of 1M into 20M rows -> BENCHMARKS.md
+    .venv/bin/python bench/run.py spark_s3 --quick          # smoke run -> bench/out/BENCHMARKS.spark_s3.md
+    .venv/bin/python bench/run.py spark_s3 --only rw --set rows=2000000
 
-Needs the S3A jars (`make s3a-jars`, .cache/jars/hadoop-<version>). The S3 server is moto (tests/support/s3server.py)
-in a process of its own, on 127.0.0.1. Two parts, each in its own Spark session (local[2]):
+Needs the S3A jars (`make s3a-jars`, .cache/jars/hadoop-<version>: tests/support/s3a_jars.py);
+without them the case is skipped, saying so. The S3 server is moto (tests/support/s3server.py)
+in the runner's process, on 127.0.0.1; each part runs in a Spark driver of its own (a worker:
+a driver's memory is fixed when its JVM starts), local[2]. The parts (``--only rw`` or ``merge``):
 
 1. **Reads and writes** (spark.driver.memory=4g), each a full Spark action, medians over rounds in
    rotating order: raw ``df.write.parquet("s3a://...")`` (Spark's FileOutputCommitter, as a Spark
@@ -15,7 +19,7 @@ in a process of its own, on 127.0.0.1. Two parts, each in its own Spark session 
    ``lamina.spark.read`` vs the Python data source. Targets (issue 46): native >= 0.9x raw and >= 2x
    the Python data source, for the write, the full read and the one-column read.
 2. **Merges** (spark.driver.memory=1g): ``lamina.spark.merge`` of changes (90% updates, 10% new
-   ids, spread over the table) into a table of ``--merge-rows`` rows, on S3 and on local disk,
+   ids, spread over the table) into a table of ``merge_rows`` rows, on S3 and on local disk,
    the Spark job (``driver_rows=0``: positions folded per file in the tasks), timed ``execute()``,
    with the driver JVM's peak heap (the heap pools' peak usage, reset before the merge) and the
    driver Python process's peak RSS over the merge (sampled); then a merge matching a quarter
@@ -24,46 +28,44 @@ in a process of its own, on 127.0.0.1. Two parts, each in its own Spark session 
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
-import platform
-import statistics
-import subprocess
-import sys
-import tempfile
 import threading
-import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO / "bench"))
+from common import run_worker, say
+from registry import Absent, Need, Run, case, module, program
+from report import Report, Section, Target
+from spark_bench import build_df, full_gc, median, timed
 
-from spark_bench import build_df, full_gc, median, timed  # noqa: E402
-
-BEGIN, END = "<!-- spark-s3-bench:begin -->", "<!-- spark-s3-bench:end -->"
+SECTION_TITLE = "Spark on S3 through S3A (issue 46)"
 BUCKET = "bench"
-_SERVER = """
-import sys
-sys.path.insert(0, {tests!r})
-from support.s3server import S3Server
-s = S3Server(); s.create_bucket({bucket!r})
-print(s.endpoint, flush=True)
-sys.stdin.read()
-s.stop()
-"""
+PARTS = ("rw", "merge")
 
 
-def start_moto() -> tuple[subprocess.Popen, dict[str, str]]:
-    env = dict(os.environ, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
-    proc = subprocess.Popen([sys.executable, "-c", _SERVER.format(tests=str(REPO / "tests"), bucket=BUCKET)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    endpoint = proc.stdout.readline().strip()
-    return proc, {"endpoint": endpoint, "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1",
-                  "allow_http": "true"}
+def s3a_jars() -> Need:
+    """Hadoop's S3A connector jars of PySpark's Hadoop, where `make s3a-jars` puts them."""
+
+    def probe() -> bool:
+        from support.s3a_jars import MISSING, s3a_jars
+
+        if not s3a_jars():
+            raise Absent(MISSING)
+        return True
+
+    return Need("Hadoop's S3A jars", probe)
+
+
+@dataclass
+class Sizes:
+    rows: int = 10_000_000  # rows written and read (part rw)
+    merge_rows: int = 20_000_000  # rows of the merge target (part merge)
+    changes: int = 1_000_000  # rows merged into it
+    repeat: int = 3  # timed write rounds (and Python data source read rounds)
+    read_repeat: int = 5  # timed read rounds of raw and native
 
 
 def session(app: str, memory: str):
@@ -106,7 +108,7 @@ def drop(opts: dict[str, str], prefix: str) -> None:
 # -- 1. reads and writes -------------------------------------------------------------------------
 
 
-def reads_and_writes(args, opts) -> dict:
+def reads_and_writes(args: Sizes, opts: dict[str, str]) -> dict:
     from pyspark.sql import functions as F
 
     import lamina
@@ -131,7 +133,7 @@ def reads_and_writes(args, opts) -> dict:
             took = timed(lambda: writers[name](i))
             if i:
                 wtimes[name].append(took)
-        print(f"write round {i}: " + ", ".join(f"{k} {v[-1]:.1f}s" for k, v in wtimes.items() if v), flush=True)
+        say(f"write round {i}: " + ", ".join(f"{k} {v[-1]:.1f}s" for k, v in wtimes.items() if v))
         for name in names:  # the server keeps every object in memory: only round 1's table is read later
             if not (i == 1 and name == "native"):
                 drop(opts, f"{run}/{name}{i}/")
@@ -159,13 +161,14 @@ def reads_and_writes(args, opts) -> dict:
                 took = timed(lambda: act(readers[r]()))
                 if i:
                     rtimes[(r, a)].append(took)
-        print(f"read round {i}: " + ", ".join(f"{r}/{a} {v[-1]:.1f}s" for (r, a), v in rtimes.items() if v), flush=True)
+        say(f"read round {i}: " + ", ".join(f"{r}/{a} {v[-1]:.1f}s" for (r, a), v in rtimes.items() if v))
     sums = {r: tuple(make().select(F.sum("qty"), F.count("*"), F.round(F.sum("amount"), 0)).collect()[0])
             for r, make in readers.items()}
     assert len(set(sums.values())) == 1, sums
     assert table.scan().count() == args.rows
+    java = spark._jvm.System.getProperty("java.version")
     spark.stop()
-    return {"write": wtimes, "read": rtimes, "files": len(files)}
+    return {"write": wtimes, "read": rtimes, "files": len(files), "java": java}
 
 
 # -- 2. merges ------------------------------------------------------------------------------------
@@ -174,7 +177,7 @@ def reads_and_writes(args, opts) -> dict:
 class PeakRss:
     """The peak resident set of this process while the block runs (sampled every 20 ms)."""
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self) -> PeakRss:
         self.peak, self._stop = self._rss(), threading.Event()
         self._t = threading.Thread(target=self._watch, daemon=True)
         self._t.start()
@@ -201,7 +204,7 @@ def heap_pools(spark):
     return [pools.get(i) for i in range(pools.size()) if str(pools.get(i).getType().toString()) == "Heap memory"]
 
 
-def merges(args, opts) -> dict:
+def merges(args: Sizes, opts: dict[str, str], work: Path) -> dict:
     from pyspark.sql import functions as F
 
     import lamina
@@ -209,7 +212,6 @@ def merges(args, opts) -> dict:
 
     spark = session("lamina-s3-merge-bench", "1g")
     n, k = args.merge_rows, args.changes
-    work = Path(tempfile.mkdtemp(prefix="lamina-s3-merge-"))
     run = uuid.uuid4().hex[:6]
     target = build_df(spark, n).withColumnRenamed("order_id", "id")
     out = {}
@@ -242,18 +244,67 @@ def merges(args, opts) -> dict:
                      "files_touched": r.files_touched, "files_scanned": r.files_scanned, "rows": t.scan().count(),
                      "write_seconds": t0}
         src.unpersist()
-        print(name, out[name], flush=True)
+        say(f"{name}: {out[name]}")
 
     src = changes(k, 0.1)
     one("s3", f"s3://{BUCKET}/{run}/merge", opts, src)
     one("local", str(work / "merge"), None, src)
     one("local_quarter", str(work / "quarter"), None, changes(n // 4, 0.0))
     out["max_heap"] = int(spark._jvm.java.lang.Runtime.getRuntime().maxMemory())
+    out["java"] = spark._jvm.System.getProperty("java.version")
     spark.stop()
     return out
 
 
-# -- report ---------------------------------------------------------------------------------------
+# -- the case ------------------------------------------------------------------------------------
+
+
+def part(argv: list[str]) -> dict:
+    """A worker: part (rw | merge) of the case in this interpreter's own Spark driver, against the
+    S3 server at endpoint; argv = [part, endpoint, sizes as JSON, a work dir]."""
+    name, endpoint, sizes, work = argv
+    opts = {"endpoint": endpoint, "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1",
+            "allow_http": "true"}
+    args = Sizes(**json.loads(sizes))
+    if name == "merge":
+        return merges(args, opts, Path(work))
+    got = reads_and_writes(args, opts)
+    return {**got, "read": [[list(k), v] for k, v in got["read"].items()]}
+
+
+def jar_versions() -> str:
+    """The S3A connector's jars on the drivers' class path, as name version."""
+    from support.s3a_jars import hadoop_version, s3a_jars
+
+    names = [os.path.basename(j)[:-len(".jar")] for j in s3a_jars()]
+    jars = ", ".join(n.rpartition("-")[0] + " " + n.rpartition("-")[2] for n in names)
+    return f"Hadoop {hadoop_version()} ({jars})"
+
+
+@case("spark_s3", title=SECTION_TITLE, sizes=Sizes,
+      quick=dict(rows=1_000_000, merge_rows=2_000_000, changes=100_000, repeat=1, read_repeat=2),
+      tiny=dict(rows=20_000, merge_rows=40_000, changes=2_000, repeat=1, read_repeat=1),
+      only={"parts": PARTS}, needs=(module("pyspark"), module("moto", "boto3"), program("java"), s3a_jars()),
+      versions=("lamina", "pyspark", "pyarrow", "moto"), reps="repeat")
+def spark_s3(run: Run) -> Report:
+    """Spark on S3 (moto) through S3A: Lamina's native write, reads and merges vs raw Parquet, Python source."""
+    from support.s3server import S3Server
+
+    sizes = run.sizes
+    server = S3Server()
+    results: dict[str, dict | None] = {p: None for p in PARTS}
+    try:
+        server.create_bucket(BUCKET)
+        for p in run.only("parts"):
+            say(f"part {p}: a Spark driver of its own")
+            results[p] = run_worker("spark_s3_bench:part", [p, server.endpoint, json.dumps(dataclasses.asdict(sizes)),
+                                                           run.ws.new(f"spark-s3-{p}")], timeout=4 * 3600)
+    finally:
+        server.stop()
+    rw = results["rw"]
+    if rw is not None:
+        rw["read"] = {tuple(k): v for k, v in rw["read"]}
+    return report(sizes, rw, results["merge"])
 
 
 def _s(x: float) -> str:
@@ -264,119 +315,55 @@ def _mb(x: int) -> str:
     return f"{x / 2**20:,.0f} MB"
 
 
-def report(args, rw: dict | None, mg: dict | None, elapsed: float, load: tuple[float, float]) -> str:
-    import pyspark
-
-    import lamina
-
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    lines = [BEGIN, "## Spark on S3 through S3A (issue 46)", "",
-             "Lamina's native path on an s3:// table (moto, through Hadoop's S3A connector) against raw Spark Parquet over "
-             "`s3a://` and Lamina's Python data source, in one session, one run (written by `bench/spark_s3_bench.py`; "
-             "re-run it, do not edit by hand).", "",
-             f"- Command: `.venv/bin/python bench/spark_s3_bench.py --rows {args.rows} --merge-rows {args.merge_rows} "
-             f"--changes {args.changes} --repeat {args.repeat} --read-repeat {args.read_repeat}` (after `make s3a-jars`)",
-             f"- Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, took {elapsed / 60:.1f} min; lamina {lamina.__version__} "
-             f"at git {rev}, pyspark {pyspark.__version__} (Hadoop 3.5.0, hadoop-aws 3.5.0, AWS SDK bundle 2.35.4), Java 17, "
-             f"local[2]; moto 5.2.5 in its own process on 127.0.0.1 (its writes serialized: tests/support/s3server.py).",
-             f"- Machine: {os.cpu_count()} vCPU, {platform.machine()}, Python {platform.python_version()}, shared with other "
-             f"engineers' work (1-min load average {load[0]:.1f} before, {load[1]:.1f} after): quote ratios, not times. "
-             "**Ratio = other time / Lamina native time** (>1: Lamina's native path is faster).", ""]
+def report(args: Sizes, rw: dict | None, mg: dict | None) -> Report:
+    java = (rw or mg or {}).get("java", "?")
+    facts = [f"Spark: {jar_versions()}, Java {java}, local[2]; moto in the runner's process on 127.0.0.1 (its writes "
+             "serialized: tests/support/s3server.py), each part in a Spark driver of its own. "
+             "**Ratio = other time / Lamina native time** (>1: Lamina's native path is faster)."]
+    targets, sections = [], []
     if rw is not None:
         w, r = rw["write"], rw["read"]
-        lines += [f"Reads and writes: {args.rows:,} orders (bench/spark_bench.py's data, 8 columns), driver 4g; medians of "
-                  f"{args.repeat} write rounds (writers rotating) and {args.read_repeat} read rounds (Python data source: "
-                  f"{args.repeat}), each after a warm-up round and a full JVM GC. The raw reads read the Lamina table's own "
-                  f"{rw['files']} files.", "",
-                  "| operation | raw Parquet (s3a://) | Lamina native | vs raw | target >= 0.9x | Python data source | vs Python | target >= 2x |",
-                  "|---|---|---|---|---|---|---|---|"]
-        rows = [("write `df` (new table)", median(w["raw"]), median(w["native"]), median(w["python"]))]
-        for a, label in (("full", "read all rows (`noop`)"), ("one_column", "read one column (`sum(amount)`)")):
-            rows.append((label, median(r[("raw", a)]), median(r[("native", a)]), median(r[("python", a)])))
-        for label, raw, nat, py in rows:
-            lines.append(f"| {label} | {_s(raw)} | {_s(nat)} | {raw / nat:.2f}x | {'PASS' if raw / nat >= 0.9 else 'MISS'} "
-                         f"| {_s(py)} | {py / nat:.2f}x | {'PASS' if py / nat >= 2 else 'MISS'} |")
-        lines += ["", "- Runs: " + "; ".join(f"write {k} " + ", ".join(_s(x) for x in v) for k, v in w.items()) + "; "
-                  + "; ".join(f"{k[0]}/{k[1]} " + ", ".join(_s(x) for x in v) for k, v in r.items()) + ".",
-                  "- The raw write commits through Hadoop's FileOutputCommitter (task attempt directories renamed, on S3 a "
-                  "copy of every object, twice); Lamina's native write has its tasks write uniquely named files in place "
-                  "and registers the committed tasks' files (docs/spark.md, \"Object stores\"). All three readers return the "
-                  "same count, sum(qty) and rounded sum(amount) (checked).", ""]
+        sec = Section("rw", "Reads and writes", (
+            f"{args.rows:,} orders (bench/spark_bench.py's data, 8 columns), driver 4g; medians of {args.repeat} write "
+            f"rounds (writers rotating) and {args.read_repeat} read rounds (Python data source: {args.repeat}), each "
+            f"after a warm-up round and a full JVM GC. The raw reads read the Lamina table's own {rw['files']} files."),
+            ["operation", "raw Parquet (s3a://)", "Lamina native", "vs raw", "Python data source", "vs Python"])
+        rows = [("write `df` (new table)", "write", median(w["raw"]), median(w["native"]), median(w["python"]))]
+        for a, label, short in (("full", "read all rows (`noop`)", "full read"),
+                                ("one_column", "read one column (`sum(amount)`)", "one-column read")):
+            rows.append((label, short, median(r[("raw", a)]), median(r[("native", a)]), median(r[("python", a)])))
+        for label, short, raw, nat, py in rows:
+            sec.rows.append([label, _s(raw), _s(nat), f"{raw / nat:.2f}x", _s(py), f"{py / nat:.2f}x"])
+            targets.append(Target(f"native {short} >= 0.9x raw Parquet's speed", raw / nat >= 0.9, f"{raw / nat:.2f}x"))
+            targets.append(Target(f"native {short} >= 2x the Python data source's", py / nat >= 2, f"{py / nat:.2f}x"))
+        sec.notes = [
+            "Runs: " + "; ".join(f"write {k} " + ", ".join(_s(x) for x in v) for k, v in w.items()) + "; "
+            + "; ".join(f"{k[0]}/{k[1]} " + ", ".join(_s(x) for x in v) for k, v in r.items()) + ".",
+            "The raw write commits through Hadoop's FileOutputCommitter (task attempt directories renamed, on S3 a "
+            "copy of every object, twice); Lamina's native write has its tasks write uniquely named files in place "
+            "and registers the committed tasks' files (docs/spark.md, \"Object stores\"). All three readers return the "
+            "same count, sum(qty) and rounded sum(amount) (checked).",
+        ]
+        sections.append(sec)
     if mg is not None:
-        lines += [f"Merges: `lamina.spark.merge(uri, changes, on=\"id\", driver_rows=0).when_matched_update_all()"
-                  f".when_not_matched_insert_all()` (the Spark job: positions folded into one bitmap per file in the tasks) "
-                  f"of {args.changes:,} changes (90% updates spread over the table, 10% new ids) into {args.merge_rows:,} rows "
-                  f"written by `lamina.spark.write`, driver `spark.driver.memory=1g` (max heap {_mb(mg['max_heap'])}; in "
-                  "local mode the executors' work runs in the driver's JVM too). Peak heap: the JVM heap pools' peak usage "
-                  "over the merge (reset after a full GC before it); peak RSS: the driver's Python process, sampled every 20 ms.", "",
-                  "| merge | table | time | driver peak heap | driver Python peak RSS | rows updated | inserted | files touched / scanned |",
-                  "|---|---|---|---|---|---|---|---|"]
+        sec = Section("merge", "Merges", (
+            "`lamina.spark.merge(uri, changes, on=\"id\", driver_rows=0).when_matched_update_all()"
+            ".when_not_matched_insert_all()` (the Spark job: positions folded into one bitmap per file in the tasks) "
+            f"of {args.changes:,} changes (90% updates spread over the table, 10% new ids) into {args.merge_rows:,} rows "
+            f"written by `lamina.spark.write`, driver `spark.driver.memory=1g` (max heap {_mb(mg['max_heap'])}; in "
+            "local mode the executors' work runs in the driver's JVM too). Peak heap: the JVM heap pools' peak usage "
+            "over the merge (reset after a full GC before it); peak RSS: the driver's Python process, sampled every 20 ms."),
+            ["merge", "table", "time", "driver peak heap", "driver Python peak RSS", "rows updated", "inserted",
+             "files touched / scanned"])
         for name, label in (("s3", f"{args.changes:,} changes, S3 (S3A)"), ("local", f"{args.changes:,} changes, local disk"),
                             ("local_quarter", f"{args.merge_rows // 4:,} matched rows, local disk")):
             m = mg[name]
-            lines.append(f"| {label} | {m['rows']:,} rows after | {_s(m['seconds'])} | {_mb(m['heap'])} | {_mb(m['rss'])} | "
-                         f"{m['updated']:,} | {m['inserted']:,} | {m['files_touched']} / {m['files_scanned']} |")
-        lines += ["", f"- S3 vs local disk, the same merge: {mg['s3']['seconds'] / mg['local']['seconds']:.2f}x the time.", ""]
-    lines.append(END)
-    return "\n".join(lines)
-
-
-def write_section(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Lamina benchmarks\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=10_000_000)
-    ap.add_argument("--merge-rows", type=int, default=20_000_000)
-    ap.add_argument("--changes", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--read-repeat", type=int, default=5)
-    ap.add_argument("--only", choices=["rw", "merge"], default=None)
-    ap.add_argument("--part", choices=["rw", "merge"], default=None, help=argparse.SUPPRESS)  # (a child process)
-    ap.add_argument("--endpoint", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--result", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--out", default=str(REPO / "BENCHMARKS.md"))
-    args = ap.parse_args(argv)
-    if args.part is not None:  # one part in this process: its own JVM (a driver's memory is fixed at its start)
-        opts = {"endpoint": args.endpoint, "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1",
-                "allow_http": "true"}
-        got = reads_and_writes(args, opts) if args.part == "rw" else merges(args, opts)
-        if args.part == "rw":
-            got = {"write": got["write"], "read": [[list(k), v] for k, v in got["read"].items()], "files": got["files"]}
-        Path(args.result).write_text(json.dumps(got))
-        return 0
-    started, load0 = time.time(), os.getloadavg()[0]
-    proc, opts = start_moto()
-    results: dict[str, dict | None] = {"rw": None, "merge": None}
-    try:
-        for part in ("rw", "merge"):
-            if args.only not in (None, part):
-                continue
-            out = Path(tempfile.mkstemp(suffix=".json")[1])
-            cmd = [sys.executable, __file__, "--part", part, "--endpoint", opts["endpoint"], "--result", str(out),
-                   "--rows", str(args.rows), "--merge-rows", str(args.merge_rows), "--changes", str(args.changes),
-                   "--repeat", str(args.repeat), "--read-repeat", str(args.read_repeat)]
-            subprocess.run(cmd, check=True)
-            results[part] = json.loads(out.read_text())
-            out.unlink()
-    finally:
-        proc.stdin.close()
-        proc.wait(timeout=60)
-    rw = results["rw"]
-    if rw is not None:
-        rw["read"] = {tuple(k): v for k, v in rw["read"]}
-    section = report(args, rw, results["merge"], time.time() - started, (load0, os.getloadavg()[0]))
-    print(section)
-    write_section(Path(args.out), section)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+            sec.rows.append([label, f"{m['rows']:,} rows after", _s(m["seconds"]), _mb(m["heap"]), _mb(m["rss"]),
+                             f"{m['updated']:,}", f"{m['inserted']:,}", f"{m['files_touched']} / {m['files_scanned']}"])
+        sec.notes = [f"S3 vs local disk, the same merge: {mg['s3']['seconds'] / mg['local']['seconds']:.2f}x the time."]
+        sections.append(sec)
+    return Report(title=SECTION_TITLE, intro=(
+        "Lamina's native path on an s3:// table (moto, through Hadoop's S3A connector) against raw Spark Parquet over "
+        "`s3a://` and Lamina's Python data source, one run (after `make s3a-jars`)."),
+        facts=facts, targets=targets, sections=sections, raw={"rw": rw and {**rw, "read": {
+            f"{k[0]}/{k[1]}": v for k, v in rw["read"].items()}}, "merge": mg})
