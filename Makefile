@@ -21,9 +21,11 @@ iceberg-java:
 
 # The tiers of the suite (markers: tests/conftest.py, pyproject.toml); `test-fast` is the
 # edit-run loop: no Spark, PostgreSQL, S3 server, browser, model searches or slow tests.
-FAST := not (spark or postgres or s3 or browser or model or slow)
+# `test` (what CI runs) leaves out only the benchmark cases whose tiny run takes long (the cases
+# registered with heavy=True in bench/: the marker bench_heavy); `test-bench` runs every case.
+FAST := not (spark or postgres or s3 or browser or model or slow or bench_heavy)
 
-.PHONY: demo test test-fast bench bench-tpch bench-spark test-radosgw interop-java-transforms iceberg-java s3a-jars
+.PHONY: demo test test-fast test-bench bench bench-tpch bench-spark test-radosgw interop-java-transforms iceberg-java s3a-jars
 demo: $(VENV)/.installed-test,spark
 	$(PY) -m lamina.demo
 
@@ -32,10 +34,14 @@ demo: $(VENV)/.installed-test,spark
 test: $(VENV)/.installed-test,spark,docs iceberg-java
 	@$(MAKE) --no-print-directory s3a-jars
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
-	$(PY) -m pytest -n 2 --dist loadgroup -q
+	$(PY) -m pytest -n 2 --dist loadgroup -q -m "not bench_heavy"
 
 test-fast: $(VENV)/.installed-test,spark
 	$(PY) -m pytest -n 2 --dist loadgroup -q -m "$(FAST)"
+
+test-bench: $(VENV)/.installed-test,spark,bench
+	@$(MAKE) --no-print-directory s3a-jars
+	$(PY) -m pytest -n 2 --dist loadgroup -q tests/bench
 
 bench: $(VENV)/.installed-bench
 	$(PY) bench/run.py

@@ -592,7 +592,7 @@ def bank_section(cfg: Config, res: dict, names: list[str]) -> tuple[Section, lis
     return sec, verdicts
 
 
-@case("catalog_tx", title=SECTION_TITLE, sizes=Config,
+@case("catalog_tx", heavy=True, title=SECTION_TITLE, sizes=Config,
       quick=dict(rounds=5, warm=1, breakdown=2, writers=2, txs=4, bank_writers=(1, BANK_TARGET_WRITERS), transfers=2),
       tiny=dict(rounds=3, writers=2, txs=3), only={"catalogs": tuple(CATALOGS)},
       needs=(postgres(),), versions=("lamina", "pyarrow"))

@@ -561,7 +561,7 @@ PARTS = {  # part -> (run(ws, cfg, readers) -> raw results, summarise(cfg, resul
 }
 
 
-@case("changes", title=SECTION_TITLE, sizes=Config,
+@case("changes", heavy=True, title=SECTION_TITLE, sizes=Config,
       quick=dict(rows=200_000, files=8, updates=2_000, rounds=2, block=2, appends=40, spark_rows=200_000, spark_repeat=1),
       tiny=dict(rows=20_000, files=4, updates=200, rounds=1, block=1, appends=20, append_rows=10, spark_rows=20_000),
       only={"readers": tuple(CHANGE_READERS), "parts": tuple(BENCHES)},

@@ -820,7 +820,7 @@ def what_runs(cfg: Config) -> str:
     return " ".join(parts)
 
 
-@case("revisions", title=SECTION_TITLE, sizes=Config,
+@case("revisions", heavy=True, title=SECTION_TITLE, sizes=Config,
       quick=dict(appends=100, opens=20, rounds=1, plan_files=2_000, plan_probes=1, plans=PLAN_BLOCK, spark_rows=200_000,
                  spark_writes=1, fast_start=True),
       tiny=dict(appends=10, opens=5, plan_files=300, spark_rows=20_000), only={"measures": tuple(MEASURES)},

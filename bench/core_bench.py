@@ -578,7 +578,7 @@ def bench_plan(ws: Workspace, cfg: PlanSizes, names: list[str]) -> tuple[Section
     return sec, targets
 
 
-@case("plan", title="3. Plan a scan over 20,000 data files", sizes=PlanSizes,
+@case("plan", heavy=True, title="3. Plan a scan over 20,000 data files", sizes=PlanSizes,
       quick=dict(plan_files=2_000, plan_cold_reps=1, plan_warm_reps=3),
       tiny=dict(plan_files=200, plan_cold_reps=1, plan_warm_reps=2), only=SYSTEMS, versions=VERSIONS, default=True,
       reps="plan_cold_reps")
@@ -860,7 +860,7 @@ def bench_concurrent(ws: Workspace, cfg: ConcurrentSizes, names: list[str]) -> t
     return sec, targets
 
 
-@case("concurrent", title="5. Concurrent writers (16 processes × 50 appends of 10 rows)", sizes=ConcurrentSizes,
+@case("concurrent", heavy=True, title="5. Concurrent writers (16 processes × 50 appends of 10 rows)", sizes=ConcurrentSizes,
       quick=dict(conc_writers=4, conc_appends=10, conc_timeout_s=300),
       tiny=dict(conc_writers=2, conc_appends=3, conc_timeout_s=300), only=SYSTEMS, versions=VERSIONS, default=True)
 def concurrent(run: Run) -> Report:

@@ -687,7 +687,7 @@ def bottlenecks(tb: Tables, speed: dict, mem: dict, enc: dict) -> list[str]:
     ]
 
 
-@case("engines", title=SECTION_TITLE, sizes=Config, quick=dict(rows=200_000, files=20, rounds=2, block=2, mem_reps=1),
+@case("engines", heavy=True, title=SECTION_TITLE, sizes=Config, quick=dict(rows=200_000, files=20, rounds=2, block=2, mem_reps=1),
       tiny=dict(rows=40_000, files=4, rounds=1, block=1, mem_reps=1), needs=(module("duckdb", "polars", "deltalake", "lance"),),
       versions=("lamina", "deltalake", "pylance", "pyarrow", "duckdb", "polars"))
 def engines(run: Run) -> Report:

@@ -763,7 +763,7 @@ def summarise_read(cfg: Config, res: dict) -> tuple[Section, bool | None]:
 
 
 # =========================================================================== the case
-@case("evolution", title=SECTION_TITLE, sizes=Config,
+@case("evolution", heavy=True, title=SECTION_TITLE, sizes=Config,
       quick=dict(versions=100, rounds=3, block=3, read_file_rows=2_000, read_pairs=3),
       tiny=dict(versions=20, files_per_commit=2, rounds=1, block=1, warm_changes=1, read_files=10, schema_versions=10,
                 read_file_rows=200, read_pairs=1),

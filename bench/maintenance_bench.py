@@ -634,7 +634,7 @@ def summarise_compaction(cfg: CompactSizes, res: dict, built: dict, exp_rows: in
 
 
 # =========================================================================== the cases
-@case("coordinators", title=COORD_TITLE, sizes=CoordSizes, quick=dict(writers=4, commits=10),
+@case("coordinators", heavy=True, title=COORD_TITLE, sizes=CoordSizes, quick=dict(writers=4, commits=10),
       tiny=dict(writers=2, commits=3), only={"coordinators": tuple(COORDINATORS)},
       needs=(module("moto", "boto3"), postgres()))
 def coordinators(run: Run) -> Report:

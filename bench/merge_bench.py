@@ -462,7 +462,7 @@ def build_all(ws, cfg) -> tuple[dict, dict, dict, dict]:
     return built, srcs, warm_srcs, expect
 
 
-@case("merge", title=SECTION_TITLE, sizes=Sizes, quick=dict(rows=1_000_000, reps=1, spark_reps=1),
+@case("merge", heavy=True, title=SECTION_TITLE, sizes=Sizes, quick=dict(rows=1_000_000, reps=1, spark_reps=1),
       tiny=dict(rows=40_000, files=4, change=2_000, reps=1, spark_reps=1),
       only={"systems": (*SYSTEMS, "spark")}, needs=(module("deltalake", "lance", "duckdb", "pyspark"),), reps="reps")
 def merge(run: Run) -> Report:

@@ -14,7 +14,8 @@ A case is a function registered with :func:`case`; it takes a :class:`Run` and r
           tiny=dict(rows=20_000, reps=1),           # --tiny: seconds (tests/bench runs every case so)
           only={"systems": ("lamina", "deltalake", "lance")},   # what --only picks from
           needs=(module("deltalake", "lance"),),     # absent: the case is skipped, saying why
-          versions=("lamina", "deltalake", "pylance", "pyarrow"), reps="reps")
+          versions=("lamina", "deltalake", "pylance", "pyarrow"), reps="reps",
+          heavy=True)                               # its --tiny run still takes long: tier bench_heavy
     def merge(run: Run) -> Report:
         cfg = run.sizes                      # a Sizes
         systems = run.only("systems")        # the ones chosen
@@ -45,6 +46,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 CASE_MODULES = ("*_bench.py", "compare_revisions.py")  # where discover() looks for cases
 SCALES = ("full", "quick", "tiny")
+HEAVY = "bench_heavy"  # the tier of the cases whose tiny run takes long (`make test` leaves them to `make test-bench`)
 PROFILE = "profile"  # the size --profile sets (a bool): cProfile what the case profiles -> bench/out
 DEFAULT_VERSIONS = ("lamina", "deltalake", "pylance", "pyarrow")
 
@@ -124,6 +126,7 @@ class Case:
     versions: tuple[str, ...] = DEFAULT_VERSIONS  # distributions named in the Versions line
     default: bool = False  # run by `bench/run.py` without a case (`make bench`)
     reps: str | None = None  # the size --reps sets
+    heavy: bool = False  # its tiny run still takes long (servers, JVMs, many processes): the tier bench_heavy
 
     @property
     def about(self) -> str:
@@ -139,8 +142,8 @@ class Case:
 
     @property
     def tiers(self) -> set[str]:
-        """The test tiers its needs put it in (spark, postgres, s3, browser)."""
-        return {n.tier for n in self.needs if n.tier}
+        """The test tiers its needs put it in (spark, postgres, s3, browser), and bench_heavy if heavy."""
+        return {n.tier for n in self.needs if n.tier} | ({HEAVY} if self.heavy else set())
 
     def size_fields(self) -> dict[str, Any]:
         """name -> type of every size (the sizes' dataclass fields but those with init=False)."""
@@ -164,14 +167,15 @@ CASES: dict[str, Case] = {}
 
 def case(name: str, *, title: str, sizes: type = NoSizes, quick: dict | None = None, tiny: dict | None = None,
          only: dict[str, tuple[str, ...]] | None = None, needs: tuple[Need, ...] = (),
-         versions: tuple[str, ...] = DEFAULT_VERSIONS, default: bool = False, reps: str | None = None) -> Callable:
+         versions: tuple[str, ...] = DEFAULT_VERSIONS, default: bool = False, reps: str | None = None,
+         heavy: bool = False) -> Callable:
     """Register fn(run) -> Report | list[Report] as the case `name` (see the module's docstring)."""
 
     def register(fn: Callable) -> Callable:
         if name in CASES and CASES[name].fn.__module__ != fn.__module__:
             raise ValueError(f"two cases named {name!r}: {CASES[name].fn.__module__} and {fn.__module__}")
         c = Case(name, fn, title, sizes, dict(quick or {}), dict(tiny or {}), dict(only or {}), tuple(needs),
-                 tuple(versions), default, reps)
+                 tuple(versions), default, reps, heavy)
         for preset in (c.quick, c.tiny):
             unknown = set(preset) - set(c.size_fields())
             if unknown:

@@ -284,7 +284,7 @@ class Sizes:
     delete_files: int = 200
 
 
-@case("requests", title=SECTION_TITLE, sizes=Sizes, quick=dict(versions=150, plan_files=200, delete_files=20),
+@case("requests", heavy=True, title=SECTION_TITLE, sizes=Sizes, quick=dict(versions=150, plan_files=200, delete_files=20),
       tiny=dict(versions=110, plan_files=100, delete_files=2), needs=(module("moto", "boto3", "deltalake", "lance"),))
 def requests(run: Run) -> Report:
     """Requests per operation on S3 (moto), counted: open, append, plan, delete, tag, expire."""

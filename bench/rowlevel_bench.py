@@ -749,7 +749,7 @@ def summarise_read(cfg: Config, res: dict, exp: dict) -> tuple[Section, bool | N
     return sec, ok
 
 
-@case("rowlevel", title=SECTION_TITLE, sizes=Config, quick=dict(files=40, reps=1, read_repeats=2),
+@case("rowlevel", heavy=True, title=SECTION_TITLE, sizes=Config, quick=dict(files=40, reps=1, read_repeats=2),
       tiny=dict(files=4, rows=1_000, reps=1, read_repeats=1, warm_files=2, warm_rows=100),
       needs=(module("deltalake", "lance"),), reps="reps")
 def rowlevel(run: Run) -> Report:

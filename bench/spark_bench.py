@@ -105,7 +105,7 @@ class Sizes:
     read_repeat: int = 10  # timed rounds of raw/fast read pairs
 
 
-@case("spark", title=SECTION_TITLE, sizes=Sizes, quick=dict(rows=1_000_000, repeat=2, read_repeat=3),
+@case("spark", heavy=True, title=SECTION_TITLE, sizes=Sizes, quick=dict(rows=1_000_000, repeat=2, read_repeat=3),
       tiny=dict(rows=20_000, repeat=1, read_repeat=1), needs=(module("pyspark"), program("java")),
       versions=("lamina", "pyspark", "pyarrow"), reps="repeat")
 def spark_paths(run: Run) -> Report:

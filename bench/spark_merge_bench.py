@@ -110,7 +110,7 @@ class Sizes:
     reps: int = 2  # repetitions of the judged recent change (medians)
 
 
-@case("spark_merge", title=SECTION_TITLE, sizes=Sizes, quick=dict(rows=1_000_000, changes=(10_000, 100_000), reps=1),
+@case("spark_merge", heavy=True, title=SECTION_TITLE, sizes=Sizes, quick=dict(rows=1_000_000, changes=(10_000, 100_000), reps=1),
       tiny=dict(rows=200_000, files=4, changes=(1_000, 10_000), judged=10_000, reps=1),
       needs=(module("pyspark"), program("java")), versions=("lamina", "pyspark", "pyarrow"), reps="reps")
 def spark_merge(run: Run) -> Report:

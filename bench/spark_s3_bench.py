@@ -281,7 +281,7 @@ def jar_versions() -> str:
     return f"Hadoop {hadoop_version()} ({jars})"
 
 
-@case("spark_s3", title=SECTION_TITLE, sizes=Sizes,
+@case("spark_s3", heavy=True, title=SECTION_TITLE, sizes=Sizes,
       quick=dict(rows=1_000_000, merge_rows=2_000_000, changes=100_000, repeat=1, read_repeat=2),
       tiny=dict(rows=20_000, merge_rows=40_000, changes=2_000, repeat=1, read_repeat=1),
       only={"parts": PARTS}, needs=(module("pyspark"), module("moto", "boto3"), program("java"), s3a_jars()),

@@ -103,7 +103,7 @@ def tpch_extension() -> bool:
     return tpch_connection() is not None
 
 
-@case("tpch", title=SECTION, sizes=Sizes, quick=dict(scale=0.1, s3_scale=0.01, reps=1),
+@case("tpch", heavy=True, title=SECTION, sizes=Sizes, quick=dict(scale=0.1, s3_scale=0.01, reps=1),
       tiny=dict(scale=0.01, s3_scale=0.01, reps=1), only={"parts": PARTS},
       needs=(module("duckdb", "polars", "deltalake", "lance", "moto"), check("DuckDB's tpch extension", tpch_extension)),
       versions=("lamina", "duckdb", "polars", "deltalake", "pylance", "pyarrow"), reps="reps")

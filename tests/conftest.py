@@ -101,7 +101,8 @@ def pg_uri(pg_server, tmp_path):
 # --- tiers ---------------------------------------------------------------------------------
 #
 # Every test carries the markers of what it needs, derived here from the fixtures it uses
-# (so a new test is tiered without anyone remembering to): `make test` runs every tier (CI),
+# (so a new test is tiered without anyone remembering to): `make test` runs every tier (CI) but
+# bench_heavy (the benchmark cases registered heavy: tests/support/bench_cases.py, `make test-bench`),
 # `make test-fast` leaves out the ones that start servers, engines or long searches.
 _TIER_BY_FIXTURE = {
     "spark": "spark",

@@ -9,6 +9,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from support.bench_cases import case_marks
+
+pytestmark = case_marks("revisions")
+
 REPO = Path(__file__).resolve().parents[2]
 TITLE = "## Lamina against the baseline revision: append, open, plan, Spark write"
 FORMER_TITLE = "Append and open latency against the baseline revision"

@@ -7,6 +7,10 @@ from __future__ import annotations
 import re
 import shutil
 
+from support.bench_cases import case_marks
+
+pytestmark = case_marks("branches")
+
 TITLE = "Branches and write-audit-publish (issue 17)"
 
 

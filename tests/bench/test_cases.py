@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
+from support.bench_cases import CASES, case_marks
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench"))
-
-import registry  # noqa: E402
-
-CASES = registry.discover()
 
 
 def sections(text: str) -> dict[str, str]:
@@ -28,12 +24,7 @@ def sections(text: str) -> dict[str, str]:
     return dict(zip(parts[1::2], parts[2::2]))
 
 
-def tiered(name: str):
-    marks = [pytest.mark.slow, *(getattr(pytest.mark, t) for t in sorted(CASES[name].tiers))]
-    return pytest.param(name, marks=marks, id=name)
-
-
-@pytest.mark.parametrize("name", [tiered(n) for n in CASES])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=case_marks(n), id=n) for n in CASES])
 def test_a_case_at_its_tiny_sizes_writes_its_sections_with_the_command_that_made_them(
         name, bench_run, bench_out, seeded_report, hand_note):
     c = CASES[name]

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import re
 
+from support.bench_cases import case_marks
+
+pytestmark = case_marks("catalog_tx")
+
 TITLE = "Catalog transactions (issue 18)"
 
 

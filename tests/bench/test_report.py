@@ -141,6 +141,25 @@ def test_a_case_with_a_missing_need_says_which():
     assert c.missing() == ["Python module(s) no_such_module_here not found",
                            "program(s) no-such-program-here on PATH not found"]
 
+    def jars_absent() -> bool:
+        raise registry.Absent("the jars are not in /nowhere (`make jars` fetches them)")
+
+    told = registry.Case("c", lambda run: None, "C", needs=(registry.check("jars", jars_absent),))
+    assert told.missing() == ["the jars are not in /nowhere (`make jars` fetches them)"]
+
+
+def test_a_case_is_in_the_tiers_of_its_needs_and_in_bench_heavy_when_registered_heavy():
+    from support.bench_cases import CASES, case_marks
+
+    needs = (registry.module("pyspark"), registry.module("moto", "boto3"), registry.program("java"))
+    assert registry.Case("c", lambda run: None, "C", needs=needs).tiers == {"spark", "s3"}
+    assert registry.Case("c", lambda run: None, "C", needs=needs, heavy=True).tiers == {"spark", "s3", "bench_heavy"}
+    heavy = {n for n, c in CASES.items() if c.heavy}
+    assert heavy and heavy != set(CASES)  # make test keeps some cases and leaves some to make test-bench
+    for name in CASES:
+        marks = {m.name for m in case_marks(name)}
+        assert ("bench_heavy" in marks) == (name in heavy) and "slow" in marks, name
+
 
 def test_the_runner_lists_every_case_and_refuses_what_no_case_has(tmp_path, bench_run):
     listed = bench_run("--list")
