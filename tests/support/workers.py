@@ -271,10 +271,10 @@ def _crash(spec: dict[str, Any]) -> dict[str, Any]:
     if at == "write-data":
         orig = writer._write_one
 
-        def torn_write(io, path, data, compression, futures=None, integer_encoding="delta", small_file_bytes=0):  # noqa: ANN001
+        def torn_write(io, path, data, compression, futures=None, *args, **kwargs):  # noqa: ANN001
             # Write the file (synchronously), leave it torn (half of it), die before any
             # manifest exists.
-            size, footer = orig(io, path, data, compression, None, integer_encoding, small_file_bytes)
+            size, footer = orig(io, path, data, compression, None, *args, **kwargs)
             local = io.local_path(path)
             with open(local, "r+b") as f:
                 f.truncate(max(1, size // 2))

@@ -90,6 +90,8 @@ class Scan:
         self.spec = vm.partition_spec
         self.specs = vm.all_partition_specs  # files keep the spec they were written with
         self.predicate = bind(to_expr(where), self.schema)
+        # What the user wrote, for the repr (the bound predicate spells out its implicit casts).
+        self._where_text = where if isinstance(where, str) else None
         if columns is not None:
             columns = list(columns)
             for c in columns:
@@ -111,7 +113,8 @@ class Scan:
         return self.vm.version
 
     def __repr__(self) -> str:
-        where = "" if isinstance(self.predicate, AlwaysTrue) else f", where={str(self.predicate)!r}"
+        shown = self._where_text if self._where_text is not None else str(self.predicate)
+        where = "" if isinstance(self.predicate, AlwaysTrue) else f", where={shown!r}"
         columns = "" if self.columns is None else f", columns={self.columns!r}"
         return f"Scan({self.io.uri!r}, version={self.vm.version}{where}{columns})"
 
