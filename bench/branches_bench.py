@@ -7,16 +7,16 @@ rows (make_batch data: id, category, value, ts), one version each. Three measure
 
 1. **Create a branch, publish it (fast-forward), create a tag**, `iterations` (200) times on one table,
    after 5 untimed iterations (the first `create_branch` commits the `branches` writer feature): a tag
-   of main's latest version (`t.create_tag(name)`), `h = t.create_branch(name)` (from main's latest), an
-   untimed `h.append(batch)` on the branch, then `t.publish(name)`, which must be a fast-forward (main did
+   of main's latest version (`t.tags.create(name)`), `h = t.branches.create(name)` (from main's latest), an
+   untimed `h.append(batch)` on the branch, then `t.branches.publish(name)`, which must be a fast-forward (main did
    not move since the branch was made; checked in every version's summary). The tag is made before the
    branch in even iterations and after the publish in odd ones (both share the drift of the machine).
 2. **Publish with rebase over `main_commits` (100) main commits**, `rebase_reps` (30) times after one
    untimed: a branch from main's latest with one append, then 100 appends to main (each timed: the
-   "single append"), then `t.publish(name)`, which must be a rebase (checked).
+   "single append"), then `t.branches.publish(name)`, which must be a rebase (checked).
 3. **Lance vs Lamina, branch create + a write on it**: a Lamina table and a Lance dataset of the same
    history; `lance_reps` (100) times each, in blocks of `block` (10) per system, order rotating, after
-   2 untimed: Lamina `h = t.create_branch(name)` + `h.append(batch)`; Lance `b = ds.create_branch(name)` +
+   2 untimed: Lamina `h = t.branches.create(name)` + `h.append(batch)`; Lance `b = ds.create_branch(name)` +
    `lance.write_dataset(batch, b, mode="append")`, batches of `lance_rows` (1,000) rows. Afterwards
    main holds its rows unchanged and the last branch its base + the batch, in both (checked).
 
@@ -116,13 +116,13 @@ def bench_ops(t: Any, cfg: Config, ids: Ids, written: list[pa.Table], disk: Disk
         name = f"wap{i + WARM_ITERATIONS:05d}"
 
         def tag() -> float:
-            return timed(lambda: t.create_tag(f"tag{i + WARM_ITERATIONS:05d}"))[1]
+            return timed(lambda: t.tags.create(f"tag{i + WARM_ITERATIONS:05d}"))[1]
 
         s_tag = tag() if i % 2 == 0 else None
-        h, s_branch = timed(lambda: t.create_branch(name))
+        h, s_branch = timed(lambda: t.branches.create(name))
         batch = ids.batch(cfg.rows)
         _, s_append = timed(lambda: h.append(batch))
-        v, s_publish = timed(lambda: t.publish(name))
+        v, s_publish = timed(lambda: t.branches.publish(name))
         written.append(batch)
         if s_tag is None:
             s_tag = tag()
@@ -148,7 +148,7 @@ def rebase_round(t: Any, cfg: Config, ids: Ids, written: list[pa.Table], name: s
                  on_publish: Callable[[Callable[[], Any]], Any] = lambda f: f()) -> tuple[list[float], Any]:
     """A branch with one append, cfg.main_commits timed appends to main, then on_publish(publish): (the
     appends' seconds, what on_publish returned). The publish must be a rebase."""
-    h = t.create_branch(name)
+    h = t.branches.create(name)
     mine = ids.batch(cfg.rows)
     h.append(mine)
     appends = []
@@ -156,7 +156,7 @@ def rebase_round(t: Any, cfg: Config, ids: Ids, written: list[pa.Table], name: s
         b = ids.batch(cfg.rows)
         appends.append(timed(lambda: t.append(b))[1])
         written.append(b)
-    out = on_publish(lambda: t.publish(name))
+    out = on_publish(lambda: t.branches.publish(name))
     written.append(mine)
     mode = t.metadata.summary.get("publish")
     if mode != "rebase" or t.metadata.summary.get("added-files") != 1:
@@ -184,7 +184,7 @@ class LamBranchWrite:
         self.t = t
 
     def create(self, name: str) -> Any:
-        return self.t.create_branch(name)
+        return self.t.branches.create(name)
 
     def write(self, h: Any, batch: pa.Table) -> Any:
         return h.append(batch)
@@ -463,11 +463,11 @@ def where_time_goes(ws: Workspace, cfg: Config, lance_table: Any) -> dict:
 
     def ops_round(run: Callable[[str, Callable[[], Any]], Any]) -> None:
         i = next(seq)
-        run("create_tag", lambda: t.create_tag(f"ptag{i:05d}"))
-        h = run("create_branch", lambda: t.create_branch(f"prof{i:05d}"))
+        run("create_tag", lambda: t.tags.create(f"ptag{i:05d}"))
+        h = run("create_branch", lambda: t.branches.create(f"prof{i:05d}"))
         batch = ids.batch(cfg.rows)
         run("branch_append", lambda: h.append(batch))
-        run("publish_ff", lambda: t.publish(f"prof{i:05d}"))
+        run("publish_ff", lambda: t.branches.publish(f"prof{i:05d}"))
         written.append(batch)
 
     def append_main(run: Callable[[str, Callable[[], Any]], Any]) -> None:
@@ -477,7 +477,7 @@ def where_time_goes(ws: Workspace, cfg: Config, lance_table: Any) -> dict:
 
     def vs_lance(run: Callable[[str, Callable[[], Any]], Any]) -> None:
         i = next(seq)
-        h = run("create_branch_vs_lance", lambda: lance_table.create_branch(f"pl{i:05d}"))
+        h = run("create_branch_vs_lance", lambda: lance_table.branches.create(f"pl{i:05d}"))
         batch = make_batch(2 * 10**9 + i * cfg.lance_rows, cfg.lance_rows)
         run("append_vs_lance", lambda: h.append(batch))
 
@@ -527,11 +527,11 @@ def syscall_child(argv: list[str]) -> None:
 
     for i in range(SYSCALL_REPS + 1):
         go = run if i else (lambda op, fn: fn())
-        go("create_tag", lambda: t.create_tag(f"stag{i:05d}"))
-        h = go("create_branch", lambda: t.create_branch(f"sb{i:05d}"))
+        go("create_tag", lambda: t.tags.create(f"stag{i:05d}"))
+        h = go("create_branch", lambda: t.branches.create(f"sb{i:05d}"))
         batch = ids.batch(rows)
         go("branch_append", lambda: h.append(batch))
-        go("publish_ff", lambda: t.publish(f"sb{i:05d}"))
+        go("publish_ff", lambda: t.branches.publish(f"sb{i:05d}"))
         go("append", lambda: t.append(ids.batch(rows)))
         b = go("lance_create_branch", lambda: lance_ds.create(f"sl{i:05d}"))
         go("lance_write", lambda: lance_ds.write(b, make_batch(10**9 + i * lance_rows, lance_rows)))
@@ -666,8 +666,8 @@ def ops_section(cfg: Config, ops: dict) -> tuple[Section, list[Target]]:
     sec = Section(
         key="ops", title=f"Create a branch, publish it (fast-forward), create a tag: {cfg.iterations} iterations on one table",
         what=(f"One local table of {cfg.history} appends of {cfg.rows} rows; {cfg.iterations} iterations (after "
-              f"{WARM_ITERATIONS} untimed), each: `t.create_tag(name)` of main's latest, `h = t.create_branch(name)`, "
-              f"`h.append(batch)` ({cfg.rows} rows, on the branch), `t.publish(name)` (a fast-forward in every "
+              f"{WARM_ITERATIONS} untimed), each: `t.tags.create(name)` of main's latest, `h = t.branches.create(name)`, "
+              f"`h.append(batch)` ({cfg.rows} rows, on the branch), `t.branches.publish(name)` (a fast-forward in every "
               f"iteration: {dict(ops['modes'])}, checked); the tag before the branch in even iterations, after the "
               "publish in odd ones. Each call is timed alone on a long-lived handle `t`; main grows one version per "
               "iteration (the publish), and the table one tag and one branch."),
@@ -675,8 +675,8 @@ def ops_section(cfg: Config, ops: dict) -> tuple[Section, list[Target]]:
                  "paired: per iteration / that iteration's create_tag, median (p25–p75)", "target"],
     )
     verdicts = []
-    labels = {"create_tag": "`t.create_tag(name)`", "create_branch": "`t.create_branch(name)`",
-              "publish_ff": "`t.publish(name)`, fast-forward", "branch_append": "`h.append(...)` on the branch (no target)"}
+    labels = {"create_tag": "`t.tags.create(name)`", "create_branch": "`t.branches.create(name)`",
+              "publish_ff": "`t.branches.publish(name)`, fast-forward", "branch_append": "`h.append(...)` on the branch (no target)"}
     for k in OP_KEYS:
         xs = ops[k]
         r = ratio(xs, tag)
@@ -697,16 +697,16 @@ def rebase_section(cfg: Config, reb: dict) -> tuple[Section, list[Target]]:
     ok = None if r is None else r <= REBASE_TARGET
     sec = Section(
         key="rebase", title=f"Publish with rebase over {cfg.main_commits} main commits",
-        what=(f"On the same table, {cfg.rebase_reps} rounds (after 1 untimed): `h = t.create_branch(name)`, "
+        what=(f"On the same table, {cfg.rebase_reps} rounds (after 1 untimed): `h = t.branches.create(name)`, "
               f"`h.append(batch)`, then {cfg.main_commits} × `t.append(batch)` to main ({cfg.rows} rows each, every "
-              "one timed: the single append), then `t.publish(name)`, timed: main moved since the branch was made, so "
+              "one timed: the single append), then `t.branches.publish(name)`, timed: main moved since the branch was made, so "
               "it re-applies the branch's file (the version's summary says `rebase`, one added file: checked)."),
         columns=["operation", "calls", "p50", "p25–p75", "p90", "min", "p50 / append p50",
                  "paired: per round / that round's append p50, median (p25–p75)", "target"],
     )
     sec.rows.append(["`t.append(batch)` to main", str(len(app)), fmt_s(p50(app)), spread(app), p90(app), fmt_s(min(app)),
                      "1.00×", "–", "–"])
-    sec.rows.append([f"`t.publish(name)`, rebase over {cfg.main_commits} commits", str(len(pub)), fmt_s(p50(pub)),
+    sec.rows.append([f"`t.branches.publish(name)`, rebase over {cfg.main_commits} commits", str(len(pub)), fmt_s(p50(pub)),
                      spread(pub), p90(pub), fmt_s(min(pub)), fmt_x(r),
                      median_iqr([x / y for x, y in zip(pub, reb["append_round_p50"])]),
                      f"≤ {REBASE_TARGET}× append: {verdict(ok)}"])
@@ -727,7 +727,7 @@ def lance_section(cfg: Config, vs: dict) -> tuple[Section, list[Target]]:
         what=(f"A Lamina table and a Lance dataset (pylance {lance.__version__}, which has branches: "
               "`LanceDataset.create_branch`) of the same history "
               f"({cfg.history} appends of {cfg.rows} rows). {vs['rounds']} rounds; in each, {cfg.block} branches per "
-              "system (order rotating), after 2 untimed: Lamina `h = t.create_branch(name)` then "
+              "system (order rotating), after 2 untimed: Lamina `h = t.branches.create(name)` then "
               "`h.append(batch)`; Lance `b = ds.create_branch(name)` (from the dataset's latest version on main) "
               "then `lance.write_dataset(batch, b, mode=\"append\")` (a commit on that branch). Both on a long-lived "
               f"handle of main; the same {cfg.lance_rows:,}-row batch for both systems' n-th branch. Checked afterwards: "

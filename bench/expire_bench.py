@@ -99,7 +99,7 @@ class LaminaX:
         for (kind, _s, _k, tag), b in zip(ops, batches):
             (t.overwrite if kind == "overwrite" else t.append)(b)
             if tag:
-                t.create_tag(tag, t.version)
+                t.tags.create(tag, t.version)
                 tags[tag] = t.version
         self._settle()
         return {"latest": t.version, "tags": tags}
@@ -482,7 +482,7 @@ def summarise(cfg: Config, reps: list[dict]) -> tuple[Section, Target]:
             f"{cfg.overwrite_rows:,} new rows (so {N // E} overwrites) — and {cfg.n_tags} tags, one every "
             f"{E} commits half-way between overwrites (after commits {E // 2}, {E + E // 2}, …), so every "
             "tag holds data files that no other tag and no retained version needs. Lamina "
-            "`t.append` / `t.overwrite` / `t.create_tag(name, version)`; lance "
+            "`t.append` / `t.overwrite` / `t.tags.create(name, version)`; lance "
             "`write_dataset(mode='append'|'overwrite')` / `ds.tags.create(name, version)`; deltalake "
             "`write_deltalake(mode='append'|'overwrite')` (**Delta has no tags**: its vacuum cannot "
             "honour them, so it is judged against the retained versions only and deletes what the tags "

@@ -185,9 +185,9 @@ def count_requests(spec: dict) -> dict:
             elif op == "append":
                 extra["version"] = h.append(make_batch(10**9, 100))
             elif op == "tag":  # the default: the table's latest version
-                extra["tagged"] = h.create_tag("requests").tagged_version
+                extra["tagged"] = h.tags.create("requests").tagged_version
             elif op == "tag_version":  # the handle's version, given as Lance is given it
-                extra["tagged"] = h.create_tag("requests-v", h.version).tagged_version
+                extra["tagged"] = h.tags.create("requests-v", h.version).tagged_version
             elif op == "plan":
                 t = lamina.open_table(uri, storage_options=opts)
                 extra["files"] = len(t.scan(where=spec["where"]).plan())

@@ -536,7 +536,7 @@ def audit_and_publish(demo: Demo, day: int, orders: Any) -> dict[str, Any]:
     reader of main saw the load before it was published, or a rejected day changed main."""
     t = demo.table()
     name = f"wap-{(FIRST_DAY + timedelta(days=day)).date()}"
-    b = t.create_branch(name)  # from main's latest: nothing is copied
+    b = t.branches.create(name)  # from main's latest: nothing is copied
     main_version, main_rows = demo.table().version, demo.table().scan().count()
     b.append(orders)
     out = {"branch": name, "base_version": b.branch_record.base_version, "loaded": orders.num_rows,
@@ -556,7 +556,7 @@ def audit_and_publish(demo: Demo, day: int, orders: Any) -> dict[str, Any]:
     # expiry step below frees it, the deletion being older than its reader grace of 0.
     held = _data_files(b.files())
     out["branch_only_files"] = sorted(held - _data_files(t.refresh().files()))  # (main's deletion vectors are main's)
-    t.delete_branch(name)
+    t.branches.delete(name)
     now = demo.table()
     out["main_version_after"], out["main_rows_after"] = now.version, now.scan().count()
     want = (main_version, main_rows) if out["published_version"] is None else (out["published_version"], main_rows + orders.num_rows)

@@ -159,7 +159,7 @@ class Figures:
             v = tx["versions"][demo.TABLE]
             d = (pd.Timestamp(date) - pd.Timestamp(demo.FIRST_DAY.date())).days
             self.load(v, (d, R, d * R))
-            tag = lamina.open_table(j.uri).tag(f"load-{date}")
+            tag = lamina.open_table(j.uri).tags.get(f"load-{date}")
             assert tag.tagged_version == v and os.path.exists(os.path.join(j.uri, "_lamina", "tags", f"load-{date}.json"))
             return {"orders": len(self.rows(v)) - len(self.rows(v - 1)), "tag": f"load-{date}", "transaction": tx}
         if step.startswith("query: revenue"):
@@ -182,7 +182,7 @@ class Figures:
             return {"latest": latest, "now": len(self.rows(latest)), "version": loaded, "then": len(self.rows(loaded))}
         if step == "query as of a tag":
             first = j.facts["tags"][0]
-            v = lamina.open_table(j.uri).tag(first).tagged_version
+            v = lamina.open_table(j.uri).tags.get(first).tagged_version
             return {"tag": f"load-{(demo.FIRST_DAY + pd.Timedelta(days=demo.INITIAL_DAYS)).date()}", "orders": len(self.rows(v)),
                     "tags": len(os.listdir(os.path.join(j.uri, "_lamina", "tags")))}
         if step == "merge a day's changes":
@@ -232,7 +232,7 @@ class Figures:
             negative = int((day.order_id % demo.REFUND_EVERY == 0).sum())  # the job books these as refunds
             t = lamina.open_table(j.uri)
             main = set().union(*(referenced_by(t, version=h["version"]) for h in t.history()),
-                               *(referenced_by(t, tag=x.name) for x in t.tags()))
+                               *(referenced_by(t, tag=x.name) for x in t.tags.list()))
             only = sorted(p for p in on_disk(j.uri) if p.startswith("data/") and p not in main)
             assert only == sorted(j.facts["wap_rejected"]["branch_only_files"])
             assert sum(pq.ParquetFile(os.path.join(j.uri, p)).metadata.num_rows for p in only if p.endswith(".parquet")) == R
@@ -259,11 +259,11 @@ class Figures:
                     "files": len(data), "manifests": len(manifests),
                     "mb": pytest.approx(sum(gone[p] for p in data + manifests) / 1e6, abs=1e-9),
                     "for_tags": sum(1 for p in now if p.startswith("data/") and p.endswith(".parquet") and p not in current),
-                    "tag": tag, "orders": len(self.rows(lamina.open_table(j.uri).tag(tag).tagged_version))}
+                    "tag": tag, "orders": len(self.rows(lamina.open_table(j.uri).tags.get(tag).tagged_version))}
         if step == "fsck":
             t = lamina.open_table(j.uri)
             current, now = referenced_by(t), on_disk(j.uri)
-            every = set().union(current, *(referenced_by(t, tag=x.name) for x in t.tags()))
+            every = set().union(current, *(referenced_by(t, tag=x.name) for x in t.tags.list()))
             stored = {p for p in now if p.startswith("data/") or p.startswith("_lamina/manifests/")}
             return {"checked": len(current), "missing": len(current - set(now)), "unreferenced": len(stored - every),
                     "version": self.catalog_version(),
@@ -361,7 +361,7 @@ def test_every_step_of_the_main_job_at_a_small_scale(spark, tmp_path, monkeypatc
     # (freed by the job's expiry step, which runs after the branch was deleted)
     assert rejected["branch_only_files"] and not any(os.path.exists(os.path.join(job.uri, p)) for p in rejected["branch_only_files"])
     t = job.table()
-    assert t.list_branches() == [] and [r["name"] for r in t.system_table("branches").to_pylist()] == ["main"]
+    assert t.branches.list() == [] and [r["name"] for r in t.system_table("branches").to_pylist()] == ["main"]
     in_day = "order_id >= {} AND order_id < {}"
     assert t.scan(where=in_day.format(demo.day_ids(demo.WAP_DAY), demo.day_ids(demo.WAP_DAY) + 800)).count() == 800
     assert t.scan(where=in_day.format(demo.day_ids(demo.REJECTED_DAY), demo.day_ids(demo.REJECTED_DAY) + 800)).count() == 0

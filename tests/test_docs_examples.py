@@ -62,7 +62,7 @@ def orders(ids, status="open", day=5):
 t = lamina.create_table("warehouse/orders", or_schema)
 for v in range(8):
     t.append(orders(list(range(10 * v, 10 * v + 10)), status=["open", "cancelled", "stale"][v % 3]))
-t.create_tag("nightly", version=3)
+t.tags.create("nightly", version=3)
 changes = orders([1, 2, 95], status="cancelled", day=6)
 """
 
@@ -100,8 +100,8 @@ for i in range(2):  # the files add_files registers: one row each, so one partit
 schema = pa.schema([("id", pa.int64()), ("category", pa.string()), ("ts", pa.timestamp("us", "UTC"))])
 """,
     "docs/reading.md": EVENTS + """
-t.create_tag("eod-2026-01-05", version=5)
-t.create_branch("audit")
+t.tags.create("eod-2026-01-05", version=5)
+t.branches.create("audit")
 """,  # on the clock of CLOCK_STARTS: the page reads by a time of early 2026
     "docs/row-level.md": ORDERS,
     "docs/schema.md": EVENTS + """
@@ -117,7 +117,7 @@ day = pa.table({"id": [2, 3], "amount": [7.0, 8.0]}, schema=sales_schema)
     "docs/maintenance.md": EVENTS,
     "docs/catalog.md": CATALOG,
     "docs/engines.md": EVENTS + """
-t.create_tag("nightly")
+t.tags.create("nightly")
 cat = lamina.load_catalog("sqlite:///cat.db")
 cat.create_namespace("sales")
 cat.create_table("sales.orders", pa.schema([("oid", pa.int64()), ("cid", pa.int64())])).append(

@@ -18,7 +18,7 @@ from lamina.cli._tables import listing_units as _units
 from lamina.cli._tables import open_target as _open
 from lamina.cli._tables import point_in_time as _point_in_time
 from lamina.cli._tables import system_listing as _system_listing
-from lamina.errors import LaminaError
+from lamina.errors import InvalidArgument, LaminaError
 from lamina.spec.layout import MAIN_BRANCH
 
 # -- tags ------------------------------------------------------------------------------
@@ -37,7 +37,7 @@ def tag_create(
     """Tag a version (put-if-absent: an existing tag is never overwritten)."""
     t = _open(uri, branch=branch)
     try:
-        tag = t.create_tag(name, version, expires_at=_duration(expires_in) if expires_in else None)
+        tag = t.tags.create(name, version, expires_at=_duration(expires_in) if expires_in else None)
     except LaminaError as e:
         _fail(e)
     on = "" if t.branch_name == MAIN_BRANCH else f" of branch {t.branch_name}"
@@ -49,7 +49,7 @@ def tag_delete(uri: str, name: str, dry_run: bool = typer.Option(False, "--dry-r
     """Delete a tag and the files only it held."""
     t = _open(uri)
     try:
-        rep = t.delete_tag(name, dry_run=dry_run)
+        rep = t.tags.delete(name, dry_run=dry_run)
     except LaminaError as e:
         _fail(e)
     console.print(f"{'would delete' if dry_run else 'deleted'} tag {name}; {_freed(rep, dry_run)}")
@@ -90,9 +90,15 @@ def branch_create(
     """Make a branch from a version (nothing is copied): writes to it stay off main until published."""
     t = _open(uri)
     try:
-        b = t.create_branch(
-            name, from_version=from_version, from_tag=from_tag, from_timestamp=_point_in_time(from_timestamp),
-            from_branch=from_branch, retain_last=retain_last, max_age=_duration(max_age) if max_age else None,
+        if sum(x is not None for x in (from_version, from_tag, from_timestamp)) > 1:
+            raise InvalidArgument("pass one of --from-version, --from-tag or --from-timestamp, not several")
+        if from_tag is not None and from_branch is not None:
+            raise InvalidArgument("a tag names one version of the table: pass --from-tag or --from-branch, not both")
+        # --from-version and --from-timestamp are of --from-branch's versions (main's by default)
+        source = t.branch(from_branch) if from_branch is not None else t
+        b = source.branches.create(
+            name, version=from_tag if from_tag is not None else from_version, timestamp=_point_in_time(from_timestamp),
+            retain_last=retain_last, max_age=_duration(max_age) if max_age else None,
         )
     except LaminaError as e:
         _fail(e)
@@ -123,7 +129,7 @@ def branch_rename(uri: str, name: str, new_name: str):
     """Give a branch a new name (same versions; writers holding it carry on)."""
     t = _open(uri)
     try:
-        t.rename_branch(name, new_name)
+        t.branches.rename(name, new_name)
     except LaminaError as e:
         _fail(e)
     console.print(f"renamed branch {name} to [bold]{new_name}[/bold]")
@@ -135,7 +141,7 @@ def branch_delete(uri: str, name: str):
     the next `lamina expire` once the deletion is older than the reader grace, or by `lamina remove-orphans`."""
     t = _open(uri)
     try:
-        t.delete_branch(name)
+        t.branches.delete(name)
     except LaminaError as e:
         _fail(e)
     console.print(f"deleted branch {name}; the next `lamina expire` frees the files only it held (after the reader grace)")
@@ -152,7 +158,7 @@ def branch_publish(
     """Publish a branch's changes into main (or --into) as one version: a fast-forward if main has not moved since the branch was made, else its changes re-applied (refused if they clash)."""  # one line: typer keeps a docstring's line breaks
     t = _open(uri)
     try:
-        v = t.publish(name, into, expected_version=expected_version)
+        v = t.branches.publish(name, into, expected_version=expected_version)
         if v is None:
             console.print(f"branch {name} has no commits: nothing published into {into}")
             return

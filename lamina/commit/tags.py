@@ -54,7 +54,7 @@ class TagStore:
             existing = self.get(name)
             raise TagAlreadyExists(
                 f"tag {name!r} already exists (version {existing.tagged_version}); "
-                "delete it first or use replace_tag"
+                "delete it first or use t.tags.replace"
             ) from None
         if (
             confirm_version and self.log.branch == MAIN_BRANCH and BRANCHES not in vm.writer_features
@@ -119,7 +119,7 @@ class TagStore:
             raise
 
     def put(self, tag: Tag) -> None:
-        """Overwrite (replace_tag)."""
+        """Overwrite (t.tags.replace)."""
         self.check_writable()
         self.io.put(tag_path(tag.name), tag.to_json())
 

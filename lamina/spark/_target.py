@@ -161,7 +161,7 @@ class TableRef:
             if self.branch is not None and not opened:
                 raise TableNotFound(
                     f"no table {self.name}, so no branch {self.branch!r} to write to: create the table, then the "
-                    "branch (Table.create_branch); nothing was written"
+                    "branch (t.branches.create); nothing was written"
                 ) from None
             return None
 

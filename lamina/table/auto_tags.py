@@ -57,7 +57,7 @@ def on_commit(table: "Table", vm: VersionManifest) -> str | None:
         if retain > 0:
             auto = [t for t in table.tag_store.list() if t.automatic]
             for old in auto[: max(0, len(auto) - retain)]:
-                table.delete_tag(old.name)
+                table.tags.delete(old.name)
         return name
     except LaminaError as e:  # the commit has landed; a missed tag must not look like a failed commit
         log.warning("automatic tag after version %d failed: %s", vm.version, e)

@@ -20,16 +20,12 @@ from lamina.iceberg import gc
 from lamina.iceberg.types import check_supported as _check_schema
 from lamina.iceberg.view import VERSION_KEY, SyncResult, is_enabled, read_head, sync
 from lamina.spec.properties import TableProperties
+from lamina.table.guards import table_of
 
 if TYPE_CHECKING:
     from lamina.table.table import Table
 
 log = logging.getLogger(__name__)
-
-# Table methods after which the view's refs (tags, branches) are brought up to date.
-REF_METHODS = ("create_tag", "replace_tag", "rename_tag", "delete_tag", "create_branch", "rename_branch",
-               "delete_branch")
-
 
 def _best_effort(what: str, table: "Table", fn: Any) -> Any:
     try:
@@ -68,12 +64,13 @@ def on_refs(table: "Table") -> SyncResult | None:
 
 
 def then_refs(method: Any) -> Any:
-    """``method`` (a Table method changing tags or branches), followed by ``on_refs``."""
+    """Decorates a method changing tags or branches (of ``t.tags``, ``t.branches``): after it,
+    the view's refs are brought up to date (``on_refs``), unless it was a dry run."""
     @functools.wraps(method)
-    def wrapped(self: "Table", *args: Any, **kwargs: Any) -> Any:
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
         out = method(self, *args, **kwargs)
         if not kwargs.get("dry_run"):
-            on_refs(self)
+            on_refs(table_of(self))
         return out
 
     return wrapped

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import pyarrow as pa
 
 from lamina.commit import CommitOptions, Committer, ObjectStoreCoordinator, TagStore, VersionLog
-from lamina.commit.branches import BranchLog, BranchStore, base_copy
+from lamina.commit.branches import BranchLog, BranchStore
 from lamina.commit.coordinator import CommitCoordinator
 from lamina.data.inflight import new_write_id
 from lamina.data.scan import Scan, ScanPlan
 from lamina.errors import (
-    AlreadyExists, BranchNotFound, CommitConflict, InvalidArgument, InvalidBranchName, TableAlreadyExists, TableNotFound,
+    AlreadyExists, BranchNotFound, CommitConflict, InvalidArgument, TableAlreadyExists, TableNotFound,
     VersionNotFound,
 )
 from lamina.expr import Expr, to_expr
@@ -32,7 +32,7 @@ from lamina.maintenance import expire, orphans, storage
 from lamina.operations import CompactFiles, CompactionResult, MergeBuilder, RewriteManifests, Rollback
 from lamina.operations import compaction
 from lamina.operations.lineage import EnableRowLineage
-from lamina.operations.publish import EnableBranches, PublishBranch
+from lamina.operations.publish import PublishBranch
 from lamina.operations.partition_spec import SpecUpdate
 from lamina.operations.properties import UpdateProperties
 from lamina.operations.rowlevel.delta import row_mode
@@ -42,17 +42,18 @@ from lamina.operations.sort_order import SortOrderUpdate
 from lamina.spec.features import (
     ARROW_LEAF_MANIFESTS, ARROW_ROOT_MANIFESTS, DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, INLINE_ROOT_MANIFESTS, check_reader, check_writer,
 )
-from lamina.spec.branch import BranchRecord, check_retention, validate_branch_name
-from lamina.spec.features import BRANCHES
+from lamina.spec.branch import BranchRecord
 from lamina.spec.layout import FORMAT_VERSION, MAIN_BRANCH
 from lamina.spec.lineage import ROW_LINEAGE
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.properties import TableProperties, check_properties
 from lamina.spec.stats import check_column_modes
 from lamina.spec.schema import Schema
-from lamina.spec.tag import Tag, split_version_or_tag
+from lamina.spec.tag import split_version_or_tag
 from lamina.spec.version import VersionManifest
 from lamina.table import auto_tags, iceberg_view, system
+from lamina.table.branches import Branches
+from lamina.table.tags import Tags
 from lamina.table.changes import ChangeFeed, change_feed, end_spec, start_spec
 from lamina.table.convert import schema_of, to_arrow
 from lamina.table.transaction import Transaction
@@ -252,6 +253,10 @@ class Table:
 
     def _one(self, tx: Transaction) -> int | None:
         return tx.commit()
+
+    def _commit_operation(self, op: Any, commit_options: CommitOptions | None = None) -> int | None:
+        """Commit ``op`` as a one-operation transaction; None (nothing committed) if ``op`` is None."""
+        return None if op is None else self._one(self.transaction(commit_options=commit_options).add_operation(op))
 
     def append(
         self,
@@ -482,60 +487,11 @@ class Table:
         """Rewrite the leaf manifests (same files), grouped by partition, in one version."""
         return self._one(self.transaction(commit_options=commit_options).add_operation(RewriteManifests()))
 
-    # -- tags ---------------------------------------------------------------------------
-
-    def create_tag(
-        self, name: str, version: int | None = None, *, timestamp: Any = None, expires_at: Any = None
-    ) -> Tag:
-        """Tag a version (default: the latest). Creating an existing tag is an error.
-
-        ``expires_at``: a time, or an age (timedelta from now), after which
-        ``expire_versions`` deletes the tag.
-        """
-        latest = version is None and timestamp is None
-        vm = self._fresh_latest() if latest else self._resolve(version, timestamp)
-        return self.tag_store.create(name, vm, expires_at_ms=None if expires_at is None else _expiry_ms(expires_at),
-                                     latest=vm if latest else None)
-
     def _fresh_latest(self) -> VersionManifest:
         """The latest version of this handle's branch: the handle's own, if it is known to be the
         newest (one HEAD on S3 instead of a listing and a GET; VersionLog.is_known_newest),
         else read."""
         return self._vm if self.log.is_known_newest(self._vm) else self.log.latest()
-
-    def replace_tag(
-        self, name: str, version: int | None = None, *, timestamp: Any = None, expires_at: Any = None
-    ) -> Tag:
-        """Point an existing tag at another version; frees what only the old target held."""
-        old = self.tag_store.get(name)
-        vm = self.log.latest() if version is None and timestamp is None else self._resolve(version, timestamp)
-        new = Tag(name, vm, int(time.time() * 1000), None if expires_at is None else _expiry_ms(expires_at), old.automatic)
-        self.tag_store.put(new)
-        if old.tagged_version != vm.version:
-            expire.free_tag(self.io, self.log, old)
-        return new
-
-    def rename_tag(self, name: str, new_name: str) -> Tag:
-        old = self.tag_store.get(name)
-        tag = self.tag_store.create(new_name, old.version, expires_at_ms=old.expires_at_ms, confirm_version=False)
-        self.tag_store.delete(name)
-        return tag
-
-    def delete_tag(self, name: str, *, dry_run: bool = False) -> "expire.ExpireReport":
-        """Delete a tag and every file only it held (its version may be long expired)."""
-        g = expire.delete_tag(self.io, self.log, name, dry_run=dry_run)
-        return expire.ExpireReport(
-            dry_run, deleted_manifests=g.manifests, deleted_files=g.files, deleted_bytes=g.freed_bytes, kept_for_tags=g.kept
-        )
-
-    def tag(self, name: str) -> Tag:
-        return self.tag_store.get(name)
-
-    def tags(self) -> list[Tag]:
-        """Every tag, ordered by tagged version."""
-        return self.tag_store.list()
-
-    list_tags = tags
 
     # -- branches -------------------------------------------------------------------------
     #
@@ -563,85 +519,31 @@ class Table:
         return h
 
     @property
+    def tags(self) -> Tags:
+        """The table's tags: ``t.tags.create("v1")``, ``t.tags.list()`` (lamina.table.tags)."""
+        return Tags(self)
+
+    @property
+    def branches(self) -> Branches:
+        """The table's branches: ``t.branches.create("dev")``, ``t.branches.publish("dev")``
+        (lamina.table.branches); ``t.branch(name)`` is a handle on one."""
+        return Branches(self)
+
+    def _source(self, version: int | str | None, timestamp: Any) -> tuple["Table", int | None, str | None]:
+        """What a ``version``/``timestamp`` pair names: (this handle, a version number, None),
+        (this handle, None, a tag name), or (a branch's handle, None, None) for a branch's name
+        (its latest). InvalidArgument if both are given."""
+        if version is not None and timestamp is not None:
+            raise InvalidArgument("pass version or timestamp, not both")
+        number, name = split_version_or_tag(version)
+        if name is not None and (name == MAIN_BRANCH or BranchStore(self.io).exists(name)):
+            return self.branch(name), None, None
+        return self, number, name
+
+    @property
     def branch_record(self) -> BranchRecord | None:
         """This handle's branch record (None on main)."""
         return self.log.record if isinstance(self.log, BranchLog) else None
-
-    def create_branch(
-        self, name: str, *, from_version: int | None = None, from_tag: str | None = None,
-        from_timestamp: Any = None, from_branch: str | None = None,
-        retain_last: int | None = None, max_age: Any = None,
-    ) -> "Table":
-        """Make branch ``name`` from a version (default: the latest) of ``from_branch`` (default:
-        this object's branch), or from a tag; returns its handle. Nothing is copied: the branch
-        shares the table's files. ``retain_last`` / ``max_age`` (a timedelta): the branch's
-        retention, which ``expire_versions`` applies to its versions.
-
-        Refused with nothing changed: a bad name, ``main``, a branch or tag of that name
-        (BranchAlreadyExists), an unknown source (BranchNotFound, VersionNotFound)."""
-        validate_branch_name(name)
-        max_age_ms = None if max_age is None else duration_ms(max_age, "max_age")
-        check_retention(retain_last, max_age_ms)
-        if sum(x is not None for x in (from_version, from_tag, from_timestamp)) > 1:
-            raise InvalidArgument("pass one of from_version, from_tag or from_timestamp, not several")
-        if from_tag is not None and from_branch is not None:
-            raise InvalidArgument("a tag names one version of the table: pass from_tag or from_branch, not both")
-        store = BranchStore(self.io)
-        source = self if from_branch is None else self.branch(from_branch)
-        latest = from_version is None and from_tag is None and from_timestamp is None
-        # A source named explicitly is found before the feature is enabled: an unknown one
-        # changes nothing. The latest is read after, so it is the enabling version itself (a
-        # branch made from main's latest publishes by fast-forward if main stays there).
-        base = None if latest else source._resolve(from_version, from_timestamp, from_tag)
-        main = self.main
-        if BRANCHES not in main._vm.writer_features:
-            store.refuse_existing(name)  # before anything is committed
-            main._one(main.transaction().add_operation(EnableBranches()))
-        if base is None:
-            base = source._fresh_latest()
-        record = store.create(name, base, source.branch_name, retain_last=retain_last, max_age_ms=max_age_ms)
-        # As for tags: expiry records versions as expired before it lists branches, so a base still
-        # loadable now is seen by every later expiry (and a tag's copy by its tag); a base still
-        # the newest cannot have been expired (the newest is always kept).
-        held = (source.tag_store.readable(from_tag) is not None if from_tag is not None
-                else source.log.is_known_newest(base) or source.log.is_live(base.version))
-        if not held:
-            store.delete(name)
-            raise VersionNotFound(f"version {base.version} was expired while branch {name!r} was being made; nothing was made")
-        return main._handle(store.log(record, allow_list=main.log.allow_list), base_copy(base))
-
-    def list_branches(self) -> list[BranchRecord]:
-        """Every branch but main, by name (see ``system_table("branches")`` for main too)."""
-        return BranchStore(self.io).list()
-
-    def rename_branch(self, name: str, new_name: str) -> BranchRecord:
-        """Give branch ``name`` a new name (same versions; handles on it keep working)."""
-        if name == MAIN_BRANCH:
-            raise InvalidBranchName(f"{MAIN_BRANCH!r} cannot be renamed")
-        validate_branch_name(new_name)
-        return BranchStore(self.io).rename(name, new_name)
-
-    def delete_branch(self, name: str) -> BranchRecord:
-        """Delete branch ``name`` (its record is returned): it can no longer be read or written,
-        and a commit landing on it meanwhile is refused. The files only it needed are freed by
-        the next ``expire_versions`` once the deletion is older than the reader grace (a
-        publish or a read of it may still be running until then), or by ``remove_orphans``."""
-        if name == MAIN_BRANCH:
-            raise InvalidBranchName(f"{MAIN_BRANCH!r} is the table itself and cannot be deleted")
-        return BranchStore(self.io).delete(name)
-
-    def publish(
-        self, branch: str, into: str = MAIN_BRANCH, *, expected_version: int | None = None,
-        commit_options: CommitOptions | None = None,
-    ) -> int | None:
-        """Publish branch ``branch`` into ``into`` as one version: a fast-forward if ``into`` has
-        not moved since the branch was made from it, else the branch's changes re-applied on
-        ``into``'s latest (PublishConflict naming the files if they clash with what ``into``
-        changed). ``expected_version``: only if ``into`` is still at that version
-        (CommitConflict otherwise). None if the branch has no commit (nothing published)."""
-        dst = self.branch(into)
-        op = dst._publish_operation(branch, expected_version)
-        return None if op is None else dst._one(dst.transaction(commit_options=commit_options).add_operation(op))
 
     def _publish_operation(self, branch: str, expected_version: int | None) -> PublishBranch | None:
         """The operation publishing ``branch`` into this handle's branch; None if the branch
@@ -716,7 +618,7 @@ class Table:
 
         See ``lamina.maintenance.expire`` for the rules (reader grace: versions are
         expired only once superseded for ``reader_grace``, default one hour). On a branch's
-        handle, that branch's versions, by its retention (``create_branch(retain_last=,
+        handle, that branch's versions, by its retention (``t.branches.create(retain_last=,
         max_age=)``) where the call leaves it open. On main with ``branches`` (default), every
         branch's versions too, each by its own retention where set, else by the call's
         (``report.branches``: each branch's report).
@@ -830,9 +732,9 @@ class Table:
 WRITE_METHODS = (
     "transaction",  # and every change, which is one (checked again at its commit)
     "append", "overwrite", "add_files", "delete", "update", "merge", "rollback",
-    "expire_versions", "remove_orphans", "vacuum", "create_tag", "replace_tag", "rename_tag", "delete_tag",
+    "expire_versions", "remove_orphans", "vacuum",
     "compact", "rewrite_manifests", "update_schema", "update_spec", "update_sort_order", "update_properties",
-    "create_branch", "rename_branch", "delete_branch", "publish", "set_iceberg_enabled", "sync_iceberg",
+    "set_iceberg_enabled", "sync_iceberg",
 )
 
 
@@ -847,12 +749,6 @@ def _guarded(method: Any) -> Any:
 
 for _name in WRITE_METHODS:
     setattr(Table, _name, _guarded(getattr(Table, _name)))
-for _name in iceberg_view.REF_METHODS:  # then the Iceberg view's refs follow
-    setattr(Table, _name, iceberg_view.then_refs(getattr(Table, _name)))
-
-
-def _expiry_ms(expires_at: Any) -> int:
-    return epoch_ms(expires_at, "expires_at", timedelta_sign=+1)
 
 
 def _new_log(uri: str, storage_options: Mapping[str, Any] | None, identifier: str | None, allow_list: bool = True) -> VersionLog:

@@ -309,7 +309,7 @@ class Transaction:
         return MergeBuilder(self.metadata.schema, to_arrow(source), on, self.row_mode(mode), queue, queued=True, cast=cast)
 
     def publish(self, branch: str, *, expected_version: int | None = None) -> "Transaction":
-        """Publish branch ``branch`` into this transaction's table (see ``Table.publish``), with
+        """Publish branch ``branch`` into this transaction's table (see ``Table.branches.publish``), with
         the transaction's other changes (nothing if the branch has no commit)."""
         self._check_open()
         op = self.table._publish_operation(branch, expected_version)
@@ -365,7 +365,7 @@ class Transaction:
         if failed:
             raise TagAlreadyExists(
                 f"version {vm.version} of {self.table.uri} was committed, but tags {', '.join(failed)} could not be "
-                "created for it; create them with Table.create_tag(name, version)"
+                "created for it; create them with Table.tags.create(name, version)"
             )
 
     def abort(self) -> None:

@@ -29,9 +29,9 @@ def test_branches_bench_writes_its_section_with_a_verdict_per_target(bench_run, 
     assert "a fast-forward in every iteration: {'fast-forward': 4}" in text
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
             for line in text.splitlines() if line.startswith("| ")}
-    for label in ("`t.create_branch(name)`", "`t.publish(name)`, fast-forward"):
+    for label in ("`t.branches.create(name)`", "`t.branches.publish(name)`, fast-forward"):
         assert rows[label][1] == "4" and rows[label][6].endswith("×") and rows[label][8].split(": ")[1] in ("PASS", "MISS")
-    assert rows["`t.publish(name)`, rebase over 3 commits"][1] == "1"
+    assert rows["`t.branches.publish(name)`, rebase over 3 commits"][1] == "1"
     assert rows["lamina"][1] == rows["lance"][1] == "2"  # branches made per system against Lance
     where = rows["`create_tag`"]
     assert int(where[3].split(" ")[0]) > 0  # FileIO calls traced

@@ -240,7 +240,7 @@ def test_offline_refuses_writes_and_maintenance(cat):
         lambda: t.rollback(0),
         lambda: t.expire_versions(retain_last=1),
         lambda: t.remove_orphans(),
-        lambda: t.create_tag("x"),
+        lambda: t.tags.create("x"),
     ]
     for op in refused:
         with pytest.raises(TableOffline, match="offline"):
@@ -250,7 +250,7 @@ def test_offline_refuses_writes_and_maintenance(cat):
     with pytest.raises(TableOffline):
         t2.append(_data([4]))
     assert t2.version == 1 and t2.scan().to_arrow().num_rows == 3
-    assert t.tags() == []
+    assert t.tags.list() == []
     cat.set_online("ns.t", True)
     assert t.append(_data([4])) == 2
     with pytest.raises(CatalogTableNotFound):

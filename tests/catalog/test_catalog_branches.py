@@ -60,7 +60,7 @@ def metadata_files(uri: str) -> set[str]:
 
 def test_write_audit_publish_through_the_catalog(cat):
     t = orders(cat)
-    b = t.create_branch("audit")
+    b = t.branches.create("audit")
     # enable-branches is a main commit: through the catalog row
     assert row_version(cat) == t.refresh().version == 2
     b.append(rows(range(10, 20), "b"))
@@ -71,7 +71,7 @@ def test_write_audit_publish_through_the_catalog(cat):
     assert bag(lamina.open_table(t.uri, branch="audit").to_arrow()) == bag(want)  # a path reader sees it too
 
     # fast-forward: main has not moved since the branch was made
-    v = cat.load_table("shop.orders").publish("audit")
+    v = cat.load_table("shop.orders").branches.publish("audit")
     assert v == row_version(cat) == 3
     main = cat.load_table("shop.orders")
     assert main.version == 3 and main.history(1)[0]["summary"]["publish"] == "fast-forward"
@@ -79,12 +79,12 @@ def test_write_audit_publish_through_the_catalog(cat):
     assert lamina.open_table(t.uri).version == 3  # published under its final name, as every catalog commit
 
     # a rebase: main moved (through the catalog) since the branch was made
-    c = main.create_branch("cleanup")
+    c = main.branches.create("cleanup")
     c.delete("id >= 15")
     stale = cat.load_table("shop.orders")  # at version 3: its publish loses the swap, then rebases
     main.append(rows(range(100, 105), "m"))
     assert row_version(cat) == 4
-    v = stale.publish("cleanup")
+    v = stale.branches.publish("cleanup")
     assert v == row_version(cat) == 5 and stale.history(1)[0]["summary"]["publish"] == "rebase"
     want = pa.concat_tables([want.filter(pc.less(want.column("id"), 15)), rows(range(100, 105), "m")])
     assert bag(cat.load_table("shop.orders").to_arrow()) == bag(want)
@@ -92,25 +92,25 @@ def test_write_audit_publish_through_the_catalog(cat):
 
 def test_publish_moves_the_catalog_row_schema(cat):
     t = orders(cat)
-    b = t.create_branch("wide")
+    b = t.branches.create("wide")
     with b.update_schema() as u:
         u.add_column("note", pa.string())
     b.append(pa.table({"id": pa.array([10], pa.int64()), "v": ["b10"], "note": ["new"]}))
     assert [f["name"] for f in cat.table_info("shop.orders").schema["fields"]] == ["id", "v"]  # main's
-    cat.load_table("shop.orders").publish("wide")
+    cat.load_table("shop.orders").branches.publish("wide")
     assert [f["name"] for f in cat.table_info("shop.orders").schema["fields"]] == ["id", "v", "note"]
 
 
 def test_path_handle_writes_branches_but_never_main(cat):
     t = orders(cat)
-    t.create_branch("audit")
+    t.branches.create("audit")
     p = lamina.open_table(t.uri)
     row, main_rows = row_version(cat), t.to_arrow()
 
     pb = p.branch("audit")
     assert pb.append(rows(range(10, 15), "p")) == 3  # put-if-absent in the branch's own log
-    p.create_branch("second")                          # a branch record: not a main commit
-    assert [r.name for r in cat.load_table("shop.orders").list_branches()] == ["audit", "second"]
+    p.branches.create("second")                          # a branch record: not a main commit
+    assert [r.name for r in cat.load_table("shop.orders").branches.list()] == ["audit", "second"]
     assert bag(cat.load_table("shop.orders").branch("audit").to_arrow()) == bag(
         pa.concat_tables([rows(range(10), "m"), rows(range(10, 15), "p")]))
 
@@ -119,14 +119,14 @@ def test_path_handle_writes_branches_but_never_main(cat):
     with pytest.raises(CatalogManaged):
         p.append(rows(range(50, 55), "x"))
     with pytest.raises(CatalogManaged):
-        p.publish("audit")
+        p.branches.publish("audit")
     assert metadata_files(t.uri) == before
     cat.load_table("shop.orders").append(rows(range(60, 62), "m"))  # main moves: a publish now rebases
     row, main_rows = row_version(cat), cat.load_table("shop.orders").to_arrow()
     before = metadata_files(t.uri)
     with pytest.raises(CatalogManaged):
-        lamina.open_table(t.uri).publish("audit")
-    assert metadata_files(t.uri) == before and p.tags() == []
+        lamina.open_table(t.uri).branches.publish("audit")
+    assert metadata_files(t.uri) == before and p.tags.list() == []
     assert row_version(cat) == row and bag(cat.load_table("shop.orders").to_arrow()) == bag(main_rows)
 
     # a stale path handle and a catalog handle on one branch: both commits land, in turn
@@ -143,23 +143,23 @@ def test_path_handle_cannot_enable_branches(cat):
     t = orders(cat)
     before = metadata_files(t.uri)
     with pytest.raises(CatalogManaged):
-        lamina.open_table(t.uri).create_branch("audit")  # the first branch commits enable-branches on main
-    assert metadata_files(t.uri) == before and t.list_branches() == []
-    t.create_branch("audit")  # through the catalog it works, and then a path handle can make more
-    lamina.open_table(t.uri).create_branch("other")
-    assert [r.name for r in t.list_branches()] == ["audit", "other"]
+        lamina.open_table(t.uri).branches.create("audit")  # the first branch commits enable-branches on main
+    assert metadata_files(t.uri) == before and t.branches.list() == []
+    t.branches.create("audit")  # through the catalog it works, and then a path handle can make more
+    lamina.open_table(t.uri).branches.create("other")
+    assert [r.name for r in t.branches.list()] == ["audit", "other"]
 
 
 def test_offline_table_refuses_branch_changes_through_the_catalog(cat):
     t = orders(cat)
-    b = t.create_branch("audit")
+    b = t.branches.create("audit")
     b.append(rows([10], "b"))
     cat.set_online("shop.orders", False)
     flush_hints()  # the branch append's hint is written in the background: not part of what is compared
     before, row = metadata_files(t.uri), row_version(cat)
     offline = cat.load_table("shop.orders")
-    for change in (lambda: offline.branch("audit").append(rows([11], "x")), lambda: offline.publish("audit"),
-                   lambda: offline.create_branch("other"), lambda: offline.delete_branch("audit")):
+    for change in (lambda: offline.branch("audit").append(rows([11], "x")), lambda: offline.branches.publish("audit"),
+                   lambda: offline.branches.create("other"), lambda: offline.branches.delete("audit")):
         with pytest.raises(TableOffline):
             change()
     assert metadata_files(t.uri) == before and row_version(cat) == row

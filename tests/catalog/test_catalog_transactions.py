@@ -251,7 +251,7 @@ def test_every_kind_of_change_commits_across_tables_at_once(world):
     assert cat.transaction_committed(tx.id) and world.other().transaction_committed(tx.id)
     assert not cat.transaction_committed("0" * 32)
     d_table = cat.load_table("ns.d")
-    assert d_table.tag("eod").tagged_version == 2
+    assert d_table.tags.get("eod").tagged_version == 2
     assert as_rows(lamina.open_table(d_loc, tag="eod").scan().to_arrow()) == oracle.rows("ns.d")
     new_table = cat.load_table("ns.new")
     assert new_table.metadata.properties.get("owner") == "etl"
@@ -270,7 +270,7 @@ def test_a_transaction_of_metadata_only_changes(world):
         tx.table("ns.a").create_tag("t1")
         tx.create_table("ns.empty", SCHEMA)
     assert tx.versions == {"ns.a": None, "ns.empty": 0}
-    assert world.cat.load_table("ns.a").tag("t1").tagged_version == 1
+    assert world.cat.load_table("ns.a").tags.get("t1").tagged_version == 1
     empty = world.cat.load_table("ns.empty")
     assert empty.version == 0 and empty.scan().to_arrow().num_rows == 0
     world.check("ns.a")

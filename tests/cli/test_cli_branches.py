@@ -49,8 +49,8 @@ def table(tmp_path):
     """main: v1 ids 1-3, v2 id 4, v3 enables branches; tag gold at v1. Branch audit, made from
     main's v1: v2 appends ids 10, 11 and v3 deletes id 1."""
     t = fresh(tmp_path)
-    t.create_tag("gold", 1)
-    b = t.create_branch("audit", from_version=1)
+    t.tags.create("gold", 1)
+    b = t.branches.create("audit", version=1)
     b.append(batch([10, 11], "b"))
     b.delete("id = 1")
     assert (t.refresh().version, b.version) == (3, 3)

@@ -53,8 +53,8 @@ def history(tmp_path):
     assert t.compact().version == 3
     t.delete("id = 1")
     assert t.version == 4 and [h["operation"] for h in reversed(t.history())][1:] == list(OPERATIONS.values())
-    t.create_tag("loaded", 1)
-    t.create_tag("merged", 2)
+    t.tags.create("loaded", 1)
+    t.tags.create("merged", 2)
     yield t
     flush_hints()
 

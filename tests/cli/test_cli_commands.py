@@ -131,7 +131,7 @@ def test_fsck(table):
 
 
 def test_system(table):
-    table.create_tag("t1", 1)
+    table.tags.create("t1", 1)
     snaps = rows_of(ok("system", table.uri, "snapshots"))
     assert [int(r[0]) for r in snaps] == [0, 1, 2, 3]
     assert [r[7] for r in snaps] == [h["commit_id"] for h in reversed(table.history())]
@@ -150,10 +150,10 @@ def test_system(table):
 
 def test_tag_create_list_delete(table):
     out = ok("tag", "create", table.uri, "gold", "--version", "1")
-    assert "tagged version 1 as gold" in out and table.tag("gold").tagged_version == 1
+    assert "tagged version 1 as gold" in out and table.tags.get("gold").tagged_version == 1
     before = time.time()
     ok("tag", "create", table.uri, "monthly", "--expires-in", "30d")
-    tag = table.tag("monthly")
+    tag = table.tags.get("monthly")
     assert tag.tagged_version == 3
     assert before * 1000 + 30 * 86_400_000 - 5_000 <= tag.expires_at_ms <= time.time() * 1000 + 30 * 86_400_000
     body = rows_of(ok("tag", "list", table.uri))
@@ -161,14 +161,14 @@ def test_tag_create_list_delete(table):
     assert body[1][5] != "-" and body[0][5] == "-"  # the expiry shows
     table.overwrite(batch([9]))
     table.expire_versions(retain_last=1, reader_grace=timedelta(0))  # gold alone holds version 1's files now
-    plan = table.delete_tag("gold", dry_run=True)
+    plan = table.tags.delete("gold", dry_run=True)
     files = table_files(table.uri)
     out = ok("tag", "delete", table.uri, "gold", "--dry-run")
-    assert table_files(table.uri) == files and table.tag("gold").tagged_version == 1
+    assert table_files(table.uri) == files and table.tags.get("gold").tagged_version == 1
     assert f"would delete tag gold; would free {len(plan.deleted_files)} data files" in out
     out = ok("tag", "delete", table.uri, "gold")
     assert f"deleted tag gold; freed {len(plan.deleted_files)} data files, {len(plan.deleted_manifests)} manifests" in out
-    assert [t.name for t in table.tags()] == ["monthly"]
+    assert [t.name for t in table.tags.list()] == ["monthly"]
     assert set(files) - set(table_files(table.uri)) == set(plan.deleted_files) | set(plan.deleted_manifests) | {
         "_lamina/tags/gold.json"}
 
@@ -181,7 +181,7 @@ def test_rollback_to_a_version_and_to_a_tag(table):
     t = lamina.open_table(table.uri)
     assert "rolled back to 1: committed version 4" in out and t.version == 4
     assert ids_of(t.to_arrow()) == ids_of(t.scan(version=1).to_arrow()) == [1, 2, 3]
-    t.create_tag("with-4", 2)
+    t.tags.create("with-4", 2)
     ok("rollback", table.uri, "with-4")
     t.refresh()
     assert t.version == 5 and ids_of(t.to_arrow()) == [1, 2, 3, 4] and t.metadata.summary["rollback-to"] == 2
@@ -323,7 +323,7 @@ def test_catalog_commands(tmp_path):
     assert c.is_online("ns.events")
     # table commands reach it by name, and commit through the catalog's row
     ok("--catalog", uri, "tag", "create", "ns.events", "first")
-    assert c.load_table("ns.events").tag("first").tagged_version == 1
+    assert c.load_table("ns.events").tags.get("first").tagged_version == 1
     c.load_table("ns.events").append(pa.table({"id": pa.array([2], pa.int64()), "day": pa.array([None], pa.date32()),
                                                "name": ["y"]}))
     ok("--catalog", uri, "rollback", "ns.events", "first")
@@ -394,16 +394,16 @@ def test_bad_input_exits_non_zero_says_why_and_changes_nothing(table, command, w
 
 
 def test_an_existing_tag_is_not_overwritten(table):
-    table.create_tag("gold", 1)
+    table.tags.create("gold", 1)
     before = table_files(table.uri)
     r = run("tag", "create", table.uri, "gold")
     assert r.exit_code == 2 and "already exists (version 1)" in r.output
-    assert table_files(table.uri) == before and table.tag("gold").tagged_version == 1
+    assert table_files(table.uri) == before and table.tags.get("gold").tagged_version == 1
 
 
 def test_a_corrupt_tag_can_be_deleted_as_its_error_says(table):
     """A damaged tag file's error says: delete it with `lamina tag delete` and re-create it."""
-    table.create_tag("gold", 1)
+    table.tags.create("gold", 1)
     path = os.path.join(table.uri, "_lamina", "tags", "gold.json")
     with open(path, "r+b") as f:
         f.truncate(20)
@@ -416,4 +416,4 @@ def test_a_corrupt_tag_can_be_deleted_as_its_error_says(table):
     assert r.exit_code == 0, r.output
     assert not os.path.exists(path)
     ok("tag", "create", table.uri, "gold", "--version", "1")
-    assert table.tag("gold").tagged_version == 1
+    assert table.tags.get("gold").tagged_version == 1

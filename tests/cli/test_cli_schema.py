@@ -40,7 +40,7 @@ def evolved(tmp_path):
     t.update_schema().add_column("email", pa.string(), doc="work address").rename_column("s.x", "xx").add_column(
         "k", pa.int64(), required=True, default=3
     ).commit()
-    t.create_tag("before")
+    t.tags.create("before")
     t.update_schema().update_column("id", pa.int64()).commit()
     return t
 

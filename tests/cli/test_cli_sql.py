@@ -44,7 +44,7 @@ def lake(tmp_path_factory):
     events.append(events_batch(range(20)))
     events.append(events_batch(range(20, 30)))
     events.delete(f"id IN ({', '.join(str(i) for i in range(0, 30, 4))})")
-    events.create_tag("loaded", 2)
+    events.tags.create("loaded", 2)
     assert events.version == 3
     uri = f"sqlite:///{root}/catalog.db"
     cat = lamina.load_catalog(uri)

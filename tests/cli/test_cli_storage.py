@@ -31,9 +31,9 @@ def lake(tmp_path):
     for k in range(6):
         t.append(pa.table({"id": pa.array(range(k * 500, (k + 1) * 500), pa.int64()),
                            "note": [f"order {i} of day {k}" for i in range(500)]}))
-    t.create_tag("nightly", 3)
+    t.tags.create("nightly", 3)
     t.compact()
-    t.create_branch("audit").append(pa.table({"id": pa.array([-1], pa.int64()), "note": ["audit"]}))
+    t.branches.create("audit").append(pa.table({"id": pa.array([-1], pa.int64()), "note": ["audit"]}))
     yield t.refresh()
     flush_hints()
 

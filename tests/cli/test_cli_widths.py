@@ -53,9 +53,9 @@ def lake(tmp_path_factory):
                            "customer_region_name": [REGIONS[i % 2] for i in range(ROWS)],
                            "ts": [day + timedelta(days=k)] * ROWS}, schema=SCHEMA))
     t.delete("id < 100 OR (id > 2000 AND id < 2150)")
-    t.create_tag("nightly-2026-01-05", 1)
-    t.create_tag("gold", 3)
-    t.create_branch("etl-2026-01-05-backfill")
+    t.tags.create("nightly-2026-01-05", 1)
+    t.tags.create("gold", 3)
+    t.branches.create("etl-2026-01-05-backfill")
     with t.update_schema() as u:
         u.add_column("email", pa.string())
     flush_hints()

@@ -147,7 +147,7 @@ def test_rollback_landing_after_expiry_still_has_the_files_it_readds(tmp_path):
     rep = t.expire_versions(retain_last=1, reader_grace=NOW)
     assert 1 in rep.expired_versions and rep.kept_for_tags >= 1  # held by the rollback's guard
     assert w.land() == 6
-    assert [g.name for g in lamina.open_table(uri).tags()] == []  # the guard is gone
+    assert [g.name for g in lamina.open_table(uri).tags.list()] == []  # the guard is gone
     _check_history(uri, want((0, 0)))
     t.expire_versions(retain_last=1, reader_grace=NOW)
     lamina.open_table(uri).remove_orphans(NOW, allow_short_age=True)
@@ -162,7 +162,7 @@ def test_rollback_to_a_version_expired_before_it_was_guarded_commits_nothing(tmp
     t.expire_versions(retain_last=1, reader_grace=NOW)
     with pytest.raises(lamina.errors.VersionNotFound):
         t.tag_store.guard(target, "rollback")
-    assert t.tags() == [] and t.refresh().version == 3
+    assert t.tags.list() == [] and t.refresh().version == 3
 
 
 # -- a real process, paused with SIGSTOP between deciding to commit and its put --------------

@@ -136,7 +136,7 @@ class TableHistory(RuleBasedStateMachine):
     def create_tag(self, name: str) -> None:
         if name in self.tags:
             return
-        tag = self.t.create_tag(name)
+        tag = self.t.tags.create(name)
         assert tag.tagged_version == max(self.model)
         self.tags[name] = tag.tagged_version
 
@@ -144,7 +144,7 @@ class TableHistory(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 2))
     def delete_tag(self, pick: int) -> None:
         name = sorted(self.tags)[pick % len(self.tags)]
-        self.t.delete_tag(name)
+        self.t.tags.delete(name)
         del self.tags[name]
 
     # -- what must hold after every step ---------------------------------------------------------

@@ -37,22 +37,22 @@ def table(tmp_path):
 )
 def test_bad_tag_names_are_refused_and_nothing_is_written(table, name):
     with pytest.raises(InvalidTagName):
-        table.create_tag(name)
+        table.tags.create(name)
     assert not os.path.exists(os.path.join(table.uri, TAGS_DIR)) or not os.listdir(os.path.join(table.uri, TAGS_DIR))
 
 
 def test_tag_create_is_put_if_absent_and_reads_everywhere(table):
     table.append(batch(range(3)))
-    tag = table.create_tag("v1.0")
+    tag = table.tags.create("v1.0")
     assert tag.tagged_version == 1
     table.append(batch(range(3, 5)))
-    with pytest.raises(TagAlreadyExists, match="replace_tag"):
-        table.create_tag("v1.0")
-    assert table.tag("v1.0").tagged_version == 1  # not overwritten
+    with pytest.raises(TagAlreadyExists, match="tags.replace"):
+        table.tags.create("v1.0")
+    assert table.tags.get("v1.0").tagged_version == 1  # not overwritten
     assert ids(table.scan(tag="v1.0").to_arrow()) == [0, 1, 2]
     assert ids(table.scan(version="v1.0").to_arrow()) == [0, 1, 2]  # versionAsOf takes a tag name
     assert ids(lamina.open_table(table.uri, tag="v1.0").to_arrow()) == [0, 1, 2]
-    assert [t.name for t in table.tags()] == ["v1.0"]
+    assert [t.name for t in table.tags.list()] == ["v1.0"]
     with pytest.raises(TagNotFound):
         table.scan(tag="nope")
     with pytest.raises(InvalidArgument):
@@ -61,19 +61,19 @@ def test_tag_create_is_put_if_absent_and_reads_everywhere(table):
 
 def test_replace_and_rename_tag(table):
     table.append(batch([1]))
-    table.create_tag("prod")
+    table.tags.create("prod")
     table.append(batch([2]))
-    table.replace_tag("prod")
-    assert table.tag("prod").tagged_version == 2
-    table.rename_tag("prod", "prod-old")
-    assert [t.name for t in table.tags()] == ["prod-old"]
+    table.tags.replace("prod")
+    assert table.tags.get("prod").tagged_version == 2
+    table.tags.rename("prod", "prod-old")
+    assert [t.name for t in table.tags.list()] == ["prod-old"]
     with pytest.raises(TagNotFound):
-        table.tag("prod")
+        table.tags.get("prod")
 
 
 def test_tag_outlives_its_expired_version_and_deleting_it_frees_only_its_files(table):
     table.append(batch(range(10)))
-    table.create_tag("snap")  # version 1
+    table.tags.create("snap")  # version 1
     table.overwrite(batch(range(100, 102)))
     table.append(batch([200]))
     before = on_disk(table.uri, "data")
@@ -84,7 +84,7 @@ def test_tag_outlives_its_expired_version_and_deleting_it_frees_only_its_files(t
     with pytest.raises(VersionNotFound):
         table.scan(version=1)
     assert fsck(table).ok
-    freed = table.delete_tag("snap")
+    freed = table.tags.delete("snap")
     assert len(freed.deleted_files) == 1 and freed.deleted_bytes > 0
     assert on_disk(table.uri, "data") == before - set(freed.deleted_files)
     assert ids(table.refresh().to_arrow()) == [100, 101, 200]
@@ -92,7 +92,7 @@ def test_tag_outlives_its_expired_version_and_deleting_it_frees_only_its_files(t
 
 def test_timestamp_before_every_retained_version_falls_back_to_the_newest_tag(table):
     table.append(batch([1]))
-    table.create_tag("first")
+    table.tags.create("first")
     table.append(batch([2]))
     t1 = table.metadata.timestamp_ms
     table.append(batch([3]))
@@ -105,16 +105,16 @@ def test_timestamp_before_every_retained_version_falls_back_to_the_newest_tag(ta
 
 def test_expired_tags_are_deleted_by_expiry(table):
     table.append(batch([1]))
-    table.create_tag("short", expires_at=datetime.now(timezone.utc) - timedelta(seconds=1))
-    table.create_tag("long", expires_at=timedelta(days=30))
+    table.tags.create("short", expires_at=datetime.now(timezone.utc) - timedelta(seconds=1))
+    table.tags.create("long", expires_at=timedelta(days=30))
     rep = table.expire_versions(retain_last=5, reader_grace=NOW)
     assert rep.expired_tags == ["short"]
-    assert [t.name for t in table.tags()] == ["long"]
+    assert [t.name for t in table.tags.list()] == ["long"]
 
 
 def test_corrupt_tag_file_is_a_clear_error(table):
     table.append(batch([1]))
-    table.create_tag("ok")
+    table.tags.create("ok")
     with open(os.path.join(table.uri, TAGS_DIR, "bad.json"), "wb") as f:
         f.write(b'{"name": "bad", "tagged_version": 3')
     with pytest.raises(CorruptMetadata, match="tag file"):
@@ -135,7 +135,7 @@ def test_a_tag_created_through_a_lost_answer_is_created_once(tmp_path):
         log = VersionLog(fio)
         tag = TagStore(fio, log).create(f"t-{fault}", log.latest())  # the first attempt lands, its answer is lost
         assert fio.stats[f"_create_once:{fault}"] >= 1
-        assert lamina.open_table(uri).tag(f"t-{fault}").tagged_version == tag.tagged_version == 1
+        assert lamina.open_table(uri).tags.get(f"t-{fault}").tagged_version == tag.tagged_version == 1
 
 
 # A tag of the version its creator read as the newest skips its checks when that version is
@@ -150,7 +150,7 @@ def test_a_tag_of_a_version_expired_between_the_read_and_the_write_is_withdrawn(
     other.expire_versions(retain_last=1, reader_grace=NOW)
     with pytest.raises(VersionNotFound, match="was expired while tag 'late' was being created"):
         table.tag_store.create("late", read, latest=read)
-    assert table.tags() == []
+    assert table.tags.list() == []
     assert fsck(other).ok
 
 
@@ -158,15 +158,15 @@ def test_a_tag_racing_the_first_branch_of_its_name_is_refused(table):
     table.append(batch([1]))
     read = table.log.latest()  # no branch feature yet in the version read
     other = lamina.open_table(table.uri)
-    other.create_branch("audit")  # enables branches (a new version), then the record
+    other.branches.create("audit")  # enables branches (a new version), then the record
     with pytest.raises(TagAlreadyExists, match="'audit' is a branch"):
         table.tag_store.create("audit", read, latest=read)
-    assert table.tags() == [] and [b.name for b in other.list_branches()] == ["audit"]
+    assert table.tags.list() == [] and [b.name for b in other.branches.list()] == ["audit"]
 
 
 def test_a_tag_of_the_newest_version_needs_no_confirmation_and_reads_back(table):
     table.append(batch([1, 2]))
-    tag = table.create_tag("now")
+    tag = table.tags.create("now")
     assert tag.tagged_version == table.version == 1
     assert ids(table.scan(tag="now").to_arrow()) == [1, 2]
 
@@ -185,10 +185,10 @@ def test_a_tag_from_a_handle_whose_version_was_expired_and_its_slots_freed(tmp_p
     rep = t.expire_versions(retain_last=1, reader_grace=NOW)
     assert rep.freed_slots >= 4
     assert held.log.is_newest(held.version)  # the slot above the handle's version is gone ...
-    tag = held.create_tag("latest")  # ... yet the tag names the real latest
+    tag = held.tags.create("latest")  # ... yet the tag names the real latest
     assert tag.tagged_version == t.version == 6
     assert ids(t.scan(tag="latest").to_arrow()) == list(range(1, 7))
     with pytest.raises(VersionNotFound):
-        held.create_tag("old", held.version)
-    assert [x.name for x in t.tags()] == ["latest"]
+        held.tags.create("old", held.version)
+    assert [x.name for x in t.tags.list()] == ["latest"]
     assert fsck(t).ok

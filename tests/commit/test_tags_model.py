@@ -120,25 +120,25 @@ class TagsModel(RuleBasedStateMachine):
         v = vs[pick % len(vs)]
         if name in self.tags:
             with pytest.raises(TagAlreadyExists):
-                self.t.create_tag(name, v)
+                self.t.tags.create(name, v)
             return
-        self.t.create_tag(name, v)
+        self.t.tags.create(name, v)
         self.tags[name] = (v, self.versions[v])
 
     @rule(name=st.sampled_from(TAG_NAMES))
     def delete_tag(self, name: str) -> None:
         if name not in self.tags:
             with pytest.raises(TagNotFound):
-                self.t.delete_tag(name)
+                self.t.tags.delete(name)
             return
-        self.t.delete_tag(name)
+        self.t.tags.delete(name)
         del self.tags[name]
 
     @precondition(lambda self: bool(self.tags))
     @rule(pick=st.integers(0, 1000))
     def replace_tag_with_latest(self, pick: int) -> None:
         name = sorted(self.tags)[pick % len(self.tags)]
-        self.t.replace_tag(name)
+        self.t.tags.replace(name)
         latest = max(self.versions)
         self.tags[name] = (latest, self.versions[latest])
 

@@ -47,8 +47,8 @@ def test_tags_racing_an_expiring_writer_and_a_brancher_keep_their_versions(tmp_p
     assert sorted(version_of.values()) == sorted(set(version_of.values())), "a version was claimed twice"
     assert tagger["acked"], "no tag was made while the writer ran"
 
-    tags = {x.name: x.tagged_version for x in t.tags()}
-    branches = {b.name for b in t.list_branches()}
+    tags = {x.name: x.tagged_version for x in t.tags.list()}
+    branches = {b.name for b in t.branches.list()}
     assert not set(tags) & branches, "a name is both a tag and a branch"
     assert dict(tagger["acked"]).keys() <= tags.keys() and {n for n, _ in brancher["acked"]} <= branches
     assert not set(tags) & {n for n, _ in tagger["refused"]}, "a refused tag was left behind"

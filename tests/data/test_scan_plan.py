@@ -197,7 +197,7 @@ def test_time_travel_plans_the_files_of_that_version(tmp_path):
     for start in range(0, 96, 24):  # one day per append
         t.append(rows(range(start, start + 24)))
         model[t.version] = list(range(start + 24))
-    t.create_tag("four-days")
+    t.tags.create("four-days")
     t.overwrite(rows(range(1000, 1003), hours=[1, 2, 30]), where="ts < TIMESTAMP '2026-01-03 00:00:00'")
     model[t.version] = list(range(48, 96)) + [1000, 1001, 1002]
     stamps = {h["version"]: h["timestamp_ms"] for h in t.history()}

@@ -137,7 +137,7 @@ def test_polars_limit_projection_and_eager(table):
 
 
 def test_time_travel_by_version_tag_and_timestamp(table):
-    table.create_tag("two_files", 2)
+    table.tags.create("two_files", 2)
     v2 = table.scan(version=2).to_arrow()
     con = duckdb.connect()
     ldb.register(con, table, "v2", version=2)
@@ -284,7 +284,7 @@ def test_engines_read_a_branch(tmp_path):
     never main's; main reads as before."""
     t = lamina.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
     t.append(pa.table({"id": [1, 2]}))
-    b = t.create_branch("etl")
+    b = t.branches.create("etl")
     b.append(pa.table({"id": [3]}))
     b.delete("id = 1")
     con = duckdb.connect()
@@ -296,7 +296,7 @@ def test_engines_read_a_branch(tmp_path):
 def test_sql_reads_a_branch_beside_main(table):
     """``AT (BRANCH => 'x')`` reads the branch's latest version; main's rows are another
     reference of the same table in the same query."""
-    b = table.create_branch("fix", from_version=2)  # ids 0-19 (main deleted 3 and 14 later, at version 4)
+    b = table.branches.create("fix", version=2)  # ids 0-19 (main deleted 3 and 14 later, at version 4)
     b.delete("id = 5")
     b.append(pa.table({"id": [100], "s": ["new"]}))
     q = "SELECT * FROM t AT (BRANCH => 'fix') WHERE id >= 4"

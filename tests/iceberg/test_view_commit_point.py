@@ -111,7 +111,7 @@ def test_a_view_many_versions_behind_is_caught_up_by_sync(tmp_path, monkeypatch)
     for i in range(8):
         t.append(rows(2, 2 * i))
     t.delete("id < 3")
-    t.create_tag("before-update")
+    t.tags.create("before-update")
     t.update("id = 7", {"v": "'x'"})
     fail.on = False
     t.sync_iceberg()
@@ -120,7 +120,7 @@ def test_a_view_many_versions_behind_is_caught_up_by_sync(tmp_path, monkeypatch)
     for h in t.history():
         vm = t.log.load(h["version"])
         assert view_rows(t.uri, snapshot_id_of(vm.commit_id)) == lamina_rows(t, h["version"])
-    assert view.metadata.refs["before-update"].snapshot_id == snapshot_id_of(t.tag("before-update").version.commit_id)
+    assert view.metadata.refs["before-update"].snapshot_id == snapshot_id_of(t.tags.get("before-update").version.commit_id)
 
 
 def test_concurrent_syncs_each_land_a_metadata_file_and_none_is_lost(tmp_path):
@@ -172,7 +172,7 @@ def test_expiry_drops_expired_snapshots_and_frees_only_their_files(tmp_path):
     for i in range(6):
         t.append(rows(2, 2 * i))
     t.delete("id < 4")
-    t.create_tag("keep", version=2)
+    t.tags.create("keep", version=2)
     lists_before = {s["manifest-list"] for s in read_head(t.io).metadata["snapshots"]}
     t.expire_versions(retain_last=2, older_than=timedelta(0), reader_grace=timedelta(0))
     meta = read_head(t.io).metadata

@@ -150,14 +150,14 @@ class ViewMachine(RuleBasedStateMachine):
     @rule()
     def tag(self):
         name = f"tag{len(self.tags)}"
-        self.t.create_tag(name)
+        self.t.tags.create(name)
         self.tags.append(name)
 
     @precondition(lambda self: len(self.branches) < 2)
     @rule(n=st.integers(1, 5))
     def branch(self, n):
         name = f"b{len(self.branches)}"
-        b = self.t.create_branch(name)
+        b = self.t.branches.create(name)
         b.append(self._conform(self._data(n)))
         b.delete(self._every(3, 0))
         self.branches.append(name)
@@ -186,7 +186,7 @@ class ViewMachine(RuleBasedStateMachine):
         checks = [(h["version"], None) for h in self.t.history()]
         checks += [(None, name) for name in self.tags]
         for version, tag in checks:
-            vm = self.t.tag(tag).version if tag else self.t.log.load(version)
+            vm = self.t.tags.get(tag).version if tag else self.t.log.load(version)
             sid = snapshot_id_of(vm.commit_id)
             assert sid in snapshot_ids, f"version {vm.version} has no snapshot"
             if tag:

@@ -25,7 +25,7 @@ def test_the_view_of_an_s3_table_reads_in_pyiceberg(s3):
     for i in range(4):
         t.append(pa.table({"id": [2 * i, 2 * i + 1], "v": ["a", "b"]}))
     t.delete("id = 3")
-    t.create_tag("before")
+    t.tags.create("before")
     t.update("id = 0", {"v": "'z'"})
     head = read_head(t.io)
     assert head.metadata["location"] == uri

@@ -207,10 +207,10 @@ def test_a_tag_of_the_newest_version_on_s3_is_three_requests(opts, uri, proxy):
     flush_hints()
     h = lamina.open_table(uri, storage_options=proxy.storage_options(opts))
     proxy.log.clear()
-    assert h.create_tag("fast").tagged_version == 1
+    assert h.tags.create("fast").tagged_version == 1
     assert _kinds(proxy.log) == {"PUT": 1, "HEAD": 2}, proxy.log
     proxy.log.clear()
-    assert h.create_tag("given", h.version).tagged_version == 1
+    assert h.tags.create("given", h.version).tagged_version == 1
     assert _kinds(proxy.log) == {"PUT": 1, "HEAD": 1}, proxy.log
     read = h.log.latest()
     t.append(workers.batch(0, 1, ROWS))
@@ -219,9 +219,9 @@ def test_a_tag_of_the_newest_version_on_s3_is_three_requests(opts, uri, proxy):
     h.tag_store.create("slow", read, latest=read)
     assert _kinds(proxy.log) == {"PUT": 1, "HEAD": 2, "GET": 1, "LIST": 1}, proxy.log
     proxy.log.clear()
-    assert h.create_tag("stale").tagged_version == 2  # the table's latest, not the handle's 1
+    assert h.tags.create("stale").tagged_version == 2  # the table's latest, not the handle's 1
     assert _kinds(proxy.log) == {"HEAD": 2, "LIST": 1, "GET": 1, "PUT": 1}, proxy.log
-    assert {x.name: x.tagged_version for x in t.tags()} == {"fast": 1, "given": 1, "stale": 2, "slow": 1}
+    assert {x.name: x.tagged_version for x in t.tags.list()} == {"fast": 1, "given": 1, "stale": 2, "slow": 1}
 
 
 def test_parallel_appends_on_s3(tmp_path, opts, uri):
@@ -260,7 +260,7 @@ def test_row_level_compaction_and_expiry_on_s3(opts, uri):
     for seq in range(6):
         t.append(workers.batch(1, seq, ROWS))
     t.delete("seq = 2 OR (seq = 3 AND i < 2)")  # a whole file goes, another gets a DV
-    t.create_tag("before-compaction")
+    t.tags.create("before-compaction")
     r = t.compact(target_file_size=1 << 20)
     assert r.input_files == 5 and r.output_files == 1
     want = collections.Counter((1, s, i) for s in range(6) for i in range(ROWS) if s != 2 and not (s == 3 and i < 2))

@@ -95,7 +95,7 @@ def expected_expired(history: list[dict], retain_last: int | None, limit_ms: int
 def reads(t: lamina.Table) -> tuple[dict[int, list[int]], dict[str, list[int]]]:
     """Rows of every version and every tag."""
     versions = {h["version"]: ids_of(t.scan(version=h["version"]).to_arrow()) for h in t.history()}
-    tags = {tg.name: ids_of(t.scan(tag=tg.name).to_arrow()) for tg in t.tags()}
+    tags = {tg.name: ids_of(t.scan(tag=tg.name).to_arrow()) for tg in t.tags.list()}
     return versions, tags
 
 
@@ -172,7 +172,7 @@ def run_history(t: lamina.Table, steps, clock: Clock) -> dict[int, list[int]]:
             if t.compact().version is None:
                 continue
         else:
-            t.create_tag(f"tag{t.version}-{len(t.tags())}")
+            t.tags.create(f"tag{t.version}-{len(t.tags.list())}")
             continue
         model[t.version] = sorted(rows)
     return {v: [i for i, _ in r] for v, r in model.items()}
@@ -376,10 +376,10 @@ def test_bad_arguments_are_refused_and_change_nothing(clock, tmp_path, kwargs):
 def test_tags_keep_their_versions_readable_and_their_files(clock, tmp_path):
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties=TREE)
     t.append(batch(range(0, 4)))  # v1
-    t.create_tag("first")
+    t.tags.create("first")
     t.append(batch(range(4, 6), "b"))  # v2
     t.delete("id = 1")  # v3: a deletion vector on v1's file
-    t.create_tag("deleted")
+    t.tags.create("deleted")
     only_deleted = set(t.files().column("dv_path").to_pylist()) - {None}  # v3's deletion vector...
     only_deleted |= set(t.files(version=2).column("path").to_pylist()) - set(t.files(version=1).column("path").to_pylist())
     t.overwrite(batch([100]))  # v4: every earlier file removed
@@ -393,7 +393,7 @@ def test_tags_keep_their_versions_readable_and_their_files(clock, tmp_path):
     assert rep.kept_for_tags == 2  # v1's and v2's files: v4 removed them, tags hold them
     check_after_expiry(t, rep, before_versions, before_tags, commit_ids)
     # ... and v2's file: of the surviving points only "deleted" holds them, so they go with it
-    freed = t.delete_tag("deleted")
+    freed = t.tags.delete("deleted")
     assert set(freed.deleted_files) == only_deleted and len(only_deleted) == 2
     assert ids_of(t.scan(tag="first").to_arrow()) == [0, 1, 2, 3]
     assert gc_files(t.uri) == referenced(lamina.open_table(t.uri))
@@ -405,7 +405,7 @@ def test_deleting_a_tag_frees_what_only_it_held_and_its_dry_run_says_so(clock, t
     t.append(batch([0]))  # v1: file A
     t.overwrite(batch([1]))  # v2: file B replaces A
     only_tag = set(t.files().column("path").to_pylist())
-    t.create_tag("two")
+    t.tags.create("two")
     if readd:
         t.rollback(1)  # v3: A again (re-added), B removed
     else:
@@ -413,9 +413,9 @@ def test_deleting_a_tag_frees_what_only_it_held_and_its_dry_run_says_so(clock, t
     clock.advance(MINUTE)
     t.expire_versions(retain_last=1, reader_grace=NO_GRACE)  # B is held by the tag alone
     before = table_files(t.uri)
-    dry = t.delete_tag("two", dry_run=True)
-    assert table_files(t.uri) == before and t.tag("two").tagged_version == 2
-    rep = t.delete_tag("two")
+    dry = t.tags.delete("two", dry_run=True)
+    assert table_files(t.uri) == before and t.tags.get("two").tagged_version == 2
+    rep = t.tags.delete("two")
     assert set(rep.deleted_files) == only_tag
     assert (sorted(dry.deleted_files), sorted(dry.deleted_manifests), dry.deleted_bytes) == (
         sorted(rep.deleted_files), sorted(rep.deleted_manifests), rep.deleted_bytes)
@@ -448,7 +448,7 @@ def test_dry_run_counts_tags_past_their_expiry_as_deleted(clock, tmp_path, readd
     t.overwrite(batch([1]))  # v2: file B replaces A
     only_tagged = set(t.files().column("path").to_pylist())
     for name in ("two", "also-two"):
-        t.create_tag(name, expires_at=timedelta(minutes=5))
+        t.tags.create(name, expires_at=timedelta(minutes=5))
     if readd:
         t.rollback(1)  # v3: A again (re-added), B removed
     else:
@@ -461,7 +461,7 @@ def test_dry_run_counts_tags_past_their_expiry_as_deleted(clock, tmp_path, readd
     t.overwrite(batch([2]))  # v4: file D
     only_tagged = set(t.files().column("path").to_pylist())
     for name in ("four", "also-four"):
-        t.create_tag(name, expires_at=timedelta(minutes=5))
+        t.tags.create(name, expires_at=timedelta(minutes=5))
     t.overwrite(batch([3]))  # v5: D removed
     clock.advance(MINUTE)
     assert dry_then_real_expiry(t, retain_last=1).expired_tags == []  # the tags hold D

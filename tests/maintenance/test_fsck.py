@@ -61,7 +61,7 @@ def build(tmp_path, root_format: str) -> lamina.Table:
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["grp"], properties=props)
     for k in range(4):
         t.append(batch(range(10 * k, 10 * k + 5), "ab"[k % 2]))
-    t.create_tag("before-delete")
+    t.tags.create("before-delete")
     t.delete("id IN (1, 11, 21)")  # deletion vectors
     t.overwrite(batch([100], "b"), where="grp = 'b'")  # the tag alone holds b's old files now
     t.append(batch([101], "c"))

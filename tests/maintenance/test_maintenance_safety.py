@@ -140,7 +140,7 @@ def test_maintenance_refuses_a_table_needing_an_unknown_writer_feature(tmp_path)
     t = lamina.create_table(uri, workers.schema())
     for s in range(3):
         t.append(workers.batch(0, s, ROWS))
-    t.create_tag("keep")
+    t.tags.create("keep")
     # A newer Lamina commits version 4 with a feature of its own and a file only it references.
     vm = t.log.latest()
     future = vm.next(version=vm.version + 1, parent_version=vm.version, timestamp_ms=vm.timestamp_ms + 1,
@@ -156,10 +156,10 @@ def test_maintenance_refuses_a_table_needing_an_unknown_writer_feature(tmp_path)
     attempts = {
         "remove_orphans": lambda: t.remove_orphans(NOW, allow_short_age=True),
         "expire_versions": lambda: t.expire_versions(retain_last=1, reader_grace=NOW),
-        "create_tag": lambda: t.create_tag("new"),
-        "delete_tag": lambda: t.delete_tag("keep"),
-        "replace_tag": lambda: t.replace_tag("keep", 1),
-        "rename_tag": lambda: t.rename_tag("keep", "kept"),
+        "create_tag": lambda: t.tags.create("new"),
+        "delete_tag": lambda: t.tags.delete("keep"),
+        "replace_tag": lambda: t.tags.replace("keep", 1),
+        "rename_tag": lambda: t.tags.rename("keep", "kept"),
         "append": lambda: t.append(workers.batch(1, 0, ROWS)),
         "compact": lambda: t.compact(),
         "rollback": lambda: t.rollback(1),

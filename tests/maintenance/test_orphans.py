@@ -60,7 +60,7 @@ def plant(root: str, rel: str, days: float = OLD_DAYS, data: bytes | None = None
 
 def reads(t: lamina.Table) -> tuple[dict, dict]:
     versions = {h["version"]: ids_of(t.scan(version=h["version"]).to_arrow()) for h in t.history()}
-    tags = {tg.name: ids_of(t.scan(tag=tg.name).to_arrow()) for tg in t.tags()}
+    tags = {tg.name: ids_of(t.scan(tag=tg.name).to_arrow()) for tg in t.tags.list()}
     return versions, tags
 
 
@@ -78,7 +78,7 @@ def world(tmp_path):
     t.append(batch(range(0, 5), "a"))
     t.append(batch(range(5, 9), "b"))
     t.delete("id = 2")  # a deletion vector
-    t.create_tag("old")  # holds files the later versions drop
+    t.tags.create("old")  # holds files the later versions drop
     t.overwrite(batch([100], "a"), where="grp = 'a'")
     t.append(batch([101], "b"))
     t.expire_versions(retain_last=1, reader_grace=NOW)  # tombstones, freed chunks; "old" alone holds files
@@ -202,7 +202,7 @@ def test_orphans_on_an_object_store_location(tmp_path):
     t = lamina.create_table(uri, SCHEMA)
     t.append(batch([1, 2]))
     t.overwrite(batch([3]))
-    t.create_tag("first", 1)
+    t.tags.create("first", 1)
     stray = f"data/{wid()}-{uuid.uuid4().hex[:12]}.parquet"
     t.io.put(stray, b"not committed")
     flush_hints()

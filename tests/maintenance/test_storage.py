@@ -63,12 +63,12 @@ class History:
             t.compact()
         elif op == "tag":
             self.tags.append(f"t{len(self.tags)}")
-            t.create_tag(self.tags[-1])
+            t.tags.create(self.tags[-1])
         elif op == "untag" and self.tags:
-            t.delete_tag(self.tags.pop(0))
+            t.tags.delete(self.tags.pop(0))
         elif op == "branch":
             name = f"b{len(self.branches)}"
-            b = t.create_branch(name)
+            b = t.branches.create(name)
             b.append(pa.table({"id": pa.array([10**6 + len(self.branches)], pa.int64()), "grp": ["b"]}, schema=SCHEMA))
             self.branches.append(name)
         elif op == "expire":
@@ -93,8 +93,8 @@ class History:
         assert (rep.total_files, rep.total_bytes) == (len(disk), sum(disk.values()))
         older = [h["version"] for h in t.history() if h["version"] != t.version]
         holders = {(VERSIONS, ""): set().union(*(referenced_by(t, version=v) for v in older))}
-        holders.update({(TAG, tag.name): referenced_by(t, tag=tag.name) for tag in t.tags()})
-        for r in t.list_branches():
+        holders.update({(TAG, tag.name): referenced_by(t, tag=tag.name) for tag in t.tags.list()})
+        for r in t.branches.list():
             b = t.branch(r.name)
             holders[(BRANCH, r.name)] = set().union(*(referenced_by(b, version=h["version"]) for h in b.history()))
         beyond = {k: v - current for k, v in holders.items()}

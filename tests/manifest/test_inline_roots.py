@@ -154,7 +154,7 @@ def test_maintenance_on_a_table_with_carried_roots(tmp_path):
     what the live files hold, fsck finds nothing missing or unreferenced, and the tag of an
     expired version still reads through the root its tag file carries."""
     t = make(tmp_path, appends=8)
-    t.create_tag("early")
+    t.tags.create("early")
     tagged = ids(t)
     t.delete("id < 20")
     t.compact()
@@ -178,9 +178,9 @@ def test_maintenance_on_a_table_with_carried_roots(tmp_path):
 
 def test_a_published_branch_keeps_its_carried_root(tmp_path):
     t = make(tmp_path, appends=2)
-    dev = t.create_branch("dev")
+    dev = t.branches.create("dev")
     dev.append(batch(300))
-    t.publish("dev")  # a fast-forward: main takes the branch's version as it is
+    t.branches.publish("dev")  # a fast-forward: main takes the branch's version as it is
     t = fresh(t.io.uri)
     assert is_inline_root(t.metadata.root_manifest) and t.metadata.root_inline is not None
     assert ids(t) == oracle_ids(t) == sorted(expected(2) + [300, 301, 302])

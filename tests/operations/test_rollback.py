@@ -28,7 +28,7 @@ def test_rollback_is_a_new_version_and_can_be_rolled_back(table):
     assert ids(table.scan(version=3).to_arrow()) == [9]  # history kept
     table.rollback(3)  # undo the rollback
     assert ids(table.to_arrow()) == [9]
-    table.create_tag("one")
+    table.tags.create("one")
     table.append(batch([5]))
     table.rollback(tag="one")
     assert ids(table.to_arrow()) == [9]
@@ -39,7 +39,7 @@ def test_rollback_is_a_new_version_and_can_be_rolled_back(table):
 def test_destructive_rollback_drops_later_versions_but_keeps_their_tags(table):
     table.append(batch([1]))  # v1
     table.append(batch([2]))  # v2
-    table.create_tag("two")
+    table.tags.create("two")
     table.append(batch([3]))  # v3
     ts3 = table.metadata.timestamp_ms
     table.append(batch([4]))  # v4

@@ -318,7 +318,7 @@ def test_tag_option_reads_the_tagged_version(spark, source, tmp_path):
     data, df = source
     uri = str(tmp_path / "t")
     write(df, uri)
-    lamina.open_table(uri).create_tag("release", 1)
+    lamina.open_table(uri).tags.create("release", 1)
     write(sdf(spark, orders(100, seed=3, start=10_000)), uri)
     assert bag(collect(read(spark, uri, tag="release"))) == bag(data)
     assert bag(collect(read(spark, uri, version="release"))) == bag(data)
@@ -898,7 +898,7 @@ def test_system_tables_as_dataframes(spark, source, tmp_path):
     uri = str(tmp_path / "t")
     write(df, uri)
     write(df.limit(5), uri)
-    lamina.open_table(uri).create_tag("first", 1)
+    lamina.open_table(uri).tags.create("first", 1)
     snaps = system_table(spark, uri, "$snapshots").orderBy("version").collect()
     assert [r.version for r in snaps] == [0, 1, 2] and snaps[2].operation in ("append", "add-files")
     tags = system_table(spark, uri, "$tags").collect()

@@ -65,7 +65,7 @@ def branched(tmp_path, name: str = "t") -> str:
     uri = str(tmp_path / name)
     t = lamina.create_table(uri, SCHEMA)
     t.append(rows(range(20), "m"))            # main v1
-    t.create_branch("audit")                   # main v2 (enable-branches); the branch's base is v2
+    t.branches.create("audit")                   # main v2 (enable-branches); the branch's base is v2
     t.append(rows(range(100, 110), "m"))       # main v3
     assert t.version == 3 and t.branch("audit").version == 2
     return uri
@@ -160,7 +160,7 @@ def test_foreach_batch_writer_and_change_feed_on_a_branch(spark, tmp_path):
     uri = str(tmp_path / "t")
     t = lamina.create_table(uri, SCHEMA)           # with row lineage (the default): a change feed
     t.append(rows(range(10), "m"))
-    t.create_branch("audit")
+    t.branches.create("audit")
     main_before = state(uri)
     write_batch = foreach_batch_writer(uri, "etl", branch="audit")
     first = write_batch(sdf(spark, rows(range(10, 15), "s")), 0)
@@ -181,7 +181,7 @@ def test_catalog_table_branch_writes_leave_the_catalog_row_on_main(spark, tmp_pa
     cat.create_namespace("shop")
     t = cat.create_table("shop.orders", SCHEMA)
     t.append(rows(range(10), "m"))
-    t.create_branch("audit")
+    t.branches.create("audit")
     row = cat.table_info("shop.orders").version
     spark_write(sdf(spark, rows(range(10, 20), "b")), "shop.orders", catalog=cat, branch="audit")
     (sdf(spark, rows(range(20, 30), "d")).write.format("lamina").option("catalog", db).option("branch", "audit")
@@ -191,7 +191,7 @@ def test_catalog_table_branch_writes_leave_the_catalog_row_on_main(spark, tmp_pa
     assert bag(state(t.uri, "audit")[1]) == bag(want)
     assert bag(collect(spark_read(spark, "shop.orders", catalog=cat, branch="audit"))) == bag(want)
     # publishing goes through the catalog: the row moves to the published version
-    published = cat.load_table("shop.orders").publish("audit")
+    published = cat.load_table("shop.orders").branches.publish("audit")
     assert cat.table_info("shop.orders").version == published == row + 1
     assert bag(cat.load_table("shop.orders").to_arrow()) == bag(want)
 
@@ -220,7 +220,7 @@ def test_unknown_branch_and_bad_options_write_nothing(spark, tmp_path):
     with pytest.raises(Exception, match="BranchNotFound"):
         spark.read.format("lamina").option("branch", "nope").load(uri)
     # a tag names a version of the table, not of a branch
-    lamina.open_table(uri).create_tag("t1")
+    lamina.open_table(uri).tags.create("t1")
     with pytest.raises(InvalidArgument, match="tag"):
         spark_read(spark, uri, branch="audit", tag="t1")
     with pytest.raises(InvalidArgument, match="tag"):

@@ -112,7 +112,7 @@ def test_batch_change_feed_by_timestamp_where_columns_and_read_changes(spark, hi
     want = history.changes(0, where="id BETWEEN 90 AND 120", columns=["id", "_row_id", "_last_updated_version"]).to_arrow()
     assert got.column_names == ["id", "_row_id", "_last_updated_version", *CHANGE] and bag(got) == bag(want)
     # read_changes: Table.changes' own (start, end] range, tags included
-    history.create_tag("before-update", 5)
+    history.tags.create("before-update", 5)
     df = read_changes(spark, history.uri, start_tag="before-update", end_version=7, where="id >= 40", columns=["id", "v"])
     assert bag(collect(df)) == bag(history.changes(5, 7, where="id >= 40").to_arrow())
     assert read_changes(spark, history.uri, 8).count() == 0

@@ -19,7 +19,7 @@ def test_branches_and_a_branch_s_snapshots_as_dataframes(spark, tmp_path):
 
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
     t.append(pa.table({"id": [1, 2]}, schema=SCHEMA))
-    b = t.create_branch("audit", retain_last=3)
+    b = t.branches.create("audit", retain_last=3)
     b.append(pa.table({"id": [3]}, schema=SCHEMA))
     flush_hints()
     branches = system_table(spark, t.uri, "$branches").collect()

@@ -40,7 +40,7 @@ def referenced(t: lamina.Table) -> set[str]:
     """Every data, DV and manifest file a surviving version or a tag references, from the
     public system tables ($files, $manifests; a root its version manifest carries is no file)."""
     out: set[str] = set()
-    points = [{"version": h["version"]} for h in t.history()] + [{"tag": tg.name} for tg in t.tags()]
+    points = [{"version": h["version"]} for h in t.history()] + [{"tag": tg.name} for tg in t.tags.list()]
     for at in points:
         files = t.files(**at)
         out.update(files.column("path").to_pylist())

@@ -106,10 +106,10 @@ def play(location: str, seed: int, steps: int = 14) -> History:
                     u.add_column(f"extra{t.version}", pa.string())
         elif op == "tag":
             tags.append(f"tag{len(tags)}")
-            t.create_tag(tags[-1])
+            t.tags.create(tags[-1])
         elif op == "branch" and len(branches) < 2:
             branches.append(f"b{len(branches)}")
-            b = t.create_branch(branches[-1])
+            b = t.branches.create(branches[-1])
             b.append(conform(b, batch(10_000 + next_id, 5)))
             b.delete("id < 3")
         elif op == "expire":
@@ -123,7 +123,7 @@ def play(location: str, seed: int, steps: int = 14) -> History:
         out.checks.append(Check(f"version {vm.version}", snapshot_id_of(vm.commit_id),
                                 normalized(t.scan(version=vm.version).to_arrow().to_pylist())))
     for name in tags:
-        vm = t.tag(name).version
+        vm = t.tags.get(name).version
         out.checks.append(Check(f"tag {name}", snapshot_id_of(vm.commit_id), normalized(t.scan(tag=name).to_arrow().to_pylist())))
     for name in branches:
         b = t.branch(name)

@@ -35,11 +35,11 @@ def build_catalog(root: str) -> tuple[str, lamina.Table]:
     t = cat.create_table("shop.orders", SCHEMA, partition_by="day")
     t.append(_rows(0, DAY_ROWS))                                   # v1
     t.append(_rows(1000, {"2026-01-01": 5, "2026-01-02": 5}))      # v2: small files
-    t.create_tag("first-load", 1)
+    t.tags.create("first-load", 1)
     t.append(_rows(2000, {"2026-01-03": 7, "2026-01-05": 3}))      # v3: a new partition
     t.delete("day = '2026-01-02' AND id < 60")                  # v4: DVs, 20 of the day's 85 rows
-    t.create_tag("after-delete")
-    t.create_branch("audit")
+    t.tags.create("after-delete")
+    t.branches.create("audit")
     t.branch("audit").append(_rows(3000, {"2026-01-06": 4}))
     t.append(_rows(4000, {"2026-01-04": 6}))                       # v5
     cat.create_table("shop.empty", SCHEMA)

@@ -191,16 +191,16 @@ def _race_publish(spec: dict[str, Any]) -> dict[str, Any]:
     out = []
     for seq, where in enumerate(spec["steps"]):
         name = f"{spec['prefix']}-{seq}"
-        b = t.create_branch(name)
+        b = t.branches.create(name)
         b.append(batch(w, seq, spec["rows"]))
         for clause in where:
             b.delete(clause)
         try:
-            v = t.publish(name)
+            v = t.branches.publish(name)
             out.append([seq, v, t.log.load(v).summary["publish"]])
         except PublishConflict as e:
             out.append([seq, None, ["conflict", e.files]])
-        t.delete_branch(name)
+        t.branches.delete(name)
     with open(spec["done"], "w"):
         pass
     return {"acked": out}
@@ -246,7 +246,7 @@ def _race_names(spec: dict[str, Any]) -> dict[str, Any]:
                 t.scan(version=vm.version).to_arrow()
                 acked.append([name, t.tag_store.create(name, vm, latest=vm).tagged_version])
             else:
-                acked.append([name, t.create_branch(name).version])
+                acked.append([name, t.branches.create(name).version])
         except (BranchAlreadyExists, TagAlreadyExists, VersionNotFound) as e:
             refused.append([name, type(e).__name__])
     return {"acked": acked, "refused": refused}

@@ -18,7 +18,7 @@ def test_automatic_daily_tags_with_retention(tmp_path, monkeypatch):
         for k in range(2):
             clock["now"] = day + d * 86400 + k * 60
             t.append(batch([d * 10 + k]))
-    names = [tg.name for tg in t.tags()]
+    names = [tg.name for tg in t.tags.list()]
     assert names == ["2026-11-02", "2026-11-03"]  # 11-01 expired by retain-max; 11-04 not over yet
-    assert all(tg.automatic for tg in t.tags())
+    assert all(tg.automatic for tg in t.tags.list())
     assert ids(t.scan(tag="2026-11-03").to_arrow()) == [0, 1, 10, 11, 20, 21]

@@ -42,7 +42,7 @@ class World:
         self.table = lamina.create_table(self.uri, SCHEMA)
         for i in range(3):
             self.table.append(rows([i * 10, i * 10 + 1]))
-        self.table.create_tag("keep", 1)
+        self.table.tags.create("keep", 1)
         first = self.table.files().slice(0, 1).to_pylist()[0]
         self.held = (first["path"], first["size"])  # a file the table holds
         # A file under data/ the table does not hold yet (what add_files registers).
@@ -159,10 +159,10 @@ CASES = [
     ("open-version-and-tag", lambda w, m: lamina.open_table(w.uri, version=1, tag="keep"), E.InvalidArgument, ["one of version"]),
     ("rollback-superscript", lambda w, m: w.table.rollback("²"), E.InvalidArgument, ["ASCII digits"]),
     ("rollback-double-plus", lambda w, m: w.table.rollback("++1"), E.InvalidArgument, ["ASCII digits"]),
-    ("tag-plus", lambda w, m: w.table.create_tag("+1a"), E.InvalidTagName, ["must start with a letter or digit, not '+'"]),
-    ("tag-minus", lambda w, m: w.table.create_tag("-abc"), E.InvalidTagName, ["must start with a letter or digit, not '-'"]),
-    ("tag-space", lambda w, m: w.table.create_tag("a b"), E.InvalidTagName, ["contains ' '", "letters, digits and"]),
-    ("tag-number", lambda w, m: w.table.create_tag("-1"), E.InvalidTagName, ["is a number", "'v1'"]),
+    ("tag-plus", lambda w, m: w.table.tags.create("+1a"), E.InvalidTagName, ["must start with a letter or digit, not '+'"]),
+    ("tag-minus", lambda w, m: w.table.tags.create("-abc"), E.InvalidTagName, ["must start with a letter or digit, not '-'"]),
+    ("tag-space", lambda w, m: w.table.tags.create("a b"), E.InvalidTagName, ["contains ' '", "letters, digits and"]),
+    ("tag-number", lambda w, m: w.table.tags.create("-1"), E.InvalidTagName, ["is a number", "'v1'"]),
     # -- points in time and durations
     ("scan-ts-nan", lambda w, m: w.table.scan(timestamp=NAN), E.InvalidArgument, ["not a finite number", DIRECTIONS]),
     ("scan-ts-inf", lambda w, m: w.table.scan(timestamp=INF), E.InvalidArgument, ["not a finite number"]),
@@ -170,12 +170,12 @@ CASES = [
     ("rollback-ts-nan", lambda w, m: w.table.rollback(timestamp=NAN), E.InvalidArgument, ["not a finite number"]),
     ("scan-ts-seconds", lambda w, m: w.table.scan(timestamp=time.time()), E.InvalidArgument,
      ["looks like epoch seconds", "int(seconds * 1000)"]),
-    ("tag-expires-seconds", lambda w, m: w.table.create_tag("later", expires_at=time.time() + 3600), E.InvalidArgument,
+    ("tag-expires-seconds", lambda w, m: w.table.tags.create("later", expires_at=time.time() + 3600), E.InvalidArgument,
      ["expires_at", "looks like epoch seconds"]),
     ("expire-older-seconds", lambda w, m: w.table.expire_versions(older_than=int(time.time()) - 60, reader_grace=timedelta(0)),
      E.InvalidArgument, ["older_than", "looks like epoch seconds"]),
-    ("tag-expires-inf", lambda w, m: w.table.create_tag("later", expires_at=INF), E.InvalidArgument, ["expires_at inf"]),
-    ("tag-expires-negative", lambda w, m: w.table.create_tag("later", expires_at=timedelta(days=-1)), E.InvalidArgument, ["negative duration"]),
+    ("tag-expires-inf", lambda w, m: w.table.tags.create("later", expires_at=INF), E.InvalidArgument, ["expires_at inf"]),
+    ("tag-expires-negative", lambda w, m: w.table.tags.create("later", expires_at=timedelta(days=-1)), E.InvalidArgument, ["negative duration"]),
     ("expire-older-nan", lambda w, m: w.table.expire_versions(older_than=NAN, reader_grace=timedelta(0)), E.InvalidArgument, ["older_than nan"]),
     ("expire-older-inf", lambda w, m: w.table.expire_versions(older_than=INF, reader_grace=timedelta(0)), E.InvalidArgument, ["older_than inf"]),
     ("expire-older-negative-age", lambda w, m: w.table.expire_versions(older_than=timedelta(days=-5), reader_grace=timedelta(0)),

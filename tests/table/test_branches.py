@@ -12,7 +12,7 @@ import pytest
 import lamina
 from lamina.errors import (
     BranchAlreadyExists, BranchNotFound, CommitConflict, InvalidArgument, InvalidBranchName, PublishConflict,
-    TagAlreadyExists,
+    TagAlreadyExists, TagNotFound,
 )
 from lamina.maintenance.fsck import fsck
 from support.files import ids_of, table_files
@@ -37,13 +37,13 @@ def now():
 
 
 def test_a_branch_is_invisible_to_main_until_published_fast_forward(table):
-    b = table.create_branch("etl")
+    b = table.branches.create("etl")
     b.append(rows([10, 11], -1.0))
     assert ids_of(table.refresh().to_arrow()) == [0, 1, 2, 3, 4]
     assert ids_of(lamina.open_table(table.uri, branch="etl").to_arrow()) == [0, 1, 2, 3, 4, 10, 11]
     assert ids_of(table.scan(branch="etl").to_arrow()) == [0, 1, 2, 3, 4, 10, 11]
     before = table.version
-    v = table.publish("etl")
+    v = table.branches.publish("etl")
     assert v == before + 1 and table.metadata.summary["publish"] == "fast-forward"
     assert ids_of(lamina.open_table(table.uri).to_arrow()) == [0, 1, 2, 3, 4, 10, 11]
     # main's older versions are unchanged
@@ -52,13 +52,13 @@ def test_a_branch_is_invisible_to_main_until_published_fast_forward(table):
 
 
 def test_publish_rebases_over_main_commits_and_matches_duckdb(table):
-    b = table.create_branch("etl")
+    b = table.branches.create("etl")
     b.append(rows([20, 21]))
     b.update("id = 1", {"amount": "amount + 100"})
     for i in range(3):
         table.append(rows([30 + i]))
     table.delete("id = 30")  # another file than the branch's update touched
-    table.publish("etl")
+    table.branches.publish("etl")
     assert table.metadata.summary["publish"] == "rebase"
     got = table.to_arrow().sort_by("id")
     con = duckdb.connect()
@@ -75,12 +75,12 @@ def test_publish_rebases_over_main_commits_and_matches_duckdb(table):
 
 
 def test_publish_conflict_names_the_files_and_commits_nothing(table):
-    b = table.create_branch("etl")
+    b = table.branches.create("etl")
     b.delete("id = 2")
     table.delete("id = 3")  # the same file, another deletion vector
     files = table_files(table.uri)
     with pytest.raises(PublishConflict) as e:
-        table.publish("etl")
+        table.branches.publish("etl")
     assert e.value.files and all(f.startswith("data/") for f in e.value.files)
     assert e.value.files[0] in str(e.value)
     assert table_files(table.uri).keys() - files.keys() <= {
@@ -90,64 +90,64 @@ def test_publish_conflict_names_the_files_and_commits_nothing(table):
 
 
 def test_expected_version_refuses_a_moved_main(table):
-    b = table.create_branch("etl")
+    b = table.branches.create("etl")
     b.append(rows([9]))
     audited = table.refresh().version
     table.append(rows([8]))
     with pytest.raises(CommitConflict):
-        table.publish("etl", expected_version=audited)
+        table.branches.publish("etl", expected_version=audited)
     assert 9 not in ids_of(table.refresh().to_arrow())
     at = table.refresh().version
-    assert table.publish("etl", expected_version=at) == at + 1
+    assert table.branches.publish("etl", expected_version=at) == at + 1
     assert 9 in ids_of(table.to_arrow())
 
 
 def test_branch_schema_change_is_published_when_main_kept_the_base_schema(table):
-    b = table.create_branch("etl")
+    b = table.branches.create("etl")
     with b.update_schema() as u:
         u.add_column("note", pa.string())
     b.append(pa.table({"id": [7], "amount": [1.0], "note": ["n"]}))
     table.append(rows([8]))  # main moves: a rebase
-    table.publish("etl")
+    table.branches.publish("etl")
     got = table.to_arrow().sort_by("id")
     assert got.schema.names == ["id", "amount", "note"]
     assert got.column("note").to_pylist()[-2:] == ["n", None]
 
 
 def test_branches_of_branches_and_time_travel_within_a_branch(table):
-    a = table.create_branch("a")
+    a = table.branches.create("a")
     va = a.append(rows([100]))
     a.append(rows([101]))
-    c = table.create_branch("c", from_branch="a", from_version=va)
+    c = table.branch("a").branches.create("c", version=va)
     c.append(rows([200]))
     assert ids_of(c.to_arrow()) == [0, 1, 2, 3, 4, 100, 200]
     assert ids_of(a.scan(version=va).to_arrow()) == [0, 1, 2, 3, 4, 100]
-    table.publish("c", into="a")  # a moved since c was made: a rebase
+    table.branches.publish("c", into="a")  # a moved since c was made: a rebase
     assert ids_of(table.branch("a").to_arrow()) == [0, 1, 2, 3, 4, 100, 101, 200]
     assert ids_of(table.to_arrow()) == [0, 1, 2, 3, 4]
 
 
 def test_lineage_ids_stay_unique_after_a_rebase_publish(table):
-    b = table.create_branch("etl")
+    b = table.branches.create("etl")
     b.append(rows([50, 51]))
     table.append(rows([60, 61]))
-    table.publish("etl")
+    table.branches.publish("etl")
     ids = table.scan(columns=["id", "_row_id"]).to_arrow().column("_row_id").to_pylist()
     assert len(ids) == len(set(ids)) == 9
 
 
 def test_rows_inserted_then_rewritten_on_a_branch_refuse_a_rebase(table):
-    b = table.create_branch("etl")
+    b = table.branches.create("etl")
     b.append(rows([50, 51]))
     b.update("id = 50", {"amount": 5.0}, mode="copy-on-write")
     table.append(rows([60]))
     with pytest.raises(PublishConflict, match="row ids"):
-        table.publish("etl")
+        table.branches.publish("etl")
     assert ids_of(table.refresh().to_arrow()) == [0, 1, 2, 3, 4, 60]
 
 
 def test_writers_on_two_branches_do_not_conflict_and_main_keeps_its_hint(table):
-    a, b = table.create_branch("a"), table.create_branch("b")
+    a, b = table.branches.create("a"), table.branches.create("b")
     base = a.version
     assert a.append(rows([1])) == base + 1 and b.append(rows([2])) == base + 1
     assert a.append(rows([3])) == base + 2
@@ -156,52 +156,52 @@ def test_writers_on_two_branches_do_not_conflict_and_main_keeps_its_hint(table):
 
 
 def test_bad_names_and_targets_change_nothing(table):
-    table.create_tag("release")
-    table.create_branch("etl")
+    table.tags.create("release")
+    table.branches.create("etl")
     before = table_files(table.uri)
     for name, err in [("main", InvalidBranchName), ("12", InvalidBranchName), ("../x", InvalidBranchName),
                       ("a/b", InvalidBranchName), ("", InvalidBranchName), ("release", BranchAlreadyExists),
                       ("etl", BranchAlreadyExists)]:
         with pytest.raises(err):
-            table.create_branch(name)
+            table.branches.create(name)
     with pytest.raises(TagAlreadyExists):
-        table.create_tag("etl")
+        table.tags.create("etl")
     with pytest.raises(BranchNotFound):
         table.branch("nope")
     with pytest.raises(BranchNotFound):
-        table.publish("nope")
+        table.branches.publish("nope")
     with pytest.raises(InvalidArgument):
-        table.publish("etl", into="etl")
+        table.branches.publish("etl", into="etl")
     with pytest.raises(InvalidBranchName):
-        table.delete_branch("main")
-    with pytest.raises(BranchNotFound):
-        table.create_branch("x", from_branch="nope")
+        table.branches.delete("main")
+    with pytest.raises(TagNotFound):  # neither a branch nor a tag of the name
+        table.branches.create("x", version="nope")
     assert table_files(table.uri) == before
 
 
 def test_a_commit_landing_after_delete_branch_is_refused(table):
-    b = table.create_branch("etl")
+    b = table.branches.create("etl")
     stale = table.branch("etl")
     b.append(rows([9]))
-    table.delete_branch("etl")
+    table.branches.delete("etl")
     with pytest.raises(BranchNotFound):
         stale.append(rows([10]))
     with pytest.raises(BranchNotFound):
         table.branch("etl")
     # made again under the name: a fresh log, nothing of the old one
-    again = table.create_branch("etl")
+    again = table.branches.create("etl")
     assert ids_of(again.to_arrow()) == [0, 1, 2, 3, 4]
 
 
 def test_delete_branch_frees_only_what_it_alone_needed(table):
     table.delete("id = 0")  # main's files before this stay for the branch made from an older version
-    b = table.create_branch("old", from_version=1)
+    b = table.branches.create("old", version=1)
     b.append(rows([70]))
     table.expire_versions(retain_last=1, reader_grace=timedelta(0))
     assert ids_of(b.refresh().to_arrow()) == [0, 1, 2, 3, 4, 70]  # its base outlived main's version
     only_branch = set(b.files().column("path").to_pylist()) - set(table.files().column("path").to_pylist())
     assert len(only_branch) == 1
-    deleted = table.delete_branch("old")
+    deleted = table.branches.delete("old")
     assert deleted.name == "old" and deleted.base_version == 1
     report = table.expire_versions(retain_last=1, reader_grace=timedelta(0))
     assert set(report.deleted_files) == only_branch
@@ -222,8 +222,8 @@ def test_files_main_and_a_deleted_branch_both_held_are_reported_once_dry_or_not(
 
     for i in range(3):
         table.append(rows([10 + i]))
-    table.create_branch("etl").append(rows([90]))
-    table.delete_branch("etl")
+    table.branches.create("etl").append(rows([90]))
+    table.branches.delete("etl")
     table.compact()
     shutil.copytree(table.uri, tmp_path / "copy")
     dry = lamina.open_table(str(tmp_path / "copy")).expire_versions(retain_last=1, reader_grace=timedelta(0), dry_run=True)
@@ -236,7 +236,7 @@ def test_files_main_and_a_deleted_branch_both_held_are_reported_once_dry_or_not(
 
 
 def test_branch_retention_applies_when_main_expires(table):
-    b = table.create_branch("etl", retain_last=2)
+    b = table.branches.create("etl", retain_last=2)
     for i in range(4):
         b.append(rows([100 + i]))
     report = table.expire_versions(retain_last=10, reader_grace=timedelta(0))
@@ -246,9 +246,9 @@ def test_branch_retention_applies_when_main_expires(table):
 
 
 def test_rename_keeps_the_log_and_handles(table):
-    b = table.create_branch("etl")
+    b = table.branches.create("etl")
     b.append(rows([9]))
-    table.rename_branch("etl", "etl2")
+    table.branches.rename("etl", "etl2")
     b.append(rows([10]))  # the handle's log is the renamed branch's
     assert ids_of(table.branch("etl2").to_arrow()) == [0, 1, 2, 3, 4, 9, 10]
-    assert [r.name for r in table.list_branches()] == ["etl2"]
+    assert [r.name for r in table.branches.list()] == ["etl2"]

@@ -40,18 +40,18 @@ class World:
         self.t = lamina.create_table(self.uri, SCHEMA)
         for i in range(1, 4):
             self.t.append(rows(i))
-        self.t.create_tag("keep", 2)
+        self.t.tags.create("keep", 2)
         self.t.expire_versions(retain_last=2, reader_grace=NOW)
         assert self.t.log.list_versions() == [2, 3]
         self.expired = 1
         if branches:
-            self.t.create_branch("dev").append(rows(10))
-            self.t.create_branch("qa")
+            self.t.branches.create("dev").append(rows(10))
+            self.t.branches.create("qa")
 
     def state(self) -> tuple:
         fresh = lamina.open_table(self.uri)
         reads = [ids_of(fresh.to_arrow())]
-        if any(r.name == "dev" for r in fresh.list_branches()):
+        if any(r.name == "dev" for r in fresh.branches.list()):
             reads.append(ids_of(fresh.branch("dev").to_arrow()))
         return table_files(self.uri), reads
 
@@ -62,49 +62,48 @@ CASES = [
     ("handle-unknown", lambda w: w.t.branch("nope"), E.BranchNotFound, "nope"),
     ("open-unknown", lambda w: lamina.open_table(w.uri, branch="nope"), E.BranchNotFound, "nope"),
     ("scan-unknown", lambda w: w.t.scan(branch="nope"), E.BranchNotFound, "nope"),
-    ("from-unknown", lambda w: w.t.create_branch("new", from_branch="nope"), E.BranchNotFound, "nope"),
-    ("rename-unknown", lambda w: w.t.rename_branch("nope", "new"), E.BranchNotFound, "nope"),
-    ("delete-unknown", lambda w: w.t.delete_branch("nope"), E.BranchNotFound, "nope"),
-    ("publish-unknown", lambda w: w.t.publish("nope"), E.BranchNotFound, "nope"),
-    ("publish-into-unknown", lambda w: w.t.publish("dev", into="nope"), E.BranchNotFound, "nope"),
+    ("from-unknown", lambda w: w.t.branches.create("new", version="nope"), E.TagNotFound, "nope"),
+    ("rename-unknown", lambda w: w.t.branches.rename("nope", "new"), E.BranchNotFound, "nope"),
+    ("delete-unknown", lambda w: w.t.branches.delete("nope"), E.BranchNotFound, "nope"),
+    ("publish-unknown", lambda w: w.t.branches.publish("nope"), E.BranchNotFound, "nope"),
+    ("publish-into-unknown", lambda w: w.t.branches.publish("dev", into="nope"), E.BranchNotFound, "nope"),
     # names taken
-    ("create-existing", lambda w: w.t.create_branch("dev"), E.BranchAlreadyExists, "dev"),
-    ("create-existing-from-branch", lambda w: w.t.branch("qa").create_branch("dev"), E.BranchAlreadyExists, "dev"),
-    ("create-tag-name", lambda w: w.t.create_branch("keep"), E.BranchAlreadyExists, "tag"),
-    ("tag-branch-name", lambda w: w.t.create_tag("dev"), E.TagAlreadyExists, "branch"),
-    ("tag-branch-name-on-branch", lambda w: w.t.branch("dev").create_tag("qa"), E.TagAlreadyExists, "branch"),
-    ("rename-existing", lambda w: w.t.rename_branch("dev", "qa"), E.BranchAlreadyExists, "qa"),
-    ("rename-to-itself", lambda w: w.t.rename_branch("dev", "dev"), E.BranchAlreadyExists, "dev"),
-    ("rename-tag-name", lambda w: w.t.rename_branch("dev", "keep"), E.BranchAlreadyExists, "tag"),
+    ("create-existing", lambda w: w.t.branches.create("dev"), E.BranchAlreadyExists, "dev"),
+    ("create-existing-from-branch", lambda w: w.t.branch("qa").branches.create("dev"), E.BranchAlreadyExists, "dev"),
+    ("create-tag-name", lambda w: w.t.branches.create("keep"), E.BranchAlreadyExists, "tag"),
+    ("tag-branch-name", lambda w: w.t.tags.create("dev"), E.TagAlreadyExists, "branch"),
+    ("tag-branch-name-on-branch", lambda w: w.t.branch("dev").tags.create("qa"), E.TagAlreadyExists, "branch"),
+    ("rename-existing", lambda w: w.t.branches.rename("dev", "qa"), E.BranchAlreadyExists, "qa"),
+    ("rename-to-itself", lambda w: w.t.branches.rename("dev", "dev"), E.BranchAlreadyExists, "dev"),
+    ("rename-tag-name", lambda w: w.t.branches.rename("dev", "keep"), E.BranchAlreadyExists, "tag"),
     # bad names
     *[
-        (f"name-{i}", (lambda n: lambda w: w.t.create_branch(n))(n), E.InvalidBranchName, word)
+        (f"name-{i}", (lambda n: lambda w: w.t.branches.create(n))(n), E.InvalidBranchName, word)
         for i, (n, word) in enumerate([
             ("main", "main"), ("7", "number"), ("-3", "number"), ("../x", ".."), ("a/b", "'/'"), ("", "empty"),
             (".hidden", "'.'"), ("x y", "' '"), (5, "string"), ("x" * 300, "limit"),
         ])
     ],
-    ("rename-to-main", lambda w: w.t.rename_branch("dev", "main"), E.InvalidBranchName, "main"),
-    ("rename-to-path", lambda w: w.t.rename_branch("dev", "../x"), E.InvalidBranchName, ".."),
-    ("rename-main", lambda w: w.t.rename_branch("main", "trunk"), E.InvalidBranchName, "main"),
-    ("delete-main", lambda w: w.t.delete_branch("main"), E.InvalidBranchName, "main"),
-    ("delete-path", lambda w: w.t.delete_branch("../x"), E.InvalidBranchName, ".."),
+    ("rename-to-main", lambda w: w.t.branches.rename("dev", "main"), E.InvalidBranchName, "main"),
+    ("rename-to-path", lambda w: w.t.branches.rename("dev", "../x"), E.InvalidBranchName, ".."),
+    ("rename-main", lambda w: w.t.branches.rename("main", "trunk"), E.InvalidBranchName, "main"),
+    ("delete-main", lambda w: w.t.branches.delete("main"), E.InvalidBranchName, "main"),
+    ("delete-path", lambda w: w.t.branches.delete("../x"), E.InvalidBranchName, ".."),
     ("handle-path", lambda w: w.t.branch("a/b"), E.InvalidBranchName, "'/'"),
     # sources that do not exist (any more)
-    ("from-expired", lambda w: w.t.create_branch("new", from_version=w.expired), E.VersionNotFound, str(1)),
-    ("from-future", lambda w: w.t.create_branch("new", from_version=99), E.VersionNotFound, "99"),
-    ("from-branch-future", lambda w: w.t.create_branch("new", from_branch="dev", from_version=99), E.VersionNotFound, "99"),
-    ("from-unknown-tag", lambda w: w.t.create_branch("new", from_tag="nope"), E.TagNotFound, "nope"),
-    ("from-old-timestamp", lambda w: w.t.create_branch("new", from_timestamp=0), E.VersionNotFound, "timestamp"),
-    ("from-tag-and-branch", lambda w: w.t.create_branch("new", from_tag="keep", from_branch="dev"), E.InvalidArgument, "from_tag"),
-    ("from-version-and-tag", lambda w: w.t.create_branch("new", from_version=2, from_tag="keep"), E.InvalidArgument, "one of"),
-    ("retain-0", lambda w: w.t.create_branch("new", retain_last=0), E.InvalidArgument, "retain_last"),
-    ("retain-bool", lambda w: w.t.create_branch("new", retain_last=True), E.InvalidArgument, "retain_last"),
-    ("max-age-negative", lambda w: w.t.create_branch("new", max_age=timedelta(days=-1)), E.InvalidArgument, "max_age"),
+    ("from-expired", lambda w: w.t.branches.create("new", version=w.expired), E.VersionNotFound, str(1)),
+    ("from-future", lambda w: w.t.branches.create("new", version=99), E.VersionNotFound, "99"),
+    ("from-branch-future", lambda w: w.t.branch("dev").branches.create("new", version=99), E.VersionNotFound, "99"),
+    ("from-unknown-tag", lambda w: w.t.branches.create("new", version="nope"), E.TagNotFound, "nope"),
+    ("from-old-timestamp", lambda w: w.t.branches.create("new", timestamp=0), E.VersionNotFound, "timestamp"),
+    ("from-version-and-timestamp", lambda w: w.t.branches.create("new", version=2, timestamp=0), E.InvalidArgument, "not both"),
+    ("retain-0", lambda w: w.t.branches.create("new", retain_last=0), E.InvalidArgument, "retain_last"),
+    ("retain-bool", lambda w: w.t.branches.create("new", retain_last=True), E.InvalidArgument, "retain_last"),
+    ("max-age-negative", lambda w: w.t.branches.create("new", max_age=timedelta(days=-1)), E.InvalidArgument, "max_age"),
     # publish
-    ("publish-into-itself", lambda w: w.t.publish("dev", into="dev"), E.InvalidArgument, "itself"),
-    ("publish-main", lambda w: w.t.publish("main", into="dev"), E.InvalidArgument, "main"),
-    ("publish-expected-wrong", lambda w: w.t.publish("dev", expected_version=w.t.version - 1), E.CommitConflict, "expected"),
+    ("publish-into-itself", lambda w: w.t.branches.publish("dev", into="dev"), E.InvalidArgument, "itself"),
+    ("publish-main", lambda w: w.t.branches.publish("main", into="dev"), E.InvalidArgument, "main"),
+    ("publish-expected-wrong", lambda w: w.t.branches.publish("dev", expected_version=w.t.version - 1), E.CommitConflict, "expected"),
 ]
 
 

@@ -46,18 +46,18 @@ def _clean(t: lamina.Table) -> None:
 
 
 def test_orphan_cleanup_keeps_branches(t):
-    dev = t.create_branch("dev")
+    dev = t.branches.create("dev")
     dev.append(rows(2))
-    dev.create_tag("on-dev")
+    dev.tags.create("on-dev")
     _clean(t)
     _clean(dev)
     report = t.remove_orphans(NOW, allow_short_age=True)
     assert report.orphans == []
     dev.remove_orphans(NOW, allow_short_age=True)  # from a branch's handle: the same, table-wide
     assert ids_of(t.branch("dev").to_arrow()) == [1, 2]
-    assert [r.name for r in t.list_branches()] == ["dev"]
+    assert [r.name for r in t.branches.list()] == ["dev"]
     # A deleted branch's log is garbage but its marker; orphan cleanup takes what is left.
-    t.delete_branch("dev")
+    t.branches.delete("dev")
     t.remove_orphans(NOW, allow_short_age=True)
     left = [p for p in table_files(t.uri) if p.startswith("_lamina/branch")]
     assert len(left) == 1 and left[0].endswith(".deleted.json"), left
@@ -65,9 +65,9 @@ def test_orphan_cleanup_keeps_branches(t):
 
 
 def test_a_handle_on_a_deleted_branch_says_the_branch_is_gone(t):
-    dev = t.create_branch("dev")
+    dev = t.branches.create("dev")
     dev.append(rows(2))
-    t.delete_branch("dev")
+    t.branches.delete("dev")
     with pytest.raises(BranchNotFound):
         dev.append(rows(3))
     with pytest.raises(BranchNotFound):
@@ -76,82 +76,82 @@ def test_a_handle_on_a_deleted_branch_says_the_branch_is_gone(t):
 
 
 def test_rename_to_its_own_name_is_refused_and_keeps_the_branch(t):
-    t.create_branch("dev").append(rows(2))
+    t.branches.create("dev").append(rows(2))
     with pytest.raises(BranchAlreadyExists):
-        t.rename_branch("dev", "dev")
+        t.branches.rename("dev", "dev")
     assert ids_of(t.branch("dev").to_arrow()) == [1, 2]
 
 
 def test_expiry_of_main_keeps_what_a_tag_made_on_a_deleted_branch_needs(t):
-    dev = t.create_branch("dev")  # main v2 (the feature), dev's base 2
+    dev = t.branches.create("dev")  # main v2 (the feature), dev's base 2
     dev.append(rows(2))  # dev v3: F and G
-    dev.create_tag("x", 3)
+    dev.tags.create("x", 3)
     t.refresh().delete("id = 1")  # main v3 removes F: main's interval [1, 3) does not hold 3
     t.append(rows(3))
-    t.delete_branch("dev")
+    t.branches.delete("dev")
     t.expire_versions(retain_last=1, reader_grace=NOW)
     assert ids_of(t.scan(tag="x").to_arrow()) == [1, 2]
     assert ids_of(t.refresh().to_arrow()) == [3]
-    t.delete_tag("x")
+    t.tags.delete("x")
     t.remove_orphans(NOW, allow_short_age=True)
     assert {p for p in table_files(t.uri) if p.startswith(("data/", "_lamina/manifests/"))} == referenced(t)
 
 
 def test_delete_tag_keeps_what_main_needs_when_its_neighbours_are_another_branch_s(t):
-    dev = t.create_branch("dev")  # base 2
+    dev = t.branches.create("dev")  # base 2
     dev.append(rows(2))
-    dev.create_tag("x", 3)  # F, G
+    dev.tags.create("x", 3)  # F, G
     dev.delete("id = 1")
-    dev.create_tag("y", 4)  # G only: "x"'s next tag by number
+    dev.tags.create("y", 4)  # G only: "x"'s next tag by number
     for i in (3, 4, 5):
         t.refresh().append(rows(i))  # main v3..v5 still hold F
     t.expire_versions(retain_last=1, reader_grace=NOW)
-    t.delete_branch("dev")
+    t.branches.delete("dev")
     t.expire_versions(retain_last=1, reader_grace=NOW)  # frees what only the deleted branch held
-    t.delete_tag("x")  # by main's numbers, "y" (4) is the next kept point after 3, not main's 5
+    t.tags.delete("x")  # by main's numbers, "y" (4) is the next kept point after 3, not main's 5
     assert ids_of(t.refresh().to_arrow()) == [1, 3, 4, 5]
     assert ids_of(t.scan(tag="y").to_arrow()) == [2]
     _clean(t)
 
 
 def test_publishing_a_branch_again_applies_only_what_it_did_since(t):
-    dev = t.create_branch("dev")
+    dev = t.branches.create("dev")
     dev.append(rows(2))
-    v = t.publish("dev")
+    v = t.branches.publish("dev")
     assert t.log.load(v).summary["publish"] == "fast-forward"
-    assert t.publish("dev") is None  # nothing new: a retry never applies it twice
+    assert t.branches.publish("dev") is None  # nothing new: a retry never applies it twice
     assert t.refresh().version == v and ids_of(t.to_arrow()) == [1, 2]
     dev.append(rows(3))
     dev.delete("id = 2")
-    v2 = t.publish("dev")  # main still holds what was published last: a fast-forward again
+    v2 = t.branches.publish("dev")  # main still holds what was published last: a fast-forward again
     assert t.log.load(v2).summary["publish"] == "fast-forward" and ids_of(t.refresh().to_arrow()) == [1, 3]
     t.append(rows(9))
     dev.append(rows(4))
-    v3 = t.publish("dev")  # main moved: only dev's append since v2 is re-applied
+    v3 = t.branches.publish("dev")  # main moved: only dev's append since v2 is re-applied
     assert t.log.load(v3).summary["publish"] == "rebase" and ids_of(t.refresh().to_arrow()) == [1, 3, 4, 9]
-    assert t.publish("dev") is None
+    assert t.branches.publish("dev") is None
     paths = t.files().column("path").to_pylist()
     assert len(paths) == len(set(paths))
     _clean(t)
 
 
 def test_a_branch_whose_changes_reached_the_target_another_way_is_not_copied_twice(t):
-    dev = t.create_branch("dev")
+    dev = t.branches.create("dev")
     dev.append(rows(2))
-    t.create_branch("stage")
-    t.publish("dev", into="stage")
-    t.publish("stage")  # dev's file reaches main through stage, and so does the record of it
-    assert t.publish("dev") is None and ids_of(t.refresh().to_arrow()) == [1, 2]
+    t.branches.create("stage")
+    t.branches.publish("dev", into="stage")
+    t.branches.publish("stage")  # dev's file reaches main through stage, and so does the record of it
+    assert t.branches.publish("dev") is None and ids_of(t.refresh().to_arrow()) == [1, 2]
     # The record travels with main's versions, through a rollback to a tag made on the branch
     # too: the next publish re-applies only what the branch did since.
-    dev.create_tag("d")
-    other = t.create_branch("other")
+    dev.tags.create("d")
+    other = t.branches.create("other")
     other.append(rows(5))
-    t.publish("other")
+    t.branches.publish("other")
     t.refresh().rollback(tag="d")
     t.append(rows(7))
     dev.append(rows(3))
-    t.publish("dev")
+    t.branches.publish("dev")
     assert ids_of(t.refresh().to_arrow()) == [1, 2, 3, 7]
     paths = t.files().column("path").to_pylist()
     assert len(paths) == len(set(paths))
@@ -162,20 +162,20 @@ def test_publishing_a_branch_into_a_branch_made_from_it_is_refused_not_copied_tw
     publishing the other into it would make the file live twice (its rows twice). Refused,
     naming the file, and the target keeps its version and rows; a branch made from the
     other before it wrote takes its changes as usual."""
-    feature = t.create_branch("feature")
+    feature = t.branches.create("feature")
     feature.append(rows(2))
-    early = t.create_branch("early", from_branch="feature", from_version=feature.branch_record.base.version)
-    dev = t.create_branch("dev", from_branch="feature")  # dev holds feature's file
+    early = t.branch("feature").branches.create("early", version=feature.branch_record.base.version)
+    dev = t.branches.create("dev", version="feature")  # dev holds feature's file
     feature.append(rows(3))  # and one more, which dev does not hold
     before = dev.version
     with pytest.raises(PublishConflict, match="already live there") as e:
-        t.publish("feature", into="dev")
+        t.branches.publish("feature", into="dev")
     (added,) = [p for p in feature.refresh().files().column("path").to_pylist()
                 if p in t.branch("dev").files().column("path").to_pylist() and p not in t.files().column("path").to_pylist()]
     assert e.value.files == [added]
     dev = t.branch("dev")
     assert dev.version == before and ids_of(dev.to_arrow()) == [1, 2]
-    assert t.publish("feature", into="early") is not None
+    assert t.branches.publish("feature", into="early") is not None
     early = t.branch("early")
     paths = early.files().column("path").to_pylist()
     assert ids_of(early.to_arrow()) == [1, 2, 3] and len(paths) == len(set(paths))
@@ -186,16 +186,16 @@ def test_publishing_a_branch_into_a_branch_made_from_it_that_rewrote_its_files_i
     """The target, made from the branch after it wrote, compacted the branch's file away (its
     rows now in another file): the file is no longer live there, but the target had its rows
     from the start, and adding it again would hold them twice. Refused, naming the file."""
-    feature = t.create_branch("feature")
+    feature = t.branches.create("feature")
     feature.append(rows(2))
     (added,) = [p for p in feature.files().column("path").to_pylist() if p not in t.files().column("path").to_pylist()]
-    dev = t.create_branch("dev", from_branch="feature")
+    dev = t.branches.create("dev", version="feature")
     dev.compact(min_file_size=1 << 30)  # dev: the two files rewritten into one
     assert added not in t.branch("dev").files().column("path").to_pylist()
     feature.append(rows(3))
     before = t.branch("dev").version
     with pytest.raises(PublishConflict, match="were live in the version 'dev' was made from") as e:
-        t.publish("feature", into="dev")
+        t.branches.publish("feature", into="dev")
     assert e.value.files == [added]
     dev = t.branch("dev")
     assert dev.version == before and ids_of(dev.to_arrow()) == [1, 2]
@@ -203,9 +203,9 @@ def test_publishing_a_branch_into_a_branch_made_from_it_that_rewrote_its_files_i
 
 
 def test_rollback_to_a_tag_made_on_a_branch_moves_the_row_id_counter(t):
-    dev = t.create_branch("dev")
+    dev = t.branches.create("dev")
     dev.append(rows(2, 3, 4))  # row ids from dev's counter: 1, 2, 3
-    dev.create_tag("x")
+    dev.tags.create("x")
     t.refresh().rollback(tag="x")
     t.append(rows(5, 6))
     got = t.refresh().scan(columns=["id", ROW_ID]).to_arrow()
@@ -217,13 +217,13 @@ def test_rollback_to_a_tag_made_on_a_branch_moves_the_row_id_counter(t):
 
 def test_a_refused_publish_names_only_the_clashing_file(t):
     t.append(rows(10))  # main v2: file H
-    dev = t.create_branch("dev")
+    dev = t.branches.create("dev")
     dev.delete("id = 1")  # dev rewrites F
     dev.append(rows(2))
     t.refresh().delete("id = 1")  # and so does main
     before = table_files(t.uri)
     with pytest.raises(PublishConflict) as e:
-        t.publish("dev")
+        t.branches.publish("dev")
     [f_path] = e.value.files
     assert f_path in t.scan(version=1).plan().entries.column("path").to_pylist()
     assert table_files(t.uri) == before, "a refused publish wrote something"
@@ -236,7 +236,7 @@ def test_orphan_cleanup_from_a_branch_s_handle_never_takes_main_s_versions(tmp_p
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"version.slot-chunk-size": "2", "expire.slot-retention-ms": "0"})
     for i in range(6):
         t.append(rows(i))  # main: versions 0..6, all kept
-    dev = t.create_branch("dev", from_version=2)  # dev's log: 2 (its base), 3.., numbers main also has
+    dev = t.branches.create("dev", version=2)  # dev's log: 2 (its base), 3.., numbers main also has
     for i in range(4):
         dev.append(rows(10 + i))
     dev.expire_versions(retain_last=1, reader_grace=NOW)
@@ -255,11 +255,11 @@ def test_orphan_cleanup_from_a_branch_s_handle_never_takes_main_s_versions(tmp_p
 def test_a_branch_that_took_the_targets_own_files_does_not_give_them_back_twice(t):
     """Found by the model: b's file reached dev by a publish; publishing dev into b counted
     that file among dev's additions since its base, which b holds already."""
-    b, dev = t.create_branch("b"), t.create_branch("dev")
+    b, dev = t.branches.create("b"), t.branches.create("dev")
     b.append(rows(2))
-    t.publish("b", into="dev")
+    t.branches.publish("b", into="dev")
     with pytest.raises(PublishConflict) as e:
-        t.publish("dev", into="b")
+        t.branches.publish("dev", into="b")
     assert "already live" in str(e.value) and len(e.value.files) == 1
     paths = t.branch("b").files().column("path").to_pylist()
     assert len(paths) == len(set(paths)) == 2 and ids_of(dev.refresh().to_arrow()) == [1, 2]
@@ -270,16 +270,16 @@ def test_a_publish_adding_a_file_the_target_removed_before_keeps_it_through_expi
     away; publishing the branch adds those paths to main a second time. Main's expiry must
     not free them by the interval main's older versions recorded for them."""
     t.append(rows(2))  # main v2: files F and G
-    t.create_tag("old")
+    t.tags.create("old")
     t.refresh().compact(min_file_size=1 << 30)  # main: F and G rewritten into H
-    dev = t.create_branch("dev")
+    dev = t.branches.create("dev")
     dev.rollback(tag="old")  # dev: H replaced by F and G again
     t.append(rows(3))  # main moves: the publish is a rebase
-    v = t.publish("dev")
+    v = t.branches.publish("dev")
     assert t.log.load(v).summary["publish"] == "rebase"
     assert ids_of(t.refresh().to_arrow()) == [1, 2, 3]
-    t.delete_tag("old")
-    t.delete_branch("dev")
+    t.tags.delete("old")
+    t.branches.delete("dev")
     t.refresh().expire_versions(retain_last=1, reader_grace=NOW)
     t.remove_orphans(NOW, allow_short_age=True)
     assert ids_of(t.refresh().to_arrow()) == [1, 2, 3]
@@ -290,18 +290,18 @@ def test_a_rebase_publish_carries_the_publishes_its_branch_received(t):
     """dev's change reaches main through stage by a rebase (main moved): main records it, so
     publishing dev later applies nothing again, even after main compacted dev's file away
     (the "already live" check cannot see it then). Found by the model test."""
-    dev = t.create_branch("dev")
+    dev = t.branches.create("dev")
     dev.append(rows(2))
-    t.create_branch("stage")
-    t.publish("dev", into="stage")
+    t.branches.create("stage")
+    t.branches.publish("dev", into="stage")
     t.branch("stage").append(rows(3))
     t.append(rows(4))
-    v = t.publish("stage")
+    v = t.branches.publish("stage")
     assert t.log.load(v).summary["publish"] == "rebase"
     t.refresh().compact(min_file_size=1 << 30)
-    assert t.publish("dev") is None
+    assert t.branches.publish("dev") is None
     assert ids_of(t.refresh().to_arrow()) == [1, 2, 3, 4]
     dev.append(rows(5))  # what dev does afterwards is still published
-    t.publish("dev")
+    t.branches.publish("dev")
     assert ids_of(t.refresh().to_arrow()) == [1, 2, 3, 4, 5]
     _clean(t)

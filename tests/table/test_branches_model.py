@@ -124,7 +124,7 @@ class BranchesModel(RuleBasedStateMachine):
         self.t.remove_orphans(NOW, allow_short_age=True)
         self.every_version_and_tag_reads_the_model()
         want = self._referenced()
-        bases = [r.base for r in self.t.list_branches()]
+        bases = [r.base for r in self.t.branches.list()]
         want |= set(paths_of(self.t.io, bases).to_pylist())
         stored = stored_files(self.uri)
         assert not (want - stored), f"referenced but missing: {sorted(want - stored)}"
@@ -132,10 +132,10 @@ class BranchesModel(RuleBasedStateMachine):
         # 2. every branch and tag deleted, main expired, orphans removed: only main's latest
         #    is left, and of the branches nothing but their deletion markers.
         for name in [n for n in self.logs if n != MAIN]:
-            self.t.delete_branch(name)
+            self.t.branches.delete(name)
             del self.logs[name]
         for name in list(self.tags):
-            self.t.delete_tag(name)
+            self.t.tags.delete(name)
             del self.tags[name]
         self.t.expire_versions(retain_last=1, reader_grace=NOW)
         self.t.remove_orphans(NOW, allow_short_age=True)
@@ -207,7 +207,7 @@ class BranchesModel(RuleBasedStateMachine):
             how = "latest"
         if name in self.logs or name in self.tags:
             with pytest.raises(BranchAlreadyExists):
-                self.t.create_branch(name, from_branch=src)
+                self.t.branches.create(name, version=src)
             return
         log = self.logs[src]
         v = sorted(log.versions)[pick % len(log.versions)]  # chosen among the versions there are now
@@ -219,13 +219,16 @@ class BranchesModel(RuleBasedStateMachine):
             self.enabled = True
         if how == "tag":
             tag = sorted(self.tags)[pick % len(self.tags)]
-            h = self.t.create_branch(name, from_tag=tag)
+            h = self.t.branches.create(name, version=tag)
             rows, content, apps = self.tags[tag]
-            v = self.t.tag(tag).tagged_version
+            v = self.t.tags.get(tag).tagged_version
         else:
             v = log.latest if how == "latest" else v  # the latest: after the feature's commit
-            kw = {} if how == "latest" else {"from_version": v}
-            h = self._handle(src).create_branch(name, **kw) if pick % 2 else self.t.create_branch(name, from_branch=src, **kw)
+            kw = {} if how == "latest" else {"version": v}
+            if pick % 2:
+                h = self._handle(src).branches.create(name, **kw)
+            else:  # named from main: a branch's latest by its name, a number of it from its handle
+                h = self.t.branch(src).branches.create(name, **kw) if kw else self.t.branches.create(name, version=src)
             rows, content, apps = log.versions[v], log.content[v], log.apps[v]
         assert h.branch_name == name and h.version == v
         self.logs[name] = Log(
@@ -239,9 +242,9 @@ class BranchesModel(RuleBasedStateMachine):
         name = self._pick(pick, sorted(n for n in self.logs if n != MAIN))
         if to in self.logs or to in self.tags:
             with pytest.raises(BranchAlreadyExists):
-                self.t.rename_branch(name, to)
+                self.t.branches.rename(name, to)
             return
-        record = self.t.rename_branch(name, to)
+        record = self.t.branches.rename(name, to)
         assert record.name == to
         self.logs[to] = self.logs.pop(name)
         with pytest.raises(BranchNotFound):
@@ -251,11 +254,11 @@ class BranchesModel(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 100))
     def delete_branch(self, pick: int) -> None:
         name = self._pick(pick, sorted(n for n in self.logs if n != MAIN))
-        assert self.t.delete_branch(name).name == name
+        assert self.t.branches.delete(name).name == name
         del self.logs[name]
         with pytest.raises(BranchNotFound):
             self.t.branch(name)
-        assert name not in {r.name for r in self.t.list_branches()}
+        assert name not in {r.name for r in self.t.branches.list()}
 
     @precondition(lambda self: len(self.logs) > 1)
     @rule(pick=st.integers(0, 100), into=st.integers(0, 100), expect=st.sampled_from([None, "right", "wrong"]))
@@ -271,16 +274,16 @@ class BranchesModel(RuleBasedStateMachine):
         last = dst.apps[dst.latest].get(src.uid)
         if expect == "wrong":  # checked first: whatever the branch holds, main is not where the audit saw it
             with pytest.raises(CommitConflict) as e:
-                self.t.publish(name, into=target, expected_version=expected_version)
+                self.t.branches.publish(name, into=target, expected_version=expected_version)
             assert not isinstance(e.value, PublishConflict)
             self._unchanged(target, before)
             return
         if head == src.base_content or (last is not None and last >= src.latest):
-            assert self.t.publish(name, into=target, expected_version=expected_version) is None
+            assert self.t.branches.publish(name, into=target, expected_version=expected_version) is None
             return
         if last is not None and last not in src.versions:  # expired: what changed since is unknown
             with pytest.raises(PublishConflict, match="was expired"):
-                self.t.publish(name, into=target, expected_version=expected_version)
+                self.t.branches.publish(name, into=target, expected_version=expected_version)
             self._unchanged(target, before)
             return
         since = src.base_version if last is None else last
@@ -293,7 +296,7 @@ class BranchesModel(RuleBasedStateMachine):
         # An append-only branch whose rows the target never held cannot clash.
         clean = src.appends_only and not ({i for i, _ in added} & dst.ever)
         try:
-            v = self.t.publish(name, into=target, expected_version=expected_version)
+            v = self.t.branches.publish(name, into=target, expected_version=expected_version)
         except PublishConflict as e:
             assert not fast_forward and not clean, f"unexpected conflict: {e}"
             assert e.files, "a publish conflict names the files that clash"
@@ -396,9 +399,9 @@ class BranchesModel(RuleBasedStateMachine):
         v = sorted(log.versions)[pick % len(log.versions)]
         if name in self.tags or name in self.logs:
             with pytest.raises(TagAlreadyExists):
-                self._handle(src).create_tag(name, v)
+                self._handle(src).tags.create(name, v)
             return
-        self._handle(src).create_tag(name, v)
+        self._handle(src).tags.create(name, v)
         self.tags[name] = (log.versions[v], log.content[v], log.apps[v])
 
     @rule(name=st.sampled_from(TAG_NAMES), source=st.integers(0, 100))
@@ -406,9 +409,9 @@ class BranchesModel(RuleBasedStateMachine):
         h = self._handle(self._pick(source, sorted(self.logs)))  # tags are the table's: any handle
         if name not in self.tags:
             with pytest.raises(TagNotFound):
-                h.delete_tag(name)
+                h.tags.delete(name)
             return
-        h.delete_tag(name)
+        h.tags.delete(name)
         del self.tags[name]
 
     @rule(pick=st.integers(0, 100), k=st.integers(1, 3))
@@ -445,7 +448,7 @@ class BranchesModel(RuleBasedStateMachine):
             assert len(paths) == len(set(paths)), f"branch {name}: a data file is live twice: {sorted(paths)}"
         for name, (rows, _, _) in self.tags.items():
             assert _rows(self.t.scan(tag=name).to_arrow()) == rows, f"tag {name}"
-        assert sorted(r.name for r in self.t.list_branches()) == sorted(n for n in self.logs if n != MAIN)
+        assert sorted(r.name for r in self.t.branches.list()) == sorted(n for n in self.logs if n != MAIN)
 
     @invariant()
     def nothing_missing(self) -> None:

@@ -53,7 +53,7 @@ def test_writers_on_two_branches_never_meet(tmp_path):
     uri = str(tmp_path / "t")
     t = lamina.create_table(uri, workers.schema())
     t.append(workers.batch(0, 0, ROWS))
-    bases = {name: t.create_branch(name).version for name in ("left", "right")}
+    bases = {name: t.branches.create(name).version for name in ("left", "right")}
     main_before = (t.refresh().version, rows_of(t.to_arrow()))
     n = 15
     writers = {1: "left", 2: "left", 3: "right", 4: "right"}
@@ -102,8 +102,8 @@ def test_publishers_racing_main_writers_land_each_publish_once(tmp_path):
         t.append(workers.batch(50, s, 4, k_base=key(s)))
         [path] = set(t.files().column("path").to_pylist()) - before
         seed_paths.append(path)
-    t.create_branch("warm-up")  # the feature's commit on main happens before the race
-    t.delete_branch("warm-up")
+    t.branches.create("warm-up")  # the feature's commit on main happens before the race
+    t.branches.delete("warm-up")
     seeded = rows_of(t.refresh().to_arrow())
     clashing = [s for (p, j), s in seed_of.items() if j % 2]
     deleter_steps = [[key(s) + r] for r in (1, 2, 3) for s in clashing]
@@ -146,7 +146,7 @@ def test_publishers_racing_main_writers_land_each_publish_once(tmp_path):
     assert collections.Counter(h["summary"]["branch"] for h in t.history() if h["operation"] == "publish") == landed
     got, expected = rows_of(t.to_arrow()), +expected
     assert got == expected, f"lost: {list((expected - got).items())[:5]}, extra: {list((got - expected).items())[:5]}"
-    assert t.list_branches() == []
+    assert t.branches.list() == []
     _check_clean(t)
     # The branches are gone; after expiry and orphan cleanup so is every file only they held.
     t.expire_versions(retain_last=1, reader_grace=NOW)
@@ -167,10 +167,10 @@ def test_commit_landing_after_delete_branch_is_refused_and_leaves_nothing(tmp_pa
     uri = str(tmp_path / "t")
     t = lamina.create_table(uri, workers.schema())
     t.append(workers.batch(0, 0, 2))
-    t.create_branch("dev").append(workers.batch(1, 0, 2))
-    t.create_tag("keep")
+    t.branches.create("dev").append(workers.batch(1, 0, 2))
+    t.tags.create("keep")
     late = DelayedWriter(uri, action=lambda table: table.branch("dev").append(workers.batch(2, 0, 2)), match=_branch_puts)
-    t.delete_branch("dev")
+    t.branches.delete("dev")
     with pytest.raises(BranchNotFound):
         late.land()
     flush_hints()
@@ -195,7 +195,7 @@ def test_a_hint_landing_after_delete_branch_is_taken_back(tmp_path, monkeypatch)
     branch's log must not stay there (the log keeps its marker only)."""
     uri = str(tmp_path / "t")
     t = lamina.create_table(uri, workers.schema())
-    dev = t.create_branch("dev")
+    dev = t.branches.create("dev")
     flush_hints()
     arrived, release = threading.Event(), threading.Event()
     write_hint = VersionLog._write_hint_now
@@ -210,7 +210,7 @@ def test_a_hint_landing_after_delete_branch_is_taken_back(tmp_path, monkeypatch)
     committer = threading.Thread(target=lambda: dev.append(workers.batch(1, 0, 2)))
     committer.start()  # committed; its hint write is held
     assert arrived.wait(60)
-    t.delete_branch("dev")
+    t.branches.delete("dev")
     t.expire_versions(retain_last=100, reader_grace=NOW)  # frees the deleted branch's log
     release.set()
     committer.join(60)
@@ -224,13 +224,13 @@ def test_publish_landing_after_delete_branch_keeps_its_files(tmp_path, main_move
     uri = str(tmp_path / "t")
     t = lamina.create_table(uri, workers.schema())
     t.append(workers.batch(0, 0, 2))
-    dev = t.create_branch("dev")
+    dev = t.branches.create("dev")
     dev.append(workers.batch(1, 0, 2))
     dev.delete("writer = 0 AND i = 0")  # a new DV on main's file too
     if main_moved:
         t.refresh().append(workers.batch(0, 1, 2))
-    publisher = DelayedWriter(uri, action=lambda table: table.publish("dev"))  # holds main's version put
-    t.delete_branch("dev")
+    publisher = DelayedWriter(uri, action=lambda table: table.branches.publish("dev"))  # holds main's version put
+    t.branches.delete("dev")
     v = publisher.land()
     t = lamina.open_table(uri)
     assert t.version == v and t.log.load(v).summary["publish"] == ("rebase" if main_moved else "fast-forward")
@@ -238,7 +238,7 @@ def test_publish_landing_after_delete_branch_keeps_its_files(tmp_path, main_move
     if main_moved:
         expected += want((0, 1))
     assert rows_of(t.to_arrow()) == expected
-    assert t.tags() == [] and t.list_branches() == []
+    assert t.tags.list() == [] and t.branches.list() == []
     _check_clean(t)
     t.expire_versions(retain_last=1, reader_grace=NOW)
     t.remove_orphans(NOW, allow_short_age=True)
@@ -253,7 +253,7 @@ def test_commits_on_a_branch_write_nothing_of_main_log(tmp_path):
     uri = str(tmp_path / "t")
     t = lamina.create_table(uri, workers.schema())
     t.append(workers.batch(0, 0, 2))
-    dev = t.create_branch("dev")
+    dev = t.branches.create("dev")
 
     def logs() -> dict[str, bytes]:
         return {p: b for p, b in table_files(uri).items() if p.startswith("_lamina/") and not p.startswith("_lamina/manifests/")}

@@ -110,7 +110,7 @@ def test_where_and_columns_push_down(t):
 
 def test_end_version_tags_and_timestamps(t):
     t.append(pa.table({"id": [4], "v": ["d"]}))  # 2
-    t.create_tag("two")
+    t.tags.create("two")
     t.append(pa.table({"id": [5], "v": ["e"]}))  # 3
     assert t.changes(1, 2).versions == [2]
     assert [r[0] for r in kinds(t.changes(start_tag="two"))] == [5]

@@ -44,21 +44,21 @@ def one_short_line(obj: object, limit: int = SHORT) -> str:
 
 def test_a_tag_is_its_name_version_and_times(table):
     t, _ = table
-    tag = t.create_tag("eod-2026-01-05", 2, expires_at=timedelta(days=30))
+    tag = t.tags.create("eod-2026-01-05", 2, expires_at=timedelta(days=30))
     text = one_short_line(tag)
     committed = datetime.fromtimestamp(tag.version.timestamp_ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     expires = datetime.fromtimestamp(tag.expires_at_ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     assert text.startswith("Tag(name='eod-2026-01-05', version=2, ") and committed in text and f"expires={expires}" in text
-    assert one_short_line(t.tag("eod-2026-01-05")) == text  # read back from its file
-    assert [one_short_line(x) for x in t.tags()] == [text]
+    assert one_short_line(t.tags.get("eod-2026-01-05")) == text  # read back from its file
+    assert [one_short_line(x) for x in t.tags.list()] == [text]
 
 
 def test_a_branch_record_is_its_name_base_time_and_retention(table):
     t, _ = table
-    b = t.create_branch("etl-2026-01-05", retain_last=3)
+    b = t.branches.create("etl-2026-01-05", retain_last=3)
     text = one_short_line(b.branch_record)
     assert text.startswith(f"BranchRecord(name='etl-2026-01-05', base=main@{b.branch_record.base_version}, ") and "retain_last=3" in text
-    assert [one_short_line(r) for r in t.list_branches()] == [text]
+    assert [one_short_line(r) for r in t.branches.list()] == [text]
 
 
 def test_a_version_is_its_number_operation_time_and_size(table):
@@ -78,7 +78,7 @@ def test_scans_plans_reports_and_catalog_entries_are_one_line(table):
     plan = scan.plan()
     assert one_short_line(plan) == f"ScanPlan(files={len(plan)}, records={plan.record_count})"
     for k in range(4):
-        t.create_tag(f"t{k}", k + 1)
+        t.tags.create(f"t{k}", k + 1)
     rep = t.expire_versions(retain_last=1, reader_grace=timedelta(0), dry_run=True)
     assert len(rep.expired_versions) == t.version and f"expired_versions=<{t.version} items>" in one_short_line(rep, REPORT)
     one_short_line(t.remove_orphans(dry_run=True), REPORT)

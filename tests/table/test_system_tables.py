@@ -24,7 +24,7 @@ def table(tmp_path):
 def test_system_tables(table):
     table.append(batch(range(4)))
     table.append(batch(range(4, 6), "b"))
-    table.create_tag("t1", 1)
+    table.tags.create("t1", 1)
     snaps = table.system_table("$snapshots")
     assert snaps.column("version").to_pylist() == [0, 1, 2]
     assert snaps.column("operation").to_pylist() == ["create", "append", "append"]
@@ -50,11 +50,11 @@ def test_branches_lists_main_and_every_branch(table):
     table.append(batch(range(4)))
     table.append(batch(range(4, 6), "b"))
     before = int(time.time() * 1000)  # floored to the millisecond, as created_at is
-    audit = table.create_branch("audit", from_version=1, retain_last=2, max_age=timedelta(days=7))
+    audit = table.branches.create("audit", retain_last=2, max_age=timedelta(days=7), version=1)
     after = time.time() * 1000
     audit.append(batch([10]))
     audit.delete("id = 0")
-    nightly = table.create_branch("nightly", from_branch="audit")
+    nightly = table.branches.create("nightly", version="audit")
     got = table.system_table("$branches")
     assert got.schema == system.BRANCHES_SCHEMA
     rows = {r["name"]: r for r in got.to_pylist()}
@@ -79,32 +79,32 @@ def test_branches_lists_main_and_every_branch(table):
 
 def test_branches_follows_renames_expiry_and_deletes(table):
     table.append(batch(range(4)))
-    b = table.create_branch("audit")
+    b = table.branches.create("audit")
     bid = b.branch_record.branch_id
     for i in range(3):
         b.append(batch([10 + i]))
     assert table.system_table("branches").to_pylist()[1]["versions"] == 4
     b.expire_versions(retain_last=1, reader_grace=timedelta(0))
-    table.rename_branch("audit", "checked")
+    table.branches.rename("audit", "checked")
     rows = table.system_table("branches").to_pylist()
     assert [(r["name"], r["branch_id"], r["head_version"], r["versions"]) for r in rows] == [
         ("main", None, 2, 3), ("checked", bid, 5, 1)]
-    table.delete_branch("checked")
+    table.branches.delete("checked")
     assert table.system_table("branches").column("name").to_pylist() == ["main"]
 
 
 def test_a_branch_deleted_while_branches_is_built_is_left_out(table, monkeypatch):
-    table.create_branch("gone")
-    table.create_branch("kept")
+    table.branches.create("gone")
+    table.branches.create("kept")
     listed = BranchStore(table.io).list()  # what a listing before the deletion returned
-    table.delete_branch("gone")
+    table.branches.delete("gone")
     monkeypatch.setattr(BranchStore, "list", lambda self: listed)
     assert table.system_table("branches").column("name").to_pylist() == ["main", "kept"]
 
 
 def test_snapshots_of_a_branch_are_its_versions(table):
     table.append(batch(range(4)))
-    b = table.create_branch("audit", from_version=0)
+    b = table.branches.create("audit", version=0)
     b.append(batch([7]))
     table.append(batch([8]))
     main = table.system_table("snapshots")

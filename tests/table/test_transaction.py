@@ -50,7 +50,7 @@ def test_several_changes_make_one_version_with_a_tag(table):
     assert lamina.open_table(table.uri).version == before + 1  # one version, not four
     want = [(i, "five" if i == 5 else ("new" if i >= 10 else "x")) for i in range(3, 15)]
     assert content(table) == want
-    assert table.tag("eod").tagged_version == tx.version
+    assert table.tags.get("eod").tagged_version == tx.version
     assert content(lamina.open_table(table.uri, tag="eod")) == want
     assert table.history(limit=1)[0]["operation"] == "transaction"
     assert table.history(limit=1)[0]["summary"]["operations"] == "append,delete,update"
@@ -149,7 +149,7 @@ def test_a_transaction_that_changes_nothing_commits_nothing(table):
 
 
 def test_tags_are_checked_before_anything_is_committed(table):
-    table.create_tag("taken")
+    table.tags.create("taken")
     before = table.version
     tx = table.transaction().append(rows([42]))
     with pytest.raises(TagAlreadyExists):

@@ -47,8 +47,8 @@ def test_a_long_history_is_sampled_keeping_every_tagged_and_the_newest_versions(
     monkeypatch.setattr(api, "HISTORY_POINTS", 8)
     monkeypatch.setattr(api, "HISTORY_NEWEST", 4)
     t = long_table(str(tmp_path / "t"), 40)
-    t.create_tag("odd", 13)
-    t.create_tag("early", 3)
+    t.tags.create("odd", 13)
+    t.tags.create("early", 3)
     snaps = snapshot_rows(t)
     doc = ask(Explorer(t.uri), "history")
     versions = doc["version"]
@@ -114,7 +114,7 @@ def test_expiry_preview_is_what_expire_then_drops(tmp_path, monkeypatch):
         for k in range(5):
             t.overwrite(pa.table({"id": [k], "day": ["d"]}, schema=SCHEMA))
     t.overwrite(pa.table({"id": [9], "day": ["d"]}, schema=SCHEMA))  # now: the versions before it are old
-    t.create_tag("keep", 2)
+    t.tags.create("keep", 2)
     snaps = snapshot_rows(t)
     ex = Explorer(root)
     (advice,) = ask(ex, "expiry")["advice"]
