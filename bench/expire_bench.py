@@ -86,7 +86,7 @@ def fmt_b(n: int | None) -> str:
 # --------------------------------------------------------------------------- adapters
 class LaminaX:
     name = "lamina"
-    expiry_call = "`t.expire_versions(retain_last=10, reader_grace=timedelta(0))`"
+    expiry_call = "`t.maintenance.expire_versions(retain_last=10, reader_grace=timedelta(0))`"
 
     def uri(self, root):
         return os.path.join(root, "t")
@@ -123,11 +123,11 @@ class LaminaX:
 
         t = lamina.open_table(self.uri(root))
         data, meta = set(), set()
-        for kw in [{"version": v} for v in versions] + [{"tag": n} for n in tags]:
-            f = t.system_table("files", **kw)
+        for kw in [{"version": v} for v in versions] + [{"version": n} for n in tags]:
+            f = t.inspect.files(**kw)
             data.update(f.column("path").to_pylist())
             data.update(p for p in f.column("dv_path").to_pylist() if p)
-            meta.update(t.system_table("manifests", **kw).column("path").to_pylist())
+            meta.update(t.inspect.manifests(**kw).column("path").to_pylist())
         return data, meta
 
     def rows(self, root, versions, tags):
@@ -148,7 +148,7 @@ class LaminaX:
         return lamina.open_table(self.uri(root))
 
     def expire(self, h, root, retain, latest):
-        r = h.expire_versions(retain_last=retain, reader_grace=timedelta(0))
+        r = h.maintenance.expire_versions(retain_last=retain, reader_grace=timedelta(0))
         return {
             "expired_versions": len(r.expired_versions),
             "earliest_retained": r.earliest_retained,
@@ -305,7 +305,7 @@ class DeltaX:
 
         keep = list(range(latest - retain + 1, latest + 1))
         t0 = now()
-        vacuumed = h.vacuum(
+        vacuumed = h.maintenance.remove_orphans(
             retention_hours=0, enforce_retention_duration=False, dry_run=False, keep_versions=keep
         )
         t1 = now()
@@ -497,8 +497,8 @@ def summarise(cfg: Config, reps: list[dict]) -> tuple[Section, Target]:
             f"is what lets `cleanup_metadata` drop the log before it). Files and bytes deleted: walk "
             "of the table directory before/after (all files; sizes from before). **Stranded bytes**: data "
             f"files still on disk after expiry that neither the last {R} versions nor any tag "
-            "references (references read before the expiry: Lamina `system_table('files', version=v | "
-            "tag=name)`, lance `get_fragments()` data files of each kept version and tag, deltalake "
+            "references (references read before the expiry: Lamina `t.inspect.files(version=v | "
+            "name)`, lance `get_fragments()` data files of each kept version and tag, deltalake "
             f"`DeltaTable(uri, version=v).file_uris()`). **Reads after expiry**: every one of the last {R} "
             "versions and every tag is read in full (column id) before and after; the row counts must match."
         ),

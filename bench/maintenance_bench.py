@@ -23,7 +23,7 @@ bench/out/compact_lamina_profile.txt).
    and a pylance table (one data file each). Each repetition copies the built table
    (untimed) and runs, in a fresh interpreter per system, an untimed compaction of a
    tiny table of the same system (imports, runtime start-up), then open + compact of
-   the copy, timed: `lamina.open_table(uri).compact(target_file_size=128 << 20)`,
+   the copy, timed: `lamina.open_table(uri).maintenance.compact(target_file_size=128 << 20)`,
    `DeltaTable(uri).optimize.compact()`, `lance.dataset(uri).optimize.compact_files()`.
    p50 over 3 repetitions (systems in rotating order). Row counts (and the sum of ids)
    are checked after every compaction.
@@ -363,17 +363,17 @@ def summarise_coordinators(cfg: CoordSizes, res: dict, names: list[str]) -> tupl
 
 # =========================================================================== 2. compaction
 class LaminaC(LaminaAppends):
-    call = "`lamina.open_table(uri).compact(target_file_size=128 << 20)`"
+    call = "`lamina.open_table(uri).maintenance.compact(target_file_size=128 << 20)`"
 
     def compact(self, h):
-        r = h.compact(target_file_size=128 << 20)
+        r = h.maintenance.compact(target_file_size=128 << 20)
         return {k: getattr(r, k) for k in ("version", "files_before", "files_after", "input_files", "output_files", "groups", "bytes_read", "rows_written")}
 
     def state(self, root):
         """(data files, rows, sum of ids) of the latest version."""
         t = self.open(root)
         ids = t.scan(columns=["id"]).to_arrow().column("id")
-        return t.files().num_rows, len(ids), _sum(ids)
+        return t.inspect.files().num_rows, len(ids), _sum(ids)
 
 
 class DeltaC(DeltaAppends):

@@ -86,7 +86,7 @@ class Lamina:
         return self.open(uri).scan(columns=CHECK_COLUMNS).to_arrow()
 
     def files(self, uri):
-        return self.open(uri).files().num_rows
+        return self.open(uri).inspect.files().num_rows
 
 
 class DeltaLake:

@@ -195,7 +195,7 @@ def count_requests(spec: dict) -> dict:
                 t = lamina.open_table(uri, storage_options=opts)
                 t.delete(spec["where"])
             elif op == "expire":
-                extra["expired"] = len(h.expire_versions(retain_last=KEEP, reader_grace=timedelta(0)).expired_versions)
+                extra["expired"] = len(h.maintenance.expire_versions(retain_last=KEEP, reader_grace=timedelta(0)).expired_versions)
             flush_hints()
         elif system == "deltalake":
             from deltalake import DeltaTable, write_deltalake

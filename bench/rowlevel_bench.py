@@ -160,10 +160,10 @@ class LaminaX(LaminaAppends):
 
     def describe(self, root):
         t = self.open(root)
-        f = t.system_table("files")
+        f = t.inspect.files()
         card = [c for c in f.column("dv_cardinality").to_pylist() if c]
         dv_files = {p for p in f.column("dv_path").to_pylist() if p}
-        snap = t.snapshots()
+        snap = t.inspect.snapshots()
         last = json.loads(snap.column("summary")[-1].as_py() or "{}")
         return {
             "data_files": f.num_rows,

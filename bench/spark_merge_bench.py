@@ -122,7 +122,7 @@ def spark_merge(run: Run) -> Report:
     work = Path(run.ws.new("spark-merge"))
     base = str(work / "base")
     build_s = build_table(base, args.rows, args.files)
-    nfiles = lamina.open_table(base).files().num_rows
+    nfiles = lamina.open_table(base).inspect.files().num_rows
     say(f"built {args.rows:,} rows in {nfiles} files in {build_s:.1f}s")
 
     spark = spark_session(master="local[2]", app_name="lamina-merge-bench", conf={
@@ -146,11 +146,11 @@ def spark_merge(run: Run) -> Report:
         secs = time.perf_counter() - t0
         phases = ", ".join(f"{k} {fmt_s(v)}" for k, v in b.timings.items())
         t = lamina.open_table(uri)
-        live = int(pa.compute.sum(t.files().column("record_count")).as_py())
+        live = int(pa.compute.sum(t.inspect.files().column("record_count")).as_py())
         ok = (res.rows_updated, res.rows_inserted) == (n_upd, n_ins) and live == args.rows + n_ins
         summary = t.history(1)[0]["summary"]
         out = dict(kind=kind, n=n, mode=mode, secs=secs, scanned=res.files_scanned, touched=res.files_touched,
-                   updated=res.rows_updated, inserted=res.rows_inserted, ok=ok, summary=summary, files_after=t.files().num_rows,
+                   updated=res.rows_updated, inserted=res.rows_inserted, ok=ok, summary=summary, files_after=t.inspect.files().num_rows,
                    phases=phases)
         say(f"{kind:8s} {n:>9,} {mode:14s} {fmt_s(secs):>9s} scanned {res.files_scanned:3d} touched {res.files_touched:3d} "
             f"upd {res.rows_updated:,} ins {res.rows_inserted:,} ok={ok} [{phases}]")

@@ -3,7 +3,7 @@ c0 is the id), Lamina against deltalake (and Lance for appends), in one run (the
 
 1. **Append**: `appends` (40) rounds after 2 untimed appends; each round appends the same new 100-row
    batch to a Lamina table, a deltalake table and a Lance dataset (order rotating); p50 per system.
-2. **Manifest bytes per file**: Lamina's manifests (root + leaves of the latest version: `t.manifests()`)
+2. **Manifest bytes per file**: Lamina's manifests (root + leaves of the latest version: `t.inspect.manifests()`)
    over its live files, against deltalake's checkpoint (`dt.create_checkpoint()`) over its files; on the
    append tables and on the 20,000-file tables.
 3. **Plan over 20,000 files**: each system's table holds 20,000 data files whose statistics are those its
@@ -149,8 +149,8 @@ def lamina_manifest_bytes(t) -> tuple[int, int]:
     from lamina.commit.log import flush_hints
 
     flush_hints()
-    m = t.manifests()
-    files = t.files().num_rows
+    m = t.inspect.manifests()
+    files = t.inspect.files().num_rows
     return int(sum(m.column("size").to_pylist())), files
 
 
@@ -322,7 +322,7 @@ def wide(run: Run) -> Report:
     prefix = delta_string_prefix(h["deltalake"])
     if prefix != DELTA_STRING_PREFIX:
         raise AssertionError(f"deltalake kept {prefix} characters of string bounds, not {DELTA_STRING_PREFIX}")
-    size = int(p50(h["lamina"].files().column("size").to_pylist()))
+    size = int(p50(h["lamina"].inspect.files().column("size").to_pylist()))
     stats = file_stats(cfg.files, np.random.default_rng(20))
     lt = build_lamina_20k(ws.new("lamina20k"), stats, cfg.files, size)
     dt = build_delta_20k(ws.new("delta20k"), stats, cfg.files, size)

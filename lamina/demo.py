@@ -327,7 +327,7 @@ def query_tag(demo: Demo) -> None:
                   .option("tag", first).load(TABLE).count())
     if n != via_source:
         raise AssertionError(f"tag {first}: {n} != {via_source}")
-    tags = t.system_table("$tags")
+    tags = t.inspect.tags()
     demo.record("query as of a tag", time.perf_counter() - t0, "{tag}: {orders:,} orders; $tags has {tags} tags",
                 tag=first, orders=n, tags=tags.num_rows)
 
@@ -554,8 +554,8 @@ def audit_and_publish(demo: Demo, day: int, orders: Any) -> dict[str, Any]:
         out["published_version"] = None
     # What only the branch holds (nothing once published: main holds its files now); the
     # expiry step below frees it, the deletion being older than its reader grace of 0.
-    held = _data_files(b.files())
-    out["branch_only_files"] = sorted(held - _data_files(t.refresh().files()))  # (main's deletion vectors are main's)
+    held = _data_files(b.inspect.files())
+    out["branch_only_files"] = sorted(held - _data_files(t.refresh().inspect.files()))  # (main's deletion vectors are main's)
     t.branches.delete(name)
     now = demo.table()
     out["main_version_after"], out["main_rows_after"] = now.version, now.scan().count()
@@ -599,7 +599,7 @@ def expire_history(demo: Demo) -> None:
     t = demo.table()
     versions = len(t.log.list_versions())
     t0 = time.perf_counter()
-    rep = t.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    rep = t.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
     first = demo.facts["tags"][0]
     still = t.scan(tag=first).count()  # the tagged version's files were kept
     demo.facts["expiry"] = rep

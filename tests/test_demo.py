@@ -117,7 +117,7 @@ class Figures:
     def files(self, version: int) -> pd.DataFrame:
         """The data files of ``version`` (by path, a handle of its own), each read with pyarrow:
         their rows less the deleted ones are the model's."""
-        f = lamina.open_table(self.job.uri, version=version).files().to_pandas()
+        f = lamina.open_table(self.job.uri, version=version).inspect.files().to_pandas()
         f["rows"] = [pq.ParquetFile(os.path.join(self.job.uri, p)).metadata.num_rows for p in f["path"]]
         assert int(f["rows"].sum() - f["dv_cardinality"].fillna(0).sum()) == len(self.rows(version)), version
         return f
@@ -232,7 +232,7 @@ class Figures:
             negative = int((day.order_id % demo.REFUND_EVERY == 0).sum())  # the job books these as refunds
             t = lamina.open_table(j.uri)
             main = set().union(*(referenced_by(t, version=h["version"]) for h in t.history()),
-                               *(referenced_by(t, tag=x.name) for x in t.tags.list()))
+                               *(referenced_by(t, version=x.name) for x in t.tags.list()))
             only = sorted(p for p in on_disk(j.uri) if p.startswith("data/") and p not in main)
             assert only == sorted(j.facts["wap_rejected"]["branch_only_files"])
             assert sum(pq.ParquetFile(os.path.join(j.uri, p)).metadata.num_rows for p in only if p.endswith(".parquet")) == R
@@ -263,7 +263,7 @@ class Figures:
         if step == "fsck":
             t = lamina.open_table(j.uri)
             current, now = referenced_by(t), on_disk(j.uri)
-            every = set().union(current, *(referenced_by(t, tag=x.name) for x in t.tags.list()))
+            every = set().union(current, *(referenced_by(t, version=x.name) for x in t.tags.list()))
             stored = {p for p in now if p.startswith("data/") or p.startswith("_lamina/manifests/")}
             return {"checked": len(current), "missing": len(current - set(now)), "unreferenced": len(stored - every),
                     "version": self.catalog_version(),
@@ -361,7 +361,7 @@ def test_every_step_of_the_main_job_at_a_small_scale(spark, tmp_path, monkeypatc
     # (freed by the job's expiry step, which runs after the branch was deleted)
     assert rejected["branch_only_files"] and not any(os.path.exists(os.path.join(job.uri, p)) for p in rejected["branch_only_files"])
     t = job.table()
-    assert t.branches.list() == [] and [r["name"] for r in t.system_table("branches").to_pylist()] == ["main"]
+    assert t.branches.list() == [] and [r["name"] for r in t.inspect.branches().to_pylist()] == ["main"]
     in_day = "order_id >= {} AND order_id < {}"
     assert t.scan(where=in_day.format(demo.day_ids(demo.WAP_DAY), demo.day_ids(demo.WAP_DAY) + 800)).count() == 800
     assert t.scan(where=in_day.format(demo.day_ids(demo.REJECTED_DAY), demo.day_ids(demo.REJECTED_DAY) + 800)).count() == 0

@@ -87,7 +87,7 @@ def system_listing(uri: str, name: str, output: OutputFormat) -> "tuple[lamina.T
     fmt = format_of(output)
     t = open_target(uri)
     try:
-        rows = t.system_table(name)
+        rows = t.inspect.table(name)
     except LaminaError as e:
         _fail(e)
     if fmt != TABLE:

@@ -67,7 +67,7 @@ def info(
         "next_row_id": vm.next_row_id,  # the id the next row added gets
     }
     try:
-        space = t.storage()
+        space = t.maintenance.storage()
     except LaminaError as e:
         _fail(e)
     doc.update(size_fields(uri, space, machine=fmt != TABLE))
@@ -118,7 +118,7 @@ def history(uri: str, limit: Optional[int] = limit_option(50, "versions"), outpu
     fmt = _format(output)
     t = _open(uri, branch=branch)
     if fmt != TABLE:
-        snapshots = t.system_table("snapshots")
+        snapshots = t.inspect.snapshots()
         newest_first = snapshots.take(pa.array(range(snapshots.num_rows - 1, -1, -1), pa.int64()))
         write_table(newest_first.slice(0, limit), fmt)
         return
@@ -231,7 +231,7 @@ def system(
     fmt = _format(output)
     t = _open(uri, branch=branch)
     try:
-        tbl = t.system_table(name, version=version)
+        tbl = t.inspect.table(name, version=version)
     except LaminaError as e:
         _fail(e)
     if fmt != TABLE:

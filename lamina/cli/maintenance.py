@@ -51,7 +51,7 @@ def expire(
     bar, update = _progress()
     try:
         with bar:
-            rep = t.expire_versions(
+            rep = t.maintenance.expire_versions(
                 older_than=_duration(older_than) if older_than else None, retain_last=retain_last,
                 reader_grace=_duration(reader_grace) if reader_grace else None, dry_run=dry_run, progress=update,
             )
@@ -81,7 +81,7 @@ def remove_orphans(
     bar, update = _progress()
     try:
         with bar:
-            rep = t.remove_orphans(_duration(older_than), dry_run=dry_run, allow_short_age=allow_short_age, progress=update)
+            rep = t.maintenance.remove_orphans(_duration(older_than), dry_run=dry_run, allow_short_age=allow_short_age, progress=update)
     except LaminaError as e:
         _fail(e)
     for p in rep.orphans[:50]:
@@ -96,7 +96,7 @@ def remove_orphans(
 def _print_held(uri: str, t: Any) -> None:
     """What holds the table's space after a maintenance run, and the commands that free it."""
     try:
-        lines = held_lines(uri, t.storage())
+        lines = held_lines(uri, t.maintenance.storage())
     except LaminaError as e:
         _fail(e)
     for line in lines:
@@ -115,7 +115,7 @@ def compact(
     bar, update = _progress()
     try:
         with bar:
-            r = t.compact(target_file_size=target_mb * 1024 * 1024, where=where, sort_by=sort_by, progress=update)
+            r = t.maintenance.compact(target_file_size=target_mb * 1024 * 1024, where=where, sort_by=sort_by, progress=update)
     except LaminaError as e:
         _fail(e)
     if r.version is None:

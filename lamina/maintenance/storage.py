@@ -59,7 +59,7 @@ class Holder:
 
 @dataclass(frozen=True)
 class StorageReport:
-    """Where a table's bytes are (``Table.storage()``; `lamina info` prints it)."""
+    """Where a table's bytes are (``Table.maintenance.storage()``; `lamina info` prints it)."""
 
     location: str
     version: int  # the current version: main's latest

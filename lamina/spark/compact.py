@@ -1,6 +1,6 @@
 """Spark-distributed compaction: the bin-packed groups are rewritten by Spark tasks.
 
-The driver plans exactly as ``Table.compact`` does (``lamina.operations.compaction``:
+The driver plans exactly as ``t.maintenance.compact`` does (``lamina.operations.compaction``:
 small and deletion-vector-carrying files, bin-packed per partition) and commits one
 version replacing inputs with outputs; each group is one Spark task, which is given the
 planned version's manifest (the table's location and version numbers alone would not do
@@ -9,7 +9,7 @@ on a branch, whose numbers are its own log's), reads its inputs with Lamina's re
 files under the table with the compaction's write id. Only entries (a few hundred
 bytes a file) travel back to the driver.
 
-Concurrency and safety are the Arrow compaction's (``Table.compact`` plans and commits):
+Concurrency and safety are the Arrow compaction's (``t.maintenance.compact`` plans and commits):
 appends never conflict; a group whose inputs a concurrent delete changed is recomputed
 (as another Spark job of just those groups) carrying the new deletes. The job runs in an
 engine write session (``lamina.table.WriteSession``): its in-flight marker keeps
@@ -79,13 +79,13 @@ def compact(
 ) -> CompactionResult:
     """Compact a table with Spark: one version replacing small files (and files with deletion
     vectors) by ~``target_file_size`` files, written by Spark tasks. Same arguments and result
-    as ``Table.compact``; ``target`` is a location, an open Table, or an identifier with
+    as ``t.maintenance.compact``; ``target`` is a location, an open Table, or an identifier with
     ``catalog=`` (see ``lamina.spark._target``); ``branch``: compact that branch."""
     table = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch).open()
     # The session refuses a table that may not be written (offline, unknown writer feature)
     # before a task runs, and deletes the outputs if the compaction commits nothing.
     with WriteSession(table, commit_options=commit_options) as session:
-        return table.compact(
+        return table.maintenance.compact(
             target_file_size=target_file_size, min_file_size=min_file_size, where=where, sort_by=sort_by,
             rewrite_groups=spark_rewriter(spark), session=session,
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from lamina.errors import InvalidArgument
 from lamina.spark._target import TableRef
 
 
@@ -19,7 +20,9 @@ def system_table(
     branch: str | None = None,
 ) -> Any:
     """``lamina.spark.system_table(spark, "warehouse/orders", "$snapshots")``: the Arrow
-    system table (see ``Table.system_table``) as a DataFrame; metadata is small, so it is
+    system table (see ``Table.inspect``) as a DataFrame; metadata is small, so it is
     built on the driver. ``branch``: of that branch (its versions, its files)."""
+    if version is not None and tag is not None:
+        raise InvalidArgument("pass version or tag, not both")
     table = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch).open()
-    return spark.createDataFrame(table.system_table(name, version=version, tag=tag))
+    return spark.createDataFrame(table.inspect.table(name, version=version if tag is None else tag))

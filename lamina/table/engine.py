@@ -14,7 +14,7 @@ with the same conflict rules as every other change. Three ways to commit:
 - ``commit``: append the added files, or overwrite the rows matching a predicate with them;
 - ``commit_row_delta``: row-level positions to delete (merge, delete, update) computed by
   the engine against ``base``, plus the added files holding rewritten or inserted rows;
-- ``commit_operation``: any operation that references the write's files (``Table.compact``
+- ``commit_operation``: any operation that references the write's files (``t.maintenance.compact``
   with ``session=`` commits a compaction whose groups the engine rewrote this way).
 
 A write that changes the table's schema (``schema_mode="merge"``) plans the change first

@@ -12,7 +12,7 @@ import functools
 import time
 import types
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
@@ -20,17 +20,15 @@ import pyarrow as pa
 from lamina.commit import CommitOptions, Committer, ObjectStoreCoordinator, TagStore, VersionLog
 from lamina.commit.branches import BranchLog, BranchStore
 from lamina.commit.coordinator import CommitCoordinator
-from lamina.data.inflight import new_write_id
 from lamina.data.scan import Scan, ScanPlan
 from lamina.errors import (
-    AlreadyExists, BranchNotFound, CommitConflict, InvalidArgument, TableAlreadyExists, TableNotFound,
+    AlreadyExists, CommitConflict, InvalidArgument, TableAlreadyExists, TableNotFound,
     VersionNotFound,
 )
-from lamina.expr import Expr, to_expr
+from lamina.expr import Expr
 from lamina.io import FileIO
-from lamina.maintenance import expire, orphans, storage
-from lamina.operations import CompactFiles, CompactionResult, MergeBuilder, RewriteManifests, Rollback
-from lamina.operations import compaction
+from lamina.maintenance import expire
+from lamina.operations import MergeBuilder, Rollback
 from lamina.operations.lineage import EnableRowLineage
 from lamina.operations.publish import PublishBranch
 from lamina.operations.partition_spec import SpecUpdate
@@ -51,16 +49,18 @@ from lamina.spec.stats import check_column_modes
 from lamina.spec.schema import Schema
 from lamina.spec.tag import split_version_or_tag
 from lamina.spec.version import VersionManifest
-from lamina.table import auto_tags, iceberg_view, system
+from lamina.table import auto_tags, iceberg_view
 from lamina.table.branches import Branches
+from lamina.table.inspect import Inspect
+from lamina.table.maintenance import Maintenance
 from lamina.table.tags import Tags
 from lamina.table.changes import ChangeFeed, change_feed, end_spec, start_spec
 from lamina.table.convert import schema_of, to_arrow
 from lamina.table.transaction import Transaction
-from lamina.timeutil import duration_ms, epoch_ms
+from lamina.timeutil import epoch_ms
 
 if TYPE_CHECKING:
-    from lamina.table.engine import WriteSession
+    pass
 
 
 def _timestamp_ms(ts: Any) -> int:
@@ -409,48 +409,6 @@ class Table:
         rows = source if isinstance(source, SourceRead) else to_arrow(source)  # (a source being read: lamina.spark)
         return MergeBuilder(self._vm.schema, rows, on, row_mode(mode, self._vm.properties), run, cast=cast)
 
-    # -- layout maintenance ---------------------------------------------------------------
-
-    def compact(
-        self, *, target_file_size: int = compaction.DEFAULT_TARGET, min_file_size: int | None = None,
-        where: str | Expr | None = None, sort_by: Any = None, commit_options: CommitOptions | None = None,
-        progress: Any = None, rewrite_groups: Any = None, session: "WriteSession | None" = None,
-    ) -> CompactionResult:
-        """Bin-pack small files (and files with deletion vectors) per partition into
-        ~``target_file_size`` files, in one version. See ``lamina.operations.compaction``.
-
-        An engine does the rewriting with ``rewrite_groups`` (see ``CompactFiles``) and a
-        ``session`` (``lamina.table.WriteSession`` on this table): the outputs carry
-        the session's write id, and the session commits them (with its commit options), or
-        deletes them if the compaction fails."""
-        if session is not None:
-            if session.table is not self:
-                raise InvalidArgument("compact(session=...) takes a write session opened on this table object")
-            if commit_options is not None:
-                raise InvalidArgument("the commit options of a compaction in a write session are the session's")
-        target = compaction.check_target(target_file_size)
-        # ``where`` and the sort order are bound at the base the commit loads (the latest
-        # version), not on a refresh of this handle first: on an object store that is one
-        # LIST and one GET less.
-        op = CompactFiles(
-            to_expr(where) if where is not None else None, target,
-            min_file_size if min_file_size is not None else target * 3 // 4,
-            sort_by, session.write_id if session is not None else new_write_id(), progress, rewrite_groups,
-        )
-        if session is not None:
-            version = session.commit_operation(op)
-        else:
-            version = self._one(self.transaction(commit_options=commit_options).add_operation(op))
-        last = op.last
-        # (not applied yet when queued in a session's transaction, which commits it later)
-        before = last.get("files_before", int(self.metadata.summary.get("total-files", 0)))
-        if version is None:
-            return CompactionResult(None, before, before, 0, 0, 0, 0, 0)
-        return CompactionResult(
-            version, before, int(self._vm.summary.get("total-files", 0)), last["input_files"], last["output_files"],
-            last["groups"], last["bytes_read"], last["rows_written"],
-        )
-
     def changes(
         self,
         start_version: int | None = None,
@@ -482,10 +440,6 @@ class Table:
         from a new version on; None if it has lineage already. Rows of the live files get ids
         in that version (a metadata-only commit: no data file is rewritten)."""
         return self._one(self.transaction(commit_options=commit_options).add_operation(EnableRowLineage()))
-
-    def rewrite_manifests(self, *, commit_options: CommitOptions | None = None) -> int:
-        """Rewrite the leaf manifests (same files), grouped by partition, in one version."""
-        return self._one(self.transaction(commit_options=commit_options).add_operation(RewriteManifests()))
 
     def _fresh_latest(self) -> VersionManifest:
         """The latest version of this handle's branch: the handle's own, if it is known to be the
@@ -528,6 +482,18 @@ class Table:
         """The table's branches: ``t.branches.create("dev")``, ``t.branches.publish("dev")``
         (lamina.table.branches); ``t.branch(name)`` is a handle on one."""
         return Branches(self)
+
+    @property
+    def inspect(self) -> Inspect:
+        """The table's system tables as Arrow: ``t.inspect.snapshots()``, ``t.inspect.files()``
+        (lamina.table.inspect)."""
+        return Inspect(self)
+
+    @property
+    def maintenance(self) -> Maintenance:
+        """Compaction, manifest rewrites, expiry, orphan removal, storage: ``t.maintenance.compact()``
+        (lamina.table.maintenance)."""
+        return Maintenance(self)
 
     def _source(self, version: int | str | None, timestamp: Any) -> tuple["Table", int | None, str | None]:
         """What a ``version``/``timestamp`` pair names: (this handle, a version number, None),
@@ -604,36 +570,6 @@ class Table:
             expire.drop_versions_after(self.io, self.log, target, self._vm)
         return committed
 
-    def expire_versions(
-        self,
-        older_than: Any = None,
-        retain_last: int | None = None,
-        *,
-        reader_grace: Any = None,
-        dry_run: bool = False,
-        progress: Any = None,
-        branches: bool = True,
-    ) -> "expire.ExpireReport":
-        """Delete old versions and the files only they needed; tags and branches keep theirs.
-
-        See ``lamina.maintenance.expire`` for the rules (reader grace: versions are
-        expired only once superseded for ``reader_grace``, default one hour). On a branch's
-        handle, that branch's versions, by its retention (``t.branches.create(retain_last=,
-        max_age=)``) where the call leaves it open. On main with ``branches`` (default), every
-        branch's versions too, each by its own retention where set, else by the call's
-        (``report.branches``: each branch's report).
-        """
-        report = self._expire_own(older_than, retain_last, reader_grace, dry_run, progress)
-        if self._main is None and branches:
-            for record in BranchStore(self.io).list():
-                try:
-                    h = self.branch(record.name)
-                except BranchNotFound:  # deleted meanwhile
-                    continue
-                report.branches[record.name] = h._expire_own(older_than, retain_last, reader_grace, dry_run, None, prefer_own=True)
-        iceberg_view.after_expiry(self, dry_run, None if reader_grace is None else duration_ms(reader_grace, "reader_grace"))
-        return report
-
     # -- the Iceberg view (lamina.iceberg, docs/iceberg.md) ---------------------------------
 
     def set_iceberg_enabled(self, enabled: bool = True, *, commit_options: CommitOptions | None = None) -> int | None:
@@ -664,65 +600,6 @@ class Table:
         ``problems`` (behind, a file missing) as fsck reports them."""
         return iceberg_view.status(self)
 
-    def _expire_own(
-        self, older_than: Any, retain_last: int | None, reader_grace: Any, dry_run: bool, progress: Any,
-        prefer_own: bool = False,
-    ) -> "expire.ExpireReport":
-        """Expire this object's branch: its retention fills what the call leaves open, or
-        (``prefer_own``: main expiring its branches) replaces it where set."""
-        record = self.branch_record
-        if record is not None:
-            own_age = None if record.max_age_ms is None else datetime.now(timezone.utc) - timedelta(milliseconds=record.max_age_ms)
-            if prefer_own:
-                older_than = own_age if own_age is not None else older_than
-                retain_last = record.retain_last if record.retain_last is not None else retain_last
-            else:
-                older_than = older_than if older_than is not None else own_age
-                retain_last = retain_last if retain_last is not None else record.retain_last
-        return expire.expire_versions(
-            self.io, self.log, older_than=older_than, retain_last=retain_last,
-            reader_grace=reader_grace, dry_run=dry_run, progress=progress,
-        )
-
-    def remove_orphans(
-        self, older_than: Any = orphans.DEFAULT_ORPHAN_AGE, *, dry_run: bool = False,
-        allow_short_age: bool = False, progress: Any = None,
-    ) -> "orphans.OrphanReport":
-        """Delete files nothing references, older than ``older_than`` and not in flight."""
-        return orphans.remove_orphans(  # table-wide: every branch's files are walked
-            self.io, self.main.log, older_than, dry_run=dry_run, allow_short_age=allow_short_age, progress=progress
-        )
-
-    vacuum = remove_orphans
-
-    def storage(self) -> "storage.StorageReport":
-        """Where the table's bytes are: what its current version (main's latest) reads, the
-        total under its location, and what keeps the rest (older versions, tags, branches:
-        each with what only it keeps), as ``lamina info`` prints (lamina.maintenance.storage)."""
-        return storage.storage_report(self.io, self.main.log)
-
-    # -- system tables ------------------------------------------------------------------
-
-    def system_table(
-        self, name: str, *, version: int | str | None = None, tag: str | None = None, branch: str | None = None,
-    ) -> pa.Table:
-        """``$snapshots``, ``$tags``, ``$branches``, ``$files``, ``$manifests`` or ``$schemas`` as an
-        Arrow table (lamina.table.system). ``branch``: of that branch (its versions, or its
-        ``version``'s files), as on its handle."""
-        if branch is not None and branch != self.branch_name:
-            return self.branch(branch).system_table(name, version=version, tag=tag)
-        vm = self._resolve(version, None, tag) if version is not None or tag is not None else self._vm
-        return system.system_table(self, name, vm)
-
-    def snapshots(self) -> pa.Table:
-        return system.snapshots(self)
-
-    def files(self, **kwargs: Any) -> pa.Table:
-        return self.system_table("files", **kwargs)
-
-    def manifests(self, **kwargs: Any) -> pa.Table:
-        return self.system_table("manifests", **kwargs)
-
     def __repr__(self) -> str:
         return f"lamina.Table({self.uri!r}, version={self.version})"
 
@@ -732,8 +609,7 @@ class Table:
 WRITE_METHODS = (
     "transaction",  # and every change, which is one (checked again at its commit)
     "append", "overwrite", "add_files", "delete", "update", "merge", "rollback",
-    "expire_versions", "remove_orphans", "vacuum",
-    "compact", "rewrite_manifests", "update_schema", "update_spec", "update_sort_order", "update_properties",
+    "update_schema", "update_spec", "update_sort_order", "update_properties",
     "set_iceberg_enabled", "sync_iceberg",
 )
 

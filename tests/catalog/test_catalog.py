@@ -238,8 +238,8 @@ def test_offline_refuses_writes_and_maintenance(cat):
         lambda: t.delete("id = 1"),
         lambda: t.update("id = 1", {"id": "10"}),
         lambda: t.rollback(0),
-        lambda: t.expire_versions(retain_last=1),
-        lambda: t.remove_orphans(),
+        lambda: t.maintenance.expire_versions(retain_last=1),
+        lambda: t.maintenance.remove_orphans(),
         lambda: t.tags.create("x"),
     ]
     for op in refused:

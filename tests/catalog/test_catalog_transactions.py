@@ -302,7 +302,7 @@ def test_an_exception_in_the_block_commits_nothing_and_deletes_its_files(world):
 def test_a_clash_on_one_table_commits_nothing_to_any(world, clash):
     world.make("ns.a")
     b = world.make("ns.b")
-    b_files = b.files().column("path").to_pylist()
+    b_files = b.inspect.files().column("path").to_pylist()
     a_files = world.data_files("ns.a")
     tx = world.cat.transaction()
     tx.table("ns.a").append(rows(range(100, 110)))
@@ -471,7 +471,7 @@ READ_CLASHES = {
     "drop-a-column-it-returned": (lambda t: t.update_schema().drop_column("v").commit(),
                                   "ALTER TABLE ns__a DROP COLUMN v", True),
     # conservative: a file rewritten counts as its rows rewritten
-    "compact": (lambda t: (t.append(rows([200])), t.compact()), "INSERT INTO ns__a VALUES (200, 'x')", True),
+    "compact": (lambda t: (t.append(rows([200])), t.maintenance.compact()), "INSERT INTO ns__a VALUES (200, 'x')", True),
 }
 
 
@@ -895,8 +895,8 @@ def _maintain(world, ident: str) -> None:
     except lamina.errors.TableNotFound:  # a table being created has no published version yet
         pass
     for t in tables:
-        t.expire_versions(retain_last=1, reader_grace=timedelta(0))
-        t.remove_orphans(older_than=future, allow_short_age=True)
+        t.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
+        t.maintenance.remove_orphans(older_than=future, allow_short_age=True)
 
 
 @pytest.mark.parametrize("at", ["staged", "before-sql-commit", "sql-committed", "published"])
@@ -945,8 +945,8 @@ def test_maintenance_keeps_what_a_crashed_writers_staged_versions_reference(worl
     for ident in ("ns.a", "ns.b"):
         by_path = lamina.open_table(world.location(ident))
         assert by_path.version == world.cat.table_info(ident).version - 1  # not published
-        by_path.expire_versions(retain_last=1, reader_grace=timedelta(0))
-        by_path.remove_orphans(older_than=future, allow_short_age=True)
+        by_path.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
+        by_path.maintenance.remove_orphans(older_than=future, allow_short_age=True)
     world.check()
 
 
@@ -954,7 +954,7 @@ def test_create_at_a_location_whose_first_versions_were_expired_is_refused(world
     """A location holds a table whatever versions are left: the check is not of version 0."""
     c = world.make("ns.c")
     c.append(rows([100]))
-    c.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    c.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
     assert c.log.list_versions() == [2]
     before = world.state()
     with pytest.raises(CatalogTableAlreadyExists, match="already holds a Lamina table"):

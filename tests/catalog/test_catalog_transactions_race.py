@@ -170,7 +170,7 @@ def test_sigkill_at_each_commit_step(catalog_uri, tmp_path, at, committed):
     # what the staged versions reference. (The table created has no version a path reader
     # can open until then.)
     for i in TABLES:
-        lamina.open_table(cat.table_info(i).location).remove_orphans(older_than=timedelta(0), allow_short_age=True)
+        lamina.open_table(cat.table_info(i).location).maintenance.remove_orphans(older_than=timedelta(0), allow_short_age=True)
 
     cat = lamina.load_catalog(catalog_uri)  # reopened
     assert cat.transaction_committed(tx_id) is committed
@@ -200,7 +200,7 @@ def test_sigkill_at_each_commit_step(catalog_uri, tmp_path, at, committed):
     # member's final put and its unlink of the staged copy, since members publish in
     # parallel); orphan cleanup removes it, and nothing committed is lost by that.
     for info in cat.tables("ns"):
-        lamina.open_table(info.location).remove_orphans(older_than=timedelta(0), allow_short_age=True)
+        lamina.open_table(info.location).maintenance.remove_orphans(older_than=timedelta(0), allow_short_age=True)
     _check_tables_whole(cat)
     for info in cat.tables("ns"):
         assert not [p for p in os.listdir(os.path.join(info.location, "_lamina", "versions", "pending"))
@@ -209,8 +209,8 @@ def test_sigkill_at_each_commit_step(catalog_uri, tmp_path, at, committed):
     # Expiry and orphan cleanup through the catalog, then every table still reads exactly.
     for info in cat.tables("ns"):
         t = cat.load_table(info.identifier)
-        t.expire_versions(older_than=int(time.time() * 1000) + 1, retain_last=1)
-        t.remove_orphans(older_than=timedelta(0), allow_short_age=True)
+        t.maintenance.expire_versions(older_than=int(time.time() * 1000) + 1, retain_last=1)
+        t.maintenance.remove_orphans(older_than=timedelta(0), allow_short_age=True)
     k, ledger_k, ledger_tx = _read_all(lambda i: lamina.open_table(cat.table_info(i).location).scan().to_arrow())
     assert {i: sorted(v) for i, v in k.items()} == want_k and ledger_tx == want_tx
     _check_tables_whole(cat)

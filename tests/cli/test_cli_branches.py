@@ -125,7 +125,7 @@ def test_rename(table):
 def test_delete_frees_what_only_the_branch_held(table):
     b = table.branch("audit")
     held_by_main = referenced(main_of(table))  # main's versions and the tags
-    only_branch = {p for v in (2, 3) for p in b.files(version=v).to_pydict()["path"] + b.files(version=v).to_pydict()["dv_path"]
+    only_branch = {p for v in (2, 3) for p in b.inspect.files(version=v).to_pydict()["path"] + b.inspect.files(version=v).to_pydict()["dv_path"]
                    if p is not None} - held_by_main
     assert len(only_branch) == 2  # the file of ids 10, 11 and the deletion vector of id 1
     before = table_files(table.uri)
@@ -221,8 +221,8 @@ def test_info_and_history_of_a_branch(table):
 def test_files_schema_and_changes_of_a_branch(table):
     b = table.branch("audit")
     listed = rows_of(ok("files", table.uri, "--branch", "audit", "--version", "2"))
-    assert {r[0] for r in listed} == set(b.files(version=2).column("path").to_pylist())
-    assert {r[0] for r in listed} != set(table.files(version=2).column("path").to_pylist())
+    assert {r[0] for r in listed} == set(b.inspect.files(version=2).column("path").to_pylist())
+    assert {r[0] for r in listed} != set(table.inspect.files(version=2).column("path").to_pylist())
     assert "version 2" in ok("schema", table.uri, "-b", "audit", "--version", "2")
     rows = [json.loads(line) for line in ok("changes", table.uri, "--branch", "audit", "--from", "1", "--json").splitlines()]
     assert sorted((r["_change_type"], r["id"]) for r in rows) == [("delete", 1), ("insert", 10), ("insert", 11)]
@@ -233,7 +233,7 @@ def test_system_tables_of_a_branch(table):
     assert [(int(r[0]), r[-1]) for r in snaps] == [(1, "audit"), (2, "audit"), (3, "audit")]
     assert [r[-1] for r in rows_of(ok("system", table.uri, "snapshots"))] == ["main"] * 4
     files = rows_of(ok("system", table.uri, "files", "--branch", "audit", "--version", "2"))
-    assert {r[0] for r in files} == set(table.branch("audit").files(version=2).column("path").to_pylist())
+    assert {r[0] for r in files} == set(table.branch("audit").inspect.files(version=2).column("path").to_pylist())
     branches = rows_of(ok("system", table.uri, "branches"))
     assert [r[0] for r in branches] == ["main", "audit"]
 
@@ -249,7 +249,7 @@ def test_rollback_expire_and_compact_on_a_branch(table):
     assert "committed version 4" in out and b.version == 4 and ids_of(b.to_arrow()) == [1, 2, 3, 10, 11]
     out = ok("compact", table.uri, "--branch", "audit")
     b = lamina.open_table(table.uri, branch="audit")
-    assert b.version == 5 and b.metadata.operation == "compact" and len(b.files()) == 1
+    assert b.version == 5 and b.metadata.operation == "compact" and len(b.inspect.files()) == 1
     assert ids_of(b.to_arrow()) == [1, 2, 3, 10, 11]
     out = ok("expire", table.uri, "--branch", "audit", "--retain-last", "1", "--reader-grace", "0s")
     assert "expire 4 versions (1..4)" in out

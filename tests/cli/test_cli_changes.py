@@ -50,7 +50,7 @@ def history(tmp_path):
     src = pa.table({"id": pa.array([2, 3, 9], pa.int64()), "c": ["B", "drop", "i"]}, schema=SCHEMA)
     (t.merge(src, on="id").when_matched_delete(condition="source.c = 'drop'")
      .when_matched_update({"c": "source.c"}).when_not_matched_insert_all().execute())
-    assert t.compact().version == 3
+    assert t.maintenance.compact().version == 3
     t.delete("id = 1")
     assert t.version == 4 and [h["operation"] for h in reversed(t.history())][1:] == list(OPERATIONS.values())
     t.tags.create("loaded", 1)
@@ -316,7 +316,7 @@ def test_csv_refuses_nested_columns_before_printing_anything(tmp_path):
 
 
 def test_a_range_into_expired_versions_names_the_oldest_start(history):
-    history.expire_versions(retain_last=2, reader_grace=timedelta(0))
+    history.maintenance.expire_versions(retain_last=2, reader_grace=timedelta(0))
     r = run("changes", history.uri, "--from", "1")
     assert r.exit_code == 2 and "the oldest start version still answerable is 3" in r.output
     assert listed(ok("changes", history.uri, "--from", "3")) == model([4])

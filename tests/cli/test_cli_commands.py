@@ -93,7 +93,7 @@ def test_history(table):
 
 def test_files(table):
     out = ok("files", table.uri)
-    live = {r["path"]: r for r in table.files().to_pylist()}
+    live = {r["path"]: r for r in table.inspect.files().to_pylist()}
     body = rows_of(out)
     assert {r[0] for r in body} == set(live) and len(body) == 2
     for path, n, size, added, deleted in body:
@@ -106,7 +106,7 @@ def test_files(table):
     assert [r[0].split("/")[1] for r in a] == ["c=a"] and a[0][4] == "0"
     assert rows_of(ok("files", table.uri, "--where", "c LIKE 'a%' AND length(c) = 1")) == a  # an expression prunes too
     v1 = rows_of(ok("files", table.uri, "--version", "1"))
-    assert {r[0] for r in v1} == set(table.files(version=1).column("path").to_pylist())
+    assert {r[0] for r in v1} == set(table.inspect.files(version=1).column("path").to_pylist())
     assert all(r[4] == "0" for r in v1)  # no deletion vector at version 1
     short = ok("files", table.uri, "--limit", "1")
     assert len(rows_of(short)) == 1 and "... 1 more (use --limit)" in short
@@ -115,7 +115,7 @@ def test_files(table):
 def test_fsck(table):
     out = ok("fsck", table.uri)
     assert "version 3: checked" in out and "0 missing, 0 errors, 0 unreferenced" in out
-    victim = table.files().column("path").to_pylist()[0]
+    victim = table.inspect.files().column("path").to_pylist()[0]
     os.remove(os.path.join(table.uri, victim))
     r = run("fsck", table.uri)
     assert r.exit_code == 1 and f"missing {victim}" in r.output and "1 missing" in r.output
@@ -138,9 +138,9 @@ def test_system(table):
     tags = rows_of(ok("system", table.uri, "$tags"))
     assert [(r[0], r[1]) for r in tags] == [("t1", "1")]
     files = rows_of(ok("system", table.uri, "files", "--version", "t1"))
-    assert {r[0] for r in files} == set(table.files(tag="t1").column("path").to_pylist())
+    assert {r[0] for r in files} == set(table.inspect.files(version="t1").column("path").to_pylist())
     manifests = rows_of(ok("system", table.uri, "manifests"))
-    assert [r[0] for r in manifests] == table.manifests().column("path").to_pylist()
+    assert [r[0] for r in manifests] == table.inspect.manifests().column("path").to_pylist()
     r = run("system", table.uri, "nope")
     assert r.exit_code == 2 and "no system table 'nope'" in r.output
 
@@ -160,7 +160,7 @@ def test_tag_create_list_delete(table):
     assert [(r[0], int(r[1]), r[3]) for r in body] == [("gold", 1, "3"), ("monthly", 3, "3")]
     assert body[1][5] != "-" and body[0][5] == "-"  # the expiry shows
     table.overwrite(batch([9]))
-    table.expire_versions(retain_last=1, reader_grace=timedelta(0))  # gold alone holds version 1's files now
+    table.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))  # gold alone holds version 1's files now
     plan = table.tags.delete("gold", dry_run=True)
     files = table_files(table.uri)
     out = ok("tag", "delete", table.uri, "gold", "--dry-run")
@@ -239,11 +239,11 @@ def test_compact(table):
     for i in range(10, 16):
         table.append(batch([i], "a"))
     rows = ids_of(table.to_arrow())
-    files_before = len(table.refresh().files())
+    files_before = len(table.refresh().inspect.files())
     out = ok("compact", table.uri, "--target-mb", "1")
     t = lamina.open_table(table.uri)
     assert t.version == table.version + 1 and t.metadata.operation == "compact"
-    assert f"table files {files_before} -> {len(t.files())}" in out and len(t.files()) == 2  # one per partition
+    assert f"table files {files_before} -> {len(t.inspect.files())}" in out and len(t.inspect.files()) == 2  # one per partition
     assert ids_of(t.to_arrow()) == rows
     assert "nothing to compact" in ok("compact", table.uri)
     assert lamina.open_table(table.uri).version == t.version
@@ -262,7 +262,7 @@ def test_properties_set_unset_list(table):
         {"key": "owner", "value": "ops=team"}, {"key": "write.parquet.compression", "value": "zstd"}]
     assert rows_of(ok("properties", "list", table.uri)) == [["owner", "ops=team"], ["write.parquet.compression", "zstd"]]
     t.append(batch([9], "a"))  # writes after it use it
-    (new,) = [p for p in t.files().column("path").to_pylist() if p not in table.files().column("path").to_pylist()]
+    (new,) = [p for p in t.inspect.files().column("path").to_pylist() if p not in table.inspect.files().column("path").to_pylist()]
     assert pq.read_metadata(os.path.join(t.uri, new)).row_group(0).column(0).compression == "ZSTD"
     assert "nothing to change" in ok("properties", "set", t.uri, "owner=ops=team")
     out = ok("properties", "unset", t.uri, "owner")

@@ -74,7 +74,7 @@ def test_schema_command_refuses_an_unknown_version(evolved):
 
 
 def test_schemas_system_table_lists_each_schema_once_with_its_versions(evolved):
-    s = evolved.system_table("$schemas").to_pylist()
+    s = evolved.inspect.schemas().to_pylist()
     assert [r["schema_id"] for r in s] == [0, 1, 2]
     assert [(r["first_version"], r["last_version"], r["versions"]) for r in s] == [(0, 1, 2), (2, 2, 1), (3, 3, 1)]
     for row in s:

@@ -32,7 +32,7 @@ def lake(tmp_path):
         t.append(pa.table({"id": pa.array(range(k * 500, (k + 1) * 500), pa.int64()),
                            "note": [f"order {i} of day {k}" for i in range(500)]}))
     t.tags.create("nightly", 3)
-    t.compact()
+    t.maintenance.compact()
     t.branches.create("audit").append(pa.table({"id": pa.array([-1], pa.int64()), "note": ["audit"]}))
     yield t.refresh()
     flush_hints()
@@ -49,7 +49,7 @@ def held_files(t: lamina.Table) -> dict[str, set[str]]:
     current = referenced_by(t)
     older = set().union(*(referenced_by(t, version=h["version"]) for h in t.history() if h["version"] != t.version))
     b = t.branch("audit")
-    holders = {"versions": older, "nightly": referenced_by(t, tag="nightly"),
+    holders = {"versions": older, "nightly": referenced_by(t, version="nightly"),
                "audit": set().union(*(referenced_by(b, version=h["version"]) for h in b.history()))}
     return {k: v - current for k, v in holders.items()}
 
@@ -101,7 +101,7 @@ def test_expire_says_why_it_kept_the_versions_and_what_holds_the_space(lake, wid
     assert (f"kept {n} versions besides the latest: {n - 1} superseded less than the reader grace of 1h ago "
             "(--reader-grace 0s when no reader may still read them); 1 among the 2 newest (--retain-last)") in said(newest)
     sizes = disk(uri)
-    live = referenced_by(lake) - {p for p in lake.manifests().column("path").to_pylist()}
+    live = referenced_by(lake) - {p for p in lake.inspect.manifests().column("path").to_pylist()}
     assert (f"{human_bytes(sum(sizes.values()))} under the location: {human_bytes(sum(sizes[p] for p in live))} is what "
             f"version {n} reads") in said(default)
 
@@ -133,7 +133,7 @@ def test_vacuum_says_what_holds_the_space_it_cannot_free(lake, width):
 
 def test_info_shows_live_and_total_bytes_and_what_holds_the_rest(lake):
     sizes = disk(lake.uri)
-    files = lake.files()
+    files = lake.inspect.files()
     live = set(files.column("path").to_pylist()) | {p for p in files.column("dv_path").to_pylist() if p}
     doc = json.loads(ok("info", lake.uri, "--output", "json"))
     assert (doc["live_bytes"], doc["live_files"]) == (sum(sizes[p] for p in live), len(live))

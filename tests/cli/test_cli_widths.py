@@ -112,7 +112,7 @@ def test_every_version_number_is_whole(lake, width):
         assert [int(v) for v in first_cells(ok("system", t.uri, "snapshots"))] == sorted(versions)
         assert [int(r[1]) for r in rows_of(ok("tag", "list", t.uri)) if r[1]] == [1, 3]
         branches = [r for r in rows_of(ok("branch", "list", t.uri)) if r[1]]
-        assert [int(r[1]) for r in branches] == t.system_table("branches").column("head_version").to_pylist()
+        assert [int(r[1]) for r in branches] == t.inspect.branches().column("head_version").to_pylist()
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -158,7 +158,7 @@ def test_paths_fold_after_their_slashes_whole_with_their_directory_and_name(lake
     """Every path shown whole, never cut: folded after its slashes, ``data/``, the partition's
     directories and the file name each on a line of its own where they fit (the README's promise)."""
     t = lake["table"]
-    listed = t.files() if command != "system manifests" else t.manifests()
+    listed = t.inspect.files() if command != "system manifests" else t.inspect.manifests()
     paths = listed.column("path").to_pylist()
     with console_width(width):
         out = ok(*command.split()[:1], t.uri, *command.split()[1:])
@@ -195,11 +195,11 @@ def test_tables_show_human_units_right_aligned(lake):
     plus_rows = next(i for i, h in enumerate(header) if h.strip() == "+rows") - 1
     appends = [r for r in rows_of(hist) if r[2] == "append"]
     assert [r[plus_rows] for r in appends] == ["1,500"] * 3  # thousands apart
-    live = {r["path"]: r for r in t.files().to_pylist()}
+    live = {r["path"]: r for r in t.inspect.files().to_pylist()}
     for path, rows, size, *_ in rows_of(files):
         assert rows == human_count(live[path]["record_count"]) and re.fullmatch(r"\d+(\.\d)? (B|KiB|MiB)", size)
         assert abs(size_in_bytes(size) - live[path]["size"]) <= 0.05 * 1024
-    root = t.manifests().to_pylist()[0]
+    root = t.inspect.manifests().to_pylist()[0]
     assert abs(size_in_bytes(rows_of(manifests)[0][2]) - root["size"]) <= 0.05 * 1024
     # numbers right-aligned: a count's cell ends at its column's right edge
     for line in files.splitlines():
@@ -232,15 +232,15 @@ def flat(tbl: pa.Table) -> pa.Table:
 
 def expected_listings(t) -> dict[str, tuple[list[str], pa.Table]]:
     """The machine output of each listing, as the Python API has it."""
-    snapshots = t.system_table("snapshots")
-    files = t.files().select(["path", "size", "record_count", "added_version", "partition", "dv_cardinality"])
+    snapshots = t.inspect.snapshots()
+    files = t.inspect.files().select(["path", "size", "record_count", "added_version", "partition", "dv_cardinality"])
     return {
         "history": (["history", t.uri], snapshots.take(pa.array(range(snapshots.num_rows - 1, -1, -1)))),
         "files": (["files", t.uri], files),
-        **{f"system {n}": (["system", t.uri, n], t.system_table(n))
+        **{f"system {n}": (["system", t.uri, n], t.inspect.table(n))
            for n in ("snapshots", "tags", "branches", "files", "manifests", "schemas")},
-        "tag list": (["tag", "list", t.uri], t.system_table("tags")),
-        "branch list": (["branch", "list", t.uri], t.system_table("branches")),
+        "tag list": (["tag", "list", t.uri], t.inspect.tags()),
+        "branch list": (["branch", "list", t.uri], t.inspect.branches()),
     }
 
 

@@ -63,7 +63,7 @@ def test_every_version_names_the_versions_before_it_in_its_block(tmp_path_factor
         elif kind == "schema":
             t.update_schema().add_column(f"c{t.version}", pa.int64()).commit()
         elif kind == "compact":
-            t.compact()
+            t.maintenance.compact()
     vms = [t.log.load(v) for v in range(t.version + 1)]
     for vm in vms:
         start = vm.version - vm.version % COMMIT_BLOCK

@@ -61,7 +61,7 @@ def test_late_put_into_an_expired_slot_finds_it_taken_and_rebases(tmp_path):
     t.append(workers.batch(0, 1, 2))  # version 2: the slot w aims at
     t.append(workers.batch(0, 2, 2))
     t.append(workers.batch(0, 3, 2))
-    rep = t.expire_versions(retain_last=1, reader_grace=NOW)
+    rep = t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     assert 2 in rep.expired_versions and rep.freed_slots == 0  # the records are too young to free
     assert t.log.slot_record(2, 1000) is not None  # expired: recorded ...
     assert os.path.exists(os.path.join(uri, version_path(2)))  # ... and its file keeps the slot taken
@@ -77,7 +77,7 @@ def test_late_put_into_a_freed_slot_is_withdrawn_and_rebased(tmp_path):
     w = DelayedWriter(uri, 1, 0)  # aims at slot 2
     for s in range(1, 6):
         t.append(workers.batch(0, s, 2))  # versions 2..6
-    rep = t.expire_versions(retain_last=1, reader_grace=NOW)
+    rep = t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     assert rep.expired_versions == [0, 1, 2, 3, 4, 5]
     assert rep.freed_slots == 6  # a record per chunk (0-1, 2-3, 4-5), then the slot files deleted
     assert not os.path.exists(os.path.join(uri, version_path(2)))
@@ -106,7 +106,7 @@ def test_a_put_that_landed_then_stalled_past_its_expiry_and_freeing_is_acknowled
             stalled_at.append(version)
             for s in range(1, 4):
                 t.append(workers.batch(0, s, 2))  # rebases onto the writer's version 2
-            rep = t.expire_versions(retain_last=1, reader_grace=NOW)
+            rep = t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
             assert version in rep.expired_versions and rep.freed_slots > 0
             assert not os.path.exists(os.path.join(uri, version_path(version)))  # freed
         return real(version, chunk_size)
@@ -128,11 +128,11 @@ def test_several_late_writers_and_repeated_expiry(tmp_path):
     late.append(DelayedWriter(uri, 3, 0))  # aims at slot 3 too
     for s in range(2, 7):
         t.append(workers.batch(0, s, 2))
-        t.expire_versions(retain_last=1, reader_grace=NOW)
+        t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     acked = [w.land() for w in late]
     assert len(set(acked)) == 3 and min(acked) > 7
     t.append(workers.batch(0, 7, 2))
-    t.expire_versions(retain_last=2, reader_grace=NOW)
+    t.maintenance.expire_versions(retain_last=2, reader_grace=NOW)
     _check_history(uri, want(*((0, s) for s in range(8)), (1, 0), (2, 0), (3, 0)))
 
 
@@ -144,13 +144,13 @@ def test_rollback_landing_after_expiry_still_has_the_files_it_readds(tmp_path):
     w = DelayedWriter(uri, action=lambda table: table.rollback(1))
     for s in range(2, 5):
         t.append(workers.batch(0, s, 2))
-    rep = t.expire_versions(retain_last=1, reader_grace=NOW)
+    rep = t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     assert 1 in rep.expired_versions and rep.kept_for_tags >= 1  # held by the rollback's guard
     assert w.land() == 6
     assert [g.name for g in lamina.open_table(uri).tags.list()] == []  # the guard is gone
     _check_history(uri, want((0, 0)))
-    t.expire_versions(retain_last=1, reader_grace=NOW)
-    lamina.open_table(uri).remove_orphans(NOW, allow_short_age=True)
+    t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
+    lamina.open_table(uri).maintenance.remove_orphans(NOW, allow_short_age=True)
     _check_history(uri, want((0, 0)))
 
 
@@ -159,7 +159,7 @@ def test_rollback_to_a_version_expired_before_it_was_guarded_commits_nothing(tmp
     t.append(workers.batch(0, 1, 2))
     target = t.log.load(1)
     t.append(workers.batch(0, 2, 2))
-    t.expire_versions(retain_last=1, reader_grace=NOW)
+    t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     with pytest.raises(lamina.errors.VersionNotFound):
         t.tag_store.guard(target, "rollback")
     assert t.tags.list() == [] and t.refresh().version == 3
@@ -186,7 +186,7 @@ def test_writer_paused_across_expiry_commits_once_when_resumed(tmp_path, props):
     try:
         for s in range(1, 6):
             t.append(workers.batch(0, s, 2))
-        rep = t.expire_versions(retain_last=1, reader_grace=NOW)
+        rep = t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
         assert rep.expired_versions == [0, 1, 2, 3, 4, 5]
         assert (rep.freed_slots > 0) == (props is not None)
     finally:

@@ -125,12 +125,12 @@ class TableHistory(RuleBasedStateMachine):
 
     @rule(retain=st.integers(1, 3))
     def expire(self, retain: int) -> None:
-        self.t.expire_versions(retain_last=retain, reader_grace=NOW)
+        self.t.maintenance.expire_versions(retain_last=retain, reader_grace=NOW)
 
     @precondition(lambda self: not self.in_flight)
     @rule()
     def remove_orphans(self) -> None:
-        self.t.remove_orphans(NOW, allow_short_age=True)
+        self.t.maintenance.remove_orphans(NOW, allow_short_age=True)
 
     @rule(name=st.sampled_from(TAG_NAMES))
     def create_tag(self, name: str) -> None:

@@ -106,7 +106,7 @@ def test_a_rebased_append_records_the_version_it_landed_as(tmp_path):
     b = lamina.open_table(a.uri)
     a.append(rows(0))
     b.append(rows(10))  # built for version 1, landed as 2
-    files = lamina.open_table(a.uri).files().to_pylist()
+    files = lamina.open_table(a.uri).inspect.files().to_pylist()
     assert sorted((f["added_version"], f["record_count"]) for f in files) == [(1, 3), (2, 3)]
     t = lamina.open_table(a.uri)
     got = t.scan(columns=["id", "_row_id", "_last_updated_version"]).to_arrow().sort_by("id").to_pylist()

@@ -84,9 +84,9 @@ def test_acknowledged_commits_survive_faults(script, seed, rate):
                     except LaminaError:
                         maybe_deleted.add(target)
                 elif op == "compact":
-                    t.compact(target_file_size=1 << 20)
+                    t.maintenance.compact(target_file_size=1 << 20)
                 elif op == "expire":
-                    t.expire_versions(retain_last=arg, reader_grace=timedelta(0))
+                    t.maintenance.expire_versions(retain_last=arg, reader_grace=timedelta(0))
             except LaminaError:
                 pass  # maintenance that failed changes nothing a reader sees
         flush_hints()
@@ -105,7 +105,7 @@ def test_acknowledged_commits_survive_faults(script, seed, rate):
             assert clean.scan(version=v).to_arrow().num_rows == clean.log.load(v).summary["total-records"]
         report = fsck(clean)
         assert report.ok, (report.missing, report.errors)
-        clean.remove_orphans(timedelta(0), allow_short_age=True)
+        clean.maintenance.remove_orphans(timedelta(0), allow_short_age=True)
         assert fsck(clean).unreferenced == [], "cleanup left unreferenced files"
     finally:
         flush_hints()
@@ -133,11 +133,11 @@ def test_cleanup_removes_the_tombstones_an_expiry_failing_after_a_chunk_record_l
         t.append(pa.table({"seq": [seq] * ROWS, "i": list(range(ROWS))}, schema=SCHEMA))
     log = VersionLog(_SlotDeletesFail(uri))
     with pytest.raises(StorageError):
-        Table(log.io, log, log.latest()).expire_versions(retain_last=1, reader_grace=timedelta(0))
+        Table(log.io, log, log.latest()).maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
     clean = lamina.open_table(uri)
     assert os.listdir(os.path.join(uri, "_lamina", "freed")), "no chunk was freed"
     strays = fsck(clean).unreferenced
     assert strays and all(p.startswith("_lamina/versions/") for p in strays), strays
-    clean.remove_orphans(timedelta(0), allow_short_age=True)
+    clean.maintenance.remove_orphans(timedelta(0), allow_short_age=True)
     assert fsck(clean).unreferenced == [], "cleanup left unreferenced files"
     assert clean.to_arrow().num_rows == 4 * ROWS

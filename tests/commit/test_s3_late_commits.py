@@ -73,7 +73,7 @@ def test_version_put_held_in_the_network_past_expiry(s3, proxy, props):
     assert hold.arrived.wait(60)
     for s in range(1, 6):
         t.append(workers.batch(0, s, 2))
-    rep = t.expire_versions(retain_last=1, reader_grace=NOW)
+    rep = t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     assert rep.expired_versions == [0, 1, 2, 3, 4, 5] and (rep.freed_slots > 0) == (props is not None)
     hold.release.set()  # the PUT of slot 2 reaches the server now
     assert _finish(th, out) == 7

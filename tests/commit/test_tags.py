@@ -77,7 +77,7 @@ def test_tag_outlives_its_expired_version_and_deleting_it_frees_only_its_files(t
     table.overwrite(batch(range(100, 102)))
     table.append(batch([200]))
     before = on_disk(table.uri, "data")
-    rep = table.expire_versions(retain_last=1, reader_grace=NOW)
+    rep = table.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     assert rep.expired_versions == [0, 1, 2]
     assert rep.kept_for_tags == 1 and rep.deleted_files == []  # the tagged file stays
     assert ids(table.scan(tag="snap").to_arrow()) == list(range(10))
@@ -97,7 +97,7 @@ def test_timestamp_before_every_retained_version_falls_back_to_the_newest_tag(ta
     t1 = table.metadata.timestamp_ms
     table.append(batch([3]))
     table.append(batch([4]))
-    table.expire_versions(retain_last=1, reader_grace=NOW)
+    table.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     assert ids(table.scan(timestamp=t1).to_arrow()) == [1]  # versions <= t1 are gone: tag 'first'
     with pytest.raises(VersionNotFound):
         table.scan(timestamp=0)
@@ -107,7 +107,7 @@ def test_expired_tags_are_deleted_by_expiry(table):
     table.append(batch([1]))
     table.tags.create("short", expires_at=datetime.now(timezone.utc) - timedelta(seconds=1))
     table.tags.create("long", expires_at=timedelta(days=30))
-    rep = table.expire_versions(retain_last=5, reader_grace=NOW)
+    rep = table.maintenance.expire_versions(retain_last=5, reader_grace=NOW)
     assert rep.expired_tags == ["short"]
     assert [t.name for t in table.tags.list()] == ["long"]
 
@@ -147,7 +147,7 @@ def test_a_tag_of_a_version_expired_between_the_read_and_the_write_is_withdrawn(
     read = table.log.latest()  # a creator read version 1 as the newest ...
     other = lamina.open_table(table.uri)
     other.append(batch([2]))  # ... then another writer committed and expired it
-    other.expire_versions(retain_last=1, reader_grace=NOW)
+    other.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     with pytest.raises(VersionNotFound, match="was expired while tag 'late' was being created"):
         table.tag_store.create("late", read, latest=read)
     assert table.tags.list() == []
@@ -182,7 +182,7 @@ def test_a_tag_from_a_handle_whose_version_was_expired_and_its_slots_freed(tmp_p
     held = lamina.open_table(t.uri)  # version 1, held while the table moves on
     for i in range(2, 7):
         t.append(batch([i]))
-    rep = t.expire_versions(retain_last=1, reader_grace=NOW)
+    rep = t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     assert rep.freed_slots >= 4
     assert held.log.is_newest(held.version)  # the slot above the handle's version is gone ...
     tag = held.tags.create("latest")  # ... yet the tag names the real latest

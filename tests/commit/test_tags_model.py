@@ -58,14 +58,14 @@ class TagsModel(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             # Expire everything but the latest, remove orphans: 0 stranded files.
-            self.t.expire_versions(retain_last=1, reader_grace=NOW)
-            self.t.remove_orphans(NOW, allow_short_age=True)
+            self.t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
+            self.t.maintenance.remove_orphans(NOW, allow_short_age=True)
             self._sync_versions()
             latest = max(self.versions)
             assert set(self.versions) == {latest}
             want = referenced_by(self.t, version=latest)
             for name in self.tags:
-                want |= referenced_by(self.t, tag=name)
+                want |= referenced_by(self.t, version=name)
             stored = stored_files(self.uri)
             assert not (want - stored), f"referenced but missing: {sorted(want - stored)}"
             assert not (stored - want), f"stranded: {sorted(stored - want)}"
@@ -165,7 +165,7 @@ class TagsModel(RuleBasedStateMachine):
         before = sorted(self.versions)
         started_ms = int(time.time() * 1000)
         stamps = {v: self.t.log.load(v).timestamp_ms for v in before}
-        r = self.t.expire_versions(retain_last=k, reader_grace=NOW, dry_run=dry)
+        r = self.t.maintenance.expire_versions(retain_last=k, reader_grace=NOW, dry_run=dry)
         if dry:
             assert sorted(self.t.log.list_versions()) == before
             return
@@ -181,7 +181,7 @@ class TagsModel(RuleBasedStateMachine):
 
     @rule()
     def remove_orphans(self) -> None:
-        self.t.remove_orphans(NOW, allow_short_age=True)
+        self.t.maintenance.remove_orphans(NOW, allow_short_age=True)
         # nothing referenced is ever an orphan: the invariant below reads every version and tag
 
     # -- invariants ---------------------------------------------------------------------

@@ -86,7 +86,7 @@ def test_loading_many_versions_is_loading_each(tmp_path, retention_ms):
         "version.slot-chunk-size": "3", "expire.slot-retention-ms": retention_ms})
     for i in range(14):
         t.append(batch(i, 1))
-    t.expire_versions(retain_last=6, reader_grace=timedelta(0))  # versions 0..8: records, freed chunks
+    t.maintenance.expire_versions(retain_last=6, reader_grace=timedelta(0))  # versions 0..8: records, freed chunks
     t.rollback(12, destructive=True)  # 13 and 14 dropped; the rollback is version 15
     t.append(batch(99, 1))  # 16
     flush_hints()

@@ -45,8 +45,8 @@ def _maintain(t: lamina.Table) -> None:
     """Append, delete, compact, then expire every old version and clean up orphans: what
     would delete a file the table owned."""
     long_ago = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1)
-    t.expire_versions(older_than=long_ago, retain_last=1, reader_grace=dt.timedelta(0))
-    t.remove_orphans(older_than=long_ago, allow_short_age=True)
+    t.maintenance.expire_versions(older_than=long_ago, retain_last=1, reader_grace=dt.timedelta(0))
+    t.maintenance.remove_orphans(older_than=long_ago, allow_short_age=True)
 
 
 _ROWS = st.lists(st.tuples(st.integers(-1000, 1000), st.sampled_from(["a", "b", "c", "é/x"]), st.floats(allow_nan=True)),
@@ -85,7 +85,7 @@ def test_a_hive_directory_is_adopted_in_place(tmp_path_factory, rows):
     # later writes: the source's files are read, never written or deleted
     t.append(pa.table({"id": [5000], "k": ["a"], "x": [1.0]}))
     t.delete("id < 0")
-    t.compact()
+    t.maintenance.compact()
     _maintain(t)
     want = Counter((r[0], r[1]) for r in rows if r[0] >= 0) + Counter([(5000, "a")])
     assert _multiset(lamina.open_table(str(root)).scan().to_arrow(), ["id", "k"]) == want
@@ -117,7 +117,7 @@ def test_a_delta_table_is_adopted_with_its_statistics(tmp_path):
     assert all(p.startswith("file://") for p in plan.paths) and len(plan) < len(t.scan().plan())
     t.append(pa.table({"id": [100], "s": ["new"]}))
     t.delete("id < 5")
-    t.compact()
+    t.maintenance.compact()
     _maintain(t)
     source = _multiset(pa.table(dt_.scan()), ["id", "s"])
     want = Counter({row: n for row, n in source.items() if row[0] >= 5}) + Counter([(100, "new")])
@@ -175,7 +175,7 @@ def test_an_iceberg_table_is_adopted_with_its_specs_deletes_and_tags(tmp_path):
     assert lamina.open_table(str(tmp_path / "lamina"), tag="release").scan().count() == source.num_rows
     t.append(pa.table({"id": pa.array([1000], pa.int64()), "cat": ["z"], "v": [0.5]}))
     t.delete("id >= 90 and id < 1000")
-    t.compact()
+    t.maintenance.compact()
     _maintain(t)
     want = Counter(r for r in zip(*(source.column(c).to_pylist() for c in ("id", "cat"))) if r[0] < 90) + Counter([(1000, "z")])
     assert _multiset(t.scan().to_arrow(), ["id", "cat"]) == want

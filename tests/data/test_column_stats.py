@@ -280,7 +280,7 @@ def test_compaction_and_row_level_rewrites_keep_the_modes(tmp_path):
     t.delete("id = 1", mode="copy-on-write")
     t.update("id = 2", {"n": "n + 1"}, mode="copy-on-write")
     t.merge(pa.table({"id": [0], "s": ["long value 0"], "b": [None], "n": [9]}, schema=SCHEMA), "id").when_matched_update_all().execute()
-    t.compact(target_file_size=1 << 30, min_file_size=1 << 30)
+    t.maintenance.compact(target_file_size=1 << 30, min_file_size=1 << 30)
     t = lamina.open_table(t.uri)
     e = t.scan().plan(all_columns=True).entries
     sch = t.metadata.schema

@@ -26,7 +26,7 @@ def table(tmp_path):
 
 def test_corrupt_dv_is_a_clear_error(table):
     table.delete("id < 5")
-    dv = [p for p in table.files().column("dv_path").to_pylist() if p][0]
+    dv = [p for p in table.inspect.files().column("dv_path").to_pylist() if p][0]
     path = os.path.join(table.uri, dv)
     data = bytearray(open(path, "rb").read())
     data[-1] ^= 0xFF
@@ -77,12 +77,12 @@ def test_a_data_file_whose_rows_differ_from_its_entry_is_corrupt_not_a_shifted_m
     for k in range(3):
         t.append(rows(k * 100, k * 100 + 100))
     t.delete("id IN (" + ", ".join(str(i) for i in range(3, 300, 10)) + ")")
-    first = t.files().sort_by("path")
+    first = t.inspect.files().sort_by("path")
     victim = os.path.join(t.uri, t.scan().plan().entries.column("path")[0].as_py())
     pq.write_table(rows(1000, 1000 + rows_now).select(SCHEMA.names), victim)
     with pytest.raises(CorruptMetadata, match="rows"):
         t.to_arrow()
-    assert t.files().sort_by("path").equals(first)  # nothing changed
+    assert t.inspect.files().sort_by("path").equals(first)  # nothing changed
 
 
 @settings(max_examples=200, deadline=None)

@@ -147,7 +147,7 @@ def _footer_has_arrow_schema(table) -> list[bool]:
     import pyarrow.parquet as pq
 
     return [b"ARROW:schema" in (pq.read_metadata(os.path.join(table.uri, p)).metadata or {})
-            for p in table.files().column("path").to_pylist()]
+            for p in table.inspect.files().column("path").to_pylist()]
 
 
 @settings(max_examples=40, deadline=None)
@@ -166,7 +166,7 @@ def test_small_files_read_back_as_written_with_or_without_the_arrow_schema(tmp_p
     assert _footer_has_arrow_schema(table) == [not plain, not plain]
     expected = pa.concat_tables([rows, rows.slice(1)]).cast(table.schema)  # (a large string is stored as a string)
     assert _same_rows(table.to_arrow(), expected)
-    table.compact()
+    table.maintenance.compact()
     assert _same_rows(table.to_arrow(), expected)
 
 
@@ -311,7 +311,7 @@ def _codecs(t: lamina.Table) -> set[str]:
     import pyarrow.parquet as pq
 
     found = set()
-    for path in t.files().column("path").to_pylist():
+    for path in t.inspect.files().column("path").to_pylist():
         md = pq.read_metadata(os.path.join(t.uri, path))
         found |= {md.row_group(g).column(c).compression for g in range(md.num_row_groups) for c in range(md.num_columns)}
     return found
@@ -338,7 +338,7 @@ def test_a_table_with_default_properties_stores_compressed_parquet(tmp_path):
     for day in range(5):
         t.append(_day_rows(day, 1000))
     t.append(_day_rows(9, 10))
-    assert len(t.files()) == 6
+    assert len(t.inspect.files()) == 6
     assert _codecs(t) == {"SNAPPY"}
 
 
@@ -359,7 +359,7 @@ def test_appends_and_compaction_write_the_tables_codec(tmp_path_factory, codec, 
     expected = {"UNCOMPRESSED" if codec == "none" else codec.upper()}
     assert _codecs(t) == expected
     before = t.to_arrow().sort_by([("day", "ascending"), ("flight", "ascending"), ("delay", "ascending")])
-    t.compact(target_file_size=1 << 20)
+    t.maintenance.compact(target_file_size=1 << 20)
     assert _codecs(t) == expected
     assert t.to_arrow().sort_by([("day", "ascending"), ("flight", "ascending"), ("delay", "ascending")]).equals(before)
 

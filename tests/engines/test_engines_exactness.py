@@ -222,7 +222,7 @@ def build(root: str, h: History) -> lamina.Table:
         elif step[0] == "delete":
             t.delete(_lamina_where(step[1]))
         else:
-            t.compact()
+            t.maintenance.compact()
     flush_hints()  # (version hints are written in the background: done before the directory goes)
     return t
 

@@ -174,7 +174,7 @@ def test_expiry_drops_expired_snapshots_and_frees_only_their_files(tmp_path):
     t.delete("id < 4")
     t.tags.create("keep", version=2)
     lists_before = {s["manifest-list"] for s in read_head(t.io).metadata["snapshots"]}
-    t.expire_versions(retain_last=2, older_than=timedelta(0), reader_grace=timedelta(0))
+    t.maintenance.expire_versions(retain_last=2, older_than=timedelta(0), reader_grace=timedelta(0))
     meta = read_head(t.io).metadata
     kept = {int(s["summary"]["lamina-version"]) for s in meta["snapshots"]}
     assert kept == {2, t.version - 1, t.version}
@@ -191,7 +191,7 @@ def test_orphan_cleanup_never_deletes_what_the_view_needs(tmp_path):
     for i in range(4):
         t.append(rows(2, 2 * i))
     t.delete("id = 1")
-    t.remove_orphans(older_than=timedelta(0), allow_short_age=True)
+    t.maintenance.remove_orphans(older_than=timedelta(0), allow_short_age=True)
     assert not gc.referenced(t.io).missing
     assert view_rows(t.uri) == lamina_rows(t)
     assert not fsck(t).unreferenced

@@ -120,7 +120,7 @@ class ViewMachine(RuleBasedStateMachine):
 
     @rule()
     def compact(self):
-        self.t.compact()
+        self.t.maintenance.compact()
 
     @rule(what=st.sampled_from(["add", "rename", "widen", "drop"]))
     def evolve(self, what):
@@ -171,7 +171,7 @@ class ViewMachine(RuleBasedStateMachine):
 
     @rule(keep=st.integers(1, 4))
     def expire(self, keep):
-        self.t.expire_versions(retain_last=keep, reader_grace=timedelta(0), older_than=timedelta(0))
+        self.t.maintenance.expire_versions(retain_last=keep, reader_grace=timedelta(0), older_than=timedelta(0))
 
     # -- what the view must show ---------------------------------------------------------
 

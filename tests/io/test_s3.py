@@ -261,13 +261,13 @@ def test_row_level_compaction_and_expiry_on_s3(opts, uri):
         t.append(workers.batch(1, seq, ROWS))
     t.delete("seq = 2 OR (seq = 3 AND i < 2)")  # a whole file goes, another gets a DV
     t.tags.create("before-compaction")
-    r = t.compact(target_file_size=1 << 20)
+    r = t.maintenance.compact(target_file_size=1 << 20)
     assert r.input_files == 5 and r.output_files == 1
     want = collections.Counter((1, s, i) for s in range(6) for i in range(ROWS) if s != 2 and not (s == 3 and i < 2))
     assert _rows(t.to_arrow()) == want and _rows(t.scan(tag="before-compaction").to_arrow()) == want
     from datetime import timedelta
 
-    rep = t.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    rep = t.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
     assert rep.expired_versions and rep.kept_for_tags >= 1
     assert _rows(lamina.open_table(uri, storage_options=opts).to_arrow()) == want
     assert _rows(t.scan(tag="before-compaction").to_arrow()) == want
@@ -286,7 +286,7 @@ def _lineage_history(t: lamina.Table) -> None:
     t.merge(source, on=["writer", "seq", "i"], mode="copy-on-write").when_matched_delete(condition="source.op = 'D'") \
         .when_matched_update_all().when_not_matched_insert_all().execute()
     t.delete("seq = 2 AND i = 4")
-    t.compact()
+    t.maintenance.compact()
     t.update_schema().add_column("note", pa.string()).commit()
     t.update(where="k = 300", set={"note": "'late'"})
     t.rollback(t.version - 3)
@@ -321,7 +321,7 @@ def test_expiry_on_s3_writes_one_record_and_sizes_deletions_by_listing(s3, opts,
     t = lamina.create_table(uri, workers.schema(), storage_options=opts)
     for seq in range(20):
         t.append(workers.batch(0, seq, ROWS))
-    t.compact(min_file_size=1 << 30)  # the data files of versions 1..20 are garbage once they expire
+    t.maintenance.compact(min_file_size=1 << 30)  # the data files of versions 1..20 are garbage once they expire
     flush_hints()
     prefix = uri.split("/", 3)[3] + "/"
 
@@ -332,7 +332,7 @@ def test_expiry_on_s3_writes_one_record_and_sizes_deletions_by_listing(s3, opts,
     before = stored()
     proxy.log.clear()
     h = lamina.open_table(uri, storage_options=proxy.storage_options(opts))
-    report = h.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    report = h.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
     kinds = _kinds(proxy.log)
     assert len(report.expired_versions) == 21
     assert kinds["HEAD"] == 0, kinds
@@ -467,7 +467,7 @@ def test_a_compaction_on_s3_loads_the_table_once(opts, uri, proxy, where, sort_b
     latest = writer.append(workers.batch(1, 0, ROWS))  # t is now a version behind
     flush_hints()
     proxy.log.clear()
-    r = t.compact(target_file_size=1 << 20, where=where, sort_by=sort_by)
+    r = t.maintenance.compact(target_file_size=1 << 20, where=where, sort_by=sort_by)
     gets = [p for m, p, _ in proxy.log if m == "GET" and p.split("?")[0].endswith(version_path(latest))]
     assert len(gets) == 1, proxy.log
     assert (r.version, r.files_before, r.input_files, r.output_files) == (latest + 1, 5, 5, 1)

@@ -169,7 +169,7 @@ def run_history(t: lamina.Table, steps, clock: Clock) -> dict[int, list[int]]:
             t.rollback(target)
             rows = list(model[target])
         elif kind == "compact":  # same rows in fewer files; deletion vectors applied
-            if t.compact().version is None:
+            if t.maintenance.compact().version is None:
                 continue
         else:
             t.tags.create(f"tag{t.version}-{len(t.tags.list())}")
@@ -200,9 +200,9 @@ def test_expiry_keeps_exactly_what_retained_versions_and_tags_need(tmp_path_fact
         kwargs = {"retain_last": retain}
         want = expected_expired(history, retain, clock.ms)
     files_before = table_files(t.uri)
-    dry = t.expire_versions(reader_grace=NO_GRACE, dry_run=True, **kwargs)
+    dry = t.maintenance.expire_versions(reader_grace=NO_GRACE, dry_run=True, **kwargs)
     assert table_files(t.uri) == files_before, "a dry run changed the table"
-    rep = t.expire_versions(reader_grace=NO_GRACE, **kwargs)
+    rep = t.maintenance.expire_versions(reader_grace=NO_GRACE, **kwargs)
     assert rep.expired_versions == want == dry.expired_versions
     deleted = set(files_before) - set(table_files(t.uri))
     assert set(rep.deleted_files) | set(rep.deleted_manifests) == {p for p in deleted if not p.startswith("_lamina/versions/")}
@@ -218,13 +218,13 @@ def test_dry_run_reports_what_the_real_run_deletes_after_a_rollback_readded_file
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
     t.append(batch([0]))  # v1: file A
     t.overwrite(batch([1]))  # v2: removes A, adds B
-    only_v2 = set(t.files().column("path").to_pylist())
+    only_v2 = set(t.inspect.files().column("path").to_pylist())
     t.rollback(1)  # v3: re-adds A, removes B
     clock.advance(MINUTE)
     before = table_files(t.uri)
-    dry = t.expire_versions(retain_last=1, reader_grace=NO_GRACE, dry_run=True)
+    dry = t.maintenance.expire_versions(retain_last=1, reader_grace=NO_GRACE, dry_run=True)
     assert table_files(t.uri) == before
-    rep = t.expire_versions(retain_last=1, reader_grace=NO_GRACE)
+    rep = t.maintenance.expire_versions(retain_last=1, reader_grace=NO_GRACE)
     assert rep.expired_versions == dry.expired_versions == [0, 1, 2]
     assert set(rep.deleted_files) == only_v2  # B: nothing retained references it
     assert sorted(dry.deleted_files) == sorted(rep.deleted_files)
@@ -249,12 +249,12 @@ def test_older_than_expires_a_version_iff_its_successor_was_committed_by_the_cut
     t = ten_minutes_apart(clock, tmp_path)
     clock.ms = T0 + DAY
     # version 2's successor (3) was committed at T0+30min: a cutoff a millisecond earlier keeps 2
-    assert t.expire_versions(older_than=T0 + 30 * MINUTE - 1, reader_grace=NO_GRACE).expired_versions == [0, 1]
+    assert t.maintenance.expire_versions(older_than=T0 + 30 * MINUTE - 1, reader_grace=NO_GRACE).expired_versions == [0, 1]
     assert t.log.list_versions() == [2, 3, 4, 5]
     # ... and one at that instant expires it; the cutoff as a datetime or ISO text means the same
     cutoff = datetime.fromtimestamp((T0 + 30 * MINUTE) / 1000, tz=timezone.utc)
-    assert t.expire_versions(older_than=cutoff.isoformat(), reader_grace=NO_GRACE, dry_run=True).expired_versions == [2]
-    assert t.expire_versions(older_than=cutoff, reader_grace=NO_GRACE).expired_versions == [2]
+    assert t.maintenance.expire_versions(older_than=cutoff.isoformat(), reader_grace=NO_GRACE, dry_run=True).expired_versions == [2]
+    assert t.maintenance.expire_versions(older_than=cutoff, reader_grace=NO_GRACE).expired_versions == [2]
     # time travel to any instant at or after the cutoff still works
     assert ids_of(t.scan(timestamp=T0 + 30 * MINUTE).to_arrow()) == [1, 2, 3]
     assert ids_of(t.scan(timestamp=T0 + 35 * MINUTE).to_arrow()) == [1, 2, 3]
@@ -265,20 +265,20 @@ def test_older_than_expires_a_version_iff_its_successor_was_committed_by_the_cut
 def test_older_than_as_an_age_is_measured_from_now(clock, tmp_path):
     t = ten_minutes_apart(clock, tmp_path)
     clock.ms = T0 + 75 * MINUTE  # an age of 35 minutes: the cutoff is T0 + 40 min
-    rep = t.expire_versions(older_than=timedelta(minutes=35), reader_grace=NO_GRACE)
+    rep = t.maintenance.expire_versions(older_than=timedelta(minutes=35), reader_grace=NO_GRACE)
     assert rep.expired_versions == [0, 1, 2, 3]  # version 4 (successor at 50 min) stays
 
 
 def test_retain_last_keeps_that_many_newest_versions_whatever_their_age(clock, tmp_path):
     t = ten_minutes_apart(clock, tmp_path)
     clock.ms = T0 + 30 * DAY
-    assert t.expire_versions(retain_last=4, reader_grace=NO_GRACE).expired_versions == [0, 1]
+    assert t.maintenance.expire_versions(retain_last=4, reader_grace=NO_GRACE).expired_versions == [0, 1]
     assert t.log.list_versions() == [2, 3, 4, 5]
     # retain_last with an older_than: a version goes only if both let it
-    assert t.expire_versions(retain_last=1, older_than=T0 + 40 * MINUTE, reader_grace=NO_GRACE).expired_versions == [2, 3]
-    assert t.expire_versions(retain_last=1, reader_grace=NO_GRACE).expired_versions == [4]
+    assert t.maintenance.expire_versions(retain_last=1, older_than=T0 + 40 * MINUTE, reader_grace=NO_GRACE).expired_versions == [2, 3]
+    assert t.maintenance.expire_versions(retain_last=1, reader_grace=NO_GRACE).expired_versions == [4]
     assert t.log.list_versions() == [5]
-    assert t.expire_versions(retain_last=1, reader_grace=NO_GRACE).expired_versions == []  # the latest always stays
+    assert t.maintenance.expire_versions(retain_last=1, reader_grace=NO_GRACE).expired_versions == []  # the latest always stays
     assert ids_of(t.to_arrow()) == [1, 2, 3, 4, 5]
 
 
@@ -288,31 +288,31 @@ def test_neither_bound_given_expires_versions_superseded_five_days_ago(clock, tm
         clock.ms = T0 + d * DAY
         t.append(batch([d]))
     clock.ms = T0 + 7 * DAY + DAY // 2  # five days ago is T0 + 2.5 days
-    assert t.expire_versions(reader_grace=NO_GRACE, dry_run=True).expired_versions == [0, 1]
+    assert t.maintenance.expire_versions(reader_grace=NO_GRACE, dry_run=True).expired_versions == [0, 1]
     clock.ms = T0 + 8 * DAY + DAY // 2  # ... now T0 + 3.5 days
-    assert t.expire_versions(reader_grace=NO_GRACE).expired_versions == [0, 1, 2]
+    assert t.maintenance.expire_versions(reader_grace=NO_GRACE).expired_versions == [0, 1, 2]
 
 
 def test_reader_grace_holds_versions_superseded_too_recently(clock, tmp_path):
     t = ten_minutes_apart(clock, tmp_path)
     clock.ms = T0 + 60 * MINUTE  # successors at 10..50 min; a 25-minute grace reaches back to 35 min
-    rep = t.expire_versions(retain_last=1, reader_grace=timedelta(minutes=25), dry_run=True)
+    rep = t.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(minutes=25), dry_run=True)
     assert rep.expired_versions == [0, 1, 2] and rep.held_by_reader_grace
     # the same from the table property, and from the default of one hour (holds everything)
     graced = ten_minutes_apart(clock, tmp_path / "p", properties={"expire.reader-grace-ms": str(25 * MINUTE)})
     clock.ms = T0 + 60 * MINUTE
-    rep = graced.expire_versions(retain_last=1)
+    rep = graced.maintenance.expire_versions(retain_last=1)
     assert rep.expired_versions == [0, 1, 2] and rep.held_by_reader_grace
     assert graced.log.list_versions() == [3, 4, 5]
-    rep = t.expire_versions(retain_last=1)
+    rep = t.maintenance.expire_versions(retain_last=1)
     assert rep.expired_versions == [] and rep.held_by_reader_grace
     # with an older_than, the grace is only reported when it, not the cutoff, held a version
-    rep = t.expire_versions(older_than=T0 + 50 * MINUTE, reader_grace=timedelta(minutes=25), dry_run=True)
+    rep = t.maintenance.expire_versions(older_than=T0 + 50 * MINUTE, reader_grace=timedelta(minutes=25), dry_run=True)
     assert rep.expired_versions == [0, 1, 2] and rep.held_by_reader_grace
-    rep = t.expire_versions(older_than=T0 + 35 * MINUTE, reader_grace=NO_GRACE, dry_run=True)
+    rep = t.maintenance.expire_versions(older_than=T0 + 35 * MINUTE, reader_grace=NO_GRACE, dry_run=True)
     assert rep.expired_versions == [0, 1, 2] and not rep.held_by_reader_grace
     clock.ms = T0 + 110 * MINUTE  # an hour after the last commit: the default grace lets them all go
-    assert t.expire_versions(retain_last=1).expired_versions == [0, 1, 2, 3, 4]
+    assert t.maintenance.expire_versions(retain_last=1).expired_versions == [0, 1, 2, 3, 4]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -333,7 +333,7 @@ def test_the_report_says_why_each_kept_version_was_kept(tmp_path_factory, clock,
     older_than = None if cutoff is None else T0 + cutoff * MINUTE
     if older_than is None and retain is None:
         older_than = clock.ms - 5 * DAY  # neither given: five days
-    rep = t.expire_versions(older_than=None if cutoff is None else older_than, retain_last=retain,
+    rep = t.maintenance.expire_versions(older_than=None if cutoff is None else older_than, retain_last=retain,
                             reader_grace=timedelta(minutes=grace), dry_run=True)
     why = {"retain_last": 0, "age": 0, "grace": 0}
     expired = []
@@ -366,7 +366,7 @@ def test_bad_arguments_are_refused_and_change_nothing(clock, tmp_path, kwargs):
     clock.ms = T0 + DAY
     before = table_files(t.uri)
     with pytest.raises(InvalidArgument):
-        t.expire_versions(**{"reader_grace": NO_GRACE, **kwargs})
+        t.maintenance.expire_versions(**{"reader_grace": NO_GRACE, **kwargs})
     assert table_files(t.uri) == before
 
 
@@ -380,15 +380,15 @@ def test_tags_keep_their_versions_readable_and_their_files(clock, tmp_path):
     t.append(batch(range(4, 6), "b"))  # v2
     t.delete("id = 1")  # v3: a deletion vector on v1's file
     t.tags.create("deleted")
-    only_deleted = set(t.files().column("dv_path").to_pylist()) - {None}  # v3's deletion vector...
-    only_deleted |= set(t.files(version=2).column("path").to_pylist()) - set(t.files(version=1).column("path").to_pylist())
+    only_deleted = set(t.inspect.files().column("dv_path").to_pylist()) - {None}  # v3's deletion vector...
+    only_deleted |= set(t.inspect.files(version=2).column("path").to_pylist()) - set(t.inspect.files(version=1).column("path").to_pylist())
     t.overwrite(batch([100]))  # v4: every earlier file removed
     t.append(batch([101]))  # v5
     commit_ids = {h["version"]: h["commit_id"] for h in t.history()}
     before_versions, before_tags = reads(t)
     assert before_tags == {"first": [0, 1, 2, 3], "deleted": [0, 2, 3, 4, 5]}
     clock.advance(DAY)
-    rep = t.expire_versions(retain_last=1, reader_grace=NO_GRACE)
+    rep = t.maintenance.expire_versions(retain_last=1, reader_grace=NO_GRACE)
     assert rep.expired_versions == [0, 1, 2, 3, 4]
     assert rep.kept_for_tags == 2  # v1's and v2's files: v4 removed them, tags hold them
     check_after_expiry(t, rep, before_versions, before_tags, commit_ids)
@@ -404,14 +404,14 @@ def test_deleting_a_tag_frees_what_only_it_held_and_its_dry_run_says_so(clock, t
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
     t.append(batch([0]))  # v1: file A
     t.overwrite(batch([1]))  # v2: file B replaces A
-    only_tag = set(t.files().column("path").to_pylist())
+    only_tag = set(t.inspect.files().column("path").to_pylist())
     t.tags.create("two")
     if readd:
         t.rollback(1)  # v3: A again (re-added), B removed
     else:
         t.overwrite(batch([0]))  # v3: a new file replaces B
     clock.advance(MINUTE)
-    t.expire_versions(retain_last=1, reader_grace=NO_GRACE)  # B is held by the tag alone
+    t.maintenance.expire_versions(retain_last=1, reader_grace=NO_GRACE)  # B is held by the tag alone
     before = table_files(t.uri)
     dry = t.tags.delete("two", dry_run=True)
     assert table_files(t.uri) == before and t.tags.get("two").tagged_version == 2
@@ -428,9 +428,9 @@ def dry_then_real_expiry(t: lamina.Table, **kwargs):
     """A dry run, then the real run: the dry run changed nothing and reported what the real
     run deleted, file for file and byte for byte. Returns the real run's report."""
     before = table_files(t.uri)
-    dry = t.expire_versions(reader_grace=NO_GRACE, dry_run=True, **kwargs)
+    dry = t.maintenance.expire_versions(reader_grace=NO_GRACE, dry_run=True, **kwargs)
     assert table_files(t.uri) == before, "a dry run changed the table"
-    rep = t.expire_versions(reader_grace=NO_GRACE, **kwargs)
+    rep = t.maintenance.expire_versions(reader_grace=NO_GRACE, **kwargs)
     assert (dry.expired_tags, dry.expired_versions) == (rep.expired_tags, rep.expired_versions)
     assert (sorted(dry.deleted_files), sorted(dry.deleted_manifests), dry.deleted_bytes) == (
         sorted(rep.deleted_files), sorted(rep.deleted_manifests), rep.deleted_bytes)
@@ -446,7 +446,7 @@ def test_dry_run_counts_tags_past_their_expiry_as_deleted(clock, tmp_path, readd
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
     t.append(batch([0]))  # v1: file A
     t.overwrite(batch([1]))  # v2: file B replaces A
-    only_tagged = set(t.files().column("path").to_pylist())
+    only_tagged = set(t.inspect.files().column("path").to_pylist())
     for name in ("two", "also-two"):
         t.tags.create(name, expires_at=timedelta(minutes=5))
     if readd:
@@ -459,7 +459,7 @@ def test_dry_run_counts_tags_past_their_expiry_as_deleted(clock, tmp_path, readd
     assert rep.expired_tags == ["also-two", "two"] and only_tagged <= set(rep.deleted_files)
     # the tags' version went in an earlier run, the tags held its files
     t.overwrite(batch([2]))  # v4: file D
-    only_tagged = set(t.files().column("path").to_pylist())
+    only_tagged = set(t.inspect.files().column("path").to_pylist())
     for name in ("four", "also-four"):
         t.tags.create(name, expires_at=timedelta(minutes=5))
     t.overwrite(batch([3]))  # v5: D removed
@@ -476,19 +476,19 @@ def test_a_file_live_in_the_latest_version_is_never_deleted(clock, tmp_path):
     rollback that re-adds, a delete on another file) and every expiry."""
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties=TREE)
     t.append(batch([0], "keep"))  # v1: the file that stays live
-    oldest = t.files().column("path").to_pylist()
+    oldest = t.inspect.files().column("path").to_pylist()
     for i in range(1, 6):
         clock.advance(MINUTE)
         t.append(batch([i], "churn"))
         if i % 2 == 0:
             t.overwrite(batch([100 + i], "churn"), where="grp = 'churn'")
         clock.advance(MINUTE)
-        t.expire_versions(retain_last=1, reader_grace=NO_GRACE)
+        t.maintenance.expire_versions(retain_last=1, reader_grace=NO_GRACE)
     v = t.version
     t.delete("id >= 100")
     t.rollback(v)  # re-adds the file the delete dropped
     clock.advance(MINUTE)
-    t.expire_versions(retain_last=1, reader_grace=NO_GRACE)
+    t.maintenance.expire_versions(retain_last=1, reader_grace=NO_GRACE)
     for p in oldest:
         assert os.path.exists(os.path.join(t.uri, p))
     assert ids_of(lamina.open_table(t.uri).to_arrow()) == [0, 5, 104]
@@ -504,7 +504,7 @@ def test_expired_slots_are_recorded_then_freed_after_the_retention(clock, tmp_pa
     commit_ids = {h["version"]: h["commit_id"] for h in t.history()}
     clock.ms = T0 + DAY
     before = table_files(t.uri)
-    rep = t.expire_versions(retain_last=2, reader_grace=NO_GRACE)
+    rep = t.maintenance.expire_versions(retain_last=2, reader_grace=NO_GRACE)
     assert rep.expired_versions == list(range(9)) and rep.freed_slots == 0  # the records are too young
     # one record per chunk the expired run spans (chunk 8-11 holds version 9 too), each naming
     # the commit (its short id) every slot held, written before anything was deleted
@@ -520,12 +520,12 @@ def test_expired_slots_are_recorded_then_freed_after_the_retention(clock, tmp_pa
             t.scan(version=v)
     assert set(table_files(t.uri)) - set(before) == {r.path for r in records}
     clock.advance(60 * MINUTE - 1)  # one millisecond short of the retention
-    assert t.expire_versions(retain_last=2, reader_grace=NO_GRACE).freed_slots == 0
+    assert t.maintenance.expire_versions(retain_last=2, reader_grace=NO_GRACE).freed_slots == 0
     clock.advance(1)
     before = table_files(t.uri)
-    dry = t.expire_versions(retain_last=2, reader_grace=NO_GRACE, dry_run=True)
+    dry = t.maintenance.expire_versions(retain_last=2, reader_grace=NO_GRACE, dry_run=True)
     assert dry.freed_slots == 9 and table_files(t.uri) == before
-    rep = t.expire_versions(retain_last=2, reader_grace=NO_GRACE)
+    rep = t.maintenance.expire_versions(retain_last=2, reader_grace=NO_GRACE)
     assert rep.expired_versions == [] and rep.freed_slots == 9
     assert set(before) - set(table_files(t.uri)) == {version_path(v) for v in range(9)}
     for v in (0, 5, 8):
@@ -558,7 +558,7 @@ def test_a_read_of_a_version_expired_after_it_began_says_so_instead_of_corruptio
     pinned_version = t.version
     t.overwrite(batch([100]))  # every earlier file removed
     clock.advance(DAY)
-    assert t.expire_versions(retain_last=1, reader_grace=NO_GRACE).expired_versions == list(range(pinned_version + 1))
+    assert t.maintenance.expire_versions(retain_last=1, reader_grace=NO_GRACE).expired_versions == list(range(pinned_version + 1))
     reads = {
         "planned scan": planned.to_arrow, "unplanned scan": unplanned.to_arrow,
         "stream": lambda: streamed.to_reader().read_all(), "table handle": handle.to_arrow,
@@ -570,6 +570,6 @@ def test_a_read_of_a_version_expired_after_it_began_says_so_instead_of_corruptio
         assert "reader_grace" in str(e.value) and not isinstance(e.value, CorruptMetadata), what
     assert ids_of(t.to_arrow()) == [100]
     # A file gone from the version that is kept: the table's fault, said as before.
-    os.remove(os.path.join(t.uri, t.files().column("path")[0].as_py()))
+    os.remove(os.path.join(t.uri, t.inspect.files().column("path")[0].as_py()))
     with pytest.raises(MissingFile, match=r"is missing .*; run `lamina fsck`"):
         lamina.open_table(t.uri).to_arrow()

@@ -25,13 +25,13 @@ def test_reader_grace_keeps_recent_versions_and_dry_run_changes_nothing(table):
     for i in range(5):
         table.append(batch([i]))
     table.overwrite(batch([99]))
-    held = table.expire_versions(retain_last=1)  # default grace: 1 hour
+    held = table.maintenance.expire_versions(retain_last=1)  # default grace: 1 hour
     assert held.expired_versions == [] and held.held_by_reader_grace
     before = on_disk(table.uri)
-    dry = table.expire_versions(retain_last=1, reader_grace=NOW, dry_run=True)
+    dry = table.maintenance.expire_versions(retain_last=1, reader_grace=NOW, dry_run=True)
     assert on_disk(table.uri) == before
     assert dry.expired_versions == [0, 1, 2, 3, 4, 5]
-    real = table.expire_versions(retain_last=1, reader_grace=NOW)
+    real = table.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     assert (real.expired_versions, sorted(real.deleted_files), sorted(real.deleted_manifests)) == (
         dry.expired_versions, sorted(dry.deleted_files), sorted(dry.deleted_manifests))
     assert real.deleted_bytes == dry.deleted_bytes > 0
@@ -51,11 +51,11 @@ def test_older_than_keeps_what_time_travel_after_the_cutoff_needs(table):
     # Version 2 is current at the cutoff: timestamps rise by at least 1 ms a version, and an
     # append can take less than one, so the cutoff is taken just before version 3's.
     cutoff = table.metadata.timestamp_ms - 1
-    rep = table.expire_versions(older_than=cutoff, reader_grace=NOW)
+    rep = table.maintenance.expire_versions(older_than=cutoff, reader_grace=NOW)
     assert rep.expired_versions == [0, 1]  # superseded before the cutoff
     assert ids(table.scan(timestamp=cutoff).to_arrow()) == [1, 2]
     with pytest.raises(InvalidArgument):
-        table.expire_versions(retain_last=0)
+        table.maintenance.expire_versions(retain_last=0)
 
 
 def test_expiry_racing_writers_loses_no_commit_and_deletes_nothing_needed(tmp_path):
@@ -93,7 +93,7 @@ def test_expiry_racing_writers_loses_no_commit_and_deletes_nothing_needed(tmp_pa
     exp = lamina.open_table(uri)
     rounds = expired = 0
     while any(th.is_alive() for th in threads) and rounds < 5000:
-        expired += len(exp.expire_versions(retain_last=2, reader_grace=NOW).expired_versions)
+        expired += len(exp.maintenance.expire_versions(retain_last=2, reader_grace=NOW).expired_versions)
         if expired >= 10:
             enough.set()
         rounds += 1
@@ -105,7 +105,7 @@ def test_expiry_racing_writers_loses_no_commit_and_deletes_nothing_needed(tmp_pa
     assert len(set(committed)) == len(committed)  # every commit acknowledged once, no slot twice
     t = lamina.open_table(uri)
     assert t.version == len(committed)  # ... and none lost
-    exp.expire_versions(retain_last=2, reader_grace=NOW)
+    exp.maintenance.expire_versions(retain_last=2, reader_grace=NOW)
     for v in t.log.list_versions():  # every surviving version reads completely
         assert t.scan(version=v).to_arrow().num_rows == t.log.load(v).summary["total-records"]
     final = ids(t.refresh().to_arrow())

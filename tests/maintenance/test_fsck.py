@@ -43,8 +43,8 @@ def batch(ids, grp: str = "a") -> pa.Table:
 
 def latest_refs(t: lamina.Table) -> dict[str, list[str]]:
     """What the latest version references, from the public system tables."""
-    files = t.files()
-    manifests = t.manifests()
+    files = t.inspect.files()
+    manifests = t.inspect.manifests()
     kind = manifests.column("kind").to_pylist()
     paths = manifests.column("path").to_pylist()
     return {
@@ -66,7 +66,7 @@ def build(tmp_path, root_format: str) -> lamina.Table:
     t.overwrite(batch([100], "b"), where="grp = 'b'")  # the tag alone holds b's old files now
     t.append(batch([101], "c"))
     t.append(batch([102], "c"))
-    t.expire_versions(retain_last=3, reader_grace=NOW)  # 0..5 expire: records 0-3 and 4-5, slots freed
+    t.maintenance.expire_versions(retain_last=3, reader_grace=NOW)  # 0..5 expire: records 0-3 and 4-5, slots freed
     kept = t.version
     t.append(batch([103], "c"))
     t.append(batch([104], "c"))

@@ -72,9 +72,9 @@ def test_maintenance_keeps_a_version_committed_but_not_yet_published(tmp_path, h
     age(t.uri)  # every file, the staged version's own manifests included, is old enough to be an orphan
     target = lamina.open_table(t.uri) if how.endswith("by-path") else old_handle
     if how.startswith("orphans"):
-        target.remove_orphans(NOW, allow_short_age=True)
+        target.maintenance.remove_orphans(NOW, allow_short_age=True)
     else:
-        target.expire_versions(retain_last=1, reader_grace=NOW)
+        target.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     t2 = lamina.load_catalog(uri).load_table("ns.t")  # publishes version 4
     assert t2.version == 4
     got = t2.to_arrow()
@@ -105,12 +105,12 @@ def test_a_truncated_version_file_is_damage_not_a_tombstone(tmp_path, keep):
     with pytest.raises(CorruptMetadata):
         t.history()
     with pytest.raises(CorruptMetadata):
-        t.remove_orphans(NOW, allow_short_age=True)
+        t.maintenance.remove_orphans(NOW, allow_short_age=True)
     assert on_disk(uri) == before  # nothing deleted, nothing rewritten
     assert t.to_arrow().num_rows == 3 * ROWS  # the latest version still reads
     # Expiry needs nothing of an expired version but what the versions after it say of it
     # (their block lists): the damaged one expires like the others, its file set aside.
-    rep = t.expire_versions(retain_last=1, reader_grace=NOW)
+    rep = t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     assert rep.expired_versions == [0, 1, 2]
     assert [h["version"] for h in t.history()] == [3] and t.to_arrow().num_rows == 3 * ROWS
     assert fsck(lamina.open_table(uri)).ok
@@ -128,7 +128,7 @@ def test_a_damaged_tombstone_is_reported_and_blocks_cleanup(tmp_path):
     report = fsck(lamina.open_table(uri))
     assert not report.ok and any("damaged tombstone" in e for e in report.errors)
     with pytest.raises(CorruptMetadata, match="damaged tombstone"):
-        lamina.open_table(uri).remove_orphans(NOW, allow_short_age=True)
+        lamina.open_table(uri).maintenance.remove_orphans(NOW, allow_short_age=True)
     assert on_disk(uri) == before
 
 
@@ -154,14 +154,14 @@ def test_maintenance_refuses_a_table_needing_an_unknown_writer_feature(tmp_path)
     before = on_disk(uri)
     t = lamina.open_table(uri)
     attempts = {
-        "remove_orphans": lambda: t.remove_orphans(NOW, allow_short_age=True),
-        "expire_versions": lambda: t.expire_versions(retain_last=1, reader_grace=NOW),
+        "remove_orphans": lambda: t.maintenance.remove_orphans(NOW, allow_short_age=True),
+        "expire_versions": lambda: t.maintenance.expire_versions(retain_last=1, reader_grace=NOW),
         "create_tag": lambda: t.tags.create("new"),
         "delete_tag": lambda: t.tags.delete("keep"),
         "replace_tag": lambda: t.tags.replace("keep", 1),
         "rename_tag": lambda: t.tags.rename("keep", "kept"),
         "append": lambda: t.append(workers.batch(1, 0, ROWS)),
-        "compact": lambda: t.compact(),
+        "compact": lambda: t.maintenance.compact(),
         "rollback": lambda: t.rollback(1),
     }
     for name, attempt in attempts.items():
@@ -197,9 +197,9 @@ def test_orphan_minimum_age_holds_for_every_form_of_older_than(tmp_path, form):
         f.write(b"a file a running writer has not committed yet")
     before = on_disk(uri)
     with pytest.raises(InvalidArgument, match="allow_short_age"):
-        t.remove_orphans(_now_forms()[form])
+        t.maintenance.remove_orphans(_now_forms()[form])
     assert on_disk(uri) == before
-    report = t.remove_orphans(_now_forms()[form], allow_short_age=True)  # forced
+    report = t.maintenance.remove_orphans(_now_forms()[form], allow_short_age=True)  # forced
     if form == "timedelta":  # an hour ago: the file is younger, so it stays even so
         assert report.orphans == [] and report.kept_young == 1
     else:  # the cutoff is now (or later): it goes
@@ -212,7 +212,7 @@ def test_orphan_cutoff_older_than_the_minimum_needs_no_force(tmp_path):
     t = lamina.create_table(uri, workers.schema())
     old = datetime.now(timezone.utc) - timedelta(days=2)
     for older_than in (old, old.isoformat(), int(old.timestamp() * 1000), timedelta(days=2)):
-        assert t.remove_orphans(older_than).orphans == []
+        assert t.maintenance.remove_orphans(older_than).orphans == []
 
 
 # -- a file registered again after an earlier version removed it ----------------------------
@@ -224,13 +224,13 @@ def test_expiry_keeps_a_file_add_files_registered_again(tmp_path):
     uri = str(tmp_path / "t")
     t = lamina.create_table(uri, workers.schema())
     t.append(workers.batch(0, 0, ROWS))  # version 1: file A
-    first = t.files().to_pylist()[0]
+    first = t.inspect.files().to_pylist()[0]
     t.overwrite(workers.batch(0, 1, ROWS))  # version 2 removes A
     t.add_files(pa.table({"path": [first["path"]], "size": [first["size"]],
                           "record_count": [first["record_count"]]}))  # version 3: A again
     assert t.to_arrow().num_rows == 2 * ROWS
-    t.expire_versions(retain_last=1, reader_grace=NOW)
-    t.remove_orphans(NOW, allow_short_age=True)
+    t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
+    t.maintenance.remove_orphans(NOW, allow_short_age=True)
     assert os.path.exists(os.path.join(uri, first["path"]))
     assert sorted(lamina.open_table(uri).to_arrow().column("seq").to_pylist()) == [0] * ROWS + [1] * ROWS
     assert fsck(lamina.open_table(uri)).ok

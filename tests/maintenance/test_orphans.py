@@ -81,11 +81,11 @@ def world(tmp_path):
     t.tags.create("old")  # holds files the later versions drop
     t.overwrite(batch([100], "a"), where="grp = 'a'")
     t.append(batch([101], "b"))
-    t.expire_versions(retain_last=1, reader_grace=NOW)  # tombstones, freed chunks; "old" alone holds files
+    t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)  # tombstones, freed chunks; "old" alone holds files
     t.append(batch([102], "b"))
     assert os.listdir(os.path.join(t.uri, "_lamina", "freed"))  # the history has freed chunks
-    tag_only = set(t.files(tag="old").column("dv_path").to_pylist()) - {None}
-    tag_only |= set(t.files(tag="old").column("path").to_pylist()) - set(t.files().column("path").to_pylist())
+    tag_only = set(t.inspect.files(version="old").column("dv_path").to_pylist()) - {None}
+    tag_only |= set(t.inspect.files(version="old").column("path").to_pylist()) - set(t.inspect.files().column("path").to_pylist())
     assert len(tag_only) == 2  # grp a's first file and its deletion vector: only the tag holds them
     age_all(t.uri)
     root = t.uri
@@ -125,12 +125,12 @@ def test_orphans_are_exactly_the_unreferenced_old_files_and_a_dry_run_deletes_no
     versions, tags = reads(t)
     needed = referenced(t)
     assert not needed & set(orphans)  # the planted orphans really are unreferenced
-    dry = t.remove_orphans(dry_run=True)  # default: older than 3 days
+    dry = t.maintenance.remove_orphans(dry_run=True)  # default: older than 3 days
     assert table_files(t.uri) == before
     assert sorted(dry.orphans) == orphans
     assert dry.deleted_bytes == sum(len(before[p]) for p in orphans)
     assert (dry.kept_young, dry.kept_in_flight) == (len(kept["young"]), len(kept["in_flight"]))
-    rep = t.remove_orphans()
+    rep = t.maintenance.remove_orphans()
     assert sorted(rep.orphans) == sorted(dry.orphans) and rep.deleted_bytes == dry.deleted_bytes
     after = table_files(t.uri)
     assert set(before) - set(after) == set(orphans)  # deleted: the orphans, nothing else
@@ -142,15 +142,15 @@ def test_orphans_are_exactly_the_unreferenced_old_files_and_a_dry_run_deletes_no
     assert reads(t) == (versions, tags)
     report = fsck(t)
     assert report.ok and sorted(report.unreferenced) == sorted(kept["young"] + kept["in_flight"]), report
-    assert t.remove_orphans().orphans == []  # nothing left to do
+    assert t.maintenance.remove_orphans().orphans == []  # nothing left to do
 
 
 def test_the_files_of_a_finished_write_go_once_its_marker_is_removed(world):
     t, orphans, kept = world
-    t.remove_orphans()
+    t.maintenance.remove_orphans()
     running = kept["in_flight"][0].split("/")[1][len("spark-"):]
     inflight().finish_write(t.io, running)
-    rep = t.remove_orphans()
+    rep = t.maintenance.remove_orphans()
     assert sorted(rep.orphans) == sorted(kept["in_flight"]) and rep.kept_in_flight == 0
     for p in kept["in_flight"]:
         assert not os.path.exists(os.path.join(t.uri, p))
@@ -160,9 +160,9 @@ def test_a_short_age_reaches_young_files_only_when_allowed(world):
     t, orphans, kept = world
     before = table_files(t.uri)
     with pytest.raises(InvalidArgument, match="allow_short_age"):
-        t.remove_orphans(timedelta(hours=1))
+        t.maintenance.remove_orphans(timedelta(hours=1))
     assert table_files(t.uri) == before
-    rep = t.remove_orphans(NOW, allow_short_age=True)
+    rep = t.maintenance.remove_orphans(NOW, allow_short_age=True)
     assert sorted(rep.orphans) == sorted(orphans + kept["young"])
     assert rep.kept_in_flight == len(kept["in_flight"])  # in flight is kept whatever the age
 
@@ -178,11 +178,11 @@ def test_the_minimum_age_is_one_day_to_the_millisecond(tmp_path, monkeypatch):
     for older_than in (timedelta(days=1) - timedelta(milliseconds=1), day_ago + 1,
                        datetime.fromtimestamp((day_ago + 1) / 1000, tz=timezone.utc)):
         with pytest.raises(InvalidArgument, match="shorter than the minimum age"):
-            t.remove_orphans(older_than, dry_run=True)
+            t.maintenance.remove_orphans(older_than, dry_run=True)
         assert table_files(t.uri) == before
     for older_than in (timedelta(days=1), day_ago):
-        assert t.remove_orphans(older_than, dry_run=True).orphans == [orphan]
-    assert t.remove_orphans(timedelta(days=1)).orphans == [orphan]
+        assert t.maintenance.remove_orphans(older_than, dry_run=True).orphans == [orphan]
+    assert t.maintenance.remove_orphans(timedelta(days=1)).orphans == [orphan]
     assert not os.path.exists(os.path.join(t.uri, orphan)) and ids_of(t.to_arrow()) == [1]
 
 
@@ -191,7 +191,7 @@ def test_bad_older_than_is_refused_and_changes_nothing(world, older_than):
     t, orphans, kept = world
     before = table_files(t.uri)
     with pytest.raises(InvalidArgument):
-        t.remove_orphans(older_than, allow_short_age=True)
+        t.maintenance.remove_orphans(older_than, allow_short_age=True)
     assert table_files(t.uri) == before
 
 
@@ -206,9 +206,9 @@ def test_orphans_on_an_object_store_location(tmp_path):
     stray = f"data/{wid()}-{uuid.uuid4().hex[:12]}.parquet"
     t.io.put(stray, b"not committed")
     flush_hints()
-    assert t.remove_orphans().orphans == [] and t.remove_orphans().kept_young == 1
+    assert t.maintenance.remove_orphans().orphans == [] and t.maintenance.remove_orphans().kept_young == 1
     before = {o.path for o in t.io.walk()}
-    rep = t.remove_orphans(datetime.now(timezone.utc) + timedelta(seconds=5), allow_short_age=True)
+    rep = t.maintenance.remove_orphans(datetime.now(timezone.utc) + timedelta(seconds=5), allow_short_age=True)
     assert rep.orphans == [stray]
     assert {o.path for o in t.io.walk()} == before - {stray}
     t = lamina.open_table(uri)

@@ -33,13 +33,13 @@ def test_remove_orphans_spares_young_and_in_flight_files(table):
     with open(running, "wb") as f:
         f.write(b"y")
     with pytest.raises(InvalidArgument, match="shorter than"):
-        table.remove_orphans(timedelta(hours=1))
-    young = table.remove_orphans()  # default: older than 3 days
+        table.maintenance.remove_orphans(timedelta(hours=1))
+    young = table.maintenance.remove_orphans()  # default: older than 3 days
     assert young.orphans == [] and young.kept_young == 2
     with inflight(table.io, wid):
-        rep = table.remove_orphans(NOW, allow_short_age=True)
+        rep = table.maintenance.remove_orphans(NOW, allow_short_age=True)
         assert rep.orphans == ["data/deadbeefdeadbeef-000000000000.parquet"] and rep.kept_in_flight == 1
         assert not os.path.exists(orphan) and os.path.exists(running)
-    rep = table.remove_orphans(NOW, allow_short_age=True)  # the write finished without committing
+    rep = table.maintenance.remove_orphans(NOW, allow_short_age=True)  # the write finished without committing
     assert rep.orphans == [f"data/spark-{wid}/part-0.parquet"]
     assert ids(table.to_arrow()) == [1] and fsck(table).ok

@@ -1,4 +1,4 @@
-"""Where a table's bytes are (lamina.maintenance.storage through ``Table.storage()``).
+"""Where a table's bytes are (lamina.maintenance.storage through ``Table.maintenance.storage()``).
 
 Random histories of appends, deletes, compactions, tags, branches, expiry and files left by
 a crashed writer; after each, the report is checked against the disk and the public system
@@ -60,7 +60,7 @@ class History:
         elif op == "delete" and self.next_id:  # a row in seven: deletion vectors
             t.delete(f"id IN ({', '.join(str(i) for i in range(3, self.next_id, 7))})")
         elif op == "compact":
-            t.compact()
+            t.maintenance.compact()
         elif op == "tag":
             self.tags.append(f"t{len(self.tags)}")
             t.tags.create(self.tags[-1])
@@ -72,7 +72,7 @@ class History:
             b.append(pa.table({"id": pa.array([10**6 + len(self.branches)], pa.int64()), "grp": ["b"]}, schema=SCHEMA))
             self.branches.append(name)
         elif op == "expire":
-            t.expire_versions(retain_last=1, reader_grace=NO_GRACE)
+            t.maintenance.expire_versions(retain_last=1, reader_grace=NO_GRACE)
         elif op == "orphan":  # what a writer that crashed before its commit leaves
             path = f"data/{len(self.planted):016x}-000000000000.parquet"
             os.makedirs(os.path.join(self.root, "data"), exist_ok=True)
@@ -83,17 +83,17 @@ class History:
 
     def check(self) -> None:
         t = self.t.refresh()
-        rep = t.storage()
+        rep = t.maintenance.storage()
         disk = on_disk(self.root)
         current = referenced_by(t)
-        f = t.files()
+        f = t.inspect.files()
         live = set(f.column("path").to_pylist()) | {p for p in f.column("dv_path").to_pylist() if p}
         assert (rep.version, rep.location) == (t.version, t.uri)
         assert (rep.live_files, rep.live_bytes) == size(live, disk)
         assert (rep.total_files, rep.total_bytes) == (len(disk), sum(disk.values()))
         older = [h["version"] for h in t.history() if h["version"] != t.version]
         holders = {(VERSIONS, ""): set().union(*(referenced_by(t, version=v) for v in older))}
-        holders.update({(TAG, tag.name): referenced_by(t, tag=tag.name) for tag in t.tags.list()})
+        holders.update({(TAG, tag.name): referenced_by(t, version=tag.name) for tag in t.tags.list()})
         for r in t.branches.list():
             b = t.branch(r.name)
             holders[(BRANCH, r.name)] = set().union(*(referenced_by(b, version=h["version"]) for h in b.history()))
@@ -133,10 +133,10 @@ def test_after_a_compaction_the_older_versions_hold_what_it_rewrote(tmp_path):
     h = History(str(tmp_path / "t"))
     for op in ["append"] * 6:
         h.do(op)
-    before = {p for p in h.t.files().column("path").to_pylist()}
+    before = {p for p in h.t.inspect.files().column("path").to_pylist()}
     h.do("tag")
     h.do("compact")
-    rep = h.t.storage()
+    rep = h.t.maintenance.storage()
     versions = next(x for x in rep.holders if x.kind == VERSIONS)
     disk = on_disk(h.root)
     rewritten = sum(disk[p] for p in before)  # the roots are in the version files: no manifest file is held
@@ -144,8 +144,8 @@ def test_after_a_compaction_the_older_versions_hold_what_it_rewrote(tmp_path):
     assert rep.held_bytes == rewritten and rep.live_files == 1
     tag = next(x for x in rep.holders if x.kind == TAG)
     assert tag.versions == (6,) and tag.only_bytes == 0  # version 6 itself still holds the same files
-    h.t.expire_versions(retain_last=1, reader_grace=NO_GRACE)
-    rep = h.t.storage()
+    h.t.maintenance.expire_versions(retain_last=1, reader_grace=NO_GRACE)
+    rep = h.t.maintenance.storage()
     assert [x.kind for x in rep.holders if x.bytes] == [TAG]  # now only the tag keeps them ...
     tag = next(x for x in rep.holders if x.kind == TAG)
     assert tag.only_bytes == tag.bytes == rewritten  # ... and deleting it frees them

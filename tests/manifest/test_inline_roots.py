@@ -157,20 +157,20 @@ def test_maintenance_on_a_table_with_carried_roots(tmp_path):
     t.tags.create("early")
     tagged = ids(t)
     t.delete("id < 20")
-    t.compact()
+    t.maintenance.compact()
     t.append(batch(500))
-    report = t.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    report = t.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
     assert report.deleted_version_files > 0
     assert all(not is_inline_root(p) for p in report.deleted_manifests)
-    t.remove_orphans(older_than=timedelta(0), allow_short_age=True)
+    t.maintenance.remove_orphans(older_than=timedelta(0), allow_short_age=True)
     t = fresh(t.io.uri)
-    live = t.files().column("path").to_pylist()
+    live = t.inspect.files().column("path").to_pylist()
     assert ids(t) == oracle_ids(t, live) == sorted(set(expected(8)) - set(range(20)) | {500, 501, 502})
     clear_cache()
     assert ids(lamina.open_table(t.io.uri, tag="early")) == tagged
     r = fsck(t)
     assert r.ok and not r.missing and not r.unreferenced, (r.errors, r.missing, r.unreferenced)
-    m = t.manifests()
+    m = t.inspect.manifests()
     roots = m.filter(pc.equal(m.column("kind"), "root"))
     assert roots.column("path").to_pylist() == [t.metadata.root_manifest]
     assert roots.column("size").to_pylist() == [len(t.metadata.root_inline)]

@@ -133,7 +133,7 @@ def test_appends_from_a_known_root_shape_make_the_roots_the_general_path_makes(t
             elif step == "delete":
                 t.delete(f"id = {10 * (i - 1)}")
             else:
-                t.compact()
+                t.maintenance.compact()
         expected |= {10 * i, 10 * i + 1} if step == "append" else {10 * i, 10 * i + 5} if step == "tx2" else set()
         expected -= {10 * (i - 1)} if step == "delete" else set()
         assert _root_rows(fast) == _root_rows(slow), (i, step)

@@ -27,19 +27,19 @@ def table(tmp_path):
 def test_compaction_bin_packs_per_partition_and_applies_deletes(table):
     table.delete("id < 15")
     before = ids(table.to_arrow())
-    r = table.compact(target_file_size=1 << 20, sort_by="id")
+    r = table.maintenance.compact(target_file_size=1 << 20, sort_by="id")
     # 24 files, 2 of them fully deleted (ids 0-9): 22 in, one file per partition out
     assert (r.files_before, r.files_after, r.groups) == (22, 2, 2)
     assert ids(table.to_arrow()) == before and table.scan().count() == 105
-    assert table.files().column("dv_path").null_count == 2  # deletes folded into the outputs
+    assert table.inspect.files().column("dv_path").null_count == 2  # deletes folded into the outputs
     got = table.scan(where="cat = 'a'", columns=["id"]).to_arrow().column("id").to_pylist()
     assert got == sorted(got)  # sorted output
-    assert table.compact(target_file_size=1 << 20).version is None  # nothing left to do
+    assert table.maintenance.compact(target_file_size=1 << 20).version is None  # nothing left to do
     for v in range(table.version + 1):
         assert table.scan(version=v).count() == table.log.load(v).summary["total-records"]
     assert fsck(table).ok
     with pytest.raises(InvalidArgument):
-        table.compact(target_file_size=0)
+        table.maintenance.compact(target_file_size=0)
 
 
 @pytest.mark.parametrize("bad, error", [({"sort_by": "nope"}, SchemaMismatch), ({"where": "nope > 1"}, InvalidPredicate),
@@ -49,7 +49,7 @@ def test_compaction_by_an_unknown_column_fails_and_changes_nothing(table, bad, e
     no file written."""
     version, before = table.version, sorted(os.listdir(os.path.join(table.uri, "data")))
     with pytest.raises(error, match="nope"):
-        table.compact(target_file_size=1 << 20, **bad)
+        table.maintenance.compact(target_file_size=1 << 20, **bad)
     assert lamina.open_table(table.uri).version == version
     assert sorted(os.listdir(os.path.join(table.uri, "data"))) == before
 
@@ -60,7 +60,7 @@ def test_compaction_binds_its_columns_at_the_latest_version(table):
     other = lamina.open_table(table.uri)
     other.update_schema().add_column("rank", pa.int64()).commit()
     other.append(pa.table({"id": [1000, 1001], "cat": ["a", "a"], "rank": [2, 1]}))
-    r = table.compact(target_file_size=1 << 20, where="rank IS NULL OR rank > 0", sort_by="cat, rank")
+    r = table.maintenance.compact(target_file_size=1 << 20, where="rank IS NULL OR rank > 0", sort_by="cat, rank")
     assert r.files_before == 25 and r.input_files == 25 and r.files_after == 2
     got = table.scan(where="cat = 'a'", columns=["rank"]).to_arrow().column("rank").to_pylist()
     n = len(got) - 2
@@ -68,7 +68,7 @@ def test_compaction_binds_its_columns_at_the_latest_version(table):
 
 
 def test_compaction_where_limits_the_inputs(table):
-    r = table.compact(target_file_size=1 << 20, where="cat = 'a'")
+    r = table.maintenance.compact(target_file_size=1 << 20, where="cat = 'a'")
     assert r.groups == 1 and r.input_files == 12 and r.files_after == 13
 
 
@@ -98,12 +98,12 @@ def test_streamed_compaction_splits_files_keeps_stats_and_reads_older_files(tmp_
     t.add_files(pa.table({"path": ["data/older.parquet"], "size": [os.path.getsize(old)], "record_count": [5]}))
     t.delete("id < 3 OR id = 61")
     want = ids(t.to_arrow())
-    r = t.compact(target_file_size=1 << 20)
+    r = t.maintenance.compact(target_file_size=1 << 20)
     assert (r.input_files, r.rows_written) == (7, 61) and r.output_files == 3  # 25 + 25 + 11 rows
     got = t.to_arrow()
-    assert ids(got) == want and t.files().column("dv_path").null_count == 3
+    assert ids(got) == want and t.inspect.files().column("dv_path").null_count == 3
     assert sorted(got.filter(pa.compute.is_null(got.column("cat"))).column("id").to_pylist()) == [60, 62, 63, 64]
-    for f in t.files().to_pylist():
+    for f in t.inspect.files().to_pylist():
         rows = pq.read_table(os.path.join(t.uri, f["path"]))
         assert f["record_count"] == rows.num_rows <= 25
         assert (f["lower.id"], f["upper.id"]) == (min(rows.column("id").to_pylist()), max(rows.column("id").to_pylist()))
@@ -115,9 +115,9 @@ def test_compaction_of_a_missing_input_is_corrupt_metadata(tmp_path):
     t = lamina.create_table(str(tmp_path / "gone"), SCHEMA)
     for i in range(3):
         t.append(batch(i * 10, i * 10 + 10))
-    os.remove(os.path.join(t.uri, t.files().column("path")[1].as_py()))
+    os.remove(os.path.join(t.uri, t.inspect.files().column("path")[1].as_py()))
     with pytest.raises(CorruptMetadata, match="missing"):
-        t.compact(target_file_size=1 << 20)
+        t.maintenance.compact(target_file_size=1 << 20)
     assert t.version == 3  # nothing committed
 
 
@@ -137,7 +137,7 @@ def test_ten_thousand_small_files_compact_in_one_version(tmp_path):
             rows.append((rel, os.path.getsize(src)))
     t.add_files(pa.table({"path": [r[0] for r in rows], "size": [r[1] for r in rows], "record_count": [1] * n}))
     v = t.version
-    r = t.compact(target_file_size=64 << 20)
+    r = t.maintenance.compact(target_file_size=64 << 20)
     assert r.version == v + 1 and r.input_files == n and r.output_files == 1
     assert t.scan().count() == n and ids(t.to_arrow()) == sorted(list(range(10)) * (n // 10))
 
@@ -146,12 +146,12 @@ def test_rewrite_manifests_keeps_every_file_and_version(tmp_path):
     t = lamina.create_table(str(tmp_path / "m"), SCHEMA, properties={"manifest.inline-max-files": 2, "manifest.leaf-target-files": 3})
     for i in range(10):
         t.append(batch(i * 5, i * 5 + 5))
-    leaves_before = (t.manifests().column("kind").to_pylist()).count("leaf")
+    leaves_before = (t.inspect.manifests().column("kind").to_pylist()).count("leaf")
     want = ids(t.to_arrow())
-    t.rewrite_manifests()
+    t.maintenance.rewrite_manifests()
     assert ids(t.to_arrow()) == want and leaves_before >= 3
     assert t.metadata.operation == "rewrite-manifests"
-    assert sorted(t.files().column("added_version").to_pylist()) == sorted(t.files(version=t.version - 1).column("added_version").to_pylist())
+    assert sorted(t.inspect.files().column("added_version").to_pylist()) == sorted(t.inspect.files(version=t.version - 1).column("added_version").to_pylist())
     assert fsck(t).ok
 
 

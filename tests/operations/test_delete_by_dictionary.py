@@ -66,7 +66,7 @@ files = st.lists(st.lists(st.one_of(st.none(), word), min_size=1, max_size=12), 
 
 
 def deleted_rows(t: lamina.Table) -> int:
-    return json.loads(t.snapshots().column("summary")[-1].as_py())["deleted-rows"]
+    return json.loads(t.inspect.snapshots().column("summary")[-1].as_py())["deleted-rows"]
 
 
 MOVED = 1_000_000  # an update adds this to the ids of the rows it selects

@@ -160,7 +160,7 @@ def test_merge_writes_the_updated_rows_of_every_touched_file_together(tmp_path):
     src = pa.table({"id": [1, 15, 25, 40], "v": [1, 1, 1, 1]}, schema=schema)
     res = t.merge(src, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
     assert (res.rows_updated, res.rows_inserted, res.files_touched) == (3, 1, 3)
-    files = t.files()
+    files = t.inspect.files()
     assert files.num_rows == 3 + 1
     assert sorted(c for c in files.column("dv_cardinality").to_pylist() if c) == [1, 1, 1]
     assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
@@ -305,12 +305,12 @@ def test_a_large_merge_writes_its_rows_as_two_files_at_once(tmp_path, monkeypatc
     t = lamina.create_table(str(tmp_path / "t"), schema, properties={"write.max-rows-per-file": 40})
     t.append(pa.table({"id": list(range(100)), "v": ["old"] * 100}, schema=schema))
     ids_before = dict(zip(*t.scan(columns=["id", "_row_id"]).to_arrow().to_pydict().values()))
-    before = set(t.files().column("path").to_pylist())
+    before = set(t.inspect.files().column("path").to_pylist())
     for n_upd in (5, 13):  # 5 + inserts: under 20 rows for the first, one file; then two
         ids = [*range(30 + 20 * (n_upd > 5), 30 + 20 * (n_upd > 5) + n_upd), *range(1000 * n_upd, 1000 * n_upd + inserts)]
         src = pa.table({"id": ids, "v": [f"s{i}" for i in ids]}, schema=schema)
         t.merge(src, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
-        files = t.files()
+        files = t.inspect.files()
         new = files.filter(pc.invert(pc.is_in(files.column("path"), value_set=pa.array(sorted(before))))).column("record_count").to_pylist()
         before |= set(files.column("path").to_pylist())
         written = n_upd + inserts

@@ -42,7 +42,7 @@ def on_disk(t: lamina.Table) -> set[str]:
 def left_behind(t: lamina.Table, before: set[str]) -> set[str]:
     """Files under data/ written since ``before`` (an ``on_disk``) that the latest version does not
     reference: what a merge left behind."""
-    files = t.refresh().files()
+    files = t.refresh().inspect.files()
     used = set(files.column("path").to_pylist()) | {p for p in files.column("dv_path").to_pylist() if p}
     return on_disk(t) - before - used
 
@@ -63,7 +63,7 @@ def test_the_source_rows_are_the_new_rows_written_once(tmp_path):
     assert (res.rows_updated, res.rows_inserted, res.files_touched) == (3, 2, 3)
     want = {**before, **{i: (i, f"new{i}", 100 + i) for i in (1, 5, 9, 20, 21)}}
     assert rows_of(t) == sorted(want.values())
-    added = t.files().filter(pa.compute.equal(t.files().column("added_version"), t.version))
+    added = t.inspect.files().filter(pa.compute.equal(t.inspect.files().column("added_version"), t.version))
     assert sorted(added.column("record_count").to_pylist()) == [1, 4]  # the source, in files of up to 4 rows
     assert left_behind(t, files) == set()
 
@@ -170,7 +170,7 @@ def test_source_rows_are_partitioned_and_sorted_as_any_write(tmp_path, lineage):
     assert got == [{"id": 1, "part": "a", "n": 10}, {"id": 2, "part": "b", "n": 1}, {"id": 3, "part": "a", "n": 2},
                    {"id": 4, "part": "b", "n": 40}, {"id": 5, "part": "a", "n": 3}, {"id": 6, "part": "b", "n": 4},
                    {"id": 7, "part": "a", "n": 5}]
-    added = t.files().filter(pa.compute.equal(t.files().column("added_version"), t.version))
+    added = t.inspect.files().filter(pa.compute.equal(t.inspect.files().column("added_version"), t.version))
     assert sorted(added.column("partition").to_pylist()) == ["part=a", "part=b"]
     for path in added.column("path").to_pylist():  # each file's rows in the sort order
         n = pq.read_table(os.path.join(t.uri, path), columns=["n"]).column("n").to_pylist()

@@ -108,7 +108,7 @@ def on_disk(t: lamina.Table) -> set[str]:
 
 
 def left_behind(t: lamina.Table, before: set[str]) -> set[str]:
-    files = t.refresh().files()
+    files = t.refresh().inspect.files()
     used = set(files.column("path").to_pylist()) | {p for p in files.column("dv_path").to_pylist() if p}
     return on_disk(t) - before - used
 
@@ -127,7 +127,7 @@ def test_a_staged_source_becomes_data_files_as_it_is(tmp_path, copies, props, pa
     assert copies == [parts] and READS == []
     assert (got.rows_updated, got.rows_inserted, got.files_touched) == (want.rows_updated, want.rows_inserted, want.files_touched)
     assert state(a) == state(b)
-    added = a.files().filter(pa.compute.equal(a.files().column("added_version"), a.version))
+    added = a.inspect.files().filter(pa.compute.equal(a.inspect.files().column("added_version"), a.version))
     assert sorted(added.column("record_count").to_pylist()) == sorted(p.num_rows for p in cut)
     assert left_behind(a, files) == set()
 
@@ -142,8 +142,8 @@ def test_the_copies_statistics_prune_as_the_writers(tmp_path, copies):
     for where in ("id >= 20", "v = 'new7'", "x > 5", "x = 'NaN'", "n < 110"):
         ga, gb = a.scan(where=where), b.scan(where=where)
         assert state_of(ga) == state_of(gb), where
-    fa = a.files().filter(pa.compute.equal(a.files().column("added_version"), a.version))
-    fb = b.files().filter(pa.compute.equal(b.files().column("added_version"), b.version))
+    fa = a.inspect.files().filter(pa.compute.equal(a.inspect.files().column("added_version"), a.version))
+    fb = b.inspect.files().filter(pa.compute.equal(b.inspect.files().column("added_version"), b.version))
     stats = [c for c in fa.column_names if c.split(".")[0] in ("lower", "upper", "null_count")]
     assert fa.select(stats).to_pylist() == fb.select(stats).to_pylist()  # one file of 25 rows each way here
 
@@ -163,7 +163,7 @@ def test_what_follows_a_copy_reads_as_what_follows_the_write(tmp_path, copies, p
         t.update("id >= 12", {"v": "'upd'"})
         t.delete("id = 4")
         upsert(t, rows([5, 40], tag="again"))
-        t.compact(target_file_size=1 << 20)
+        t.maintenance.compact(target_file_size=1 << 20)
     assert copies == [1]
     assert state(a) == state(b)
     import duckdb

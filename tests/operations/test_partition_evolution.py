@@ -88,7 +88,7 @@ def test_update_spec_keeps_every_spec_and_files_keep_theirs(tmp_path):
     assert [(f.name, f.field_id, f.transform) for f in vm.partition_spec.fields] == [
         ("ts_day", 1001, "day"), ("id_bucket_4", 1002, "bucket[4]"),
     ]
-    files = t.files()
+    files = t.inspect.files()
     by_spec = {s: files.filter(pc.equal(files.column("spec_id"), s)) for s in (0, 1, 2)}
     assert all(p.startswith("cat=") for p in by_spec[0].column("partition").to_pylist())
     assert all(p.startswith("ts_day=") and "/" not in p for p in by_spec[1].column("partition").to_pylist())
@@ -155,8 +155,8 @@ def test_foreign_bounds_never_prune_a_file_of_a_spec_without_the_field():
 def test_compaction_rewrites_old_spec_files_into_the_current_spec(tmp_path):
     t = evolved(tmp_path)
     before = ids(t.to_arrow())
-    r = t.compact(target_file_size=1 << 20)
-    files = t.files()
+    r = t.maintenance.compact(target_file_size=1 << 20)
+    files = t.inspect.files()
     assert set(files.column("spec_id").to_pylist()) == {2}
     assert r.input_files > 0 and ids(t.to_arrow()) == before
     # every output lies in one partition of the current spec, as its path says
@@ -168,11 +168,11 @@ def test_compaction_rewrites_old_spec_files_into_the_current_spec(tmp_path):
     # spec-0 files (no day, no bucket) together, spec-1 files per day. Outputs of two groups
     # may share a partition; the next compaction merges them (all now in the current spec).
     assert len(set(files.column("partition").to_pylist())) < files.num_rows
-    t.compact(target_file_size=1 << 20)
-    parts = t.files().column("partition").to_pylist()
+    t.maintenance.compact(target_file_size=1 << 20)
+    parts = t.inspect.files().column("partition").to_pylist()
     assert len(parts) == len(set(parts)) and ids(t.to_arrow()) == before
     assert check(t, "ts < '2024-01-03 00:00:00'") < len(t.plan())
-    assert t.compact(target_file_size=1 << 20).version is None
+    assert t.maintenance.compact(target_file_size=1 << 20).version is None
     assert fsck(t).ok
 
 
@@ -182,8 +182,8 @@ def test_compaction_into_an_unpartitioned_spec_merges_old_partitions(tmp_path):
     n_before = len(t.plan())
     with t.update_spec() as u:
         u.remove_field("cat").remove_field("ts_day")
-    t.compact(target_file_size=1 << 20)
-    files = t.files()
+    t.maintenance.compact(target_file_size=1 << 20)
+    files = t.inspect.files()
     assert n_before > 10 and files.num_rows == 1 and files.column("partition").to_pylist() == [None]
     assert ids(t.to_arrow()) == list(range(40))
 
@@ -193,9 +193,9 @@ def test_a_rename_only_spec_does_not_make_compaction_rewrite(tmp_path):
     t.append(rows(0, 200), commit_options=None)
     t.update_spec().rename_field("ts_day", "d").commit()
     assert t.partition_spec.fields[0].field_id == 1000 and t.partition_spec.spec_id == 1
-    assert t.compact(target_file_size=1 << 20).version is None  # one big-enough file per day, same layout
+    assert t.maintenance.compact(target_file_size=1 << 20).version is None  # one big-enough file per day, same layout
     t.append(rows(200, 210))
-    assert t.files().column("partition").to_pylist()[-1].startswith("d=")
+    assert t.inspect.files().column("partition").to_pylist()[-1].startswith("d=")
 
 
 def test_time_travel_reads_a_version_under_an_old_spec(tmp_path):
@@ -316,7 +316,7 @@ def test_spec_change_in_a_transaction_applies_to_the_writes_after_it(tmp_path):
         tx.update_spec().remove_field("cat").add_field("ts", "day").commit()
         tx.append(rows(20, 30))  # after: spec 1
     assert t.version == 2 and t.partition_spec.spec_id == 1
-    files = t.files()
+    files = t.inspect.files()
     spec_of = dict(zip(files.column("partition").to_pylist(), files.column("spec_id").to_pylist()))
     assert {s for p, s in spec_of.items() if p.startswith("cat=")} == {0}
     assert {s for p, s in spec_of.items() if p.startswith("ts_day=")} == {1}
@@ -338,7 +338,7 @@ def test_append_written_under_the_old_spec_commits_after_the_spec_change(tmp_pat
     t.update_spec().remove_field("cat").add_field("ts", "day").commit()  # lands first
     v = tx.commit()  # its base is stale: rebased onto the spec change
     assert v == 3 and writer.partition_spec.spec_id == 1
-    files = writer.files()
+    files = writer.inspect.files()
     assert files.filter(pc.greater(files.column("added_version"), 2)).column("spec_id").to_pylist() == [0, 0, 0]
     for where in ["cat = 'c1'", "ts < '2024-01-04'", "id >= 45"]:
         check(writer, where)
@@ -419,9 +419,9 @@ def test_random_spec_evolution_plans_equal_full_scans(tmp_path_factory, initial,
                 check(t, where, version=v)
     # compaction into the current spec keeps every row and the plans exact
     before = ids(t.to_arrow())
-    t.compact(target_file_size=1 << 20)
+    t.maintenance.compact(target_file_size=1 << 20)
     assert ids(t.to_arrow()) == before
-    assert set(t.files().column("spec_id").to_pylist()) <= {t.partition_spec.spec_id}
+    assert set(t.inspect.files().column("spec_id").to_pylist()) <= {t.partition_spec.spec_id}
     for a, op, b in predicates:
         check(t, f"{a} {op} {b}")
 
@@ -447,7 +447,7 @@ def test_spec_changes_race_with_appending_processes(tmp_path):
     data = t.to_arrow()
     got = sorted(zip(data.column("writer").to_pylist(), data.column("seq").to_pylist(), data.column("i").to_pylist()))
     assert got == sorted((w, s, i) for w in (1, 2) for s in range(8) for i in range(12))
-    files = t.files()
+    files = t.inspect.files()
     assert set(files.column("spec_id").to_pylist()) <= {0, 1, 2, 3}
     spec_at = {v: t.log.load(v).partition_spec.spec_id for v in range(t.version + 1)}
     for v, s in zip(files.column("added_version").to_pylist(), files.column("spec_id").to_pylist()):
@@ -455,8 +455,8 @@ def test_spec_changes_race_with_appending_processes(tmp_path):
     for where in ["k = 3", "k < 4", "writer = 2", "writer = 1 AND k >= 10", "k IN (0, 11) OR seq = 7"]:
         for v in (t.version, changer["versions"][1], changer["versions"][2] - 1):
             check_workers(t, where, v)
-    t.compact(target_file_size=1 << 20)
-    assert set(t.files().column("spec_id").to_pylist()) == {3} and t.scan().count() == 192
+    t.maintenance.compact(target_file_size=1 << 20)
+    assert set(t.inspect.files().column("spec_id").to_pylist()) == {3} and t.scan().count() == 192
     check_workers(t, "k < 4 AND writer = 1", t.version)
 
 
@@ -503,7 +503,7 @@ def test_row_level_changes_of_old_spec_files(tmp_path, mode):
     t = evolved(tmp_path)
     t.delete("id IN (5, 65, 125)", mode=mode)
     t.update(where="id = 7", set={"amount": 1000}, mode=mode)
-    files = t.files()
+    files = t.inspect.files()
     old = files.filter(pc.is_valid(files.column("dv_path"))) if mode == "merge-on-read" else None
     if old is not None:
         assert 0 in old.column("spec_id").to_pylist()

@@ -27,7 +27,7 @@ def table(tmp_path):
 
 def test_delete_writes_dvs_and_reads_skip_deleted_rows_everywhere(table):
     v = table.delete("id >= 40 AND id < 60")
-    files = table.files().to_pylist()
+    files = table.inspect.files().to_pylist()
     assert sorted((f["record_count"], f["dv_cardinality"]) for f in files) == [(40, 10), (40, 10), (50, None)]
     got = table.to_arrow()
     assert sorted(got.column("id").to_pylist()) == [i for i in range(150) if not 40 <= i < 60]
@@ -51,13 +51,13 @@ def test_delete_matching_nothing_commits_nothing_and_untouched_files_are_not_rea
 
 def test_deleting_every_row_of_a_file_drops_it(table):
     table.delete("id >= 100")
-    assert len(table.files()) == 2 and table.scan().count() == 100
+    assert len(table.inspect.files()) == 2 and table.scan().count() == 100
 
 
 def test_second_delete_merges_into_one_dv_per_file(table):
     table.delete("id < 5")
     table.delete("id >= 5 AND id < 8")
-    f = [x for x in table.files().to_pylist() if x["dv_cardinality"]]
+    f = [x for x in table.inspect.files().to_pylist() if x["dv_cardinality"]]
     assert len(f) == 1 and f[0]["dv_cardinality"] == 8 and f[0]["record_count"] == 42
     assert sorted(table.to_arrow().column("id").to_pylist())[:3] == [8, 9, 10]
 
@@ -66,9 +66,9 @@ def test_copy_on_write_mode_rewrites_instead(tmp_path):
     t = lamina.create_table(str(tmp_path / "c"), SCHEMA, properties={"write.delete.mode": "copy-on-write"})
     t.append(rows(0, 10))
     t.delete("id < 3")
-    assert t.files().column("dv_path").null_count == 1 and t.scan().count() == 7
+    assert t.inspect.files().column("dv_path").null_count == 1 and t.scan().count() == 7
     t.delete("id = 5", mode="merge-on-read")
-    assert t.files().column("dv_cardinality").to_pylist() == [1]
+    assert t.inspect.files().column("dv_cardinality").to_pylist() == [1]
     with pytest.raises(InvalidArgument):
         t.delete("id = 1", mode="sometimes")
 

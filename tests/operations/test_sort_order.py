@@ -39,7 +39,7 @@ def shuffled(n: int, seed: int = 7) -> pa.Table:
 
 
 def file_rows(t: lamina.Table) -> list[pa.Table]:
-    return [pq.read_table(f"{t.uri}/{p}") for p in t.files().column("path").to_pylist()]
+    return [pq.read_table(f"{t.uri}/{p}") for p in t.inspect.files().column("path").to_pylist()]
 
 
 def python_sorted(rows: list[dict], keys: list[tuple[str, bool, bool]]) -> list[dict]:
@@ -68,7 +68,7 @@ def test_writes_and_compaction_sort_by_the_order(tmp_path):
     got = second.to_pylist()
     assert [(r["grp"], r["score"]) for r in got] == [(r["grp"], r["score"]) for r in python_sorted(got, keys)]
     assert got[0]["grp"] == "g0" and got[-1]["grp"] is None
-    t.compact(target_file_size=1 << 20)
+    t.maintenance.compact(target_file_size=1 << 20)
     (only,) = file_rows(t)
     rows = only.to_pylist()
     assert only.num_rows == 110
@@ -78,7 +78,7 @@ def test_writes_and_compaction_sort_by_the_order(tmp_path):
 def test_order_is_kept_by_field_id_and_replaces_the_property(tmp_path):
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"write.sort-order": "id"})
     t.append(shuffled(20))
-    t.compact(target_file_size=1 << 20, min_file_size=1 << 20)
+    t.maintenance.compact(target_file_size=1 << 20, min_file_size=1 << 20)
     assert file_rows(t)[0].column("id").to_pylist() == list(range(20))  # the property still sorts compaction
     t.append(shuffled(20, 3))
     assert file_rows(t)[-1].column("id").to_pylist() == list(range(20))  # and writes

@@ -42,7 +42,7 @@ def rows(ids) -> pa.Table:
 def codecs(t: lamina.Table, version: int | None = None) -> dict[str, str]:
     """Each live data file's codec, read from its Parquet footer (every column chunk's)."""
     out = {}
-    for path in t.files(version=version).column("path").to_pylist():
+    for path in t.inspect.files(version=version).column("path").to_pylist():
         md = pq.read_metadata(os.path.join(t.uri, path))
         found = {md.row_group(g).column(c).compression for g in range(md.num_row_groups) for c in range(md.num_columns)}
         assert len(found) == 1, found
@@ -108,11 +108,11 @@ def test_properties_set_later_take_effect_for_the_writes_after_them(tmp_path):
     new = {p: c for p, c in after.items() if p not in before}
     assert set(new.values()) == {"ZSTD"} and len(new) == 9
     assert {p: after[p] for p in before} == before  # files already written keep theirs
-    counts = t.files().filter(pc.invert(pc.is_in(t.files().column("path"), value_set=pa.array(list(before)))))
+    counts = t.inspect.files().filter(pc.invert(pc.is_in(t.inspect.files().column("path"), value_set=pa.array(list(before)))))
     assert max(counts.column("record_count").to_pylist()) == 4
     # A compaction after a codec change writes the new codec.
     t.update_properties(set={P.WRITE_PARQUET_COMPRESSION.key: "gzip"}, remove=[P.WRITE_MAX_ROWS_PER_FILE.key])
-    t.compact(target_file_size=1 << 20)
+    t.maintenance.compact(target_file_size=1 << 20)
     assert set(codecs(t).values()) == {"GZIP"}
     assert sorted(t.to_arrow().column("id").to_pylist()) == list(range(60))
 
@@ -225,7 +225,7 @@ def test_write_sort_order_is_refused_where_update_sort_order_set_the_order(tmp_p
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
     t.update_properties(set={P.WRITE_SORT_ORDER.key: "score"})  # no sort order yet: the property is it
     t.append(rows([3, 1, 2]))
-    (path,) = t.files().column("path").to_pylist()
+    (path,) = t.inspect.files().column("path").to_pylist()
     assert pq.read_table(os.path.join(t.uri, path)).column("score").to_pylist() == [0.5, 1.0, 1.5]
     t.update_sort_order().asc("id").commit()  # supersedes (and drops) the property
     with pytest.raises(InvalidArgument, match="update_sort_order"):
@@ -347,7 +347,7 @@ def test_updates_from_two_handles_match_a_model_applied_in_commit_order(tmp_path
         assert dict(handles[who].properties) == model
         handles[writer].append(rows([version]))  # writes go on between the updates, from either handle
         version += 1
-        files = t.files(version=version)
+        files = t.inspect.files(version=version)
         (newest,) = files.filter(pc.equal(files.column("added_version"), version)).column("path").to_pylist()
         codec = pq.read_metadata(os.path.join(t.uri, newest)).row_group(0).column(0).compression
         assert codec == seen[writer].get(P.WRITE_PARQUET_COMPRESSION.key, "snappy").upper()
@@ -374,7 +374,7 @@ def test_a_delayed_update_raising_the_slot_retention_is_confirmed_by_the_retenti
             meanwhile.append(None)  # (their own commits pass through here too)
             meanwhile.append(other.append(rows([1])))
             meanwhile.append(other.append(rows([2])))
-            other.expire_versions(older_than=timedelta(0), retain_last=1, reader_grace=timedelta(0))
+            other.maintenance.expire_versions(older_than=timedelta(0), retain_last=1, reader_grace=timedelta(0))
             assert not lamina.open_table(t.uri).log.is_live(2)  # the slot the put goes to was freed
 
     monkeypatch.setattr(committer, "_step_hook", hook)

@@ -209,7 +209,7 @@ def test_spark_compact_recomputes_a_group_a_concurrent_delete_changed(spark, cat
         calls.append(len(groups))
         return out
 
-    r = t.compact(target_file_size=1 << 20, rewrite_groups=racing)
+    r = t.maintenance.compact(target_file_size=1 << 20, rewrite_groups=racing)
     assert len(calls) == 2  # the group was recomputed on the new base
     got = cat.load_table("shop.orders").to_arrow()
     assert ids(got) == [i for i in range(300) if i % 10 != 3 and i not in (0, 1)]  # no resurrected row

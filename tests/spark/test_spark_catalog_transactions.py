@@ -167,7 +167,7 @@ def test_a_concurrent_delete_in_a_file_the_spark_delete_changes_conflicts(spark,
     either isolation level (run it again in a new transaction)."""
     a, b = cat.load_table("shop.orders"), cat.load_table("shop.daily")
     files_a = data_files(a.uri)
-    x_file = [p for p in b.files().column("path").to_pylist() if "cat=x" in p]
+    x_file = [p for p in b.inspect.files().column("path").to_pylist() if "cat=x" in p]
     with pytest.raises(CatalogTransactionConflict) as err:
         with cat.transaction(isolation_level=isolation) as tx:
             spark_write(sdf(spark, rows(50, 80)), tx.table("shop.orders"))

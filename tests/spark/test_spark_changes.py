@@ -64,7 +64,7 @@ def history(tmp_path_factory):
     t.merge(pa.concat_tables([rows(range(90, 110), "m"), rows(range(200, 205), "n")]), on="id") \
         .when_matched_delete("source.id < 95").when_matched_update_all().when_not_matched_insert_all().execute()  # 3
     t.delete("id IN (7, 14, 21, 28, 35, 63, 77, 126)", mode="copy-on-write")    # 4
-    t.compact()                                                                # 5
+    t.maintenance.compact()                                                                # 5
     t.update(where="id BETWEEN 40 AND 49", set={"v": "'u'"})                   # 6
     t.overwrite(rows(range(140, 146), "o"), where="id >= 140 AND id < 150")    # 7
     t.append(rows(range(300, 310), "c"))                                       # 8
@@ -134,7 +134,7 @@ def test_change_feed_range_errors_reach_the_caller_typed(spark, history, tmp_pat
     t = new_table(tmp_path / "old", **{"expire.reader-grace-ms": "0"})
     for i in range(4):
         t.append(rows([i], "x"))
-    t.expire_versions(retain_last=2)
+    t.maintenance.expire_versions(retain_last=2)
     with pytest.raises(ChangesUnavailable) as e:
         read_changes(spark, t.uri, 1)
     assert e.value.oldest == 3

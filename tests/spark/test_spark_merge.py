@@ -175,7 +175,7 @@ def test_merge_into_partitioned_table_copy_on_write_too(spark, tmp_path):
     assert (got.rows_updated, got.rows_deleted, got.rows_inserted) == (want.rows_updated, want.rows_deleted, want.rows_inserted)
     assert sorted_rows(s_uri) == sorted_rows(a_uri)
     t = lamina.open_table(s_uri)
-    for e in t.files().to_pylist():  # every new file sits in its partition
+    for e in t.inspect.files().to_pylist():  # every new file sits in its partition
         if "spark-" in e["path"]:
             part = dict(kv.split("=") for kv in e["partition"].split("/"))
             assert f"day_part={part['day']}/cat_part={part['cat']}/" in e["path"]
@@ -281,7 +281,7 @@ def test_concurrent_change_to_a_touched_file_is_recomputed(spark, tmp_path, monk
     assert (got.rows_updated, got.rows_deleted, got.rows_inserted) == (want.rows_updated, want.rows_deleted, want.rows_inserted)
     assert sorted_rows(s_uri) == sorted_rows(a_uri)
     assert not [d for d in os.listdir(os.path.join(s_uri, "data")) if d.startswith("spark-")
-                and not any(e.startswith(f"data/{d}/") for e in lamina.open_table(s_uri).files().column("path").to_pylist())]
+                and not any(e.startswith(f"data/{d}/") for e in lamina.open_table(s_uri).inspect.files().column("path").to_pylist())]
 
 
 def test_concurrent_append_outside_the_keys_does_not_recompute(spark, tmp_path, monkeypatch):

@@ -178,7 +178,7 @@ def test_a_dataframe_queried_again_after_expiry_removed_its_version_says_so(spar
     assert r.where("id < 10").count() == 10
     pinned = t.version
     t.overwrite(rows(50, seed=3, start=1000))
-    assert pinned in t.expire_versions(retain_last=1, older_than=timedelta(0), reader_grace=timedelta(0)).expired_versions
+    assert pinned in t.maintenance.expire_versions(retain_last=1, older_than=timedelta(0), reader_grace=timedelta(0)).expired_versions
     with pytest.raises(Exception, match=f"version {pinned} of .* is no longer kept") as e:
         r.where("id >= 0").count()
     assert "CorruptMetadata" not in str(e.value)

@@ -80,7 +80,7 @@ def test_snapshot_then_whole_versions_by_max_files_per_trigger(tmp_path):
     first = reader.latestOffset(start, ReadMaxFiles(2))
     assert first == {"version": 3, "snapshot_files": 2}
     t.append(rows(range(120, 200), "a"))         # 4: 2 files
-    t.compact()                                  # 5: moves rows, counts no file
+    t.maintenance.compact()                                  # 5: moves rows, counts no file
     t.append(rows(range(200, 210), "b"))         # 6
     t.append(rows(range(210, 220), "c"))         # 7
     offs, got = delivered(reader, ReadMaxFiles(2), start, first)
@@ -142,7 +142,7 @@ def test_starting_version_timestamp_and_latest(tmp_path):
     assert bag(delivered(reader, start=first)[1]) == bag(rows(range(120, 125), "n"))
     with pytest.raises(VersionNotFound):
         source(t.uri, startingVersion=9).initialOffset()
-    t.expire_versions(retain_last=2)
+    t.maintenance.expire_versions(retain_last=2)
     with pytest.raises(VersionNotFound, match="expired"):
         source(t.uri, startingVersion=1).initialOffset()
     with pytest.raises(ChangesUnavailable) as e:
@@ -196,7 +196,7 @@ def test_change_feed_stream_is_the_snapshot_as_inserts_then_the_changes(tmp_path
     first = reader.latestOffset(start, ReadMaxFiles(1))  # the query's first batch: the snapshot of version 2
     t.merge(rows(range(70, 85), "m"), on="id").when_matched_update_all().when_not_matched_insert_all().execute()
     t.delete("id < 45")
-    t.compact()
+    t.maintenance.compact()
     offs, got = delivered(reader, ReadMaxFiles(1), start, first)
     # snapshot files 0 | 1 | merge (one file added: its updated and inserted rows), delete (DVs only)
     # and compaction (no data change), which add no file to count
@@ -253,6 +253,6 @@ def test_batch_change_feed_options_fail_at_load(tmp_path):
     t.append(rows(range(500, 510), "late"))
     parts = reader.partitions()
     assert sorted(v for p in parts for v in p.value) == [2, 3]
-    t.expire_versions(retain_last=2)
+    t.maintenance.expire_versions(retain_last=2)
     with pytest.raises(ChangesUnavailable, match="oldest start version still answerable is 3"):
         load(startingVersion=2)

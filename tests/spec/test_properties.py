@@ -146,7 +146,7 @@ def test_the_compression_property_reaches_every_data_file(tmp_path):
     every.append(pa.table({"id": list(range(10))}))
 
     def first_column(table, rows: int):
-        files = table.files()
+        files = table.inspect.files()
         (path,) = files.filter(pa.compute.equal(files.column("record_count"), rows)).column("path").to_pylist()
         c = pq.read_metadata(os.path.join(table.uri, path)).row_group(0).column(0)
         return c.compression, c.is_stats_set

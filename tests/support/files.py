@@ -40,12 +40,12 @@ def referenced(t: lamina.Table) -> set[str]:
     """Every data, DV and manifest file a surviving version or a tag references, from the
     public system tables ($files, $manifests; a root its version manifest carries is no file)."""
     out: set[str] = set()
-    points = [{"version": h["version"]} for h in t.history()] + [{"tag": tg.name} for tg in t.tags.list()]
+    points = [{"version": h["version"]} for h in t.history()] + [{"version": tg.name} for tg in t.tags.list()]
     for at in points:
-        files = t.files(**at)
+        files = t.inspect.files(**at)
         out.update(files.column("path").to_pylist())
         out.update(p for p in files.column("dv_path").to_pylist() if p is not None)
-        out.update(p for p in t.manifests(**at).column("path").to_pylist() if not is_inline_root(p))
+        out.update(p for p in t.inspect.manifests(**at).column("path").to_pylist() if not is_inline_root(p))
     return out
 
 
@@ -61,10 +61,10 @@ def stored_files(root: str) -> set[str]:
 
 
 def referenced_by(t: lamina.Table, **at) -> set[str]:
-    """The data, DV and manifest files of one version (``at``: version=, tag=) by its system tables."""
-    f = t.system_table("files", **at)
+    """The data, DV and manifest files of one version (``at``: version=, a number or a tag name) by its system tables."""
+    f = t.inspect.files(**at)
     files = f.column("path").to_pylist() + [p for p in f.column("dv_path").to_pylist() if p]
-    return set(files) | {p for p in t.system_table("manifests", **at).column("path").to_pylist() if not is_inline_root(p)}
+    return set(files) | {p for p in t.inspect.manifests(**at).column("path").to_pylist() if not is_inline_root(p)}
 
 
 def rewrite_manifest(path: str, edit) -> None:

@@ -95,7 +95,7 @@ def play(location: str, seed: int, steps: int = 14) -> History:
             next_id += 3
             t.merge(rows, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
         elif op == "compact":
-            t.compact()
+            t.maintenance.compact()
         elif op == "evolve":
             with t.update_schema() as u:
                 if "name" in t.schema.names:
@@ -113,7 +113,7 @@ def play(location: str, seed: int, steps: int = 14) -> History:
             b.append(conform(b, batch(10_000 + next_id, 5)))
             b.delete("id < 3")
         elif op == "expire":
-            t.expire_versions(retain_last=rng.randint(2, 5), older_than=timedelta(0), reader_grace=timedelta(0))
+            t.maintenance.expire_versions(retain_last=rng.randint(2, 5), older_than=timedelta(0), reader_grace=timedelta(0))
         elif op == "rollback" and len(t.history()) > 1:
             kept = [h["version"] for h in t.history()]  # newest first
             t.rollback(kept[min(rng.randint(1, 2), len(kept) - 1)])

@@ -171,8 +171,8 @@ def _race_append_compact(spec: dict[str, Any]) -> dict[str, Any]:
     for seq in range(spec["n"]):
         acked.append([seq, t.append(batch(w, seq, spec["rows"]))])
         if (seq + 1) % spec["every"] == 0:
-            compacted.append(t.compact(where=f"writer = {w}").version)
-    compacted.append(t.compact().version)
+            compacted.append(t.maintenance.compact(where=f"writer = {w}").version)
+    compacted.append(t.maintenance.compact().version)
     return {"acked": acked, "compacted": compacted}
 
 
@@ -218,7 +218,7 @@ def _race_expiring_writer(spec: dict[str, Any]) -> dict[str, Any]:
     acked = []
     for seq in range(spec["n"]):
         acked.append([seq, t.append(batch(w, seq, spec["rows"]))])
-        t.expire_versions(retain_last=1, reader_grace=timedelta(0))
+        t.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
     with open(spec["done"], "w"):
         pass
     return {"acked": acked}

@@ -43,7 +43,7 @@ class World:
         for i in range(3):
             self.table.append(rows([i * 10, i * 10 + 1]))
         self.table.tags.create("keep", 1)
-        first = self.table.files().slice(0, 1).to_pylist()[0]
+        first = self.table.inspect.files().slice(0, 1).to_pylist()[0]
         self.held = (first["path"], first["size"])  # a file the table holds
         # A file under data/ the table does not hold yet (what add_files registers).
         self.loose = "data/loose.parquet"
@@ -105,7 +105,7 @@ def expire_on_read_only_fs(w: World, monkeypatch) -> None:
     monkeypatch.setattr(fileio.os, "unlink", read_only_unlink)
     monkeypatch.setattr(fileio.obstore, "put", read_only_put)
     monkeypatch.setattr(fileio.os, "open", read_only_open)
-    w.table.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    w.table.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
 
 
 def orphans_on_read_only_fs(w: World, monkeypatch) -> None:
@@ -116,7 +116,7 @@ def orphans_on_read_only_fs(w: World, monkeypatch) -> None:
     before = w.snapshot()
     monkeypatch.setattr(fileio.os, "unlink", read_only_unlink)
     try:
-        w.table.remove_orphans(timedelta(days=2))
+        w.table.maintenance.remove_orphans(timedelta(days=2))
     finally:
         monkeypatch.undo()
         assert w.snapshot() == before
@@ -172,22 +172,22 @@ CASES = [
      ["looks like epoch seconds", "int(seconds * 1000)"]),
     ("tag-expires-seconds", lambda w, m: w.table.tags.create("later", expires_at=time.time() + 3600), E.InvalidArgument,
      ["expires_at", "looks like epoch seconds"]),
-    ("expire-older-seconds", lambda w, m: w.table.expire_versions(older_than=int(time.time()) - 60, reader_grace=timedelta(0)),
+    ("expire-older-seconds", lambda w, m: w.table.maintenance.expire_versions(older_than=int(time.time()) - 60, reader_grace=timedelta(0)),
      E.InvalidArgument, ["older_than", "looks like epoch seconds"]),
     ("tag-expires-inf", lambda w, m: w.table.tags.create("later", expires_at=INF), E.InvalidArgument, ["expires_at inf"]),
     ("tag-expires-negative", lambda w, m: w.table.tags.create("later", expires_at=timedelta(days=-1)), E.InvalidArgument, ["negative duration"]),
-    ("expire-older-nan", lambda w, m: w.table.expire_versions(older_than=NAN, reader_grace=timedelta(0)), E.InvalidArgument, ["older_than nan"]),
-    ("expire-older-inf", lambda w, m: w.table.expire_versions(older_than=INF, reader_grace=timedelta(0)), E.InvalidArgument, ["older_than inf"]),
-    ("expire-older-negative-age", lambda w, m: w.table.expire_versions(older_than=timedelta(days=-5), reader_grace=timedelta(0)),
+    ("expire-older-nan", lambda w, m: w.table.maintenance.expire_versions(older_than=NAN, reader_grace=timedelta(0)), E.InvalidArgument, ["older_than nan"]),
+    ("expire-older-inf", lambda w, m: w.table.maintenance.expire_versions(older_than=INF, reader_grace=timedelta(0)), E.InvalidArgument, ["older_than inf"]),
+    ("expire-older-negative-age", lambda w, m: w.table.maintenance.expire_versions(older_than=timedelta(days=-5), reader_grace=timedelta(0)),
      E.InvalidArgument, ["negative duration"]),
-    ("expire-older-far-date", lambda w, m: w.table.expire_versions(older_than=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))),
+    ("expire-older-far-date", lambda w, m: w.table.maintenance.expire_versions(older_than=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))),
      E.InvalidArgument, ["out of range"]),
-    ("expire-grace-text", lambda w, m: w.table.expire_versions(retain_last=1, reader_grace="abc"), E.InvalidArgument,
+    ("expire-grace-text", lambda w, m: w.table.maintenance.expire_versions(retain_last=1, reader_grace="abc"), E.InvalidArgument,
      ["reader_grace 'abc' is not a duration", "timedelta(hours=1)"]),
-    ("expire-grace-inf", lambda w, m: w.table.expire_versions(retain_last=1, reader_grace=INF), E.InvalidArgument, ["reader_grace inf"]),
-    ("expire-grace-negative", lambda w, m: w.table.expire_versions(retain_last=1, reader_grace=-1), E.InvalidArgument, ["negative"]),
-    ("orphans-older-nan", lambda w, m: w.table.remove_orphans(NAN), E.InvalidArgument, ["older_than nan"]),
-    ("orphans-negative-age", lambda w, m: w.table.remove_orphans(timedelta(days=-3), allow_short_age=True), E.InvalidArgument, ["negative duration"]),
+    ("expire-grace-inf", lambda w, m: w.table.maintenance.expire_versions(retain_last=1, reader_grace=INF), E.InvalidArgument, ["reader_grace inf"]),
+    ("expire-grace-negative", lambda w, m: w.table.maintenance.expire_versions(retain_last=1, reader_grace=-1), E.InvalidArgument, ["negative"]),
+    ("orphans-older-nan", lambda w, m: w.table.maintenance.remove_orphans(NAN), E.InvalidArgument, ["older_than nan"]),
+    ("orphans-negative-age", lambda w, m: w.table.maintenance.remove_orphans(timedelta(days=-3), allow_short_age=True), E.InvalidArgument, ["negative duration"]),
     # -- locations
     ("open-file", lambda w, m: lamina.open_table(w.file), E.InvalidUri, ["is a file, not a directory", "directory holding _lamina/"]),
     ("create-file", lambda w, m: lamina.create_table(w.file, SCHEMA), E.InvalidUri, ["is a file"]),
@@ -282,7 +282,7 @@ def test_add_files_checks_a_long_list_with_one_listing_per_directory(world, monk
     monkeypatch.setattr(fileio.FileIO, "size", lambda *a: pytest.fail("a request per file"))
     assert world.add(paths) == 4
     assert sorted(listed) == ["data/p=1", "data/p=2"]
-    assert lamina.open_table(world.uri).files().num_rows == 3 + 2400
+    assert lamina.open_table(world.uri).inspect.files().num_rows == 3 + 2400
 
 
 @pytest.mark.parametrize("properties, words", [
@@ -314,7 +314,7 @@ def test_reader_grace_property_that_is_not_a_number_is_refused_by_expiry(tmp_pat
     t.append(rows([1]))
     t.append(rows([2]))
     with pytest.raises(E.InvalidArgument, match=r"table property expire.reader-grace-ms='one hour' cannot be used: give an integer >= 0"):
-        t.expire_versions(retain_last=1)
+        t.maintenance.expire_versions(retain_last=1)
     assert t.log.list_versions() == [0, 1, 2]
 
 

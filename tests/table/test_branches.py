@@ -197,18 +197,18 @@ def test_delete_branch_frees_only_what_it_alone_needed(table):
     table.delete("id = 0")  # main's files before this stay for the branch made from an older version
     b = table.branches.create("old", version=1)
     b.append(rows([70]))
-    table.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    table.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
     assert ids_of(b.refresh().to_arrow()) == [0, 1, 2, 3, 4, 70]  # its base outlived main's version
-    only_branch = set(b.files().column("path").to_pylist()) - set(table.files().column("path").to_pylist())
+    only_branch = set(b.inspect.files().column("path").to_pylist()) - set(table.inspect.files().column("path").to_pylist())
     assert len(only_branch) == 1
     deleted = table.branches.delete("old")
     assert deleted.name == "old" and deleted.base_version == 1
-    report = table.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    report = table.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
     assert set(report.deleted_files) == only_branch
     assert ids_of(table.refresh().to_arrow()) == [1, 2, 3, 4]
     check = fsck(table)
     assert check.ok and not check.unreferenced
-    table.remove_orphans(older_than=now(), allow_short_age=True)
+    table.maintenance.remove_orphans(older_than=now(), allow_short_age=True)
     assert ids_of(lamina.open_table(table.uri).to_arrow()) == [1, 2, 3, 4]
 
 
@@ -224,11 +224,11 @@ def test_files_main_and_a_deleted_branch_both_held_are_reported_once_dry_or_not(
         table.append(rows([10 + i]))
     table.branches.create("etl").append(rows([90]))
     table.branches.delete("etl")
-    table.compact()
+    table.maintenance.compact()
     shutil.copytree(table.uri, tmp_path / "copy")
-    dry = lamina.open_table(str(tmp_path / "copy")).expire_versions(retain_last=1, reader_grace=timedelta(0), dry_run=True)
+    dry = lamina.open_table(str(tmp_path / "copy")).maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0), dry_run=True)
     before = stored_files(table.uri)
-    report = table.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    report = table.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
     gone = before - stored_files(table.uri)
     assert sorted(report.deleted_files) == sorted(dry.deleted_files) == sorted(p for p in gone if p.startswith("data/"))
     assert report.deleted_bytes == dry.deleted_bytes
@@ -239,7 +239,7 @@ def test_branch_retention_applies_when_main_expires(table):
     b = table.branches.create("etl", retain_last=2)
     for i in range(4):
         b.append(rows([100 + i]))
-    report = table.expire_versions(retain_last=10, reader_grace=timedelta(0))
+    report = table.maintenance.expire_versions(retain_last=10, reader_grace=timedelta(0))
     assert len(report.branches["etl"].expired_versions) == 3  # base + 4 appends, 2 kept
     assert ids_of(b.refresh().to_arrow()) == [0, 1, 2, 3, 4, 100, 101, 102, 103]
     assert fsck(table).ok

@@ -41,7 +41,7 @@ class World:
         for i in range(1, 4):
             self.t.append(rows(i))
         self.t.tags.create("keep", 2)
-        self.t.expire_versions(retain_last=2, reader_grace=NOW)
+        self.t.maintenance.expire_versions(retain_last=2, reader_grace=NOW)
         assert self.t.log.list_versions() == [2, 3]
         self.expired = 1
         if branches:

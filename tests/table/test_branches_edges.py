@@ -51,14 +51,14 @@ def test_orphan_cleanup_keeps_branches(t):
     dev.tags.create("on-dev")
     _clean(t)
     _clean(dev)
-    report = t.remove_orphans(NOW, allow_short_age=True)
+    report = t.maintenance.remove_orphans(NOW, allow_short_age=True)
     assert report.orphans == []
-    dev.remove_orphans(NOW, allow_short_age=True)  # from a branch's handle: the same, table-wide
+    dev.maintenance.remove_orphans(NOW, allow_short_age=True)  # from a branch's handle: the same, table-wide
     assert ids_of(t.branch("dev").to_arrow()) == [1, 2]
     assert [r.name for r in t.branches.list()] == ["dev"]
     # A deleted branch's log is garbage but its marker; orphan cleanup takes what is left.
     t.branches.delete("dev")
-    t.remove_orphans(NOW, allow_short_age=True)
+    t.maintenance.remove_orphans(NOW, allow_short_age=True)
     left = [p for p in table_files(t.uri) if p.startswith("_lamina/branch")]
     assert len(left) == 1 and left[0].endswith(".deleted.json"), left
     _clean(t)
@@ -89,11 +89,11 @@ def test_expiry_of_main_keeps_what_a_tag_made_on_a_deleted_branch_needs(t):
     t.refresh().delete("id = 1")  # main v3 removes F: main's interval [1, 3) does not hold 3
     t.append(rows(3))
     t.branches.delete("dev")
-    t.expire_versions(retain_last=1, reader_grace=NOW)
+    t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     assert ids_of(t.scan(tag="x").to_arrow()) == [1, 2]
     assert ids_of(t.refresh().to_arrow()) == [3]
     t.tags.delete("x")
-    t.remove_orphans(NOW, allow_short_age=True)
+    t.maintenance.remove_orphans(NOW, allow_short_age=True)
     assert {p for p in table_files(t.uri) if p.startswith(("data/", "_lamina/manifests/"))} == referenced(t)
 
 
@@ -105,9 +105,9 @@ def test_delete_tag_keeps_what_main_needs_when_its_neighbours_are_another_branch
     dev.tags.create("y", 4)  # G only: "x"'s next tag by number
     for i in (3, 4, 5):
         t.refresh().append(rows(i))  # main v3..v5 still hold F
-    t.expire_versions(retain_last=1, reader_grace=NOW)
+    t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     t.branches.delete("dev")
-    t.expire_versions(retain_last=1, reader_grace=NOW)  # frees what only the deleted branch held
+    t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)  # frees what only the deleted branch held
     t.tags.delete("x")  # by main's numbers, "y" (4) is the next kept point after 3, not main's 5
     assert ids_of(t.refresh().to_arrow()) == [1, 3, 4, 5]
     assert ids_of(t.scan(tag="y").to_arrow()) == [2]
@@ -130,7 +130,7 @@ def test_publishing_a_branch_again_applies_only_what_it_did_since(t):
     v3 = t.branches.publish("dev")  # main moved: only dev's append since v2 is re-applied
     assert t.log.load(v3).summary["publish"] == "rebase" and ids_of(t.refresh().to_arrow()) == [1, 3, 4, 9]
     assert t.branches.publish("dev") is None
-    paths = t.files().column("path").to_pylist()
+    paths = t.inspect.files().column("path").to_pylist()
     assert len(paths) == len(set(paths))
     _clean(t)
 
@@ -153,7 +153,7 @@ def test_a_branch_whose_changes_reached_the_target_another_way_is_not_copied_twi
     dev.append(rows(3))
     t.branches.publish("dev")
     assert ids_of(t.refresh().to_arrow()) == [1, 2, 3, 7]
-    paths = t.files().column("path").to_pylist()
+    paths = t.inspect.files().column("path").to_pylist()
     assert len(paths) == len(set(paths))
 
 
@@ -170,14 +170,14 @@ def test_publishing_a_branch_into_a_branch_made_from_it_is_refused_not_copied_tw
     before = dev.version
     with pytest.raises(PublishConflict, match="already live there") as e:
         t.branches.publish("feature", into="dev")
-    (added,) = [p for p in feature.refresh().files().column("path").to_pylist()
-                if p in t.branch("dev").files().column("path").to_pylist() and p not in t.files().column("path").to_pylist()]
+    (added,) = [p for p in feature.refresh().inspect.files().column("path").to_pylist()
+                if p in t.branch("dev").inspect.files().column("path").to_pylist() and p not in t.inspect.files().column("path").to_pylist()]
     assert e.value.files == [added]
     dev = t.branch("dev")
     assert dev.version == before and ids_of(dev.to_arrow()) == [1, 2]
     assert t.branches.publish("feature", into="early") is not None
     early = t.branch("early")
-    paths = early.files().column("path").to_pylist()
+    paths = early.inspect.files().column("path").to_pylist()
     assert ids_of(early.to_arrow()) == [1, 2, 3] and len(paths) == len(set(paths))
     _clean(t)
 
@@ -188,10 +188,10 @@ def test_publishing_a_branch_into_a_branch_made_from_it_that_rewrote_its_files_i
     from the start, and adding it again would hold them twice. Refused, naming the file."""
     feature = t.branches.create("feature")
     feature.append(rows(2))
-    (added,) = [p for p in feature.files().column("path").to_pylist() if p not in t.files().column("path").to_pylist()]
+    (added,) = [p for p in feature.inspect.files().column("path").to_pylist() if p not in t.inspect.files().column("path").to_pylist()]
     dev = t.branches.create("dev", version="feature")
-    dev.compact(min_file_size=1 << 30)  # dev: the two files rewritten into one
-    assert added not in t.branch("dev").files().column("path").to_pylist()
+    dev.maintenance.compact(min_file_size=1 << 30)  # dev: the two files rewritten into one
+    assert added not in t.branch("dev").inspect.files().column("path").to_pylist()
     feature.append(rows(3))
     before = t.branch("dev").version
     with pytest.raises(PublishConflict, match="were live in the version 'dev' was made from") as e:
@@ -239,7 +239,7 @@ def test_orphan_cleanup_from_a_branch_s_handle_never_takes_main_s_versions(tmp_p
     dev = t.branches.create("dev", version=2)  # dev's log: 2 (its base), 3.., numbers main also has
     for i in range(4):
         dev.append(rows(10 + i))
-    dev.expire_versions(retain_last=1, reader_grace=NOW)
+    dev.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     layout = dev.branch_record.layout
     freed = dev.log.freed_ranges()
     assert freed, "the test needs a freed chunk in dev's log"
@@ -247,7 +247,7 @@ def test_orphan_cleanup_from_a_branch_s_handle_never_takes_main_s_versions(tmp_p
     with open(os.path.join(t.uri, layout.version_path(stray)), "wb") as f:
         f.write(b"{}")  # a slot file in a freed chunk: what an interrupted expiry leaves
     assert dev.log.scan_slots().strays == [stray]
-    dev.remove_orphans(NOW, allow_short_age=True)
+    dev.maintenance.remove_orphans(NOW, allow_short_age=True)
     assert t.log.list_versions() == list(range(t.refresh().version + 1)), "orphan cleanup took a version of main"
     assert ids_of(t.scan(version=stray).to_arrow()) == list(range(stray))
 
@@ -261,7 +261,7 @@ def test_a_branch_that_took_the_targets_own_files_does_not_give_them_back_twice(
     with pytest.raises(PublishConflict) as e:
         t.branches.publish("dev", into="b")
     assert "already live" in str(e.value) and len(e.value.files) == 1
-    paths = t.branch("b").files().column("path").to_pylist()
+    paths = t.branch("b").inspect.files().column("path").to_pylist()
     assert len(paths) == len(set(paths)) == 2 and ids_of(dev.refresh().to_arrow()) == [1, 2]
 
 
@@ -271,7 +271,7 @@ def test_a_publish_adding_a_file_the_target_removed_before_keeps_it_through_expi
     not free them by the interval main's older versions recorded for them."""
     t.append(rows(2))  # main v2: files F and G
     t.tags.create("old")
-    t.refresh().compact(min_file_size=1 << 30)  # main: F and G rewritten into H
+    t.refresh().maintenance.compact(min_file_size=1 << 30)  # main: F and G rewritten into H
     dev = t.branches.create("dev")
     dev.rollback(tag="old")  # dev: H replaced by F and G again
     t.append(rows(3))  # main moves: the publish is a rebase
@@ -280,8 +280,8 @@ def test_a_publish_adding_a_file_the_target_removed_before_keeps_it_through_expi
     assert ids_of(t.refresh().to_arrow()) == [1, 2, 3]
     t.tags.delete("old")
     t.branches.delete("dev")
-    t.refresh().expire_versions(retain_last=1, reader_grace=NOW)
-    t.remove_orphans(NOW, allow_short_age=True)
+    t.refresh().maintenance.expire_versions(retain_last=1, reader_grace=NOW)
+    t.maintenance.remove_orphans(NOW, allow_short_age=True)
     assert ids_of(t.refresh().to_arrow()) == [1, 2, 3]
     _clean(t)
 
@@ -298,7 +298,7 @@ def test_a_rebase_publish_carries_the_publishes_its_branch_received(t):
     t.append(rows(4))
     v = t.branches.publish("stage")
     assert t.log.load(v).summary["publish"] == "rebase"
-    t.refresh().compact(min_file_size=1 << 30)
+    t.refresh().maintenance.compact(min_file_size=1 << 30)
     assert t.branches.publish("dev") is None
     assert ids_of(t.refresh().to_arrow()) == [1, 2, 3, 4]
     dev.append(rows(5))  # what dev does afterwards is still published

@@ -118,10 +118,10 @@ class BranchesModel(RuleBasedStateMachine):
         # 1. every branch expired to its latest, orphans removed: every stored file is
         #    referenced by a retained version of some branch, a tag or a branch's base.
         for name in self.logs:
-            self._handle(name).expire_versions(retain_last=1, reader_grace=NOW)
+            self._handle(name).maintenance.expire_versions(retain_last=1, reader_grace=NOW)
             self._sync(name)
             assert len(self.logs[name].versions) == 1
-        self.t.remove_orphans(NOW, allow_short_age=True)
+        self.t.maintenance.remove_orphans(NOW, allow_short_age=True)
         self.every_version_and_tag_reads_the_model()
         want = self._referenced()
         bases = [r.base for r in self.t.branches.list()]
@@ -137,8 +137,8 @@ class BranchesModel(RuleBasedStateMachine):
         for name in list(self.tags):
             self.t.tags.delete(name)
             del self.tags[name]
-        self.t.expire_versions(retain_last=1, reader_grace=NOW)
-        self.t.remove_orphans(NOW, allow_short_age=True)
+        self.t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
+        self.t.maintenance.remove_orphans(NOW, allow_short_age=True)
         self._sync(MAIN)
         self.every_version_and_tag_reads_the_model()
         stored = stored_files(self.uri)
@@ -166,7 +166,7 @@ class BranchesModel(RuleBasedStateMachine):
             for v in log.versions:
                 out |= referenced_by(h, version=v)
         for name in self.tags:
-            out |= referenced_by(self.t, tag=name)
+            out |= referenced_by(self.t, version=name)
         return out
 
     def _new_rows(self, n: int, grps: list[int]) -> pa.Table:
@@ -365,7 +365,7 @@ class BranchesModel(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 100))
     def compact(self, pick: int) -> None:
         name = self._pick(pick, sorted(self.logs))
-        self._write(name, self._handle(name).compact(min_file_size=1 << 30).version, self.logs[name].rows)
+        self._write(name, self._handle(name).maintenance.compact(min_file_size=1 << 30).version, self.logs[name].rows)
 
     @rule(pick=st.integers(0, 100), to=st.integers(0, 100), use_tag=st.booleans(), destructive=st.booleans())
     def rollback(self, pick: int, to: int, use_tag: bool, destructive: bool) -> None:
@@ -420,7 +420,7 @@ class BranchesModel(RuleBasedStateMachine):
         name = self._pick(pick, sorted(self.logs))
         names = sorted(self.logs) if name == MAIN else [name]
         before = {n: sorted(self.logs[n].versions) for n in names}
-        self._handle(name).expire_versions(retain_last=k, reader_grace=NOW)
+        self._handle(name).maintenance.expire_versions(retain_last=k, reader_grace=NOW)
         for n in names:
             self._sync(n)
             after = sorted(self.logs[n].versions)
@@ -430,7 +430,7 @@ class BranchesModel(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 100))
     def remove_orphans(self, pick: int) -> None:
         # Orphan cleanup is the table's, whichever branch's handle runs it.
-        self._handle(self._pick(pick, sorted(self.logs))).remove_orphans(NOW, allow_short_age=True)
+        self._handle(self._pick(pick, sorted(self.logs))).maintenance.remove_orphans(NOW, allow_short_age=True)
 
     # -- invariants ------------------------------------------------------------------------
 
@@ -444,7 +444,7 @@ class BranchesModel(RuleBasedStateMachine):
             oldest = min(log.versions)
             reopened = lamina.open_table(self.uri, branch=name, version=oldest)
             assert reopened.branch_name == name and _rows(reopened.to_arrow()) == log.versions[oldest]
-            paths = h.files().column("path").to_pylist()
+            paths = h.inspect.files().column("path").to_pylist()
             assert len(paths) == len(set(paths)), f"branch {name}: a data file is live twice: {sorted(paths)}"
         for name, (rows, _, _) in self.tags.items():
             assert _rows(self.t.scan(tag=name).to_arrow()) == rows, f"tag {name}"

@@ -98,9 +98,9 @@ def test_publishers_racing_main_writers_land_each_publish_once(tmp_path):
     seed_of = {(p, j): i * steps + j for i, p in enumerate(publishers) for j in range(steps)}
     seed_paths = []
     for s in range(len(seed_of)):
-        before = set(t.files().column("path").to_pylist())
+        before = set(t.inspect.files().column("path").to_pylist())
         t.append(workers.batch(50, s, 4, k_base=key(s)))
-        [path] = set(t.files().column("path").to_pylist()) - before
+        [path] = set(t.inspect.files().column("path").to_pylist()) - before
         seed_paths.append(path)
     t.branches.create("warm-up")  # the feature's commit on main happens before the race
     t.branches.delete("warm-up")
@@ -149,8 +149,8 @@ def test_publishers_racing_main_writers_land_each_publish_once(tmp_path):
     assert t.branches.list() == []
     _check_clean(t)
     # The branches are gone; after expiry and orphan cleanup so is every file only they held.
-    t.expire_versions(retain_last=1, reader_grace=NOW)
-    t.remove_orphans(NOW, allow_short_age=True)
+    t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
+    t.maintenance.remove_orphans(NOW, allow_short_age=True)
     assert rows_of(t.refresh().to_arrow()) == expected
     stored = {p for p in table_files(uri) if p.startswith(("data/", "_lamina/manifests/"))}
     assert stored == referenced(t)
@@ -178,11 +178,11 @@ def test_commit_landing_after_delete_branch_is_refused_and_leaves_nothing(tmp_pa
     assert rows_of(t.to_arrow()) == want((0, 0))
     # The deleted branch's log is freed by the next expiry past the reader grace; the late put
     # was withdrawn, so only the marker stays.
-    t.expire_versions(retain_last=100, reader_grace=NOW)
+    t.maintenance.expire_versions(retain_last=100, reader_grace=NOW)
     logs = [p for p in table_files(uri) if p.startswith(BRANCH_LOGS_DIR + "/")]
     assert len(logs) == 1 and logs[0].endswith(".deleted.json"), f"the late put was not withdrawn: {logs}"
     # What the late writer wrote is referenced by nothing: orphan cleanup takes all of it.
-    t.remove_orphans(NOW, allow_short_age=True)
+    t.maintenance.remove_orphans(NOW, allow_short_age=True)
     stored = {p for p in table_files(uri) if p.startswith(("data/", "_lamina/manifests/"))}
     assert stored == referenced(t)
     report = fsck(t)
@@ -211,7 +211,7 @@ def test_a_hint_landing_after_delete_branch_is_taken_back(tmp_path, monkeypatch)
     committer.start()  # committed; its hint write is held
     assert arrived.wait(60)
     t.branches.delete("dev")
-    t.expire_versions(retain_last=100, reader_grace=NOW)  # frees the deleted branch's log
+    t.maintenance.expire_versions(retain_last=100, reader_grace=NOW)  # frees the deleted branch's log
     release.set()
     committer.join(60)
     flush_hints()
@@ -240,8 +240,8 @@ def test_publish_landing_after_delete_branch_keeps_its_files(tmp_path, main_move
     assert rows_of(t.to_arrow()) == expected
     assert t.tags.list() == [] and t.branches.list() == []
     _check_clean(t)
-    t.expire_versions(retain_last=1, reader_grace=NOW)
-    t.remove_orphans(NOW, allow_short_age=True)
+    t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
+    t.maintenance.remove_orphans(NOW, allow_short_age=True)
     assert rows_of(t.refresh().to_arrow()) == expected
     stored = {p for p in table_files(uri) if p.startswith(("data/", "_lamina/manifests/"))}
     assert stored == referenced(t)

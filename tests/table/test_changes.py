@@ -45,8 +45,8 @@ def test_compaction_and_manifest_rewrites_yield_nothing(t):
     t.append(pa.table({"id": [4], "v": ["d"]}))
     t.delete("id = 2")
     v = t.metadata.version
-    t.compact()
-    t.rewrite_manifests()
+    t.maintenance.compact()
+    t.maintenance.rewrite_manifests()
     assert t.metadata.version == v + 2
     assert t.changes(v).count() == 0
     assert t.changes(v, columns=["id"]).to_arrow().column_names == ["id", "_change_type", "_commit_version", "_commit_timestamp"]
@@ -84,7 +84,7 @@ def test_changes_applied_to_the_start_give_the_end(t):
     t.append(pa.table({"id": [4, 5], "v": list("de")}))
     t.update(where="id >= 3", set={"v": "'x'"})
     t.delete("id = 5")
-    t.compact()
+    t.maintenance.compact()
     start = {r["_row_id"]: (r["id"], r["v"]) for r in t.scan(version=1, columns=["id", "v", "_row_id"]).to_arrow().to_pylist()}
     for r in t.changes(1, columns=["id", "v", "_row_id"]).to_arrow().to_pylist():
         if r["_change_type"] in ("delete", "update_preimage"):
@@ -152,7 +152,7 @@ def test_expired_and_pre_lineage_ranges_name_the_oldest_answerable(tmp_path):
     assert kinds(t.changes(on)) == [(2, "b", "insert", on + 1)]
     for _ in range(3):
         t.append(pa.table({"id": [3], "v": ["c"]}))
-    t.expire_versions(retain_last=2)
+    t.maintenance.expire_versions(retain_last=2)
     latest = t.metadata.version
     with pytest.raises(ChangesUnavailable) as e:
         t.changes(on)
@@ -167,7 +167,7 @@ def test_counts_are_the_change_rows_grouped_by_version_and_type(t, where):
 
     t.merge(pa.table({"id": [2, 3, 7], "v": ["B", "x", "g"]}), on="id").when_matched_delete(condition="source.v = 'x'") \
         .when_matched_update_all().when_not_matched_insert_all().execute()
-    t.compact()
+    t.maintenance.compact()
     t.update(where="id = 7", set={"v": "'G'"}, mode="copy-on-write")
     t.delete("id = 1")
     t.rollback(2)
@@ -190,7 +190,7 @@ def test_steps_compute_each_version_apart(t):
 
     t.append(pa.table({"id": [4], "v": ["d"]}))
     t.update(where="id = 2", set={"v": "'B'"})
-    t.compact()
+    t.maintenance.compact()
     t.delete("id = 1")
     feed = t.changes(1, where="id > 1", columns=["id", "v"])
     steps = feed.steps()

@@ -88,7 +88,7 @@ def test_bad_ranges_fail_before_reading(t, no_data_reads):
 
 
 def test_ranges_into_expired_versions_name_the_oldest_answerable(t, no_data_reads):
-    t.expire_versions(retain_last=3)  # 3, 4, 5 are left
+    t.maintenance.expire_versions(retain_last=3)  # 3, 4, 5 are left
     assert t.log.list_versions() == [3, 4, 5]
     before = tree(t.uri)
     for call in (lambda: t.changes(1), lambda: t.changes(0, 4), lambda: t.changes(2, 5)):
@@ -177,7 +177,7 @@ def test_a_file_without_first_row_id_is_named_and_never_renumbered(t):
     # every write that re-lists or rewrites the file: its rows would get new ids
     writes = [lambda: t.update(where="id = 5", set={"v": "'U'"}), lambda: t.delete("id = 5", mode="merge-on-read"),
               lambda: t.delete("id = 5", mode="copy-on-write"), lambda: t.overwrite(rows(5), where="id = 5"),
-              lambda: t.compact(), lambda: t.merge(rows(5), on="id").when_matched_update_all().execute()]
+              lambda: t.maintenance.compact(), lambda: t.merge(rows(5), on="id").when_matched_update_all().execute()]
     for call in reads + writes:
         with pytest.raises(CorruptMetadata, match=f"data file {path} of version 6 has no first_row_id"):
             call()

@@ -35,12 +35,12 @@ def table(tmp_path):
 
 def files_of(t: lamina.Table, version: int) -> dict[str, str | None]:
     """Data file path -> its deletion vector's file (None: no DV; a commit writes one DV file)."""
-    f = t.system_table("files", version=version)
+    f = t.inspect.files(version=version)
     return dict(zip(f.column("path").to_pylist(), f.column("dv_path").to_pylist()))
 
 
 def manifests_of(t: lamina.Table, version: int) -> set[str]:
-    return set(t.system_table("manifests", version=version).column("path").to_pylist())
+    return set(t.inspect.manifests(version=version).column("path").to_pylist())
 
 
 class ReadLog:
@@ -108,8 +108,8 @@ def test_versions_that_move_rows_are_not_read(table, monkeypatch):
     t = table
     start = t.version
     t.update(where="id < 10", set={"v": "'U'"})
-    t.compact()
-    t.rewrite_manifests()
+    t.maintenance.compact()
+    t.maintenance.rewrite_manifests()
     spoil(t, set(files_of(t, t.version)) | set(files_of(t, start + 1)) | manifests_of(t, t.version) | manifests_of(t, start + 1))
     reads = ReadLog(monkeypatch)
     assert t.changes(start + 1).count() == 0

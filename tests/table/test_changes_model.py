@@ -191,10 +191,10 @@ class ChangeFeedModel(RuleBasedStateMachine):
         return (lambda t: t.overwrite(self.arrow(rows), where=f"g = {g}")), model
 
     def op_compact(self, rnd: random.Random) -> tuple[Callable, Callable]:
-        return (lambda t: t.compact()), (lambda v: None)  # rows move to other files, none changes
+        return (lambda t: t.maintenance.compact()), (lambda v: None)  # rows move to other files, none changes
 
     def op_rewrite_manifests(self, rnd: random.Random) -> tuple[Callable, Callable]:
-        return (lambda t: t.rewrite_manifests()), (lambda v: None)
+        return (lambda t: t.maintenance.rewrite_manifests()), (lambda v: None)
 
     def op_rollback(self, rnd: random.Random) -> tuple[Callable, Callable]:
         target = rnd.choice(sorted(self.snaps)[:-1] or sorted(self.snaps))

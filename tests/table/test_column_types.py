@@ -67,7 +67,7 @@ def test_an_operation_on_a_column_of_any_type_works_or_says_why_and_changes_noth
             t.merge(source, on="c").when_matched_update_all().execute()
             assert _ids(t.to_arrow()) == [2, 3, 7]
         elif operation == "compact sorted by it":
-            t.compact(sort_by="c")
+            t.maintenance.compact(sort_by="c")
             assert same_rows(t.to_arrow(), stored)
     except LaminaError:
         assert t.version == version and same_rows(lamina.open_table(t.uri).to_arrow(), stored)

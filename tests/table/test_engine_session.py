@@ -112,7 +112,7 @@ def test_overwrite_where_replaces_the_matching_rows(table):
     assert s.commit("overwrite", where="id < 5") == 2
     assert content(table) == model(rows(range(10)), new)
     # the old file only partly matched: its remainder (ids 5..9) was rewritten under the write id
-    live = lamina.open_table(table.uri).files().column("path").to_pylist()
+    live = lamina.open_table(table.uri).inspect.files().column("path").to_pylist()
     assert len(live) == 2 and all(s.write_id in p for p in live)
     assert markers(table) == []
 
@@ -167,13 +167,13 @@ def test_in_flight_marker_protects_the_files_from_orphan_cleanup(table):
     mine = put_file(table, f"{s.data_dir}/part-0.parquet", rows(range(10, 12)))
     stray = put_file(table, f"{s.data_dir}/part-1.parquet", rows(range(12, 14)))  # never reported
     age_data_files(table)  # as old as the files of a job that has run for days
-    report = table.remove_orphans(timedelta(days=1))
+    report = table.maintenance.remove_orphans(timedelta(days=1))
     assert exists(table, mine["path"]) and exists(table, stray["path"])  # in flight: spared
     assert report.kept_in_flight == 2
     s.add_files(files(mine))
     s.commit()
     assert markers(table) == []  # the write is over: its marker is gone
-    report = table.remove_orphans(timedelta(days=1))
+    report = table.maintenance.remove_orphans(timedelta(days=1))
     assert exists(table, mine["path"])  # committed
     assert not exists(table, stray["path"]) and report.orphans == [stray["path"]]
     assert content(table) == model(rows(range(12)))
@@ -233,7 +233,7 @@ def test_row_delta_deletes_the_positions_asked(tmp_path, mode):
     assert content(t) == want
     h = t.history(1)[0]["summary"]
     assert (h["deleted-rows"], h["mode"], h["added-records"]) == (3, mode, 1)
-    dvs = lamina.open_table(t.uri).files().column("dv_path").drop_null()
+    dvs = lamina.open_table(t.uri).inspect.files().column("dv_path").drop_null()
     assert len(dvs) == (2 if mode == "merge-on-read" else 0)
     assert markers(t) == []
 
@@ -265,16 +265,16 @@ def test_compaction_in_a_session_names_its_outputs_and_cleans_up_a_failure(table
 
     with WriteSession(table) as s:
         with pytest.raises(RuntimeError):
-            table.compact(target_file_size=1 << 20, rewrite_groups=failing, session=s)
+            table.maintenance.compact(target_file_size=1 << 20, rewrite_groups=failing, session=s)
     assert data_tree(table) == before and markers(table) == []
     assert lamina.open_table(table.uri).version == 4
     s = WriteSession(table)
     with pytest.raises(InvalidArgument, match="session"):
-        table.compact(session=s, commit_options=lamina.CommitOptions())
-    r = table.compact(target_file_size=1 << 20, rewrite_groups=lambda op, base, gs: [op.rewrite(base, g) for g in gs],
+        table.maintenance.compact(session=s, commit_options=lamina.CommitOptions())
+    r = table.maintenance.compact(target_file_size=1 << 20, rewrite_groups=lambda op, base, gs: [op.rewrite(base, g) for g in gs],
                       session=s)
     assert (r.version, r.input_files, r.output_files) == (5, 4, 1)
-    assert [s.write_id in p for p in lamina.open_table(table.uri).files().column("path").to_pylist()] == [True]
+    assert [s.write_id in p for p in lamina.open_table(table.uri).inspect.files().column("path").to_pylist()] == [True]
     assert markers(table) == [] and content(table) == model(rows(range(40)))
 
 

@@ -79,11 +79,11 @@ def test_scans_plans_reports_and_catalog_entries_are_one_line(table):
     assert one_short_line(plan) == f"ScanPlan(files={len(plan)}, records={plan.record_count})"
     for k in range(4):
         t.tags.create(f"t{k}", k + 1)
-    rep = t.expire_versions(retain_last=1, reader_grace=timedelta(0), dry_run=True)
+    rep = t.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0), dry_run=True)
     assert len(rep.expired_versions) == t.version and f"expired_versions=<{t.version} items>" in one_short_line(rep, REPORT)
-    one_short_line(t.remove_orphans(dry_run=True), REPORT)
+    one_short_line(t.maintenance.remove_orphans(dry_run=True), REPORT)
     one_short_line(fsck(t), REPORT)
-    one_short_line(t.compact(), REPORT)
-    assert "holders=<5 items>" in one_short_line(t.storage(), REPORT)  # older versions and four tags
+    one_short_line(t.maintenance.compact(), REPORT)
+    assert "holders=<5 items>" in one_short_line(t.maintenance.storage(), REPORT)  # older versions and four tags
     info = one_short_line(cat.table_info("ns.wide"), REPORT)  # (a long tmp location)
     assert "schema_json" not in info and "location=" in info

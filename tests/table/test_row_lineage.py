@@ -42,7 +42,7 @@ def test_ids_survive_update_merge_delete_and_compaction(tmp_path, mode):
         .when_matched_update_all().when_not_matched_insert_all().execute()
     v_merge = t.metadata.version
     t.delete("id = 15", mode=mode)
-    t.compact()
+    t.maintenance.compact()
     after = rows(t)
     assert set(after) == set(before) - {15} | {99}
     for i in set(before) - {15}:
@@ -204,7 +204,7 @@ def test_run_reads_number_rows_as_file_reads_do(tmp_path):
 def test_compaction_of_mixed_small_files_keeps_rows_ids_and_versions(tmp_path):
     t = _mixed_small_files(tmp_path)
     before = t.scan(columns=LINEAGE).to_arrow().sort_by("_row_id")
-    r = t.compact()
+    r = t.maintenance.compact()
     assert (r.input_files, r.output_files) == (17, 1)
     after = t.scan(columns=LINEAGE).to_arrow().sort_by("_row_id")
     assert after.equals(before)

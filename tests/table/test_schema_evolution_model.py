@@ -475,7 +475,7 @@ class SchemaEvolution(RuleBasedStateMachine):
 
     @rule()
     def compact(self) -> None:
-        self.t.compact()
+        self.t.maintenance.compact()
         self.snapshot()
 
     # -- reads -------------------------------------------------------------------------------

@@ -152,11 +152,11 @@ def test_transaction_with_merge_schema_after_a_concurrent_add_conflicts_and_comm
     t = make(tmp_path)
     stale = lamina.open_table(t.io.uri)
     t.update_schema().add_column("n", pa.int8()).commit()
-    version, files = t.version, len(t.files())
+    version, files = t.version, len(t.inspect.files())
     with pytest.raises(CommitConflict, match="changed the table's schema"):
         stale.append(pa.table({"id": [3], "tag": ["new"]}), schema_mode="merge")
     now = lamina.open_table(t.io.uri)
-    assert now.version == version and len(now.files()) == files and "tag" not in now.metadata.schema.names
+    assert now.version == version and len(now.inspect.files()) == files and "tag" not in now.metadata.schema.names
     # the other order: the standalone add re-applies by path on the merged schema
     stale = lamina.open_table(t.io.uri)
     t.append(pa.table({"id": [3], "tag": ["new"]}), schema_mode="merge")

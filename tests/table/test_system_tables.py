@@ -25,20 +25,20 @@ def test_system_tables(table):
     table.append(batch(range(4)))
     table.append(batch(range(4, 6), "b"))
     table.tags.create("t1", 1)
-    snaps = table.system_table("$snapshots")
+    snaps = table.inspect.snapshots()
     assert snaps.column("version").to_pylist() == [0, 1, 2]
     assert snaps.column("operation").to_pylist() == ["create", "append", "append"]
     assert snaps.column("parent_version").to_pylist() == [None, 0, 1]
-    tags = table.system_table("$tags").to_pylist()
+    tags = table.inspect.tags().to_pylist()
     assert [(r["tag_name"], r["tagged_version"], r["record_count"]) for r in tags] == [("t1", 1, 4)]
-    files = table.system_table("$files")
+    files = table.inspect.files()
     assert files.num_rows == 2 and sorted(files.column("record_count").to_pylist()) == [2, 4]
     assert files.column("lower.id").to_pylist() in ([0, 4], [4, 0])
-    assert table.files(tag="t1").num_rows == 1
-    m = table.system_table("$manifests")
+    assert table.inspect.files(version="t1").num_rows == 1
+    m = table.inspect.manifests()
     assert m.column("kind").to_pylist()[0] == "root" and m.column("file_count").to_pylist()[0] == 2
     with pytest.raises(InvalidArgument, match=r"\$snapshots"):
-        table.system_table("$nope")
+        table.inspect.table("$nope")
 
 
 # -- $branches, and the branch of $snapshots ----------------------------------------------------
@@ -55,7 +55,7 @@ def test_branches_lists_main_and_every_branch(table):
     audit.append(batch([10]))
     audit.delete("id = 0")
     nightly = table.branches.create("nightly", version="audit")
-    got = table.system_table("$branches")
+    got = table.inspect.branches()
     assert got.schema == system.BRANCHES_SCHEMA
     rows = {r["name"]: r for r in got.to_pylist()}
     assert got.column("name").to_pylist() == ["main", "audit", "nightly"]  # main first, then by name
@@ -74,7 +74,7 @@ def test_branches_lists_main_and_every_branch(table):
     assert rows["audit"]["branch_id"] == audit.branch_record.branch_id != rows["nightly"]["branch_id"]
     assert before <= round(rows["audit"]["created_at"].timestamp() * 1000) <= after
     # the same from a branch's handle: the table's branches, not the handle's
-    assert audit.system_table("branches").equals(table.system_table("branches"))
+    assert audit.inspect.branches().equals(table.inspect.branches())
 
 
 def test_branches_follows_renames_expiry_and_deletes(table):
@@ -83,14 +83,14 @@ def test_branches_follows_renames_expiry_and_deletes(table):
     bid = b.branch_record.branch_id
     for i in range(3):
         b.append(batch([10 + i]))
-    assert table.system_table("branches").to_pylist()[1]["versions"] == 4
-    b.expire_versions(retain_last=1, reader_grace=timedelta(0))
+    assert table.inspect.branches().to_pylist()[1]["versions"] == 4
+    b.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
     table.branches.rename("audit", "checked")
-    rows = table.system_table("branches").to_pylist()
+    rows = table.inspect.branches().to_pylist()
     assert [(r["name"], r["branch_id"], r["head_version"], r["versions"]) for r in rows] == [
         ("main", None, 2, 3), ("checked", bid, 5, 1)]
     table.branches.delete("checked")
-    assert table.system_table("branches").column("name").to_pylist() == ["main"]
+    assert table.inspect.branches().column("name").to_pylist() == ["main"]
 
 
 def test_a_branch_deleted_while_branches_is_built_is_left_out(table, monkeypatch):
@@ -99,7 +99,7 @@ def test_a_branch_deleted_while_branches_is_built_is_left_out(table, monkeypatch
     listed = BranchStore(table.io).list()  # what a listing before the deletion returned
     table.branches.delete("gone")
     monkeypatch.setattr(BranchStore, "list", lambda self: listed)
-    assert table.system_table("branches").column("name").to_pylist() == ["main", "kept"]
+    assert table.inspect.branches().column("name").to_pylist() == ["main", "kept"]
 
 
 def test_snapshots_of_a_branch_are_its_versions(table):
@@ -107,13 +107,13 @@ def test_snapshots_of_a_branch_are_its_versions(table):
     b = table.branches.create("audit", version=0)
     b.append(batch([7]))
     table.append(batch([8]))
-    main = table.system_table("snapshots")
+    main = table.inspect.snapshots()
     assert main.column("version").to_pylist() == [0, 1, 2, 3] and set(main.column("branch").to_pylist()) == {"main"}
-    mine = b.system_table("snapshots")
+    mine = b.inspect.snapshots()
     assert mine.column("version").to_pylist() == [0, 1] and set(mine.column("branch").to_pylist()) == {"audit"}
     assert mine.column("operation").to_pylist() == ["create", "append"]
     # version 1 is a version of each: different commits
     assert mine.column("commit_id")[1] != main.column("commit_id")[1]
-    assert table.system_table("snapshots", branch="audit").equals(mine)
-    assert table.system_table("files", branch="audit", version=1).column("record_count").to_pylist() == [1]
-    assert b.snapshots().equals(mine)
+    assert table.branch("audit").inspect.snapshots().equals(mine)
+    assert table.branch("audit").inspect.files(version=1).column("record_count").to_pylist() == [1]
+    assert b.inspect.snapshots().equals(mine)

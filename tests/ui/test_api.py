@@ -37,7 +37,7 @@ def test_catalog_lists_every_table_with_its_version_rows_files_and_size(sample):
     by_key = {r["key"]: r for r in doc["tables"]}
     assert sorted(by_key) == ["shop.empty", "shop.orders"]
     assert set(doc["namespaces"]) == {"shop", "staging"}
-    files = t.system_table("files")
+    files = t.inspect.files()
     row = by_key["shop.orders"]
     assert (row["version"], row["rows"], row["files"], row["online"]) == (t.version, sum(files["record_count"].to_pylist()), files.num_rows, True)
     assert row["bytes"] == sum(files["size"].to_pylist())
@@ -46,7 +46,7 @@ def test_catalog_lists_every_table_with_its_version_rows_files_and_size(sample):
 
 
 def test_history_is_the_snapshots_system_table(sample):
-    snaps = sample["table"].system_table("snapshots")
+    snaps = sample["table"].inspect.snapshots()
     doc = ok(sample, f"{ORDERS}/history")
     assert (doc["total"], doc["sampled"]) == (snaps.num_rows, False)  # a short history: every version
     assert doc["version"] == snaps["version"].to_pylist()
@@ -57,13 +57,13 @@ def test_history_is_the_snapshots_system_table(sample):
     # the timeline's pages, newest first, with whole summaries and the tags on each version
     page = ok(sample, f"{ORDERS}/versions", offset=1, limit=3)
     assert [v["version"] for v in page["versions"]] == snaps["version"].to_pylist()[::-1][1:4]
-    tags = {r["tag_name"]: r["tagged_version"] for r in sample["table"].system_table("tags").to_pylist()}
+    tags = {r["tag_name"]: r["tagged_version"] for r in sample["table"].inspect.tags().to_pylist()}
     everything = ok(sample, f"{ORDERS}/versions")["versions"]
     assert {n: v["version"] for v in everything for n in v["tags"]} == tags
 
 
 def test_branch_history_is_the_branch_snapshots(sample):
-    snaps = sample["table"].system_table("snapshots", branch="audit")
+    snaps = sample["table"].branch("audit").inspect.snapshots()
     doc = ok(sample, f"{ORDERS}/history", branch="audit")
     assert doc["version"] == snaps["version"].to_pylist() and doc["branch"] == "audit"
 
@@ -71,8 +71,8 @@ def test_branch_history_is_the_branch_snapshots(sample):
 def test_overview_tags_and_branches_are_the_system_tables(sample):
     t = sample["table"]
     doc = ok(sample, ORDERS)
-    assert [r["tag_name"] for r in doc["tags"]] == t.system_table("tags")["tag_name"].to_pylist()
-    assert [r["name"] for r in doc["branches"]] == t.system_table("branches")["name"].to_pylist()
+    assert [r["tag_name"] for r in doc["tags"]] == t.inspect.tags()["tag_name"].to_pylist()
+    assert [r["name"] for r in doc["branches"]] == t.inspect.branches()["name"].to_pylist()
     assert [c["path"] for c in doc["schema"]] == ["id", "day", "amount"]
     assert [f["name"] for f in doc["partition_spec"]["fields"]] == ["day"]
 
@@ -80,7 +80,7 @@ def test_overview_tags_and_branches_are_the_system_tables(sample):
 @pytest.mark.parametrize("pick", [{"version": "1"}, {"version": "3"}, {"tag": "first-load"}, {"tag": "after-delete"}, {}])
 def test_files_of_a_version_or_tag_are_its_files_system_table(sample, pick):
     t = sample["table"]
-    expected = t.system_table("files", **({"version": int(pick["version"])} if "version" in pick else pick))
+    expected = t.inspect.files(int(pick["version"]) if "version" in pick else pick.get("tag"))
     doc = ok(sample, f"{ORDERS}/files", **pick, limit=1000)
     assert doc["total"] == expected.num_rows
     got = {f["path"]: (f["size"], f["record_count"], f["dv_cardinality"]) for f in doc["files"]}
@@ -91,7 +91,7 @@ def test_files_of_a_version_or_tag_are_its_files_system_table(sample, pick):
 
 @pytest.mark.parametrize("version", [2, 4, None])
 def test_layout_is_a_group_by_of_the_files_system_table(sample, version):
-    files = sample["table"].system_table("files", **({"version": version} if version is not None else {}))
+    files = sample["table"].inspect.files(**({"version": version} if version is not None else {}))
     oracle = duckdb.sql(
         "SELECT coalesce(partition, '') AS p, count(*) AS files, sum(size) AS bytes, sum(record_count) AS rows, "
         "coalesce(sum(dv_cardinality), 0) AS deleted FROM files GROUP BY 1 ORDER BY 1"
@@ -122,7 +122,7 @@ def test_sample_pages_are_the_versions_rows_and_bounded(sample):
 
 
 def test_health_advice_from_the_table(sample):
-    files = sample["table"].system_table("files")  # noqa: F841 (read by DuckDB)
+    files = sample["table"].inspect.files()  # noqa: F841 (read by DuckDB)
     advice = {a["kind"]: a for a in ok(sample, f"{ORDERS}/health")["advice"]}
     # deletion vectors hide 20 of day 2026-01-02's 85 rows (the sample's delete)
     deleted = advice["deleted-rows"]
@@ -139,7 +139,7 @@ def test_health_advice_from_the_table(sample):
     assert "expiry" not in advice  # its own request, which the page makes last
     (expiry,) = ok(sample, f"{ORDERS}/expiry")["advice"]
     assert expiry["kind"] == "expiry"
-    assert expiry["facts"]["retained_versions"] == sample["table"].system_table("snapshots").num_rows
+    assert expiry["facts"]["retained_versions"] == sample["table"].inspect.snapshots().num_rows
     assert expiry["facts"]["expired_versions"] == [] and expiry["severity"] == "ok"  # every version is new
 
 

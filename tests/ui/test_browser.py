@@ -64,9 +64,9 @@ def test_table_page_draws_every_plot_from_the_table(browser, sample):
     load(d, sample["url"] + "#/t/shop.orders", "table")
     # the expiry preview comes last (after every plot), then shades the time plot
     WebDriverWait(d, 60).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-expiry") == "shown")
-    snaps = t.system_table("snapshots")
-    files = t.system_table("files")
-    tags = t.system_table("tags")
+    snaps = t.inspect.snapshots()
+    files = t.inspect.files()
+    tags = t.inspect.tags()
     partitions = len(set(files["partition"].to_pylist()))
     for plot in ("rows", "files"):
         (line,) = marks(d, plot, "path.mark-line")
@@ -109,15 +109,15 @@ def _picked(d, version: int) -> None:
 def test_time_travel_shows_the_chosen_versions_files(browser, sample):
     d, t = browser, sample["table"]
     load(d, sample["url"] + "#/t/shop.orders", "table")
-    assert _shown_files(d) == (t.version, set(t.system_table("files")["path"].to_pylist()))
+    assert _shown_files(d) == (t.version, set(t.inspect.files()["path"].to_pylist()))
     Select(d.find_element(By.ID, "pick")).select_by_value("tag:first-load")
     _picked(d, 1)
-    assert _shown_files(d)[1] == set(t.system_table("files", tag="first-load")["path"].to_pylist())
+    assert _shown_files(d)[1] == set(t.inspect.files(version="first-load")["path"].to_pylist())
     assert "version 1" in d.find_element(By.ID, "layout-title").text  # the layout plots follow
     d.find_element(By.ID, "pick-version").send_keys("3")
     d.find_element(By.ID, "pick-go").click()
     _picked(d, 3)
-    assert _shown_files(d)[1] == set(t.system_table("files", version=3)["path"].to_pylist())
+    assert _shown_files(d)[1] == set(t.inspect.files(version=3)["path"].to_pylist())
     rows = d.find_elements(By.CSS_SELECTOR, "#sample-table tbody tr")
     assert 0 < len(rows) <= 25
     shot(d, "time-travel")

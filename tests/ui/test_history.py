@@ -40,7 +40,7 @@ def ask(ex: Explorer, what: str) -> dict:
 
 
 def snapshot_rows(t: lamina.Table) -> dict[int, dict]:
-    return {r["version"]: r for r in t.system_table("snapshots").to_pylist()}
+    return {r["version"]: r for r in t.inspect.snapshots().to_pylist()}
 
 
 def test_a_long_history_is_sampled_keeping_every_tagged_and_the_newest_versions(tmp_path, monkeypatch):
@@ -83,7 +83,7 @@ def test_a_commit_is_seen_at_once_and_a_refresh_reads_only_the_new_versions(tmp_
     add(t, 100)
     second = ask(ex, "history")
     assert second["version"] == sorted(snapshot_rows(t)) and second["total"] == 8  # the new commit is there
-    assert second["total_records"][-1] == t.system_table("snapshots")["total_records"].to_pylist()[-1]
+    assert second["total_records"][-1] == t.inspect.snapshots()["total_records"].to_pylist()[-1]
     assert read == [t.version]  # and only it was read
     assert ask(ex, "")["branches"][0]["versions"] == 8
     assert ask(ex, "versions")["versions"][0]["version"] == t.version
@@ -93,7 +93,7 @@ def test_an_expiry_elsewhere_is_seen_without_a_commit(tmp_path):
     t = long_table(str(tmp_path / "t"), 6)
     ex = Explorer(t.uri)
     assert ask(ex, "history")["total"] == 7
-    t.expire_versions(retain_last=2, reader_grace=0)  # tombstones the oldest five; no new version
+    t.maintenance.expire_versions(retain_last=2, reader_grace=0)  # tombstones the oldest five; no new version
     kept = sorted(snapshot_rows(t))
     assert len(kept) == 2
     assert ask(ex, "history")["version"] == kept
@@ -120,7 +120,7 @@ def test_expiry_preview_is_what_expire_then_drops(tmp_path, monkeypatch):
     (advice,) = ask(ex, "expiry")["advice"]
     facts = advice["facts"]
     before = listing(root)
-    lamina.open_table(root).expire_versions()  # the default policy the preview runs dry
+    lamina.open_table(root).maintenance.expire_versions()  # the default policy the preview runs dry
     after = snapshot_rows(t)
     gone = sorted(set(snaps) - set(after))
     assert facts["expired_versions"] == gone and gone  # exactly the versions expire then drops
