@@ -165,8 +165,8 @@ class Catalog(ABC):
 class CatalogTable(Table):
     """A Table loaded through a catalog: knows its identifier and honours the online flag.
 
-    Table's write methods (table.WRITE_METHODS) check ``check_online`` before anything is
-    written; the SQL coordinator also checks the flag in its swap, so a table taken
+    Every method marked ``@writes`` (lamina.table.guards: Table's and its namespaces') checks
+    ``check_online`` before anything is written; the SQL coordinator also checks the flag in its swap, so a table taken
     offline mid-write still refuses that commit."""
 
     catalog: Catalog

@@ -8,7 +8,6 @@ version and move the object to what they committed.
 from __future__ import annotations
 
 import copy
-import functools
 import time
 import types
 import uuid
@@ -51,6 +50,7 @@ from lamina.spec.tag import split_version_or_tag
 from lamina.spec.version import VersionManifest
 from lamina.table import auto_tags, iceberg_view
 from lamina.table.branches import Branches
+from lamina.table.guards import writes
 from lamina.table.inspect import Inspect
 from lamina.table.maintenance import Maintenance
 from lamina.table.tags import Tags
@@ -121,9 +121,9 @@ class Table:
     def check_writable(self, online: bool | None = None) -> None:
         """Raise unless this table may be written now: the version this object holds needs no
         writer feature this Lamina lacks (UnsupportedFeature; CatalogManaged for a catalog's
-        table opened by path), and the table is online (TableOffline). Every method in
-        WRITE_METHODS and every engine write session runs it before writing anything; the
-        committer checks each base again."""
+        table opened by path), and the table is online (TableOffline). Every method marked
+        ``@writes`` (lamina.table.guards) and every engine write session runs it before writing
+        anything; the committer checks each base again."""
         check_writer(self._vm.writer_features, f"table {self.uri}")
         self.check_online(online)
 
@@ -237,6 +237,7 @@ class Table:
     # Every change is a transaction (lamina.table.transaction): the methods below are
     # one-operation transactions.
 
+    @writes
     def transaction(self, *, commit_options: CommitOptions | None = None) -> Transaction:
         """Several changes as one version: ``with t.transaction() as tx: tx.append(...); tx.delete(...)``."""
         return Transaction(self, commit_options)
@@ -258,6 +259,7 @@ class Table:
         """Commit ``op`` as a one-operation transaction; None (nothing committed) if ``op`` is None."""
         return None if op is None else self._one(self.transaction(commit_options=commit_options).add_operation(op))
 
+    @writes
     def append(
         self,
         data: Any,
@@ -288,6 +290,7 @@ class Table:
         tx = self.transaction(commit_options=commit_options)
         return self._one(tx.append(data, app_transaction=app_transaction, schema_mode=schema_mode, cast=cast))
 
+    @writes
     def overwrite(
         self, data: Any, where: str | Expr | None = None, *, schema_mode: str | None = None,
         cast: str | None = None, commit_options: CommitOptions | None = None,
@@ -302,23 +305,27 @@ class Table:
         tx = self.transaction(commit_options=commit_options)
         return self._one(tx.overwrite(data, where, schema_mode=schema_mode, cast=cast))
 
+    @writes
     def update_schema(self, *, commit_options: CommitOptions | None = None) -> SchemaUpdate:
         """A schema change, one version, metadata only: ``with t.update_schema() as u:
         u.add_column("email", pa.string())`` (or ``...add_column(...).commit()``); see
         ``lamina.operations.schema``."""
         return SchemaUpdate(self.metadata, self._run_metadata(commit_options))
 
+    @writes
     def update_spec(self, *, commit_options: CommitOptions | None = None) -> SpecUpdate:
         """A partition spec change, one version, metadata only: ``with t.update_spec() as u:
         u.add_field("ts", "hour")`` (or ``...add_field(...).commit()``); see
         ``lamina.operations.partition_spec``."""
         return SpecUpdate(self.metadata, self._run_metadata(commit_options))
 
+    @writes
     def update_sort_order(self, *, commit_options: CommitOptions | None = None) -> SortOrderUpdate:
         """Replace the sort order writes and compaction use, one version: ``with
         t.update_sort_order() as s: s.asc("ts").desc("id")``; see ``lamina.operations.sort_order``."""
         return SortOrderUpdate(self.metadata, self._run_metadata(commit_options))
 
+    @writes
     def update_properties(
         self, set: Mapping[str, Any] | None = None, remove: Iterable[str] | str = (), *,  # noqa: A002
         commit_options: CommitOptions | None = None,
@@ -335,6 +342,7 @@ class Table:
     def _run_metadata(self, commit_options: CommitOptions | None) -> Any:
         return lambda op: self._one(self.transaction(commit_options=commit_options).add_operation(op))
 
+    @writes
     def add_files(
         self,
         files: pa.Table,
@@ -372,6 +380,7 @@ class Table:
 
     # -- row-level changes --------------------------------------------------------------
 
+    @writes
     def delete(self, where: str | Expr, *, mode: str | None = None, commit_options: CommitOptions | None = None) -> int | None:
         """Delete the rows matching ``where`` as one version; None if no row matched (nothing committed).
 
@@ -380,6 +389,7 @@ class Table:
         """
         return self._one(self.transaction(commit_options=commit_options).delete(where, mode=mode))
 
+    @writes
     def update(
         self, where: str | Expr | None = None, set: Mapping[str, Any] | None = None, *,  # noqa: A002
         mode: str | None = None, cast: str | None = None, commit_options: CommitOptions | None = None,
@@ -395,6 +405,7 @@ class Table:
         """
         return self._one(self.transaction(commit_options=commit_options).update(where, set, mode=mode, cast=cast))
 
+    @writes
     def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None,
               cast: str | None = None) -> MergeBuilder:
         """Start a merge of ``source`` (Arrow/pandas) into this table on key column(s) ``on``.
@@ -435,6 +446,7 @@ class Table:
         end = end_spec(self, end_version, end_timestamp, end_tag)
         return change_feed(self, start, end, where, columns)
 
+    @writes
     def enable_row_lineage(self, *, commit_options: CommitOptions | None = None) -> int | None:
         """Give the table row lineage (``_row_id``, ``_last_updated_version``, the change feed)
         from a new version on; None if it has lineage already. Rows of the live files get ids
@@ -538,6 +550,7 @@ class Table:
 
     # -- rollback, expiry, orphans --------------------------------------------------------
 
+    @writes
     def rollback(
         self,
         version: int | str | None = None,
@@ -572,6 +585,7 @@ class Table:
 
     # -- the Iceberg view (lamina.iceberg, docs/iceberg.md) ---------------------------------
 
+    @writes
     def set_iceberg_enabled(self, enabled: bool = True, *, commit_options: CommitOptions | None = None) -> int | None:
         """Turn the Iceberg view on (or off) from a new version (None if it already was); on,
         the view is brought up to date at once (every retained version). IcebergUnsupported,
@@ -584,6 +598,7 @@ class Table:
             self.sync_iceberg()
         return committed
 
+    @writes
     def sync_iceberg(self) -> "iceberg_view.SyncResult":
         """Bring the Iceberg view up to date: a snapshot for every retained version of main and
         the branches and for every tag, none for expired versions (InvalidArgument if the
@@ -602,29 +617,6 @@ class Table:
 
     def __repr__(self) -> str:
         return f"lamina.Table({self.uri!r}, version={self.version})"
-
-
-# Every method that writes or deletes anything: refused (before any file is written) on a
-# table that needs an unknown writer feature, or is offline in its catalog.
-WRITE_METHODS = (
-    "transaction",  # and every change, which is one (checked again at its commit)
-    "append", "overwrite", "add_files", "delete", "update", "merge", "rollback",
-    "update_schema", "update_spec", "update_sort_order", "update_properties",
-    "set_iceberg_enabled", "sync_iceberg",
-)
-
-
-def _guarded(method: Any) -> Any:
-    @functools.wraps(method)
-    def guarded(self: Table, *args: Any, **kwargs: Any) -> Any:
-        self.check_writable()
-        return method(self, *args, **kwargs)
-
-    return guarded
-
-
-for _name in WRITE_METHODS:
-    setattr(Table, _name, _guarded(getattr(Table, _name)))
 
 
 def _new_log(uri: str, storage_options: Mapping[str, Any] | None, identifier: str | None, allow_list: bool = True) -> VersionLog:

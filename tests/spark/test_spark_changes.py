@@ -270,7 +270,7 @@ def test_stream_of_appends_restarts_from_its_checkpoint_exactly_once(spark, tmp_
     assert b.metadata.app_transactions == {"copy": 0} and b.scan().count() == 80  # snapshot files 0-1
 
     a.append(rows(range(120, 130), "p"))
-    a.compact()  # moves rows: nothing to deliver
+    a.maintenance.compact()  # moves rows: nothing to deliver
     a.append(rows(range(130, 135), "q"))
     crash["after"] = 2
     err = run_stream(spark, a.uri, tmp_path / "ck", sink, maxFilesPerTrigger=2)
@@ -305,7 +305,7 @@ def test_stream_of_change_feed_into_a_lamina_table(spark, tmp_path):
     _forget_last_commit(tmp_path / "ck")  # the restart replays the snapshot's batch: the sink skips it
     a.merge(pa.concat_tables([rows(range(50, 70), "m")]), on="id").when_matched_update_all().when_not_matched_insert_all().execute()
     a.delete("id < 5")
-    a.compact()
+    a.maintenance.compact()
     a.update(where="id = 30", set={"v": "'u'"}, mode="copy-on-write")
     assert run_stream(spark, a.uri, tmp_path / "ck", sink, renamed, readChangeFeed="true") is None
     got = lamina.open_table(b_uri).scan().to_arrow()
