@@ -10,7 +10,6 @@ offline (TableOffline).
 from __future__ import annotations
 
 import inspect
-import os
 import uuid
 from datetime import timedelta
 from typing import Any, Callable
@@ -19,13 +18,13 @@ import pyarrow as pa
 import pytest
 
 import lamina
-from lamina.commit import flush_hints
 from lamina.errors import TableOffline, UnsupportedFeature
 from lamina.spec.layout import version_path
 from lamina.table.branches import Branches
 from lamina.table.guards import is_write
 from lamina.table.maintenance import Maintenance
 from lamina.table.tags import Tags
+from support.files import table_files
 
 SCHEMA = pa.schema([("id", pa.int64()), ("note", pa.string())])
 NOW = timedelta(0)
@@ -75,17 +74,6 @@ def marked() -> set[str]:
     return out
 
 
-def on_disk(root: str) -> dict[str, bytes]:
-    flush_hints()  # the hint is written in the background after each commit
-    out = {}
-    for d, _, files in os.walk(root):
-        for f in files:
-            p = os.path.join(d, f)
-            with open(p, "rb") as fh:
-                out[os.path.relpath(p, root)] = fh.read()
-    return out
-
-
 def test_every_writing_method_is_marked_and_listed():
     assert marked() == set(CALLS)
 
@@ -108,11 +96,11 @@ def test_a_table_needing_an_unknown_writer_feature_refuses_every_write(tmp_path)
                      commit_id=uuid.uuid4().hex, writer_features=vm.writer_features + ("future-feature",))
     t.io.put_if_absent(version_path(future.version), future.to_json())
     t = lamina.open_table(uri)
-    before = on_disk(uri)
+    before = table_files(uri)
     for name, call in CALLS.items():
         with pytest.raises(UnsupportedFeature, match="future-feature"):
             call(t)
-        assert on_disk(uri) == before, f"{name} wrote before refusing"
+        assert table_files(uri) == before, f"{name} wrote before refusing"
     assert t.to_arrow().num_rows == 3  # reads are fine: it is a writer feature
 
 
@@ -123,10 +111,10 @@ def test_an_offline_catalog_table_refuses_every_write(tmp_path):
         t = cat.create_table("ns.t", SCHEMA)
         _history(t)
         cat.set_online("ns.t", False)
-        before = on_disk(t.uri)
+        before = table_files(t.uri)
         for name, call in CALLS.items():
             with pytest.raises(TableOffline):
                 call(t)
-            assert on_disk(t.uri) == before, f"{name} wrote before refusing"
+            assert table_files(t.uri) == before, f"{name} wrote before refusing"
     finally:
         cat.close()
