@@ -13,7 +13,7 @@ columns are nulls. A day is a UTC date of ``time_hour`` (366 of them, ~920 rows 
    compression="snappy")`` per day (the partition value lives in the directory name, as
    Lamina's; the files hold the same 19 columns). Bytes: Lamina's data files (``data/``),
    against every file pyarrow wrote; Lamina's metadata (``_lamina/``: the versions, manifests,
-   hint) is given beside, and the table's total after ``expire_versions(retain_last=1)``.
+   hint) is given beside, and the table's total after ``t.maintenance.expire_versions(retain_last=1)``.
 2. **Compaction**: ``t.maintenance.compact()`` (default target). Each day is one file already, so it has
    nothing to rewrite; so a second table gets every day in 4 appends (6-hour windows of
    ``time_hour``; 4 small files a day) and is compacted into one file a day. Its bytes after

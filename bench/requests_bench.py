@@ -16,7 +16,7 @@ Operations (the same data for every system):
 4. **delete 10%** (``category = 'c0'``) of a --delete-files file table: open + delete.
 5. **tag create** on an open handle (deltalake has no tags): Lamina's default call (the table's
    latest version) and, like Lance's call, of the handle's version given explicitly.
-6. **expiry** of all but the last 100 of N versions (Lamina ``expire_versions(retain_last=100)``;
+6. **expiry** of all but the last 100 of N versions (Lamina ``t.maintenance.expire_versions(retain_last=100)``;
    deltalake ``cleanup_metadata()`` with a checkpoint at N-100 and a zero log retention;
    Lance ``cleanup_old_versions`` with the age of version N-99).
 

@@ -687,7 +687,7 @@ def expiry_advice(t: Table, ref: str, slots: SlotListing) -> list[dict[str, Any]
     (the log's listing, shared with the other requests); the facts say too when the versions it would drop were
     committed (``expired_from_ms``, ``expired_to_ms``: the time plot shades that span)."""
     try:
-        # (the maintenance function itself: Table.expire_versions is a write method, refused
+        # (the maintenance function itself: t.maintenance.expire_versions is a write method, refused
         # on an offline catalog table even for a dry run)
         rep = expire.expire_versions(t.io, t.log, dry_run=True, slots=slots)
     except LaminaError as e:

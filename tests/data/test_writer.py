@@ -383,7 +383,7 @@ def test_row_groups_within_the_row_and_byte_limits(tmp_path_factory, n, row_limi
     per_row = data.nbytes / n
     for when in ("append", "compact"):
         if when == "compact":
-            t.compact(target_file_size=1 << 30, min_file_size=1 << 30)
+            t.maintenance.compact(target_file_size=1 << 30, min_file_size=1 << 30)
         groups = []
         for p in t.scan().plan().entries.column("path").to_pylist():
             md = pq.read_metadata(t.io.local_path(p))

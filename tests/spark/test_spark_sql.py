@@ -317,7 +317,7 @@ def test_time_travel_history_tags_and_branches(spark, tmp_path):
     assert [(r.name, r.head_version) for r in sql(spark, f"SHOW BRANCHES IN {p}").collect()] == [("main", latest), ("audit", audit)]
     sql(spark, f"ALTER TABLE {p} DROP TAG first_two")
     sql(spark, f"ALTER TABLE {p} DROP TAG IF EXISTS first_two")
-    assert t.tags() == []
+    assert t.tags.list() == []
 
 
 # -- procedures -------------------------------------------------------------------------------------
@@ -357,7 +357,7 @@ def test_iceberg_procedures(spark, tmp_path):
         sql(spark, f"CALL lamina.system.fast_forward('{loc}', 'main', 'dev')")
     sql(spark, f"CALL lamina.system.drop_branch('{loc}', 'dev')")
     sql(spark, f"CALL lamina.system.drop_tag('{loc}', 'two')")
-    assert t.list_branches() == [] and t.tags() == []
+    assert t.branches.list() == [] and t.tags.list() == []
     with pytest.raises(UnsupportedStatement, match="no such Lamina procedure"):
         sql(spark, f"CALL lamina.system.migrate('{loc}')")
 

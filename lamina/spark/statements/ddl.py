@@ -367,27 +367,27 @@ class Alter:
 
     def create_ref(self, kind: str, ref: str, version: int | None, verb: str, if_not_exists: bool) -> None:
         t = self.table
-        have = {x.name for x in (t.tags() if kind == "TAG" else t.list_branches())}
-        if ref in have:
+        if ref in (t.tags if kind == "TAG" else t.branches):
             if if_not_exists:
                 return
             if verb in ("CREATEORREPLACE", "REPLACE"):
                 if kind == "BRANCH":
                     raise refuse("REPLACE BRANCH", "a branch's history is its own: drop it and create it again")
-                t.replace_tag(ref, version)
+                t.tags.replace(ref, version)
                 return
         elif verb == "REPLACE":
             raise InvalidArgument(f"REPLACE {kind} {ref}: {self.name.text} has no {kind.lower()} {ref!r}")
         if kind == "TAG":
-            t.create_tag(ref, version)
+            t.tags.create(ref, version)
         else:
-            t.create_branch(ref, from_version=version)
+            t.branches.create(ref, version=version)
 
     def drop_ref(self, kind: str, ref: str, if_exists: bool) -> None:
         t = self.table
-        if if_exists and ref not in {x.name for x in (t.tags() if kind == "TAG" else t.list_branches())}:
+        refs = t.tags if kind == "TAG" else t.branches
+        if if_exists and ref not in refs:
             return
-        (t.delete_tag if kind == "TAG" else t.delete_branch)(ref)
+        refs.delete(ref)
 
     # -- committing -------------------------------------------------------------------------------
 

@@ -198,7 +198,7 @@ def rewrite_data_files(st: Statement, table: str, strategy: str | None, sort_ord
 
 
 def expire_snapshots(st: Statement, table: str, older_than: Any, retain_last: int | None, dry_run: bool | None) -> Any:
-    report = table_of(st, table).open().expire_versions(older_than=older_than, retain_last=retain_last, dry_run=bool(dry_run))
+    report = table_of(st, table).open().maintenance.expire_versions(older_than=older_than, retain_last=retain_last, dry_run=bool(dry_run))
     dv = sum(1 for f in report.deleted_files if f.startswith(DV_DIR + "/") or f"/{DV_DIR}/" in f)
     return st.result([("deleted_data_files_count", "bigint"), ("deleted_position_delete_files_count", "bigint"),
                       ("deleted_manifest_files_count", "bigint"), ("expired_versions_count", "bigint")],
@@ -208,7 +208,7 @@ def expire_snapshots(st: Statement, table: str, older_than: Any, retain_last: in
 def remove_orphan_files(st: Statement, table: str, older_than: Any, dry_run: bool | None, allow_short_age: bool | None) -> Any:
     t = table_of(st, table).open()
     kwargs = {} if older_than is None else {"older_than": older_than}
-    report = t.remove_orphans(dry_run=bool(dry_run), allow_short_age=bool(allow_short_age), **kwargs)
+    report = t.maintenance.remove_orphans(dry_run=bool(dry_run), allow_short_age=bool(allow_short_age), **kwargs)
     return st.result([("orphan_file_location", "string")], [[p] for p in report.orphans])
 
 
@@ -234,28 +234,30 @@ def set_current_snapshot(st: Statement, table: str, snapshot_id: int | None, ref
 
 
 def create_tag(st: Statement, table: str, tag: str, version: int | None) -> Any:
-    made = table_of(st, table).open().create_tag(tag, version)
+    made = table_of(st, table).open().tags.create(tag, version)
     return st.result([("tag_name", "string"), ("tagged_version", "bigint")], [[made.name, made.tagged_version]])
 
 
 def drop_tag(st: Statement, table: str, tag: str) -> Any:
-    table_of(st, table).open().delete_tag(tag)
+    table_of(st, table).open().tags.delete(tag)
     return st.result([("tag_name", "string")], [[tag]])
 
 
 def create_branch(st: Statement, table: str, branch: str, version: int | None, tag: str | None) -> Any:
-    made = table_of(st, table).open().create_branch(branch, from_version=version, from_tag=tag)
+    if version is not None and tag is not None:
+        raise InvalidArgument("create_branch takes version or tag (a tag names a version), not both")
+    made = table_of(st, table).open().branches.create(branch, version=tag if tag is not None else version)
     return st.result([("branch_name", "string"), ("base_version", "bigint")], [[branch, made.version]])
 
 
 def drop_branch(st: Statement, table: str, branch: str) -> Any:
-    table_of(st, table).open().delete_branch(branch)
+    table_of(st, table).open().branches.delete(branch)
     return st.result([("branch_name", "string")], [[branch]])
 
 
 def _publish(st: Statement, t: Any, source: str, into: str) -> Any:
     before = t.branch(into).version
-    t.publish(source, into)
+    t.branches.publish(source, into)
     after = t.branch(into).refresh().version
     return st.result([("branch_updated", "string"), ("previous_ref", "bigint"), ("updated_ref", "bigint")], [[into, before, after]])
 

@@ -58,9 +58,9 @@ def time_travel(st: Statement, table: exp.Table, name: LaminaName) -> TimeTravel
     if ref is None:
         return TimeTravel(version=number)
     table_ = name.open()
-    if any(t.name == ref for t in table_.tags()):
+    if ref in table_.tags:
         return TimeTravel(tag=ref)
-    if any(b.name == ref for b in table_.list_branches()):
+    if ref in table_.branches:
         return TimeTravel(branch=ref)
     raise TagNotFound(f"{name.text} has no tag or branch {ref!r} (VERSION AS OF names a version number, a tag or a branch)")
 
@@ -157,7 +157,7 @@ def parse_show(text: str) -> tuple[str, str] | None:
 
 def show_refs(st: Statement, kind: str, name: LaminaName) -> Any:
     """The table's tags (``$tags``) or branches (``$branches``, main first) as a DataFrame."""
-    return st.spark.createDataFrame(name.open().system_table("tags" if kind == "TAGS" else "branches"))
+    return st.spark.createDataFrame(name.open().inspect.table("tags" if kind == "TAGS" else "branches"))
 
 
 def one_table(st: Statement, text: str) -> LaminaName | None:
