@@ -33,6 +33,9 @@ demo: $(VENV)/.installed-test,spark
 # anchor, or a page left out of the nav.
 test: $(VENV)/.installed-test,spark,docs iceberg-java
 	@$(MAKE) --no-print-directory s3a-jars
+	$(PY) -m ruff check lamina
+	$(PY) -m ruff format --check lamina
+	$(PY) -m mypy
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 	$(PY) -m pytest -n 2 --dist loadgroup -q -m "not bench_heavy"
 

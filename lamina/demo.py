@@ -56,9 +56,10 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -70,7 +71,7 @@ from lamina.maintenance import fsck
 
 console = Console()
 
-FIRST_DAY = datetime(2026, 1, 1, tzinfo=timezone.utc)
+FIRST_DAY = datetime(2026, 1, 1, tzinfo=UTC)
 INITIAL_DAYS = 5  # loaded in one write
 INCREMENT_DAYS = 3  # then appended one version per day
 ROWS_PER_DAY = 400_000  # 3.2 M orders in total
@@ -162,7 +163,9 @@ def days_of_orders(spark: Any, days: range, rows_per_day: int) -> Any:
 def summary_schema() -> Any:
     import pyarrow as pa
 
-    return pa.schema([pa.field("day", pa.date32()), pa.field("orders", pa.int64()), pa.field("revenue_cents", pa.int64())])
+    return pa.schema(
+        [pa.field("day", pa.date32()), pa.field("orders", pa.int64()), pa.field("revenue_cents", pa.int64())]
+    )
 
 
 def daily_summary(orders: Any) -> Any:
@@ -172,7 +175,8 @@ def daily_summary(orders: Any) -> Any:
 
     day = F.expr(f"date_from_unix_date(CAST(floor(unix_micros(ts) / {US_PER_DAY}) AS INT))")
     return orders.groupBy(day.alias("day")).agg(
-        F.count(F.lit(1)).alias("orders"), F.sum(F.round(F.col("amount") * 100).cast("long")).alias("revenue_cents"))
+        F.count(F.lit(1)).alias("orders"), F.sum(F.round(F.col("amount") * 100).cast("long")).alias("revenue_cents")
+    )
 
 
 def summary_of(orders: Any, sign: Any = None) -> Any:
@@ -183,11 +187,18 @@ def summary_of(orders: Any, sign: Any = None) -> Any:
 
     cents = pc.cast(pc.round(pc.multiply(orders.column("amount"), 100.0)), pa.int64())
     one = pa.array([1] * orders.num_rows, pa.int64()) if sign is None else pc.cast(sign, pa.int64())
-    days = pc.cast(pc.floor(pc.divide(pc.cast(pc.cast(orders.column("ts"), pa.int64()), pa.float64()), float(US_PER_DAY))), pa.int32())
+    days = pc.cast(
+        pc.floor(pc.divide(pc.cast(pc.cast(orders.column("ts"), pa.int64()), pa.float64()), float(US_PER_DAY))),
+        pa.int32(),
+    )
     rows = pa.table({"day": pc.cast(days, pa.date32()), "orders": one, "revenue_cents": pc.multiply(cents, one)})
     rows = rows.filter(pc.not_equal(one, 0))
     out = rows.group_by("day").aggregate([("orders", "sum"), ("revenue_cents", "sum")])
-    return out.rename_columns(["day", "orders", "revenue_cents"]).select(["day", "orders", "revenue_cents"]).cast(summary_schema())
+    return (
+        out.rename_columns(["day", "orders", "revenue_cents"])
+        .select(["day", "orders", "revenue_cents"])
+        .cast(summary_schema())
+    )
 
 
 def summary_disagreements(snapshot: Any) -> list[str]:
@@ -198,7 +209,9 @@ def summary_disagreements(snapshot: Any) -> list[str]:
     if orders == summary:
         return []
     have = {r["day"]: r for r in summary}
-    return [f"{r['day']}: orders {r} / summary {have.get(r['day'])}" for r in orders if have.get(r["day"]) != r] or ["extra summary rows"]
+    return [f"{r['day']}: orders {r} / summary {have.get(r['day'])}" for r in orders if have.get(r["day"]) != r] or [
+        "extra summary rows"
+    ]
 
 
 def load_orders(demo: Demo, orders: Any, *, tag: str | None = None, create: bool = False) -> Any:
@@ -233,11 +246,18 @@ def initial_load(demo: Demo) -> None:
     t = demo.table()
     demo.uri = t.uri
     demo.facts["loaded_version"] = v
-    demo.record("initial load", time.perf_counter() - t0,
-                "{days} days, {orders:,} orders -> {table} version {version} ({files} files) in catalog {catalog}, "
-                "their summary -> {summary}: {transaction}, both tables created in it",
-                days=INITIAL_DAYS, orders=t.scan().count(), version=v, files=len(t.scan().plan()), catalog=demo.catalog.uri,
-                transaction=demo.transaction(tx, "initial load"))
+    demo.record(
+        "initial load",
+        time.perf_counter() - t0,
+        "{days} days, {orders:,} orders -> {table} version {version} ({files} files) in catalog {catalog}, "
+        "their summary -> {summary}: {transaction}, both tables created in it",
+        days=INITIAL_DAYS,
+        orders=t.scan().count(),
+        version=v,
+        files=len(t.scan().plan()),
+        catalog=demo.catalog.uri,
+        transaction=demo.transaction(tx, "initial load"),
+    )
 
 
 def daily_increments(demo: Demo) -> None:
@@ -248,8 +268,14 @@ def daily_increments(demo: Demo) -> None:
         tx = load_orders(demo, orders_for_day(demo.spark, day, ROWS_PER_DAY, day * ROWS_PER_DAY), tag=tag)
         demo.facts.setdefault("tags", []).append(tag)
         added = demo.table().log.load(tx.versions[TABLE]).summary["added-records"]
-        demo.record(f"append {date}", time.perf_counter() - t0, "{orders:,} orders and their summary row, tag {tag}: {transaction}",
-                    orders=added, tag=tag, transaction=demo.transaction(tx, f"load {date}"))
+        demo.record(
+            f"append {date}",
+            time.perf_counter() - t0,
+            "{orders:,} orders and their summary row, tag {tag}: {transaction}",
+            orders=added,
+            tag=tag,
+            transaction=demo.transaction(tx, f"load {date}"),
+        )
 
 
 # The filtered queries: revenue on one day; an order-id range (the first eighth of a day's ids) in two countries.
@@ -276,14 +302,22 @@ def filtered_queries(demo: Demo) -> None:
     revenue = (
         read(demo.spark, t, where=where, columns=["category", "amount", "status"])
         .where(F.col("status") != "returned")
-        .groupBy("category").agg(F.round(F.sum("amount"), 2).alias("revenue"), F.count("*").alias("orders"))
+        .groupBy("category")
+        .agg(F.round(F.sum("amount"), 2).alias("revenue"), F.count("*").alias("orders"))
         .orderBy(F.desc("revenue"))
         .collect()
     )
     planned = len(t.scan(where=where).plan())
-    demo.record("query: revenue by category on one day", time.perf_counter() - t0,
-                "{day}: {planned} of {files} files read; top: {category} {revenue:,.2f}",
-                day=day, planned=planned, files=total_files, category=revenue[0]["category"], revenue=revenue[0]["revenue"])
+    demo.record(
+        "query: revenue by category on one day",
+        time.perf_counter() - t0,
+        "{day}: {planned} of {files} files read; top: {category} {revenue:,.2f}",
+        day=day,
+        planned=planned,
+        files=total_files,
+        category=revenue[0]["category"],
+        revenue=revenue[0]["revenue"],
+    )
     demo.facts["revenue"] = revenue
 
     t0 = time.perf_counter()
@@ -292,9 +326,16 @@ def filtered_queries(demo: Demo) -> None:
     orders = read(demo.spark, t, where=lookup, columns=["order_id", "customer_id", "amount"])
     n = orders.count()
     planned = len(t.scan(where=lookup).plan())
-    demo.record(f"query: an order-id range in {'/'.join(LOOKUP_COUNTRIES)}", time.perf_counter() - t0,
-                "{orders:,} orders with ids {first:,} to {last:,}; {planned} of {files} files after order_id statistics pruning",
-                orders=n, first=first, last=end - 1, planned=planned, files=total_files)
+    demo.record(
+        f"query: an order-id range in {'/'.join(LOOKUP_COUNTRIES)}",
+        time.perf_counter() - t0,
+        "{orders:,} orders with ids {first:,} to {last:,}; {planned} of {files} files after order_id statistics pruning",
+        orders=n,
+        first=first,
+        last=end - 1,
+        planned=planned,
+        files=total_files,
+    )
 
 
 def time_travel(demo: Demo) -> None:
@@ -311,9 +352,15 @@ def time_travel(demo: Demo) -> None:
     by_source = demo.spark.read.format("lamina").option("versionAsOf", v).load(demo.uri).count()
     if not then == by_time == by_source == INITIAL_DAYS * ROWS_PER_DAY:
         raise AssertionError(f"time travel disagrees: {then}, {by_time}, {by_source}")
-    demo.record("time travel", time.perf_counter() - t0,
-                "version {latest}: {now:,} orders; version {version} (by number, by timestamp, via format('lamina')): {then:,}",
-                latest=t.version, now=now, version=v, then=then)
+    demo.record(
+        "time travel",
+        time.perf_counter() - t0,
+        "version {latest}: {now:,} orders; version {version} (by number, by timestamp, via format('lamina')): {then:,}",
+        latest=t.version,
+        now=now,
+        version=v,
+        then=then,
+    )
 
 
 def query_tag(demo: Demo) -> None:
@@ -323,13 +370,24 @@ def query_tag(demo: Demo) -> None:
     t0 = time.perf_counter()
     t = demo.table()
     n = read(demo.spark, t, tag=first).count()
-    via_source = (demo.spark.read.format("lamina").option("catalog", demo.catalog.reopen_uri()[0])
-                  .option("tag", first).load(TABLE).count())
+    via_source = (
+        demo.spark.read.format("lamina")
+        .option("catalog", demo.catalog.reopen_uri()[0])
+        .option("tag", first)
+        .load(TABLE)
+        .count()
+    )
     if n != via_source:
         raise AssertionError(f"tag {first}: {n} != {via_source}")
     tags = t.inspect.tags()
-    demo.record("query as of a tag", time.perf_counter() - t0, "{tag}: {orders:,} orders; $tags has {tags} tags",
-                tag=first, orders=n, tags=tags.num_rows)
+    demo.record(
+        "query as of a tag",
+        time.perf_counter() - t0,
+        "{tag}: {orders:,} orders; $tags has {tags} tags",
+        tag=first,
+        orders=n,
+        tags=tags.num_rows,
+    )
 
 
 def _changes(demo: Demo) -> Any:
@@ -341,16 +399,20 @@ def _changes(demo: Demo) -> Any:
     t = demo.table()
     day = INITIAL_DAYS + INCREMENT_DAYS - 1  # the latest day, and late orders for the next one
     rng = np.random.default_rng(7)
-    existing = rng.choice(np.arange(day * ROWS_PER_DAY, (day + 1) * ROWS_PER_DAY), ROWS_PER_DAY * 3 // 40, replace=False)
+    existing = rng.choice(
+        np.arange(day * ROWS_PER_DAY, (day + 1) * ROWS_PER_DAY), ROWS_PER_DAY * 3 // 40, replace=False
+    )
     changed = t.scan(where=f"order_id >= {int(existing.min())} AND order_id <= {int(existing.max())}").to_arrow()
     changed = changed.filter(pa.compute.is_in(changed.column("order_id"), pa.array(existing)))
     ops = np.where(np.arange(changed.num_rows) % 6 == 0, "D", "U")
-    changed = changed.set_column(changed.schema.get_field_index("status"), "status",
-                                 pa.array(np.where(ops == "D", "cancelled", "returned")))
+    changed = changed.set_column(
+        changed.schema.get_field_index("status"), "status", pa.array(np.where(ops == "D", "cancelled", "returned"))
+    )
     late_ids = np.arange((day + 1) * ROWS_PER_DAY, (day + 1) * ROWS_PER_DAY + ROWS_PER_DAY // 80)
     sample = changed.slice(0, len(late_ids))
     late = sample.set_column(0, "order_id", pa.array(late_ids)).set_column(
-        sample.schema.get_field_index("status"), "status", pa.array(["placed"] * len(late_ids)))
+        sample.schema.get_field_index("status"), "status", pa.array(["placed"] * len(late_ids))
+    )
     src = pa.concat_tables([changed, late.cast(changed.schema)])
     return src.append_column("op", pa.array(list(ops) + ["I"] * len(late_ids)))
 
@@ -380,29 +442,50 @@ def merge_changes(demo: Demo) -> None:
         )
         op = src.column("op")
         sign = pc.if_else(pc.equal(op, "D"), -1, pc.if_else(pc.equal(op, "I"), 1, 0))
-        (tx.table(SUMMARY).merge(summary_of(src, pa.array(sign)), on="day")
-         .when_matched_update({"orders": "target.orders + source.orders",
-                               "revenue_cents": "target.revenue_cents + source.revenue_cents"})
-         .when_not_matched_insert_all().execute())
+        (
+            tx.table(SUMMARY)
+            .merge(summary_of(src, pa.array(sign)), on="day")
+            .when_matched_update(
+                {
+                    "orders": "target.orders + source.orders",
+                    "revenue_cents": "target.revenue_cents + source.revenue_cents",
+                }
+            )
+            .when_not_matched_insert_all()
+            .execute()
+        )
     res = dataclasses.replace(res, version=tx.versions[TABLE])
     done = demo.transaction(tx, "merge")
     demo.facts["merge"] = res
     returned = "status = 'returned'"
     merged = demo.table()  # (``t`` stays at the version the merge read: counts of the merged version come from here)
-    demo.record("merge a day's changes", time.perf_counter() - t0,
-                "version {version}: {updated:,} updated, {cancelled:,} cancelled, {late:,} late orders; read {scanned} of "
-                "the {files} files of version {before}; 'returned' orders {returned_before:,} -> {returned_after:,} "
-                "(version {before} -> {version}); summary counts adjusted: {transaction}",
-                version=res.version, updated=res.rows_updated, cancelled=res.rows_deleted, late=res.rows_inserted,
-                scanned=res.files_scanned, files=len(t.scan(version=before).plan()), before=before,
-                returned_before=t.scan(where=returned, version=before).count(),
-                returned_after=merged.scan(where=returned, version=res.version).count(), transaction=done)
+    demo.record(
+        "merge a day's changes",
+        time.perf_counter() - t0,
+        "version {version}: {updated:,} updated, {cancelled:,} cancelled, {late:,} late orders; read {scanned} of "
+        "the {files} files of version {before}; 'returned' orders {returned_before:,} -> {returned_after:,} "
+        "(version {before} -> {version}); summary counts adjusted: {transaction}",
+        version=res.version,
+        updated=res.rows_updated,
+        cancelled=res.rows_deleted,
+        late=res.rows_inserted,
+        scanned=res.files_scanned,
+        files=len(t.scan(version=before).plan()),
+        before=before,
+        returned_before=t.scan(where=returned, version=before).count(),
+        returned_after=merged.scan(where=returned, version=res.version).count(),
+        transaction=done,
+    )
 
 
 def expected_change_counts(merge: Any) -> dict[str, int]:
     """What each change type of a merge's version must count: the merge's own counts."""
-    return {"update_preimage": merge.rows_updated, "update_postimage": merge.rows_updated,
-            "delete": merge.rows_deleted, "insert": merge.rows_inserted}
+    return {
+        "update_preimage": merge.rows_updated,
+        "update_postimage": merge.rows_updated,
+        "delete": merge.rows_deleted,
+        "insert": merge.rows_inserted,
+    }
 
 
 def check_change_feed(changes: Any, merge: Any) -> dict[str, int]:
@@ -430,12 +513,18 @@ def incremental_read(demo: Demo) -> None:
     t0 = time.perf_counter()
     changes = t.changes(merge.version - 1, merge.version).to_arrow()  # what a downstream job reads
     counts = check_change_feed(changes, merge)
-    demo.record("incremental read (change feed)", time.perf_counter() - t0,
-                "version {version}: {rows:,} change rows, {updates:,} update pre/post-image pairs (status -> 'returned'), "
-                "{deletes:,} deletes (cancelled), {inserts:,} inserts (late orders), as the merge reported (from what it "
-                "changed, not a diff of two versions)",
-                version=merge.version, rows=changes.num_rows, updates=counts.get("update_preimage", 0),
-                deletes=counts.get("delete", 0), inserts=counts.get("insert", 0))
+    demo.record(
+        "incremental read (change feed)",
+        time.perf_counter() - t0,
+        "version {version}: {rows:,} change rows, {updates:,} update pre/post-image pairs (status -> 'returned'), "
+        "{deletes:,} deletes (cancelled), {inserts:,} inserts (late orders), as the merge reported (from what it "
+        "changed, not a diff of two versions)",
+        version=merge.version,
+        rows=changes.num_rows,
+        updates=counts.get("update_preimage", 0),
+        deletes=counts.get("delete", 0),
+        inserts=counts.get("insert", 0),
+    )
 
 
 def query_without_spark(demo: Demo) -> None:
@@ -454,29 +543,48 @@ def query_without_spark(demo: Demo) -> None:
     t0 = time.perf_counter()
     duck = lamina.duckdb.sql(
         f"SELECT category, count(*) AS orders FROM {TABLE} WHERE ts >= TIMESTAMPTZ '{start}' AND ts < TIMESTAMPTZ '{end}' "
-        "GROUP BY category ORDER BY category", catalog=demo.catalog,
+        "GROUP BY category ORDER BY category",
+        catalog=demo.catalog,
     ).fetchall()
     lo, hi = datetime.fromisoformat(start), datetime.fromisoformat(end)
-    polars = (lamina.polars.scan(t).filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))
-              .group_by("category").agg(pl.len().alias("orders")).sort("category").collect().rows())
+    polars = (
+        lamina.polars.scan(t)
+        .filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))
+        .group_by("category")
+        .agg(pl.len().alias("orders"))
+        .sort("category")
+        .collect()
+        .rows()
+    )
     elapsed = time.perf_counter() - t0
     rows = t.scan(where=f"ts >= TIMESTAMP '{start}' AND ts < TIMESTAMP '{end}'", columns=["category"]).to_arrow()
     own = sorted((r["values"], r["counts"]) for r in pc.value_counts(rows.column("category")).to_pylist())
     if not duck == [tuple(r) for r in polars] == own:
         raise AssertionError(f"DuckDB, Polars and Lamina disagree on {day}: {duck} / {polars} / {own}")
-    demo.record("query from DuckDB and Polars", elapsed,
-                "{day}: {orders:,} orders in {categories} categories, the same from DuckDB SQL, a Polars LazyFrame and "
-                "Lamina (deletion vectors applied)",
-                day=day, orders=sum(n for _, n in own), categories=len(own))
+    demo.record(
+        "query from DuckDB and Polars",
+        elapsed,
+        "{day}: {orders:,} orders in {categories} categories, the same from DuckDB SQL, a Polars LazyFrame and "
+        "Lamina (deletion vectors applied)",
+        day=day,
+        orders=sum(n for _, n in own),
+        categories=len(own),
+    )
 
 
 def _stream_new_orders(demo: Demo, sink: str, checkpoint: str) -> None:
     """One run of the streaming query: every version of the orders table after the one it
     started at, not yet delivered, appended exactly once to ``sink`` (then it stops)."""
     query = (
-        demo.spark.readStream.format("lamina").option("startingVersion", "latest").load(demo.uri)
-        .writeStream.format("lamina").option("path", sink).option("appId", "new-orders")
-        .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+        demo.spark.readStream.format("lamina")
+        .option("startingVersion", "latest")
+        .load(demo.uri)
+        .writeStream.format("lamina")
+        .option("path", sink)
+        .option("appId", "new-orders")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
     )
     query.awaitTermination()
 
@@ -497,10 +605,16 @@ def streaming_read(demo: Demo) -> None:
     want = demo.table().changes(v - 1, v, columns=["order_id"]).to_arrow()  # what version v inserted
     if sorted(got.column("order_id").to_pylist()) != sorted(want.column("order_id").to_pylist()):
         raise AssertionError(f"the stream delivered {got.num_rows:,} rows; version {v} appended {want.num_rows:,}")
-    demo.record("streaming read", time.perf_counter() - t0,
-                "spark.readStream.format('lamina') from the latest version, restarted from its checkpoint after version "
-                "{version} appended {appended:,} orders: all {delivered:,} delivered once into {sink}",
-                version=v, appended=want.num_rows, delivered=got.num_rows, sink=sink)
+    demo.record(
+        "streaming read",
+        time.perf_counter() - t0,
+        "spark.readStream.format('lamina') from the latest version, restarted from its checkpoint after version "
+        "{version} appended {appended:,} orders: all {delivered:,} delivered once into {sink}",
+        version=v,
+        appended=want.num_rows,
+        delivered=got.num_rows,
+        sink=sink,
+    )
 
 
 # Write-audit-publish: the days after the streamed one, and the ids they take (after the
@@ -539,8 +653,14 @@ def audit_and_publish(demo: Demo, day: int, orders: Any) -> dict[str, Any]:
     b = t.branches.create(name)  # from main's latest: nothing is copied
     main_version, main_rows = demo.table().version, demo.table().scan().count()
     b.append(orders)
-    out = {"branch": name, "base_version": b.branch_record.base_version, "loaded": orders.num_rows,
-           "negative": negative_amounts(demo, name), "main_version_before": main_version, "main_rows_before": main_rows}
+    out = {
+        "branch": name,
+        "base_version": b.branch_record.base_version,
+        "loaded": orders.num_rows,
+        "negative": negative_amounts(demo, name),
+        "main_version_before": main_version,
+        "main_rows_before": main_rows,
+    }
     if demo.table().scan().count() != main_rows:
         raise AssertionError(f"a reader of main saw branch {name}'s load before it was published")
     if out["negative"] == 0:  # the day is published with its summary row, in one catalog transaction
@@ -555,14 +675,22 @@ def audit_and_publish(demo: Demo, day: int, orders: Any) -> dict[str, Any]:
     # What only the branch holds (nothing once published: main holds its files now); the
     # expiry step below frees it, the deletion being older than its reader grace of 0.
     held = _data_files(b.inspect.files())
-    out["branch_only_files"] = sorted(held - _data_files(t.refresh().inspect.files()))  # (main's deletion vectors are main's)
+    out["branch_only_files"] = sorted(
+        held - _data_files(t.refresh().inspect.files())
+    )  # (main's deletion vectors are main's)
     t.branches.delete(name)
     now = demo.table()
     out["main_version_after"], out["main_rows_after"] = now.version, now.scan().count()
-    want = (main_version, main_rows) if out["published_version"] is None else (out["published_version"], main_rows + orders.num_rows)
+    want = (
+        (main_version, main_rows)
+        if out["published_version"] is None
+        else (out["published_version"], main_rows + orders.num_rows)
+    )
     if (out["main_version_after"], out["main_rows_after"]) != want:
-        raise AssertionError(f"after branch {name}, main is at version {now.version} with {out['main_rows_after']:,} orders; "
-                             f"expected version {want[0]} with {want[1]:,}")
+        raise AssertionError(
+            f"after branch {name}, main is at version {now.version} with {out['main_rows_after']:,} orders; "
+            f"expected version {want[0]} with {want[1]:,}"
+        )
     return out
 
 
@@ -574,25 +702,42 @@ def write_audit_publish(demo: Demo) -> None:
     good = orders_for_day(demo.spark, WAP_DAY, ROWS_PER_DAY, day_ids(WAP_DAY)).toArrow()
     passed = audit_and_publish(demo, WAP_DAY, good)
     demo.facts["wap"] = passed
-    demo.record(f"write-audit-publish {passed['branch'][4:]}", time.perf_counter() - t0,
-                "{loaded:,} orders loaded into branch {branch} (from main's version {base_version}), unseen by main's "
-                "readers; audit on the branch (DuckDB): {negative} negative amounts -> published into main as version "
-                "{version} ({publish}, only onto the version audited) with its summary row in {transaction}; main now has "
-                "{orders:,} orders; branch deleted",
-                loaded=passed["loaded"], branch=passed["branch"], base_version=passed["base_version"],
-                negative=passed["negative"], version=passed["published_version"], publish=passed["publish"],
-                transaction=passed["transaction"], orders=passed["main_rows_after"])
+    demo.record(
+        f"write-audit-publish {passed['branch'][4:]}",
+        time.perf_counter() - t0,
+        "{loaded:,} orders loaded into branch {branch} (from main's version {base_version}), unseen by main's "
+        "readers; audit on the branch (DuckDB): {negative} negative amounts -> published into main as version "
+        "{version} ({publish}, only onto the version audited) with its summary row in {transaction}; main now has "
+        "{orders:,} orders; branch deleted",
+        loaded=passed["loaded"],
+        branch=passed["branch"],
+        base_version=passed["base_version"],
+        negative=passed["negative"],
+        version=passed["published_version"],
+        publish=passed["publish"],
+        transaction=passed["transaction"],
+        orders=passed["main_rows_after"],
+    )
     t0 = time.perf_counter()
     day = orders_for_day(demo.spark, REJECTED_DAY, ROWS_PER_DAY, day_ids(REJECTED_DAY))
-    refunds = day.withColumn("amount", F.when(F.col("order_id") % REFUND_EVERY == 0, -F.col("amount")).otherwise(F.col("amount")))
+    refunds = day.withColumn(
+        "amount", F.when(F.col("order_id") % REFUND_EVERY == 0, -F.col("amount")).otherwise(F.col("amount"))
+    )
     failed = audit_and_publish(demo, REJECTED_DAY, refunds.toArrow())
     demo.facts["wap_rejected"] = failed
-    demo.record(f"write-audit-publish {failed['branch'][4:]}, failing the audit", time.perf_counter() - t0,
-                "{loaded:,} orders loaded into branch {branch}; audit: {negative:,} negative amounts -> not published; "
-                "branch deleted (the files only it held, {files}, are freed by the expiry below); main untouched: still version "
-                "{version} with {orders:,} orders",
-                loaded=failed["loaded"], branch=failed["branch"], negative=failed["negative"],
-                files=len(failed["branch_only_files"]), version=failed["main_version_after"], orders=failed["main_rows_after"])
+    demo.record(
+        f"write-audit-publish {failed['branch'][4:]}, failing the audit",
+        time.perf_counter() - t0,
+        "{loaded:,} orders loaded into branch {branch}; audit: {negative:,} negative amounts -> not published; "
+        "branch deleted (the files only it held, {files}, are freed by the expiry below); main untouched: still version "
+        "{version} with {orders:,} orders",
+        loaded=failed["loaded"],
+        branch=failed["branch"],
+        negative=failed["negative"],
+        files=len(failed["branch_only_files"]),
+        version=failed["main_version_after"],
+        orders=failed["main_rows_after"],
+    )
 
 
 def expire_history(demo: Demo) -> None:
@@ -603,14 +748,23 @@ def expire_history(demo: Demo) -> None:
     first = demo.facts["tags"][0]
     still = t.scan(tag=first).count()  # the tagged version's files were kept
     demo.facts["expiry"] = rep
-    demo.record("expire old versions", time.perf_counter() - t0,
-                "{expired} of {versions} versions expired (version {kept}, the latest, kept; one record names the expired "
-                "ones, whose files keep their slots taken a day, so a writer still holding one as its base rebases), "
-                "{files} data and deletion-vector files and {manifests} manifests deleted, {mb:,.1f} MB freed; {for_tags} "
-                "files kept because tags need them: tag {tag} still reads {orders:,} orders",
-                expired=len(rep.expired_versions), versions=versions, kept=rep.earliest_retained, files=len(rep.deleted_files),
-                manifests=len(rep.deleted_manifests), mb=rep.deleted_bytes / 1e6, for_tags=rep.kept_for_tags, tag=first,
-                orders=still)
+    demo.record(
+        "expire old versions",
+        time.perf_counter() - t0,
+        "{expired} of {versions} versions expired (version {kept}, the latest, kept; one record names the expired "
+        "ones, whose files keep their slots taken a day, so a writer still holding one as its base rebases), "
+        "{files} data and deletion-vector files and {manifests} manifests deleted, {mb:,.1f} MB freed; {for_tags} "
+        "files kept because tags need them: tag {tag} still reads {orders:,} orders",
+        expired=len(rep.expired_versions),
+        versions=versions,
+        kept=rep.earliest_retained,
+        files=len(rep.deleted_files),
+        manifests=len(rep.deleted_manifests),
+        mb=rep.deleted_bytes / 1e6,
+        for_tags=rep.kept_for_tags,
+        tag=first,
+        orders=still,
+    )
 
 
 def compact_files(demo: Demo) -> None:
@@ -619,11 +773,19 @@ def compact_files(demo: Demo) -> None:
     t0 = time.perf_counter()
     r = compact(demo.spark, demo.table(), target_file_size=64 * 1024 * 1024)  # groups rewritten by Spark tasks
     demo.facts["compaction"] = r
-    demo.record("compact (Spark)", time.perf_counter() - t0,
-                "files {before} -> {after}: {inputs} small or with deletes rewritten as {outputs} in {groups} Spark tasks, "
-                "{rows:,} rows, version {version}",
-                before=r.files_before, after=r.files_after, inputs=r.input_files, outputs=r.output_files, groups=r.groups,
-                rows=r.rows_written, version=r.version)
+    demo.record(
+        "compact (Spark)",
+        time.perf_counter() - t0,
+        "files {before} -> {after}: {inputs} small or with deletes rewritten as {outputs} in {groups} Spark tasks, "
+        "{rows:,} rows, version {version}",
+        before=r.files_before,
+        after=r.files_after,
+        inputs=r.input_files,
+        outputs=r.output_files,
+        groups=r.groups,
+        rows=r.rows_written,
+        version=r.version,
+    )
 
 
 def check_table(demo: Demo) -> None:
@@ -641,12 +803,19 @@ def check_table(demo: Demo) -> None:
     unrecorded = [tx["id"] for tx in txs if not demo.catalog.transaction_committed(tx["id"])]
     if unrecorded:
         raise SystemExit(f"catalog transactions {unrecorded} are not recorded in the catalog")
-    demo.record("fsck", time.perf_counter() - t0,
-                "{checked} files checked, {missing} missing, {unreferenced} unreferenced; catalog row and path reader agree "
-                "on version {version}; in catalog snapshot {snapshot} {summary} agrees with {table} on every day; "
-                "{transactions} catalog transactions, each recorded in the catalog",
-                checked=rep.checked_files, missing=len(rep.missing), unreferenced=len(rep.unreferenced), version=info.version,
-                snapshot=snap.versions, transactions=len(txs))
+    demo.record(
+        "fsck",
+        time.perf_counter() - t0,
+        "{checked} files checked, {missing} missing, {unreferenced} unreferenced; catalog row and path reader agree "
+        "on version {version}; in catalog snapshot {snapshot} {summary} agrees with {table} on every day; "
+        "{transactions} catalog transactions, each recorded in the catalog",
+        checked=rep.checked_files,
+        missing=len(rep.missing),
+        unreferenced=len(rep.unreferenced),
+        version=info.version,
+        snapshot=snap.versions,
+        transactions=len(txs),
+    )
     if not rep.ok:
         raise SystemExit(f"fsck failed: {rep}")
 
@@ -680,12 +849,25 @@ def summary_figures(demo: Demo) -> dict[str, Any]:
     for h in reversed(t.history()):
         s = h["summary"]
         operation = h["operation"] + (f" ({s['branch']}, {s['publish']})" if h["operation"] == "publish" else "")
-        versions.append({"version": h["version"], "operation": operation, "added_files": s.get("added-files"),
-                         "added_rows": s.get("added-records"), "total_files": s.get("total-files", 0),
-                         "total_rows": s.get("total-records", 0)})
+        versions.append(
+            {
+                "version": h["version"],
+                "operation": operation,
+                "added_files": s.get("added-files"),
+                "added_rows": s.get("added-records"),
+                "total_files": s.get("total-files", 0),
+                "total_rows": s.get("total-records", 0),
+            }
+        )
     r = demo.facts.get("compaction")
-    return {"versions": versions, "version": t.version, "retained": len(t.log.list_versions()), "files": len(t.scan().plan()),
-            "rows": t.scan().count(), "compaction": None if r is None else (r.files_before, r.files_after)}
+    return {
+        "versions": versions,
+        "version": t.version,
+        "retained": len(t.log.list_versions()),
+        "files": len(t.scan().plan()),
+        "rows": t.scan().count(),
+        "compaction": None if r is None else (r.files_before, r.files_after),
+    }
 
 
 def print_summary(demo: Demo, total_s: float) -> None:
@@ -694,8 +876,14 @@ def print_summary(demo: Demo, total_s: float) -> None:
     for col in ("version", "operation", "added files", "added rows", "total files", "total rows"):
         hist.add_column(col, justify="right" if col != "operation" else "left")
     for v in f["versions"]:
-        hist.add_row(str(v["version"]), Text(v["operation"]), "" if v["added_files"] is None else str(v["added_files"]),
-                     "" if v["added_rows"] is None else f"{v['added_rows']:,}", str(v["total_files"]), f"{v['total_rows']:,}")
+        hist.add_row(
+            str(v["version"]),
+            Text(v["operation"]),
+            "" if v["added_files"] is None else str(v["added_files"]),
+            "" if v["added_rows"] is None else f"{v['added_rows']:,}",
+            str(v["total_files"]),
+            f"{v['total_rows']:,}",
+        )
     console.print(hist)
     steps = RichTable(title="Steps")
     steps.add_column("step")
@@ -705,10 +893,15 @@ def print_summary(demo: Demo, total_s: float) -> None:
         steps.add_row(name, f"{secs:.1f}", Text(detail))
     console.print(steps)
     compacted = "" if f["compaction"] is None else f"; compaction: {f['compaction'][0]} -> {f['compaction'][1]} files"
-    console.print(Text.assemble(
-        (f"{TABLE}: version {f['version']} ({f['retained']} retained), {f['files']} files, {f['rows']:,} rows", "bold"),
-        f" in {demo.uri} (catalog {demo.catalog.uri}){compacted}; whole job {total_s:.1f} s",
-    ))
+    console.print(
+        Text.assemble(
+            (
+                f"{TABLE}: version {f['version']} ({f['retained']} retained), {f['files']} files, {f['rows']:,} rows",
+                "bold",
+            ),
+            f" in {demo.uri} (catalog {demo.catalog.uri}){compacted}; whole job {total_s:.1f} s",
+        )
+    )
     console.print(f"Explore it in a browser (local, read-only): [bold]{explorer_command(demo.catalog)}[/bold]")
 
 
@@ -721,8 +914,13 @@ def start_spark() -> Any:
     from lamina.spark import spark_session
 
     spark = spark_session(
-        master="local[2]", app_name="lamina-demo",
-        conf={"spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "2g"},
+        master="local[2]",
+        app_name="lamina-demo",
+        conf={
+            "spark.sql.shuffle.partitions": "4",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.driver.memory": "2g",
+        },
     )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -731,8 +929,13 @@ def start_spark() -> Any:
 def main(warehouse: str = "warehouse") -> None:
     t_start = time.perf_counter()
     shutil.rmtree(warehouse, ignore_errors=True)
-    columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-               TimeElapsedColumn()]
+    columns = [
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+    ]
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("starting Spark", total=len(STEPS) + 1)
         t0 = time.perf_counter()

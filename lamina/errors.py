@@ -175,7 +175,7 @@ class CommitConflict(LaminaError):
     """A concurrent commit changed what this one depends on, and retries did not resolve it.
     ``files``: the data files that clash, when the conflict is about files."""
 
-    def __init__(self, message: str, files: "list[str] | None" = None) -> None:
+    def __init__(self, message: str, files: list[str] | None = None) -> None:
         super().__init__(message)
         self.files = list(files or [])
 
@@ -274,7 +274,7 @@ class CatalogTransactionConflict(CommitConflict, CatalogError):
     not be re-applied: ``table`` names the table, ``files`` the data files that clash.
     Nothing was committed to any table."""
 
-    def __init__(self, message: str, table: str, files: "list[str] | None" = None) -> None:
+    def __init__(self, message: str, table: str, files: list[str] | None = None) -> None:
         super().__init__(message, files)
         self.table = table
 

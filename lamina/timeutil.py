@@ -6,7 +6,7 @@ import math
 import numbers
 import random
 import time
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from lamina.errors import InvalidArgument
@@ -33,7 +33,7 @@ def now_ms() -> int:
 def iso_ms(ms: int, sep: str = "T") -> str:
     """Epoch milliseconds as people read them, in UTC to the millisecond: 2026-01-05T10:00:00.000Z
     (``sep`` between the date and the time)."""
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime(f"%Y-%m-%d{sep}%H:%M:%S.%f")[:-3] + "Z"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime(f"%Y-%m-%d{sep}%H:%M:%S.%f")[:-3] + "Z"
 
 
 def _in_range(ms: int, t: Any, what: str) -> int:
@@ -71,11 +71,12 @@ def epoch_ms(t: Any, what: str = "timestamp", timedelta_sign: int = 0) -> int:
     if isinstance(t, numbers.Real):
         value = _finite_number(t, what, f"a time ({_EXAMPLES})")
         if _SECONDS_LIKE[0] <= value < _SECONDS_LIKE[1]:
-            as_seconds = datetime.fromtimestamp(value, timezone.utc).isoformat(timespec="seconds")
+            as_seconds = datetime.fromtimestamp(value, UTC).isoformat(timespec="seconds")
             raise InvalidArgument(
                 f"{what} {t!r} looks like epoch seconds ({as_seconds}): Lamina reads a number as epoch "
                 f"milliseconds, where it would be a time in 1970; give int(seconds * 1000), a datetime "
-                f"or an ISO 8601 string")
+                f"or an ISO 8601 string"
+            )
         return _in_range(int(value), t, what)
     if isinstance(t, str):
         try:
@@ -86,9 +87,9 @@ def epoch_ms(t: Any, what: str = "timestamp", timedelta_sign: int = 0) -> int:
         t = datetime(t.year, t.month, t.day)
     if isinstance(t, datetime):
         if t.tzinfo is None:
-            t = t.replace(tzinfo=timezone.utc)
+            t = t.replace(tzinfo=UTC)
         try:
-            ms = (t - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
+            ms = (t - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
         except (OverflowError, ValueError, TypeError):  # an offset past year 1 or 9999
             ms = None
         if not isinstance(ms, int):  # pandas NaT, a missing time, subtracts to NaT

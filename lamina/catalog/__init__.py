@@ -10,7 +10,8 @@ See docs/catalog.md.
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
 from lamina.catalog.coordinator import CatalogVersionLog, SqlCoordinator
@@ -22,7 +23,10 @@ DEFAULT_CATALOG = "sqlite:///warehouse/catalog.db"
 
 
 def load_catalog(
-    uri: str = DEFAULT_CATALOG, *, warehouse: str | None = None, storage_options: Mapping[str, Any] | None = None,
+    uri: str = DEFAULT_CATALOG,
+    *,
+    warehouse: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     password: str | None = None,
 ) -> Catalog:
     """A catalog by URI.
@@ -70,6 +74,16 @@ def local_catalog_path(uri: str) -> str | None:
 
 
 __all__ = [
-    "Catalog", "CatalogTable", "CatalogVersionLog", "DEFAULT_CATALOG", "DirectoryCatalog", "SqlCatalog",
-    "SqlCoordinator", "TableInfo", "check_name", "load_catalog", "local_catalog_path", "parse_identifier",
+    "Catalog",
+    "CatalogTable",
+    "CatalogVersionLog",
+    "DEFAULT_CATALOG",
+    "DirectoryCatalog",
+    "SqlCatalog",
+    "SqlCoordinator",
+    "TableInfo",
+    "check_name",
+    "load_catalog",
+    "local_catalog_path",
+    "parse_identifier",
 ]

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -94,10 +95,10 @@ class Catalog(ABC):
         partition_by: str | Iterable[str] | None = None,
         properties: Mapping[str, Any] | None = None,
         location: str | None = None,
-    ) -> "CatalogTable": ...
+    ) -> CatalogTable: ...
 
     @abstractmethod
-    def load_table(self, identifier: Any) -> "CatalogTable": ...
+    def load_table(self, identifier: Any) -> CatalogTable: ...
 
     @abstractmethod
     def default_location(self, identifier: Any) -> str:
@@ -152,10 +153,10 @@ class Catalog(ABC):
         ``load_catalog`` this same catalog (Spark's Python workers commit through it)."""
         return self.uri, None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (a default: most catalogs hold nothing to close)
         pass
 
-    def __enter__(self) -> "Catalog":
+    def __enter__(self) -> Catalog:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -172,7 +173,7 @@ class CatalogTable(Table):
     catalog: Catalog
     identifier: str
 
-    def _bind_catalog(self, catalog: Catalog, identifier: str, online_check: Callable[[], bool]) -> "CatalogTable":
+    def _bind_catalog(self, catalog: Catalog, identifier: str, online_check: Callable[[], bool]) -> CatalogTable:
         self.catalog = catalog
         self.identifier = identifier
         self._online_check = online_check

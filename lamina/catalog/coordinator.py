@@ -36,6 +36,7 @@ from lamina.spec.version import VersionManifest
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class Row:
     """The commit-relevant part of a table's catalog row."""
@@ -150,7 +151,9 @@ class SqlCoordinator(CommitCoordinator):
             # version 0 was staged under the same commit id, and is published first.
             self._complete_staged(0, pending_path(0, row.commit_id), row.commit_id)
         if not row.pending_path:
-            raise CorruptMetadata(f"table {self.identifier}: version {row.version} is in the catalog but not at {self.io.uri}")
+            raise CorruptMetadata(
+                f"table {self.identifier}: version {row.version} is in the catalog but not at {self.io.uri}"
+            )
         self._complete_staged(row.version, row.pending_path, row.commit_id)
 
     def _complete_staged(self, version: int, staged: str, commit_id: str | None) -> None:
@@ -166,7 +169,9 @@ class SqlCoordinator(CommitCoordinator):
         vm = VersionManifest.from_json(data, staged)
         if vm.version != version or (commit_id and vm.commit_id != commit_id):
             raise CorruptMetadata(f"table {self.identifier}: {staged} is not version {version}")
-        log.info("completing the publish of version %d of %s (its writer stopped after the swap)", version, self.identifier)
+        log.info(
+            "completing the publish of version %d of %s (its writer stopped after the swap)", version, self.identifier
+        )
         self._publish_final(version, data, vm.commit_id, staged)
 
     def latest_version(self) -> int:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import pyarrow as pa
 
 from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
 from lamina.commit import VersionLog, flush_hints
+from lamina.data.inflight import live_write_ids
 from lamina.errors import (
     CatalogError,
     CatalogTableAlreadyExists,
@@ -33,7 +35,6 @@ from lamina.errors import (
 from lamina.io import FileIO
 from lamina.io.fileio import check_local_directory, make_local_directory
 from lamina.spec.layout import VERSIONS_DIR, version_path
-from lamina.data.inflight import live_write_ids
 from lamina.table.table import create_table, open_table
 
 OFFLINE_DIR = ".lamina-offline"
@@ -46,7 +47,7 @@ def warehouse_path(warehouse: str) -> str:
             f"{warehouse!r}: the directory catalog needs a local warehouse path; "
             "use a SQL catalog (sqlite:// or postgresql://) with ?warehouse=s3://... for object stores"
         )
-    path = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
+    path = warehouse[len("file://") :] if warehouse.startswith("file://") else warehouse
     return os.path.abspath(os.path.expanduser(path))
 
 
@@ -54,7 +55,12 @@ class DirectoryCatalog(Catalog):
     def __init__(self, warehouse: str) -> None:
         self.warehouse = warehouse_path(warehouse)
         self.uri = self.warehouse
-        check_local_directory(self.warehouse, "warehouse", "the warehouse is the directory holding one directory per namespace", InvalidCatalogUri)
+        check_local_directory(
+            self.warehouse,
+            "warehouse",
+            "the warehouse is the directory holding one directory per namespace",
+            InvalidCatalogUri,
+        )
         make_local_directory(self.warehouse, "warehouse")
 
     def __repr__(self) -> str:
@@ -68,7 +74,9 @@ class DirectoryCatalog(Catalog):
 
     def _require_namespace(self, ns: str) -> None:
         if not os.path.isdir(self._ns_dir(ns)):
-            raise NamespaceNotFound(f"no namespace {ns!r} in {self.warehouse}; create it first (catalog.create_namespace)")
+            raise NamespaceNotFound(
+                f"no namespace {ns!r} in {self.warehouse}; create it first (catalog.create_namespace)"
+            )
 
     @staticmethod
     def _is_table(path: str) -> bool:
@@ -83,8 +91,11 @@ class DirectoryCatalog(Catalog):
 
     def list_namespaces(self) -> list[str]:
         return sorted(
-            n for n in os.listdir(self.warehouse)
-            if os.path.isdir(os.path.join(self.warehouse, n)) and not n.startswith(".") and _valid(n)
+            n
+            for n in os.listdir(self.warehouse)
+            if os.path.isdir(os.path.join(self.warehouse, n))
+            and not n.startswith(".")
+            and _valid(n)
             and not self._is_table(os.path.join(self.warehouse, n))
         )
 
@@ -120,9 +131,14 @@ class DirectoryCatalog(Catalog):
         ns, name, path = self._locate(identifier)
         vm = VersionLog(FileIO(path)).latest()
         return TableInfo(
-            namespace=ns, name=name, uuid=vm.table_uuid, location=path,
-            schema_json=json.dumps(vm.schema.to_json()), online=not os.path.exists(self._offline_marker(ns, name)),
-            version=vm.version, manifest_path=version_path(vm.version),
+            namespace=ns,
+            name=name,
+            uuid=vm.table_uuid,
+            location=path,
+            schema_json=json.dumps(vm.schema.to_json()),
+            online=not os.path.exists(self._offline_marker(ns, name)),
+            version=vm.version,
+            manifest_path=version_path(vm.version),
         )
 
     def tables(self, namespace: str | None = None) -> list[TableInfo]:

@@ -21,14 +21,17 @@ names are left alone, so the database can still hold Iceberg tables of its own.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lamina.catalog.base import parse_identifier
 
 ICEBERG_CATALOG_NAME = "lamina"
 DROPPED = "lamina:dropped"  # a row's metadata_location while Lamina deletes it (the triggers allow that)
-READ_ONLY = ("Lamina tables are read-only through Iceberg catalogs: Lamina is their writer. Write with "
-             "lamina (Table.append, merge, ...) or lamina.spark; Iceberg readers see each commit")
+READ_ONLY = (
+    "Lamina tables are read-only through Iceberg catalogs: Lamina is their writer. Write with "
+    "lamina (Table.append, merge, ...) or lamina.spark; Iceberg readers see each commit"
+)
 
 _TABLES = [
     """CREATE TABLE IF NOT EXISTS iceberg_tables (
@@ -49,8 +52,10 @@ _TABLES = [
     )""",
 ]
 
-_SQLITE_GUARD = (f"NEW.catalog_name = '{ICEBERG_CATALOG_NAME}' AND NEW.metadata_location IS NOT '{DROPPED}' AND "
-                 "(NEW.metadata_location IS NULL OR NEW.metadata_location NOT GLOB '*/metadata/v[0-9]*.metadata.json')")
+_SQLITE_GUARD = (
+    f"NEW.catalog_name = '{ICEBERG_CATALOG_NAME}' AND NEW.metadata_location IS NOT '{DROPPED}' AND "
+    "(NEW.metadata_location IS NULL OR NEW.metadata_location NOT GLOB '*/metadata/v[0-9]*.metadata.json')"
+)
 _SQLITE_TRIGGERS = [
     f"""CREATE TRIGGER IF NOT EXISTS lamina_iceberg_tables_insert BEFORE INSERT ON iceberg_tables
         WHEN {_SQLITE_GUARD} BEGIN SELECT RAISE(ABORT, '{READ_ONLY}'); END""",
@@ -99,20 +104,34 @@ def publish(catalog: Any, identifier: str, metadata_location: str) -> None:
     with catalog.sql_transaction() as q:
         _lock(q, postgres)
         _ensure(q, postgres)
-        row = q("SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
-                (ICEBERG_CATALOG_NAME, ns, name)).fetchone()
+        row = q(
+            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
+            (ICEBERG_CATALOG_NAME, ns, name),
+        ).fetchone()
         if row is None:
-            q("INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, "
-              "previous_metadata_location, iceberg_type) VALUES (?, ?, ?, ?, NULL, 'TABLE')",
-              (ICEBERG_CATALOG_NAME, ns, name, metadata_location))
+            q(
+                "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, "
+                "previous_metadata_location, iceberg_type) VALUES (?, ?, ?, ?, NULL, 'TABLE')",
+                (ICEBERG_CATALOG_NAME, ns, name, metadata_location),
+            )
         elif row[0] != metadata_location:
-            q("UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? "
-              "WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
-              (metadata_location, row[0], ICEBERG_CATALOG_NAME, ns, name))
-        if q("SELECT 1 FROM iceberg_namespace_properties WHERE catalog_name = ? AND namespace = ? AND property_key = 'exists'",
-             (ICEBERG_CATALOG_NAME, ns)).fetchone() is None:
-            q("INSERT INTO iceberg_namespace_properties (catalog_name, namespace, property_key, property_value) "
-              "VALUES (?, ?, 'exists', 'true')", (ICEBERG_CATALOG_NAME, ns))
+            q(
+                "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? "
+                "WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
+                (metadata_location, row[0], ICEBERG_CATALOG_NAME, ns, name),
+            )
+        if (
+            q(
+                "SELECT 1 FROM iceberg_namespace_properties WHERE catalog_name = ? AND namespace = ? AND property_key = 'exists'",
+                (ICEBERG_CATALOG_NAME, ns),
+            ).fetchone()
+            is None
+        ):
+            q(
+                "INSERT INTO iceberg_namespace_properties (catalog_name, namespace, property_key, property_value) "
+                "VALUES (?, ?, 'exists', 'true')",
+                (ICEBERG_CATALOG_NAME, ns),
+            )
 
 
 def forget(catalog: Any, identifier: str) -> None:
@@ -123,6 +142,8 @@ def forget(catalog: Any, identifier: str) -> None:
         _lock(q, postgres)
         _ensure(q, postgres)
         key = (ICEBERG_CATALOG_NAME, ns, name)
-        q("UPDATE iceberg_tables SET metadata_location = ? WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
-          (DROPPED, *key))
+        q(
+            "UPDATE iceberg_tables SET metadata_location = ? WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
+            (DROPPED, *key),
+        )
         q("DELETE FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?", key)

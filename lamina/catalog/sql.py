@@ -20,18 +20,19 @@ import os
 import shutil
 import time
 import urllib.parse
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import pyarrow as pa
 
+from lamina.catalog import iceberg_names
 from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
-from lamina.catalog.sql_backends import Backend, PostgresBackend, SqliteBackend, redact
-from lamina.commit import Committer, flush_hints
-from lamina.commit.committer import step
 from lamina.catalog.coordinator import CatalogVersionLog, Row, SqlCoordinator
+from lamina.catalog.sql_backends import Backend, PostgresBackend, SqliteBackend, redact
 from lamina.catalog.transaction import SERIALIZABLE, CatalogSnapshot, CatalogTransaction, SnapshotEntry, _Refused
-from lamina.commit import CommitOptions
-from lamina.timeutil import epoch_ms
+from lamina.commit import CommitOptions, Committer, flush_hints
+from lamina.commit.committer import step
+from lamina.data.inflight import live_write_ids
 from lamina.errors import (
     CatalogError,
     CatalogTableAlreadyExists,
@@ -49,10 +50,9 @@ from lamina.io import FileIO
 from lamina.spec.features import CATALOG_COMMITS
 from lamina.spec.layout import DATA_DIR, META_DIR, version_path
 from lamina.spec.version import VersionManifest
-from lamina.data.inflight import live_write_ids
-from lamina.catalog import iceberg_names
 from lamina.table import iceberg_view
 from lamina.table.table import initial_version
+from lamina.timeutil import epoch_ms
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def _read(fn: Callable[..., Any]) -> Callable[..., Any]:
     by a server restart or an idle timeout is reopened, and a read is safe to repeat."""
 
     @functools.wraps(fn)
-    def method(self: "SqlCatalog", *args: Any, **kwargs: Any) -> Any:
+    def method(self: SqlCatalog, *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(self, *args, **kwargs)
         except StorageError:
@@ -111,8 +111,12 @@ def _read(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 class SqlCatalog(Catalog):
     def __init__(
-        self, backend: Backend, warehouse: str | None, storage_options: Mapping[str, Any] | None = None,
-        *, init_lock: str | None = None,
+        self,
+        backend: Backend,
+        warehouse: str | None,
+        storage_options: Mapping[str, Any] | None = None,
+        *,
+        init_lock: str | None = None,
     ) -> None:
         self._db = backend
         self.uri = backend.uri
@@ -148,7 +152,7 @@ class SqlCatalog(Catalog):
     def _forget_iceberg_name(self, identifier: str) -> None:
         try:
             iceberg_names.forget(self, identifier)
-        except Exception as e:  # noqa: BLE001 (derived state: the Lamina change stands; the next sync repairs)
+        except Exception as e:
             log.warning("the Iceberg name of %s was not removed: %s", identifier, e)
 
     def reopen_uri(self) -> tuple[str, str | None]:
@@ -196,8 +200,14 @@ class SqlCatalog(Catalog):
 
     def _info(self, r: Any) -> TableInfo:
         return TableInfo(
-            namespace=r[1], name=r[2], uuid=r[0], location=r[3], schema_json=r[4],
-            online=bool(r[5]), version=int(r[6]), manifest_path=r[7],
+            namespace=r[1],
+            name=r[2],
+            uuid=r[0],
+            location=r[3],
+            schema_json=r[4],
+            online=bool(r[5]),
+            version=int(r[6]),
+            manifest_path=r[7],
         )
 
     @_read
@@ -217,7 +227,9 @@ class SqlCatalog(Catalog):
             else:
                 check_name(namespace, "namespace")
                 self._require_namespace(q, namespace)
-                rows = q(f"SELECT {_COLS} FROM lamina_tables WHERE namespace = ? ORDER BY name", (namespace,)).fetchall()
+                rows = q(
+                    f"SELECT {_COLS} FROM lamina_tables WHERE namespace = ? ORDER BY name", (namespace,)
+                ).fetchall()
         return [self._info(r) for r in rows]
 
     def table_exists(self, identifier: Any) -> bool:
@@ -279,11 +291,23 @@ class SqlCatalog(Catalog):
                 q(
                     "INSERT INTO lamina_tables (id, namespace, name, location, schema_json, online, version, "
                     "manifest_path, pending_path, commit_id, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, 1, 0, ?, ?, ?, ?, ?)",
-                    (table_id, ns, name, location, json.dumps(vm.schema.to_json()), version_path(0), staged,
-                     vm.commit_id, now, now),
+                    (
+                        table_id,
+                        ns,
+                        name,
+                        location,
+                        json.dumps(vm.schema.to_json()),
+                        version_path(0),
+                        staged,
+                        vm.commit_id,
+                        now,
+                        now,
+                    ),
                 )
         except self._db.IntegrityError:
-            raise CatalogTableAlreadyExists(f"table {ident} (or its location {location}) was created concurrently") from None
+            raise CatalogTableAlreadyExists(
+                f"table {ident} (or its location {location}) was created concurrently"
+            ) from None
 
     def _coordinator(self, table_id: str, ident: str, io: FileIO) -> SqlCoordinator:
         log_ = CatalogVersionLog(io, table_uuid=table_id, table_identifier=ident)
@@ -314,8 +338,10 @@ class SqlCatalog(Catalog):
     def _entry_row(self, identifier: Any) -> tuple[TableInfo, Row]:
         ns, name = parse_identifier(identifier)
         with self._db.tx(write=False) as q:
-            r = q(f"SELECT {_COLS}, pending_path, commit_id FROM lamina_tables WHERE namespace = ? AND name = ?",
-                  (ns, name)).fetchone()
+            r = q(
+                f"SELECT {_COLS}, pending_path, commit_id FROM lamina_tables WHERE namespace = ? AND name = ?",
+                (ns, name),
+            ).fetchone()
         if r is None:
             raise CatalogTableNotFound(f"no table {ns}.{name} in {self.uri}")
         info = self._info(r)
@@ -401,8 +427,18 @@ class SqlCatalog(Catalog):
                 q(
                     "INSERT INTO lamina_tables (id, namespace, name, location, schema_json, online, version, "
                     "manifest_path, pending_path, commit_id, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, 1, ?, ?, NULL, ?, ?, ?)",
-                    (vm.table_uuid, ns, name, io.uri, json.dumps(vm.schema.to_json()), vm.version,
-                     version_path(vm.version), vm.commit_id, now, now),
+                    (
+                        vm.table_uuid,
+                        ns,
+                        name,
+                        io.uri,
+                        json.dumps(vm.schema.to_json()),
+                        vm.version,
+                        version_path(vm.version),
+                        vm.commit_id,
+                        now,
+                        now,
+                    ),
                 )
         except self._db.IntegrityError:
             raise CatalogTableAlreadyExists(f"table {vm.table_uuid} at {io.uri} is already in {self.uri}") from None
@@ -415,8 +451,16 @@ class SqlCatalog(Catalog):
             n = q(
                 "UPDATE lamina_tables SET version = ?, manifest_path = ?, pending_path = ?, commit_id = ?, "
                 "schema_json = ?, updated_ms = ? WHERE id = ? AND version = ? AND online = 1",
-                (vm.version, version_path(vm.version), pending, vm.commit_id, json.dumps(vm.schema.to_json()),
-                 _now_ms(), table_id, expected),
+                (
+                    vm.version,
+                    version_path(vm.version),
+                    pending,
+                    vm.commit_id,
+                    json.dumps(vm.schema.to_json()),
+                    _now_ms(),
+                    table_id,
+                    expected,
+                ),
             ).rowcount
             if n == 1:
                 return None
@@ -439,11 +483,11 @@ class SqlCatalog(Catalog):
             raise CatalogTableNotFound(f"table {table_id} was dropped from {self.uri}")
         return Row(int(r[0]), r[1], r[2], r[3], bool(r[4]))
 
-
     # -- multi-table transactions and snapshots (lamina.catalog.transaction) ------------------
 
-    def transaction(self, *, commit_options: CommitOptions | None = None,
-                    isolation_level: str = SERIALIZABLE) -> CatalogTransaction:
+    def transaction(
+        self, *, commit_options: CommitOptions | None = None, isolation_level: str = SERIALIZABLE
+    ) -> CatalogTransaction:
         """Changes to several tables committed at once: ``with catalog.transaction() as tx:
         tx.table("ns.a").append(...); tx.table("ns.b").delete(where=...)``. ``isolation_level``:
         ``"serializable"`` (default) or ``"snapshot"`` (see lamina.catalog.transaction)."""
@@ -454,7 +498,9 @@ class SqlCatalog(Catalog):
         ``at`` (a datetime, ISO string or epoch ms) each table's version as of that time."""
         taken = _now_ms()
         with self._db.tx(write=False) as q:
-            rows = q("SELECT id, namespace, name, location, version FROM lamina_tables ORDER BY namespace, name").fetchall()
+            rows = q(
+                "SELECT id, namespace, name, location, version FROM lamina_tables ORDER BY namespace, name"
+            ).fetchall()
         entries = {f"{r[1]}.{r[2]}": SnapshotEntry(f"{r[1]}.{r[2]}", r[0], r[3], int(r[4])) for r in rows}
         if at is None:
             return CatalogSnapshot(self, entries, taken)
@@ -487,7 +533,8 @@ class SqlCatalog(Catalog):
     _transaction_committed = transaction_committed
 
     def _commit_many(
-        self, tx_id: str,
+        self,
+        tx_id: str,
         swaps: list[tuple[str, int, VersionManifest, str]],
         inserts: list[tuple[str, str, str, VersionManifest, str]],
         drops: list[str],
@@ -499,8 +546,10 @@ class SqlCatalog(Catalog):
         version, left as they are. Returns the rows that refused (empty: committed)."""
         refused: list[tuple[str, Row | None]] = []
         now = _now_ms()
-        rows = sorted([(t, e, (vm, staged)) for t, e, vm, staged in swaps] + [(t, e, None) for t, e in asserts],
-                      key=lambda r: r[0])
+        rows = sorted(
+            [(t, e, (vm, staged)) for t, e, vm, staged in swaps] + [(t, e, None) for t, e in asserts],
+            key=lambda r: r[0],
+        )
         try:
             with self._db.tx() as q:
                 # One lock order for every transaction (PostgreSQL would otherwise deadlock two
@@ -508,7 +557,9 @@ class SqlCatalog(Catalog):
                 # locked too (shared), so no swap of it can commit before this transaction does.
                 for table_id, expected, swap in rows:
                     if swap is None:
-                        r = q(f"SELECT version FROM lamina_tables WHERE id = ?{self._db.lock_shared}", (table_id,)).fetchone()
+                        r = q(
+                            f"SELECT version FROM lamina_tables WHERE id = ?{self._db.lock_shared}", (table_id,)
+                        ).fetchone()
                         if r is None or int(r[0]) != expected:
                             refused.append((table_id, None))
                         continue
@@ -516,24 +567,45 @@ class SqlCatalog(Catalog):
                     n = q(
                         "UPDATE lamina_tables SET version = ?, manifest_path = ?, pending_path = ?, commit_id = ?, "
                         "schema_json = ?, updated_ms = ? WHERE id = ? AND version = ? AND online = 1",
-                        (vm.version, version_path(vm.version), staged, vm.commit_id, json.dumps(vm.schema.to_json()),
-                         now, table_id, expected),
+                        (
+                            vm.version,
+                            version_path(vm.version),
+                            staged,
+                            vm.commit_id,
+                            json.dumps(vm.schema.to_json()),
+                            now,
+                            table_id,
+                            expected,
+                        ),
                     ).rowcount
                     if n != 1:
                         refused.append((table_id, None))
                 for table_id, ident, location, vm, staged in inserts:
                     ns, name = parse_identifier(ident)
                     self._require_namespace(q, ns)
-                    taken = q("SELECT 1 FROM lamina_tables WHERE (namespace = ? AND name = ?) OR location = ?",
-                              (ns, name, location)).fetchone()
+                    taken = q(
+                        "SELECT 1 FROM lamina_tables WHERE (namespace = ? AND name = ?) OR location = ?",
+                        (ns, name, location),
+                    ).fetchone()
                     if taken:
                         refused.append((table_id, None))
                         continue
                     q(
                         "INSERT INTO lamina_tables (id, namespace, name, location, schema_json, online, version, "
                         "manifest_path, pending_path, commit_id, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
-                        (table_id, ns, name, location, json.dumps(vm.schema.to_json()), vm.version,
-                         version_path(vm.version), staged, vm.commit_id, now, now),
+                        (
+                            table_id,
+                            ns,
+                            name,
+                            location,
+                            json.dumps(vm.schema.to_json()),
+                            vm.version,
+                            version_path(vm.version),
+                            staged,
+                            vm.commit_id,
+                            now,
+                            now,
+                        ),
                     )
                 for table_id in drops:
                     if q("DELETE FROM lamina_tables WHERE id = ?", (table_id,)).rowcount != 1:
@@ -541,8 +613,10 @@ class SqlCatalog(Catalog):
                 if refused:
                     raise _Refused()
                 step("sql-swapped")  # crash tests: every row changed, not yet recorded nor committed
-                q("INSERT INTO lamina_transactions (id, committed_ms, tables_json) VALUES (?, ?, ?)",
-                  (tx_id, now, json.dumps(dict(record), sort_keys=True)))
+                q(
+                    "INSERT INTO lamina_transactions (id, committed_ms, tables_json) VALUES (?, ?, ?)",
+                    (tx_id, now, json.dumps(dict(record), sort_keys=True)),
+                )
         except _Refused:
             pass
         except self._db.IntegrityError:
@@ -604,7 +678,9 @@ def sqlite_path(uri: str) -> str:
     """The absolute path of the database file a ``sqlite:`` catalog URI names."""
     p = urllib.parse.urlsplit(uri)
     if p.netloc:
-        raise InvalidCatalogUri(f"{uri!r}: SQLite catalogs are sqlite:///relative/path.db or sqlite:////absolute/path.db")
+        raise InvalidCatalogUri(
+            f"{uri!r}: SQLite catalogs are sqlite:///relative/path.db or sqlite:////absolute/path.db"
+        )
     path = p.path[1:] if p.path.startswith("/") else p.path
     if not path or path.endswith("/"):
         raise InvalidCatalogUri(f"{uri!r}: name the database file, e.g. sqlite:///warehouse/catalog.db")
@@ -621,13 +697,16 @@ def open_sqlite(uri: str, warehouse: str | None, storage_options: Mapping[str, A
     return cat
 
 
-def open_postgres(uri: str, warehouse: str | None, storage_options: Mapping[str, Any] | None,
-                  password: str | None = None) -> SqlCatalog:
+def open_postgres(
+    uri: str, warehouse: str | None, storage_options: Mapping[str, Any] | None, password: str | None = None
+) -> SqlCatalog:
     p = urllib.parse.urlsplit(uri)
     try:
-        p.port
+        _ = p.port  # raises ValueError for a bad port
     except ValueError as e:  # 'abc', 99999
-        raise InvalidCatalogUri(f"{redact(uri)!r}: {e}; a port is a number from 1 to 65535, e.g. postgresql://user@host:5432/db") from None
+        raise InvalidCatalogUri(
+            f"{redact(uri)!r}: {e}; a port is a number from 1 to 65535, e.g. postgresql://user@host:5432/db"
+        ) from None
     if not p.hostname and "host=" not in p.query:
         raise InvalidCatalogUri(f"{redact(uri)!r}: name the server, postgresql://user@host:port/database")
     query = urllib.parse.parse_qsl(p.query)
@@ -643,7 +722,14 @@ def open_postgres(uri: str, warehouse: str | None, storage_options: Mapping[str,
     cat = SqlCatalog(backend, warehouse, storage_options, init_lock="SELECT pg_advisory_xact_lock(7318323)")
     netloc = p.netloc.rpartition("@")
     user = netloc[0].partition(":")[0]
-    plain = urllib.parse.urlunsplit(("postgresql", f"{user}@{netloc[2]}" if netloc[1] else netloc[2], p.path,
-                                     urllib.parse.urlencode(rest + ([("warehouse", warehouse)] if warehouse else [])), ""))
+    plain = urllib.parse.urlunsplit(
+        (
+            "postgresql",
+            f"{user}@{netloc[2]}" if netloc[1] else netloc[2],
+            p.path,
+            urllib.parse.urlencode(rest + ([("warehouse", warehouse)] if warehouse else [])),
+            "",
+        )
+    )
     cat._reopen = (plain, secret)
     return cat

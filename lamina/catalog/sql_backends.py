@@ -12,8 +12,9 @@ import os
 import sqlite3
 import threading
 import urllib.parse
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from lamina.errors import CatalogError, CatalogUnreachable, StorageError
 
@@ -114,9 +115,7 @@ class PostgresBackend(Backend):
         try:
             import psycopg
         except ImportError:
-            raise CatalogError(
-                "PostgreSQL catalogs need psycopg: pip install 'lamina[postgres]'"
-            ) from None
+            raise CatalogError("PostgreSQL catalogs need psycopg: pip install 'lamina[postgres]'") from None
         self._psycopg = psycopg
         self.conninfo = conninfo
         self.uri = uri
@@ -155,7 +154,9 @@ class PostgresBackend(Backend):
                     except psycopg.Error:
                         pass
                     self._conn = None
-                raise StorageError(f"catalog {self.uri}: {type(e).__name__}: {scrub(str(e).strip(), self._password)}") from None
+                raise StorageError(
+                    f"catalog {self.uri}: {type(e).__name__}: {scrub(str(e).strip(), self._password)}"
+                ) from None
 
     def close(self) -> None:
         with self._lock:

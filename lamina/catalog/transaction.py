@@ -61,9 +61,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -85,16 +86,16 @@ from lamina.errors import (
     TableOffline,
     VersionNotFound,
 )
-from lamina.io import FileIO
-from lamina.spec.features import CATALOG_COMMITS, check_writer
-from lamina.spec.layout import pending_path
-from lamina.spec.slot import next_block_commits
-from lamina.spec.version import VersionManifest
 from lamina.expr import Expr, bind, referenced_columns, to_expr
+from lamina.io import FileIO
 from lamina.operations.rowlevel.delete_update import delete_rows
 from lamina.operations.rowlevel.delta import RowDelta
 from lamina.operations.schema import PlannedColumns
+from lamina.spec.features import CATALOG_COMMITS, check_writer
+from lamina.spec.layout import pending_path
 from lamina.spec.properties import MERGE_ON_READ
+from lamina.spec.slot import next_block_commits
+from lamina.spec.version import VersionManifest
 from lamina.table.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -111,13 +112,14 @@ class TableChanges(Transaction):
     loaded the table at (``scan``, ``to_arrow``), which a serializable transaction checks at
     its commit."""
 
-    def __init__(self, table: CatalogTable, commit_options: CommitOptions | None = None, *,
-                 record_reads: bool = False) -> None:
+    def __init__(
+        self, table: CatalogTable, commit_options: CommitOptions | None = None, *, record_reads: bool = False
+    ) -> None:
         super().__init__(table, commit_options)
         self._record_reads = record_reads
         self.reads: list[RowDelta] = []  # the rows each recorded read could see (deletes never committed)
 
-    def scan(self, where: str | Expr | None = None, columns: Sequence[str] | None = None) -> "Scan":
+    def scan(self, where: str | Expr | None = None, columns: Sequence[str] | None = None) -> Scan:
         """A read of the table at the version the transaction loaded it at, before any change
         to it in the transaction (a read after one would not see it: refused). Under
         ``isolation_level="serializable"`` the read is recorded: if a concurrent commit changes
@@ -153,7 +155,7 @@ class TableChanges(Transaction):
     def abort(self) -> None:
         raise InvalidArgument("abort the catalog transaction instead: its tables commit or abort together")
 
-    def __enter__(self) -> "TableChanges":
+    def __enter__(self) -> TableChanges:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -196,8 +198,9 @@ class CatalogTransaction:
     """Changes to several tables of a SQL catalog, visible to catalog readers all at once or
     not at all. ``catalog.transaction()`` makes one; see the module's docstring."""
 
-    def __init__(self, catalog: "SqlCatalog", commit_options: CommitOptions | None = None,
-                 isolation_level: str = SERIALIZABLE) -> None:
+    def __init__(
+        self, catalog: SqlCatalog, commit_options: CommitOptions | None = None, isolation_level: str = SERIALIZABLE
+    ) -> None:
         self.catalog = catalog
         self.commit_options = commit_options
         self.isolation_level = check_isolation_level(isolation_level)
@@ -282,7 +285,9 @@ class CatalogTransaction:
         """Commit every table's changes at once; each table's new version (None for a table
         whose changes changed nothing)."""
         self._check_open()
-        if not self._drops and not any(m.changes.operations or m.changes.queued_tags or m.created for m in self._members.values()):
+        if not self._drops and not any(
+            m.changes.operations or m.changes.queued_tags or m.created for m in self._members.values()
+        ):
             raise InvalidArgument("the catalog transaction has no changes to commit")
         options = self.commit_options or CommitOptions()
         try:
@@ -310,7 +315,7 @@ class CatalogTransaction:
         cannot be told."""
         try:
             committed = self.catalog._transaction_committed(self.id)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log.warning("could not tell whether catalog transaction %s committed (%s); its files are kept", self.id, e)
             committed, state = True, "unknown"
         else:
@@ -330,7 +335,7 @@ class CatalogTransaction:
             self.attempts = attempt
             # Each table's manifests are written on a thread of its own (Parquet encoding and
             # storage calls release the GIL; the tables share nothing until the SQL commit).
-            _parallel([lambda m=m: self._prepare(m, fresh=attempt > 1) for m in stale])
+            _parallel([lambda m=m, again=attempt > 1: self._prepare(m, fresh=again) for m in stale])
             self._stage()
             refused = self._sql_commit(options)
             if refused is None:
@@ -368,7 +373,8 @@ class CatalogTransaction:
         except CommitConflict as e:
             raise CatalogTransactionConflict(
                 f"table {m.ident}: {e} Nothing was committed to any table of the transaction.",
-                m.ident, e.files,
+                m.ident,
+                e.files,
             ) from None
 
     def _check_unchanged(self, m: _Member, base: VersionManifest) -> None:
@@ -400,7 +406,8 @@ class CatalogTransaction:
                 if files:
                     raise CommitConflict(
                         f"a concurrent commit changed rows that its read (where {r.where}) saw, or added rows it "
-                        f"would see (in {_some(files)}).", files=files,
+                        f"would see (in {_some(files)}).",
+                        files=files,
                     )
             return
         for op in m.changes.operations:
@@ -409,7 +416,8 @@ class CatalogTransaction:
                 if files:
                     raise CommitConflict(
                         f"its {op.operation} matches rows that a concurrent commit deleted or rewrote "
-                        f"(in {_some(files)}).", files=files,
+                        f"(in {_some(files)}).",
+                        files=files,
                     )
 
     def _stage(self) -> None:
@@ -436,17 +444,26 @@ class CatalogTransaction:
 
     def _sql_commit(self, options: CommitOptions) -> list[tuple[str, Row | None]] | None:
         """The commit point. None once committed; else the rows that refused it."""
-        swaps = [(m.table.uuid, m.base.version, m.staged[-1][0], m.staged[-1][1])
-                 for m in self._members.values() if m.created is None and m.vm is not None]
-        inserts = [(m.table.uuid, m.ident, m.table.io.uri, m.staged[-1][0], m.staged[-1][1])
-                   for m in self._members.values() if m.created is not None]
+        swaps = [
+            (m.table.uuid, m.base.version, m.staged[-1][0], m.staged[-1][1])
+            for m in self._members.values()
+            if m.created is None and m.vm is not None
+        ]
+        inserts = [
+            (m.table.uuid, m.ident, m.table.io.uri, m.staged[-1][0], m.staged[-1][1])
+            for m in self._members.values()
+            if m.created is not None
+        ]
         drops = [info.uuid for info, _ in self._drops.values()]
         if not swaps and not inserts and not drops:
             return None  # nothing changed (e.g. deletes that matched no row)
         # A table read (and checked) but not changed must still be at the version its reads were
         # checked against (Iceberg's assert-ref-snapshot-id requirement).
-        asserts = [(m.table.uuid, m.base.version) for m in self._members.values()
-                   if m.created is None and m.vm is None and m.changes.reads]
+        asserts = [
+            (m.table.uuid, m.base.version)
+            for m in self._members.values()
+            if m.created is None and m.vm is None and m.changes.reads
+        ]
         record = {m.ident: m.staged[-1][0].version for m in self._members.values() if m.staged}
         for _ in range(options.resolve_attempts):
             try:
@@ -483,7 +500,9 @@ class CatalogTransaction:
         if not row.online and m.vm is not None:  # (a table only read may go offline)
             raise TableOffline(f"table {m.ident} went offline; nothing was committed to any table of the transaction")
         if row.version < m.base.version:
-            raise CorruptMetadata(f"table {m.ident}: the catalog row went back from version {m.base.version} to {row.version}")
+            raise CorruptMetadata(
+                f"table {m.ident}: the catalog row went back from version {m.base.version} to {row.version}"
+            )
 
     def _finish(self) -> None:
         """After the commit point: publish every version under its final name, then hints,
@@ -496,8 +515,12 @@ class CatalogTransaction:
                 try:
                     m.coordinator._publish_final(vm.version, data, vm.commit_id, staged)
                 except (StorageError, CorruptMetadata) as e:
-                    log.warning("version %d of %s is committed but not yet published (%s); its next load publishes it",
-                                vm.version, m.ident, e)
+                    log.warning(
+                        "version %d of %s is committed but not yet published (%s); its next load publishes it",
+                        vm.version,
+                        m.ident,
+                        e,
+                    )
                     return
                 step("published")
             published.add(m.ident)
@@ -518,7 +541,7 @@ class CatalogTransaction:
             self.versions[m.ident] = m.changes.version if m.created is None else (m.vm or m.created).version
             if m.changes.queued_tags:
                 m.changes.create_tags(vm if vm is not None else m.table.metadata)
-        for ident, (info, purge) in self._drops.items():
+        for _ident, (info, purge) in self._drops.items():
             if purge:
                 from lamina.catalog.sql import _purge
 
@@ -548,9 +571,11 @@ class CatalogTransaction:
 
     def _check_open(self) -> None:
         if self._state != "open":
-            raise InvalidArgument(f"the catalog transaction is {self._state}; start a new one with catalog.transaction()")
+            raise InvalidArgument(
+                f"the catalog transaction is {self._state}; start a new one with catalog.transaction()"
+            )
 
-    def __enter__(self) -> "CatalogTransaction":
+    def __enter__(self) -> CatalogTransaction:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -610,8 +635,9 @@ class CatalogSnapshot:
     """Every table of a catalog at one catalog state (``catalog.snapshot()``): a reader of
     several tables sees each catalog transaction wholly or not at all."""
 
-    def __init__(self, catalog: "SqlCatalog", entries: Mapping[str, SnapshotEntry], taken_ms: int,
-                 at_ms: int | None = None) -> None:
+    def __init__(
+        self, catalog: SqlCatalog, entries: Mapping[str, SnapshotEntry], taken_ms: int, at_ms: int | None = None
+    ) -> None:
         self.catalog = catalog
         self.entries = dict(entries)
         self.taken_ms = taken_ms
@@ -648,7 +674,7 @@ class CatalogSnapshot:
         table = CatalogTable(log_.io, log_, vm, coord)
         return table._bind_catalog(self.catalog, e.identifier, lambda: self.catalog._online_by_id(e.uuid, e.identifier))
 
-    def scan(self, identifier: Any, **kwargs: Any) -> "Scan":
+    def scan(self, identifier: Any, **kwargs: Any) -> Scan:
         return self.load_table(identifier).scan(**kwargs)
 
     def to_arrow(self, identifier: Any, **kwargs: Any) -> pa.Table:

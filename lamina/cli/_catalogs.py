@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shlex
-
 from typing import Any
 
 from lamina.catalog import DEFAULT_CATALOG, Catalog, load_catalog, local_catalog_path
@@ -56,8 +55,10 @@ def missing(uri: str, source: str) -> CatalogNotFound | None:
 def how_to_create(uri: str) -> str:
     """The commands that make the catalog ``uri``, or name another."""
     named = "" if uri == DEFAULT_CATALOG else f" --catalog {shlex.quote(uri)}"
-    return (f"create it with `lamina catalog create NAMESPACE{named}`, or name an existing catalog with --catalog URI "
-            "or LAMINA_CATALOG")
+    return (
+        f"create it with `lamina catalog create NAMESPACE{named}`, or name an existing catalog with --catalog URI "
+        "or LAMINA_CATALOG"
+    )
 
 
 def open_catalog(ctx: Any, option: str | None = None, *, create: bool = False) -> Catalog:

@@ -14,7 +14,7 @@ import os
 import re
 import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from enum import Enum
 from typing import NamedTuple, NoReturn
@@ -36,7 +36,9 @@ err = Console(stderr=True)
 
 
 def fail(e: Exception) -> NoReturn:
-    err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)  # one line, whatever the terminal's width; no markup
+    err.print(
+        f"[red]error:[/red] {escape(str(e))}", soft_wrap=True
+    )  # one line, whatever the terminal's width; no markup
     raise typer.Exit(2) from None
 
 
@@ -45,14 +47,16 @@ def fail(e: Exception) -> NoReturn:
 TABLE, JSON, CSV = "table", "json", "csv"
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(str, Enum):  # noqa: UP042 (str() of a member is its name here, as typer shows it)
     table = TABLE
     json = JSON
     csv = CSV
 
 
-OUTPUT_HELP = ("table for people (fitted to the terminal, sizes and counts in human units); json (JSON Lines, one "
-               "object per row) or csv (with a header) for programs: every row, whole and raw")
+OUTPUT_HELP = (
+    "table for people (fitted to the terminal, sizes and counts in human units); json (JSON Lines, one "
+    "object per row) or csv (with a header) for programs: every row, whole and raw"
+)
 
 # `--output` of every command that lists rows; `--json` and `--csv`, its shorthands, where they were first.
 OUTPUT = typer.Option(TABLE, "--output", "-o", case_sensitive=False, help=OUTPUT_HELP)
@@ -62,7 +66,9 @@ CSV_FLAG = typer.Option(False, "--csv", help="same as --output csv")
 
 def limit_option(rows: int, what: str = "rows"):
     """`--limit` of a listing: a table shows its first ``rows``, json and csv every one."""
-    return typer.Option(None, "--limit", "-n", min=1, help=f"{what} to print (default: {rows} in a table, all with --output json|csv)")
+    return typer.Option(
+        None, "--limit", "-n", min=1, help=f"{what} to print (default: {rows} in a table, all with --output json|csv)"
+    )
 
 
 def output_format(output: OutputFormat | str, as_json: bool = False, as_csv: bool = False) -> str:
@@ -138,7 +144,7 @@ def cell(v: object, null: str = "") -> str:
 
 def _times(values: list, header: str, aware: bool, null: str) -> tuple[list[str], str]:
     """Times to the second (None as ``null``); a date all of them share goes to the header."""
-    utc = [v.astimezone(timezone.utc) if aware and v is not None else v for v in values]
+    utc = [v.astimezone(UTC) if aware and v is not None else v for v in values]
     dates = {v.date() for v in utc if v is not None}
     zone = " UTC" if aware else ""
     if len(dates) == 1:
@@ -210,7 +216,9 @@ class _Column(NamedTuple):
     cells_width: int  # the width that holds every cell on one line
     header_width: int  # ... and the header too
     number: bool
-    kind: str  # how its cells fit a narrower width: "whole" (wrap between words), "path" (wrap_path), "text" (wrap_text)
+    kind: (
+        str  # how its cells fit a narrower width: "whole" (wrap between words), "path" (wrap_path), "text" (wrap_text)
+    )
 
 
 def _column(col: pa.ChunkedArray, header: str, short_time: bool, kind: str, unit: str, null: str) -> _Column:
@@ -234,8 +242,15 @@ def _column(col: pa.ChunkedArray, header: str, short_time: bool, kind: str, unit
         word = max([_longest_word(c, pieces=kind == "text") for c in cells] + [0])
         narrowest = word if kind == "whole" else min(word, _NARROW)
     narrowest = max(narrowest, min(_longest_word(header, pieces=True), _HEADER_NARROW), 1)
-    return _Column(header, cells, narrowest, max(cells_width, narrowest), max(cells_width, cell_len(header), narrowest),
-                   number, kind)
+    return _Column(
+        header,
+        cells,
+        narrowest,
+        max(cells_width, narrowest),
+        max(cells_width, cell_len(header), narrowest),
+        number,
+        kind,
+    )
 
 
 def _fit(c: _Column, width: int) -> list[str]:
@@ -270,9 +285,17 @@ def _share(spare: int, wants: list[int]) -> list[int]:
 
 
 def print_table(
-    tbl: pa.Table, title: str, *, headers: Mapping[str, str] | None = None, short_times: Collection[str] | None = None,
-    whole_words: Collection[str] = (), paths: Collection[str] = (), counts: Collection[str] = (),
-    sizes: Collection[str] = (), hint: str = "", null: str = "",
+    tbl: pa.Table,
+    title: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    short_times: Collection[str] | None = None,
+    whole_words: Collection[str] = (),
+    paths: Collection[str] = (),
+    counts: Collection[str] = (),
+    sizes: Collection[str] = (),
+    hint: str = "",
+    null: str = "",
 ) -> None:
     """Print ``tbl`` as a rich table that stays readable at the console's width (COLUMNS):
 
@@ -299,8 +322,10 @@ def print_table(
     def unit(name: str) -> str:
         return "bytes" if name in sizes else "count" if name in counts else ""
 
-    cols = [_column(col, headers.get(name, name), short_times is None or name in short_times, kind(name), unit(name), null)
-            for name, col in zip(tbl.column_names, tbl.columns)]
+    cols = [
+        _column(col, headers.get(name, name), short_times is None or name in short_times, kind(name), unit(name), null)
+        for name, col in zip(tbl.column_names, tbl.columns)
+    ]
     shown = 1
     while shown < len(cols) and _frame(shown + 1) + sum(c.narrowest for c in cols[: shown + 1]) <= width:
         shown += 1
@@ -363,7 +388,9 @@ def _check_csv(schema: pa.Schema, hint: str) -> None:
     """Refuse nested columns, which CSV cannot hold, before anything is written."""
     nested = [f.name for f in schema if pa.types.is_nested(f.type)]
     if nested:
-        raise InvalidArgument(f"CSV cannot hold the nested column{'s' if len(nested) > 1 else ''} {', '.join(nested)}: {hint}")
+        raise InvalidArgument(
+            f"CSV cannot hold the nested column{'s' if len(nested) > 1 else ''} {', '.join(nested)}: {hint}"
+        )
 
 
 def nested_as_json(tbl: pa.Table) -> pa.Table:
@@ -407,7 +434,9 @@ def file_format(path: str) -> str:
     """The format ``path``'s extension names ('csv' or 'parquet'); InvalidArgument for another."""
     ext = os.path.splitext(path)[1].lower()
     if ext not in FILE_FORMATS:
-        raise InvalidArgument(f"cannot tell the format of {path!r} by its extension: name a {' or '.join(FILE_FORMATS)} file")
+        raise InvalidArgument(
+            f"cannot tell the format of {path!r} by its extension: name a {' or '.join(FILE_FORMATS)} file"
+        )
     return FILE_FORMATS[ext]
 
 
@@ -421,7 +450,10 @@ def write_file(batches: Iterable[pa.RecordBatch], schema: pa.Schema, path: str, 
     tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp")
     rows = 0
     try:
-        with open(tmp, "wb") as sink, (pacsv.CSVWriter(sink, schema) if fmt == "csv" else pq.ParquetWriter(sink, schema)) as writer:
+        with (
+            open(tmp, "wb") as sink,
+            pacsv.CSVWriter(sink, schema) if fmt == "csv" else pq.ParquetWriter(sink, schema) as writer,
+        ):
             for b in batches:
                 writer.write_batch(b)
                 rows += b.num_rows

@@ -4,7 +4,7 @@ catalog), the ``--branch`` option, the output format, progress bars and the unit
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 import typer
@@ -29,7 +29,7 @@ def _is_identifier(target: str) -> bool:
 BRANCH = typer.Option(None, "--branch", "-b", help="the branch to work on (default: main); versions are its own")
 
 
-def open_target(target: str, version: Optional[int] = None, branch: Optional[str] = None):
+def open_target(target: str, version: int | None = None, branch: str | None = None):
     """A table by location, or by ``ns.name`` through the catalog (main's commits go through
     its row); ``branch``: a handle on that branch (at its ``version``)."""
     try:
@@ -53,7 +53,9 @@ def table_title(t: Any) -> str:
 
 
 def progress_bar():
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err)
+    bar = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+    )
     tasks: dict[str, int] = {}
 
     def update(stage: str, done: int, total: int) -> None:
@@ -66,8 +68,10 @@ def progress_bar():
 
 def freed_text(rep: Any, dry_run: bool) -> str:
     """What a deletion freed (a tag's or a branch's)."""
-    return (f"{'would free' if dry_run else 'freed'} {len(rep.deleted_files)} data files, "
-            f"{len(rep.deleted_manifests)} manifests, {human_bytes(rep.deleted_bytes)}")
+    return (
+        f"{'would free' if dry_run else 'freed'} {len(rep.deleted_files)} data files, "
+        f"{len(rep.deleted_manifests)} manifests, {human_bytes(rep.deleted_bytes)}"
+    )
 
 
 def timestamp_text(ms: int) -> str:
@@ -81,7 +85,7 @@ def format_of(output: OutputFormat, as_json: bool = False, as_csv: bool = False)
         _fail(e)
 
 
-def system_listing(uri: str, name: str, output: OutputFormat) -> "tuple[lamina.Table, pa.Table] | None":
+def system_listing(uri: str, name: str, output: OutputFormat) -> tuple[lamina.Table, pa.Table] | None:
     """The table and its system table ``name`` for a listing command; None once printed as
     json or csv (machine output: the system table's rows as they are)."""
     fmt = format_of(output)
@@ -99,18 +103,31 @@ def system_listing(uri: str, name: str, output: OutputFormat) -> "tuple[lamina.T
 # How the metadata listings show in a table: sizes, counts and paths by column name (as
 # the system tables, and the commands built on them, name them).
 _SIZES = {"size"}
-_COUNTS = {"record_count", "file_count", "total_files", "total_records", "dv_cardinality", "head_records", "versions",
-           "records", "rows", "deleted rows"}
+_COUNTS = {
+    "record_count",
+    "file_count",
+    "total_files",
+    "total_records",
+    "dv_cardinality",
+    "head_records",
+    "versions",
+    "records",
+    "rows",
+    "deleted rows",
+}
 _PATHS = {"path", "dv_path", "location"}
 
 
 def listing_units(tbl: pa.Table) -> dict[str, Any]:
     """``print_table``'s sizes, counts and paths among ``tbl``'s columns ($files' null counts too)."""
     names = set(tbl.column_names)
-    return {"sizes": names & _SIZES, "paths": names & _PATHS,
-            "counts": {n for n in names if n in _COUNTS or n.startswith("null_count.")}}
+    return {
+        "sizes": names & _SIZES,
+        "paths": names & _PATHS,
+        "counts": {n for n in names if n in _COUNTS or n.startswith("null_count.")},
+    }
 
 
-def point_in_time(text: Optional[str]) -> Optional[str | int]:
+def point_in_time(text: str | None) -> str | int | None:
     """A time as given on the command line: digits are epoch milliseconds, else ISO 8601."""
     return int(text) if text is not None and text.strip().isascii() and text.strip().isdigit() else text

@@ -5,8 +5,6 @@ A NAME without a dot is a namespace, ``ns.table`` a table.
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 import pyarrow as pa
 import typer
 from rich.text import Text
@@ -23,17 +21,33 @@ catalog_app = typer.Typer(
 )
 
 _CATALOG = typer.Option(
-    None, "--catalog", "-c", envvar="LAMINA_CATALOG", show_default=DEFAULT_CATALOG,
+    None,
+    "--catalog",
+    "-c",
+    envvar="LAMINA_CATALOG",
+    show_default=DEFAULT_CATALOG,
     help="catalog URI: sqlite:///path.db, postgresql://user@host:port/db?warehouse=..., or a warehouse directory "
     "(default: `lamina --catalog`, else the embedded default)",
 )
 
 # Column types accepted by --schema (name:type,...).
 _TYPES = {
-    "bool": pa.bool_(), "boolean": pa.bool_(), "int32": pa.int32(), "int": pa.int32(), "int64": pa.int64(),
-    "long": pa.int64(), "bigint": pa.int64(), "float32": pa.float32(), "float": pa.float32(),
-    "float64": pa.float64(), "double": pa.float64(), "string": pa.string(), "binary": pa.binary(),
-    "date": pa.date32(), "timestamp": pa.timestamp("us"), "timestamptz": pa.timestamp("us", tz="UTC"),
+    "bool": pa.bool_(),
+    "boolean": pa.bool_(),
+    "int32": pa.int32(),
+    "int": pa.int32(),
+    "int64": pa.int64(),
+    "long": pa.int64(),
+    "bigint": pa.int64(),
+    "float32": pa.float32(),
+    "float": pa.float32(),
+    "float64": pa.float64(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us"),
+    "timestamptz": pa.timestamp("us", tz="UTC"),
 }
 
 
@@ -61,7 +75,8 @@ def _catalog(ctx: typer.Context, uri: str | None, create: bool = False):
 @catalog_app.command("list")
 def list_(
     ctx: typer.Context,
-    namespace: Optional[str] = typer.Argument(None, help="only this namespace"), catalog: Optional[str] = _CATALOG,
+    namespace: str | None = typer.Argument(None, help="only this namespace"),
+    catalog: str | None = _CATALOG,
     output: OutputFormat = OUTPUT,
 ):
     """Namespaces and tables with their version, online flag, uuid and location; json and csv print a row per table."""
@@ -72,11 +87,15 @@ def list_(
         infos = cat.tables(namespace)
     except LaminaError as e:
         _fail(e)
-    listed = pa.table({
-        "table": pa.array([i.identifier for i in infos], pa.string()), "version": pa.array([i.version for i in infos], pa.int64()),
-        "online": pa.array([i.online for i in infos], pa.bool_()), "uuid": pa.array([i.uuid for i in infos], pa.string()),
-        "location": pa.array([i.location for i in infos], pa.string()),
-    })
+    listed = pa.table(
+        {
+            "table": pa.array([i.identifier for i in infos], pa.string()),
+            "version": pa.array([i.version for i in infos], pa.int64()),
+            "online": pa.array([i.online for i in infos], pa.bool_()),
+            "uuid": pa.array([i.uuid for i in infos], pa.string()),
+            "location": pa.array([i.location for i in infos], pa.string()),
+        }
+    )
     if fmt != TABLE:
         write_table(listed, fmt)
         return
@@ -91,10 +110,12 @@ def list_(
 def create(
     ctx: typer.Context,
     name: str = typer.Argument(..., help="namespace, or namespace.table"),
-    schema: Optional[str] = typer.Option(None, "--schema", "-s", help="table columns, e.g. 'id:int64,day:date,name:string'"),
-    partition_by: Optional[List[str]] = typer.Option(None, "--partition-by", "-p", help="e.g. 'day(ts)', repeatable"),
-    location: Optional[str] = typer.Option(None, "--location", help="default: <warehouse>/<namespace>/<table>"),
-    catalog: Optional[str] = _CATALOG,
+    schema: str | None = typer.Option(
+        None, "--schema", "-s", help="table columns, e.g. 'id:int64,day:date,name:string'"
+    ),
+    partition_by: list[str] | None = typer.Option(None, "--partition-by", "-p", help="e.g. 'day(ts)', repeatable"),
+    location: str | None = typer.Option(None, "--location", help="default: <warehouse>/<namespace>/<table>"),
+    catalog: str | None = _CATALOG,
 ):
     """Create a namespace (and the catalog, if it is not there yet), or a table (needs --schema)."""
     namespace = "." not in name  # a namespace makes the catalog if need be; a table needs its namespace there
@@ -106,7 +127,9 @@ def create(
     try:
         if namespace:
             cat.create_namespace(name)
-            console.print(Text.assemble("created namespace ", (name, "bold"), f" in a new catalog {cat.uri}" if new else ""))
+            console.print(
+                Text.assemble("created namespace ", (name, "bold"), f" in a new catalog {cat.uri}" if new else "")
+            )
             return
         if not schema:
             raise typer.BadParameter("creating a table needs --schema 'col:type,...'", param_hint="--schema")
@@ -117,7 +140,7 @@ def create(
 
 
 @catalog_app.command("rename")
-def rename(ctx: typer.Context, old: str, new: str, catalog: Optional[str] = _CATALOG):
+def rename(ctx: typer.Context, old: str, new: str, catalog: str | None = _CATALOG):
     """Rename a table (its location and path readers are unaffected); refuses an existing target."""
     cat = _catalog(ctx, catalog)
     try:
@@ -133,7 +156,7 @@ def drop(
     name: str = typer.Argument(..., help="namespace (must be empty), or namespace.table"),
     purge: bool = typer.Option(False, "--purge", help="also delete the table's files"),
     force: bool = typer.Option(False, "--force", help="purge even with writes in flight"),
-    catalog: Optional[str] = _CATALOG,
+    catalog: str | None = _CATALOG,
 ):
     """Drop an empty namespace, or a table (its files stay unless --purge)."""
     cat = _catalog(ctx, catalog)
@@ -157,12 +180,12 @@ def _set_online(ctx: typer.Context, name: str, online: bool, catalog: str | None
 
 
 @catalog_app.command("online")
-def online(ctx: typer.Context, name: str, catalog: Optional[str] = _CATALOG):
+def online(ctx: typer.Context, name: str, catalog: str | None = _CATALOG):
     """Allow writes and maintenance again."""
     _set_online(ctx, name, True, catalog)
 
 
 @catalog_app.command("offline")
-def offline(ctx: typer.Context, name: str, catalog: Optional[str] = _CATALOG):
+def offline(ctx: typer.Context, name: str, catalog: str | None = _CATALOG):
     """Refuse writes and maintenance (reads keep working)."""
     _set_online(ctx, name, False, catalog)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 import lamina
@@ -13,12 +11,19 @@ from lamina.errors import LaminaError
 
 
 def convert(
-    source: str = typer.Argument(..., help="a Parquet directory, a Delta table's directory, an Iceberg metadata file or table directory"),
-    location: Optional[str] = typer.Argument(None, help="the Lamina table's location (default for a Parquet directory: the directory itself)"),
-    format: Optional[str] = typer.Option(None, "--format", help="parquet, delta or iceberg (default: detected)"),
+    source: str = typer.Argument(
+        ..., help="a Parquet directory, a Delta table's directory, an Iceberg metadata file or table directory"
+    ),
+    location: str | None = typer.Argument(
+        None, help="the Lamina table's location (default for a Parquet directory: the directory itself)"
+    ),
+    format: str | None = typer.Option(None, "--format", help="parquet, delta or iceberg (default: detected)"),
     tags: bool = typer.Option(False, "--tags", help="an Iceberg table's tags become Lamina tags"),
-    iceberg_catalog: Optional[str] = typer.Option(None, "--iceberg-catalog",
-                                                   help="a pyiceberg catalog name (~/.pyiceberg.yaml): SOURCE is then a table identifier"),
+    iceberg_catalog: str | None = typer.Option(
+        None,
+        "--iceberg-catalog",
+        help="a pyiceberg catalog name (~/.pyiceberg.yaml): SOURCE is then a table identifier",
+    ),
 ):
     """Adopt an existing table in place: its files become the Lamina table's first version,
     never copied, rewritten or deleted (docs/convert.md)."""
@@ -32,5 +37,7 @@ def convert(
     except LaminaError as e:
         _fail(e)
     files = t.scan().plan()
-    console.print(f"converted {source} into the Lamina table at {t.uri}: version {t.version}, "
-                  f"{len(files)} files, {files.record_count} rows")
+    console.print(
+        f"converted {source} into the Lamina table at {t.uri}: version {t.version}, "
+        f"{len(files)} files, {files.record_count} rows"
+    )

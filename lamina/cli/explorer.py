@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from typing import Optional
 
 import typer
 
@@ -14,7 +13,7 @@ from lamina.errors import CatalogNotFound, InvalidArgument, LaminaError
 
 
 def ui(
-    target: Optional[str] = typer.Argument(None, help="catalog URI or table location (default: --catalog)"),
+    target: str | None = typer.Argument(None, help="catalog URI or table location (default: --catalog)"),
     port: int = typer.Option(8765, "--port", "-p", help="port on the loopback address (0: any free port)"),
     host: str = typer.Option("127.0.0.1", "--host", help="loopback address to bind (127.0.0.1, ::1 or localhost)"),
     open_browser: bool = typer.Option(False, "--open/--no-open", help="open the page in this machine's browser"),

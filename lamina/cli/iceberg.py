@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from typing import Optional
 
 import typer
 
@@ -28,8 +27,7 @@ def _switch(table: str, on: bool) -> None:
         _fail(e)
     word = "on" if on else "off"
     what = f"version {committed}" if committed is not None else f"already {word}"
-    shows = (f": [bold]{head['metadata']}[/bold]" if on
-             else "; Iceberg readers keep seeing the last version it showed")
+    shows = f": [bold]{head['metadata']}[/bold]" if on else "; Iceberg readers keep seeing the last version it showed"
     console.print(f"Iceberg view of {t.uri} {word} ({what}){shows}")
 
 
@@ -57,9 +55,11 @@ def sync(table: str):
     if result.metadata_path is None:
         console.print(f"Iceberg view of {t.uri} is up to date: {head['metadata']}")
     else:
-        console.print(f"wrote {result.metadata_path}: {result.snapshots_added} snapshot(s) added, "
-                      f"{result.snapshots_removed} removed, {result.manifests_written} manifest(s), "
-                      f"{result.puffins_written} Puffin file(s)")
+        console.print(
+            f"wrote {result.metadata_path}: {result.snapshots_added} snapshot(s) added, "
+            f"{result.snapshots_removed} removed, {result.manifests_written} manifest(s), "
+            f"{result.puffins_written} Puffin file(s)"
+        )
 
 
 @iceberg_app.command("status")
@@ -73,8 +73,10 @@ def status(table: str):
     console.print(f"Iceberg view of {t.uri}: {'on' if s['enabled'] else 'off'}")
     console.print(f"  metadata: {s['metadata'] or '-'}")
     if s["metadata"]:
-        console.print(f"  shows version {s['shown_version']} of main (latest {s['latest_version']}), "
-                      f"{s['snapshots']} snapshot(s), refs: {', '.join(s['refs'])}")
+        console.print(
+            f"  shows version {s['shown_version']} of main (latest {s['latest_version']}), "
+            f"{s['snapshots']} snapshot(s), refs: {', '.join(s['refs'])}"
+        )
     for p in s["problems"]:
         console.print(f"  [yellow]{p}[/yellow]")
     if s["problems"]:
@@ -82,11 +84,15 @@ def status(table: str):
 
 
 def serve_iceberg(
-    catalog: Optional[str] = typer.Argument(None, help="catalog URI or warehouse directory (default: --catalog)"),
+    catalog: str | None = typer.Argument(None, help="catalog URI or warehouse directory (default: --catalog)"),
     port: int = typer.Option(8181, "--port", "-p", help="port (0: any free port)"),
     host: str = typer.Option("127.0.0.1", "--host", help="address to bind; beyond loopback a token is required"),
-    token: Optional[str] = typer.Option(None, "--token", envvar="LAMINA_ICEBERG_TOKEN",
-                                        help="bearer token clients must send (or exchange as the OAuth2 client secret)"),
+    token: str | None = typer.Option(
+        None,
+        "--token",
+        envvar="LAMINA_ICEBERG_TOKEN",
+        help="bearer token clients must send (or exchange as the OAuth2 client secret)",
+    ),
 ):
     """Serve a read-only Iceberg REST catalog of a Lamina catalog's tables (their Iceberg views)."""
     from lamina.rest import serve

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Collection, Optional
+from collections.abc import Collection
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,8 +40,11 @@ from lamina.spec.sort import effective_sort_order
 
 
 def info(
-    uri: str, version: Optional[int] = typer.Option(None, "--version", "-v"), output: OutputFormat = OUTPUT, as_json: bool = JSON_FLAG,
-    branch: Optional[str] = _BRANCH,
+    uri: str,
+    version: int | None = typer.Option(None, "--version", "-v"),
+    output: OutputFormat = OUTPUT,
+    as_json: bool = JSON_FLAG,
+    branch: str | None = _BRANCH,
 ):
     """Show a table's version, schema, partitioning, properties and features."""
     fmt = _format(output, as_json)
@@ -56,7 +60,9 @@ def info(
         "files": vm.summary.get("total-files"),
         "records": vm.summary.get("total-records"),
         "schema": [f"{f.name}: {f.type}{'' if f.nullable else ' not null'}" for f in t.schema],
-        "partition_by": [f"{f.transform}({t.metadata.schema.name_of(f.source_id)}) as {f.name}" for f in t.partition_spec.fields],
+        "partition_by": [
+            f"{f.transform}({t.metadata.schema.name_of(f.source_id)}) as {f.name}" for f in t.partition_spec.fields
+        ],
         "partition_spec_id": vm.partition_spec.spec_id,
         "partition_specs": len(vm.all_partition_specs),
         "sort_order": effective_sort_order(vm.schema, vm.sort_order, vm.properties).describe(vm.schema),
@@ -104,8 +110,12 @@ def _field_lines(v: Any, room: int, count: bool) -> list[str]:
 # `history` in a table: the columns after the operation, and the summary keys they count.
 # In the order a narrow terminal keeps them: rows before files.
 _HISTORY_COUNTS = {
-    "+rows": "added-records", "-rows": "removed-records", "total rows": "total-records",
-    "+files": "added-files", "-files": "removed-files", "deleted rows": "deleted-rows",
+    "+rows": "added-records",
+    "-rows": "removed-records",
+    "total rows": "total-records",
+    "+files": "added-files",
+    "-files": "removed-files",
+    "deleted rows": "deleted-rows",
 }
 
 
@@ -113,7 +123,12 @@ def _count(v: Any) -> int | None:
     return None if v is None or v == "" else int(v)
 
 
-def history(uri: str, limit: Optional[int] = limit_option(50, "versions"), output: OutputFormat = OUTPUT, branch: Optional[str] = _BRANCH):
+def history(
+    uri: str,
+    limit: int | None = limit_option(50, "versions"),
+    output: OutputFormat = OUTPUT,
+    branch: str | None = _BRANCH,
+):
     """List versions, newest first; json and csv print them as the rows of $snapshots."""
     fmt = _format(output)
     t = _open(uri, branch=branch)
@@ -123,24 +138,36 @@ def history(uri: str, limit: Optional[int] = limit_option(50, "versions"), outpu
         write_table(newest_first.slice(0, limit), fmt)
         return
     hist = t.history(limit=limit or 50)
-    operations = [h["operation"] + (f" ({h['summary']['schema-changes']})" if h["summary"].get("schema-changes") else "")
-                  for h in hist]
-    tbl = pa.table({
-        "version": pa.array([h["version"] for h in hist], pa.int64()),
-        "timestamp": pa.array([h["timestamp_ms"] for h in hist], pa.timestamp("ms", "UTC")),
-        "operation": pa.array(operations, pa.string()),
-        **{c: pa.array([_count(h["summary"].get(key)) for h in hist], pa.int64()) for c, key in _HISTORY_COUNTS.items()},
-    })
-    print_table(tbl, f"history of {_of(t)}", whole_words=["operation"], counts=_HISTORY_COUNTS,
-                hint="--output json or csv prints every column")
+    operations = [
+        h["operation"] + (f" ({h['summary']['schema-changes']})" if h["summary"].get("schema-changes") else "")
+        for h in hist
+    ]
+    tbl = pa.table(
+        {
+            "version": pa.array([h["version"] for h in hist], pa.int64()),
+            "timestamp": pa.array([h["timestamp_ms"] for h in hist], pa.timestamp("ms", "UTC")),
+            "operation": pa.array(operations, pa.string()),
+            **{
+                c: pa.array([_count(h["summary"].get(key)) for h in hist], pa.int64())
+                for c, key in _HISTORY_COUNTS.items()
+            },
+        }
+    )
+    print_table(
+        tbl,
+        f"history of {_of(t)}",
+        whole_words=["operation"],
+        counts=_HISTORY_COUNTS,
+        hint="--output json or csv prints every column",
+    )
 
 
 def schema(
     uri: str,
-    version: Optional[str] = typer.Option(None, "--version", "-v", help="version number (or tag name)"),
-    tag: Optional[str] = typer.Option(None, "--tag", "-t", help="tag name"),
+    version: str | None = typer.Option(None, "--version", "-v", help="version number (or tag name)"),
+    tag: str | None = typer.Option(None, "--tag", "-t", help="tag name"),
     as_json: bool = typer.Option(False, "--json"),
-    branch: Optional[str] = _BRANCH,
+    branch: str | None = _BRANCH,
 ):
     """Print the schema of a version or tag, with field ids, defaults and docs."""
     t = _open(uri, branch=branch)
@@ -153,25 +180,31 @@ def schema(
         console.print_json(json.dumps({"version": vm.version, "schema_id": vm.schema.schema_id, "fields": fields}))
         return
     # Types whole (timestamp[us, tz=UTC]: as text, not markup), a nested field indented under its parent.
-    shown = pa.table({
-        "id": pa.array([f["field_id"] for f in fields], pa.int64()),
-        "column": ["  " * f["depth"] + f["path"].rsplit(".", 1)[-1] if f["depth"] else f["path"] for f in fields],
-        "type": [f["type"] for f in fields],
-        "required": ["yes" if f["required"] else "" for f in fields],
-        "default": [f["initial_default"] or "" for f in fields],
-        "doc": [f["doc"] or "" for f in fields],
-    })
-    print_table(shown, f"schema #{vm.schema.schema_id} of {_of(t)} at version {vm.version}", whole_words=["type"],
-                hint="--json prints every field")
+    shown = pa.table(
+        {
+            "id": pa.array([f["field_id"] for f in fields], pa.int64()),
+            "column": ["  " * f["depth"] + f["path"].rsplit(".", 1)[-1] if f["depth"] else f["path"] for f in fields],
+            "type": [f["type"] for f in fields],
+            "required": ["yes" if f["required"] else "" for f in fields],
+            "default": [f["initial_default"] or "" for f in fields],
+            "doc": [f["doc"] or "" for f in fields],
+        }
+    )
+    print_table(
+        shown,
+        f"schema #{vm.schema.schema_id} of {_of(t)} at version {vm.version}",
+        whole_words=["type"],
+        hint="--json prints every field",
+    )
 
 
 def files(
     uri: str,
-    version: Optional[str] = typer.Option(None, "--version", "-v", help="version number or tag name"),
-    where: Optional[str] = typer.Option(None, "--where", "-w", help="SQL predicate to prune by"),
-    limit: Optional[int] = limit_option(100, "files"),
+    version: str | None = typer.Option(None, "--version", "-v", help="version number or tag name"),
+    where: str | None = typer.Option(None, "--where", "-w", help="SQL predicate to prune by"),
+    limit: int | None = limit_option(100, "files"),
     output: OutputFormat = OUTPUT,
-    branch: Optional[str] = _BRANCH,
+    branch: str | None = _BRANCH,
 ):
     """List the live data files of a version or tag (pruned by --where); json and csv name their columns as $files does."""
     fmt = _format(output)
@@ -181,19 +214,30 @@ def files(
     except LaminaError as e:
         _fail(e)
     e = plan.entries
-    listed = pa.table({
-        "path": e["path"], "size": e["size"], "record_count": e["record_count"], "added_version": e["added_version"],
-        "partition": e["partition_path"], "dv_cardinality": e["dv_cardinality"],
-    }).slice(0, limit if limit is not None or fmt != TABLE else 100)
+    listed = pa.table(
+        {
+            "path": e["path"],
+            "size": e["size"],
+            "record_count": e["record_count"],
+            "added_version": e["added_version"],
+            "partition": e["partition_path"],
+            "dv_cardinality": e["dv_cardinality"],
+        }
+    ).slice(0, limit if limit is not None or fmt != TABLE else 100)
     if fmt != TABLE:
         write_table(listed, fmt)
         return
     # The path holds the partition's directory: it folds after its slashes, whole.
     shown = listed.select(["path", "record_count", "size", "added_version", "dv_cardinality"])
     shown = shown.set_column(4, "dv_cardinality", pc.fill_null(shown["dv_cardinality"], 0))
-    print_table(shown, f"{human_count(len(plan))} files, {human_count(plan.record_count)} rows",
-                headers={"record_count": "rows", "added_version": "added in", "dv_cardinality": "deleted rows"},
-                counts={"record_count", "dv_cardinality"}, sizes={"size"}, paths={"path"})
+    print_table(
+        shown,
+        f"{human_count(len(plan))} files, {human_count(plan.record_count)} rows",
+        headers={"record_count": "rows", "added_version": "added in", "dv_cardinality": "deleted rows"},
+        counts={"record_count", "dv_cardinality"},
+        sizes={"size"},
+        paths={"path"},
+    )
     if len(plan) > shown.num_rows:
         console.print(f"... {len(plan) - shown.num_rows} more (use --limit)")
 
@@ -222,10 +266,10 @@ def fsck(uri: str):
 def system(
     uri: str,
     name: str = typer.Argument(..., help="snapshots, tags, branches, files, manifests or schemas"),
-    version: Optional[str] = typer.Option(None, "--version", "-v", help="version or tag (files, manifests)"),
-    limit: Optional[int] = limit_option(50),
+    version: str | None = typer.Option(None, "--version", "-v", help="version or tag (files, manifests)"),
+    limit: int | None = limit_option(50),
     output: OutputFormat = OUTPUT,
-    branch: Optional[str] = _BRANCH,
+    branch: str | None = _BRANCH,
 ):
     """Print a system table ($snapshots, $tags, $branches, $files, $manifests, $schemas)."""
     fmt = _format(output)
@@ -238,5 +282,10 @@ def system(
         write_table(tbl.slice(0, limit), fmt)
         return
     shown = tbl.slice(0, limit or 50)
-    print_table(shown, f"${name.lstrip('$')} ({human_count(tbl.num_rows)} rows)", whole_words=["operation"],
-                hint="--output json or csv prints every column", **_units(shown))
+    print_table(
+        shown,
+        f"${name.lstrip('$')} ({human_count(tbl.num_rows)} rows)",
+        whole_words=["operation"],
+        hint="--output json or csv prints every column",
+        **_units(shown),
+    )

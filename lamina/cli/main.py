@@ -43,11 +43,18 @@ def _print_version(value: bool) -> None:
 def _main(
     ctx: typer.Context,
     catalog: str = typer.Option(
-        DEFAULT_CATALOG, "--catalog", "-c", envvar="LAMINA_CATALOG",
+        DEFAULT_CATALOG,
+        "--catalog",
+        "-c",
+        envvar="LAMINA_CATALOG",
         help="catalog for tables named ns.name (a location is opened directly)",
     ),
     version: bool = typer.Option(
-        False, "--version", callback=_print_version, is_eager=True, help="print Lamina's version and exit",
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="print Lamina's version and exit",
     ),
 ) -> None:
     set_root(ctx, catalog)

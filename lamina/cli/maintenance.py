@@ -4,7 +4,7 @@ table's space and the commands that free it."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.text import Text
@@ -25,7 +25,7 @@ def rollback(
     to: str = typer.Argument(..., help="version number or tag name to roll back to"),
     destructive: bool = typer.Option(False, "--destructive", help="also delete the versions after the target"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask before a destructive rollback"),
-    branch: Optional[str] = _BRANCH,
+    branch: str | None = _BRANCH,
 ):
     """Commit a new version whose content equals a version's or a tag's."""
     t = _open(uri, branch=branch)
@@ -40,11 +40,13 @@ def rollback(
 
 def expire(
     uri: str,
-    older_than: Optional[str] = typer.Option(None, "--older-than", help="age, e.g. 5d (default 5d unless --retain-last)"),
-    retain_last: Optional[int] = typer.Option(None, "--retain-last", help="always keep this many newest versions"),
-    reader_grace: Optional[str] = typer.Option(None, "--reader-grace", help="keep versions superseded less than this ago (default 1h)"),
+    older_than: str | None = typer.Option(None, "--older-than", help="age, e.g. 5d (default 5d unless --retain-last)"),
+    retain_last: int | None = typer.Option(None, "--retain-last", help="always keep this many newest versions"),
+    reader_grace: str | None = typer.Option(
+        None, "--reader-grace", help="keep versions superseded less than this ago (default 1h)"
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="only report what would be deleted"),
-    branch: Optional[str] = _BRANCH,
+    branch: str | None = _BRANCH,
 ):
     """Expire old versions and delete the files only they needed (tags keep theirs)."""
     t = _open(uri, branch=branch)
@@ -52,18 +54,23 @@ def expire(
     try:
         with bar:
             rep = t.maintenance.expire_versions(
-                older_than=_duration(older_than) if older_than else None, retain_last=retain_last,
-                reader_grace=_duration(reader_grace) if reader_grace else None, dry_run=dry_run, progress=update,
+                older_than=_duration(older_than) if older_than else None,
+                retain_last=retain_last,
+                reader_grace=_duration(reader_grace) if reader_grace else None,
+                dry_run=dry_run,
+                progress=update,
             )
     except LaminaError as e:
         _fail(e)
     would = "would " if dry_run else ""
     span = f"{rep.expired_versions[0]}..{rep.expired_versions[-1]}" if rep.expired_versions else "none"
-    console.print(Text(
-        f"{would}expire {len(rep.expired_versions)} versions ({span}) and {len(rep.expired_tags)} tags; {would}delete "
-        f"{len(rep.deleted_files)} data files and {len(rep.deleted_manifests)} manifests, {human_bytes(rep.deleted_bytes)}; "
-        f"{rep.kept_for_tags} files kept for tags; {would}free {rep.freed_slots} version slots"
-    ))
+    console.print(
+        Text(
+            f"{would}expire {len(rep.expired_versions)} versions ({span}) and {len(rep.expired_tags)} tags; {would}delete "
+            f"{len(rep.deleted_files)} data files and {len(rep.deleted_manifests)} manifests, {human_bytes(rep.deleted_bytes)}; "
+            f"{rep.kept_for_tags} files kept for tags; {would}free {rep.freed_slots} version slots"
+        )
+    )
     kept = kept_versions_line(rep, older_than)
     if kept:
         console.print(Text(kept, style="yellow"))
@@ -74,14 +81,18 @@ def remove_orphans(
     uri: str,
     older_than: str = typer.Option("3d", "--older-than", help="only files older than this (at least 1d)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="only list what would be deleted"),
-    allow_short_age: bool = typer.Option(False, "--allow-short-age", help="allow --older-than below 1d (no writer running)"),
+    allow_short_age: bool = typer.Option(
+        False, "--allow-short-age", help="allow --older-than below 1d (no writer running)"
+    ),
 ):
     """Delete files no version or tag references (vacuum), sparing in-flight writes."""
     t = _open(uri)
     bar, update = _progress()
     try:
         with bar:
-            rep = t.maintenance.remove_orphans(_duration(older_than), dry_run=dry_run, allow_short_age=allow_short_age, progress=update)
+            rep = t.maintenance.remove_orphans(
+                _duration(older_than), dry_run=dry_run, allow_short_age=allow_short_age, progress=update
+            )
     except LaminaError as e:
         _fail(e)
     for p in rep.orphans[:50]:
@@ -106,16 +117,18 @@ def _print_held(uri: str, t: Any) -> None:
 def compact(
     uri: str = typer.Argument(..., help="table location, or ns.name of the catalog (--catalog)"),
     target_mb: int = typer.Option(128, "--target-mb", help="target output file size in MB"),
-    where: Optional[str] = typer.Option(None, "--where", "-w", help="only files that may hold rows matching this"),
-    sort_by: Optional[str] = typer.Option(None, "--sort-by", help="comma-separated columns to sort outputs by"),
-    branch: Optional[str] = _BRANCH,
+    where: str | None = typer.Option(None, "--where", "-w", help="only files that may hold rows matching this"),
+    sort_by: str | None = typer.Option(None, "--sort-by", help="comma-separated columns to sort outputs by"),
+    branch: str | None = _BRANCH,
 ):
     """Bin-pack small files (and files with deletion vectors) into large ones, in one version."""
     t = _open(uri, branch=branch)
     bar, update = _progress()
     try:
         with bar:
-            r = t.maintenance.compact(target_file_size=target_mb * 1024 * 1024, where=where, sort_by=sort_by, progress=update)
+            r = t.maintenance.compact(
+                target_file_size=target_mb * 1024 * 1024, where=where, sort_by=sort_by, progress=update
+            )
     except LaminaError as e:
         _fail(e)
     if r.version is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 import typer
@@ -15,7 +15,9 @@ from lamina.cli._tables import open_target as _open
 from lamina.cli._tables import table_title as _of
 from lamina.errors import LaminaError
 
-properties_app = typer.Typer(help="List, set and unset table properties (each change is one version).", no_args_is_help=True)
+properties_app = typer.Typer(
+    help="List, set and unset table properties (each change is one version).", no_args_is_help=True
+)
 
 
 def _assignments(items: list[str]) -> dict[str, str]:
@@ -31,7 +33,7 @@ def _assignments(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _update_properties(uri: str, branch: Optional[str], **change: Any) -> None:
+def _update_properties(uri: str, branch: str | None, **change: Any) -> None:
     """Commit ``t.update_properties(**change)`` and say what it did."""
     t = _open(uri, branch=branch)
     try:
@@ -42,7 +44,9 @@ def _update_properties(uri: str, branch: Optional[str], **change: Any) -> None:
         console.print(f"nothing to change: {_of(t)} has every property so already")
         return
     s = t.metadata.summary
-    done = [f"{what} {s[key]}" for what, key in (("set", "properties-set"), ("removed", "properties-removed")) if s.get(key)]
+    done = [
+        f"{what} {s[key]}" for what, key in (("set", "properties-set"), ("removed", "properties-removed")) if s.get(key)
+    ]
     console.print(f"version {v}: {'; '.join(done)}")
 
 
@@ -50,7 +54,7 @@ def _update_properties(uri: str, branch: Optional[str], **change: Any) -> None:
 def properties_set(
     uri: str,
     assignments: list[str] = typer.Argument(..., help="key=value, one or more"),
-    branch: Optional[str] = _BRANCH,
+    branch: str | None = _BRANCH,
 ):
     """Set table properties in one version (writes after it use them); refused, with nothing committed, for the ones fixed when the table was created."""  # one line: typer keeps a docstring's line breaks
     _update_properties(uri, branch, set=_assignments(assignments))
@@ -60,20 +64,24 @@ def properties_set(
 def properties_unset(
     uri: str,
     keys: list[str] = typer.Argument(..., help="property keys, one or more"),
-    branch: Optional[str] = _BRANCH,
+    branch: str | None = _BRANCH,
 ):
     """Remove table properties in one version (each then reads its default)."""
     _update_properties(uri, branch, remove=keys)
 
 
 @properties_app.command("list")
-def properties_list(uri: str, output: OutputFormat = OUTPUT, branch: Optional[str] = _BRANCH):
+def properties_list(uri: str, output: OutputFormat = OUTPUT, branch: str | None = _BRANCH):
     """List the properties the table sets, by key; json and csv print one row per property."""
     fmt = _format(output)
     t = _open(uri, branch=branch)
     props = sorted(t.properties.items())
-    rows = pa.table({"key": pa.array([k for k, _ in props], pa.string()), "value": pa.array([v for _, v in props], pa.string())})
+    rows = pa.table(
+        {"key": pa.array([k for k, _ in props], pa.string()), "value": pa.array([v for _, v in props], pa.string())}
+    )
     if fmt != TABLE:
         write_table(rows, fmt)
         return
-    print_table(rows, f"properties of {_of(t)} (version {t.version})", hint="unset ones read their defaults (docs/format.md)")
+    print_table(
+        rows, f"properties of {_of(t)} (version {t.version})", hint="unset ones read their defaults (docs/format.md)"
+    )

@@ -3,8 +3,6 @@ versions beside main (branches: write-audit-publish)."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pyarrow as pa
 import typer
 
@@ -30,9 +28,11 @@ tag_app = typer.Typer(help="Create, delete and list tags.", no_args_is_help=True
 def tag_create(
     uri: str,
     name: str,
-    version: Optional[int] = typer.Option(None, "--version", "-v", help="version to tag (default: latest)"),
-    expires_in: Optional[str] = typer.Option(None, "--expires-in", help="delete the tag at expiry after this long, e.g. 30d"),
-    branch: Optional[str] = _BRANCH,
+    version: int | None = typer.Option(None, "--version", "-v", help="version to tag (default: latest)"),
+    expires_in: str | None = typer.Option(
+        None, "--expires-in", help="delete the tag at expiry after this long, e.g. 30d"
+    ),
+    branch: str | None = _BRANCH,
 ):
     """Tag a version (put-if-absent: an existing tag is never overwritten)."""
     t = _open(uri, branch=branch)
@@ -62,30 +62,54 @@ def tag_list(uri: str, output: OutputFormat = OUTPUT):
     if listed is None:
         return
     t, tags = listed
-    shown = tags.select(["tag_name", "tagged_version", "commit_time", "record_count", "created_at", "expires_at", "automatic"])
-    shown = shown.set_column(6, "automatic", pa.array(["yes" if a else "" for a in tags["automatic"].to_pylist()], pa.string()))
-    print_table(shown, f"tags of {t.uri}", null="-", headers={
-        "tag_name": "tag", "tagged_version": "version", "commit_time": "committed", "record_count": "records",
-        "created_at": "created", "expires_at": "expires", "automatic": "auto"}, **_units(shown))
+    shown = tags.select(
+        ["tag_name", "tagged_version", "commit_time", "record_count", "created_at", "expires_at", "automatic"]
+    )
+    shown = shown.set_column(
+        6, "automatic", pa.array(["yes" if a else "" for a in tags["automatic"].to_pylist()], pa.string())
+    )
+    print_table(
+        shown,
+        f"tags of {t.uri}",
+        null="-",
+        headers={
+            "tag_name": "tag",
+            "tagged_version": "version",
+            "commit_time": "committed",
+            "record_count": "records",
+            "created_at": "created",
+            "expires_at": "expires",
+            "automatic": "auto",
+        },
+        **_units(shown),
+    )
 
 
 # -- branches ----------------------------------------------------------------------------
 
-branch_app = typer.Typer(help="Create, list, rename, delete and publish branches (write-audit-publish).", no_args_is_help=True)
+branch_app = typer.Typer(
+    help="Create, list, rename, delete and publish branches (write-audit-publish).", no_args_is_help=True
+)
 
 
 @branch_app.command("create")
 def branch_create(
     uri: str,
     name: str,
-    from_version: Optional[int] = typer.Option(None, "--from-version", help="make it from this version (default: the latest)"),
-    from_tag: Optional[str] = typer.Option(None, "--from-tag", help="make it from this tag's version"),
-    from_timestamp: Optional[str] = typer.Option(
-        None, "--from-timestamp", help="make it from the version current at this time (ISO 8601, or epoch ms)"),
-    from_branch: Optional[str] = typer.Option(
-        None, "--from-branch", help="make it from this branch (default: main); --from-version is then that branch's"),
-    retain_last: Optional[int] = typer.Option(None, "--retain-last", help="expiry keeps at least this many of its newest versions"),
-    max_age: Optional[str] = typer.Option(None, "--max-age", help="expiry's default cutoff on the branch, e.g. 7d"),
+    from_version: int | None = typer.Option(
+        None, "--from-version", help="make it from this version (default: the latest)"
+    ),
+    from_tag: str | None = typer.Option(None, "--from-tag", help="make it from this tag's version"),
+    from_timestamp: str | None = typer.Option(
+        None, "--from-timestamp", help="make it from the version current at this time (ISO 8601, or epoch ms)"
+    ),
+    from_branch: str | None = typer.Option(
+        None, "--from-branch", help="make it from this branch (default: main); --from-version is then that branch's"
+    ),
+    retain_last: int | None = typer.Option(
+        None, "--retain-last", help="expiry keeps at least this many of its newest versions"
+    ),
+    max_age: str | None = typer.Option(None, "--max-age", help="expiry's default cutoff on the branch, e.g. 7d"),
 ):
     """Make a branch from a version (nothing is copied): writes to it stay off main until published."""
     t = _open(uri)
@@ -97,8 +121,11 @@ def branch_create(
         # --from-version and --from-timestamp are of --from-branch's versions (main's by default)
         source = t.branch(from_branch) if from_branch is not None else t
         b = source.branches.create(
-            name, version=from_tag if from_tag is not None else from_version, timestamp=_point_in_time(from_timestamp),
-            retain_last=retain_last, max_age=_duration(max_age) if max_age else None,
+            name,
+            version=from_tag if from_tag is not None else from_version,
+            timestamp=_point_in_time(from_timestamp),
+            retain_last=retain_last,
+            max_age=_duration(max_age) if max_age else None,
         )
     except LaminaError as e:
         _fail(e)
@@ -113,15 +140,32 @@ def branch_list(uri: str, output: OutputFormat = OUTPUT):
     if listed is None:
         return
     t, b = listed
-    made_from = [None if br is None else f"{br}@{v}" for br, v in zip(b["base_branch"].to_pylist(), b["base_version"].to_pylist())]
-    shown = pa.table({
-        "branch": b["name"], "version": b["head_version"], "committed": b["head_timestamp"], "records": b["head_records"],
-        "versions": b["versions"], "made from": pa.array(made_from, pa.string()), "retain last": b["retain_last"],
-        "max age": pa.array([None if ms is None else _duration_text(ms) for ms in b["max_age_ms"].to_pylist()], pa.string()),
-        "created": b["created_at"],
-    })
-    print_table(shown, f"branches of {t.uri}", null="-", counts={"records", "versions"},
-                hint="--output json or csv prints every column")
+    made_from = [
+        None if br is None else f"{br}@{v}"
+        for br, v in zip(b["base_branch"].to_pylist(), b["base_version"].to_pylist())
+    ]
+    shown = pa.table(
+        {
+            "branch": b["name"],
+            "version": b["head_version"],
+            "committed": b["head_timestamp"],
+            "records": b["head_records"],
+            "versions": b["versions"],
+            "made from": pa.array(made_from, pa.string()),
+            "retain last": b["retain_last"],
+            "max age": pa.array(
+                [None if ms is None else _duration_text(ms) for ms in b["max_age_ms"].to_pylist()], pa.string()
+            ),
+            "created": b["created_at"],
+        }
+    )
+    print_table(
+        shown,
+        f"branches of {t.uri}",
+        null="-",
+        counts={"records", "versions"},
+        hint="--output json or csv prints every column",
+    )
 
 
 @branch_app.command("rename")
@@ -144,7 +188,9 @@ def branch_delete(uri: str, name: str):
         t.branches.delete(name)
     except LaminaError as e:
         _fail(e)
-    console.print(f"deleted branch {name}; the next `lamina expire` frees the files only it held (after the reader grace)")
+    console.print(
+        f"deleted branch {name}; the next `lamina expire` frees the files only it held (after the reader grace)"
+    )
 
 
 @branch_app.command("publish")
@@ -152,8 +198,9 @@ def branch_publish(
     uri: str,
     name: str,
     into: str = typer.Option(MAIN_BRANCH, "--into", help="the branch to publish into"),
-    expected_version: Optional[int] = typer.Option(
-        None, "--expected-version", help="publish only if --into is still at this version (what the audit saw)"),
+    expected_version: int | None = typer.Option(
+        None, "--expected-version", help="publish only if --into is still at this version (what the audit saw)"
+    ),
 ):
     """Publish a branch's changes into main (or --into) as one version: a fast-forward if main has not moved since the branch was made, else its changes re-applied (refused if they clash)."""  # one line: typer keeps a docstring's line breaks
     t = _open(uri)

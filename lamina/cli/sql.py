@@ -4,17 +4,28 @@ as a table, as JSON Lines or CSV, or written to a CSV or Parquet file."""
 from __future__ import annotations
 
 import sys
-from typing import Iterable, List, Optional
+from collections.abc import Iterable
 
 import pyarrow as pa
 import typer
 
-from lamina.cli._output import (
-    CSV_FLAG, JSON_FLAG, TABLE, OutputFormat, at_most, console, fail, file_format, limit_option, output_format, print_table,
-    write_file, write_rows,
-)
 from lamina.catalog import local_catalog_path
 from lamina.cli._catalogs import chosen, how_to_create, missing
+from lamina.cli._output import (
+    CSV_FLAG,
+    JSON_FLAG,
+    TABLE,
+    OutputFormat,
+    at_most,
+    console,
+    fail,
+    file_format,
+    limit_option,
+    output_format,
+    print_table,
+    write_file,
+    write_rows,
+)
 from lamina.cli.catalog import _CATALOG
 from lamina.errors import CatalogTableNotFound, InvalidArgument, LaminaError
 
@@ -29,7 +40,9 @@ class _MissingCatalog:
     a name looked up in it says where the catalog was looked for and how to create one."""
 
     def __init__(self, uri: str, source: str) -> None:
-        self.uri = f"{uri} (which does not exist: {local_catalog_path(uri)} is not there, {source}; {how_to_create(uri)})"
+        self.uri = (
+            f"{uri} (which does not exist: {local_catalog_path(uri)} is not there, {source}; {how_to_create(uri)})"
+        )
 
     def tables(self) -> list:
         return []
@@ -57,8 +70,10 @@ def _distinct_names(schema: pa.Schema) -> None:
     Parquet, where one would hide the other; a table shows both."""
     twice = sorted({n for n in schema.names if schema.names.count(n) > 1})
     if twice:
-        raise InvalidArgument(f"the result has more than one column named {', '.join(twice)}: name them apart "
-                              "with AS (e.g. SELECT a.id AS a_id, b.id AS b_id) to print or write them for programs")
+        raise InvalidArgument(
+            f"the result has more than one column named {', '.join(twice)}: name them apart "
+            "with AS (e.g. SELECT a.id AS a_id, b.id AS b_id) to print or write them for programs"
+        )
 
 
 def _head_and_count(reader: pa.RecordBatchReader, limit: int) -> tuple[pa.Table, int]:
@@ -75,15 +90,21 @@ def _head_and_count(reader: pa.RecordBatchReader, limit: int) -> tuple[pa.Table,
 def sql(
     ctx: typer.Context,
     query: str = typer.Argument(..., help="one query in DuckDB SQL; '-' reads it from stdin"),
-    tables: Optional[List[str]] = typer.Option(
-        None, "--table", "-t", metavar="NAME=LOCATION", help="the table at LOCATION is NAME in the query; repeatable"),
-    catalog: Optional[str] = _CATALOG,
-    output: Optional[str] = typer.Option(
-        None, "--output", "-o", metavar="FORMAT|FILE", help="table, json or csv, as every listing prints (json: JSON "
-        "Lines), or a FILE to write every row to: CSV or Parquet by its extension (.csv, .parquet)"),
+    tables: list[str] | None = typer.Option(
+        None, "--table", "-t", metavar="NAME=LOCATION", help="the table at LOCATION is NAME in the query; repeatable"
+    ),
+    catalog: str | None = _CATALOG,
+    output: str | None = typer.Option(
+        None,
+        "--output",
+        "-o",
+        metavar="FORMAT|FILE",
+        help="table, json or csv, as every listing prints (json: JSON "
+        "Lines), or a FILE to write every row to: CSV or Parquet by its extension (.csv, .parquet)",
+    ),
     as_json: bool = JSON_FLAG,
     as_csv: bool = CSV_FLAG,
-    limit: Optional[int] = limit_option(TABLE_ROWS),
+    limit: int | None = limit_option(TABLE_ROWS),
 ):
     """Run a SQL query (DuckDB) over Lamina tables; it only reads.
 
@@ -101,7 +122,11 @@ def sql(
     if named:
         output = None
     if output is not None and limit is not None:
-        fail(InvalidArgument("--output writes every row and --limit only limits the rows printed: put a LIMIT in the query"))
+        fail(
+            InvalidArgument(
+                "--output writes every row and --limit only limits the rows printed: put a LIMIT in the query"
+            )
+        )
     try:
         import duckdb
 
@@ -133,7 +158,9 @@ def sql(
 
 def _print_rows(reader: pa.RecordBatchReader, limit: int) -> None:
     rows, total = _head_and_count(reader, limit)
-    print_table(rows, "", short_times=(), null="NULL", hint="select fewer columns; --output json, csv or FILE holds every one")
+    print_table(
+        rows, "", short_times=(), null="NULL", hint="select fewer columns; --output json, csv or FILE holds every one"
+    )
     if total > limit:
         console.print(f"{total} rows, the first {limit} shown (--limit N prints more; --output FILE writes them all)")
     else:

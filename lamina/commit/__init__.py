@@ -8,6 +8,16 @@ from lamina.commit.log import VersionLog, flush_hints
 from lamina.commit.tags import TagStore
 
 __all__ = [
-    "REMOVED_SCHEMA", "Base", "Change", "CommitOptions", "Committer", "Operation", "CommitCoordinator",
-    "ObjectStoreCoordinator", "TagStore", "VersionLog", "flush_hints", "removed_of",
+    "REMOVED_SCHEMA",
+    "Base",
+    "Change",
+    "CommitOptions",
+    "Committer",
+    "Operation",
+    "CommitCoordinator",
+    "ObjectStoreCoordinator",
+    "TagStore",
+    "VersionLog",
+    "flush_hints",
+    "removed_of",
 ]

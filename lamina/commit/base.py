@@ -11,9 +11,10 @@ the same way.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Any, Callable, ClassVar, Iterable, Sequence
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,11 +28,10 @@ from lamina.io import FileIO
 from lamina.manifest.entries import conform, data_entries, fill_constant, manifest_schema_of
 from lamina.manifest.tree import live_data_entries
 from lamina.spec.properties import TableProperties, WriterProperties
-from lamina.spec.stats import StatsPolicy, stats_policy
 from lamina.spec.schema import Schema
 from lamina.spec.sort import effective_sort_keys, sort_rows
+from lamina.spec.stats import StatsPolicy, stats_policy
 from lamina.spec.version import VersionManifest
-
 
 # What a change removes: the live files' paths and the versions that added them (which is
 # how the manifest tree finds the leaves that hold them without reading every leaf).
@@ -44,7 +44,9 @@ REMOVED_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("added_versi
 
 def removed_of(entries: pa.Table) -> pa.Table:
     """The REMOVED_SCHEMA rows that remove the files ``entries`` describe."""
-    return pa.table({"path": entries.column("path"), "added_version": entries.column("added_version")}, schema=REMOVED_SCHEMA)
+    return pa.table(
+        {"path": entries.column("path"), "added_version": entries.column("added_version")}, schema=REMOVED_SCHEMA
+    )
 
 
 @dataclass
@@ -74,9 +76,14 @@ class Change:
     @property
     def is_empty(self) -> bool:
         return (
-            not self.added.num_rows and not self.removed.num_rows
-            and self.schema is None and self.partition_spec is None and self.sort_order is None
-            and self.properties is None and not self.writer_features and self.tree is None
+            not self.added.num_rows
+            and not self.removed.num_rows
+            and self.schema is None
+            and self.partition_spec is None
+            and self.sort_order is None
+            and self.properties is None
+            and not self.writer_features
+            and self.tree is None
         )
 
 
@@ -92,7 +99,7 @@ class Operation:
     skip_if_noop: ClassVar[bool] = False
     refresh_base: ClassVar[bool] = False
 
-    def apply(self, base: "Base") -> Change:
+    def apply(self, base: Base) -> Change:
         raise NotImplementedError
 
 
@@ -147,7 +154,9 @@ class Base:
     def live_entries(self, columns: list[str] | None = None) -> pa.Table:
         """Every live data-file entry (``columns`` of them), without a predicate."""
         vm = self.metadata
-        return live_data_entries(self.io, vm.root_manifest, self.manifest_schema, columns=columns, inline=vm.root_inline)
+        return live_data_entries(
+            self.io, vm.root_manifest, self.manifest_schema, columns=columns, inline=vm.root_inline
+        )
 
     # -- building the change --------------------------------------------------------------
 
@@ -171,8 +180,14 @@ class Base:
         return data_entries(files, self.manifest_schema, self.version, vm.partition_spec.spec_id, row_ids_from)
 
     def write(
-        self, rows: pa.Table, write_id: str, *, max_rows: int | None = None, pending: Any = None,
-        sort_by: Sequence[Any] | None = None, row_ids_from: int | None = None,
+        self,
+        rows: pa.Table,
+        write_id: str,
+        *,
+        max_rows: int | None = None,
+        pending: Any = None,
+        sort_by: Sequence[Any] | None = None,
+        row_ids_from: int | None = None,
     ) -> pa.Table:
         """Write ``rows`` (in the base's schema) as data files named by ``write_id``, laid out
         by the current partition spec and sorted by ``sort_by`` (``lamina.spec.sort.sort_rows``
@@ -180,12 +195,23 @@ class Base:
         ``new_files``)."""
         vm = self.metadata
         rows = sort_rows(rows, self.sort_keys if sort_by is None else sort_by)
-        return self.new_files(write_data_files(
-            self.io, vm.schema, vm.partition_spec, rows, write_id, self._max_rows(max_rows),
-            compression=self.writer.parquet_compression, pending=pending, stats=self.stats_policy,
-            integer_encoding=self.writer.parquet_integer_encoding, small_file_bytes=self.writer.parquet_small_file_bytes,
-            row_groups=RowGroups.of(self.writer),
-        ), row_ids_from)
+        return self.new_files(
+            write_data_files(
+                self.io,
+                vm.schema,
+                vm.partition_spec,
+                rows,
+                write_id,
+                self._max_rows(max_rows),
+                compression=self.writer.parquet_compression,
+                pending=pending,
+                stats=self.stats_policy,
+                integer_encoding=self.writer.parquet_integer_encoding,
+                small_file_bytes=self.writer.parquet_small_file_bytes,
+                row_groups=RowGroups.of(self.writer),
+            ),
+            row_ids_from,
+        )
 
     def can_copy(self, staged: StagedFiles) -> bool:
         """Whether staged Parquet files may become this base's data files as they are (``StagedFiles.copyable``)."""
@@ -200,11 +226,20 @@ class Base:
         self, tables: Iterable[pa.Table], write_id: str, max_rows: int, memory_pool: pa.MemoryPool | None = None
     ) -> pa.Table:
         """``write`` for an unpartitioned table, from a stream of tables (see write_data_stream)."""
-        return self.new_files(write_data_stream(
-            self.io, self.metadata.schema, tables, write_id, self._max_rows(max_rows),
-            compression=self.writer.parquet_compression, memory_pool=memory_pool, stats=self.stats_policy,
-            integer_encoding=self.writer.parquet_integer_encoding, row_groups=RowGroups.of(self.writer),
-        ))
+        return self.new_files(
+            write_data_stream(
+                self.io,
+                self.metadata.schema,
+                tables,
+                write_id,
+                self._max_rows(max_rows),
+                compression=self.writer.parquet_compression,
+                memory_pool=memory_pool,
+                stats=self.stats_policy,
+                integer_encoding=self.writer.parquet_integer_encoding,
+                row_groups=RowGroups.of(self.writer),
+            )
+        )
 
     @cached_property
     def sort_keys(self) -> list[tuple[str, str, str]]:
@@ -240,7 +275,9 @@ def combine(changes: Sequence[Change], base_version: int) -> Change:
     if len(changes) == 1:
         return changes[0]
     if any(c.tree is not None for c in changes):
-        raise InvalidArgument("a publish of a branch is a version of its own: it cannot share a transaction with other changes")
+        raise InvalidArgument(
+            "a publish of a branch is a version of its own: it cannot share a transaction with other changes"
+        )
     added: list[pa.Table] = []
     removed: list[pa.Table] = []
     summary: dict[str, Any] = {"operations": ",".join(c.operation for c in changes)}

@@ -38,8 +38,8 @@ from lamina.io import FileIO
 from lamina.spec.branch import BRANCHES, BranchRecord, branch_path, check_retention, validate_branch_name
 from lamina.spec.features import with_features
 from lamina.spec.layout import BRANCH_LOGS_DIR, BRANCHES_DIR
-from lamina.spec.tag import tag_path
 from lamina.spec.slot import Tombstone, slot_chunk_size
+from lamina.spec.tag import tag_path
 from lamina.spec.version import VersionManifest
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-branches")
@@ -69,7 +69,7 @@ class BranchLog(VersionLog):
     # copy while the file is absent and no slot record covers it. Expiry records it like any
     # slot (the copy stays in the branch record, so the branch's base files stay).
 
-    def read_slot(self, version: int) -> "VersionManifest | Tombstone | None":
+    def read_slot(self, version: int) -> VersionManifest | Tombstone | None:
         slot = super().read_slot(version)
         if slot is None and self.record is not None and version == self.record.base_version:
             if self.slot_record(version, slot_chunk_size(self.record.base.properties)) is None:
@@ -155,6 +155,7 @@ class BranchStore:
 
     def list(self) -> list[BranchRecord]:
         """Every branch, by name."""
+
         def load(n: str) -> BranchRecord | None:
             try:
                 return self.get(n)
@@ -167,15 +168,21 @@ class BranchStore:
 
     def log(self, record: BranchRecord, allow_list: bool = True) -> BranchLog:
         """The branch's version log; its base slot written if a crashed creator left it out."""
-        log = BranchLog(self.io, table_uuid=record.base.table_uuid, allow_list=allow_list,
-                        layout=record.layout, record=record)
+        log = BranchLog(
+            self.io, table_uuid=record.base.table_uuid, allow_list=allow_list, layout=record.layout, record=record
+        )
         return log
 
     # -- changes ---------------------------------------------------------------------------
 
     def create(
-        self, name: str, base: VersionManifest, base_branch: str, *,
-        retain_last: int | None = None, max_age_ms: int | None = None,
+        self,
+        name: str,
+        base: VersionManifest,
+        base_branch: str,
+        *,
+        retain_last: int | None = None,
+        max_age_ms: int | None = None,
     ) -> BranchRecord:
         """Make branch ``name`` from version ``base`` of ``base_branch``: the record (put-if-absent),
         then the base slot and the hint. Refused (nothing left behind) for a bad name, an
@@ -183,7 +190,9 @@ class BranchStore:
         validate_branch_name(name)
         check_retention(retain_last, max_age_ms)
         self._refuse_tag(name)
-        record = BranchRecord(name, uuid.uuid4().hex, base_branch, base, int(time.time() * 1000), retain_last, max_age_ms)
+        record = BranchRecord(
+            name, uuid.uuid4().hex, base_branch, base, int(time.time() * 1000), retain_last, max_age_ms
+        )
         try:
             self.io.put_new(branch_path(name), record.to_json())
         except AlreadyExists:
@@ -202,7 +211,9 @@ class BranchStore:
     def refuse_existing(self, name: str) -> None:
         """BranchAlreadyExists if a branch or a tag has the name."""
         if self.exists(name):
-            raise BranchAlreadyExists(f"branch {name!r} already exists on {self.io.uri}; delete it first, or choose another name")
+            raise BranchAlreadyExists(
+                f"branch {name!r} already exists on {self.io.uri}; delete it first, or choose another name"
+            )
         self._refuse_tag(name)
 
     def _refuse_tag(self, name: str) -> None:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Sequence
 
 from lamina.commit.base import Base, Change, Operation, combine
 from lamina.commit.coordinator import CommitCoordinator
@@ -30,8 +30,15 @@ from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted,
 from lamina.manifest.entries import conform, fill_constant, manifest_schema_of
 from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
 from lamina.spec.features import (
-    COLUMN_MAPPING, EXTERNAL_FILES, HIDDEN_PARTITIONING, PARTITION_EVOLUTION, SLOT_RANGE_RECORDS, SLOT_TOMBSTONES,
-    SORT_ORDERS, check_writer, with_features,
+    COLUMN_MAPPING,
+    EXTERNAL_FILES,
+    HIDDEN_PARTITIONING,
+    PARTITION_EVOLUTION,
+    SLOT_RANGE_RECORDS,
+    SLOT_TOMBSTONES,
+    SORT_ORDERS,
+    check_writer,
+    with_features,
 )
 from lamina.spec.layout import has_external, random_hex
 from lamina.spec.lineage import assign_row_ids, counter_of, has_lineage
@@ -54,7 +61,7 @@ class CommitOptions:
     resolve_attempts: int = 5  # reads of the version slot to resolve an unknown outcome
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> "CommitOptions":
+    def from_properties(cls, props: Mapping[str, str]) -> CommitOptions:
         """The retry policy a table's ``commit.retry.*`` properties set."""
         return cls(
             max_attempts=TableProperties.COMMIT_RETRY_MAX_ATTEMPTS.get(props),
@@ -209,7 +216,11 @@ class Committer:
         return changes, next_row_id
 
     def _apply_tree(
-        self, base: VersionManifest, change: Change, version: int, commit_id: str | None = None,
+        self,
+        base: VersionManifest,
+        change: Change,
+        version: int,
+        commit_id: str | None = None,
     ) -> tuple[VersionManifest, ChangeResult]:
         """``base`` with ``change`` applied to its manifest tree: the manifests of ``version``.
         ``commit_id``: the tree is the commit's own (its root is named by it and the version;
@@ -218,8 +229,14 @@ class Committer:
         cfg = TreeConfig.of(new_base)
         try:
             result = apply_change(
-                self.log.io, base.root_manifest, manifest_schema_of(new_base), version,
-                change.added, change.removed, cfg, base.root_inline,
+                self.log.io,
+                base.root_manifest,
+                manifest_schema_of(new_base),
+                version,
+                change.added,
+                change.removed,
+                cfg,
+                base.root_inline,
                 root_path=None if commit_id is None else commit_root_path(commit_id, version, cfg.arrow_root),
             )
         except MissingFiles as e:
@@ -255,7 +272,11 @@ class Committer:
         if change.app_transactions:
             apps.update(change.app_transactions)
         vm = _successor(
-            base, changed, change, commit_id, summary,
+            base,
+            changed,
+            change,
+            commit_id,
+            summary,
             next_row_id=next_row_id,
             root_manifest=result.root_path,
             root_inline=result.root_inline,
@@ -277,19 +298,29 @@ class Committer:
         summary = {k: v for k, v in tree.summary.items() if k in ("total-files", "total-records")}
         summary.update(change.summary)
         return _successor(
-            base, tree, change, commit_id, summary,
+            base,
+            tree,
+            change,
+            commit_id,
+            summary,
             next_row_id=tree.next_row_id,
             root_manifest=tree.root_manifest,
             root_inline=tree.root_inline,
             app_transactions={**base.app_transactions, **tree.app_transactions, **(change.app_transactions or {})},
             last_readd_version=base.version + 1,
             reader_features=tree.reader_features,
-            writer_features=with_features(tree.writer_features, SLOT_TOMBSTONES, SLOT_RANGE_RECORDS, *base.writer_features),
+            writer_features=with_features(
+                tree.writer_features, SLOT_TOMBSTONES, SLOT_RANGE_RECORDS, *base.writer_features
+            ),
         )
 
     def _publish(
-        self, vm: VersionManifest, commit_id: str, options: CommitOptions, base_properties: Mapping[str, str],
-    ) -> "VersionManifest | object":
+        self,
+        vm: VersionManifest,
+        commit_id: str,
+        options: CommitOptions,
+        base_properties: Mapping[str, str],
+    ) -> VersionManifest | object:
         """The committed manifest; _LOST if another commit holds the slot; _WITHDRAWN if our put
         landed in a slot that had been freed (so it is not part of the table) and was taken back.
         Whether the slot could have been freed is judged by the retention of the base
@@ -337,7 +368,9 @@ class Committer:
                 return vm
             log.warning(
                 "version %d of %s landed in a slot freed after its version expired (the put was delayed); "
-                "withdrawing it and rebasing", vm.version, self.log.io.uri,
+                "withdrawing it and rebasing",
+                vm.version,
+                self.log.io.uri,
             )
             self._withdraw(vm)
             return _WITHDRAWN
@@ -356,7 +389,12 @@ class Committer:
 
 
 def _successor(
-    base: VersionManifest, content: VersionManifest, change: Change, commit_id: str, summary: dict, **fields: object,
+    base: VersionManifest,
+    content: VersionManifest,
+    change: Change,
+    commit_id: str,
+    summary: dict,
+    **fields: object,
 ) -> VersionManifest:
     """Version ``base.version + 1`` made by ``change``, with ``content``'s schema, partition
     specs, sort order and properties, and ``fields``."""
@@ -389,9 +427,19 @@ def with_metadata(base: VersionManifest, change: Change) -> VersionManifest:
     under the earlier ones keep theirs), and the features say what a writer must keep (the
     spec list, the sort order) and what readers and writers must do (map evolved columns)."""
     # A file the table does not own needs readers that open it and writers that never delete it.
-    external = EXTERNAL_FILES not in base.reader_features and has_external(change.added.column("path")) if change.added.num_rows else False
-    if (change.schema is None and change.partition_spec is None and change.sort_order is None
-            and change.properties is None and not change.writer_features and not external):
+    external = (
+        EXTERNAL_FILES not in base.reader_features and has_external(change.added.column("path"))
+        if change.added.num_rows
+        else False
+    )
+    if (
+        change.schema is None
+        and change.partition_spec is None
+        and change.sort_order is None
+        and change.properties is None
+        and not change.writer_features
+        and not external
+    ):
         return base
     spec = change.partition_spec or base.partition_spec
     specs = base.all_partition_specs

@@ -21,10 +21,11 @@ import bisect
 import logging
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from collections import OrderedDict
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from lamina.errors import CorruptMetadata, NotFound, StorageError, TableNotFound, VersionNotFound
 from lamina.io import FileIO
@@ -91,7 +92,8 @@ class VersionLog:
 
     def _history_hint(self) -> str:
         return "see `lamina history` for the versions there are" + (
-            "" if self.branch == MAIN_BRANCH else f" (with --branch {self.branch})")
+            "" if self.branch == MAIN_BRANCH else f" (with --branch {self.branch})"
+        )
 
     def confirm(self, vm: VersionManifest) -> None:
         """Called by the committer once ``vm`` is in its slot and the slot was never freed,
@@ -100,7 +102,7 @@ class VersionLog:
 
     # -- loading -----------------------------------------------------------------
 
-    def read_slot(self, version: int) -> "VersionManifest | Tombstone | None":
+    def read_slot(self, version: int) -> VersionManifest | Tombstone | None:
         """What slot ``version`` holds now: its manifest, a tombstone, or None (empty), told
         apart by content. No freed-slot check: the committer reads its own put back with it."""
         if version < 0:
@@ -175,7 +177,7 @@ class VersionLog:
         except VersionNotFound:
             return None
 
-    def try_load_many(self, versions: "Sequence[int]") -> dict[int, VersionManifest]:
+    def try_load_many(self, versions: Sequence[int]) -> dict[int, VersionManifest]:
         """The live ones of ``versions`` by number: what ``try_load`` gives for each, with each
         chunk's slot records listed once, not once per version. History and change ranges
         load many versions of a chunk: one by one, that is a LIST per version on S3, at about
@@ -185,19 +187,26 @@ class VersionLog:
         as in ``load``, a record the listing does not show was written after it, so after
         the slot was read, which then held what its version wrote."""
         wanted = [v for v in versions if v >= 0]
-        read = (map(self.read_slot, wanted) if self.io.is_local or len(wanted) <= 1
-                else _read_pool.map(self.read_slot, wanted))
+        read = (
+            map(self.read_slot, wanted)
+            if self.io.is_local or len(wanted) <= 1
+            else _read_pool.map(self.read_slot, wanted)
+        )
         listed: dict[tuple[int, int], list[RecordRef]] = {}
         out: dict[int, VersionManifest] = {}
         for v, slot in list(zip(wanted, read)):  # (every slot read before any listing)
-            if isinstance(slot, VersionManifest) and self.slot_record(v, slot_chunk_size(slot.properties), listed) is None:
+            if (
+                isinstance(slot, VersionManifest)
+                and self.slot_record(v, slot_chunk_size(slot.properties), listed) is None
+            ):
                 out[v] = slot
         return out
 
     # -- slot records (lamina.spec.slot) ---------------------------------------------------
 
-    def slot_record(self, version: int, chunk_size: int,
-                    listed: "dict[tuple[int, int], list[RecordRef]] | None" = None) -> SlotRecord | None:
+    def slot_record(
+        self, version: int, chunk_size: int, listed: dict[tuple[int, int], list[RecordRef]] | None = None
+    ) -> SlotRecord | None:
         """A record covering slot ``version`` (its version expired, the slot maybe freed), or None.
         One listing of the records of the slot's chunk (one LIST on S3; two directory reads on
         local disk, which fail fast where there are none), and a GET of a covering one.
@@ -216,7 +225,7 @@ class VersionLog:
                 return self.read_record(ref)
         return None
 
-    def read_record(self, ref: "RecordRef") -> SlotRecord:
+    def read_record(self, ref: RecordRef) -> SlotRecord:
         """The record a listing named (cached: records never change); CorruptMetadata if damaged."""
         hit = self._records.get(ref.path)
         if hit is not None:
@@ -225,11 +234,13 @@ class VersionLog:
         if (rec.first, rec.last, rec.emptied) != (ref.first, ref.last, ref.emptied) or (
             not ref.emptied and rec.at_ms != ref.at_ms
         ):
-            raise CorruptMetadata(f"slot record {ref.path} records versions {rec.first}..{rec.last}, not what its name says")
+            raise CorruptMetadata(
+                f"slot record {ref.path} records versions {rec.first}..{rec.last}, not what its name says"
+            )
         self._records[ref.path] = rec
         return rec
 
-    def _chunk_records(self, first: int, last: int) -> "list[RecordRef]":
+    def _chunk_records(self, first: int, last: int) -> list[RecordRef]:
         """The records of one chunk: its freed-chunk record (older tables) and its range records."""
         chunk = f"{first:020d}-{last:020d}"
         freed_dir = self.layout.freed_dir
@@ -240,13 +251,16 @@ class VersionLog:
             ours = [n for n in names if n.startswith(chunk + ".") or n.startswith(chunk + "/")]
             if len(names) < 1000 or len(ours) < len(names):
                 return [r for r in map(lambda n: _record_ref(freed_dir, n), ours) if r is not None]
-        refs = [] if self.io.get_optional(self.layout.freed_path(first, last)) is None else [
-            RecordRef(self.layout.freed_path(first, last), first, last, 0, True)]
+        refs = (
+            []
+            if self.io.get_optional(self.layout.freed_path(first, last)) is None
+            else [RecordRef(self.layout.freed_path(first, last), first, last, 0, True)]
+        )
         sub = records_dir(freed_dir, first, last)
         refs += [r for r in (_record_ref(freed_dir, f"{chunk}/{n}") for n in self.io.list_names(sub)) if r is not None]
         return refs
 
-    def slot_records(self) -> "list[RecordRef]":
+    def slot_records(self) -> list[RecordRef]:
         """Every slot record of the log (names only), ascending by first slot: a listing of
         ``freed/`` (recursive; on local disk one directory read per chunk that has range records)."""
         freed_dir = self.layout.freed_dir
@@ -398,7 +412,7 @@ class VersionLog:
         """Every version present, oldest first (a full listing); tombstones are not versions."""
         return self.scan_slots().versions
 
-    def scan_slots(self) -> "SlotListing":
+    def scan_slots(self) -> SlotListing:
         """Every slot file, classified by content, from one listing of ``versions/`` and one of
         ``freed/``. A file small enough to be a tombstone is read to tell which it is: a
         truncated version manifest is never mistaken for one (it fails to load instead)."""
@@ -426,7 +440,11 @@ class VersionLog:
                 versions.append(v)
         tombstones: dict[int, Tombstone] = {}
         paths = [self.layout.version_path(v) for v in small]
-        read = map(self.io.get_optional, paths) if self.io.is_local or len(paths) <= 1 else _read_pool.map(self.io.get_optional, paths)
+        read = (
+            map(self.io.get_optional, paths)
+            if self.io.is_local or len(paths) <= 1
+            else _read_pool.map(self.io.get_optional, paths)
+        )
         for v, data in zip(small, read):
             if data is None:
                 continue  # deleted since the listing
@@ -623,7 +641,7 @@ def _discard(f: Future) -> None:
 # process. A version this process wrote is entered when it is written (``remember``), so a
 # writer reading back what it committed (a notebook, a publish of a branch it just wrote)
 # parses nothing.
-_parsed: "OrderedDict[bytes, VersionManifest]" = OrderedDict()
+_parsed: OrderedDict[bytes, VersionManifest] = OrderedDict()
 _PARSED_MAX = 4096
 
 

@@ -57,7 +57,9 @@ class TagStore:
                 "delete it first or use t.tags.replace"
             ) from None
         if (
-            confirm_version and self.log.branch == MAIN_BRANCH and BRANCHES not in vm.writer_features
+            confirm_version
+            and self.log.branch == MAIN_BRANCH
+            and BRANCHES not in vm.writer_features
             and self.log.is_known_newest(vm)
         ):
             # Our version is still the newest now that the tag is written: no expiry can have
@@ -77,7 +79,9 @@ class TagStore:
         # anything else; its file stays in the slot a while), so the records are read.
         if confirm_version and not self.log.is_live(vm.version):
             self._delete_file(name)
-            raise VersionNotFound(f"version {vm.version} was expired while tag {name!r} was being created; nothing was tagged")
+            raise VersionNotFound(
+                f"version {vm.version} was expired while tag {name!r} was being created; nothing was tagged"
+            )
         return tag
 
     def guard(self, vm: VersionManifest, purpose: str) -> Tag:
@@ -88,6 +92,7 @@ class TagStore:
         after a day and the next expiry deletes it."""
         name = f"{purpose}-guard.{uuid.uuid4().hex[:16]}"
         tag = self.create(name, vm, expires_at_ms=int(time.time() * 1000) + 86_400_000, confirm_version=False)
+
         def same(other: VersionManifest | None) -> bool:
             # By commit id, not number: versions of different branches share numbers.
             return other is not None and other.version == vm.version and other.commit_id == vm.commit_id

@@ -8,7 +8,8 @@ external files the table reads and never deletes (docs/convert.md).
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from lamina.convert.adopt import Adoptable, adopt
 from lamina.errors import InvalidArgument
@@ -26,7 +27,7 @@ def detect_format(source: Any) -> str:
     path = str(source)
     if path.endswith(".metadata.json"):
         return "iceberg"
-    local = path[len("file://"):] if path.startswith("file://") else path
+    local = path[len("file://") :] if path.startswith("file://") else path
     if "://" not in local:
         if os.path.isdir(os.path.join(local, "_delta_log")):
             return "delta"
@@ -35,8 +36,9 @@ def detect_format(source: Any) -> str:
     return "parquet"
 
 
-def read_source(source: Any, format: str | None = None, *, storage_options: Mapping[str, Any] | None = None,
-                tags: bool = False) -> Adoptable:
+def read_source(
+    source: Any, format: str | None = None, *, storage_options: Mapping[str, Any] | None = None, tags: bool = False
+) -> Adoptable:
     """What ``convert`` would adopt from ``source``, read and checked, nothing written."""
     kind = format or detect_format(source)
     if kind not in FORMATS:

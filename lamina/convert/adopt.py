@@ -13,8 +13,9 @@ one DV file the table owns.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -56,13 +57,13 @@ def entry_path(io: FileIO, location: str) -> str:
     place), else its absolute location (``file:///...``, ``s3://bucket/key``). A file
     under the root's ``data/`` or ``_lamina/`` would be taken for one the table owns."""
     if io.is_local:
-        absolute = location[len("file://"):] if location.startswith("file://") else location
+        absolute = location[len("file://") :] if location.startswith("file://") else location
         root = io.uri
         uri = "file://" + absolute
     else:
         absolute, root, uri = location, io.uri, location
     if absolute.startswith(root.rstrip("/") + "/"):
-        rel = absolute[len(root.rstrip("/")) + 1:]
+        rel = absolute[len(root.rstrip("/")) + 1 :]
         if rel.startswith((f"{DATA_DIR}/", f"{META_DIR}/")):
             raise InvalidArgument(
                 f"source file {location} lies under the new table's {rel.split('/')[0]}/, which a Lamina table "
@@ -89,7 +90,9 @@ def adopt(
     paths = [entry_path(io, p) for p in files.column("path").to_pylist()]
     files = files.set_column(files.schema.get_field_index("path"), "path", pa.array(paths, pa.string()))
     vm = _version_zero(found, properties)
-    entries = entries_from_user_files(files, vm.schema, vm.partition_spec, manifest_schema_of(vm), stats_policy(vm.schema, vm.properties))
+    entries = entries_from_user_files(
+        files, vm.schema, vm.partition_spec, manifest_schema_of(vm), stats_policy(vm.schema, vm.properties)
+    )
     entries = _with_older_partitions(entries, found)
     check_added_files(entries, io, check_files=False)  # (sizes come from the source's own metadata)
     table = create_table_at(location, vm, storage_options=storage_options)
@@ -117,8 +120,12 @@ def _version_zero(found: Adoptable, properties: Mapping[str, Any] | None) -> Any
     if found.schema.is_evolved:
         reader, writer = with_features(reader, COLUMN_MAPPING), with_features(writer, COLUMN_MAPPING)
     return dataclasses.replace(
-        base, schema=found.schema, partition_spec=found.spec, partition_specs=specs if len(specs) > 1 else (),
-        reader_features=reader, writer_features=writer,
+        base,
+        schema=found.schema,
+        partition_spec=found.spec,
+        partition_specs=specs if len(specs) > 1 else (),
+        reader_features=reader,
+        writer_features=writer,
         summary={**base.summary, "converted-from": found.kind, "source": found.source},
     )
 
@@ -138,10 +145,14 @@ def _with_older_partitions(entries: pa.Table, found: Adoptable) -> pa.Table:
             for name in (C.pmin_col(fid), C.pmax_col(fid)):
                 if name in cols:
                     cols[name][i] = v
-    return pa.table({n: pa.array(cols[n], entries.schema.field(n).type) for n in entries.column_names}, schema=entries.schema)
+    return pa.table(
+        {n: pa.array(cols[n], entries.schema.field(n).type) for n in entries.column_names}, schema=entries.schema
+    )
 
 
-def _with_deletion_vectors(entries: pa.Table, paths: list[str], found: Adoptable, io: FileIO, write_id: str) -> pa.Table:
+def _with_deletion_vectors(
+    entries: pa.Table, paths: list[str], found: Adoptable, io: FileIO, write_id: str
+) -> pa.Table:
     """Entries with the source's deleted rows as deletion vectors (one DV file), their
     record counts the live rows."""
     if not found.deleted:
@@ -151,10 +162,18 @@ def _with_deletion_vectors(entries: pa.Table, paths: list[str], found: Adoptable
     if not hit:
         return entries
     dvs = write_dv_file(io, write_id, [bitmap_of(pos) for _, pos in hit])
-    cols = {n: entries.column(n).to_pylist() for n in ("record_count", "dv_path", "dv_offset", "dv_length", "dv_cardinality")}
+    cols = {
+        n: entries.column(n).to_pylist()
+        for n in ("record_count", "dv_path", "dv_offset", "dv_length", "dv_cardinality")
+    }
     for (i, _), dv in zip(hit, dvs):
         cols["record_count"][i] -= dv.cardinality
-        cols["dv_path"][i], cols["dv_offset"][i], cols["dv_length"][i], cols["dv_cardinality"][i] = dv.path, dv.offset, dv.length, dv.cardinality
+        cols["dv_path"][i], cols["dv_offset"][i], cols["dv_length"][i], cols["dv_cardinality"][i] = (
+            dv.path,
+            dv.offset,
+            dv.length,
+            dv.cardinality,
+        )
     for name, values in cols.items():
         i = entries.schema.get_field_index(name)
         entries = entries.set_column(i, entries.schema.field(i), pa.array(values, entries.schema.field(i).type))

@@ -8,7 +8,8 @@ them: they may change which rows a file holds.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,9 +21,15 @@ from lamina.spec.schema import FIELD_ID_KEY, PHYSICAL_NAME_KEY, Schema
 
 # Delta reader features whose tables Lamina reads as they are: deletion vectors become
 # Lamina's, column mapping its physical names, the others change no row a file holds.
-KNOWN_READER_FEATURES = frozenset({
-    "deletionVectors", "columnMapping", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
-})
+KNOWN_READER_FEATURES = frozenset(
+    {
+        "deletionVectors",
+        "columnMapping",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+    }
+)
 _MAPPING_ID = "delta.columnMapping.id"
 _MAPPING_NAME = "delta.columnMapping.physicalName"
 
@@ -59,8 +66,10 @@ def _schema(dt: Any, mapping: bool) -> Schema:
     arrow = pa.schema(dt.schema().to_arrow())
     for f in arrow:
         if "variant" in str(f.type).lower() or pa.types.is_null(f.type):
-            raise UnconvertibleTable(f"column {f.name!r} is of Delta type {f.type}, which Lamina has no type for; "
-                                     "nothing was written", feature=f"type:{f.type}")
+            raise UnconvertibleTable(
+                f"column {f.name!r} is of Delta type {f.type}, which Lamina has no type for; nothing was written",
+                feature=f"type:{f.type}",
+            )
     if not mapping:
         return Schema.from_arrow(arrow)
     fields = [_field(f, True, [0]) for f in arrow]
@@ -75,7 +84,8 @@ def read_delta(source: Any, storage_options: Mapping[str, Any] | None = None) ->
     if unknown:
         raise UnconvertibleTable(
             f"the Delta table at {dt.table_uri} needs reader feature(s) {unknown}, which Lamina does not know: "
-            "they may change which rows its files hold. Nothing was written.", feature=unknown[0],
+            "they may change which rows its files hold. Nothing was written.",
+            feature=unknown[0],
         )
     config = dt.metadata().configuration
     mode = config.get("delta.columnMapping.mode", "none")
@@ -85,7 +95,8 @@ def read_delta(source: Any, storage_options: Mapping[str, Any] | None = None) ->
         raise UnconvertibleTable(
             f"the Delta table at {dt.table_uri} is partitioned by {partition_columns}, whose values Delta keeps in "
             "its log, not in the data files; Lamina reads every column from its files, so adopting them would lose "
-            "the values. Nothing was written.", feature="partition-values-in-log",
+            "the values. Nothing was written.",
+            feature="partition-values-in-log",
         )
     spec = parse_partition_by(None, schema)
     actions = pa.table(dt.get_add_actions(flatten=True))
@@ -93,7 +104,7 @@ def read_delta(source: Any, storage_options: Mapping[str, Any] | None = None) ->
     paths = [p if "://" in p else f"{root}/{p}" for p in actions.column("path").to_pylist()]
     local = root.startswith("file://")
     if local:
-        paths = [p[len("file://"):] if p.startswith("file://") else p for p in paths]
+        paths = [p[len("file://") :] if p.startswith("file://") else p for p in paths]
     cols: dict[str, Any] = {
         "path": pa.array(paths, pa.string()),
         "size": actions.column("size_bytes"),
@@ -114,8 +125,11 @@ def read_delta(source: Any, storage_options: Mapping[str, Any] | None = None) ->
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 continue  # a bound of a type Arrow cannot cast: unknown
     if any(c is None for c in cols["record_count"].to_pylist()):
-        raise UnconvertibleTable(f"the Delta table at {dt.table_uri} has files without a record count in their "
-                                 "statistics; nothing was written", feature="add-without-numRecords")
+        raise UnconvertibleTable(
+            f"the Delta table at {dt.table_uri} has files without a record count in their "
+            "statistics; nothing was written",
+            feature="add-without-numRecords",
+        )
     return Adoptable("delta", dt.table_uri, schema, spec, pa.table(cols), deleted=_deleted_rows(dt, local))
 
 
@@ -125,7 +139,6 @@ def _deleted_rows(dt: Any, local: bool) -> dict[str, np.ndarray]:
     dvs = pa.table(dt.deletion_vectors())
     for path, keep in zip(dvs.column("filepath").to_pylist(), dvs.column("selection_vector").to_pylist()):
         if local and path.startswith("file://"):
-            path = path[len("file://"):]
+            path = path[len("file://") :]
         out[path] = np.flatnonzero(~np.asarray(keep, dtype=bool)).astype(np.uint32)
     return out
-

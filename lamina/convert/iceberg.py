@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import decimal
 import uuid
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,14 +23,15 @@ import pyarrow.parquet as pq
 from lamina.convert.adopt import Adoptable
 from lamina.errors import InvalidArgument, UnconvertibleTable
 from lamina.spec.partition import PartitionField, PartitionSpec
-from lamina.spec.transforms import transform_result_type
 from lamina.spec.schema import FIELD_ID_KEY, Schema
+from lamina.spec.transforms import transform_result_type
 
 _POS_DELETE_PATH, _POS_DELETE_POS = 2147483546, 2147483545  # Iceberg's reserved field ids
 
 
 def _load(source: Any, storage_options: Mapping[str, Any] | None) -> Any:
-    from pyiceberg.table import StaticTable, Table as IcebergTable
+    from pyiceberg.table import StaticTable
+    from pyiceberg.table import Table as IcebergTable
 
     if isinstance(source, IcebergTable):
         return source
@@ -66,11 +68,20 @@ def _arrow_type(t: Any, where: str) -> pa.DataType:
     from pyiceberg import types as it
 
     simple = {
-        it.BooleanType: pa.bool_(), it.IntegerType: pa.int32(), it.LongType: pa.int64(), it.FloatType: pa.float32(),
-        it.DoubleType: pa.float64(), it.DateType: pa.date32(), it.TimeType: pa.time64("us"),
-        it.TimestampType: pa.timestamp("us"), it.TimestamptzType: pa.timestamp("us", "UTC"),
-        it.TimestampNanoType: pa.timestamp("ns"), it.TimestamptzNanoType: pa.timestamp("ns", "UTC"),
-        it.StringType: pa.string(), it.BinaryType: pa.binary(), it.UUIDType: pa.binary(16),
+        it.BooleanType: pa.bool_(),
+        it.IntegerType: pa.int32(),
+        it.LongType: pa.int64(),
+        it.FloatType: pa.float32(),
+        it.DoubleType: pa.float64(),
+        it.DateType: pa.date32(),
+        it.TimeType: pa.time64("us"),
+        it.TimestampType: pa.timestamp("us"),
+        it.TimestamptzType: pa.timestamp("us", "UTC"),
+        it.TimestampNanoType: pa.timestamp("ns"),
+        it.TimestamptzNanoType: pa.timestamp("ns", "UTC"),
+        it.StringType: pa.string(),
+        it.BinaryType: pa.binary(),
+        it.UUIDType: pa.binary(16),
     }
     for cls, arrow in simple.items():
         if isinstance(t, cls):
@@ -82,19 +93,36 @@ def _arrow_type(t: Any, where: str) -> pa.DataType:
     if isinstance(t, it.StructType):
         return pa.struct([_arrow_field(f, where) for f in t.fields])
     if isinstance(t, it.ListType):
-        return pa.list_(pa.field("element", _arrow_type(t.element_type, where), not t.element_required,
-                                 {FIELD_ID_KEY: str(t.element_id).encode()}))
+        return pa.list_(
+            pa.field(
+                "element",
+                _arrow_type(t.element_type, where),
+                not t.element_required,
+                {FIELD_ID_KEY: str(t.element_id).encode()},
+            )
+        )
     if isinstance(t, it.MapType):
-        return pa.map_(pa.field("key", _arrow_type(t.key_type, where), False, {FIELD_ID_KEY: str(t.key_id).encode()}),
-                       pa.field("value", _arrow_type(t.value_type, where), not t.value_required,
-                                {FIELD_ID_KEY: str(t.value_id).encode()}))
-    raise UnconvertibleTable(f"{where} is of Iceberg type {t}, which Lamina has no type for; nothing was written",
-                             feature=f"type:{t}")
+        return pa.map_(
+            pa.field("key", _arrow_type(t.key_type, where), False, {FIELD_ID_KEY: str(t.key_id).encode()}),
+            pa.field(
+                "value",
+                _arrow_type(t.value_type, where),
+                not t.value_required,
+                {FIELD_ID_KEY: str(t.value_id).encode()},
+            ),
+        )
+    raise UnconvertibleTable(
+        f"{where} is of Iceberg type {t}, which Lamina has no type for; nothing was written", feature=f"type:{t}"
+    )
 
 
 def _arrow_field(f: Any, where: str = "") -> pa.Field:
-    return pa.field(f.name, _arrow_type(f.field_type, f"column {f.name!r}"), not f.required,
-                    {FIELD_ID_KEY: str(f.field_id).encode()})
+    return pa.field(
+        f.name,
+        _arrow_type(f.field_type, f"column {f.name!r}"),
+        not f.required,
+        {FIELD_ID_KEY: str(f.field_id).encode()},
+    )
 
 
 def _renamed(tbl: Any) -> list[int]:
@@ -115,8 +143,10 @@ def _specs(tbl: Any, schema: Schema) -> dict[int, PartitionSpec]:
         for f in spec.fields:
             transform = str(f.transform)
             if transform == "void":
-                raise UnconvertibleTable(f"partition spec {spec_id} has a void field {f.name!r}; nothing was written",
-                                         feature="transform:void")
+                raise UnconvertibleTable(
+                    f"partition spec {spec_id} has a void field {f.name!r}; nothing was written",
+                    feature="transform:void",
+                )
             fields.append(PartitionField(f.source_id, f.field_id, f.name, transform))
         out[spec_id] = PartitionSpec(spec_id, tuple(fields))
     return out
@@ -132,7 +162,9 @@ def _bound(t: Any, raw: bytes | None, arrow: pa.DataType) -> Any:
     if isinstance(v, uuid.UUID):
         return v.bytes
     if pa.types.is_timestamp(arrow) or pa.types.is_time(arrow) or pa.types.is_date(arrow):
-        return pa.scalar(v, pa.int64() if arrow.bit_width == 64 else pa.int32()).cast(arrow) if isinstance(v, int) else v
+        return (
+            pa.scalar(v, pa.int64() if arrow.bit_width == 64 else pa.int32()).cast(arrow) if isinstance(v, int) else v
+        )
     if isinstance(v, decimal.Decimal):
         return v
     return v
@@ -161,8 +193,9 @@ def read_iceberg(source: Any, storage_options: Mapping[str, Any] | None = None, 
             feature="renamed-columns",
         )
     ischema = tbl.schema()
-    schema = Schema(pa.schema([_arrow_field(f) for f in ischema.fields]), ischema.schema_id,
-                    tbl.metadata.last_column_id)
+    schema = Schema(
+        pa.schema([_arrow_field(f) for f in ischema.fields]), ischema.schema_id, tbl.metadata.last_column_id
+    )
     specs = _specs(tbl, schema)
     current = specs[tbl.metadata.default_spec_id]
     snapshot = tbl.current_snapshot()
@@ -181,8 +214,10 @@ def read_iceberg(source: Any, storage_options: Mapping[str, Any] | None = None, 
     for i, task in enumerate(tasks):
         df = task.file
         if df.file_format != FileFormat.PARQUET:
-            raise UnconvertibleTable(f"data file {df.file_path} is {df.file_format}; Lamina's data files are Parquet. "
-                                     "Nothing was written.", feature=f"format:{df.file_format}")
+            raise UnconvertibleTable(
+                f"data file {df.file_path} is {df.file_format}; Lamina's data files are Parquet. Nothing was written.",
+                feature=f"format:{df.file_format}",
+            )
         rows["path"].append(df.file_path)
         rows["size"].append(df.file_size_in_bytes)
         rows["record_count"].append(df.record_count)
@@ -191,14 +226,22 @@ def read_iceberg(source: Any, storage_options: Mapping[str, Any] | None = None, 
             fid = field.field_id
             floating = pa.types.is_floating(f.type)
             keep = not floating or nan.get(fid) == 0
-            rows["lower." + f.name].append(_bound(field.field_type, (df.lower_bounds or {}).get(fid), f.type) if keep else None)
-            rows["upper." + f.name].append(_bound(field.field_type, (df.upper_bounds or {}).get(fid), f.type) if keep else None)
+            rows["lower." + f.name].append(
+                _bound(field.field_type, (df.lower_bounds or {}).get(fid), f.type) if keep else None
+            )
+            rows["upper." + f.name].append(
+                _bound(field.field_type, (df.upper_bounds or {}).get(fid), f.type) if keep else None
+            )
             rows["null_count." + f.name].append((df.null_value_counts or {}).get(fid))
         spec = specs[df.spec_id]
         values = {pf.field_id: df.partition[j] for j, pf in enumerate(spec.fields)}
-        typed = {pf.field_id: _partition_value(values[pf.field_id],
-                                               transform_result_type(pf.transform, schema.field(schema.name_of(pf.source_id)).type))
-                 for pf in spec.fields}
+        typed = {
+            pf.field_id: _partition_value(
+                values[pf.field_id],
+                transform_result_type(pf.transform, schema.field(schema.name_of(pf.source_id)).type),
+            )
+            for pf in spec.fields
+        }
         if df.spec_id == current.spec_id:
             for pf in current.fields:
                 rows["partition." + pf.name].append(typed[pf.field_id])
@@ -206,15 +249,26 @@ def read_iceberg(source: Any, storage_options: Mapping[str, Any] | None = None, 
             for pf in current.fields:
                 rows["partition." + pf.name].append(None)
             older.append((i, df.spec_id, typed))
-        positions = [_deleted_positions(io, d, df.file_path, delete_cache) for d in task.delete_files
-                     if _is_position_delete(d, DataFileContent)]
+        positions = [
+            _deleted_positions(io, d, df.file_path, delete_cache)
+            for d in task.delete_files
+            if _is_position_delete(d, DataFileContent)
+        ]
         if positions:
             deletes[df.file_path] = np.unique(np.concatenate(positions)).astype(np.uint32)
     files = pa.table({k: _column(k, v, schema, current) for k, v in rows.items()})
     tagged = _tags(tbl, snapshot) if tags else ()
-    return Adoptable("iceberg", tbl.metadata_location, schema, current, files,
-                     specs=tuple(specs.values()) if len(specs) > 1 else (), older_partitions=older,
-                     deleted=deletes, tags=tagged)
+    return Adoptable(
+        "iceberg",
+        tbl.metadata_location,
+        schema,
+        current,
+        files,
+        specs=tuple(specs.values()) if len(specs) > 1 else (),
+        older_partitions=older,
+        deleted=deletes,
+        tags=tagged,
+    )
 
 
 def _column(name: str, values: list[Any], schema: Schema, spec: PartitionSpec) -> pa.Array:
@@ -223,7 +277,7 @@ def _column(name: str, values: list[Any], schema: Schema, spec: PartitionSpec) -
     if name in ("size", "record_count") or name.startswith("null_count."):
         return pa.array(values, pa.int64())
     if name.startswith("partition."):
-        pf = next(f for f in spec.fields if f.name == name[len("partition."):])
+        pf = next(f for f in spec.fields if f.name == name[len("partition.") :])
         t = transform_result_type(pf.transform, schema.field(schema.name_of(pf.source_id)).type)
     else:
         t = schema.field(name.split(".", 1)[1]).type
@@ -235,12 +289,15 @@ def _is_position_delete(d: Any, content: Any) -> bool:
         raise UnconvertibleTable(
             f"delete file {d.file_path} holds equality deletes, which Lamina cannot represent (its deletes are "
             "positions). Rewrite them first (Iceberg's rewrite_position_delete_files / a compaction); nothing was "
-            "written.", feature="equality-deletes",
+            "written.",
+            feature="equality-deletes",
         )
     return d.content == content.POSITION_DELETES
 
 
-def _deleted_positions(io: Any, delete_file: Any, data_path: str, cache: dict[str, dict[str, np.ndarray]]) -> np.ndarray:
+def _deleted_positions(
+    io: Any, delete_file: Any, data_path: str, cache: dict[str, dict[str, np.ndarray]]
+) -> np.ndarray:
     """The positions ``delete_file`` (position deletes, or a v3 deletion vector) deletes in ``data_path``."""
     from pyiceberg.manifest import FileFormat
     from pyiceberg.table.deletion_vector import deletion_vectors_from_puffin_file
@@ -251,8 +308,10 @@ def _deleted_positions(io: Any, delete_file: Any, data_path: str, cache: dict[st
         with io.new_input(delete_file.file_path).open() as f:
             payload = f.read()
         if delete_file.file_format == FileFormat.PUFFIN:
-            by_file = {dv.referenced_data_file: np.asarray(dv.to_vector(), dtype=np.int64)
-                       for dv in deletion_vectors_from_puffin_file(PuffinFile(payload))}
+            by_file = {
+                dv.referenced_data_file: np.asarray(dv.to_vector(), dtype=np.int64)
+                for dv in deletion_vectors_from_puffin_file(PuffinFile(payload))
+            }
         elif delete_file.file_format == FileFormat.PARQUET:
             t = pq.read_table(pa.BufferReader(payload))
             by_file = {}
@@ -260,8 +319,10 @@ def _deleted_positions(io: Any, delete_file: Any, data_path: str, cache: dict[st
             for p in set(paths):
                 by_file[p] = pos[np.asarray(paths) == p]
         else:
-            raise UnconvertibleTable(f"delete file {delete_file.file_path} is {delete_file.file_format}; nothing was "
-                                     "written", feature=f"format:{delete_file.file_format}")
+            raise UnconvertibleTable(
+                f"delete file {delete_file.file_path} is {delete_file.file_format}; nothing was written",
+                feature=f"format:{delete_file.file_format}",
+            )
         cache[delete_file.file_path] = by_file
     return by_file.get(data_path, np.array([], dtype=np.int64))
 
@@ -273,6 +334,7 @@ def _tags(tbl: Any, snapshot: Any) -> tuple[str, ...]:
     if other:
         raise UnconvertibleTable(
             f"tag(s) {other} name snapshots older than the current one, which becomes Lamina's only version; convert "
-            "without tags, or drop those tags first. Nothing was written.", feature="tags-of-older-snapshots",
+            "without tags, or drop those tags first. Nothing was written.",
+            feature="tags-of-older-snapshots",
         )
     return tuple(sorted(tags))

@@ -9,7 +9,8 @@ the files' schemas unified (a column some files lack reads null there).
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,9 +55,13 @@ def read_parquet_dir(root: str, storage_options: Mapping[str, Any] | None = None
     rel, sizes = [o.path for o in listed], [o.size for o in listed]
     footers = footers_of(io, rel, sizes)
     try:
-        arrow = pa.unify_schemas([md.schema.to_arrow_schema().remove_metadata() for md in footers], promote_options="default")
+        arrow = pa.unify_schemas(
+            [md.schema.to_arrow_schema().remove_metadata() for md in footers], promote_options="default"
+        )
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-        raise SchemaMismatch(f"the files under {root} have schemas that do not unify: {e}; nothing was written") from None
+        raise SchemaMismatch(
+            f"the files under {root} have schemas that do not unify: {e}; nothing was written"
+        ) from None
     missing = [k for k in partition_keys if k not in arrow.names]
     if missing:
         raise UnconvertibleTable(
@@ -67,12 +72,14 @@ def read_parquet_dir(root: str, storage_options: Mapping[str, Any] | None = None
         )
     schema = Schema.from_arrow(arrow)
     spec = parse_partition_by(partition_keys, schema) if partition_keys else parse_partition_by(None, schema)
-    files = pa.table({
-        "path": pa.array([io.full_uri(p) for p in rel], pa.string()),
-        "size": pa.array(sizes, pa.int64()),
-        "record_count": pa.array([md.num_rows for md in footers], pa.int64()),
-        **stats_columns(footers, schema, list(schema.arrow), float_bounds=False),
-    })
+    files = pa.table(
+        {
+            "path": pa.array([io.full_uri(p) for p in rel], pa.string()),
+            "size": pa.array(sizes, pa.int64()),
+            "record_count": pa.array([md.num_rows for md in footers], pa.int64()),
+            **stats_columns(footers, schema, list(schema.arrow), float_bounds=False),
+        }
+    )
     if partition_keys:
         values = partition_values(files, _no_first_values(root), schema, spec)
         _check_directories(rel, values, partition_keys, root)
@@ -88,6 +95,7 @@ def _no_first_values(root: str) -> Any:
             f"files under {root} have no statistics for partition column {physical!r} (values over 4 KiB?)",
             feature="partition-column-without-statistics",
         )
+
     return refuse
 
 

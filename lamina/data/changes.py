@@ -33,8 +33,8 @@ from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.files import read_manifests
 from lamina.manifest.tree import load_root
 from lamina.spec import content as C
-from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_COLUMNS, ROW_ID, physical_rows
 from lamina.spec.layout import DATA_DIR
+from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_COLUMNS, ROW_ID, physical_rows
 from lamina.spec.version import VersionManifest
 
 CHANGE_TYPE = "_change_type"
@@ -51,8 +51,19 @@ CHANGE_FIELDS = (
 NO_DATA_CHANGE = frozenset({"compact", "rewrite-manifests", "enable-row-lineage"})
 
 ENTRY_COLUMNS = (
-    "content", "status", "path", "size", "record_count", "added_version", "partition_path",
-    "dv_path", "dv_offset", "dv_length", "dv_cardinality", FIRST_ROW_ID, DATA_VERSION,
+    "content",
+    "status",
+    "path",
+    "size",
+    "record_count",
+    "added_version",
+    "partition_path",
+    "dv_path",
+    "dv_offset",
+    "dv_length",
+    "dv_cardinality",
+    FIRST_ROW_ID,
+    DATA_VERSION,
 )
 
 
@@ -67,7 +78,10 @@ def _live_data(t: pa.Table) -> pa.Table:
 
 
 def changed_entries(
-    io: FileIO, older: VersionManifest, newer: VersionManifest, full: bool = False,
+    io: FileIO,
+    older: VersionManifest,
+    newer: VersionManifest,
+    full: bool = False,
 ) -> tuple[pa.Table, pa.Table]:
     """(entries live in ``older`` but not in ``newer``, entries live in ``newer`` but not in
     ``older``), keyed by file and deletion vector; only manifests that differ are read.
@@ -112,8 +126,9 @@ def version_changes(io: FileIO, older: VersionManifest, newer: VersionManifest, 
         return _version_changes(io, older, newer, reader, out_schema)
 
 
-def _version_changes(io: FileIO, older: VersionManifest, newer: VersionManifest, reader: Scan,
-                     out_schema: pa.Schema) -> pa.Table:
+def _version_changes(
+    io: FileIO, older: VersionManifest, newer: VersionManifest, reader: Scan, out_schema: pa.Schema
+) -> pa.Table:
     columns = list(reader.output_columns)
     gone_e, new_e = changed_entries(io, older, newer)
     files, gone_pos, new_pos = _candidates(io, gone_e, new_e)
@@ -138,8 +153,10 @@ def _version_changes(io: FileIO, older: VersionManifest, newer: VersionManifest,
     if reader.row_filter is not None:
         t = t.filter(reader.row_filter)
     t = t.select([*columns, CHANGE_TYPE])
-    stamp = {COMMIT_VERSION: pa.scalar(newer.version, pa.int64()),
-             COMMIT_TIMESTAMP: pa.scalar(newer.timestamp_ms, pa.timestamp("ms", tz="UTC"))}
+    stamp = {
+        COMMIT_VERSION: pa.scalar(newer.version, pa.int64()),
+        COMMIT_TIMESTAMP: pa.scalar(newer.timestamp_ms, pa.timestamp("ms", tz="UTC")),
+    }
     for f in CHANGE_FIELDS[1:]:
         t = t.append_column(f, pa.repeat(stamp[f.name], t.num_rows))
     return t.cast(out_schema)
@@ -176,7 +193,9 @@ def _candidates(io: FileIO, gone_e: pa.Table, new_e: pa.Table) -> tuple[pa.Table
         else:
             gone_pos.append(empty)
             new_pos.append(np.setdiff1d(np.arange(rows, dtype=np.int64), deleted[k], assume_unique=True))
-    files = entries.set_column(entries.schema.get_field_index("dv_path"), "dv_path", pa.nulls(entries.num_rows, pa.string()))
+    files = entries.set_column(
+        entries.schema.get_field_index("dv_path"), "dv_path", pa.nulls(entries.num_rows, pa.string())
+    )
     return files, gone_pos, new_pos
 
 
@@ -185,16 +204,26 @@ def _side(lineage: list[pa.Table], positions: list[np.ndarray], side: int) -> pa
     counts = [len(p) for p in positions]
     n = sum(counts)
     if not n:
-        return pa.table({"side": pa.array([], pa.int8()), "file": pa.array([], pa.int32()), "pos": pa.array([], pa.int64()),
-                         ROW_ID: pa.array([], pa.int64()), LAST_UPDATED: pa.array([], pa.int64())})
+        return pa.table(
+            {
+                "side": pa.array([], pa.int8()),
+                "file": pa.array([], pa.int32()),
+                "pos": pa.array([], pa.int64()),
+                ROW_ID: pa.array([], pa.int64()),
+                LAST_UPDATED: pa.array([], pa.int64()),
+            }
+        )
     taken = [t.take(pa.array(p)) for t, p in zip(lineage, positions) if len(p)]
     both = pa.concat_tables(taken)
-    return pa.table({
-        "side": pa.repeat(pa.scalar(side, pa.int8()), n),
-        "file": pa.array(np.repeat(np.arange(len(positions), dtype=np.int32), counts)),
-        "pos": pa.array(np.concatenate([p for p in positions if len(p)])),
-        ROW_ID: both.column(ROW_ID), LAST_UPDATED: both.column(LAST_UPDATED),
-    })
+    return pa.table(
+        {
+            "side": pa.repeat(pa.scalar(side, pa.int8()), n),
+            "file": pa.array(np.repeat(np.arange(len(positions), dtype=np.int32), counts)),
+            "pos": pa.array(np.concatenate([p for p in positions if len(p)])),
+            ROW_ID: both.column(ROW_ID),
+            LAST_UPDATED: both.column(LAST_UPDATED),
+        }
+    )
 
 
 def _with_data(reader: Scan, files: pa.Table, rows: pa.Table, data_cols: list[str]) -> pa.Table:

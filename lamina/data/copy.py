@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import base64
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -49,8 +50,15 @@ from lamina.spec.version import VersionManifest
 COPY_MIN_ROWS = 32_768
 
 # The table's ``write.parquet.compression`` as pyarrow names a column chunk's codec.
-_CODECS = {"none": "UNCOMPRESSED", "snappy": "SNAPPY", "gzip": "GZIP", "brotli": "BROTLI", "lz4": "LZ4",
-           "lz4_raw": "LZ4_RAW", "zstd": "ZSTD"}
+_CODECS = {
+    "none": "UNCOMPRESSED",
+    "snappy": "SNAPPY",
+    "gzip": "GZIP",
+    "brotli": "BROTLI",
+    "lz4": "LZ4",
+    "lz4_raw": "LZ4_RAW",
+    "zstd": "ZSTD",
+}
 
 # Writers whose footer statistics are those of the values (pyarrow's, parquet-java's under
 # Spark): for the columns column_stats takes from a footer. Any other writer's file has its
@@ -72,14 +80,16 @@ class StagedFile:
     schema: pa.Schema  # as pyarrow reads it
 
     @classmethod
-    def read(cls, path: str) -> "StagedFile":
+    def read(cls, path: str) -> StagedFile:
         with pa.OSFile(path) as f:
             data = f.read_buffer()
         pf = pq.ParquetFile(pa.BufferReader(data))
         return cls(path, data, pf.metadata, pf.schema_arrow)
 
     def columns(self, names: Sequence[str], use_threads: bool = True) -> pa.Table:
-        return pq.ParquetFile(pa.BufferReader(self.data), metadata=self.metadata).read(columns=list(names), use_threads=use_threads)
+        return pq.ParquetFile(pa.BufferReader(self.data), metadata=self.metadata).read(
+            columns=list(names), use_threads=use_threads
+        )
 
 
 class StagedFiles:
@@ -120,7 +130,8 @@ class StagedFiles:
             if not COPY_MIN_ROWS <= md.num_rows <= writer.max_rows_per_file or md.num_columns != len(want):
                 return False
             if f.schema.names != want.names or any(
-                    not a.type.equals(b.type) or a.nullable != b.nullable for a, b in zip(f.schema, want)):
+                not a.type.equals(b.type) or a.nullable != b.nullable for a, b in zip(f.schema, want)
+            ):
                 return False
             for g in range(md.num_row_groups):
                 rg = md.row_group(g)
@@ -130,7 +141,9 @@ class StagedFiles:
 
     def copyable_to(self, vm: VersionManifest) -> bool:
         """``copyable`` for the table as version ``vm`` has it."""
-        return self.copyable(vm.schema, vm.partition_spec, effective_sort_keys(vm), WriterProperties.from_properties(vm.properties))
+        return self.copyable(
+            vm.schema, vm.partition_spec, effective_sort_keys(vm), WriterProperties.from_properties(vm.properties)
+        )
 
     def checked(self, schema: Schema, policy: StatsPolicy) -> Future:
         """Each file's column statistics (``column_stats``, for a table of ``schema`` keeping
@@ -145,8 +158,15 @@ class StagedFiles:
             self._checked.append((schema, policy, fut))
             return fut
 
-    def copy(self, io: FileIO, schema: Schema, policy: StatsPolicy, write_id: str, writer: WriterProperties,
-             lineage: pa.Table | None = None) -> list[dict[str, Any]]:
+    def copy(
+        self,
+        io: FileIO,
+        schema: Schema,
+        policy: StatsPolicy,
+        write_id: str,
+        writer: WriterProperties,
+        lineage: pa.Table | None = None,
+    ) -> list[dict[str, Any]]:
         """Each file as a data file of the table (``copyable`` must hold), named by ``write_id``:
         entry dicts as ``write_data_files`` gives them. ``lineage``: the row lineage columns
         (LINEAGE_FIELDS) of the source's rows, stored after the table's. Every copy is built and
@@ -155,8 +175,10 @@ class StagedFiles:
         stats = self.checked(schema, policy).result()
         physical = schema.physical_arrow
         names = [schema.physical_names[f.name] for f in schema.arrow]
-        field_ids = [int(f.metadata[PARQUET_FIELD_ID_KEY]) if f.metadata and PARQUET_FIELD_ID_KEY in f.metadata else None
-                     for f in physical]
+        field_ids = [
+            int(f.metadata[PARQUET_FIELD_ID_KEY]) if f.metadata and PARQUET_FIELD_ID_KEY in f.metadata else None
+            for f in physical
+        ]
         floats = [i for i, f in enumerate(physical) if pa.types.is_floating(f.type)]
         expected = pa.schema([*physical, *(LINEAGE_FIELDS if lineage is not None else ())])
         key_value = [(b"ARROW:schema", base64.b64encode(expected.serialize().to_pybytes()))]
@@ -173,7 +195,9 @@ class StagedFiles:
         for f, data, st in zip(self.files, built, stats):
             path = new_data_path(None, write_id)
             io.put_new(path, pa.py_buffer(data))
-            out.append({"path": path, "size": len(data), "record_count": f.metadata.num_rows, "partition_path": None, **st})
+            out.append(
+                {"path": path, "size": len(data), "record_count": f.metadata.num_rows, "partition_path": None, **st}
+            )
         return out
 
 
@@ -189,9 +213,7 @@ def _check(f: StagedFile, schema: Schema, policy: StatsPolicy, decoded: frozense
         if rest:
             pq.ParquetFile(pa.BufferReader(f.data), metadata=f.metadata).scan_contents(columns=rest)
     except (OSError, pa.ArrowException) as e:
-        raise InvalidArgument(
-            f"the staged Parquet file {f.path} could not be read: {e}. Nothing was committed."
-        ) from e
+        raise InvalidArgument(f"the staged Parquet file {f.path} could not be read: {e}. Nothing was committed.") from e
     return column_stats(values, schema, policy, footer=footer)
 
 
@@ -199,8 +221,13 @@ def _lineage_file(lineage: pa.Table, source: pq.FileMetaData, writer: WriterProp
     """A Parquet file of ``lineage``'s columns in row groups of ``source``'s sizes, encoded as
     the writer encodes them (statistics kept: a publish by rebase reads the ids' maximum there)."""
     sink = pa.BufferOutputStream()
-    with pq.ParquetWriter(sink, lineage.schema, compression=writer.parquet_compression, store_schema=False,
-                          **_encodings(lineage, writer.parquet_integer_encoding)) as w:
+    with pq.ParquetWriter(
+        sink,
+        lineage.schema,
+        compression=writer.parquet_compression,
+        store_schema=False,
+        **_encodings(lineage, writer.parquet_integer_encoding),
+    ) as w:
         at = 0
         for g in range(source.num_row_groups):
             n = source.row_group(g).num_rows
@@ -215,14 +242,20 @@ def _verify(data: bytes, f: StagedFile, expected: pa.Schema, lineage: pa.Table |
     try:
         pf = pq.ParquetFile(pa.BufferReader(data))
         md, src = pf.metadata, f.metadata
-        same = pf.schema_arrow.equals(expected) and md.num_rows == src.num_rows and md.num_row_groups == src.num_row_groups
+        same = (
+            pf.schema_arrow.equals(expected) and md.num_rows == src.num_rows and md.num_row_groups == src.num_row_groups
+        )
         for g in range(src.num_row_groups if same else 0):
             a, b = md.row_group(g), src.row_group(g)
             same = same and a.num_rows == b.num_rows
             for j in range(b.num_columns):
                 x, y = a.column(j), b.column(j)
-                same = same and (x.data_page_offset, x.dictionary_page_offset, x.total_compressed_size, x.num_values) == (
-                    y.data_page_offset, y.dictionary_page_offset, y.total_compressed_size, y.num_values)
+                same = same and (
+                    x.data_page_offset,
+                    x.dictionary_page_offset,
+                    x.total_compressed_size,
+                    x.num_values,
+                ) == (y.data_page_offset, y.dictionary_page_offset, y.total_compressed_size, y.num_values)
         if same and lineage is not None:
             same = pf.read(columns=list(LINEAGE_COLUMNS)).equals(lineage)
     except (OSError, pa.ArrowException) as e:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import array
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -137,7 +137,9 @@ def file_key_array(entries: pa.Table) -> pa.Array:
     if not entries.num_rows:
         return pa.array([], pa.string())
     dv = pc.binary_join_element_wise(
-        pc.fill_null(entries.column("dv_path"), ""), pc.cast(pc.fill_null(entries.column("dv_offset"), -1), pa.string()), "@"
+        pc.fill_null(entries.column("dv_path"), ""),
+        pc.cast(pc.fill_null(entries.column("dv_offset"), -1), pa.string()),
+        "@",
     )
     key = pc.binary_join_element_wise(entries.column("path"), dv, "#")
     return key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key

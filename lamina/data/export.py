@@ -17,9 +17,10 @@ with a row-number column read every file lazily instead (``lamina.duckdb``: Duck
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -43,7 +44,7 @@ class LiveFiles:
     entries: pa.Table
 
     @classmethod
-    def of(cls, scan: Scan, statistics: bool = False) -> "LiveFiles":
+    def of(cls, scan: Scan, statistics: bool = False) -> LiveFiles:
         """``statistics``: with every column's bounds and null counts (a plan otherwise reads
         only those its predicate uses)."""
         return cls(scan, scan.plan(all_columns=statistics).entries)
@@ -127,7 +128,6 @@ class LiveFiles:
                 return [False] * len(self)
             known &= self.entries.column(col).is_valid().to_numpy(zero_copy_only=False)
         return known.tolist()
-
 
 
 def readable_by_name(scan: Scan) -> bool:
@@ -256,7 +256,9 @@ def to_pyarrow_dataset(scan: Scan) -> ds.Dataset:
         # Column mapping, defaults or row lineage: only Lamina's reader maps the files.
         return ds.dataset(scan.to_arrow())
     live = LiveFiles.of(scan, statistics=True)
-    cols = scan.with_predicate_columns(scan.output_columns) if scan.row_filter is not None else list(scan.output_columns)
+    cols = (
+        scan.with_predicate_columns(scan.output_columns) if scan.row_filter is not None else list(scan.output_columns)
+    )
     schema = scan.arrow_schema_of(tuple(cols))
     lazy = [i for i, d in enumerate(live.dvs) if d is None]
     with_dv = [i for i, d in enumerate(live.dvs) if d is not None]
@@ -266,7 +268,9 @@ def to_pyarrow_dataset(scan: Scan) -> ds.Dataset:
         filesystem, names = _filesystem(scan, [live.paths[i] for i in lazy])
         entries = live.entries.take(pa.array(lazy, pa.int64())).to_pylist()
         fragments = [
-            fmt.make_fragment(name, filesystem, partition_expression=statistics_guarantee(e, int(live.rows[i]), scan.schema))
+            fmt.make_fragment(
+                name, filesystem, partition_expression=statistics_guarantee(e, int(live.rows[i]), scan.schema)
+            )
             for name, e, i in zip(names, entries, lazy)
         ]
         parts.append(ds.FileSystemDataset(fragments, schema, fmt, filesystem))

@@ -11,8 +11,9 @@ group-bys, not per-value Python.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,8 +24,8 @@ from lamina.errors import CorruptMetadata, InvalidArgument, NotFound
 from lamina.io import FileIO
 from lamina.spec import content as C
 from lamina.spec.partition import PartitionSpec
-from lamina.spec.transforms import apply_transform
 from lamina.spec.schema import Schema, field_id_of
+from lamina.spec.transforms import apply_transform
 
 _pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lamina-footers")
 _TAIL = 64 * 1024  # bytes of a file's end read first: the footer of all but very wide files
@@ -40,8 +41,9 @@ def _bound(v: Any) -> Any:
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
-def stats_columns(footers: Sequence[pq.FileMetaData], schema: Schema, columns: Sequence[pa.Field],
-                  float_bounds: bool = True) -> dict[str, pa.Array]:
+def stats_columns(
+    footers: Sequence[pq.FileMetaData], schema: Schema, columns: Sequence[pa.Field], float_bounds: bool = True
+) -> dict[str, pa.Array]:
     """``lower.<col>`` / ``upper.<col>`` / ``null_count.<col>`` per file (null = unknown) of
     ``columns`` (fields of ``schema``); the files hold each column under its physical name.
     ``float_bounds=False`` leaves out float bounds: Arrow's writer and others leave NaN out of
@@ -66,14 +68,23 @@ def stats_columns(footers: Sequence[pq.FileMetaData], schema: Schema, columns: S
                 hi.append(_bound(st.max) if has else None)
                 nulls.append(st.null_count if st.has_null_count else None)
                 # A row group of nulls only has no bounds and that is exact, not unknown.
-                known.append(has and lo[-1] is not None and hi[-1] is not None or (st.has_null_count and st.null_count == group.num_rows))
+                known.append(
+                    has
+                    and lo[-1] is not None
+                    and hi[-1] is not None
+                    or (st.has_null_count and st.null_count == group.num_rows)
+                )
     out: dict[str, pa.Array] = {}
     if not file_idx:
         return out
     idx = pa.array(file_idx, pa.int64())
     for f in columns:
         lo, hi, nulls, known = per_col[f.name]
-        cols: dict[str, Any] = {"file": idx, "nulls": pa.array(nulls, pa.int64()), "unknown": pc.invert(pa.array(known, pa.bool_()))}
+        cols: dict[str, Any] = {
+            "file": idx,
+            "nulls": pa.array(nulls, pa.int64()),
+            "unknown": pc.invert(pa.array(known, pa.bool_())),
+        }
         stats_ok = C.stats_supported(f.type) and (float_bounds or not pa.types.is_floating(f.type))
         if stats_ok:
             try:
@@ -98,8 +109,12 @@ def stats_columns(footers: Sequence[pq.FileMetaData], schema: Schema, columns: S
     return out
 
 
-def partition_values(files: pa.Table, first_values: Callable[[list[int], str, pa.DataType], list[Any]],
-                     schema: Schema, spec: PartitionSpec) -> pa.Table:
+def partition_values(
+    files: pa.Table,
+    first_values: Callable[[list[int], str, pa.DataType], list[Any]],
+    schema: Schema,
+    spec: PartitionSpec,
+) -> pa.Table:
     """Each file's partition tuple: the transform of its source column's lower bound.
 
     Every row of a file shares one partition value, and a partition value is null
@@ -113,8 +128,12 @@ def partition_values(files: pa.Table, first_values: Callable[[list[int], str, pa
     for pf, field in zip(spec.fields, ptype):
         src = schema.name_of(pf.source_id)
         src_type = schema.field(src).type
-        lower = files.column(f"lower.{src}") if f"lower.{src}" in files.column_names else pa.nulls(files.num_rows, src_type)
-        upper = files.column(f"upper.{src}") if f"upper.{src}" in files.column_names else pa.nulls(files.num_rows, src_type)
+        lower = (
+            files.column(f"lower.{src}") if f"lower.{src}" in files.column_names else pa.nulls(files.num_rows, src_type)
+        )
+        upper = (
+            files.column(f"upper.{src}") if f"upper.{src}" in files.column_names else pa.nulls(files.num_rows, src_type)
+        )
         lower = lower.combine_chunks() if isinstance(lower, pa.ChunkedArray) else lower
         nulls = files.column(f"null_count.{src}")
         all_null = pc.fill_null(pc.equal(nulls, files.column("record_count")), False)
@@ -124,7 +143,9 @@ def partition_values(files: pa.Table, first_values: Callable[[list[int], str, pa
             lower = pa.array([found[i] if i in found else lower[i].as_py() for i in range(len(lower))], src_type)
         value = apply_transform(pf.transform, lower, src_type)
         if pf.transform.split("[")[0] in _ORDER_PRESERVING and pc.any(pc.is_valid(upper)).as_py():
-            hi = apply_transform(pf.transform, upper.combine_chunks() if isinstance(upper, pa.ChunkedArray) else upper, src_type)
+            hi = apply_transform(
+                pf.transform, upper.combine_chunks() if isinstance(upper, pa.ChunkedArray) else upper, src_type
+            )
             differs = pc.fill_null(pc.not_equal(value, hi), False)
             if pc.any(differs).as_py():
                 bad = files.column("path").filter(differs)[0].as_py()
@@ -189,7 +210,11 @@ def _completed(files: pa.Table, io: FileIO, schema: Schema, spec: PartitionSpec,
     n = files.num_rows
     if "size" not in files.column_names or files.column("size").null_count:
         listed = io.sizes(paths)
-        given = files.column("size").combine_chunks().cast(pa.int64()) if "size" in files.column_names else pa.nulls(n, pa.int64())
+        given = (
+            files.column("size").combine_chunks().cast(pa.int64())
+            if "size" in files.column_names
+            else pa.nulls(n, pa.int64())
+        )
         files = _set(files, "size", pc.coalesce(given, listed))
     has_stats = any(c.startswith(("lower.", "upper.", "null_count.")) for c in files.column_names)
     counted = "record_count" in files.column_names and not files.column("record_count").null_count
@@ -204,7 +229,11 @@ def _completed(files: pa.Table, io: FileIO, schema: Schema, spec: PartitionSpec,
         return files  # (add_files names the missing file)
     counts = pa.array([md.num_rows for md in footers], pa.int64())
     if not counted:
-        given = files.column("record_count").combine_chunks().cast(pa.int64()) if "record_count" in files.column_names else pa.nulls(n, pa.int64())
+        given = (
+            files.column("record_count").combine_chunks().cast(pa.int64())
+            if "record_count" in files.column_names
+            else pa.nulls(n, pa.int64())
+        )
         files = _set(files, "record_count", pc.coalesce(given, counts))
     if has_stats:
         return files

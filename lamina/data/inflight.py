@@ -18,9 +18,10 @@ import re
 import shutil
 import socket
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from lamina.errors import NotFound, StorageError
 from lamina.io import FileIO
@@ -46,7 +47,12 @@ def _marker(write_id: str) -> str:
 
 
 def register_write(io: FileIO, write_id: str) -> None:
-    body = {"write_id": write_id, "started_ms": int(time.time() * 1000), "host": socket.gethostname(), "pid": os.getpid()}
+    body = {
+        "write_id": write_id,
+        "started_ms": int(time.time() * 1000),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
     io.put(_marker(write_id), json.dumps(body).encode())
 
 
@@ -89,7 +95,7 @@ def live_write_ids(io: FileIO, now_ms: int | None = None) -> set[str]:
     return out
 
 
-def written_by(paths: "pa.Array", write_ids: set[str] | list[str]) -> "pa.Array":
+def written_by(paths: pa.Array, write_ids: set[str] | list[str]) -> pa.Array:
     """Which of ``paths`` carry one of ``write_ids``: Lamina's writer names files
     ``<write id>-<hex>``, Spark's native writer puts them under ``spark-<write id>/``."""
     import pyarrow as pa

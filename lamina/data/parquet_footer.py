@@ -17,7 +17,8 @@ Only the fields named here are ever changed.
 from __future__ import annotations
 
 import struct
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -63,7 +64,7 @@ def _read_value(buf: bytes, pos: int, t: int) -> tuple[Any, int]:
         n, pos = _varint(buf, pos)
         if pos + n > len(buf):
             raise FooterError("a binary field runs past the footer")
-        return bytes(buf[pos:pos + n]), pos + n
+        return bytes(buf[pos : pos + n]), pos + n
     if t == _STRUCT:
         return _read_struct(buf, pos)
     if t in (_LIST, _SET):
@@ -95,7 +96,7 @@ def _read_value(buf: bytes, pos: int, t: int) -> tuple[Any, int]:
     if t == _DOUBLE:
         if pos + 8 > len(buf):
             raise FooterError("a double runs past the footer")
-        return bytes(buf[pos:pos + 8]), pos + 8
+        return bytes(buf[pos : pos + 8]), pos + 8
     raise FooterError(f"unknown Thrift type {t}")
 
 
@@ -239,13 +240,13 @@ def footer_of(data: bytes | memoryview) -> tuple[Fields, int]:
     """(the footer's fields, where the footer starts) of a whole Parquet file's bytes. A file
     whose footer is encrypted (magic ``PARE``) or that is not Parquet is a FooterError."""
     n = len(data)
-    if n < 12 or bytes(data[:4]) != MAGIC or bytes(data[n - 4:]) != MAGIC:
+    if n < 12 or bytes(data[:4]) != MAGIC or bytes(data[n - 4 :]) != MAGIC:
         raise FooterError("not a Parquet file with a plaintext footer")
-    (length,) = struct.unpack("<I", bytes(data[n - 8:n - 4]))
+    (length,) = struct.unpack("<I", bytes(data[n - 8 : n - 4]))
     start = n - 8 - length
     if start < 4:
         raise FooterError("the footer length points before the file's start")
-    return decode(bytes(data[start:n - 8])), start
+    return decode(bytes(data[start : n - 8])), start
 
 
 # FileMetaData
@@ -292,8 +293,14 @@ def _shifted(cc: Fields, by: int) -> Fields:
     md = get(cc, _CC_META)
     if any(f[0] not in _MD_KNOWN for f in md):
         raise FooterError("column metadata with fields this reader does not know (offsets it cannot move)")
-    for fields, fid in ((cc, _CC_OFFSET_INDEX), (cc, _CC_COLUMN_INDEX), (md, _MD_DATA_PAGE), (md, _MD_INDEX_PAGE),
-                        (md, _MD_DICT_PAGE), (md, _MD_BLOOM)):
+    for fields, fid in (
+        (cc, _CC_OFFSET_INDEX),
+        (cc, _CC_COLUMN_INDEX),
+        (md, _MD_DATA_PAGE),
+        (md, _MD_INDEX_PAGE),
+        (md, _MD_DICT_PAGE),
+        (md, _MD_BLOOM),
+    ):
         v = get(fields, fid)
         if v is not None:
             put(fields, fid, _I64, v + by)
@@ -304,8 +311,13 @@ def _shifted(cc: Fields, by: int) -> Fields:
 
 
 def joined(
-    data: pa.Buffer, extra: pa.Buffer | None, *, names: Sequence[str], field_ids: Sequence[int | None],
-    without_stats: Sequence[int], key_value: Sequence[tuple[bytes, bytes]],
+    data: pa.Buffer,
+    extra: pa.Buffer | None,
+    *,
+    names: Sequence[str],
+    field_ids: Sequence[int | None],
+    without_stats: Sequence[int],
+    key_value: Sequence[tuple[bytes, bytes]],
 ) -> bytes:
     """A Parquet file of ``data``'s column chunks as they are (a flat file), then ``extra``'s
     (a flat file of as many rows in row groups of the same sizes), with a new footer: the
@@ -340,7 +352,9 @@ def joined(
         xm, xstart = footer_of(extra)
         _, xleaves = _leaves(xm)
         xgroups = _chunks(xm, len(xleaves))
-        if len(xgroups) != len(groups) or any(get(a, _RG_ROWS) != get(b, _RG_ROWS) for (a, _), (b, _) in zip(groups, xgroups)):
+        if len(xgroups) != len(groups) or any(
+            get(a, _RG_ROWS) != get(b, _RG_ROWS) for (a, _), (b, _) in zip(groups, xgroups)
+        ):
             raise FooterError("the appended columns' row groups do not line up with the file's")
         by = start - len(MAGIC)  # extra's chunks (after its magic) are placed where data's footer was
         for (rg, cols), (xrg, xcols) in zip(groups, xgroups):
@@ -358,7 +372,7 @@ def joined(
             orders[1].extend(xorders[1])
         else:
             drop(fm, _FM_COLUMN_ORDERS)
-        body.append(memoryview(extra)[len(MAGIC):xstart])
+        body.append(memoryview(extra)[len(MAGIC) : xstart])
     drop(fm, _FM_KV)
     if key_value:
         put(fm, _FM_KV, _LIST, (_STRUCT, [[[1, _BINARY, k], [2, _BINARY, v]] for k, v in key_value]))

@@ -7,8 +7,9 @@ starts with the write id so cleanup can tell which write left it behind.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -20,8 +21,8 @@ from lamina.io import FileIO
 from lamina.manifest.entries import column_stats, cut_bounds
 from lamina.spec import content as C
 from lamina.spec.layout import new_data_path
-from lamina.spec.properties import TableProperties, WriterProperties
 from lamina.spec.lineage import LINEAGE_COLUMNS, LINEAGE_FIELDS, split_lineage, with_lineage
+from lamina.spec.properties import TableProperties, WriterProperties
 from lamina.spec.schema import Schema, field_id_of
 from lamina.spec.stats import StatsPolicy
 
@@ -128,8 +129,14 @@ _facts: list[tuple[pa.Schema, _SchemaFacts]] = []  # the latest physical schemas
 
 
 def _text_like(t: pa.DataType) -> bool:
-    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
-            or pa.types.is_fixed_size_binary(t) or pa.types.is_dictionary(t))
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_dictionary(t)
+    )
 
 
 def _schema_facts(schema: pa.Schema) -> _SchemaFacts:
@@ -140,8 +147,12 @@ def _schema_facts(schema: pa.Schema) -> _SchemaFacts:
         for known, facts in _facts:
             if known.equals(schema):
                 return facts
-    facts = _SchemaFacts(_statistics_columns(schema), any(pa.types.is_nested(f.type) for f in schema),
-                         [f.name for f in schema if _text_like(f.type)], _parquet_reads_back(schema))
+    facts = _SchemaFacts(
+        _statistics_columns(schema),
+        any(pa.types.is_nested(f.type) for f in schema),
+        [f.name for f in schema if _text_like(f.type)],
+        _parquet_reads_back(schema),
+    )
     with _facts_lock:
         _facts.insert(0, (schema, facts))
         del _facts[16:]
@@ -200,8 +211,12 @@ def _encodings(data: pa.Table, integer_encoding: str) -> dict[str, Any]:
     dictionary = _dictionary_columns(data)
     if integer_encoding != "delta" or dictionary is True or data.num_rows < _DICTIONARY_MIN_ROWS:
         return {"use_dictionary": dictionary}
-    delta = {f.name: "DELTA_BINARY_PACKED" for f in data.schema
-             if f.name not in dictionary and (pa.types.is_integer(f.type) or pa.types.is_date32(f.type) or pa.types.is_timestamp(f.type))}
+    delta = {
+        f.name: "DELTA_BINARY_PACKED"
+        for f in data.schema
+        if f.name not in dictionary
+        and (pa.types.is_integer(f.type) or pa.types.is_date32(f.type) or pa.types.is_timestamp(f.type))
+    }
     return {"use_dictionary": dictionary, "column_encoding": delta or None}
 
 
@@ -213,7 +228,7 @@ class RowGroups(NamedTuple):
     max_rows: int = TableProperties.WRITE_PARQUET_ROW_GROUP_LIMIT.default
 
     @classmethod
-    def of(cls, writer: WriterProperties) -> "RowGroups":
+    def of(cls, writer: WriterProperties) -> RowGroups:
         return cls(writer.row_group_bytes, writer.row_group_rows)
 
     def rows_for(self, data: pa.Table) -> int:
@@ -226,9 +241,16 @@ class RowGroups(NamedTuple):
         return max(1, min(self.max_rows, self.max_bytes * data.num_rows // data.nbytes))
 
 
-def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures: list[Future] | None = None,
-               integer_encoding: str = "delta", small_file_bytes: int = 0,
-               row_groups: RowGroups | None = None) -> tuple[int, pq.FileMetaData | None]:
+def _write_one(
+    io: FileIO,
+    path: str,
+    data: pa.Table,
+    compression: str,
+    futures: list[Future] | None = None,
+    integer_encoding: str = "delta",
+    small_file_bytes: int = 0,
+    row_groups: RowGroups | None = None,
+) -> tuple[int, pq.FileMetaData | None]:
     """Encode ``data`` as Parquet and store it at ``path``; returns its size, and its footer
     where it holds column statistics (``column_stats`` takes them from there). ``row_groups``:
     the table's row group limits (``RowGroups``; default: the properties' defaults).
@@ -252,8 +274,13 @@ def _write_one(io: FileIO, path: str, data: pa.Table, compression: str, futures:
     small = data.nbytes < small_file_bytes
     footer: list[pq.FileMetaData] | None = None if small else []
     pq.write_table(
-        data, sink, row_group_size=(row_groups or RowGroups()).rows_for(data), compression=compression,
-        write_statistics=([c for c in LINEAGE_COLUMNS if c in data.column_names] or False) if small else statistics_columns(data.schema),
+        data,
+        sink,
+        row_group_size=(row_groups or RowGroups()).rows_for(data),
+        compression=compression,
+        write_statistics=([c for c in LINEAGE_COLUMNS if c in data.column_names] or False)
+        if small
+        else statistics_columns(data.schema),
         store_schema=not (small and _schema_facts(data.schema).parquet_reads_back),
         metadata_collector=footer,
         **_encodings(data, integer_encoding),
@@ -316,12 +343,22 @@ def write_data_files(
         path = new_data_path(pdir, write_id)
         chunk, lineage = split_lineage(chunk)  # stored after the schema's columns, no stats
         physical = schema.to_physical(chunk)
-        size, footer = _write_one(io, path, with_lineage(physical, lineage), compression, futures, integer_encoding,
-                                  small_file_bytes, row_groups)
+        size, footer = _write_one(
+            io,
+            path,
+            with_lineage(physical, lineage),
+            compression,
+            futures,
+            integer_encoding,
+            small_file_bytes,
+            row_groups,
+        )
         # The footer's leaf columns are the rows' own, in order, when they are flat and stored
         # as they are (under their physical names: a renamed column is still the same leaf).
-        if footer is not None and (_schema_facts(physical.schema).nested
-                                   or not (physical is chunk or physical.schema.types == chunk.schema.types)):
+        if footer is not None and (
+            _schema_facts(physical.schema).nested
+            or not (physical is chunk or physical.schema.types == chunk.schema.types)
+        ):
             footer = None
         entry = {"path": path, "size": size, "record_count": chunk.num_rows, "partition_path": pdir}
         entry.update(part)
@@ -409,8 +446,14 @@ class _StreamedFile:
     """One data file being written row group by row group into memory."""
 
     def __init__(
-        self, schema: Schema, policy: StatsPolicy, first: pa.Table, compression: str, row_group_rows: int,
-        memory_pool: pa.MemoryPool | None, integer_encoding: str = "delta",
+        self,
+        schema: Schema,
+        policy: StatsPolicy,
+        first: pa.Table,
+        compression: str,
+        row_group_rows: int,
+        memory_pool: pa.MemoryPool | None,
+        integer_encoding: str = "delta",
     ) -> None:
         self.schema = schema
         self.policy = policy
@@ -420,8 +463,12 @@ class _StreamedFile:
         self.lineage = split_lineage(first)[1] is not None
         physical = pa.schema([*schema.physical_arrow, *LINEAGE_FIELDS]) if self.lineage else schema.physical_arrow
         self.writer = pq.ParquetWriter(
-            self.sink, physical, compression=compression, write_statistics=statistics_columns(physical),
-            memory_pool=memory_pool, **_encodings(self._physical(first), integer_encoding),
+            self.sink,
+            physical,
+            compression=compression,
+            write_statistics=statistics_columns(physical),
+            memory_pool=memory_pool,
+            **_encodings(self._physical(first), integer_encoding),
         )
         self.stats: list[dict[str, Any]] = []  # column_stats of each write
         self.rows = 0

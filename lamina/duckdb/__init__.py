@@ -25,8 +25,9 @@ import logging
 import os
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,7 +41,13 @@ from lamina.data.export import LiveFiles
 from lamina.data.scan import Scan
 from lamina.duckdb import deltalog, extensions
 from lamina.errors import (
-    InvalidArgument, InvalidIdentifier, InvalidPredicate, InvalidUri, NamespaceNotFound, NotFound, TableNotFound,
+    InvalidArgument,
+    InvalidIdentifier,
+    InvalidPredicate,
+    InvalidUri,
+    NamespaceNotFound,
+    NotFound,
+    TableNotFound,
 )
 from lamina.expr import AlwaysTrue, And, Expr, Not, Or, Predicate, and_, conjuncts, parse_predicate, referenced_columns
 from lamina.expr.terms import Call, Literal, walk
@@ -51,7 +58,7 @@ from lamina.table.table import Table
 __all__ = ["register", "register_catalog", "register_scan", "sql", "pruning_predicate", "error_text"]
 
 _names = itertools.count()
-_secrets: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
+_secrets: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
 def _ident(name: str) -> str:
@@ -63,8 +70,13 @@ def _is_prunable(t: pa.DataType) -> bool:
     float32 column with a literal exactly, DuckDB rounds the literal to FLOAT); zoned
     timestamps only against literals with an offset (``_zoned_literals``)."""
     return (
-        pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_date(t)
-        or pa.types.is_boolean(t) or pa.types.is_decimal(t) or pa.types.is_timestamp(t)
+        pa.types.is_integer(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_date(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_timestamp(t)
     )
 
 
@@ -95,9 +107,43 @@ def _zoned_literals(e: Expr, schema: Any) -> bool:
 # DECIMAL ``/``, substring from 0 or before, current_date and current_timestamp (DuckDB's
 # session time zone), LIKE with a backslash (no default escape in DuckDB), lower/upper.
 _DUCKDB_ALIKE = {
-    "=", "!=", "<", "<=", ">", ">=", "and", "or", "not", "in", "not_in", "is_null", "is_not_null", "not_distinct",
-    "distinct", "+", "-", "*", "neg", "abs", "like", "not_like", "starts_with", "ends_with", "contains", "coalesce",
-    "case", "date_trunc", "year", "month", "day", "hour", "quarter", "dayofyear", "length", "concat", "trim",
+    "=",
+    "!=",
+    "<",
+    "<=",
+    ">",
+    ">=",
+    "and",
+    "or",
+    "not",
+    "in",
+    "not_in",
+    "is_null",
+    "is_not_null",
+    "not_distinct",
+    "distinct",
+    "+",
+    "-",
+    "*",
+    "neg",
+    "abs",
+    "like",
+    "not_like",
+    "starts_with",
+    "ends_with",
+    "contains",
+    "coalesce",
+    "case",
+    "date_trunc",
+    "year",
+    "month",
+    "day",
+    "hour",
+    "quarter",
+    "dayofyear",
+    "length",
+    "concat",
+    "trim",
 }
 
 
@@ -112,7 +158,9 @@ def _alike_in_duckdb(e: Expr) -> bool:
                 continue
             if node.fn not in _DUCKDB_ALIKE:
                 return False
-            if node.fn in ("like", "not_like") and any(isinstance(a, Literal) and "\\" in str(a.value) for a in node.args):
+            if node.fn in ("like", "not_like") and any(
+                isinstance(a, Literal) and "\\" in str(a.value) for a in node.args
+            ):
                 return False
     return True
 
@@ -128,8 +176,13 @@ def pruning_predicate(conjuncts: list[str], schema: Any) -> Expr:
         except InvalidPredicate:
             continue
         cols = referenced_columns(e)
-        if (cols and all(c in schema.names and _is_prunable(schema.field(c).type) for c in cols)
-                and _zoned_literals(e, schema) and _alike_in_duckdb(e) and not _zoned_terms(e, schema)):
+        if (
+            cols
+            and all(c in schema.names and _is_prunable(schema.field(c).type) for c in cols)
+            and _zoned_literals(e, schema)
+            and _alike_in_duckdb(e)
+            and not _zoned_terms(e, schema)
+        ):
             kept.append(e)
     return and_(*kept) if kept else AlwaysTrue()
 
@@ -137,9 +190,11 @@ def pruning_predicate(conjuncts: list[str], schema: Any) -> Expr:
 def _zoned_terms(e: Expr, schema: Any) -> bool:
     """Whether an expression leaf of ``e`` reads a zoned timestamp column (DuckDB's functions
     of those read its session's time zone)."""
-    return any(isinstance(leaf, Predicate) and any(getattr(schema.field(c).type, "tz", None) is not None
-                                                  for c in referenced_columns(leaf))
-               for leaf in _leaves(e))
+    return any(
+        isinstance(leaf, Predicate)
+        and any(getattr(schema.field(c).type, "tz", None) is not None for c in referenced_columns(leaf))
+        for leaf in _leaves(e)
+    )
 
 
 def _where_text(where: str) -> str:
@@ -225,7 +280,9 @@ def _view_body(con: Any, scan: Scan) -> _Body:
         return _Body(f"SELECT * FROM {_ident(empty)}")
     everything = frozenset(p for p, _ in sources)
     if (
-        live.has_deletes and all(h == everything for h in held) and all(p == c for p, c in sources)
+        live.has_deletes
+        and all(h == everything for h in held)
+        and all(p == c for p, c in sources)
         and extensions.load(con, "delta")
     ):
         root = deltalog.log_of(live, scan.arrow_schema_of(scan.output_columns))
@@ -241,13 +298,17 @@ def _view_body(con: Any, scan: Scan) -> _Body:
     selects = []
     for (have, with_dv), idx in groups.items():
         cols = ", ".join(
-            (_ident(c) if p == c else f"{_ident(p)} AS {_ident(c)}") if p in have else f"CAST(NULL AS {types[c]}) AS {_ident(c)}"
+            (_ident(c) if p == c else f"{_ident(p)} AS {_ident(c)}")
+            if p in have
+            else f"CAST(NULL AS {types[c]}) AS {_ident(c)}"
             for p, c in sources
         )
         var = f"lamina_files_{next(_names)}"
         con.execute(f"SET VARIABLE {var} = ?", [[live.uris[i] for i in idx]])
         # No hive partitioning: a partition's directory name (k=__NULL__) is no column.
-        files = f"read_parquet(getvariable('{var}'), hive_partitioning=false{', file_row_number=true' if with_dv else ''})"
+        files = (
+            f"read_parquet(getvariable('{var}'), hive_partitioning=false{', file_row_number=true' if with_dv else ''})"
+        )
         if not with_dv:
             selects.append(f"SELECT {cols} FROM {files}")
             continue
@@ -271,7 +332,9 @@ class _ViewCache:
     MAX = 128
 
     def __init__(self) -> None:
-        self.by_con: "weakref.WeakKeyDictionary[Any, OrderedDict[tuple, tuple[str, str | None]]]" = weakref.WeakKeyDictionary()
+        self.by_con: weakref.WeakKeyDictionary[Any, OrderedDict[tuple, tuple[str, str | None]]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def view_of(self, con: Any, scan: Scan) -> str:
         views = self.by_con.setdefault(con, OrderedDict())
@@ -304,16 +367,27 @@ def _s3_ready(con: Any, io: Any) -> bool:
         return False
     cfg = s3_settings(io.options)
     scope = io.full_uri("")
-    secret = "lamina_s3_" + hashlib.sha256(json.dumps([scope, sorted(cfg.items())], default=str).encode()).hexdigest()[:16]
+    secret = (
+        "lamina_s3_" + hashlib.sha256(json.dumps([scope, sorted(cfg.items())], default=str).encode()).hexdigest()[:16]
+    )
     done = _secrets.setdefault(con, set())
     if secret in done:
         return True
-    parts = [f"TYPE s3", f"SCOPE {_string(scope.replace('s3a://', 's3://', 1))}"]
+    parts = ["TYPE s3", f"SCOPE {_string(scope.replace('s3a://', 's3://', 1))}"]
     endpoint = str(cfg.get("endpoint") or "")
     if endpoint:
         ssl = not endpoint.startswith("http://") and not _is_true(cfg.get("allow_http"))
-        parts += [f"ENDPOINT {_string(endpoint.split('://', 1)[-1].rstrip('/'))}", "URL_STYLE 'path'", f"USE_SSL {str(ssl).lower()}"]
-    for key, option in (("access_key_id", "KEY_ID"), ("secret_access_key", "SECRET"), ("session_token", "SESSION_TOKEN"), ("region", "REGION")):
+        parts += [
+            f"ENDPOINT {_string(endpoint.split('://', 1)[-1].rstrip('/'))}",
+            "URL_STYLE 'path'",
+            f"USE_SSL {str(ssl).lower()}",
+        ]
+    for key, option in (
+        ("access_key_id", "KEY_ID"),
+        ("secret_access_key", "SECRET"),
+        ("session_token", "SESSION_TOKEN"),
+        ("region", "REGION"),
+    ):
         if cfg.get(key):
             parts.append(f"{option} {_string(str(cfg[key]))}")
     con.execute(f"CREATE OR REPLACE SECRET {secret} ({', '.join(parts)})")
@@ -422,7 +496,9 @@ def _parse(query: str, con: Any) -> exp.Expression:
     stmt = statements[0]
     if not isinstance(stmt, (exp.Query, exp.Values)):
         kind = stmt.name if isinstance(stmt, exp.Command) else stmt.key
-        raise InvalidArgument(f"{kind.upper()} is not a query: lamina sql runs one SELECT (or WITH ..., FROM ..., VALUES) and only reads")
+        raise InvalidArgument(
+            f"{kind.upper()} is not a query: lamina sql runs one SELECT (or WITH ..., FROM ..., VALUES) and only reads"
+        )
     return stmt
 
 
@@ -440,7 +516,9 @@ def _travel(node: exp.Table) -> dict[str, Any]:
     node.set("version", None)
     literal = value.this if isinstance(value, exp.Cast) else value
     if not isinstance(literal, exp.Literal):
-        raise InvalidArgument(f"time travel needs a literal version, tag, branch or timestamp, not {value.sql('duckdb')}")
+        raise InvalidArgument(
+            f"time travel needs a literal version, tag, branch or timestamp, not {value.sql('duckdb')}"
+        )
     if kind == "VERSION":
         if literal.is_string:
             return {"version": literal.this}
@@ -454,7 +532,9 @@ def _travel(node: exp.Table) -> dict[str, Any]:
     raise InvalidArgument(f"unknown time travel {kind}: use VERSION, TIMESTAMP, TAG or BRANCH")
 
 
-def _resolve(node: exp.Table, tables: Mapping[str, Any], catalog: Callable[[], Catalog | None], con: Any) -> Table | None:
+def _resolve(
+    node: exp.Table, tables: Mapping[str, Any], catalog: Callable[[], Catalog | None], con: Any
+) -> Table | None:
     """The Lamina table ``node`` names: in ``tables`` (by name), a quoted location (with a
     ``/``, or an existing directory; unless it is a file DuckDB reads, 'data/x.parquet'), or
     in the catalog (``namespace.table``, or a bare name of one of its tables)."""
@@ -558,7 +638,11 @@ def sql(
     tree = _parse(query, con)
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     for node in list(tree.find_all(exp.Table)):
-        if not node.name or not isinstance(node.this, exp.Identifier) or (node.name in ctes and not node.args.get("db")):
+        if (
+            not node.name
+            or not isinstance(node.this, exp.Identifier)
+            or (node.name in ctes and not node.args.get("db"))
+        ):
             continue  # a table function, or a CTE
         table = _resolve(node, tables or {}, cat, con)
         if table is None:

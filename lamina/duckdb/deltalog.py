@@ -47,10 +47,18 @@ _MAGIC = 1681511377
 _FILE_VERSION = b"\x01"
 
 _SIMPLE = [
-    (pa.types.is_boolean, "boolean"), (pa.types.is_int8, "byte"), (pa.types.is_int16, "short"),
-    (pa.types.is_int32, "integer"), (pa.types.is_int64, "long"), (pa.types.is_float32, "float"),
-    (pa.types.is_float64, "double"), (pa.types.is_string, "string"), (pa.types.is_large_string, "string"),
-    (pa.types.is_binary, "binary"), (pa.types.is_large_binary, "binary"), (pa.types.is_date32, "date"),
+    (pa.types.is_boolean, "boolean"),
+    (pa.types.is_int8, "byte"),
+    (pa.types.is_int16, "short"),
+    (pa.types.is_int32, "integer"),
+    (pa.types.is_int64, "long"),
+    (pa.types.is_float32, "float"),
+    (pa.types.is_float64, "double"),
+    (pa.types.is_string, "string"),
+    (pa.types.is_large_string, "string"),
+    (pa.types.is_binary, "binary"),
+    (pa.types.is_large_binary, "binary"),
+    (pa.types.is_date32, "date"),
 ]
 
 
@@ -164,8 +172,13 @@ def _write(live: LiveFiles, root: str, schema_json: str, features: set[str]) -> 
         dv_file = os.path.join(root, "deletes.bin")
         for i, bm in bitmaps.items():
             data = _dv_bytes(bm)
-            descriptors[i] = {"storageType": "p", "pathOrInlineDv": "file://" + quote(dv_file), "offset": pos,
-                              "sizeInBytes": len(data), "cardinality": len(bm)}
+            descriptors[i] = {
+                "storageType": "p",
+                "pathOrInlineDv": "file://" + quote(dv_file),
+                "offset": pos,
+                "sizeInBytes": len(data),
+                "cardinality": len(bm),
+            }
             blob = struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
             chunks.append(blob)
             pos += len(blob)
@@ -173,17 +186,35 @@ def _write(live: LiveFiles, root: str, schema_json: str, features: set[str]) -> 
             f.write(b"".join(chunks))
     features = sorted(features | {"deletionVectors"})
     actions: list[dict[str, Any]] = [
-        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": features, "writerFeatures": features}},
-        {"metaData": {"id": os.path.basename(root), "format": {"provider": "parquet", "options": {}}, "schemaString": schema_json,
-                      "partitionColumns": [], "configuration": {}, "createdTime": 0}},
+        {
+            "protocol": {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": features,
+                "writerFeatures": features,
+            }
+        },
+        {
+            "metaData": {
+                "id": os.path.basename(root),
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": schema_json,
+                "partitionColumns": [],
+                "configuration": {},
+                "createdTime": 0,
+            }
+        },
     ]
     sizes = live.entries.column("size").to_pylist() if "size" in live.entries.column_names else None
     for i, path in enumerate(live.paths):
         local = io.local_path(path)
         add: dict[str, Any] = {
-            "path": quote(os.path.relpath(local, root)), "partitionValues": {},
+            "path": quote(os.path.relpath(local, root)),
+            "partitionValues": {},
             "size": int(sizes[i]) if sizes and sizes[i] is not None else os.path.getsize(local),
-            "modificationTime": 0, "dataChange": True, "stats": json.dumps({"numRecords": int(live.rows[i])}),
+            "modificationTime": 0,
+            "dataChange": True,
+            "stats": json.dumps({"numRecords": int(live.rows[i])}),
         }
         if i in descriptors:
             add["deletionVector"] = descriptors[i]

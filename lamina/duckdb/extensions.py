@@ -22,7 +22,7 @@ from typing import Any
 
 __all__ = ["load", "extension_file"]
 
-_loaded: "weakref.WeakKeyDictionary[Any, dict[str, bool]]" = weakref.WeakKeyDictionary()
+_loaded: weakref.WeakKeyDictionary[Any, dict[str, bool]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -56,7 +56,7 @@ def load(con: Any, name: str) -> bool:
         ok = bool(row and row[0])
     except duckdb.Error:
         pass
-    for target in ([] if ok else [extension_file(name), name]):
+    for target in [] if ok else [extension_file(name), name]:
         if target is None:
             continue
         try:

@@ -60,7 +60,7 @@ from lamina.expr.typer import Resolver, bind_term, uncast
 from lamina.spec.schema import Schema
 
 _EPOCH = _dt.datetime(1970, 1, 1)
-_EPOCH_UTC = _EPOCH.replace(tzinfo=_dt.timezone.utc)
+_EPOCH_UTC = _EPOCH.replace(tzinfo=_dt.UTC)
 _US_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": None}
 _MIN_DAY = (_dt.date.min - _EPOCH.date()).days
 _MAX_DAY = (_dt.date.max - _EPOCH.date()).days
@@ -160,7 +160,7 @@ def _coerce_decimal(v: Any, t: pa.DataType) -> _Coerced:
 
 
 def _as_utc_naive(d: _dt.datetime) -> _dt.datetime:
-    return d.astimezone(_dt.timezone.utc).replace(tzinfo=None) if d.tzinfo else d
+    return d.astimezone(_dt.UTC).replace(tzinfo=None) if d.tzinfo else d
 
 
 def _datetime(v: Any) -> _dt.datetime | _dt.date:
@@ -280,7 +280,10 @@ def _coercer(t: pa.DataType):
         (lambda x: pa.types.is_floating(x) and not pa.types.is_float16(x), _coerce_float),
         (pa.types.is_decimal, _coerce_decimal),
         (lambda x: pa.types.is_string(x) or pa.types.is_large_string(x), _coerce_string),
-        (lambda x: pa.types.is_binary(x) or pa.types.is_large_binary(x) or pa.types.is_fixed_size_binary(x), _coerce_binary),
+        (
+            lambda x: pa.types.is_binary(x) or pa.types.is_large_binary(x) or pa.types.is_fixed_size_binary(x),
+            _coerce_binary,
+        ),
         (pa.types.is_date, _coerce_date),
         (pa.types.is_timestamp, _coerce_timestamp),
         (pa.types.is_time, _coerce_time),
@@ -397,7 +400,7 @@ class _Binder(ExprVisitor[Expr]):
         for n in schema.names:
             self.lower.setdefault(n.lower(), []).append(n)
         self._resolver: Resolver | None = None  # (made for the first expression leaf: a wide schema's is not free)
-        self.now = now or _dt.datetime.now(_dt.timezone.utc)  # the statement's clock (current_date, ...)
+        self.now = now or _dt.datetime.now(_dt.UTC)  # the statement's clock (current_date, ...)
 
     @property
     def resolver(self) -> Resolver:
@@ -516,12 +519,28 @@ def as_leaves(term: Term, schema: Schema) -> Expr:
         return Predicate(term)
     if fn in ("in", "not_in"):
         col = _top_column(args[0])
-        if col is not None and _coercer(col.type) is not None and all(isinstance(v, Literal) and v.value.is_valid for v in args[1:]):
+        if (
+            col is not None
+            and _coercer(col.type) is not None
+            and all(isinstance(v, Literal) and v.value.is_valid for v in args[1:])
+        ):
             values = tuple(v.value for v in args[1:])
             exact = _exact_set(col.name, col.type, values)
             if fn == "in":
-                return AlwaysFalse() if not exact else Compare("=", col.name, exact[0]) if len(exact) == 1 else In(col.name, exact)
-            return NotNull(col.name) if not exact else Compare("!=", col.name, exact[0]) if len(exact) == 1 else NotIn(col.name, exact)
+                return (
+                    AlwaysFalse()
+                    if not exact
+                    else Compare("=", col.name, exact[0])
+                    if len(exact) == 1
+                    else In(col.name, exact)
+                )
+            return (
+                NotNull(col.name)
+                if not exact
+                else Compare("!=", col.name, exact[0])
+                if len(exact) == 1
+                else NotIn(col.name, exact)
+            )
         return Predicate(term)
     if fn in ("is_null", "is_not_null") and isinstance(args[0], Column) and len(args[0].path) == 1:
         return IsNull(args[0].name) if fn == "is_null" else NotNull(args[0].name)

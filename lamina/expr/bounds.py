@@ -150,7 +150,9 @@ class _Bounder:
             return self._coalesce(args)
         if fn == "case":
             values = [*args[1:-1:2], args[-1]]
-            return self._union([self.bounds(v) for v in values if not (isinstance(v, Literal) and not v.value.is_valid)])
+            return self._union(
+                [self.bounds(v) for v in values if not (isinstance(v, Literal) and not v.value.is_valid)]
+            )
         if fn == "nullif":
             return self.bounds(args[0])
         if fn == "abs":
@@ -216,8 +218,10 @@ class _Bounder:
             return None
         if len(parts) == 1:
             return parts[0]
-        return (pc.min_element_wise(*[p[0] for p in parts], skip_nulls=False),
-                pc.max_element_wise(*[p[1] for p in parts], skip_nulls=False))
+        return (
+            pc.min_element_wise(*[p[0] for p in parts], skip_nulls=False),
+            pc.max_element_wise(*[p[1] for p in parts], skip_nulls=False),
+        )
 
     def _coalesce(self, args: tuple) -> Bounds:
         """The union of the arguments' bounds; in a file where the first is a column without
@@ -240,8 +244,11 @@ class _Bounder:
         zero = pa.scalar(0, lo.type) if not T.is_decimal(lo.type) else pa.scalar(0, lo.type)
         neg_lo, neg_hi = pc.negate_checked(lo), pc.negate_checked(hi)
         new_lo = pc.if_else(pc.greater_equal(lo, zero), lo, pc.if_else(pc.less_equal(hi, zero), neg_hi, zero))
-        new_hi = pc.if_else(pc.greater_equal(lo, zero), hi, pc.if_else(pc.less_equal(hi, zero), neg_lo,
-                                                                         pc.max_element_wise(neg_lo, hi, skip_nulls=False)))
+        new_hi = pc.if_else(
+            pc.greater_equal(lo, zero),
+            hi,
+            pc.if_else(pc.less_equal(hi, zero), neg_lo, pc.max_element_wise(neg_lo, hi, skip_nulls=False)),
+        )
         return new_lo, new_hi
 
     def _product(self, t: Call) -> Bounds:
@@ -251,7 +258,9 @@ class _Bounder:
             return None
         ba, bb = self._finite(a, ba), self._finite(b, bb)
         prods = [self._apply(t, [x, y]) for x in ba for y in bb]
-        return self._nan_free(pc.min_element_wise(*prods, skip_nulls=False), pc.max_element_wise(*prods, skip_nulls=False))
+        return self._nan_free(
+            pc.min_element_wise(*prods, skip_nulls=False), pc.max_element_wise(*prods, skip_nulls=False)
+        )
 
     def _field_within(self, t: Call) -> Bounds:
         """month(x), day(x), hour(x) ...: by the field of the bounds where both lie in one
@@ -262,8 +271,10 @@ class _Bounder:
             return None
         lo, hi = b
         parent = FIELD_WITHIN[t.fn]
-        same = pc.equal(self._apply(Call("date_trunc", (x,), (parent,), _trunc_type(x.type)), [lo]),
-                        self._apply(Call("date_trunc", (x,), (parent,), _trunc_type(x.type)), [hi]))
+        same = pc.equal(
+            self._apply(Call("date_trunc", (x,), (parent,), _trunc_type(x.type)), [lo]),
+            self._apply(Call("date_trunc", (x,), (parent,), _trunc_type(x.type)), [hi]),
+        )
         flo, fhi = self._apply(t, [lo]), self._apply(t, [hi])
         nulls = pa.scalar(None, flo.type)
         return pc.if_else(same, flo, nulls), pc.if_else(same, fhi, nulls)
@@ -310,8 +321,11 @@ class _Bounder:
             try:
                 return plo, pc.add_checked(phi, top)
             except pa.ArrowInvalid:
-                return plo, pc.if_else(pc.less_equal(phi, pa.scalar(np.iinfo(t.to_pandas_dtype()).max - width + 1, t)),
-                                       pc.add(phi, top), pa.scalar(None, t))
+                return plo, pc.if_else(
+                    pc.less_equal(phi, pa.scalar(np.iinfo(t.to_pandas_dtype()).max - width + 1, t)),
+                    pc.add(phi, top),
+                    pa.scalar(None, t),
+                )
         return _temporal_range(name, plo, phi, t)
 
 
@@ -339,8 +353,13 @@ def _trunc_type(t: pa.DataType) -> pa.DataType:
 
 
 def _nan_literal(t: Term) -> bool:
-    return (isinstance(t, Literal) and isinstance(t.value, pa.Scalar) and t.value.is_valid and T.is_float(t.value.type)
-            and t.value.as_py() != t.value.as_py())
+    return (
+        isinstance(t, Literal)
+        and isinstance(t.value, pa.Scalar)
+        and t.value.is_valid
+        and T.is_float(t.value.type)
+        and t.value.as_py() != t.value.as_py()
+    )
 
 
 _UNIT_NS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
@@ -349,6 +368,7 @@ _UNIT_NS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
 def _temporal_range(transform: str, plo: pa.Array, phi: pa.Array, t: pa.DataType) -> Bounds:
     """[start of the lowest partition, end of the highest) of a date or timestamp column,
     its end as the last value before the next partition starts."""
+
     def starts(p: pa.Array, step: int) -> np.ndarray:
         """The first nanosecond of each partition value (+ step partitions), as int64 ns."""
         valid = p.is_valid().to_numpy(zero_copy_only=False)

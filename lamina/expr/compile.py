@@ -11,7 +11,8 @@ do not: a NULL input fails nothing, and those rows' values are never looked at.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -104,8 +105,18 @@ def evaluate(term: Term, table: pa.Table) -> pa.ChunkedArray:
     return out if out.type.equals(term.type) else out.cast(term.type)
 
 
-_FAILURES = ("divide by zero", "overflow", "out of bounds", "failed to parse", "truncated", "cannot convert", "rescal",
-             "not in range", "would cause data loss", "does not fit")
+_FAILURES = (
+    "divide by zero",
+    "overflow",
+    "out of bounds",
+    "failed to parse",
+    "truncated",
+    "cannot convert",
+    "rescal",
+    "not in range",
+    "would cause data loss",
+    "does not fit",
+)
 
 
 def is_evaluation_failure(e: Exception) -> bool:
@@ -134,10 +145,10 @@ def evaluation_error(e: Exception, text: str) -> EvaluationError:
         kind = "arithmetic overflow (ARITHMETIC_OVERFLOW)"
     elif "out of bounds" in low or "index" in low:
         kind = "array index out of range (INVALID_ARRAY_INDEX)"
-    elif any(w in low for w in ("parse", "truncated", "convert", "rescal", "not in range", "does not fit", "data loss")):
+    elif any(
+        w in low for w in ("parse", "truncated", "convert", "rescal", "not in range", "does not fit", "data loss")
+    ):
         kind = "a value that does not fit the CAST (CAST_INVALID_INPUT / CAST_OVERFLOW); TRY_CAST gives NULL instead"
     else:
         kind = msg
     return EvaluationError(f"evaluating {text} failed on a row: {kind} [{msg}]; nothing was changed")
-
-

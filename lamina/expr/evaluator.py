@@ -12,7 +12,8 @@ can hold a matching row; it may say True wrongly, never False wrongly.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -21,16 +22,28 @@ import pyarrow.compute as pc
 from lamina.expr.binder import bind, is_nan
 from lamina.expr.bounds import may_compare
 from lamina.expr.compile import raises, to_arrow
-from lamina.expr.functions import fill
 from lamina.expr.expressions import (
-    And, Compare, Expr, ExprVisitor, In, IsNull, NotIn, NotNull, Or, Predicate, rewrite_not, visit,
+    And,
+    Compare,
+    Expr,
+    ExprVisitor,
+    In,
+    IsNull,
+    NotIn,
+    NotNull,
+    Or,
+    Predicate,
+    rewrite_not,
+    visit,
 )
+from lamina.expr.functions import fill
 from lamina.expr.parser import to_expr
-from lamina.expr.terms import Column as TermColumn, walk
+from lamina.expr.terms import Column as TermColumn
+from lamina.expr.terms import walk
 from lamina.spec import content as C
 from lamina.spec.partition import PartitionField, PartitionSpec, fields_by_id, specs_with_field
-from lamina.spec.transforms import project_inclusive, transform_result_type
 from lamina.spec.schema import Schema
+from lamina.spec.transforms import project_inclusive, transform_result_type
 
 _SMALL_IN = 8  # IN lists up to this size are tested value by value; larger ones by binary search
 
@@ -408,7 +421,9 @@ class _Pruner(ExprVisitor[pa.Array]):
 
 
 def may_match(
-    expr: Expr | str | None, manifest: pa.Table, schema: Schema,
+    expr: Expr | str | None,
+    manifest: pa.Table,
+    schema: Schema,
     spec: PartitionSpec | Sequence[PartitionSpec] | None = None,
 ) -> pa.BooleanArray:
     """For each manifest row, False only if the file/leaf it describes surely has no row matching ``expr``.

@@ -11,12 +11,9 @@ which is what ``rewrite_not`` does before any evaluation.
 
 from __future__ import annotations
 
-import datetime as _dt
-import decimal
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, Iterable, TypeVar
-
-import pyarrow as pa
+from typing import Any, Generic, TypeVar
 
 from lamina.errors import InvalidPredicate
 from lamina.expr.terms import Term, columns_of, ident, literal_sql, term_sql
@@ -34,19 +31,19 @@ class Expr:
 
     __slots__ = ()
 
-    def __and__(self, other: Any) -> "Expr":
+    def __and__(self, other: Any) -> Expr:
         return And(self, _as_expr(other))
 
-    def __rand__(self, other: Any) -> "Expr":
+    def __rand__(self, other: Any) -> Expr:
         return And(_as_expr(other), self)
 
-    def __or__(self, other: Any) -> "Expr":
+    def __or__(self, other: Any) -> Expr:
         return Or(self, _as_expr(other))
 
-    def __ror__(self, other: Any) -> "Expr":
+    def __ror__(self, other: Any) -> Expr:
         return Or(_as_expr(other), self)
 
-    def __invert__(self) -> "Expr":
+    def __invert__(self) -> Expr:
         return negate(self)
 
     def __str__(self) -> str:
@@ -74,7 +71,9 @@ def _check_literal(value: Any, where: str) -> Any:
     if value is None:
         raise InvalidPredicate(f"{where}: NULL never compares equal or unequal; use IS NULL / IS NOT NULL")
     if isinstance(value, (Ref, Expr)):
-        raise InvalidPredicate(f"{where}: comparing a column with {value!r} is not supported; compare a column with a literal")
+        raise InvalidPredicate(
+            f"{where}: comparing a column with {value!r} is not supported; compare a column with a literal"
+        )
     if isinstance(value, (list, tuple, set, frozenset, dict)):
         raise InvalidPredicate(f"{where}: {value!r} is not a single literal; use isin / IN for lists")
     return value

@@ -11,11 +11,11 @@ expression built here makes them agree, and docs/expressions.md lists what still
 
 from __future__ import annotations
 
-import datetime as _dt
 import decimal
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -44,8 +44,16 @@ class Function:
 FUNCTIONS: dict[str, Function] = {}
 
 
-def _register(name: str, bind: Callable, arrow: Callable, *, raises: Callable | bool = False, monotone: Any = None,
-              summary: str = "", aliases: tuple[str, ...] = ()) -> None:
+def _register(
+    name: str,
+    bind: Callable,
+    arrow: Callable,
+    *,
+    raises: Callable | bool = False,
+    monotone: Any = None,
+    summary: str = "",
+    aliases: tuple[str, ...] = (),
+) -> None:
     r = raises if callable(raises) else (lambda c, v=raises: v)
     f = Function(name, bind, arrow, r, monotone, summary)
     for n in (name, *aliases):
@@ -117,8 +125,13 @@ def _nan(e: Expr) -> Expr:
 
 
 def is_nan_literal(term: Term) -> bool:
-    return (isinstance(term, Literal) and isinstance(term.value, pa.Scalar) and term.value.is_valid
-            and T.is_float(term.value.type) and math.isnan(term.value.as_py()))
+    return (
+        isinstance(term, Literal)
+        and isinstance(term.value, pa.Scalar)
+        and term.value.is_valid
+        and T.is_float(term.value.type)
+        and math.isnan(term.value.as_py())
+    )
 
 
 # --- comparisons --------------------------------------------------------------------------------
@@ -149,14 +162,16 @@ def compare(op: str, a: Expr, b: Expr, a_term: Term, b_term: Term) -> Expr:
     out = getattr(pc, _KERNEL[op])(a, b)
     if not T.is_float(a_term.type):
         return out
-    for x, xt, y, yt, o in ((a, a_term, b, b_term, op), (b, b_term, a, a_term, FLIPPED[op])):
+    for x, _xt, _y, yt, o in ((a, a_term, b, b_term, op), (b, b_term, a, a_term, FLIPPED[op])):
         if isinstance(yt, Literal):  # y constant: NaN rules need only x
             if is_nan_literal(yt):
                 n = _nan(x)
                 return {"=": n, "!=": ~n, "<": ~n, "<=": n | ~n, ">": n & ~n, ">=": n}[o]
             return out | _nan(x) if o in (">", ">=") else out
     an, bn = _nan(a), _nan(b)
-    on_nan = {"=": an & bn, "!=": pc.xor(an, bn), "<": pc.and_not(bn, an), "<=": bn, ">": pc.and_not(an, bn), ">=": an}[op]
+    on_nan = {"=": an & bn, "!=": pc.xor(an, bn), "<": pc.and_not(bn, an), "<=": bn, ">": pc.and_not(an, bn), ">=": an}[
+        op
+    ]
     return pc.if_else((an | bn) & out.is_valid(), on_nan, out)  # (False where a side is null: out is null there)
 
 
@@ -304,10 +319,18 @@ def _bind_arith(call: Call) -> Term:
                 if y.type == INTERVAL_TYPE:
                     fail(call, "adding two intervals is only supported between constants")
                 iv = literal_value(x, call, "an interval")
-                shift = Literal(pa.scalar(None, pa.null()), pa.null()) if iv is None else _iv_literal(-iv if call.fn == "-" else iv)
+                shift = (
+                    Literal(pa.scalar(None, pa.null()), pa.null())
+                    if iv is None
+                    else _iv_literal(-iv if call.fn == "-" else iv)
+                )
                 return bind_call(Call("interval_add", (y, shift)))
         for x, y, sign in ((a, b, 1), (b, a, -1)):
-            if pa.types.is_date(x.type) and (T.is_integer(y.type) or T.is_null(y.type)) and (call.fn == "+" or sign == 1):
+            if (
+                pa.types.is_date(x.type)
+                and (T.is_integer(y.type) or T.is_null(y.type))
+                and (call.fn == "+" or sign == 1)
+            ):
                 return bind_call(Call("date_add" if call.fn == "+" else "date_sub", (x, y)))
         if T.is_temporal(a.type) and T.is_temporal(b.type) and call.fn == "-":
             fail(call, "subtracting dates or timestamps is not supported; use datediff(end, start)")
@@ -347,7 +370,9 @@ def _decimal_arith(call: Call, args: list) -> Expr:
         return getattr(pc, _CHECKED[call.fn])(a, b)
     if precision > 76:
         fail(call, "DECIMAL arithmetic this wide is not supported (more than 76 digits before rounding)")
-    wide = getattr(pc, _CHECKED[call.fn])(_cast(a, pa.decimal256(ta.precision, ta.scale)), _cast(b, pa.decimal256(tb.precision, tb.scale)))
+    wide = getattr(pc, _CHECKED[call.fn])(
+        _cast(a, pa.decimal256(ta.precision, ta.scale)), _cast(b, pa.decimal256(tb.precision, tb.scale))
+    )
     return _cast(pc.round(wide, out.scale, round_mode="half_towards_infinity"), out)
 
 
@@ -414,8 +439,14 @@ def _bind_neg(call: Call) -> Term:
     return Call("neg", (typed(call.args[0], t),), (), t)
 
 
-_register("neg", _bind_neg, lambda c, a: pc.negate_checked(a[0]) if not T.is_float(c.type) else pc.negate(a[0]),
-          raises=lambda c: T.is_integer(c.type), monotone=(-1,), summary="unary minus")
+_register(
+    "neg",
+    _bind_neg,
+    lambda c, a: pc.negate_checked(a[0]) if not T.is_float(c.type) else pc.negate(a[0]),
+    raises=lambda c: T.is_integer(c.type),
+    monotone=(-1,),
+    summary="unary minus",
+)
 
 
 # --- math ---------------------------------------------------------------------------------------
@@ -427,8 +458,13 @@ def _bind_abs(call: Call) -> Term:
     return Call("abs", (typed(call.args[0], t),), (), t)
 
 
-_register("abs", _bind_abs, lambda c, a: pc.abs_checked(a[0]) if T.is_integer(c.type) else pc.abs(a[0]),
-          raises=lambda c: T.is_integer(c.type), summary="absolute value")
+_register(
+    "abs",
+    _bind_abs,
+    lambda c, a: pc.abs_checked(a[0]) if T.is_integer(c.type) else pc.abs(a[0]),
+    raises=lambda c: T.is_integer(c.type),
+    summary="absolute value",
+)
 
 
 def _bind_round(call: Call) -> Term:
@@ -438,8 +474,11 @@ def _bind_round(call: Call) -> Term:
     t = T.signed(x.type)
     if T.is_decimal(t):
         p, s = t.precision, t.scale
-        out = pa.decimal128(min(p - s + 1 + min(s, digits), T.MAX_PRECISION), min(s, digits)) if digits >= 0 else \
-            pa.decimal128(min(max(p - s + 1, -digits + 1), T.MAX_PRECISION), 0)
+        out = (
+            pa.decimal128(min(p - s + 1 + min(s, digits), T.MAX_PRECISION), min(s, digits))
+            if digits >= 0
+            else pa.decimal128(min(max(p - s + 1, -digits + 1), T.MAX_PRECISION), 0)
+        )
     else:
         out = t
     return Call("round", (typed(x, t),), (digits,), out)
@@ -454,8 +493,14 @@ def _arrow_round(call: Call, args: list) -> Expr:
     return _cast(r, call.type) if T.is_decimal(call.type) else r
 
 
-_register("round", _bind_round, _arrow_round, raises=lambda c: T.is_decimal(c.type) or T.is_integer(c.type),
-          monotone=(1,), summary="round half away from zero")
+_register(
+    "round",
+    _bind_round,
+    _arrow_round,
+    raises=lambda c: T.is_decimal(c.type) or T.is_integer(c.type),
+    monotone=(1,),
+    summary="round half away from zero",
+)
 
 
 def _bind_floor_ceil(call: Call) -> Term:
@@ -537,9 +582,13 @@ def _bind_length(call: Call) -> Term:
     return Call("length", (typed(x, pa.string()) if T.is_null(x.type) else x,), (), pa.int32())
 
 
-_register("length", _bind_length,
-          lambda c, a: _cast(pc.utf8_length(a[0]) if T.is_string(c.args[0].type) else pc.binary_length(a[0]), pa.int32()),
-          summary="characters (bytes of a binary)", aliases=("char_length", "character_length"))
+_register(
+    "length",
+    _bind_length,
+    lambda c, a: _cast(pc.utf8_length(a[0]) if T.is_string(c.args[0].type) else pc.binary_length(a[0]), pa.int32()),
+    summary="characters (bytes of a binary)",
+    aliases=("char_length", "character_length"),
+)
 
 
 def _bind_substring(call: Call) -> Term:
@@ -569,19 +618,34 @@ def _monotone_substring(call: Call) -> tuple | None:
     return (1,) if call.opts[0] in (0, 1) else None
 
 
-_register("substring", _bind_substring, _arrow_substring, monotone=_monotone_substring,
-          summary="substring(s, pos[, len])", aliases=("substr",))
+_register(
+    "substring",
+    _bind_substring,
+    _arrow_substring,
+    monotone=_monotone_substring,
+    summary="substring(s, pos[, len])",
+    aliases=("substr",),
+)
 
 
 def _bind_concat(call: Call) -> Term:
     args = []
-    for i, a in enumerate(call.args):
+    for a in call.args:
         if T.is_string(a.type):
             args.append(a)
-        elif T.is_null(a.type) or T.is_integer(a.type) or pa.types.is_date(a.type) or pa.types.is_boolean(a.type) or T.is_decimal(a.type):
+        elif (
+            T.is_null(a.type)
+            or T.is_integer(a.type)
+            or pa.types.is_date(a.type)
+            or pa.types.is_boolean(a.type)
+            or T.is_decimal(a.type)
+        ):
             args.append(typed(a, pa.string()))
         else:
-            fail(call, f"concatenating a {T.describe(a.type)} is not supported (cast it to STRING first where Arrow and Spark format it alike)")
+            fail(
+                call,
+                f"concatenating a {T.describe(a.type)} is not supported (cast it to STRING first where Arrow and Spark format it alike)",
+            )
     return Call("concat", tuple(args), (), pa.string())
 
 
@@ -599,11 +663,23 @@ def _bind_pattern_fn(call: Call) -> Term:
     return Call(call.fn, (x,), (pattern,), _BOOL)
 
 
-_register("starts_with", _bind_pattern_fn, lambda c, a: pc.starts_with(a[0], pattern=c.opts[0]),
-          summary="prefix test", aliases=("startswith",))
-_register("ends_with", _bind_pattern_fn, lambda c, a: pc.ends_with(a[0], pattern=c.opts[0]),
-          summary="suffix test", aliases=("endswith",))
-_register("contains", _bind_pattern_fn, lambda c, a: pc.match_substring(a[0], pattern=c.opts[0]), summary="substring test")
+_register(
+    "starts_with",
+    _bind_pattern_fn,
+    lambda c, a: pc.starts_with(a[0], pattern=c.opts[0]),
+    summary="prefix test",
+    aliases=("startswith",),
+)
+_register(
+    "ends_with",
+    _bind_pattern_fn,
+    lambda c, a: pc.ends_with(a[0], pattern=c.opts[0]),
+    summary="suffix test",
+    aliases=("endswith",),
+)
+_register(
+    "contains", _bind_pattern_fn, lambda c, a: pc.match_substring(a[0], pattern=c.opts[0]), summary="substring test"
+)
 
 
 def like_parts(pattern: str, escape: str) -> list[tuple[str, str]]:
@@ -619,7 +695,8 @@ def like_parts(pattern: str, escape: str) -> list[tuple[str, str]]:
             nxt = pattern[i + 1]
             if nxt not in ("_", "%", escape):
                 raise InvalidPredicate(
-                    f"LIKE pattern {pattern!r}: the escape character {escape!r} may only precede _, % or itself, not {nxt!r}")
+                    f"LIKE pattern {pattern!r}: the escape character {escape!r} may only precede _, % or itself, not {nxt!r}"
+                )
             parts.append(("lit", nxt))
             i += 2
             continue
@@ -719,7 +796,9 @@ def _bind_coalesce(call: Call) -> Term:
     return Call("coalesce", tuple(typed(a, t) for a in call.args), (), t)
 
 
-_register("coalesce", _bind_coalesce, lambda c, a: pc.coalesce(*a) if len(a) > 1 else a[0], summary="COALESCE, IFNULL, NVL")
+_register(
+    "coalesce", _bind_coalesce, lambda c, a: pc.coalesce(*a) if len(a) > 1 else a[0], summary="COALESCE, IFNULL, NVL"
+)
 
 
 def _bind_nullif(call: Call) -> Term:
@@ -754,7 +833,9 @@ def castable(src: pa.DataType, dst: pa.DataType) -> bool:
     if T.is_numeric(src) or pa.types.is_boolean(src):
         return T.is_numeric(dst) or pa.types.is_boolean(dst) or (T.is_string(dst) and not T.is_float(src))
     if T.is_string(src):
-        return T.is_numeric(dst) or pa.types.is_boolean(dst) or T.is_temporal(dst) or T.is_string(dst) or T.is_binary(dst)
+        return (
+            T.is_numeric(dst) or pa.types.is_boolean(dst) or T.is_temporal(dst) or T.is_string(dst) or T.is_binary(dst)
+        )
     if pa.types.is_date(src):
         return T.is_temporal(dst) or T.is_string(dst)
     if pa.types.is_timestamp(src):
@@ -823,7 +904,11 @@ def _cast_expr(x: Expr, src: pa.DataType, dst: pa.DataType, safe: bool) -> Expr:
         ok = (wide >= const(float(lo), pa.float64())) & (wide < const(float(hi) + 1.0, pa.float64()))
         return _cast(_where(ok, t, _room_type(src)), dst)
     if T.is_decimal(dst) and (T.is_float(src) or T.is_decimal(src)):
-        r = x if T.is_decimal(src) and src.scale <= dst.scale else pc.round(_room(x, src), ndigits=dst.scale, round_mode="half_towards_infinity")
+        r = (
+            x
+            if T.is_decimal(src) and src.scale <= dst.scale
+            else pc.round(_room(x, src), ndigits=dst.scale, round_mode="half_towards_infinity")
+        )
         if not safe:
             return _cast(r, dst)
         bound = float(10 ** (dst.precision - dst.scale))
@@ -833,7 +918,11 @@ def _cast_expr(x: Expr, src: pa.DataType, dst: pa.DataType, safe: bool) -> Expr:
     if T.is_integer(src) and T.is_decimal(dst) and safe:
         bound = 10 ** (dst.precision - dst.scale)
         wide = _cast(x, pa.int64()) if src != pa.uint64() else x
-        ok = (wide > const(-bound, pa.int64())) & (wide < const(bound, pa.int64())) if bound <= 2**62 else pc.scalar(True)
+        ok = (
+            (wide > const(-bound, pa.int64())) & (wide < const(bound, pa.int64()))
+            if bound <= 2**62
+            else pc.scalar(True)
+        )
         return _cast(_where(ok, x, src), dst)
     if T.is_integer(src) and T.is_integer(dst) and safe:
         lo, hi = _int_range(dst)
@@ -847,7 +936,11 @@ def _cast_expr(x: Expr, src: pa.DataType, dst: pa.DataType, safe: bool) -> Expr:
     if pa.types.is_boolean(dst) and T.is_numeric(src):
         return _cast(x, dst)
     if pa.types.is_timestamp(src) and pa.types.is_timestamp(dst):
-        return _cast(_cast(x, pa.timestamp(src.unit, "UTC" if src.tz else None)), dst) if (src.tz is None) != (dst.tz is None) else _cast(x, dst)
+        return (
+            _cast(_cast(x, pa.timestamp(src.unit, "UTC" if src.tz else None)), dst)
+            if (src.tz is None) != (dst.tz is None)
+            else _cast(x, dst)
+        )
     return _cast(x, dst)
 
 
@@ -874,7 +967,9 @@ def _cast_string(x: Expr, dst: pa.DataType, safe: bool) -> Expr:
         ok = pc.match_substring_regex(s, _INT_TEXT) & (pc.utf8_length(unsigned) <= const(20, pa.int32()))
         wide = _cast(_where(ok, unsigned, pa.string()), pa.decimal128(38, 0))
         lo, hi = _int_range(dst)
-        fits = (wide >= const(decimal.Decimal(lo), pa.decimal128(38, 0))) & (wide <= const(decimal.Decimal(hi), pa.decimal128(38, 0)))
+        fits = (wide >= const(decimal.Decimal(lo), pa.decimal128(38, 0))) & (
+            wide <= const(decimal.Decimal(hi), pa.decimal128(38, 0))
+        )
         return _cast(_where(fits, wide, pa.decimal128(38, 0)), dst)
     if T.is_float(dst):
         text = pc.replace_substring_regex(pc.utf8_lower(unsigned), pattern=r"^(-?)inf$", replacement=r"\1infinity")
@@ -886,9 +981,16 @@ def _cast_string(x: Expr, dst: pa.DataType, safe: bool) -> Expr:
         # Digits past the first one beyond the scale cannot change a half-away-from-zero
         # rounding: cut them, read the rest exactly, round.
         keep = min(dst.scale + 1, T.MAX_PRECISION - 1)
-        cut = pc.replace_substring_regex(unsigned, pattern=r"^([+-]?[0-9]*\.[0-9]{%d})[0-9]+$" % keep, replacement=r"\1")
+        cut = pc.replace_substring_regex(
+            unsigned, pattern=rf"^([+-]?[0-9]*\.[0-9]{{{keep}}})[0-9]+$", replacement=r"\1"
+        )
         if safe:
-            cut = _where(pc.match_substring_regex(s, _DECIMAL_TEXT) & (pc.utf8_length(cut) <= const(T.MAX_PRECISION, pa.int32())), cut, pa.string())
+            cut = _where(
+                pc.match_substring_regex(s, _DECIMAL_TEXT)
+                & (pc.utf8_length(cut) <= const(T.MAX_PRECISION, pa.int32())),
+                cut,
+                pa.string(),
+            )
         wide = pa.decimal128(T.MAX_PRECISION, keep)
         return _cast_expr(_cast(cut, wide), wide, dst, safe)
     if pa.types.is_date(dst):
@@ -898,10 +1000,14 @@ def _cast_string(x: Expr, dst: pa.DataType, safe: bool) -> Expr:
         date = _cast(parsed, pa.date32())
         if safe:
             return _where(ok, date, dst)
-        return pc.if_else(fill(ok, True), date, _cast(pc.if_else(fill(ok, True), null_scalar(pa.string()), s), pa.date32()))
+        return pc.if_else(
+            fill(ok, True), date, _cast(pc.if_else(fill(ok, True), null_scalar(pa.string()), s), pa.date32())
+        )
     if pa.types.is_timestamp(dst):
         iso = pc.replace_substring(s, pattern="T", replacement=" ", max_replacements=1)
-        day_ok = pc.strptime(pc.utf8_slice_codeunits(iso, 0, 10), format="%Y-%m-%d", unit="s", error_is_null=True).is_valid()
+        day_ok = pc.strptime(
+            pc.utf8_slice_codeunits(iso, 0, 10), format="%Y-%m-%d", unit="s", error_is_null=True
+        ).is_valid()
         ok = pc.match_substring_regex(s, _TS_TEXT) & day_ok
         if safe:
             iso = _where(ok, iso, pa.string())
@@ -942,25 +1048,51 @@ def _monotone_cast(call: Call) -> tuple | None:
     return None
 
 
-_register("cast", _bind_cast, lambda c, a: _cast_expr(a[0], c.args[0].type, c.type, safe=False),
-          raises=_raises_cast, monotone=_monotone_cast, summary="CAST(x AS type), x::type")
-_register("try_cast", _bind_cast, lambda c, a: _cast_expr(a[0], c.args[0].type, c.type, safe=True),
-          monotone=_monotone_cast, summary="TRY_CAST(x AS type): null where the value does not fit")
+_register(
+    "cast",
+    _bind_cast,
+    lambda c, a: _cast_expr(a[0], c.args[0].type, c.type, safe=False),
+    raises=_raises_cast,
+    monotone=_monotone_cast,
+    summary="CAST(x AS type), x::type",
+)
+_register(
+    "try_cast",
+    _bind_cast,
+    lambda c, a: _cast_expr(a[0], c.args[0].type, c.type, safe=True),
+    monotone=_monotone_cast,
+    summary="TRY_CAST(x AS type): null where the value does not fit",
+)
 
 
 # --- dates and times ----------------------------------------------------------------------------------
 
 _UNITS = {
-    "year": "year", "yyyy": "year", "yy": "year", "years": "year",
-    "quarter": "quarter", "quarters": "quarter",
-    "month": "month", "mon": "month", "mm": "month", "months": "month",
-    "week": "week", "weeks": "week",
-    "day": "day", "dd": "day", "days": "day",
-    "hour": "hour", "hours": "hour",
-    "minute": "minute", "minutes": "minute",
-    "second": "second", "seconds": "second",
-    "millisecond": "millisecond", "milliseconds": "millisecond",
-    "microsecond": "microsecond", "microseconds": "microsecond",
+    "year": "year",
+    "yyyy": "year",
+    "yy": "year",
+    "years": "year",
+    "quarter": "quarter",
+    "quarters": "quarter",
+    "month": "month",
+    "mon": "month",
+    "mm": "month",
+    "months": "month",
+    "week": "week",
+    "weeks": "week",
+    "day": "day",
+    "dd": "day",
+    "days": "day",
+    "hour": "hour",
+    "hours": "hour",
+    "minute": "minute",
+    "minutes": "minute",
+    "second": "second",
+    "seconds": "second",
+    "millisecond": "millisecond",
+    "milliseconds": "millisecond",
+    "microsecond": "microsecond",
+    "microseconds": "microsecond",
 }
 _DATE_UNITS = ("year", "quarter", "month", "week")
 
@@ -985,7 +1117,10 @@ def _temporal_arg(call: Call, i: int = 0, dates_only: bool = False) -> Term:
 def _unit(call: Call, value: Any, allowed: tuple[str, ...] | None = None) -> str:
     unit = _UNITS.get(str(value).lower()) if isinstance(value, str) else None
     if unit is None or (allowed is not None and unit not in allowed):
-        names = ", ".join(allowed or ("year", "quarter", "month", "week", "day", "hour", "minute", "second", "millisecond", "microsecond"))
+        names = ", ".join(
+            allowed
+            or ("year", "quarter", "month", "week", "day", "hour", "minute", "second", "millisecond", "microsecond")
+        )
         fail(call, f"unknown unit {value!r}; use one of {names}")
     return unit
 
@@ -1012,15 +1147,29 @@ _register("date_trunc", _bind_date_trunc, _arrow_trunc, monotone=(1,), summary="
 _register("trunc", _bind_trunc, _arrow_trunc, monotone=(1,), summary="trunc(date, unit)")
 
 _FIELDS = {
-    "year": lambda x: pc.year(x), "quarter": lambda x: pc.quarter(x), "month": lambda x: pc.month(x),
-    "day": lambda x: pc.day(x), "dayofweek": lambda x: pc.day_of_week(x, count_from_zero=False, week_start=7),
-    "dayofyear": lambda x: pc.day_of_year(x), "hour": lambda x: pc.hour(x), "minute": lambda x: pc.minute(x),
+    "year": lambda x: pc.year(x),
+    "quarter": lambda x: pc.quarter(x),
+    "month": lambda x: pc.month(x),
+    "day": lambda x: pc.day(x),
+    "dayofweek": lambda x: pc.day_of_week(x, count_from_zero=False, week_start=7),
+    "dayofyear": lambda x: pc.day_of_year(x),
+    "hour": lambda x: pc.hour(x),
+    "minute": lambda x: pc.minute(x),
     "second": lambda x: pc.second(x),
 }
 # A field is monotone in its argument within the next larger unit (month within a year...):
 # ``lamina.expr.bounds`` checks that the bounds share that unit.
-FIELD_WITHIN = {"year": None, "quarter": "year", "month": "year", "day": "month", "dayofyear": "year",
-                "hour": "day", "minute": "hour", "second": "minute", "dayofweek": "week"}
+FIELD_WITHIN = {
+    "year": None,
+    "quarter": "year",
+    "month": "year",
+    "day": "month",
+    "dayofyear": "year",
+    "hour": "day",
+    "minute": "hour",
+    "second": "minute",
+    "dayofweek": "week",
+}
 
 
 def _bind_field(call: Call) -> Term:
@@ -1031,9 +1180,14 @@ def _bind_field(call: Call) -> Term:
 
 
 for _name, _fn in _FIELDS.items():
-    _register(_name, _bind_field, lambda c, a, f=_fn: _cast(f(a[0]), pa.int32()),
-              monotone=(1,) if _name == "year" else None, summary="date/time field",
-              aliases={"day": ("dayofmonth",)}.get(_name, ()))
+    _register(
+        _name,
+        _bind_field,
+        lambda c, a, f=_fn: _cast(f(a[0]), pa.int32()),
+        monotone=(1,) if _name == "year" else None,
+        summary="date/time field",
+        aliases={"day": ("dayofmonth",)}.get(_name, ()),
+    )
 
 
 def _date_arg(call: Call, i: int) -> Term:
@@ -1062,17 +1216,25 @@ def _arrow_date_add(call: Call, args: list) -> Expr:
     return _cast(op(days, args[1]), pa.date32())
 
 
-_register("date_add", _bind_date_add, _arrow_date_add, raises=True, monotone=(1, 1), summary="date_add(d, days), d + days")
-_register("date_sub", _bind_date_add, _arrow_date_add, raises=True, monotone=(1, -1), summary="date_sub(d, days), d - days")
+_register(
+    "date_add", _bind_date_add, _arrow_date_add, raises=True, monotone=(1, 1), summary="date_add(d, days), d + days"
+)
+_register(
+    "date_sub", _bind_date_add, _arrow_date_add, raises=True, monotone=(1, -1), summary="date_sub(d, days), d - days"
+)
 
 
 def _bind_datediff(call: Call) -> Term:
     return Call("datediff", (_date_arg(call, 0), _date_arg(call, 1)), (), pa.int32())
 
 
-_register("datediff", _bind_datediff,
-          lambda c, a: _cast(pc.subtract(_cast(a[0], pa.int32()), _cast(a[1], pa.int32())), pa.int32()),
-          monotone=(1, -1), summary="datediff(end, start): days")
+_register(
+    "datediff",
+    _bind_datediff,
+    lambda c, a: _cast(pc.subtract(_cast(a[0], pa.int32()), _cast(a[1], pa.int32())), pa.int32()),
+    monotone=(1, -1),
+    summary="datediff(end, start): days",
+)
 
 
 def _bind_add_months(call: Call) -> Term:
@@ -1102,9 +1264,12 @@ def _add_months_kernel(ctx: Any, dates: Any, months: Any) -> pa.Array:
 
 
 pc.register_scalar_function(
-    _add_months_kernel, _ADD_MONTHS,
+    _add_months_kernel,
+    _ADD_MONTHS,
     {"summary": "date plus months", "description": "Spark's add_months: the day clamped to the month's last."},
-    {"date": pa.date32(), "months": pa.int64()}, pa.date32())
+    {"date": pa.date32(), "months": pa.int64()},
+    pa.date32(),
+)
 
 
 def add_months(date: Expr, months: Expr) -> Expr:
@@ -1113,8 +1278,14 @@ def add_months(date: Expr, months: Expr) -> Expr:
     return pc.Expression._call(_ADD_MONTHS, [date, _cast(months, pa.int64())])
 
 
-_register("add_months", _bind_add_months, lambda c, a: add_months(a[0], a[1]), raises=True, monotone=(1, 1),
-          summary="add_months(d, n)")
+_register(
+    "add_months",
+    _bind_add_months,
+    lambda c, a: add_months(a[0], a[1]),
+    raises=True,
+    monotone=(1, 1),
+    summary="add_months(d, n)",
+)
 
 
 def _bind_interval_add(call: Call) -> Term:
@@ -1159,8 +1330,14 @@ def _arrow_interval_add(call: Call, args: list) -> Expr:
     return x
 
 
-_register("interval_add", _bind_interval_add, _arrow_interval_add, raises=True, monotone=(1, 0),
-          summary="date or timestamp +/- INTERVAL")
+_register(
+    "interval_add",
+    _bind_interval_add,
+    _arrow_interval_add,
+    raises=True,
+    monotone=(1, 0),
+    summary="date or timestamp +/- INTERVAL",
+)
 
 
 # --- nested values ---------------------------------------------------------------------------------------
@@ -1177,7 +1354,11 @@ def _bind_element_at(call: Call) -> Term:
             return Literal(pa.scalar(None, t.item_type), t.item_type)
         from lamina.expr.typer import fold_cast
 
-        kt = fold_cast(Literal(pa.scalar(key, T.literal_type(key)) if not isinstance(k.value, pa.Scalar) else k.value, k.type), t.key_type, strict=True)
+        kt = fold_cast(
+            Literal(pa.scalar(key, T.literal_type(key)) if not isinstance(k.value, pa.Scalar) else k.value, k.type),
+            t.key_type,
+            strict=True,
+        )
         return Call("map_get", (x,), (kt.value,), t.item_type)
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         index = int_constant(k, call, "an array index")
@@ -1200,7 +1381,9 @@ _register("element_at", _bind_element_at, lambda c, a: None, summary="element_at
 _register("try_element_at", _bind_element_at, lambda c, a: None, summary="try_element_at: null out of range")
 _register("subscript", _bind_element_at, lambda c, a: None, summary="x[k]")
 _register("map_get", lambda c: c, lambda c, a: pc.map_lookup(a[0], pa.scalar(c.opts[0]), "first"), summary="map lookup")
-_register("list_get", lambda c: c, lambda c, a: pc.list_element(a[0], c.opts[0] - 1), raises=True, summary="array index")
+_register(
+    "list_get", lambda c: c, lambda c, a: pc.list_element(a[0], c.opts[0] - 1), raises=True, summary="array index"
+)
 
 
 def _arrow_try_list_get(call: Call, args: list) -> Expr:
@@ -1218,7 +1401,9 @@ def _bind_field_access(call: Call) -> Term:
     if not pa.types.is_struct(x.type):
         fail(call, f"{T.describe(x.type)} has no field {name!r}")
     names = [x.type.field(i).name for i in range(x.type.num_fields)]
-    match = [i for i, n in enumerate(names) if n == name] or [i for i, n in enumerate(names) if n.lower() == str(name).lower()]
+    match = [i for i, n in enumerate(names) if n == name] or [
+        i for i, n in enumerate(names) if n.lower() == str(name).lower()
+    ]
     if len(match) != 1:
         fail(call, f"no field {name!r} in {T.describe(x.type)}; its fields are {names}")
     return Call("field", (x,), (names[match[0]], match[0]), x.type.field(match[0]).type)
@@ -1234,8 +1419,13 @@ def _bind_size(call: Call) -> Term:
     return Call("size", (x,), (), pa.int32())
 
 
-_register("size", _bind_size, lambda c, a: _cast(pc.list_value_length(a[0]), pa.int32()), summary="size(array)",
-          aliases=("cardinality",))
+_register(
+    "size",
+    _bind_size,
+    lambda c, a: _cast(pc.list_value_length(a[0]), pa.int32()),
+    summary="size(array)",
+    aliases=("cardinality",),
+)
 
 
 def bind_call(call: Call) -> Term:
@@ -1248,7 +1438,33 @@ def bind_call(call: Call) -> Term:
 
 def supported_functions() -> list[str]:
     """The names users can call (for messages and docs)."""
-    internal = {"map_get", "list_get", "try_list_get", "field", "interval_add", "subscript", "neg", "case",
-                "is_null", "is_not_null", "is_true", "is_not_true", "is_false", "is_not_false", "in", "not_in",
-                "like", "not_like", "ilike", "not_ilike", "distinct", "not_distinct", "and", "or", "not", "cast", "try_cast"}
+    internal = {
+        "map_get",
+        "list_get",
+        "try_list_get",
+        "field",
+        "interval_add",
+        "subscript",
+        "neg",
+        "case",
+        "is_null",
+        "is_not_null",
+        "is_true",
+        "is_not_true",
+        "is_false",
+        "is_not_false",
+        "in",
+        "not_in",
+        "like",
+        "not_like",
+        "ilike",
+        "not_ilike",
+        "distinct",
+        "not_distinct",
+        "and",
+        "or",
+        "not",
+        "cast",
+        "try_cast",
+    }
     return sorted(n for n in FUNCTIONS if n.isidentifier() and n not in internal)

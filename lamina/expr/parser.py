@@ -47,7 +47,7 @@ SUPPORTED = (
     "IS [NOT] DISTINCT FROM) of any expressions, [NOT] IN (...), [NOT] BETWEEN [SYMMETRIC], IS [NOT] NULL/TRUE/FALSE, "
     "[NOT] LIKE / ILIKE [ESCAPE c], AND, OR, NOT; arithmetic + - * / % DIV; CASE, IF, COALESCE, NULLIF; CAST, TRY_CAST; "
     "string, date/time, math and nested-value functions (docs/expressions.md lists them); INTERVAL literals; "
-    "quote odd column names as \"my col\" or `my col`"
+    'quote odd column names as "my col" or `my col`'
 )
 
 
@@ -63,14 +63,31 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.IntDiv: "div"}
 # sqlglot's function nodes -> Lamina's function names (one argument, ``this``, unless listed below)
 _UNARY = {
-    exp.Lower: "lower", exp.Upper: "upper", exp.Length: "length", exp.Abs: "abs", exp.Floor: "floor", exp.Ceil: "ceil",
-    exp.Year: "year", exp.Month: "month", exp.Day: "day", exp.DayOfMonth: "day", exp.Hour: "hour",
-    exp.Minute: "minute", exp.Second: "second", exp.Quarter: "quarter", exp.DayOfWeek: "dayofweek",
+    exp.Lower: "lower",
+    exp.Upper: "upper",
+    exp.Length: "length",
+    exp.Abs: "abs",
+    exp.Floor: "floor",
+    exp.Ceil: "ceil",
+    exp.Year: "year",
+    exp.Month: "month",
+    exp.Day: "day",
+    exp.DayOfMonth: "day",
+    exp.Hour: "hour",
+    exp.Minute: "minute",
+    exp.Second: "second",
+    exp.Quarter: "quarter",
+    exp.DayOfWeek: "dayofweek",
     exp.DayOfYear: "dayofyear",
 }
 _BINARY = {
-    exp.StartsWith: "starts_with", exp.EndsWith: "ends_with", exp.Contains: "contains", exp.DateAdd: "date_add",
-    exp.DateSub: "date_sub", exp.DateDiff: "datediff", exp.AddMonths: "add_months",
+    exp.StartsWith: "starts_with",
+    exp.EndsWith: "ends_with",
+    exp.Contains: "contains",
+    exp.DateAdd: "date_add",
+    exp.DateSub: "date_sub",
+    exp.DateDiff: "datediff",
+    exp.AddMonths: "add_months",
 }
 _REFUSED = {
     exp.RegexpLike: "RLIKE / regexp_like are not supported (Java's and Arrow's regular expressions differ); use LIKE",
@@ -137,7 +154,7 @@ def _typed_literal(node: exp.Cast) -> Any:
             return _dt.datetime.fromisoformat(text.strip())
         if to in (exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPLTZ):
             v = _dt.datetime.fromisoformat(text.strip())
-            return v if v.tzinfo else v.replace(tzinfo=_dt.timezone.utc)
+            return v if v.tzinfo else v.replace(tzinfo=_dt.UTC)
         if to == exp.DataType.Type.TIME:
             return _dt.time.fromisoformat(text.strip())
     except ValueError:
@@ -158,7 +175,9 @@ def _literal(node: exp.Expression) -> Any:
             _fail(node, "only numbers can be negated")
         return -v
     if isinstance(node, exp.Null):
-        _fail(node, "NULL is not a comparable literal (comparisons with NULL are never true); use IS NULL / IS NOT NULL")
+        _fail(
+            node, "NULL is not a comparable literal (comparisons with NULL are never true); use IS NULL / IS NOT NULL"
+        )
     if isinstance(node, exp.Boolean):
         return bool(node.this)
     if isinstance(node, exp.Literal):
@@ -229,7 +248,10 @@ def _convert(node: exp.Expression) -> Expr:
         if type(node) is cls:
             left, right = node.this, node.expression
             if _is_null(left) or _is_null(right):
-                _fail(node, "NULL is not a comparable literal (comparisons with NULL are never true); use IS NULL / IS NOT NULL")
+                _fail(
+                    node,
+                    "NULL is not a comparable literal (comparisons with NULL are never true); use IS NULL / IS NOT NULL",
+                )
             lname, rname = _column(left), _column(right)
             if lname is not None and rname is None and _is_literal(right):
                 return Compare(op, lname, _literal(right))
@@ -304,7 +326,12 @@ def term(node: exp.Expression) -> Term:
         if _is_literal(node):
             return Literal(_literal(node))
         return _call("neg", node.this)
-    if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast) and isinstance(node.this, exp.Literal) and node.this.is_string:
+    if (
+        isinstance(node, exp.Cast)
+        and not isinstance(node, exp.TryCast)
+        and isinstance(node.this, exp.Literal)
+        and node.this.is_string
+    ):
         v = _typed_literal(node)
         if v is not _NOT_TYPED:
             return Literal(v)
@@ -374,7 +401,9 @@ def term(node: exp.Expression) -> Term:
         return Call("case", tuple(args))
     if isinstance(node, exp.If):
         false = node.args.get("false")
-        return Call("case", (term(node.this), term(node.args["true"]), term(false) if false is not None else Literal(None)))
+        return Call(
+            "case", (term(node.this), term(node.args["true"]), term(false) if false is not None else Literal(None))
+        )
     if isinstance(node, exp.Coalesce):
         return _call("coalesce", node.this, *node.expressions)
     if isinstance(node, exp.Nullif):
@@ -405,9 +434,22 @@ def term(node: exp.Expression) -> Term:
             _fail(node, "trunc(date, unit) needs a unit such as 'MM'; for numbers use floor/ceil/round")
         return Call("trunc", (term(node.this),), (unit.this,))
     if isinstance(node, exp.Extract):
-        part = node.this.name.lower() if isinstance(node.this, (exp.Var, exp.Identifier)) else str(node.this.this).lower()
-        fn = {"year": "year", "quarter": "quarter", "month": "month", "day": "day", "hour": "hour", "minute": "minute",
-              "second": "second", "dayofweek": "dayofweek", "dow": "dayofweek", "doy": "dayofyear", "dayofyear": "dayofyear"}.get(part)
+        part = (
+            node.this.name.lower() if isinstance(node.this, (exp.Var, exp.Identifier)) else str(node.this.this).lower()
+        )
+        fn = {
+            "year": "year",
+            "quarter": "quarter",
+            "month": "month",
+            "day": "day",
+            "hour": "hour",
+            "minute": "minute",
+            "second": "second",
+            "dayofweek": "dayofweek",
+            "dow": "dayofweek",
+            "doy": "dayofyear",
+            "dayofyear": "dayofyear",
+        }.get(part)
         if fn is None:
             _fail(node, f"EXTRACT of {part.upper()} is not supported")
         return _call(fn, node.expression)
@@ -501,9 +543,15 @@ def _where_node(sql: str, what: str) -> exp.Expression:
         raise InvalidPredicate(f"could not parse {what} {sql!r}: {_parse_error(e)}; {SUPPORTED}") from None
     statements = [s for s in statements if s is not None]
     if len(statements) != 1:
-        raise InvalidPredicate(f"{what} {sql!r} must be a single {'boolean ' if what == 'predicate' else ''}expression (no ';'); {SUPPORTED}")
+        raise InvalidPredicate(
+            f"{what} {sql!r} must be a single {'boolean ' if what == 'predicate' else ''}expression (no ';'); {SUPPORTED}"
+        )
     stmt = statements[0]
-    extra = [k for k, v in stmt.args.items() if v and k not in ("expressions", "where")] if isinstance(stmt, exp.Select) else [type(stmt).__name__.upper()]
+    extra = (
+        [k for k, v in stmt.args.items() if v and k not in ("expressions", "where")]
+        if isinstance(stmt, exp.Select)
+        else [type(stmt).__name__.upper()]
+    )
     if not isinstance(stmt, exp.Select) or extra or stmt.args.get("where") is None:
         raise InvalidPredicate(
             f"{what} {sql!r} must be a single boolean expression, not a query clause ({', '.join(extra)}); {SUPPORTED}"
@@ -534,7 +582,7 @@ def parse_term(sql: str, what: str = "expression") -> Term:
         raise InvalidPredicate(f"{what} is too deeply nested") from None
 
 
-def to_expr(where: "str | Expr | None") -> Expr:
+def to_expr(where: str | Expr | None) -> Expr:
     """Normalize a ``where`` argument: None -> AlwaysTrue, str -> parsed, Expr -> itself."""
     if where is None:
         return AlwaysTrue()

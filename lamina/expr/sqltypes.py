@@ -58,8 +58,13 @@ def is_null(t: pa.DataType) -> bool:
 def is_ordered(t: pa.DataType) -> bool:
     """Types with an order (comparable with < and =): not nested types, not half floats."""
     return (
-        pa.types.is_boolean(t) or is_numeric(t) or is_string(t) or is_binary(t) or is_temporal(t)
-        or pa.types.is_time(t) or is_null(t)
+        pa.types.is_boolean(t)
+        or is_numeric(t)
+        or is_string(t)
+        or is_binary(t)
+        or is_temporal(t)
+        or pa.types.is_time(t)
+        or is_null(t)
     )
 
 
@@ -117,7 +122,9 @@ def numeric_common(a: pa.DataType, b: pa.DataType) -> pa.DataType:
 
 def _timestamp_common(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     units = ["s", "ms", "us", "ns"]
-    unit = max(a.unit if pa.types.is_timestamp(a) else "s", b.unit if pa.types.is_timestamp(b) else "s", key=units.index)
+    unit = max(
+        a.unit if pa.types.is_timestamp(a) else "s", b.unit if pa.types.is_timestamp(b) else "s", key=units.index
+    )
     zoned = any(pa.types.is_timestamp(t) and t.tz is not None for t in (a, b))
     return pa.timestamp(unit, "UTC" if zoned else None)
 
@@ -223,7 +230,7 @@ def literal_scalar(v: Any, t: pa.DataType) -> pa.Scalar:
     import datetime as _dt
 
     if isinstance(v, _dt.datetime) and v.tzinfo is not None:
-        v = v.astimezone(_dt.timezone.utc)
+        v = v.astimezone(_dt.UTC)
     return pa.scalar(v, type=t)
 
 
@@ -259,9 +266,11 @@ def type_of_name(dt: exp.DataType) -> pa.DataType:
             values = [int(p.this if isinstance(p, exp.Literal) else p.name) for p in params]
         except (TypeError, ValueError):
             values = []
-        precision, scale = (values + [10, 0][len(values):])[:2] if values else (10, 0)
+        precision, scale = (values + [10, 0][len(values) :])[:2] if values else (10, 0)
         if not 1 <= precision <= MAX_PRECISION or not 0 <= scale <= precision:
-            raise InvalidPredicate(f"DECIMAL({precision}, {scale}) is not a valid type (precision 1 to 38, scale 0 to precision)")
+            raise InvalidPredicate(
+                f"DECIMAL({precision}, {scale}) is not a valid type (precision 1 to 38, scale 0 to precision)"
+            )
         return pa.decimal128(precision, scale)
     if kind in _TYPE_NAMES:
         return _TYPE_NAMES[kind]

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -71,10 +72,10 @@ class Interval:
     days: int = 0
     micros: int = 0
 
-    def __neg__(self) -> "Interval":
+    def __neg__(self) -> Interval:
         return Interval(-self.months, -self.days, -self.micros)
 
-    def __add__(self, other: "Interval") -> "Interval":
+    def __add__(self, other: Interval) -> Interval:
         return Interval(self.months + other.months, self.days + other.days, self.micros + other.micros)
 
 
@@ -129,9 +130,18 @@ def _string(s: str) -> str:
 def sql_type(t: pa.DataType) -> str:
     """The SQL name of an Arrow type that ``CAST(... AS name)`` reads back as ``t``."""
     names = {
-        pa.bool_(): "BOOLEAN", pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT", pa.int64(): "BIGINT",
-        pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.string(): "STRING", pa.large_string(): "STRING",
-        pa.binary(): "BINARY", pa.large_binary(): "BINARY", pa.date32(): "DATE",
+        pa.bool_(): "BOOLEAN",
+        pa.int8(): "TINYINT",
+        pa.int16(): "SMALLINT",
+        pa.int32(): "INT",
+        pa.int64(): "BIGINT",
+        pa.float32(): "FLOAT",
+        pa.float64(): "DOUBLE",
+        pa.string(): "STRING",
+        pa.large_string(): "STRING",
+        pa.binary(): "BINARY",
+        pa.large_binary(): "BINARY",
+        pa.date32(): "DATE",
     }
     if t in names:
         return names[t]
@@ -144,7 +154,9 @@ def sql_type(t: pa.DataType) -> str:
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         return f"ARRAY<{sql_type(t.value_type)}>"
     if pa.types.is_struct(t):
-        return "STRUCT<" + ", ".join(f"{t.field(i).name}: {sql_type(t.field(i).type)}" for i in range(t.num_fields)) + ">"
+        return (
+            "STRUCT<" + ", ".join(f"{t.field(i).name}: {sql_type(t.field(i).type)}" for i in range(t.num_fields)) + ">"
+        )
     return str(t).upper()
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,10 +24,21 @@ from lamina.expr.functions import COMPARISONS, FUNCTIONS, NEGATED, bind_call, su
 from lamina.expr.terms import INTERVAL_TYPE, Call, Column, Interval, Literal, Term, is_constant, term_sql, walk
 
 _NEGATIONS = {
-    "is_null": "is_not_null", "is_not_null": "is_null", "in": "not_in", "not_in": "in",
-    "like": "not_like", "not_like": "like", "ilike": "not_ilike", "not_ilike": "ilike",
-    "distinct": "not_distinct", "not_distinct": "distinct", "is_true": "is_not_true", "is_not_true": "is_true",
-    "is_false": "is_not_false", "is_not_false": "is_false", **NEGATED,
+    "is_null": "is_not_null",
+    "is_not_null": "is_null",
+    "in": "not_in",
+    "not_in": "in",
+    "like": "not_like",
+    "not_like": "like",
+    "ilike": "not_ilike",
+    "not_ilike": "ilike",
+    "distinct": "not_distinct",
+    "not_distinct": "distinct",
+    "is_true": "is_not_true",
+    "is_not_true": "is_true",
+    "is_false": "is_not_false",
+    "is_not_false": "is_false",
+    **NEGATED,
 }
 
 
@@ -72,18 +84,21 @@ class Resolver:
             if not pa.types.is_struct(t):
                 raise InvalidPredicate(
                     f"{'.'.join(path)!r}: {'.'.join(resolved)} is {T.describe(t)}, not a struct; "
-                    "use element_at(x, key) or x[index] for maps and arrays")
+                    "use element_at(x, key) or x[index] for maps and arrays"
+                )
             names = [t.field(i).name for i in range(t.num_fields)]
             match = [n for n in names if n == step] or [n for n in names if n.lower() == step.lower()]
             if len(match) != 1:
-                raise InvalidPredicate(f"{'.'.join(path)!r}: no field {step!r} in {'.'.join(resolved)}; its fields are {names}")
+                raise InvalidPredicate(
+                    f"{'.'.join(path)!r}: no field {step!r} in {'.'.join(resolved)}; its fields are {names}"
+                )
             resolved.append(match[0])
             t = t.field(match[0]).type
         return Column(tuple(resolved), t)
 
 
 def _now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)
+    return _dt.datetime.now(_dt.UTC)
 
 
 @dataclass
@@ -119,7 +134,8 @@ def _bind(term: Term, ctx: _Context) -> Term:
         return Literal(pa.scalar(ctx.now, t), t)
     if term.fn not in FUNCTIONS:
         raise InvalidPredicate(
-            f"unknown function {term.fn}() in {term_sql(term)}; supported: {', '.join(supported_functions())}")
+            f"unknown function {term.fn}() in {term_sql(term)}; supported: {', '.join(supported_functions())}"
+        )
     if term.fn == "not":
         return negate_term(_bind(term.args[0], ctx))
     args = tuple(_bind(a, ctx) for a in term.args)
@@ -193,7 +209,9 @@ def fold(term: Term) -> Term:
     evaluated (it may never be: ``CASE WHEN FALSE THEN 1 / 0 END``)."""
     if not isinstance(term, Call) or not is_constant(term) or term.type == INTERVAL_TYPE:
         return term
-    if term.fn in ("interval_add",) and any(isinstance(a, Literal) and isinstance(a.value, Interval) for a in term.args):
+    if term.fn in ("interval_add",) and any(
+        isinstance(a, Literal) and isinstance(a.value, Interval) for a in term.args
+    ):
         if isinstance(term.args[0], Literal):
             return _fold_interval(term)
         return term
@@ -203,7 +221,14 @@ def fold(term: Term) -> Term:
 
     try:
         return Literal(_evaluate_constant(to_arrow(term), term.type), term.type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError, ValueError, InvalidPredicate):
+    except (
+        pa.ArrowInvalid,
+        pa.ArrowNotImplementedError,
+        pa.ArrowTypeError,
+        OverflowError,
+        ValueError,
+        InvalidPredicate,
+    ):
         return term
 
 
@@ -225,8 +250,15 @@ def interval_of(value: Any, unit: str) -> Interval:
     except decimal.InvalidOperation:
         raise InvalidPredicate(f"INTERVAL {value!r} {unit}: the amount must be a number") from None
     months = {"year": 12, "quarter": 3, "month": 1}
-    micros = {"week": 7 * 86_400_000_000, "day": 86_400_000_000, "hour": 3_600_000_000, "minute": 60_000_000,
-              "second": 1_000_000, "millisecond": 1000, "microsecond": 1}
+    micros = {
+        "week": 7 * 86_400_000_000,
+        "day": 86_400_000_000,
+        "hour": 3_600_000_000,
+        "minute": 60_000_000,
+        "second": 1_000_000,
+        "millisecond": 1000,
+        "microsecond": 1,
+    }
     if unit in months:
         if amount != amount.to_integral_value():
             raise InvalidPredicate(f"INTERVAL {value} {unit.upper()}: months must be whole")
@@ -239,7 +271,8 @@ def interval_of(value: Any, unit: str) -> Interval:
             raise InvalidPredicate(f"INTERVAL {value} {unit.upper()} is not a whole number of microseconds")
         return Interval(micros=int(us))
     raise InvalidPredicate(
-        f"unknown INTERVAL unit {unit!r}; use YEAR, QUARTER, MONTH, WEEK, DAY, HOUR, MINUTE, SECOND, MILLISECOND or MICROSECOND")
+        f"unknown INTERVAL unit {unit!r}; use YEAR, QUARTER, MONTH, WEEK, DAY, HOUR, MINUTE, SECOND, MILLISECOND or MICROSECOND"
+    )
 
 
 def comparison_parts(term: Term) -> tuple[str, Term, Term] | None:

@@ -22,8 +22,9 @@ when it converts exactly, other types by the write rule).
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,7 +58,7 @@ def values_at_clock(values: Mapping[str, Any] | None, now: _dt.datetime) -> dict
 
 
 def statement_clock() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)
+    return _dt.datetime.now(_dt.UTC)
 
 
 def _shown(value: Any) -> Any:
@@ -142,5 +143,10 @@ def qualified_columns(text: str, qualifier: str) -> list[str]:
         term = parse_term(text)
     except InvalidPredicate as e:
         raise InvalidArgument(f"expression {text!r}: {e}") from None
-    return sorted({".".join(c.path[:2]) for c in walk(term)
-                   if isinstance(c, Column) and len(c.path) > 1 and c.path[0].lower() == qualifier.lower()})
+    return sorted(
+        {
+            ".".join(c.path[:2])
+            for c in walk(term)
+            if isinstance(c, Column) and len(c.path) > 1 and c.path[0].lower() == qualifier.lower()
+        }
+    )

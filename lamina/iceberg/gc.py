@@ -19,7 +19,14 @@ from lamina.errors import LaminaError, NotFound
 from lamina.iceberg import avro
 from lamina.iceberg.manifests import METADATA_DIR
 from lamina.iceberg.view import (
-    HINT_PATH, VERSION_KEY, Head, is_enabled, parse_metadata_name, read_head, relative_path, snapshot_id_of,
+    HINT_PATH,
+    VERSION_KEY,
+    Head,
+    is_enabled,
+    parse_metadata_name,
+    read_head,
+    relative_path,
+    snapshot_id_of,
 )
 from lamina.io import FileIO
 from lamina.spec.version import VersionManifest
@@ -29,12 +36,15 @@ KEEP_METADATA = 10  # metadata files kept before the newest (a reader may have j
 
 def is_view_file(path: str) -> bool:
     """Whether ``path`` is a file the view writes (only those are ever collected)."""
-    if not path.startswith(f"{METADATA_DIR}/") or "/" in path[len(METADATA_DIR) + 1:]:
+    if not path.startswith(f"{METADATA_DIR}/") or "/" in path[len(METADATA_DIR) + 1 :]:
         return False
-    name = path[len(METADATA_DIR) + 1:]
-    return (name == "version-hint.text" or parse_metadata_name(name) is not None
-            or (name.startswith(("m-", "snap-")) and name.endswith(".avro"))
-            or (name.startswith("dv-") and name.endswith(".puffin")))
+    name = path[len(METADATA_DIR) + 1 :]
+    return (
+        name == "version-hint.text"
+        or parse_metadata_name(name) is not None
+        or (name.startswith(("m-", "snap-")) and name.endswith(".avro"))
+        or (name.startswith("dv-") and name.endswith(".puffin"))
+    )
 
 
 @dataclass
@@ -53,7 +63,9 @@ def referenced(io: FileIO, head: Head | None = None) -> Referenced:
     if head is None:
         return out
     out.paths.add(HINT_PATH)
-    out.paths.update(f"{METADATA_DIR}/v{k}.metadata.json" for k in range(max(1, head.number - KEEP_METADATA), head.number + 1))
+    out.paths.update(
+        f"{METADATA_DIR}/v{k}.metadata.json" for k in range(max(1, head.number - KEEP_METADATA), head.number + 1)
+    )
     manifests: set[str] = set()
     for snap in head.metadata.get("snapshots", []):
         path = relative_path(snap["manifest-list"], io)
@@ -101,9 +113,9 @@ def collect(io: FileIO, older_than_ms: int, dry_run: bool = False) -> Garbage:
     if not dry_run and out.files:
         for i in range(0, len(out.files), 1000):
             try:
-                io.delete_many(out.files[i:i + 1000])
+                io.delete_many(out.files[i : i + 1000])
             except LaminaError:
-                for p in out.files[i:i + 1000]:
+                for p in out.files[i : i + 1000]:
                     try:
                         io.delete(p)
                     except NotFound:
@@ -141,11 +153,21 @@ def check(io: FileIO, latest: VersionManifest) -> Check:
         out.missing.append(f"{path} is referenced by {refs.head.path} but missing; run `lamina iceberg sync`")
     main = refs.head.metadata.get("refs", {}).get("main", {}).get("snapshot-id")
     if not enabled:
-        out.problems.append("the table no longer enables the Iceberg view: it stays at the version it last "
-                            f"showed ({refs.head.path}); Iceberg readers see that version")
+        out.problems.append(
+            "the table no longer enables the Iceberg view: it stays at the version it last "
+            f"showed ({refs.head.path}); Iceberg readers see that version"
+        )
     elif main != snapshot_id_of(latest.commit_id):
-        shown = next((s.get("summary", {}).get(VERSION_KEY) for s in refs.head.metadata.get("snapshots", [])
-                      if s.get("snapshot-id") == main), None)
-        out.problems.append(f"the Iceberg view shows version {shown} of main, not the latest {latest.version}; "
-                            "run `lamina iceberg sync`")
+        shown = next(
+            (
+                s.get("summary", {}).get(VERSION_KEY)
+                for s in refs.head.metadata.get("snapshots", [])
+                if s.get("snapshot-id") == main
+            ),
+            None,
+        )
+        out.problems.append(
+            f"the Iceberg view shows version {shown} of main, not the latest {latest.version}; "
+            "run `lamina iceberg sync`"
+        )
     return out

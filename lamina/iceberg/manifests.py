@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -115,17 +116,23 @@ def _partition(spec: PartitionSpec, schema: Schema) -> list[tuple[int, str, pa.D
 
 
 def _spec_json(spec: PartitionSpec, view_id: int) -> dict[str, Any]:
-    return {"spec-id": view_id, "fields": [
-        {"source-id": f.source_id, "field-id": f.field_id, "name": f.name, "transform": f.transform} for f in spec.fields
-    ]}
+    return {
+        "spec-id": view_id,
+        "fields": [
+            {"source-id": f.source_id, "field-id": f.field_id, "name": f.name, "transform": f.transform}
+            for f in spec.fields
+        ],
+    }
 
 
 def _stats(entries: pa.Table, schema: Schema, physical: list[int]) -> list[dict[str, Any]]:
     """Per entry: value, null and NaN counts and bounds, as the manifest's maps."""
     names = set(entries.column_names)
     n = entries.num_rows
-    out: list[dict[str, Any]] = [{"value_counts": [], "null_value_counts": [], "nan_value_counts": [],
-                                  "lower_bounds": [], "upper_bounds": []} for _ in range(n)]
+    out: list[dict[str, Any]] = [
+        {"value_counts": [], "null_value_counts": [], "nan_value_counts": [], "lower_bounds": [], "upper_bounds": []}
+        for _ in range(n)
+    ]
     for f in schema.arrow:
         fid = field_id_of(f)
         nulls_name, lo_name, hi_name = C.nulls_col(fid), C.min_col(fid), C.max_col(fid)
@@ -207,16 +214,37 @@ def _write_spec_group(ctx: GroupContext, key: str, spec_id: int, entries: pa.Tab
     records = []
     for i in range(n):
         is_new = added[i] == ctx.version
-        records.append(_entry(
-            ctx, is_new, data_seq[i], added[i],
-            content=avro.DATA, file_path=ctx.uri(paths[i]), file_format="PARQUET", partition=partitions[i],
-            record_count=physical[i], file_size_in_bytes=sizes[i], first_row_id=first_row[i],
-            **{k: (v or None) for k, v in stats[i].items()},
-        ))
+        records.append(
+            _entry(
+                ctx,
+                is_new,
+                data_seq[i],
+                added[i],
+                content=avro.DATA,
+                file_path=ctx.uri(paths[i]),
+                file_format="PARQUET",
+                partition=partitions[i],
+                record_count=physical[i],
+                file_size_in_bytes=sizes[i],
+                first_row_id=first_row[i],
+                **{k: (v or None) for k, v in stats[i].items()},
+            )
+        )
     spec_json = _spec_json(spec, view_spec)
     types = [t for _, _, t in partition]
-    rows = [_store(ctx, _name(key, view_spec, "d"), records, partition, spec_json, avro.DATA, pvalues, types,
-                   first_row_id=min((f for f in first_row if f is not None), default=None))]
+    rows = [
+        _store(
+            ctx,
+            _name(key, view_spec, "d"),
+            records,
+            partition,
+            spec_json,
+            avro.DATA,
+            pvalues,
+            types,
+            first_row_id=min((f for f in first_row if f is not None), default=None),
+        )
+    ]
     # deletion vectors
     dv_paths = entries.column("dv_path").to_pylist()
     with_dv = [i for i in range(n) if dv_paths[i] is not None]
@@ -229,25 +257,63 @@ def _write_spec_group(ctx: GroupContext, key: str, spec_id: int, entries: pa.Tab
             loc = found[(dv_paths[i], offsets[i])]
             is_new = loc.puffin_path in ctx.new_puffins
             ref = ctx.uri(paths[i]).encode()
-            deletes.append(_entry(
-                ctx, is_new, data_seq[i], data_seq[i],
-                content=avro.DELETES, file_path=ctx.uri(loc.puffin_path), file_format="PUFFIN", partition=partitions[i],
-                record_count=loc.cardinality, file_size_in_bytes=loc.puffin_size,
-                lower_bounds=[{"key": FILE_PATH_FIELD_ID, "value": ref}], upper_bounds=[{"key": FILE_PATH_FIELD_ID, "value": ref}],
-                referenced_data_file=ctx.uri(paths[i]), content_offset=loc.offset, content_size_in_bytes=loc.length,
-            ))
+            deletes.append(
+                _entry(
+                    ctx,
+                    is_new,
+                    data_seq[i],
+                    data_seq[i],
+                    content=avro.DELETES,
+                    file_path=ctx.uri(loc.puffin_path),
+                    file_format="PUFFIN",
+                    partition=partitions[i],
+                    record_count=loc.cardinality,
+                    file_size_in_bytes=loc.puffin_size,
+                    lower_bounds=[{"key": FILE_PATH_FIELD_ID, "value": ref}],
+                    upper_bounds=[{"key": FILE_PATH_FIELD_ID, "value": ref}],
+                    referenced_data_file=ctx.uri(paths[i]),
+                    content_offset=loc.offset,
+                    content_size_in_bytes=loc.length,
+                )
+            )
         dvalues = [[col[i] for i in with_dv] for col in pvalues]
-        rows.append(_store(ctx, _name(key, view_spec, "x"), deletes, partition, spec_json, avro.DELETES, dvalues, types,
-                           first_row_id=None))
+        rows.append(
+            _store(
+                ctx,
+                _name(key, view_spec, "x"),
+                deletes,
+                partition,
+                spec_json,
+                avro.DELETES,
+                dvalues,
+                types,
+                first_row_id=None,
+            )
+        )
     return rows
 
 
-_OPTIONAL = ("column_sizes", "value_counts", "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds",
-             "key_metadata", "split_offsets", "equality_ids", "sort_order_id", "first_row_id", "referenced_data_file",
-             "content_offset", "content_size_in_bytes")
+_OPTIONAL = (
+    "column_sizes",
+    "value_counts",
+    "null_value_counts",
+    "nan_value_counts",
+    "lower_bounds",
+    "upper_bounds",
+    "key_metadata",
+    "split_offsets",
+    "equality_ids",
+    "sort_order_id",
+    "first_row_id",
+    "referenced_data_file",
+    "content_offset",
+    "content_size_in_bytes",
+)
 
 
-def _entry(ctx: GroupContext, is_new: bool, sequence_number: int, file_sequence_number: int, **data_file: Any) -> dict[str, Any]:
+def _entry(
+    ctx: GroupContext, is_new: bool, sequence_number: int, file_sequence_number: int, **data_file: Any
+) -> dict[str, Any]:
     """A manifest entry: ADDED with the snapshot's id if the file is new to this version, else
     EXISTING (its snapshot id inherited from the manifest); ``data_file``'s fields not given are null."""
     return {
@@ -259,9 +325,17 @@ def _entry(ctx: GroupContext, is_new: bool, sequence_number: int, file_sequence_
     }
 
 
-def _store(ctx: GroupContext, path: str, records: list[dict[str, Any]], partition: list[tuple[int, str, pa.DataType]],
-           spec_json: dict[str, Any], content: int, pvalues: list[list[Any]], types: list[pa.DataType],
-           first_row_id: int | None) -> dict[str, Any]:
+def _store(
+    ctx: GroupContext,
+    path: str,
+    records: list[dict[str, Any]],
+    partition: list[tuple[int, str, pa.DataType]],
+    spec_json: dict[str, Any],
+    content: int,
+    pvalues: list[list[Any]],
+    types: list[pa.DataType],
+    first_row_id: int | None,
+) -> dict[str, Any]:
     data = avro.manifest_bytes(records, partition, ctx.schema_json, spec_json, content)
     ctx.io.put_new(path, data)
     ctx.written.append(path)
@@ -269,13 +343,20 @@ def _store(ctx: GroupContext, path: str, records: list[dict[str, Any]], partitio
     existing = [r for r in records if r["status"] == avro.EXISTING]
     seqs = [r["sequence_number"] for r in records]
     return {
-        "manifest_path": ctx.uri(path), "manifest_length": len(data), "partition_spec_id": spec_json["spec-id"],
-        "content": content, "sequence_number": ctx.version, "min_sequence_number": min(seqs),
+        "manifest_path": ctx.uri(path),
+        "manifest_length": len(data),
+        "partition_spec_id": spec_json["spec-id"],
+        "content": content,
+        "sequence_number": ctx.version,
+        "min_sequence_number": min(seqs),
         "added_snapshot_id": ctx.snapshot_id,
-        "added_files_count": len(added), "existing_files_count": len(existing), "deleted_files_count": 0,
+        "added_files_count": len(added),
+        "existing_files_count": len(existing),
+        "deleted_files_count": 0,
         "added_rows_count": sum(r["data_file"]["record_count"] for r in added),
         "existing_rows_count": sum(r["data_file"]["record_count"] for r in existing),
         "deleted_rows_count": 0,
         "partitions": _summaries(pvalues, types) if partition else None,
-        "key_metadata": None, "first_row_id": first_row_id,
+        "key_metadata": None,
+        "first_row_id": first_row_id,
     }

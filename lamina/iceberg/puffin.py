@@ -44,14 +44,15 @@ def dv_blob(lamina_blob: bytes, where: str, offset: int) -> tuple[bytes, int]:
     """The ``deletion-vector-v1`` blob of a Lamina DV blob (checked as a reader checks it:
     CorruptMetadata if damaged), and its cardinality."""
     bitmap = decode(lamina_blob, where, offset)
-    payload = lamina_blob[8:8 + struct.unpack_from(">I", lamina_blob)[0]]
+    payload = lamina_blob[8 : 8 + struct.unpack_from(">I", lamina_blob)[0]]
     vector = struct.pack("<QI", 1, 0) + payload  # (Lamina writes no empty DV: a DV deletes a row)
     body = DV_MAGIC + vector
     return struct.pack(">I", len(body)) + body + struct.pack(">I", zlib.crc32(body)), len(bitmap)
 
 
-def puffin_file(vectors: list[tuple[str, bytes, int]], created_by: str,
-                extra: list[dict[str, str]] | None = None) -> tuple[bytes, list[PuffinBlob]]:
+def puffin_file(
+    vectors: list[tuple[str, bytes, int]], created_by: str, extra: list[dict[str, str]] | None = None
+) -> tuple[bytes, list[PuffinBlob]]:
     """A Puffin file of ``vectors`` ((referenced data file, deletion-vector-v1 blob,
     cardinality) each) and where each blob lies in it; ``extra``: more properties of each
     blob (the view records which Lamina deletion vector a blob is)."""
@@ -61,10 +62,21 @@ def puffin_file(vectors: list[tuple[str, bytes, int]], created_by: str,
     meta = []
     for i, (ref, blob, cardinality) in enumerate(vectors):
         blobs.append(PuffinBlob(ref, at, len(blob), cardinality))
-        meta.append({"type": BLOB_TYPE, "fields": [ROW_POSITION_FIELD_ID], "snapshot-id": -1, "sequence-number": -1,
-                     "offset": at, "length": len(blob),
-                     "properties": {"referenced-data-file": ref, "cardinality": str(cardinality),
-                                    **(extra[i] if extra else {})}})
+        meta.append(
+            {
+                "type": BLOB_TYPE,
+                "fields": [ROW_POSITION_FIELD_ID],
+                "snapshot-id": -1,
+                "sequence-number": -1,
+                "offset": at,
+                "length": len(blob),
+                "properties": {
+                    "referenced-data-file": ref,
+                    "cardinality": str(cardinality),
+                    **(extra[i] if extra else {}),
+                },
+            }
+        )
         parts.append(blob)
         at += len(blob)
     footer = json.dumps({"blobs": meta, "properties": {"created-by": created_by}}).encode()

@@ -19,15 +19,22 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import json
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 import pyarrow as pa
 
 from lamina.errors import IcebergUnsupported
 from lamina.spec.lineage import LAST_UPDATED, ROW_ID
 from lamina.spec.schema import (
-    DOC_KEY, INITIAL_DEFAULT_KEY, WRITE_DEFAULT_KEY, Schema, children_of, field_id_of, physical_name_of,
+    DOC_KEY,
+    INITIAL_DEFAULT_KEY,
+    WRITE_DEFAULT_KEY,
+    Schema,
+    children_of,
+    field_id_of,
+    physical_name_of,
 )
 
 # Iceberg v3's reserved field ids of the row lineage metadata columns.
@@ -81,17 +88,32 @@ def _type(t: pa.DataType, where: str) -> Any:
         return {"type": "struct", "fields": [_field(f, f"{where}.{f.name}") for f in t]}
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         e = t.value_field
-        return {"type": "list", "element-id": field_id_of(e), "element": _type(e.type, f"{where}.element"),
-                "element-required": not e.nullable}
+        return {
+            "type": "list",
+            "element-id": field_id_of(e),
+            "element": _type(e.type, f"{where}.element"),
+            "element-required": not e.nullable,
+        }
     if pa.types.is_map(t):
         k, v = t.key_field, t.item_field
-        return {"type": "map", "key-id": field_id_of(k), "key": _type(k.type, f"{where}.key"),
-                "value-id": field_id_of(v), "value": _type(v.type, f"{where}.value"), "value-required": not v.nullable}
+        return {
+            "type": "map",
+            "key-id": field_id_of(k),
+            "key": _type(k.type, f"{where}.key"),
+            "value-id": field_id_of(v),
+            "value": _type(v.type, f"{where}.value"),
+            "value-required": not v.nullable,
+        }
     return primitive_type(t, where)
 
 
 def _field(f: pa.Field, where: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": field_id_of(f), "name": f.name, "required": not f.nullable, "type": _type(f.type, where)}
+    out: dict[str, Any] = {
+        "id": field_id_of(f),
+        "name": f.name,
+        "required": not f.nullable,
+        "type": _type(f.type, where),
+    }
     md = f.metadata or {}
     if DOC_KEY in md:
         out["doc"] = md[DOC_KEY].decode()
@@ -137,7 +159,7 @@ def default_json(stored: Any, t: pa.DataType, where: str) -> Any:
     if kind.startswith("timestamp"):
         ts = _dt.datetime.fromisoformat(str(stored))
         if kind.startswith("timestamptz"):
-            ts = (ts if ts.tzinfo is not None else ts.replace(tzinfo=_dt.timezone.utc)).astimezone(_dt.timezone.utc)
+            ts = (ts if ts.tzinfo is not None else ts.replace(tzinfo=_dt.UTC)).astimezone(_dt.UTC)
             return ts.replace(tzinfo=None).strftime("%Y-%m-%dT%H:%M:%S.%f") + "+00:00"
         return ts.replace(tzinfo=None).strftime("%Y-%m-%dT%H:%M:%S.%f")
     return stored  # numbers, booleans, strings; binary and fixed are hexadecimal already
@@ -146,6 +168,7 @@ def default_json(stored: Any, t: pa.DataType, where: str) -> Any:
 def name_mapping(schemas: Iterable[Schema], lineage: bool) -> list[dict[str, Any]]:
     """The name mapping of every field of ``schemas`` (by field id, each under its physical
     name), plus the lineage columns' when the table keeps row lineage."""
+
     def walk(fields: Iterable[tuple[pa.Field, str]], out: dict[int, dict[str, Any]]) -> None:
         for f, name in fields:
             fid = field_id_of(f)

@@ -34,7 +34,7 @@ def _ints(col: pa.Array, dtype: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _split(values: np.ndarray, valid: np.ndarray, width: int) -> list[bytes | None]:
     raw = values.tobytes()
-    return [raw[i * width:(i + 1) * width] if ok else None for i, ok in enumerate(valid.tolist())]
+    return [raw[i * width : (i + 1) * width] if ok else None for i, ok in enumerate(valid.tolist())]
 
 
 def micros(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -119,4 +119,3 @@ def avro_column(col: pa.Array, t: pa.DataType) -> list[Any]:
     else:
         return col.to_pylist()
     return [int(v) if ok else None for v, ok in zip(values.tolist(), valid.tolist())]
-

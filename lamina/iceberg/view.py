@@ -27,8 +27,9 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,7 +39,15 @@ from lamina.commit.log import VersionLog
 from lamina.commit.tags import TagStore
 from lamina.errors import AlreadyExists, CorruptMetadata, LaminaError, NotFound
 from lamina.iceberg import avro, puffin
-from lamina.iceberg.manifests import METADATA_DIR, DvLocation, GroupContext, inline_key_of, key_of_manifest, leaf_key, write_group
+from lamina.iceberg.manifests import (
+    METADATA_DIR,
+    DvLocation,
+    GroupContext,
+    inline_key_of,
+    key_of_manifest,
+    leaf_key,
+    write_group,
+)
 from lamina.iceberg.types import check_supported, iceberg_schema, merge_mappings, name_mapping
 from lamina.io import FileIO
 from lamina.manifest.entries import conform, manifest_schema_of
@@ -62,10 +71,18 @@ CREATED_BY = "lamina"
 VERSION_KEY, COMMIT_KEY, LOG_KEY = "lamina-version", "lamina-commit-id", "lamina-branch"
 # Iceberg snapshot operations of Lamina's.
 _OPERATIONS = {
-    "append": "append", "add-files": "append", "create": "append", "streaming-append": "append",
+    "append": "append",
+    "add-files": "append",
+    "create": "append",
+    "streaming-append": "append",
     "delete": "delete",
-    "compact": "replace", "rewrite-manifests": "replace", "update-schema": "replace", "update-spec": "replace",
-    "update-sort-order": "replace", "set-properties": "replace", "enable-row-lineage": "replace",
+    "compact": "replace",
+    "rewrite-manifests": "replace",
+    "update-schema": "replace",
+    "update-spec": "replace",
+    "update-sort-order": "replace",
+    "set-properties": "replace",
+    "enable-row-lineage": "replace",
     "enable-branches": "replace",
 }
 
@@ -77,7 +94,7 @@ def metadata_path(number: int) -> str:
 def parse_metadata_name(name: str) -> int | None:
     """k of ``v<k>.metadata.json`` (None for another name)."""
     if name.startswith("v") and name.endswith(".metadata.json"):
-        digits = name[1:-len(".metadata.json")]
+        digits = name[1 : -len(".metadata.json")]
         if digits.isdigit():
             return int(digits)
     return None
@@ -133,7 +150,9 @@ def read_head(io: FileIO) -> Head | None:
     try:
         head = Head(number, json.loads(data))
     except ValueError as e:
-        raise CorruptMetadata(f"Iceberg metadata {metadata_path(number)} does not parse ({e}); run `lamina iceberg sync`") from None
+        raise CorruptMetadata(
+            f"Iceberg metadata {metadata_path(number)} does not parse ({e}); run `lamina iceberg sync`"
+        ) from None
     _known_heads[io.uri] = head
     return head
 
@@ -161,7 +180,7 @@ def _write_hint(io: FileIO, number: int, previous: int | None) -> None:
 def relative_path(metadata_uri: str, io: FileIO) -> str:
     """A path the view wrote, relative to the table root, from its URI."""
     root = table_location(io)
-    return metadata_uri[len(root) + 1:] if metadata_uri.startswith(root + "/") else metadata_uri
+    return metadata_uri[len(root) + 1 :] if metadata_uri.startswith(root + "/") else metadata_uri
 
 
 def table_location(io: FileIO) -> str:
@@ -183,7 +202,11 @@ class _Ids:
         for i, known in self.items.items():
             if known == obj:
                 return i
-        i = preferred if preferred not in self.items and preferred >= self.floor else max([self.floor - 1, *self.items]) + 1
+        i = (
+            preferred
+            if preferred not in self.items and preferred >= self.floor
+            else max([self.floor - 1, *self.items]) + 1
+        )
         self.items[i] = obj
         return i
 
@@ -230,7 +253,9 @@ class _Build:
         for s in old.get("snapshots", []):
             summary = s.get("summary", {})
             if VERSION_KEY in summary:
-                self.snaps[int(s["snapshot-id"])] = _Snap(s, summary.get(LOG_KEY, MAIN_BRANCH), int(summary[VERSION_KEY]))
+                self.snaps[int(s["snapshot-id"])] = _Snap(
+                    s, summary.get(LOG_KEY, MAIN_BRANCH), int(summary[VERSION_KEY])
+                )
         self.schemas = _Ids((s["schema-id"], _without_id(s, "schema-id")) for s in old.get("schemas", []))
         self.specs = _Ids((s["spec-id"], s["fields"]) for s in old.get("partition-specs", []))
         self.orders = _Ids(((o["order-id"], o["fields"]) for o in old.get("sort-orders", [])), floor=1)
@@ -255,8 +280,10 @@ class _Build:
     def spec_ids(self, vm: VersionManifest) -> dict[int, int]:
         out = {}
         for spec in vm.all_partition_specs:
-            fields = [{"source-id": f.source_id, "field-id": f.field_id, "name": f.name, "transform": f.transform}
-                      for f in spec.fields]
+            fields = [
+                {"source-id": f.source_id, "field-id": f.field_id, "name": f.name, "transform": f.transform}
+                for f in spec.fields
+            ]
             out[spec.spec_id] = self.specs.id_for(fields, spec.spec_id)
         return out
 
@@ -265,8 +292,10 @@ class _Build:
         if order.is_unsorted:
             self.orders.items[0] = []  # Iceberg's unsorted order is always id 0
             return 0
-        fields = [{"transform": "identity", "source-id": f.source_id, "direction": f.direction,
-                   "null-order": f.null_order} for f in order.fields]
+        fields = [
+            {"transform": "identity", "source-id": f.source_id, "direction": f.direction, "null-order": f.null_order}
+            for f in order.fields
+        ]
         return self.orders.id_for(fields, max(order.order_id, 1))
 
     # -- manifests --------------------------------------------------------------------------
@@ -306,10 +335,12 @@ class _Build:
             p = b.get("properties", {})
             if "lamina-dv-path" in p:
                 self.dv_index[(p["lamina-dv-path"], int(p["lamina-dv-offset"]))] = DvLocation(
-                    path, int(b["offset"]), int(b["length"]), size, int(p.get("cardinality", 0)))
+                    path, int(b["offset"]), int(b["length"]), size, int(p.get("cardinality", 0))
+                )
 
-    def find_dvs(self, wanted: list[tuple[str, int, int, str]], candidates: list[dict[str, Any]],
-                 new_puffins: set[str]) -> dict[tuple[str, int], DvLocation]:
+    def find_dvs(
+        self, wanted: list[tuple[str, int, int, str]], candidates: list[dict[str, Any]], new_puffins: set[str]
+    ) -> dict[tuple[str, int], DvLocation]:
         missing = [w for w in wanted if (w[0], w[1]) not in self.dv_index]
         if missing and candidates:
             self._index_puffins(candidates)
@@ -327,10 +358,11 @@ class _Build:
         data = self.io.get(dv_path)
         vectors = []
         for offset, length, data_path in blobs:
-            blob, cardinality = puffin.dv_blob(data[offset:offset + length], dv_path, offset)
+            blob, cardinality = puffin.dv_blob(data[offset : offset + length], dv_path, offset)
             vectors.append((self.uri(data_path), blob, cardinality))
-        body, placed = puffin.puffin_file(vectors, CREATED_BY, [{"lamina-dv-path": dv_path, "lamina-dv-offset": str(o)}
-                                                              for o, _, _ in blobs])
+        body, placed = puffin.puffin_file(
+            vectors, CREATED_BY, [{"lamina-dv-path": dv_path, "lamina-dv-offset": str(o)} for o, _, _ in blobs]
+        )
         stem = dv_path.rsplit("/", 1)[-1].split(".", 1)[0]
         path = f"{METADATA_DIR}/dv-{stem}-{uuid.uuid4().hex[:16]}.puffin"
         self.io.put_new(path, body)
@@ -366,7 +398,9 @@ class _Build:
             # one pass over the root's columns as lists (a root is small: its inline entries
             # and a row per leaf); only new groups' entries are taken out of it
             content, status, paths, dv_paths, dv_offsets, added = (
-                root.column(c).to_pylist() for c in ("content", "status", "path", "dv_path", "dv_offset", "added_version"))
+                root.column(c).to_pylist()
+                for c in ("content", "status", "path", "dv_path", "dv_offset", "added_version")
+            )
             inline: dict[int, list[int]] = {}
             for i, (c, st) in enumerate(zip(content, status)):
                 if st == C.REMOVED:
@@ -404,10 +438,17 @@ class _Build:
                 wanted += [(d, o, n, p) for d, o, n, p in zip(dv, off, ln, paths) if d is not None]
         located = self.find_dvs(wanted, candidates, new_puffins) if wanted else {}
         ctx = GroupContext(
-            io=self.io, schema=vm.schema, schema_json=schema_json,
-            specs={s.spec_id: s for s in vm.all_partition_specs}, view_spec_ids=spec_ids, mschema=mschema,
-            version=vm.version, snapshot_id=sid, uri=self.uri,
-            find_dvs=lambda w: {(d, o): located[(d, o)] for d, o, _, _ in w}, new_puffins=new_puffins,
+            io=self.io,
+            schema=vm.schema,
+            schema_json=schema_json,
+            specs={s.spec_id: s for s in vm.all_partition_specs},
+            view_spec_ids=spec_ids,
+            mschema=mschema,
+            version=vm.version,
+            snapshot_id=sid,
+            uri=self.uri,
+            find_dvs=lambda w: {(d, o): located[(d, o)] for d, o, _, _ in w},
+            new_puffins=new_puffins,
         )
         for key, entries in todo:
             made = write_group(ctx, key, entries)
@@ -417,7 +458,11 @@ class _Build:
         parent_id = self.parent_id(vm, parent)
         first_row_id = None
         if has_lineage(vm) and vm.next_row_id is not None:
-            first_row_id = parent.vm.next_row_id if parent is not None and parent.vm is not None and parent.vm.next_row_id is not None else None
+            first_row_id = (
+                parent.vm.next_row_id
+                if parent is not None and parent.vm is not None and parent.vm.next_row_id is not None
+                else None
+            )
         list_path = f"{METADATA_DIR}/snap-{sid}-{uuid.uuid4().hex[:16]}.avro"
         self.io.put_new(list_path, avro.manifest_list_bytes(rows, sid, parent_id, vm.version, first_row_id))
         self.written.append(list_path)
@@ -425,8 +470,11 @@ class _Build:
             _rows_cache.clear()
         _rows_cache[self.uri(list_path)] = rows  # the next version's parent
         snap_json: dict[str, Any] = {
-            "snapshot-id": sid, "sequence-number": vm.version, "timestamp-ms": vm.timestamp_ms,
-            "manifest-list": self.uri(list_path), "schema-id": schema_id,
+            "snapshot-id": sid,
+            "sequence-number": vm.version,
+            "timestamp-ms": vm.timestamp_ms,
+            "manifest-list": self.uri(list_path),
+            "schema-id": schema_id,
             "summary": self.summary(vm, rows, log_id),
         }
         if parent_id is not None:
@@ -444,7 +492,11 @@ class _Build:
     def first_row_of(rows: list[dict[str, Any]], next_row_id: int) -> int:
         """A snapshot's first row id when its parent is unknown: where the ids of the files it
         added start (the counter, if it added none)."""
-        added = [r["first_row_id"] for r in rows if r["content"] == avro.DATA and r["added_files_count"] and r["first_row_id"] is not None]
+        added = [
+            r["first_row_id"]
+            for r in rows
+            if r["content"] == avro.DATA and r["added_files_count"] and r["first_row_id"] is not None
+        ]
         return min(added) if added else next_row_id
 
     def parent_id(self, vm: VersionManifest, parent: _Snap | None) -> int | None:
@@ -465,19 +517,24 @@ class _Build:
         op = _OPERATIONS.get(vm.operation, "overwrite")
         return {
             "operation": op,
-            "added-data-files": str(s.get("added-files", 0)), "deleted-data-files": str(s.get("removed-files", 0)),
+            "added-data-files": str(s.get("added-files", 0)),
+            "deleted-data-files": str(s.get("removed-files", 0)),
             "total-data-files": str(sum(r["added_files_count"] + r["existing_files_count"] for r in data)),
             "total-delete-files": str(sum(r["added_files_count"] + r["existing_files_count"] for r in deletes)),
             "total-records": str(sum(r["added_rows_count"] + r["existing_rows_count"] for r in data)),
             "total-position-deletes": str(sum(r["added_rows_count"] + r["existing_rows_count"] for r in deletes)),
             "total-equality-deletes": "0",
-            VERSION_KEY: str(vm.version), COMMIT_KEY: vm.commit_id, LOG_KEY: log_id,
+            VERSION_KEY: str(vm.version),
+            COMMIT_KEY: vm.commit_id,
+            LOG_KEY: log_id,
             "lamina-operation": vm.operation,
         }
 
     # -- the metadata file ----------------------------------------------------------------------
 
-    def metadata(self, main: VersionManifest, keep: set[int], refs: dict[str, tuple[int, str]], location: str) -> dict[str, Any]:
+    def metadata(
+        self, main: VersionManifest, keep: set[int], refs: dict[str, tuple[int, str]], location: str
+    ) -> dict[str, Any]:
         snaps = sorted((self.snaps[i] for i in keep), key=lambda s: (s.json["timestamp-ms"], s.json["sequence-number"]))
         head = snapshot_id_of(main.commit_id)
         schema_id, _ = self.schema_id(main)
@@ -492,7 +549,9 @@ class _Build:
         last_seq = max([0, *(int(s.json["sequence-number"]) for s in snaps)])
         next_row = max([0, *(int(s.json.get("first-row-id", 0)) + int(s.json.get("added-rows", 0)) for s in snaps)])
         old = self.head.metadata if self.head else {}
-        log_entries = [{"timestamp-ms": s.json["timestamp-ms"], "snapshot-id": s.id} for s in snaps if s.log_id == MAIN_BRANCH]
+        log_entries = [
+            {"timestamp-ms": s.json["timestamp-ms"], "snapshot-id": s.id} for s in snaps if s.log_id == MAIN_BRANCH
+        ]
         mlog = list(old.get("metadata-log", []))
         if self.head is not None:
             mlog.append({"timestamp-ms": old.get("last-updated-ms", 0), "metadata-file": self.uri(self.head.path)})
@@ -504,22 +563,33 @@ class _Build:
         except ValueError:
             old_mapping = []
         mapping = merge_mappings(old_mapping, name_mapping(known, self.lineage or has_lineage(main)))
-        props = {NAME_MAPPING: json.dumps(mapping),
-                 "lamina.view": "read-only: Lamina is the writer of this table", "format-version": "3"}
+        props = {
+            NAME_MAPPING: json.dumps(mapping),
+            "lamina.view": "read-only: Lamina is the writer of this table",
+            "format-version": "3",
+        }
         return {
-            "format-version": 3, "table-uuid": main.table_uuid, "location": location,
-            "last-sequence-number": last_seq, "last-updated-ms": updated,
+            "format-version": 3,
+            "table-uuid": main.table_uuid,
+            "location": location,
+            "last-sequence-number": last_seq,
+            "last-updated-ms": updated,
             "last-column-id": max([main.schema.last_column_id, *(self._last_column(s) for s in schemas)]),
-            "current-schema-id": schema_id, "schemas": schemas,
-            "default-spec-id": spec_id, "partition-specs": specs,
+            "current-schema-id": schema_id,
+            "schemas": schemas,
+            "default-spec-id": spec_id,
+            "partition-specs": specs,
             "last-partition-id": max([999, *(f["field-id"] for s in specs for f in s["fields"])]),
-            "default-sort-order-id": order_id, "sort-orders": orders,
+            "default-sort-order-id": order_id,
+            "sort-orders": orders,
             "properties": props,
             "current-snapshot-id": head,
             "refs": {name: {"snapshot-id": sid, "type": kind} for name, (sid, kind) in sorted(refs.items())},
             "snapshots": [s.json for s in snaps],
-            "statistics": [], "partition-statistics": [],
-            "snapshot-log": log_entries, "metadata-log": mlog,
+            "statistics": [],
+            "partition-statistics": [],
+            "snapshot-log": log_entries,
+            "metadata-log": mlog,
             "next-row-id": next_row,
         }
 
@@ -554,8 +624,15 @@ def _versions(log: VersionLog, after: int | None, upto: VersionManifest) -> list
     return [loaded[v] for v in wanted if v in loaded] + [upto]
 
 
-def sync(io: FileIO, main_log: VersionLog, *, retained: bool = False, refs: bool = True,
-         committed: tuple[VersionLog, VersionManifest] | None = None, force: bool = False) -> SyncResult:
+def sync(
+    io: FileIO,
+    main_log: VersionLog,
+    *,
+    retained: bool = False,
+    refs: bool = True,
+    committed: tuple[VersionLog, VersionManifest] | None = None,
+    force: bool = False,
+) -> SyncResult:
     """Bring the Iceberg view up to date (see the module's docstring). ``retained``: rebuild
     the snapshot list from main's retained versions (after expiry, or to repair a view);
     otherwise only versions newer than the view's are added. ``refs``: list the tags and
@@ -565,11 +642,19 @@ def sync(io: FileIO, main_log: VersionLog, *, retained: bool = False, refs: bool
         result = _attempt(io, main_log, retained, refs, committed, force)
         if result is not None:
             return result
-    raise LaminaError(f"the Iceberg view of {io.uri} kept changing under this sync ({MAX_ATTEMPTS} attempts); try again")
+    raise LaminaError(
+        f"the Iceberg view of {io.uri} kept changing under this sync ({MAX_ATTEMPTS} attempts); try again"
+    )
 
 
-def _attempt(io: FileIO, main_log: VersionLog, retained: bool, refs: bool,
-             committed: tuple[VersionLog, VersionManifest] | None, force: bool) -> SyncResult | None:
+def _attempt(
+    io: FileIO,
+    main_log: VersionLog,
+    retained: bool,
+    refs: bool,
+    committed: tuple[VersionLog, VersionManifest] | None,
+    force: bool,
+) -> SyncResult | None:
     head = read_head(io)
     b = _Build(io, head)
     main = committed[1] if committed is not None and committed[0].branch == MAIN_BRANCH else main_log.latest()
@@ -577,8 +662,10 @@ def _attempt(io: FileIO, main_log: VersionLog, retained: bool, refs: bool,
         main = main_log.latest()
     if not (force or is_enabled(main)):
         return SyncResult(None)
-    old_refs = {name: (int(r["snapshot-id"]), r.get("type", "branch")) for name, r in
-                (head.metadata.get("refs", {}) if head else {}).items()}
+    old_refs = {
+        name: (int(r["snapshot-id"]), r.get("type", "branch"))
+        for name, r in (head.metadata.get("refs", {}) if head else {}).items()
+    }
     # main's versions
     main_snaps = sorted((s for s in b.snaps.values() if s.log_id == MAIN_BRANCH), key=lambda s: s.version)
     keep: set[int] = set()
@@ -636,12 +723,25 @@ def _attempt(io: FileIO, main_log: VersionLog, retained: bool, refs: bool,
         _write_hint(io, number, head.number if head else None)
     except LaminaError as e:  # the hint only saves readers a probe
         log.warning("Iceberg version hint of %s not written: %s", io.uri, e)
-    return SyncResult(metadata_path(number), b.added, len(old_keep - keep), sum(1 for p in b.written if p.endswith(".avro") and "/m-" in p),
-                      b.puffins_written, b.written)
+    return SyncResult(
+        metadata_path(number),
+        b.added,
+        len(old_keep - keep),
+        sum(1 for p in b.written if p.endswith(".avro") and "/m-" in p),
+        b.puffins_written,
+        b.written,
+    )
 
 
-def _branch(b: _Build, io: FileIO, main_log: VersionLog, record: Any, keep: set[int], refs: dict[str, tuple[int, str]],
-            latest: VersionManifest | None = None) -> None:
+def _branch(
+    b: _Build,
+    io: FileIO,
+    main_log: VersionLog,
+    record: Any,
+    keep: set[int],
+    refs: dict[str, tuple[int, str]],
+    latest: VersionManifest | None = None,
+) -> None:
     """Add branch ``record``'s retained versions to the view."""
     store = BranchStore(io)
     try:
@@ -652,12 +752,15 @@ def _branch(b: _Build, io: FileIO, main_log: VersionLog, record: Any, keep: set[
         return
     mine = sorted((s for s in b.snaps.values() if s.log_id == record.branch_id), key=lambda s: s.version)
     chain: dict[int, _Snap] = {s.version: s for s in mine}
-    base = b.snapshot(record.base, MAIN_BRANCH if not mine else record.branch_id, None) \
-        if snapshot_id_of(record.base.commit_id) not in b.snaps else b.snaps[snapshot_id_of(record.base.commit_id)]
+    base = (
+        b.snapshot(record.base, MAIN_BRANCH if not mine else record.branch_id, None)
+        if snapshot_id_of(record.base.commit_id) not in b.snaps
+        else b.snaps[snapshot_id_of(record.base.commit_id)]
+    )
     chain.setdefault(record.base_version, base)
     keep.add(base.id)
     after = max([record.base_version, *(s.version for s in mine)])
-    for vm in (_versions(blog, after, head) if head.version > after else []):
+    for vm in _versions(blog, after, head) if head.version > after else []:
         snap = b.snapshot(vm, record.branch_id, chain.get(vm.parent_version or -1))
         chain[vm.version] = snap
     for s in chain.values():

@@ -14,10 +14,11 @@ import re
 import stat
 import threading
 import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import obstore
@@ -72,14 +73,19 @@ class ObjectInfo:
 # What an OS error means for a table, and what to do about it (local disk; obstore's
 # errors carry the same numbers as "(os error N)").
 _OS_ERRORS: dict[int, tuple[type[StorageError], str]] = {
-    errno.EROFS: (ReadOnlyStorage, "the file system is read-only (EROFS); remount it read-write, "
-                  "or run this where the table is writable"),
+    errno.EROFS: (
+        ReadOnlyStorage,
+        "the file system is read-only (EROFS); remount it read-write, or run this where the table is writable",
+    ),
     errno.EACCES: (PermissionDenied, "permission denied (EACCES); check the permissions of the table directory"),
     errno.EPERM: (PermissionDenied, "operation not permitted (EPERM); check the permissions of the table directory"),
     errno.ENOSPC: (StorageError, "no space left on the device (ENOSPC); free space and retry"),
     errno.EDQUOT: (StorageError, "disk quota exceeded (EDQUOT); free space or raise the quota and retry"),
     errno.ELOOP: (StorageError, "its symbolic links form a loop (ELOOP); fix the links under the table directory"),
-    errno.ENAMETOOLONG: (StorageError, "the path is too long for the file system (ENAMETOOLONG); use a shorter location"),
+    errno.ENAMETOOLONG: (
+        StorageError,
+        "the path is too long for the file system (ENAMETOOLONG); use a shorter location",
+    ),
     errno.EIO: (StorageError, "the device reported an I/O error (EIO); check the disk, then retry"),
 }
 _OS_ERROR_IN_MESSAGE = re.compile(r"\(os error (\d+)\)")
@@ -138,6 +144,8 @@ _URI = re.compile(URI_PATTERN)
 def is_uri(path: str) -> bool:
     """Whether ``path`` is an absolute location rather than a path relative to a table root."""
     return bool(_URI.match(path))
+
+
 _INVALID_PATH = re.compile("|".join(f"(?:{pattern})" for _, pattern in PATH_RULES))
 
 
@@ -160,7 +168,8 @@ def _check_relative(path: str) -> str:
 
 
 def check_local_directory(
-    path: str, what: str = "table location",
+    path: str,
+    what: str = "table location",
     expected: str = "a table location is the directory holding _lamina/ (for a file of a table, pass the table's directory)",
     error: type[InvalidUri] = InvalidUri,
 ) -> None:
@@ -290,7 +299,10 @@ class FileIO:
                 prefix=parsed.path.strip("/") or None,
                 config=cfg,
                 client_options={"allow_http": allow_http, "timeout": options.get("timeout", "30s")},
-                retry_config={"max_retries": int(options.get("max_retries", 3)), "retry_timeout": timedelta(seconds=30)},
+                retry_config={
+                    "max_retries": int(options.get("max_retries", 3)),
+                    "retry_timeout": timedelta(seconds=30),
+                },
             )
             self.lists_in_order = True  # S3 ListObjectsV2 is lexicographic
         else:
@@ -376,7 +388,7 @@ class FileIO:
         # (a copy sent elsewhere, e.g. to a Spark worker, starts with nothing kept)
         return {**self.__dict__, "_kept": None, "_stores": {}}
 
-    def external(self, uri: str) -> tuple["FileIO", str]:
+    def external(self, uri: str) -> tuple[FileIO, str]:
         """The FileIO of the store root an absolute location lies in, and its path there:
         for reading a file outside the table's root, on the table's kind of store and with
         its options (``file://`` for a local table, another bucket of the same S3 endpoint).
@@ -385,7 +397,9 @@ class FileIO:
         scheme = scheme.lower()
         same = {"file": ("file",), "s3": ("s3", "s3a"), "s3a": ("s3", "s3a"), "memory": ("memory",)}[self.scheme]
         if scheme not in same:
-            raise InvalidUri(f"{uri!r} is not on the table's store ({self.scheme}): a table reads files of its own store")
+            raise InvalidUri(
+                f"{uri!r} is not on the table's store ({self.scheme}): a table reads files of its own store"
+            )
         if scheme == "file":
             if not rest.startswith("/"):
                 raise InvalidUri(f"{uri!r}: file URIs take an absolute path, file:///path")
@@ -470,7 +484,9 @@ class FileIO:
             return
         data = _store_input(data)
         key = self._key(path)
-        self._call(f"put {path}", lambda: obstore.put(self.store, key, data, use_multipart=len(data) > _MULTIPART_BYTES))
+        self._call(
+            f"put {path}", lambda: obstore.put(self.store, key, data, use_multipart=len(data) > _MULTIPART_BYTES)
+        )
 
     def put_in_place(self, path: str, data: bytes, fill: bytes = b" ") -> None:
         """Write ``data`` at ``path`` for readers that check what they read (the version hint).
@@ -550,7 +566,7 @@ class FileIO:
             try:
                 view = memoryview(data).cast("B")
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
             finally:
                 os.close(fd)
             if create:
@@ -657,17 +673,19 @@ class FileIO:
                 except (FileNotFoundError, NotADirectoryError):
                     pass  # gone already (or its directory never was one)
                 except OSError as e:
-                    raise _translate(e, f"delete {p}" + (f" (and {len(paths) - 1} more)" if len(paths) > 1 else "")) from e
+                    raise _translate(
+                        e, f"delete {p}" + (f" (and {len(paths) - 1} more)" if len(paths) > 1 else "")
+                    ) from e
             return
         keys = [self._key(p) for p in paths]
         for i in range(0, len(keys), 1000):
             chunk = keys[i : i + 1000]
             try:
-                self._call(f"delete {len(chunk)} objects", lambda: obstore.delete(self.store, chunk))
+                self._call(f"delete {len(chunk)} objects", lambda chunk=chunk: obstore.delete(self.store, chunk))
             except NotFound:
                 for k in chunk:  # a batch stops at the first missing key on some stores
                     try:
-                        self._call(f"delete {k}", lambda: obstore.delete(self.store, k))
+                        self._call(f"delete {k}", lambda k=k: obstore.delete(self.store, k))
                     except NotFound:
                         pass
 
@@ -739,7 +757,9 @@ class FileIO:
             return pa.table({"path": [lead + n for n, _ in found], "size": [z for _, z in found]}, schema=schema)
         key = self._key(prefix) if prefix else (self._prefix or None)
         objects = self._call(f"list {prefix}", lambda: obstore.list_with_delimiter(self.store, key)["objects"])
-        return pa.table({"path": [self._strip(m["path"]) for m in objects], "size": [m["size"] for m in objects]}, schema=schema)
+        return pa.table(
+            {"path": [self._strip(m["path"]) for m in objects], "size": [m["size"] for m in objects]}, schema=schema
+        )
 
     def _strip(self, key: str) -> str:
         return key[len(self._prefix) + 1 :] if self._prefix else key

@@ -19,17 +19,24 @@ from dataclasses import dataclass, field
 
 from lamina.errors import CorruptMetadata, LaminaError
 from lamina.iceberg.gc import check as iceberg_check
+from lamina.maintenance.reachability import kept_versions, leaf_paths, live_entries, paths_of, referenced_files, root_of
+from lamina.maintenance.reports import short_repr
 from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.tree import live_data_entries
-from lamina.maintenance.reports import short_repr
-from lamina.maintenance.reachability import kept_versions, leaf_paths, live_entries, paths_of, referenced_files, root_of
-from lamina.spec.lineage import FIRST_ROW_ID, has_lineage, lineage_problems
 from lamina.spec.layout import (
-    BRANCH_LOGS_DIR, BRANCHES_DIR, HINT_PATH, MAIN_LOG, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, is_inline_root,
+    BRANCH_LOGS_DIR,
+    BRANCHES_DIR,
+    HINT_PATH,
+    MAIN_LOG,
+    PENDING_DIR,
+    TAGS_DIR,
+    VERSIONS_DIR,
+    WRITES_DIR,
+    is_inline_root,
 )
+from lamina.spec.lineage import FIRST_ROW_ID, has_lineage, lineage_problems
 from lamina.spec.slot import FREED_DIR
 from lamina.timeutil import now_ms
-
 
 LINEAGE_ENTRY_COLUMNS = ["path", "record_count", "dv_cardinality", FIRST_ROW_ID]
 
@@ -82,7 +89,11 @@ def fsck(table) -> FsckReport:
         if has_lineage(latest) and all(p in present for p in manifests):
             # row lineage: every live file has ids, no two share one, none at or past the counter
             entries = live_data_entries(
-                io, latest.root_manifest, manifest_schema_of(latest), columns=LINEAGE_ENTRY_COLUMNS, inline=latest.root_inline,
+                io,
+                latest.root_manifest,
+                manifest_schema_of(latest),
+                columns=LINEAGE_ENTRY_COLUMNS,
+                inline=latest.root_inline,
             )
             report.errors += [f"version {latest.version}: {p}" for p in lineage_problems(entries, latest.next_row_id)]
     except CorruptMetadata as e:
@@ -140,7 +151,14 @@ def fsck(table) -> FsckReport:
     report.unreferenced_known = complete
     if complete:
         # (branch records and branch logs: their slots are what says what is referenced)
-        meta = (f"{TAGS_DIR}/", f"{WRITES_DIR}/", f"{PENDING_DIR}/", f"{FREED_DIR}/", f"{BRANCHES_DIR}/", f"{BRANCH_LOGS_DIR}/")
+        meta = (
+            f"{TAGS_DIR}/",
+            f"{WRITES_DIR}/",
+            f"{PENDING_DIR}/",
+            f"{FREED_DIR}/",
+            f"{BRANCHES_DIR}/",
+            f"{BRANCH_LOGS_DIR}/",
+        )
         if log.layout != MAIN_LOG:  # a branch's handle: main's log is metadata of another branch
             meta += (f"{VERSIONS_DIR}/", HINT_PATH)
         report.unreferenced = sorted(p for p in present if p not in referenced and not p.startswith(meta))

@@ -14,28 +14,41 @@ job that runs for days keeps its files whatever their age (iceberg #4194).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lamina.commit.branches import BranchStore
 from lamina.commit.log import VersionLog
+from lamina.data.inflight import live_write_ids, written_by
 from lamina.errors import InvalidArgument
+from lamina.iceberg import gc as iceberg_gc
+from lamina.iceberg.gc import is_view_file
 from lamina.io import FileIO, ObjectInfo
 from lamina.maintenance.expire.versions import to_ms
 from lamina.maintenance.reachability import referenced_paths
 from lamina.maintenance.reports import short_repr
 from lamina.spec.features import check_writer
-from lamina.commit.branches import BranchStore
-from lamina.spec.layout import DATA_DIR, META_DIR, BRANCH_LOGS_DIR, BRANCHES_DIR, HINT_PATH, PENDING_DIR, TAGS_DIR, VERSIONS_DIR, WRITES_DIR, parse_pending_name, version_path
+from lamina.spec.layout import (
+    BRANCH_LOGS_DIR,
+    BRANCHES_DIR,
+    DATA_DIR,
+    HINT_PATH,
+    META_DIR,
+    PENDING_DIR,
+    TAGS_DIR,
+    VERSIONS_DIR,
+    WRITES_DIR,
+    parse_pending_name,
+    version_path,
+)
 from lamina.spec.slot import FREED_DIR
 from lamina.spec.version import VersionManifest
-from lamina.data.inflight import live_write_ids, written_by
-from lamina.iceberg import gc as iceberg_gc
-from lamina.iceberg.gc import is_view_file
 from lamina.timeutil import now_ms
 
 DEFAULT_ORPHAN_AGE = timedelta(days=3)
@@ -97,7 +110,9 @@ def remove_orphans(
     paths = pa.array([o.path for o in listed], pa.string())
     modified = pa.array([int(o.last_modified.timestamp() * 1000) for o in listed], pa.int64())
     sizes = pa.array([o.size for o in listed], pa.int64())
-    unreferenced = pc.invert(pc.is_in(paths, value_set=referenced)) if len(referenced) else pa.array([True] * len(paths))
+    unreferenced = (
+        pc.invert(pc.is_in(paths, value_set=referenced)) if len(referenced) else pa.array([True] * len(paths))
+    )
     flight = written_by(paths, in_flight)
     young = pc.greater(modified, cutoff_ms)
     report.kept_in_flight = int(pc.sum(pc.and_(unreferenced, flight)).as_py() or 0)

@@ -9,22 +9,22 @@ projected (``path``, ``added_version``, ``removed_version``, ``status``,
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Collection, Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit.log import VersionLog
+from lamina.commit.tags import TagStore
+from lamina.errors import NotFound
 from lamina.io import FileIO
 from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.files import read_manifests
 from lamina.manifest.tree import load_root
-from lamina.errors import NotFound
 from lamina.spec import content as C
 from lamina.spec.layout import PENDING_DIR, is_inline_root, parse_pending_name
 from lamina.spec.version import VersionManifest
-from lamina.commit.tags import TagStore
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-reach")
 
@@ -86,7 +86,9 @@ def live_entries(
 def referenced_files(entries: pa.Table) -> pa.Array:
     """Data files plus the deletion-vector files those entries point at."""
     dv = entries.column("dv_path").drop_null()
-    return pa.concat_arrays([entries.column("path").combine_chunks(), dv.combine_chunks() if len(dv) else pa.array([], pa.string())])
+    return pa.concat_arrays(
+        [entries.column("path").combine_chunks(), dv.combine_chunks() if len(dv) else pa.array([], pa.string())]
+    )
 
 
 def written_by(io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.Table | None) -> pa.Table:
@@ -101,7 +103,9 @@ def written_by(io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.
     return entries_of(io, root, leaves.to_pylist())
 
 
-def removed_by(io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.Table | None) -> tuple[pa.Table, pa.Array]:
+def removed_by(
+    io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.Table | None
+) -> tuple[pa.Table, pa.Array]:
     """(entries of data files ``vm`` removed, DV files its REMOVED entries pointed at).
 
     A REMOVED entry whose path ``vm`` lists again as live is a replacement (a new
@@ -109,7 +113,9 @@ def removed_by(io: FileIO, vm: VersionManifest, root: pa.Table, parent_root: pa.
     DV may have become garbage.
     """
     e = written_by(io, vm, root, parent_root)
-    mask = pc.fill_null(pc.and_(pc.equal(e.column("status"), C.REMOVED), pc.equal(e.column("removed_version"), vm.version)), False)
+    mask = pc.fill_null(
+        pc.and_(pc.equal(e.column("status"), C.REMOVED), pc.equal(e.column("removed_version"), vm.version)), False
+    )
     gone = e.filter(mask)
     still = _live(e).column("path")
     removed = gone.filter(pc.invert(pc.is_in(gone.column("path"), value_set=still))) if len(still) else gone
@@ -181,9 +187,15 @@ def kept_versions(
     A damaged version file raises CorruptMetadata: nothing is freed on a table whose
     history cannot be read (fail closed)."""
     # try_load: a version expired between the listing and the read is simply not there
-    vms = list(versions) if versions is not None else [
-        vm for vm in _pool.map(log.try_load, [v for v in log.list_versions() if v not in dropping]) if vm is not None
-    ]
+    vms = (
+        list(versions)
+        if versions is not None
+        else [
+            vm
+            for vm in _pool.map(log.try_load, [v for v in log.list_versions() if v not in dropping])
+            if vm is not None
+        ]
+    )
     latest = max((vm.version for vm in vms), default=-1)
     vms += [t.version for t in TagStore(io, log).list() if t.name not in dropping_tags]
     vms += staged_versions(io, latest)
@@ -209,13 +221,17 @@ def referenced_paths(
     return paths_of(io, kept, progress)
 
 
-def paths_of(io: FileIO, vms: list[VersionManifest], progress: Callable[[str, int, int], None] | None = None) -> pa.Array:
+def paths_of(
+    io: FileIO, vms: list[VersionManifest], progress: Callable[[str, int, int], None] | None = None
+) -> pa.Array:
     """Every manifest, data file and DV file the versions ``vms`` reference."""
     return paths_of_each(io, [vms], progress)[0]
 
 
 def paths_of_each(
-    io: FileIO, groups: Sequence[Sequence[VersionManifest]], progress: Callable[[str, int, int], None] | None = None,
+    io: FileIO,
+    groups: Sequence[Sequence[VersionManifest]],
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> list[pa.Array]:
     """``paths_of`` each group of versions (a tag's, a branch's, ...), each distinct root and
     leaf read once however many groups share it."""
@@ -224,9 +240,13 @@ def paths_of_each(
     by_root = {vm.root_manifest: vm for g in groups for vm in g}  # versions sharing a root share its files
     step("versions", len(by_root), len(by_root))
     roots = dict(zip(by_root, _pool.map(lambda vm: root_of(io, vm), by_root.values())))
-    leaves = pc.unique(pa.concat_arrays([leaf_paths(r) for r in roots.values()])) if roots else pa.array([], pa.string())
+    leaves = (
+        pc.unique(pa.concat_arrays([leaf_paths(r) for r in roots.values()])) if roots else pa.array([], pa.string())
+    )
     step("leaves", 0, len(leaves))
-    in_leaf = dict(zip(leaves.to_pylist(), (_files(_gc(t)) for t in read_manifests(io, leaves.to_pylist(), GC_COLUMNS))))
+    in_leaf = dict(
+        zip(leaves.to_pylist(), (_files(_gc(t)) for t in read_manifests(io, leaves.to_pylist(), GC_COLUMNS)))
+    )
     step("leaves", len(leaves), len(leaves))
     out = []
     for g in groups:

@@ -31,8 +31,8 @@ from lamina.commit.log import VersionLog
 from lamina.commit.tags import TagStore
 from lamina.io import FileIO
 from lamina.maintenance.orphans import list_table
-from lamina.maintenance.reports import short_repr
 from lamina.maintenance.reachability import log_versions, manifest_paths, paths_of_each, staged_versions
+from lamina.maintenance.reports import short_repr
 from lamina.spec.version import VersionManifest
 
 # What a holder is.
@@ -94,20 +94,39 @@ def storage_report(io: FileIO, log: VersionLog) -> StorageReport:
         kinds.append((STAGED, "", staged))
     # Each set of paths as a mask over the listing: a referenced file that is missing is
     # fsck's business, not storage.
-    current, *held_by = (_among(listed, paths) for paths in paths_of_each(io, [[latest], *(vms for _, _, vms in kinds)]))
+    current, *held_by = (
+        _among(listed, paths) for paths in paths_of_each(io, [[latest], *(vms for _, _, vms in kinds)])
+    )
     beyond = [pc.and_not(mask, current) for mask in held_by]
     holding = _sum([pc.cast(mask, pa.int64()) for mask in beyond], len(walked))  # how many holders keep each file
     alone = pc.equal(holding, 1)
     holders = tuple(
-        Holder(kind, name, tuple(sorted({vm.version for vm in vms})), *_size(mask, sizes), *_size(pc.and_(mask, alone), sizes))
+        Holder(
+            kind,
+            name,
+            tuple(sorted({vm.version for vm in vms})),
+            *_size(mask, sizes),
+            *_size(pc.and_(mask, alone), sizes),
+        )
         for (kind, name, vms), mask in zip(kinds, beyond)
     )
     live = pc.and_not(current, _among(listed, manifest_paths(io, latest)))
     held = pc.greater(holding, 0)
-    unreferenced = pc.and_not(pc.and_not(_among(listed, pa.array([o.path for o in may_be_orphans], pa.string())), current), held)
+    unreferenced = pc.and_not(
+        pc.and_not(_among(listed, pa.array([o.path for o in may_be_orphans], pa.string())), current), held
+    )
     metadata = pc.invert(pc.or_(pc.or_(live, held), unreferenced))
-    return StorageReport(io.uri, latest.version, *_size(live, sizes), len(walked), int(pc.sum(sizes).as_py() or 0),
-                         *_size(held, sizes), *_size(unreferenced, sizes), *_size(metadata, sizes), holders)
+    return StorageReport(
+        io.uri,
+        latest.version,
+        *_size(live, sizes),
+        len(walked),
+        int(pc.sum(sizes).as_py() or 0),
+        *_size(held, sizes),
+        *_size(unreferenced, sizes),
+        *_size(metadata, sizes),
+        holders,
+    )
 
 
 def _among(listed: pa.Array, paths: pa.Array) -> pa.Array:

@@ -7,8 +7,9 @@ whole Arrow tables of entries; there is no per-entry Python object.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,13 +18,13 @@ import pyarrow.compute as pc
 from lamina.errors import SchemaMismatch
 from lamina.spec import content as C
 from lamina.spec.lineage import DATA_VERSION, ENTRY_FIELDS, FIRST_ROW_ID, has_lineage
+from lamina.spec.partition import fields_by_id
+from lamina.spec.schema import Schema, field_id_of
+from lamina.spec.stats import StatsPolicy, full_policy, stats_policy, truncate_bounds, truncate_values
+from lamina.spec.transforms import transform_result_type
 
 # Entry columns a new file's entry never has when written: the commit fills them (row lineage).
 UNSET_AT_WRITE = frozenset(f.name for f in ENTRY_FIELDS)
-from lamina.spec.partition import fields_by_id
-from lamina.spec.transforms import transform_result_type
-from lamina.spec.schema import Schema, field_id_of
-from lamina.spec.stats import StatsPolicy, full_policy, stats_policy, truncate_bounds, truncate_values
 
 
 def _float_type(t: pa.DataType) -> bool:
@@ -88,7 +89,9 @@ def manifest_schema_of(vm: Any) -> pa.Schema:
     ms = vm.__dict__.get("_manifest_schema")
     if ms is None:
         specs = vm.partition_specs
-        ms = manifest_schema(vm.schema, specs if specs else vm.partition_spec, has_lineage(vm), stats_policy(vm.schema, vm.properties))
+        ms = manifest_schema(
+            vm.schema, specs if specs else vm.partition_spec, has_lineage(vm), stats_policy(vm.schema, vm.properties)
+        )
         object.__setattr__(vm, "_manifest_schema", ms)
     return ms
 
@@ -129,7 +132,9 @@ def _conform(entries: pa.Table, mschema: pa.Schema) -> pa.Table:
 
 
 @lru_cache(maxsize=256)
-def _stats_plan(schema: Schema, policy: StatsPolicy) -> tuple[tuple[str, str, str | None, str | None, bool, int, int, pa.DataType], ...]:
+def _stats_plan(
+    schema: Schema, policy: StatsPolicy
+) -> tuple[tuple[str, str, str | None, str | None, bool, int, int, pa.DataType], ...]:
     """What ``column_stats`` computes, per column ``policy`` keeps anything of (memoized: it is
     asked on every file written): (column, null count key, min key or None, max key (None: no
     bounds), float column, truncate length of a string/binary bound (0: none), its position
@@ -138,11 +143,21 @@ def _stats_plan(schema: Schema, policy: StatsPolicy) -> tuple[tuple[str, str, st
     position = {f.name: i for i, f in enumerate(schema.arrow)}
     for f, fid, mode in policy.kept(schema):
         bounds = mode.bounds and C.stats_supported(f.type)
-        cut = mode.length if mode.kind == "truncate" and (pa.types.is_string(f.type) or pa.types.is_binary(f.type)) else 0
-        plan.append((
-            f.name, C.nulls_col(fid), C.min_col(fid) if bounds else None, C.max_col(fid) if bounds else None,
-            _float_type(f.type), cut, position[f.name], f.type,
-        ))
+        cut = (
+            mode.length if mode.kind == "truncate" and (pa.types.is_string(f.type) or pa.types.is_binary(f.type)) else 0
+        )
+        plan.append(
+            (
+                f.name,
+                C.nulls_col(fid),
+                C.min_col(fid) if bounds else None,
+                C.max_col(fid) if bounds else None,
+                _float_type(f.type),
+                cut,
+                position[f.name],
+                f.type,
+            )
+        )
     return tuple(plan)
 
 
@@ -153,8 +168,9 @@ def _has_nan(col: pa.ChunkedArray | pa.Array) -> bool:
     return bool(pc.any(pc.is_nan(col)).as_py())
 
 
-def column_stats(data: pa.Table, schema: Schema, policy: StatsPolicy, exact: bool = False,
-                 footer: Any = None) -> dict[str, Any]:
+def column_stats(
+    data: pa.Table, schema: Schema, policy: StatsPolicy, exact: bool = False, footer: Any = None
+) -> dict[str, Any]:
     """Per-column min/max/null-count of one data file's rows, keyed by manifest column name:
     those ``policy`` keeps, bounds cut as it says unless ``exact`` (parts of a file, merged
     before they are cut: ``cut_bounds``).
@@ -207,8 +223,11 @@ def values_needed(schema: Schema, policy: StatsPolicy, footer: Any = None) -> li
     with ``footer`` (None: every column it keeps statistics of): the others it takes from the
     footer, and they may be left out of the ``data`` it is given."""
     groups = _row_groups(footer)
-    return [name for name, _, _, _, is_float, _, leaf, typ in _stats_plan(schema, policy)
-            if is_float or not groups or _footer_bounds(groups, leaf, typ) is None]
+    return [
+        name
+        for name, _, _, _, is_float, _, leaf, typ in _stats_plan(schema, policy)
+        if is_float or not groups or _footer_bounds(groups, leaf, typ) is None
+    ]
 
 
 def _footer_kind(t: pa.DataType) -> bool:
@@ -217,10 +236,16 @@ def _footer_kind(t: pa.DataType) -> bool:
     binaries (Parquet orders them as Arrow does: signed; bytewise, unsigned), and timestamps
     other than seconds (which pyarrow stores as milliseconds: another raw value). Unsigned
     integers (stored as signed raw values), decimals and the rest are computed."""
-    return (pa.types.is_boolean(t) or pa.types.is_signed_integer(t) or pa.types.is_date32(t)
-            or (pa.types.is_timestamp(t) and t.unit != "s")
-            or pa.types.is_string(t) or pa.types.is_large_string(t)
-            or pa.types.is_binary(t) or pa.types.is_large_binary(t))
+    return (
+        pa.types.is_boolean(t)
+        or pa.types.is_signed_integer(t)
+        or pa.types.is_date32(t)
+        or (pa.types.is_timestamp(t) and t.unit != "s")
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
 
 
 def _footer_bounds(groups: list[Any], i: int, t: pa.DataType) -> tuple[int, pa.Scalar, pa.Scalar] | None:
@@ -262,7 +287,7 @@ def _cut(lo: pa.Scalar, hi: pa.Scalar, length: int) -> tuple[pa.Scalar, pa.Scala
 
 def cut_bounds(stats: dict[str, Any], schema: Schema, policy: StatsPolicy) -> dict[str, Any]:
     """``column_stats`` with the bounds of truncate-mode string/binary columns cut (in place)."""
-    for f, fid, mode in policy.kept(schema):
+    for _f, fid, mode in policy.kept(schema):
         lo = stats.get(C.min_col(fid))
         if mode.kind != "truncate" or lo is None or not lo.is_valid:
             continue
@@ -371,7 +396,9 @@ def _column(values: list[Any], typ: pa.DataType) -> pa.Array:
     return pa.array([v.as_py() if isinstance(v, pa.Scalar) else v for v in values], typ)
 
 
-def entries_from_user_files(files: pa.Table, schema: Schema, spec: Any, mschema: pa.Schema, policy: StatsPolicy) -> pa.Table:
+def entries_from_user_files(
+    files: pa.Table, schema: Schema, spec: Any, mschema: pa.Schema, policy: StatsPolicy
+) -> pa.Table:
     """Entries from a user's table of existing files (``Table.add_files``), vectorized.
 
     Columns: path, size, record_count, optional partition_path, and optional stats named by
@@ -392,7 +419,11 @@ def entries_from_user_files(files: pa.Table, schema: Schema, spec: Any, mschema:
     known = {"path", "size", "record_count", "partition_path"}
     for f in schema.arrow:
         fid = field_id_of(f)
-        for prefix, target in (("lower.", C.min_col(fid)), ("upper.", C.max_col(fid)), ("null_count.", C.nulls_col(fid))):
+        for prefix, target in (
+            ("lower.", C.min_col(fid)),
+            ("upper.", C.max_col(fid)),
+            ("null_count.", C.nulls_col(fid)),
+        ):
             name = prefix + f.name
             if name in files.column_names:
                 known.add(name)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -18,11 +18,16 @@ import pyarrow.parquet as pq
 from lamina.errors import CorruptMetadata, MissingFile, NotFound
 from lamina.io import FileIO
 from lamina.spec.layout import (
-    ARROW_MANIFEST_SUFFIX, FORMAT_VERSION, inline_root_name_of, is_inline_root, new_inline_root_name, new_manifest_path,
+    ARROW_MANIFEST_SUFFIX,
+    FORMAT_VERSION,
+    inline_root_name_of,
+    is_inline_root,
+    new_inline_root_name,
+    new_manifest_path,
 )
 
 _CACHE_BYTES = 512 * 2**20
-_cache: "OrderedDict[tuple[str, str], tuple[pa.Table, int]]" = OrderedDict()  # (table, bytes counted)
+_cache: OrderedDict[tuple[str, str], tuple[pa.Table, int]] = OrderedDict()  # (table, bytes counted)
 _cache_size = 0
 _cache_lock = threading.Lock()
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-manifest")
@@ -64,7 +69,9 @@ def clear_cache() -> None:
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions()
 
 
-def write_manifest(io: FileIO, entries: pa.Table, kind: str, arrow: bool = False, path: str | None = None) -> tuple[str, int]:
+def write_manifest(
+    io: FileIO, entries: pa.Table, kind: str, arrow: bool = False, path: str | None = None
+) -> tuple[str, int]:
     """Write ``entries`` as a new manifest; returns (path, size in bytes). ``arrow``: as an Arrow
     IPC file (a root manifest of a table with the feature arrow-root-manifests, a small leaf of
     one with arrow-leaf-manifests), else Parquet.
@@ -74,7 +81,12 @@ def write_manifest(io: FileIO, entries: pa.Table, kind: str, arrow: bool = False
 
 
 def _store(
-    io: FileIO, entries: pa.Table, batch: pa.RecordBatch, kind: str, arrow: bool, path: str | None,
+    io: FileIO,
+    entries: pa.Table,
+    batch: pa.RecordBatch,
+    kind: str,
+    arrow: bool,
+    path: str | None,
 ) -> tuple[str, int]:
     """``write_manifest`` of entries already split by ``_one_batch``."""
     data = _ipc_file(batch, kind) if arrow else _parquet(batch, kind)
@@ -85,7 +97,11 @@ def _store(
 
 
 def write_root(
-    io: FileIO, entries: pa.Table, arrow: bool, inline_max_bytes: int, path: str | None = None,
+    io: FileIO,
+    entries: pa.Table,
+    arrow: bool,
+    inline_max_bytes: int,
+    path: str | None = None,
 ) -> tuple[str, int, bytes | None]:
     """The root manifest of a new version: (name, size, its bytes) when the version manifest is
     to carry it (feature inline-root-manifests: ``inline_max_bytes`` > 0 and its encoding, an
@@ -211,7 +227,7 @@ def read_manifest(io: FileIO, path: str, columns: Sequence[str] | None = None, i
             f"manifest {path} is missing; the version referencing it cannot be read "
             "(run `lamina fsck` and roll back to a version whose files are intact)"
         ) from None
-    except (FileNotFoundError,) as e:
+    except FileNotFoundError as e:
         raise MissingFile(f"manifest {path} is missing ({e}); run `lamina fsck`") from None
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptMetadata(f"manifest {path} is corrupt or truncated ({e}); run `lamina fsck`") from None
@@ -229,7 +245,9 @@ def _read_inline_root(io: FileIO, name: str, inline: bytes | None, columns: Sequ
     try:
         t = pa.ipc.open_stream(pa.py_buffer(inline)).read_all()
     except (pa.ArrowInvalid, OSError) as e:
-        raise CorruptMetadata(f"root {name} carried by its version manifest is corrupt or truncated ({e}); run `lamina fsck`") from None
+        raise CorruptMetadata(
+            f"root {name} carried by its version manifest is corrupt or truncated ({e}); run `lamina fsck`"
+        ) from None
     t = t.replace_schema_metadata(None).combine_chunks()
     _cache_put((io.uri, name), t)
     return t if columns is None else t.select([c for c in columns if c in t.schema.names])

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lamina.io import FileIO
 from lamina.manifest.entries import conform
 from lamina.manifest.files import read_manifest, read_manifests, write_manifest, write_root
-from lamina.io import FileIO
 from lamina.spec import content as C
 from lamina.spec.features import ARROW_LEAF_MANIFESTS, ARROW_LEAF_MAX_FILES, ARROW_ROOT_MANIFESTS, INLINE_ROOT_MANIFESTS
 from lamina.spec.properties import TableProperties
@@ -61,8 +62,12 @@ class TreeConfig:
 
     @classmethod
     def from_properties(
-        cls, props: Mapping[str, str], arrow_root: bool = False, inline_root: bool = False, arrow_leaves: bool = False,
-    ) -> "TreeConfig":
+        cls,
+        props: Mapping[str, str],
+        arrow_root: bool = False,
+        inline_root: bool = False,
+        arrow_leaves: bool = False,
+    ) -> TreeConfig:
         return cls(
             arrow_leaves=arrow_leaves,
             inline_max=TableProperties.MANIFEST_INLINE_MAX_FILES.get(props),
@@ -73,11 +78,15 @@ class TreeConfig:
         )
 
     @classmethod
-    def of(cls, vm: Any) -> "TreeConfig":
+    def of(cls, vm: Any) -> TreeConfig:
         """The shape of a version's tree (a ``VersionManifest``): its properties and features."""
         features = vm.writer_features
-        return cls.from_properties(vm.properties, ARROW_ROOT_MANIFESTS in features, INLINE_ROOT_MANIFESTS in features,
-                                   ARROW_LEAF_MANIFESTS in features)
+        return cls.from_properties(
+            vm.properties,
+            ARROW_ROOT_MANIFESTS in features,
+            INLINE_ROOT_MANIFESTS in features,
+            ARROW_LEAF_MANIFESTS in features,
+        )
 
 
 @dataclass(frozen=True)
@@ -306,7 +315,9 @@ def apply_change(
             root = _set_removed(root, hit, version)
         found = set(root.filter(hit).column("path").to_pylist()) if n_inline else set()
         files_removed += n_inline
-        remaining = removed.filter(pc.invert(pc.is_in(removed.column("path"), value_set=pa.array(list(found), pa.string()))))
+        remaining = removed.filter(
+            pc.invert(pc.is_in(removed.column("path"), value_set=pa.array(list(found), pa.string())))
+        )
         if remaining.num_rows:
             root, n, r, still = _remove_from_leaves(w, root, remaining)
             files_removed += n
@@ -346,7 +357,9 @@ def apply_change(
     if root.num_rows:
         new_root, _, root_inline = write_root(io, root, cfg.arrow_root, cfg.root_inline_max_bytes, root_path)
         _remember_shape(io, new_root, _shape_of(root, version, cfg))
-    return ChangeResult(new_root, w.written, carried, added.num_rows, files_removed, rows_added, rows_removed, root_inline)
+    return ChangeResult(
+        new_root, w.written, carried, added.num_rows, files_removed, rows_added, rows_removed, root_inline
+    )
 
 
 @dataclass(frozen=True)
@@ -370,7 +383,7 @@ class _RootShape:
 
 # Shapes of the roots this process built lately, by (table, root name): names are unique, and a
 # root is immutable, so a shape is right for as long as its root exists.
-_shapes: "OrderedDict[tuple[str, str], _RootShape]" = OrderedDict()
+_shapes: OrderedDict[tuple[str, str], _RootShape] = OrderedDict()
 _SHAPES_MAX = 64
 _shapes_lock = threading.Lock()
 
@@ -380,7 +393,9 @@ def _shape_of(root: pa.Table, version: int, cfg: TreeConfig) -> _RootShape:
     leaves = content == C.LEAF
     files = _np(root, "file_count")
     return _RootShape(
-        version, content.tolist(), status.tolist(),
+        version,
+        content.tolist(),
+        status.tolist(),
         stale=bool((status == C.REMOVED).any() or (leaves & (files == 0)).any()),
         small_leaves=int((leaves & (files < max(1, cfg.leaf_target // 2))).sum()),
         leaf_target=cfg.leaf_target,
@@ -395,7 +410,12 @@ def _remember_shape(io: FileIO, root_path: str, shape: _RootShape) -> None:
 
 
 def _append_inline(
-    io: FileIO, root: pa.Table, base_root: str | None, added: pa.Table, version: int, cfg: TreeConfig,
+    io: FileIO,
+    root: pa.Table,
+    base_root: str | None,
+    added: pa.Table,
+    version: int,
+    cfg: TreeConfig,
     root_path: str | None,
 ) -> ChangeResult | None:
     """``apply_change`` of files added inline to a root this process built (an append, most
@@ -407,8 +427,13 @@ def _append_inline(
         return None
     with _shapes_lock:
         shape = _shapes.get((io.uri, base_root))
-    if (shape is None or shape.stale or shape.leaf_target != cfg.leaf_target
-            or shape.small_leaves >= cfg.merge_min_leaves or shape.inline_live + added.num_rows > cfg.inline_max):
+    if (
+        shape is None
+        or shape.stale
+        or shape.leaf_target != cfg.leaf_target
+        or shape.small_leaves >= cfg.merge_min_leaves
+        or shape.inline_live + added.num_rows > cfg.inline_max
+    ):
         return None
     status = shape.status
     if shape.version < version and C.ADDED in status:  # carried into a later version: ADDED becomes EXISTING
@@ -419,9 +444,18 @@ def _append_inline(
     content = shape.content + added.column("content").to_pylist()
     status = status + added.column("status").to_pylist()
     new_root, _, root_inline = write_root(io, root, cfg.arrow_root, cfg.root_inline_max_bytes, root_path)
-    _remember_shape(io, new_root, _RootShape(
-        version, content, status, stale=C.REMOVED in status, small_leaves=shape.small_leaves, leaf_target=cfg.leaf_target,
-    ))
+    _remember_shape(
+        io,
+        new_root,
+        _RootShape(
+            version,
+            content,
+            status,
+            stale=C.REMOVED in status,
+            small_leaves=shape.small_leaves,
+            leaf_target=cfg.leaf_target,
+        ),
+    )
     rows_added = int(_np(added, "record_count").sum())
     leaves = content.count(C.LEAF)
     return ChangeResult(new_root, 0, leaves, added.num_rows, 0, rows_added, 0, root_inline)
@@ -448,7 +482,9 @@ def _remove_from_leaves(w: _Writer, root: pa.Table, remaining: pa.Table) -> tupl
     n_files = n_rows = 0
     for i, leaf in zip(idx, tables):
         leaf = conform(leaf, w.mschema)
-        hit = pc.and_kleene(pc.is_in(leaf.column("path"), value_set=want), pc.not_equal(leaf.column("status"), C.REMOVED))
+        hit = pc.and_kleene(
+            pc.is_in(leaf.column("path"), value_set=want), pc.not_equal(leaf.column("status"), C.REMOVED)
+        )
         k = pc.sum(hit).as_py() or 0
         if not k:
             continue

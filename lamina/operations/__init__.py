@@ -7,16 +7,36 @@ Operations never see a ``Table``: a transaction, an engine's write session and
 a retry all apply them the same way.
 """
 
-from lamina.operations.append import AppendFiles, RecordAppTransaction, check_added_files, check_added_paths, check_app_transactions, check_not_in_table
+from lamina.errors import StaleRowDelta  # (where it is defined: lamina.errors, with every public error)
+from lamina.operations.append import (
+    AppendFiles,
+    RecordAppTransaction,
+    check_added_files,
+    check_added_paths,
+    check_app_transactions,
+    check_not_in_table,
+)
 from lamina.operations.compaction import CompactFiles, CompactionResult, RewriteManifests
 from lamina.operations.overwrite import Overwrite
 from lamina.operations.rollback import Rollback
-from lamina.errors import StaleRowDelta  # (where it is defined: lamina.errors, with every public error)
 from lamina.operations.rowlevel.delta import PositionDelta, RowDelta
 from lamina.operations.rowlevel.merge import MergeBuilder, MergeResult
 
 __all__ = [
-    "AppendFiles", "CompactFiles", "CompactionResult", "MergeBuilder", "MergeResult", "Overwrite", "PositionDelta",
-    "RecordAppTransaction", "RewriteManifests", "Rollback", "RowDelta", "StaleRowDelta", "check_added_files", "check_added_paths", "check_app_transactions",
+    "AppendFiles",
+    "CompactFiles",
+    "CompactionResult",
+    "MergeBuilder",
+    "MergeResult",
+    "Overwrite",
+    "PositionDelta",
+    "RecordAppTransaction",
+    "RewriteManifests",
+    "Rollback",
+    "RowDelta",
+    "StaleRowDelta",
+    "check_added_files",
+    "check_added_paths",
+    "check_app_transactions",
     "check_not_in_table",
 ]

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.commit import Operation, REMOVED_SCHEMA, Base, Change
+from lamina.commit import REMOVED_SCHEMA, Base, Change, Operation
 from lamina.errors import InvalidArgument, InvalidUri, TransactionAlreadyCommitted
 from lamina.io.fileio import PATH_RULES, URI_PATTERN, VALID_PATH_EXAMPLE
 from lamina.manifest.entries import fill_constant
@@ -30,7 +30,9 @@ def check_app_transactions(base: VersionManifest, app_transactions: dict[str, in
             raise TransactionAlreadyCommitted(
                 f"application {app!r} already committed sequence {done} (>= {seq}) at version {base.version}; "
                 "nothing was committed",
-                app, seq, base.version,
+                app,
+                seq,
+                base.version,
             )
 
 
@@ -73,7 +75,9 @@ def _refuse(problems: list[tuple[str, pa.Array, pa.Array]], n: int, what_to_do: 
             seen = pc.or_(seen, mask)
     if parts:
         bad = pc.sum(seen).as_py()
-        raise InvalidArgument(f"add_files: {bad} of {n} files refused: {'; '.join(parts)}. {what_to_do} Nothing was committed.")
+        raise InvalidArgument(
+            f"add_files: {bad} of {n} files refused: {'; '.join(parts)}. {what_to_do} Nothing was committed."
+        )
 
 
 def check_added_paths(paths: pa.Array | pa.ChunkedArray, io: Any) -> None:
@@ -89,11 +93,14 @@ def check_added_paths(paths: pa.Array | pa.ChunkedArray, io: Any) -> None:
     problems = [("is null (every file needs a path)", paths, pc.is_null(paths))]
     problems += [(why, paths, pc.match_substring_regex(relative, pattern)) for why, pattern in PATH_RULES]
     problems.append((f"is under {DV_DIR}/, which holds deletion vectors", paths, pc.starts_with(text, f"{DV_DIR}/")))
-    problems.append((f"is under {META_DIR}/, which holds the table's metadata", paths, pc.starts_with(text, f"{META_DIR}/")))
+    problems.append(
+        (f"is under {META_DIR}/, which holds the table's metadata", paths, pc.starts_with(text, f"{META_DIR}/"))
+    )
     if pc.any(uri).as_py():
         problems.append(("is not a location on the table's store", paths, _foreign(paths.filter(uri), paths, io)))
     _refuse(
-        problems, n,
+        problems,
+        n,
         f"A data-file path is relative to the table root, '/'-separated, without '.', '..' or empty "
         f"segments, e.g. {VALID_PATH_EXAMPLE}, or an absolute location on the table's store "
         f"(file:///..., s3://bucket/...) for a file the table does not own.",
@@ -115,9 +122,14 @@ def check_added_files(entries: pa.Table, io: Any, check_files: bool) -> None:
         [
             ("is given more than once", paths, pc.is_in(paths, value_set=twice)),
             ("has no size or a size < 1", paths, pc.invert(pc.fill_null(pc.greater(size, 0), False))),
-            ("has no record_count or a negative one", paths, pc.invert(pc.fill_null(pc.greater_equal(records, 0), False))),
+            (
+                "has no record_count or a negative one",
+                paths,
+                pc.invert(pc.fill_null(pc.greater_equal(records, 0), False)),
+            ),
         ],
-        n, "Give each file once, with its size in bytes and its number of rows.",
+        n,
+        "Give each file once, with its size in bytes and its number of rows.",
     )
     if check_files:
         actual = io.sizes(paths)
@@ -126,7 +138,8 @@ def check_added_files(entries: pa.Table, io: Any, check_files: bool) -> None:
                 ("does not exist", paths, pc.is_null(actual)),
                 ("has another size on storage than the size given", paths, pc.not_equal(actual, size)),
             ],
-            n, "Write the files under the table first and pass their sizes (or check_files=False to skip this check).",
+            n,
+            "Write the files under the table first and pass their sizes (or check_files=False to skip this check).",
         )
 
 
@@ -149,7 +162,8 @@ def check_not_in_table(entries: pa.Table, base: Base) -> None:
     present = live.filter(pc.is_in(live, value_set=paths))
     _refuse(
         [(f"is already in the table (version {base.metadata.version})", paths, pc.is_in(paths, value_set=present))],
-        entries.num_rows, "Register only files the table does not hold yet.",
+        entries.num_rows,
+        "Register only files the table does not hold yet.",
     )
 
 

@@ -22,15 +22,16 @@ removed altogether is dropped from this compaction. Nothing is ever lost.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.commit import Operation, Base, Change, removed_of
+from lamina.commit import Base, Change, Operation, removed_of
 from lamina.data.deletes import file_keys
 from lamina.data.writer import SHORT_LIVED_POOL
 from lamina.errors import CorruptMetadata, InvalidArgument
@@ -95,8 +96,11 @@ def _partition_keys(entries: pa.Table, spec: PartitionSpec, specs: tuple[Partiti
 
 
 def plan_groups(
-    entries: pa.Table, target: int, min_size: int,
-    spec: PartitionSpec | None = None, specs: tuple[PartitionSpec, ...] = (),
+    entries: pa.Table,
+    target: int,
+    min_size: int,
+    spec: PartitionSpec | None = None,
+    specs: tuple[PartitionSpec, ...] = (),
 ) -> list[np.ndarray]:
     """Indices of ``entries`` per group: small or DV-carrying files, and every file written
     under a partition spec other than the current ``spec`` (of the table's ``specs``),
@@ -144,7 +148,7 @@ class CompactFiles(Operation):
     progress: Callable[[str, int, int], None] | None = None
     # Runs the rewrites of several groups: (op, base, groups) -> output entries per group, in
     # order. Default: this process's thread pool; lamina.spark.compact runs them as Spark tasks.
-    rewrite_groups: Callable[["CompactFiles", Base, list[pa.Table]], Iterable[pa.Table]] | None = None
+    rewrite_groups: Callable[[CompactFiles, Base, list[pa.Table]], Iterable[pa.Table]] | None = None
     _outputs: dict[tuple, pa.Table] = field(default_factory=dict)  # group identity -> output entries
     last: dict[str, int] = field(default_factory=dict)
     skip_if_noop: ClassVar[bool] = True
@@ -178,7 +182,9 @@ class CompactFiles(Operation):
         self.sort_keys(base)  # an unknown sort column fails before any file is read
         self.last = {"files_before": int(base.metadata.summary.get("total-files", 0))}
         entries = base.entries(bind(self.where, base.schema) if self.where is not None else None)
-        groups = plan_groups(entries, self.target, self.min_size, base.partition_spec, base.metadata.all_partition_specs)
+        groups = plan_groups(
+            entries, self.target, self.min_size, base.partition_spec, base.metadata.all_partition_specs
+        )
         keys = [tuple(file_keys(entries.take(pa.array(g)))) for g in groups]
         todo = [i for i, k in enumerate(keys) if k not in self._outputs]
         done = 0
@@ -194,7 +200,9 @@ class CompactFiles(Operation):
         inputs = entries.take(pa.array(np.concatenate(groups)))
         outputs = pa.concat_tables([base.stamp(self._outputs[k]) for k in keys])
         self.last |= {
-            "groups": len(groups), "input_files": inputs.num_rows, "output_files": outputs.num_rows,
+            "groups": len(groups),
+            "input_files": inputs.num_rows,
+            "output_files": outputs.num_rows,
             "bytes_read": int(pc.sum(inputs.column("size")).as_py() or 0),
             "rows_written": int(pc.sum(outputs.column("record_count")).as_py() or 0),
         }
@@ -207,7 +215,9 @@ def sort_columns(vm: VersionManifest, sort_by: list[Any] | str | None) -> list[A
     ``sort_by`` names (ascending; or keys as this returns them), else the table's sort order."""
     if sort_by is None:
         return effective_sort_keys(vm)
-    keys = [c.strip() if isinstance(c, str) else c for c in (sort_by.split(",") if isinstance(sort_by, str) else sort_by)]
+    keys = [
+        c.strip() if isinstance(c, str) else c for c in (sort_by.split(",") if isinstance(sort_by, str) else sort_by)
+    ]
     keys = [k for k in keys if k]
     for k in keys:
         sortable_field(vm.schema, k if isinstance(k, str) else k[0])

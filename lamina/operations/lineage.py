@@ -37,5 +37,13 @@ class EnableRowLineage(Operation):
         relisted = entries.append_column(ENTRY_FIELDS[0], pa.nulls(entries.num_rows, pa.int64()))
         relisted = relisted.append_column(ENTRY_FIELDS[1], entries.column("added_version"))
         # Same files, same rows: counted as neither added nor removed.
-        summary = {"added-files": 0, "removed-files": 0, "added-records": 0, "removed-records": 0, "relisted-files": entries.num_rows}
-        return Change("enable-row-lineage", relisted, removed_of(entries), summary=summary, writer_features=(ROW_LINEAGE,))
+        summary = {
+            "added-files": 0,
+            "removed-files": 0,
+            "added-records": 0,
+            "removed-records": 0,
+            "relisted-files": entries.num_rows,
+        }
+        return Change(
+            "enable-row-lineage", relisted, removed_of(entries), summary=summary, writer_features=(ROW_LINEAGE,)
+        )

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.commit import Operation, Base, Change, removed_of
+from lamina.commit import Base, Change, Operation, removed_of
 from lamina.data.deletes import dvs_of_plan, file_keys
 from lamina.data.scan import Scan
 from lamina.expr import AlwaysTrue, Expr, filter_rows, to_arrow_filter, to_sql
@@ -58,7 +58,9 @@ class Overwrite(Operation):
             unseen = [i for i, k in enumerate(keys) if k not in self._rewrites]
             lineages = lineages_of(candidates)
             carry = has_lineage(base.metadata)
-            outs = _pool.map(lambda i: self._rewrite_file(base, scan, paths[i], filt, dvs[i], carry, lineages[i]), unseen)
+            outs = _pool.map(
+                lambda i: self._rewrite_file(base, scan, paths[i], filt, dvs[i], carry, lineages[i]), unseen
+            )
             for i, outcome in zip(unseen, outs):
                 self._rewrites[keys[i]] = outcome
             touched = [self._rewrites[k] is not UNTOUCHED for k in keys]
@@ -68,11 +70,23 @@ class Overwrite(Operation):
                 if t and remainder is not None:
                     added.append(base.stamp(remainder))
         adds = pa.concat_tables(added) if added else base.empty()
-        return Change(self.operation, adds, removed_of(removed), summary={"predicate": str(self.predicate)},
-                      readds=self.readds and self.entries.num_rows > 0)
+        return Change(
+            self.operation,
+            adds,
+            removed_of(removed),
+            summary={"predicate": str(self.predicate)},
+            readds=self.readds and self.entries.num_rows > 0,
+        )
 
     def _rewrite_file(
-        self, base: Base, scan: Scan, path: str, filt: Any, dv: Any = None, carry: bool = False, lineage: Any = None,
+        self,
+        base: Base,
+        scan: Scan,
+        path: str,
+        filt: Any,
+        dv: Any = None,
+        carry: bool = False,
+        lineage: Any = None,
     ) -> Any:
         """UNTOUCHED if no row matches, None if all do, else the entries of the rewritten remainder
         (live rows only: a row a deletion vector removed stays removed; with ``carry``, rows kept

@@ -23,7 +23,8 @@ conflict with it: their files keep the spec they were written with.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
@@ -37,8 +38,8 @@ from lamina.spec.partition import (
     default_field_name,
     source_and_transform,
 )
-from lamina.spec.transforms import normalize_transform, transform_result_type
 from lamina.spec.schema import Schema
+from lamina.spec.transforms import normalize_transform, transform_result_type
 from lamina.spec.version import VersionManifest
 
 
@@ -88,7 +89,7 @@ class MetadataBuilder:
         self._done = True
         return self._run(op)
 
-    def __enter__(self) -> "MetadataBuilder":
+    def __enter__(self) -> MetadataBuilder:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -138,7 +139,7 @@ class SpecUpdate(MetadataBuilder):
         if any(f.name == name for i, f in enumerate(self._fields) if i != skip):
             raise InvalidPartitionSpec(f"the partition spec already has a field named {name!r}; choose another name")
 
-    def add_field(self, source: str, transform: str | None = None, name: str | None = None) -> "SpecUpdate":
+    def add_field(self, source: str, transform: str | None = None, name: str | None = None) -> SpecUpdate:
         """Partition new writes also by ``transform`` of column ``source``: ``add_field("ts", "day")``,
         ``add_field("id", "bucket[16]")``, or one ``partition_by`` entry: ``add_field("bucket(16, id)")``.
         ``name``: the partition field's name (default as ``partition_by`` names it)."""
@@ -157,7 +158,9 @@ class SpecUpdate(MetadataBuilder):
             try:
                 transform_result_type(transform, src.type)
             except InvalidPartitionSpec as e:
-                raise InvalidPartitionSpec(f"cannot partition by {transform}({src.name}): column {src.name!r} is {src.type}; {e}") from None
+                raise InvalidPartitionSpec(
+                    f"cannot partition by {transform}({src.name}): column {src.name!r} is {src.type}; {e}"
+                ) from None
         sid = self._schema.field_id(src.name)
         same = [f for f in self._fields if (f.source_id, f.transform) == (sid, transform)]
         if same:
@@ -178,7 +181,7 @@ class SpecUpdate(MetadataBuilder):
         self._changes.append(f"add {name}={transform}({src.name})")
         return self
 
-    def remove_field(self, name: str) -> "SpecUpdate":
+    def remove_field(self, name: str) -> SpecUpdate:
         """Stop partitioning new writes by the field ``name`` (or a term: ``"day(ts)"``). Files
         written before keep it, and are still pruned by it."""
         self._check_open()
@@ -187,7 +190,7 @@ class SpecUpdate(MetadataBuilder):
         del self._fields[i]
         return self
 
-    def rename_field(self, name: str, new_name: str) -> "SpecUpdate":
+    def rename_field(self, name: str, new_name: str) -> SpecUpdate:
         """Rename partition field ``name`` (its id, and so its meaning in old files, stays)."""
         self._check_open()
         i = self._find(name)

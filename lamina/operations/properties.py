@@ -28,8 +28,9 @@ CommitConflict, nothing committed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import Any, ClassVar
 
 from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation
 from lamina.errors import CommitConflict, InvalidArgument, LaminaError
@@ -51,8 +52,9 @@ class UpdateProperties(Operation):
     refresh_base: ClassVar[bool] = True  # whether it changes anything is judged on the latest version
 
     @classmethod
-    def of(cls, metadata: VersionManifest, set: Mapping[str, Any] | None = None,  # noqa: A002
-           remove: Iterable[str] | str = ()) -> "UpdateProperties":
+    def of(
+        cls, metadata: VersionManifest, set: Mapping[str, Any] | None = None, remove: Iterable[str] | str = ()
+    ) -> UpdateProperties:
         """The update ``set`` / ``remove`` ask for, checked against ``metadata`` (see the module)."""
         if set is not None and not isinstance(set, Mapping):
             raise InvalidArgument(f"set= takes a mapping of property keys to values, not {type(set).__name__}")

@@ -22,9 +22,10 @@ file intervals do not describe the target's history: the version is flagged
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,8 +55,14 @@ PUBLISHED_KEY = "lamina.branch:"
 def same_content(a: VersionManifest, b: VersionManifest) -> bool:
     """Whether two versions hold the same files and metadata (a fast-forward from one to a
     descendant of the other loses nothing)."""
-    return (a.root_manifest == b.root_manifest and a.schema == b.schema and a.all_partition_specs == b.all_partition_specs
-            and a.partition_spec == b.partition_spec and a.sort_order == b.sort_order and a.properties == b.properties)
+    return (
+        a.root_manifest == b.root_manifest
+        and a.schema == b.schema
+        and a.all_partition_specs == b.all_partition_specs
+        and a.partition_spec == b.partition_spec
+        and a.sort_order == b.sort_order
+        and a.properties == b.properties
+    )
 
 
 @dataclass
@@ -107,8 +114,14 @@ class PublishBranch(Operation):
             return Change("publish", base.empty(), _NOTHING_REMOVED)  # the branch changed nothing since
         if same_content(target, since):
             summary["publish"] = "fast-forward"
-            return Change("publish", base.empty(), _NOTHING_REMOVED, summary=summary, tree=self.head,
-                          app_transactions={self.key: self.head.version})
+            return Change(
+                "publish",
+                base.empty(),
+                _NOTHING_REMOVED,
+                summary=summary,
+                tree=self.head,
+                app_transactions={self.key: self.head.version},
+            )
         summary["publish"] = "rebase"
         change = self._rebase(base, since, summary)
         if change.is_empty:
@@ -119,8 +132,11 @@ class PublishBranch(Operation):
         # branch's ``since`` had: their changes are in the diff just re-applied, so the target
         # records them too (or publishing that other branch later would apply them again).
         received = {
-            k: v for k, v in self.head.app_transactions.items()
-            if k.startswith(PUBLISHED_KEY) and k != self.key and since.app_transactions.get(k) != v
+            k: v
+            for k, v in self.head.app_transactions.items()
+            if k.startswith(PUBLISHED_KEY)
+            and k != self.key
+            and since.app_transactions.get(k) != v
             and since.app_transactions.get(k) == target.app_transactions.get(k)
         }
         change.app_transactions = {**received, self.key: self.head.version}
@@ -130,8 +146,12 @@ class PublishBranch(Operation):
         target = base.metadata
         change = Change("publish", base.empty(), _NOTHING_REMOVED, summary=summary)
         # Metadata the branch changed: taken if the target still has the base's.
-        for attr, what in (("schema", "schema"), ("partition_spec", "partition spec"), ("sort_order", "sort order"),
-                           ("properties", "table properties")):
+        for attr, what in (
+            ("schema", "schema"),
+            ("partition_spec", "partition spec"),
+            ("sort_order", "sort order"),
+            ("properties", "table properties"),
+        ):
             mine, theirs, was = getattr(self.head, attr), getattr(target, attr), getattr(since, attr)
             if mine == was or mine == theirs:
                 continue
@@ -156,8 +176,12 @@ class PublishBranch(Operation):
             hkeys = file_key_array(have)
         fresh_new = new.filter(pc.invert(pc.is_in(new.column("path"), value_set=gone.column("path"))))
         if shared and have is not None:
-            self._refuse_held(fresh_new, have.column("path"), f"are already live there: its changes reached {self.into!r} "
-                              f"before (published there, or {self.into!r} was made from a version holding them)")
+            self._refuse_held(
+                fresh_new,
+                have.column("path"),
+                f"are already live there: its changes reached {self.into!r} "
+                f"before (published there, or {self.into!r} was made from a version holding them)",
+            )
         self._refuse_what_the_target_was_made_with(base, fresh_new)
         if gone.num_rows:
             gkeys = file_key_array(gone)
@@ -172,7 +196,9 @@ class PublishBranch(Operation):
                     files,
                 )
             change.removed = removed_of(have.filter(pc.is_in(hkeys, value_set=gkeys)))
-        meta = target.next(schema=change.schema or target.schema, partition_spec=change.partition_spec or target.partition_spec)
+        meta = target.next(
+            schema=change.schema or target.schema, partition_spec=change.partition_spec or target.partition_spec
+        )
         mschema = manifest_schema_of(meta)
         if new.num_rows:
             added = conform(new, mschema)
@@ -200,9 +226,15 @@ class PublishBranch(Operation):
         made = self.target_base
         if made is None or not fresh_new.num_rows or made.root_manifest is None:
             return
-        held = live_data_entries(base.io, made.root_manifest, manifest_schema_of(made), columns=["path"], inline=made.root_inline)
-        self._refuse_held(fresh_new, held.column("path"), f"were live in the version {self.into!r} was made from, so it "
-                          "had their rows from the start (it has rewritten or removed them since)")
+        held = live_data_entries(
+            base.io, made.root_manifest, manifest_schema_of(made), columns=["path"], inline=made.root_inline
+        )
+        self._refuse_held(
+            fresh_new,
+            held.column("path"),
+            f"were live in the version {self.into!r} was made from, so it "
+            "had their rows from the start (it has rewritten or removed them since)",
+        )
 
     def _refuse_held(self, fresh_new: pa.Table, held: pa.ChunkedArray, why: str) -> None:
         """PublishConflict naming the files of ``fresh_new`` (files the branch added) whose paths
@@ -225,7 +257,9 @@ class PublishBranch(Operation):
 
         def stored_max(path: str) -> int | None:
             local = base.io.local_path(path)
-            meta = pq.read_metadata(local) if local is not None else pq.read_metadata(pa.BufferReader(base.io.get(path)))
+            meta = (
+                pq.read_metadata(local) if local is not None else pq.read_metadata(pa.BufferReader(base.io.get(path)))
+            )
             # leaf paths (row groups index leaves): a struct's field named _row_id is not it
             paths = [meta.schema.column(j).path for j in range(meta.num_columns)]
             if ROW_ID not in paths:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from lamina.commit import Operation, Base, Change, removed_of
+from lamina.commit import Base, Change, Operation, removed_of
 from lamina.data.deletes import file_key_array
 from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.tree import live_data_entries
@@ -29,7 +29,9 @@ class Rollback(Operation):
 
     def apply(self, base: Base) -> Change:
         # (Table.rollback holds the target's files with a guard tag while this runs.)
-        target = live_data_entries(base.io, self.target.root_manifest, manifest_schema_of(self.target), inline=self.target.root_inline)
+        target = live_data_entries(
+            base.io, self.target.root_manifest, manifest_schema_of(self.target), inline=self.target.root_inline
+        )
         want = conform(target, base.manifest_schema)
         have = base.live_entries(["path", "added_version", "dv_path", "dv_offset"])
         # A file is the same only with the same deletion vector: (path, DV) is its identity.

@@ -35,8 +35,9 @@ lands first (then the drop) or fails clearly; never a wrong row or a silent loss
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -44,13 +45,25 @@ from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation
 from lamina.errors import CommitConflict, InvalidArgument
 from lamina.spec.properties import TableProperties
 from lamina.spec.schema import Schema, field_id_of, normalize_type, note_stored_units
+from lamina.spec.schema_update import (
+    AddColumn,
+    DropColumn,
+    InvalidSchemaChange,
+    MoveColumn,
+    Path,
+    RenameColumn,
+    ReplaceColumn,
+    SchemaChange,
+    UpdateColumn,
+    apply_schema_changes,
+    as_path,
+    check_protected,
+    show_path,
+    widens,
+)
 from lamina.spec.sort import effective_sort_order
 from lamina.spec.stats import COLUMN_PREFIX, column_mode_keys
 from lamina.spec.version import VersionManifest
-from lamina.spec.schema_update import (
-    AddColumn, DropColumn, InvalidSchemaChange, MoveColumn, Path, RenameColumn, ReplaceColumn, SchemaChange, UpdateColumn,
-    apply_schema_changes, as_path, check_protected, show_path, widens,
-)
 
 
 def protected_columns(vm: VersionManifest) -> dict[int, str]:
@@ -81,7 +94,7 @@ class PlannedColumns:
     whole_rows: bool
 
     @classmethod
-    def of(cls, schema: Schema, names: Iterable[str] | None = None) -> "PlannedColumns":
+    def of(cls, schema: Schema, names: Iterable[str] | None = None) -> PlannedColumns:
         """``names`` (a condition's columns) or, if None, every column (whole rows)."""
         whole = names is None
         fields = schema.arrow if whole else [schema.field(n) for n in names]  # type: ignore[union-attr]
@@ -129,7 +142,11 @@ class UpdateSchema(Operation):
     new columns, which a re-application on another schema could give other columns)."""
 
     def __init__(
-        self, changes: Sequence[SchemaChange], planned_schema_id: int, *, strict: bool = False,
+        self,
+        changes: Sequence[SchemaChange],
+        planned_schema_id: int,
+        *,
+        strict: bool = False,
         planned: tuple[Schema, Schema] | None = None,
     ) -> None:
         self.changes = list(changes)
@@ -173,7 +190,11 @@ class UpdateSchema(Operation):
         new = self.new_schema(base.metadata)
         summary = {"schema-id": new.schema_id, "schema-changes": "; ".join(c.describe() for c in self.changes)}
         return Change(
-            "update-schema", base.empty(), REMOVED_SCHEMA.empty_table(), summary, schema=new,
+            "update-schema",
+            base.empty(),
+            REMOVED_SCHEMA.empty_table(),
+            summary,
+            schema=new,
             properties=renamed_properties(base.properties, base.schema, new),
         )
 
@@ -199,7 +220,11 @@ class SchemaUpdate:
     them in the transaction."""
 
     def __init__(
-        self, vm: VersionManifest, run: Callable[[UpdateSchema], int | None], *, strict: bool = False,
+        self,
+        vm: VersionManifest,
+        run: Callable[[UpdateSchema], int | None],
+        *,
+        strict: bool = False,
     ) -> None:
         self._base = vm.schema
         self._protected = protected_columns(vm)
@@ -214,7 +239,7 @@ class SchemaUpdate:
         """The schema as the changes so far make it."""
         return self._current.arrow
 
-    def _add(self, change: SchemaChange) -> "SchemaUpdate":
+    def _add(self, change: SchemaChange) -> SchemaUpdate:
         if self._done:
             raise InvalidArgument("this schema update was already committed; start a new one with update_schema()")
         self._current = apply_schema_changes(self._current, [change], self._protected)
@@ -222,9 +247,17 @@ class SchemaUpdate:
         return self
 
     def add_column(
-        self, path: Path, type: pa.DataType, *, doc: str | None = None, default: Any = None, required: bool = False,
-        after: Path | None = None, before: Path | None = None, first: bool = False,
-    ) -> "SchemaUpdate":
+        self,
+        path: Path,
+        type: pa.DataType,
+        *,
+        doc: str | None = None,
+        default: Any = None,
+        required: bool = False,
+        after: Path | None = None,
+        before: Path | None = None,
+        first: bool = False,
+    ) -> SchemaUpdate:
         """Add a column (``"a.b"`` inside struct ``a``). Optional unless ``required`` (which needs
         a ``default``). ``default``: what rows written before read, and what writes that lack
         the column store."""
@@ -233,13 +266,15 @@ class SchemaUpdate:
         note_stored_units(show_path(change.path), type)
         return self
 
-    def drop_column(self, path: Path) -> "SchemaUpdate":
+    def drop_column(self, path: Path) -> SchemaUpdate:
         return self._add(DropColumn(as_path(path)))  # type: ignore[arg-type]
 
-    def rename_column(self, path: Path, new_name: str) -> "SchemaUpdate":
+    def rename_column(self, path: Path, new_name: str) -> SchemaUpdate:
         return self._add(RenameColumn(as_path(path), new_name))  # type: ignore[arg-type]
 
-    def move_column(self, path: Path, *, first: bool = False, after: Path | None = None, before: Path | None = None) -> "SchemaUpdate":
+    def move_column(
+        self, path: Path, *, first: bool = False, after: Path | None = None, before: Path | None = None
+    ) -> SchemaUpdate:
         position = _position(first, after, before)
         if position is None:
             raise InvalidArgument("move_column needs first=True, after=... or before=...")
@@ -247,11 +282,11 @@ class SchemaUpdate:
 
     def update_column(
         self, path: Path, type: pa.DataType | None = None, *, nullable: bool | None = None, doc: str | None = None
-    ) -> "SchemaUpdate":
+    ) -> SchemaUpdate:
         """Widen a column's type, make it optional (``nullable=True``) or set its doc."""
         return self._add(UpdateColumn(as_path(path), type, nullable, doc))  # type: ignore[arg-type]
 
-    def union_by_name(self, schema: pa.Schema, *, widen: bool = True) -> "SchemaUpdate":
+    def union_by_name(self, schema: pa.Schema, *, widen: bool = True) -> SchemaUpdate:
         """Add the columns (at any depth) of ``schema`` the table lacks, and (``widen``) widen
         the ones ``schema`` has wider (what ``schema_mode="merge"`` does on write, widening only
         where the table property ``schema.type-widening.enabled`` is true)."""
@@ -259,7 +294,7 @@ class SchemaUpdate:
             self._add(change)
         return self
 
-    def replace_with(self, schema: pa.Schema) -> "SchemaUpdate":
+    def replace_with(self, schema: pa.Schema) -> SchemaUpdate:
         """Make the table's columns exactly ``schema``'s, in its order (what
         ``schema_mode="overwrite"`` does with an overwrite of every row): a column of both keeps
         its id if its type is the same or wider, otherwise it is replaced."""
@@ -280,7 +315,7 @@ class SchemaUpdate:
         planned = (self._base, result)
         return self._run(UpdateSchema(self._changes, self._base.schema_id, strict=self._strict, planned=planned))
 
-    def __enter__(self) -> "SchemaUpdate":
+    def __enter__(self) -> SchemaUpdate:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -295,7 +330,9 @@ def widens_on_merge(vm: VersionManifest) -> bool:
     return TableProperties.SCHEMA_TYPE_WIDENING_ENABLED.get(vm.properties) == "true"
 
 
-def merge_changes(table: Schema, data: pa.Schema, prefix: tuple[str, ...] = (), *, widen: bool = True) -> list[SchemaChange]:
+def merge_changes(
+    table: Schema, data: pa.Schema, prefix: tuple[str, ...] = (), *, widen: bool = True
+) -> list[SchemaChange]:
     """The changes that make ``table`` accept ``data``: columns it lacks added (optional, at
     any depth), and (``widen``) columns ``data`` has wider widened. Columns ``data`` lacks
     stay; a column whose type the data holds as it is stored (a nanosecond timestamp for a

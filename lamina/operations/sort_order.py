@@ -17,7 +17,7 @@ commit fail with CommitConflict.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation
 from lamina.errors import CommitConflict, InvalidArgument, SchemaMismatch
@@ -50,7 +50,11 @@ class UpdateSortOrder(Operation):
         dropped = props.pop(TableProperties.WRITE_SORT_ORDER.key, None)
         summary = {"sort-order-id": order.order_id, "sort-order": order.describe(schema)}
         return Change(
-            "update-sort-order", base.empty(), REMOVED_SCHEMA.empty_table(), summary, sort_order=order,
+            "update-sort-order",
+            base.empty(),
+            REMOVED_SCHEMA.empty_table(),
+            summary,
+            sort_order=order,
             properties=props if dropped is not None else None,
         )
 
@@ -65,14 +69,17 @@ class SortOrderUpdate(MetadataBuilder):
         self._schema: Schema = metadata.schema
         self._fields: list[SortField] = []
 
-    def _add(self, column: str, descending: bool, nulls_first: bool | None) -> "SortOrderUpdate":
+    def _add(self, column: str, descending: bool, nulls_first: bool | None) -> SortOrderUpdate:
         self._check_open()
         if not isinstance(column, str):
             raise InvalidArgument(f"sort columns are given by name, got {column!r}")
         if column not in self._schema.names:
             near = [n for n in self._schema.names if n.lower() == column.lower()]
-            hint = f"; did you mean {near[0]!r}?" if len(near) == 1 else (
-                f"; it could be any of {near} (names are case-sensitive)" if near else "")
+            hint = (
+                f"; did you mean {near[0]!r}?"
+                if len(near) == 1
+                else (f"; it could be any of {near} (names are case-sensitive)" if near else "")
+            )
             raise SchemaMismatch(f"no column {column!r} to sort by; columns are {self._schema.names}{hint}")
         f = sort_field(self._schema, column, descending, nulls_first)
         if any(g.source_id == f.source_id for g in self._fields):
@@ -80,11 +87,11 @@ class SortOrderUpdate(MetadataBuilder):
         self._fields.append(f)
         return self
 
-    def asc(self, column: str, *, nulls_first: bool = True) -> "SortOrderUpdate":
+    def asc(self, column: str, *, nulls_first: bool = True) -> SortOrderUpdate:
         """Sort by ``column`` ascending (nulls first unless told otherwise, as Iceberg)."""
         return self._add(column, False, nulls_first)
 
-    def desc(self, column: str, *, nulls_first: bool = False) -> "SortOrderUpdate":
+    def desc(self, column: str, *, nulls_first: bool = False) -> SortOrderUpdate:
         """Sort by ``column`` descending (nulls last unless told otherwise, as Iceberg)."""
         return self._add(column, True, nulls_first)
 

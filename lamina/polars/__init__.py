@@ -39,8 +39,12 @@ class _Untranslatable(Exception):
 def _field(node: ast.AST) -> str:
     """The column of ``pa.compute.field('name')``."""
     if (
-        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "field"
-        and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "field"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
         and not node.keywords
     ):
         return node.args[0].value
@@ -52,7 +56,11 @@ def _literal(node: ast.AST) -> Any:
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
         return -node.operand.value
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and all(isinstance(a, ast.Constant) for a in node.args):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and all(isinstance(a, ast.Constant) for a in node.args)
+    ):
         args = [a.value for a in node.args]
         if node.func.id == "to_py_date" and len(args) == 1:
             return _dt.date(1970, 1, 1) + _dt.timedelta(days=args[0])
@@ -87,9 +95,16 @@ def _translate(node: ast.AST, partial: bool) -> Expr:
         return NotNull(inner.name) if isinstance(inner, IsNull) else Not(inner)
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _OPS:
         return Compare(_OPS[type(node.ops[0])], _field(node.left), _literal(node.comparators[0]))
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "starts_with"
-            and len(node.args) == 1 and len(node.keywords) == 1 and node.keywords[0].arg == "pattern"
-            and isinstance(node.keywords[0].value, ast.Constant) and isinstance(node.keywords[0].value.value, str)):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "starts_with"
+        and len(node.args) == 1
+        and len(node.keywords) == 1
+        and node.keywords[0].arg == "pattern"
+        and isinstance(node.keywords[0].value, ast.Constant)
+        and isinstance(node.keywords[0].value.value, str)
+    ):
         # pa.compute.starts_with(pa.compute.field('s'), pattern='a'): Polars' str.starts_with
         return Predicate(Call("starts_with", (Column((_field(node.args[0]),)), Literal(node.keywords[0].value.value))))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -130,9 +145,16 @@ def _storage_options(io: Any) -> dict[str, str] | None:
     out = {}
     for key, value in s3_settings(io.options).items():
         if value is not None:
-            out[{"endpoint": "aws_endpoint_url", "access_key_id": "aws_access_key_id",
-                 "secret_access_key": "aws_secret_access_key", "session_token": "aws_session_token",
-                 "region": "aws_region", "allow_http": "aws_allow_http"}[key]] = str(value)
+            out[
+                {
+                    "endpoint": "aws_endpoint_url",
+                    "access_key_id": "aws_access_key_id",
+                    "secret_access_key": "aws_secret_access_key",
+                    "session_token": "aws_session_token",
+                    "region": "aws_region",
+                    "allow_http": "aws_allow_http",
+                }[key]
+            ] = str(value)
     if str(out.get("aws_endpoint_url", "")).startswith("http://"):
         out["aws_allow_http"] = "true"
     return out
@@ -202,10 +224,20 @@ def _pyarrow_scan(dataset: Any, limit: int | None, projection: list[str] | None,
 
     predicate = None
     if pyarrow_predicate is not None:
-        names = {"pa": pa, "Date": Date, "Datetime": Datetime, "Duration": Duration, "to_py_date": to_py_date,
-                 "to_py_datetime": to_py_datetime, "to_py_time": to_py_time, "to_py_timedelta": to_py_timedelta}
-        predicate = eval(pyarrow_predicate, names)  # noqa: S307 - Polars' own generated code, as Polars runs it
-    read = partial(anonymous._scan_pyarrow_dataset_impl, dataset, n_rows=limit, predicate=predicate, with_columns=projection)
+        names = {
+            "pa": pa,
+            "Date": Date,
+            "Datetime": Datetime,
+            "Duration": Duration,
+            "to_py_date": to_py_date,
+            "to_py_datetime": to_py_datetime,
+            "to_py_time": to_py_time,
+            "to_py_timedelta": to_py_timedelta,
+        }
+        predicate = eval(pyarrow_predicate, names)
+    read = partial(
+        anonymous._scan_pyarrow_dataset_impl, dataset, n_rows=limit, predicate=predicate, with_columns=projection
+    )
     return LazyFrame._scan_python_function(dataset.schema, read, pyarrow=True, is_pure=True)
 
 
@@ -225,4 +257,8 @@ def scan(
     from polars._utils.wrap import wrap_ldf
 
     t = lamina.open_table(table) if isinstance(table, str) else table
-    return wrap_ldf(PyLazyFrame.new_from_dataset_object(_Dataset(t.scan(columns=columns, version=version, timestamp=timestamp, tag=tag, branch=branch))))
+    return wrap_ldf(
+        PyLazyFrame.new_from_dataset_object(
+            _Dataset(t.scan(columns=columns, version=version, timestamp=timestamp, tag=tag, branch=branch))
+        )
+    )

@@ -36,8 +36,10 @@ from lamina.iceberg import read_head
 PREFIX = "/v1"
 NAMESPACE_SEPARATOR = "\x1f"  # multi-level namespaces in a path (the spec's unit separator)
 MAX_NAME = 256
-READ_ONLY = ("this Iceberg REST catalog is read-only: Lamina is the writer of its tables. Write with lamina "
-             "(Table.append, merge, ...) or lamina.spark; Iceberg clients see each commit")
+READ_ONLY = (
+    "this Iceberg REST catalog is read-only: Lamina is the writer of its tables. Write with lamina "
+    "(Table.append, merge, ...) or lamina.spark; Iceberg clients see each commit"
+)
 
 
 class RestError(Exception):
@@ -57,8 +59,14 @@ def is_loopback(host: str) -> bool:
 
 def _name(text: str, what: str) -> str:
     """A namespace or table name from a request: decoded once, plain text only."""
-    if not text or len(text) > MAX_NAME or any(ord(c) < 32 and c != NAMESPACE_SEPARATOR for c in text) \
-            or "/" in text or "\\" in text or text in (".", ".."):
+    if (
+        not text
+        or len(text) > MAX_NAME
+        or any(ord(c) < 32 and c != NAMESPACE_SEPARATOR for c in text)
+        or "/" in text
+        or "\\" in text
+        or text in (".", "..")
+    ):
         raise RestError(400, "BadRequestException", f"invalid {what} name {text[:80]!r}")
     return text
 
@@ -81,10 +89,14 @@ class IcebergRestCatalog:
         return out
 
     def config(self) -> dict[str, Any]:
-        routes = ["GET /v1/{prefix}/namespaces", "GET /v1/{prefix}/namespaces/{namespace}",
-                  "HEAD /v1/{prefix}/namespaces/{namespace}", "GET /v1/{prefix}/namespaces/{namespace}/tables",
-                  "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
-                  "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}"]
+        routes = [
+            "GET /v1/{prefix}/namespaces",
+            "GET /v1/{prefix}/namespaces/{namespace}",
+            "HEAD /v1/{prefix}/namespaces/{namespace}",
+            "GET /v1/{prefix}/namespaces/{namespace}/tables",
+            "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+            "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+        ]
         return {"defaults": {}, "overrides": {}, "endpoints": routes}
 
     def namespaces(self, parent: str | None) -> dict[str, Any]:
@@ -124,8 +136,11 @@ class IcebergRestCatalog:
         if head is None:
             if quiet:
                 return None
-            raise RestError(404, "NoSuchTableException",
-                            f"table {ns}.{name} has no Iceberg view: turn it on with `lamina iceberg enable {ns}.{name}`")
+            raise RestError(
+                404,
+                "NoSuchTableException",
+                f"table {ns}.{name} has no Iceberg view: turn it on with `lamina iceberg enable {ns}.{name}`",
+            )
         return table, head
 
     def load_table(self, ns: str, name: str) -> dict[str, Any]:
@@ -136,12 +151,20 @@ class IcebergRestCatalog:
         if form.get("grant_type") != "client_credentials":
             raise RestError(400, "unsupported_grant_type", "only the client_credentials grant is supported")
         if self.token is None:
-            return {"access_token": "none", "token_type": "bearer", "expires_in": 3600,
-                    "issued_token_type": "urn:ietf:params:oauth:token-type:access_token"}
+            return {
+                "access_token": "none",
+                "token_type": "bearer",
+                "expires_in": 3600,
+                "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+            }
         if not hmac.compare_digest(form.get("client_secret", ""), self.token):
             raise RestError(401, "invalid_client", "the client secret is not this catalog's token")
-        return {"access_token": self.token, "token_type": "bearer", "expires_in": 3600,
-                "issued_token_type": "urn:ietf:params:oauth:token-type:access_token"}
+        return {
+            "access_token": self.token,
+            "token_type": "bearer",
+            "expires_in": 3600,
+            "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+        }
 
 
 def _handler(rest: IcebergRestCatalog) -> type[BaseHTTPRequestHandler]:
@@ -167,7 +190,7 @@ def _handler(rest: IcebergRestCatalog) -> type[BaseHTTPRequestHandler]:
             if rest.token is None:
                 return True
             given = self.headers.get("Authorization", "")
-            return given.startswith("Bearer ") and hmac.compare_digest(given[len("Bearer "):], rest.token)
+            return given.startswith("Bearer ") and hmac.compare_digest(given[len("Bearer ") :], rest.token)
 
         def _parts(self) -> tuple[list[str], dict[str, str]]:
             url = urllib.parse.urlsplit(self.path)
@@ -186,7 +209,9 @@ def _handler(rest: IcebergRestCatalog) -> type[BaseHTTPRequestHandler]:
                     form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode("utf-8", "replace")))
                     return self._send(200, rest.oauth_token(form))
                 if not self._authorized():
-                    raise RestError(401, "NotAuthorizedException", "this catalog needs a bearer token (Authorization header)")
+                    raise RestError(
+                        401, "NotAuthorizedException", "this catalog needs a bearer token (Authorization header)"
+                    )
                 if method not in ("GET", "HEAD"):
                     raise RestError(403, "ForbiddenException", READ_ONLY)
                 if parts == ["config"]:
@@ -207,31 +232,34 @@ def _handler(rest: IcebergRestCatalog) -> type[BaseHTTPRequestHandler]:
             except LaminaError as e:
                 self._error(RestError(500, type(e).__name__, str(e)))
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's names)
+        def do_GET(self) -> None:
             self._route("GET")
 
-        def do_HEAD(self) -> None:  # noqa: N802
+        def do_HEAD(self) -> None:
             self._route("HEAD")
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self._route("POST")
 
-        def do_PUT(self) -> None:  # noqa: N802
+        def do_PUT(self) -> None:
             self._route("PUT")
 
-        def do_DELETE(self) -> None:  # noqa: N802
+        def do_DELETE(self) -> None:
             self._route("DELETE")
 
     return Handler
 
 
-def serve(catalog_uri: str, host: str = "127.0.0.1", port: int = 8181, token: str | None = None) -> tuple[ThreadingHTTPServer, str]:
+def serve(
+    catalog_uri: str, host: str = "127.0.0.1", port: int = 8181, token: str | None = None
+) -> tuple[ThreadingHTTPServer, str]:
     """Start the server in a background thread; returns it and its URL. InvalidArgument,
     nothing started, when bound beyond loopback without a token."""
     if not is_loopback(host) and not token:
         raise InvalidArgument(
             f"serving the Iceberg REST catalog on {host!r} (not a loopback address) needs a token: pass --token or set "
-            "LAMINA_ICEBERG_TOKEN; clients send it as a bearer token or exchange it as the client secret")
+            "LAMINA_ICEBERG_TOKEN; clients send it as a bearer token or exchange it as the client secret"
+        )
     rest = IcebergRestCatalog(catalog_uri, token)
     server = ThreadingHTTPServer((host, port), _handler(rest))
     threading.Thread(target=server.serve_forever, daemon=True, name="lamina-iceberg-rest").start()

@@ -40,12 +40,29 @@ from lamina.spark._types import arrow_schema
 from lamina.spark.changes import read_changes
 from lamina.spark.compact import compact
 from lamina.spark.datasource import LaminaDataSource, register
-from lamina.spark.rowlevel import SparkMergeBuilder, delete, merge, update
 from lamina.spark.read import read
+from lamina.spark.rowlevel import SparkMergeBuilder, delete, merge, update
 from lamina.spark.session import spark_session
 from lamina.spark.statements import sql
 from lamina.spark.streaming import foreach_batch_merge, foreach_batch_writer
 from lamina.spark.system import system_table
 from lamina.spark.write import write
 
-__all__ = ["LaminaDataSource", "SparkMergeBuilder", "arrow_schema", "compact", "delete", "foreach_batch_merge", "foreach_batch_writer", "merge", "read", "read_changes", "register", "spark_session", "sql", "system_table", "update", "write"]
+__all__ = [
+    "LaminaDataSource",
+    "SparkMergeBuilder",
+    "arrow_schema",
+    "compact",
+    "delete",
+    "foreach_batch_merge",
+    "foreach_batch_writer",
+    "merge",
+    "read",
+    "read_changes",
+    "register",
+    "spark_session",
+    "sql",
+    "system_table",
+    "update",
+    "write",
+]

@@ -16,7 +16,8 @@ what the table stores, a merge makes them its data files without reading the res
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
@@ -72,7 +73,7 @@ def _bare_parquet_files(df: Any) -> list[str] | None:
         # the relation's own file list: what ``df.inputFiles()`` returns for it, without the
         # optimizer run that call starts (a few ms)
         uris = list(rel.location().inputFiles())
-    except Exception:  # noqa: BLE001 - any doubt: Spark collects it
+    except Exception:
         return None
     paths = []
     for uri in uris:
@@ -100,7 +101,7 @@ def _read_alike(df: Any, paths: list[str], max_rows: int, keys: Sequence[str] = 
         if any(not f.schema.equals(schema) or _legacy_calendar(f.metadata.metadata or {}) for f in staged.files):
             return None
         have = from_arrow_schema(schema)
-    except Exception:  # noqa: BLE001 - a type Spark has no mapping for, an unreadable file: Spark decides
+    except Exception:
         return None
     want = df.schema
     if [(f.name, f.dataType.simpleString()) for f in have] != [(f.name, f.dataType.simpleString()) for f in want]:
@@ -111,16 +112,20 @@ def _read_alike(df: Any, paths: list[str], max_rows: int, keys: Sequence[str] = 
             return staged.read(schema.names)
         # (each column read once: the keys now, the others behind them, when needed)
         key_rows = staged.read(list(keys))
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
-    return SourceRead(schema, key_rows, OnDemand(lambda: _with_others(staged, key_rows, others, schema, paths)), staged=staged)
+    return SourceRead(
+        schema, key_rows, OnDemand(lambda: _with_others(staged, key_rows, others, schema, paths)), staged=staged
+    )
 
 
-def _with_others(staged: StagedFiles, key_rows: pa.Table, others: list[str], schema: pa.Schema, paths: list[str]) -> pa.Table:
+def _with_others(
+    staged: StagedFiles, key_rows: pa.Table, others: list[str], schema: pa.Schema, paths: list[str]
+) -> pa.Table:
     """Every column of the source: ``key_rows`` beside its ``others``, read now, in ``schema``'s order."""
     try:
         rest = staged.read(others)
-    except Exception as e:  # noqa: BLE001 - footers and keys read, a page not: a damaged file
+    except Exception as e:
         raise InvalidArgument(
             f"merge: the source's Parquet files ({len(paths)}, e.g. {paths[0]}) could not be read: {e}. "
             "Nothing was committed."
@@ -134,5 +139,6 @@ def _legacy_calendar(kv: dict) -> bool:
     """Whether Spark would rebase (or refuse) the file's dates and timestamps: written by
     Spark before 3.0, or flagged as written in the legacy hybrid calendar."""
     version = kv.get(b"org.apache.spark.version", b"").decode("utf-8", "replace")
-    return (b"org.apache.spark.legacyDateTime" in kv or b"org.apache.spark.legacyINT96" in kv
-            or version[:2] in ("1.", "2."))
+    return (
+        b"org.apache.spark.legacyDateTime" in kv or b"org.apache.spark.legacyINT96" in kv or version[:2] in ("1.", "2.")
+    )

@@ -17,8 +17,9 @@ adaptive execution) by intersecting their bitmaps on the driver.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +36,9 @@ class FilePositions:
     """The positions a job selected, per data file (by the path Spark reports)."""
 
     taken: dict[str, BitMap] = field(default_factory=dict)  # positions a clause took (all, without clauses)
-    counts: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))  # rows per clause code + 1 (0: none; no codes: zeros)
+    counts: np.ndarray = field(
+        default_factory=lambda: np.zeros(1, np.int64)
+    )  # rows per clause code + 1 (0: none; no codes: zeros)
     rows: int = 0  # rows selected (each position once per time it was selected)
     duplicates: int = 0  # positions selected more than once
     collected: int = 0  # rows the driver received: one per (task, file)
@@ -60,7 +63,7 @@ def _fold(coded: bool, n_codes: int) -> Callable[[Iterator[pa.RecordBatch]], Ite
             order = np.argsort(idx, kind="stable")
             bounds = np.searchsorted(idx[order], np.arange(len(files.dictionary) + 1))
             for k, name in enumerate(files.dictionary.to_pylist()):
-                sel = order[bounds[k]:bounds[k + 1]]
+                sel = order[bounds[k] : bounds[k + 1]]
                 pos = rows[sel]
                 new = bitmap_of(pos)
                 seen = hits.get(name)
@@ -82,20 +85,33 @@ def _fold(coded: bool, n_codes: int) -> Callable[[Iterator[pa.RecordBatch]], Ite
         names = list(hits)
         if not names:
             return
-        yield pa.RecordBatch.from_pydict({
-            "file": names,
-            "hits": [hits[n].serialize() for n in names],
-            "taken": [taken[n].serialize() if coded else b"" for n in names],  # without codes: the hits
-            "rows": [n_rows[n] for n in names],
-            "duplicates": [dups[n] for n in names],
-            "counts": [counts[n].tolist() if coded else [] for n in names],
-        }, schema=pa.schema([("file", pa.string()), ("hits", pa.binary()), ("taken", pa.binary()), ("rows", pa.int64()),
-                             ("duplicates", pa.int64()), ("counts", pa.list_(pa.int64()))]))
+        yield pa.RecordBatch.from_pydict(
+            {
+                "file": names,
+                "hits": [hits[n].serialize() for n in names],
+                "taken": [taken[n].serialize() if coded else b"" for n in names],  # without codes: the hits
+                "rows": [n_rows[n] for n in names],
+                "duplicates": [dups[n] for n in names],
+                "counts": [counts[n].tolist() if coded else [] for n in names],
+            },
+            schema=pa.schema(
+                [
+                    ("file", pa.string()),
+                    ("hits", pa.binary()),
+                    ("taken", pa.binary()),
+                    ("rows", pa.int64()),
+                    ("duplicates", pa.int64()),
+                    ("counts", pa.list_(pa.int64())),
+                ]
+            ),
+        )
 
     return run
 
 
-def collect_positions(df: Any, file_col: str, row_col: str, code_col: str | None = None, n_codes: int = 0) -> FilePositions:
+def collect_positions(
+    df: Any, file_col: str, row_col: str, code_col: str | None = None, n_codes: int = 0
+) -> FilePositions:
     """The positions of ``df``'s rows (``file_col``: the file as Spark reports it, ``row_col``:
     the position in it; ``code_col``: the clause code 0..n_codes-1 that took the row, null:
     none) per file, folded on the executors (see the module docstring)."""

@@ -29,8 +29,8 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import Column
-from pyspark.sql import functions as F
 from pyspark.sql import datasource as sds
+from pyspark.sql import functions as F
 
 from lamina.errors import LaminaError
 from lamina.expr import (
@@ -51,9 +51,10 @@ from lamina.expr import (
 from lamina.expr.binder import is_nan
 from lamina.expr.compile import evaluate, raises
 from lamina.expr.evaluator import nan_satisfies
-from lamina.expr.terms import Call, Column as TermColumn, Interval, Literal, Term, columns_of, sql_type
-from lamina.spec.schema import Schema
+from lamina.expr.terms import Call, Interval, Literal, Term, columns_of, sql_type
+from lamina.expr.terms import Column as TermColumn
 from lamina.spark._types import spark_type
+from lamina.spec.schema import Schema
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _US = {"s": 1_000_000, "ms": 1_000, "us": 1}
@@ -195,8 +196,17 @@ def _zoneless(t: pa.DataType) -> bool:
     return pa.types.is_date(t) or (pa.types.is_timestamp(t) and t.tz is None)
 
 
-_SPARK_FIELDS = {"year": "year", "quarter": "quarter", "month": "month", "day": "dayofmonth", "dayofweek": "dayofweek",
-                 "dayofyear": "dayofyear", "hour": "hour", "minute": "minute", "second": "second"}
+_SPARK_FIELDS = {
+    "year": "year",
+    "quarter": "quarter",
+    "month": "month",
+    "day": "dayofmonth",
+    "dayofweek": "dayofweek",
+    "dayofyear": "dayofyear",
+    "hour": "hour",
+    "minute": "minute",
+    "second": "second",
+}
 _SPARK_SAME = {"and": "AND", "or": "OR", "=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
@@ -274,8 +284,12 @@ def _sql(t: Term) -> str:
         return f"nullif({_sql(a[0])}, {_sql(a[1])})"
     if fn == "cast":
         src, dst = arg_types[0], t.type
-        if (_plain(src) or pa.types.is_decimal(src)) and (_plain(dst) or pa.types.is_decimal(dst)) or (
-                _zoneless(src) and _zoneless(dst)) or (pa.types.is_integer(src) and pa.types.is_string(dst)):
+        if (
+            (_plain(src) or pa.types.is_decimal(src))
+            and (_plain(dst) or pa.types.is_decimal(dst))
+            or (_zoneless(src) and _zoneless(dst))
+            or (pa.types.is_integer(src) and pa.types.is_string(dst))
+        ):
             return f"CAST({_sql(a[0])} AS {sql_type(dst)})"
     if fn in ("date_trunc", "trunc") and _zoneless(arg_types[0]):
         if fn == "trunc":
@@ -311,7 +325,9 @@ def lamina_column(term: Term, schema: Schema) -> Column:
 
     names = sorted(columns_of(term))
     types = [schema.field(n).type for n in names]
-    out = spark_type(term.type, "expression") if not pa.types.is_null(term.type) else spark_type(pa.bool_(), "expression")
+    out = (
+        spark_type(term.type, "expression") if not pa.types.is_null(term.type) else spark_type(pa.bool_(), "expression")
+    )
 
     def run(*arrays: pa.Array) -> pa.Array:
         columns = [a.cast(typ) if not a.type.equals(typ) else a for a, typ in zip(arrays, types)]

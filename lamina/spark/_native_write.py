@@ -35,7 +35,8 @@ from __future__ import annotations
 import json
 import logging
 import urllib.parse
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from lamina.errors import CorruptMetadata
 from lamina.io import FileIO
@@ -47,8 +48,15 @@ _SINK = "org.apache.spark.sql.execution.streaming.sinks.FileStreamSink"
 _PARQUET = "org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat"
 
 
-def write_committed(df: Any, io: FileIO, root_uri: str, out_dir: str, partition_by: Sequence[str],
-                    options: Mapping[str, str], metrics: str | None = None) -> tuple[list[str], list[int], dict[str, Any]]:
+def write_committed(
+    df: Any,
+    io: FileIO,
+    root_uri: str,
+    out_dir: str,
+    partition_by: Sequence[str],
+    options: Mapping[str, str],
+    metrics: str | None = None,
+) -> tuple[list[str], list[int], dict[str, Any]]:
     """Write ``df`` with Spark's native Parquet writer under ``out_dir`` (table-relative) of the
     table at ``io`` (``root_uri``: its root as Spark reaches it), partitioned by the columns
     ``partition_by`` (Hive-style directories), with the writer ``options`` (``compression``,
@@ -59,8 +67,12 @@ def write_committed(df: Any, io: FileIO, root_uri: str, out_dir: str, partition_
     jvm = spark._jvm
     utils = jvm.org.apache.spark.api.python.PythonUtils
     sink = getattr(jvm, _SINK)(  # py4j resolves the class by its dotted name
-        spark._jsparkSession, f"{root_uri}/{out_dir}", getattr(jvm, _PARQUET)(),
-        utils.toSeq(jvm.java.util.ArrayList(list(partition_by))), utils.toScalaMap(dict(options)))
+        spark._jsparkSession,
+        f"{root_uri}/{out_dir}",
+        getattr(jvm, _PARQUET)(),
+        utils.toSeq(jvm.java.util.ArrayList(list(partition_by))),
+        utils.toScalaMap(dict(options)),
+    )
     sink.addBatch(0, df._jdf)
     observed: dict[str, Any] = {}
     if metrics is not None:
@@ -95,7 +107,7 @@ def _committed_files(io: FileIO, root_uri: str, out_dir: str) -> tuple[list[str]
         path = urllib.parse.unquote(urllib.parse.urlparse(status["path"]).path)
         if not path.startswith(root):
             raise CorruptMetadata(f"Spark reported a file outside the table: {status['path']} (root {root_uri})")
-        out[path[len(root):]] = int(status["size"])
+        out[path[len(root) :]] = int(status["size"])
     paths = sorted(out)
     return paths, [out[p] for p in paths]
 

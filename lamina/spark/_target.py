@@ -28,15 +28,16 @@ anything is written; a table that does not exist has no branch to write to (Tabl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import pyarrow as pa
 
 import lamina
 from lamina.errors import CatalogTableAlreadyExists, InvalidArgument, SchemaMismatch, TableAlreadyExists, TableNotFound
-from lamina.spec.layout import MAIN_BRANCH
 from lamina.io import FileIO
+from lamina.spec.layout import MAIN_BRANCH
 from lamina.spec.partition import PartitionSpec
 from lamina.spec.schema import Schema
 
@@ -59,12 +60,20 @@ class TableRef:
     catalog_uri: str | None = None  # reopens the catalog in another process (no password)
     catalog_password: str | None = field(default=None, repr=False)
     catalog: Any = field(default=None, repr=False)
-    table: Any = field(default=None, repr=False)  # an open lamina.Table (the branch's handle), if one was given or opened
+    table: Any = field(
+        default=None, repr=False
+    )  # an open lamina.Table (the branch's handle), if one was given or opened
     branch: str | None = None  # the branch read or written; None: main
 
     @classmethod
-    def of(cls, target: Any, *, catalog: Any = None, storage_options: Mapping[str, Any] | None = None,
-           branch: str | None = None) -> "TableRef":
+    def of(
+        cls,
+        target: Any,
+        *,
+        catalog: Any = None,
+        storage_options: Mapping[str, Any] | None = None,
+        branch: str | None = None,
+    ) -> TableRef:
         storage = dict(storage_options) if storage_options else None
         if branch == MAIN_BRANCH:
             branch = None
@@ -84,7 +93,9 @@ class TableRef:
             storage = storage or (dict(target.io.options) or None)
             return cls(target.uri, storage, getattr(target, "identifier", None), *_reopen(cat), cat, target, branch)
         if not isinstance(target, str) or not target.strip():
-            raise InvalidArgument(f"a Lamina table is a location, an identifier with catalog=, or a Table; got {target!r}")
+            raise InvalidArgument(
+                f"a Lamina table is a location, an identifier with catalog=, or a Table; got {target!r}"
+            )
         cat = _catalog(catalog)
         if cat is None:
             return cls(target, storage, branch=branch)
@@ -92,11 +103,25 @@ class TableRef:
             table = cat.load_table(target)
         except TableNotFound:
             return cls(cat.default_location(target), storage, target, *_reopen(cat), cat, branch=branch)
-        return cls(table.uri, storage, table.identifier, *_reopen(cat), cat, table if branch is None else table.branch(branch), branch)
+        return cls(
+            table.uri,
+            storage,
+            table.identifier,
+            *_reopen(cat),
+            cat,
+            table if branch is None else table.branch(branch),
+            branch,
+        )
 
     @classmethod
-    def from_options(cls, path: str, storage: Mapping[str, Any], catalog_uri: str | None, password: str | None,
-                     branch: str | None = None) -> "TableRef":
+    def from_options(
+        cls,
+        path: str,
+        storage: Mapping[str, Any],
+        catalog_uri: str | None,
+        password: str | None,
+        branch: str | None = None,
+    ) -> TableRef:
         """The target of ``format("lamina")`` options (see the module docstring)."""
         if catalog_uri is None:
             return cls.of(path, storage_options=storage, branch=branch)
@@ -133,8 +158,9 @@ class TableRef:
 
     def _catalog(self) -> Any:
         if self.catalog is None and self.catalog_uri is not None:  # unpickled in another process
-            self.catalog = lamina.load_catalog(self.catalog_uri, password=self.catalog_password,
-                                               storage_options=self.storage_options)
+            self.catalog = lamina.load_catalog(
+                self.catalog_uri, password=self.catalog_password, storage_options=self.storage_options
+            )
         return self.catalog
 
     def open(self) -> lamina.Table:
@@ -165,26 +191,42 @@ class TableRef:
                 ) from None
             return None
 
-    def create(self, schema: Schema, spec: PartitionSpec, partition_by: Any, properties: Mapping[str, Any] | None,
-               *, exclusive: bool = False) -> lamina.Table:
+    def create(
+        self,
+        schema: Schema,
+        spec: PartitionSpec,
+        partition_by: Any,
+        properties: Mapping[str, Any] | None,
+        *,
+        exclusive: bool = False,
+    ) -> lamina.Table:
         """Create the table (through the catalog when there is one), or open it if a concurrent
         writer created it first with the same schema and partitioning (``exclusive``: raise
         TableAlreadyExists instead)."""
         plain = pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema.arrow])
         try:
             if self._catalog() is not None:
-                self.table = self.catalog.create_table(self.identifier, plain, partition_by=partition_by,
-                                                       properties=properties, location=self.location)
+                self.table = self.catalog.create_table(
+                    self.identifier, plain, partition_by=partition_by, properties=properties, location=self.location
+                )
             else:
-                self.table = lamina.create_table(self.location, plain, partition_by=partition_by, properties=properties,
-                                                 storage_options=self.storage_options)
+                self.table = lamina.create_table(
+                    self.location,
+                    plain,
+                    partition_by=partition_by,
+                    properties=properties,
+                    storage_options=self.storage_options,
+                )
         except (TableAlreadyExists, CatalogTableAlreadyExists):
             if exclusive:
                 raise
             self.table = None
             self.open()
         table = self.table
-        if table.metadata.schema.to_json()["fields"] != schema.to_json()["fields"] or table.partition_spec.fields != spec.fields:
+        if (
+            table.metadata.schema.to_json()["fields"] != schema.to_json()["fields"]
+            or table.partition_spec.fields != spec.fields
+        ):
             raise SchemaMismatch(
                 f"table {self.name} was created concurrently with another schema or partitioning; nothing was committed"
             )

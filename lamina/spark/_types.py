@@ -29,8 +29,14 @@ def spark_type(t: pa.DataType, column: str, field_ids: bool = False) -> T.DataTy
     if pa.types.is_integer(t):
         # Spark reads Parquet unsigned ints into the next wider signed type (uint64 into decimal(20,0)).
         return {
-            "int8": T.ByteType(), "int16": T.ShortType(), "int32": T.IntegerType(), "int64": T.LongType(),
-            "uint8": T.ShortType(), "uint16": T.IntegerType(), "uint32": T.LongType(), "uint64": T.DecimalType(20, 0),
+            "int8": T.ByteType(),
+            "int16": T.ShortType(),
+            "int32": T.IntegerType(),
+            "int64": T.LongType(),
+            "uint8": T.ShortType(),
+            "uint16": T.IntegerType(),
+            "uint32": T.LongType(),
+            "uint64": T.DecimalType(20, 0),
         }[str(t)]
     if pa.types.is_float32(t):
         return T.FloatType()
@@ -52,9 +58,16 @@ def spark_type(t: pa.DataType, column: str, field_ids: bool = False) -> T.DataTy
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return T.ArrayType(spark_type(t.value_type, column, field_ids), t.value_field.nullable)
     if pa.types.is_map(t):
-        return T.MapType(spark_type(t.key_type, column, field_ids), spark_type(t.item_type, column, field_ids), t.item_field.nullable)
+        return T.MapType(
+            spark_type(t.key_type, column, field_ids), spark_type(t.item_type, column, field_ids), t.item_field.nullable
+        )
     if pa.types.is_struct(t):
-        return T.StructType([T.StructField(f.name, spark_type(f.type, column, field_ids), f.nullable, _field_id(f, field_ids)) for f in t])
+        return T.StructType(
+            [
+                T.StructField(f.name, spark_type(f.type, column, field_ids), f.nullable, _field_id(f, field_ids))
+                for f in t
+            ]
+        )
     raise SchemaMismatch(f"column {column!r} has type {t}, which Spark cannot read from Parquet")
 
 
@@ -66,16 +79,26 @@ def _field_id(f: pa.Field, wanted: bool) -> dict[str, int] | None:
 def spark_schema(schema: pa.Schema, field_ids: bool = False) -> T.StructType:
     """The StructType of a Lamina table (all fields nullable in Spark's view of Parquet).
     ``field_ids``: with the Parquet field ids of ``schema`` (``Schema.physical_arrow``)."""
-    return T.StructType([T.StructField(f.name, spark_type(f.type, f.name, field_ids), True, _field_id(f, field_ids)) for f in schema])
+    return T.StructType(
+        [T.StructField(f.name, spark_type(f.type, f.name, field_ids), True, _field_id(f, field_ids)) for f in schema]
+    )
 
 
 def arrow_type(t: T.DataType, column: str) -> pa.DataType:
     """The Arrow type Lamina stores a Spark column as (the inverse of ``spark_type``)."""
     simple = {
-        T.BooleanType: pa.bool_(), T.ByteType: pa.int8(), T.ShortType: pa.int16(), T.IntegerType: pa.int32(),
-        T.LongType: pa.int64(), T.FloatType: pa.float32(), T.DoubleType: pa.float64(), T.StringType: pa.string(),
-        T.BinaryType: pa.binary(), T.DateType: pa.date32(),
-        T.TimestampType: pa.timestamp("us", "UTC"), T.TimestampNTZType: pa.timestamp("us"),
+        T.BooleanType: pa.bool_(),
+        T.ByteType: pa.int8(),
+        T.ShortType: pa.int16(),
+        T.IntegerType: pa.int32(),
+        T.LongType: pa.int64(),
+        T.FloatType: pa.float32(),
+        T.DoubleType: pa.float64(),
+        T.StringType: pa.string(),
+        T.BinaryType: pa.binary(),
+        T.DateType: pa.date32(),
+        T.TimestampType: pa.timestamp("us", "UTC"),
+        T.TimestampNTZType: pa.timestamp("us"),
     }
     for cls, at in simple.items():
         if type(t) is cls:
@@ -85,7 +108,9 @@ def arrow_type(t: T.DataType, column: str) -> pa.DataType:
     if isinstance(t, T.ArrayType):
         return pa.list_(pa.field("element", arrow_type(t.elementType, column), t.containsNull))
     if isinstance(t, T.MapType):
-        return pa.map_(arrow_type(t.keyType, column), pa.field("value", arrow_type(t.valueType, column), t.valueContainsNull))
+        return pa.map_(
+            arrow_type(t.keyType, column), pa.field("value", arrow_type(t.valueType, column), t.valueContainsNull)
+        )
     if isinstance(t, T.StructType):
         return pa.struct([pa.field(f.name, arrow_type(f.dataType, column), f.nullable) for f in t.fields])
     raise SchemaMismatch(f"column {column!r} has Spark type {t.simpleString()}, which Lamina tables cannot store")
@@ -117,6 +142,7 @@ def _batch_type(t: T.DataType, column: str) -> pa.DataType:
 
 # --- writing into an existing table ------------------------------------------------------
 
+
 def _arrow_view(t: T.DataType) -> pa.DataType:
     """The Arrow type of a DataFrame column of Spark type ``t`` for the write rule (a column of
     Spark's NullType, ``lit(None)``, is Arrow's null type)."""
@@ -142,7 +168,9 @@ def _widens_to(t: pa.DataType, source: T.DataType) -> bool:
         return False
 
 
-def check_writable(df_schema: T.StructType, schema: Schema, uri: str) -> list[tuple[str, T.DataType | None, T.DataType]]:
+def check_writable(
+    df_schema: T.StructType, schema: Schema, uri: str
+) -> list[tuple[str, T.DataType | None, T.DataType]]:
     """Plan how a DataFrame's columns become the columns of a table of ``schema``: (table
     column, DataFrame type or None if missing, table type), in table order. A missing column
     with a write default is written as it; SchemaMismatch names every problem at once."""
@@ -164,9 +192,11 @@ def check_writable(df_schema: T.StructType, schema: Schema, uri: str) -> list[tu
             plan.append((f.name, None, target))
             continue
         if not safe_cast(src.dataType, target):
-            problems.append(f"column {f.name!r} is {src.dataType.simpleString()}, the table has {target.simpleString()} "
-                            f"(only a lossless widening is stored as it is: cast it first, "
-                            f"F.col({quoted(f.name)!r}).cast({target.simpleString()!r}))")
+            problems.append(
+                f"column {f.name!r} is {src.dataType.simpleString()}, the table has {target.simpleString()} "
+                f"(only a lossless widening is stored as it is: cast it first, "
+                f"F.col({quoted(f.name)!r}).cast({target.simpleString()!r}))"
+            )
             evolvable = evolvable or _widens_to(f.type, src.dataType)
         plan.append((f.name, src.dataType, target))
     if problems:
@@ -174,10 +204,14 @@ def check_writable(df_schema: T.StructType, schema: Schema, uri: str) -> list[tu
             " To add the new columns in the same version, write with option('mergeSchema', 'true') "
             "(lamina.spark.write(..., schema_mode='merge')); it also widens the columns the DataFrame has wider "
             "where the table property schema.type-widening.enabled is true. Or change the table's schema first "
-            "with table.update_schema()." if evolvable else ""
+            "with table.update_schema()."
+            if evolvable
+            else ""
         )
         raise SchemaMismatch(
-            f"the DataFrame does not fit table {uri}: " + "; ".join(problems)
-            + f". Table schema: {spark_schema(table).simpleString()}; nothing was written." + hint
+            f"the DataFrame does not fit table {uri}: "
+            + "; ".join(problems)
+            + f". Table schema: {spark_schema(table).simpleString()}; nothing was written."
+            + hint
         )
     return plan

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -49,7 +50,9 @@ def _starting_version(options: Mapping[str, str]) -> int | None:
         return None
     version = _int_opt(options, "startingVersion")
     if version is None or version < 0:
-        raise InvalidArgument(f"option startingVersion must be a version number >= 0 (or 'latest' when streaming), got {v!r}")
+        raise InvalidArgument(
+            f"option startingVersion must be a version number >= 0 (or 'latest' when streaming), got {v!r}"
+        )
     return version
 
 
@@ -65,7 +68,9 @@ def _range_options(options: Mapping[str, str], streaming: bool) -> tuple[int | N
     start, start_ts = _starting_version(options), timestamp_opt(options, "startingTimestamp")
     end, end_ts = _int_opt(options, "endingVersion"), timestamp_opt(options, "endingTimestamp")
     if streaming and (end is not None or end_ts is not None):
-        raise InvalidArgument("endingVersion and endingTimestamp apply to batch reads; a stream reads every new version")
+        raise InvalidArgument(
+            "endingVersion and endingTimestamp apply to batch reads; a stream reads every new version"
+        )
     if start is not None and end is not None and end < start:
         raise InvalidArgument(
             f"endingVersion {end} is before startingVersion {start}; both are inclusive (the changes of versions "
@@ -87,8 +92,14 @@ def feed_of(table: lamina.Table, options: Mapping[str, str], *, streaming: bool 
     start, start_ts, end, end_ts = _range_options(options, streaming)
     if start is None and start_ts is None:
         return None
-    return table.changes(_after(start), end, start_timestamp=start_ts, end_timestamp=end_ts,
-                         where=_opt(options, "where"), columns=columns_opt(options))
+    return table.changes(
+        _after(start),
+        end,
+        start_timestamp=start_ts,
+        end_timestamp=end_ts,
+        where=_opt(options, "where"),
+        columns=columns_opt(options),
+    )
 
 
 def start_of(table: lamina.Table, options: Mapping[str, str]) -> int | None:
@@ -114,14 +125,18 @@ class ChangesPartition(InputPartition):
         self.steps = steps
 
 
-def change_partitions(steps: Sequence[tuple[VersionManifest, VersionManifest]], parts: int | None) -> list[ChangesPartition]:
+def change_partitions(
+    steps: Sequence[tuple[VersionManifest, VersionManifest]], parts: int | None
+) -> list[ChangesPartition]:
     """The versions of ``steps`` in about ``parts`` read tasks (default: the driver's cores), by
     the rows each version added and removed; versions that change no row (compaction) are left out."""
     steps = [s for s in steps if s[1].operation not in NO_DATA_CHANGE]
     if not steps:
         return []
-    weight = np.array([1 + int(new.summary.get("added-records", 0)) + int(new.summary.get("removed-records", 0))
-                       for _, new in steps], dtype=np.int64)
+    weight = np.array(
+        [1 + int(new.summary.get("added-records", 0)) + int(new.summary.get("removed-records", 0)) for _, new in steps],
+        dtype=np.int64,
+    )
     bins = balanced_bins(weight, parts or os.cpu_count() or 1)
     return [ChangesPartition([s for s, b in zip(steps, bins) if b == k]) for k in range(int(bins.max()) + 1)]
 
@@ -130,8 +145,15 @@ class ChangeRows:
     """What a task needs to compute changes: the table's location and a scan of the version
     whose schema the rows follow (columns, predicate). Pickled into every task."""
 
-    def __init__(self, uri: str, storage: Mapping[str, Any], vm: VersionManifest, predicate: Expr,
-                 columns: Sequence[str] | None, out_schema: pa.Schema) -> None:
+    def __init__(
+        self,
+        uri: str,
+        storage: Mapping[str, Any],
+        vm: VersionManifest,
+        predicate: Expr,
+        columns: Sequence[str] | None,
+        out_schema: pa.Schema,
+    ) -> None:
         self.uri, self.storage = uri, dict(storage)
         self.vm, self.predicate, self.columns = vm, predicate, None if columns is None else list(columns)
         self.out_schema = out_schema
@@ -190,18 +212,33 @@ def read_changes(
     from lamina.spark.read import where_option
 
     ref = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch)
-    feed = ref.open().changes(start_version, end_version, start_timestamp=start_timestamp, end_timestamp=end_timestamp,
-                              start_tag=start_tag, end_tag=end_tag, where=where, columns=columns)
+    feed = ref.open().changes(
+        start_version,
+        end_version,
+        start_timestamp=start_timestamp,
+        end_timestamp=end_timestamp,
+        start_tag=start_tag,
+        end_tag=end_tag,
+        where=where,
+        columns=columns,
+    )
     if not feed.versions:  # an empty range (start == end), which Delta's inclusive options cannot name
         return spark.createDataFrame([], changes_spark_schema(feed.reader))
     register(spark)
-    reader = (spark.read.format("lamina").options(**ref.data_source_options()).option(READ_CHANGE_FEED, "true")
-              .option("startingVersion", str(feed.start_version + 1)).option("endingVersion", str(feed.end_version)))
+    reader = (
+        spark.read.format("lamina")
+        .options(**ref.data_source_options())
+        .option(READ_CHANGE_FEED, "true")
+        .option("startingVersion", str(feed.start_version + 1))
+        .option("endingVersion", str(feed.end_version))
+    )
     if where is not None:
         text = where if isinstance(where, str) else where_option(feed.reader)
         if text is None:
-            raise InvalidArgument(f"read_changes: where {where!r} has no Lamina SQL form (a literal such as inf or bytes); "
-                                  "pass it as SQL text")
+            raise InvalidArgument(
+                f"read_changes: where {where!r} has no Lamina SQL form (a literal such as inf or bytes); "
+                "pass it as SQL text"
+            )
         reader = reader.option("where", text)
     if columns is not None:
         reader = reader.option("columns", json.dumps(list(columns)))

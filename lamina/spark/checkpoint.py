@@ -15,7 +15,8 @@ commits, and a batch at or below the recorded id is skipped.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from lamina.errors import InvalidArgument
 from lamina.io import FileIO
@@ -25,8 +26,17 @@ QUERY_ID_PROPERTY = "sql.streaming.queryId"
 # Spark's session-wide checkpoint root (a named query checkpoints in <root>/<query name>).
 CHECKPOINT_ROOT_CONF = "spark.sql.streaming.checkpointLocation"
 # Stores Lamina reads (obstore's), by the schemes Hadoop gives them.
-_SCHEMES = {"s3a": "s3", "s3n": "s3", "s3": "s3", "gs": "gs", "abfs": "az", "abfss": "az", "az": "az", "file": "file",
-            "memory": "memory"}
+_SCHEMES = {
+    "s3a": "s3",
+    "s3n": "s3",
+    "s3": "s3",
+    "gs": "gs",
+    "abfs": "az",
+    "abfss": "az",
+    "az": "az",
+    "file": "file",
+    "memory": "memory",
+}
 
 
 def location_of(checkpoint: str) -> str:
@@ -54,7 +64,9 @@ def query_id(checkpoint: str, storage_options: Mapping[str, Any] | None = None) 
     try:
         qid = json.loads(data)["id"]
     except (ValueError, KeyError, TypeError):
-        raise InvalidArgument(f"{checkpoint}/{METADATA} is not a Spark streaming checkpoint's metadata: {data[:200]!r}") from None
+        raise InvalidArgument(
+            f"{checkpoint}/{METADATA} is not a Spark streaming checkpoint's metadata: {data[:200]!r}"
+        ) from None
     if not isinstance(qid, str) or not qid:
         raise InvalidArgument(f"{checkpoint}/{METADATA} holds no query id: {data[:200]!r}")
     return qid

@@ -20,7 +20,8 @@ that fails removes them. Works on every store the tasks can reach (local paths,
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -33,8 +34,15 @@ from lamina.spec.version import VersionManifest
 from lamina.table import WriteSession
 
 
-def _group_task(location: str, storage: Mapping[str, Any] | None, base: bytes, version: int, target: int,
-                sort_by: list[Any], write_id: str) -> Callable[[pa.Table], pa.Table]:
+def _group_task(
+    location: str,
+    storage: Mapping[str, Any] | None,
+    base: bytes,
+    version: int,
+    target: int,
+    sort_by: list[Any],
+    write_id: str,
+) -> Callable[[pa.Table], pa.Table]:
     """What one Spark task runs: rewrite one group's input files (of the version manifest
     ``base``, as JSON) as output files for ``version``; their entries. The task is given the
     manifest rather than reopening the table at its number: a branch's version numbers are
@@ -56,7 +64,9 @@ def spark_rewriter(spark: Any) -> Callable[[CompactFiles, Base, list[pa.Table]],
         if not groups:
             return []
         io, vm = base.io, base.metadata
-        task = _group_task(io.uri, io.options or None, vm.to_json(), base.version, op.target, op.sort_keys(base), op.write_id)
+        task = _group_task(
+            io.uri, io.options or None, vm.to_json(), base.version, op.target, op.sort_keys(base), op.write_id
+        )
         rdd = spark.sparkContext.parallelize(groups, len(groups))
         rdd.setName(f"lamina compact {io.uri} v{vm.version}: {len(groups)} groups")
         return rdd.map(task).collect()
@@ -86,6 +96,10 @@ def compact(
     # before a task runs, and deletes the outputs if the compaction commits nothing.
     with WriteSession(table, commit_options=commit_options) as session:
         return table.maintenance.compact(
-            target_file_size=target_file_size, min_file_size=min_file_size, where=where, sort_by=sort_by,
-            rewrite_groups=spark_rewriter(spark), session=session,
+            target_file_size=target_file_size,
+            min_file_size=min_file_size,
+            where=where,
+            sort_by=sort_by,
+            rewrite_groups=spark_rewriter(spark),
+            session=session,
         )

@@ -21,8 +21,9 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,7 @@ def native_load(spark: Any, options: dict[str, str]) -> Any:
     return read(spark, ref.open(), where=_opt(options, "where"), columns=columns_opt(options), **_time_travel(options))
 
 
-def _load(self: Any, path: Any = None, format: str | None = None, schema: Any = None,  # noqa: A002
-          **options: Any) -> Any:
+def _load(self: Any, path: Any = None, format: str | None = None, schema: Any = None, **options: Any) -> Any:
     original = _ORIGINAL_LOAD[0]
     if format is not None:
         self.format(format)
@@ -80,7 +80,12 @@ def _load(self: Any, path: Any = None, format: str | None = None, schema: Any = 
         self.schema(schema)
     self.options(**options)
     st = reader_state(self)
-    if st.source is None or st.source.lower() != "lamina" or st.has_schema or not (path is None or isinstance(path, str)):
+    if (
+        st.source is None
+        or st.source.lower() != "lamina"
+        or st.has_schema
+        or not (path is None or isinstance(path, str))
+    ):
         return original(self, path)
     opts = dict(st.options)
     if path is not None:

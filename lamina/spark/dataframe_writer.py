@@ -42,8 +42,9 @@ import functools
 import json
 import logging
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from lamina.errors import InvalidArgument
 
@@ -55,8 +56,14 @@ _lock = threading.Lock()
 # The pyspark methods wrapped, as they were: (class name, method) -> function.
 _ORIGINAL: dict[tuple[str, str], Callable[..., Any]] = {}
 # Spark's names of its save modes (SaveMode.valueOf, case-insensitively), as Lamina's.
-_SAVE_MODES = {"overwrite": "overwrite", "append": "append", "ignore": "ignore", "error": "errorifexists",
-               "errorifexists": "errorifexists", "default": "errorifexists"}
+_SAVE_MODES = {
+    "overwrite": "overwrite",
+    "append": "append",
+    "ignore": "ignore",
+    "error": "errorifexists",
+    "errorifexists": "errorifexists",
+    "default": "errorifexists",
+}
 
 
 @dataclass
@@ -124,7 +131,8 @@ def save_lamina(st: WriterState, path: str | None) -> None:
     if st.unsupported:
         raise InvalidArgument(
             f"format('lamina') does not take {', '.join(st.unsupported)}: partition by bucket(N, column) "
-            "(partitionBy('bucket(16, id)')), order files with the table property write.sort-order")
+            "(partitionBy('bucket(16, id)')), order files with the table property write.sort-order"
+        )
     opts = st.with_path(path)
     mode = save_mode(st.mode)
     if st.partition_by is not None:
@@ -164,9 +172,16 @@ def _save_natively(df: Any, target: Any, opts: Mapping[str, str]) -> None:
 
     app = (target.app_id, int(target.app_seq)) if target.app_id is not None else None
     try:
-        write_ref(df, target.ref, target.mode, partition_by=partition_by_opt(opts), where=target.where,
-                  app_transaction=app, schema_mode="merge" if _bool_opt(opts, "mergeSchema") else None,
-                  exclusive=target.save_mode in ("errorifexists", "ignore"))
+        write_ref(
+            df,
+            target.ref,
+            target.mode,
+            partition_by=partition_by_opt(opts),
+            where=target.where,
+            app_transaction=app,
+            schema_mode="merge" if _bool_opt(opts, "mergeSchema") else None,
+            exclusive=target.save_mode in ("errorifexists", "ignore"),
+        )
     except TableAlreadyExists:
         if target.save_mode != "ignore":
             raise
@@ -174,8 +189,9 @@ def _save_natively(df: Any, target: Any, opts: Mapping[str, str]) -> None:
     return None
 
 
-def _applied(writer: Any, format: str | None, mode: str | None, partitionBy: Any,  # noqa: A002
-             options: dict[str, Any]) -> WriterState:
+def _applied(
+    writer: Any, format: str | None, mode: str | None, partitionBy: Any, options: dict[str, Any]
+) -> WriterState:
     """The state of a ``DataFrameWriter`` once the arguments of ``save``/``saveAsTable`` are
     applied to it, as pyspark's own methods apply them."""
     writer.mode(mode).options(**options)
@@ -186,16 +202,23 @@ def _applied(writer: Any, format: str | None, mode: str | None, partitionBy: Any
     return state_of(writer)
 
 
-def _save(self: Any, path: str | None = None, format: str | None = None, mode: str | None = None,  # noqa: A002
-          partitionBy: Any = None, **options: Any) -> None:
+def _save(
+    self: Any,
+    path: str | None = None,
+    format: str | None = None,
+    mode: str | None = None,
+    partitionBy: Any = None,
+    **options: Any,
+) -> None:
     st = _applied(self, format, mode, partitionBy, options)
     if not st.is_lamina:
         return _ORIGINAL[("DataFrameWriter", "save")](self, path)
     return save_lamina(st, path)
 
 
-def _save_as_table(self: Any, name: str, format: str | None = None, mode: str | None = None,  # noqa: A002
-                   partitionBy: Any = None, **options: Any) -> None:
+def _save_as_table(
+    self: Any, name: str, format: str | None = None, mode: str | None = None, partitionBy: Any = None, **options: Any
+) -> None:
     st = _applied(self, format, mode, partitionBy, options)
     if not st.is_lamina:
         return _ORIGINAL[("DataFrameWriter", "saveAsTable")](self, name)
@@ -204,10 +227,13 @@ def _save_as_table(self: Any, name: str, format: str | None = None, mode: str | 
         if "path" not in has:
             raise InvalidArgument(
                 f"saveAsTable({name!r}) with format('lamina') names a table of a Lamina catalog: add "
-                "option('catalog', <catalog URI>) (e.g. 'sqlite:///warehouse/catalog.db'), or save(<location>)")
+                "option('catalog', <catalog URI>) (e.g. 'sqlite:///warehouse/catalog.db'), or save(<location>)"
+            )
         return _ORIGINAL[("DataFrameWriter", "saveAsTable")](self, name)  # Spark's session catalog, as Spark does it
     if "path" in has:
-        raise InvalidArgument(f"saveAsTable({name!r}) into a Lamina catalog places the table itself: drop option('path')")
+        raise InvalidArgument(
+            f"saveAsTable({name!r}) into a Lamina catalog places the table itself: drop option('path')"
+        )
     return save_lamina(st, name)
 
 
@@ -226,8 +252,15 @@ def check_stream(st: WriterState, path: str | None) -> None:
     LaminaStreamWriter(opts, st.df.schema, overwrite=(st.mode or "append").lower() == "complete")
 
 
-def _start(self: Any, path: str | None = None, format: str | None = None, outputMode: str | None = None,  # noqa: A002
-           partitionBy: Any = None, queryName: str | None = None, **options: Any) -> Any:
+def _start(
+    self: Any,
+    path: str | None = None,
+    format: str | None = None,
+    outputMode: str | None = None,
+    partitionBy: Any = None,
+    queryName: str | None = None,
+    **options: Any,
+) -> Any:
     self.options(**options)  # as pyspark's start applies them
     if outputMode is not None:
         self.outputMode(outputMode)
@@ -297,8 +330,9 @@ _RECORDERS: dict[str, dict[str, Callable[..., None]]] = {
 }
 
 
-def _recording(original: Callable[..., Any], record: Callable[..., None],
-               state: Callable[[Any], Any] | None = None) -> Callable[..., Any]:
+def _recording(
+    original: Callable[..., Any], record: Callable[..., None], state: Callable[[Any], Any] | None = None
+) -> Callable[..., Any]:
     """``original`` (a pyspark writer or reader method returning it, or its ``__init__``),
     recording its arguments into its state (``state``, default the writer's ``state_of``) once it
     accepted them."""
@@ -319,8 +353,10 @@ def install() -> None:
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
     with _lock:
-        for cls, actions in ((DataFrameWriter, {"save": _save, "saveAsTable": _save_as_table}),
-                             (DataStreamWriter, {"start": _start})):
+        for cls, actions in (
+            (DataFrameWriter, {"save": _save, "saveAsTable": _save_as_table}),
+            (DataStreamWriter, {"start": _start}),
+        ):
             if cls.__dict__.get(_INSTALLED):
                 continue
             for name, record in {**_RECORDERS["common"], **_RECORDERS[cls.__name__]}.items():

@@ -19,8 +19,9 @@ import json
 import logging
 import math
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -45,20 +46,25 @@ from lamina.expr import AlwaysTrue, Expr, bind, to_arrow_filter, to_expr
 from lamina.io import FileIO
 from lamina.io.fileio import S3_OPTION_ENV
 from lamina.manifest.entries import data_entries, manifest_schema
-from lamina.spec.stats import StatsPolicy, stats_policy
 from lamina.operations.schema import UpdateSchema
 from lamina.spark._target import TableRef
-from lamina.spark.checkpoint import location_of, query_id
 from lamina.spark._types import arrow_schema, batch_schema, check_writable, spark_schema
-from lamina.spark.registered import (
-    check_registered_schema, is_registration, not_registered, registered_options, registration, with_registration,
-)
+from lamina.spark.checkpoint import location_of, query_id
 from lamina.spark.read import resolve_scan
+from lamina.spark.registered import (
+    check_registered_schema,
+    is_registration,
+    not_registered,
+    registered_options,
+    registration,
+    with_registration,
+)
 from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID
-from lamina.spec.properties import WriterProperties
 from lamina.spec.partition import PartitionSpec, check_partition_by, parse_partition_by
 from lamina.spec.partition import split_top_level as split_entries
+from lamina.spec.properties import WriterProperties
 from lamina.spec.schema import Schema
+from lamina.spec.stats import StatsPolicy, stats_policy
 from lamina.table import WriteSession
 from lamina.table.engine import merged_schema
 
@@ -143,7 +149,9 @@ def columns_opt(options: Mapping[str, str]) -> list[str] | None:
     if v.lstrip().startswith("["):
         names = _json_strings(v)
         if names is None:
-            raise InvalidArgument(f"option columns must be a JSON array of column names or names separated by commas, got {v!r}")
+            raise InvalidArgument(
+                f"option columns must be a JSON array of column names or names separated by commas, got {v!r}"
+            )
     else:
         names = [n.strip() for n in v.split(",")]
     if not names or any(not n for n in names):
@@ -179,10 +187,14 @@ def partition_by_opt(options: Mapping[str, str]) -> list[str] | None:
         return entries
     cols = _json_strings(given)
     if cols is None:
-        raise InvalidArgument(f"option {PARTITION_COLUMNS_OPTION} must be a JSON array of partitionBy entries, got {given!r}")
+        raise InvalidArgument(
+            f"option {PARTITION_COLUMNS_OPTION} must be a JSON array of partitionBy entries, got {given!r}"
+        )
     cols = [c.strip() for c in cols]
     if entries is not None and entries != cols:
-        raise InvalidArgument(f"partitionBy{tuple(cols)} and option partitionBy {text!r} differ: give the partitioning once")
+        raise InvalidArgument(
+            f"partitionBy{tuple(cols)} and option partitionBy {text!r} differ: give the partitioning once"
+        )
     return cols
 
 
@@ -209,8 +221,13 @@ def _time_travel(options: Mapping[str, str]) -> dict[str, Any]:
 def _ref(options: Mapping[str, str]) -> TableRef:
     """The table the options name: ``path`` is a location, or an identifier when ``catalog`` is
     set; ``branch``: that branch of it (reads and writes are the branch's)."""
-    return TableRef.from_options(_path(options), storage_options(options), _opt(options, "catalog"),
-                                 _opt(options, "catalog.password"), _opt(options, "branch"))
+    return TableRef.from_options(
+        _path(options),
+        storage_options(options),
+        _opt(options, "catalog"),
+        _opt(options, "catalog.password"),
+        _opt(options, "branch"),
+    )
 
 
 # --- reading -------------------------------------------------------------------------
@@ -274,8 +291,13 @@ class LaminaReader(DataSourceReader):
         self.num_partitions = _int_opt(options, "numPartitions")
 
     def _scan(self) -> Scan:
-        return Scan(FileIO(self.uri, self.storage or None), self.metadata, self.predicate, self.columns,
-                    log=_LogByLocation(self.uri, self.storage, self.branch))
+        return Scan(
+            FileIO(self.uri, self.storage or None),
+            self.metadata,
+            self.predicate,
+            self.columns,
+            log=_LogByLocation(self.uri, self.storage, self.branch),
+        )
 
     def partitions(self) -> list[FilesPartition]:
         entries = self._scan().plan().entries
@@ -370,7 +392,7 @@ class WriteTarget:
     skip: bool = False
 
     @classmethod
-    def prepare(cls, options: Mapping[str, str], df_schema: StructType, overwrite: bool) -> "WriteTarget":
+    def prepare(cls, options: Mapping[str, str], df_schema: StructType, overwrite: bool) -> WriteTarget:
         """The write planned on the driver side, every option checked: a bad option, a table
         that must (not) exist, a DataFrame that does not fit the table fail here, before any
         task runs."""
@@ -390,9 +412,23 @@ class WriteTarget:
                 )
             table.check_writable()  # before any task writes a file
             if save_mode == "ignore":  # nothing to write: the table stays as it is
-                return cls(ref, uri, storage, table.metadata.schema, table.partition_spec, None, "append", None, None,
-                           None, WriterProperties.from_properties(table.properties), new_write_id(),
-                           stats_policy(table.metadata.schema, table.properties), save_mode=save_mode, skip=True)
+                return cls(
+                    ref,
+                    uri,
+                    storage,
+                    table.metadata.schema,
+                    table.partition_spec,
+                    None,
+                    "append",
+                    None,
+                    None,
+                    None,
+                    WriterProperties.from_properties(table.properties),
+                    new_write_id(),
+                    stats_policy(table.metadata.schema, table.properties),
+                    save_mode=save_mode,
+                    skip=True,
+                )
             if merge_schema:
                 schema_update = merged_schema(table.metadata, arrow_schema(df_schema))
             schema = table.metadata.schema if schema_update is None else schema_update.planned_schema
@@ -413,8 +449,20 @@ class WriteTarget:
         if (app_id is None) != (app_seq is None):
             raise InvalidArgument("txnAppId and txnVersion go together")
         return cls(
-            ref, uri, storage, schema, spec, create, "overwrite" if overwrite else "append", where, app_id, app_seq,
-            WriterProperties.from_properties(props), new_write_id(), stats_policy(schema, props), schema_update,
+            ref,
+            uri,
+            storage,
+            schema,
+            spec,
+            create,
+            "overwrite" if overwrite else "append",
+            where,
+            app_id,
+            app_seq,
+            WriterProperties.from_properties(props),
+            new_write_id(),
+            stats_policy(schema, props),
+            schema_update,
             save_mode,
         )
 
@@ -463,11 +511,19 @@ class WriteTarget:
                     f"{data.num_rows - matching} rows do not match replaceWhere {self.where!r}; "
                     "every row written with replaceWhere must match it"
                 )
-        return write_data_files(io, self.schema, self.spec, data, self.write_id, self.settings.max_rows_per_file,
-                                self.settings.parquet_compression, stats=self.stats,
-                                integer_encoding=self.settings.parquet_integer_encoding,
-                                small_file_bytes=self.settings.parquet_small_file_bytes,
-                                row_groups=RowGroups.of(self.settings))
+        return write_data_files(
+            io,
+            self.schema,
+            self.spec,
+            data,
+            self.write_id,
+            self.settings.max_rows_per_file,
+            self.settings.parquet_compression,
+            stats=self.stats,
+            integer_encoding=self.settings.parquet_integer_encoding,
+            small_file_bytes=self.settings.parquet_small_file_bytes,
+            row_groups=RowGroups.of(self.settings),
+        )
 
     # -- driver side ------------------------------------------------------------------
 
@@ -476,8 +532,13 @@ class WriteTarget:
         mode errorifexists or ignore only if no other writer created it meanwhile: TableAlreadyExists)."""
         if self.create_partition_by is None:
             return self.ref.open()
-        return self.ref.create(self.schema, self.spec, self.create_partition_by or None, None,
-                               exclusive=self.save_mode in ("errorifexists", "ignore"))
+        return self.ref.create(
+            self.schema,
+            self.spec,
+            self.create_partition_by or None,
+            None,
+            exclusive=self.save_mode in ("errorifexists", "ignore"),
+        )
 
     @staticmethod
     def _reported(messages: list[Any]) -> tuple[list[Any], list[str]]:
@@ -495,8 +556,12 @@ class WriteTarget:
         try:
             session = WriteSession(self._table(), write_id=self.write_id, register=False)
         except BaseException as e:  # no table to commit to (or it may not be written): nothing was committed
-            discard_writes(FileIO(self.uri, self.storage or None), [self.write_id, *write_ids],
-                           [p for m in msgs for p in m.entries.column("path").to_pylist()], search=False)
+            discard_writes(
+                FileIO(self.uri, self.storage or None),
+                [self.write_id, *write_ids],
+                [p for m in msgs for p in m.entries.column("path").to_pylist()],
+                search=False,
+            )
             if isinstance(e, TableAlreadyExists) and self.save_mode == "ignore":
                 log.info("mode('ignore'): %s was created by another writer meanwhile; nothing written", self.ref.name)
                 return None
@@ -577,8 +642,10 @@ class LaminaStreamWriter(DataSourceStreamArrowWriter):
         if self.app_id is None and self.checkpoint is not None:
             self.app_id = query_id(self.checkpoint, self.storage)
             if self.app_id is None:
-                raise InvalidArgument(f"the streaming query's checkpoint {self.checkpoint} holds no query id (no metadata "
-                                      "file): is it the query's checkpointLocation?")
+                raise InvalidArgument(
+                    f"the streaming query's checkpoint {self.checkpoint} holds no query id (no metadata "
+                    "file): is it the query's checkpointLocation?"
+                )
         return self.app_id or str(self.query_name)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LaminaCommitMessage:
@@ -625,8 +692,10 @@ class LaminaDataSource(DataSource):
         columns = columns_opt(self.options)
         if reads_changes(self.options):
             if any(_time_travel(self.options).values()):
-                raise InvalidArgument("versionAsOf, timestampAsOf and tag do not apply to readChangeFeed: "
-                                      "give the range with startingVersion/endingVersion (or the timestamps)")
+                raise InvalidArgument(
+                    "versionAsOf, timestampAsOf and tag do not apply to readChangeFeed: "
+                    "give the range with startingVersion/endingVersion (or the timestamps)"
+                )
             feed = feed_of(table, self.options)
             if feed is not None:
                 self.change_start, self.version = feed.start_version, feed.end_version
@@ -703,4 +772,3 @@ def register(spark: Any) -> None:
     spark.dataSource.register(LaminaDataSource)
     dataframe_writer.install()
     dataframe_reader.install()
-

@@ -12,8 +12,9 @@ through the Python data source (see docs/spark.md).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -21,14 +22,15 @@ import pyarrow.compute as pc
 
 import lamina
 from lamina.data import deletes
+from lamina.data.footer_stats import footers_of
 from lamina.data.scan import Scan
 from lamina.errors import InvalidArgument, LaminaError
 from lamina.expr import AlwaysTrue, Expr, bind, to_sql
 from lamina.io import FileIO
 from lamina.spark._filters import spark_literal, to_spark_column
-from lamina.data.footer_stats import footers_of
 from lamina.spark._target import TableRef
-from lamina.spark._types import quoted as _q, spark_schema
+from lamina.spark._types import quoted as _q
+from lamina.spark._types import spark_schema
 from lamina.spark.s3a import native_root, spark_uri
 from lamina.spec.layout import MAIN_BRANCH
 from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LAST_UPDATED, LINEAGE_FIELDS, ROW_ID
@@ -144,10 +146,12 @@ def _deleted_positions(io: FileIO, entries: pa.Table) -> pa.Table:
     positions = [deletes.positions_array(bm).astype(np.int64) for bm in bitmaps]
     paths = [spark_file_path(u) for u in file_uris(io, entries.column("path")).to_pylist()]
     counts = np.array([len(p) for p in positions], dtype=np.int64)
-    return pa.table({
-        "file_path": pa.array(paths, pa.string()).take(pa.array(np.repeat(np.arange(len(paths)), counts))),
-        "row_index": pa.array(np.concatenate(positions) if positions else np.zeros(0, np.int64), pa.int64()),
-    })
+    return pa.table(
+        {
+            "file_path": pa.array(paths, pa.string()).take(pa.array(np.repeat(np.arange(len(paths)), counts))),
+            "row_index": pa.array(np.concatenate(positions) if positions else np.zeros(0, np.int64), pa.int64()),
+        }
+    )
 
 
 def _native_parquet(spark: Any, schema: Any, uris: list[str]) -> Any:
@@ -169,10 +173,15 @@ def with_row_lineage(spark: Any, df: Any, io: FileIO, entries: pa.Table) -> Any:
     file's ``first_row_id`` + its position, and its ``data_version``, joined by file (broadcast)."""
     from pyspark.sql import functions as F
 
-    files = pa.table({
-        FILE: pa.array([spark_file_path(u) for u in file_uris(io, entries.column("path")).to_pylist()], pa.string()),
-        _FIRST: entries.column(FIRST_ROW_ID), _DATA_VERSION: entries.column(DATA_VERSION),
-    })
+    files = pa.table(
+        {
+            FILE: pa.array(
+                [spark_file_path(u) for u in file_uris(io, entries.column("path")).to_pylist()], pa.string()
+            ),
+            _FIRST: entries.column(FIRST_ROW_ID),
+            _DATA_VERSION: entries.column(DATA_VERSION),
+        }
+    )
     df = df.join(F.broadcast(spark.createDataFrame(files)), on=FILE)
     # Only the lineage columns ``df`` has (a merge keeps just the matched rows' ``_row_id``).
     if ROW_ID in df.columns:
@@ -187,8 +196,16 @@ def _lineage_fields() -> list[Any]:
     return list(spark_schema(pa.schema(LINEAGE_FIELDS)).fields)
 
 
-def native_read(spark: Any, schema: Schema, io: FileIO, entries: pa.Table, columns: Sequence[str] | None = None,
-                *, positions: bool = False, lineage: bool = False) -> Any:
+def native_read(
+    spark: Any,
+    schema: Schema,
+    io: FileIO,
+    entries: pa.Table,
+    columns: Sequence[str] | None = None,
+    *,
+    positions: bool = False,
+    lineage: bool = False,
+) -> Any:
     """The rows of the data files ``entries`` (deletion vectors not applied) of a local table of
     ``schema``, read by Spark's Parquet reader, as the table's columns.
 
@@ -220,7 +237,9 @@ def native_read(spark: Any, schema: Schema, io: FileIO, entries: pa.Table, colum
     groups: dict[frozenset[str], list[str]] = {frozenset(): uris}
     if defaults:
         groups = {}
-        for uri, md in zip(uris, footers_of(io, entries.column("path").to_pylist(), entries.column("size").to_pylist())):
+        for uri, md in zip(
+            uris, footers_of(io, entries.column("path").to_pylist(), entries.column("size").to_pylist())
+        ):
             in_file = set(md.schema.to_arrow_schema().names)
             lacking = frozenset(c for c in defaults if schema.physical_names[c] not in in_file)
             groups.setdefault(lacking, []).append(uri)
@@ -309,8 +328,10 @@ def read(
     """
     if snapshot is not None:
         if any(x is not None for x in (version, timestamp, tag, catalog, branch, storage_options)):
-            raise InvalidArgument("a snapshot pins the table's version and names its catalog: drop version=, "
-                                  "timestamp=, tag=, catalog=, branch= and storage_options=")
+            raise InvalidArgument(
+                "a snapshot pins the table's version and names its catalog: drop version=, "
+                "timestamp=, tag=, catalog=, branch= and storage_options="
+            )
         table = snapshot.load_table(target)
         version = table.version
     else:

@@ -30,7 +30,8 @@ registers such tables).
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pyspark.sql import types as T
 
@@ -59,7 +60,7 @@ def registration(options: Mapping[str, str], storage_keys: set[str]) -> dict[str
     for k, v in options.items():
         key = k.lower()
         if key.startswith("option."):
-            key = key[len("option."):]
+            key = key[len("option.") :]
         if key in _SPARK_KEYS or any(c in key for c in _CREDENTIALS):
             continue
         bare = key[3:] if key.startswith("s3.") else key
@@ -94,20 +95,26 @@ def registered_options(schema: T.StructType | None) -> dict[str, str] | None:
     except ValueError:
         out = None
     if not isinstance(out, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in out.items()):
-        raise InvalidArgument(f"the schema of a Spark table USING lamina carries unreadable {REGISTRATION_KEY!r} metadata: {text!r}")
+        raise InvalidArgument(
+            f"the schema of a Spark table USING lamina carries unreadable {REGISTRATION_KEY!r} metadata: {text!r}"
+        )
     return out
 
 
 def not_registered(what: str) -> InvalidArgument:
     """The error for a reader (``what`` "reads") or writer ("writes") given a schema that names
     no table: a read given ``.schema(...)``, or a Spark catalog table Lamina never saw created."""
-    how = ("Spark 4.3 hands a Python data source no location for a catalog table declared with its columns "
-           "or created AS SELECT: register a Lamina table from the table itself, without columns, with "
-           "CREATE TABLE name USING lamina LOCATION '<location>', or run the statement through "
-           "lamina.spark.sql(spark, ...), which creates and registers the table so")
+    how = (
+        "Spark 4.3 hands a Python data source no location for a catalog table declared with its columns "
+        "or created AS SELECT: register a Lamina table from the table itself, without columns, with "
+        "CREATE TABLE name USING lamina LOCATION '<location>', or run the statement through "
+        "lamina.spark.sql(spark, ...), which creates and registers the table so"
+    )
     if what == "reads":
-        return InvalidArgument(f"format('lamina') reads the table's own schema (of the version it reads): remove "
-                               f".schema(...) from the read. For a Spark catalog table USING lamina: {how}")
+        return InvalidArgument(
+            f"format('lamina') reads the table's own schema (of the version it reads): remove "
+            f".schema(...) from the read. For a Spark catalog table USING lamina: {how}"
+        )
     return InvalidArgument(f"the Lamina writer was given no table to write: {how}")
 
 

@@ -28,10 +28,10 @@ tables where the session has S3A: ``lamina.spark.s3a``):
 from __future__ import annotations
 
 import datetime
-
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -52,7 +52,8 @@ from lamina.spark._collect import collect_arrow
 from lamina.spark._file_positions import FilePositions, collect_positions
 from lamina.spark._filters import to_spark_column
 from lamina.spark._target import TableRef
-from lamina.spark._types import check_writable, quoted as _q, spark_schema, spark_type
+from lamina.spark._types import check_writable, spark_schema, spark_type
+from lamina.spark._types import quoted as _q
 from lamina.spark.read import FILE, ROW, file_uris, native_read, spark_file_path, with_row_lineage, without_deleted
 from lamina.spark.s3a import native_root
 from lamina.spark.write import spark_write_files, transaction_of
@@ -96,8 +97,9 @@ def _cond(c: Any) -> Any:
     return F.lit(True) if c is None else _as_column(c)
 
 
-def read_with_positions(spark: Any, table: lamina.Table, entries: pa.Table, lineage: bool = False,
-                        resolve_lineage: bool = True) -> Any:
+def read_with_positions(
+    spark: Any, table: lamina.Table, entries: pa.Table, lineage: bool = False, resolve_lineage: bool = True
+) -> Any:
     """Live rows of the planned files ``entries`` (all their columns) with ``__lamina_file`` /
     ``__lamina_row`` (``_metadata.file_path`` / ``row_index``); rows deleted by existing DVs
     are removed. ``lineage``: with their ``_row_id`` and ``_last_updated_version`` too; with
@@ -125,11 +127,20 @@ def _positions(table: lamina.Table, entries: pa.Table, found: FilePositions) -> 
     return {file_key(e): found.taken.get(n, BitMap()) for e, n in zip(rows, names)}
 
 
-def _commit(session: WriteSession, operation: str, prune: Expr, entries: pa.Table, found: FilePositions,
-            mode: str | None, counts: dict[str, int]) -> tuple[int | None, PositionDelta]:
+def _commit(
+    session: WriteSession,
+    operation: str,
+    prune: Expr,
+    entries: pa.Table,
+    found: FilePositions,
+    mode: str | None,
+    counts: dict[str, int],
+) -> tuple[int | None, PositionDelta]:
     """Commit the positions ``found`` selected in the planned files ``entries``, and the files
     added to ``session``, as one version (StaleRowDelta if the files changed since the session's base)."""
-    return session.commit_row_delta(operation, prune, _positions(session.table, entries, found), mode=mode, counts=counts)
+    return session.commit_row_delta(
+        operation, prune, _positions(session.table, entries, found), mode=mode, counts=counts
+    )
 
 
 def _selected(df: Any, entries: pa.Table, code_col: str | None = None, n_codes: int = 0) -> FilePositions:
@@ -153,8 +164,9 @@ def _write_rows(df: Any, session: WriteSession, lineage: bool = False) -> None:
     root = native_root(df.sparkSession, table.io, "written")
     assert root is not None  # (checked when the change started: _native_table)
     # a union may leave empty part files: dropped
-    session.add_files(spark_write_files(df, table.io, root, session.data_dir, plan, schema, spec, None,
-                                        table.properties, lineage))
+    session.add_files(
+        spark_write_files(df, table.io, root, session.data_dir, plan, schema, spec, None, table.properties, lineage)
+    )
 
 
 def _with_attempts(table: lamina.Table, attempts: int, run: Any, tx: Transaction | None = None) -> Any:
@@ -177,8 +189,9 @@ def _with_attempts(table: lamina.Table, attempts: int, run: Any, tx: Transaction
     raise AssertionError("unreachable")
 
 
-def _native_table(spark: Any, target: Any, storage_options: Mapping[str, Any] | None, catalog: Any = None,
-                  branch: str | None = None) -> tuple[lamina.Table, Transaction | None]:
+def _native_table(
+    spark: Any, target: Any, storage_options: Mapping[str, Any] | None, catalog: Any = None, branch: str | None = None
+) -> tuple[lamina.Table, Transaction | None]:
     """The target table (a location, an open Table, or an identifier with ``catalog``; the
     handle on ``branch`` of it, if given), one Spark's native reader and writer reach (local,
     or S3 with S3A: ``lamina.spark.s3a``); and the transaction when the target is a
@@ -216,9 +229,17 @@ class _Clock:
 # -- delete -------------------------------------------------------------------------------------
 
 
-def delete(spark: Any, target: Any, where: Any, *, mode: str | None = None,
-           storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
-           catalog: Any = None, branch: str | None = None) -> int | None:
+def delete(
+    spark: Any,
+    target: Any,
+    where: Any,
+    *,
+    mode: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    max_attempts: int = DEFAULT_ATTEMPTS,
+    catalog: Any = None,
+    branch: str | None = None,
+) -> int | None:
     """Delete the rows matching ``where`` with Spark; one version, or None if no row matched.
 
     ``where``: a Lamina predicate (text or ``lamina.expr``): files whose statistics cannot match
@@ -234,7 +255,7 @@ def delete(spark: Any, target: Any, where: Any, *, mode: str | None = None,
     if where is None:
         raise InvalidArgument("delete needs a predicate; to remove every row use overwrite with an empty table")
     table, tx = _native_table(spark, target, storage_options, catalog, branch)
-    now = datetime.datetime.now(datetime.timezone.utc)  # current_date / current_timestamp: once per statement
+    now = datetime.datetime.now(datetime.UTC)  # current_date / current_timestamp: once per statement
     spark_where = where if isinstance(where, Column) else None
 
     def run(session: WriteSession) -> int | None:
@@ -253,9 +274,18 @@ def delete(spark: Any, target: Any, where: Any, *, mode: str | None = None,
 # -- update -------------------------------------------------------------------------------------
 
 
-def update(spark: Any, target: Any, where: Any = None, set: Mapping[str, Any] | None = None, *,  # noqa: A002
-           mode: str | None = None, storage_options: Mapping[str, Any] | None = None,
-           max_attempts: int = DEFAULT_ATTEMPTS, catalog: Any = None, branch: str | None = None) -> int | None:
+def update(
+    spark: Any,
+    target: Any,
+    where: Any = None,
+    set: Mapping[str, Any] | None = None,
+    *,
+    mode: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    max_attempts: int = DEFAULT_ATTEMPTS,
+    catalog: Any = None,
+    branch: str | None = None,
+) -> int | None:
     """Set columns of the rows matching ``where`` (every row if None) with Spark, in one version;
     None if no row matched (nothing committed). Delta's ``DeltaTable.update(condition, set)``.
 
@@ -289,8 +319,15 @@ def update(spark: Any, target: Any, where: Any = None, set: Mapping[str, Any] | 
     return _with_attempts(table, max_attempts, run, tx)
 
 
-def _update_rows(spark: Any, session: WriteSession, pred: Expr, entries: pa.Table, cond: Any,
-                 assignments: Mapping[str, Any], mode: str | None) -> int | None:
+def _update_rows(
+    spark: Any,
+    session: WriteSession,
+    pred: Expr,
+    entries: pa.Table,
+    cond: Any,
+    assignments: Mapping[str, Any],
+    mode: str | None,
+) -> int | None:
     """One attempt of ``update``: the rows of the planned files ``entries`` that ``cond`` (a
     Spark Column, None: every row) selects, rewritten with ``assignments`` into the session's
     files, their positions committed as the rows deleted."""
@@ -302,8 +339,14 @@ def _update_rows(spark: Any, session: WriteSession, pred: Expr, entries: pa.Tabl
     rows = read_with_positions(spark, table, entries, lineage, resolve_lineage=False)
     if cond is not None:
         rows = rows.where(cond)
-    values = [(_as_column(assignments[f.name]).cast(spark_type(f.type, f.name)) if f.name in assignments
-               else F.col(_q(f.name))).alias(f.name) for f in table.schema]
+    values = [
+        (
+            _as_column(assignments[f.name]).cast(spark_type(f.type, f.name))
+            if f.name in assignments
+            else F.col(_q(f.name))
+        ).alias(f.name)
+        for f in table.schema
+    ]
     changed = rows.select(F.col(FILE), F.col(ROW), *values, *([F.col(ROW_ID)] if lineage else []))
     if lineage and entries.num_rows:  # the ids of the selected rows only (a join by file)
         changed = with_row_lineage(spark, changed, table.io, entries)
@@ -311,9 +354,14 @@ def _update_rows(spark: Any, session: WriteSession, pred: Expr, entries: pa.Tabl
     try:
         found = _selected(changed, entries)
         if found.rows:  # their _last_updated_version is left null: the new version's
-            _write_rows(changed.select(*[_q(f.name) for f in table.schema],
-                                       *([ROW_ID, F.lit(None).cast("long").alias(LINEAGE_COLUMNS[1])] if lineage else [])),
-                        session, lineage)
+            _write_rows(
+                changed.select(
+                    *[_q(f.name) for f in table.schema],
+                    *([ROW_ID, F.lit(None).cast("long").alias(LINEAGE_COLUMNS[1])] if lineage else []),
+                ),
+                session,
+                lineage,
+            )
         version, _ = _commit(session, "update", pred, entries, found, mode, {"rows_updated": found.rows})
     finally:
         changed.unpersist()
@@ -335,10 +383,20 @@ class SparkMergeBuilder(MergeClauses):
     column (the source's columns are reachable only as ``source.<col>``).
     """
 
-    def __init__(self, target: Any, source: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
-                 storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
-                 broadcast_rows: int = DEFAULT_BROADCAST_ROWS, catalog: Any = None, branch: str | None = None,
-                 driver_rows: int = DEFAULT_DRIVER_ROWS) -> None:
+    def __init__(
+        self,
+        target: Any,
+        source: Any,
+        on: str | Sequence[str] = "id",
+        *,
+        mode: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        max_attempts: int = DEFAULT_ATTEMPTS,
+        broadcast_rows: int = DEFAULT_BROADCAST_ROWS,
+        catalog: Any = None,
+        branch: str | None = None,
+        driver_rows: int = DEFAULT_DRIVER_ROWS,
+    ) -> None:
         self.table, self.transaction = _native_table(source.sparkSession, target, storage_options, catalog, branch)
         self.driver_rows = driver_rows
         self.source = source
@@ -363,8 +421,11 @@ class SparkMergeBuilder(MergeClauses):
             c = F.col(_q(k))
             floating = isinstance(self.source.schema[k].dataType, (DoubleType, FloatType))
             number = F.when(~F.isnan(c), c) if floating else c
-            aggs += [F.min(number).alias(f"lo{i}"), F.max(number).alias(f"hi{i}"),
-                     (F.bool_or(F.isnan(c)) if floating else F.lit(False)).alias(f"nan{i}")]
+            aggs += [
+                F.min(number).alias(f"lo{i}"),
+                F.max(number).alias(f"hi{i}"),
+                (F.bool_or(F.isnan(c)) if floating else F.lit(False)).alias(f"nan{i}"),
+            ]
         row = self.source.agg(*aggs, F.count(F.lit(1)).alias("n")).collect()[0]
         self._source_rows = int(row["n"])
         terms = [key_range(k, row[f"lo{i}"], row[f"hi{i}"], bool(row[f"nan{i}"])) for i, k in enumerate(self.on)]
@@ -402,9 +463,14 @@ class SparkMergeBuilder(MergeClauses):
             cond = c if cond is None else cond & c
         small = self._source_rows <= self.broadcast_rows
         bsrc = F.broadcast(src) if small else src
-        codes = [(n, side, cl) for n, (side, cl) in enumerate(
-            [(MATCHED, cl) for cl in self.matched] + [(NOT_MATCHED, cl) for cl in self.not_matched]
-            + [(BY_SOURCE, cl) for cl in self.not_matched_by_source])]
+        codes = [
+            (n, side, cl)
+            for n, (side, cl) in enumerate(
+                [(MATCHED, cl) for cl in self.matched]
+                + [(NOT_MATCHED, cl) for cl in self.not_matched]
+                + [(BY_SOURCE, cl) for cl in self.not_matched_by_source]
+            )
+        ]
 
         def action(side: str) -> Any:
             a = None
@@ -440,14 +506,21 @@ class SparkMergeBuilder(MergeClauses):
         # Matched rows: the target files joined with the (broadcast, when small) source, so the
         # target is streamed, never shuffled; clauses and new values in one projection, persisted.
         staged = (
-            target.join(bsrc, on=cond, how="inner").withColumn(ACTION, action(MATCHED))
-            .select(F.col(f"target.{FILE}").alias(FILE), F.col(f"target.{ROW}").alias(ROW), F.col(ACTION),
-                    *[F.col(sk) for sk in skeys], *out_cols(MATCHED),
-                    *([F.col(f"target.{ROW_ID}").alias(ROW_ID)] if lineage else []))
+            target.join(bsrc, on=cond, how="inner")
+            .withColumn(ACTION, action(MATCHED))
+            .select(
+                F.col(f"target.{FILE}").alias(FILE),
+                F.col(f"target.{ROW}").alias(ROW),
+                F.col(ACTION),
+                *[F.col(sk) for sk in skeys],
+                *out_cols(MATCHED),
+                *([F.col(f"target.{ROW_ID}").alias(ROW_ID)] if lineage else []),
+            )
         )
         if self.not_matched_by_source:
-            staged = staged.unionByName(self._not_matched_by_source(target, src, skeys, small, action(BY_SOURCE),
-                                                                    out_cols(BY_SOURCE), lineage))
+            staged = staged.unionByName(
+                self._not_matched_by_source(target, src, skeys, small, action(BY_SOURCE), out_cols(BY_SOURCE), lineage)
+            )
         if lineage and entries.num_rows:
             staged = with_row_lineage(spark, staged, table.io, entries)
         staged = staged.persist(StorageLevel.MEMORY_AND_DISK)
@@ -466,7 +539,9 @@ class SparkMergeBuilder(MergeClauses):
             upd_codes = [n for n, k in kind.items() if k == "update"]
             names = [_q(f.name) for f in tschema]
             no_id = [F.lit(None).cast("long").alias(c) for c in LINEAGE_COLUMNS]  # new rows: the committer's ids
-            new_rows = staged.where(F.col(ACTION).isin(upd_codes)).select(*names, *([ROW_ID, no_id[1]] if lineage else []))
+            new_rows = staged.where(F.col(ACTION).isin(upd_codes)).select(
+                *names, *([ROW_ID, no_id[1]] if lineage else [])
+            )
             if ins_codes:  # source rows whose key matched nothing (NULL keys never match)
                 mkeys = staged.select(*skeys)
                 unmatched = src.join(F.broadcast(mkeys) if small else mkeys, on=skeys, how="left_anti")
@@ -477,16 +552,18 @@ class SparkMergeBuilder(MergeClauses):
             clock("write")
             written = session.entries
             inserted = int(pc.sum(written.column("record_count")).as_py()) - upd if written.num_rows else 0
-            version, op = _commit(session, "merge", prune, entries, found, self.mode,
-                                  {"rows_updated": upd, "rows_inserted": inserted})
+            version, op = _commit(
+                session, "merge", prune, entries, found, self.mode, {"rows_updated": upd, "rows_inserted": inserted}
+            )
             clock("commit")
         finally:
             staged.unpersist()
         s = op.last_stats
         return MergeResult(version, upd, dele, inserted, entries.num_rows, s.get("files_touched", 0))
 
-    def _not_matched_by_source(self, target: Any, src: Any, skeys: list[str], small: bool, action: Any,
-                               out_cols: list, lineage: bool) -> Any:
+    def _not_matched_by_source(
+        self, target: Any, src: Any, skeys: list[str], small: bool, action: Any, out_cols: list, lineage: bool
+    ) -> Any:
         """The target rows no source row matches (a left anti join on the keys: a NULL key matches
         nothing) that a not-matched-by-source clause takes (``action``), as the matched rows are
         staged: FILE, ROW, ACTION, the (null) source keys, the new values (``out_cols``, over the
@@ -500,8 +577,11 @@ class SparkMergeBuilder(MergeClauses):
             cond = c if cond is None else cond & c
         rows = target.join(F.broadcast(keys) if small else keys, on=cond, how="left_anti")
         no_keys = [F.lit(None).cast(self.source.schema[k].dataType).alias(sk) for k, sk in zip(self.on, skeys)]
-        return (rows.withColumn(ACTION, action).where(F.col(ACTION).isNotNull())
-                .select(F.col(FILE), F.col(ROW), F.col(ACTION), *no_keys, *out_cols, *([F.col(ROW_ID)] if lineage else [])))
+        return (
+            rows.withColumn(ACTION, action)
+            .where(F.col(ACTION).isNotNull())
+            .select(F.col(FILE), F.col(ROW), F.col(ACTION), *no_keys, *out_cols, *([F.col(ROW_ID)] if lineage else []))
+        )
 
     def execute(self) -> MergeResult:
         self._check_clauses()
@@ -532,7 +612,9 @@ class SparkMergeBuilder(MergeClauses):
         source = _as_table_types(source, self.table.metadata.schema.arrow)
         if source is None:
             return None
-        if isinstance(source, SourceRead) and (source.staged is None or not source.staged.copyable_to(self.table.metadata)):
+        if isinstance(source, SourceRead) and (
+            source.staged is None or not source.staged.copyable_to(self.table.metadata)
+        ):
             source.start()  # its other columns will be read: from now on, while it matches
         arrow = self.table.merge(source, self.on, mode=self.mode)
         arrow.matched, arrow.not_matched = list(self.matched), list(self.not_matched)
@@ -556,27 +638,51 @@ def _as_table_types(source: pa.Table | SourceRead, schema: pa.Schema) -> pa.Tabl
             same = (
                 (pa.types.is_string(f.type) and (pa.types.is_large_string(have) or pa.types.is_string_view(have)))
                 or (pa.types.is_binary(f.type) and (pa.types.is_large_binary(have) or pa.types.is_binary_view(have)))
-                or (pa.types.is_timestamp(f.type) and pa.types.is_timestamp(have) and have.unit == f.type.unit
-                    and (have.tz is None) == (f.type.tz is None))
+                or (
+                    pa.types.is_timestamp(f.type)
+                    and pa.types.is_timestamp(have)
+                    and have.unit == f.type.unit
+                    and (have.tz is None) == (f.type.tz is None)
+                )
             )
             if not same:
                 return None
         casts[f.name] = None if have.equals(f.type) else f.type
 
     def conformed(t: pa.Table) -> pa.Table:
-        return pa.table({n: (t.column(n) if typ is None else t.column(n).cast(typ)) for n, typ in casts.items() if n in t.column_names})
+        return pa.table(
+            {
+                n: (t.column(n) if typ is None else t.column(n).cast(typ))
+                for n, typ in casts.items()
+                if n in t.column_names
+            }
+        )
 
     if not isinstance(source, SourceRead):
         return conformed(source)
     keys = conformed(source.keys)
-    return replace(source.map(conformed), keys=keys,
-                   schema=pa.schema([pa.field(n, source.schema.field(n).type if typ is None else typ) for n, typ in casts.items()]))
+    return replace(
+        source.map(conformed),
+        keys=keys,
+        schema=pa.schema(
+            [pa.field(n, source.schema.field(n).type if typ is None else typ) for n, typ in casts.items()]
+        ),
+    )
 
 
-def merge(target: Any, source_df: Any, on: str | Sequence[str] = "id", *, mode: str | None = None,
-          storage_options: Mapping[str, Any] | None = None, max_attempts: int = DEFAULT_ATTEMPTS,
-          broadcast_rows: int = DEFAULT_BROADCAST_ROWS, catalog: Any = None,
-          branch: str | None = None, driver_rows: int = DEFAULT_DRIVER_ROWS) -> SparkMergeBuilder:
+def merge(
+    target: Any,
+    source_df: Any,
+    on: str | Sequence[str] = "id",
+    *,
+    mode: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    max_attempts: int = DEFAULT_ATTEMPTS,
+    broadcast_rows: int = DEFAULT_BROADCAST_ROWS,
+    catalog: Any = None,
+    branch: str | None = None,
+    driver_rows: int = DEFAULT_DRIVER_ROWS,
+) -> SparkMergeBuilder:
     """Start a Spark merge of ``source_df`` into a local table on key column(s) ``on``.
 
     ``target``: a location, an open Table, or an identifier with ``catalog=`` (see ``lamina.spark._target``),
@@ -589,6 +695,15 @@ def merge(target: Any, source_df: Any, on: str | Sequence[str] = "id", *, mode: 
     insert_all, delete, without conditions) are merged on the driver by ``Table.merge``,
     which reads only the target's keys (0: always the Spark job).
     """
-    return SparkMergeBuilder(target, source_df, on, mode=mode, storage_options=storage_options,
-                             max_attempts=max_attempts, broadcast_rows=broadcast_rows, catalog=catalog, branch=branch,
-                             driver_rows=driver_rows)
+    return SparkMergeBuilder(
+        target,
+        source_df,
+        on,
+        mode=mode,
+        storage_options=storage_options,
+        max_attempts=max_attempts,
+        broadcast_rows=broadcast_rows,
+        catalog=catalog,
+        branch=branch,
+        driver_rows=driver_rows,
+    )

@@ -32,7 +32,8 @@ import logging
 import os
 import threading
 import urllib.parse
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from lamina.io import FileIO
 from lamina.io.fileio import S3_OPTION_ENV
@@ -118,7 +119,7 @@ def s3a_available(spark: Any) -> bool:
         ok = bool(jvm.org.apache.spark.util.Utils.classIsLoadable(S3A_CLASS))
         if ok:  # the connector needs the SDK too: a hadoop-aws jar alone fails at the first request
             ok = bool(jvm.org.apache.spark.util.Utils.classIsLoadable("software.amazon.awssdk.services.s3.S3Client"))
-    except Exception:  # noqa: BLE001 - Spark Connect (no JVM here) or a broken gateway: no native path
+    except Exception:
         ok = False
     with _lock:
         _available[app] = ok
@@ -142,8 +143,10 @@ def configure(spark: Any, io: FileIO) -> str | None:
         done = _configured.get(key)
         if done is not None:
             if done != wanted:
-                return (f"bucket {bucket!r} is already configured for S3A with other storage options than this "
-                        "table's (S3A keeps one client per bucket)")
+                return (
+                    f"bucket {bucket!r} is already configured for S3A with other storage options than this "
+                    "table's (S3A keeps one client per bucket)"
+                )
             return None
         conf = spark._jsparkSession.sparkContext().hadoopConfiguration()
         for name, value in wanted.items():
@@ -158,7 +161,7 @@ def configure(spark: Any, io: FileIO) -> str | None:
 def _hadoop_version(spark: Any) -> str:
     try:
         return str(spark._jvm.org.apache.hadoop.util.VersionInfo.getVersion())
-    except Exception:  # noqa: BLE001
+    except Exception:
         return "<the Hadoop version of your Spark>"
 
 
@@ -172,10 +175,12 @@ def native_root(spark: Any, io: FileIO, what: str = "read and written") -> str |
         reason = f"Spark's Hadoop file systems do not reach {io.scheme}:// locations"
     elif not s3a_available(spark):
         version = _hadoop_version(spark)
-        reason = (f"Spark has no S3A connector (class {S3A_CLASS} is not loadable); for Spark's own Parquet reader "
-                  f"and writer add hadoop-aws {version} and the AWS SDK bundle it declares to the session "
-                  f"(spark.jars.packages=org.apache.hadoop:hadoop-aws:{version}, or spark.jars; `make s3a-jars` "
-                  "fetches them for the tests)")
+        reason = (
+            f"Spark has no S3A connector (class {S3A_CLASS} is not loadable); for Spark's own Parquet reader "
+            f"and writer add hadoop-aws {version} and the AWS SDK bundle it declares to the session "
+            f"(spark.jars.packages=org.apache.hadoop:hadoop-aws:{version}, or spark.jars; `make s3a-jars` "
+            "fetches them for the tests)"
+        )
     else:
         reason = configure(spark, io)
         if reason is None:
@@ -186,6 +191,8 @@ def native_root(spark: Any, io: FileIO, what: str = "read and written") -> str |
         _logged.add(key)
     (log.warning if first else log.debug)(
         "lamina: %s is %s through the Python data source (Lamina's FileIO in the Python workers): %s",
-        io.uri, what, reason)
+        io.uri,
+        what,
+        reason,
+    )
     return None
-

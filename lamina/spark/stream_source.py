@@ -34,8 +34,9 @@ is split by files, in path order). A run with ``Trigger.AvailableNow`` keeps the
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -51,15 +52,34 @@ from lamina.errors import ChangeCommitInStream, InvalidArgument, RowLineageNotEn
 from lamina.spark._types import batch_schema
 from lamina.spark.changes import ChangeRows, ChangesPartition, change_partitions, feed_of, reads_changes, start_of
 from lamina.spark.datasource import (
-    FilesPartition, _bool_opt, _int_opt, _opt, _ref, _time_travel, columns_opt, read_entries, split_by_size,
+    FilesPartition,
+    _bool_opt,
+    _int_opt,
+    _opt,
+    _ref,
+    _time_travel,
+    columns_opt,
+    read_entries,
+    split_by_size,
 )
 from lamina.spec.lineage import has_lineage
 from lamina.spec.version import VersionManifest
 
-
 BEFORE_START = -1
-_BYTE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30,
-               "t": 1 << 40, "tb": 1 << 40, "p": 1 << 50, "pb": 1 << 50}
+_BYTE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "t": 1 << 40,
+    "tb": 1 << 40,
+    "p": 1 << 50,
+    "pb": 1 << 50,
+}
 
 
 def bytes_opt(options: Mapping[str, str], name: str) -> int | None:
@@ -99,7 +119,7 @@ class Offset:
         return out
 
     @classmethod
-    def from_json(cls, j: Mapping[str, Any]) -> "Offset":
+    def from_json(cls, j: Mapping[str, Any]) -> Offset:
         try:
             files = j.get("snapshot_files")
             return cls(int(j["version"]), None if files is None else int(files))
@@ -131,8 +151,10 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: Mapping[str, str], schema: StructType, version: int) -> None:
         if any(_time_travel(options).values()):
-            raise InvalidArgument("versionAsOf, timestampAsOf and tag do not apply to streaming reads; "
-                                  "start a stream with startingVersion or startingTimestamp")
+            raise InvalidArgument(
+                "versionAsOf, timestampAsOf and tag do not apply to streaming reads; "
+                "start a stream with startingVersion or startingTimestamp"
+            )
         table = _ref(options).open()
         self.uri, self.storage, self.branch = table.uri, dict(table.io.options), table.branch_name
         self.changes = reads_changes(options)
@@ -232,8 +254,7 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @staticmethod
     def _over(files: tuple[int | None, int | None], took: tuple[int, int], cost: tuple[int, int]) -> bool:
         """Whether taking ``cost`` (files, bytes) after ``took`` passes a budget (something taken already)."""
-        return (took[0] > 0 or took[1] > 0) and any(
-            b is not None and t + c > b for b, t, c in zip(files, took, cost))
+        return (took[0] > 0 or took[1] > 0) and any(b is not None and t + c > b for b, t, c in zip(files, took, cost))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """The end of the next batch: up to the latest version (availableNow: the one at the
@@ -282,7 +303,9 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _snapshot_entries(self, version: int) -> pa.Table:
         """The live files of ``version`` ordered by path: the snapshot a stream starts with."""
         if self._snapshot is None or self._snapshot[0] != version:
-            entries = Scan(self.table.io, self._vm(version), _opt(self.options, "where"), self.rows.columns).plan().entries
+            entries = (
+                Scan(self.table.io, self._vm(version), _opt(self.options, "where"), self.rows.columns).plan().entries
+            )
             self._snapshot = (version, entries.sort_by("path"))
         return self._snapshot[1]
 
@@ -311,7 +334,9 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else:
                 added = [e for e in (self._inserted(older, newer) for older, newer in steps) if e is not None]
                 if added:
-                    out += [FilesPartition(e) for e in split_by_size(pa.concat_tables(added, promote_options="default"))]
+                    out += [
+                        FilesPartition(e) for e in split_by_size(pa.concat_tables(added, promote_options="default"))
+                    ]
         return out
 
     def _check_schema(self, steps: list[tuple[VersionManifest, VersionManifest]]) -> None:
@@ -366,7 +391,13 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         version, ts = stamp
         for b in read_entries(scan, partition.entries, list(scan.output_columns), data_schema):
             n = b.num_rows
-            cols = [*b.columns, pa.repeat(pa.scalar(INSERT), n).cast(pa.string()),
-                    pa.repeat(pa.scalar(version, pa.int64()), n),
-                    pc.cast(pa.repeat(pa.scalar(ts, pa.timestamp("ms", tz="UTC")), n), self.out_schema.field(COMMIT_TIMESTAMP).type)]
+            cols = [
+                *b.columns,
+                pa.repeat(pa.scalar(INSERT), n).cast(pa.string()),
+                pa.repeat(pa.scalar(version, pa.int64()), n),
+                pc.cast(
+                    pa.repeat(pa.scalar(ts, pa.timestamp("ms", tz="UTC")), n),
+                    self.out_schema.field(COMMIT_TIMESTAMP).type,
+                ),
+            ]
             yield pa.RecordBatch.from_arrays(cols, schema=self.out_schema)

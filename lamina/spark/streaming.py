@@ -22,7 +22,8 @@ Python data source.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from lamina.errors import InvalidArgument, TransactionAlreadyCommitted
 from lamina.operations import MergeResult, RecordAppTransaction, StaleRowDelta
@@ -38,14 +39,18 @@ def _app_id(app_id: str | None, batch_df: Any) -> str:
         return app_id
     qid = running_query_id(batch_df)
     if not qid:
-        raise InvalidArgument("not called from a streaming query's foreachBatch: pass app_id=, an id stable across "
-                              "restarts of the query that feeds it")
+        raise InvalidArgument(
+            "not called from a streaming query's foreachBatch: pass app_id=, an id stable across "
+            "restarts of the query that feeds it"
+        )
     return qid
 
 
 def _check_app_id(app_id: str | None) -> None:
     if app_id is not None and (not isinstance(app_id, str) or not app_id):
-        raise InvalidArgument("app_id must be a non-empty string, stable across restarts of the query (or None: the query's id)")
+        raise InvalidArgument(
+            "app_id must be a non-empty string, stable across restarts of the query (or None: the query's id)"
+        )
 
 
 def foreach_batch_writer(
@@ -67,9 +72,17 @@ def foreach_batch_writer(
     def write_batch(batch_df: Any, batch_id: int) -> int | None:
         from lamina.spark.write import write
 
-        return write(batch_df, uri, "append", partition_by=partition_by, storage_options=storage_options,
-                     app_transaction=(_app_id(app_id, batch_df), int(batch_id)), schema_mode=schema_mode,
-                     branch=branch, catalog=catalog)
+        return write(
+            batch_df,
+            uri,
+            "append",
+            partition_by=partition_by,
+            storage_options=storage_options,
+            app_transaction=(_app_id(app_id, batch_df), int(batch_id)),
+            schema_mode=schema_mode,
+            branch=branch,
+            catalog=catalog,
+        )
 
     return write_batch
 

@@ -24,20 +24,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
 from lamina.data.inflight import discard_writes, new_write_id, register_write
 from lamina.errors import InvalidArgument, SchemaMismatch, TransactionAlreadyCommitted
 from lamina.expr import Expr, bind, to_expr
-from lamina.operations import check_app_transactions
 from lamina.io import FileIO
+from lamina.operations import check_app_transactions
 from lamina.spark._filters import spark_literal, to_spark_column
 from lamina.spark._native_write import write_committed
 from lamina.spark._stats import file_entries
 from lamina.spark._target import TableRef
-from lamina.spark._types import arrow_schema, check_writable, quoted as _q, spark_schema, spark_type
+from lamina.spark._types import arrow_schema, check_writable, spark_schema, spark_type
+from lamina.spark._types import quoted as _q
 from lamina.spark.s3a import native_root
 from lamina.spec.layout import engine_data_dir
 from lamina.spec.lineage import LINEAGE_COLUMNS
@@ -186,7 +188,9 @@ def physical_columns(schema: Schema) -> list[Any]:
     logical = spark_schema(schema.arrow)
     physical = spark_schema(schema.physical_arrow, field_ids=True)
     return [
-        (F.col(_q(f.name)) if f.dataType == p.dataType else F.col(_q(f.name)).cast(p.dataType)).alias(p.name, metadata=p.metadata)
+        (F.col(_q(f.name)) if f.dataType == p.dataType else F.col(_q(f.name)).cast(p.dataType)).alias(
+            p.name, metadata=p.metadata
+        )
         for f, p in zip(logical.fields, physical.fields)
     ]
 
@@ -269,18 +273,36 @@ def write(
         if app_transaction is not None:
             raise InvalidArgument("app_transaction is not supported in a transaction: the transaction commits once")
         if partition_by is not None or properties is not None:
-            raise InvalidArgument("partition_by and properties set up a new table: in a catalog transaction pass "
-                                  "them to tx.create_table, then write to the table it returns")
+            raise InvalidArgument(
+                "partition_by and properties set up a new table: in a catalog transaction pass "
+                "them to tx.create_table, then write to the table it returns"
+            )
         return _write_into(df, tx, mode, where, schema_mode)
     ref = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch)
-    return write_ref(df, ref, mode, partition_by=partition_by, where=where, properties=properties,
-                     app_transaction=app_transaction, schema_mode=schema_mode)
+    return write_ref(
+        df,
+        ref,
+        mode,
+        partition_by=partition_by,
+        where=where,
+        properties=properties,
+        app_transaction=app_transaction,
+        schema_mode=schema_mode,
+    )
 
 
-def write_ref(df: Any, ref: TableRef, mode: str, *, partition_by: str | Sequence[str] | None = None,
-              where: str | Expr | None = None, properties: Mapping[str, Any] | None = None,
-              app_transaction: tuple[str, int] | None = None, schema_mode: str | None = None,
-              exclusive: bool = False) -> int | None:
+def write_ref(
+    df: Any,
+    ref: TableRef,
+    mode: str,
+    *,
+    partition_by: str | Sequence[str] | None = None,
+    where: str | Expr | None = None,
+    properties: Mapping[str, Any] | None = None,
+    app_transaction: tuple[str, int] | None = None,
+    schema_mode: str | None = None,
+    exclusive: bool = False,
+) -> int | None:
     """``write`` into the table ``ref`` names (arguments checked); ``exclusive``: a new table
     must be this write's own (TableAlreadyExists if another writer created it meanwhile)."""
     table = ref.open_or_none()
@@ -323,8 +345,11 @@ def write_ref(df: Any, ref: TableRef, mode: str, *, partition_by: str | Sequence
     try:
         files = spark_write_files(df, io, root, engine_data_dir(write_id), plan, schema, spec, predicate, props)
         if session is None:
-            session = WriteSession(ref.create(schema, spec, partition_by, properties, exclusive=exclusive),
-                                   write_id=write_id, register=False)
+            session = WriteSession(
+                ref.create(schema, spec, partition_by, properties, exclusive=exclusive),
+                write_id=write_id,
+                register=False,
+            )
         session.add_files(files)
         return session.commit(mode, where=where, app_transaction=app_transaction)
     except TransactionAlreadyCommitted as e:  # the session deleted the files
@@ -338,19 +363,31 @@ def write_ref(df: Any, ref: TableRef, mode: str, *, partition_by: str | Sequence
         raise
 
 
-def spark_write_files(df: Any, io: FileIO, root: str, out_dir: str, plan: list, schema: Schema, spec: PartitionSpec,
-                      predicate: Expr | None, props: Mapping[str, str], lineage: bool = False) -> pa.Table:
+def spark_write_files(
+    df: Any,
+    io: FileIO,
+    root: str,
+    out_dir: str,
+    plan: list,
+    schema: Schema,
+    spec: PartitionSpec,
+    predicate: Expr | None,
+    props: Mapping[str, str],
+    lineage: bool = False,
+) -> pa.Table:
     """Write ``df`` with Spark's native writer under ``out_dir`` (a write's directory,
     ``engine_data_dir``) of the table at ``io`` (``root``: its root as Spark reaches it,
     ``native_root``), as the table's properties ``props`` say; the files as
     ``WriteSession.add_files`` takes them (files without rows dropped)."""
-    paths, sizes = _run_spark_write(df, plan, schema, spec, predicate, io, root, out_dir,
-                                    WriterProperties.from_properties(props), lineage)
+    paths, sizes = _run_spark_write(
+        df, plan, schema, spec, predicate, io, root, out_dir, WriterProperties.from_properties(props), lineage
+    )
     return file_entries(io, paths, sizes, schema, spec, stats_policy(schema, props))
 
 
-def transaction_of(spark: Any, target: Any, *, catalog: Any = None, storage_options: Any = None,
-                   branch: str | None = None) -> Transaction | None:
+def transaction_of(
+    spark: Any, target: Any, *, catalog: Any = None, storage_options: Any = None, branch: str | None = None
+) -> Transaction | None:
     """``target`` if it is a transaction's changes to a table (``tx.table(ident)`` of a catalog
     transaction, or ``table.transaction()``), checked open; else None."""
     if not isinstance(target, Transaction):
@@ -379,14 +416,27 @@ def _write_into(df: Any, tx: Transaction, mode: str, where: str | Expr | None, s
         plan = check_writable(df.schema, vm.schema, getattr(table, "identifier", None) or table.uri)
         predicate = bind(to_expr(where), vm.schema) if where is not None else None
         root = native_root(df.sparkSession, table.io, "written")
-        session.add_files(spark_write_files(df, table.io, root, session.data_dir, plan, vm.schema, vm.partition_spec,
-                                            predicate, vm.properties))
+        session.add_files(
+            spark_write_files(
+                df, table.io, root, session.data_dir, plan, vm.schema, vm.partition_spec, predicate, vm.properties
+            )
+        )
         session.commit(mode, where=where)
     return None
 
 
-def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, predicate: Expr | None, io: FileIO,
-                     root: str, out_dir: str, settings: WriterProperties, lineage: bool = False) -> tuple[list[str], list[int]]:
+def _run_spark_write(
+    df: Any,
+    plan: list,
+    schema: Schema,
+    spec: PartitionSpec,
+    predicate: Expr | None,
+    io: FileIO,
+    root: str,
+    out_dir: str,
+    settings: WriterProperties,
+    lineage: bool = False,
+) -> tuple[list[str], list[int]]:
     """Write ``df`` (checked against ``plan``: see ``check_writable``) with Spark's native Parquet
     writer under ``out_dir`` of the table at ``io`` (``root``: as Spark reaches it), partitioned
     by ``spec``; ``settings``: the table's writer properties. ``lineage``: ``df`` also has the
@@ -402,8 +452,11 @@ def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, p
         conformed = conformed.observe(metrics, *[agg.alias(f"c{i}") for i, (_, agg) in enumerate(checks)])
     names = derived_names(spec, [*schema.names, *schema.physical_names.values()])
     # Partition values from the table's columns; the files hold them under physical names.
-    out = conformed.select(*physical_columns(schema), *[F.col(c) for c in LINEAGE_COLUMNS if lineage],
-                           *[partition_column(pf, schema).alias(n) for pf, n in zip(spec.fields, names)])
+    out = conformed.select(
+        *physical_columns(schema),
+        *[F.col(c) for c in LINEAGE_COLUMNS if lineage],
+        *[partition_column(pf, schema).alias(n) for pf, n in zip(spec.fields, names)],
+    )
     options = {
         "compression": settings.parquet_compression,
         "maxRecordsPerFile": str(settings.max_rows_per_file),
@@ -420,8 +473,15 @@ def _run_spark_write(df: Any, plan: list, schema: Schema, spec: PartitionSpec, p
     return paths, sizes
 
 
-def _write_via_datasource(df: Any, ref: TableRef, mode: str, partition_by: Any, where: Any,
-                          app_transaction: tuple[str, int] | None, schema_mode: str | None) -> int | None:
+def _write_via_datasource(
+    df: Any,
+    ref: TableRef,
+    mode: str,
+    partition_by: Any,
+    where: Any,
+    app_transaction: tuple[str, int] | None,
+    schema_mode: str | None,
+) -> int | None:
     from lamina.spark.datasource import register
 
     register(df.sparkSession)

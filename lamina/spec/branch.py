@@ -34,7 +34,9 @@ def validate_branch_name(name: Any) -> str:
     try:
         validate_tag_name(name)
     except InvalidTagName as e:
-        raise InvalidBranchName(str(e).replace("a tag name", "a branch name").replace("tag name", "branch name")) from None
+        raise InvalidBranchName(
+            str(e).replace("a tag name", "a branch name").replace("tag name", "branch name")
+        ) from None
     return name
 
 
@@ -43,8 +45,12 @@ def branch_path(name: str) -> str:
 
 
 def check_retention(retain_last: Any, max_age_ms: Any) -> None:
-    if retain_last is not None and (isinstance(retain_last, bool) or not isinstance(retain_last, int) or retain_last < 1):
-        raise InvalidArgument(f"retain_last must be an int >= 1 (a branch's latest version is always kept), not {retain_last!r}")
+    if retain_last is not None and (
+        isinstance(retain_last, bool) or not isinstance(retain_last, int) or retain_last < 1
+    ):
+        raise InvalidArgument(
+            f"retain_last must be an int >= 1 (a branch's latest version is always kept), not {retain_last!r}"
+        )
     if max_age_ms is not None and (isinstance(max_age_ms, bool) or not isinstance(max_age_ms, int) or max_age_ms < 0):
         raise InvalidArgument(f"max_age must be a duration >= 0, not {max_age_ms!r}")
 
@@ -65,15 +71,21 @@ class BranchRecord:
 
     def __repr__(self) -> str:
         """One line: the name, where it was made from, when, its retention (not the copy of the base)."""
-        retention = "".join(f", {k}={v}" for k, v in (("retain_last", self.retain_last), ("max_age_ms", self.max_age_ms)) if v is not None)
-        return (f"BranchRecord(name={self.name!r}, base={self.base_branch}@{self.base_version}, "
-                f"created={iso_ms(self.created_at_ms)}{retention})")
+        retention = "".join(
+            f", {k}={v}"
+            for k, v in (("retain_last", self.retain_last), ("max_age_ms", self.max_age_ms))
+            if v is not None
+        )
+        return (
+            f"BranchRecord(name={self.name!r}, base={self.base_branch}@{self.base_version}, "
+            f"created={iso_ms(self.created_at_ms)}{retention})"
+        )
 
     @property
     def layout(self) -> LogLayout:
         return branch_log(self.branch_id)
 
-    def renamed(self, name: str) -> "BranchRecord":
+    def renamed(self, name: str) -> BranchRecord:
         return replace(self, name=name)
 
     def to_json(self) -> bytes:
@@ -93,7 +105,7 @@ class BranchRecord:
         ).encode()
 
     @classmethod
-    def from_json(cls, data: bytes, where: str) -> "BranchRecord":
+    def from_json(cls, data: bytes, where: str) -> BranchRecord:
         try:
             j = json.loads(data)
             vm = VersionManifest.from_dict(j["base_manifest"], where)

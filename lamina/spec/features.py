@@ -7,7 +7,7 @@ refused with an error naming the feature, instead of being misread.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from lamina.errors import UnsupportedFeature
 from lamina.spec.lineage import ROW_LINEAGE
@@ -45,13 +45,34 @@ ARROW_LEAF_MAX_FILES = 1024
 EXTERNAL_FILES = "external-files"
 
 KNOWN_READER_FEATURES: frozenset[str] = frozenset(
-    {"manifest-tree-v1", "hidden-partitioning", "column-mapping", ARROW_ROOT_MANIFESTS, INLINE_ROOT_MANIFESTS,
-     ARROW_LEAF_MANIFESTS, EXTERNAL_FILES}
+    {
+        "manifest-tree-v1",
+        "hidden-partitioning",
+        "column-mapping",
+        ARROW_ROOT_MANIFESTS,
+        INLINE_ROOT_MANIFESTS,
+        ARROW_LEAF_MANIFESTS,
+        EXTERNAL_FILES,
+    }
 )
 KNOWN_WRITER_FEATURES: frozenset[str] = frozenset(
-    {"manifest-tree-v1", "hidden-partitioning", "monotonic-timestamps", "catalog-commits", "slot-tombstones",
-     "column-mapping", "partition-evolution", "sort-orders", ROW_LINEAGE, "branches", ARROW_ROOT_MANIFESTS,
-     INLINE_ROOT_MANIFESTS, "slot-range-records", ARROW_LEAF_MANIFESTS, EXTERNAL_FILES}
+    {
+        "manifest-tree-v1",
+        "hidden-partitioning",
+        "monotonic-timestamps",
+        "catalog-commits",
+        "slot-tombstones",
+        "column-mapping",
+        "partition-evolution",
+        "sort-orders",
+        ROW_LINEAGE,
+        "branches",
+        ARROW_ROOT_MANIFESTS,
+        INLINE_ROOT_MANIFESTS,
+        "slot-range-records",
+        ARROW_LEAF_MANIFESTS,
+        EXTERNAL_FILES,
+    }
 )
 
 # Writer feature of tables whose commit point is their catalog row (lamina.catalog's SQL
@@ -109,7 +130,12 @@ def with_features(features: tuple[str, ...], *needed: str) -> tuple[str, ...]:
 
 # What a new table gets.
 DEFAULT_READER_FEATURES: tuple[str, ...] = ("manifest-tree-v1",)
-DEFAULT_WRITER_FEATURES: tuple[str, ...] = ("manifest-tree-v1", "monotonic-timestamps", SLOT_TOMBSTONES, SLOT_RANGE_RECORDS)
+DEFAULT_WRITER_FEATURES: tuple[str, ...] = (
+    "manifest-tree-v1",
+    "monotonic-timestamps",
+    SLOT_TOMBSTONES,
+    SLOT_RANGE_RECORDS,
+)
 # Row lineage (lamina.spec.lineage) is the default for new tables too, unless their
 # ``row-lineage.enabled`` property says "false"; ``initial_version`` adds it.
 
@@ -117,7 +143,9 @@ DEFAULT_WRITER_FEATURES: tuple[str, ...] = ("manifest-tree-v1", "monotonic-times
 def _check(kind: str, known: frozenset[str], features: Iterable[str], where: str, advice: str) -> None:
     unknown = sorted(set(features) - known)
     if unknown:
-        raise UnsupportedFeature(f"{where} requires {kind} feature(s) {unknown} that this Lamina does not support; {advice}")
+        raise UnsupportedFeature(
+            f"{where} requires {kind} feature(s) {unknown} that this Lamina does not support; {advice}"
+        )
 
 
 def check_reader(features: Iterable[str], where: str) -> None:
@@ -125,5 +153,10 @@ def check_reader(features: Iterable[str], where: str) -> None:
 
 
 def check_writer(features: Iterable[str], where: str) -> None:
-    _check("writer", KNOWN_WRITER_FEATURES, features, where,
-           "upgrade lamina before writing to this table (reading may still work)")
+    _check(
+        "writer",
+        KNOWN_WRITER_FEATURES,
+        features,
+        where,
+        "upgrade lamina before writing to this table (reading may still work)",
+    )

@@ -42,7 +42,7 @@ class VersionHint:
         ).encode()
 
     @classmethod
-    def parse(cls, data: bytes) -> "VersionHint | None":
+    def parse(cls, data: bytes) -> VersionHint | None:
         """The hint, or None if it is unreadable (callers then fall back to listing)."""
         try:
             j: dict[str, Any] = json.loads(data)

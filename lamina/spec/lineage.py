@@ -86,8 +86,12 @@ def split_lineage(rows: pa.Table, fill: bool = False) -> tuple[pa.Table, pa.Tabl
     present = [c for c in LINEAGE_COLUMNS if schema.get_all_field_indices(c)]
     if not present and not fill:
         return rows, None
-    lineage = pa.table({f.name: (rows.column(f.name).cast(f.type) if f.name in present else pa.nulls(rows.num_rows, f.type))
-                        for f in LINEAGE_FIELDS})
+    lineage = pa.table(
+        {
+            f.name: (rows.column(f.name).cast(f.type) if f.name in present else pa.nulls(rows.num_rows, f.type))
+            for f in LINEAGE_FIELDS
+        }
+    )
     return rows.drop_columns(present), lineage
 
 
@@ -145,8 +149,11 @@ def assign_row_ids(entries: pa.Table, next_row_id: int, version: int) -> tuple[p
     dver = entries.column(DATA_VERSION)
     if dver.null_count:
         i = entries.schema.get_field_index(DATA_VERSION)
-        filled = (pa.repeat(pa.scalar(version, pa.int64()), n) if dver.null_count == n
-                  else pc.fill_null(dver, pa.scalar(version, pa.int64())))
+        filled = (
+            pa.repeat(pa.scalar(version, pa.int64()), n)
+            if dver.null_count == n
+            else pc.fill_null(dver, pa.scalar(version, pa.int64()))
+        )
         entries = entries.set_column(i, entries.schema.field(i), filled)
     return entries, next_row_id
 
@@ -161,8 +168,10 @@ def lineages_of(entries: pa.Table) -> list[tuple[Any, Any] | None]:
     """``lineage_of`` each entry of ``entries``; Nones without lineage."""
     if FIRST_ROW_ID not in entries.column_names:
         return [None] * entries.num_rows
-    return [None if f is None else (f, d)
-            for f, d in zip(entries.column(FIRST_ROW_ID).to_pylist(), entries.column(DATA_VERSION).to_pylist())]
+    return [
+        None if f is None else (f, d)
+        for f, d in zip(entries.column(FIRST_ROW_ID).to_pylist(), entries.column(DATA_VERSION).to_pylist())
+    ]
 
 
 def row_lineage(first_row_id: int, data_version: int, n: int, stored: pa.Table | None) -> tuple[pa.Array, pa.Array]:
@@ -172,8 +181,10 @@ def row_lineage(first_row_id: int, data_version: int, n: int, stored: pa.Table |
     versions = pa.repeat(pa.scalar(data_version, pa.int64()), n)
     if stored is None:
         return ids, versions
-    return (pc.coalesce(stored.column(ROW_ID), ids).combine_chunks(),
-            pc.coalesce(stored.column(LAST_UPDATED), versions).combine_chunks())
+    return (
+        pc.coalesce(stored.column(ROW_ID), ids).combine_chunks(),
+        pc.coalesce(stored.column(LAST_UPDATED), versions).combine_chunks(),
+    )
 
 
 def lineage_problems(entries: pa.Table, next_row_id: int | None) -> list[str]:
@@ -203,4 +214,3 @@ def lineage_problems(entries: pa.Table, next_row_id: int | None) -> list[str]:
     if next_row_id is not None and next_row_id >= 0 and int(ends.max()) > next_row_id:
         problems.append(f"data files hold row ids up to {int(ends.max()) - 1}, at or beyond next_row_id {next_row_id}")
     return problems
-

@@ -12,8 +12,9 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -98,7 +99,7 @@ class PartitionSpec:
         return {"spec_id": self.spec_id, "fields": [f.to_json() for f in self.fields]}
 
     @classmethod
-    def from_json(cls, j: Any) -> "PartitionSpec":
+    def from_json(cls, j: Any) -> PartitionSpec:
         try:
             if not isinstance(j, dict) or not isinstance(j.get("fields", []), list):
                 raise TypeError("expected an object with a 'fields' list")
@@ -187,7 +188,7 @@ def split_top_level(s: str) -> list[str]:
         if quote_char:
             if ch == quote_char:
                 quote_char = None
-        elif ch in "\"`":
+        elif ch in '"`':
             quote_char = ch
         elif ch == "(":
             depth += 1
@@ -204,7 +205,7 @@ def split_top_level(s: str) -> list[str]:
 
 def _unquote(name: str) -> str:
     name = name.strip()
-    if len(name) >= 2 and name[0] == name[-1] and name[0] in "\"`":
+    if len(name) >= 2 and name[0] == name[-1] and name[0] in '"`':
         q = name[0]
         return name[1:-1].replace(q * 2, q)
     return name
@@ -222,7 +223,9 @@ def _positive_int(text: str, transform: str, entry: str) -> int:
 
 def _resolve(name: str, schema: Schema, entry: str) -> pa.Field:
     if name not in schema.names:
-        raise InvalidPartitionSpec(f"unknown column {name!r} in partition_by entry {entry!r}; columns are {schema.names}")
+        raise InvalidPartitionSpec(
+            f"unknown column {name!r} in partition_by entry {entry!r}; columns are {schema.names}"
+        )
     return schema.field(name)
 
 
@@ -231,7 +234,7 @@ def _parse_entry(entry: str, schema: Schema) -> tuple[pa.Field, str, str]:
     if not isinstance(entry, str) or not entry.strip():
         raise InvalidPartitionSpec(f"empty or non-string partition_by entry {entry!r}")
     m = _CALL_RE.match(entry)
-    is_call = m is not None and entry.strip()[0] not in "\"`"
+    is_call = m is not None and entry.strip()[0] not in '"`'
     fn = _ALIASES.get(m.group(1).lower(), m.group(1).lower()) if is_call else "identity"
     args = split_top_level(m.group(2)) if is_call else [entry]
     if fn in ("bucket", "truncate"):
@@ -258,7 +261,9 @@ def _parse_entry(entry: str, schema: Schema) -> tuple[pa.Field, str, str]:
     try:
         transform_result_type(transform, src.type)
     except InvalidPartitionSpec as e:
-        raise InvalidPartitionSpec(f"cannot partition by {entry.strip()!r}: column {src.name!r} is {src.type}; {e}") from None
+        raise InvalidPartitionSpec(
+            f"cannot partition by {entry.strip()!r}: column {src.name!r} is {src.type}; {e}"
+        ) from None
     return src, transform, default_field_name(src.name, transform)
 
 
@@ -285,7 +290,9 @@ def check_field_name(name: str, source: pa.Field, transform: str, schema: Schema
     """Refuse a partition field name that would be mistaken for a column: only an identity
     field may share its own source column's name (Iceberg's rule)."""
     if not isinstance(name, str) or not name or any(ord(c) < 32 for c in name):
-        raise InvalidPartitionSpec(f"partition field name {name!r} must be a non-empty string without control characters")
+        raise InvalidPartitionSpec(
+            f"partition field name {name!r} must be a non-empty string without control characters"
+        )
     if name in schema.names and not (transform == "identity" and name == source.name):
         raise InvalidPartitionSpec(f"partition field name {name!r} ({what}) clashes with a table column of that name")
 
@@ -313,7 +320,9 @@ def parse_partition_by(
         src, transform, name = _parse_entry(entry, schema)
         sid = schema.field_id(src.name)
         if (sid, transform) in seen:
-            raise InvalidPartitionSpec(f"duplicate partition field: {entry.strip()!r} repeats {seen[(sid, transform)]!r}")
+            raise InvalidPartitionSpec(
+                f"duplicate partition field: {entry.strip()!r} repeats {seen[(sid, transform)]!r}"
+            )
         if any(f.name == name for f in fields):
             raise InvalidPartitionSpec(f"duplicate partition field name {name!r} (from {entry.strip()!r})")
         check_field_name(name, src, transform, schema, f"from {entry.strip()!r}")
@@ -331,7 +340,9 @@ def partition_entry(field: PartitionField, schema: Schema) -> str:
     return f"{name}({arg}, {source})" if arg is not None else f"{name}({source})"
 
 
-def check_partition_by(partition_by: str | Iterable[str] | None, spec: PartitionSpec, schema: Schema, table: str) -> None:
+def check_partition_by(
+    partition_by: str | Iterable[str] | None, spec: PartitionSpec, schema: Schema, table: str
+) -> None:
     """Refuse a write's ``partition_by`` (None: not given, nothing to check) that differs from the
     table's partitioning ``spec``: the same transforms of the same columns in the same order are
     the same partitioning, whatever the fields' names and ids."""

@@ -17,7 +17,6 @@ docs/configuration.md lists them all, generated from the docstrings below.
 from __future__ import annotations
 
 import difflib
-
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -129,11 +128,14 @@ class TableProperties:
 
     WRITE_MAX_ROWS_PER_FILE = _int_property("write.max-rows-per-file", 1_000_000, 1)
     """The most rows one data file of a write holds (Lamina's writer and Spark's)."""
-    WRITE_PARQUET_COMPRESSION = _word_property("write.parquet.compression", "snappy", PARQUET_COMPRESSIONS, fold_case=True)
+    WRITE_PARQUET_COMPRESSION = _word_property(
+        "write.parquet.compression", "snappy", PARQUET_COMPRESSIONS, fold_case=True
+    )
     """The codec of every Parquet data file, Lamina's writer's and Spark's (any case), small
     files and compaction's output included."""
     WRITE_PARQUET_INTEGER_ENCODING = _word_property(
-        "write.parquet.integer-encoding", "delta", INTEGER_ENCODINGS, fold_case=True)
+        "write.parquet.integer-encoding", "delta", INTEGER_ENCODINGS, fold_case=True
+    )
     """How Lamina's writer encodes the integer, date and timestamp columns it does not
     dictionary-encode, in files of 8,192 rows or more without nested columns: ``delta`` is
     Parquet's ``DELTA_BINARY_PACKED`` (increasing keys and times take a few bits per value, and
@@ -159,24 +161,32 @@ class TableProperties:
     WRITE_DELETE_MODE = _word_property("write.delete.mode", MERGE_ON_READ, DELETE_MODES)
     """How delete, update and merge change rows when the call names no mode: deletion vectors
     (``merge-on-read``) or files rewritten without the rows (``copy-on-write``)."""
-    WRITE_SORT_ORDER = Property("write.sort-order", (), _parse_columns, "column names separated by commas", render=", ".join)
+    WRITE_SORT_ORDER = Property(
+        "write.sort-order", (), _parse_columns, "column names separated by commas", render=", ".join
+    )
     """The sort order (columns ascending, nulls last; e.g. ``ts, id``) of a table whose version
     manifest has none: what writes and compaction sort files by. ``update_sort_order``
     replaces it with a sort order of the table's own."""
 
-    WRITE_METADATA_METRICS_DEFAULT = Property("write.metadata.metrics.default", None, parse_mode, f"one of {MODE_WORDS}")
+    WRITE_METADATA_METRICS_DEFAULT = Property(
+        "write.metadata.metrics.default", None, parse_mode, f"one of {MODE_WORDS}"
+    )
     """The column statistics mode of every column without its own
     (``write.metadata.metrics.column.<col>``). Unset: the first
     ``write.metadata.metrics.max-inferred-column-defaults`` top-level columns get
     ``truncate(16)``, the others ``none``."""
-    WRITE_METADATA_METRICS_MAX_INFERRED_COLUMN_DEFAULTS = _int_property("write.metadata.metrics.max-inferred-column-defaults", 32, 0)
+    WRITE_METADATA_METRICS_MAX_INFERRED_COLUMN_DEFAULTS = _int_property(
+        "write.metadata.metrics.max-inferred-column-defaults", 32, 0
+    )
     """While ``write.metadata.metrics.default`` is unset: how many top-level columns, first
     to last, keep statistics (``truncate(16)``) in manifest entries; the others keep none."""
 
     MANIFEST_INLINE_MAX_FILES = _int_property("manifest.inline-max-files", 64, 0)
     """The most data-file entries the root manifest holds inline; past it a commit writes
     them as leaf manifests."""
-    MANIFEST_ROOT_FORMAT = _word_property("manifest.root-format", "inline", ("inline", "arrow", "parquet"), fold_case=True)
+    MANIFEST_ROOT_FORMAT = _word_property(
+        "manifest.root-format", "inline", ("inline", "arrow", "parquet"), fold_case=True
+    )
     """Read at creation (any case). ``inline`` gives the table the features
     ``inline-root-manifests`` and ``arrow-root-manifests``: a version manifest carries its
     root manifest (Arrow IPC bytes) when it is at most ``manifest.root-inline-max-bytes``,
@@ -221,7 +231,9 @@ class TableProperties:
     """Read at creation: ``false`` creates the table without row lineage (no ``_row_id``, no
     change data feed); ``Table.enable_row_lineage()`` turns it on later."""
 
-    SCHEMA_TYPE_WIDENING_ENABLED = _word_property("schema.type-widening.enabled", "false", ("true", "false"), fold_case=True)
+    SCHEMA_TYPE_WIDENING_ENABLED = _word_property(
+        "schema.type-widening.enabled", "false", ("true", "false"), fold_case=True
+    )
     """``true``: a write with ``schema_mode="merge"`` also widens a column the data holds a
     wider type of (``int32`` to ``int64``, ``float32`` to ``float64``, a longer decimal...), as
     Delta's ``delta.enableTypeWidening``; ``false``: it only adds columns, and data wider than
@@ -291,23 +303,18 @@ def _refuse(bad: list[str], outcome: str) -> None:
 # What the format fixes when a table is created, and why; a change of their meaning (the
 # parsed value: "1000" and " 1000" mean the same) is refused (check_property_change).
 FIXED_AT_CREATION: dict[str, str] = {
-    TableProperties.VERSION_SLOT_CHUNK_SIZE.key:
-        "writers and expiry must agree on which record covers a version slot (docs/format.md, The commit guarantee)",
-    TableProperties.MANIFEST_ROOT_FORMAT.key:
-        "it chose the features of the table's root manifests when the table was created (docs/format.md, Feature "
-        "flags), which readers rely on; create a new table to have other ones",
-    TableProperties.MANIFEST_LEAF_FORMAT.key:
-        "it chose the features of the table's leaf manifests when the table was created (docs/format.md, Feature "
-        "flags), which readers rely on; create a new table to have other ones",
-    TableProperties.ROW_LINEAGE_ENABLED.key:
-        "it is read when the table is created; turn row lineage on with Table.enable_row_lineage() (it cannot be "
-        "turned off)",
+    TableProperties.VERSION_SLOT_CHUNK_SIZE.key: "writers and expiry must agree on which record covers a version slot (docs/format.md, The commit guarantee)",
+    TableProperties.MANIFEST_ROOT_FORMAT.key: "it chose the features of the table's root manifests when the table was created (docs/format.md, Feature "
+    "flags), which readers rely on; create a new table to have other ones",
+    TableProperties.MANIFEST_LEAF_FORMAT.key: "it chose the features of the table's leaf manifests when the table was created (docs/format.md, Feature "
+    "flags), which readers rely on; create a new table to have other ones",
+    TableProperties.ROW_LINEAGE_ENABLED.key: "it is read when the table is created; turn row lineage on with Table.enable_row_lineage() (it cannot be "
+    "turned off)",
 }
 # What may be raised but never lowered, and why.
 ONLY_RAISED: dict[str, str] = {
-    TableProperties.EXPIRE_SLOT_RETENTION_MS.key:
-        "a writer that read the current value may skip looking up its version slot's record for up to half of it, "
-        "and a lower one could let expiry free the slot under that writer (docs/format.md, The commit guarantee)",
+    TableProperties.EXPIRE_SLOT_RETENTION_MS.key: "a writer that read the current value may skip looking up its version slot's record for up to half of it, "
+    "and a lower one could let expiry free the slot under that writer (docs/format.md, The commit guarantee)",
 }
 
 

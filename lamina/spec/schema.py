@@ -19,9 +19,10 @@ import datetime as _dt
 import decimal
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -270,9 +271,13 @@ def note_stored_units(column: str, t: pa.DataType) -> None:
     Spark store microseconds. Writes keep every value that is a whole microsecond and refuse
     one that is not (lamina.spec.write_types): nothing is truncated silently."""
     if any(pa.types.is_timestamp(x) and x.unit == "ns" for x in _types_in(t)):
-        log.warning("column %r: %s is stored as %s (tables store microseconds, as Delta and Iceberg do); "
-                    "writes of values with nanoseconds are refused, whole microseconds are kept exactly",
-                    column, t, normalize_type(t))
+        log.warning(
+            "column %r: %s is stored as %s (tables store microseconds, as Delta and Iceberg do); "
+            "writes of values with nanoseconds are refused, whole microseconds are kept exactly",
+            column,
+            t,
+            normalize_type(t),
+        )
 
 
 def _types_in(t: pa.DataType) -> Iterator[pa.DataType]:
@@ -292,8 +297,10 @@ RESERVED_PREFIX = "__lamina"
 def reserved_name(name: str) -> str | None:
     """Why ``name`` may not name a top-level column (None: it may)."""
     if name in RESERVED_NAMES or name.startswith(RESERVED_PREFIX):
-        return (f"column name {name!r} is reserved for metadata columns ({sorted(RESERVED_NAMES)} and "
-                f"names starting with {RESERVED_PREFIX!r}); choose another name")
+        return (
+            f"column name {name!r} is reserved for metadata columns ({sorted(RESERVED_NAMES)} and "
+            f"names starting with {RESERVED_PREFIX!r}); choose another name"
+        )
     return None
 
 
@@ -336,7 +343,11 @@ class Schema:
             return True
         if not isinstance(other, Schema):
             return NotImplemented
-        return self.schema_id == other.schema_id and self.last_column_id == other.last_column_id and self.to_json() == other.to_json()
+        return (
+            self.schema_id == other.schema_id
+            and self.last_column_id == other.last_column_id
+            and self.to_json() == other.to_json()
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         # The memoized hash is not pickled: string hashes differ between processes (a Spark worker).
@@ -413,7 +424,7 @@ class Schema:
         return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
     @classmethod
-    def from_arrow(cls, schema: pa.Schema, schema_id: int = 0) -> "Schema":
+    def from_arrow(cls, schema: pa.Schema, schema_id: int = 0) -> Schema:
         """Assign fresh field ids (depth-first from 1) to a user-supplied Arrow schema."""
         if not isinstance(schema, pa.Schema):
             raise SchemaMismatch(f"expected a pyarrow.Schema, got {type(schema).__name__}")
@@ -430,9 +441,7 @@ class Schema:
         for f in schema:
             note_stored_units(f.name, f.type)
         next_id = [1]
-        fields = [
-            _assign_field(pa.field(f.name, normalize_type(f.type), f.nullable), next_id) for f in schema
-        ]
+        fields = [_assign_field(pa.field(f.name, normalize_type(f.type), f.nullable), next_id) for f in schema]
         return cls(pa.schema(fields), schema_id)
 
     @property
@@ -485,17 +494,19 @@ class Schema:
             for f in fields:
                 md = f.metadata or {}
                 path = f"{prefix}{f.name}"
-                out.append({
-                    "path": path,
-                    "depth": depth,
-                    "field_id": field_id_of(f),
-                    "type": str(f.type) if not pa.types.is_nested(f.type) else _type_to_json(f.type)["type"],
-                    "required": not f.nullable,
-                    "doc": md[DOC_KEY].decode() if DOC_KEY in md else None,
-                    "initial_default": md[INITIAL_DEFAULT_KEY].decode() if INITIAL_DEFAULT_KEY in md else None,
-                    "write_default": md[WRITE_DEFAULT_KEY].decode() if WRITE_DEFAULT_KEY in md else None,
-                    "physical_name": physical_name_of(f),
-                })
+                out.append(
+                    {
+                        "path": path,
+                        "depth": depth,
+                        "field_id": field_id_of(f),
+                        "type": str(f.type) if not pa.types.is_nested(f.type) else _type_to_json(f.type)["type"],
+                        "required": not f.nullable,
+                        "doc": md[DOC_KEY].decode() if DOC_KEY in md else None,
+                        "initial_default": md[INITIAL_DEFAULT_KEY].decode() if INITIAL_DEFAULT_KEY in md else None,
+                        "write_default": md[WRITE_DEFAULT_KEY].decode() if WRITE_DEFAULT_KEY in md else None,
+                        "physical_name": physical_name_of(f),
+                    }
+                )
                 walk(children_of(f.type), path + ".", depth + 1)
 
         walk(self.arrow, "", 0)
@@ -511,10 +522,12 @@ class Schema:
         return self._json  # type: ignore[return-value]
 
     @classmethod
-    def from_json(cls, j: dict[str, Any]) -> "Schema":
+    def from_json(cls, j: dict[str, Any]) -> Schema:
         try:
             schema = cls(
-                pa.schema([_field_from_json(f) for f in j["fields"]]), int(j.get("schema_id", 0)), int(j.get("last_column_id", 0))
+                pa.schema([_field_from_json(f) for f in j["fields"]]),
+                int(j.get("schema_id", 0)),
+                int(j.get("last_column_id", 0)),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptMetadata(f"schema is malformed: {e}") from e
@@ -528,10 +541,15 @@ class Schema:
         rather than fail."""
         ids = [field_id_of(f) for f in _walk(self.arrow)]
         if len(set(ids)) != len(ids):
-            raise CorruptMetadata(f"schema is malformed: field ids {sorted({i for i in ids if ids.count(i) > 1})} are used twice")
+            raise CorruptMetadata(
+                f"schema is malformed: field ids {sorted({i for i in ids if ids.count(i) > 1})} are used twice"
+            )
         levels = [list(self.arrow)] + [children_of(f.type) for f in _walk(self.arrow) if pa.types.is_struct(f.type)]
         for level in levels:
-            for what, names in (("name", [f.name for f in level]), ("physical name", [physical_name_of(f) for f in level])):
+            for what, names in (
+                ("name", [f.name for f in level]),
+                ("physical name", [physical_name_of(f) for f in level]),
+            ):
                 if len(set(names)) != len(names):
                     raise CorruptMetadata(f"schema is malformed: two sibling fields have the same {what} ({names})")
         _ = (self.initial_defaults, self.write_defaults)  # parsed now: a bad default is CorruptMetadata here
@@ -554,7 +572,9 @@ class Schema:
             for i in self._required_positions:
                 col = data.column(i)
                 if col.null_count:
-                    raise SchemaMismatch(f"column {self.arrow.field(i).name!r} is required (not null) but the data has {col.null_count} nulls")
+                    raise SchemaMismatch(
+                        f"column {self.arrow.field(i).name!r} is required (not null) but the data has {col.null_count} nulls"
+                    )
             return pa.Table.from_batches(data.to_batches(), schema=self.arrow)
         extra = [n for n in data.column_names if n not in self._by_name]
         if extra:
@@ -568,8 +588,11 @@ class Schema:
         index = {n: i for i, n in enumerate(data.column_names)}  # by position: a lookup by name scans every column
         check_cast_mode(cast)
         if cast is None:
-            refused = [mismatch(f.name, data.schema.field(index[f.name]).type, f.type) for f in self.arrow
-                       if f.name in index and fit(data.schema.field(index[f.name]).type, f.type) is None]
+            refused = [
+                mismatch(f.name, data.schema.field(index[f.name]).type, f.type)
+                for f in self.arrow
+                if f.name in index and fit(data.schema.field(index[f.name]).type, f.type) is None
+            ]
             if refused:
                 raise SchemaMismatch("; ".join(refused) + "; nothing was written")
         arrays = []
@@ -585,6 +608,8 @@ class Schema:
                 continue
             col = store(data.column(index[f.name]), f.type, f.name, cast=cast)
             if not f.nullable and col.null_count:
-                raise SchemaMismatch(f"column {f.name!r} is required (not null) but the data has {col.null_count} nulls")
+                raise SchemaMismatch(
+                    f"column {f.name!r} is required (not null) but the data has {col.null_count} nulls"
+                )
             arrays.append(col)
         return pa.Table.from_arrays(arrays, schema=self.arrow)

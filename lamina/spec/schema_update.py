@@ -18,18 +18,26 @@ from __future__ import annotations
 
 import copy
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence, Union
+from typing import Any
 
 import pyarrow as pa
 
 from lamina.errors import SchemaMismatch
-from lamina.spec.write_types import widens
 from lamina.spec.schema import (
-    Schema, _assign_ids, normalize_type, _type_from_json, _type_to_json, encode_default, field_id_of, reserved_name,
+    Schema,
+    _assign_ids,
+    _type_from_json,
+    _type_to_json,
+    encode_default,
+    field_id_of,
+    normalize_type,
+    reserved_name,
 )
+from lamina.spec.write_types import widens
 
-Path = Union[str, Sequence[str]]
+Path = str | Sequence[str]
 
 _INTS = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
 
@@ -101,8 +109,11 @@ class UpdateColumn:
     doc: str | None = None
 
     def describe(self) -> str:
-        parts = [f"type {self.type}" if self.type is not None else "", "optional" if self.nullable else "",
-                 "doc" if self.doc is not None else ""]
+        parts = [
+            f"type {self.type}" if self.type is not None else "",
+            "optional" if self.nullable else "",
+            "doc" if self.doc is not None else "",
+        ]
         return f"update {show_path(self.path)} " + ", ".join(p for p in parts if p)
 
 
@@ -119,7 +130,7 @@ class ReplaceColumn:
         return f"replace {show_path(self.path)} with {self.type}"
 
 
-SchemaChange = Union[AddColumn, DropColumn, RenameColumn, MoveColumn, UpdateColumn, ReplaceColumn]
+SchemaChange = AddColumn | DropColumn | RenameColumn | MoveColumn | UpdateColumn | ReplaceColumn
 
 
 def show_path(path: Sequence[str] | str) -> str:
@@ -170,7 +181,9 @@ class _Tree:
             return [(f["name"], f, self.fields) for f in self.fields]
         return self._kids(parent)
 
-    def resolve(self, path: tuple[str, ...] | str) -> tuple[tuple[str, ...], dict[str, Any], list[dict[str, Any]] | None, dict[str, Any] | None]:
+    def resolve(
+        self, path: tuple[str, ...] | str
+    ) -> tuple[tuple[str, ...], dict[str, Any], list[dict[str, Any]] | None, dict[str, Any] | None]:
         """(path as names, the field, the list holding it, its parent field or None)."""
         if isinstance(path, tuple):
             parent, holder, node = None, None, None
@@ -189,7 +202,7 @@ class _Tree:
                 if rest == n:
                     found.append((names + (n,), c, h, parent))
                 elif rest.startswith(n + "."):
-                    walk(c, rest[len(n) + 1:], names + (n,))
+                    walk(c, rest[len(n) + 1 :], names + (n,))
 
         walk(None, path, ())
         if not found:
@@ -209,7 +222,9 @@ class _Tree:
 
     def _check_name(self, name: str, siblings: Iterable[dict[str, Any]], top_level: bool) -> None:
         if not isinstance(name, str) or not name or any(ord(c) < 32 for c in name):
-            raise InvalidSchemaChange(f"invalid column name {name!r}: names must be non-empty without control characters")
+            raise InvalidSchemaChange(
+                f"invalid column name {name!r}: names must be non-empty without control characters"
+            )
         why = reserved_name(name) if top_level else None
         if why:
             raise InvalidSchemaChange(why)
@@ -250,7 +265,9 @@ class _Tree:
                 "no value for it. Give it a default=..., or add it as optional (required=False)"
             )
         if c.default is not None and parent is not None:
-            raise InvalidSchemaChange(f"defaults are supported for top-level columns only; {show_path(path)!r} is nested")
+            raise InvalidSchemaChange(
+                f"defaults are supported for top-level columns only; {show_path(path)!r} is nested"
+            )
         # ids: the column's first, then its nested fields depth-first
         node: dict[str, Any] = {"id": self._new_id(), "name": name, "nullable": not c.required}
         counter = [self.last_id + 1]
@@ -269,7 +286,9 @@ class _Tree:
         if c.position is not None:
             self._place(path, siblings, node, c.position)
 
-    def _place(self, path: tuple[str, ...], siblings: list[dict[str, Any]], node: dict[str, Any], position: Any) -> None:
+    def _place(
+        self, path: tuple[str, ...], siblings: list[dict[str, Any]], node: dict[str, Any], position: Any
+    ) -> None:
         where, ref = position
         if where == "first":
             siblings.remove(node)
@@ -300,16 +319,22 @@ class _Tree:
     def drop(self, c: DropColumn) -> None:
         names, node, holder, parent = self.resolve(c.path)
         if holder is None:
-            raise InvalidSchemaChange(f"cannot drop {show_path(names)!r}: a list element or map key/value cannot be dropped")
+            raise InvalidSchemaChange(
+                f"cannot drop {show_path(names)!r}: a list element or map key/value cannot be dropped"
+            )
         if len(holder) == 1:
-            what = "the table's last column" if parent is None else f"the last field of struct {show_path(names[:-1])!r}"
+            what = (
+                "the table's last column" if parent is None else f"the last field of struct {show_path(names[:-1])!r}"
+            )
             raise InvalidSchemaChange(f"cannot drop {show_path(names)!r}: it is {what}")
         holder.remove(node)
 
     def rename(self, c: RenameColumn) -> None:
         names, node, holder, parent = self.resolve(c.path)
         if holder is None:
-            raise InvalidSchemaChange(f"cannot rename {show_path(names)!r}: list elements and map keys/values have fixed names")
+            raise InvalidSchemaChange(
+                f"cannot rename {show_path(names)!r}: list elements and map keys/values have fixed names"
+            )
         if c.new_name == node["name"]:
             return
         self._check_name(c.new_name, [s for s in holder if s is not node], parent is None)
@@ -348,7 +373,9 @@ class _Tree:
             node["doc"] = str(c.doc)
 
     def result(self) -> Schema:
-        schema = Schema.from_json({"schema_id": self.schema.schema_id + 1, "fields": self.fields, "last_column_id": self.last_id})
+        schema = Schema.from_json(
+            {"schema_id": self.schema.schema_id + 1, "fields": self.fields, "last_column_id": self.last_id}
+        )
         return schema
 
 
@@ -362,8 +389,14 @@ def apply_schema_changes(
     column may not be dropped, nor change type except between integer widths."""
     tree = _Tree(schema)
     for c in changes:
-        {AddColumn: tree.add, DropColumn: tree.drop, RenameColumn: tree.rename, MoveColumn: tree.move,
-         UpdateColumn: tree.update, ReplaceColumn: tree.replace}[type(c)](c)  # type: ignore[operator]
+        {
+            AddColumn: tree.add,
+            DropColumn: tree.drop,
+            RenameColumn: tree.rename,
+            MoveColumn: tree.move,
+            UpdateColumn: tree.update,
+            ReplaceColumn: tree.replace,
+        }[type(c)](c)  # type: ignore[operator]
     new = tree.result()
     check_protected(schema, new, protected)
     return new

@@ -34,8 +34,9 @@ records are read exactly as before.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from lamina.errors import CorruptMetadata, InvalidArgument
 from lamina.spec.layout import ARROW_MANIFEST_SUFFIX, MANIFESTS_DIR, META_DIR
@@ -85,8 +86,13 @@ class Tombstone:
     dropped_by: int | None = None  # the destructive rollback's version
 
     def to_json(self) -> bytes:
-        j: dict[str, Any] = {"tombstone": True, "version": self.version, "commit_id": self.commit_id,
-                             "reason": self.reason, "at_ms": self.at_ms}
+        j: dict[str, Any] = {
+            "tombstone": True,
+            "version": self.version,
+            "commit_id": self.commit_id,
+            "reason": self.reason,
+            "at_ms": self.at_ms,
+        }
         if self.dropped_by is not None:
             j["dropped_by_rollback"] = self.dropped_by
         data = json.dumps(j, separators=(",", ":")).encode()
@@ -94,7 +100,7 @@ class Tombstone:
         return data
 
     @classmethod
-    def parse(cls, data: bytes, where: str) -> "Tombstone | None":
+    def parse(cls, data: bytes, where: str) -> Tombstone | None:
         """The tombstone, None if ``data`` is not one (a version manifest), or CorruptMetadata
         if it claims to be a tombstone and is damaged."""
         if not data.startswith(TOMBSTONE_PREFIX):
@@ -147,7 +153,9 @@ def block_entry(commit_id: str, flags: int) -> str:
 def parse_block_entry(entry: Any, where: str) -> tuple[str, int]:
     """(short id, flags) of one entry of a version's ``block_commits``."""
     if not isinstance(entry, str) or len(entry) != _ENTRY_LEN or not set(entry) <= _HEX:
-        raise CorruptMetadata(f"{where}: block_commits entry {entry!r} is not {SHORT_ID_LEN} hex digits and a flag digit")
+        raise CorruptMetadata(
+            f"{where}: block_commits entry {entry!r} is not {SHORT_ID_LEN} hex digits and a flag digit"
+        )
     return entry[:SHORT_ID_LEN], int(entry[SHORT_ID_LEN], 16)
 
 
@@ -181,8 +189,11 @@ def block_flags(vm: Any) -> int:
         flags |= REMOVED
     if count("leaves-written"):
         flags |= WROTE_LEAVES
-    if (vm.last_readd_version == vm.version or vm.parent_version != vm.version - 1
-            or (vm.root_manifest is not None and not is_commit_root_path(vm.root_manifest))):
+    if (
+        vm.last_readd_version == vm.version
+        or vm.parent_version != vm.version - 1
+        or (vm.root_manifest is not None and not is_commit_root_path(vm.root_manifest))
+    ):
         flags |= IRREGULAR
     return flags
 
@@ -218,7 +229,13 @@ def parse_range_record_name(name: str) -> tuple[int, int, int] | None:
     """(first, last, at_ms) of a range record's file name, or None."""
     stem, _, ext = name.partition(".")
     parts = stem.split("-")
-    if ext != "json" or len(parts) != 3 or len(parts[0]) != 20 or len(parts[1]) != 20 or not all(p.isdigit() for p in parts):
+    if (
+        ext != "json"
+        or len(parts) != 3
+        or len(parts[0]) != 20
+        or len(parts[1]) != 20
+        or not all(p.isdigit() for p in parts)
+    ):
         return None
     first, last, at = (int(p) for p in parts)
     return (first, last, at) if first <= last else None
@@ -250,13 +267,17 @@ class SlotRecord:
 
     def to_json(self) -> bytes:
         return json.dumps(
-            {"first_version": self.first, "last_version": self.last, "commit_ids": list(self.commit_ids),
-             "freed_at_ms" if self.emptied else "expired_at_ms": self.at_ms},
+            {
+                "first_version": self.first,
+                "last_version": self.last,
+                "commit_ids": list(self.commit_ids),
+                "freed_at_ms" if self.emptied else "expired_at_ms": self.at_ms,
+            },
             separators=(",", ":"),
         ).encode()
 
     @classmethod
-    def parse(cls, data: bytes, where: str) -> "SlotRecord":
+    def parse(cls, data: bytes, where: str) -> SlotRecord:
         try:
             j = json.loads(data)
             first, last = int(j["first_version"]), int(j["last_version"])

@@ -10,8 +10,9 @@ set with ``Table.update_sort_order``; before that, the older table property
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -56,7 +57,7 @@ class SortOrder:
         return {"order_id": self.order_id, "fields": [f.to_json() for f in self.fields]}
 
     @classmethod
-    def from_json(cls, j: Any) -> "SortOrder":
+    def from_json(cls, j: Any) -> SortOrder:
         try:
             if not isinstance(j, dict) or not isinstance(j.get("fields"), list):
                 raise TypeError("expected an object with a 'fields' list")
@@ -108,7 +109,8 @@ def sortable_field(schema: Schema, column: str) -> pa.Field:
     if not sortable(f.type):
         raise InvalidArgument(
             f"cannot sort by column {column!r} of type {f.type}: {UNORDERED_TYPES} have no order; "
-            "sort by another column")
+            "sort by another column"
+        )
     return f
 
 
@@ -143,8 +145,13 @@ def sort_keys(schema: Schema, order: SortOrder) -> list[tuple[str, str, str]]:
             name = schema.name_of(f.source_id)
         except SchemaMismatch:
             continue
-        keys.append((name, "ascending" if f.direction == ASC else "descending",
-                     "at_start" if f.null_order == NULLS_FIRST else "at_end"))
+        keys.append(
+            (
+                name,
+                "ascending" if f.direction == ASC else "descending",
+                "at_start" if f.null_order == NULLS_FIRST else "at_end",
+            )
+        )
     return keys
 
 
@@ -154,7 +161,7 @@ def effective_sort_keys(vm: Any) -> list[tuple[str, str, str]]:
 
 
 def _key(k: Any) -> tuple[str, str, str]:
-    return (k, "ascending", "at_end") if isinstance(k, str) else tuple(k)  # type: ignore[return-value]
+    return (k, "ascending", "at_end") if isinstance(k, str) else tuple(k)
 
 
 def sort_rows(rows: pa.Table, keys: Sequence[Any]) -> pa.Table:

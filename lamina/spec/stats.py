@@ -19,9 +19,10 @@ column; ``write.metadata.metrics.column.<col>`` sets one column's mode (docs/for
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -76,7 +77,7 @@ def parse_mode(text: str) -> StatsMode:
 
 def column_mode_keys(properties: Mapping[str, Any]) -> dict[str, str]:
     """The per-column keys of ``properties``: column name -> the mode's text."""
-    return {k[len(COLUMN_PREFIX):]: str(v) for k, v in properties.items() if str(k).startswith(COLUMN_PREFIX)}
+    return {k[len(COLUMN_PREFIX) :]: str(v) for k, v in properties.items() if str(k).startswith(COLUMN_PREFIX)}
 
 
 def check_column_modes(properties: Mapping[str, Any], schema: Schema, outcome: str = "Nothing was created.") -> None:
@@ -135,7 +136,9 @@ def _kept(schema: Schema, policy: StatsPolicy) -> tuple[tuple[pa.Field, int, Sta
 
 
 @lru_cache(maxsize=256)
-def _policy(schema: Schema, default: StatsMode | None, max_columns: int, columns: tuple[tuple[str, str], ...]) -> StatsPolicy:
+def _policy(
+    schema: Schema, default: StatsMode | None, max_columns: int, columns: tuple[tuple[str, str], ...]
+) -> StatsPolicy:
     by_name = dict(columns)
     modes = []
     for i, f in enumerate(schema.arrow):
@@ -154,7 +157,9 @@ def stats_policy(schema: Schema, properties: Mapping[str, Any]) -> StatsPolicy:
     from lamina.spec.properties import TableProperties as P
 
     return _policy(
-        schema, P.WRITE_METADATA_METRICS_DEFAULT.get(properties), P.WRITE_METADATA_METRICS_MAX_INFERRED_COLUMN_DEFAULTS.get(properties),
+        schema,
+        P.WRITE_METADATA_METRICS_DEFAULT.get(properties),
+        P.WRITE_METADATA_METRICS_MAX_INFERRED_COLUMN_DEFAULTS.get(properties),
         tuple(sorted(column_mode_keys(properties).items())),
     )
 

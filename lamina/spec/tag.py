@@ -37,7 +37,9 @@ def validate_tag_name(name: Any) -> str:
     if len(name) > MAX_TAG_NAME:
         raise InvalidTagName(f"{what[:60]}... is {len(name)} characters; the limit is {MAX_TAG_NAME}")
     if _VERSION_NUMBER.fullmatch(name):
-        raise InvalidTagName(f"{what} is a number, which would be read as a version; add a letter (e.g. 'v{name.lstrip('+-')}')")
+        raise InvalidTagName(
+            f"{what} is a number, which would be read as a version; add a letter (e.g. 'v{name.lstrip('+-')}')"
+        )
     if name.startswith("."):
         raise InvalidTagName(f"{what} starts with '.'; hidden names are reserved ({rule})")
     if ".." in name:
@@ -115,7 +117,7 @@ class Tag:
         ).encode()
 
     @classmethod
-    def from_json(cls, data: bytes, where: str) -> "Tag":
+    def from_json(cls, data: bytes, where: str) -> Tag:
         try:
             j = json.loads(data)
             vm = VersionManifest.from_json(json.dumps(j["version_manifest"]).encode(), where)

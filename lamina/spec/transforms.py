@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import decimal
 import re
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import mmh3
 import numpy as np
@@ -241,12 +242,12 @@ def _unscaled(a: pa.Array) -> tuple[np.ndarray | list[int], np.ndarray | None]:
     rounds past 28 digits), and its null mask: int64s (vectorized) up to precision 18, where
     the low word is the value, Python ints beyond."""
     width = a.type.byte_width
-    raw = np.frombuffer(a.buffers()[1], dtype=np.uint8)[a.offset * width:(a.offset + len(a)) * width]
+    raw = np.frombuffer(a.buffers()[1], dtype=np.uint8)[a.offset * width : (a.offset + len(a)) * width]
     mask = a.is_null().to_numpy(zero_copy_only=False) if a.null_count else None
     if a.type.precision <= 18:
         return raw.view("<i8")[:: width // 8].copy(), mask
     data = raw.tobytes()
-    return [int.from_bytes(data[i:i + width], "little", signed=True) for i in range(0, len(data), width)], mask
+    return [int.from_bytes(data[i : i + width], "little", signed=True) for i in range(0, len(data), width)], mask
 
 
 def _from_unscaled(values: np.ndarray | list[int], mask: np.ndarray | None, t: pa.DataType) -> pa.Array:
@@ -257,7 +258,10 @@ def _from_unscaled(values: np.ndarray | list[int], mask: np.ndarray | None, t: p
         words[:, 1:] = (values >> 63)[:, None]
         validity = None if mask is None else pa.array(~mask).buffers()[1]
         return pa.Array.from_buffers(t, len(values), [validity, pa.py_buffer(words.tobytes())])
-    out = [None if mask is not None and mask[i] else decimal.Decimal(u).scaleb(-t.scale, _EXACT) for i, u in enumerate(values)]
+    out = [
+        None if mask is not None and mask[i] else decimal.Decimal(u).scaleb(-t.scale, _EXACT)
+        for i, u in enumerate(values)
+    ]
     return pa.array(out, type=t)
 
 
@@ -274,7 +278,7 @@ def _min_be_bytes(n: int) -> bytes:
 def _bucket(a: pa.Array, n: int) -> pa.Array:
     t = a.type
     if pa.types.is_integer(t) or pa.types.is_temporal(t):
-        v, mask = (_ints(a) if pa.types.is_integer(t) else _micros(a))
+        v, mask = _ints(a) if pa.types.is_integer(t) else _micros(a)
         h = murmur3_long(v)
     else:
         # Variable-length keys: hash per value with mmh3 (no vectorized murmur over ragged bytes).
@@ -348,7 +352,9 @@ def _truncate(a: pa.Array, w: int) -> pa.Array:
     return _from_unscaled([int(x) - int(x) % w for x in u], mask, out)
 
 
-def apply_transform(transform: str, values: pa.Array | pa.ChunkedArray, source_type: pa.DataType | None = None) -> pa.Array:
+def apply_transform(
+    transform: str, values: pa.Array | pa.ChunkedArray, source_type: pa.DataType | None = None
+) -> pa.Array:
     """Apply ``transform`` to every value (vectorized); nulls stay null."""
     a = _as_array(values)
     t = source_type if source_type is not None else a.type
@@ -424,9 +430,7 @@ def _type_min(t: pa.DataType) -> int:
     return -(1 << (t.bit_width - 1)) if pa.types.is_signed_integer(t) else 0
 
 
-def project_inclusive(
-    field: "PartitionField", op: str, value: Any, source_type: pa.DataType
-) -> tuple[str, Any] | None:
+def project_inclusive(field: PartitionField, op: str, value: Any, source_type: pa.DataType) -> tuple[str, Any] | None:
     """Project ``source <op> value`` onto ``field``'s partition value.
 
     Returns ``(op', value')`` such that ``partition <op'> value'`` holds for every row
@@ -479,5 +483,3 @@ def normalize_transform(transform: str) -> str:
     out = f"{fn}[{int(arg)}]" if arg is not None else fn
     _parse_transform(out)
     return out
-
-

@@ -116,9 +116,11 @@ class VersionManifest:
     def __repr__(self) -> str:
         """One line: the version, its parent, what made it, when, and its size (not its schema, properties, ...)."""
         s = self.summary
-        return (f"VersionManifest(version={self.version}, parent_version={self.parent_version}, operation={self.operation!r}, "
-                f"committed={iso_ms(self.timestamp_ms)}, files={s.get('total-files')}, records={s.get('total-records')}, "
-                f"schema_id={self.schema.schema_id})")
+        return (
+            f"VersionManifest(version={self.version}, parent_version={self.parent_version}, operation={self.operation!r}, "
+            f"committed={iso_ms(self.timestamp_ms)}, files={s.get('total-files')}, records={s.get('total-records')}, "
+            f"schema_id={self.schema.schema_id})"
+        )
 
     @property
     def all_partition_specs(self) -> tuple[PartitionSpec, ...]:
@@ -129,28 +131,36 @@ class VersionManifest:
         # The bytes of json.dumps of the whole object (compact separators), with the schema and
         # partition spec, the same for every version of a run of commits (and large for a wide
         # table), encoded once per object rather than on every commit.
-        head = _dumps({
-            "format_version": self.format_version,
-            "version": self.version,
-            "parent_version": self.parent_version,
-            "table_uuid": self.table_uuid,
-            "timestamp_ms": self.timestamp_ms,
-            "operation": self.operation,
-            "summary": self.summary,
-        })
-        tail = _dumps({
-            "properties": self.properties,
-            "root_manifest": self.root_manifest,
-            "reader_features": list(self.reader_features),
-            "writer_features": list(self.writer_features),
-            "commit_id": self.commit_id,
-            "app_transactions": self.app_transactions,
-            **({} if self.last_readd_version is None else {"last_readd_version": self.last_readd_version}),
-            **({} if len(self.partition_specs) < 2 else {"partition_specs": [p.to_json() for p in self.partition_specs]}),
-            **({} if self.sort_order is None else {"sort_order": self.sort_order.to_json()}),
-            **({} if self.next_row_id is None else {"next_row_id": self.next_row_id}),
-            **({} if self.block_commits is None else {"block_commits": list(self.block_commits)}),
-        })
+        head = _dumps(
+            {
+                "format_version": self.format_version,
+                "version": self.version,
+                "parent_version": self.parent_version,
+                "table_uuid": self.table_uuid,
+                "timestamp_ms": self.timestamp_ms,
+                "operation": self.operation,
+                "summary": self.summary,
+            }
+        )
+        tail = _dumps(
+            {
+                "properties": self.properties,
+                "root_manifest": self.root_manifest,
+                "reader_features": list(self.reader_features),
+                "writer_features": list(self.writer_features),
+                "commit_id": self.commit_id,
+                "app_transactions": self.app_transactions,
+                **({} if self.last_readd_version is None else {"last_readd_version": self.last_readd_version}),
+                **(
+                    {}
+                    if len(self.partition_specs) < 2
+                    else {"partition_specs": [p.to_json() for p in self.partition_specs]}
+                ),
+                **({} if self.sort_order is None else {"sort_order": self.sort_order.to_json()}),
+                **({} if self.next_row_id is None else {"next_row_id": self.next_row_id}),
+                **({} if self.block_commits is None else {"block_commits": list(self.block_commits)}),
+            }
+        )
         out = f'{head[:-1]},"schema":{_encoded(self.schema)},"partition_spec":{_encoded(self.partition_spec)},{tail[1:]}'.encode()
         if self.root_inline is None:
             return out
@@ -159,7 +169,7 @@ class VersionManifest:
         return b"".join((out[:-1], b',"root_inline":"', base64.b64encode(self.root_inline), b'"}'))
 
     @classmethod
-    def from_json(cls, data: bytes, where: str) -> "VersionManifest":
+    def from_json(cls, data: bytes, where: str) -> VersionManifest:
         try:
             j = json.loads(data)
         except ValueError as e:
@@ -170,7 +180,7 @@ class VersionManifest:
         return cls.from_dict(j, where)
 
     @classmethod
-    def from_dict(cls, j: Any, where: str) -> "VersionManifest":
+    def from_dict(cls, j: Any, where: str) -> VersionManifest:
         """A version manifest from its parsed JSON (a tag's or a branch record's copy)."""
         try:
             if not isinstance(j, dict):
@@ -180,7 +190,9 @@ class VersionManifest:
             if specs is not None:
                 specs = _cached(_parse_specs, specs)
                 if spec not in specs:
-                    raise CorruptMetadata(f"the current partition spec (id {spec.spec_id}) is not among partition_specs")
+                    raise CorruptMetadata(
+                        f"the current partition spec (id {spec.spec_id}) is not among partition_specs"
+                    )
             order = j.get("sort_order")
             inline = j.get("root_inline")
             if (inline is not None) != is_inline_root(j["root_manifest"]):
@@ -219,7 +231,7 @@ class VersionManifest:
                 "restore it from a backup, or roll back to an earlier version"
             ) from None
 
-    def next(self, **changes: Any) -> "VersionManifest":
+    def next(self, **changes: Any) -> VersionManifest:
         """This manifest with ``changes`` (fields), as ``dataclasses.replace`` would make it (a
         commit makes several: this skips replace's per-field introspection). What was worked
         out from this one and cached on it (its manifest schema) is kept when the fields it

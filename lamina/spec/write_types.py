@@ -155,7 +155,11 @@ def fit(source: pa.DataType, target: pa.DataType, *, structs_by_name: bool = Tru
     if pa.types.is_decimal(source):
         if not pa.types.is_decimal(target):
             return None
-        return WIDEN if target.scale >= source.scale and target.precision - target.scale >= source.precision - source.scale else None
+        return (
+            WIDEN
+            if target.scale >= source.scale and target.precision - target.scale >= source.precision - source.scale
+            else None
+        )
     if pa.types.is_date(source):
         if pa.types.is_date(target):
             return WIDEN if pa.types.is_date64(target) else CHECK  # date64 holds milliseconds
@@ -177,8 +181,10 @@ def fit(source: pa.DataType, target: pa.DataType, *, structs_by_name: bool = Tru
     if pa.types.is_map(source):
         if not pa.types.is_map(target):
             return None
-        return _weakest(fit(source.key_type, target.key_type, structs_by_name=structs_by_name),
-                        fit(source.item_type, target.item_type, structs_by_name=structs_by_name))
+        return _weakest(
+            fit(source.key_type, target.key_type, structs_by_name=structs_by_name),
+            fit(source.item_type, target.item_type, structs_by_name=structs_by_name),
+        )
     return None
 
 
@@ -214,8 +220,12 @@ def type_expr(t: pa.DataType, column: str) -> str:
     """``t`` as the pyarrow expression that makes it (for messages): the table column
     ``column``'s type for a nested one."""
     simple = {
-        "bool": "pa.bool_()", "float": "pa.float32()", "double": "pa.float64()", "halffloat": "pa.float16()",
-        "date32[day]": "pa.date32()", "date64[ms]": "pa.date64()",
+        "bool": "pa.bool_()",
+        "float": "pa.float32()",
+        "double": "pa.float64()",
+        "halffloat": "pa.float16()",
+        "date32[day]": "pa.date32()",
+        "date64[ms]": "pa.date64()",
     }
     s = str(t)
     if s in simple:
@@ -231,27 +241,39 @@ def type_expr(t: pa.DataType, column: str) -> str:
 
 def cast_hint(column: str, target: pa.DataType) -> str:
     """How to make a refused column fit (for messages)."""
-    return (f"cast it first (pyarrow.compute.cast(data[{column!r}], {type_expr(target, column)}), or pandas' astype), "
-            "or pass cast='safe' to convert what pyarrow's safe cast converts")
+    return (
+        f"cast it first (pyarrow.compute.cast(data[{column!r}], {type_expr(target, column)}), or pandas' astype), "
+        "or pass cast='safe' to convert what pyarrow's safe cast converts"
+    )
 
 
 def widen_hint(column: str, source: pa.DataType, target: pa.DataType) -> str:
     """How to widen the column instead, where its type may widen to the data's ('' if not)."""
     if pa.types.is_nested(target) or not widens(target, source):
         return ""
-    return (f"; or widen the column first (table.update_schema().update_column({column!r}, {type_expr(source, column)})), "
-            "or let schema_mode='merge' widen it (table property schema.type-widening.enabled=true)")
+    return (
+        f"; or widen the column first (table.update_schema().update_column({column!r}, {type_expr(source, column)})), "
+        "or let schema_mode='merge' widen it (table property schema.type-widening.enabled=true)"
+    )
 
 
 def mismatch(column: str, source: pa.DataType, target: pa.DataType) -> str:
     """Why a column whose type the rule refuses is refused, and how to cast (or widen) it."""
-    return (f"column {column!r} is {source} in the data, the table has {target}: only a lossless widening is "
-            f"stored as it is (docs/format.md, 'Types on write'); {cast_hint(column, target)}"
-            + widen_hint(column, source, target))
+    return (
+        f"column {column!r} is {source} in the data, the table has {target}: only a lossless widening is "
+        f"stored as it is (docs/format.md, 'Types on write'); {cast_hint(column, target)}"
+        + widen_hint(column, source, target)
+    )
 
 
-def store(col: pa.Array | pa.ChunkedArray, target: pa.DataType, column: str, *, cast: str | None = None,
-          assignment: bool = False) -> pa.Array | pa.ChunkedArray:
+def store(
+    col: pa.Array | pa.ChunkedArray,
+    target: pa.DataType,
+    column: str,
+    *,
+    cast: str | None = None,
+    assignment: bool = False,
+) -> pa.Array | pa.ChunkedArray:
     """``col`` as type ``target`` by the rule (``assignment``: a SQL assignment's, see the module
     docstring; ``cast="safe"``: pyarrow's safe cast), or SchemaMismatch naming ``column``."""
     if col.type.equals(target):
@@ -267,7 +289,10 @@ def store(col: pa.Array | pa.ChunkedArray, target: pa.DataType, column: str, *, 
         else:
             why = f"a value does not convert exactly ({e})"
             if pa.types.is_temporal(target):  # a finer unit: what to drop is the part the table cannot hold
-                why += (f"; truncate the values first (pyarrow.compute.cast(data[{column!r}], "
-                        f"{type_expr(target, column)}, safe=False))")
-        raise SchemaMismatch(f"column {column!r} is {col.type} in the data, the table has {target}: {why}; "
-                             "nothing was written") from None
+                why += (
+                    f"; truncate the values first (pyarrow.compute.cast(data[{column!r}], "
+                    f"{type_expr(target, column)}, safe=False))"
+                )
+        raise SchemaMismatch(
+            f"column {column!r} is {col.type} in the data, the table has {target}: {why}; nothing was written"
+        ) from None

@@ -15,7 +15,7 @@ period create one tag (put-if-absent).
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from lamina.errors import InvalidArgument, LaminaError, TagAlreadyExists
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-
 def period_name(timestamp_ms: int, period: str) -> str:
     try:
         fmt = AUTO_TAG_PERIOD_FORMATS[period]
@@ -36,10 +35,10 @@ def period_name(timestamp_ms: int, period: str) -> str:
         raise InvalidArgument(
             f"{TableProperties.TAG_AUTO_CREATE.key} must be one of {sorted(AUTO_TAG_PERIOD_FORMATS)}, not {period!r}"
         ) from None
-    return datetime.fromtimestamp(timestamp_ms / 1000, tz=timezone.utc).strftime(fmt)
+    return datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC).strftime(fmt)
 
 
-def on_commit(table: "Table", vm: VersionManifest) -> str | None:
+def on_commit(table: Table, vm: VersionManifest) -> str | None:
     """Create the previous period's tag if ``vm`` opened a new period; returns its name."""
     period = TableProperties.TAG_AUTO_CREATE.get(vm.properties)
     if not period or vm.parent_version is None:

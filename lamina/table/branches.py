@@ -7,7 +7,8 @@ namespace makes, lists, renames, deletes and publishes them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from lamina.commit import CommitOptions
 from lamina.commit.branches import BranchStore, base_copy
@@ -29,7 +30,7 @@ class Branches:
     ``publish``; iterating yields every record, ``name in t.branches`` says whether one
     exists (``main`` always does)."""
 
-    def __init__(self, table: "Table") -> None:
+    def __init__(self, table: Table) -> None:
         self._table = table
 
     def _store(self) -> BranchStore:
@@ -38,9 +39,14 @@ class Branches:
     @writes
     @then_refs
     def create(
-        self, name: str, *, version: int | str | None = None, timestamp: Any = None,
-        retain_last: int | None = None, max_age: Any = None,
-    ) -> "Table":
+        self,
+        name: str,
+        *,
+        version: int | str | None = None,
+        timestamp: Any = None,
+        retain_last: int | None = None,
+        max_age: Any = None,
+    ) -> Table:
         """Make branch ``name`` from a version (default: the latest) and return its handle.
         ``version``: a version number of this handle's branch, or a tag or branch name (a
         branch: its latest); ``timestamp``: this branch's version then. Nothing is copied: the
@@ -71,11 +77,16 @@ class Branches:
         # As for tags: expiry records versions as expired before it lists branches, so a base still
         # loadable now is seen by every later expiry (and a tag's copy by its tag); a base still
         # the newest cannot have been expired (the newest is always kept).
-        held = (source.tag_store.readable(tag) is not None if tag is not None
-                else source.log.is_known_newest(base) or source.log.is_live(base.version))
+        held = (
+            source.tag_store.readable(tag) is not None
+            if tag is not None
+            else source.log.is_known_newest(base) or source.log.is_live(base.version)
+        )
         if not held:
             store.delete(name)
-            raise VersionNotFound(f"version {base.version} was expired while branch {name!r} was being made; nothing was made")
+            raise VersionNotFound(
+                f"version {base.version} was expired while branch {name!r} was being made; nothing was made"
+            )
         return main._handle(store.log(record, allow_list=main.log.allow_list), base_copy(base))
 
     def get(self, name: str) -> BranchRecord:
@@ -109,7 +120,11 @@ class Branches:
 
     @writes
     def publish(
-        self, branch: str, into: str = MAIN_BRANCH, *, expected_version: int | None = None,
+        self,
+        branch: str,
+        into: str = MAIN_BRANCH,
+        *,
+        expected_version: int | None = None,
         commit_options: CommitOptions | None = None,
     ) -> Any:
         """Publish branch ``branch`` into ``into`` as one version: a fast-forward if ``into`` has

@@ -9,7 +9,8 @@ vectors that differ from its parent's (``lamina.data.changes``); nothing else is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, NoReturn, Sequence
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,8 +31,12 @@ if TYPE_CHECKING:
 
 # ChangeFeed.counts(): change rows per version and change type.
 COUNTS_SCHEMA = pa.schema(
-    [("version", pa.int64()), ("timestamp", pa.timestamp("ms", tz="UTC")), ("operation", pa.string()),
-     *[(kind, pa.int64()) for kind in CHANGE_TYPES]]
+    [
+        ("version", pa.int64()),
+        ("timestamp", pa.timestamp("ms", tz="UTC")),
+        ("operation", pa.string()),
+        *[(kind, pa.int64()) for kind in CHANGE_TYPES],
+    ]
 )
 
 
@@ -40,8 +45,9 @@ class ChangeFeed:
     version. Built by ``Table.changes``; the range and its versions are checked when it is
     built (a range that cannot be answered raises then, before anything is read)."""
 
-    def __init__(self, io: FileIO, versions: Sequence[VersionManifest], where: str | Expr | None,
-                 columns: Sequence[str] | None) -> None:
+    def __init__(
+        self, io: FileIO, versions: Sequence[VersionManifest], where: str | Expr | None, columns: Sequence[str] | None
+    ) -> None:
         self.io = io
         self._versions = list(versions)  # start, then every version of the range, in order
         self._where = where
@@ -93,8 +99,14 @@ class ChangeFeed:
         for vm, changes in self._each_version(reader):
             types = pc.value_counts(changes.column(CHANGE_TYPE))
             counted = dict(zip(types.field("values").to_pylist(), types.field("counts").to_pylist()))
-            rows.append({"version": vm.version, "timestamp": vm.timestamp_ms, "operation": vm.operation,
-                         **{kind: counted.get(kind, 0) for kind in CHANGE_TYPES}})
+            rows.append(
+                {
+                    "version": vm.version,
+                    "timestamp": vm.timestamp_ms,
+                    "operation": vm.operation,
+                    **{kind: counted.get(kind, 0) for kind in CHANGE_TYPES},
+                }
+            )
         return pa.Table.from_pylist(rows, schema=COUNTS_SCHEMA)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
@@ -113,7 +125,10 @@ class ChangeFeed:
 
 
 def change_feed(
-    table: "Table", start: VersionManifest | int, end: VersionManifest | int | None, where: str | Expr | None,
+    table: Table,
+    start: VersionManifest | int,
+    end: VersionManifest | int | None,
+    where: str | Expr | None,
     columns: Sequence[str] | None,
 ) -> ChangeFeed:
     """The feed of ``table`` over (``start``, ``end``] (``end`` None: the latest version), every
@@ -157,8 +172,11 @@ def change_feed(
 
 def _unavailable(log: VersionLog, end: VersionManifest, why: str) -> ChangesUnavailable:
     oldest = oldest_answerable(log, end)
-    advice = (f"the oldest start version still answerable is {oldest}" if oldest is not None
-              else "no earlier version can start a change range: turn row lineage on with table.enable_row_lineage()")
+    advice = (
+        f"the oldest start version still answerable is {oldest}"
+        if oldest is not None
+        else "no earlier version can start a change range: turn row lineage on with table.enable_row_lineage()"
+    )
     return ChangesUnavailable(f"cannot compute changes: {why}; {advice}", oldest)
 
 
@@ -182,7 +200,7 @@ def oldest_answerable(log: VersionLog, end: VersionManifest) -> int | None:
     return lo
 
 
-def start_spec(table: "Table", version: int | None, timestamp: Any, tag: str | None) -> VersionManifest | int:
+def start_spec(table: Table, version: int | None, timestamp: Any, tag: str | None) -> VersionManifest | int:
     """The version a change range starts after: loaded when given by time or tag, else its number
     (checked to be one), which ``change_feed`` loads with the range. By timestamp: the newest
     version committed before it, so the range holds every version committed at or after it
@@ -202,13 +220,13 @@ def start_spec(table: "Table", version: int | None, timestamp: Any, tag: str | N
     return _spec(table, version, tag)
 
 
-def resolve_start(table: "Table", version: int | None, timestamp: Any, tag: str | None) -> VersionManifest:
+def resolve_start(table: Table, version: int | None, timestamp: Any, tag: str | None) -> VersionManifest:
     """``start_spec``, loaded."""
     spec = start_spec(table, version, timestamp, tag)
     return _loaded(table, spec) if isinstance(spec, int) else spec
 
 
-def end_spec(table: "Table", version: int | None, timestamp: Any, tag: str | None) -> VersionManifest | int | None:
+def end_spec(table: Table, version: int | None, timestamp: Any, tag: str | None) -> VersionManifest | int | None:
     """The last version of a change range: loaded when given by time or tag, else its number
     (checked to be one), or None (the latest). By timestamp: the newest version committed at or
     before it."""
@@ -221,7 +239,7 @@ def end_spec(table: "Table", version: int | None, timestamp: Any, tag: str | Non
     return _spec(table, version, tag)
 
 
-def _spec(table: "Table", version: int | None, tag: str | None) -> VersionManifest | int:
+def _spec(table: Table, version: int | None, tag: str | None) -> VersionManifest | int:
     if tag is not None:
         return table.tag_store.get(tag).version
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
@@ -229,12 +247,12 @@ def _spec(table: "Table", version: int | None, tag: str | None) -> VersionManife
     return version
 
 
-def _loaded(table: "Table", version: int) -> VersionManifest:
+def _loaded(table: Table, version: int) -> VersionManifest:
     vm = table.log.try_load(version)
     return vm if vm is not None else _not_loaded(table, version)
 
 
-def _not_loaded(table: "Table", version: int) -> NoReturn:
+def _not_loaded(table: Table, version: int) -> NoReturn:
     """Why ``version`` could not be loaded: it does not exist yet, or it was expired."""
     latest = table.log.latest()
     if version > latest.version:

@@ -3,7 +3,8 @@ app transactions."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
@@ -74,7 +75,9 @@ def _pandas_mismatch(df: Any, error: Exception) -> SchemaMismatch:
             pa.array(col, from_pandas=True)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             kinds = sorted({type(v).__name__ for v in col.dropna()})
-            problems.append(f"{name!r} holds {', '.join(kinds)} values" if len(kinds) > 1 else f"{name!r} ({', '.join(kinds)})")
+            problems.append(
+                f"{name!r} holds {', '.join(kinds)} values" if len(kinds) > 1 else f"{name!r} ({', '.join(kinds)})"
+            )
     where = "; ".join(problems) if problems else str(error)
     return SchemaMismatch(
         f"the DataFrame cannot be converted to Arrow: column {where}. A column must hold one type: "

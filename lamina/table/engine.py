@@ -43,7 +43,8 @@ once the table is created; until then ``lamina.data.inflight.discard_writes`` cl
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -54,10 +55,10 @@ from lamina.data.inflight import discard_writes, finish_writes, new_write_id, re
 from lamina.errors import CommitStateUnknown, InvalidArgument, StorageError
 from lamina.expr import Expr
 from lamina.manifest.entries import entries_from_user_files, manifest_schema_of
-from lamina.spec.stats import stats_policy
 from lamina.operations import PositionDelta
 from lamina.operations.schema import SchemaUpdate, UpdateSchema, widens_on_merge
 from lamina.spec.layout import engine_data_dir
+from lamina.spec.stats import stats_policy
 from lamina.spec.version import VersionManifest
 
 if TYPE_CHECKING:
@@ -80,8 +81,15 @@ class WriteSession:
     module docstring); ``base`` is then what that transaction's changes so far are checked
     against (``Transaction.metadata``: with its staged schema or spec changes)."""
 
-    def __init__(self, table: "Table", *, write_id: str | None = None, register: bool = True,
-                 commit_options: CommitOptions | None = None, transaction: "Transaction | None" = None) -> None:
+    def __init__(
+        self,
+        table: Table,
+        *,
+        write_id: str | None = None,
+        register: bool = True,
+        commit_options: CommitOptions | None = None,
+        transaction: Transaction | None = None,
+    ) -> None:
         if not register and write_id is None:
             raise InvalidArgument("register=False continues a write started elsewhere: pass its write_id")
         if transaction is not None:
@@ -145,7 +153,9 @@ class WriteSession:
         """Manifest entries for files described as for ``Table.add_files`` (path, size,
         record_count, ``partition_path``, ``lower.<col>``/``upper.<col>``/``null_count.<col>``)."""
         vm = self.metadata
-        return entries_from_user_files(files, vm.schema, vm.partition_spec, manifest_schema_of(vm), stats_policy(vm.schema, vm.properties))
+        return entries_from_user_files(
+            files, vm.schema, vm.partition_spec, manifest_schema_of(vm), stats_policy(vm.schema, vm.properties)
+        )
 
     def add_files(self, files: pa.Table) -> None:
         """Add data files the engine wrote (see ``entries_of``) to what the session commits."""
@@ -166,21 +176,36 @@ class WriteSession:
     # -- commit ---------------------------------------------------------------------------
 
     def commit(
-        self, mode: str = "append", *, where: str | Expr | None = None,
-        app_transaction: tuple[str, int] | None = None, operation: str | None = None,
+        self,
+        mode: str = "append",
+        *,
+        where: str | Expr | None = None,
+        app_transaction: tuple[str, int] | None = None,
+        operation: str | None = None,
     ) -> int | None:
         """Commit the added files as one version: ``mode`` append, or overwrite of the rows
         matching ``where`` (all rows if None; files that only partly match are rewritten,
         named by the write id). The version's number. Raises TransactionAlreadyCommitted
         (nothing committed, the files deleted) if ``app_transaction`` was committed before."""
         tx = self._transaction()
-        tx.add_entries(self.entries, mode=mode, where=where, app_transaction=app_transaction,
-                       operation=operation, write_id=self.write_id)
+        tx.add_entries(
+            self.entries,
+            mode=mode,
+            where=where,
+            app_transaction=app_transaction,
+            operation=operation,
+            write_id=self.write_id,
+        )
         return self._commit(tx)
 
     def commit_row_delta(
-        self, operation: str, prune: Expr, positions: Mapping[tuple, np.ndarray | BitMap], *,
-        mode: str | None = None, counts: Mapping[str, int] | None = None,
+        self,
+        operation: str,
+        prune: Expr,
+        positions: Mapping[tuple, np.ndarray | BitMap],
+        *,
+        mode: str | None = None,
+        counts: Mapping[str, int] | None = None,
     ) -> tuple[int | None, PositionDelta]:
         """Commit a row-level change the engine computed against ``base``: for every file
         ``prune`` selects in it (keyed by ``lamina.data.deletes.file_key``), the physical row
@@ -195,8 +220,14 @@ class WriteSession:
         (``last_stats``: files touched, rows deleted)."""
         tx = self._transaction()
         op = PositionDelta(
-            operation, prune, [self.base.schema.names[0]], lambda rows: None,  # type: ignore[arg-type, return-value]
-            tx.row_mode(mode), self.write_id, positions=dict(positions), written=self.entries,
+            operation,
+            prune,
+            [self.base.schema.names[0]],
+            lambda rows: None,  # type: ignore[arg-type, return-value]
+            tx.row_mode(mode),
+            self.write_id,
+            positions=dict(positions),
+            written=self.entries,
             counts=dict(counts or {}),
         )
         return self._commit(tx.add_operation(op)), op
@@ -206,14 +237,14 @@ class WriteSession:
         one version; None if it changed nothing (nothing committed: the files are deleted)."""
         return self._commit(self._transaction().add_operation(op))
 
-    def _transaction(self) -> "Transaction":
+    def _transaction(self) -> Transaction:
         self._check_open()
         tx = self.transaction or self.table.transaction(commit_options=self.commit_options)
         if self._schema_update is not None:
             tx.stage_schema_update(self._schema_update)
         return tx
 
-    def _commit(self, tx: "Transaction") -> int | None:
+    def _commit(self, tx: Transaction) -> int | None:
         if tx is self.transaction:  # queued: the transaction commits the files, or deletes them
             tx.adopt_engine_write(self._write_ids, self.entries.column("path").to_pylist())
             self._state = "queued"
@@ -264,7 +295,7 @@ class WriteSession:
         if self._state != "open":
             raise InvalidArgument(f"the write session is {self._state}; open a new one")
 
-    def __enter__(self) -> "WriteSession":
+    def __enter__(self) -> WriteSession:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:

@@ -9,7 +9,8 @@ leaves no file behind. It works on Table's methods and on those of its namespace
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,6 +22,7 @@ def table_of(owner: Any) -> Any:
 
 def writes(method: F) -> F:
     """``method`` writes: it runs only once its table passes ``check_writable``."""
+
     @functools.wraps(method)
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
         table_of(self).check_writable()

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-def _best_effort(what: str, table: "Table", fn: Any) -> Any:
+
+def _best_effort(what: str, table: Table, fn: Any) -> Any:
     try:
         return fn()
     except (LaminaError, OSError, ValueError, KeyError, TypeError) as e:
@@ -36,36 +37,41 @@ def _best_effort(what: str, table: "Table", fn: Any) -> Any:
         return None
 
 
-def _named(table: "Table", result: SyncResult) -> SyncResult:
+def _named(table: Table, result: SyncResult) -> SyncResult:
     """``result``, after the table's catalog (if any) names the view's newest metadata file."""
     if result.metadata_path is not None:
         table.main.iceberg_synced(table.io.full_uri(result.metadata_path))
     return result
 
 
-def on_commit(table: "Table", vm: Any) -> SyncResult | None:
+def on_commit(table: Table, vm: Any) -> SyncResult | None:
     """Add ``vm`` (just committed on ``table``'s branch) to the view, if the table enables it."""
     if not is_enabled(vm):
         return None
     main = table.main
-    return _best_effort(f"after version {vm.version}", table,
-                        lambda: _named(table, sync(table.io, main.log, refs=False, committed=(table.log, vm))))
+    return _best_effort(
+        f"after version {vm.version}",
+        table,
+        lambda: _named(table, sync(table.io, main.log, refs=False, committed=(table.log, vm))),
+    )
 
 
-def on_refs(table: "Table") -> SyncResult | None:
+def on_refs(table: Table) -> SyncResult | None:
     """Bring the view's tags and branches up to date (after a change of them). A table whose
     handle holds a version without the view costs nothing more (a view enabled by a newer
     version takes the refs at its next commit or sync: it is derived state)."""
     main = table.main
     if not is_enabled(main.metadata) or not is_enabled(main.log.latest()):
         return None
-    return _best_effort("after a change of tags or branches", table,
-                        lambda: _named(table, sync(table.io, main.log, refs=True)))
+    return _best_effort(
+        "after a change of tags or branches", table, lambda: _named(table, sync(table.io, main.log, refs=True))
+    )
 
 
 def then_refs(method: Any) -> Any:
     """Decorates a method changing tags or branches (of ``t.tags``, ``t.branches``): after it,
     the view's refs are brought up to date (``on_refs``), unless it was a dry run."""
+
     @functools.wraps(method)
     def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
         out = method(self, *args, **kwargs)
@@ -81,12 +87,14 @@ def check_supported(vm: Any) -> None:
     _check_schema(vm.schema)
 
 
-def sync_all(table: "Table") -> SyncResult:
+def sync_all(table: Table) -> SyncResult:
     """A full sync (``Table.sync_iceberg``): every retained version, every ref; errors raised."""
     main = table.main
     if not is_enabled(main.log.latest()):
-        raise InvalidArgument(f"table {table.uri} does not enable the Iceberg view; "
-                              "turn it on with `lamina iceberg enable` (Table.set_iceberg_enabled())")
+        raise InvalidArgument(
+            f"table {table.uri} does not enable the Iceberg view; "
+            "turn it on with `lamina iceberg enable` (Table.set_iceberg_enabled())"
+        )
     result = sync(table.io, main.log, retained=True, refs=True)
     head = read_head(table.io)
     if head is not None:  # named even when up to date: a sync repairs the catalog's name too
@@ -94,7 +102,7 @@ def sync_all(table: "Table") -> SyncResult:
     return result
 
 
-def after_expiry(table: "Table", dry_run: bool, reader_grace_ms: int | None) -> gc.Garbage | None:
+def after_expiry(table: Table, dry_run: bool, reader_grace_ms: int | None) -> gc.Garbage | None:
     """Drop the expired versions' snapshots from the view and free what only they needed:
     the view's files no kept snapshot references, older than the reader grace (the call's,
     else the table's)."""
@@ -105,24 +113,40 @@ def after_expiry(table: "Table", dry_run: bool, reader_grace_ms: int | None) -> 
 
     def run() -> gc.Garbage:
         _named(table, sync(table.io, main.log, retained=True, refs=True))
-        grace = reader_grace_ms if reader_grace_ms is not None else TableProperties.EXPIRE_READER_GRACE_MS.get(latest.properties)
+        grace = (
+            reader_grace_ms
+            if reader_grace_ms is not None
+            else TableProperties.EXPIRE_READER_GRACE_MS.get(latest.properties)
+        )
         return gc.collect(table.io, older_than_ms=grace)
 
     return _best_effort("after expiry", table, run)
 
 
-def status(table: "Table") -> dict[str, Any]:
+def status(table: Table) -> dict[str, Any]:
     """What ``Table.iceberg_status`` returns (see there)."""
     latest = table.main.log.latest()
     head = read_head(table.io)
     check = gc.check(table.io, latest)
-    out: dict[str, Any] = {"enabled": is_enabled(latest), "metadata": None, "shown_version": None,
-                           "latest_version": latest.version, "snapshots": 0, "refs": [],
-                           "problems": check.missing + check.problems}
+    out: dict[str, Any] = {
+        "enabled": is_enabled(latest),
+        "metadata": None,
+        "shown_version": None,
+        "latest_version": latest.version,
+        "snapshots": 0,
+        "refs": [],
+        "problems": check.missing + check.problems,
+    }
     if head is not None:
         meta = head.metadata
         main = meta.get("refs", {}).get("main", {}).get("snapshot-id")
-        shown = next((s["summary"].get(VERSION_KEY) for s in meta.get("snapshots", []) if s["snapshot-id"] == main), None)
-        out.update(metadata=table.io.full_uri(head.path), shown_version=None if shown is None else int(shown),
-                   snapshots=len(meta.get("snapshots", [])), refs=sorted(meta.get("refs", {})))
+        shown = next(
+            (s["summary"].get(VERSION_KEY) for s in meta.get("snapshots", []) if s["snapshot-id"] == main), None
+        )
+        out.update(
+            metadata=table.io.full_uri(head.path),
+            shown_version=None if shown is None else int(shown),
+            snapshots=len(meta.get("snapshots", [])),
+            refs=sorted(meta.get("refs", {})),
+        )
     return out

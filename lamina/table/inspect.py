@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class Inspect:
     """The system tables of ``table``, each a method returning a ``pyarrow.Table``."""
 
-    def __init__(self, table: "Table") -> None:
+    def __init__(self, table: Table) -> None:
         self._table = table
 
     def snapshots(self) -> pa.Table:

@@ -7,7 +7,7 @@ on this object's branch; ``remove_orphans`` and ``storage`` are table-wide.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lamina.commit import CommitOptions
@@ -16,8 +16,7 @@ from lamina.data.inflight import new_write_id
 from lamina.errors import BranchNotFound, InvalidArgument
 from lamina.expr import Expr, to_expr
 from lamina.maintenance import expire, orphans, storage
-from lamina.operations import CompactFiles, CompactionResult, RewriteManifests
-from lamina.operations import compaction
+from lamina.operations import CompactFiles, CompactionResult, RewriteManifests, compaction
 from lamina.table import iceberg_view
 from lamina.table.guards import writes
 from lamina.timeutil import duration_ms
@@ -31,14 +30,21 @@ class Maintenance:
     """The maintenance of ``table``: ``compact``, ``rewrite_manifests``, ``expire_versions``,
     ``remove_orphans``, ``storage``."""
 
-    def __init__(self, table: "Table") -> None:
+    def __init__(self, table: Table) -> None:
         self._table = table
 
     @writes
     def compact(
-        self, *, target_file_size: int = compaction.DEFAULT_TARGET, min_file_size: int | None = None,
-        where: str | Expr | None = None, sort_by: Any = None, commit_options: CommitOptions | None = None,
-        progress: Any = None, rewrite_groups: Any = None, session: "WriteSession | None" = None,
+        self,
+        *,
+        target_file_size: int = compaction.DEFAULT_TARGET,
+        min_file_size: int | None = None,
+        where: str | Expr | None = None,
+        sort_by: Any = None,
+        commit_options: CommitOptions | None = None,
+        progress: Any = None,
+        rewrite_groups: Any = None,
+        session: WriteSession | None = None,
     ) -> CompactionResult:
         """Bin-pack small files (and files with deletion vectors) per partition into
         ~``target_file_size`` files, in one version. See ``lamina.operations.compaction``.
@@ -58,9 +64,13 @@ class Maintenance:
         # version), not on a refresh of this handle first: on an object store that is one
         # LIST and one GET less.
         op = CompactFiles(
-            to_expr(where) if where is not None else None, target,
+            to_expr(where) if where is not None else None,
+            target,
             min_file_size if min_file_size is not None else target * 3 // 4,
-            sort_by, session.write_id if session is not None else new_write_id(), progress, rewrite_groups,
+            sort_by,
+            session.write_id if session is not None else new_write_id(),
+            progress,
+            rewrite_groups,
         )
         if session is not None:
             version = session.commit_operation(op)
@@ -72,8 +82,14 @@ class Maintenance:
         if version is None:
             return CompactionResult(None, before, before, 0, 0, 0, 0, 0)
         return CompactionResult(
-            version, before, int(t.metadata.summary.get("total-files", 0)), last["input_files"], last["output_files"],
-            last["groups"], last["bytes_read"], last["rows_written"],
+            version,
+            before,
+            int(t.metadata.summary.get("total-files", 0)),
+            last["input_files"],
+            last["output_files"],
+            last["groups"],
+            last["bytes_read"],
+            last["rows_written"],
         )
 
     @writes
@@ -110,12 +126,20 @@ class Maintenance:
                 except BranchNotFound:  # deleted meanwhile
                     continue
                 report.branches[record.name] = Maintenance(h)._expire_own(
-                    older_than, retain_last, reader_grace, dry_run, None, prefer_own=True)
-        iceberg_view.after_expiry(t, dry_run, None if reader_grace is None else duration_ms(reader_grace, "reader_grace"))
+                    older_than, retain_last, reader_grace, dry_run, None, prefer_own=True
+                )
+        iceberg_view.after_expiry(
+            t, dry_run, None if reader_grace is None else duration_ms(reader_grace, "reader_grace")
+        )
         return report
 
     def _expire_own(
-        self, older_than: Any, retain_last: int | None, reader_grace: Any, dry_run: bool, progress: Any,
+        self,
+        older_than: Any,
+        retain_last: int | None,
+        reader_grace: Any,
+        dry_run: bool,
+        progress: Any,
         prefer_own: bool = False,
     ) -> expire.ExpireReport:
         """Expire this object's branch: its retention fills what the call leaves open, or
@@ -123,7 +147,9 @@ class Maintenance:
         t = self._table
         record = t.branch_record
         if record is not None:
-            own_age = None if record.max_age_ms is None else datetime.now(timezone.utc) - timedelta(milliseconds=record.max_age_ms)
+            own_age = (
+                None if record.max_age_ms is None else datetime.now(UTC) - timedelta(milliseconds=record.max_age_ms)
+            )
             if prefer_own:
                 older_than = own_age if own_age is not None else older_than
                 retain_last = record.retain_last if record.retain_last is not None else retain_last
@@ -131,14 +157,23 @@ class Maintenance:
                 older_than = older_than if older_than is not None else own_age
                 retain_last = retain_last if retain_last is not None else record.retain_last
         return expire.expire_versions(
-            t.io, t.log, older_than=older_than, retain_last=retain_last,
-            reader_grace=reader_grace, dry_run=dry_run, progress=progress,
+            t.io,
+            t.log,
+            older_than=older_than,
+            retain_last=retain_last,
+            reader_grace=reader_grace,
+            dry_run=dry_run,
+            progress=progress,
         )
 
     @writes
     def remove_orphans(
-        self, older_than: Any = orphans.DEFAULT_ORPHAN_AGE, *, dry_run: bool = False,
-        allow_short_age: bool = False, progress: Any = None,
+        self,
+        older_than: Any = orphans.DEFAULT_ORPHAN_AGE,
+        *,
+        dry_run: bool = False,
+        allow_short_age: bool = False,
+        progress: Any = None,
     ) -> orphans.OrphanReport:
         """Delete files nothing references, older than ``older_than`` and not in flight (Delta's
         ``VACUUM``, Iceberg's ``remove_orphan_files``)."""

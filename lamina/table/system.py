@@ -9,8 +9,9 @@ Spark users get the same tables as DataFrames through ``lamina.spark``; the CLI 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,8 +27,8 @@ from lamina.spec.schema import field_id_of
 from lamina.spec.version import VersionManifest
 
 if TYPE_CHECKING:
-    from lamina.table.table import Table
     from lamina.commit.log import VersionLog
+    from lamina.table.table import Table
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-system")
 _TS = pa.timestamp("ms", "UTC")
@@ -85,14 +86,14 @@ MANIFESTS_SCHEMA = pa.schema(
 )
 
 
-def _versions(table: "Table") -> list[VersionManifest]:
+def _versions(table: Table) -> list[VersionManifest]:
     """Every existing version, oldest first."""
     log = table.log
     # try_load: a version expired between the listing and the read is simply not there
     return [vm for vm in _pool.map(log.try_load, log.list_versions()) if vm is not None]
 
 
-def snapshots(table: "Table") -> pa.Table:
+def snapshots(table: Table) -> pa.Table:
     """Every existing version, oldest first."""
     vms = _versions(table)
     return pa.table(
@@ -111,7 +112,7 @@ def snapshots(table: "Table") -> pa.Table:
     )
 
 
-def tags(table: "Table") -> pa.Table:
+def tags(table: Table) -> pa.Table:
     ts = table.tag_store.list()
     return pa.table(
         {
@@ -129,7 +130,10 @@ def tags(table: "Table") -> pa.Table:
 
 
 def _branch_row(
-    table: "Table", store: BranchStore, record: BranchRecord | None, count_versions: Callable[[VersionLog, VersionManifest], int]
+    table: Table,
+    store: BranchStore,
+    record: BranchRecord | None,
+    count_versions: Callable[[VersionLog, VersionManifest], int],
 ) -> dict | None:
     """One row of ``$branches``: main's (``record`` None) or a branch's; None for a branch
     deleted since it was listed."""
@@ -158,7 +162,8 @@ def _branch_row(
 
 
 def branches(
-    table: "Table", count_versions: Callable[[VersionLog, VersionManifest], int] = lambda log, head: len(log.list_versions())
+    table: Table,
+    count_versions: Callable[[VersionLog, VersionManifest], int] = lambda log, head: len(log.list_versions()),
 ) -> pa.Table:
     """Every branch, main first, then the others by name: where each was made from, its
     latest version, its retention and how many versions its log holds (one listing and one
@@ -170,7 +175,7 @@ def branches(
     return pa.Table.from_pylist(rows, schema=BRANCHES_SCHEMA)
 
 
-def files(table: "Table", vm: VersionManifest) -> pa.Table:
+def files(table: Table, vm: VersionManifest) -> pa.Table:
     """Live data files of ``vm`` with their statistics, bounds keyed by column name."""
     mschema = manifest_schema_of(vm)
     e = live_data_entries(table.io, vm.root_manifest, mschema, inline=vm.root_inline)
@@ -192,13 +197,15 @@ def files(table: "Table", vm: VersionManifest) -> pa.Table:
     return pa.table(out)
 
 
-def manifests(table: "Table", vm: VersionManifest) -> pa.Table:
+def manifests(table: Table, vm: VersionManifest) -> pa.Table:
     """The root manifest of ``vm`` and the leaves it references."""
     if vm.root_manifest is None:
         return MANIFESTS_SCHEMA.empty_table()
     root = load_root(table.io, vm.root_manifest, manifest_schema_of(vm), vm.root_inline)
     leaves = root.filter(pc.equal(root.column("content"), C.LEAF))
-    inline = root.filter(pc.and_(pc.equal(root.column("content"), C.DATA), pc.not_equal(root.column("status"), C.REMOVED)))
+    inline = root.filter(
+        pc.and_(pc.equal(root.column("content"), C.DATA), pc.not_equal(root.column("status"), C.REMOVED))
+    )
     root_row = pa.table(
         {
             "path": [vm.root_manifest],
@@ -227,20 +234,29 @@ def manifests(table: "Table", vm: VersionManifest) -> pa.Table:
     return pa.concat_tables([root_row, leaf_rows])
 
 
-SCHEMA_COLUMN = pa.struct([
-    ("path", pa.string()), ("field_id", pa.int64()), ("type", pa.string()), ("required", pa.bool_()),
-    ("doc", pa.string()), ("initial_default", pa.string()), ("physical_name", pa.string()),
-])
-SCHEMAS_SCHEMA = pa.schema([
-    ("schema_id", pa.int64()),
-    ("first_version", pa.int64()),  # the oldest existing version with this schema
-    ("last_version", pa.int64()),
-    ("versions", pa.int64()),  # how many existing versions have it
-    ("columns", pa.list_(SCHEMA_COLUMN)),  # every field at any depth, by dotted path
-])
+SCHEMA_COLUMN = pa.struct(
+    [
+        ("path", pa.string()),
+        ("field_id", pa.int64()),
+        ("type", pa.string()),
+        ("required", pa.bool_()),
+        ("doc", pa.string()),
+        ("initial_default", pa.string()),
+        ("physical_name", pa.string()),
+    ]
+)
+SCHEMAS_SCHEMA = pa.schema(
+    [
+        ("schema_id", pa.int64()),
+        ("first_version", pa.int64()),  # the oldest existing version with this schema
+        ("last_version", pa.int64()),
+        ("versions", pa.int64()),  # how many existing versions have it
+        ("columns", pa.list_(SCHEMA_COLUMN)),  # every field at any depth, by dotted path
+    ]
+)
 
 
-def schemas(table: "Table") -> pa.Table:
+def schemas(table: Table) -> pa.Table:
     """Every schema the existing versions have, oldest first, with its columns."""
     seen: dict[int, dict] = {}
     for vm in _versions(table):
@@ -248,7 +264,13 @@ def schemas(table: "Table") -> pa.Table:
         row = seen.get(sid)
         if row is None:
             cols = [{k: c[k] for k in SCHEMA_COLUMN.names} for c in vm.schema.describe()]
-            seen[sid] = {"schema_id": sid, "first_version": vm.version, "last_version": vm.version, "versions": 1, "columns": cols}
+            seen[sid] = {
+                "schema_id": sid,
+                "first_version": vm.version,
+                "last_version": vm.version,
+                "versions": 1,
+                "columns": cols,
+            }
         else:
             row["last_version"] = vm.version
             row["versions"] += 1
@@ -258,7 +280,7 @@ def schemas(table: "Table") -> pa.Table:
 SYSTEM_TABLES = ("snapshots", "tags", "branches", "files", "manifests", "schemas")
 
 
-def system_table(table: "Table", name: str, vm: VersionManifest | None = None) -> pa.Table:
+def system_table(table: Table, name: str, vm: VersionManifest | None = None) -> pa.Table:
     key = name.lstrip("$").lower()
     if key == "snapshots":
         return snapshots(table)

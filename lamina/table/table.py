@@ -11,8 +11,9 @@ import copy
 import time
 import types
 import uuid
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -21,7 +22,11 @@ from lamina.commit.branches import BranchLog, BranchStore
 from lamina.commit.coordinator import CommitCoordinator
 from lamina.data.scan import Scan, ScanPlan
 from lamina.errors import (
-    AlreadyExists, CommitConflict, InvalidArgument, TableAlreadyExists, TableNotFound,
+    AlreadyExists,
+    CommitConflict,
+    InvalidArgument,
+    TableAlreadyExists,
+    TableNotFound,
     VersionNotFound,
 )
 from lamina.expr import Expr
@@ -29,33 +34,39 @@ from lamina.io import FileIO
 from lamina.maintenance import expire
 from lamina.operations import MergeBuilder, Rollback
 from lamina.operations.lineage import EnableRowLineage
-from lamina.operations.publish import PublishBranch
 from lamina.operations.partition_spec import SpecUpdate
 from lamina.operations.properties import UpdateProperties
+from lamina.operations.publish import PublishBranch
 from lamina.operations.rowlevel.delta import row_mode
 from lamina.operations.rowlevel.source import SourceRead
 from lamina.operations.schema import SchemaUpdate
 from lamina.operations.sort_order import SortOrderUpdate
-from lamina.spec.features import (
-    ARROW_LEAF_MANIFESTS, ARROW_ROOT_MANIFESTS, DEFAULT_READER_FEATURES, DEFAULT_WRITER_FEATURES, INLINE_ROOT_MANIFESTS, check_reader, check_writer,
-)
 from lamina.spec.branch import BranchRecord
+from lamina.spec.features import (
+    ARROW_LEAF_MANIFESTS,
+    ARROW_ROOT_MANIFESTS,
+    DEFAULT_READER_FEATURES,
+    DEFAULT_WRITER_FEATURES,
+    INLINE_ROOT_MANIFESTS,
+    check_reader,
+    check_writer,
+)
 from lamina.spec.layout import FORMAT_VERSION, MAIN_BRANCH
 from lamina.spec.lineage import ROW_LINEAGE
 from lamina.spec.partition import PartitionSpec, parse_partition_by
 from lamina.spec.properties import TableProperties, check_properties
-from lamina.spec.stats import check_column_modes
 from lamina.spec.schema import Schema
+from lamina.spec.stats import check_column_modes
 from lamina.spec.tag import split_version_or_tag
 from lamina.spec.version import VersionManifest
 from lamina.table import auto_tags, iceberg_view
 from lamina.table.branches import Branches
+from lamina.table.changes import ChangeFeed, change_feed, end_spec, start_spec
+from lamina.table.convert import schema_of, to_arrow
 from lamina.table.guards import writes
 from lamina.table.inspect import Inspect
 from lamina.table.maintenance import Maintenance
 from lamina.table.tags import Tags
-from lamina.table.changes import ChangeFeed, change_feed, end_spec, start_spec
-from lamina.table.convert import schema_of, to_arrow
 from lamina.table.transaction import Transaction
 from lamina.timeutil import epoch_ms
 
@@ -127,7 +138,7 @@ class Table:
         check_writer(self._vm.writer_features, f"table {self.uri}")
         self.check_online(online)
 
-    def refresh(self) -> "Table":
+    def refresh(self) -> Table:
         """Move to the latest version (BranchNotFound on a handle of a branch deleted since)."""
         if isinstance(self.log, BranchLog):
             self.log.check_not_deleted()
@@ -141,7 +152,7 @@ class Table:
         return self.log.branch
 
     @property
-    def main(self) -> "Table":
+    def main(self) -> Table:
         """The table's main branch (this object, unless it is a branch's handle)."""
         return self if self._main is None else self._main
 
@@ -153,26 +164,30 @@ class Table:
         # once per version (on S3 a LIST each); the first batch no larger than the limit.
         at, size = 0, max(1, min(limit, 256)) if limit is not None else 256
         while at < len(wanted):
-            batch, at, size = wanted[at:at + size], at + size, 256
+            batch, at, size = wanted[at : at + size], at + size, 256
             loaded = self.log.try_load_many(batch)
             for vm in (loaded[v] for v in batch if v in loaded):
-                out.append({
-                    "version": vm.version,
-                    "timestamp": datetime.fromtimestamp(vm.timestamp_ms / 1000, tz=timezone.utc),
-                    "timestamp_ms": vm.timestamp_ms,
-                    "operation": vm.operation,
-                    "parent_version": vm.parent_version,
-                    "commit_id": vm.commit_id,
-                    "summary": vm.summary,
-                    "branch": self.branch_name,
-                })
+                out.append(
+                    {
+                        "version": vm.version,
+                        "timestamp": datetime.fromtimestamp(vm.timestamp_ms / 1000, tz=UTC),
+                        "timestamp_ms": vm.timestamp_ms,
+                        "operation": vm.operation,
+                        "parent_version": vm.parent_version,
+                        "commit_id": vm.commit_id,
+                        "summary": vm.summary,
+                        "branch": self.branch_name,
+                    }
+                )
                 if limit is not None and len(out) >= limit:
                     return out
         return out
 
     # -- reads --------------------------------------------------------------------------
 
-    def _resolve(self, version: int | str | None = None, timestamp: Any = None, tag: str | None = None) -> VersionManifest:
+    def _resolve(
+        self, version: int | str | None = None, timestamp: Any = None, tag: str | None = None
+    ) -> VersionManifest:
         """The version a read asks for. A non-numeric ``version`` string is a tag name
         (as a tag may not be a number), so `versionAsOf` takes either; a timestamp before every
         retained version falls back to the newest tag at or before it."""
@@ -292,8 +307,13 @@ class Table:
 
     @writes
     def overwrite(
-        self, data: Any, where: str | Expr | None = None, *, schema_mode: str | None = None,
-        cast: str | None = None, commit_options: CommitOptions | None = None,
+        self,
+        data: Any,
+        where: str | Expr | None = None,
+        *,
+        schema_mode: str | None = None,
+        cast: str | None = None,
+        commit_options: CommitOptions | None = None,
     ) -> int:
         """Replace all rows (or those matching ``where``) with ``data``, as one version.
 
@@ -327,7 +347,10 @@ class Table:
 
     @writes
     def update_properties(
-        self, set: Mapping[str, Any] | None = None, remove: Iterable[str] | str = (), *,  # noqa: A002
+        self,
+        set: Mapping[str, Any] | None = None,
+        remove: Iterable[str] | str = (),
+        *,
         commit_options: CommitOptions | None = None,
     ) -> int | None:
         """Set and remove table properties in one version, metadata only; None if that changes
@@ -376,12 +399,16 @@ class Table:
         files); a file that is no Parquet file or holds rows of several partitions.
         """
         tx = self.transaction(commit_options=commit_options)
-        return self._one(tx.add_files(files, mode=mode, where=where, app_transaction=app_transaction, check_files=check_files))
+        return self._one(
+            tx.add_files(files, mode=mode, where=where, app_transaction=app_transaction, check_files=check_files)
+        )
 
     # -- row-level changes --------------------------------------------------------------
 
     @writes
-    def delete(self, where: str | Expr, *, mode: str | None = None, commit_options: CommitOptions | None = None) -> int | None:
+    def delete(
+        self, where: str | Expr, *, mode: str | None = None, commit_options: CommitOptions | None = None
+    ) -> int | None:
         """Delete the rows matching ``where`` as one version; None if no row matched (nothing committed).
 
         Only files whose statistics may match are read. ``mode``: merge-on-read
@@ -391,8 +418,13 @@ class Table:
 
     @writes
     def update(
-        self, where: str | Expr | None = None, set: Mapping[str, Any] | None = None, *,  # noqa: A002
-        mode: str | None = None, cast: str | None = None, commit_options: CommitOptions | None = None,
+        self,
+        where: str | Expr | None = None,
+        set: Mapping[str, Any] | None = None,
+        *,
+        mode: str | None = None,
+        cast: str | None = None,
+        commit_options: CommitOptions | None = None,
     ) -> int | None:
         """Set columns of the rows matching ``where`` (all rows if None) in one version.
 
@@ -406,14 +438,16 @@ class Table:
         return self._one(self.transaction(commit_options=commit_options).update(where, set, mode=mode, cast=cast))
 
     @writes
-    def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None,
-              cast: str | None = None) -> MergeBuilder:
+    def merge(
+        self, source: Any, on: str | Sequence[str], *, mode: str | None = None, cast: str | None = None
+    ) -> MergeBuilder:
         """Start a merge of ``source`` (Arrow/pandas) into this table on key column(s) ``on``.
 
         The source's columns that ``*_all`` clauses write follow the rule of ``append``
         (docs/format.md, Types on write), the clauses' ``set``/``values`` that of ``update``;
         ``cast="safe"``: pyarrow's safe casts for both. Refused clauses raise SchemaMismatch
         at ``execute()``, before anything is read or written."""
+
         def run(op: Any, options: CommitOptions | None) -> int | None:
             return self._one(self.transaction(commit_options=options).add_operation(op))
 
@@ -464,7 +498,7 @@ class Table:
     # A branch is a version log of its own (lamina.commit.branches, docs/branches.md): a
     # handle on it is a Table whose reads and writes go to that log.
 
-    def branch(self, name: str) -> "Table":
+    def branch(self, name: str) -> Table:
         """A handle on branch ``name`` at its latest version: every read and write works on it
         as on the table, in the branch's own versions (``main``: the table itself)."""
         main = self.main
@@ -475,7 +509,7 @@ class Table:
         log = store.log(record, allow_list=main.log.allow_list)
         return main._handle(log, log.latest())
 
-    def _handle(self, log: BranchLog, vm: VersionManifest) -> "Table":
+    def _handle(self, log: BranchLog, vm: VersionManifest) -> Table:
         h = copy.copy(self)  # a catalog's table stays one (its online check)
         h.log, h._vm, h._main = log, vm, self
         h.coordinator = ObjectStoreCoordinator(self.io, log.layout)
@@ -507,7 +541,7 @@ class Table:
         (lamina.table.maintenance)."""
         return Maintenance(self)
 
-    def _source(self, version: int | str | None, timestamp: Any) -> tuple["Table", int | None, str | None]:
+    def _source(self, version: int | str | None, timestamp: Any) -> tuple[Table, int | None, str | None]:
         """What a ``version``/``timestamp`` pair names: (this handle, a version number, None),
         (this handle, None, a tag name), or (a branch's handle, None, None) for a branch's name
         (its latest). InvalidArgument if both are given."""
@@ -531,7 +565,9 @@ class Table:
         if branch == into:
             raise InvalidArgument(f"cannot publish branch {branch!r} into itself")
         if branch == MAIN_BRANCH:
-            raise InvalidArgument("main was made from no other branch: publish a branch into main, not main into a branch")
+            raise InvalidArgument(
+                "main was made from no other branch: publish a branch into main, not main into a branch"
+            )
         src = self.branch(branch)
         record = src.branch_record
         assert record is not None
@@ -539,14 +575,24 @@ class Table:
         if head.commit_id == record.base.commit_id:  # no commit on the branch: nothing to publish
             current = self.log.latest().version
             if expected_version is not None and current != expected_version:
-                raise CommitConflict(f"not publishing branch {branch!r}: {into!r} is at version {current}, "
-                                     f"not {expected_version} as expected. Nothing was committed")
+                raise CommitConflict(
+                    f"not publishing branch {branch!r}: {into!r} is at version {current}, "
+                    f"not {expected_version} as expected. Nothing was committed"
+                )
             return None
         # The publish reads the branch's head as a reader does: expiry and a deletion of the
         # branch free nothing it needs for the reader grace (docs/branches.md).
         made = self.branch_record  # the target's, if it is a branch: what it was made from
-        return PublishBranch(branch, record.base, head, into, expected_version, record.branch_id, src.log.load,
-                             made.base if made is not None else None)
+        return PublishBranch(
+            branch,
+            record.base,
+            head,
+            into,
+            expected_version,
+            record.branch_id,
+            src.log.load,
+            made.base if made is not None else None,
+        )
 
     # -- rollback, expiry, orphans --------------------------------------------------------
 
@@ -592,14 +638,16 @@ class Table:
         nothing committed, if a column has a type Iceberg lacks."""
         if enabled:
             iceberg_view.check_supported(self._fresh_latest())
-        op = UpdateProperties.of(self._fresh_latest(), {TableProperties.ICEBERG_ENABLED.key: "true" if enabled else "false"})
+        op = UpdateProperties.of(
+            self._fresh_latest(), {TableProperties.ICEBERG_ENABLED.key: "true" if enabled else "false"}
+        )
         committed = self._one(self.transaction(commit_options=commit_options).add_operation(op))
         if enabled:
             self.sync_iceberg()
         return committed
 
     @writes
-    def sync_iceberg(self) -> "iceberg_view.SyncResult":
+    def sync_iceberg(self) -> iceberg_view.SyncResult:
         """Bring the Iceberg view up to date: a snapshot for every retained version of main and
         the branches and for every tag, none for expired versions (InvalidArgument if the
         table does not enable the view)."""
@@ -619,7 +667,9 @@ class Table:
         return f"lamina.Table({self.uri!r}, version={self.version})"
 
 
-def _new_log(uri: str, storage_options: Mapping[str, Any] | None, identifier: str | None, allow_list: bool = True) -> VersionLog:
+def _new_log(
+    uri: str, storage_options: Mapping[str, Any] | None, identifier: str | None, allow_list: bool = True
+) -> VersionLog:
     return VersionLog(FileIO(uri, storage_options), table_identifier=identifier, allow_list=allow_list)
 
 
@@ -641,12 +691,17 @@ def create_table(
     and timestamp[ns] (what pandas holds) as timestamp[us], which is logged as a warning
     naming the column (writes then keep whole microseconds and refuse a value with
     nanoseconds: docs/format.md, Types on write)."""
-    return create_table_at(uri, initial_version(schema, partition_by, properties), storage_options=storage_options,
-                           identifier=identifier)
+    return create_table_at(
+        uri, initial_version(schema, partition_by, properties), storage_options=storage_options, identifier=identifier
+    )
 
 
 def create_table_at(
-    uri: str, vm: VersionManifest, *, storage_options: Mapping[str, Any] | None = None, identifier: str | None = None,
+    uri: str,
+    vm: VersionManifest,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    identifier: str | None = None,
 ) -> Table:
     """Create a table at ``uri`` whose version 0 is ``vm`` (``initial_version``'s, or one
     made from it: a converted table's, with the source's field ids and specs)."""

@@ -8,7 +8,8 @@ version number against its own branch.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from lamina.maintenance import expire
 from lamina.spec.tag import Tag
@@ -29,12 +30,14 @@ class Tags:
     """The tags of ``table``: ``create``, ``replace``, ``rename``, ``delete``, ``get``, ``list``;
     iterating yields every tag, ``name in t.tags`` says whether one exists."""
 
-    def __init__(self, table: "Table") -> None:
+    def __init__(self, table: Table) -> None:
         self._table = table
 
     @writes
     @then_refs
-    def create(self, name: str, version: int | str | None = None, *, timestamp: Any = None, expires_at: Any = None) -> Tag:
+    def create(
+        self, name: str, version: int | str | None = None, *, timestamp: Any = None, expires_at: Any = None
+    ) -> Tag:
         """Tag a version (default: the latest). Creating an existing tag is an error
         (TagAlreadyExists). ``expires_at``: a time, or an age (timedelta from now), after
         which ``t.maintenance.expire_versions`` deletes the tag."""
@@ -45,7 +48,9 @@ class Tags:
 
     @writes
     @then_refs
-    def replace(self, name: str, version: int | str | None = None, *, timestamp: Any = None, expires_at: Any = None) -> Tag:
+    def replace(
+        self, name: str, version: int | str | None = None, *, timestamp: Any = None, expires_at: Any = None
+    ) -> Tag:
         """Point existing tag ``name`` at another version (default: the latest); frees what
         only the old target held."""
         t = self._table
@@ -74,7 +79,11 @@ class Tags:
         t = self._table
         g = expire.delete_tag(t.io, t.log, name, dry_run=dry_run)
         return expire.ExpireReport(
-            dry_run, deleted_manifests=g.manifests, deleted_files=g.files, deleted_bytes=g.freed_bytes, kept_for_tags=g.kept
+            dry_run,
+            deleted_manifests=g.manifests,
+            deleted_files=g.files,
+            deleted_bytes=g.freed_bytes,
+            kept_for_tags=g.kept,
         )
 
     def get(self, name: str) -> Tag:

@@ -16,12 +16,14 @@ one-operation transactions.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit import Base, CommitOptions, Operation
+from lamina.commit.committer import with_metadata
 from lamina.data.footer_stats import complete_files
 from lamina.data.inflight import discard_writes, finish_writes, new_write_id
 from lamina.data.writer import PendingWrites
@@ -29,9 +31,6 @@ from lamina.errors import CommitStateUnknown, InvalidArgument, LaminaError, Stor
 from lamina.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow_filter, to_expr
 from lamina.expr.values import statement_clock, values_at_clock
 from lamina.manifest.entries import entries_from_user_files, manifest_schema_of
-from lamina.spec.lineage import counter_of
-from lamina.spec.write_types import check_cast_mode
-from lamina.spec.stats import stats_policy
 from lamina.operations import (
     AppendFiles,
     MergeBuilder,
@@ -42,15 +41,17 @@ from lamina.operations import (
     check_app_transactions,
     check_not_in_table,
 )
-from lamina.commit.committer import with_metadata
 from lamina.operations.partition_spec import SpecUpdate
 from lamina.operations.properties import UpdateProperties
 from lamina.operations.rowlevel.delete_update import check_assignments, delete_rows, file_fn_update, updated_rows_fn
 from lamina.operations.rowlevel.delta import row_mode
 from lamina.operations.schema import PlannedColumns, SchemaUpdate, UpdateSchema, widens_on_merge
 from lamina.operations.sort_order import SortOrderUpdate
+from lamina.spec.lineage import counter_of
+from lamina.spec.stats import stats_policy
 from lamina.spec.tag import validate_tag_name
 from lamina.spec.version import VersionManifest
+from lamina.spec.write_types import check_cast_mode
 from lamina.table.convert import app_transactions, to_arrow
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ log = logging.getLogger(__name__)
 class Transaction:
     """Changes to one table, made visible together as one version (or not at all)."""
 
-    def __init__(self, table: "Table", commit_options: CommitOptions | None = None) -> None:
+    def __init__(self, table: Table, commit_options: CommitOptions | None = None) -> None:
         self.table = table
         self.commit_options = commit_options
         self.version: int | None = None  # what ``commit`` committed (None: nothing changed)
@@ -110,7 +111,7 @@ class Transaction:
         self._check_open()
         return SortOrderUpdate(self.metadata, self._queue_metadata)
 
-    def update_properties(self, set: Mapping[str, Any] | None = None, remove: Iterable[str] | str = ()) -> "Transaction":  # noqa: A002
+    def update_properties(self, set: Mapping[str, Any] | None = None, remove: Iterable[str] | str = ()) -> Transaction:
         """Set and remove table properties in this transaction (see ``Table.update_properties``):
         the calls after it write with the new settings; it commits with the transaction."""
         self._check_open()
@@ -124,7 +125,7 @@ class Transaction:
 
     # -- changes ------------------------------------------------------------------------
 
-    def add_operation(self, op: Operation, *, pending: PendingWrites | None = None) -> "Transaction":
+    def add_operation(self, op: Operation, *, pending: PendingWrites | None = None) -> Transaction:
         """Queue an operation (``lamina.operations``); ``pending``: its data files' writes still in
         flight."""
         self._check_open()
@@ -138,9 +139,13 @@ class Transaction:
             self._pending.append(pending)
         return self
 
-    def _write(self, rows: pa.Table, write_id: str, pending: PendingWrites | None = None, row_ids_from: int | None = None) -> pa.Table:
+    def _write(
+        self, rows: pa.Table, write_id: str, pending: PendingWrites | None = None, row_ids_from: int | None = None
+    ) -> pa.Table:
         vm = self.metadata
-        entries = Base(self.table.io, vm, vm.version + 1).write(rows, write_id, pending=pending, row_ids_from=row_ids_from)
+        entries = Base(self.table.io, vm, vm.version + 1).write(
+            rows, write_id, pending=pending, row_ids_from=row_ids_from
+        )
         self._written.extend(entries.column("path").to_pylist())
         return entries
 
@@ -162,7 +167,9 @@ class Transaction:
         if schema_mode not in allowed:
             raise InvalidArgument(f"schema_mode must be one of {list(allowed)} here, got {schema_mode!r}")
         if schema_mode == "overwrite" and where is not None:
-            raise InvalidArgument("schema_mode='overwrite' replaces the schema, so it overwrites every row: drop where=")
+            raise InvalidArgument(
+                "schema_mode='overwrite' replaces the schema, so it overwrites every row: drop where="
+            )
         update = self.update_schema()
         if schema_mode == "overwrite":
             update.replace_with(data.schema)
@@ -171,9 +178,13 @@ class Transaction:
         update.commit()
 
     def append(
-        self, data: Any, *, app_transaction: tuple[str, int] | None = None, schema_mode: str | None = None,
+        self,
+        data: Any,
+        *,
+        app_transaction: tuple[str, int] | None = None,
+        schema_mode: str | None = None,
         cast: str | None = None,
-    ) -> "Transaction":
+    ) -> Transaction:
         """Append rows (see ``Table.append``)."""
         self._check_open()
         data = to_arrow(data)
@@ -191,11 +202,13 @@ class Transaction:
         entries = self._write(rows, new_write_id(), pending, row_ids_from=counter)
         row_ids = None if counter is None else (counter, counter + rows.num_rows)
         return self.add_operation(
-            AppendFiles(entries, app_transactions=apps, built_for=vm.version + 1, row_ids=row_ids), pending=pending,
+            AppendFiles(entries, app_transactions=apps, built_for=vm.version + 1, row_ids=row_ids),
+            pending=pending,
         )
 
-    def overwrite(self, data: Any, where: str | Expr | None = None, *, schema_mode: str | None = None,
-                  cast: str | None = None) -> "Transaction":
+    def overwrite(
+        self, data: Any, where: str | Expr | None = None, *, schema_mode: str | None = None, cast: str | None = None
+    ) -> Transaction:
         """Replace all rows, or those matching ``where``, with ``data`` (see ``Table.overwrite``)."""
         self._check_open()
         data = to_arrow(data)
@@ -215,9 +228,14 @@ class Transaction:
         return self.add_operation(Overwrite(predicate, self._write(rows, write_id), write_id, planned=planned))
 
     def add_files(
-        self, files: pa.Table, *, mode: str = "append", where: str | Expr | None = None,
-        app_transaction: tuple[str, int] | None = None, check_files: bool = True,
-    ) -> "Transaction":
+        self,
+        files: pa.Table,
+        *,
+        mode: str = "append",
+        where: str | Expr | None = None,
+        app_transaction: tuple[str, int] | None = None,
+        check_files: bool = True,
+    ) -> Transaction:
         """Register existing data files (see ``Table.add_files``)."""
         self._check_open()
         if mode not in ("append", "overwrite"):
@@ -231,34 +249,49 @@ class Transaction:
         policy = stats_policy(vm.schema, vm.properties)
         if "path" in files.column_names:
             check_added_paths(files.column("path"), self.table.io)  # before a file is read
-        files = complete_files(files, self.table.io, vm.schema, vm.partition_spec, {fid for _, fid, _ in policy.kept(vm.schema)})
+        files = complete_files(
+            files, self.table.io, vm.schema, vm.partition_spec, {fid for _, fid, _ in policy.kept(vm.schema)}
+        )
         entries = entries_from_user_files(files, vm.schema, vm.partition_spec, manifest_schema_of(vm), policy)
         check_added_files(entries, self.table.io, check_files)
         if mode == "overwrite":  # (appends check every base they are applied to)
             check_not_in_table(entries, self._base())
-        return self.add_entries(entries, mode=mode, where=where, app_transaction=app_transaction,
-                                operation="add-files", refuse_present=True)
+        return self.add_entries(
+            entries, mode=mode, where=where, app_transaction=app_transaction, operation="add-files", refuse_present=True
+        )
 
     def add_entries(
-        self, entries: pa.Table, *, mode: str = "append", where: str | Expr | None = None,
-        app_transaction: tuple[str, int] | None = None, operation: str | None = None,
-        write_id: str | None = None, refuse_present: bool = False,
-    ) -> "Transaction":
+        self,
+        entries: pa.Table,
+        *,
+        mode: str = "append",
+        where: str | Expr | None = None,
+        app_transaction: tuple[str, int] | None = None,
+        operation: str | None = None,
+        write_id: str | None = None,
+        refuse_present: bool = False,
+    ) -> Transaction:
         """Queue data files already written (manifest-format ``entries``; the engine write
         session's path). Overwrite rewrites files that only partly match ``where``; their
         remainders carry ``write_id`` in their names. ``refuse_present``: an append refuses
         files already live in the version it lands on."""
         apps = app_transactions(app_transaction)
         if mode == "append":
-            op: Operation = AppendFiles(entries, operation=operation or "append", app_transactions=apps,
-                                        refuse_present=refuse_present)
+            op: Operation = AppendFiles(
+                entries, operation=operation or "append", app_transactions=apps, refuse_present=refuse_present
+            )
         elif mode == "overwrite":
             if apps:
                 raise InvalidArgument("app_transaction applies to appends only, not to overwrite")
             predicate = bind(to_expr(where), self.metadata.schema)
-            op = Overwrite(predicate, entries, write_id or new_write_id(), readds=refuse_present,
-                           operation=operation or "overwrite",
-                           planned=PlannedColumns.of(self.metadata.schema, referenced_columns(predicate)))
+            op = Overwrite(
+                predicate,
+                entries,
+                write_id or new_write_id(),
+                readds=refuse_present,
+                operation=operation or "overwrite",
+                planned=PlannedColumns.of(self.metadata.schema, referenced_columns(predicate)),
+            )
         else:
             raise InvalidArgument(f"mode must be 'append' or 'overwrite', not {mode!r}")
         return self.add_operation(op)
@@ -267,7 +300,7 @@ class Transaction:
         """The row-level write mode: ``mode``, else the table's ``write.delete.mode``."""
         return row_mode(mode, self.metadata.properties)
 
-    def delete(self, where: str | Expr, *, mode: str | None = None) -> "Transaction":
+    def delete(self, where: str | Expr, *, mode: str | None = None) -> Transaction:
         """Delete the rows matching ``where`` (see ``Table.delete``)."""
         if where is None:
             raise InvalidArgument("delete needs a predicate; to remove every row use overwrite with an empty table")
@@ -275,9 +308,13 @@ class Transaction:
         return self.add_operation(delete_rows(schema, bind(to_expr(where), schema), self.row_mode(mode)))
 
     def update(
-        self, where: str | Expr | None = None, set: Mapping[str, Any] | None = None, *,  # noqa: A002
-        mode: str | None = None, cast: str | None = None,
-    ) -> "Transaction":
+        self,
+        where: str | Expr | None = None,
+        set: Mapping[str, Any] | None = None,
+        *,
+        mode: str | None = None,
+        cast: str | None = None,
+    ) -> Transaction:
         """Set columns of the rows matching ``where`` (see ``Table.update``)."""
         if not set:
             raise InvalidArgument("update needs set={column: value or SQL expression}")
@@ -290,32 +327,44 @@ class Transaction:
         check_assignments(values, schema.arrow, "update", cast)  # a value of a type the column cannot store: now
         pred = bind(to_expr(where), schema, now=now)
         filt = to_arrow_filter(pred) if not isinstance(pred, AlwaysTrue) else pc.scalar(True)
-        return self.add_operation(RowDelta(
-            "update", pred, list(schema.names), file_fn_update(filt, values, schema.arrow, cast),
-            self.row_mode(mode), new_write_id(), planned=PlannedColumns.of(schema), where=pred,
-            selected_fn=updated_rows_fn(values, schema.arrow, cast),
-        ))
+        return self.add_operation(
+            RowDelta(
+                "update",
+                pred,
+                list(schema.names),
+                file_fn_update(filt, values, schema.arrow, cast),
+                self.row_mode(mode),
+                new_write_id(),
+                planned=PlannedColumns.of(schema),
+                where=pred,
+                selected_fn=updated_rows_fn(values, schema.arrow, cast),
+            )
+        )
 
-    def merge(self, source: Any, on: str | Sequence[str], *, mode: str | None = None,
-              cast: str | None = None) -> MergeBuilder:
+    def merge(
+        self, source: Any, on: str | Sequence[str], *, mode: str | None = None, cast: str | None = None
+    ) -> MergeBuilder:
         """A merge of ``source`` on key column(s) ``on``; its ``execute()`` queues it here (and
         returns None: the merge's counts are known once the transaction commits)."""
+
         def queue(op: RowDelta, options: Any) -> None:
             if options is not None:
                 raise InvalidArgument("commit options of a merge in a transaction are the transaction's")
             self.add_operation(op)
             return None
 
-        return MergeBuilder(self.metadata.schema, to_arrow(source), on, self.row_mode(mode), queue, queued=True, cast=cast)
+        return MergeBuilder(
+            self.metadata.schema, to_arrow(source), on, self.row_mode(mode), queue, queued=True, cast=cast
+        )
 
-    def publish(self, branch: str, *, expected_version: int | None = None) -> "Transaction":
+    def publish(self, branch: str, *, expected_version: int | None = None) -> Transaction:
         """Publish branch ``branch`` into this transaction's table (see ``Table.branches.publish``), with
         the transaction's other changes (nothing if the branch has no commit)."""
         self._check_open()
         op = self.table._publish_operation(branch, expected_version)
         return self if op is None else self.add_operation(op)
 
-    def create_tag(self, name: str, *, expires_at_ms: int | None = None) -> "Transaction":
+    def create_tag(self, name: str, *, expires_at_ms: int | None = None) -> Transaction:
         """Tag the version this transaction commits (checked now, created once it has landed)."""
         self._check_open()
         validate_tag_name(name)
@@ -339,10 +388,16 @@ class Transaction:
             # start from the version the table object holds (if stale, the put fails fast).
             base = table.log.latest() if any(op.refresh_base for op in self._ops) else table.metadata
             pending = self._pending
-            vm = table._committer.commit(
-                base, self._ops, self.commit_options,
-                before_publish=(lambda: [p.wait() for p in pending]) if pending else None,
-            ) if self._ops else None
+            vm = (
+                table._committer.commit(
+                    base,
+                    self._ops,
+                    self.commit_options,
+                    before_publish=(lambda: [p.wait() for p in pending]) if pending else None,
+                )
+                if self._ops
+                else None
+            )
         except CommitStateUnknown:
             self._end("unknown")  # the version may reference the files: keep them
             raise
@@ -450,7 +505,7 @@ class Transaction:
         if self._state != "open":
             raise InvalidArgument(f"the transaction is {self._state}; start a new one with table.transaction()")
 
-    def __enter__(self) -> "Transaction":
+    def __enter__(self) -> Transaction:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:

@@ -17,9 +17,10 @@ import shlex
 import threading
 import urllib.parse
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,8 @@ import pyarrow.json as pa_json
 
 import lamina
 from lamina.catalog import Catalog, load_catalog, parse_identifier
+from lamina.commit.log import SlotListing, VersionLog
+from lamina.data.scan import Scan
 from lamina.errors import (
     ExplorerError,
     LaminaError,
@@ -35,17 +38,15 @@ from lamina.errors import (
     TableNotFound,
     VersionNotFound,
 )
-from lamina.data.scan import Scan
 from lamina.maintenance import expire
 from lamina.manifest.entries import manifest_schema_of
 from lamina.manifest.files import read_manifest
-from lamina.spec import content as C
 from lamina.manifest.tree import live_data_entries
 from lamina.operations import compaction
+from lamina.spec import content as C
 from lamina.spec.features import check_reader
 from lamina.spec.layout import MAIN_BRANCH
 from lamina.spec.version import VersionManifest
-from lamina.commit.log import SlotListing, VersionLog
 from lamina.table import system
 from lamina.table.table import Table
 
@@ -226,17 +227,24 @@ class Explorer:
                 t = table if table is not None else cat.load_table(key)  # type: ignore[union-attr]
                 vm = t.metadata
                 row |= {
-                    "version": vm.version, "rows": _int(vm.summary, "total-records"),
-                    "files": _int(vm.summary, "total-files"), "bytes": self._live_bytes(t, vm.root_manifest, vm.root_inline),
-                    "last_commit_ms": vm.timestamp_ms, "last_operation": vm.operation,
+                    "version": vm.version,
+                    "rows": _int(vm.summary, "total-records"),
+                    "files": _int(vm.summary, "total-files"),
+                    "bytes": self._live_bytes(t, vm.root_manifest, vm.root_inline),
+                    "last_commit_ms": vm.timestamp_ms,
+                    "last_operation": vm.operation,
                 }
             except LaminaError as e:
                 row["error"] = str(e)
             return row
 
         tables = list(_pool.map(one, entries))
-        return {"kind": "catalog" if self.catalog is not None else "table", "uri": self.uri,
-                "namespaces": namespaces, "tables": tables}
+        return {
+            "kind": "catalog" if self.catalog is not None else "table",
+            "uri": self.uri,
+            "namespaces": namespaces,
+            "tables": tables,
+        }
 
     # -- tables ---------------------------------------------------------------------------
 
@@ -282,7 +290,8 @@ class Explorer:
         if vm.root_manifest is None:
             return manifest_schema_of(vm).empty_table()
         return self._files.get(
-            (t.uri, vm.root_manifest), lambda: live_data_entries(t.io, vm.root_manifest, manifest_schema_of(vm), inline=vm.root_inline)
+            (t.uri, vm.root_manifest),
+            lambda: live_data_entries(t.io, vm.root_manifest, manifest_schema_of(vm), inline=vm.root_inline),
         )
 
     def partitions(self, t: Table, vm: VersionManifest) -> list[dict[str, Any]]:
@@ -295,18 +304,26 @@ class Explorer:
         branches = system.branches(t, count_versions=lambda log, head: len(self.slots(t.uri, log, head).versions))
         specs = [s.to_json() for s in vm.all_partition_specs]
         return {
-            "key": None, "location": t.uri, "uuid": vm.table_uuid, "branch": t.branch_name,
-            "version": vm.version, "timestamp_ms": vm.timestamp_ms, "operation": vm.operation,
-            "rows": _int(vm.summary, "total-records"), "files": _int(vm.summary, "total-files"),
+            "key": None,
+            "location": t.uri,
+            "uuid": vm.table_uuid,
+            "branch": t.branch_name,
+            "version": vm.version,
+            "timestamp_ms": vm.timestamp_ms,
+            "operation": vm.operation,
+            "rows": _int(vm.summary, "total-records"),
+            "files": _int(vm.summary, "total-files"),
             "schema_id": vm.schema.schema_id,
             "schema": [_jsonable(c) for c in vm.schema.describe()],
             "partition_spec": vm.partition_spec.to_json(),
             "partition_specs": specs,
             "sort_order": None if vm.sort_order is None else vm.sort_order.to_json(),
             "properties": dict(vm.properties),
-            "reader_features": list(vm.reader_features), "writer_features": list(vm.writer_features),
+            "reader_features": list(vm.reader_features),
+            "writer_features": list(vm.writer_features),
             "format_version": vm.format_version,
-            "tags": rows_of(tags), "branches": rows_of(branches),
+            "tags": rows_of(tags),
+            "branches": rows_of(branches),
         }
 
     # -- history --------------------------------------------------------------------------
@@ -370,11 +387,17 @@ class Explorer:
             j = _version_json(raw)
             if j is None:
                 continue
-            rows.append({
-                "version": v, "timestamp_ms": j.get("timestamp_ms"), "operation": j.get("operation"),
-                "parent_version": j.get("parent_version"), "commit_id": j.get("commit_id"),
-                "summary": j.get("summary") or {}, "tags": sorted(tags.get(v, [])),
-            })
+            rows.append(
+                {
+                    "version": v,
+                    "timestamp_ms": j.get("timestamp_ms"),
+                    "operation": j.get("operation"),
+                    "parent_version": j.get("parent_version"),
+                    "commit_id": j.get("commit_id"),
+                    "summary": j.get("summary") or {},
+                    "tags": sorted(tags.get(v, [])),
+                }
+            )
         return {"total": len(versions), "offset": offset, "limit": limit, "versions": rows}
 
     def bytes_series(self, t: Table) -> dict[str, Any]:
@@ -391,7 +414,11 @@ class Explorer:
             return v, self._live_bytes(t, vm.root_manifest, vm.root_inline)
 
         points = [p for p in _pool.map(one, versions) if p is not None]
-        return {"version": [p[0] for p in points], "bytes": [p[1] for p in points], "sampled": len(versions) < len(every)}
+        return {
+            "version": [p[0] for p in points],
+            "bytes": [p[1] for p in points],
+            "sampled": len(versions) < len(every),
+        }
 
     def _live_bytes(self, t: Table, manifest: str | None, carried: bytes | None = None, leaf: bool = False) -> int:
         """Bytes of the live data files under ``manifest`` (a root: ``carried``, its bytes if its
@@ -416,20 +443,49 @@ class Explorer:
     def files(self, t: Table, vm: VersionManifest, offset: int, limit: int) -> dict[str, Any]:
         e = self.live_files(t, vm)
         page = e.slice(offset, limit)
-        cols = ["path", "size", "record_count", "added_version", "spec_id", "partition_path", "dv_path", "dv_cardinality"]
+        cols = [
+            "path",
+            "size",
+            "record_count",
+            "added_version",
+            "spec_id",
+            "partition_path",
+            "dv_path",
+            "dv_cardinality",
+        ]
         return {
-            "version": vm.version, "total": e.num_rows, "offset": offset, "limit": limit,
-            "files": rows_of(page.select(cols).rename_columns(
-                ["path", "size", "record_count", "added_version", "spec_id", "partition", "dv_path", "dv_cardinality"])),
+            "version": vm.version,
+            "total": e.num_rows,
+            "offset": offset,
+            "limit": limit,
+            "files": rows_of(
+                page.select(cols).rename_columns(
+                    [
+                        "path",
+                        "size",
+                        "record_count",
+                        "added_version",
+                        "spec_id",
+                        "partition",
+                        "dv_path",
+                        "dv_cardinality",
+                    ]
+                )
+            ),
         }
 
     def layout(self, t: Table, vm: VersionManifest) -> dict[str, Any]:
         """Per partition: files, live rows, bytes, rows deleted by deletion vectors; and the
         data-file size histogram (powers of two)."""
         e = self.live_files(t, vm)
-        return {"version": vm.version, "partitions": self.partitions(t, vm), "size_histogram": size_histogram(e),
-                "files": e.num_rows, "bytes": int(pc.sum(e.column("size")).as_py() or 0),
-                "rows": int(pc.sum(e.column("record_count")).as_py() or 0)}
+        return {
+            "version": vm.version,
+            "partitions": self.partitions(t, vm),
+            "size_histogram": size_histogram(e),
+            "files": e.num_rows,
+            "bytes": int(pc.sum(e.column("size")).as_py() or 0),
+            "rows": int(pc.sum(e.column("record_count")).as_py() or 0),
+        }
 
     def sample(self, t: Table, vm: VersionManifest, offset: int, limit: int) -> dict[str, Any]:
         """Rows [offset, offset + limit) of ``vm`` in file order: only the files that hold
@@ -451,8 +507,15 @@ class Explorer:
             skip = 0
             i += 1
         data = pa.concat_tables(parts) if parts else scan.arrow_schema_of(tuple(cols)).empty_table()
-        return {"version": vm.version, "total": total, "offset": offset, "limit": limit, "columns": cols,
-                "rows": rows_of(data), "files_read": i - first}
+        return {
+            "version": vm.version,
+            "total": total,
+            "offset": offset,
+            "limit": limit,
+            "columns": cols,
+            "rows": rows_of(data),
+            "files_read": i - first,
+        }
 
     # -- health ---------------------------------------------------------------------------
 
@@ -466,7 +529,10 @@ class Explorer:
             return compaction_advice(self.live_files(t, vm), vm, ref) + deletes_advice(self.partitions(t, vm), ref)
 
         # from the version's manifests alone (immutable): once per version
-        return {"version": vm.version, "advice": self._health.get((t.uri, vm.version, vm.commit_id, vm.root_manifest, ref), advice)}
+        return {
+            "version": vm.version,
+            "advice": self._health.get((t.uri, vm.version, vm.commit_id, vm.root_manifest, ref), advice),
+        }
 
     def expiry(self, t: Table) -> dict[str, Any]:
         """What ``lamina expire`` (default policy) would drop and free, by its own dry run."""
@@ -476,13 +542,26 @@ class Explorer:
 
 # What the history plots need of each version file; everything else in it is skipped by the
 # JSON reader (one multi-threaded parse of all the files, not one json.loads per version).
-_SERIES = ("added-files", "removed-files", "added-records", "removed-records", "total-files", "total-records",
-           "deleted-rows")
-_HISTORY_SCHEMA = pa.schema([
-    ("tombstone", pa.bool_()), ("version", pa.int64()), ("timestamp_ms", pa.int64()), ("operation", pa.string()),
-    ("parent_version", pa.int64()), ("commit_id", pa.string()),
-    ("summary", pa.struct([(k, pa.int64()) for k in _SERIES])),
-])
+_SERIES = (
+    "added-files",
+    "removed-files",
+    "added-records",
+    "removed-records",
+    "total-files",
+    "total-records",
+    "deleted-rows",
+)
+_HISTORY_SCHEMA = pa.schema(
+    [
+        ("tombstone", pa.bool_()),
+        ("version", pa.int64()),
+        ("timestamp_ms", pa.int64()),
+        ("operation", pa.string()),
+        ("parent_version", pa.int64()),
+        ("commit_id", pa.string()),
+        ("summary", pa.struct([(k, pa.int64()) for k in _SERIES])),
+    ]
+)
 
 
 def _read_version_file(t: Table, v: int) -> bytes | None:
@@ -606,8 +685,16 @@ def partition_stats(e: pa.Table) -> list[dict[str, Any]]:
     out = []
     for r in g.to_pylist():
         physical = r["rows_sum"] + r["deleted_sum"]
-        out.append({"partition": r["partition"], "files": r["size_count"], "bytes": r["size_sum"], "rows": r["rows_sum"],
-                    "deleted_rows": r["deleted_sum"], "deleted_share": (r["deleted_sum"] / physical) if physical else 0.0})
+        out.append(
+            {
+                "partition": r["partition"],
+                "files": r["size_count"],
+                "bytes": r["size_sum"],
+                "rows": r["rows_sum"],
+                "deleted_rows": r["deleted_sum"],
+                "deleted_share": (r["deleted_sum"] / physical) if physical else 0.0,
+            }
+        )
     return out
 
 
@@ -645,13 +732,18 @@ def compaction_advice(e: pa.Table, vm: VersionManifest, ref: str) -> list[dict[s
     group_bytes = np.add.reduceat(size[idx], np.cumsum([0] + [len(g) for g in groups[:-1]]))
     outputs = int(np.maximum(1, -(-group_bytes // target)).sum())  # ceil(bytes / target), at least 1 a group
     parts = len(pc.unique(pc.fill_null(e.column("partition_path").take(pa.array(idx)), "")))
-    return [{
-        "kind": "small-files", "severity": "warn" if inputs >= 4 * outputs else "info",
-        "message": (f"{inputs:,} files under {_mib(target * 3 // 4)} (or carrying deletes) in {parts:,} partition(s), "
-                    f"{_mib(int(size[idx].sum()))} in all: compaction would write ~{outputs:,} file(s)"),
-        "command": _cli(ref, "compact"),
-        "facts": {"input_files": inputs, "output_files": outputs, "partitions": parts, "target_bytes": target},
-    }]
+    return [
+        {
+            "kind": "small-files",
+            "severity": "warn" if inputs >= 4 * outputs else "info",
+            "message": (
+                f"{inputs:,} files under {_mib(target * 3 // 4)} (or carrying deletes) in {parts:,} partition(s), "
+                f"{_mib(int(size[idx].sum()))} in all: compaction would write ~{outputs:,} file(s)"
+            ),
+            "command": _cli(ref, "compact"),
+            "facts": {"input_files": inputs, "output_files": outputs, "partitions": parts, "target_bytes": target},
+        }
+    ]
 
 
 def deletes_advice(partitions: list[dict[str, Any]], ref: str) -> list[dict[str, Any]]:
@@ -660,14 +752,23 @@ def deletes_advice(partitions: list[dict[str, Any]], ref: str) -> list[dict[str,
     for p in partitions:
         if p["deleted_share"] >= DELETED_SHARE_ADVICE:
             where = ["--where", _where_of(p["partition"])] if p["partition"] else []
-            out.append({
-                "kind": "deleted-rows", "severity": "warn" if p["deleted_share"] >= 0.2 else "info",
-                "message": (f"{p['deleted_share']:.0%} of rows in partition {p['partition'] or '(unpartitioned)'} are "
-                            f"deleted ({p['deleted_rows']:,} of {p['rows'] + p['deleted_rows']:,}): "
-                            f"compacting it drops them from its files"),
-                "command": _cli(ref, "compact", *where),
-                "facts": {"partition": p["partition"], "deleted_rows": p["deleted_rows"], "share": p["deleted_share"]},
-            })
+            out.append(
+                {
+                    "kind": "deleted-rows",
+                    "severity": "warn" if p["deleted_share"] >= 0.2 else "info",
+                    "message": (
+                        f"{p['deleted_share']:.0%} of rows in partition {p['partition'] or '(unpartitioned)'} are "
+                        f"deleted ({p['deleted_rows']:,} of {p['rows'] + p['deleted_rows']:,}): "
+                        f"compacting it drops them from its files"
+                    ),
+                    "command": _cli(ref, "compact", *where),
+                    "facts": {
+                        "partition": p["partition"],
+                        "deleted_rows": p["deleted_rows"],
+                        "share": p["deleted_share"],
+                    },
+                }
+            )
     return out
 
 
@@ -691,33 +792,69 @@ def expiry_advice(t: Table, ref: str, slots: SlotListing) -> list[dict[str, Any]
         # on an offline catalog table even for a dry run)
         rep = expire.expire_versions(t.io, t.log, dry_run=True, slots=slots)
     except LaminaError as e:
-        return [{"kind": "expiry", "severity": "info", "message": f"expiry cannot be previewed: {e}", "command": None,
-                 "facts": {}}]
+        return [
+            {
+                "kind": "expiry",
+                "severity": "info",
+                "message": f"expiry cannot be previewed: {e}",
+                "command": None,
+                "facts": {},
+            }
+        ]
     versions = len(slots.versions)
     tags = len(t.tag_store.list())
     span = [t.log.try_load(v) for v in rep.expired_versions[:1] + rep.expired_versions[-1:]]
-    facts = {"retained_versions": versions, "expired_versions": rep.expired_versions, "deleted_bytes": rep.deleted_bytes,
-             "deleted_files": len(rep.deleted_files), "deleted_manifests": len(rep.deleted_manifests),
-             "kept_for_tags": rep.kept_for_tags, "tags": tags, "earliest_retained": rep.earliest_retained,
-             "expired_from_ms": span[0].timestamp_ms if span and span[0] else None,
-             "expired_to_ms": span[-1].timestamp_ms if span and span[-1] else None}
+    facts = {
+        "retained_versions": versions,
+        "expired_versions": rep.expired_versions,
+        "deleted_bytes": rep.deleted_bytes,
+        "deleted_files": len(rep.deleted_files),
+        "deleted_manifests": len(rep.deleted_manifests),
+        "kept_for_tags": rep.kept_for_tags,
+        "tags": tags,
+        "earliest_retained": rep.earliest_retained,
+        "expired_from_ms": span[0].timestamp_ms if span and span[0] else None,
+        "expired_to_ms": span[-1].timestamp_ms if span and span[-1] else None,
+    }
     if not rep.expired_versions and versions < VERSIONS_ADVICE:
-        return [{"kind": "expiry", "severity": "ok",
-                 "message": f"{versions:,} versions retained; none older than the default 5 days (nothing to expire)",
-                 "command": None, "facts": facts}]
+        return [
+            {
+                "kind": "expiry",
+                "severity": "ok",
+                "message": f"{versions:,} versions retained; none older than the default 5 days (nothing to expire)",
+                "command": None,
+                "facts": facts,
+            }
+        ]
     if not rep.expired_versions:
-        return [{"kind": "expiry", "severity": "info",
-                 "message": (f"{versions:,} versions retained, none older than 5 days: "
-                             f"keep fewer with --retain-last (tags keep their files)"),
-                 "command": _cli(ref, "expire", "--retain-last", "100", "--dry-run"), "facts": facts}]
-    return [{"kind": "expiry", "severity": "warn" if rep.deleted_bytes > 1 << 30 else "info",
-             "message": (f"{versions:,} versions retained: expire would drop {len(rep.expired_versions):,} of them and free "
-                         f"{_mib(rep.deleted_bytes)} ({len(rep.deleted_files):,} files), keeping {tags} tag(s)"),
-             "command": _cli(ref, "expire"), "facts": facts}]
+        return [
+            {
+                "kind": "expiry",
+                "severity": "info",
+                "message": (
+                    f"{versions:,} versions retained, none older than 5 days: "
+                    f"keep fewer with --retain-last (tags keep their files)"
+                ),
+                "command": _cli(ref, "expire", "--retain-last", "100", "--dry-run"),
+                "facts": facts,
+            }
+        ]
+    return [
+        {
+            "kind": "expiry",
+            "severity": "warn" if rep.deleted_bytes > 1 << 30 else "info",
+            "message": (
+                f"{versions:,} versions retained: expire would drop {len(rep.expired_versions):,} of them and free "
+                f"{_mib(rep.deleted_bytes)} ({len(rep.deleted_files):,} files), keeping {tags} tag(s)"
+            ),
+            "command": _cli(ref, "expire"),
+            "facts": facts,
+        }
+    ]
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 __all__ = ["Explorer", "SAMPLE_MAX_ROWS", "FILES_MAX_ROWS"]

@@ -14,9 +14,10 @@ import json
 import sys
 import threading
 import urllib.parse
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from typing import Any, Callable
+from typing import Any
 
 from lamina.errors import (
     ExplorerError,
@@ -34,8 +35,10 @@ _STATIC = {
     "app.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
-_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 LOOPBACK_NAMES = ("localhost",)
 
 
@@ -148,7 +151,9 @@ def route(ex: Explorer, parts: list[str], query: dict[str, str]) -> Any:
     endpoints: dict[str, Callable[[], Any]] = {
         "overview": lambda: {**ex.overview(t), "key": parts[1]},
         "history": lambda: ex.history(t),
-        "versions": lambda: ex.versions_page(t, offset(), _bounded(query.get("limit"), TIMELINE_PAGE, TIMELINE_PAGE, "limit")),
+        "versions": lambda: ex.versions_page(
+            t, offset(), _bounded(query.get("limit"), TIMELINE_PAGE, TIMELINE_PAGE, "limit")
+        ),
         "bytes": lambda: ex.bytes_series(t),
         "files": lambda: ex.files(t, version(), offset(), _bounded(query.get("limit"), 100, FILES_MAX_ROWS, "limit")),
         "layout": lambda: ex.layout(t, version()),

@@ -8,8 +8,9 @@ only, never a data file; reading the planned files is ``lamina.data.scan.read``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,8 +25,17 @@ from lamina.spec.partition import fields_by_id
 from lamina.spec.version import VersionManifest
 
 PLAN_COLUMNS = (
-    "content", "status", "path", "size", "record_count", "added_version", "partition_path",
-    "dv_path", "dv_offset", "dv_length", "dv_cardinality",
+    "content",
+    "status",
+    "path",
+    "size",
+    "record_count",
+    "added_version",
+    "partition_path",
+    "dv_path",
+    "dv_offset",
+    "dv_length",
+    "dv_cardinality",
 )
 
 
@@ -70,7 +80,7 @@ class ScanPlan(Sequence[FileScanTask]):
             dv_cardinality=row["dv_cardinality"],
         )
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return [self._task(r) for r in self.entries.slice(*_slice_bounds(i, len(self))).to_pylist()]
         if i < 0:
@@ -80,7 +90,17 @@ class ScanPlan(Sequence[FileScanTask]):
         return self._task(self.entries.slice(i, 1).to_pylist()[0])
 
     def __iter__(self) -> Iterator[FileScanTask]:
-        cols = ["path", "size", "record_count", "partition_path", "added_version", "dv_path", "dv_offset", "dv_length", "dv_cardinality"]
+        cols = [
+            "path",
+            "size",
+            "record_count",
+            "partition_path",
+            "added_version",
+            "dv_path",
+            "dv_offset",
+            "dv_length",
+            "dv_cardinality",
+        ]
         for batch in self.entries.select(cols).to_batches(max_chunksize=4096):
             for r in batch.to_pylist():
                 yield self._task(r)
@@ -101,8 +121,9 @@ def _slice_bounds(s: slice, n: int) -> tuple[int, int]:
     return start, max(0, stop - start)
 
 
-def plan_files(io: FileIO, vm: VersionManifest, predicate: Expr, *, lineage: bool = False,
-               all_columns: bool = False) -> ScanPlan:
+def plan_files(
+    io: FileIO, vm: VersionManifest, predicate: Expr, *, lineage: bool = False, all_columns: bool = False
+) -> ScanPlan:
     """The files of version ``vm`` that may hold rows ``predicate`` (bound to its schema)
     selects: leaf summaries first, then file stats.
 

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lamina.data.scan.read import ArrowRead, _open_local
 from lamina.errors import CorruptMetadata
 from lamina.expr import AlwaysTrue, referenced_columns
-from lamina.data.scan.read import ArrowRead, _open_local
 
 
 def _codes_with_null_slot(chunk: pa.DictionaryArray) -> np.ndarray:
@@ -53,7 +53,7 @@ class _MatchingCodes:
     their values do not. A dictionary seen before costs a lookup; one of known values, an
     ``index_in`` against them; only values never seen are run through the row filter."""
 
-    def __init__(self, positions: "DictionaryPositions", column: str) -> None:
+    def __init__(self, positions: DictionaryPositions, column: str) -> None:
         self._positions, self._column = positions, column
         self._type = positions._table_type(column)
         self._lock = threading.Lock()
@@ -106,7 +106,9 @@ class _MatchingCodes:
             hit[None] = null_hit
             fresh = list(dict.fromkeys(v for v in values if v not in hit))
             if fresh:
-                got = self._positions._matches(self._positions._as_table_type(pa.array(fresh, dictionary.type), self._column))
+                got = self._positions._matches(
+                    self._positions._as_table_type(pa.array(fresh, dictionary.type), self._column)
+                )
                 hit.update(zip(fresh, got.tolist()))
         return np.array([hit[v] for v in values], dtype=bool)
 
@@ -122,8 +124,12 @@ _SMALL_DICTIONARY = 256
 
 def _dictionary_key(dictionary: pa.Array) -> tuple:
     """Equal for two dictionaries whose buffers hold the same bytes (and so the same values)."""
-    return (str(dictionary.type), dictionary.offset, len(dictionary),
-            tuple(b.to_pybytes() if b is not None else None for b in dictionary.buffers()))
+    return (
+        str(dictionary.type),
+        dictionary.offset,
+        len(dictionary),
+        tuple(b.to_pybytes() if b is not None else None for b in dictionary.buffers()),
+    )
 
 
 class DictionaryPositions:
@@ -145,13 +151,16 @@ class DictionaryPositions:
             return None
         (name,) = refs
         t = self.schema.field(name).type
-        dictionary_kind = pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+        dictionary_kind = (
+            pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+        )
         return name if dictionary_kind else None
 
     @cached_property
     def _dictionary_leaf(self) -> int:
         """The Parquet leaf index of ``dictionary_column`` in the table's schema: leaves of the
         columns before it (a struct has one per field, a list one, a map two, recursively)."""
+
         def leaves(t: pa.DataType) -> int:
             return max(1, sum(leaves(t.field(i).type) for i in range(t.num_fields))) if t.num_fields else 1
 
@@ -216,7 +225,9 @@ class DictionaryPositions:
                 field = reader.schema_arrow.get_field_index(column)
                 return (reader.read_column(field) if field >= 0 else None), rows
 
-    def _positions_in(self, path: str, read: tuple[pa.ChunkedArray | None, int], matching_codes: "_MatchingCodes") -> np.ndarray:
+    def _positions_in(
+        self, path: str, read: tuple[pa.ChunkedArray | None, int], matching_codes: _MatchingCodes
+    ) -> np.ndarray:
         """The positions of the rows of one file that the predicate selects, from its column
         as ``_file_column`` read it."""
         values, rows = read
@@ -224,7 +235,8 @@ class DictionaryPositions:
             return np.arange(rows, dtype=np.int64) if matching_codes.null_hit() else np.zeros(0, dtype=np.int64)
         if len(values) != rows:
             raise CorruptMetadata(
-                f"data file {path} has {rows} rows in its footer but {len(values)} in its column {self.dictionary_column!r}")
+                f"data file {path} has {rows} rows in its footer but {len(values)} in its column {self.dictionary_column!r}"
+            )
         chunks = values.chunks
         if len(chunks) == 1 and pa.types.is_dictionary(chunks[0].type):
             return _positions_of_codes(matching_codes.of(chunks[0].dictionary), _codes_with_null_slot(chunks[0]))

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import cached_property
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,14 +23,29 @@ import pyarrow.compute as pc
 import pyarrow.fs
 import pyarrow.parquet as pq
 
+from lamina.data.deletes import DV, dv_of, dvs_of_plan, positions_array, read_bitmaps
 from lamina.errors import CorruptMetadata, MissingFile, NotFound
 from lamina.expr import (
-    AlwaysTrue, Expr, evaluation_error, is_evaluation_failure, predicate_may_fail, pushdown_filter, referenced_columns,
-    to_arrow_filter, to_sql,
+    AlwaysTrue,
+    Expr,
+    evaluation_error,
+    is_evaluation_failure,
+    predicate_may_fail,
+    pushdown_filter,
+    referenced_columns,
+    to_arrow_filter,
+    to_sql,
 )
 from lamina.io import FileIO
-from lamina.data.deletes import DV, dv_of, dvs_of_plan, positions_array, read_bitmaps
-from lamina.spec.lineage import LAST_UPDATED, LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, lineages_of, no_row_ids, row_lineage
+from lamina.spec.lineage import (
+    LAST_UPDATED,
+    LINEAGE_COLUMNS,
+    LINEAGE_FIELDS,
+    ROW_ID,
+    lineages_of,
+    no_row_ids,
+    row_lineage,
+)
 from lamina.spec.version import VersionManifest
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lamina-read")
@@ -68,7 +84,7 @@ class _FileErrors:
 
     __slots__ = ("read", "path")
 
-    def __init__(self, read: "ArrowRead", path: str) -> None:
+    def __init__(self, read: ArrowRead, path: str) -> None:
         self.read, self.path = read, path
 
     def __enter__(self) -> None:
@@ -155,8 +171,12 @@ class ArrowRead:
             with pa.OSFile(source) as f:
                 return self._read_evolved(f, columns, filt, dv, memory_pool)
         t = pq.read_table(
-            source, columns=[schema.physical_names[c] for c in need], schema=schema.physical_arrow,
-            filters=pushdown, use_threads=False, memory_map=False,
+            source,
+            columns=[schema.physical_names[c] for c in need],
+            schema=schema.physical_arrow,
+            filters=pushdown,
+            use_threads=False,
+            memory_map=False,
         )
         t = self._fill_defaults(source, schema.to_logical(t, need))
         if dv is not None:
@@ -196,7 +216,9 @@ class ArrowRead:
         """The Arrow schema of ``columns`` of the table schema, or row lineage columns
         (memoized: asked once per file read)."""
         if columns not in self._schemas:
-            self._schemas[columns] = pa.schema([_LINEAGE_FIELD[c] if c in _LINEAGE_FIELD else self.schema.field(c) for c in columns])
+            self._schemas[columns] = pa.schema(
+                [_LINEAGE_FIELD[c] if c in _LINEAGE_FIELD else self.schema.field(c) for c in columns]
+            )
         return self._schemas[columns]
 
     def _read_plain(self, source: Any, columns: list[str], memory_pool: pa.MemoryPool | None = None) -> pa.Table:
@@ -236,7 +258,9 @@ class ArrowRead:
         want = self.arrow_schema_of(tuple(columns))
         return t if t.schema.equals(want) else t.cast(want)
 
-    def _read_exact(self, source: Any, columns: list[str], memory_pool: pa.MemoryPool | None) -> tuple[pa.Table | None, int]:
+    def _read_exact(
+        self, source: Any, columns: list[str], memory_pool: pa.MemoryPool | None
+    ) -> tuple[pa.Table | None, int]:
         """The rows of a file that holds exactly ``columns`` (flat, under their names, in that
         order: what this table writes from new rows), as _read_plain reads them, and its row
         count; (None, 0) for any other file (evolved tables, stored lineage, other columns),
@@ -258,7 +282,12 @@ class ArrowRead:
         return t, t.num_rows
 
     def _read_with_lineage(
-        self, source: Any, columns: list[str], filt: Any, dv: DV | None, memory_pool: pa.MemoryPool | None,
+        self,
+        source: Any,
+        columns: list[str],
+        filt: Any,
+        dv: DV | None,
+        memory_pool: pa.MemoryPool | None,
         lineage: tuple[int, int],
     ) -> pa.Table:
         """Rows of one data file with their ``_row_id`` and ``_last_updated_version``: every
@@ -270,7 +299,9 @@ class ArrowRead:
         t, n = self._read_exact(source, data_cols, memory_pool)
         if t is not None:  # the file holds data_cols and no lineage: every id from its entry
             ids, versions = row_lineage(lineage[0], lineage[1], n, None)
-            t = pa.Table.from_arrays([*t.columns, ids, versions], schema=self.arrow_schema_of((*data_cols, *LINEAGE_COLUMNS)))
+            t = pa.Table.from_arrays(
+                [*t.columns, ids, versions], schema=self.arrow_schema_of((*data_cols, *LINEAGE_COLUMNS))
+            )
             if dv is not None:
                 t = t.filter(dv_of(self.io, dv).keep(t.num_rows))
             t = t.filter(filt) if filt is not None else t
@@ -279,8 +310,11 @@ class ArrowRead:
         names = file.schema_arrow.names
         stored = [c for c in LINEAGE_COLUMNS if c in names]
         if self._evolved or not all(c in names for c in data_cols):  # mapped, or a file added without a column
-            t = (self._read_evolved(source, data_cols, None, None, memory_pool) if self._evolved
-                 else self._read_plain(source, data_cols, memory_pool))
+            t = (
+                self._read_evolved(source, data_cols, None, None, memory_pool)
+                if self._evolved
+                else self._read_plain(source, data_cols, memory_pool)
+            )
             kept = file.read(columns=stored, use_threads=False) if stored else None
         else:  # every column is in the file, under its name
             both = file.read(columns=[*data_cols, *stored], use_threads=False)
@@ -301,7 +335,12 @@ class ArrowRead:
         return (t.filter(filt) if filt is not None else t).select(columns)
 
     def read_file(
-        self, path: str, columns: list[str], filt: Any, dv: DV | None = None, memory_pool: pa.MemoryPool | None = None,
+        self,
+        path: str,
+        columns: list[str],
+        filt: Any,
+        dv: DV | None = None,
+        memory_pool: pa.MemoryPool | None = None,
         lineage: tuple[int, int] | None = None,
     ) -> pa.Table:
         """Rows of one data file: deleted rows (``dv``) go first, since DV positions are
@@ -325,18 +364,29 @@ class ArrowRead:
             if filt is None:
                 return self._read_plain(source, columns, memory_pool)
             return self._parquet_scan(
-                lambda cols, f: pq.read_table(source, columns=cols, filters=f, schema=self.schema.arrow, use_threads=False),
-                columns, filt,
+                lambda cols, f: pq.read_table(
+                    source, columns=cols, filters=f, schema=self.schema.arrow, use_threads=False
+                ),
+                columns,
+                filt,
             )
 
-    def file_errors(self, path: str) -> "_FileErrors":
+    def file_errors(self, path: str) -> _FileErrors:
         """A data file that is missing or not Parquet as CorruptMetadata naming it."""
         return _FileErrors(self, path)
 
     def read_files(
-        self, entries: pa.Table, cols: list[str], filt: Any = None, *,
-        files_per_task: int = 64, bytes_per_task: int = 8 << 20, tasks_ahead: int = 8,
-        memory_pool: pa.MemoryPool | None = None, per_run: bool = False, single_reader: bool = False,
+        self,
+        entries: pa.Table,
+        cols: list[str],
+        filt: Any = None,
+        *,
+        files_per_task: int = 64,
+        bytes_per_task: int = 8 << 20,
+        tasks_ahead: int = 8,
+        memory_pool: pa.MemoryPool | None = None,
+        per_run: bool = False,
+        single_reader: bool = False,
         stored_row_ids: bool = False,
     ) -> Iterator[Any]:
         """The live rows of each file of ``entries`` (deleted rows dropped), one table per
@@ -368,26 +418,44 @@ class ArrowRead:
         dvs = dvs_of_plan(entries)
         lineages = lineages_of(entries) if any(c in _LINEAGE_FIELD for c in cols) else [None] * len(paths)
         if per_run:
-            read_run = lambda run: self._read_run([paths[i] for i in run], cols, filt, [dvs[i] for i in run],  # noqa: E731
-                                                  [lineages[i] for i in run], memory_pool)
-            for files in self.map_runs(entries, read_run, files_per_task, bytes_per_task, tasks_ahead, per_run=True,
-                                        single_reader=single_reader):
+
+            def read_run(run: list[int]) -> Any:
+                return self._read_run(
+                    [paths[i] for i in run], cols, filt, [dvs[i] for i in run], [lineages[i] for i in run], memory_pool
+                )
+
+            for files in self.map_runs(
+                entries,
+                read_run,
+                files_per_task,
+                bytes_per_task,
+                tasks_ahead,
+                per_run=True,
+                single_reader=single_reader,
+            ):
                 yield self._numbered(files, cols, memory_pool, out_schema)  # on the consumer's thread
             return
         if stored_row_ids:
-            assert filt is None and not any(dvs) and not any(c in _LINEAGE_FIELD for c in cols), \
+            assert filt is None and not any(dvs) and not any(c in _LINEAGE_FIELD for c in cols), (
                 "stored row ids number physical rows: read with them data columns, every row"
+            )
             read_ids = lambda i: self._read_with_stored_row_ids(paths[i], cols, memory_pool)  # noqa: E731
-            for results in self.map_runs(entries, read_ids, files_per_task, bytes_per_task, tasks_ahead,
-                                          single_reader=single_reader):
+            for results in self.map_runs(
+                entries, read_ids, files_per_task, bytes_per_task, tasks_ahead, single_reader=single_reader
+            ):
                 yield from ((self._conformed(t, cols, out_schema), ids) for t, ids in results)
             return
         read = lambda i: self.read_file(paths[i], cols, filt, dvs[i], memory_pool, lineages[i])  # noqa: E731
-        for tables in self.map_runs(entries, read, files_per_task, bytes_per_task, tasks_ahead, single_reader=single_reader):
+        for tables in self.map_runs(
+            entries, read, files_per_task, bytes_per_task, tasks_ahead, single_reader=single_reader
+        ):
             yield from (self._conformed(t, cols, out_schema) for t in tables)
 
     def _read_with_stored_row_ids(
-        self, path: str, cols: list[str], memory_pool: pa.MemoryPool | None,
+        self,
+        path: str,
+        cols: list[str],
+        memory_pool: pa.MemoryPool | None,
     ) -> tuple[pa.Table, pa.ChunkedArray | None]:
         """``read_file``'s rows of ``cols`` (every physical row) and the ``_row_id`` column the
         file stores, or None: the file opened (got) once, its footer parsed again for the
@@ -395,9 +463,12 @@ class ArrowRead:
         io = self.io
         with self.file_errors(path):
             local = io.local_path(path)
-            with (_open_local(local) if local is not None else pa.BufferReader(io.get(path))) as source:
-                rows = (self._read_evolved(source, cols, None, None, memory_pool) if self._evolved
-                        else self._read_plain(source, cols, memory_pool))
+            with _open_local(local) if local is not None else pa.BufferReader(io.get(path)) as source:
+                rows = (
+                    self._read_evolved(source, cols, None, None, memory_pool)
+                    if self._evolved
+                    else self._read_plain(source, cols, memory_pool)
+                )
                 source.seek(0)
                 reader = pq.ParquetReader(memory_pool)
                 reader.open(source, pre_buffer=False)
@@ -407,7 +478,12 @@ class ArrowRead:
                 return rows, (reader.read_column(names.index(ROW_ID)) if ROW_ID in names else None)
 
     def _read_run(
-        self, paths: list[str], cols: list[str], filt: Any, dvs: list[DV | None], lineages: list[Any],
+        self,
+        paths: list[str],
+        cols: list[str],
+        filt: Any,
+        dvs: list[DV | None],
+        lineages: list[Any],
         memory_pool: pa.MemoryPool | None,
     ) -> list[tuple[pa.Table, Any, str]]:
         """The files of a run read (``read_files``), for ``_numbered`` to make one table of,
@@ -427,7 +503,7 @@ class ArrowRead:
                 continue
             with self.file_errors(path):
                 local = io.local_path(path)
-                with (_open_local(local) if local is not None else pa.BufferReader(io.get(path))) as source:
+                with _open_local(local) if local is not None else pa.BufferReader(io.get(path)) as source:
                     reader = pq.ParquetReader(memory_pool)
                     reader.open(source, pre_buffer=False)
                     if reader.metadata.num_columns == len(data_cols):  # (the whole file: data columns only, likely)
@@ -439,7 +515,10 @@ class ArrowRead:
         return files
 
     def _numbered(
-        self, files: list[tuple[pa.Table, Any, str]], cols: list[str], memory_pool: pa.MemoryPool | None,
+        self,
+        files: list[tuple[pa.Table, Any, str]],
+        cols: list[str],
+        memory_pool: pa.MemoryPool | None,
         out_schema: pa.Schema,
     ) -> pa.Table:
         """The tables ``_read_run`` read, concatenated into ``out_schema``. Those with a lineage
@@ -472,18 +551,28 @@ class ArrowRead:
             lineage = {ROW_ID: pa.array(ids), LAST_UPDATED: pa.array(last)}
             data = pa.concat_tables(tables)
             return pa.Table.from_arrays(
-                [lineage[c] if c in lineage else data.column(c) for c in cols], schema=out_schema)
+                [lineage[c] if c in lineage else data.column(c) for c in cols], schema=out_schema
+            )
         parts = []
         for t, n, start, count in zip(tables, numbered, starts, counts):
             if n is not None:
-                lineage = {ROW_ID: pa.array(ids[start:start + count]), LAST_UPDATED: pa.array(last[start:start + count])}
+                lineage = {
+                    ROW_ID: pa.array(ids[start : start + count]),
+                    LAST_UPDATED: pa.array(last[start : start + count]),
+                }
                 t = pa.Table.from_arrays([lineage[c] if c in lineage else t.column(c) for c in cols], schema=out_schema)
             parts.append(t)
         return pa.concat_tables(parts)
 
     def map_runs(
-        self, entries: pa.Table, fn: Callable[[Any], Any], files_per_task: int, bytes_per_task: int, tasks_ahead: int,
-        per_run: bool = False, single_reader: bool = False,
+        self,
+        entries: pa.Table,
+        fn: Callable[[Any], Any],
+        files_per_task: int,
+        bytes_per_task: int,
+        tasks_ahead: int,
+        per_run: bool = False,
+        single_reader: bool = False,
     ) -> Iterator[Any]:
         """``fn(i)`` for every file ``i`` of ``entries``, run by run (see ``read_files``) on
         the read threads, ``tasks_ahead`` runs queued ahead; each run's results, in order
@@ -515,8 +604,11 @@ class ArrowRead:
             # concatenation of tables without columns drop their row count: count the rows
             # (the entries' live rows, or those a read of the predicate's columns keeps),
             # then make a table of that many rows and no column.
-            rows = (int(pc.sum(entries.column("record_count")).as_py() or 0) if filt is None
-                    else self.read_entries(entries, self.with_predicate_columns([]), filt).num_rows)
+            rows = (
+                int(pc.sum(entries.column("record_count")).as_py() or 0)
+                if filt is None
+                else self.read_entries(entries, self.with_predicate_columns([]), filt).num_rows
+            )
             return pa.table({"rows": pa.nulls(rows)}).select([])
         if any(c in _LINEAGE_FIELD for c in cols):
             # Row ids number a file's physical rows: file by file, before deletes and filter
@@ -552,7 +644,11 @@ class ArrowRead:
 
                 with self._missing_file_is_corrupt():
                     dataset = ds.dataset([io.local_path(p) for p in plain], schema=self.schema.arrow, format="parquet")
-                    parts.append(self._parquet_scan(lambda c, f: dataset.to_table(columns=c, filter=f), cols, filt).cast(out_schema))
+                    parts.append(
+                        self._parquet_scan(lambda c, f: dataset.to_table(columns=c, filter=f), cols, filt).cast(
+                            out_schema
+                        )
+                    )
             else:
                 tables = list(_pool.map(lambda p: self.read_file(p, cols, filt), plain))
                 parts += [t.select(cols).cast(out_schema) for t in tables]
@@ -625,7 +721,11 @@ class ArrowRead:
                 cut = mask.slice(at, n)
                 if filt is not None and after is None:
                     cut = pc.and_(cut, pc.fill_null(batch.column(kept), False))
-                parts.append(batch.filter(cut).filter(after).select(cols) if after is not None else batch.select(cols).filter(cut))
+                parts.append(
+                    batch.filter(cut).filter(after).select(cols)
+                    if after is not None
+                    else batch.select(cols).filter(cut)
+                )
                 seen, at = seen + n, at + n
         if at != starts[-1]:
             raise self._rows_differ(at, physical)
@@ -634,7 +734,8 @@ class ArrowRead:
     def _rows_differ(self, rows: int, physical: np.ndarray) -> CorruptMetadata:
         return CorruptMetadata(
             f"the data files of version {self.vm.version} hold {rows} rows where their entries say {int(physical.sum())} "
-            f"(record_count + dv_cardinality, file by file); run `lamina fsck`")
+            f"(record_count + dv_cardinality, file by file); run `lamina fsck`"
+        )
 
     @contextmanager
     def _missing_file_is_corrupt(self) -> Iterator[None]:

@@ -10,9 +10,10 @@ since the scan was made (``VersionNotFound``) from a corrupt table (``MissingFil
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property, wraps
 from inspect import isgeneratorfunction
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -20,13 +21,13 @@ import pyarrow as pa
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
-from lamina.errors import LaminaError, MissingFile, RowLineageNotEnabled, VersionNotFound
-from lamina.expr import AlwaysTrue, Expr, bind, to_arrow_filter, to_expr
-from lamina.io import FileIO
 from lamina.data.deletes import DV
 from lamina.data.scan.plan import ScanPlan, plan_files
 from lamina.data.scan.positions import DictionaryPositions
 from lamina.data.scan.read import ArrowRead
+from lamina.errors import LaminaError, MissingFile, RowLineageNotEnabled, VersionNotFound
+from lamina.expr import AlwaysTrue, Expr, bind, to_arrow_filter, to_expr
+from lamina.io import FileIO
 from lamina.spec.lineage import LAST_UPDATED, LINEAGE_COLUMNS, ROW_ID, has_lineage
 from lamina.spec.version import VersionManifest
 
@@ -47,8 +48,9 @@ def _expiry_aware(method: _Method) -> _Method:
     predicate failing on a row (an overflow, a division by zero: Spark's ANSI errors) as
     EvaluationError. Generators too: a stream's files are read as it is consumed."""
     if isgeneratorfunction(method):
+
         @wraps(method)
-        def stream(self: "Scan", *args: Any, **kwargs: Any) -> Iterator[Any]:
+        def stream(self: Scan, *args: Any, **kwargs: Any) -> Iterator[Any]:
             try:
                 yield from method(self, *args, **kwargs)
             except MissingFile as e:
@@ -57,10 +59,11 @@ def _expiry_aware(method: _Method) -> _Method:
             except pa.ArrowInvalid as e:
                 self._reader.raise_if_evaluation_error(e)
                 raise
+
         return stream  # type: ignore[return-value]
 
     @wraps(method)
-    def run(self: "Scan", *args: Any, **kwargs: Any) -> Any:
+    def run(self: Scan, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except MissingFile as e:
@@ -69,6 +72,7 @@ def _expiry_aware(method: _Method) -> _Method:
         except pa.ArrowInvalid as e:
             self._reader.raise_if_evaluation_error(e)
             raise
+
     return run  # type: ignore[return-value]
 
 
@@ -78,8 +82,13 @@ class Scan:
     the version an operation is applied to, by ``lamina.commit.Base.scan``."""
 
     def __init__(
-        self, io: FileIO, vm: VersionManifest, where: str | Expr | None = None, columns: Sequence[str] | None = None,
-        *, log: VersionKeeper | None = None,
+        self,
+        io: FileIO,
+        vm: VersionManifest,
+        where: str | Expr | None = None,
+        columns: Sequence[str] | None = None,
+        *,
+        log: VersionKeeper | None = None,
     ) -> None:
         self.io = io
         self.vm = vm
@@ -136,7 +145,8 @@ class Scan:
             f"version {self.vm.version} of {self.io.uri} is no longer kept: it was expired (or dropped by a rollback) "
             "after this scan was made, and the files it reads were deleted with it. Scan the table again for its "
             "current version, or scan a version that is still kept (`lamina history`); expire_versions keeps "
-            "a superseded version for reads like this one for reader_grace (default 1 hour)") from missing
+            "a superseded version for reads like this one for reader_grace (default 1 hour)"
+        ) from missing
 
     @_expiry_aware
     def plan(self, all_columns: bool = False) -> ScanPlan:
@@ -170,7 +180,12 @@ class Scan:
 
     @_expiry_aware
     def read_file(
-        self, path: str, columns: list[str], filt: Any, dv: DV | None = None, memory_pool: pa.MemoryPool | None = None,
+        self,
+        path: str,
+        columns: list[str],
+        filt: Any,
+        dv: DV | None = None,
+        memory_pool: pa.MemoryPool | None = None,
         lineage: tuple[int, int] | None = None,
     ) -> pa.Table:
         """Rows of one data file (``ArrowRead.read_file``)."""

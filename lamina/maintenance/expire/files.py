@@ -6,8 +6,9 @@ external files need, and deleted with the bytes it frees.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Collection, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,7 +18,6 @@ from lamina.commit.log import VersionLog
 from lamina.commit.tags import TagStore
 from lamina.errors import NotFound
 from lamina.io import FileIO
-from lamina.manifest.tree import TreeConfig
 from lamina.maintenance.expire.reads import _each, _roots, _Run
 from lamina.maintenance.expire.report import ExpireReport, Progress
 from lamina.maintenance.reachability import (
@@ -31,6 +31,7 @@ from lamina.maintenance.reachability import (
     root_of,
     staged_versions,
 )
+from lamina.manifest.tree import TreeConfig
 from lamina.spec.features import BRANCHES
 from lamina.spec.layout import INLINE_ROOT_SUFFIX, owned
 from lamina.spec.slot import IRREGULAR, REMOVED, WROTE_LEAVES, block_flags, commit_root_path
@@ -152,6 +153,7 @@ def collect_garbage(
     ``existing``: every version that survives; ``tags``: every tag that stays;
     ``gone_tags``: tags a dry run counts as deleted though they are still there.
     """
+
     # Read only the roots that can matter: a version that removed nothing (no file, no
     # record) and wrote no leaf (its summary says so) adds no candidate, so most roots are
     # never opened.
@@ -175,11 +177,16 @@ def collect_garbage(
     gone = [pa.array([vm.root_manifest for vm in chain if vm.version in deleted and vm.root_manifest], pa.string())]
     gone += [manifest_paths(io, chain[i], roots[i]) for i in order if chain[i].version in deleted]
     return decide_garbage(
-        io, log,
+        io,
+        log,
         removals=[(chain[i], roots[i], roots[i - 1]) for i in removing],
         candidate_manifests=pa.concat_arrays(gone),
         alive=[(chain[i], roots[i]) for i in order if chain[i].version not in deleted],
-        deleted=deleted, tags=tags, existing=existing, latest=latest, gone_tags=gone_tags,
+        deleted=deleted,
+        tags=tags,
+        existing=existing,
+        latest=latest,
+        gone_tags=gone_tags,
     )
 
 
@@ -299,8 +306,13 @@ def prepare(run: _Run, expired: Sequence[int], survivor: int) -> _Prepared:
 
 
 def garbage(
-    run: _Run, prepared: _Prepared, expired: Sequence[int], survivors: Sequence[int], tags: Sequence[Tag],
-    latest: VersionManifest, gone_tags: Collection[str],
+    run: _Run,
+    prepared: _Prepared,
+    expired: Sequence[int],
+    survivors: Sequence[int],
+    tags: Sequence[Tag],
+    latest: VersionManifest,
+    gone_tags: Collection[str],
 ) -> _Garbage:
     """What expiring ``expired`` (the oldest versions, up to ``survivors[0]``) frees
     (``prepare`` first)."""
@@ -326,17 +338,30 @@ def garbage(
     gone = [pa.array(own + [first.root_manifest], pa.string())]
     gone += [leaf_paths(roots[v]) for v in [expired[0], *prepared.readers]]
     return decide_garbage(
-        run.io, run.log,
+        run.io,
+        run.log,
         removals=[(run.full(v), roots[v], roots[v - 1]) for v in prepared.removing],
         candidate_manifests=pa.concat_arrays(gone),
         alive=[(run.full(s), roots[s])],
-        deleted=deleted, tags=tags, existing=survivors, latest=latest, gone_tags=gone_tags,
+        deleted=deleted,
+        tags=tags,
+        existing=survivors,
+        latest=latest,
+        gone_tags=gone_tags,
     )
 
 
 def free_files(
-    run: _Run, prepared: _Prepared, expired: Sequence[int], survivors: Sequence[int], tags: Sequence[Tag],
-    latest: VersionManifest, gone_tags: Collection[str], dry_run: bool, report: ExpireReport, step: Progress,
+    run: _Run,
+    prepared: _Prepared,
+    expired: Sequence[int],
+    survivors: Sequence[int],
+    tags: Sequence[Tag],
+    latest: VersionManifest,
+    gone_tags: Collection[str],
+    dry_run: bool,
+    report: ExpireReport,
+    step: Progress,
 ) -> None:
     """Steps 2 and 3 of an expiry run, once ``expired`` are no longer versions: what is still
     needed, seen after the versions are gone (``tags``, ``latest``: read since), then the

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -140,7 +141,7 @@ class _Run:
             by_block.setdefault(block_start(v), []).append(v)
         live = sorted(set(expired) | {survivor})
         carriers = []
-        for start, vs in by_block.items():
+        for start in by_block:
             end = min(start + COMMIT_BLOCK - 1, survivor)
             carriers.append(live[bisect.bisect_right(live, end) - 1])
         self.load(carriers)

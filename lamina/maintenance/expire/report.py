@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from lamina.maintenance.reports import short_repr
 
@@ -35,7 +35,7 @@ class ExpireReport:
     reader_grace_ms: int = 0
     retain_last: int | None = None
     freed_slots: int = 0  # slot files deleted: their record is older than the slot retention
-    branches: dict[str, "ExpireReport"] = field(default_factory=dict)  # each branch's, when main expired them too
+    branches: dict[str, ExpireReport] = field(default_factory=dict)  # each branch's, when main expired them too
     seconds: float = 0.0
 
     __repr__ = short_repr

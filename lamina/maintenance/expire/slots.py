@@ -7,7 +7,7 @@ a tombstone per slot (``lamina.maintenance.expire.versions``) and chunks freed w
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from lamina.commit.log import RecordRef, SlotListing, VersionLog
 from lamina.errors import AlreadyExists
@@ -35,8 +35,10 @@ def range_records(run: _Run, slots: SlotListing, survivor: int, now: int) -> lis
 
     def flush() -> None:
         if chunk_run:
-            ids = tuple(run.who[v][0] if v in live else (
-                slots.tombstones[v].commit_id if v in slots.tombstones else None) for v in chunk_run)
+            ids = tuple(
+                run.who[v][0] if v in live else (slots.tombstones[v].commit_id if v in slots.tombstones else None)
+                for v in chunk_run
+            )
             first, last = chunk_run[0], chunk_run[-1]
             path = f"{records_dir(run.log.layout.freed_dir, *chunk_range(first, size))}/{range_record_name(first, last, now)}"
             out.append((RecordRef(path, first, last, now, False), SlotRecord(first, last, ids, now)))
@@ -85,8 +87,17 @@ def free_slots(
     return len(doomed)
 
 
-def free_run_slots(io: FileIO, log: VersionLog, latest: VersionManifest, slots: SlotListing, survivors: Sequence[int],
-                   now: int, ranged: bool, dry_run: bool, report: ExpireReport) -> None:
+def free_run_slots(
+    io: FileIO,
+    log: VersionLog,
+    latest: VersionManifest,
+    slots: SlotListing,
+    survivors: Sequence[int],
+    now: int,
+    ranged: bool,
+    dry_run: bool,
+    report: ExpireReport,
+) -> None:
     """Step 5 of an expiry run: the slot files of records old enough (``ranged``: the table
     has range records), or, on older tables, chunks of old tombstones below every retained
     version (record, then free)."""

@@ -5,7 +5,7 @@ deleted more than the reader grace ago held (``free_deleted_branches``).
 
 from __future__ import annotations
 
-from typing import Collection, Sequence
+from collections.abc import Collection, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,7 +16,14 @@ from lamina.io import FileIO
 from lamina.maintenance.expire.files import _branched, _delete, _Garbage, _is_in, _sizes, _spare, _spare_staged
 from lamina.maintenance.expire.reads import _each
 from lamina.maintenance.expire.report import ExpireReport
-from lamina.maintenance.reachability import live_entries, manifest_paths, paths_of, referenced_files, referenced_paths, root_of
+from lamina.maintenance.reachability import (
+    live_entries,
+    manifest_paths,
+    paths_of,
+    referenced_files,
+    referenced_paths,
+    root_of,
+)
 from lamina.spec.layout import MANIFESTS_DIR
 from lamina.spec.tag import Tag
 from lamina.spec.version import VersionManifest
@@ -77,7 +84,9 @@ def free_tag(io: FileIO, log: VersionLog, tag: Tag, dry_run: bool = False, gone_
     return _Garbage(g.manifests, g.files, freed, kept)
 
 
-def delete_tag(io: FileIO, log: VersionLog, name: str, dry_run: bool = False, gone_tags: Collection[str] = ()) -> _Garbage:
+def delete_tag(
+    io: FileIO, log: VersionLog, name: str, dry_run: bool = False, gone_tags: Collection[str] = ()
+) -> _Garbage:
     store = TagStore(io, log)
     tag = store.readable(name) if dry_run else store.delete(name)
     if tag is None:  # a damaged tag file: what only it held is left to orphan cleanup (TagStore.delete)
@@ -86,8 +95,14 @@ def delete_tag(io: FileIO, log: VersionLog, name: str, dry_run: bool = False, go
 
 
 def free_deleted_branches(
-    io: FileIO, main_log: VersionLog, floor_ms: int, dry_run: bool = False, *, dropping: Collection[int] = (),
-    dropping_tags: Collection[str] = (), already: Collection[str] = (),
+    io: FileIO,
+    main_log: VersionLog,
+    floor_ms: int,
+    dry_run: bool = False,
+    *,
+    dropping: Collection[int] = (),
+    dropping_tags: Collection[str] = (),
+    already: Collection[str] = (),
 ) -> _Garbage:
     """Free what branches deleted before ``floor_ms`` (now minus the reader grace: a publish or
     a read of such a branch has finished) held and nothing else references: their versions'
@@ -112,7 +127,9 @@ def free_deleted_branches(
     doomed = [p for p in mine.filter(pc.invert(_is_in(mine, keep))).to_pylist() if p not in already]
     manifests = [p for p in doomed if p.startswith(MANIFESTS_DIR + "/")]
     files = [p for p in doomed if not p.startswith(MANIFESTS_DIR + "/")]
-    g = _spare_staged(io, main_log.latest(), _Garbage(manifests, files, 0, int(pc.sum(_is_in(mine, keep)).as_py() or 0)))
+    g = _spare_staged(
+        io, main_log.latest(), _Garbage(manifests, files, 0, int(pc.sum(_is_in(mine, keep)).as_py() or 0))
+    )
     if dry_run:
         return _Garbage(g.manifests, g.files, _sizes(io, g.manifests + g.files), g.kept)
     freed = _delete(io, g.files) + _delete(io, g.manifests)
@@ -134,12 +151,26 @@ def expire_tags(io: FileIO, log: VersionLog, store: TagStore, now: int, dry_run:
             report.deleted_bytes += g.freed_bytes
 
 
-def free_branches(io: FileIO, log: VersionLog, floor_ms: int, dry_run: bool, expired: Sequence[int],
-                  gone_tags: Collection[str], report: ExpireReport) -> None:
+def free_branches(
+    io: FileIO,
+    log: VersionLog,
+    floor_ms: int,
+    dry_run: bool,
+    expired: Sequence[int],
+    gone_tags: Collection[str],
+    report: ExpireReport,
+) -> None:
     """Step 4 of main's expiry run: what branches deleted before ``floor_ms`` only held
     (``free_deleted_branches``), beside what the run's earlier steps deleted."""
-    g = free_deleted_branches(io, log, floor_ms, dry_run, dropping=expired, dropping_tags=gone_tags,
-                              already={*report.deleted_files, *report.deleted_manifests})
+    g = free_deleted_branches(
+        io,
+        log,
+        floor_ms,
+        dry_run,
+        dropping=expired,
+        dropping_tags=gone_tags,
+        already={*report.deleted_files, *report.deleted_manifests},
+    )
     report.deleted_manifests += g.manifests
     report.deleted_files += g.files
     report.deleted_bytes += g.freed_bytes

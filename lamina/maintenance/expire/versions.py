@@ -8,8 +8,9 @@ which drops the versions after its target.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, Sequence
+from typing import Any
 
 from lamina.commit.log import SlotListing, VersionLog
 from lamina.commit.tags import TagStore
@@ -59,18 +60,25 @@ def expire_versions(
     """
     started = time.monotonic()
     if slots is not None and not dry_run:
-        raise InvalidArgument("expire_versions takes a listing (slots) only for a dry run: a real run lists the log itself")
+        raise InvalidArgument(
+            "expire_versions takes a listing (slots) only for a dry run: a real run lists the log itself"
+        )
     report = ExpireReport(dry_run)
     step = progress or (lambda *_: None)
-    if retain_last is not None and (isinstance(retain_last, bool) or not isinstance(retain_last, int) or retain_last < 1):
-        raise InvalidArgument(f"retain_last must be an int >= 1 (the latest version is always kept), not {retain_last!r}")
+    if retain_last is not None and (
+        isinstance(retain_last, bool) or not isinstance(retain_last, int) or retain_last < 1
+    ):
+        raise InvalidArgument(
+            f"retain_last must be an int >= 1 (the latest version is always kept), not {retain_last!r}"
+        )
     latest = log.latest()
     check_writer(latest.writer_features, f"table {io.uri}")
     if older_than is None and retain_last is None:
         older_than = DEFAULT_OLDER_THAN
     cutoff = to_ms(older_than, "older_than") if older_than is not None else None
     grace_ms = (
-        duration_ms(reader_grace, "reader_grace") if reader_grace is not None
+        duration_ms(reader_grace, "reader_grace")
+        if reader_grace is not None
         else TableProperties.EXPIRE_READER_GRACE_MS.get(latest.properties)
     )
     now = now_ms()
@@ -86,7 +94,9 @@ def expire_versions(
     if slots is None:
         slots = log.scan_slots()
     else:  # the caller's, which the steps below must not change
-        slots = SlotListing(slots.versions, dict(slots.tombstones), list(slots.strays), list(slots.freed), list(slots.records))
+        slots = SlotListing(
+            slots.versions, dict(slots.tombstones), list(slots.strays), list(slots.freed), list(slots.records)
+        )
     versions = slots.versions
     run = _Run(io, log, versions)
     expired, survivors = _choose(run, versions, cutoff, floor, grace_ms, retain_last, report, step)
@@ -112,8 +122,16 @@ def expire_versions(
     return report
 
 
-def _choose(run: _Run, versions: Sequence[int], cutoff: int | None, floor: int, grace_ms: int, retain_last: int | None,
-            report: ExpireReport, step: Progress) -> tuple[list[int], list[int]]:
+def _choose(
+    run: _Run,
+    versions: Sequence[int],
+    cutoff: int | None,
+    floor: int,
+    grace_ms: int,
+    retain_last: int | None,
+    report: ExpireReport,
+    step: Progress,
+) -> tuple[list[int], list[int]]:
     """(the versions that expire, those that survive), oldest first, and in ``report`` why the
     others before the latest are kept."""
     candidates = versions[: max(0, len(versions) - (retain_last or 1))]
@@ -136,8 +154,9 @@ def _choose(run: _Run, versions: Sequence[int], cutoff: int | None, floor: int, 
     return expired, survivors
 
 
-def _retire(run: _Run, slots: SlotListing, expired: Sequence[int], survivor: int, now: int, ranged: bool,
-            dry_run: bool) -> None:
+def _retire(
+    run: _Run, slots: SlotListing, expired: Sequence[int], survivor: int, now: int, ranged: bool, dry_run: bool
+) -> None:
     """Step 1: ``expired`` stop being versions, oldest first, so the remaining ones stay
     contiguous: one range record per chunk (``ranged``: tables with range records), else a
     tombstone in each slot; ``slots`` updated to what the log now holds."""
@@ -179,7 +198,9 @@ def drop_versions_after(io: FileIO, log: VersionLog, target: VersionManifest, ro
     # forward from an old hint walks across the run to the rollback. Expiry frees the slots
     # with the rest of their chunk once they lie below every retained version.
     now = now_ms()
-    _put_tombstones(io, log, [Tombstone(vm.version, vm.commit_id, "rollback", now, rollback.version) for vm in chain[1:-1]])
+    _put_tombstones(
+        io, log, [Tombstone(vm.version, vm.commit_id, "rollback", now, rollback.version) for vm in chain[1:-1]]
+    )
     existing = log.list_versions()
     tags = TagStore(io, log).list()
     latest = log.latest()

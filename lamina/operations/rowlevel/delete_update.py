@@ -15,9 +15,9 @@ import pyarrow.compute as pc
 from lamina.data.inflight import new_write_id
 from lamina.expr import AlwaysTrue, Expr, filter_rows, referenced_columns, to_arrow_filter
 from lamina.expr.values import as_column
-from lamina.operations.schema import PlannedColumns
 from lamina.operations.rowlevel.delta import RowDelta
 from lamina.operations.rowlevel.outcome import FILE, POS, FileFn, FileOutcome, _keep_row_ids
+from lamina.operations.schema import PlannedColumns
 from lamina.spec.schema import Schema
 
 
@@ -36,8 +36,14 @@ def delete_rows(schema: Schema, pred: Expr, mode: str) -> RowDelta:
     names = referenced_columns(pred)
     filt = to_arrow_filter(pred) if not isinstance(pred, AlwaysTrue) else pc.scalar(True)
     return RowDelta(
-        "delete", pred, sorted(names) or [schema.names[0]], file_fn_delete(filt), mode, new_write_id(),
-        planned=PlannedColumns.of(schema, names), where=pred,
+        "delete",
+        pred,
+        sorted(names) or [schema.names[0]],
+        file_fn_delete(filt),
+        mode,
+        new_write_id(),
+        planned=PlannedColumns.of(schema, names),
+        where=pred,
     )
 
 
@@ -47,8 +53,9 @@ def file_fn_update(filt: Any, assignments: dict[str, Any], schema: pa.Schema, ca
     return lambda rows: rewrite(filter_rows(rows, filt, "the update's predicate"))
 
 
-def check_assignments(assignments: dict[str, Any], schema: pa.Schema, what: str, cast: str | None = None,
-                      rows: pa.Table | None = None) -> None:
+def check_assignments(
+    assignments: dict[str, Any], schema: pa.Schema, what: str, cast: str | None = None, rows: pa.Table | None = None
+) -> None:
     """Refuse now (SchemaMismatch) the ``assignments`` (column -> SQL text or literal) whose
     values' type a column cannot store (``lamina.spec.write_types``), evaluated on no rows of
     ``rows`` (default: the table's columns); callables are checked when they run."""
@@ -61,6 +68,7 @@ def check_assignments(assignments: dict[str, Any], schema: pa.Schema, what: str,
 def updated_rows_fn(assignments: dict[str, Any], schema: pa.Schema, cast: str | None = None) -> FileFn:
     """For rows an update selects: each deleted, and written anew with ``assignments`` applied
     (SQL assignments: ``lamina.spec.write_types``)."""
+
     def fn(hit: pa.Table) -> FileOutcome:
         cols = []
         for f in schema:

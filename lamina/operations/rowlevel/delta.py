@@ -18,30 +18,50 @@ the file without the deleted rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap
 
-from lamina.commit import Operation, Base, Change, removed_of
+from lamina.commit import Base, Change, Operation, removed_of
+from lamina.data.copy import StagedFiles
+from lamina.data.deletes import (
+    DV,
+    bitmap_of,
+    dvs_of_plan,
+    file_key,
+    positions_array,
+    read_bitmaps,
+    read_bitmaps_of,
+    unique_sorted,
+    write_dv_file,
+)
 from lamina.errors import CommitConflict, FooterError, InvalidArgument, StaleRowDelta
 from lamina.expr import AlwaysTrue, Expr, filter_rows, referenced_columns, to_arrow_filter, to_sql
 from lamina.manifest.entries import conform, fill_constant
-from lamina.data.copy import StagedFiles
-from lamina.data.deletes import (
-    DV, bitmap_of, dvs_of_plan, file_key, positions_array, read_bitmaps, read_bitmaps_of, unique_sorted, write_dv_file,
-)
-from lamina.spec.properties import DELETE_MODES, TableProperties
-from lamina.operations.schema import PlannedColumns
 from lamina.operations.rowlevel.outcome import FILE, POS, FileFn, FileOutcome, _by_file, split_outcome
 from lamina.operations.rowlevel.source import SourceRead, rows_of
-from lamina.spec.lineage import DATA_VERSION, FIRST_ROW_ID, LINEAGE_COLUMNS, LINEAGE_FIELDS, ROW_ID, check_row_ids, no_row_ids, conform_keeping_lineage, has_lineage, lineage_of
+from lamina.operations.schema import PlannedColumns
 from lamina.spec.dv import keep_mask
 from lamina.spec.layout import DATA_DIR
+from lamina.spec.lineage import (
+    DATA_VERSION,
+    FIRST_ROW_ID,
+    LINEAGE_COLUMNS,
+    LINEAGE_FIELDS,
+    ROW_ID,
+    check_row_ids,
+    conform_keeping_lineage,
+    has_lineage,
+    lineage_of,
+    no_row_ids,
+)
+from lamina.spec.properties import DELETE_MODES, TableProperties
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
 
@@ -59,8 +79,9 @@ def row_mode(mode: str | None, properties: Mapping[str, str]) -> str:
     return check_mode(mode or TableProperties.WRITE_DELETE_MODE.get(properties))
 
 
-def _with_row_ids(base: Base, physical: pa.Table, t: pa.Table, fidx: np.ndarray, pos: np.ndarray,
-                  stored: dict[int, pa.ChunkedArray]) -> pa.Table:
+def _with_row_ids(
+    base: Base, physical: pa.Table, t: pa.Table, fidx: np.ndarray, pos: np.ndarray, stored: dict[int, pa.ChunkedArray]
+) -> pa.Table:
     """``t`` (rows at physical positions ``pos`` of files ``fidx`` of ``physical``, ordered by
     file) with their ``_row_id``: ``first_row_id + position``, or the id the file stores
     (lamina.spec.lineage; ``stored``: the kept rows' stored ids, by file index, for the files
@@ -77,8 +98,11 @@ def _with_row_ids(base: Base, physical: pa.Table, t: pa.Table, fidx: np.ndarray,
         kept = stored.get(f)
         if kept is not None:  # (files that rewrote rows: few)
             at = slice(bounds[k], bounds[k + 1])
-            ids[at] = np.where(pc.is_valid(kept).to_numpy(zero_copy_only=False),
-                               pc.fill_null(kept, 0).to_numpy(zero_copy_only=False), ids[at])
+            ids[at] = np.where(
+                pc.is_valid(kept).to_numpy(zero_copy_only=False),
+                pc.fill_null(kept, 0).to_numpy(zero_copy_only=False),
+                ids[at],
+            )
     return t.append_column(ROW_ID, pa.array(ids))
 
 
@@ -121,8 +145,9 @@ class RowDelta(Operation):
 
     # -- per file -----------------------------------------------------------------------
 
-    def _live_rows(self, base: Base, entries: pa.Table, selected: list[np.ndarray] | None = None,
-                   columns: list[str] | None = None) -> pa.Table:
+    def _live_rows(
+        self, base: Base, entries: pa.Table, selected: list[np.ndarray] | None = None, columns: list[str] | None = None
+    ) -> pa.Table:
         """Live rows of the files ``entries`` (in order), with their physical positions (POS)
         and the file's index in ``entries`` (FILE); with a ``prefilter``, only the rows it keeps;
         with ``selected`` (positions per file, ascending), only the rows at those positions.
@@ -132,14 +157,17 @@ class RowDelta(Operation):
         threads), then rows deleted by existing DVs (and rows the prefilter rules out) are
         dropped with one mask per file: DV positions are physical row numbers, so the DVs must
         not be applied by the reader. Positions and file indices are kept for the kept rows only."""
-        physical = entries.set_column(entries.schema.get_field_index("dv_path"), "dv_path",
-                                      pa.nulls(entries.num_rows, pa.string()))
+        physical = entries.set_column(
+            entries.schema.get_field_index("dv_path"), "dv_path", pa.nulls(entries.num_rows, pa.string())
+        )
         # Row lineage rides along where rows are written in place of these (they keep their ids);
         # with a prefilter, only the ids (an update's _last_updated_version is null) of the few
         # rows it keeps, afterwards.
         writes = self.operation != "delete" and has_lineage(base.metadata) and columns is None
         lineage_after = writes and (self.prefilter is not None or selected is not None)
-        cols = [*self.read_columns, *LINEAGE_COLUMNS] if writes and not lineage_after else (columns or self.read_columns)
+        cols = (
+            [*self.read_columns, *LINEAGE_COLUMNS] if writes and not lineage_after else (columns or self.read_columns)
+        )
         # Each file's rows are cut to the kept ones as it arrives, while the read threads go
         # on with the next files: only those rows are concatenated, never all the files' rows.
         old_dvs = read_bitmaps_of(base.io, dvs_of_plan(entries))
@@ -151,7 +179,9 @@ class RowDelta(Operation):
             # The prefilter's kept rows come as positions (a merge keeps a few rows of each
             # file: taking them costs less than a mask over every row, made, scanned and
             # applied); the DVs' as a mask.
-            at = self.prefilter(table) if self.prefilter is not None else (selected[k] if selected is not None else None)
+            at = (
+                self.prefilter(table) if self.prefilter is not None else (selected[k] if selected is not None else None)
+            )
             keep = None
             if k in old_dvs:
                 live = keep_mask(old_dvs[k], table.num_rows)
@@ -227,8 +257,11 @@ class RowDelta(Operation):
     def _finds_rows_first(self) -> bool:
         """Whether ``_selected_positions`` looks for the rows before reading the rest: a delete
         (by dictionary), an update that has a ``selected_fn`` for them; with a predicate."""
-        return (self.where is not None and not isinstance(self.where, AlwaysTrue)
-                and (self.operation == "delete" or self.selected_fn is not None))
+        return (
+            self.where is not None
+            and not isinstance(self.where, AlwaysTrue)
+            and (self.operation == "delete" or self.selected_fn is not None)
+        )
 
     @property
     def _reads_twice(self) -> bool:
@@ -269,11 +302,22 @@ class RowDelta(Operation):
         now_rows = _entry_rows(now_cands)
         now = {e["path"]: e for e in now_rows}
         changed = [(e, now.get(e["path"])) for e, _ in touched]
-        redeleted = [(e, n) for e, n in changed if n is not None and n["dv_path"] is not None and file_key(n) != file_key(e)]
-        bitmaps = dict(zip(
-            [e["path"] for e, _ in redeleted],
-            read_bitmaps(base.io, [DV(n["dv_path"], n["dv_offset"], n["dv_length"], n["dv_cardinality"]) for _, n in redeleted]),
-        )) if redeleted else {}
+        redeleted = [
+            (e, n) for e, n in changed if n is not None and n["dv_path"] is not None and file_key(n) != file_key(e)
+        ]
+        bitmaps = (
+            dict(
+                zip(
+                    [e["path"] for e, _ in redeleted],
+                    read_bitmaps(
+                        base.io,
+                        [DV(n["dv_path"], n["dv_offset"], n["dv_length"], n["dv_cardinality"]) for _, n in redeleted],
+                    ),
+                )
+            )
+            if redeleted
+            else {}
+        )
         clash = []
         for (e, o), (_, n) in zip(touched, changed):
             if n is None or (e["path"] in bitmaps and bitmaps[e["path"]].intersect(bitmap_of(o.delete))):
@@ -368,7 +412,9 @@ class RowDelta(Operation):
             for (i, _, _), entries in zip(rewrite, _pool.map(remainder, rewrite)):
                 outcomes[i].remainder_entries = entries
         if self.mode == "copy-on-write":
-            added += [base.stamp(outcomes[i].remainder_entries) for i in touched if outcomes[i].remainder_entries is not None]
+            added += [
+                base.stamp(outcomes[i].remainder_entries) for i in touched if outcomes[i].remainder_entries is not None
+            ]
         if written is not None:
             try:
                 added.append(base.stamp(written.result()))
@@ -384,22 +430,29 @@ class RowDelta(Operation):
             added.append(_replacements(cands, replaced))
         inserted = self.last_stats.get("inserted", 0) if self.inserts is not None else 0
         removed = cands.take(pa.array(touched, pa.int64())) if touched else cands.slice(0, 0)
-        self.last_stats.update(files_touched=len(touched), rows_deleted=deleted_rows, files_scanned=len(rows), rows_updated=updated)
+        self.last_stats.update(
+            files_touched=len(touched), rows_deleted=deleted_rows, files_scanned=len(rows), rows_updated=updated
+        )
         adds = pa.concat_tables([conform(a, mschema) for a in added]) if added else mschema.empty_table()
         new_files = sum(a.num_rows for a in added) - (len(replaced) if replaced else 0)
         summary = {
-            "deleted-rows": deleted_rows, "files-scanned": len(rows), "mode": self.mode,
+            "deleted-rows": deleted_rows,
+            "files-scanned": len(rows),
+            "mode": self.mode,
             # a file that only got a new DV is neither added nor removed for the reader
-            "dv-updated-files": len(replaced), "added-files": new_files,
+            "dv-updated-files": len(replaced),
+            "added-files": new_files,
             "removed-files": len(touched) - len(replaced),
-            "added-records": updated + inserted, "removed-records": deleted_rows,
+            "added-records": updated + inserted,
+            "removed-records": deleted_rows,
         }
         if self.inserts is not None:
             summary["inserted-rows"] = inserted
         return Change(self.operation, adds, removed_of(removed), summary=summary)
 
-    def _rows_written(self, base: Base, outcomes: list[FileOutcome], rows: list[dict[str, Any]],
-                      touched: list[int]) -> tuple[Future | None, int]:
+    def _rows_written(
+        self, base: Base, outcomes: list[FileOutcome], rows: list[dict[str, Any]], touched: list[int]
+    ) -> tuple[Future | None, int]:
         """(the write of the new rows made from ``outcomes``, how many of them are updated rows).
 
         New rows first: a row that does not fit the schema fails before any DV is written.
@@ -418,12 +471,18 @@ class RowDelta(Operation):
                 rows_in = self.inserts(m)
                 self.last_stats["inserted"] = 0 if rows_in is None else rows_in.num_rows
         if key not in self._written:
-            parts = [conform_keeping_lineage(base.schema, pa.concat_tables([outcomes[i].new_rows for i in with_rows]))] if with_rows else []
+            parts = (
+                [conform_keeping_lineage(base.schema, pa.concat_tables([outcomes[i].new_rows for i in with_rows]))]
+                if with_rows
+                else []
+            )
             if rows_in is not None and rows_in.num_rows:
                 parts.append(base.schema.conform(rows_in))  # (no lineage columns: inserted rows get new ids)
             new_rows = pa.concat_tables(parts, promote_options="default") if parts else None
             self._written = {key: _pool.submit(self._write_new_rows, base, new_rows) if new_rows is not None else None}
-        return self._written[key], sum(outcomes[i].new_rows.num_rows for i in touched if outcomes[i].new_rows is not None)
+        return self._written[key], sum(
+            outcomes[i].new_rows.num_rows for i in touched if outcomes[i].new_rows is not None
+        )
 
     def _write_whole(self, base: Base) -> Future:
         """``whole_source`` being written for ``base``: started now, or by an earlier attempt onto
@@ -432,7 +491,6 @@ class RowDelta(Operation):
         alike = (vm.schema, vm.partition_spec, vm.sort_order, vm.properties)
         if self._whole is None or self._whole[0] != alike:
             self._discard_whole(base.io)
-            source = self.whole_source
             self._whole = (alike, _pool.submit(self._write_source, base))
         return self._whole[1]
 
@@ -452,8 +510,9 @@ class RowDelta(Operation):
         elif isinstance(self.whole_source, SourceRead):
             self.whole_source.start()
 
-    def _write_source(self, base: Base, m_all: np.ndarray | None = None, m: np.ndarray | None = None,
-                      ids: np.ndarray | None = None) -> pa.Table:
+    def _write_source(
+        self, base: Base, m_all: np.ndarray | None = None, m: np.ndarray | None = None, ids: np.ndarray | None = None
+    ) -> pa.Table:
         """The entries of the data files holding ``whole_source``'s rows for ``base``: each source
         row once (``m_all`` None: written from the start, without row lineage), or as
         ``_source_written`` says (source row ``m_all[i]`` in place of a target row, with the id
@@ -465,7 +524,9 @@ class RowDelta(Operation):
             n = self.whole_source.num_rows
             lineage = None
             if has_lineage(base.metadata):
-                lineage = pa.Table.from_arrays([_row_ids(n, m_all, ids), pa.nulls(n, pa.int64())], schema=pa.schema(LINEAGE_FIELDS))
+                lineage = pa.Table.from_arrays(
+                    [_row_ids(n, m_all, ids), pa.nulls(n, pa.int64())], schema=pa.schema(LINEAGE_FIELDS)
+                )
             try:
                 return base.copy_staged(staged, self.write_id, lineage)
             except FooterError:
@@ -513,7 +574,9 @@ class RowDelta(Operation):
         if ids is None:
             return base.schema.conform(rows, self.cast)
         # their _last_updated_version is left null: the version that writes them
-        return conform_keeping_lineage(base.schema, rows.append_column(ROW_ID, _row_ids(rows.num_rows, at, ids)), self.cast)
+        return conform_keeping_lineage(
+            base.schema, rows.append_column(ROW_ID, _row_ids(rows.num_rows, at, ids)), self.cast
+        )
 
     def _discard_whole(self, io: Any) -> None:
         """Drop the write of ``whole_source`` under way, deleting what it wrote (nothing
@@ -525,7 +588,7 @@ class RowDelta(Operation):
         try:
             paths = write.result().column("path").to_pylist()
             io.delete_many(paths)
-        except Exception:  # noqa: BLE001 - a failed write left nothing; a failed delete leaves orphans
+        except Exception:
             pass
 
     def _write_new_rows(self, base: Base, rows: pa.Table) -> pa.Table:
@@ -544,7 +607,16 @@ PARALLEL_WRITE_MIN_ROWS = 32_768
 
 # The entry columns a row-level change looks at file by file (its identity, its DV, its rows'
 # ids): only these are turned into Python dicts, not the entries' dozens of statistics columns.
-_ROW_COLUMNS = ("path", "record_count", "dv_path", "dv_offset", "dv_length", "dv_cardinality", FIRST_ROW_ID, DATA_VERSION)
+_ROW_COLUMNS = (
+    "path",
+    "record_count",
+    "dv_path",
+    "dv_offset",
+    "dv_length",
+    "dv_cardinality",
+    FIRST_ROW_ID,
+    DATA_VERSION,
+)
 
 
 def _row_ids(n: int, at: np.ndarray, ids: np.ndarray) -> pa.Array:

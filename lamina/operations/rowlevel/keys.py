@@ -9,7 +9,8 @@ is tested on arrays alone (tests/operations/test_merge_keys.py).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +46,8 @@ LOOKUP_BYTES_PER_KEY = 16
 
 
 def key_membership(
-    values: pa.Array | pa.ChunkedArray, positions: bool = False,
+    values: pa.Array | pa.ChunkedArray,
+    positions: bool = False,
 ) -> Callable[[pa.Array | pa.ChunkedArray], np.ndarray]:
     """A test of which keys may be among ``values`` (a superset; nulls are in no set), as a NumPy
     mask, or with ``positions`` as the positions of those keys (ascending).
@@ -54,6 +56,7 @@ def key_membership(
     ``values`` when it is small enough (dense keys: ids), else a binary search in the
     sorted values; other types Arrow's hash-based ``is_in``. The first two cost less than
     ``is_in``, which hashes every key, when many keys are tested against the values."""
+
     def wanted(mask: np.ndarray) -> np.ndarray:
         return np.flatnonzero(mask) if positions else mask
 

@@ -10,8 +10,9 @@ in ``rowlevel.delta`` and ``rowlevel.outcome``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Self, Sequence
+from typing import Any, Self
 
 import numpy as np
 import pyarrow as pa
@@ -22,12 +23,12 @@ from lamina.data.inflight import new_write_id
 from lamina.errors import InvalidArgument, SchemaMismatch
 from lamina.expr import AlwaysTrue, Expr, and_
 from lamina.expr.values import as_column, as_mask, at_clock, qualified_columns, statement_clock, values_at_clock
-from lamina.operations.schema import PlannedColumns
 from lamina.operations.rowlevel.delete_update import check_assignments
 from lamina.operations.rowlevel.delta import RowDelta, check_mode
 from lamina.operations.rowlevel.keys import KEY, _consecutive, join_key, key_membership, key_range, unique_key_index
 from lamina.operations.rowlevel.outcome import FILE, POS, FileFn, FileOutcome, _keep_row_ids
 from lamina.operations.rowlevel.source import SourceRead
+from lamina.operations.schema import PlannedColumns
 from lamina.spec.lineage import ROW_ID
 from lamina.spec.schema import Schema
 from lamina.spec.sort import UNORDERED_TYPES, sortable
@@ -41,8 +42,9 @@ class _Clause:
     values: dict[str, Any] | None = None  # None: every column from the source ("*_all")
 
 
-def _clause_rows(cl: "_Clause", sel: pa.Table, tschema: pa.Schema, what: str, unset: Callable[[pa.Field], Any],
-                 cast: str | None = None) -> pa.Table:
+def _clause_rows(
+    cl: _Clause, sel: pa.Table, tschema: pa.Schema, what: str, unset: Callable[[pa.Field], Any], cast: str | None = None
+) -> pa.Table:
     """The rows a merge clause writes: every column from the source (``*_all``: rows written,
     by the rule of ``lamina.spec.write_types``), or the clause's values (SQL assignments) with
     ``unset`` for the columns it does not name."""
@@ -105,8 +107,9 @@ def _clauses_taking(clauses: list[_Clause], rows: pa.Table, what: str) -> Iterat
             yield cl, (rows if m.all() else rows.filter(pa.array(m)))
 
 
-def _not_matched_by_source(clauses: list[_Clause], rows: pa.Table, matched: Any, tschema: pa.Schema,
-                           cast: str | None = None) -> tuple[list[np.ndarray], list[np.ndarray], list[pa.Table]]:
+def _not_matched_by_source(
+    clauses: list[_Clause], rows: pa.Table, matched: Any, tschema: pa.Schema, cast: str | None = None
+) -> tuple[list[np.ndarray], list[np.ndarray], list[pa.Table]]:
     """What the not-matched-by-source ``clauses`` do to the target ``rows`` (with POS and FILE,
     the columns read) that are not among ``matched`` (their indices in ``rows``): the first
     clause whose condition holds applies. Returns the positions deleted, their files, and the
@@ -125,8 +128,14 @@ def _not_matched_by_source(clauses: list[_Clause], rows: pa.Table, matched: Any,
         deletes.append(sel.column(POS).to_numpy())
         files.append(sel.column(FILE).to_numpy())
         if cl.kind == "update":
-            new = _clause_rows(cl, sel, tschema, "not matched by source update", lambda f: sel.column(f"target.{f.name}"),
-                               cast)
+            new = _clause_rows(
+                cl,
+                sel,
+                tschema,
+                "not matched by source update",
+                lambda f, sel=sel: sel.column(f"target.{f.name}"),
+                cast,
+            )
             updates.append(_keep_row_ids(new, sel).append_column(FILE, sel.column(FILE)))
     return deletes, files, updates
 
@@ -158,7 +167,7 @@ class MergeClauses:
         self.not_matched_by_source: list[_Clause] = []
         self._now = statement_clock()  # current_date / current_timestamp in the clauses: once per merge
 
-    def when_matched_update(self, set: dict[str, Any], condition: Any = None) -> Self:  # noqa: A002
+    def when_matched_update(self, set: dict[str, Any], condition: Any = None) -> Self:
         if not set:
             raise InvalidArgument("when_matched_update needs set={column: value or SQL expression}")
         for c in set:
@@ -186,7 +195,7 @@ class MergeClauses:
         self.not_matched.append(_Clause("insert", at_clock(condition, self._now), None))
         return self
 
-    def when_not_matched_by_source_update(self, set: dict[str, Any], condition: Any = None) -> Self:  # noqa: A002
+    def when_not_matched_by_source_update(self, set: dict[str, Any], condition: Any = None) -> Self:
         """Update the target rows no source row matches (Delta's ``whenNotMatchedBySource``, SQL's
         ``WHEN NOT MATCHED BY SOURCE``): ``set`` and ``condition`` see the target's columns only
         (there is no source row). Such clauses are tried in order, as the matched ones are; a
@@ -198,7 +207,8 @@ class MergeClauses:
             _target_only(v, f"when_not_matched_by_source_update of {c!r}")
         _target_only(condition, "when_not_matched_by_source_update condition")
         self.not_matched_by_source.append(
-            _Clause("update", at_clock(condition, self._now), values_at_clock(dict(set), self._now)))
+            _Clause("update", at_clock(condition, self._now), values_at_clock(dict(set), self._now))
+        )
         return self
 
     def when_not_matched_by_source_delete(self, condition: Any = None) -> Self:
@@ -211,7 +221,8 @@ class MergeClauses:
     def _check_clauses(self) -> None:
         if not (self.matched or self.not_matched or self.not_matched_by_source):
             raise InvalidArgument(
-                "merge needs at least one when_matched_*, when_not_matched_* or when_not_matched_by_source_* clause")
+                "merge needs at least one when_matched_*, when_not_matched_* or when_not_matched_by_source_* clause"
+            )
 
     def _need_all_columns(self, what: str, defaulted: set[str] = frozenset()) -> None:  # type: ignore[assignment]
         """``defaulted``: columns the source may lack (an insert stores their write default)."""
@@ -228,8 +239,15 @@ class MergeBuilder(MergeClauses):
     """
 
     def __init__(
-        self, schema: Schema, source: pa.Table | SourceRead, on: str | list[str], mode: str,
-        run: Callable[[RowDelta, Any], int | None], *, queued: bool = False, cast: str | None = None,
+        self,
+        schema: Schema,
+        source: pa.Table | SourceRead,
+        on: str | list[str],
+        mode: str,
+        run: Callable[[RowDelta, Any], int | None],
+        *,
+        queued: bool = False,
+        cast: str | None = None,
     ) -> None:
         self._start(schema, on, source.schema.names)
         self.cast = check_cast_mode(cast)  # how the source's columns are stored (lamina.spec.write_types)
@@ -247,11 +265,16 @@ class MergeBuilder(MergeClauses):
         mine, theirs = self.schema.arrow.field(k).type, self.source.schema.field(k).type
         if not sortable(mine):  # (the source's key range prunes the target: keys must have an order)
             raise InvalidArgument(
-                f"merge key {k!r} has type {mine}: {UNORDERED_TYPES} have no order; merge on other columns")
+                f"merge key {k!r} has type {mine}: {UNORDERED_TYPES} have no order; merge on other columns"
+            )
         if mine.equals(theirs):
             return mine
         try:
-            return pa.unify_schemas([pa.schema([(k, mine)]), pa.schema([(k, theirs)])], promote_options="permissive").field(k).type
+            return (
+                pa.unify_schemas([pa.schema([(k, mine)]), pa.schema([(k, theirs)])], promote_options="permissive")
+                .field(k)
+                .type
+            )
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             raise SchemaMismatch(
                 f"merge key {k!r} is {mine} in the table but {theirs} in the source, which do not compare; "
@@ -259,8 +282,10 @@ class MergeBuilder(MergeClauses):
             ) from None
 
     def _keys(self, t: pa.Table, names: Sequence[str], side: str) -> dict[str, Any]:
-        return {f"{KEY}{i}": join_key(t.column(n), typ, f"the {side}'s key {k!r} ({t.schema.field(n).type})")
-                for i, (k, n, typ) in enumerate(zip(self.on, names, self._key_types))}
+        return {
+            f"{KEY}{i}": join_key(t.column(n), typ, f"the {side}'s key {k!r} ({t.schema.field(n).type})")
+            for i, (k, n, typ) in enumerate(zip(self.on, names, self._key_types))
+        }
 
     # -- execution ----------------------------------------------------------------------
 
@@ -285,7 +310,9 @@ class MergeBuilder(MergeClauses):
         condition or sets columns by expressions (those may read any target column, and the
         columns such an update leaves unset keep the target's values); the same for the
         not-matched-by-source clauses."""
-        if any(cl.condition is not None or cl.values is not None for cl in [*self.matched, *self.not_matched_by_source]):
+        if any(
+            cl.condition is not None or cl.values is not None for cl in [*self.matched, *self.not_matched_by_source]
+        ):
             return list(self.schema.arrow.names)
         return [n for n in self.schema.arrow.names if n in self.on]
 
@@ -340,7 +367,8 @@ class MergeBuilder(MergeClauses):
         single = len(keys) == 1 and not pa.types.is_floating(self._key_types[0])
         index = unique_key_index(src.column(keys[0])) if single else None
         lookup = index is not None or (
-            single and pc.count_distinct(src.column(keys[0])).as_py() == src.num_rows - src.column(keys[0]).null_count)
+            single and pc.count_distinct(src.column(keys[0])).as_py() == src.num_rows - src.column(keys[0]).null_count
+        )
 
         def fn(rows: pa.Table) -> FileOutcome:
             left = self._keys(rows, self.on, "table")
@@ -372,16 +400,30 @@ class MergeBuilder(MergeClauses):
                 run = _consecutive(src_rows)
                 if run is None and isinstance(src_rows, np.ndarray):
                     src_rows = pa.array(src_rows)
-                cols.update({n: (src.column(n).slice(run, len(src_rows)) if run is not None else src.column(n).take(src_rows))
-                             for n in src.column_names if n not in keys})
+                cols.update(
+                    {
+                        n: (
+                            src.column(n).slice(run, len(src_rows)) if run is not None else src.column(n).take(src_rows)
+                        )
+                        for n in src.column_names
+                        if n not in keys
+                    }
+                )
             else:
                 cols["__src"] = src_rows
             j = pa.table(cols)
             if not j.num_rows and not self.not_matched_by_source:
                 return FileOutcome(np.zeros(0, dtype=np.int64), matched_source=np.zeros(0, dtype=np.int64))
             # (A lookup finds each target row's one source row: no row can match twice.)
-            if not lookup and len(unique_sorted(
-                    j.column(POS).to_numpy().astype(np.int64) + (j.column(FILE).to_numpy().astype(np.int64) << 32))) != j.num_rows:
+            if (
+                not lookup
+                and len(
+                    unique_sorted(
+                        j.column(POS).to_numpy().astype(np.int64) + (j.column(FILE).to_numpy().astype(np.int64) << 32)
+                    )
+                )
+                != j.num_rows
+            ):
                 raise InvalidArgument(
                     "merge: a target row matched more than one source row (duplicate keys "
                     f"{self.on} in the source); deduplicate the source. Nothing was committed."
@@ -391,7 +433,9 @@ class MergeBuilder(MergeClauses):
                 deletes.append(sel.column(POS).to_numpy())
                 files.append(sel.column(FILE).to_numpy())
                 if cl.kind == "update" and not whole:
-                    rows_ = _clause_rows(cl, sel, tschema, "update", lambda f: sel.column(f"target.{f.name}"), self.cast)
+                    rows_ = _clause_rows(
+                        cl, sel, tschema, "update", lambda f, sel=sel: sel.column(f"target.{f.name}"), self.cast
+                    )
                     updates.append(_keep_row_ids(rows_, sel).append_column(FILE, sel.column(FILE)))
             if self.not_matched_by_source:
                 by_source = _not_matched_by_source(self.not_matched_by_source, rows, tgt, tschema, self.cast)
@@ -402,7 +446,10 @@ class MergeBuilder(MergeClauses):
             dfile = np.concatenate(files) if files else np.zeros(0, dtype=np.int32)
             new = pa.concat_tables(updates) if updates else None
             return FileOutcome(
-                delete, new, matched_source=j.column("__src").to_numpy(), delete_file=dfile,
+                delete,
+                new,
+                matched_source=j.column("__src").to_numpy(),
+                delete_file=dfile,
                 matched_file=j.column(FILE).to_numpy(),
                 matched_ids=j.column(ROW_ID).to_numpy() if whole and ROW_ID in j.column_names else None,
             )
@@ -419,8 +466,16 @@ class MergeBuilder(MergeClauses):
             src = self._prefixed_source().filter(pa.array(keep))
             out = []
             for cl, sel in _clauses_taking(self.not_matched, src, "merge"):
-                out.append(_clause_rows(cl, sel, tschema, "insert", lambda f: _default_or_null(defaults, f, sel.num_rows),
-                                        self.cast))
+                out.append(
+                    _clause_rows(
+                        cl,
+                        sel,
+                        tschema,
+                        "insert",
+                        lambda f, sel=sel: _default_or_null(defaults, f, sel.num_rows),
+                        self.cast,
+                    )
+                )
             return pa.concat_tables(out) if out else None
 
         return fn
@@ -432,8 +487,11 @@ class MergeBuilder(MergeClauses):
         clauses = [*self.matched, *self.not_matched, *self.not_matched_by_source]
         if self.cast is None and any(cl.kind != "delete" and cl.values is None for cl in clauses):
             have = self.source.schema if self._read is None else self._read.schema
-            refused = [mismatch(f.name, have.field(f.name).type, f.type) for f in tschema
-                       if f.name in have.names and fit(have.field(f.name).type, f.type) is None]
+            refused = [
+                mismatch(f.name, have.field(f.name).type, f.type)
+                for f in tschema
+                if f.name in have.names and fit(have.field(f.name).type, f.type) is None
+            ]
             if refused:
                 raise SchemaMismatch("merge: " + "; ".join(refused) + "; nothing was written")
         joined = None
@@ -441,8 +499,12 @@ class MergeBuilder(MergeClauses):
             if cl.values:
                 if joined is None:
                     have = self.source.schema if self._read is None else self._read.schema
-                    joined = pa.schema([*[pa.field(f"source.{f.name}", f.type) for f in have],
-                                        *[pa.field(f"target.{f.name}", f.type) for f in tschema]]).empty_table()
+                    joined = pa.schema(
+                        [
+                            *[pa.field(f"source.{f.name}", f.type) for f in have],
+                            *[pa.field(f"target.{f.name}", f.type) for f in tschema],
+                        ]
+                    ).empty_table()
                 check_assignments(cl.values, tschema, f"merge {cl.kind}", self.cast, joined)
 
     def execute(self, *, commit_options: Any = None) -> MergeResult | None:
@@ -453,9 +515,17 @@ class MergeBuilder(MergeClauses):
         if whole is None and self._read is not None:
             self.source, self._read = self._read.table(), None  # its clauses match with every column
         op = RowDelta(
-            "merge", self._prune(), self._target_columns(), self._file_fn(tschema, whole is not None), self.mode,
-            new_write_id(), inserts=self._inserts(tschema), prefilter=self._prefilter(), planned=PlannedColumns.of(self.schema),
-            whole_source=whole, cast=self.cast,
+            "merge",
+            self._prune(),
+            self._target_columns(),
+            self._file_fn(tschema, whole is not None),
+            self.mode,
+            new_write_id(),
+            inserts=self._inserts(tschema),
+            prefilter=self._prefilter(),
+            planned=PlannedColumns.of(self.schema),
+            whole_source=whole,
+            cast=self.cast,
         )
         version = self._run(op, commit_options)
         if self._queued:
@@ -463,6 +533,10 @@ class MergeBuilder(MergeClauses):
         s = op.last_stats
         updated = s.get("rows_updated", 0)
         return MergeResult(
-            version, updated, s.get("rows_deleted", 0) - updated, s.get("inserted", 0),
-            s.get("files_scanned", 0), s.get("files_touched", 0),
+            version,
+            updated,
+            s.get("rows_deleted", 0) - updated,
+            s.get("inserted", 0),
+            s.get("files_scanned", 0),
+            s.get("files_touched", 0),
         )

@@ -10,8 +10,8 @@ helpers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -91,8 +91,12 @@ def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
         mats = [empty if o.matched_source is not None else None] * n
     deletes = [o.delete[d] for d in dels] if o.delete_file is not None and len(o.delete) else dels
     return [
-        FileOutcome(d if len(d) else empty, news[k] if news[k] is not None and news[k].num_rows else None, mats[k],
-                    matched_ids=ids[k])
+        FileOutcome(
+            d if len(d) else empty,
+            news[k] if news[k] is not None and news[k].num_rows else None,
+            mats[k],
+            matched_ids=ids[k],
+        )
         for k, d in enumerate(deletes)
     ]
 

@@ -10,9 +10,10 @@ engine builds, and the only thing here that runs reads of its own.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 

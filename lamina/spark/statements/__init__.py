@@ -40,7 +40,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -152,13 +153,19 @@ def run(st: Statement, text: str) -> Any:
         return _reads(st, node)
     unread = [n for _, n in queries.lamina_tables(st, node) if n.spark_name is None]
     if unread:
-        raise refuse(_keywords(text), f"lamina.spark.sql does not run this statement on Lamina tables ({unread[0].text})")
+        raise refuse(
+            _keywords(text), f"lamina.spark.sql does not run this statement on Lamina tables ({unread[0].text})"
+        )
     return None
 
 
 # Delta's maintenance commands, which sqlglot keeps as commands: the procedure to call instead.
-_DELTA_COMMANDS = {"OPTIMIZE": "rewrite_data_files", "VACUUM": "remove_orphan_files", "RESTORE": "rollback_to_snapshot",
-                   "REORG": "rewrite_data_files"}
+_DELTA_COMMANDS = {
+    "OPTIMIZE": "rewrite_data_files",
+    "VACUUM": "remove_orphan_files",
+    "RESTORE": "rollback_to_snapshot",
+    "REORG": "rewrite_data_files",
+}
 
 
 def _delta_command(st: Statement, keyword: str, rest: str) -> Any:
@@ -186,14 +193,18 @@ def _view(st: Statement, node: exp.Create) -> Any:
     view holds the query's DataFrame (Lamina's reads in its plan). A permanent view would have Spark
     analyze its text again later, where those tables are not: refused."""
     q = node.args.get("expression")
-    if q is None or not any(n.spark_name is None or t.args.get("version") is not None
-                            for t, n in queries.lamina_tables(st, q)):
+    if q is None or not any(
+        n.spark_name is None or t.args.get("version") is not None for t, n in queries.lamina_tables(st, q)
+    ):
         return None
     props = node.args.get("properties")
     temporary = props is not None and any(isinstance(p, exp.TemporaryProperty) for p in props.expressions)
     if not temporary or isinstance(node.this, exp.Schema):
-        raise refuse("CREATE VIEW", "a view over Lamina tables Spark cannot name (a location, a Lamina catalog's table, "
-                     "time travel) must be a TEMPORARY VIEW without a column list")
+        raise refuse(
+            "CREATE VIEW",
+            "a view over Lamina tables Spark cannot name (a location, a Lamina catalog's table, "
+            "time travel) must be a TEMPORARY VIEW without a column list",
+        )
     name = queries.table_parts(node.this)
     if len(name) != 1:
         raise refuse("CREATE TEMPORARY VIEW", "a temporary view's name has one part")
@@ -222,6 +233,8 @@ def _rename(st: Statement, name: Any, node: exp.Alter) -> Any:
     if name.ref.catalog is None:
         raise refuse("ALTER TABLE ... RENAME TO", f"{name.text} is named by its location, which a rename does not move")
     parts = queries.table_parts(new)
-    name.ref.catalog.rename_table(name.ref.identifier, ".".join(parts[-2:]) if len(parts) > 1 else
-                                  f"{name.ref.identifier.rsplit('.', 1)[0]}.{parts[0]}")
+    name.ref.catalog.rename_table(
+        name.ref.identifier,
+        ".".join(parts[-2:]) if len(parts) > 1 else f"{name.ref.identifier.rsplit('.', 1)[0]}.{parts[0]}",
+    )
     return st.empty()

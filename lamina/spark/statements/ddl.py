@@ -96,8 +96,11 @@ def _partition_entry(node: exp.Expression) -> str:
     if isinstance(node, exp.Anonymous) and len(node.expressions) == 1 and isinstance(node.expressions[0], exp.Column):
         fn, col = node.name.lower(), node.expressions[0].name
         return col if fn == "identity" else f"{fn}({col})"
-    raise refuse(f"PARTITIONED BY {text_of(node)}", "expected a column or a transform: years, months, days, hours "
-                 "(or year, month, day, hour), bucket(N, col), truncate(W, col), identity(col)")
+    raise refuse(
+        f"PARTITIONED BY {text_of(node)}",
+        "expected a column or a transform: years, months, days, hours "
+        "(or year, month, day, hour), bucket(N, col), truncate(W, col), identity(col)",
+    )
 
 
 class CreateTable:
@@ -125,11 +128,16 @@ class CreateTable:
             elif type(p) is exp.Property:
                 self.properties[_key(p.this)] = property_value(p.args["value"])
             else:
-                raise refuse(text_of(p), "CREATE TABLE ... USING lamina takes PARTITIONED BY, TBLPROPERTIES, LOCATION and OPTIONS")
+                raise refuse(
+                    text_of(p),
+                    "CREATE TABLE ... USING lamina takes PARTITIONED BY, TBLPROPERTIES, LOCATION and OPTIONS",
+                )
         if node.args.get("clone") is not None:
             raise refuse("CLONE", "not supported: create a branch (CALL lamina.system.create_branch) or a tag")
         if self.columns is not None and self.query is not None:
-            raise refuse("CREATE TABLE (columns) ... AS SELECT", "the query's columns are the table's: drop the column list")
+            raise refuse(
+                "CREATE TABLE (columns) ... AS SELECT", "the query's columns are the table's: drop the column list"
+            )
 
     def arrow_schema(self) -> pa.Schema:
         fields = []
@@ -138,9 +146,11 @@ class CreateTable:
                 raise refuse(text_of(col), "expected a column definition")
             required, default, comment = _constraints(col, col.name)
             if default is not None or comment is not None:
-                raise refuse(f"{col.name} {'DEFAULT' if default is not None else 'COMMENT'}",
-                             "set a column's default or comment after creating the table, with ALTER TABLE ... ADD "
-                             "COLUMN ... DEFAULT or ALTER COLUMN ... COMMENT")
+                raise refuse(
+                    f"{col.name} {'DEFAULT' if default is not None else 'COMMENT'}",
+                    "set a column's default or comment after creating the table, with ALTER TABLE ... ADD "
+                    "COLUMN ... DEFAULT or ALTER COLUMN ... COMMENT",
+                )
             fields.append(pa.field(col.name, arrow_type(col.args["kind"], col.name), not required))
         return pa.schema(fields)
 
@@ -163,8 +173,11 @@ def register(st: Statement, spark_name: str, ref: TableRef, *, replace: bool = F
     recorded = registration({**ref.data_source_options(), "provider": LAMINA}, _STORAGE_KEYS)
     path = recorded.pop("path")
     opts = ", ".join(f"{quote(k)} '{_sql_string(v)}'" for k, v in recorded.items())
-    where = f"OPTIONS ({opts + ', ' if opts else ''}path '{_sql_string(path)}')" if "catalog" in recorded else (
-        (f"OPTIONS ({opts}) " if opts else "") + f"LOCATION '{_sql_string(path)}'")
+    where = (
+        f"OPTIONS ({opts + ', ' if opts else ''}path '{_sql_string(path)}')"
+        if "catalog" in recorded
+        else ((f"OPTIONS ({opts}) " if opts else "") + f"LOCATION '{_sql_string(path)}'")
+    )
     st.spark.sql(f"CREATE {'OR REPLACE ' if replace else ''}TABLE {spark_name} USING lamina {where}")
 
 
@@ -187,7 +200,9 @@ def create(st: Statement, node: exp.Create) -> Any:
     spark_name = None
     if len(parts) == 2 and parts[0].lower() == LAMINA and is_path(parts[1]):
         if c.location is not None and c.location != parts[1]:
-            raise InvalidArgument(f"CREATE TABLE {text_of(c.table)} names its location; LOCATION {c.location!r} differs")
+            raise InvalidArgument(
+                f"CREATE TABLE {text_of(c.table)} names its location; LOCATION {c.location!r} differs"
+            )
         target = names.location(parts[1], text_of(c.table))
     elif (len(parts) == 3 and parts[0].lower() == LAMINA) or (len(parts) == 2 and names.catalog is not None):
         ident = ".".join(parts[-2:])
@@ -199,27 +214,45 @@ def create(st: Statement, node: exp.Create) -> Any:
             return None  # registers an existing Lamina table: Spark's own CREATE TABLE does
         spark_name = ".".join(quote(p) for p in parts)
         location = c.location or spark_location(st, parts)
-        target = LaminaName(TableRef.of(location, storage_options={**(names.storage or {}), **c.options} or None),
-                            text_of(c.table), spark_name)
-    exists = (target.ref.open_or_none() is not None) or (spark_name is not None and st.spark.catalog.tableExists(spark_name))
+        target = LaminaName(
+            TableRef.of(location, storage_options={**(names.storage or {}), **c.options} or None),
+            text_of(c.table),
+            spark_name,
+        )
+    exists = (target.ref.open_or_none() is not None) or (
+        spark_name is not None and st.spark.catalog.tableExists(spark_name)
+    )
     if exists:
         if node.args.get("exists") or (c.columns is None and c.query is None):
             return st.empty()  # IF NOT EXISTS (Delta: a CREATE without columns of an existing table is a no-op)
         if node.args.get("replace"):
-            raise refuse("CREATE OR REPLACE TABLE", f"{target.text} exists; replacing a Lamina table's schema and rows "
-                         "in one version is not supported: ALTER TABLE it, or INSERT OVERWRITE it")
-        raise TableAlreadyExists(f"table {target.text} already exists; nothing was created (CREATE TABLE IF NOT EXISTS "
-                                 "leaves it as it is)")
+            raise refuse(
+                "CREATE OR REPLACE TABLE",
+                f"{target.text} exists; replacing a Lamina table's schema and rows "
+                "in one version is not supported: ALTER TABLE it, or INSERT OVERWRITE it",
+            )
+        raise TableAlreadyExists(
+            f"table {target.text} already exists; nothing was created (CREATE TABLE IF NOT EXISTS leaves it as it is)"
+        )
     if c.columns is None and c.query is None:
         raise InvalidArgument(f"CREATE TABLE {target.text} USING lamina: no table there; give its columns or AS SELECT")
     ref = target.ref
     if c.query is not None:  # the table (version 0) and its rows (version 1), as lamina.spark.write makes them
         into = ref.identifier if ref.catalog is not None else ref.location
-        write(query(st, c.query), into, "append", partition_by=c.partition_by, properties=c.properties or None,
-              storage_options=ref.storage_options, catalog=ref.catalog)
+        write(
+            query(st, c.query),
+            into,
+            "append",
+            partition_by=c.partition_by,
+            properties=c.properties or None,
+            storage_options=ref.storage_options,
+            catalog=ref.catalog,
+        )
     else:
         schema = Schema.from_arrow(c.arrow_schema())
-        ref.create(schema, parse_partition_by(c.partition_by, schema), c.partition_by, c.properties or None, exclusive=True)
+        ref.create(
+            schema, parse_partition_by(c.partition_by, schema), c.partition_by, c.properties or None, exclusive=True
+        )
     if spark_name is not None:
         register(st, spark_name, target.ref)
     return st.empty()
@@ -312,8 +345,15 @@ class Alter:
         pos = col.args.get("position")
         first = pos is not None and str(pos.args.get("position")).upper() == "FIRST"
         after = _path(pos.this) if pos is not None and pos.this is not None else None
-        self.schema.add_column(path, arrow_type(col.args["kind"], path), doc=comment, default=default, required=required,
-                               first=first, after=after)
+        self.schema.add_column(
+            path,
+            arrow_type(col.args["kind"], path),
+            doc=comment,
+            default=default,
+            required=required,
+            first=first,
+            after=after,
+        )
 
     def alter_column(self, a: exp.AlterColumn) -> None:
         path = _path(a.this)
@@ -340,7 +380,9 @@ class Alter:
                 if tok.token_type.name in ("STRING", "VAR", "IDENTIFIER"):
                     self.unset_props.append(tok.text)
             return
-        if m := re.fullmatch(rf"ALTER\s+(?:COLUMN\s+)?({_NAME}(?:\s*\.\s*{_NAME})*)\s+(.*)", a, re.IGNORECASE | re.DOTALL):
+        if m := re.fullmatch(
+            rf"ALTER\s+(?:COLUMN\s+)?({_NAME}(?:\s*\.\s*{_NAME})*)\s+(.*)", a, re.IGNORECASE | re.DOTALL
+        ):
             path, rest = _dotted(m.group(1)), m.group(2).strip()
             if t := re.fullmatch(r"TYPE\s+(.+)", rest, re.IGNORECASE | re.DOTALL):
                 self.schema.update_column(path, arrow_type_text(t.group(1), path))
@@ -351,13 +393,26 @@ class Alter:
             else:
                 raise refuse(f"ALTER COLUMN {path} {rest}", "supported: TYPE, DROP NOT NULL, COMMENT, FIRST, AFTER")
             return
-        if m := re.fullmatch(rf"(CREATE(?:\s+OR\s+REPLACE)?|REPLACE)\s+(TAG|BRANCH)\s+(IF\s+NOT\s+EXISTS\s+)?({_NAME})"
-                             r"(?:\s+AS\s+OF\s+VERSION\s+(\d+))?(\s+RETAIN\b.*)?", a, re.IGNORECASE | re.DOTALL):
+        if m := re.fullmatch(
+            rf"(CREATE(?:\s+OR\s+REPLACE)?|REPLACE)\s+(TAG|BRANCH)\s+(IF\s+NOT\s+EXISTS\s+)?({_NAME})"
+            r"(?:\s+AS\s+OF\s+VERSION\s+(\d+))?(\s+RETAIN\b.*)?",
+            a,
+            re.IGNORECASE | re.DOTALL,
+        ):
             verb, kind, if_not, ref, version, retain = m.groups()
             if retain:
-                raise refuse("RETAIN", "give a tag an expiry with CALL lamina.system.create_tag(..., expires_at => ...)")
-            self.refs.append(lambda: self.create_ref(kind.upper(), _ident(ref), None if version is None else int(version),
-                                                     verb.upper().replace(" ", ""), bool(if_not)))
+                raise refuse(
+                    "RETAIN", "give a tag an expiry with CALL lamina.system.create_tag(..., expires_at => ...)"
+                )
+            self.refs.append(
+                lambda: self.create_ref(
+                    kind.upper(),
+                    _ident(ref),
+                    None if version is None else int(version),
+                    verb.upper().replace(" ", ""),
+                    bool(if_not),
+                )
+            )
             return
         if m := re.fullmatch(rf"DROP\s+(TAG|BRANCH)\s+(IF\s+EXISTS\s+)?({_NAME})", a, re.IGNORECASE):
             kind, if_exists, ref = m.groups()
@@ -409,7 +464,9 @@ class Alter:
             run()
 
 
-def alter(st: Statement, name: LaminaName, actions: list[exp.Expression] | None = None, command: str | None = None) -> Any:
+def alter(
+    st: Statement, name: LaminaName, actions: list[exp.Expression] | None = None, command: str | None = None
+) -> Any:
     """One ALTER TABLE on a Lamina table: its parsed ``actions``, or the ``command`` text sqlglot left unparsed."""
     change = Alter(st, name)
     for a in actions or []:

@@ -40,7 +40,9 @@ from lamina.spark.statements.statement import DELETED, INSERTED, UPDATED, Statem
 
 def _no_time_travel(table: exp.Table) -> None:
     if table.args.get("version") is not None:
-        raise refuse(text_of(table), "a statement that changes a table changes its latest version: drop VERSION/TIMESTAMP AS OF")
+        raise refuse(
+            text_of(table), "a statement that changes a table changes its latest version: drop VERSION/TIMESTAMP AS OF"
+        )
 
 
 def _target_side(table: exp.Table, columns: list[str]) -> Side:
@@ -76,14 +78,24 @@ def insert(st: Statement, node: exp.Insert, name: LaminaName) -> Any:
     if isinstance(target, exp.Schema):
         listed, target = [c.name for c in target.expressions], target.this
     _no_time_travel(target)
-    for flag, clause in (("ignore", "INSERT IGNORE"), ("exists", "IF NOT EXISTS"), ("stored", "STORED AS"),
-                         ("source", "INSERT ... SOURCE"), ("conflict", "ON CONFLICT"), ("returning", "RETURNING"),
-                         ("alternative", "INSERT OR ..."), ("using", "INSERT ... USING")):
+    for flag, clause in (
+        ("ignore", "INSERT IGNORE"),
+        ("exists", "IF NOT EXISTS"),
+        ("stored", "STORED AS"),
+        ("source", "INSERT ... SOURCE"),
+        ("conflict", "ON CONFLICT"),
+        ("returning", "RETURNING"),
+        ("alternative", "INSERT OR ..."),
+        ("using", "INSERT ... USING"),
+    ):
         if node.args.get(flag):
             raise refuse(clause, "not supported on Lamina tables")
     if target.args.get("partition") is not None:
-        raise refuse("PARTITION (...)", "Lamina tables take no static partition clause: write the partition column's "
-                     "values in the rows, and replace a partition with INSERT INTO t REPLACE WHERE <predicate> SELECT ...")
+        raise refuse(
+            "PARTITION (...)",
+            "Lamina tables take no static partition clause: write the partition column's "
+            "values in the rows, and replace a partition with INSERT INTO t REPLACE WHERE <predicate> SELECT ...",
+        )
     table = name.open()
     schema = table.metadata.schema
     replace_where = node.args.get("where")
@@ -95,12 +107,17 @@ def insert(st: Statement, node: exp.Insert, name: LaminaName) -> Any:
         scope = Scope(_target_side(target, schema.names), prefix=False)
         where = lamina_predicate(scope.qualify(replace_where, (TARGET,), "REPLACE WHERE"), schema, st.time_zone)
         if where is None:
-            raise refuse(f"REPLACE WHERE {text_of(replace_where)}", "the predicate must compare columns with literals "
-                         "(=, <, IN, BETWEEN, IS NULL, AND, OR, NOT): it says which rows the new ones replace")
+            raise refuse(
+                f"REPLACE WHERE {text_of(replace_where)}",
+                "the predicate must compare columns with literals "
+                "(=, <, IN, BETWEEN, IS NULL, AND, OR, NOT): it says which rows the new ones replace",
+            )
     df = query(st, with_ctes(node, node.expression))
     names = schema.names
     if listed is not None:
-        cols = [Scope(_target_side(target, names)).target_column(exp.column(c, quoted=True), "INSERT INTO") for c in listed]
+        cols = [
+            Scope(_target_side(target, names)).target_column(exp.column(c, quoted=True), "INSERT INTO") for c in listed
+        ]
     elif node.args.get("by_name"):
         cols = [next((n for n in names if n.lower() == c.lower()), c) for c in df.columns]
     else:
@@ -148,8 +165,17 @@ def update(st: Statement, node: exp.Update, name: LaminaName) -> Any:
 
     target = node.this
     _no_time_travel(target)
-    _refuse_extra(node, {"from_": "UPDATE ... FROM", "order": "UPDATE ... ORDER BY", "limit": "UPDATE ... LIMIT",
-                         "returning": "RETURNING", "with_": "WITH ... UPDATE", "options": "UPDATE ... OPTION"})
+    _refuse_extra(
+        node,
+        {
+            "from_": "UPDATE ... FROM",
+            "order": "UPDATE ... ORDER BY",
+            "limit": "UPDATE ... LIMIT",
+            "returning": "RETURNING",
+            "with_": "WITH ... UPDATE",
+            "options": "UPDATE ... OPTION",
+        },
+    )
     table = name.open()
     schema = table.metadata.schema
     scope = Scope(_target_side(target, schema.names), prefix=False)
@@ -169,9 +195,18 @@ def delete(st: Statement, node: exp.Delete, name: LaminaName) -> Any:
 
     target = node.this
     _no_time_travel(target)
-    _refuse_extra(node, {"using": "DELETE ... USING", "returning": "RETURNING", "limit": "DELETE ... LIMIT",
-                         "order": "DELETE ... ORDER BY", "with_": "WITH ... DELETE", "tables": "DELETE t1, t2",
-                         "cluster": "DELETE ... CLUSTER"})
+    _refuse_extra(
+        node,
+        {
+            "using": "DELETE ... USING",
+            "returning": "RETURNING",
+            "limit": "DELETE ... LIMIT",
+            "order": "DELETE ... ORDER BY",
+            "with_": "WITH ... DELETE",
+            "tables": "DELETE t1, t2",
+            "cluster": "DELETE ... CLUSTER",
+        },
+    )
     table = name.open()
     schema = table.metadata.schema
     pred, column = _where(st, Scope(_target_side(target, schema.names), prefix=False), node, schema)
@@ -200,7 +235,9 @@ def _source(st: Statement, node: exp.Merge) -> tuple[Any, set[str]]:
     using = node.args["using"]
     if isinstance(using, exp.Subquery):
         if not using.alias:
-            raise InvalidArgument("MERGE ... USING (subquery): give the subquery an alias, e.g. USING (SELECT ...) AS s")
+            raise InvalidArgument(
+                "MERGE ... USING (subquery): give the subquery an alias, e.g. USING (SELECT ...) AS s"
+            )
         return query(st, with_ctes(node, using.this)), {using.alias.lower()}
     if isinstance(using, exp.Table):
         alias = using.alias
@@ -219,12 +256,20 @@ def _keys(scope: Scope, on: exp.Expression) -> list[tuple[str, str]]:
         sides = None
         if isinstance(part, exp.EQ) and isinstance(part.this, exp.Column) and isinstance(part.expression, exp.Column):
             a, b = scope.side_of(part.this), scope.side_of(part.expression)
-            if a is not None and b is not None and {a[0].role, b[0].role} == {TARGET, SOURCE} and len(a[1]) == len(b[1]) == 1:
+            if (
+                a is not None
+                and b is not None
+                and {a[0].role, b[0].role} == {TARGET, SOURCE}
+                and len(a[1]) == len(b[1]) == 1
+            ):
                 sides = (a, b) if a[0].role == TARGET else (b, a)
         if sides is None:
-            raise refuse(f"ON {text_of(part)}", "a Lamina merge matches rows on keys: the ON condition must be equalities "
-                         "of a target column and a source column joined by AND (move other conditions into the WHEN "
-                         "clauses' AND conditions)")
+            raise refuse(
+                f"ON {text_of(part)}",
+                "a Lamina merge matches rows on keys: the ON condition must be equalities "
+                "of a target column and a source column joined by AND (move other conditions into the WHEN "
+                "clauses' AND conditions)",
+            )
         pairs.append((sides[0][1][0], sides[1][1][0]))
     return pairs
 
@@ -249,20 +294,29 @@ def merge(st: Statement, node: exp.Merge, name: LaminaName) -> Any:
     for tcol, scol in _keys(scope, node.args["on"]):
         if tcol != scol:
             if tcol in source.columns:
-                raise refuse(f"ON ... = {scol}", f"the source has a column {tcol!r} of its own besides the key {scol!r} "
-                             f"matched to the target's {tcol!r}: rename one of them in the source")
+                raise refuse(
+                    f"ON ... = {scol}",
+                    f"the source has a column {tcol!r} of its own besides the key {scol!r} "
+                    f"matched to the target's {tcol!r}: rename one of them in the source",
+                )
             source = source.withColumn(tcol, F.col(f"`{scol.replace('`', '``')}`"))
         on.append(tcol)
     builder = spark_merge(table, source, on=on)
     kinds = {"matched": [], "not matched": [], "not matched by source": []}
     for when in node.args["whens"].expressions:
-        kind = "matched" if when.args.get("matched") else ("not matched by source" if when.args.get("source") else "not matched")
+        kind = (
+            "matched"
+            if when.args.get("matched")
+            else ("not matched by source" if when.args.get("source") else "not matched")
+        )
         kinds[kind].append(when)
     for kind, whens in kinds.items():
         for w in whens[:-1]:
             if w.args.get("condition") is None:
-                raise InvalidArgument(f"MERGE INTO {name.text}: when there are several WHEN {kind.upper()} clauses, only the "
-                                      "last may omit its condition (as Spark and Delta require)")
+                raise InvalidArgument(
+                    f"MERGE INTO {name.text}: when there are several WHEN {kind.upper()} clauses, only the "
+                    "last may omit its condition (as Spark and Delta require)"
+                )
     for when in node.args["whens"].expressions:
         _clause(builder, scope, when)
     res = builder.execute()
@@ -285,10 +339,14 @@ def _clause(builder: Any, scope: Scope, when: exp.When) -> None:
         return
     if isinstance(then, exp.Update):
         if not (matched or by_source):
-            raise InvalidArgument(f"{what} THEN UPDATE: a source row that matched nothing has no target row; use INSERT")
+            raise InvalidArgument(
+                f"{what} THEN UPDATE: a source row that matched nothing has no target row; use INSERT"
+            )
         if len(then.expressions) == 1 and isinstance(then.expressions[0], exp.Star):
             if by_source:
-                raise InvalidArgument(f"{what} THEN UPDATE SET *: a target row no source row matches has no source values")
+                raise InvalidArgument(
+                    f"{what} THEN UPDATE SET *: a target row no source row matches has no source values"
+                )
             builder.when_matched_update_all(condition=condition)
             return
         values = {}
@@ -297,7 +355,9 @@ def _clause(builder: Any, scope: Scope, when: exp.When) -> None:
                 raise refuse(f"{what} THEN UPDATE SET {text_of(eq)}", "expected column = expression")
             col = scope.target_column(eq.this, f"{what} THEN UPDATE SET")
             values[col] = text_of(scope.qualify(eq.expression, sides, f"{what} THEN UPDATE SET {col}"))
-        (builder.when_matched_update if matched else builder.when_not_matched_by_source_update)(values, condition=condition)
+        (builder.when_matched_update if matched else builder.when_not_matched_by_source_update)(
+            values, condition=condition
+        )
         return
     if isinstance(then, exp.Insert):
         if matched or by_source:
@@ -309,7 +369,11 @@ def _clause(builder: Any, scope: Scope, when: exp.When) -> None:
         vals = then.expression.expressions if isinstance(then.expression, exp.Tuple) else None
         if vals is None:
             raise refuse(f"{what} THEN {text_of(then)}", "expected INSERT (columns) VALUES (expressions) or INSERT *")
-        names = [scope.target_column(c, f"{what} THEN INSERT") for c in cols] if cols is not None else list(scope.target.columns)
+        names = (
+            [scope.target_column(c, f"{what} THEN INSERT") for c in cols]
+            if cols is not None
+            else list(scope.target.columns)
+        )
         if len(names) != len(vals):
             raise InvalidArgument(f"{what} THEN INSERT: {len(names)} columns but {len(vals)} values")
         values = {n: text_of(scope.qualify(v, sides, f"{what} THEN INSERT {n}")) for n, v in zip(names, vals)}

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any, Sequence
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
@@ -28,8 +29,8 @@ from sqlglot import exp
 
 from lamina.errors import InvalidArgument, LaminaError
 from lamina.expr import AlwaysFalse, AlwaysTrue, And, Compare, Expr, In, IsNull, Not, NotIn, NotNull, Or, between, bind
-from lamina.spec.schema import Schema
 from lamina.spark.statements.statement import refuse, text_of
+from lamina.spec.schema import Schema
 
 TARGET, SOURCE = "target", "source"
 
@@ -93,8 +94,10 @@ class Scope:
                 side = owners[0]
                 name = _find(parts[1], side.columns)
                 if name is None:
-                    raise InvalidArgument(f"{text_of(column)}: the {side.role} has no column {parts[1]!r} "
-                                          f"(it has {', '.join(side.columns)})")
+                    raise InvalidArgument(
+                        f"{text_of(column)}: the {side.role} has no column {parts[1]!r} "
+                        f"(it has {', '.join(side.columns)})"
+                    )
                 return side, [name, *parts[2:]]
         having = [(s, n) for s in self.sides if (n := _find(parts[0], s.columns)) is not None]
         if len(having) > 1:
@@ -107,12 +110,16 @@ class Scope:
         side, name = having[0]
         return side, [name, *parts[1:]]
 
-    def qualify(self, node: exp.Expression, allowed: Sequence[str] = (TARGET, SOURCE), what: str = "") -> exp.Expression:
+    def qualify(
+        self, node: exp.Expression, allowed: Sequence[str] = (TARGET, SOURCE), what: str = ""
+    ) -> exp.Expression:
         """``node`` with every column reference resolved (see the module docstring); a column of a
         side not in ``allowed`` is refused (InvalidArgument naming it and ``what``)."""
 
         if node.find(exp.Select, exp.Subquery) is not None:
-            raise refuse(f"{what} {text_of(node)}", "subqueries are not supported in a statement's conditions and values")
+            raise refuse(
+                f"{what} {text_of(node)}", "subqueries are not supported in a statement's conditions and values"
+            )
 
         def fix(n: exp.Expression) -> exp.Expression:
             if not isinstance(n, exp.Column) or isinstance(n.this, exp.Star):
@@ -122,8 +129,10 @@ class Scope:
                 return n
             side, parts = found
             if side.role not in allowed:
-                raise InvalidArgument(f"{what}: {text_of(n)} names the {side.role}'s column, but only "
-                                      f"{' and '.join(allowed)} columns may be named there")
+                raise InvalidArgument(
+                    f"{what}: {text_of(n)} names the {side.role}'s column, but only "
+                    f"{' and '.join(allowed)} columns may be named there"
+                )
             return column_of([side.role, *parts] if self.prefix else parts)
 
         return node.copy().transform(fix)
@@ -136,11 +145,15 @@ class Scope:
         if len(parts) > 1 and self.target.owns(parts[0]):
             parts = parts[1:]
         if len(parts) != 1:
-            raise refuse(f"{what} {text_of(node)}", "assignments to struct fields are not supported; assign the whole column")
+            raise refuse(
+                f"{what} {text_of(node)}", "assignments to struct fields are not supported; assign the whole column"
+            )
         name = _find(parts[0], self.target.columns)
         if name is None:
-            raise InvalidArgument(f"{what} {text_of(node)}: the table has no column {parts[0]!r} "
-                                  f"(it has {', '.join(self.target.columns)})")
+            raise InvalidArgument(
+                f"{what} {text_of(node)}: the table has no column {parts[0]!r} "
+                f"(it has {', '.join(self.target.columns)})"
+            )
         return name
 
 
@@ -250,7 +263,11 @@ class _Translate:
             if isinstance(v, str) and typed is None:
                 return v
         elif pa.types.is_date(t):
-            if isinstance(v, str) and typed in (None, exp.DataType.Type.DATE) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", v.strip()):
+            if (
+                isinstance(v, str)
+                and typed in (None, exp.DataType.Type.DATE)
+                and re.fullmatch(r"\d{4}-\d{2}-\d{2}", v.strip())
+            ):
                 return dt.date.fromisoformat(v.strip())
         elif pa.types.is_timestamp(t) and isinstance(v, str):
             return self.timestamp(v, t, typed)
@@ -275,7 +292,7 @@ class _Translate:
             if self.zone is None:
                 raise _NotExact
             v = v.replace(tzinfo=self.zone)
-        return v.astimezone(dt.timezone.utc)
+        return v.astimezone(dt.UTC)
 
     def expr(self, node: exp.Expression) -> Expr:
         if isinstance(node, exp.Paren):
@@ -325,6 +342,12 @@ class _Translate:
 
     def in_list(self, node: exp.In) -> tuple[str, tuple]:
         f = self.column(node.this)
-        if f is None or node.args.get("query") or node.args.get("unnest") or node.args.get("field") or not node.expressions:
+        if (
+            f is None
+            or node.args.get("query")
+            or node.args.get("unnest")
+            or node.args.get("field")
+            or not node.expressions
+        ):
             raise _NotExact
         return f.name, tuple(self.value(v, f) for v in node.expressions)

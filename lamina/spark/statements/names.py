@@ -17,8 +17,9 @@ Anything else is not a Lamina table: Spark's own.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import lamina
 from lamina.errors import InvalidArgument, InvalidIdentifier
@@ -137,6 +138,11 @@ class Names:
         recorded = registered_options(schema)
         if recorded is None:
             return None
-        ref = TableRef.from_options(recorded["path"], {**storage_options(recorded), **(self.storage or {})},
-                                    recorded.get("catalog"), None, recorded.get("branch"))
+        ref = TableRef.from_options(
+            recorded["path"],
+            {**storage_options(recorded), **(self.storage or {})},
+            recorded.get("catalog"),
+            None,
+            recorded.get("branch"),
+        )
         return LaminaName(ref, text, name, recorded)

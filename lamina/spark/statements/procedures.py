@@ -37,8 +37,9 @@ it; ``publish_branch`` is Lamina's publish, which re-applies the branch's change
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -91,7 +92,9 @@ def _bind(st: Statement, name: str, proc: Procedure, args: list[exp.Expression])
         if isinstance(a, exp.Kwarg):
             key = a.this.name.lower()
             if key not in {p.name for p in proc.params}:
-                raise InvalidArgument(f"{name} has no argument {key!r} (it takes {', '.join(p.name for p in proc.params)})")
+                raise InvalidArgument(
+                    f"{name} has no argument {key!r} (it takes {', '.join(p.name for p in proc.params)})"
+                )
             given[key] = a.expression
         else:
             if given and any(isinstance(b, exp.Kwarg) for b in args[:i]):
@@ -142,7 +145,9 @@ def table_of(st: Statement, text: str) -> LaminaName:
         return st.names.location(text, text)
     name = one_table(st, text)
     if name is None:
-        raise InvalidArgument(f"{text!r} names no Lamina table (a catalog identifier, a Spark table USING lamina, or a location)")
+        raise InvalidArgument(
+            f"{text!r} names no Lamina table (a catalog identifier, a Spark table USING lamina, or a location)"
+        )
     return name
 
 
@@ -165,8 +170,14 @@ def _sort_keys(text: str) -> list[tuple[str, str, str]]:
     return keys
 
 
-def rewrite_data_files(st: Statement, table: str, strategy: str | None, sort_order: str | None,
-                       options: dict[str, str] | None, where: str | None) -> Any:
+def rewrite_data_files(
+    st: Statement,
+    table: str,
+    strategy: str | None,
+    sort_order: str | None,
+    options: dict[str, str] | None,
+    where: str | None,
+) -> Any:
     from lamina.spark.compact import compact
 
     name = table_of(st, table)
@@ -188,24 +199,45 @@ def rewrite_data_files(st: Statement, table: str, strategy: str | None, sort_ord
         node = sqlglot.parse_one(f"SELECT 1 WHERE {where}", read="spark").args["where"].this
         pred = lamina_predicate(node, t.metadata.schema, st.time_zone)
         if pred is None:
-            raise refuse(f"where {where!r}", "compaction selects files by a predicate of columns and literals "
-                         "(=, <, IN, BETWEEN, IS NULL, AND, OR, NOT)")
+            raise refuse(
+                f"where {where!r}",
+                "compaction selects files by a predicate of columns and literals "
+                "(=, <, IN, BETWEEN, IS NULL, AND, OR, NOT)",
+            )
         kwargs["where"] = pred
     res = compact(st.spark, t, **kwargs)
-    return st.result([("rewritten_data_files_count", "int"), ("added_data_files_count", "int"),
-                      ("rewritten_bytes_count", "bigint"), ("failed_data_files_count", "int")],
-                     [[res.input_files, res.output_files, res.bytes_read, 0]])
+    return st.result(
+        [
+            ("rewritten_data_files_count", "int"),
+            ("added_data_files_count", "int"),
+            ("rewritten_bytes_count", "bigint"),
+            ("failed_data_files_count", "int"),
+        ],
+        [[res.input_files, res.output_files, res.bytes_read, 0]],
+    )
 
 
 def expire_snapshots(st: Statement, table: str, older_than: Any, retain_last: int | None, dry_run: bool | None) -> Any:
-    report = table_of(st, table).open().maintenance.expire_versions(older_than=older_than, retain_last=retain_last, dry_run=bool(dry_run))
+    report = (
+        table_of(st, table)
+        .open()
+        .maintenance.expire_versions(older_than=older_than, retain_last=retain_last, dry_run=bool(dry_run))
+    )
     dv = sum(1 for f in report.deleted_files if f.startswith(DV_DIR + "/") or f"/{DV_DIR}/" in f)
-    return st.result([("deleted_data_files_count", "bigint"), ("deleted_position_delete_files_count", "bigint"),
-                      ("deleted_manifest_files_count", "bigint"), ("expired_versions_count", "bigint")],
-                     [[len(report.deleted_files) - dv, dv, len(report.deleted_manifests), len(report.expired_versions)]])
+    return st.result(
+        [
+            ("deleted_data_files_count", "bigint"),
+            ("deleted_position_delete_files_count", "bigint"),
+            ("deleted_manifest_files_count", "bigint"),
+            ("expired_versions_count", "bigint"),
+        ],
+        [[len(report.deleted_files) - dv, dv, len(report.deleted_manifests), len(report.expired_versions)]],
+    )
 
 
-def remove_orphan_files(st: Statement, table: str, older_than: Any, dry_run: bool | None, allow_short_age: bool | None) -> Any:
+def remove_orphan_files(
+    st: Statement, table: str, older_than: Any, dry_run: bool | None, allow_short_age: bool | None
+) -> Any:
     t = table_of(st, table).open()
     kwargs = {} if older_than is None else {"older_than": older_than}
     report = t.maintenance.remove_orphans(dry_run=bool(dry_run), allow_short_age=bool(allow_short_age), **kwargs)
@@ -259,7 +291,9 @@ def _publish(st: Statement, t: Any, source: str, into: str) -> Any:
     before = t.branch(into).version
     t.branches.publish(source, into)
     after = t.branch(into).refresh().version
-    return st.result([("branch_updated", "string"), ("previous_ref", "bigint"), ("updated_ref", "bigint")], [[into, before, after]])
+    return st.result(
+        [("branch_updated", "string"), ("previous_ref", "bigint"), ("updated_ref", "bigint")], [[into, before, after]]
+    )
 
 
 def fast_forward(st: Statement, table: str, branch: str, to: str) -> Any:
@@ -284,18 +318,25 @@ def _p(name: str, kind: str, required: bool = False) -> Param:
 
 _TABLE = _p("table", "table", True)
 PROCEDURES: dict[str, Procedure] = {
-    "rewrite_data_files": Procedure([_TABLE, _p("strategy", "string"), _p("sort_order", "string"), _p("options", "map"),
-                                     _p("where", "string")], rewrite_data_files),
-    "expire_snapshots": Procedure([_TABLE, _p("older_than", "timestamp"), _p("retain_last", "int"), _p("dry_run", "bool")],
-                                  expire_snapshots),
-    "remove_orphan_files": Procedure([_TABLE, _p("older_than", "timestamp"), _p("dry_run", "bool"),
-                                      _p("allow_short_age", "bool")], remove_orphan_files),
+    "rewrite_data_files": Procedure(
+        [_TABLE, _p("strategy", "string"), _p("sort_order", "string"), _p("options", "map"), _p("where", "string")],
+        rewrite_data_files,
+    ),
+    "expire_snapshots": Procedure(
+        [_TABLE, _p("older_than", "timestamp"), _p("retain_last", "int"), _p("dry_run", "bool")], expire_snapshots
+    ),
+    "remove_orphan_files": Procedure(
+        [_TABLE, _p("older_than", "timestamp"), _p("dry_run", "bool"), _p("allow_short_age", "bool")],
+        remove_orphan_files,
+    ),
     "rollback_to_snapshot": Procedure([_TABLE, _p("snapshot_id", "int", True)], rollback_to_snapshot),
     "rollback_to_timestamp": Procedure([_TABLE, _p("timestamp", "timestamp", True)], rollback_to_timestamp),
     "set_current_snapshot": Procedure([_TABLE, _p("snapshot_id", "int"), _p("ref", "string")], set_current_snapshot),
     "create_tag": Procedure([_TABLE, _p("tag", "string", True), _p("version", "int")], create_tag),
     "drop_tag": Procedure([_TABLE, _p("tag", "string", True)], drop_tag),
-    "create_branch": Procedure([_TABLE, _p("branch", "string", True), _p("version", "int"), _p("tag", "string")], create_branch),
+    "create_branch": Procedure(
+        [_TABLE, _p("branch", "string", True), _p("version", "int"), _p("tag", "string")], create_branch
+    ),
     "drop_branch": Procedure([_TABLE, _p("branch", "string", True)], drop_branch),
     "fast_forward": Procedure([_TABLE, _p("branch", "string", True), _p("to", "string", True)], fast_forward),
     "publish_branch": Procedure([_TABLE, _p("branch", "string", True), _p("into", "string")], publish_branch),

@@ -62,7 +62,9 @@ def time_travel(st: Statement, table: exp.Table, name: LaminaName) -> TimeTravel
         return TimeTravel(tag=ref)
     if ref in table_.branches:
         return TimeTravel(branch=ref)
-    raise TagNotFound(f"{name.text} has no tag or branch {ref!r} (VERSION AS OF names a version number, a tag or a branch)")
+    raise TagNotFound(
+        f"{name.text} has no tag or branch {ref!r} (VERSION AS OF names a version number, a tag or a branch)"
+    )
 
 
 def read_reference(st: Statement, name: LaminaName, travel: TimeTravel) -> Any:
@@ -123,8 +125,13 @@ def query(st: Statement, node: exp.Expression) -> Any:
 # -- DESCRIBE HISTORY, SHOW TAGS / BRANCHES ------------------------------------------------------
 
 HISTORY_COLUMNS = [
-    ("version", "bigint"), ("timestamp", "timestamp"), ("operation", "string"), ("readVersion", "bigint"),
-    ("operationMetrics", "map<string,string>"), ("commitId", "string"), ("branch", "string"),
+    ("version", "bigint"),
+    ("timestamp", "timestamp"),
+    ("operation", "string"),
+    ("readVersion", "bigint"),
+    ("operationMetrics", "map<string,string>"),
+    ("commitId", "string"),
+    ("branch", "string"),
 ]
 _LIMIT = re.compile(r"\s+LIMIT\s+(\d+)\s*;?\s*$", re.IGNORECASE)
 
@@ -139,8 +146,15 @@ def describe_history(st: Statement, name: LaminaName, limit: int | None) -> Any:
     """Delta's ``DESCRIBE HISTORY``: the table's versions, newest first (Lamina's operation names;
     ``operationMetrics`` the version's summary)."""
     rows = [
-        [h["version"], h["timestamp"], h["operation"], h["parent_version"],
-         {str(k): str(v) for k, v in h["summary"].items()}, h["commit_id"], h["branch"]]
+        [
+            h["version"],
+            h["timestamp"],
+            h["operation"],
+            h["parent_version"],
+            {str(k): str(v) for k, v in h["summary"].items()},
+            h["commit_id"],
+            h["branch"],
+        ]
         for h in name.open().history(limit)
     ]
     return st.result(HISTORY_COLUMNS, rows)
@@ -169,4 +183,3 @@ def one_table(st: Statement, text: str) -> LaminaName | None:
     except Exception:  # not a table name: not ours
         return None
     return None if t is None else st.names.resolve(table_parts(t), text)
-

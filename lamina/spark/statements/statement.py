@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sqlglot import exp
 
@@ -59,7 +60,7 @@ class Statement:
         micros = self.spark.sql(f"SELECT unix_micros(CAST(({text_of(node)}) AS TIMESTAMP)) AS us").first()["us"]
         if micros is None:
             raise refuse(text_of(node), "the timestamp is NULL")
-        return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=int(micros))
+        return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=int(micros))
 
     def empty(self) -> Any:
         """What Spark returns for DDL: no rows, no columns."""
