@@ -9,6 +9,7 @@ it, so there is no circle between packages.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,47 @@ def test_no_private_member_is_reached_from_another_package():
 def test_layer_exists(layer):
     """Every layer named is a module or package of lamina (the list stays true as code moves)."""
     assert (ROOT / layer).is_dir() or (ROOT / f"{layer}.py").exists(), layer
+
+
+# What each engine, server and the CLI may import of lamina, beyond its own package: an
+# allow-list (the README's table, "Where things are", states the same and is checked against
+# it below). "lamina" is the facade.
+ENGINE_IMPORTS = {
+    "spark": {"lamina", "table", "operations", "commit", "data", "manifest", "expr", "spec", "io", "errors"},
+    "duckdb": {"lamina", "catalog", "table", "data", "expr", "spec", "io", "errors"},
+    "polars": {"lamina", "table", "data", "expr", "io"},
+    "ui": {"lamina", "catalog", "table", "maintenance", "operations", "commit", "data", "manifest", "spec", "errors"},
+    "rest": {"catalog", "iceberg", "errors"},
+    "cli": {"lamina", "catalog", "table", "maintenance", "data", "spec", "duckdb", "ui", "rest", "errors", "timeutil"},
+}
+
+
+def _named(package: str) -> str:
+    return "lamina" if package == "__init__" else package
+
+
+def test_engines_import_only_what_their_allow_list_names():
+    bad = []
+    for module, tree in MODULES.items():
+        mine = _package(module)
+        if mine not in ENGINE_IMPORTS:
+            continue
+        for line, target, _ in _imports(module, tree):
+            theirs = _named(_package(target))
+            if theirs != mine and theirs not in ENGINE_IMPORTS[mine]:
+                bad.append(f"{module}:{line} imports {target} (not in ENGINE_IMPORTS[{mine!r}])")
+    assert not bad, "imports outside an engine's allow-list:\n" + "\n".join(bad)
+
+
+def test_the_readme_table_states_each_engines_allow_list():
+    """The README's row of each engine package lists, in its last column, exactly the
+    packages ENGINE_IMPORTS allows it (as `lamina` for the facade and `lamina.<package>`)."""
+    rows = {}
+    for line in (ROOT.parent / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`lamina."):
+            rows[cells[0].strip("`").split(".")[1]] = set(re.findall(r"`lamina(?:\.(\w+))?`", cells[2]))
+    for engine, allowed in ENGINE_IMPORTS.items():
+        assert engine in rows, f"README.md's table has no row of its own for lamina.{engine}"
+        stated = {name or "lamina" for name in rows[engine]}
+        assert stated == allowed, f"README.md, lamina.{engine}: states {sorted(stated)}, the allow-list is {sorted(allowed)}"
