@@ -321,8 +321,6 @@ def _sql(t: Term) -> str:
 def lamina_column(term: Term, schema: Schema) -> Column:
     """``term`` (bound to ``schema``) as a Spark Column computed by Lamina's engine: an Arrow
     UDF over the columns it reads, each cast to the table's Arrow type first."""
-    from pyspark.sql.functions import ArrowUDFType
-
     names = sorted(columns_of(term))
     types = [schema.field(n).type for n in names]
     out = (
@@ -335,7 +333,7 @@ def lamina_column(term: Term, schema: Schema) -> Column:
         table = pa.Table.from_arrays(columns, names=names) if names else pa.table({"_": pa.nulls(rows)})
         return evaluate(term, table).combine_chunks()
 
-    udf = F.arrow_udf(run, out, ArrowUDFType.SCALAR)
+    udf = F.arrow_udf(run, out)  # a scalar UDF, by run's type hints
     return udf(*[F.col(_q(n)) for n in names])
 
 
