@@ -94,8 +94,13 @@ class Operation:
 
     ``skip_if_noop``: a change that turns out to change nothing (a delete that matched no
     row) commits no version. ``refresh_base``: the operation reads the base's files, so
-    it starts from the latest version instead of the one its table object holds."""
+    it starts from the latest version instead of the one its table object holds.
 
+    ``conflict_checks``: the named checks of ``lamina.commit.checks`` the operation runs
+    against each base (what a concurrent commit must not have done); every operation
+    declares its own (an empty tuple: it applies to any base)."""
+
+    conflict_checks: ClassVar[tuple[Callable[..., Any], ...] | None] = None
     skip_if_noop: ClassVar[bool] = False
     refresh_base: ClassVar[bool] = False
 

@@ -24,11 +24,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from lamina.commit.base import Base, Change, Operation, combine
+from lamina.commit.checks import require_live
 from lamina.commit.coordinator import CommitCoordinator
 from lamina.commit.log import VersionLog
-from lamina.errors import AlreadyExists, CommitConflict, CommitRetriesExhausted, CommitStateUnknown, StorageError
+from lamina.errors import AlreadyExists, CommitRetriesExhausted, CommitStateUnknown, StorageError
 from lamina.manifest.entries import conform, fill_constant, manifest_schema_of
-from lamina.manifest.tree import ChangeResult, MissingFiles, TreeConfig, apply_change
+from lamina.manifest.tree import ChangeResult, TreeConfig, apply_change
 from lamina.spec.features import (
     COLUMN_MAPPING,
     EXTERNAL_FILES,
@@ -227,7 +228,7 @@ class Committer:
         a staged view of a transaction's earlier operations is not)."""
         new_base = with_metadata(base, change)
         cfg = TreeConfig.of(new_base)
-        try:
+        with require_live(change.operation):
             result = apply_change(
                 self.log.io,
                 base.root_manifest,
@@ -239,12 +240,6 @@ class Committer:
                 base.root_inline,
                 root_path=None if commit_id is None else commit_root_path(commit_id, version, cfg.arrow_root),
             )
-        except MissingFiles as e:
-            raise CommitConflict(
-                f"{change.operation} conflicts with a concurrent commit: {e}. "
-                "Nothing was committed; re-run the operation on the latest version.",
-                files=e.paths,
-            ) from None
         return new_base.next(root_manifest=result.root_path, root_inline=result.root_inline), result
 
     def _prepare(self, base: VersionManifest, ops: Sequence[Operation], commit_id: str) -> VersionManifest | None:

@@ -15,25 +15,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit import REMOVED_SCHEMA, Base, Change, Operation
-from lamina.errors import InvalidArgument, InvalidUri, TransactionAlreadyCommitted
+from lamina.commit.checks import require_app_transactions_new, require_not_live
+from lamina.errors import InvalidArgument, InvalidUri
 from lamina.io.fileio import PATH_RULES, URI_PATTERN, VALID_PATH_EXAMPLE
 from lamina.manifest.entries import fill_constant
 from lamina.spec.layout import DV_DIR, META_DIR
-from lamina.spec.version import VersionManifest
 
-
-def check_app_transactions(base: VersionManifest, app_transactions: dict[str, int] | None) -> None:
-    """Raise TransactionAlreadyCommitted if ``base`` already records any app at >= its sequence."""
-    for app, seq in (app_transactions or {}).items():
-        done = base.app_transactions.get(app)
-        if done is not None and done >= seq:
-            raise TransactionAlreadyCommitted(
-                f"application {app!r} already committed sequence {done} (>= {seq}) at version {base.version}; "
-                "nothing was committed",
-                app,
-                seq,
-                base.version,
-            )
+# (the name callers before the named checks knew it by)
+check_app_transactions = require_app_transactions_new
 
 
 @dataclass
@@ -45,12 +34,14 @@ class RecordAppTransaction(Operation):
     app at ``seq`` or later, and nothing of the transaction is committed. A version is made even
     if the other operations change nothing, so the sequence is recorded."""
 
+    conflict_checks = (require_app_transactions_new,)
+
     app_id: str
     seq: int
 
     def apply(self, base: Base) -> Change:
         apps = {self.app_id: self.seq}
-        check_app_transactions(base.metadata, apps)
+        require_app_transactions_new(base.metadata, apps)
         return Change("app-transaction", base.empty(), REMOVED_SCHEMA.empty_table(), app_transactions=apps)
 
 
@@ -184,6 +175,8 @@ class AppendFiles(Operation):
     file, checks such tables against the full reachability walk instead.
     """
 
+    conflict_checks = (require_app_transactions_new, require_not_live)
+
     entries: pa.Table
     operation: str = "append"
     app_transactions: dict[str, int] | None = None
@@ -194,9 +187,9 @@ class AppendFiles(Operation):
     row_ids: tuple[int, int] | None = None
 
     def apply(self, base: Base) -> Change:
-        check_app_transactions(base.metadata, self.app_transactions)
+        require_app_transactions_new(base.metadata, self.app_transactions)
         if self.refuse_present:
-            check_not_in_table(self.entries, base)
+            require_not_live(lambda: check_not_in_table(self.entries, base))
         added, row_ids = base.stamp(self.entries, self.built_for), self.row_ids
         if row_ids is not None and self.built_for != base.version:
             # Landing as another version (a rebase): the ids and data version given for the

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit import Base, Change, Operation, removed_of
+from lamina.commit.checks import require_live
 from lamina.data.deletes import file_keys
 from lamina.data.writer import SHORT_LIVED_POOL
 from lamina.errors import CorruptMetadata, InvalidArgument
@@ -136,6 +137,8 @@ def plan_groups(
 
 @dataclass
 class CompactFiles(Operation):
+    conflict_checks = (require_live,)  # re-planned on each base: a file compacted or deleted meanwhile conflicts
+
     # Both resolved against each base the compaction is applied to (the latest version): a
     # compaction does not load the table first to bind them, only the commit does.
     where: Expr | None  # (unbound) which files to consider
@@ -233,6 +236,8 @@ def check_target(target_file_size: Any) -> int:
 @dataclass
 class RewriteManifests(Operation):
     """Rewrite every leaf manifest: entries unchanged (same added_version), re-grouped by partition."""
+
+    conflict_checks = (require_live,)
 
     operation: str = "rewrite-manifests"
     refresh_base: ClassVar[bool] = True

@@ -8,6 +8,7 @@ from typing import ClassVar
 import pyarrow as pa
 
 from lamina.commit import Base, Change, Operation, removed_of
+from lamina.commit.checks import require_live
 from lamina.errors import SchemaMismatch
 from lamina.spec.lineage import ENTRY_FIELDS, ROW_LINEAGE, has_lineage
 from lamina.spec.schema import RESERVED_NAMES
@@ -20,6 +21,7 @@ class EnableRowLineage(Operation):
     re-listed, not rewritten: their rows' ``_last_updated_version`` is the version that
     added them. Nothing to do (no version) on a table that has lineage already."""
 
+    conflict_checks = (require_live,)  # (its files are re-listed: removed and added again)
     skip_if_noop: ClassVar[bool] = True
     refresh_base: ClassVar[bool] = True
 

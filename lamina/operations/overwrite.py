@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit import Base, Change, Operation, removed_of
+from lamina.commit.checks import require_columns_unchanged, require_live
 from lamina.data.deletes import dvs_of_plan, file_keys
 from lamina.data.scan import Scan
 from lamina.expr import AlwaysTrue, Expr, filter_rows, to_arrow_filter, to_sql
@@ -31,6 +32,8 @@ class Overwrite(Operation):
     Files only partly matching are rewritten without the matching rows.
     """
 
+    conflict_checks = (require_live, require_columns_unchanged)
+
     predicate: Expr
     entries: pa.Table
     write_id: str  # names the files written for rewritten remainders
@@ -44,7 +47,7 @@ class Overwrite(Operation):
 
     def apply(self, base: Base) -> Change:
         if self.planned is not None:
-            self.planned.check(base.schema, self.operation)
+            require_columns_unchanged(self.planned.columns, self.planned.whole_rows, base.schema, self.operation)
         scan = base.scan(self.predicate)
         candidates = scan.plan(all_columns=has_lineage(base.metadata)).entries
         added = [base.stamp(self.entries)] if self.entries.num_rows else []

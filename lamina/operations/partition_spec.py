@@ -29,7 +29,8 @@ from typing import Any
 import pyarrow as pa
 
 from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation
-from lamina.errors import CommitConflict, InvalidArgument, InvalidPartitionSpec, SchemaMismatch
+from lamina.commit.checks import require_spec_sources_live, require_spec_unchanged
+from lamina.errors import InvalidArgument, InvalidPartitionSpec, SchemaMismatch
 from lamina.spec.partition import (
     FIRST_PARTITION_FIELD_ID,
     PartitionField,
@@ -46,23 +47,16 @@ from lamina.spec.version import VersionManifest
 class UpdateSpec(Operation):
     """Make ``spec`` the table's partition spec; planned against the specs ``planned``."""
 
+    conflict_checks = (require_spec_unchanged, require_spec_sources_live)
+
     def __init__(self, spec: PartitionSpec, planned: tuple[PartitionSpec, ...], changes: list[str]) -> None:
         self.spec = spec
         self.planned = planned
         self.changes = changes
 
     def apply(self, base: Base) -> Change:
-        if base.metadata.all_partition_specs != self.planned:
-            raise CommitConflict(
-                f"partition spec change ({'; '.join(self.changes)}) conflicts with a concurrent spec change: the "
-                f"table's spec is now #{base.partition_spec.spec_id}, the change was made against "
-                f"#{self.planned[-1].spec_id if self.planned else 0}. Nothing was committed; look at the table's "
-                "partition spec and make the change again"
-            )
-        try:
-            self.spec.partition_type(base.schema)  # a concurrent schema change may have dropped a source
-        except InvalidPartitionSpec as e:
-            raise CommitConflict(f"partition spec change conflicts with a concurrent schema change: {e}") from None
+        require_spec_unchanged(base.metadata, self.planned, self.changes)
+        require_spec_sources_live(self.spec, base.schema)  # a concurrent schema change may have dropped a source
         summary = {"spec-id": self.spec.spec_id, "spec-changes": "; ".join(self.changes)}
         return Change("update-spec", base.empty(), REMOVED_SCHEMA.empty_table(), summary, partition_spec=self.spec)
 

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation
-from lamina.errors import CommitConflict, InvalidArgument, LaminaError
+from lamina.commit.checks import require_properties_valid
+from lamina.errors import InvalidArgument
 from lamina.spec.properties import TableProperties, check_properties, check_property_change, check_property_keys
 from lamina.spec.sort import sortable_field
 from lamina.spec.stats import check_column_modes
@@ -45,6 +46,8 @@ NOTHING = "Nothing was committed."
 @dataclass
 class UpdateProperties(Operation):
     """Set ``updates`` and remove ``removals`` in the table's properties."""
+
+    conflict_checks = (require_properties_valid,)
 
     updates: dict[str, str]
     removals: tuple[str, ...]
@@ -100,12 +103,8 @@ class UpdateProperties(Operation):
         new = self._applied(old)
         if new == old:
             return Change("update-properties", base.empty(), REMOVED_SCHEMA.empty_table())
-        try:
+        with require_properties_valid(base.metadata):
             self._check(base.metadata, new)
-        except LaminaError as e:
-            raise CommitConflict(
-                f"the property update conflicts with a concurrent change of version {base.metadata.version}: {e}"
-            ) from None
         summary: dict[str, Any] = {}
         changed = sorted(k for k, v in self.updates.items() if old.get(k) != v)
         if changed:

@@ -32,9 +32,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lamina.commit import REMOVED_SCHEMA, Base, Change, Operation, removed_of
+from lamina.commit.checks import (
+    require_added_files_new,
+    require_files_unchanged_since_branch,
+    require_last_published_kept,
+    require_live,
+    require_row_ids_unclaimed,
+    require_unchanged_since_branch,
+    require_version,
+)
 from lamina.data.changes import changed_entries
 from lamina.data.deletes import file_key_array
-from lamina.errors import CommitConflict, PublishConflict, VersionNotFound
 from lamina.manifest.entries import conform, fill_constant, manifest_schema_of
 from lamina.manifest.tree import live_data_entries
 from lamina.spec.features import BRANCHES
@@ -78,6 +86,15 @@ class PublishBranch(Operation):
     target_base: VersionManifest | None = None
 
     skip_if_noop: ClassVar[bool] = True  # the head was published already: nothing to commit
+    conflict_checks = (
+        require_version,
+        require_last_published_kept,
+        require_unchanged_since_branch,
+        require_files_unchanged_since_branch,
+        require_added_files_new,
+        require_row_ids_unclaimed,
+        require_live,
+    )
 
     @property
     def key(self) -> str:
@@ -89,22 +106,12 @@ class PublishBranch(Operation):
         last = target.app_transactions.get(self.key)
         if last is None or self.load is None:
             return self.base
-        try:
+        with require_last_published_kept(self.branch, self.into, last):
             return self.load(last)
-        except VersionNotFound:
-            raise PublishConflict(
-                f"cannot publish branch {self.branch!r} into {self.into!r}: its version {last}, published there last, "
-                "was expired, so what the branch changed since cannot be told. Nothing was committed; make a new "
-                f"branch from {self.into!r}'s latest version for further changes"
-            ) from None
 
     def apply(self, base: Base) -> Change:
         target = base.metadata
-        if self.expected_version is not None and target.version != self.expected_version:
-            raise CommitConflict(
-                f"not publishing branch {self.branch!r}: {self.into!r} is at version {target.version}, not "
-                f"{self.expected_version} as expected (it moved since the audit). Nothing was committed"
-            )
+        require_version(target, self.expected_version, self.branch, self.into)
         last = target.app_transactions.get(self.key)
         if last is not None and last >= self.head.version:
             return Change("publish", base.empty(), _NOTHING_REMOVED)  # published already
@@ -155,12 +162,7 @@ class PublishBranch(Operation):
             mine, theirs, was = getattr(self.head, attr), getattr(target, attr), getattr(since, attr)
             if mine == was or mine == theirs:
                 continue
-            if theirs != was:
-                raise PublishConflict(
-                    f"cannot publish branch {self.branch!r} into {self.into!r}: both changed the {what} since the branch "
-                    f"was made or last published (its version {since.version}). Nothing was committed; make the same change on "
-                    f"{self.into!r} first, or publish before changing it there"
-                )
+            require_unchanged_since_branch(self.branch, self.into, since.version, what, theirs, was)
             setattr(change, attr, mine)
         gone, new = changed_entries(base.io, since, self.head, full=True)
         # When the target or the branch took files from elsewhere than its own writes (a
@@ -186,15 +188,9 @@ class PublishBranch(Operation):
         if gone.num_rows:
             gkeys = file_key_array(gone)
             lost = gone.filter(pc.invert(pc.is_in(gkeys, value_set=hkeys))) if len(hkeys) else gone
-            if lost.num_rows:
-                files = sorted(set(lost.column("path").to_pylist()))
-                raise PublishConflict(
-                    f"cannot publish branch {self.branch!r} into {self.into!r}: the branch deleted or rewrote rows of "
-                    f"{len(files)} file(s) that {self.into!r} changed since the branch was made or last published (its "
-                    f"version {since.version}): {_shown(files)}. Nothing was committed; re-run the branch's change on a "
-                    f"branch made from {self.into!r}'s latest version",
-                    files,
-                )
+            require_files_unchanged_since_branch(
+                self.branch, self.into, since.version, sorted(set(lost.column("path").to_pylist()))
+            )
             change.removed = removed_of(have.filter(pc.is_in(hkeys, value_set=gkeys)))
         meta = target.next(
             schema=change.schema or target.schema, partition_spec=change.partition_spec or target.partition_spec
@@ -240,14 +236,7 @@ class PublishBranch(Operation):
         """PublishConflict naming the files of ``fresh_new`` (files the branch added) whose paths
         are among ``held``, for the reason ``why``; nothing if none is."""
         both = fresh_new.filter(pc.is_in(fresh_new.column("path"), value_set=held))
-        if both.num_rows:
-            files = sorted(set(both.column("path").to_pylist()))
-            raise PublishConflict(
-                f"cannot publish branch {self.branch!r} into {self.into!r}: {len(files)} file(s) the branch added "
-                f"({_shown(files)}) {why}. Nothing was committed; make a new branch from the latest version of "
-                f"{self.into!r} for further changes",
-                files,
-            )
+        require_added_files_new(self.branch, self.into, sorted(set(both.column("path").to_pylist())), why)
 
     def _check_stored_ids(self, base: Base, since: VersionManifest, fresh: pa.Table) -> None:
         """Rows the branch inserted and then rewrote (an update of rows it appended) store row
@@ -275,14 +264,7 @@ class PublishBranch(Operation):
 
         paths = fresh.column("path").to_pylist()
         clash = [p for p, m in zip(paths, _pool.map(stored_max, paths)) if m is not None and m >= start]
-        if clash:
-            raise PublishConflict(
-                f"cannot publish branch {self.branch!r} into {self.into!r} by rebase: {len(clash)} file(s) hold rows the "
-                f"branch inserted and then rewrote, whose row ids ({ROW_ID}) were taken from the branch's counter and "
-                f"may have been handed out on {self.into!r} since. Nothing was committed; publish before "
-                f"{self.into!r} moves (a fast-forward keeps the ids), or re-run the branch's changes on a new branch",
-                clash,
-            )
+        require_row_ids_unclaimed(self.branch, self.into, clash)
 
 
 def _received(vm: VersionManifest) -> bool:
@@ -290,14 +272,11 @@ def _received(vm: VersionManifest) -> bool:
     return vm.last_readd_version is not None or any(k.startswith(PUBLISHED_KEY) for k in vm.app_transactions)
 
 
-def _shown(files: list[str]) -> str:
-    return ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "")
-
-
 class EnableBranches(Operation):
     """Give the table writer feature ``branches`` (lamina.spec.features): a writer that knows
     no branches must not expire or clean up what a branch needs. Metadata only, once."""
 
+    conflict_checks = ()  # a writer feature: turned on by whichever commit lands, on any base
     skip_if_noop = True
 
     def apply(self, base: Base) -> Change:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pyarrow.compute as pc
 
 from lamina.commit import Base, Change, Operation, removed_of
+from lamina.commit.checks import require_live
 from lamina.data.deletes import file_key_array
 from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.tree import live_data_entries
@@ -23,6 +24,8 @@ class Rollback(Operation):
     does not are re-added (same files, new entries), which the version manifest
     records for expiry (``last_readd_version``).
     """
+
+    conflict_checks = (require_live,)
 
     target: VersionManifest
     tag: str | None = None

@@ -42,13 +42,13 @@ from typing import Any
 import pyarrow as pa
 
 from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation
-from lamina.errors import CommitConflict, InvalidArgument
+from lamina.commit.checks import column_identity, require_schema_change_applies, require_schema_unchanged
+from lamina.errors import InvalidArgument
 from lamina.spec.properties import TableProperties
 from lamina.spec.schema import Schema, field_id_of, normalize_type, note_stored_units
 from lamina.spec.schema_update import (
     AddColumn,
     DropColumn,
-    InvalidSchemaChange,
     MoveColumn,
     Path,
     RenameColumn,
@@ -80,7 +80,8 @@ def protected_columns(vm: VersionManifest) -> dict[int, str]:
 @dataclass(frozen=True)
 class PlannedColumns:
     """The columns a data change was planned on (name, field id and, for whole rows, type),
-    checked against the schema of each base it is applied to.
+    checked against the schema of each base it is applied to (by
+    ``lamina.commit.checks.require_columns_unchanged``).
 
     A delete or an overwrite's condition names columns: applied after a concurrent drop,
     rename, or drop and re-add of one of them, it would test another column (or none), so
@@ -98,22 +99,7 @@ class PlannedColumns:
         """``names`` (a condition's columns) or, if None, every column (whole rows)."""
         whole = names is None
         fields = schema.arrow if whole else [schema.field(n) for n in names]  # type: ignore[union-attr]
-        return cls(frozenset(_identity(f, whole) for f in fields), whole)
-
-    def check(self, base: Schema, what: str) -> None:
-        now = {_identity(f, self.whole_rows) for f in base.arrow}
-        if (now == self.columns) if self.whole_rows else self.columns <= now:
-            return
-        diff = self.columns ^ now if self.whole_rows else self.columns - now
-        raise CommitConflict(
-            f"{what}: a concurrent schema change (now #{base.schema_id}) changed column(s) {sorted({c[0] for c in diff})} that "
-            f"it was planned on ({'it rewrites whole rows' if self.whole_rows else 'its condition uses them'}). "
-            "Nothing was committed; run it again on the latest version"
-        )
-
-
-def _identity(f: pa.Field, with_type: bool) -> tuple[Any, ...]:
-    return (f.name, field_id_of(f), str(f.type)) if with_type else (f.name, field_id_of(f))
+        return cls(frozenset(column_identity(f, whole) for f in fields), whole)
 
 
 def renamed_properties(properties: Mapping[str, str], old: Schema, new: Schema) -> dict[str, str] | None:
@@ -141,6 +127,8 @@ class UpdateSchema(Operation):
     wrote data files: their statistics are keyed by the field ids the planned schema gave
     new columns, which a re-application on another schema could give other columns)."""
 
+    conflict_checks = (require_schema_unchanged, require_schema_change_applies)
+
     def __init__(
         self,
         changes: Sequence[SchemaChange],
@@ -166,25 +154,13 @@ class UpdateSchema(Operation):
 
     def new_schema(self, vm: VersionManifest) -> Schema:
         base_schema = vm.schema
-        if self.strict and base_schema.schema_id != self.planned_schema_id:
-            raise CommitConflict(
-                f"a concurrent commit changed the table's schema (now #{base_schema.schema_id}, this transaction "
-                f"planned its schema change and wrote its data against #{self.planned_schema_id}). Nothing was "
-                "committed; run the transaction again on the latest version"
-            )
+        if self.strict:
+            require_schema_unchanged(base_schema, self.planned_schema_id)
         if self.planned is not None and self.planned[0] == base_schema:
             check_protected(base_schema, self.planned[1], protected_columns(vm))  # the spec may have changed
             return self.planned[1]
-        try:
+        with require_schema_change_applies(base_schema, self.planned_schema_id):
             return apply_schema_changes(base_schema, self.changes, protected_columns(vm))
-        except InvalidSchemaChange as e:
-            if base_schema.schema_id == self.planned_schema_id:
-                raise
-            raise CommitConflict(
-                f"schema change conflicts with a concurrent schema change (the schema is now #{base_schema.schema_id}, "
-                f"the change was made against #{self.planned_schema_id}): {e}. Nothing was committed; "
-                "look at the table's schema and make the change again"
-            ) from None
 
     def apply(self, base: Base) -> Change:
         new = self.new_schema(base.metadata)

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation
-from lamina.errors import CommitConflict, InvalidArgument, SchemaMismatch
+from lamina.commit.checks import require_sort_sources_live
+from lamina.errors import InvalidArgument, SchemaMismatch
 from lamina.operations.partition_spec import MetadataBuilder
 from lamina.spec.properties import TableProperties
 from lamina.spec.schema import Schema
@@ -31,19 +32,14 @@ from lamina.spec.version import VersionManifest
 class UpdateSortOrder(Operation):
     """Make ``fields`` the table's sort order."""
 
+    conflict_checks = (require_sort_sources_live,)
+
     def __init__(self, fields: tuple[SortField, ...]) -> None:
         self.fields = fields
 
     def apply(self, base: Base) -> Change:
         schema = base.schema
-        for f in self.fields:
-            try:
-                schema.name_of(f.source_id)
-            except SchemaMismatch:
-                raise CommitConflict(
-                    f"the sort order change conflicts with a concurrent schema change: column id {f.source_id} "
-                    "is no longer in the table. Nothing was committed; make the change again"
-                ) from None
+        require_sort_sources_live((f.source_id for f in self.fields), schema)
         previous = base.metadata.sort_order
         order = SortOrder(0 if not self.fields else (previous.order_id if previous else 0) + 1, self.fields)
         props = dict(base.properties)

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lamina.commit import Base, Change, Operation, removed_of
+from lamina.commit.checks import require_columns_unchanged, require_live, require_same_candidates
 from lamina.data.copy import StagedFiles
 from lamina.data.deletes import (
     DV,
@@ -41,7 +42,7 @@ from lamina.data.deletes import (
     unique_sorted,
     write_dv_file,
 )
-from lamina.errors import CommitConflict, FooterError, InvalidArgument, StaleRowDelta
+from lamina.errors import CommitConflict, FooterError, InvalidArgument
 from lamina.expr import AlwaysTrue, Expr, filter_rows, referenced_columns, to_arrow_filter, to_sql
 from lamina.manifest.entries import conform, fill_constant
 from lamina.operations.rowlevel.outcome import FILE, POS, FileFn, FileOutcome, _by_file, split_outcome
@@ -108,6 +109,8 @@ def _with_row_ids(
 
 @dataclass
 class RowDelta(Operation):
+    conflict_checks = (require_live, require_columns_unchanged)
+
     operation: str
     prune: Expr  # files that may hold affected rows
     read_columns: list[str]  # columns file_fn needs
@@ -291,7 +294,7 @@ class RowDelta(Operation):
         statistics rule out are not read). A column the change reads that ``base`` no longer
         has is a CommitConflict, as in apply."""
         if self.planned is not None:
-            self.planned.check(base.schema, self.operation)
+            require_columns_unchanged(self.planned.columns, self.planned.whole_rows, base.schema, self.operation)
         cands = read.entries(self.prune)
         rows = _entry_rows(cands)
         outcomes = self._outcomes_for(read, cands, rows) if rows else []
@@ -341,7 +344,7 @@ class RowDelta(Operation):
 
     def _apply(self, base: Base) -> Change:
         if self.planned is not None:
-            self.planned.check(base.schema, self.operation)
+            require_columns_unchanged(self.planned.columns, self.planned.whole_rows, base.schema, self.operation)
         mschema = base.manifest_schema
         lineage = has_lineage(base.metadata)
         if self._outcomes_lineage not in (None, lineage):
@@ -676,6 +679,8 @@ class PositionDelta(RowDelta):
     silent loss of another writer's change.
     """
 
+    conflict_checks = (*RowDelta.conflict_checks, require_same_candidates)
+
     positions: dict[tuple, np.ndarray | BitMap] = field(default_factory=dict)
     written: pa.Table | None = None
     counts: dict[str, int] = field(default_factory=dict)  # rows_updated / rows_inserted, for the summary
@@ -687,13 +692,7 @@ class PositionDelta(RowDelta):
 
     def _outcomes_for(self, base: Base, cands: pa.Table, rows: list[dict[str, Any]]) -> list[FileOutcome]:
         keys = [file_key(e) for e in rows]
-        if set(keys) != set(self.positions):
-            changed = sorted({k[0] for k in set(keys) ^ set(self.positions)})
-            raise StaleRowDelta(
-                f"{self.operation}: files it may affect changed in version {base.metadata.version} "
-                f"({len(changed)} files, e.g. {changed[:3]}); nothing was committed",
-                files=changed,
-            )
+        require_same_candidates(self.operation, base.metadata.version, keys, self.positions)
         return [self._outcomes[k] for k in keys]
 
     def apply(self, base: Base) -> Change:
