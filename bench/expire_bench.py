@@ -138,7 +138,7 @@ class LaminaX:
         for v in versions:
             out[f"v{v}"] = _count(lambda: t.scan(version=v, columns=["id"]).to_arrow().num_rows)
         for n in tags:
-            out[n] = _count(lambda: t.scan(tag=n, columns=["id"]).to_arrow().num_rows)
+            out[n] = _count(lambda: t.scan(version=n, columns=["id"]).to_arrow().num_rows)
         return out
 
     # worker side (fresh interpreter)

@@ -369,7 +369,7 @@ def query_tag(demo: Demo) -> None:
     first = demo.facts["tags"][0]
     t0 = time.perf_counter()
     t = demo.table()
-    n = read(demo.spark, t, tag=first).count()
+    n = read(demo.spark, t, version=first).count()
     via_source = (
         demo.spark.read.format("lamina")
         .option("catalog", demo.catalog.reopen_uri()[0])
@@ -746,7 +746,7 @@ def expire_history(demo: Demo) -> None:
     t0 = time.perf_counter()
     rep = t.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
     first = demo.facts["tags"][0]
-    still = t.scan(tag=first).count()  # the tagged version's files were kept
+    still = t.scan(version=first).count()  # the tagged version's files were kept
     demo.facts["expiry"] = rep
     demo.record(
         "expire old versions",

@@ -34,15 +34,19 @@ def open_target(target: str, version: int | None = None, branch: str | None = No
     its row); ``branch``: a handle on that branch (at its ``version``)."""
     try:
         if not _is_identifier(target):
-            return lamina.open_table(target, version=version, branch=branch)
-        uri, source = chosen()
-        error = missing(uri, source)
-        if error is not None:
-            raise CatalogNotFound(f"{target!r} is not a table location, and {error}")
-        table = load_catalog(uri).load_table(target)
-        if version is not None:
-            return lamina.open_table(table.uri, version=version, branch=branch)
-        return table if branch is None else table.branch(branch)
+            table = lamina.open_table(target, version=version if branch is None else None)
+        else:
+            uri, source = chosen()
+            error = missing(uri, source)
+            if error is not None:
+                raise CatalogNotFound(f"{target!r} is not a table location, and {error}")
+            table = load_catalog(uri).load_table(target)
+            if version is not None and branch is None:
+                table = lamina.open_table(table.uri, version=version)
+        if branch is None:
+            return table
+        handle = table.branch(branch)
+        return handle if version is None else handle.at(version)
     except LaminaError as e:
         _fail(e)
 

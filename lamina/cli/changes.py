@@ -86,12 +86,10 @@ def changes(
     t = _open(uri, branch=branch)
     try:
         feed = t.changes(
-            from_version,
-            to_version,
+            from_version if from_tag is None else from_tag,
+            to_version if to_tag is None else to_tag,
             start_timestamp=_point_in_time(from_timestamp),
             end_timestamp=_point_in_time(to_timestamp),
-            start_tag=from_tag,
-            end_tag=to_tag,
             where=where,
             columns=None if columns is None else [c.strip() for c in columns.split(",") if c.strip()],
         )

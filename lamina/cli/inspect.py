@@ -33,7 +33,7 @@ from lamina.cli._tables import open_target as _open
 from lamina.cli._tables import table_title as _of
 from lamina.cli._tables import timestamp_text as _ts
 from lamina.cli.storage import size_fields
-from lamina.errors import LaminaError
+from lamina.errors import InvalidArgument, LaminaError
 from lamina.maintenance import fsck as run_fsck
 from lamina.spec.lineage import has_lineage
 from lamina.spec.sort import effective_sort_order
@@ -172,7 +172,9 @@ def schema(
     """Print the schema of a version or tag, with field ids, defaults and docs."""
     t = _open(uri, branch=branch)
     try:
-        vm = t.scan(version=version, tag=tag).vm
+        if version is not None and tag is not None:
+            raise InvalidArgument("pass --version or --tag, not both (a tag's name is a version too)")
+        vm = t.scan(version=version if tag is None else tag).vm
     except LaminaError as e:
         _fail(e)
     fields = vm.schema.describe()

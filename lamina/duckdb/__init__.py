@@ -215,8 +215,6 @@ def register(
     *,
     version: int | str | None = None,
     timestamp: Any = None,
-    tag: str | None = None,
-    branch: str | None = None,
     where: str | None = None,
     columns: list[str] | None = None,
     quoted: bool = False,
@@ -226,14 +224,15 @@ def register(
 
     ``where`` (DuckDB SQL, e.g. ``"day >= DATE '2026-01-01'"``): the view holds only the rows
     it selects, and Lamina skips the files that cannot hold one. ``columns``: the view's
-    columns (default: all). ``branch``: a version of that branch (its latest by default)."""
+    columns (default: all). ``version``/``timestamp`` as for ``Table.scan`` (a branch's name:
+    its latest)."""
     t = lamina.open_table(table) if isinstance(table, str) else table
     parts: list[str] = []
     text = None
     if where is not None:
         text = _where_text(where)
         parts = [c.sql("duckdb") for c in conjuncts(sqlglot.parse_one(text, read="duckdb"))]
-    vm_scan = t.scan(columns=columns, version=version, timestamp=timestamp, tag=tag, branch=branch)
+    vm_scan = t.scan(columns=columns, version=version, timestamp=timestamp)
     scan = Scan(vm_scan.io, vm_scan.vm, pruning_predicate(parts, vm_scan.schema), columns, log=vm_scan.log)
     return register_scan(con, scan, name if quoted else _ident(name), where=text)
 
@@ -654,7 +653,10 @@ def sql(
                     "name to a location (lamina sql --table NAME=LOCATION, or tables= in Python)"
                 )
             continue
-        scan = table.scan(**_travel(node))
+        travel = _travel(node)
+        if "branch" in travel:  # AT (BRANCH => 'x'): that branch's latest (BranchNotFound if none)
+            table = table.branch(travel.pop("branch"))
+        scan = table.scan(version=travel.get("version", travel.get("tag")), timestamp=travel.get("timestamp"))
         pruned = Scan(scan.io, scan.vm, pruning_predicate(_pushable_conjuncts(node), scan.schema), log=scan.log)
         view = _views.view_of(con, pruned)
         alias = node.alias_or_name

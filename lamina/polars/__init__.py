@@ -246,19 +246,15 @@ def scan(
     *,
     version: int | str | None = None,
     timestamp: Any = None,
-    tag: str | None = None,
     columns: list[str] | None = None,
-    branch: str | None = None,
 ) -> Any:
     """A version of ``table`` (a Table, or a table location) as a Polars ``LazyFrame``; the
-    latest unless ``version``, ``timestamp`` or ``tag`` says otherwise; ``branch``: of that
-    branch."""
+    latest unless ``version`` or ``timestamp`` (as for ``Table.scan``: a version number, a tag
+    or branch name) says otherwise."""
     from polars._plr import PyLazyFrame
     from polars._utils.wrap import wrap_ldf
 
     t = lamina.open_table(table) if isinstance(table, str) else table
     return wrap_ldf(
-        PyLazyFrame.new_from_dataset_object(
-            _Dataset(t.scan(columns=columns, version=version, timestamp=timestamp, tag=tag, branch=branch))
-        )
+        PyLazyFrame.new_from_dataset_object(_Dataset(t.scan(columns=columns, version=version, timestamp=timestamp)))
     )

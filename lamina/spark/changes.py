@@ -109,7 +109,7 @@ def start_of(table: lamina.Table, options: Mapping[str, str]) -> int | None:
     start, start_ts, _, _ = _range_options(options, True)
     if start is None and start_ts is None:
         return None
-    return resolve_start(table, _after(start), start_ts, None).version
+    return resolve_start(table, _after(start), start_ts).version
 
 
 def changes_spark_schema(scan: Scan) -> StructType:
@@ -191,8 +191,8 @@ class LaminaChangesReader(DataSourceReader):
 def read_changes(
     spark: Any,
     target: Any,
-    start_version: int | None = None,
-    end_version: int | None = None,
+    start_version: int | str | None = None,
+    end_version: int | str | None = None,
     *,
     start_timestamp: Any = None,
     end_timestamp: Any = None,
@@ -212,13 +212,14 @@ def read_changes(
     from lamina.spark.read import where_option
 
     ref = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch)
+    for number, tag, end in ((start_version, start_tag, "start"), (end_version, end_tag, "end")):
+        if number is not None and tag is not None:
+            raise InvalidArgument(f"pass {end}_version or {end}_tag, not both (a tag's name is a version too)")
     feed = ref.open().changes(
-        start_version,
-        end_version,
+        start_version if start_tag is None else start_tag,
+        end_version if end_tag is None else end_tag,
         start_timestamp=start_timestamp,
         end_timestamp=end_timestamp,
-        start_tag=start_tag,
-        end_tag=end_tag,
         where=where,
         columns=columns,
     )

@@ -72,7 +72,7 @@ def resolve_scan(
                 f"tag {tag!r} names one version of the table, not of branch {table.branch_name!r}: "
                 "pass a tag or a branch (with its version or timestamp), not both"
             )
-        return table.scan(where=where, columns=columns, tag=tag)
+        return table.scan(where=where, columns=columns, version=tag)  # checked above to be a tag
     return table.scan(where=where, columns=columns, version=version, timestamp=timestamp)
 
 

@@ -190,7 +190,7 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def table(self) -> lamina.Table:
         if self._table is None:  # reads go by location (no catalog needed), on the stream's branch
-            self._table = lamina.open_table(self.uri, storage_options=self.storage or None, branch=self.branch)
+            self._table = lamina.open_table(self.uri, storage_options=self.storage or None, version=self.branch)
         return self._table
 
     def _latest(self) -> int:

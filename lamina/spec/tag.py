@@ -53,12 +53,21 @@ def validate_tag_name(name: Any) -> str:
     return name
 
 
+def _could_be_tag(text: str) -> bool:
+    """Whether ``text`` is made as a tag name is (``validate_tag_name``'s characters and start)."""
+    return (
+        text[0].isascii() and text[0].isalnum() and all(c.isascii() and (c.isalnum() or c in _TAG_CHARS) for c in text)
+    )
+
+
 def split_version_or_tag(value: Any) -> tuple[int | None, str | None]:
     """A version argument as users give it -> (version number, None) or (None, tag name).
 
     An int, or a string of ASCII digits (with an optional sign), is a version number; any
     other string is a tag name (tag names never look like numbers). A string that is made
-    of digits and signs but is not a number ('²', '++1') raises InvalidArgument.
+    of digits and signs that is neither a number nor a tag name ('²', '++1') raises
+    InvalidArgument; one that can be a tag name ('2026-11-03', as automatic tags are named)
+    is a tag name.
     """
     if value is None:
         return None, None
@@ -66,7 +75,7 @@ def split_version_or_tag(value: Any) -> tuple[int | None, str | None]:
         text = value.strip()
         if _VERSION_NUMBER.fullmatch(text):
             value = int(text)
-        elif text and all(c in "+-" or c.isdigit() or c.isnumeric() for c in text):
+        elif text and all(c in "+-" or c.isnumeric() for c in text) and not _could_be_tag(text):
             raise InvalidArgument(
                 f"version {value!r} is not a version number: give ASCII digits (e.g. version=12 or '12'), "
                 "or a tag name (letters, digits and _ . : + = @ -, starting with a letter or digit)"

@@ -22,6 +22,7 @@ from lamina.errors import ChangesUnavailable, InvalidArgument, VersionNotFound
 from lamina.expr import Expr
 from lamina.io import FileIO
 from lamina.spec.lineage import has_lineage
+from lamina.spec.tag import split_version_or_tag
 from lamina.spec.version import VersionManifest
 from lamina.timeutil import epoch_ms
 
@@ -200,14 +201,13 @@ def oldest_answerable(log: VersionLog, end: VersionManifest) -> int | None:
     return lo
 
 
-def start_spec(table: Table, version: int | None, timestamp: Any, tag: str | None) -> VersionManifest | int:
-    """The version a change range starts after: loaded when given by time or tag, else its number
-    (checked to be one), which ``change_feed`` loads with the range. By timestamp: the newest
-    version committed before it, so the range holds every version committed at or after it
-    (Delta's ``startingTimestamp``)."""
-    given = sum(x is not None for x in (version, timestamp, tag))
-    if given != 1:
-        raise InvalidArgument("changes needs exactly one of start_version, start_timestamp or start_tag")
+def start_spec(table: Table, version: int | str | None, timestamp: Any) -> VersionManifest | int:
+    """The version a change range starts after: loaded when given by time or tag name, else its
+    number (checked to be one), which ``change_feed`` loads with the range. By timestamp: the
+    newest version committed before it, so the range holds every version committed at or
+    after it (Delta's ``startingTimestamp``)."""
+    if (version is None) == (timestamp is None):
+        raise InvalidArgument("changes needs exactly one of start_version or start_timestamp")
     if timestamp is not None:
         ms = epoch_ms(timestamp, "start_timestamp")
         try:
@@ -217,34 +217,36 @@ def start_spec(table: Table, version: int | None, timestamp: Any, tag: str | Non
             if first is not None and first.timestamp_ms >= ms:
                 return first  # at or before the table's creation: every version
             raise
-    return _spec(table, version, tag)
+    return _spec(table, version)
 
 
-def resolve_start(table: Table, version: int | None, timestamp: Any, tag: str | None) -> VersionManifest:
+def resolve_start(table: Table, version: int | str | None, timestamp: Any) -> VersionManifest:
     """``start_spec``, loaded."""
-    spec = start_spec(table, version, timestamp, tag)
+    spec = start_spec(table, version, timestamp)
     return _loaded(table, spec) if isinstance(spec, int) else spec
 
 
-def end_spec(table: Table, version: int | None, timestamp: Any, tag: str | None) -> VersionManifest | int | None:
-    """The last version of a change range: loaded when given by time or tag, else its number
-    (checked to be one), or None (the latest). By timestamp: the newest version committed at or
-    before it."""
-    if sum(x is not None for x in (version, timestamp, tag)) > 1:
-        raise InvalidArgument("pass at most one of end_version, end_timestamp or end_tag")
-    if version is None and timestamp is None and tag is None:
+def end_spec(table: Table, version: int | str | None, timestamp: Any) -> VersionManifest | int | None:
+    """The last version of a change range: loaded when given by time or tag name, else its
+    number (checked to be one), or None (the latest). By timestamp: the newest version
+    committed at or before it."""
+    if version is not None and timestamp is not None:
+        raise InvalidArgument("pass end_version or end_timestamp, not both")
+    if version is None and timestamp is None:
         return None
     if timestamp is not None:
         return table.log.at_timestamp(epoch_ms(timestamp, "end_timestamp"))
-    return _spec(table, version, tag)
+    return _spec(table, version)
 
 
-def _spec(table: Table, version: int | None, tag: str | None) -> VersionManifest | int:
+def _spec(table: Table, version: int | str | None) -> VersionManifest | int:
+    """A version number, checked (``change_feed`` loads it), or a tag's version."""
+    number, tag = split_version_or_tag(version)
     if tag is not None:
         return table.tag_store.get(tag).version
-    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise InvalidArgument(f"a change range's versions are non-negative integers, not {version!r}")
-    return version
+    if number is None or number < 0:
+        raise InvalidArgument(f"a change range's versions are non-negative integers or tag names, not {version!r}")
+    return number
 
 
 def _loaded(table: Table, version: int) -> VersionManifest:

@@ -57,11 +57,8 @@ class Inspect:
         """The system table ``name`` (``"$files"`` or ``"files"``: the form the CLI and SQL take);
         ``version``/``timestamp`` pick the version of ``$files`` and ``$manifests``, and a
         branch's name as ``version`` reads that branch (its versions for ``$snapshots``)."""
-        t = self._table
-        source, number, tag = t._source(version, timestamp)
-        if number is None and tag is None and timestamp is None:
-            return system.system_table(source, name, source.metadata)
-        return system.system_table(source, name, source._resolve(number if tag is None else tag, timestamp))
+        source, vm = self._table._at(version, timestamp)
+        return system.system_table(source, name, vm)
 
     def __repr__(self) -> str:
         return f"lamina.Inspect({self._table.uri!r})"

@@ -27,6 +27,7 @@ from lamina.errors import (
     InvalidArgument,
     TableAlreadyExists,
     TableNotFound,
+    TagNotFound,
     VersionNotFound,
 )
 from lamina.expr import Expr
@@ -185,21 +186,18 @@ class Table:
 
     # -- reads --------------------------------------------------------------------------
 
-    def _resolve(
-        self, version: int | str | None = None, timestamp: Any = None, tag: str | None = None
-    ) -> VersionManifest:
-        """The version a read asks for. A non-numeric ``version`` string is a tag name
-        (as a tag may not be a number), so `versionAsOf` takes either; a timestamp before every
-        retained version falls back to the newest tag at or before it."""
-        given = sum(x is not None for x in (version, timestamp, tag))
-        version, as_tag = split_version_or_tag(version)
-        if given > 1:
-            raise InvalidArgument("pass one of version, timestamp or tag, not several")
-        tag = as_tag if as_tag is not None else tag
+    def _resolve(self, version: int | str | None = None, timestamp: Any = None) -> VersionManifest:
+        """The version of this handle's branch a read asks for: a version number, a tag name (a
+        non-numeric ``version`` string, as a tag may not be a number, so `versionAsOf` takes
+        either) or a timestamp; a timestamp before every retained version falls back to the
+        newest tag at or before it. Branch names are ``_at``'s."""
+        if version is not None and timestamp is not None:
+            raise InvalidArgument("pass version or timestamp, not both")
+        number, tag = split_version_or_tag(version)
         if tag is not None:
             vm = self.tag_store.get(tag).version
-        elif version is not None:
-            vm = self._vm if version == self._vm.version else self.log.load(version)
+        elif number is not None:
+            vm = self._vm if number == self._vm.version else self.log.load(number)
         elif timestamp is not None:
             ms = _timestamp_ms(timestamp)
             try:
@@ -214,20 +212,42 @@ class Table:
         check_reader(vm.reader_features, f"version {vm.version} of {self.uri}")
         return vm
 
+    def _at(self, version: int | str | None, timestamp: Any) -> tuple[Table, VersionManifest]:
+        """What every call that picks a version resolves ``version``/``timestamp`` to (Spark
+        SQL's ``VERSION AS OF`` and ``TIMESTAMP AS OF``): the handle whose log holds it and the
+        version. ``version``: a version number of this handle's branch, a tag name, or a branch
+        name (that branch's handle and latest: tags and branches share one namespace);
+        ``timestamp``: this branch's version then; neither: this handle's version.
+        InvalidArgument if both are given."""
+        source, number, tag = self._source(version, timestamp)
+        if source is not self:
+            return source, source._vm
+        return self, self._resolve(number if tag is None else tag, timestamp)
+
+    def at(self, version: int | str | None = None, *, timestamp: Any = None) -> Table:
+        """A handle pinned at a version (as delta-rs's ``load_as_version``): ``version`` and
+        ``timestamp`` as for ``scan`` (a branch's name: a handle on that branch's latest);
+        ``t.branch("dev").at(3)`` is version 3 of branch dev. Writes on it commit on top of the
+        latest version, as on any handle."""
+        source, vm = self._at(version, timestamp)
+        pinned = copy.copy(source)
+        pinned._vm = vm
+        return pinned
+
     def scan(
         self,
         where: str | Expr | None = None,
         columns: Sequence[str] | None = None,
         version: int | str | None = None,
         timestamp: Any = None,
-        tag: str | None = None,
-        branch: str | None = None,
     ) -> Scan:
-        """A read of this object's version, or of ``version``/``timestamp``/``tag``; ``branch``:
-        of that branch (its latest, or its ``version``/``timestamp``)."""
-        if branch is not None and branch != self.branch_name:
-            return self.branch(branch).scan(where, columns, version, timestamp, tag)
-        return Scan(self.io, self._resolve(version, timestamp, tag), where, columns, log=self.log)
+        """A read of this object's version, or of ``version`` (a version number of this
+        branch, a tag name, or a branch name: that branch's latest) or ``timestamp`` (a
+        datetime, an ISO 8601 string, or epoch milliseconds): Spark SQL's ``VERSION AS OF``
+        and ``TIMESTAMP AS OF``. A version number of another branch:
+        ``t.branch("dev").scan(version=3)``. Both given: InvalidArgument."""
+        source, vm = self._at(version, timestamp)
+        return Scan(self.io, vm, where, columns, log=source.log)
 
     def to_arrow(self, **kwargs: Any) -> pa.Table:
         return self.scan(**kwargs).to_arrow()
@@ -236,7 +256,7 @@ class Table:
         return self.scan(**kwargs).to_pandas()
 
     def to_pyarrow_dataset(self, **kwargs: Any) -> Any:
-        """A ``pyarrow.dataset.Dataset`` of a version (``version=``, ``tag=``, ``timestamp=``;
+        """A ``pyarrow.dataset.Dataset`` of a version (``version=``, ``timestamp=``;
         ``where=``, ``columns=`` as for ``scan``) that Arrow engines scan lazily."""
         return self.scan(**kwargs).to_pyarrow_dataset()
 
@@ -456,28 +476,27 @@ class Table:
 
     def changes(
         self,
-        start_version: int | None = None,
-        end_version: int | None = None,
+        start_version: int | str | None = None,
+        end_version: int | str | None = None,
         *,
         start_timestamp: Any = None,
         end_timestamp: Any = None,
-        start_tag: str | None = None,
-        end_tag: str | None = None,
         where: str | Expr | None = None,
         columns: Sequence[str] | None = None,
     ) -> ChangeFeed:
         """The change data feed of the versions in (start, end]: every row they inserted,
         deleted or updated (pre- and post-image, paired by row id), with ``_change_type``,
-        ``_commit_version`` and ``_commit_timestamp``. ``end`` defaults to the latest version;
-        by timestamp the range holds the versions committed at or after ``start_timestamp``
-        and at or before ``end_timestamp``. Compaction yields no change rows. ``where`` and
-        ``columns`` apply as in ``scan`` (the columns may include ``_row_id`` and
-        ``_last_updated_version``); rows follow the schema of the range's last version.
+        ``_commit_version`` and ``_commit_timestamp``. ``start_version``/``end_version``: a
+        version number or a tag name; ``end`` defaults to the latest version; by timestamp the
+        range holds the versions committed at or after ``start_timestamp`` and at or before
+        ``end_timestamp``. Compaction yields no change rows. ``where`` and ``columns`` apply as
+        in ``scan`` (the columns may include ``_row_id`` and ``_last_updated_version``); rows
+        follow the schema of the range's last version.
 
         Raises ChangesUnavailable (naming the oldest start still answerable) for a range
         reaching expired versions or versions without row lineage."""
-        start = start_spec(self, start_version, start_timestamp, start_tag)
-        end = end_spec(self, end_version, end_timestamp, end_tag)
+        start = start_spec(self, start_version, start_timestamp)
+        end = end_spec(self, end_version, end_timestamp)
         return change_feed(self, start, end, where, columns)
 
     @writes
@@ -601,23 +620,30 @@ class Table:
         self,
         version: int | str | None = None,
         *,
-        tag: str | None = None,
         timestamp: Any = None,
         destructive: bool = False,
         commit_options: CommitOptions | None = None,
     ) -> int:
-        """Commit a new version whose content equals ``version``/``tag``/``timestamp``'s.
+        """Commit a new version whose content equals ``version``'s (a version number of this
+        branch, or a tag name) or ``timestamp``'s.
 
         History is kept, so a rollback can itself be rolled back. With
         ``destructive=True`` the versions between the target and the rollback
         are then deleted with every file only they needed (Paimon's rollback);
         tags on them survive.
         """
-        if version is None and tag is None and timestamp is None:
-            raise InvalidArgument("rollback needs a version, a tag or a timestamp")
-        target = self._resolve(version, timestamp, tag)
-        if tag is None and isinstance(version, str) and split_version_or_tag(version)[1] is not None:
-            tag = version  # recorded in the summary, as rollback(tag=...) would
+        if version is None and timestamp is None:
+            raise InvalidArgument("rollback needs a version (a number or a tag name) or a timestamp")
+        tag = split_version_or_tag(version)[1]  # a tag's name is recorded in the summary
+        try:
+            target = self._resolve(version, timestamp)
+        except TagNotFound:
+            if tag is not None and tag in self.branches:
+                raise InvalidArgument(
+                    f"{tag!r} is a branch: a rollback goes back to a version of this branch or a tag; "
+                    "to give this branch another's rows, publish that branch into it"
+                ) from None
+            raise
         # The files the rollback re-adds are the target's: a guard tag keeps them from an
         # expiry (or a deletion of the tag rolled back to) running until the commit lands.
         guard = self.tag_store.guard(target, "rollback")
@@ -784,30 +810,22 @@ def open_table(
     storage_options: Mapping[str, Any] | None = None,
     allow_list: bool = True,
     table_uuid: str | None = None,
-    tag: str | None = None,
-    branch: str | None = None,
 ) -> Table:
-    """Open the latest version of the table at ``uri`` (or ``version`` / ``timestamp`` / ``tag``;
-    a non-numeric ``version`` is a tag name, as for ``scan``); ``branch``: a handle on that
-    branch (its latest, or its ``version`` / ``timestamp``).
+    """Open the latest version of the table at ``uri``, or ``version`` / ``timestamp`` as for
+    ``scan`` (``version``: a version number, a tag name, or a branch name: a handle on that
+    branch's latest; a branch's version number is ``open_table(uri).branch("dev").at(3)``).
 
     ``allow_list=False`` trusts the version hint and never lists (for readers
     without list permission); ``table_uuid`` refuses a location that holds
     another table.
     """
-    if sum(x is not None for x in (version, timestamp, tag)) > 1:
-        raise InvalidArgument("pass one of version, timestamp or tag, not several")
-    version, as_tag = split_version_or_tag(version)  # before any I/O: a bad one is refused as is
-    tag = as_tag if as_tag is not None else tag
+    if version is not None and timestamp is not None:
+        raise InvalidArgument("pass version or timestamp, not both")
+    number, _ = split_version_or_tag(version)  # before any I/O: a bad one is refused as is
     log = _new_log(uri, storage_options, None, allow_list)
     log.table_uuid = table_uuid
-    if branch is not None and branch != MAIN_BRANCH:
-        table = Table(log.io, log, log.latest()).branch(branch)
-        if version is not None:
-            table._vm = table.log.load(version)
-    else:
-        table = Table(log.io, log, log.load(version) if version is not None else log.latest())
-    if timestamp is not None or tag is not None:
-        table._vm = table._resolve(None, timestamp, tag)
+    table = Table(log.io, log, log.load(number) if number is not None else log.latest())
+    if number is None and (version is not None or timestamp is not None):
+        table = table.at(version, timestamp=timestamp)
     check_reader(table._vm.reader_features, f"table {uri}")
     return table

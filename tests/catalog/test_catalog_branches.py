@@ -68,7 +68,7 @@ def test_write_audit_publish_through_the_catalog(cat):
     want = pa.concat_tables([rows(range(3, 10), "m"), rows(range(10, 20), "b")])
     assert row_version(cat) == 2 and bag(cat.load_table("shop.orders").to_arrow()) == bag(rows(range(10), "m"))
     assert bag(cat.load_table("shop.orders").branch("audit").to_arrow()) == bag(want)
-    assert bag(lamina.open_table(t.uri, branch="audit").to_arrow()) == bag(want)  # a path reader sees it too
+    assert bag(lamina.open_table(t.uri, version="audit").to_arrow()) == bag(want)  # a path reader sees it too
 
     # fast-forward: main has not moved since the branch was made
     v = cat.load_table("shop.orders").branches.publish("audit")
@@ -131,10 +131,10 @@ def test_path_handle_writes_branches_but_never_main(cat):
 
     # a stale path handle and a catalog handle on one branch: both commits land, in turn
     via_cat = cat.load_table("shop.orders").branch("audit")
-    via_path = lamina.open_table(t.uri, branch="audit")
+    via_path = lamina.open_table(t.uri, version="audit")
     assert via_path.append(rows([20], "p")) == 4
     assert via_cat.append(rows([21], "c")) == 5
-    assert sorted(lamina.open_table(t.uri, branch="audit").to_arrow().column("id").to_pylist()) == \
+    assert sorted(lamina.open_table(t.uri, version="audit").to_arrow().column("id").to_pylist()) == \
         list(range(15)) + [20, 21]
     assert row_version(cat) == row
 

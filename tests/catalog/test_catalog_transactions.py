@@ -252,7 +252,7 @@ def test_every_kind_of_change_commits_across_tables_at_once(world):
     assert not cat.transaction_committed("0" * 32)
     d_table = cat.load_table("ns.d")
     assert d_table.tags.get("eod").tagged_version == 2
-    assert as_rows(lamina.open_table(d_loc, tag="eod").scan().to_arrow()) == oracle.rows("ns.d")
+    assert as_rows(lamina.open_table(d_loc, version="eod").scan().to_arrow()) == oracle.rows("ns.d")
     new_table = cat.load_table("ns.new")
     assert new_table.metadata.properties.get("owner") == "etl"
     assert new_table.log.list_versions() == [0, 1]

@@ -78,7 +78,7 @@ def main_of(t: lamina.Table) -> lamina.Table:
 def test_create_from_each_source(table, args, base_branch, base_version, rows):
     out = ok("branch", "create", table.uri, "new", *args)
     assert f"created branch new from version {base_version} of {base_branch}" in out
-    b = lamina.open_table(table.uri, branch="new")
+    b = lamina.open_table(table.uri, version="new")
     assert (b.branch_record.base_branch, b.branch_record.base_version, b.version) == (base_branch, base_version, base_version)
     assert ids_of(b.to_arrow()) == rows
     assert ids_of(main_of(table).to_arrow()) == MAIN_ROWS and main_of(table).version == 3  # nothing committed on main
@@ -87,7 +87,7 @@ def test_create_from_each_source(table, args, base_branch, base_version, rows):
 def test_create_from_a_timestamp_and_with_retention(table):
     at = table.scan(version=1).vm.timestamp_ms
     ok("branch", "create", table.uri, "then", "--from-timestamp", str(at), "--retain-last", "2", "--max-age", "36h")
-    r = lamina.open_table(table.uri, branch="then").branch_record
+    r = lamina.open_table(table.uri, version="then").branch_record
     assert (r.base_version, r.retain_last, r.max_age_ms) == (1, 2, 36 * 3_600_000)
 
 
@@ -111,13 +111,13 @@ def test_list_shows_main_and_every_branch(table):
         ("keep", 3, 4, 1, "audit@3", "5", "1w"),
     ]
     assert body[0][8] == "-" and body[2][8] != "-"
-    assert before > lamina.open_table(table.uri, branch="keep").branch_record.created_at_ms
+    assert before > lamina.open_table(table.uri, version="keep").branch_record.created_at_ms
 
 
 def test_rename(table):
     assert "renamed branch audit to checked" in ok("branch", "rename", table.uri, "audit", "checked")
     assert [r[0] for r in rows_of(ok("branch", "list", table.uri))] == ["main", "checked"]
-    assert ids_of(lamina.open_table(table.uri, branch="checked").to_arrow()) == AUDIT_ROWS
+    assert ids_of(lamina.open_table(table.uri, version="checked").to_arrow()) == AUDIT_ROWS
     r = run("history", table.uri, "--branch", "audit")
     assert r.exit_code == 2 and "no branch 'audit'" in r.output
 
@@ -137,7 +137,7 @@ def test_delete_frees_what_only_the_branch_held(table):
     assert "delete 2 data files" in out, out  # deletion vectors counted with data files
     assert {p for p in set(before) - set(after) if not p.startswith("_lamina/")} == only_branch
     assert held_by_main <= set(after) and not any(p.startswith("_lamina/branches/") for p in after)
-    assert ids_of(main_of(table).to_arrow()) == MAIN_ROWS and ids_of(main_of(table).scan(tag="gold").to_arrow()) == [1, 2, 3]
+    assert ids_of(main_of(table).to_arrow()) == MAIN_ROWS and ids_of(main_of(table).scan(version="gold").to_arrow()) == [1, 2, 3]
     checked = ok("fsck", table.uri)
     assert "0 missing, 0 errors" in checked and "unreferenced data/" not in checked, checked
     r = run("info", table.uri, "--branch", "audit")
@@ -173,7 +173,7 @@ def test_publish_into_the_branch_it_was_made_from(table):
     table.branch("fix").append(batch([12]))
     out = ok("branch", "publish", table.uri, "fix", "--into", "audit")
     assert "published branch fix into audit (fast-forward): version 4" in out
-    assert ids_of(lamina.open_table(table.uri, branch="audit").to_arrow()) == AUDIT_ROWS + [12]
+    assert ids_of(lamina.open_table(table.uri, version="audit").to_arrow()) == AUDIT_ROWS + [12]
     assert main_of(table).version == 3  # main untouched
 
 
@@ -240,20 +240,20 @@ def test_system_tables_of_a_branch(table):
 
 def test_tag_a_version_of_a_branch(table):
     assert "tagged version 2 of branch audit as audited" in ok("tag", "create", table.uri, "audited", "-b", "audit", "-v", "2")
-    assert ids_of(main_of(table).scan(tag="audited").to_arrow()) == [1, 2, 3, 10, 11]
+    assert ids_of(main_of(table).scan(version="audited").to_arrow()) == [1, 2, 3, 10, 11]
 
 
 def test_rollback_expire_and_compact_on_a_branch(table):
     out = ok("rollback", table.uri, "2", "--branch", "audit")
-    b = lamina.open_table(table.uri, branch="audit")
+    b = lamina.open_table(table.uri, version="audit")
     assert "committed version 4" in out and b.version == 4 and ids_of(b.to_arrow()) == [1, 2, 3, 10, 11]
     out = ok("compact", table.uri, "--branch", "audit")
-    b = lamina.open_table(table.uri, branch="audit")
+    b = lamina.open_table(table.uri, version="audit")
     assert b.version == 5 and b.metadata.operation == "compact" and len(b.inspect.files()) == 1
     assert ids_of(b.to_arrow()) == [1, 2, 3, 10, 11]
     out = ok("expire", table.uri, "--branch", "audit", "--retain-last", "1", "--reader-grace", "0s")
     assert "expire 4 versions (1..4)" in out
-    assert [h["version"] for h in lamina.open_table(table.uri, branch="audit").history()] == [5]
+    assert [h["version"] for h in lamina.open_table(table.uri, version="audit").history()] == [5]
     m = main_of(table)
     assert [h["version"] for h in m.history()] == [3, 2, 1, 0] and ids_of(m.to_arrow()) == MAIN_ROWS
 

@@ -114,7 +114,7 @@ class TableHistory(RuleBasedStateMachine):
         if by_tag and self.tags:
             name = sorted(self.tags)[pick % len(self.tags)]
             target = self.tags[name]
-            v = self.t.rollback(tag=name, destructive=destructive)
+            v = self.t.rollback(name, destructive=destructive)
         else:
             retained = self.t.log.list_versions()
             target = retained[pick % len(retained)]
@@ -160,7 +160,7 @@ class TableHistory(RuleBasedStateMachine):
         for v in t.log.list_versions():
             assert rows_of(t.scan(version=v).to_arrow()) == self.model[v], f"version {v} reads wrong"
         for name, v in self.tags.items():
-            assert rows_of(t.scan(tag=name).to_arrow()) == self.model[v], f"tag {name} reads wrong"
+            assert rows_of(t.scan(version=name).to_arrow()) == self.model[v], f"tag {name} reads wrong"
         report = fsck(t)
         assert not report.missing and not report.errors, (report.missing, report.errors)
         # Slot files in recorded ranges (expired versions' files) stay until their record is

@@ -49,14 +49,13 @@ def test_tag_create_is_put_if_absent_and_reads_everywhere(table):
     with pytest.raises(TagAlreadyExists, match="tags.replace"):
         table.tags.create("v1.0")
     assert table.tags.get("v1.0").tagged_version == 1  # not overwritten
-    assert ids(table.scan(tag="v1.0").to_arrow()) == [0, 1, 2]
     assert ids(table.scan(version="v1.0").to_arrow()) == [0, 1, 2]  # versionAsOf takes a tag name
-    assert ids(lamina.open_table(table.uri, tag="v1.0").to_arrow()) == [0, 1, 2]
+    assert ids(lamina.open_table(table.uri, version="v1.0").to_arrow()) == [0, 1, 2]
     assert [t.name for t in table.tags.list()] == ["v1.0"]
     with pytest.raises(TagNotFound):
-        table.scan(tag="nope")
+        table.scan(version="nope")
     with pytest.raises(InvalidArgument):
-        table.scan(version=1, tag="v1.0")
+        table.scan(version="v1.0", timestamp=0)
 
 
 def test_replace_and_rename_tag(table):
@@ -80,7 +79,7 @@ def test_tag_outlives_its_expired_version_and_deleting_it_frees_only_its_files(t
     rep = table.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
     assert rep.expired_versions == [0, 1, 2]
     assert rep.kept_for_tags == 1 and rep.deleted_files == []  # the tagged file stays
-    assert ids(table.scan(tag="snap").to_arrow()) == list(range(10))
+    assert ids(table.scan(version="snap").to_arrow()) == list(range(10))
     with pytest.raises(VersionNotFound):
         table.scan(version=1)
     assert fsck(table).ok
@@ -118,7 +117,7 @@ def test_corrupt_tag_file_is_a_clear_error(table):
     with open(os.path.join(table.uri, TAGS_DIR, "bad.json"), "wb") as f:
         f.write(b'{"name": "bad", "tagged_version": 3')
     with pytest.raises(CorruptMetadata, match="tag file"):
-        table.scan(tag="bad")
+        table.scan(version="bad")
 
 
 def test_a_tag_created_through_a_lost_answer_is_created_once(tmp_path):
@@ -168,7 +167,7 @@ def test_a_tag_of_the_newest_version_needs_no_confirmation_and_reads_back(table)
     table.append(batch([1, 2]))
     tag = table.tags.create("now")
     assert tag.tagged_version == table.version == 1
-    assert ids(table.scan(tag="now").to_arrow()) == [1, 2]
+    assert ids(table.scan(version="now").to_arrow()) == [1, 2]
 
 
 def test_a_tag_from_a_handle_whose_version_was_expired_and_its_slots_freed(tmp_path):
@@ -187,7 +186,7 @@ def test_a_tag_from_a_handle_whose_version_was_expired_and_its_slots_freed(tmp_p
     assert held.log.is_newest(held.version)  # the slot above the handle's version is gone ...
     tag = held.tags.create("latest")  # ... yet the tag names the real latest
     assert tag.tagged_version == t.version == 6
-    assert ids(t.scan(tag="latest").to_arrow()) == list(range(1, 7))
+    assert ids(t.scan(version="latest").to_arrow()) == list(range(1, 7))
     with pytest.raises(VersionNotFound):
         held.tags.create("old", held.version)
     assert [x.name for x in t.tags.list()] == ["latest"]

@@ -149,7 +149,7 @@ class TagsModel(RuleBasedStateMachine):
         if use_tag and self.tags:
             name = sorted(self.tags)[pick % len(self.tags)]
             target_v, rows = self.tags[name]
-            v = self.t.rollback(tag=name, destructive=destructive)
+            v = self.t.rollback(name, destructive=destructive)
         else:
             vs = sorted(self.versions)
             target_v = vs[pick % len(vs)]
@@ -191,7 +191,7 @@ class TagsModel(RuleBasedStateMachine):
         for v, rows in self.versions.items():
             assert _rows(self.t.scan(version=v).to_arrow()) == rows, f"version {v}"
         for name, (v, rows) in self.tags.items():
-            got = self.t.scan(tag=name)
+            got = self.t.scan(version=name)
             assert got.version == v
             assert _rows(got.to_arrow()) == rows, f"tag {name}"
 

@@ -55,6 +55,6 @@ def test_tags_racing_an_expiring_writer_and_a_brancher_keep_their_versions(tmp_p
     for name, v in tagger["acked"]:
         assert tags[name] == v
         want = collections.Counter((1, seq, i) for seq, sv in version_of.items() if sv <= v for i in range(ROWS))
-        assert _rows(t.scan(tag=name).to_arrow()) == want, f"tag {name} (version {v}) does not read back"
+        assert _rows(t.scan(version=name).to_arrow()) == want, f"tag {name} (version {v}) does not read back"
     report = fsck(t)
     assert report.ok and not report.missing, (report.missing, report.errors)

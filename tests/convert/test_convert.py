@@ -172,7 +172,7 @@ def test_an_iceberg_table_is_adopted_with_its_specs_deletes_and_tags(tmp_path):
     source = tbl.scan().to_arrow()
     assert _multiset(t.scan().to_arrow(), ["id", "cat", "v"]) == _multiset(source, ["id", "cat", "v"])
     assert _multiset(t.scan(where="cat = 'b'").to_arrow(), ["id"]) == _multiset(tbl.scan(row_filter="cat = 'b'").to_arrow(), ["id"])
-    assert lamina.open_table(str(tmp_path / "lamina"), tag="release").scan().count() == source.num_rows
+    assert lamina.open_table(str(tmp_path / "lamina"), version="release").scan().count() == source.num_rows
     t.append(pa.table({"id": pa.array([1000], pa.int64()), "cat": ["z"], "v": [0.5]}))
     t.delete("id >= 90 and id < 1000")
     t.maintenance.compact()

@@ -208,7 +208,7 @@ def test_time_travel_plans_the_files_of_that_version(tmp_path):
         assert plan.record_count == len(ids)
         assert sorted(t.scan(timestamp=stamps[v]).plan().paths) == sorted(plan.paths)
         assert sorted(t.plan(version=v).paths) == sorted(plan.paths)
-    assert sorted(t.scan(tag="four-days").plan().paths) == sorted(t.scan(version=4).plan().paths)
+    assert sorted(t.scan(version="four-days").plan().paths) == sorted(t.scan(version=4).plan().paths)
     # a predicate at an old version prunes that version's files
     old = t.scan(where="ts >= TIMESTAMP '2026-01-02 00:00:00' AND ts < TIMESTAMP '2026-01-03 00:00:00'", version=2).plan()
     assert len(old) >= 1 and set(old.paths) <= set(t.scan(version=2).plan().paths)

@@ -142,7 +142,7 @@ def test_time_travel_by_version_tag_and_timestamp(table):
     con = duckdb.connect()
     ldb.register(con, table, "v2", version=2)
     assert rows(con.sql("FROM v2").arrow()) == rows(v2)
-    assert rows(lpl.scan(table, tag="two_files").collect()) == rows(v2)
+    assert rows(lpl.scan(table, version="two_files").collect()) == rows(v2)
     assert rows(table.to_pyarrow_dataset(version=2).to_table()) == rows(v2)
     stamp = table.history()[-3]["timestamp"]  # version 2 (history is newest first; 4 versions)
     assert rows(ldb.sql(f"SELECT * FROM t AT (TIMESTAMP => '{stamp.isoformat()}')", tables={"t": table}).arrow()) == rows(v2)
@@ -151,7 +151,7 @@ def test_time_travel_by_version_tag_and_timestamp(table):
     with pytest.raises(VersionNotFound):
         ldb.register(con, table, "nope", version=99)
     with pytest.raises(TagNotFound):
-        lpl.scan(table, tag="nope")
+        lpl.scan(table, version="nope")
 
 
 def test_sql_names_tables_by_location_and_joins_them(table, tmp_path):
@@ -288,11 +288,11 @@ def test_engines_read_a_branch(tmp_path):
     b.append(pa.table({"id": [3]}))
     b.delete("id = 1")
     con = duckdb.connect()
-    ldb.register(con, t, "v", branch="etl")
+    ldb.register(con, t, "v", version="etl")
     assert sorted(r[0] for r in con.sql("select id from v").fetchall()) == [2, 3]
     assert sorted(r[0] for r in ldb.sql(f"select id from \"{t.uri}\" AT (BRANCH => 'etl')").fetchall()) == [2, 3]
     assert sorted(r[0] for r in ldb.sql(f"select id from \"{t.uri}\"").fetchall()) == [1, 2]
-    assert sorted(lpl.scan(t.uri, branch="etl").collect()["id"].to_list()) == [2, 3]
+    assert sorted(lpl.scan(t.uri, version="etl").collect()["id"].to_list()) == [2, 3]
 def test_sql_reads_a_branch_beside_main(table):
     """``AT (BRANCH => 'x')`` reads the branch's latest version; main's rows are another
     reference of the same table in the same query."""

@@ -183,7 +183,7 @@ def test_expiry_drops_expired_snapshots_and_frees_only_their_files(tmp_path):
         assert not t.io.exists(gone[len(t.uri) + 1:])
     assert not gc.referenced(t.io).missing
     assert view_rows(t.uri) == lamina_rows(t)
-    assert view_rows(t.uri, meta["refs"]["keep"]["snapshot-id"]) == sorted(t.scan(tag="keep").to_arrow().column("id").to_pylist())
+    assert view_rows(t.uri, meta["refs"]["keep"]["snapshot-id"]) == sorted(t.scan(version="keep").to_arrow().column("id").to_pylist())
 
 
 def test_orphan_cleanup_never_deletes_what_the_view_needs(tmp_path):

@@ -192,7 +192,7 @@ class ViewMachine(RuleBasedStateMachine):
             if tag:
                 assert meta.refs[tag].snapshot_id == sid
             got = view.scan(snapshot_id=sid).to_arrow()
-            want = self.t.scan(version=vm.version if not tag else None, tag=tag).to_arrow()
+            want = self.t.scan(version=tag or vm.version).to_arrow()
             assert rows_of(got) == rows_of(want), f"version {vm.version} (tag {tag})"
         for name in self.branches:
             head = self.t.branch(name)

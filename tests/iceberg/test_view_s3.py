@@ -35,6 +35,6 @@ def test_the_view_of_an_s3_table_reads_in_pyiceberg(s3):
     got = view.scan().to_arrow().sort_by("id").to_pylist()
     assert got == t.to_arrow().sort_by("id").to_pylist()
     tagged = view.scan(snapshot_id=view.metadata.refs["before"].snapshot_id).to_arrow().sort_by("id")
-    assert tagged.to_pylist() == t.scan(tag="before").to_arrow().sort_by("id").to_pylist()
+    assert tagged.to_pylist() == t.scan(version="before").to_arrow().sort_by("id").to_pylist()
     t.maintenance.expire_versions(retain_last=2, older_than=timedelta(0), reader_grace=timedelta(0))
     assert not gc.referenced(t.io).missing and fsck(t).ok and not fsck(t).iceberg

@@ -264,13 +264,13 @@ def test_row_level_compaction_and_expiry_on_s3(opts, uri):
     r = t.maintenance.compact(target_file_size=1 << 20)
     assert r.input_files == 5 and r.output_files == 1
     want = collections.Counter((1, s, i) for s in range(6) for i in range(ROWS) if s != 2 and not (s == 3 and i < 2))
-    assert _rows(t.to_arrow()) == want and _rows(t.scan(tag="before-compaction").to_arrow()) == want
+    assert _rows(t.to_arrow()) == want and _rows(t.scan(version="before-compaction").to_arrow()) == want
     from datetime import timedelta
 
     rep = t.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
     assert rep.expired_versions and rep.kept_for_tags >= 1
     assert _rows(lamina.open_table(uri, storage_options=opts).to_arrow()) == want
-    assert _rows(t.scan(tag="before-compaction").to_arrow()) == want
+    assert _rows(t.scan(version="before-compaction").to_arrow()) == want
     assert fsck(t).ok
 
 

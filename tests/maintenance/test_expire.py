@@ -95,7 +95,7 @@ def expected_expired(history: list[dict], retain_last: int | None, limit_ms: int
 def reads(t: lamina.Table) -> tuple[dict[int, list[int]], dict[str, list[int]]]:
     """Rows of every version and every tag."""
     versions = {h["version"]: ids_of(t.scan(version=h["version"]).to_arrow()) for h in t.history()}
-    tags = {tg.name: ids_of(t.scan(tag=tg.name).to_arrow()) for tg in t.tags.list()}
+    tags = {tg.name: ids_of(t.scan(version=tg.name).to_arrow()) for tg in t.tags.list()}
     return versions, tags
 
 
@@ -116,7 +116,7 @@ def check_after_expiry(t: lamina.Table, rep, before_versions, before_tags, commi
     for v in survivors:
         assert ids_of(t.scan(version=v).to_arrow()) == before_versions[v], f"version {v} changed"
     for name, rows in before_tags.items():
-        assert ids_of(t.scan(tag=name).to_arrow()) == rows, f"tag {name} changed"
+        assert ids_of(t.scan(version=name).to_arrow()) == rows, f"tag {name} changed"
     left = gc_files(t.uri)
     needed = referenced(t)
     assert needed <= left, f"expiry deleted files still referenced: {sorted(needed - left)}"
@@ -395,7 +395,7 @@ def test_tags_keep_their_versions_readable_and_their_files(clock, tmp_path):
     # ... and v2's file: of the surviving points only "deleted" holds them, so they go with it
     freed = t.tags.delete("deleted")
     assert set(freed.deleted_files) == only_deleted and len(only_deleted) == 2
-    assert ids_of(t.scan(tag="first").to_arrow()) == [0, 1, 2, 3]
+    assert ids_of(t.scan(version="first").to_arrow()) == [0, 1, 2, 3]
     assert gc_files(t.uri) == referenced(lamina.open_table(t.uri))
 
 

@@ -60,7 +60,7 @@ def plant(root: str, rel: str, days: float = OLD_DAYS, data: bytes | None = None
 
 def reads(t: lamina.Table) -> tuple[dict, dict]:
     versions = {h["version"]: ids_of(t.scan(version=h["version"]).to_arrow()) for h in t.history()}
-    tags = {tg.name: ids_of(t.scan(tag=tg.name).to_arrow()) for tg in t.tags.list()}
+    tags = {tg.name: ids_of(t.scan(version=tg.name).to_arrow()) for tg in t.tags.list()}
     return versions, tags
 
 
@@ -212,5 +212,5 @@ def test_orphans_on_an_object_store_location(tmp_path):
     assert rep.orphans == [stray]
     assert {o.path for o in t.io.walk()} == before - {stray}
     t = lamina.open_table(uri)
-    assert ids_of(t.to_arrow()) == [3] and ids_of(t.scan(tag="first").to_arrow()) == [1, 2]
+    assert ids_of(t.to_arrow()) == [3] and ids_of(t.scan(version="first").to_arrow()) == [1, 2]
     assert fsck(t).ok

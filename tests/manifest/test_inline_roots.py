@@ -167,7 +167,7 @@ def test_maintenance_on_a_table_with_carried_roots(tmp_path):
     live = t.inspect.files().column("path").to_pylist()
     assert ids(t) == oracle_ids(t, live) == sorted(set(expected(8)) - set(range(20)) | {500, 501, 502})
     clear_cache()
-    assert ids(lamina.open_table(t.io.uri, tag="early")) == tagged
+    assert ids(lamina.open_table(t.io.uri, version="early")) == tagged
     r = fsck(t)
     assert r.ok and not r.missing and not r.unreferenced, (r.errors, r.missing, r.unreferenced)
     m = t.inspect.manifests()

@@ -30,7 +30,7 @@ def test_rollback_is_a_new_version_and_can_be_rolled_back(table):
     assert ids(table.to_arrow()) == [9]
     table.tags.create("one")
     table.append(batch([5]))
-    table.rollback(tag="one")
+    table.rollback("one")
     assert ids(table.to_arrow()) == [9]
     with pytest.raises(InvalidArgument):
         table.rollback()
@@ -47,7 +47,7 @@ def test_destructive_rollback_drops_later_versions_but_keeps_their_tags(table):
     assert v == 5
     assert table.log.list_versions() == [0, 1, 5]
     assert ids(table.to_arrow()) == [1]
-    assert ids(table.scan(tag="two").to_arrow()) == [1, 2]  # the tag's files survive
+    assert ids(table.scan(version="two").to_arrow()) == [1, 2]  # the tag's files survive
     assert ids(table.scan(timestamp=ts3).to_arrow()) == [1]  # time travel across the gap
     assert fsck(table).ok
     # the files of versions 3 and 4 only are gone: data left = v1's file and the tag's

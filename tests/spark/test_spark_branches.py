@@ -1,6 +1,6 @@
 """Branches from Spark: the ``branch`` option of every entry point.
 
-Reads with ``branch`` must hold what ``lamina.open_table(uri, branch=...)`` holds (at the
+Reads with ``branch`` must hold what ``lamina.open_table(uri, version=<branch>)`` holds (at the
 branch's own version numbers, which overlap main's: every table here has a main version of
 the same number with other rows); writes with ``branch`` must land in the branch's log and
 leave main exactly as it was (same version, same rows). Expected rows are built with
@@ -47,7 +47,7 @@ def sdf(spark, t: pa.Table):
 
 
 def state(uri: str, branch: str | None = None) -> tuple[int, pa.Table]:
-    t = lamina.open_table(uri, branch=branch)
+    t = lamina.open_table(uri, version=branch)
     return t.version, t.to_arrow()
 
 
@@ -89,7 +89,7 @@ def test_write_and_read_a_branch_leaves_main_untouched(spark, tmp_path):
     assert state(uri)[0] == main_before[0] and bag(state(uri)[1]) == bag(main_before[1])
     # reads: the branch's latest and its version 3 (main's version 3 holds other rows)
     assert bag(collect(spark_read(spark, uri, branch="audit"))) == bag(got)
-    at3 = lamina.open_table(uri, branch="audit", version=3).to_arrow()
+    at3 = lamina.open_table(uri).branch("audit").at(3).to_arrow()
     assert bag(at3) == bag(pa.concat_tables([rows(range(20), "m"), rows(range(20, 30), "b")]))
     assert bag(collect(spark_read(spark, uri, branch="audit", version=3, where="id >= 18"))) == \
         bag(at3.filter(pc.greater_equal(at3.column("id"), 18)))
@@ -118,9 +118,9 @@ def test_data_source_branch_option_reads_and_writes_the_branch(spark, tmp_path):
         return collect(r.load(uri))
 
     assert bag(load(branch="audit")) == bag(got)
-    assert bag(load(branch="audit", versionAsOf=3)) == bag(lamina.open_table(uri, branch="audit", version=3).to_arrow())
-    ts = lamina.open_table(uri, branch="audit", version=3).metadata.timestamp_ms
-    assert bag(load(branch="audit", timestampAsOf=ts)) == bag(lamina.open_table(uri, branch="audit", timestamp=ts).to_arrow())
+    assert bag(load(branch="audit", versionAsOf=3)) == bag(lamina.open_table(uri).branch("audit").at(3).to_arrow())
+    ts = lamina.open_table(uri).branch("audit").at(3).metadata.timestamp_ms
+    assert bag(load(branch="audit", timestampAsOf=ts)) == bag(lamina.open_table(uri).branch("audit").at(timestamp=ts).to_arrow())
     assert bag(load(versionAsOf=3)) == bag(main_before[1])  # without branch: main's version 3
     assert bag(load(branch="main")) == bag(main_before[1])
 
@@ -165,7 +165,7 @@ def test_foreach_batch_writer_and_change_feed_on_a_branch(spark, tmp_path):
     write_batch = foreach_batch_writer(uri, "etl", branch="audit")
     first = write_batch(sdf(spark, rows(range(10, 15), "s")), 0)
     assert write_batch(sdf(spark, rows(range(10, 15), "s")), 0) is None  # the same batch again: skipped
-    assert lamina.open_table(uri, branch="audit").metadata.app_transactions == {"etl": 0}
+    assert lamina.open_table(uri, version="audit").metadata.app_transactions == {"etl": 0}
     assert state(uri)[0] == main_before[0] and lamina.open_table(uri).metadata.app_transactions == {}
     changes = collect(spark_read_changes(spark, uri, first - 1, first, branch="audit"))
     assert bag(changes, ["id", "v", "_change_type"]) == bag(
@@ -270,5 +270,5 @@ def test_data_source_stream_writer_commits_each_batch_once_to_the_branch(tmp_pat
         writer.commit([message], batch_id)
     version, got = state(uri, "audit")
     assert version == 4 and bag(got) == bag(pa.concat_tables([rows(range(20), "m"), rows(range(20, 30), "s")]))
-    assert lamina.open_table(uri, branch="audit").metadata.app_transactions == {"ingest": 1}
+    assert lamina.open_table(uri, version="audit").metadata.app_transactions == {"ingest": 1}
     assert state(uri)[0] == main_before[0] and bag(state(uri)[1]) == bag(main_before[1])

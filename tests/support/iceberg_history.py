@@ -124,7 +124,7 @@ def play(location: str, seed: int, steps: int = 14) -> History:
                                 normalized(t.scan(version=vm.version).to_arrow().to_pylist())))
     for name in tags:
         vm = t.tags.get(name).version
-        out.checks.append(Check(f"tag {name}", snapshot_id_of(vm.commit_id), normalized(t.scan(tag=name).to_arrow().to_pylist())))
+        out.checks.append(Check(f"tag {name}", snapshot_id_of(vm.commit_id), normalized(t.scan(version=name).to_arrow().to_pylist())))
     for name in branches:
         b = t.branch(name)
         out.checks.append(Check(f"branch {name}", snapshot_id_of(b.metadata.commit_id), normalized(b.to_arrow().to_pylist())))

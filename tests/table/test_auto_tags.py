@@ -21,4 +21,4 @@ def test_automatic_daily_tags_with_retention(tmp_path, monkeypatch):
     names = [tg.name for tg in t.tags.list()]
     assert names == ["2026-11-02", "2026-11-03"]  # 11-01 expired by retain-max; 11-04 not over yet
     assert all(tg.automatic for tg in t.tags.list())
-    assert ids(t.scan(tag="2026-11-03").to_arrow()) == [0, 1, 10, 11, 20, 21]
+    assert ids(t.scan(version="2026-11-03").to_arrow()) == [0, 1, 10, 11, 20, 21]

@@ -10,6 +10,8 @@ import pyarrow as pa
 import pytest
 
 import lamina
+import lamina.duckdb as ldb
+import lamina.polars as lpl
 from lamina.errors import (
     BranchAlreadyExists, BranchNotFound, CommitConflict, InvalidArgument, InvalidBranchName, PublishConflict,
     TagAlreadyExists, TagNotFound,
@@ -40,8 +42,8 @@ def test_a_branch_is_invisible_to_main_until_published_fast_forward(table):
     b = table.branches.create("etl")
     b.append(rows([10, 11], -1.0))
     assert ids_of(table.refresh().to_arrow()) == [0, 1, 2, 3, 4]
-    assert ids_of(lamina.open_table(table.uri, branch="etl").to_arrow()) == [0, 1, 2, 3, 4, 10, 11]
-    assert ids_of(table.scan(branch="etl").to_arrow()) == [0, 1, 2, 3, 4, 10, 11]
+    assert ids_of(lamina.open_table(table.uri, version="etl").to_arrow()) == [0, 1, 2, 3, 4, 10, 11]
+    assert ids_of(table.scan(version="etl").to_arrow()) == [0, 1, 2, 3, 4, 10, 11]
     before = table.version
     v = table.branches.publish("etl")
     assert v == before + 1 and table.metadata.summary["publish"] == "fast-forward"
@@ -151,7 +153,7 @@ def test_writers_on_two_branches_do_not_conflict_and_main_keeps_its_hint(table):
     base = a.version
     assert a.append(rows([1])) == base + 1 and b.append(rows([2])) == base + 1
     assert a.append(rows([3])) == base + 2
-    assert lamina.open_table(table.uri, branch="a").version == base + 2
+    assert lamina.open_table(table.uri, version="a").version == base + 2
     assert lamina.open_table(table.uri).version == table.version
 
 
@@ -252,3 +254,47 @@ def test_rename_keeps_the_log_and_handles(table):
     b.append(rows([10]))  # the handle's log is the renamed branch's
     assert ids_of(table.branch("etl2").to_arrow()) == [0, 1, 2, 3, 4, 9, 10]
     assert [r.name for r in table.branches.list()] == ["etl2"]
+
+
+def test_one_version_keyword_names_numbers_tags_and_branches_everywhere(table):
+    """``version=`` takes a version number, a tag name or a branch name (its latest) in every
+    call that picks a version, ``timestamp=`` a time; both at once is InvalidArgument."""
+    table.tags.create("first")  # version 1: ids 0..4
+    dev = table.branches.create("dev")
+    dev_first = dev.append(rows([10]))  # a version number of dev's own
+    dev_latest = dev.append(rows([11]))
+    latest = table.append(rows([20]))  # main's (enabling branches committed one before)
+    main_rows, dev_rows = [0, 1, 2, 3, 4, 20], [0, 1, 2, 3, 4, 10, 11]
+    readers = {
+        "scan": lambda **k: table.scan(**k).to_arrow(),
+        "to_arrow": lambda **k: table.to_arrow(**k),
+        "open_table": lambda **k: lamina.open_table(table.uri, **k).to_arrow(),
+        "at": lambda **k: table.at(**k).to_arrow(),
+        "duckdb": lambda **k: ldb.register(duckdb.connect(), table, "v", **k).to_arrow_table(),
+        "polars": lambda **k: lpl.scan(table, **k).collect().to_arrow(),
+    }
+    for name, read in readers.items():
+        assert ids_of(read(version="first")) == [0, 1, 2, 3, 4], name
+        assert ids_of(read(version="dev")) == dev_rows, name
+        assert ids_of(read(version="main")) == main_rows, name
+        assert ids_of(read(version=latest)) == main_rows, name  # a number is of this handle's branch
+        with pytest.raises(InvalidArgument, match="not both"):
+            read(version="first", timestamp=now())
+        with pytest.raises(TagNotFound, match="nope"):
+            read(version="nope")
+    # a version number of a branch: its handle
+    assert ids_of(table.branch("dev").scan(version=dev_first).to_arrow()) == [0, 1, 2, 3, 4, 10]
+    assert ids_of(table.branch("dev").at(dev_first).to_arrow()) == [0, 1, 2, 3, 4, 10]
+    assert table.branch("dev").at(dev_first).branch_name == "dev"
+    at_dev = lamina.open_table(table.uri, version="dev")
+    assert at_dev.branch_name == "dev" and at_dev.version == dev_latest
+    # the system tables and the change range take the same names
+    assert table.inspect.files(version="dev").num_rows == 3
+    assert table.inspect.files(version="first").num_rows == 1
+    # a rollback goes back to a version of its own branch or a tag, not to another branch
+    with pytest.raises(InvalidArgument, match="'dev' is a branch"):
+        table.rollback("dev")
+    assert table.version == latest
+    v = table.rollback("first")
+    assert ids_of(table.to_arrow()) == [0, 1, 2, 3, 4] and table.metadata.summary["rollback-tag"] == "first"
+    assert v == latest + 1

@@ -60,8 +60,8 @@ class World:
 CASES = [
     # unknown branches
     ("handle-unknown", lambda w: w.t.branch("nope"), E.BranchNotFound, "nope"),
-    ("open-unknown", lambda w: lamina.open_table(w.uri, branch="nope"), E.BranchNotFound, "nope"),
-    ("scan-unknown", lambda w: w.t.scan(branch="nope"), E.BranchNotFound, "nope"),
+    ("open-unknown", lambda w: lamina.open_table(w.uri, version="nope"), E.TagNotFound, "nope"),  # no tag or branch
+    ("scan-unknown", lambda w: w.t.scan(version="nope"), E.TagNotFound, "nope"),
     ("from-unknown", lambda w: w.t.branches.create("new", version="nope"), E.TagNotFound, "nope"),
     ("rename-unknown", lambda w: w.t.branches.rename("nope", "new"), E.BranchNotFound, "nope"),
     ("delete-unknown", lambda w: w.t.branches.delete("nope"), E.BranchNotFound, "nope"),

@@ -90,7 +90,7 @@ def test_expiry_of_main_keeps_what_a_tag_made_on_a_deleted_branch_needs(t):
     t.append(rows(3))
     t.branches.delete("dev")
     t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)
-    assert ids_of(t.scan(tag="x").to_arrow()) == [1, 2]
+    assert ids_of(t.scan(version="x").to_arrow()) == [1, 2]
     assert ids_of(t.refresh().to_arrow()) == [3]
     t.tags.delete("x")
     t.maintenance.remove_orphans(NOW, allow_short_age=True)
@@ -110,7 +110,7 @@ def test_delete_tag_keeps_what_main_needs_when_its_neighbours_are_another_branch
     t.maintenance.expire_versions(retain_last=1, reader_grace=NOW)  # frees what only the deleted branch held
     t.tags.delete("x")  # by main's numbers, "y" (4) is the next kept point after 3, not main's 5
     assert ids_of(t.refresh().to_arrow()) == [1, 3, 4, 5]
-    assert ids_of(t.scan(tag="y").to_arrow()) == [2]
+    assert ids_of(t.scan(version="y").to_arrow()) == [2]
     _clean(t)
 
 
@@ -148,7 +148,7 @@ def test_a_branch_whose_changes_reached_the_target_another_way_is_not_copied_twi
     other = t.branches.create("other")
     other.append(rows(5))
     t.branches.publish("other")
-    t.refresh().rollback(tag="d")
+    t.refresh().rollback("d")
     t.append(rows(7))
     dev.append(rows(3))
     t.branches.publish("dev")
@@ -206,7 +206,7 @@ def test_rollback_to_a_tag_made_on_a_branch_moves_the_row_id_counter(t):
     dev = t.branches.create("dev")
     dev.append(rows(2, 3, 4))  # row ids from dev's counter: 1, 2, 3
     dev.tags.create("x")
-    t.refresh().rollback(tag="x")
+    t.refresh().rollback("x")
     t.append(rows(5, 6))
     got = t.refresh().scan(columns=["id", ROW_ID]).to_arrow()
     assert ids_of(got) == [1, 2, 3, 4, 5, 6]
@@ -273,7 +273,7 @@ def test_a_publish_adding_a_file_the_target_removed_before_keeps_it_through_expi
     t.tags.create("old")
     t.refresh().maintenance.compact(min_file_size=1 << 30)  # main: F and G rewritten into H
     dev = t.branches.create("dev")
-    dev.rollback(tag="old")  # dev: H replaced by F and G again
+    dev.rollback("old")  # dev: H replaced by F and G again
     t.append(rows(3))  # main moves: the publish is a rebase
     v = t.branches.publish("dev")
     assert t.log.load(v).summary["publish"] == "rebase"

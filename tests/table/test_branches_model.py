@@ -378,7 +378,7 @@ class BranchesModel(RuleBasedStateMachine):
         if use_tag and self.tags:
             tag = sorted(self.tags)[to % len(self.tags)]
             rows, destructive, target = self.tags[tag][0], False, None
-            v = h.rollback(tag=tag)
+            v = h.rollback(tag)
         else:
             target = sorted(log.versions)[to % len(log.versions)]
             rows = log.versions[target]
@@ -442,12 +442,12 @@ class BranchesModel(RuleBasedStateMachine):
             for v, rows in log.versions.items():
                 assert _rows(h.scan(version=v).to_arrow()) == rows, f"branch {name} version {v}"
             oldest = min(log.versions)
-            reopened = lamina.open_table(self.uri, branch=name, version=oldest)
+            reopened = lamina.open_table(self.uri).branch(name).at(oldest)
             assert reopened.branch_name == name and _rows(reopened.to_arrow()) == log.versions[oldest]
             paths = h.inspect.files().column("path").to_pylist()
             assert len(paths) == len(set(paths)), f"branch {name}: a data file is live twice: {sorted(paths)}"
         for name, (rows, _, _) in self.tags.items():
-            assert _rows(self.t.scan(tag=name).to_arrow()) == rows, f"tag {name}"
+            assert _rows(self.t.scan(version=name).to_arrow()) == rows, f"tag {name}"
         assert sorted(r.name for r in self.t.branches.list()) == sorted(n for n in self.logs if n != MAIN)
 
     @invariant()

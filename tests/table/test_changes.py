@@ -113,8 +113,8 @@ def test_end_version_tags_and_timestamps(t):
     t.tags.create("two")
     t.append(pa.table({"id": [5], "v": ["e"]}))  # 3
     assert t.changes(1, 2).versions == [2]
-    assert [r[0] for r in kinds(t.changes(start_tag="two"))] == [5]
-    assert [r[0] for r in kinds(t.changes(0, end_tag="two"))] == [1, 2, 3, 4]
+    assert [r[0] for r in kinds(t.changes("two"))] == [5]
+    assert [r[0] for r in kinds(t.changes(0, "two"))] == [1, 2, 3, 4]
     ts3 = datetime.fromtimestamp(t.metadata.timestamp_ms / 1000, timezone.utc)
     assert t.changes(start_timestamp=ts3).versions == [3]
     ts2 = datetime.fromtimestamp(t.log.load(2).timestamp_ms / 1000, timezone.utc)

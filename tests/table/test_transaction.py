@@ -51,7 +51,7 @@ def test_several_changes_make_one_version_with_a_tag(table):
     want = [(i, "five" if i == 5 else ("new" if i >= 10 else "x")) for i in range(3, 15)]
     assert content(table) == want
     assert table.tags.get("eod").tagged_version == tx.version
-    assert content(lamina.open_table(table.uri, tag="eod")) == want
+    assert content(lamina.open_table(table.uri, version="eod")) == want
     assert table.history(limit=1)[0]["operation"] == "transaction"
     assert table.history(limit=1)[0]["summary"]["operations"] == "append,delete,update"
 

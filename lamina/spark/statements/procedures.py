@@ -262,7 +262,7 @@ def rollback_to_timestamp(st: Statement, table: str, timestamp: Any) -> Any:
 def set_current_snapshot(st: Statement, table: str, snapshot_id: int | None, ref: str | None) -> Any:
     if (snapshot_id is None) == (ref is None):
         raise InvalidArgument("set_current_snapshot takes snapshot_id or ref (a tag), one of them")
-    return _rollback(st, table, version=snapshot_id) if ref is None else _rollback(st, table, tag=ref)
+    return _rollback(st, table, version=snapshot_id if ref is None else ref)
 
 
 def create_tag(st: Statement, table: str, tag: str, version: int | None) -> Any:
