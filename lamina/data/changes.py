@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from lamina.data.deletes import dvs_of_plan, file_key_array, positions_array, read_bitmaps, unique_sorted
 from lamina.data.scan import Scan
+from lamina.data.scan.plan import PLAN_COLUMNS
 from lamina.io import FileIO
 from lamina.manifest.entries import conform, manifest_schema_of
 from lamina.manifest.files import read_manifests
@@ -50,21 +51,8 @@ CHANGE_FIELDS = (
 # Operations that move rows without changing them: no change rows, nothing read.
 NO_DATA_CHANGE = frozenset({"compact", "rewrite-manifests", "enable-row-lineage"})
 
-ENTRY_COLUMNS = (
-    "content",
-    "status",
-    "path",
-    "size",
-    "record_count",
-    "added_version",
-    "partition_path",
-    "dv_path",
-    "dv_offset",
-    "dv_length",
-    "dv_cardinality",
-    FIRST_ROW_ID,
-    DATA_VERSION,
-)
+# The plan's entry columns, and the row lineage ones the change rows are numbered by.
+ENTRY_COLUMNS = (*PLAN_COLUMNS, FIRST_ROW_ID, DATA_VERSION)
 
 
 def _entry_schema(vm: VersionManifest) -> pa.Schema:
