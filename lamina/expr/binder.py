@@ -396,7 +396,7 @@ class _Binder(ExprVisitor[Expr]):
     def __init__(self, schema: Schema, now: _dt.datetime | None = None):
         self.schema = schema
         self.leaves = 0  # comparisons seen (each resolves one column)
-        self.lower = {}
+        self.lower: dict[str, list[str]] = {}
         for n in schema.names:
             self.lower.setdefault(n.lower(), []).append(n)
         self._resolver: Resolver | None = None  # (made for the first expression leaf: a wide schema's is not free)
@@ -487,6 +487,7 @@ def _exact_leaf(op: str, subject: Term, value: pa.Scalar, schema: Schema) -> Exp
         return leaf
     if isinstance(leaf, NotNull):
         return Predicate(Call("is_not_null", (inner,), (), pa.bool_()))
+    assert isinstance(leaf, Compare)  # a valid literal compares as itself (or folds, above)
     return Predicate(Call(leaf.op, (inner, Literal(leaf.value, t)), (), pa.bool_()))
 
 
@@ -519,12 +520,14 @@ def as_leaves(term: Term, schema: Schema) -> Expr:
         return Predicate(term)
     if fn in ("in", "not_in"):
         col = _top_column(args[0])
+        literals = [v for v in args[1:] if isinstance(v, Literal)]
         if (
             col is not None
             and _coercer(col.type) is not None
-            and all(isinstance(v, Literal) and v.value.is_valid for v in args[1:])
+            and len(literals) == len(args) - 1
+            and all(v.value.is_valid for v in literals)
         ):
-            values = tuple(v.value for v in args[1:])
+            values = tuple(v.value for v in literals)
             exact = _exact_set(col.name, col.type, values)
             if fn == "in":
                 return (

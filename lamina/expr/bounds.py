@@ -184,7 +184,8 @@ class _Bounder:
 
     def _apply(self, t: Call, args: list) -> pa.Array:
         """The call ``t`` on per-row argument values (arrays; literals as they are)."""
-        cols, terms = {}, []
+        cols: dict[str, Any] = {}
+        terms: list[Term] = []
         for i, (a, v) in enumerate(zip(t.args, args)):
             if isinstance(v, Literal):
                 terms.append(v)
@@ -214,13 +215,14 @@ class _Bounder:
         return lo, hi
 
     def _union(self, parts: list[Bounds]) -> Bounds:
-        if not parts or any(p is None for p in parts):
+        known = [p for p in parts if p is not None]
+        if not known or len(known) < len(parts):
             return None
-        if len(parts) == 1:
-            return parts[0]
+        if len(known) == 1:
+            return known[0]
         return (
-            pc.min_element_wise(*[p[0] for p in parts], skip_nulls=False),
-            pc.max_element_wise(*[p[1] for p in parts], skip_nulls=False),
+            pc.min_element_wise(*[p[0] for p in known], skip_nulls=False),
+            pc.max_element_wise(*[p[1] for p in known], skip_nulls=False),
         )
 
     def _coalesce(self, args: tuple) -> Bounds:
@@ -317,6 +319,7 @@ class _Bounder:
         if name == "identity":
             return plo, phi
         if name == "truncate":
+            assert width is not None  # truncate[W] always has its width
             top = pa.scalar(width - 1, t)
             try:
                 return plo, pc.add_checked(phi, top)
@@ -369,8 +372,9 @@ def _temporal_range(transform: str, plo: pa.Array, phi: pa.Array, t: pa.DataType
     """[start of the lowest partition, end of the highest) of a date or timestamp column,
     its end as the last value before the next partition starts."""
 
-    def starts(p: pa.Array, step: int) -> np.ndarray:
-        """The first nanosecond of each partition value (+ step partitions), as int64 ns."""
+    def starts(p: pa.Array, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first nanosecond of each partition value (+ step partitions), as int64 ns, and
+        which values are known."""
         valid = p.is_valid().to_numpy(zero_copy_only=False)
         if transform == "day":
             v = p.cast(pa.int32()).fill_null(0).to_numpy().astype(np.int64) + step

@@ -86,6 +86,7 @@ def nan_satisfies(e: Expr) -> bool:
         return False
     if isinstance(e, Compare):
         return e.op == "=" if is_nan(e.value) else e.op in (">", ">=", "!=")
+    assert isinstance(e, (In, NotIn))  # what _on_float accepts besides a comparison
     has_nan = _without_nan(e.values)[1]
     return has_nan if isinstance(e, In) else not has_nan
 

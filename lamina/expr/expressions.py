@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from lamina.errors import InvalidPredicate
 from lamina.expr.terms import Term, columns_of, ident, literal_sql, term_sql
@@ -230,10 +230,10 @@ class Ref:
         return Compare(">=", self.name, other)
 
     def isin(self, values: Iterable[Any]) -> In:
-        return In(self.name, values)
+        return In(self.name, cast(tuple, values))  # In checks and normalizes what it is given
 
     def notin(self, values: Iterable[Any]) -> NotIn:
-        return NotIn(self.name, values)
+        return NotIn(self.name, cast(tuple, values))
 
     not_in = notin
 

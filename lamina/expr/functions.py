@@ -15,7 +15,7 @@ import decimal
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +25,7 @@ from lamina.errors import InvalidPredicate
 from lamina.expr import sqltypes as T
 from lamina.expr.terms import INTERVAL_TYPE, Call, Interval, Literal, Term, term_sql
 
-Expr = pc.Expression
+Expr: TypeAlias = pc.Expression
 _BOOL = pa.bool_()
 
 
@@ -60,7 +60,7 @@ def _register(
         FUNCTIONS[n] = f
 
 
-def fail(call: Call | None, message: str) -> None:
+def fail(call: Call | None, message: str) -> NoReturn:
     where = f" in {term_sql(call)}" if call is not None else ""
     raise InvalidPredicate(f"{message}{where}")
 
@@ -185,6 +185,7 @@ for _op in COMPARISONS:
 
 def _bind_distinct(call: Call) -> Term:
     bound = _bind_compare(Call("=", call.args))
+    assert isinstance(bound, Call)
     return Call(call.fn, bound.args, (), _BOOL)
 
 
@@ -555,7 +556,7 @@ def _string_arg(call: Call, i: int) -> Term:
 def _bind_string_fn(call: Call) -> Term:
     """lower, upper, trim, ltrim, rtrim: one string (trim's characters a constant)."""
     x = _string_arg(call, 0)
-    opts = ()
+    opts: tuple[Any, ...] = ()
     if call.fn in ("trim", "ltrim", "rtrim"):
         chars = literal_value(call.args[1], call, "the characters to trim") if len(call.args) > 1 else " "
         if not isinstance(chars, str):
@@ -564,15 +565,15 @@ def _bind_string_fn(call: Call) -> Term:
     return Call(call.fn, (x,), opts, x.type)
 
 
-_STRING_KERNELS = {
+_STRING_KERNELS: dict[str, Callable[[Call, list], Expr]] = {
     "lower": lambda c, a: pc.utf8_lower(a[0]),
     "upper": lambda c, a: pc.utf8_upper(a[0]),
     "trim": lambda c, a: pc.utf8_trim(a[0], characters=c.opts[0]),
     "ltrim": lambda c, a: pc.utf8_ltrim(a[0], characters=c.opts[0]),
     "rtrim": lambda c, a: pc.utf8_rtrim(a[0], characters=c.opts[0]),
 }
-for _name, _fn in _STRING_KERNELS.items():
-    _register(_name, _bind_string_fn, _fn, summary="string function")
+for _name, _kernel in _STRING_KERNELS.items():
+    _register(_name, _bind_string_fn, _kernel, summary="string function")
 
 
 def _bind_length(call: Call) -> Term:
@@ -1307,7 +1308,9 @@ def _bind_interval_add(call: Call) -> Term:
 
 def _arrow_interval_add(call: Call, args: list) -> Expr:
     """Spark's order: months (the day clamped), then days, then microseconds."""
-    iv: Interval = call.args[1].value
+    interval = call.args[1]
+    assert isinstance(interval, Literal)  # bound: an interval is always a constant
+    iv: Interval = interval.value
     x = args[0]
     t = call.type
     if pa.types.is_date(t):
@@ -1350,6 +1353,7 @@ def _bind_element_at(call: Call) -> Term:
     t = x.type
     if pa.types.is_map(t):
         key = literal_value(k, call, "a map key")
+        assert isinstance(k, Literal)  # literal_value raised otherwise
         if key is None:
             return Literal(pa.scalar(None, t.item_type), t.item_type)
         from lamina.expr.typer import fold_cast

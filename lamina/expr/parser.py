@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 import sqlglot
 from sqlglot import exp, tokens
@@ -58,11 +58,25 @@ class _LaminaDialect(Dialect):
         IDENTIFIERS = ['"', "`"]
 
 
-_CMP = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+_CMP: dict[type[exp.Expression], str] = {
+    exp.EQ: "=",
+    exp.NEQ: "!=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.GT: ">",
+    exp.GTE: ">=",
+}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.IntDiv: "div"}
+_ARITH: dict[type[exp.Expression], str] = {
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.Mod: "%",
+    exp.IntDiv: "div",
+}
 # sqlglot's function nodes -> Lamina's function names (one argument, ``this``, unless listed below)
-_UNARY = {
+_UNARY: dict[type[exp.Expression], str] = {
     exp.Lower: "lower",
     exp.Upper: "upper",
     exp.Length: "length",
@@ -80,7 +94,7 @@ _UNARY = {
     exp.DayOfWeek: "dayofweek",
     exp.DayOfYear: "dayofyear",
 }
-_BINARY = {
+_BINARY: dict[type[exp.Expression], str] = {
     exp.StartsWith: "starts_with",
     exp.EndsWith: "ends_with",
     exp.Contains: "contains",
@@ -89,7 +103,7 @@ _BINARY = {
     exp.DateDiff: "datediff",
     exp.AddMonths: "add_months",
 }
-_REFUSED = {
+_REFUSED: dict[type[exp.Expression], str] = {
     exp.RegexpLike: "RLIKE / regexp_like are not supported (Java's and Arrow's regular expressions differ); use LIKE",
 }
 
@@ -111,7 +125,7 @@ def _kind(node: exp.Expression) -> str:
     return f"{type(node).__name__.upper()} is not supported"
 
 
-def _fail(node: exp.Expression, what: str | None = None) -> None:
+def _fail(node: exp.Expression, what: str | None = None) -> NoReturn:
     text = node.sql() if isinstance(node, exp.Expression) else repr(node)
     raise _Unsupported(f"{what or _kind(node)}: {text}")
 
@@ -244,8 +258,8 @@ def _convert(node: exp.Expression) -> Expr:
         if isinstance(e, IsNull):
             return NotNull(e.name)
         return Not(e)
-    for cls, op in _CMP.items():
-        if type(node) is cls:
+    for cmp_cls, op in _CMP.items():
+        if type(node) is cmp_cls:
             left, right = node.this, node.expression
             if _is_null(left) or _is_null(right):
                 _fail(
@@ -303,7 +317,7 @@ def _path(node: exp.Expression) -> tuple[str, ...] | None:
     return None
 
 
-def _call(fn: str, *args: exp.Expression, opts: tuple = ()) -> Call:
+def _call(fn: str, *args: exp.Expression | None, opts: tuple = ()) -> Call:
     return Call(fn, tuple(term(a) for a in args if a is not None), opts)
 
 
@@ -437,7 +451,7 @@ def term(node: exp.Expression) -> Term:
         part = (
             node.this.name.lower() if isinstance(node.this, (exp.Var, exp.Identifier)) else str(node.this.this).lower()
         )
-        fn = {
+        extracted = {
             "year": "year",
             "quarter": "quarter",
             "month": "month",
@@ -450,9 +464,9 @@ def term(node: exp.Expression) -> Term:
             "doy": "dayofyear",
             "dayofyear": "dayofyear",
         }.get(part)
-        if fn is None:
+        if extracted is None:
             _fail(node, f"EXTRACT of {part.upper()} is not supported")
-        return _call(fn, node.expression)
+        return _call(extracted, node.expression)
     if isinstance(node, exp.CurrentDate):
         return Call("current_date")
     if isinstance(node, (exp.CurrentTimestamp,)):
@@ -475,8 +489,8 @@ def term(node: exp.Expression) -> Term:
         from lamina.expr.functions import FUNCTIONS
 
         if name in FUNCTIONS:
-            args = [a for a in node.args.values() if isinstance(a, exp.Expression)]
-            return Call(name, tuple(term(a) for a in args))
+            nodes = [a for a in node.args.values() if isinstance(a, exp.Expression)]
+            return Call(name, tuple(term(a) for a in nodes))
     _fail(node)
     raise AssertionError  # unreachable
 

@@ -203,6 +203,7 @@ def literal_type(v: Any) -> pa.DataType:
         if not v.is_finite():
             return pa.float64()
         sign, digits, exponent = v.as_tuple()
+        assert isinstance(exponent, int)  # a finite Decimal's exponent ('n', 'N', 'F' are NaN/inf)
         scale = max(-exponent, 0)
         precision = max(len(digits) + max(exponent, 0), scale, 1)
         if precision > MAX_PRECISION:

@@ -31,12 +31,15 @@ class Term:
     """A value expression; see the module doc."""
 
     __slots__ = ()
+    # Every kind of term has a type: a pa.DataType once bound, None before (declared here for
+    # the checker; pyarrow has no stubs, so a DataType is Any to it either way).
+    type: Any
 
 
 @dataclass(frozen=True)
 class Column(Term):
     path: tuple[str, ...]
-    type: pa.DataType | None = None
+    type: Any = None  # a pa.DataType once bound (see Term)
 
     @property
     def name(self) -> str:
@@ -47,7 +50,7 @@ class Column(Term):
 @dataclass(frozen=True)
 class Literal(Term):
     value: Any
-    type: pa.DataType | None = None
+    type: Any = None  # a pa.DataType once bound (see Term)
 
     @property
     def is_null(self) -> bool:
@@ -60,7 +63,7 @@ class Call(Term):
     fn: str
     args: tuple[Term, ...] = ()
     opts: tuple = ()
-    type: pa.DataType | None = None
+    type: Any = None  # a pa.DataType once bound (see Term)
 
 
 @dataclass(frozen=True)

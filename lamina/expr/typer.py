@@ -172,7 +172,7 @@ def negate_term(t: Term) -> Term:
     return Call("not", (t,), (), pa.bool_())
 
 
-def fold_cast(term: Literal, t: pa.DataType, strict: bool) -> Term:
+def fold_cast(term: Literal, t: pa.DataType, strict: bool) -> Literal:
     """A literal cast to ``t`` at bind time (as the cast would compute it); a literal that
     does not fit is an InvalidPredicate for CAST (``strict``), a NULL for TRY_CAST."""
     v = term.value
