@@ -62,7 +62,9 @@ class RowStore(Protocol):
 
 
 class SqlCoordinator(CommitCoordinator):
-    def __init__(self, store: RowStore, table_id: str, log_: VersionLog, identifier: str) -> None:
+    log: CatalogVersionLog
+
+    def __init__(self, store: RowStore, table_id: str, log_: CatalogVersionLog, identifier: str) -> None:
         self.store = store
         self.table_id = table_id
         self.log = log_

@@ -624,13 +624,13 @@ class SqlCatalog(Catalog):
             return [(table_id, None) for table_id, *_ in inserts] or [(t, None) for t, *_ in swaps]
         if not refused:
             return []
-        rows = []
+        found: list[tuple[str, Row | None]] = []
         for table_id, _ in refused:
             try:
-                rows.append((table_id, self._row(table_id)))
+                found.append((table_id, self._row(table_id)))
             except CatalogTableNotFound:
-                rows.append((table_id, None))
-        return rows
+                found.append((table_id, None))
+        return found
 
 
 def _created_with_changes(log_: CatalogVersionLog, vm0: VersionManifest) -> bool:

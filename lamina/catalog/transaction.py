@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lamina.catalog.base import CatalogTable, TableInfo, parse_identifier
-from lamina.catalog.coordinator import Row, SqlCoordinator
+from lamina.catalog.coordinator import CatalogVersionLog, Row, SqlCoordinator
 from lamina.commit import Base, CommitOptions
 from lamina.commit.committer import Committer, step
 from lamina.errors import (
@@ -177,6 +177,12 @@ class _Member:
     @property
     def coordinator(self) -> SqlCoordinator:
         return self.table.coordinator  # type: ignore[return-value]
+
+    @property
+    def base_version(self) -> int:
+        """The version the current attempt builds on (set by preparing it)."""
+        assert self.base is not None, "the transaction's attempt prepares every member first"
+        return self.base.version
 
 
 class _Refused(Exception):
@@ -344,8 +350,7 @@ class CatalogTransaction:
             stale = []
             for table_id, row in refused:
                 m = next((m for m in self._members.values() if m.table.uuid == table_id), None)
-                self._check_refusal(m, table_id, row)
-                stale.append(m)
+                stale.append(self._check_refusal(m, table_id, row))
             if attempt >= options.max_attempts or time.monotonic() >= deadline:
                 raise CommitRetriesExhausted(
                     f"gave up the catalog transaction on {', '.join(self._idents())} after {attempt} attempts: "
@@ -445,7 +450,7 @@ class CatalogTransaction:
     def _sql_commit(self, options: CommitOptions) -> list[tuple[str, Row | None]] | None:
         """The commit point. None once committed; else the rows that refused it."""
         swaps = [
-            (m.table.uuid, m.base.version, m.staged[-1][0], m.staged[-1][1])
+            (m.table.uuid, m.base_version, m.staged[-1][0], m.staged[-1][1])
             for m in self._members.values()
             if m.created is None and m.vm is not None
         ]
@@ -460,7 +465,7 @@ class CatalogTransaction:
         # A table read (and checked) but not changed must still be at the version its reads were
         # checked against (Iceberg's assert-ref-snapshot-id requirement).
         asserts = [
-            (m.table.uuid, m.base.version)
+            (m.table.uuid, m.base_version)
             for m in self._members.values()
             if m.created is None and m.vm is None and m.changes.reads
         ]
@@ -486,8 +491,9 @@ class CatalogTransaction:
             f"the catalog kept failing. Look for it with catalog.transaction_committed({self.id!r}) before retrying."
         )
 
-    def _check_refusal(self, m: _Member | None, table_id: str, row: Row | None) -> None:
-        """Raise unless a re-apply can fix what refused the commit (a row that moved)."""
+    def _check_refusal(self, m: _Member | None, table_id: str, row: Row | None) -> _Member:
+        """Raise unless a re-apply can fix what refused the commit (a row that moved); the
+        member to re-apply."""
         if m is None:  # a table being dropped
             ident = next(i for i, (info, _) in self._drops.items() if info.uuid == table_id)
             raise CatalogTableNotFound(f"table {ident} was dropped concurrently; nothing was committed")
@@ -499,10 +505,11 @@ class CatalogTransaction:
             raise CatalogTableNotFound(f"table {m.ident} was dropped concurrently; nothing was committed")
         if not row.online and m.vm is not None:  # (a table only read may go offline)
             raise TableOffline(f"table {m.ident} went offline; nothing was committed to any table of the transaction")
-        if row.version < m.base.version:
+        if row.version < m.base_version:
             raise CorruptMetadata(
-                f"table {m.ident}: the catalog row went back from version {m.base.version} to {row.version}"
+                f"table {m.ident}: the catalog row went back from version {m.base_version} to {row.version}"
             )
+        return m
 
     def _finish(self) -> None:
         """After the commit point: publish every version under its final name, then hints,
@@ -529,7 +536,9 @@ class CatalogTransaction:
         for m in self._members.values():
             vm = m.vm or m.created
             if m.created is not None:
-                m.table.log.unborn = None
+                table_log = m.table.log
+                assert isinstance(table_log, CatalogVersionLog)  # a catalog table's
+                table_log.unborn = None
             if vm is not None and m.ident in published:
                 # (Unpublished, the table object stays at its base: a commit from it then rebases
                 # through the row, which publishes first; a swap must build on a published version.)

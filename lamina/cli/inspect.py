@@ -215,15 +215,15 @@ def files(
         plan = t.scan(where=where, version=version).plan()
     except LaminaError as e:
         _fail(e)
-    e = plan.entries
+    entries = plan.entries
     listed = pa.table(
         {
-            "path": e["path"],
-            "size": e["size"],
-            "record_count": e["record_count"],
-            "added_version": e["added_version"],
-            "partition": e["partition_path"],
-            "dv_cardinality": e["dv_cardinality"],
+            "path": entries["path"],
+            "size": entries["size"],
+            "record_count": entries["record_count"],
+            "added_version": entries["added_version"],
+            "partition": entries["partition_path"],
+            "dv_cardinality": entries["dv_cardinality"],
         }
     ).slice(0, limit if limit is not None or fmt != TABLE else 100)
     if fmt != TABLE:

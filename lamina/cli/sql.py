@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 import typer
@@ -114,7 +115,7 @@ def sql(
     """  # one line per paragraph: typer keeps a docstring's line breaks
     named = output is not None and output.lower() in {f.value for f in OutputFormat}
     try:
-        fmt = output_format(output.lower() if named else TABLE, as_json, as_csv)
+        fmt = output_format(output.lower() if output is not None and named else TABLE, as_json, as_csv)
         if output is not None and not named and fmt != TABLE:
             raise InvalidArgument("pass one of --json, --csv or --output: each says what to print")
     except LaminaError as e:
@@ -139,7 +140,8 @@ def sql(
         if output is not None:
             file_format(output)  # before the query runs
         text = sys.stdin.read() if query == "-" else query
-        cat = uri if missing(uri, source) is None else _MissingCatalog(uri, source)
+        # a missing catalog stands in for the Catalog run_sql is given: it answers the lookups
+        cat: Any = uri if missing(uri, source) is None else _MissingCatalog(uri, source)
         reader = run_sql(text, catalog=cat, tables=_bindings(tables or [])).to_arrow_reader()
         if output is not None or fmt != TABLE:
             _distinct_names(reader.schema)

@@ -18,6 +18,7 @@ branch already deleted, and one acknowledged before the marker was deleted with 
 
 from __future__ import annotations
 
+import builtins
 import json
 import time
 import uuid
@@ -253,7 +254,7 @@ class BranchStore:
             pass
         return record
 
-    def deleted(self) -> list[tuple[BranchRecord, int]]:
+    def deleted(self) -> builtins.list[tuple[BranchRecord, int]]:
         """(record, deleted at ms) of every deleted branch whose files have not been freed yet
         (``mark_freed``): one listing of ``branch_logs/`` and a GET per marker."""
         paths = [f"{BRANCH_LOGS_DIR}/{n}" for n in self.io.list_names(BRANCH_LOGS_DIR) if n.endswith(DELETED_SUFFIX)]

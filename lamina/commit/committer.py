@@ -18,6 +18,7 @@ silently: it either returns the version it landed as, or raises.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -201,7 +202,8 @@ class Committer:
             return staged[i]
 
         for i, op in enumerate(ops):
-            change = op.apply(Base(self.log.io, base if i == 0 else (lambda i=i: view(i)), version))
+            seen: VersionManifest | Callable[[], VersionManifest] = base if i == 0 else functools.partial(view, i)
+            change = op.apply(Base(self.log.io, seen, version))
             meta = with_metadata(meta, change)
             if has_lineage(meta) and change.added.num_rows:
                 if change.row_ids is not None and change.row_ids[0] == (next_row_id or 0):

@@ -425,7 +425,7 @@ class VersionLog:
             # slot files lie directly in versions/ (staged ones, in pending/, are not slots):
             # one directory read, several times cheaper than a recursive object listing
             listed = self.io.list_dir(self.layout.versions_dir)
-            files = zip(listed.column("path").to_pylist(), listed.column("size").to_pylist())
+            files: Iterable[tuple[str, int]] = zip(listed.column("path").to_pylist(), listed.column("size").to_pylist())
         else:
             files = ((o.path, o.size) for o in self.io.list(self.layout.versions_dir))
         for path, size in files:
@@ -531,7 +531,7 @@ class VersionLog:
                 f"no version of {self._of()} at or before timestamp {timestamp_ms} "
                 "(before the table was created, or those versions were expired)"
             )
-        return best  # type: ignore[return-value]
+        return best
 
     def _newest_at_or_before(self, timestamp_ms: int, versions: Sequence[int], stop_on_missing: bool) -> Any:
         """Binary search of ``versions`` (ascending): the newest manifest with

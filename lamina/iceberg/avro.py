@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io as _io
 import json
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 import pyarrow as pa
@@ -233,4 +233,5 @@ def manifest_bytes(
 def read(data: bytes) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The records and header metadata of an Avro file this module wrote."""
     reader = fastavro.reader(_io.BytesIO(data))
-    return list(reader), dict(reader.metadata)
+    records = cast(list[dict[str, Any]], list(reader))  # this module writes record schemas only
+    return records, dict(reader.metadata)

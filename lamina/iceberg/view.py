@@ -138,8 +138,7 @@ def read_head(io: FileIO) -> Head | None:
             return known
     number = hint_number(io)
     if number is None or not io.exists(metadata_path(number)):
-        found = [parse_metadata_name(n) for n in io.list_names(METADATA_DIR)]
-        found = [k for k in found if k is not None]
+        found = [k for k in (parse_metadata_name(n) for n in io.list_names(METADATA_DIR)) if k is not None]
         if not found:
             _known_heads.pop(io.uri, None)
             return None
@@ -705,9 +704,9 @@ def _attempt(
                 if kind == "branch":
                     keep.update(s.id for s in b.snaps.values() if s.log_id == b.snaps[sid].log_id)
         if committed is not None and committed[0].branch != MAIN_BRANCH:
-            record = getattr(committed[0], "record", None)
-            if record is not None:
-                _branch(b, io, main_log, record, keep, new_refs, latest=committed[1])
+            committed_record = getattr(committed[0], "record", None)
+            if committed_record is not None:
+                _branch(b, io, main_log, committed_record, keep, new_refs, latest=committed[1])
     old_keep = {int(s["snapshot-id"]) for s in (head.metadata.get("snapshots", []) if head else [])}
     if head is not None and not b.added and keep == old_keep and new_refs == old_refs:
         return SyncResult(None)

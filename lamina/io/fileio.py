@@ -7,6 +7,7 @@ Store errors are mapped to Lamina's typed exceptions here and nowhere else.
 
 from __future__ import annotations
 
+import builtins
 import errno
 import functools
 import os
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import obstore
@@ -297,7 +298,7 @@ class FileIO:
             self._store = S3Store(
                 bucket,
                 prefix=parsed.path.strip("/") or None,
-                config=cfg,
+                config=cast(Any, cfg),  # obstore's S3Config keys, from the table's storage options
                 client_options={"allow_http": allow_http, "timeout": options.get("timeout", "30s")},
                 retry_config={
                     "max_retries": int(options.get("max_retries", 3)),
@@ -669,7 +670,7 @@ class FileIO:
             local = [os.path.join(self._local_root, _check_relative(p)) for p in paths]  # never an external file
             for p, path in zip(paths, local):
                 try:
-                    os.unlink(path)  # type: ignore[arg-type]
+                    os.unlink(path)
                 except (FileNotFoundError, NotADirectoryError):
                     pass  # gone already (or its directory never was one)
                 except OSError as e:
@@ -681,11 +682,11 @@ class FileIO:
         for i in range(0, len(keys), 1000):
             chunk = keys[i : i + 1000]
             try:
-                self._call(f"delete {len(chunk)} objects", lambda chunk=chunk: obstore.delete(self.store, chunk))
+                self._call(f"delete {len(chunk)} objects", functools.partial(obstore.delete, self.store, chunk))
             except NotFound:
                 for k in chunk:  # a batch stops at the first missing key on some stores
                     try:
-                        self._call(f"delete {k}", lambda k=k: obstore.delete(self.store, k))
+                        self._call(f"delete {k}", functools.partial(obstore.delete, self.store, k))
                     except NotFound:
                         pass
 
@@ -770,8 +771,8 @@ class FileIO:
         if self._local_root is not None and not os.path.isdir(self.local_path(prefix)):  # type: ignore[arg-type]
             return []
 
-        def run() -> list[ObjectInfo]:
-            out = []
+        def run() -> builtins.list[ObjectInfo]:
+            out: builtins.list[ObjectInfo] = []
             for chunk in obstore.list(self.store, key, chunk_size=1000):
                 out.extend(ObjectInfo(self._strip(m["path"]), m["size"], m["last_modified"]) for m in chunk)
             return out
@@ -780,7 +781,7 @@ class FileIO:
         items.sort(key=lambda o: o.path)
         return items
 
-    def list_names(self, prefix: str) -> list[str]:
+    def list_names(self, prefix: str) -> builtins.list[str]:
         """Sorted file names directly under ``prefix``: no subdirectories, nothing deeper (as
         ``list_dir``, without sizes); on local disk a plain directory read."""
         if self._local_root is not None:
@@ -800,7 +801,7 @@ class FileIO:
         plen = len(prefix) + 1 if prefix else 0
         return sorted(p[plen:] for p in self.list_dir(prefix).column("path").to_pylist())
 
-    def list_subdirs(self, prefix: str) -> list[str]:
+    def list_subdirs(self, prefix: str) -> builtins.list[str]:
         """Sorted names of the directories directly under ``prefix`` (local disk only: object
         stores have none; list the prefix recursively there)."""
         if self._local_root is None:
@@ -813,7 +814,7 @@ class FileIO:
         except OSError as e:
             raise _translate(e, f"list {prefix}") from e
 
-    def list_first_page(self, prefix: str, offset: str | None = None) -> list[str]:
+    def list_first_page(self, prefix: str, offset: str | None = None) -> builtins.list[str]:
         """The first page (up to 1000) of names under ``prefix`` after ``offset``, in order.
 
         One LIST request on stores that list lexicographically (S3). Callers must
@@ -823,7 +824,7 @@ class FileIO:
         off = self._key(f"{prefix}/{offset}") if offset else None
         plen = len(prefix) + 1
 
-        def run() -> list[str]:
+        def run() -> builtins.list[str]:
             stream = obstore.list(self.store, key, offset=off, chunk_size=1000)
             for chunk in stream:
                 return sorted(self._strip(m["path"])[plen:] for m in chunk)
@@ -835,7 +836,7 @@ class FileIO:
         """Every object under ``prefix`` (recursive, unordered)."""
         key = self._key(prefix) if prefix else (self._prefix or None)
         if self._local_root is not None and not os.path.isdir(self._local_root):
-            return iter(())
+            return
         try:
             for chunk in obstore.list(self.store, key, chunk_size=1000):
                 for m in chunk:

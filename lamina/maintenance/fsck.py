@@ -151,7 +151,7 @@ def fsck(table) -> FsckReport:
     report.unreferenced_known = complete
     if complete:
         # (branch records and branch logs: their slots are what says what is referenced)
-        meta = (
+        meta: tuple[str, ...] = (
             f"{TAGS_DIR}/",
             f"{WRITES_DIR}/",
             f"{PENDING_DIR}/",

@@ -250,7 +250,7 @@ def paths_of_each(
     step("leaves", len(leaves), len(leaves))
     out = []
     for g in groups:
-        names = sorted({vm.root_manifest for vm in g})
+        names = sorted({vm.root_manifest for vm in g if vm.root_manifest is not None})
         own = pc.unique(pa.concat_arrays([leaf_paths(roots[n]) for n in names])) if names else pa.array([], pa.string())
         parts = [pa.array([n for n in names if not is_inline_root(n)], pa.string()), own]
         parts += [_files(_data_rows(roots[n])) for n in names] + [in_leaf[leaf] for leaf in own.to_pylist()]

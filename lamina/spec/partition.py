@@ -183,7 +183,9 @@ _CALL_RE = re.compile(r"^\s*([A-Za-z_]+)\s*\((.*)\)\s*$", re.S)
 
 def split_top_level(s: str) -> list[str]:
     """Split on commas outside parentheses and quotes: "day(ts), bucket(16, id)" -> 2 entries."""
-    out, depth, quote_char, cur = [], 0, None, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth, quote_char = 0, None
     for ch in s:
         if quote_char:
             if ch == quote_char:
@@ -234,9 +236,9 @@ def _parse_entry(entry: str, schema: Schema) -> tuple[pa.Field, str, str]:
     if not isinstance(entry, str) or not entry.strip():
         raise InvalidPartitionSpec(f"empty or non-string partition_by entry {entry!r}")
     m = _CALL_RE.match(entry)
-    is_call = m is not None and entry.strip()[0] not in '"`'
-    fn = _ALIASES.get(m.group(1).lower(), m.group(1).lower()) if is_call else "identity"
-    args = split_top_level(m.group(2)) if is_call else [entry]
+    call = m if m is not None and entry.strip()[0] not in '"`' else None
+    fn = _ALIASES.get(call.group(1).lower(), call.group(1).lower()) if call is not None else "identity"
+    args = split_top_level(call.group(2)) if call is not None else [entry]
     if fn in ("bucket", "truncate"):
         if len(args) != 2:
             raise InvalidPartitionSpec(f"{fn} takes (N, column), e.g. {fn}(16, id); got {entry!r}")
@@ -255,7 +257,7 @@ def _parse_entry(entry: str, schema: Schema) -> tuple[pa.Field, str, str]:
         transform = "identity"
     else:
         raise InvalidPartitionSpec(
-            f"unknown partition transform {m.group(1)!r} in {entry!r}; use a column name or "
+            f"unknown partition transform {call.group(1) if call else fn!r} in {entry!r}; use a column name or "
             "year(col), month(col), day(col), hour(col), bucket(N, col), truncate(W, col)"
         )
     try:

@@ -161,7 +161,7 @@ class TableProperties:
     WRITE_DELETE_MODE = _word_property("write.delete.mode", MERGE_ON_READ, DELETE_MODES)
     """How delete, update and merge change rows when the call names no mode: deletion vectors
     (``merge-on-read``) or files rewritten without the rows (``copy-on-write``)."""
-    WRITE_SORT_ORDER = Property(
+    WRITE_SORT_ORDER = Property[tuple[str, ...]](
         "write.sort-order", (), _parse_columns, "column names separated by commas", render=", ".join
     )
     """The sort order (columns ascending, nulls last; e.g. ``ts, id``) of a table whose version

@@ -84,9 +84,10 @@ def split_version_or_tag(value: Any) -> tuple[int | None, str | None]:
             return None, value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InvalidArgument(f"version must be a version number (int) or a tag name (str), not {value!r}")
-    if value > MAX_VERSION:
+    number = int(value)
+    if number > MAX_VERSION:
         raise InvalidArgument(f"version {value} is beyond the largest version number, {MAX_VERSION}")
-    return int(value), None
+    return number, None
 
 
 def tag_path(name: str) -> str:

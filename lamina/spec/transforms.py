@@ -97,7 +97,7 @@ def _truncatable(t: pa.DataType) -> bool:
 
 def transform_result_type(transform: str, source_type: pa.DataType) -> pa.DataType:
     """Arrow type of ``transform`` applied to ``source_type``; InvalidPartitionSpec if not allowed."""
-    name, _ = _parse_transform(transform)
+    name, width = _parse_transform(transform)
     t = source_type
     if name == "identity":
         if _is_nested(t):
@@ -119,7 +119,8 @@ def transform_result_type(transform: str, source_type: pa.DataType) -> pa.DataTy
         return pa.int32()
     if not _truncatable(t):
         raise InvalidPartitionSpec(f"truncate applies to integer, string, binary and decimal columns, not {t}")
-    return truncate_result_type(t, _)
+    assert width is not None  # truncate[W] always has its width
+    return truncate_result_type(t, width)
 
 
 def _java_integer(t: pa.DataType) -> pa.DataType | None:
@@ -365,8 +366,10 @@ def apply_transform(
     if name == "identity":
         return a
     if name == "bucket":
+        assert arg is not None  # bucket[N] always has its count
         return _bucket(a, arg)
     if name == "truncate":
+        assert arg is not None
         return _truncate(a, arg)
     if name == "hour":
         v, mask = _ints(a)
@@ -413,6 +416,7 @@ def _truncation_projects(transform: str, op: str, values: Sequence[Any], source_
     if not (pa.types.is_integer(source_type) or pa.types.is_decimal(source_type)):
         return True
     _, w = _parse_transform(transform)
+    assert w is not None  # a truncate transform (the only one with an exactness question)
     if pa.types.is_integer(source_type) and 2 * w - 1 > 2**31 - 1:
         return False  # Java's int arithmetic overflows (w + w) for values anywhere in the range
     if op in ("<", "<=") and any(truncate_wraps(t, w) for t in _narrower_types(source_type)):

@@ -62,6 +62,7 @@ TIMELINE_PAGE = 100
 SMALL_FILE_MIN_FILES = 8  # fewer small files than this in a table: not worth a compaction
 DELETED_SHARE_ADVICE = 0.10  # a partition with this share of its rows deleted by DVs
 VERSIONS_ADVICE = 100  # retained versions above which expiry is worth a look
+CommandRef = tuple[str | None, str]  # how the CLI names a table: (catalog URI, ns.name), or (None, its location)
 
 
 def _not_found(what: str) -> ExplorerError:
@@ -83,10 +84,11 @@ class _Lru:
         holds (if not, it is made again)."""
         for _ in range(2):  # a stale value is dropped once, then made again
             with self._lock:
-                fut = self._items.get(key)
-                mine = fut is None
+                found = self._items.get(key)
+                mine = found is None
+                fut: Future = Future() if found is None else found
                 if mine:
-                    fut = self._items[key] = Future()
+                    self._items[key] = fut
                     while len(self._items) > self._size:
                         self._items.popitem(last=False)
                 else:
@@ -184,6 +186,7 @@ class Explorer:
         self.target = target
         self.catalog: Catalog | None = None
         self.location: str | None = None
+        self.single_key: str | None = None
         self._listings = _Lru(64)  # (table, log, latest version, its commit id) -> SlotListing
         # (table, log, table uuid, version) -> that version's history row: a live version's file
         # never changes (expiry records it and a rollback tombstones it, which the listing shows)
@@ -212,7 +215,7 @@ class Explorer:
     def catalog_page(self) -> dict[str, Any]:
         if self.catalog is None:
             t = self.table(self.single_key)  # type: ignore[arg-type]
-            entries = [(self.single_key, "", self.single_key, t.uri, True, t)]
+            entries: list[tuple[Any, ...]] = [(self.single_key, "", self.single_key, t.uri, True, t)]
             namespaces: list[str] = []
         else:
             infos = self.catalog.tables()
@@ -277,7 +280,7 @@ class Explorer:
                 return t.tag_store.get(tag).version
             if version not in (None, ""):
                 try:
-                    number = int(version)  # type: ignore[arg-type]
+                    number = int(version)
                 except ValueError:
                     raise ExplorerError(f"version must be an integer, not {version!r}; pass tag= for a tag") from None
                 return t.metadata if number == t.version else t.log.load(number)
@@ -652,7 +655,7 @@ def _key_of_location(uri: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name) or "table"
 
 
-def command_ref(ex: Explorer, t: Table) -> tuple[str | None, str]:
+def command_ref(ex: Explorer, t: Table) -> CommandRef:
     """How the CLI names this table: (catalog URI, ns.name), or (None, its location)."""
     ident = getattr(t, "identifier", None)
     if ex.catalog is None or not ident:
@@ -660,7 +663,7 @@ def command_ref(ex: Explorer, t: Table) -> tuple[str | None, str]:
     return ex.catalog.reopen_uri()[0], ident
 
 
-def _cli(ref: tuple[str | None, str], command: str, *args: str) -> str:
+def _cli(ref: CommandRef, command: str, *args: str) -> str:
     """``lamina [--catalog URI] COMMAND TABLE ARGS``, quoted for a POSIX shell."""
     catalog, table = ref
     return " ".join(_quote(a) for a in ["lamina", *(["--catalog", catalog] if catalog else []), command, table, *args])
@@ -717,7 +720,7 @@ def _mib(n: float) -> str:
     return f"{int(n)} B"
 
 
-def compaction_advice(e: pa.Table, vm: VersionManifest, ref: str) -> list[dict[str, Any]]:
+def compaction_advice(e: pa.Table, vm: VersionManifest, ref: CommandRef) -> list[dict[str, Any]]:
     """Small files, by the compaction planner itself (default target, files under 3/4 of it),
     with the files it would write (bytes / target, per group)."""
     target = compaction.DEFAULT_TARGET
@@ -746,7 +749,7 @@ def compaction_advice(e: pa.Table, vm: VersionManifest, ref: str) -> list[dict[s
     ]
 
 
-def deletes_advice(partitions: list[dict[str, Any]], ref: str) -> list[dict[str, Any]]:
+def deletes_advice(partitions: list[dict[str, Any]], ref: CommandRef) -> list[dict[str, Any]]:
     """Partitions where deletion vectors hide a large share of the rows: every read skips them."""
     out = []
     for p in partitions:
@@ -783,7 +786,7 @@ def _where_of(partition: str) -> str:
     return " AND ".join(terms)
 
 
-def expiry_advice(t: Table, ref: str, slots: SlotListing) -> list[dict[str, Any]]:
+def expiry_advice(t: Table, ref: CommandRef, slots: SlotListing) -> list[dict[str, Any]]:
     """What ``lamina expire`` (default policy) would free, by its own dry run over ``slots``
     (the log's listing, shared with the other requests); the facts say too when the versions it would drop were
     committed (``expired_from_ms``, ``expired_to_ms``: the time plot shades that span)."""

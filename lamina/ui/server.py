@@ -178,8 +178,9 @@ def start_server(explorer: Explorer, host: str = "127.0.0.1", port: int = 0) -> 
 
 
 def url_of(server: ThreadingHTTPServer) -> str:
-    host, port = server.server_address[:2]
-    host = f"[{host}]" if ":" in str(host) else host
+    address, port = server.server_address[:2]
+    host = address.decode() if isinstance(address, bytes) else str(address)
+    host = f"[{host}]" if ":" in host else host
     return f"http://{host}:{port}/"
 
 

@@ -146,8 +146,8 @@ def _choose(
     report.kept_by_age = len(candidates) - by_age
     report.kept_by_reader_grace = by_age - n
     report.held_by_reader_grace = report.kept_by_reader_grace > 0
-    expired = versions[:n]
-    survivors = versions[n:]
+    expired = list(versions[:n])
+    survivors = list(versions[n:])
     step("plan", n, len(candidates))
     report.expired_versions = expired
     report.earliest_retained = survivors[0] if survivors else None

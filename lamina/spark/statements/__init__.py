@@ -40,13 +40,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, cast
 
 import sqlglot
 from sqlglot import exp
 
 from lamina.spark.statements import ddl, dml, procedures, queries
+from lamina.spark.statements.names import LaminaName
 from lamina.spark.statements.statement import Statement, refuse, text_of
 
 __all__ = ["sql"]
@@ -73,7 +74,7 @@ def parse(text: str) -> exp.Expression | None:
             trees = [t for t in sqlglot.parse(text, read="spark") if t is not None]
         except Exception:  # sqlglot's ParseError or TokenError: Spark's parser has its say
             return None
-    return trees[0] if len(trees) == 1 else None
+    return cast(exp.Expression, trees[0]) if len(trees) == 1 else None  # sqlglot's statement nodes
 
 
 def sql(spark: Any, text: str, *, catalog: Any = None, storage_options: Mapping[str, Any] | None = None) -> Any:
@@ -128,7 +129,12 @@ def run(st: Statement, text: str) -> Any:
         return ddl.create(st, node)
     if isinstance(node, exp.Create) and str(node.args.get("kind", "")).upper() == "VIEW":
         return _view(st, node)
-    writes = {exp.Insert: dml.insert, exp.Update: dml.update, exp.Delete: dml.delete, exp.Merge: dml.merge}
+    writes: dict[type[exp.Expression], Callable[[Statement, Any, LaminaName], Any]] = {
+        exp.Insert: dml.insert,
+        exp.Update: dml.update,
+        exp.Delete: dml.delete,
+        exp.Merge: dml.merge,
+    }
     for cls, run_dml in writes.items():
         if isinstance(node, cls):
             name = _target(st, node.this)

@@ -48,7 +48,9 @@ def arrow_type(node: exp.DataType, column: str) -> pa.DataType:
 
     from lamina.spark._types import arrow_type as of_spark
 
-    return of_spark(T.StructType.fromDDL(f"c {text_of(node)}").fields[0].dataType, column)
+    struct = T.StructType.fromDDL(f"c {text_of(node)}")
+    assert isinstance(struct, T.StructType)  # "c <type>" is a one-field struct
+    return of_spark(struct.fields[0].dataType, column)
 
 
 def arrow_type_text(text: str, column: str) -> pa.DataType:

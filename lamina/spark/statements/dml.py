@@ -302,7 +302,7 @@ def merge(st: Statement, node: exp.Merge, name: LaminaName) -> Any:
             source = source.withColumn(tcol, F.col(f"`{scol.replace('`', '``')}`"))
         on.append(tcol)
     builder = spark_merge(table, source, on=on)
-    kinds = {"matched": [], "not matched": [], "not matched by source": []}
+    kinds: dict[str, list[Any]] = {"matched": [], "not matched": [], "not matched by source": []}
     for when in node.args["whens"].expressions:
         kind = (
             "matched"

@@ -39,7 +39,7 @@ def parts_of(column: exp.Column) -> list[str]:
     return [p.name for p in column.parts]
 
 
-def column_of(parts: Sequence[str]) -> exp.Column:
+def column_of(parts: Sequence[str]) -> exp.Column | exp.Dot:
     """A column reference of ``parts`` (``["target", "amount"]``), each part quoted."""
     idents = [exp.to_identifier(p, quoted=True) for p in parts]
     if len(idents) == 1:
