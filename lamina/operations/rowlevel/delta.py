@@ -18,6 +18,7 @@ the file without the deleted rows.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ from lamina.spec.lineage import (
 from lamina.spec.properties import DELETE_MODES, TableProperties
 
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lamina-rowlevel")
+_CUTS_AHEAD = 8  # files whose rows _live_rows cuts on _pool at once, ahead of the one it gathers
 
 MODES = DELETE_MODES
 
@@ -177,7 +179,8 @@ class RowDelta(Operation):
         parts, positions, files = [], [], []
         stored: dict[int, pa.ChunkedArray] = {}  # with lineage_after: the kept rows' stored ids, by file
         reads = base.scan().read_files(physical, cols, files_per_task=16, stored_row_ids=lineage_after)
-        for k, read in enumerate(reads):
+
+        def cut(k: int, read: Any) -> tuple[pa.Table, np.ndarray, pa.ChunkedArray | None]:
             table, ids = read if lineage_after else (read, None)
             # The prefilter's kept rows come as positions (a merge keeps a few rows of each
             # file: taking them costs less than a mask over every row, made, scanned and
@@ -199,11 +202,26 @@ class RowDelta(Operation):
                 table = table.take(pa.array(at))
             else:
                 at = np.arange(table.num_rows, dtype=np.int64)
-            if ids is not None and len(at):
-                stored[k] = ids.take(pa.array(at))
+            return table, at, (ids.take(pa.array(at)) if ids is not None and len(at) else None)
+
+        # Each file's rows are cut on the pool's threads as the file arrives (NumPy and Arrow
+        # release the interpreter lock), a few files ahead of this thread, which only gathers.
+        pending: deque[Future] = deque()
+
+        def gather() -> None:
+            table, at, ids = pending.popleft().result()
+            if ids is not None:
+                stored[len(parts)] = ids
             parts.append(table)
             positions.append(at)
-            files.append(np.full(len(at), k, dtype=np.int32))
+            files.append(np.full(len(at), len(files), dtype=np.int32))
+
+        for k, read in enumerate(reads):
+            if len(pending) >= _CUTS_AHEAD:
+                gather()
+            pending.append(_pool.submit(cut, k, read))
+        while pending:
+            gather()
         t = pa.concat_tables(parts)
         pos = np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
         fidx = np.concatenate(files) if files else np.zeros(0, dtype=np.int32)

@@ -90,10 +90,24 @@ def key_membership(
             off = np.subtract(k, lo, dtype=np.int64, casting="unsafe").view(np.uint64)
             return tables[0][np.minimum(off, span, out=off)]
     else:
+        # Sparse keys (random ids, hashes): a binary search per key misses the cache at every
+        # step of a large source. A bit table over a multiplicative hash of the source keys
+        # rules out most keys by one lookup in a table small enough to stay in cache; only
+        # the few it keeps are searched.
+        bits = min(HASH_TABLE_MAX_BITS, max(10, int(np.ceil(np.log2(len(ordered) * HASH_SLOTS_PER_KEY)))))
+        shift = np.uint64(64 - bits)
+        hashed = np.zeros(1 << bits, dtype=bool)
+        hashed[_hash_slots(ordered, shift)] = True
 
         def test(k: np.ndarray) -> np.ndarray:
-            i = np.searchsorted(ordered, k)
-            return ordered[np.minimum(i, len(ordered) - 1)] == k
+            cand = np.flatnonzero(hashed[_hash_slots(k, shift)])
+            kc = k[cand]
+            hit = cand[ordered[np.minimum(np.searchsorted(ordered, kc), len(ordered) - 1)] == kc]
+            if positions:
+                return hit
+            out = np.zeros(len(k), dtype=bool)
+            out[hit] = True
+            return out
 
     def member(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         valid = None
@@ -104,6 +118,8 @@ def key_membership(
         at = _members_of_increasing(k, ordered)
         if at is None:
             out = test(k)
+            if out.dtype != np.bool_:  # (positions already: the hashed test)
+                return out if valid is None else out[valid[out]]
             return wanted(out if valid is None else out & valid)
         if valid is not None:
             at = at[valid[at]]
@@ -114,6 +130,18 @@ def key_membership(
         return out
 
     return member
+
+
+# The hashed membership test's table: a slot per HASH_SLOTS_PER_KEY-th of a source key (about
+# one key in that many passes it by chance and is searched), at most 2**HASH_TABLE_MAX_BITS slots.
+HASH_SLOTS_PER_KEY = 16
+HASH_TABLE_MAX_BITS = 26
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: spreads keys that differ in any bits
+
+
+def _hash_slots(keys: np.ndarray, shift: np.uint64) -> np.ndarray:
+    """The slot of each int64 key in a table of ``2 ** (64 - shift)`` slots (its hash's top bits)."""
+    return (keys.view(np.uint64) * _GOLDEN) >> shift
 
 
 def _members_of_increasing(keys: np.ndarray, ordered: np.ndarray) -> np.ndarray | None:
