@@ -234,14 +234,22 @@ def register(
         parts = [c.sql("duckdb") for c in conjuncts(sqlglot.parse_one(text, read="duckdb"))]
     vm_scan = t.scan(columns=columns, version=version, timestamp=timestamp)
     scan = Scan(vm_scan.io, vm_scan.vm, pruning_predicate(parts, vm_scan.schema), columns, log=vm_scan.log)
-    return register_scan(con, scan, name if quoted else _ident(name), where=text)
+    # A second Lamina view on a connection: queries joining them are likely (``_view_body``).
+    joins = _registered.get(con, 0) > 0
+    _registered[con] = _registered.get(con, 0) + 1
+    return register_scan(con, scan, name if quoted else _ident(name), where=text, joins=joins)
 
 
-def register_scan(con: Any, scan: Scan, name: str, where: str | None = None) -> Any:
+# How many views ``register`` made per connection.
+_registered: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def register_scan(con: Any, scan: Scan, name: str, where: str | None = None, joins: bool = False) -> Any:
     """The view ``name`` (quoted SQL) over ``scan``'s planned files (its predicate has pruned them; DuckDB
-    filters rows by ``where``, DuckDB SQL, when given)."""
+    filters rows by ``where``, DuckDB SQL, when given). ``joins``: queries are expected to join
+    the view (``_view_body``)."""
     tail = f" WHERE {where}" if where else ""
-    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM ({_view_body(con, scan).sql}){tail}")
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM ({_view_body(con, scan, joins).sql}){tail}")
     return con.sql(f"FROM {name}")
 
 
@@ -249,17 +257,24 @@ def register_scan(con: Any, scan: Scan, name: str, where: str | None = None) -> 
 class _Body:
     sql: str
     log: str | None = None  # the Delta log it reads (lamina.duckdb.deltalog), if any
+    # Deletes anti-joined only because no join was expected: a query that joins should get a
+    # ``delta_scan`` body instead.
+    upgradable: bool = False
 
 
-def _view_body(con: Any, scan: Scan) -> _Body:
+def _view_body(con: Any, scan: Scan, joins: bool = False) -> _Body:
     """A SELECT of ``scan``'s rows on ``con``; what it needs (file lists, deleted positions, a
     Delta log, an S3 secret) is made on ``con`` now. Chosen by what DuckDB can read itself:
 
     - every file holds the columns by their names: ``read_parquet`` of the files, local or
       ``s3://`` (httpfs); files with deletion vectors through ``delta_scan`` of a Delta log
       of the version (``lamina.duckdb.deltalog``: deletes applied inside DuckDB's Parquet
-      scan, so the plan is that of the plain files), or, without the delta extension or for
-      an object store, anti-joined on ``file_row_number`` with their deleted positions;
+      scan, so the plan is that of the plain files), or anti-joined on ``file_row_number``
+      with their deleted positions: without the delta extension, for an object store, and
+      where no join is expected (``joins`` false) and the connection has not loaded the
+      extension yet — loading it checks the signature of its whole file (tens of MB), per
+      connection, which costs more than a one-table query; with no join to reorder, the
+      anti-join's plan is the plain files' plan plus the join;
     - otherwise a pyarrow Dataset of the scan (renamed nested fields, defaults, row
       lineage; object stores DuckDB cannot reach)."""
     sources = _column_sources(scan)
@@ -278,15 +293,14 @@ def _view_body(con: Any, scan: Scan) -> _Body:
         con.register(empty, scan.arrow_schema_of(scan.output_columns).empty_table())
         return _Body(f"SELECT * FROM {_ident(empty)}")
     everything = frozenset(p for p, _ in sources)
-    if (
-        live.has_deletes
-        and all(h == everything for h in held)
-        and all(p == c for p, c in sources)
-        and extensions.load(con, "delta")
-    ):
-        root = deltalog.log_of(live, scan.arrow_schema_of(scan.output_columns))
-        if root is not None:
-            return _Body(f"SELECT {names} FROM delta_scan({_string(root)})", root)
+    upgradable = False
+    if live.has_deletes and all(h == everything for h in held) and all(p == c for p, c in sources) and io.is_local:
+        if extensions.is_loaded(con, "delta") or (joins and extensions.load(con, "delta")):
+            root = deltalog.log_of(live, scan.arrow_schema_of(scan.output_columns))
+            if root is not None:
+                return _Body(f"SELECT {names} FROM delta_scan({_string(root)})", root)
+        else:
+            upgradable = not joins and deltalog.delta_schema(scan.arrow_schema_of(scan.output_columns)) is not None
     # Files are read in groups that hold the same columns (a file written before a column
     # was added lacks it: NULL there) and alike have or lack deletes; each group is one
     # read_parquet by name, without union_by_name (which reads every footer at each bind).
@@ -318,34 +332,38 @@ def _view_body(con: Any, scan: Scan) -> _Body:
             f"SELECT {cols} FROM {files} AS r "
             f"ANTI JOIN {_ident(dels)} AS d ON d.file_index = r.file_index AND d.pos = r.file_row_number"
         )
-    return _Body(" UNION ALL ".join(selects))
+    return _Body(" UNION ALL ".join(selects), upgradable=upgradable)
 
 
 class _ViewCache:
     """Per connection, the views ``sql`` made, by what they read: the table, the version (its
     commit id: a branch's version numbers are its own) and the predicate that pruned its files.
     A query naming a version a view was made for reuses it (no plan, no DV read, no binding of
-    a new view); a new version gets its own. At most ``MAX`` per connection, the least
+    a new view); a new version gets its own, and so does a joining query where the view
+    anti-joins its deletes (``_Body.upgradable``). At most ``MAX`` per connection, the least
     recently used dropped."""
 
     MAX = 128
 
     def __init__(self) -> None:
-        self.by_con: weakref.WeakKeyDictionary[Any, OrderedDict[tuple, tuple[str, str | None]]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self.by_con: weakref.WeakKeyDictionary[Any, OrderedDict[tuple, tuple[str, _Body]]] = weakref.WeakKeyDictionary()
 
-    def view_of(self, con: Any, scan: Scan) -> str:
+    def view_of(self, con: Any, scan: Scan, joins: bool = False) -> str:
         views = self.by_con.setdefault(con, OrderedDict())
         key = (scan.io.uri, scan.vm.commit_id, scan.version, repr(scan.predicate), tuple(scan.columns or ()))
         hit = views.get(key)
-        if hit is not None and (hit[1] is None or os.path.isdir(hit[1])):
+        if (
+            hit is not None
+            and (hit[1].log is None or os.path.isdir(hit[1].log))
+            and not (hit[1].upgradable and (joins or extensions.is_loaded(con, "delta")))
+        ):
             views.move_to_end(key)
             return hit[0]
-        name = f"__lamina_view_{next(_names)}"
-        body = _view_body(con, scan)
+        name = hit[0] if hit is not None else f"__lamina_view_{next(_names)}"
+        body = _view_body(con, scan, joins)
         con.execute(f"CREATE OR REPLACE VIEW {_ident(name)} AS {body.sql}")
-        views[key] = (name, body.log)
+        views[key] = (name, body)
+        views.move_to_end(key)
         while len(views) > self.MAX:
             _, (old, _) = views.popitem(last=False)
             con.execute(f"DROP VIEW IF EXISTS {_ident(old)}")
@@ -450,6 +468,7 @@ def register_catalog(con: Any, catalog: Catalog | str) -> list[str]:
         namespace, _, tname = info.identifier.rpartition(".")
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(namespace)}")
         register(con, cat.load_table(info.identifier), f"{_ident(namespace)}.{_ident(tname)}", quoted=True)
+        _registered[con] = _registered.get(con, 0) + 1  # (a catalog's tables are there to be joined)
         names.append(info.identifier)
     return names
 
@@ -636,6 +655,9 @@ def sql(
 
     tree = _parse(query, con)
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    # A query reading more than one relation joins (or semi-joins, through a subquery): its
+    # views with deletes should be planned as their plain files are (``_view_body``).
+    joins = len(list(tree.find_all(exp.Table))) > 1 or tree.find(exp.Join) is not None
     for node in list(tree.find_all(exp.Table)):
         if (
             not node.name
@@ -658,7 +680,7 @@ def sql(
             table = table.branch(travel.pop("branch"))
         scan = table.scan(version=travel.get("version", travel.get("tag")), timestamp=travel.get("timestamp"))
         pruned = Scan(scan.io, scan.vm, pruning_predicate(_pushable_conjuncts(node), scan.schema), log=scan.log)
-        view = _views.view_of(con, pruned)
+        view = _views.view_of(con, pruned, joins)
         alias = node.alias_or_name
         node.replace(exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias))))
     return con.sql(tree.sql("duckdb"))

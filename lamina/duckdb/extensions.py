@@ -20,7 +20,7 @@ import threading
 import weakref
 from typing import Any
 
-__all__ = ["load", "extension_file"]
+__all__ = ["load", "is_loaded", "extension_file"]
 
 _loaded: weakref.WeakKeyDictionary[Any, dict[str, bool]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
@@ -69,3 +69,23 @@ def load(con: Any, name: str) -> bool:
     with _lock:
         _loaded.setdefault(con, {})[name] = ok
     return ok
+
+
+def is_loaded(con: Any, name: str) -> bool:
+    """Whether ``name`` is loaded on ``con`` already, loading nothing: loading costs a signature
+    check of the whole extension file (tens of MB for ``delta``) per connection, which a caller
+    pays only where the extension is worth it."""
+    import duckdb
+
+    with _lock:
+        if _loaded.get(con, {}).get(name):
+            return True
+    try:
+        row = con.execute("SELECT loaded FROM duckdb_extensions() WHERE extension_name = ?", [name]).fetchone()
+    except duckdb.Error:
+        return False
+    if row and row[0]:
+        with _lock:
+            _loaded.setdefault(con, {})[name] = True
+        return True
+    return False

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ast
 import datetime as _dt
+import threading
+from collections import OrderedDict
 from functools import partial
 from typing import Any
 
@@ -190,18 +192,18 @@ class _Dataset:
         io = scan.io
         if not readable_by_name(scan) or not (io.is_local or io.scheme in ("s3", "s3a")):
             return _pyarrow_scan(scan.to_pyarrow_dataset(), limit, projection, pyarrow_predicate), key
-        live = LiveFiles.of(scan)
+        planned = _plans.of(scan)
+        live = planned.live
         schema = self.schema()
         if not len(live):
             return pl.scan_parquet([], schema=schema), key
         uris = live.uris
-        index = {u: i for i, u in enumerate(uris)}
 
         def keep_masks(requested: Any) -> Any:
             # Polars asks for the files it reads, by the paths it was given (maybe as file://).
-            idx = [index[p.removeprefix("file://")] for p in requested.get_column("path").to_list()]
-            return pl.DataFrame({"selection_vector": pl.from_arrow(live.keep_masks(idx))})
+            return planned.masks([p.removeprefix("file://") for p in requested.get_column("path").to_list()])
 
+        sizes = live.entries.column("size").to_pylist() if "size" in live.entries.column_names else None
         frame = pl.scan_parquet(
             uris,
             schema=schema,  # (the scan's columns; extra_columns="ignore" leaves the rest unread)
@@ -210,8 +212,64 @@ class _Dataset:
             extra_columns="ignore",
             storage_options=_storage_options(io),
             _deletion_files=("delta-deletion-vector", keep_masks) if live.has_deletes else None,
+            # (each file's size from its entry, as scan_delta gives its log's: no size look-up per file)
+            _source_sizes=sizes if sizes is not None and None not in sizes else None,
         )
         return frame, key
+
+
+class _Planned:
+    """One scan's planned files and, once asked, each requested file set's selection vectors."""
+
+    def __init__(self, live: LiveFiles) -> None:
+        self.live = live
+        self.index = {u: i for i, u in enumerate(live.uris)}
+        self._masks: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def masks(self, uris: list[str]) -> Any:
+        import polars as pl
+
+        idx = tuple(self.index[u] for u in uris)
+        with self._lock:
+            hit = self._masks.get(idx)
+        if hit is None:
+            hit = pl.DataFrame({"selection_vector": pl.from_arrow(self.live.keep_masks(list(idx)))})
+            with self._lock:
+                self._masks[idx] = hit
+                while len(self._masks) > 4:
+                    self._masks.popitem(last=False)
+        return hit
+
+
+class _Plans:
+    """The plans of the versions Polars queried lately, by the table, the version (its commit
+    id) and the pruning predicate: a version never changes, so a query that names it again
+    (each table reference of a SQL query, a notebook re-running a cell) skips the manifests
+    and the DV reads. At most ``MAX``, the least recently used dropped."""
+
+    MAX = 32
+
+    def __init__(self) -> None:
+        self.plans: OrderedDict[tuple, _Planned] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def of(self, scan: Scan) -> _Planned:
+        key = (scan.io.uri, scan.vm.commit_id, scan.version, repr(scan.predicate), tuple(scan.columns or ()))
+        with self.lock:
+            hit = self.plans.get(key)
+            if hit is not None:
+                self.plans.move_to_end(key)
+                return hit
+        planned = _Planned(LiveFiles.of(scan))
+        with self.lock:
+            self.plans[key] = planned
+            while len(self.plans) > self.MAX:
+                self.plans.popitem(last=False)
+        return planned
+
+
+_plans = _Plans()
 
 
 def _pyarrow_scan(dataset: Any, limit: int | None, projection: list[str] | None, pyarrow_predicate: str | None) -> Any:
