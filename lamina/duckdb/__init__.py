@@ -467,8 +467,9 @@ def register_catalog(con: Any, catalog: Catalog | str) -> list[str]:
     for info in cat.tables():
         namespace, _, tname = info.identifier.rpartition(".")
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(namespace)}")
+        # (a catalog's tables are there to be joined: its first one too is read as a later register's)
+        _registered[con] = _registered.get(con, 0) + 1
         register(con, cat.load_table(info.identifier), f"{_ident(namespace)}.{_ident(tname)}", quoted=True)
-        _registered[con] = _registered.get(con, 0) + 1  # (a catalog's tables are there to be joined)
         names.append(info.identifier)
     return names
 
