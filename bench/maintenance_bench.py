@@ -111,7 +111,7 @@ def worker_race(argv) -> None:
     for seq, b in enumerate(batches):
         t0 = now()
         try:
-            v = t.append(b)
+            v = t.append(b).version
             acked.append([seq, v, now() - t0])
         except Exception as e:  # noqa: BLE001  (counted: a typed error is a failure, not a loss)
             failed.append([seq, err_text(e), now() - t0])

@@ -183,7 +183,7 @@ def count_requests(spec: dict) -> dict:
             if op == "open":
                 extra["version"] = lamina.open_table(uri, storage_options=opts).version
             elif op == "append":
-                extra["version"] = h.append(make_batch(10**9, 100))
+                extra["version"] = h.append(make_batch(10**9, 100)).version
             elif op == "tag":  # the default: the table's latest version
                 extra["tagged"] = h.tags.create("requests").tagged_version
             elif op == "tag_version":  # the handle's version, given as Lance is given it

@@ -143,7 +143,7 @@ class LaminaX(LaminaAppends):
     read_call = "`t.scan().to_arrow()` / `t.scan(where=\"amount > 0.5\").to_arrow()`"
 
     def delete(self, h, pred):
-        v = h.delete(pred, mode=self.mode) if self.mode else h.delete(pred)
+        v = (h.delete(pred, mode=self.mode) if self.mode else h.delete(pred)).version
         if v is None:
             raise RuntimeError(f"delete({pred!r}) committed nothing")
         return {"version": v}

@@ -70,7 +70,7 @@ import pyarrow as pa
 
 from lamina.catalog.base import CatalogTable, TableInfo, parse_identifier
 from lamina.catalog.coordinator import CatalogVersionLog, Row, SqlCoordinator
-from lamina.commit import Base, CommitOptions
+from lamina.commit import Base, CommitOptions, CommitResult
 from lamina.commit.committer import Committer, step
 from lamina.errors import (
     CatalogTableAlreadyExists,
@@ -146,7 +146,7 @@ class TableChanges(Transaction):
         """``scan(where, columns).to_arrow()``."""
         return self.scan(where, columns).to_arrow()
 
-    def commit(self) -> int | None:
+    def commit(self) -> CommitResult:
         raise InvalidArgument(
             "this table's changes commit with their catalog transaction: leave the `with catalog.transaction()` "
             "block or call its commit()"

@@ -26,7 +26,7 @@ def _switch(table: str, on: bool) -> None:
     except LaminaError as e:
         _fail(e)
     word = "on" if on else "off"
-    what = f"version {committed}" if committed is not None else f"already {word}"
+    what = f"version {committed.version}" if committed.committed else f"already {word}"
     shows = f": [bold]{head['metadata']}[/bold]" if on else "; Iceberg readers keep seeing the last version it showed"
     console.print(f"Iceberg view of {t.uri} {word} ({what}){shows}")
 

@@ -35,7 +35,7 @@ def rollback(
         v = t.rollback(to, destructive=destructive)
     except LaminaError as e:
         _fail(e)
-    console.print(f"rolled back to {to}: committed version {v}")
+    console.print(f"rolled back to {to}: committed version {v.version}")
 
 
 def expire(

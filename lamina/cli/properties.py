@@ -40,14 +40,14 @@ def _update_properties(uri: str, branch: str | None, **change: Any) -> None:
         v = t.update_properties(**change)
     except LaminaError as e:
         _fail(e)
-    if v is None:
+    if v.version is None:
         console.print(f"nothing to change: {_of(t)} has every property so already")
         return
     s = t.metadata.summary
     done = [
         f"{what} {s[key]}" for what, key in (("set", "properties-set"), ("removed", "properties-removed")) if s.get(key)
     ]
-    console.print(f"version {v}: {'; '.join(done)}")
+    console.print(f"version {v.version}: {'; '.join(done)}")
 
 
 @properties_app.command("set")

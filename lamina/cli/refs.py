@@ -206,10 +206,10 @@ def branch_publish(
     t = _open(uri)
     try:
         v = t.branches.publish(name, into, expected_version=expected_version)
-        if v is None:
+        if v.version is None:
             console.print(f"branch {name} has no commits: nothing published into {into}")
             return
-        how = t.branch(into).log.load(v).summary.get("publish", "")
+        how = v.metrics.get("publish", "")
     except LaminaError as e:
         _fail(e)
-    console.print(f"published branch {name} into {into} ({how}): version {v}")
+    console.print(f"published branch {name} into {into} ({how}): version {v.version}")

@@ -5,6 +5,7 @@ from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation, removed_
 from lamina.commit.committer import CommitOptions, Committer
 from lamina.commit.coordinator import CommitCoordinator, ObjectStoreCoordinator
 from lamina.commit.log import VersionLog, flush_hints
+from lamina.commit.result import CommitResult
 from lamina.commit.tags import TagStore
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "Base",
     "Change",
     "CommitOptions",
+    "CommitResult",
     "Committer",
     "Operation",
     "CommitCoordinator",

@@ -13,7 +13,6 @@ from lamina.operations.append import (
     RecordAppTransaction,
     check_added_files,
     check_added_paths,
-    check_app_transactions,
     check_not_in_table,
 )
 from lamina.operations.compaction import CompactFiles, CompactionResult, RewriteManifests
@@ -37,6 +36,5 @@ __all__ = [
     "StaleRowDelta",
     "check_added_files",
     "check_added_paths",
-    "check_app_transactions",
     "check_not_in_table",
 ]

@@ -21,9 +21,6 @@ from lamina.io.fileio import PATH_RULES, URI_PATTERN, VALID_PATH_EXAMPLE
 from lamina.manifest.entries import fill_constant
 from lamina.spec.layout import DV_DIR, META_DIR
 
-# (the name callers before the named checks knew it by)
-check_app_transactions = require_app_transactions_new
-
 
 @dataclass
 class RecordAppTransaction(Operation):

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.commit import Base, Change, Operation, removed_of
+from lamina.commit import Base, Change, CommitResult, Operation, removed_of
 from lamina.commit.checks import require_live
 from lamina.data.deletes import file_keys
 from lamina.data.writer import SHORT_LIVED_POOL
@@ -49,9 +49,10 @@ DEFAULT_TARGET = 128 * 1024 * 1024
 SMALL_INPUT_BYTES = 8 << 20
 
 
-@dataclass
-class CompactionResult:
-    version: int | None
+@dataclass(frozen=True, kw_only=True)
+class CompactionResult(CommitResult):
+    """A compaction's ``CommitResult`` and what it rewrote."""
+
     files_before: int
     files_after: int
     input_files: int

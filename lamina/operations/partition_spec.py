@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation
 from lamina.commit.checks import require_spec_sources_live, require_spec_unchanged
+from lamina.commit.result import CommitResult
 from lamina.errors import InvalidArgument, InvalidPartitionSpec, SchemaMismatch
 from lamina.spec.partition import (
     FIRST_PARTITION_FIELD_ID,
@@ -65,7 +66,7 @@ class MetadataBuilder:
     """What the fluent builders of metadata changes share: ``commit()`` once (or leave a
     ``with`` block without an exception), after which the builder is spent."""
 
-    def __init__(self, run: Callable[[Operation], int | None]) -> None:
+    def __init__(self, run: Callable[[Operation], CommitResult | None]) -> None:
         self._run = run
         self._done = False
 
@@ -76,8 +77,8 @@ class MetadataBuilder:
     def operation(self) -> Operation:
         raise NotImplementedError
 
-    def commit(self) -> int | None:
-        """Commit the change as one version (its number), or queue it in the transaction (None)."""
+    def commit(self) -> CommitResult | None:
+        """Commit the change as one version (its ``CommitResult``), or queue it in the transaction (None)."""
         self._check_open()
         op = self.operation()
         self._done = True
@@ -95,7 +96,7 @@ class SpecUpdate(MetadataBuilder):
     """Fluent builder of one partition spec change (``Table.update_spec``,
     ``Transaction.update_spec``). Every call is checked at once against the spec so far."""
 
-    def __init__(self, metadata: VersionManifest, run: Callable[[Operation], int | None]) -> None:
+    def __init__(self, metadata: VersionManifest, run: Callable[[Operation], CommitResult | None]) -> None:
         super().__init__(run)
         self._schema: Schema = metadata.schema
         self._specs = metadata.all_partition_specs

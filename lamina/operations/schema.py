@@ -43,6 +43,7 @@ import pyarrow as pa
 
 from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation
 from lamina.commit.checks import column_identity, require_schema_change_applies, require_schema_unchanged
+from lamina.commit.result import CommitResult
 from lamina.errors import InvalidArgument
 from lamina.spec.properties import TableProperties
 from lamina.spec.schema import Schema, field_id_of, normalize_type, note_stored_units
@@ -198,7 +199,7 @@ class SchemaUpdate:
     def __init__(
         self,
         vm: VersionManifest,
-        run: Callable[[UpdateSchema], int | None],
+        run: Callable[[UpdateSchema], CommitResult | None],
         *,
         strict: bool = False,
     ) -> None:
@@ -278,14 +279,14 @@ class SchemaUpdate:
             self._add(change)
         return self
 
-    def commit(self) -> int | None:
-        """Commit the changes as one version (its number); None if there were none, or if
-        the update is part of a transaction (it commits with it)."""
+    def commit(self) -> CommitResult | None:
+        """Commit the changes as one version (its ``CommitResult``; nothing committed if there
+        were none); None if the update is part of a transaction (it commits with it)."""
         if self._done:
             raise InvalidArgument("this schema update was already committed")
         self._done = True
         if not self._changes:
-            return None
+            return CommitResult(None)
         # One version, one new schema id (the builder's running schema counted every call).
         result = Schema(self._current.arrow, self._base.schema_id + 1, self._current.last_column_id)
         planned = (self._base, result)

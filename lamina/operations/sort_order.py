@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation
 from lamina.commit.checks import require_sort_sources_live
+from lamina.commit.result import CommitResult
 from lamina.errors import InvalidArgument, SchemaMismatch
 from lamina.operations.partition_spec import MetadataBuilder
 from lamina.spec.properties import TableProperties
@@ -60,7 +61,7 @@ class SortOrderUpdate(MetadataBuilder):
     ``Transaction.update_sort_order``): ``asc``/``desc`` add sort fields, in order of
     significance; committing no field makes the table unsorted."""
 
-    def __init__(self, metadata: VersionManifest, run: Callable[[Operation], int | None]) -> None:
+    def __init__(self, metadata: VersionManifest, run: Callable[[Operation], CommitResult | None]) -> None:
         super().__init__(run)
         self._schema: Schema = metadata.schema
         self._fields: list[SortField] = []

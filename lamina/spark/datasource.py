@@ -37,6 +37,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 import lamina
+from lamina.commit import CommitResult
 from lamina.data import deletes
 from lamina.data.inflight import discard_writes, new_write_id, register_write
 from lamina.data.scan import Scan
@@ -546,7 +547,7 @@ class WriteTarget:
         msgs = [m for m in messages if m is not None]
         return msgs, list(dict.fromkeys(m.write_id for m in msgs))
 
-    def commit(self, messages: list[Any], app_transaction: tuple[str, int] | None = None) -> int | None:
+    def commit(self, messages: list[Any], app_transaction: tuple[str, int] | None = None) -> CommitResult | None:
         """Commit every task's files as one version; None if ``app_transaction`` was already committed."""
         if self.skip:
             return None
@@ -576,7 +577,7 @@ class WriteTarget:
                 return session.commit(self.mode, where=self.where, app_transaction=app_transaction)
             except TransactionAlreadyCommitted as e:  # the session removed the files
                 log.info("skipping already committed write: %s", e)
-                return None
+                return CommitResult(None)
 
     def abort(self, messages: list[Any]) -> None:
         """Remove what the write's tasks left. Spark may pass only Nones (a task that succeeded

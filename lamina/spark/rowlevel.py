@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 import lamina
+from lamina.commit import CommitResult
 from lamina.data.deletes import file_key
 from lamina.errors import InvalidArgument, StaleRowDelta
 from lamina.expr import AlwaysTrue, Expr, and_, bind, to_expr
@@ -135,7 +136,7 @@ def _commit(
     found: FilePositions,
     mode: str | None,
     counts: dict[str, int],
-) -> tuple[int | None, PositionDelta]:
+) -> tuple[CommitResult | None, PositionDelta]:
     """Commit the positions ``found`` selected in the planned files ``entries``, and the files
     added to ``session``, as one version (StaleRowDelta if the files changed since the session's base)."""
     return session.commit_row_delta(
@@ -239,8 +240,9 @@ def delete(
     max_attempts: int = DEFAULT_ATTEMPTS,
     catalog: Any = None,
     branch: str | None = None,
-) -> int | None:
-    """Delete the rows matching ``where`` with Spark; one version, or None if no row matched.
+) -> CommitResult | None:
+    """Delete the rows matching ``where`` with Spark, in one version (its ``CommitResult``,
+    whose ``version`` is None if no row matched: nothing committed).
 
     ``where``: a Lamina predicate (text or ``lamina.expr``): files whose statistics cannot match
     are not read, and the matching rows of the others are found by Spark's native reader with
@@ -258,15 +260,15 @@ def delete(
     now = datetime.datetime.now(datetime.UTC)  # current_date / current_timestamp: once per statement
     spark_where = where if isinstance(where, Column) else None
 
-    def run(session: WriteSession) -> int | None:
+    def run(session: WriteSession) -> CommitResult | None:
         pred = bind(AlwaysTrue() if spark_where is not None else to_expr(where), table.metadata.schema, now=now)
         entries = table.scan(where=pred).plan(all_columns=True).entries
         df = read_with_positions(spark, table, entries)
         cond = spark_where if spark_where is not None else to_spark_column(pred, table.metadata.schema)
         if cond is not None:
             df = df.where(cond)
-        version, _ = _commit(session, "delete", pred, entries, _selected(df, entries), mode, {})
-        return version
+        result, _ = _commit(session, "delete", pred, entries, _selected(df, entries), mode, {})
+        return result
 
     return _with_attempts(table, max_attempts, run, tx)
 
@@ -285,9 +287,9 @@ def update(
     max_attempts: int = DEFAULT_ATTEMPTS,
     catalog: Any = None,
     branch: str | None = None,
-) -> int | None:
-    """Set columns of the rows matching ``where`` (every row if None) with Spark, in one version;
-    None if no row matched (nothing committed). Delta's ``DeltaTable.update(condition, set)``.
+) -> CommitResult | None:
+    """Set columns of the rows matching ``where`` (every row if None) with Spark, in one version
+    (its ``CommitResult``; ``version`` None if no row matched: nothing committed). Delta's ``DeltaTable.update(condition, set)``.
 
     ``set``: column -> Spark SQL expression text (``"amount * 1.1"``, over the table's columns),
     a Spark Column, or a Python literal; each value is cast to its column's type, as a merge's.
@@ -309,7 +311,7 @@ def update(
         table.metadata.schema.field(c)  # SchemaMismatch naming the columns, before Spark runs
     spark_where = where if isinstance(where, Column) else None
 
-    def run(session: WriteSession) -> int | None:
+    def run(session: WriteSession) -> CommitResult | None:
         schema = table.metadata.schema
         pred = bind(AlwaysTrue() if where is None or spark_where is not None else to_expr(where), schema)
         entries = table.scan(where=pred).plan(all_columns=True).entries
@@ -327,7 +329,7 @@ def _update_rows(
     cond: Any,
     assignments: Mapping[str, Any],
     mode: str | None,
-) -> int | None:
+) -> CommitResult | None:
     """One attempt of ``update``: the rows of the planned files ``entries`` that ``cond`` (a
     Spark Column, None: every row) selects, rewritten with ``assignments`` into the session's
     files, their positions committed as the rows deleted."""
@@ -362,10 +364,10 @@ def _update_rows(
                 session,
                 lineage,
             )
-        version, _ = _commit(session, "update", pred, entries, found, mode, {"rows_updated": found.rows})
+        result, _ = _commit(session, "update", pred, entries, found, mode, {"rows_updated": found.rows})
     finally:
         changed.unpersist()
-    return version
+    return result
 
 
 # -- merge --------------------------------------------------------------------------------------
@@ -552,14 +554,22 @@ class SparkMergeBuilder(MergeClauses):
             clock("write")
             written = session.entries
             inserted = int(pc.sum(written.column("record_count")).as_py()) - upd if written.num_rows else 0
-            version, op = _commit(
+            commit, op = _commit(
                 session, "merge", prune, entries, found, self.mode, {"rows_updated": upd, "rows_inserted": inserted}
             )
             clock("commit")
         finally:
             staged.unpersist()
-        s = op.last_stats
-        return MergeResult(version, upd, dele, inserted, entries.num_rows, s.get("files_touched", 0))
+        return MergeResult(
+            version=None if commit is None else commit.version,
+            operation=None if commit is None else commit.operation,
+            metrics=CommitResult(None).metrics if commit is None else commit.metrics,
+            rows_updated=upd,
+            rows_deleted=dele,
+            rows_inserted=inserted,
+            files_scanned=entries.num_rows,
+            files_touched=op.last_stats.get("files_touched", 0),
+        )
 
     def _not_matched_by_source(
         self, target: Any, src: Any, skeys: list[str], small: bool, action: Any, out_cols: list, lineage: bool

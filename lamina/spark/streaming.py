@@ -21,10 +21,12 @@ Python data source.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from lamina.commit import CommitResult
 from lamina.errors import InvalidArgument, TransactionAlreadyCommitted
 from lamina.operations import MergeResult, RecordAppTransaction, StaleRowDelta
 from lamina.spark._target import TableRef
@@ -62,14 +64,14 @@ def foreach_batch_writer(
     schema_mode: str | None = None,
     branch: str | None = None,
     catalog: Any = None,
-) -> Callable[[Any, int], int | None]:
+) -> Callable[[Any, int], CommitResult]:
     """A ``foreachBatch`` function appending each micro-batch to ``uri`` (a target, as
     ``lamina.spark.write`` takes it) exactly once. ``app_id``: see the module docstring.
     ``schema_mode="merge"``: a batch with new (or wider) columns evolves the table in the
     version that appends it (see ``write``). ``branch``: append to that branch."""
     _check_app_id(app_id)
 
-    def write_batch(batch_df: Any, batch_id: int) -> int | None:
+    def write_batch(batch_df: Any, batch_id: int) -> CommitResult:
         from lamina.spark.write import write
 
         return write(
@@ -138,8 +140,10 @@ def foreach_batch_merge(
                 if attempt == max_attempts - 1:
                     raise
                 continue
-            result.version = tx.version
-            return result
+            assert tx.result is not None  # the block committed it
+            return dataclasses.replace(
+                result, version=tx.result.version, operation=tx.result.operation, metrics=tx.result.metrics
+            )
         raise AssertionError("unreachable")
 
     return merge_batch

@@ -29,11 +29,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from lamina.commit import CommitResult
+from lamina.commit.checks import require_app_transactions_new
 from lamina.data.inflight import discard_writes, new_write_id, register_write
 from lamina.errors import InvalidArgument, SchemaMismatch, TransactionAlreadyCommitted
 from lamina.expr import Expr, bind, to_expr
 from lamina.io import FileIO
-from lamina.operations import check_app_transactions
 from lamina.spark._filters import spark_literal, to_spark_column
 from lamina.spark._native_write import write_committed
 from lamina.spark._stats import file_entries
@@ -227,8 +228,8 @@ def write(
     catalog: Any = None,
     schema_mode: str | None = None,
     branch: str | None = None,
-) -> int | None:
-    """Write ``df`` to a Lamina table as one new version; returns the version.
+) -> CommitResult:
+    """Write ``df`` to a Lamina table as one new version; returns its ``CommitResult``.
 
     - ``target``: a location, an open ``lamina.Table`` (e.g. ``catalog.load_table("shop.orders")``),
       or an identifier with ``catalog=`` (a Catalog or a catalog URI): see ``lamina.spark._target``.
@@ -238,8 +239,9 @@ def write(
       table it may be left out (the table's is used), or must be the table's
       (PartitionSpecMismatch, before anything is written).
     - ``properties``: table properties of a new table.
-    - ``app_transaction=(app_id, n)``: idempotent append (streaming); returns None, writing
-      nothing, when ``n`` is not above the sequence already committed for ``app_id``.
+    - ``app_transaction=(app_id, n)``: idempotent append (streaming); writes and commits
+      nothing (the result's ``version`` is None) when ``n`` is not above the sequence already
+      committed for ``app_id``.
     - ``schema_mode="merge"``: columns of ``df`` the table lacks are added (at any depth) and,
       where the table property ``schema.type-widening.enabled`` is true, columns ``df`` has
       wider are widened, in the same version as the rows (as ``Table.append(...,
@@ -302,7 +304,7 @@ def write_ref(
     app_transaction: tuple[str, int] | None = None,
     schema_mode: str | None = None,
     exclusive: bool = False,
-) -> int | None:
+) -> CommitResult:
     """``write`` into the table ``ref`` names (arguments checked); ``exclusive``: a new table
     must be this write's own (TableAlreadyExists if another writer created it meanwhile)."""
     table = ref.open_or_none()
@@ -310,10 +312,10 @@ def write_ref(
         table.check_writable()  # before a file is written
         if app_transaction is not None:
             try:
-                check_app_transactions(table.log.latest(), {app_transaction[0]: app_transaction[1]})
+                require_app_transactions_new(table.log.latest(), {app_transaction[0]: app_transaction[1]})
             except TransactionAlreadyCommitted as e:
                 log.info("skipping write: %s", e)
-                return None
+                return CommitResult(None)
     io = ref.io
     root = native_root(df.sparkSession, io, "written")
     if root is None:
@@ -351,10 +353,12 @@ def write_ref(
                 register=False,
             )
         session.add_files(files)
-        return session.commit(mode, where=where, app_transaction=app_transaction)
+        committed = session.commit(mode, where=where, app_transaction=app_transaction)
+        assert committed is not None  # (a session outside a transaction commits)
+        return committed
     except TransactionAlreadyCommitted as e:  # the session deleted the files
         log.info("skipping write: %s", e)
-        return None
+        return CommitResult(None)
     except BaseException:
         if session is None:  # no table yet: nothing was committed
             discard_writes(io, [write_id], search=False)
@@ -481,7 +485,7 @@ def _write_via_datasource(
     where: Any,
     app_transaction: tuple[str, int] | None,
     schema_mode: str | None,
-) -> int | None:
+) -> CommitResult:
     from lamina.spark.datasource import register
 
     register(df.sparkSession)
@@ -500,4 +504,4 @@ def _write_via_datasource(
         w = w.option("mergeSchema", "true")
     w.save()
     ref.table = None  # the data source committed through its own handle
-    return ref.open().version
+    return CommitResult.of(ref.open().metadata)

@@ -50,7 +50,7 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap
 
-from lamina.commit import CommitOptions, Operation
+from lamina.commit import CommitOptions, CommitResult, Operation
 from lamina.data.inflight import discard_writes, finish_writes, new_write_id, register_write
 from lamina.errors import CommitStateUnknown, InvalidArgument, StorageError
 from lamina.expr import Expr
@@ -182,10 +182,11 @@ class WriteSession:
         where: str | Expr | None = None,
         app_transaction: tuple[str, int] | None = None,
         operation: str | None = None,
-    ) -> int | None:
+    ) -> CommitResult | None:
         """Commit the added files as one version: ``mode`` append, or overwrite of the rows
         matching ``where`` (all rows if None; files that only partly match are rewritten,
-        named by the write id). The version's number. Raises TransactionAlreadyCommitted
+        named by the write id). Its ``CommitResult``; None if the session writes within a
+        transaction (the transaction commits the files). Raises TransactionAlreadyCommitted
         (nothing committed, the files deleted) if ``app_transaction`` was committed before."""
         tx = self._transaction()
         tx.add_entries(
@@ -206,7 +207,7 @@ class WriteSession:
         *,
         mode: str | None = None,
         counts: Mapping[str, int] | None = None,
-    ) -> tuple[int | None, PositionDelta]:
+    ) -> tuple[CommitResult | None, PositionDelta]:
         """Commit a row-level change the engine computed against ``base``: for every file
         ``prune`` selects in it (keyed by ``lamina.data.deletes.file_key``), the physical row
         positions to delete (empty: untouched), an array or a ``pyroaring.BitMap``; the added
@@ -216,7 +217,7 @@ class WriteSession:
         (``mode`` copy-on-write; default the table's ``write.delete.mode``) the files
         rewritten. Raises StaleRowDelta (nothing committed, the files deleted) if the files
         ``prune`` selects changed since ``base``: the engine recomputes in a new session.
-        Returns the version (None if nothing changed: nothing committed) and the operation
+        Returns the ``CommitResult`` (None: queued in a transaction) and the operation
         (``last_stats``: files touched, rows deleted)."""
         tx = self._transaction()
         op = PositionDelta(
@@ -232,9 +233,10 @@ class WriteSession:
         )
         return self._commit(tx.add_operation(op)), op
 
-    def commit_operation(self, op: Operation) -> int | None:
+    def commit_operation(self, op: Operation) -> CommitResult | None:
         """Commit an operation (``lamina.operations``) that references this write's files, as
-        one version; None if it changed nothing (nothing committed: the files are deleted)."""
+        one version (if it changed nothing, nothing is committed and the files are deleted);
+        None if the session writes within a transaction."""
         return self._commit(self._transaction().add_operation(op))
 
     def _transaction(self) -> Transaction:
@@ -244,13 +246,13 @@ class WriteSession:
             tx.stage_schema_update(self._schema_update)
         return tx
 
-    def _commit(self, tx: Transaction) -> int | None:
+    def _commit(self, tx: Transaction) -> CommitResult | None:
         if tx is self.transaction:  # queued: the transaction commits the files, or deletes them
             tx.adopt_engine_write(self._write_ids, self.entries.column("path").to_pylist())
             self._state = "queued"
             return None
         try:
-            version = tx.commit()
+            result = tx.commit()
         except CommitStateUnknown:
             self._state = "unknown"  # the version may reference the files: keep them
             self._finish()
@@ -263,11 +265,11 @@ class WriteSession:
                 self.abort()
             raise
         self._state = "committed"
-        if version is None:  # nothing referenced the write's files: an empty directory at most
+        if result.version is None:  # nothing referenced the write's files: an empty directory at most
             self._discard(search=False)
         else:
             self._finish()
-        return version
+        return result
 
     # -- the end ----------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from lamina.commit import CommitOptions
+from lamina.commit import CommitOptions, CommitResult
 from lamina.commit.branches import BranchStore
 from lamina.data.inflight import new_write_id
 from lamina.errors import BranchNotFound, InvalidArgument
@@ -73,27 +73,38 @@ class Maintenance:
             rewrite_groups,
         )
         if session is not None:
-            version = session.commit_operation(op)
+            commit = session.commit_operation(op)
         else:
-            version = t._commit_operation(op, commit_options)
+            commit = t._commit_operation(op, commit_options)
         last = op.last
         # (not applied yet when queued in a session's transaction, which commits it later)
         before = last.get("files_before", int(t.metadata.summary.get("total-files", 0)))
-        if version is None:
-            return CompactionResult(None, before, before, 0, 0, 0, 0, 0)
+        if commit is None or commit.version is None:
+            return CompactionResult(
+                version=None,
+                files_before=before,
+                files_after=before,
+                input_files=0,
+                output_files=0,
+                groups=0,
+                bytes_read=0,
+                rows_written=0,
+            )
         return CompactionResult(
-            version,
-            before,
-            int(t.metadata.summary.get("total-files", 0)),
-            last["input_files"],
-            last["output_files"],
-            last["groups"],
-            last["bytes_read"],
-            last["rows_written"],
+            version=commit.version,
+            operation=commit.operation,
+            metrics=commit.metrics,
+            files_before=before,
+            files_after=int(t.metadata.summary.get("total-files", 0)),
+            input_files=last["input_files"],
+            output_files=last["output_files"],
+            groups=last["groups"],
+            bytes_read=last["bytes_read"],
+            rows_written=last["rows_written"],
         )
 
     @writes
-    def rewrite_manifests(self, *, commit_options: CommitOptions | None = None) -> Any:
+    def rewrite_manifests(self, *, commit_options: CommitOptions | None = None) -> CommitResult:
         """Rewrite the leaf manifests (same files), grouped by partition, in one version."""
         return self._table._commit_operation(RewriteManifests(), commit_options)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lamina.commit import CommitOptions, Committer, ObjectStoreCoordinator, TagStore, VersionLog
+from lamina.commit import CommitOptions, CommitResult, Committer, ObjectStoreCoordinator, TagStore, VersionLog
 from lamina.commit.branches import BranchLog, BranchStore
 from lamina.commit.coordinator import CommitCoordinator
 from lamina.data.scan import Scan, ScanPlan
@@ -287,12 +287,16 @@ class Table:
         if new:
             iceberg_view.on_commit(self, vm)
 
-    def _one(self, tx: Transaction) -> int | None:
+    def _one(self, tx: Transaction) -> CommitResult:
         return tx.commit()
 
-    def _commit_operation(self, op: Any, commit_options: CommitOptions | None = None) -> int | None:
-        """Commit ``op`` as a one-operation transaction; None (nothing committed) if ``op`` is None."""
-        return None if op is None else self._one(self.transaction(commit_options=commit_options).add_operation(op))
+    def _commit_operation(self, op: Any, commit_options: CommitOptions | None = None) -> CommitResult:
+        """Commit ``op`` as a one-operation transaction; nothing committed if ``op`` is None."""
+        return (
+            CommitResult(None)
+            if op is None
+            else self._one(self.transaction(commit_options=commit_options).add_operation(op))
+        )
 
     @writes
     def append(
@@ -303,9 +307,10 @@ class Table:
         schema_mode: str | None = None,
         cast: str | None = None,
         commit_options: CommitOptions | None = None,
-    ) -> int:
+    ) -> CommitResult:
         """Append rows (a pyarrow Table, RecordBatch or RecordBatchReader, a pandas DataFrame)
-        as one new version; returns the version committed.
+        as one new version; returns its ``CommitResult`` (``.version``, ``.metrics``), as every
+        write does (``lamina.commit.result``).
 
         Types on write (docs/format.md): a column is stored as the table's type only when
         that loses nothing (int8 into int64, float32 into float64, timestamp[ns] whose values
@@ -334,7 +339,7 @@ class Table:
         schema_mode: str | None = None,
         cast: str | None = None,
         commit_options: CommitOptions | None = None,
-    ) -> int:
+    ) -> CommitResult:
         """Replace all rows (or those matching ``where``) with ``data``, as one version.
 
         With ``where``, every new row must match it (as Delta's replaceWhere), and
@@ -372,9 +377,9 @@ class Table:
         remove: Iterable[str] | str = (),
         *,
         commit_options: CommitOptions | None = None,
-    ) -> int | None:
-        """Set and remove table properties in one version, metadata only; None if that changes
-        nothing (every key already so: nothing committed). Writes after it use the new
+    ) -> CommitResult:
+        """Set and remove table properties in one version, metadata only; nothing is committed
+        (the result's ``version`` is None) if that changes nothing (every key already so). Writes after it use the new
         settings. Refused with nothing committed: what ``create_table`` refuses, a key set and
         removed, a removal of a key the table does not set, and a change of a property the
         format fixes at creation (PropertyCannotChange, saying why); see
@@ -395,7 +400,7 @@ class Table:
         app_transaction: tuple[str, int] | None = None,
         check_files: bool = True,
         commit_options: CommitOptions | None = None,
-    ) -> int:
+    ) -> CommitResult:
         """Register existing Parquet files in one version, without copying them.
 
         ``files`` columns: path, and optional size, record_count, ``partition_path``,
@@ -428,8 +433,9 @@ class Table:
     @writes
     def delete(
         self, where: str | Expr, *, mode: str | None = None, commit_options: CommitOptions | None = None
-    ) -> int | None:
-        """Delete the rows matching ``where`` as one version; None if no row matched (nothing committed).
+    ) -> CommitResult:
+        """Delete the rows matching ``where`` as one version; if no row matched, nothing is
+        committed (the result's ``version`` is None).
 
         Only files whose statistics may match are read. ``mode``: merge-on-read
         (deletion vectors, default; property ``write.delete.mode``) or copy-on-write.
@@ -445,7 +451,7 @@ class Table:
         mode: str | None = None,
         cast: str | None = None,
         commit_options: CommitOptions | None = None,
-    ) -> int | None:
+    ) -> CommitResult:
         """Set columns of the rows matching ``where`` (all rows if None) in one version.
 
         ``set``: column -> SQL expression text (``"amount * 1.1"``), literal, or a
@@ -468,7 +474,7 @@ class Table:
         ``cast="safe"``: pyarrow's safe casts for both. Refused clauses raise SchemaMismatch
         at ``execute()``, before anything is read or written."""
 
-        def run(op: Any, options: CommitOptions | None) -> int | None:
+        def run(op: Any, options: CommitOptions | None) -> CommitResult:
             return self._one(self.transaction(commit_options=options).add_operation(op))
 
         rows = source if isinstance(source, SourceRead) else to_arrow(source)  # (a source being read: lamina.spark)
@@ -500,9 +506,9 @@ class Table:
         return change_feed(self, start, end, where, columns)
 
     @writes
-    def enable_row_lineage(self, *, commit_options: CommitOptions | None = None) -> int | None:
+    def enable_row_lineage(self, *, commit_options: CommitOptions | None = None) -> CommitResult:
         """Give the table row lineage (``_row_id``, ``_last_updated_version``, the change feed)
-        from a new version on; None if it has lineage already. Rows of the live files get ids
+        from a new version on; nothing committed if it has lineage already. Rows of the live files get ids
         in that version (a metadata-only commit: no data file is rewritten)."""
         return self._one(self.transaction(commit_options=commit_options).add_operation(EnableRowLineage()))
 
@@ -623,7 +629,7 @@ class Table:
         timestamp: Any = None,
         destructive: bool = False,
         commit_options: CommitOptions | None = None,
-    ) -> int:
+    ) -> CommitResult:
         """Commit a new version whose content equals ``version``'s (a version number of this
         branch, or a tag name) or ``timestamp``'s.
 
@@ -658,8 +664,8 @@ class Table:
     # -- the Iceberg view (lamina.iceberg, docs/iceberg.md) ---------------------------------
 
     @writes
-    def set_iceberg_enabled(self, enabled: bool = True, *, commit_options: CommitOptions | None = None) -> int | None:
-        """Turn the Iceberg view on (or off) from a new version (None if it already was); on,
+    def set_iceberg_enabled(self, enabled: bool = True, *, commit_options: CommitOptions | None = None) -> CommitResult:
+        """Turn the Iceberg view on (or off) from a new version (nothing committed if it already was); on,
         the view is brought up to date at once (every retained version). IcebergUnsupported,
         nothing committed, if a column has a type Iceberg lacks."""
         if enabled:

@@ -23,7 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lamina.commit import Base, CommitOptions, Operation
+from lamina.commit.checks import require_app_transactions_new
 from lamina.commit.committer import with_metadata
+from lamina.commit.result import CommitResult
 from lamina.data.footer_stats import complete_files
 from lamina.data.inflight import discard_writes, finish_writes, new_write_id
 from lamina.data.writer import PendingWrites
@@ -38,7 +40,6 @@ from lamina.operations import (
     RowDelta,
     check_added_files,
     check_added_paths,
-    check_app_transactions,
     check_not_in_table,
 )
 from lamina.operations.partition_spec import SpecUpdate
@@ -67,6 +68,7 @@ class Transaction:
         self.table = table
         self.commit_options = commit_options
         self.version: int | None = None  # what ``commit`` committed (None: nothing changed)
+        self.result: CommitResult | None = None  # what ``commit`` returned, once it has
         self._ops: list[Operation] = []
         self._pending: list[PendingWrites] = []
         self._written: list[str] = []  # data files written by this transaction's calls
@@ -193,7 +195,7 @@ class Transaction:
         rows = self.metadata.schema.conform(data, cast)  # schema errors before any file is written
         apps = app_transactions(app_transaction)
         if apps:
-            check_app_transactions(self.table.log.latest(), apps)  # before writing a file for nothing
+            require_app_transactions_new(self.table.log.latest(), apps)  # before writing a file for nothing
         pending = PendingWrites([])  # the data file reaches storage while manifests are built (on object stores)
         # The entries are built for the version after this one, with the row ids its commit would
         # give them there: on that attempt the committer takes them as they are.
@@ -244,7 +246,7 @@ class Transaction:
         if apps:
             if mode != "append":
                 raise InvalidArgument("app_transaction applies to appends only, not to overwrite")
-            check_app_transactions(self.table.log.latest(), apps)  # before reading any file for nothing
+            require_app_transactions_new(self.table.log.latest(), apps)  # before reading any file for nothing
         vm = self.metadata
         policy = stats_policy(vm.schema, vm.properties)
         if "path" in files.column_names:
@@ -375,9 +377,9 @@ class Transaction:
 
     # -- the end ------------------------------------------------------------------------
 
-    def commit(self) -> int | None:
-        """Commit every change as one version; its number, or None if together they changed
-        nothing (a delete that matched no row: nothing is committed)."""
+    def commit(self) -> CommitResult:
+        """Commit every change as one version: its ``CommitResult`` (``version`` None if together
+        they changed nothing: a delete that matched no row commits nothing)."""
         self._check_open()
         table = self.table
         try:
@@ -408,7 +410,8 @@ class Transaction:
         self._end("committed")
         table._committed(vm if vm is not None else base, vm is not None)
         self._create_tags(vm if vm is not None else base)
-        return self.version
+        self.result = CommitResult.of(vm)
+        return self.result
 
     def _create_tags(self, vm: VersionManifest) -> None:
         failed = []

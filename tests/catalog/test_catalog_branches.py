@@ -71,7 +71,7 @@ def test_write_audit_publish_through_the_catalog(cat):
     assert bag(lamina.open_table(t.uri, version="audit").to_arrow()) == bag(want)  # a path reader sees it too
 
     # fast-forward: main has not moved since the branch was made
-    v = cat.load_table("shop.orders").branches.publish("audit")
+    v = cat.load_table("shop.orders").branches.publish("audit").version
     assert v == row_version(cat) == 3
     main = cat.load_table("shop.orders")
     assert main.version == 3 and main.history(1)[0]["summary"]["publish"] == "fast-forward"
@@ -84,7 +84,7 @@ def test_write_audit_publish_through_the_catalog(cat):
     stale = cat.load_table("shop.orders")  # at version 3: its publish loses the swap, then rebases
     main.append(rows(range(100, 105), "m"))
     assert row_version(cat) == 4
-    v = stale.branches.publish("cleanup")
+    v = stale.branches.publish("cleanup").version
     assert v == row_version(cat) == 5 and stale.history(1)[0]["summary"]["publish"] == "rebase"
     want = pa.concat_tables([want.filter(pc.less(want.column("id"), 15)), rows(range(100, 105), "m")])
     assert bag(cat.load_table("shop.orders").to_arrow()) == bag(want)
@@ -108,7 +108,7 @@ def test_path_handle_writes_branches_but_never_main(cat):
     row, main_rows = row_version(cat), t.to_arrow()
 
     pb = p.branch("audit")
-    assert pb.append(rows(range(10, 15), "p")) == 3  # put-if-absent in the branch's own log
+    assert pb.append(rows(range(10, 15), "p")).version == 3  # put-if-absent in the branch's own log
     p.branches.create("second")                          # a branch record: not a main commit
     assert [r.name for r in cat.load_table("shop.orders").branches.list()] == ["audit", "second"]
     assert bag(cat.load_table("shop.orders").branch("audit").to_arrow()) == bag(
@@ -132,8 +132,8 @@ def test_path_handle_writes_branches_but_never_main(cat):
     # a stale path handle and a catalog handle on one branch: both commits land, in turn
     via_cat = cat.load_table("shop.orders").branch("audit")
     via_path = lamina.open_table(t.uri, version="audit")
-    assert via_path.append(rows([20], "p")) == 4
-    assert via_cat.append(rows([21], "c")) == 5
+    assert via_path.append(rows([20], "p")).version == 4
+    assert via_cat.append(rows([21], "c")).version == 5
     assert sorted(lamina.open_table(t.uri, version="audit").to_arrow().column("id").to_pylist()) == \
         list(range(15)) + [20, 21]
     assert row_version(cat) == row

@@ -105,7 +105,7 @@ def test_sigkill_between_swap_and_publish(catalog_uri, tmp_path, at, committed):
         assert lamina.open_table(loc).version == 2
         assert os.listdir(os.path.join(loc, PENDING_DIR))
     # ... until the next writer completes the publish while losing its swap, and rebases.
-    assert stale_writer.append(workers.batch(2, 0, ROWS)) == latest + 1
+    assert stale_writer.append(workers.batch(2, 0, ROWS)).version == latest + 1
     for allow_list in (True, False):
         assert lamina.open_table(loc, allow_list=allow_list).version == latest + 1
     want = collections.Counter((0, s, i) for s in range(2) for i in range(ROWS))
@@ -154,7 +154,7 @@ class _LostAnswer(SqlCatalog):
 def test_lost_answer_after_swap_commits_exactly_once(catalog_uri):
     cat, t = _new_table(catalog_uri)
     cat.__class__ = _LostAnswer
-    assert t.append(workers.batch(0, 0, ROWS)) == 1  # resolved by commit id, not re-applied
+    assert t.append(workers.batch(0, 0, ROWS)).version == 1  # resolved by commit id, not re-applied
     assert cat.lose == 0
     t2 = lamina.load_catalog(catalog_uri).load_table("ns.t")
     assert t2.version == 1 and t2.scan().to_arrow().num_rows == ROWS
@@ -196,7 +196,7 @@ def test_path_writer_refused_nothing_committed(catalog_uri):
         p.append(workers.batch(9, 0, ROWS))
     assert cat.table_info("ns.t").version == 1
     assert lamina.open_table(t.uri).version == 1
-    assert t.append(workers.batch(0, 1, ROWS)) == 2
+    assert t.append(workers.batch(0, 1, ROWS)).version == 2
 
 
 def test_postgres_connection_killed_mid_session(pg_uri):
@@ -211,6 +211,6 @@ def test_postgres_connection_killed_mid_session(pg_uri):
         pid = cat._db._conn.info.backend_pid
         with psycopg.connect(admin_uri, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        assert t.append(workers.batch(0, expected - 1, ROWS)) == expected
+        assert t.append(workers.batch(0, expected - 1, ROWS)).version == expected
     assert cat.table_info("ns.t").version == 3
     assert lamina.open_table(t.uri).scan().to_arrow().num_rows == 3 * ROWS

@@ -245,7 +245,7 @@ def test_info_shows_row_lineage_and_the_next_row_id(tmp_path):
     assert (doc["row_lineage"], doc["next_row_id"]) == (False, None)
     text = ok("info", t.uri)
     assert "row_lineage  off" in text and "next_row_id  -" in text
-    v = t.enable_row_lineage()
+    v = t.enable_row_lineage().version
     t.append(batch([7, 8], "b"))
     doc = json.loads(ok("info", t.uri, "--json"))
     assert (doc["row_lineage"], doc["next_row_id"]) == (True, 3 + 2)  # one id per physical row
@@ -257,7 +257,7 @@ def test_info_shows_row_lineage_and_the_next_row_id(tmp_path):
 def test_history_and_changes_of_a_table_that_turns_lineage_on(tmp_path):
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"row-lineage.enabled": "false"})
     t.append(batch([1, 2], "a"))
-    v = t.enable_row_lineage()
+    v = t.enable_row_lineage().version
     t.append(batch([3], "b"))
     with console_width(80):
         out = ok("history", t.uri)

@@ -112,7 +112,7 @@ def test_a_put_that_landed_then_stalled_past_its_expiry_and_freeing_is_acknowled
         return real(version, chunk_size)
 
     w.log.slot_record = stall_then_look
-    assert w.append(workers.batch(1, 0, 2)) == 2 and stalled_at == [2]
+    assert w.append(workers.batch(1, 0, 2)).version == 2 and stalled_at == [2]
     record = lamina.open_table(uri).log.slot_record(2, 2)
     assert w.version == 2 and record is not None and record.names(2, w.metadata.commit_id)
     _check_history(uri, want((0, 0), (1, 0), (0, 1), (0, 2), (0, 3)))

@@ -74,7 +74,7 @@ class TableHistory(RuleBasedStateMachine):
     def append(self, n: int) -> None:
         for _ in range(n):  # several at once: slots a delayed put aims at fall behind faster
             seq, new = self._next_rows(0)
-            v = self.t.append(workers.batch(0, seq, ROWS))
+            v = self.t.append(workers.batch(0, seq, ROWS)).version
             self._acked(v, self.model[v - 1] + new)
 
     @precondition(lambda self: len(self.in_flight) < 3)
@@ -114,11 +114,11 @@ class TableHistory(RuleBasedStateMachine):
         if by_tag and self.tags:
             name = sorted(self.tags)[pick % len(self.tags)]
             target = self.tags[name]
-            v = self.t.rollback(name, destructive=destructive)
+            v = self.t.rollback(name, destructive=destructive).version
         else:
             retained = self.t.log.list_versions()
             target = retained[pick % len(retained)]
-            v = self.t.rollback(target, destructive=destructive)
+            v = self.t.rollback(target, destructive=destructive).version
         self._acked(v, self.model[target])
 
     # -- maintenance --------------------------------------------------------------------------

@@ -51,7 +51,7 @@ def _table_with(tmp_path, script):
 
 def test_lost_response_is_resolved_as_success_without_duplicate(tmp_path):
     t, coord = _table_with(tmp_path, ["lost"])
-    v = t.append(rows(100))
+    v = t.append(rows(100)).version
     assert v == 2 and coord.calls == 1
     fresh = lamina.open_table(t.uri)
     assert fresh.version == 2 and ids(fresh) == [0, 1, 2, 100, 101, 102]
@@ -59,7 +59,7 @@ def test_lost_response_is_resolved_as_success_without_duplicate(tmp_path):
 
 def test_failed_put_is_retried_on_the_same_version(tmp_path):
     t, coord = _table_with(tmp_path, ["fail", "fail", "ok"])
-    assert t.append(rows(100)) == 2 and coord.calls == 3
+    assert t.append(rows(100)).version == 2 and coord.calls == 3
     assert ids(lamina.open_table(t.uri)) == [0, 1, 2, 100, 101, 102]
 
 
@@ -77,7 +77,7 @@ def test_any_fault_sequence_acknowledges_each_append_exactly_once(tmp_path_facto
     acked = []
     for i in range(n):
         try:
-            acked.append((t.append(rows(1000 * (i + 1), 2)), 1000 * (i + 1)))
+            acked.append((t.append(rows(1000 * (i + 1), 2)).version, 1000 * (i + 1)))
         except CommitStateUnknown:
             pass
     fresh = lamina.open_table(t.uri)
@@ -95,7 +95,7 @@ def test_stale_writer_rebases_and_appends_never_conflict(tmp_path):
     b = lamina.open_table(a.uri)
     a.append(rows(0))
     assert b.version == 0
-    assert b.append(rows(10)) == 2  # lost version 1 to a, rebased onto it
+    assert b.append(rows(10)).version == 2  # lost version 1 to a, rebased onto it
     assert ids(lamina.open_table(a.uri)) == [0, 1, 2, 10, 11, 12]
 
 

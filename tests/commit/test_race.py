@@ -33,7 +33,7 @@ def test_sequential_appends_all_visible(tmp_path):
     """Minimal single-process check the race test relies on: every append stays visible."""
     t = lamina.create_table(str(tmp_path / "t"), workers.schema())
     for seq in range(3):
-        assert t.append(workers.batch(0, seq, 2)) == seq + 1
+        assert t.append(workers.batch(0, seq, 2)).version == seq + 1
     got = _rows(lamina.open_table(str(tmp_path / "t")).scan().to_arrow())
     assert got == collections.Counter((0, s, i) for s in range(3) for i in range(2))
 

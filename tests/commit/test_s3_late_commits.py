@@ -44,7 +44,7 @@ def _append_in_thread(table, data) -> tuple[threading.Thread, dict]:
 
     def run() -> None:
         try:
-            out["version"] = table.append(data)
+            out["version"] = table.append(data).version
         except BaseException as e:  # noqa: BLE001 - the test re-raises it
             out["error"] = e
 
@@ -96,11 +96,11 @@ def test_retried_version_put_that_had_landed_commits_once(s3, proxy):
     lamina.create_table(uri, workers.schema(), storage_options=direct)
     t = lamina.open_table(uri, storage_options=proxy.storage_options(direct))
     lost = proxy.lose_response(_version_put)
-    assert t.append(workers.batch(1, 0, 2)) == 1
+    assert t.append(workers.batch(1, 0, 2)).version == 1
     assert lost.done.is_set()  # the first PUT reached the server and landed
     version_puts = [(p, st) for m, p, st in proxy.log if _version_put(m, p)]
     assert version_puts[0][1] is None and all(p == version_puts[0][0] for p, _ in version_puts)
-    assert t.append(workers.batch(1, 1, 2)) == 2
+    assert t.append(workers.batch(1, 1, 2)).version == 2
     flush_hints()
     fresh = lamina.open_table(uri, storage_options=direct)
     assert [h["version"] for h in fresh.history()] == [2, 1, 0]

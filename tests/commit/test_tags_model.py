@@ -99,19 +99,19 @@ class TagsModel(RuleBasedStateMachine):
     @rule(n=st.integers(1, 4), grps=st.lists(st.integers(0, 2), min_size=1, max_size=3))
     def append(self, n: int, grps: list[int]) -> None:
         data = self._new_rows(n, None, grps)
-        v = self.t.append(data)
+        v = self.t.append(data).version
         self._committed(v, self._latest_rows() + _rows(data))
 
     @rule(n=st.integers(0, 3), grp=st.integers(0, 2))
     def overwrite_group(self, n: int, grp: int) -> None:
         data = self._new_rows(n, grp, [grp])
-        v = self.t.overwrite(data, where=f"grp = {grp}")
+        v = self.t.overwrite(data, where=f"grp = {grp}").version
         self._committed(v, [r for r in self._latest_rows() if r[1] != grp] + _rows(data))
 
     @rule(n=st.integers(0, 3))
     def overwrite_all(self, n: int) -> None:
         data = self._new_rows(n, None, [0, 1])
-        v = self.t.overwrite(data)
+        v = self.t.overwrite(data).version
         self._committed(v, _rows(data))
 
     @rule(name=st.sampled_from(TAG_NAMES), pick=st.integers(0, 1000))
@@ -149,12 +149,12 @@ class TagsModel(RuleBasedStateMachine):
         if use_tag and self.tags:
             name = sorted(self.tags)[pick % len(self.tags)]
             target_v, rows = self.tags[name]
-            v = self.t.rollback(name, destructive=destructive)
+            v = self.t.rollback(name, destructive=destructive).version
         else:
             vs = sorted(self.versions)
             target_v = vs[pick % len(vs)]
             rows = self.versions[target_v]
-            v = self.t.rollback(target_v, destructive=destructive)
+            v = self.t.rollback(target_v, destructive=destructive).version
         self._committed(v, rows)
         if destructive:
             for gone in [x for x in self.versions if target_v < x <= before]:
@@ -228,7 +228,7 @@ class RowLevelModel(TagsModel):
         where = f"id < {k}" + ("" if grp is None else f" AND grp = {grp}")
         hit = lambda r: r[0] < k and (grp is None or r[1] == grp)  # noqa: E731
         rows = self._latest_rows()
-        v = self.t.delete(where, mode="copy-on-write" if cow else None)
+        v = self.t.delete(where, mode="copy-on-write" if cow else None).version
         if not any(hit(r) for r in rows):
             assert v is None  # nothing matched: nothing committed
             return
@@ -237,7 +237,7 @@ class RowLevelModel(TagsModel):
     @rule(k=st.integers(0, 40), to=st.integers(0, 2))
     def update_rows(self, k: int, to: int) -> None:
         rows = self._latest_rows()
-        v = self.t.update(f"id >= {k}", set={"grp": str(to)})
+        v = self.t.update(f"id >= {k}", set={"grp": str(to)}).version
         if not any(r[0] >= k for r in rows):
             assert v is None
             return

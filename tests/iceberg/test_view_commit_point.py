@@ -67,7 +67,7 @@ def test_a_failed_view_write_never_fails_the_commit_and_the_next_commit_catches_
     before = read_head(t.io).number
     fail = FailViewWrites(monkeypatch)
     with caplog.at_level(logging.WARNING):
-        v = t.append(rows(2, 3))
+        v = t.append(rows(2, 3)).version
         t.delete("id = 0")
     assert v == 2 and lamina_rows(t) == [1, 2, 3, 4]  # committed, and readable
     assert "Iceberg view" in caplog.text and "injected" in caplog.text
@@ -208,7 +208,7 @@ def test_enable_later_writes_every_retained_version_and_disable_stops_the_view(t
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
     t.append(rows(3))
     t.append(rows(3, 3))
-    v = t.set_iceberg_enabled()
+    v = t.set_iceberg_enabled().version
     meta = read_head(t.io).metadata
     assert len(meta["snapshots"]) == v + 1
     assert json.loads(meta["properties"]["schema.name-mapping.default"])[0]["names"] == ["id"]

@@ -57,7 +57,7 @@ def _batch_rows(writer: int, seq: int) -> collections.Counter:
 def _three_versions(uri: str, opts: dict) -> lamina.Table:
     t = lamina.create_table(uri, workers.schema(), storage_options=opts)
     for seq in range(3):
-        assert t.append(workers.batch(0, seq, ROWS)) == seq + 1
+        assert t.append(workers.batch(0, seq, ROWS)).version == seq + 1
     flush_hints()  # hints are written in the background
     return t
 
@@ -68,7 +68,7 @@ def test_round_trip(s3, opts):
     assert t.version == 0
     stamps = {0: t.metadata.timestamp_ms}
     for seq in range(3):
-        assert t.append(workers.batch(0, seq, ROWS)) == seq + 1
+        assert t.append(workers.batch(0, seq, ROWS)).version == seq + 1
         stamps[t.version] = t.metadata.timestamp_ms
 
     t = lamina.open_table(uri, storage_options=opts)
@@ -123,7 +123,7 @@ def test_open_with_stale_hint(opts, uri):
         t2 = lamina.open_table(uri, storage_options=opts, allow_list=allow_list)
         assert t2.version == 3, f"allow_list={allow_list}"
         assert t2.scan().to_arrow().num_rows == 3 * ROWS
-    assert lamina.open_table(uri, storage_options=opts).append(workers.batch(1, 0, ROWS)) == 4
+    assert lamina.open_table(uri, storage_options=opts).append(workers.batch(1, 0, ROWS)).version == 4
 
 
 def test_open_with_hint_deleted(opts, uri):
@@ -136,7 +136,7 @@ def test_open_with_hint_deleted(opts, uri):
         assert t2.scan().to_arrow().num_rows == 3 * ROWS
     t3 = lamina.open_table(uri, storage_options=opts)
     for seq in range(HINT_EVERY - 3):
-        assert t3.append(workers.batch(1, seq, ROWS)) == 4 + seq
+        assert t3.append(workers.batch(1, seq, ROWS)).version == 4 + seq
     flush_hints()
     assert json.loads(t.io.get(HINT_PATH))["version"] == HINT_EVERY  # written again at the next multiple
 
@@ -184,7 +184,7 @@ def test_an_append_on_s3_costs_two_or_three_puts_and_the_hint_every_tenth(opts, 
     per_version = {}
     for seq in range(HINT_EVERY + 1):
         proxy.log.clear()
-        v = t.append(workers.batch(0, seq, ROWS))
+        v = t.append(workers.batch(0, seq, ROWS)).version
         flush_hints()
         per_version[v] = _kinds(proxy.log)
     freed_checks = 0 if retention_ms is None else 1
@@ -464,7 +464,7 @@ def test_a_compaction_on_s3_loads_the_table_once(opts, uri, proxy, where, sort_b
     for seq in range(4):
         writer.append(workers.batch(0, seq, ROWS))
     t = lamina.open_table(uri, storage_options=proxy.storage_options(opts))
-    latest = writer.append(workers.batch(1, 0, ROWS))  # t is now a version behind
+    latest = writer.append(workers.batch(1, 0, ROWS)).version  # t is now a version behind
     flush_hints()
     proxy.log.clear()
     r = t.maintenance.compact(target_file_size=1 << 20, where=where, sort_by=sort_by)

@@ -48,6 +48,7 @@ class History:
         self.t = lamina.create_table(root, SCHEMA)
         self.next_id = 0
         self.tags: list[str] = []
+        self.tags_made = 0  # names are never reused: an untag then a tag makes a new name
         self.branches: list[str] = []
         self.planted: set[str] = set()
 
@@ -62,7 +63,8 @@ class History:
         elif op == "compact":
             t.maintenance.compact()
         elif op == "tag":
-            self.tags.append(f"t{len(self.tags)}")
+            self.tags.append(f"t{self.tags_made}")
+            self.tags_made += 1
             t.tags.create(self.tags[-1])
         elif op == "untag" and self.tags:
             t.tags.delete(self.tags.pop(0))

@@ -34,12 +34,12 @@ def test_add_files_registers_existing_files(uri, tmp_path):
 
 def test_idempotent_append_and_add_files(tmp_path):
     t = lamina.create_table(str(tmp_path / "t"), pa.schema([("a", pa.int64())]))
-    assert t.append(pa.table({"a": [1]}), app_transaction=("job", 5)) == 1
+    assert t.append(pa.table({"a": [1]}), app_transaction=("job", 5)).version == 1
     for seq in (5, 4):
         with pytest.raises(TransactionAlreadyCommitted) as e:
             t.append(pa.table({"a": [1]}), app_transaction=("job", seq))
         assert e.value.app_id == "job" and e.value.version == 1
-    assert t.append(pa.table({"a": [2]}), app_transaction=("other", 0)) == 2
+    assert t.append(pa.table({"a": [2]}), app_transaction=("other", 0)).version == 2
     assert lamina.open_table(t.uri).metadata.app_transactions == {"job": 5, "other": 0}
     # A stale handle that rebases onto a version recording the transaction commits nothing.
     stale = lamina.open_table(t.uri, version=0)

@@ -18,7 +18,7 @@ def uri(tmp_path):
 def test_overwrite_all_and_where(uri):
     t = lamina.create_table(uri, SCHEMA, properties={"write.max-rows-per-file": "10"})
     t.append(batch(0, 50))
-    v = t.overwrite(batch(100, 5))
+    v = t.overwrite(batch(100, 5)).version
     assert ids(t.scan().to_arrow()) == list(range(100, 105))
     assert ids(t.scan(version=v - 1).to_arrow()) == list(range(50))
     t.append(batch(0, 50))

@@ -336,7 +336,7 @@ def test_append_written_under_the_old_spec_commits_after_the_spec_change(tmp_pat
     tx = writer.transaction()
     tx.append(rows(30, 60))  # files written now, under spec 0
     t.update_spec().remove_field("cat").add_field("ts", "day").commit()  # lands first
-    v = tx.commit()  # its base is stale: rebased onto the spec change
+    v = tx.commit().version  # its base is stale: rebased onto the spec change
     assert v == 3 and writer.partition_spec.spec_id == 1
     files = writer.inspect.files()
     assert files.filter(pc.greater(files.column("added_version"), 2)).column("spec_id").to_pylist() == [0, 0, 0]

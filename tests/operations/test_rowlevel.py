@@ -26,7 +26,7 @@ def table(tmp_path):
 
 
 def test_delete_writes_dvs_and_reads_skip_deleted_rows_everywhere(table):
-    v = table.delete("id >= 40 AND id < 60")
+    v = table.delete("id >= 40 AND id < 60").version
     files = table.inspect.files().to_pylist()
     assert sorted((f["record_count"], f["dv_cardinality"]) for f in files) == [(40, 10), (40, 10), (50, None)]
     got = table.to_arrow()
@@ -43,7 +43,7 @@ def test_delete_writes_dvs_and_reads_skip_deleted_rows_everywhere(table):
 
 def test_delete_matching_nothing_commits_nothing_and_untouched_files_are_not_read(table):
     before = table.version
-    assert table.delete("id > 1000") is None
+    assert table.delete("id > 1000").version is None
     assert table.refresh().version == before
     table.delete("id >= 120")  # only the third file can match: the others are pruned by stats
     assert table.metadata.summary["files-scanned"] == 1
@@ -75,12 +75,12 @@ def test_copy_on_write_mode_rewrites_instead(tmp_path):
 
 def test_update_sets_values_in_one_version(table):
     v0 = table.version
-    v = table.update("id < 3", set={"amt": "amt * 10 + 1", "cat": "'z'"})
+    v = table.update("id < 3", set={"amt": "amt * 10 + 1", "cat": "'z'"}).version
     assert v == v0 + 1
     d = as_dict(table.to_arrow())
     assert [d[i] for i in range(4)] == [("z", 1.0), ("z", 11.0), ("z", 21.0), ("a", 3.0)]
     assert len(d) == 150
-    assert table.update("id = 1000", set={"amt": 1.0}) is None
+    assert table.update("id = 1000", set={"amt": 1.0}).version is None
 
 
 @pytest.mark.parametrize(

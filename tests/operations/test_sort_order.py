@@ -56,7 +56,7 @@ def python_sorted(rows: list[dict], keys: list[tuple[str, bool, bool]]) -> list[
 def test_writes_and_compaction_sort_by_the_order(tmp_path):
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA)
     t.append(shuffled(50, 1))  # before any order: as given
-    v = t.update_sort_order().asc("grp", nulls_first=False).desc("score").commit()
+    v = t.update_sort_order().asc("grp", nulls_first=False).desc("score").commit().version
     hist = t.history(limit=1)[0]
     assert hist["version"] == v and hist["operation"] == "update-sort-order"
     assert hist["summary"]["sort-order"] == "grp ASC NULLS LAST, score DESC NULLS LAST"
@@ -89,7 +89,7 @@ def test_order_is_kept_by_field_id_and_replaces_the_property(tmp_path):
     assert "sort-orders" in t.metadata.writer_features
     t.append(shuffled(20, 4))
     assert file_rows(t)[-1].column("id").to_pylist() == list(range(19, -1, -1))
-    v = t.update_sort_order().commit()  # no fields: unsorted
+    v = t.update_sort_order().commit().version  # no fields: unsorted
     assert t.metadata.sort_order.is_unsorted and t.metadata.sort_order.order_id == 0 and v == t.version
     t.append(shuffled(20, 5))
     assert file_rows(t)[-1].to_pylist() == shuffled(20, 5).to_pylist()

@@ -63,7 +63,7 @@ def unchanged(t: lamina.Table, version: int, properties: dict) -> None:
 def test_an_update_is_one_version_and_older_versions_keep_their_properties(tmp_path):
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"owner": "ana", "team": "ops"})
     t.append(rows(range(10)))
-    v = t.update_properties(set={"owner": "bo", "write.parquet.compression": "ZSTD"}, remove=["team"])
+    v = t.update_properties(set={"owner": "bo", "write.parquet.compression": "ZSTD"}, remove=["team"]).version
     assert v == 2 and t.version == 2
     assert dict(t.properties) == {"owner": "bo", "write.parquet.compression": "ZSTD"}
     (h,) = t.history(limit=1)
@@ -82,12 +82,12 @@ def test_setting_what_the_table_has_or_removing_what_it_lacks_commits_nothing(tm
     """Iceberg's rule; judged on the latest version, not on the one a stale handle holds."""
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"owner": "ana"})
     stale = lamina.open_table(t.uri)
-    assert t.update_properties(set={"owner": "ana"}, remove=["team", P.TAG_AUTO_CREATE.key]) is None
+    assert t.update_properties(set={"owner": "ana"}, remove=["team", P.TAG_AUTO_CREATE.key]).version is None
     unchanged(t, 0, {"owner": "ana"})
     t.update_properties(set={"owner": "bo"})
-    assert stale.update_properties(set={"owner": "ana"}) == 2  # "ana" is what the stale handle saw
-    assert t.refresh().update_properties(remove=["owner"]) == 3
-    assert stale.update_properties(remove=["owner"]) is None and stale.version == 3
+    assert stale.update_properties(set={"owner": "ana"}).version == 2  # "ana" is what the stale handle saw
+    assert t.refresh().update_properties(remove=["owner"]).version == 3
+    assert stale.update_properties(remove=["owner"]).version is None and stale.version == 3
     unchanged(t, 3, {})
 
 
@@ -214,8 +214,8 @@ def test_fixed_properties_may_be_given_the_meaning_they_have(tmp_path):
     """Only a change of meaning is refused: setting the value a fixed property has already (or
     its default, when unset) is no change."""
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={P.VERSION_SLOT_CHUNK_SIZE.key: "500"})
-    assert t.update_properties(set={P.VERSION_SLOT_CHUNK_SIZE.key: "500"}) is None
-    v = t.update_properties(set={P.MANIFEST_ROOT_FORMAT.key: "INLINE", P.EXPIRE_SLOT_RETENTION_MS.key: str(3 * 86_400_000)})
+    assert t.update_properties(set={P.VERSION_SLOT_CHUNK_SIZE.key: "500"}).version is None
+    v = t.update_properties(set={P.MANIFEST_ROOT_FORMAT.key: "INLINE", P.EXPIRE_SLOT_RETENTION_MS.key: str(3 * 86_400_000)}).version
     assert v == 1 and lamina.open_table(t.uri).properties[P.EXPIRE_SLOT_RETENTION_MS.key] == str(3 * 86_400_000)
     with pytest.raises(PropertyCannotChange):
         t.update_properties(remove=[P.VERSION_SLOT_CHUNK_SIZE.key])  # back to 1000
@@ -248,9 +248,9 @@ def test_a_writer_without_a_feature_the_table_needs_changes_no_property(tmp_path
 def test_two_stale_updates_of_different_keys_both_land(tmp_path):
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA, properties={"keep": "1"})
     a, b = lamina.open_table(t.uri), lamina.open_table(t.uri)
-    assert a.update_properties(set={"x": "a"}) == 1
+    assert a.update_properties(set={"x": "a"}).version == 1
     b.append(rows(range(3)))  # b is stale: its append rebases onto version 1
-    assert b.update_properties(set={"y": "b"}, remove=["keep"]) == 3
+    assert b.update_properties(set={"y": "b"}, remove=["keep"]).version == 3
     assert dict(lamina.open_table(t.uri).properties) == {"x": "a", "y": "b"}
     assert sorted(lamina.open_table(t.uri).to_arrow().column("id").to_pylist()) == [0, 1, 2]
 
@@ -292,7 +292,7 @@ def test_racing_threads_each_setting_their_own_key_all_land(tmp_path):
     def run(i: int) -> None:
         try:
             start.wait(timeout=30)
-            versions[i] = handles[i].update_properties(set={f"k{i}": str(i), "last": str(i)})
+            versions[i] = handles[i].update_properties(set={f"k{i}": str(i), "last": str(i)}).version
         except BaseException as e:  # noqa: BLE001 (reported below)
             errors.append(e)
 
@@ -336,7 +336,7 @@ def test_updates_from_two_handles_match_a_model_applied_in_commit_order(tmp_path
     version = 0
     for who, sets, removes, writer in updates:
         expected = {**{k: v for k, v in model.items() if k not in removes}, **sets}
-        v = handles[who].update_properties(set=sets, remove=removes)
+        v = handles[who].update_properties(set=sets, remove=removes).version
         if expected == model:
             assert v is None
         else:
@@ -372,13 +372,13 @@ def test_a_delayed_update_raising_the_slot_retention_is_confirmed_by_the_retenti
     def hook(step: str) -> None:
         if step == "before-publish" and not meanwhile:  # the put is delayed: others commit and expire
             meanwhile.append(None)  # (their own commits pass through here too)
-            meanwhile.append(other.append(rows([1])))
-            meanwhile.append(other.append(rows([2])))
+            meanwhile.append(other.append(rows([1])).version)
+            meanwhile.append(other.append(rows([2])).version)
             other.maintenance.expire_versions(older_than=timedelta(0), retain_last=1, reader_grace=timedelta(0))
             assert not lamina.open_table(t.uri).log.is_live(2)  # the slot the put goes to was freed
 
     monkeypatch.setattr(committer, "_step_hook", hook)
-    v = t.update_properties(set={retention: str(86_400_000)})
+    v = t.update_properties(set={retention: str(86_400_000)}).version
     monkeypatch.setattr(committer, "_step_hook", None)
     assert meanwhile == [None, 2, 3] and v == 4
     latest = lamina.open_table(t.uri)

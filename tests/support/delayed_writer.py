@@ -51,7 +51,7 @@ class DelayedWriter:
         self.hold = self.io.hold_next_put()
         self._ready.set()
         try:
-            self.version = self.action(self.table)
+            self.version = self.action(self.table).version  # the action's CommitResult
         except BaseException as e:  # noqa: BLE001 - reported by land()
             self.error = e
 

@@ -104,7 +104,7 @@ def _race_append(spec: dict[str, Any]) -> dict[str, Any]:
             data = batch(w, seq, rows)
         else:
             data = batch(w, seq, rows, k_base=seq * outside_step, k_in=spec["k_in_base"] + seq)
-        v = t.append(data)
+        v = t.append(data).version
         acked.append([seq, v])
         if spec.get("read_back"):
             # Read-your-writes at the version just committed, then at the latest version:
@@ -128,7 +128,7 @@ def _race_overwrite(spec: dict[str, Any]) -> dict[str, Any]:
     acked = []
     for seq in range(spec["n"]):
         data = batch(w, seq, rows, k_base=spec["k_in_base"] + 100 * seq)
-        v = t.overwrite(data, where=spec["where"])
+        v = t.overwrite(data, where=spec["where"]).version
         acked.append([seq, v])
     return {"acked": acked}
 
@@ -144,7 +144,7 @@ def _race_delete(spec: dict[str, Any]) -> dict[str, Any]:
     for seq, keys in enumerate(spec["steps"]):
         if _stopped(spec):
             break
-        v = t.delete(f"k IN ({', '.join(str(k) for k in keys)})", mode=spec.get("delete_mode"))
+        v = t.delete(f"k IN ({', '.join(str(k) for k in keys)})", mode=spec.get("delete_mode")).version
         acked.append([seq, v])
     return {"acked": acked}
 
@@ -156,7 +156,7 @@ def _race_update(spec: dict[str, Any]) -> dict[str, Any]:
     _barrier()
     acked = []
     for step, (where, marker) in enumerate(spec["steps"]):
-        acked.append([step, t.update(where, set={"seq": str(marker)}, mode=spec.get("delete_mode"))])
+        acked.append([step, t.update(where, set={"seq": str(marker)}, mode=spec.get("delete_mode")).version])
     return {"acked": acked}
 
 
@@ -169,7 +169,7 @@ def _race_append_compact(spec: dict[str, Any]) -> dict[str, Any]:
     _barrier()
     acked, compacted = [], []
     for seq in range(spec["n"]):
-        acked.append([seq, t.append(batch(w, seq, spec["rows"]))])
+        acked.append([seq, t.append(batch(w, seq, spec["rows"])).version])
         if (seq + 1) % spec["every"] == 0:
             compacted.append(t.maintenance.compact(where=f"writer = {w}").version)
     compacted.append(t.maintenance.compact().version)
@@ -196,7 +196,7 @@ def _race_publish(spec: dict[str, Any]) -> dict[str, Any]:
         for clause in where:
             b.delete(clause)
         try:
-            v = t.branches.publish(name)
+            v = t.branches.publish(name).version
             out.append([seq, v, t.log.load(v).summary["publish"]])
         except PublishConflict as e:
             out.append([seq, None, ["conflict", e.files]])
@@ -217,7 +217,7 @@ def _race_expiring_writer(spec: dict[str, Any]) -> dict[str, Any]:
     _barrier()
     acked = []
     for seq in range(spec["n"]):
-        acked.append([seq, t.append(batch(w, seq, spec["rows"]))])
+        acked.append([seq, t.append(batch(w, seq, spec["rows"])).version])
         t.maintenance.expire_versions(retain_last=1, reader_grace=timedelta(0))
     with open(spec["done"], "w"):
         pass
@@ -311,7 +311,7 @@ def _stop_before_publish(spec: dict[str, Any]) -> dict[str, Any]:
             os.kill(os.getpid(), signal.SIGSTOP)
 
     committer._step_hook = hook
-    v = t.append(batch(spec["writer"], spec["seq"], spec["rows"]))
+    v = t.append(batch(spec["writer"], spec["seq"], spec["rows"])).version
     return {"version": v, "base": base}
 
 
@@ -332,19 +332,19 @@ def _schema_race(spec: dict[str, Any]) -> dict[str, Any]:
     try:
         if action == "append":
             for seq in range(spec["n"]):
-                acked.append([seq, t.append(batch(spec["writer"], seq, spec["rows"]))])
+                acked.append([seq, t.append(batch(spec["writer"], seq, spec["rows"])).version])
         elif action == "add_column":
-            acked.append(t.update_schema().add_column(column, types[spec["type"]]).commit())
+            acked.append(t.update_schema().add_column(column, types[spec["type"]]).commit().version)
         elif action == "rename_column":
-            acked.append(t.update_schema().rename_column(column, spec["new_name"]).commit())
+            acked.append(t.update_schema().rename_column(column, spec["new_name"]).commit().version)
         elif action == "drop_column":
-            acked.append(t.update_schema().drop_column(column).commit())
+            acked.append(t.update_schema().drop_column(column).commit().version)
         elif action == "delete":
-            acked.append(t.delete(spec["where"]))
+            acked.append(t.delete(spec["where"]).version)
         elif action == "append_merge":
             data = batch(spec["writer"], 0, spec["rows"])
             data = data.append_column(column, pa.array([f"{spec['writer']}-{i}" for i in range(spec["rows"])]))
-            acked.append(t.append(data, schema_mode="merge"))
+            acked.append(t.append(data, schema_mode="merge").version)
         else:
             raise ValueError(action)
     except LaminaError as e:
@@ -373,7 +373,7 @@ def _race_spec(spec: dict[str, Any]) -> dict[str, Any]:
     for i, calls in enumerate(steps):
         u = first if i == 0 and first is not None else build(calls)
         try:
-            out.append(u.commit())
+            out.append(u.commit().version)
         except CommitConflict as e:
             out.append(f"conflict: {e}")
     return {"versions": out}

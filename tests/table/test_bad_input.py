@@ -60,7 +60,7 @@ class World:
     def add(self, paths: list, sizes: list | None = None, counts: list | None = None, **kw):
         sizes = sizes if sizes is not None else [self.loose_size] * len(paths)
         counts = counts if counts is not None else [2] * len(paths)
-        return self.table.add_files(pa.table({"path": pa.array(paths, pa.string()), "size": sizes, "record_count": counts}), **kw)
+        return self.table.add_files(pa.table({"path": pa.array(paths, pa.string()), "size": sizes, "record_count": counts}), **kw).version
 
     def snapshot(self) -> list[tuple[str, int, int]]:
         out = []

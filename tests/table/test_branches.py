@@ -45,7 +45,7 @@ def test_a_branch_is_invisible_to_main_until_published_fast_forward(table):
     assert ids_of(lamina.open_table(table.uri, version="etl").to_arrow()) == [0, 1, 2, 3, 4, 10, 11]
     assert ids_of(table.scan(version="etl").to_arrow()) == [0, 1, 2, 3, 4, 10, 11]
     before = table.version
-    v = table.branches.publish("etl")
+    v = table.branches.publish("etl").version
     assert v == before + 1 and table.metadata.summary["publish"] == "fast-forward"
     assert ids_of(lamina.open_table(table.uri).to_arrow()) == [0, 1, 2, 3, 4, 10, 11]
     # main's older versions are unchanged
@@ -100,7 +100,7 @@ def test_expected_version_refuses_a_moved_main(table):
         table.branches.publish("etl", expected_version=audited)
     assert 9 not in ids_of(table.refresh().to_arrow())
     at = table.refresh().version
-    assert table.branches.publish("etl", expected_version=at) == at + 1
+    assert table.branches.publish("etl", expected_version=at).version == at + 1
     assert 9 in ids_of(table.to_arrow())
 
 
@@ -118,7 +118,7 @@ def test_branch_schema_change_is_published_when_main_kept_the_base_schema(table)
 
 def test_branches_of_branches_and_time_travel_within_a_branch(table):
     a = table.branches.create("a")
-    va = a.append(rows([100]))
+    va = a.append(rows([100])).version
     a.append(rows([101]))
     c = table.branch("a").branches.create("c", version=va)
     c.append(rows([200]))
@@ -151,8 +151,8 @@ def test_rows_inserted_then_rewritten_on_a_branch_refuse_a_rebase(table):
 def test_writers_on_two_branches_do_not_conflict_and_main_keeps_its_hint(table):
     a, b = table.branches.create("a"), table.branches.create("b")
     base = a.version
-    assert a.append(rows([1])) == base + 1 and b.append(rows([2])) == base + 1
-    assert a.append(rows([3])) == base + 2
+    assert a.append(rows([1])).version == base + 1 and b.append(rows([2])).version == base + 1
+    assert a.append(rows([3])).version == base + 2
     assert lamina.open_table(table.uri, version="a").version == base + 2
     assert lamina.open_table(table.uri).version == table.version
 
@@ -261,9 +261,9 @@ def test_one_version_keyword_names_numbers_tags_and_branches_everywhere(table):
     call that picks a version, ``timestamp=`` a time; both at once is InvalidArgument."""
     table.tags.create("first")  # version 1: ids 0..4
     dev = table.branches.create("dev")
-    dev_first = dev.append(rows([10]))  # a version number of dev's own
-    dev_latest = dev.append(rows([11]))
-    latest = table.append(rows([20]))  # main's (enabling branches committed one before)
+    dev_first = dev.append(rows([10])).version  # a version number of dev's own
+    dev_latest = dev.append(rows([11])).version
+    latest = table.append(rows([20])).version  # main's (enabling branches committed one before)
     main_rows, dev_rows = [0, 1, 2, 3, 4, 20], [0, 1, 2, 3, 4, 10, 11]
     readers = {
         "scan": lambda **k: table.scan(**k).to_arrow(),
@@ -295,6 +295,6 @@ def test_one_version_keyword_names_numbers_tags_and_branches_everywhere(table):
     with pytest.raises(InvalidArgument, match="'dev' is a branch"):
         table.rollback("dev")
     assert table.version == latest
-    v = table.rollback("first")
+    v = table.rollback("first").version
     assert ids_of(table.to_arrow()) == [0, 1, 2, 3, 4] and table.metadata.summary["rollback-tag"] == "first"
     assert v == latest + 1

@@ -117,19 +117,19 @@ def test_delete_tag_keeps_what_main_needs_when_its_neighbours_are_another_branch
 def test_publishing_a_branch_again_applies_only_what_it_did_since(t):
     dev = t.branches.create("dev")
     dev.append(rows(2))
-    v = t.branches.publish("dev")
+    v = t.branches.publish("dev").version
     assert t.log.load(v).summary["publish"] == "fast-forward"
-    assert t.branches.publish("dev") is None  # nothing new: a retry never applies it twice
+    assert t.branches.publish("dev").version is None  # nothing new: a retry never applies it twice
     assert t.refresh().version == v and ids_of(t.to_arrow()) == [1, 2]
     dev.append(rows(3))
     dev.delete("id = 2")
-    v2 = t.branches.publish("dev")  # main still holds what was published last: a fast-forward again
+    v2 = t.branches.publish("dev").version  # main still holds what was published last: a fast-forward again
     assert t.log.load(v2).summary["publish"] == "fast-forward" and ids_of(t.refresh().to_arrow()) == [1, 3]
     t.append(rows(9))
     dev.append(rows(4))
-    v3 = t.branches.publish("dev")  # main moved: only dev's append since v2 is re-applied
+    v3 = t.branches.publish("dev").version  # main moved: only dev's append since v2 is re-applied
     assert t.log.load(v3).summary["publish"] == "rebase" and ids_of(t.refresh().to_arrow()) == [1, 3, 4, 9]
-    assert t.branches.publish("dev") is None
+    assert t.branches.publish("dev").version is None
     paths = t.inspect.files().column("path").to_pylist()
     assert len(paths) == len(set(paths))
     _clean(t)
@@ -141,7 +141,7 @@ def test_a_branch_whose_changes_reached_the_target_another_way_is_not_copied_twi
     t.branches.create("stage")
     t.branches.publish("dev", into="stage")
     t.branches.publish("stage")  # dev's file reaches main through stage, and so does the record of it
-    assert t.branches.publish("dev") is None and ids_of(t.refresh().to_arrow()) == [1, 2]
+    assert t.branches.publish("dev").version is None and ids_of(t.refresh().to_arrow()) == [1, 2]
     # The record travels with main's versions, through a rollback to a tag made on the branch
     # too: the next publish re-applies only what the branch did since.
     dev.tags.create("d")
@@ -175,7 +175,7 @@ def test_publishing_a_branch_into_a_branch_made_from_it_is_refused_not_copied_tw
     assert e.value.files == [added]
     dev = t.branch("dev")
     assert dev.version == before and ids_of(dev.to_arrow()) == [1, 2]
-    assert t.branches.publish("feature", into="early") is not None
+    assert t.branches.publish("feature", into="early").version is not None
     early = t.branch("early")
     paths = early.inspect.files().column("path").to_pylist()
     assert ids_of(early.to_arrow()) == [1, 2, 3] and len(paths) == len(set(paths))
@@ -275,7 +275,7 @@ def test_a_publish_adding_a_file_the_target_removed_before_keeps_it_through_expi
     dev = t.branches.create("dev")
     dev.rollback("old")  # dev: H replaced by F and G again
     t.append(rows(3))  # main moves: the publish is a rebase
-    v = t.branches.publish("dev")
+    v = t.branches.publish("dev").version
     assert t.log.load(v).summary["publish"] == "rebase"
     assert ids_of(t.refresh().to_arrow()) == [1, 2, 3]
     t.tags.delete("old")
@@ -296,10 +296,10 @@ def test_a_rebase_publish_carries_the_publishes_its_branch_received(t):
     t.branches.publish("dev", into="stage")
     t.branch("stage").append(rows(3))
     t.append(rows(4))
-    v = t.branches.publish("stage")
+    v = t.branches.publish("stage").version
     assert t.log.load(v).summary["publish"] == "rebase"
     t.refresh().maintenance.compact(min_file_size=1 << 30)
-    assert t.branches.publish("dev") is None
+    assert t.branches.publish("dev").version is None
     assert ids_of(t.refresh().to_arrow()) == [1, 2, 3, 4]
     dev.append(rows(5))  # what dev does afterwards is still published
     t.branches.publish("dev")

@@ -279,7 +279,7 @@ class BranchesModel(RuleBasedStateMachine):
             self._unchanged(target, before)
             return
         if head == src.base_content or (last is not None and last >= src.latest):
-            assert self.t.branches.publish(name, into=target, expected_version=expected_version) is None
+            assert self.t.branches.publish(name, into=target, expected_version=expected_version).version is None
             return
         if last is not None and last not in src.versions:  # expired: what changed since is unknown
             with pytest.raises(PublishConflict, match="was expired"):
@@ -296,7 +296,7 @@ class BranchesModel(RuleBasedStateMachine):
         # An append-only branch whose rows the target never held cannot clash.
         clean = src.appends_only and not ({i for i, _ in added} & dst.ever)
         try:
-            v = self.t.branches.publish(name, into=target, expected_version=expected_version)
+            v = self.t.branches.publish(name, into=target, expected_version=expected_version).version
         except PublishConflict as e:
             assert not fast_forward and not clean, f"unexpected conflict: {e}"
             assert e.files, "a publish conflict names the files that clash"
@@ -339,27 +339,27 @@ class BranchesModel(RuleBasedStateMachine):
     def append(self, pick: int, n: int, grps: list[int]) -> None:
         name = self._pick(pick, sorted(self.logs))
         data = self._new_rows(n, grps)
-        self._write(name, self._handle(name).append(data), self.logs[name].rows + _rows(data), append=True)
+        self._write(name, self._handle(name).append(data).version, self.logs[name].rows + _rows(data), append=True)
 
     @rule(pick=st.integers(0, 100), k=st.integers(0, 30), grp=st.one_of(st.none(), st.integers(0, 2)), cow=st.booleans())
     def delete(self, pick: int, k: int, grp: int | None, cow: bool) -> None:
         name = self._pick(pick, sorted(self.logs))
         where = f"id < {k}" + ("" if grp is None else f" AND grp = {grp}")
         hit = lambda r: r[0] < k and (grp is None or r[1] == grp)  # noqa: E731
-        v = self._handle(name).delete(where, mode="copy-on-write" if cow else None)
+        v = self._handle(name).delete(where, mode="copy-on-write" if cow else None).version
         self._write(name, v, [r for r in self.logs[name].rows if not hit(r)])
 
     @rule(pick=st.integers(0, 100), k=st.integers(0, 30), to=st.integers(0, 2))
     def update(self, pick: int, k: int, to: int) -> None:
         name = self._pick(pick, sorted(self.logs))
-        v = self._handle(name).update(f"id >= {k}", set={"grp": str(to)})
+        v = self._handle(name).update(f"id >= {k}", set={"grp": str(to)}).version
         self._write(name, v, [(i, to) if i >= k else (i, g) for i, g in self.logs[name].rows])
 
     @rule(pick=st.integers(0, 100), n=st.integers(0, 2), grp=st.integers(0, 2))
     def overwrite_group(self, pick: int, n: int, grp: int) -> None:
         name = self._pick(pick, sorted(self.logs))
         data = self._new_rows(n, [grp])
-        v = self._handle(name).overwrite(data, where=f"grp = {grp}")
+        v = self._handle(name).overwrite(data, where=f"grp = {grp}").version
         self._write(name, v, [r for r in self.logs[name].rows if r[1] != grp] + _rows(data))
 
     @rule(pick=st.integers(0, 100))
@@ -378,11 +378,11 @@ class BranchesModel(RuleBasedStateMachine):
         if use_tag and self.tags:
             tag = sorted(self.tags)[to % len(self.tags)]
             rows, destructive, target = self.tags[tag][0], False, None
-            v = h.rollback(tag)
+            v = h.rollback(tag).version
         else:
             target = sorted(log.versions)[to % len(log.versions)]
             rows = log.versions[target]
-            v = h.rollback(target, destructive=destructive)
+            v = h.rollback(target, destructive=destructive).version
         self._write(name, v, rows)
         if destructive:  # the versions between the target and the rollback
             for gone in [x for x in log.versions if target < x <= before]:

@@ -144,7 +144,7 @@ def test_expired_and_pre_lineage_ranges_name_the_oldest_answerable(tmp_path):
     with pytest.raises(ChangesUnavailable) as e:
         t.changes(0)
     assert e.value.oldest is None and "enable_row_lineage" in str(e.value)
-    on = t.enable_row_lineage()
+    on = t.enable_row_lineage().version
     t.append(pa.table({"id": [2], "v": ["b"]}))
     with pytest.raises(ChangesUnavailable) as e:
         t.changes(on - 1)

@@ -293,7 +293,7 @@ class ChangeFeedModel(RuleBasedStateMachine):
         # is the one that added their file. The range starts there: nothing before it.
         rnd = random.Random(seed)
         rows = self.new_rows(rnd, 6)
-        added = self.t.append(self.arrow(rows))
+        added = self.t.append(self.arrow(rows)).version
         self.t.delete(f"k = {rows[1]['k']}", mode="merge-on-read")  # the file stays, with a DV
         self.rows = {r["k"]: {**r, RID: None, LU: added} for r in rows if r is not rows[1]}
         self.t.enable_row_lineage()

@@ -97,7 +97,7 @@ def test_append_commits_the_added_files_as_one_version(table):
         a = put_file(table, f"{s.data_dir}/part-0.parquet", rows(range(10, 15), "b"))
         b = put_file(table, f"{s.data_dir}/cat=b/part-1.parquet", rows(range(15, 20), "b"))
         s.add_files(files(a, b))
-        assert s.commit() == 2
+        assert s.commit().version == 2
     assert table.version == 2  # the table object moved to what the session committed
     assert content(table) == model(rows(range(10)), rows(range(10, 20), "b"))
     h = table.history(1)[0]
@@ -109,7 +109,7 @@ def test_overwrite_where_replaces_the_matching_rows(table):
     s = WriteSession(table)
     new = rows(range(5), "new")
     s.add_files(files(put_file(table, f"{s.data_dir}/part-0.parquet", new)))
-    assert s.commit("overwrite", where="id < 5") == 2
+    assert s.commit("overwrite", where="id < 5").version == 2
     assert content(table) == model(rows(range(10)), new)
     # the old file only partly matched: its remainder (ids 5..9) was rewritten under the write id
     live = lamina.open_table(table.uri).inspect.files().column("path").to_pylist()
@@ -120,7 +120,7 @@ def test_overwrite_where_replaces_the_matching_rows(table):
 def test_app_transaction_commits_once(table):
     first = WriteSession(table)
     first.add_files(files(put_file(table, f"{first.data_dir}/p.parquet", rows(range(10, 12)))))
-    assert first.commit(app_transaction=("ingest", 7)) == 2
+    assert first.commit(app_transaction=("ingest", 7)).version == 2
     again = WriteSession(table)
     replay = put_file(table, f"{again.data_dir}/p.parquet", rows(range(10, 12)))
     again.add_files(files(replay))
@@ -131,7 +131,7 @@ def test_app_transaction_commits_once(table):
     assert markers(table) == []
     later = WriteSession(table)
     later.add_files(files(put_file(table, f"{later.data_dir}/p.parquet", rows(range(12, 14)))))
-    assert later.commit(app_transaction=("ingest", 8)) == 3
+    assert later.commit(app_transaction=("ingest", 8)).version == 3
     assert content(table) == model(rows(range(14)))
 
 
@@ -226,8 +226,8 @@ def test_row_delta_deletes_the_positions_asked(tmp_path, mode):
     gone = [_physical_ids(t, e)[p] for k, e in enumerate(entries) for p in asked[k]]
     updated = rows([_physical_ids(t, entries[0])[3]], "u")
     s.add_files(files(put_file(t, f"{s.data_dir}/part-0.parquet", updated)))
-    version, op = s.commit_row_delta("update", col("id") >= 0, positions, mode=mode, counts={"rows_updated": 1})
-    assert version == 3 and op.last_stats["files_touched"] == 2
+    result, op = s.commit_row_delta("update", col("id") >= 0, positions, mode=mode, counts={"rows_updated": 1})
+    assert result.version == 3 and op.last_stats["files_touched"] == 2
     want = {i: c for i, c in model(rows(range(20))).items() if i not in gone}
     want.update(model(updated))
     assert content(t) == want

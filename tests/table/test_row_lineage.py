@@ -98,9 +98,9 @@ def test_table_without_lineage_refuses_row_ids_then_enables(tmp_path):
     with pytest.raises(RowLineageNotEnabled, match="enable_row_lineage"):
         t.scan(columns=["id", "_row_id"])
     data_before = t.scan().to_arrow()
-    v = t.enable_row_lineage()
+    v = t.enable_row_lineage().version
     assert v == t.metadata.version and "row-lineage" in t.metadata.writer_features
-    assert t.enable_row_lineage() is None  # already on: no version
+    assert t.enable_row_lineage().version is None  # already on: no version
     assert t.scan().to_arrow().equals(data_before)
     got = rows(t)
     assert sorted(got) == [1, 3] and got[3]["_row_id"] - got[1]["_row_id"] == 2  # positions, DV kept

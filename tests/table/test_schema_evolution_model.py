@@ -361,7 +361,7 @@ class SchemaEvolution(RuleBasedStateMachine):
                 for r in rows:
                     r[c.uid] = c.default
             rnd.shuffle(cols)
-        v = self.t.append(self.arrow_rows(rows, cols))
+        v = self.t.append(self.arrow_rows(rows, cols)).version
         self.rows += rows
         assert v == self.t.version
         self.snapshot()

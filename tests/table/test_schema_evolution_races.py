@@ -85,11 +85,11 @@ def test_two_adds_of_different_names_both_land_with_distinct_ids(tmp_path):
 # they use: CommitConflict, nothing committed (before: InvalidPredicate or SchemaMismatch
 # after a rename or drop, a silent no-op after a drop and re-add, a lost value after an add).
 def _delete(t):
-    return t.delete("a = 10")
+    return t.delete("a = 10").version
 
 
 def _update(t):
-    return t.update("id = 1", set={"c": "'z'"})
+    return t.update("id = 1", set={"c": "'z'"}).version
 
 
 def _merge(t):
@@ -98,7 +98,7 @@ def _merge(t):
 
 
 def _overwrite_where(t):
-    return t.overwrite(pa.table({"id": [9], "a": pa.array([10], pa.int32())}), where="a = 10")
+    return t.overwrite(pa.table({"id": [9], "a": pa.array([10], pa.int32())}), where="a = 10").version
 
 
 ROW_CHANGES = {"delete": _delete, "update": _update, "merge": _merge, "overwrite": _overwrite_where}
@@ -144,7 +144,7 @@ def test_row_changes_on_unrelated_or_added_columns_go_through(tmp_path):
     t = make(tmp_path)
     stale = lamina.open_table(t.io.uri)
     t.update_schema().add_column("n", pa.int8()).rename_column("c", "cc").commit()
-    assert stale.delete("a = 10") is not None
+    assert stale.delete("a = 10").version is not None
     assert rows(t) == [{"id": 2, "a": 20, "cc": "y", "n": None}]
 
 

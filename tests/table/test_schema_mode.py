@@ -32,7 +32,7 @@ def test_overwrite_schema_replaces_the_schema_and_the_rows_in_one_version(tmp_pa
         "name": ["c"],                             # same type: keeps its id
         "extra": [1.5],                            # new
     })
-    v = t.overwrite(data, schema_mode="overwrite")
+    v = t.overwrite(data, schema_mode="overwrite").version
     assert v == 2 and t.history()[0]["version"] == 2
     after = t.metadata.schema
     assert after.names == ["score", "id", "name", "extra"]
@@ -48,7 +48,7 @@ def test_overwrite_schema_replaces_the_schema_and_the_rows_in_one_version(tmp_pa
 
 def test_overwrite_merge_adds_columns_and_keeps_the_others(tmp_path):
     t = _table(tmp_path)
-    v = t.overwrite(pa.table({"id": pa.array([5], pa.int32()), "flag": [True]}), schema_mode="merge")
+    v = t.overwrite(pa.table({"id": pa.array([5], pa.int32()), "flag": [True]}), schema_mode="merge").version
     assert v == 2
     assert t.metadata.schema.names == ["id", "name", "score", "gone", "flag"]
     assert t.to_arrow().to_pylist() == [{"id": 5, "name": None, "score": None, "gone": None, "flag": True}]

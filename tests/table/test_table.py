@@ -20,8 +20,8 @@ def uri(tmp_path):
 def test_create_append_read_and_versions(uri):
     t = lamina.create_table(uri, SCHEMA)
     assert t.version == 0 and t.scan().to_arrow().num_rows == 0
-    assert t.append(batch(0, 10)) == 1
-    assert t.append(batch(10, 10)) == 2
+    assert t.append(batch(0, 10)).version == 1
+    assert t.append(batch(10, 10)).version == 2
     t2 = lamina.open_table(uri)
     assert t2.version == 2 and t2.uuid == t.uuid
     assert ids(t2.scan().to_arrow()) == list(range(20))

@@ -133,7 +133,7 @@ def test_a_transaction_is_reapplied_as_a_unit_on_the_newest_version(table):
     tx.delete("id < 5")
     other.append(rows([1, 2, 300]))  # lands first: the transaction's base is stale
     other.delete("id = 9")
-    v = tx.commit()
+    v = tx.commit().version
     assert v == other.version + 1
     # serial order: other's commits, then the whole transaction (its delete takes other's 1 and 2 too)
     assert [i for i, _ in content(lamina.open_table(table.uri))] == [5, 6, 7, 8, 200, 300]
@@ -224,7 +224,7 @@ def test_transactions_match_a_model(tmp_path_factory, transactions, fail_last):
             tx.abort()
         else:
             before = t.version
-            v = tx.commit()
+            v = tx.commit().version
             if v is not None:
                 versions += 1
                 assert v == before + 1

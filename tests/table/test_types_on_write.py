@@ -401,7 +401,7 @@ def test_merge_mode_never_widens_a_column_unasked(tmp_path):
     assert "schema.type-widening.enabled" in str(e)
     assert [str(f.type) for f in t.refresh().schema] == ["int64", "int8", "int16", "timestamp[us]"]
     # What the user meant: add the column, store the values in the table's types.
-    v = t.append(pandas_rows(), schema_mode="merge", cast="safe")
+    v = t.append(pandas_rows(), schema_mode="merge", cast="safe").version
     assert [(f.name, str(f.type)) for f in t.refresh().schema] == [
         ("id", "int64"), ("i8", "int8"), ("i16", "int16"), ("ts", "timestamp[us]"), ("note", "string")]
     assert t.metadata.summary["schema-changes"] == "add note string", "the only change is the column added"

@@ -10,7 +10,7 @@ in ``rowlevel.delta`` and ``rowlevel.outcome``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lamina.commit.result import CommitResult
 from lamina.data.deletes import unique_sorted
 from lamina.data.inflight import new_write_id
 from lamina.errors import InvalidArgument, SchemaMismatch
@@ -83,14 +84,30 @@ def _target_only(value: Any, what: str) -> None:
         )
 
 
-@dataclass
-class MergeResult:
-    version: int | None
+@dataclass(frozen=True, kw_only=True)
+class MergeResult(CommitResult):
+    """A merge's ``CommitResult`` and the rows it changed (as Delta's merge metrics)."""
+
     rows_updated: int
     rows_deleted: int
     rows_inserted: int
     files_scanned: int
     files_touched: int
+
+    @classmethod
+    def counted(cls, commit: CommitResult, stats: Mapping[str, int]) -> MergeResult:
+        """``commit``'s result with the counts of a merge's ``RowDelta.last_stats``."""
+        updated = stats.get("rows_updated", 0)
+        return cls(
+            version=commit.version,
+            operation=commit.operation,
+            metrics=commit.metrics,
+            rows_updated=updated,
+            rows_deleted=stats.get("rows_deleted", 0) - updated,
+            rows_inserted=stats.get("inserted", 0),
+            files_scanned=stats.get("files_scanned", 0),
+            files_touched=stats.get("files_touched", 0),
+        )
 
 
 def _clauses_taking(clauses: list[_Clause], rows: pa.Table, what: str) -> Iterator[tuple[_Clause, pa.Table]]:
@@ -244,7 +261,7 @@ class MergeBuilder(MergeClauses):
         source: pa.Table | SourceRead,
         on: str | list[str],
         mode: str,
-        run: Callable[[RowDelta, Any], int | None],
+        run: Callable[[RowDelta, Any], CommitResult | None],
         *,
         queued: bool = False,
         cast: str | None = None,
@@ -527,16 +544,7 @@ class MergeBuilder(MergeClauses):
             whole_source=whole,
             cast=self.cast,
         )
-        version = self._run(op, commit_options)
-        if self._queued:
-            return None  # committed with its transaction: the counts are not known yet
-        s = op.last_stats
-        updated = s.get("rows_updated", 0)
-        return MergeResult(
-            version,
-            updated,
-            s.get("rows_deleted", 0) - updated,
-            s.get("inserted", 0),
-            s.get("files_scanned", 0),
-            s.get("files_touched", 0),
-        )
+        commit = self._run(op, commit_options)
+        if commit is None:  # queued: committed with its transaction, the counts not known yet
+            return None
+        return MergeResult.counted(commit, op.last_stats)

@@ -54,10 +54,6 @@ def _target_side(table: exp.Table, columns: list[str]) -> Side:
     return Side(TARGET, aliases, columns)
 
 
-def _summary(name: LaminaName, version: int | None) -> dict[str, Any]:
-    return {} if version is None else name.open().log.load(version).summary
-
-
 def _numeric(t: Any) -> bool:
     from pyspark.sql import types as T
 
@@ -136,8 +132,7 @@ def insert(st: Statement, node: exp.Insert, name: LaminaName) -> Any:
             c = c.cast(want[col])  # Spark's store assignment of numbers (ANSI: an overflow fails)
         out.append(c.alias(col))
     mode = "overwrite" if overwrite or where is not None else "append"
-    version = write(df.select(*out), table, mode, where=where)
-    added = int(_summary(name, version).get("added-records", 0))
+    added = write(df.select(*out), table, mode, where=where).rows_added
     return st.counts(added, **{INSERTED: added})
 
 
@@ -186,8 +181,8 @@ def update(st: Statement, node: exp.Update, name: LaminaName) -> Any:
         col = scope.target_column(eq.this, "SET")
         assignments[col] = text_of(scope.qualify(eq.expression, (TARGET,), f"SET {col}"))
     pred, column = _where(st, scope, node, schema)
-    version = spark_update(st.spark, table, pred if pred is not None else column, set=assignments)
-    return st.counts(int(_summary(name, version).get("added-records", 0)))
+    result = spark_update(st.spark, table, pred if pred is not None else column, set=assignments)
+    return st.counts(0 if result is None else result.rows_added)
 
 
 def delete(st: Statement, node: exp.Delete, name: LaminaName) -> Any:
@@ -210,8 +205,8 @@ def delete(st: Statement, node: exp.Delete, name: LaminaName) -> Any:
     table = name.open()
     schema = table.metadata.schema
     pred, column = _where(st, Scope(_target_side(target, schema.names), prefix=False), node, schema)
-    version = spark_delete(st.spark, table, pred if pred is not None else column)
-    return st.counts(int(_summary(name, version).get("deleted-rows", 0)))
+    result = spark_delete(st.spark, table, pred if pred is not None else column)
+    return st.counts(0 if result is None else int(result.metrics.get("deleted-rows", 0)))
 
 
 # -- MERGE ----------------------------------------------------------------------------------------

@@ -247,7 +247,7 @@ def remove_orphan_files(
 def _rollback(st: Statement, table: str, **target: Any) -> Any:
     t = table_of(st, table).open()
     before = t.version
-    after = t.rollback(**target)
+    after = t.rollback(**target).version
     return st.result([("previous_snapshot_id", "bigint"), ("current_snapshot_id", "bigint")], [[before, after]])
 
 
