@@ -209,7 +209,8 @@ def _encodings(data: pa.Table, integer_encoding: str) -> dict[str, Any]:
     compaction's read cost. Small files (under ``_DICTIONARY_MIN_ROWS`` rows: the integer
     encoding property's 8,192) and nested data get no delta encoding."""
     dictionary = _dictionary_columns(data)
-    if integer_encoding != "delta" or dictionary is True or data.num_rows < _DICTIONARY_MIN_ROWS:
+    # (False, no dictionaries, is only ever a small file's answer)
+    if integer_encoding != "delta" or isinstance(dictionary, bool) or data.num_rows < _DICTIONARY_MIN_ROWS:
         return {"use_dictionary": dictionary}
     delta = {
         f.name: "DELTA_BINARY_PACKED"
@@ -319,6 +320,7 @@ def write_data_files(
     if data.num_rows == 0:
         return []
     jobs: list[tuple[pa.Table, dict[str, Any], str | None]] = []
+    groups: list[tuple[str | None, pa.Table, dict[str, Any]]]
     if spec is None or spec.is_unpartitioned:
         groups = [(None, data, {})]
     else:

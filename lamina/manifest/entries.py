@@ -194,12 +194,12 @@ def column_stats(
             got = _footer_bounds(groups, leaf, typ if at is None else rows_schema.field(at).type)
         if got is not None:
             out[nulls_key], lo, hi = got
-            if min_key is None:
+            if min_key is None or max_key is None:  # (both or neither)
                 continue
         else:
             col = data.column(at)
             out[nulls_key] = col.null_count
-            if min_key is None:
+            if min_key is None or max_key is None:  # (both or neither)
                 continue
             if is_float and _has_nan(col):
                 # NaN has no place in an order; leave bounds unknown rather than wrong.

@@ -240,12 +240,14 @@ class DictionaryPositions:
         chunks = values.chunks
         if len(chunks) == 1 and pa.types.is_dictionary(chunks[0].type):
             return _positions_of_codes(matching_codes.of(chunks[0].dictionary), _codes_with_null_slot(chunks[0]))
+        column = self.dictionary_column
+        assert column is not None  # (as in matching_positions, the only caller)
         masks = []
         for chunk in chunks:
             if pa.types.is_dictionary(chunk.type):
                 masks.append(matching_codes.of(chunk.dictionary)[_codes_with_null_slot(chunk)])
             else:
-                masks.append(self._matches(self._as_table_type(chunk, self.dictionary_column)))
+                masks.append(self._matches(self._as_table_type(chunk, column)))
         positions = np.flatnonzero(np.concatenate(masks)) if masks else np.zeros(0, dtype=np.int64)
         return positions.astype(np.int64, copy=False)
 

@@ -618,12 +618,12 @@ class ArrowRead:
         dvs = dvs_of_plan(entries)
         paths = entries.column("path").to_pylist()
         with_dv = [i for i, d in enumerate(dvs) if d is not None]
+        dv_list = [d for d in dvs if d is not None]  # (with_dv's, in its order)
         parts = []
         if with_dv:
             # Deletes first (DV positions are row numbers in the file), then the filter, on
             # all the files at once (one filter plan instead of one per file).
             dv_entries = entries.take(pa.array(with_dv))
-            dv_list = [dvs[i] for i in with_dv]
             read_bitmaps(io, dv_list)  # into the cache: one range read per DV file
             if io.is_local and not self._evolved:  # local files read by name: one dataset scan
                 parts.append(self._scan_local_with_dvs(dv_entries, dv_list, cols, filt).cast(out_schema))
