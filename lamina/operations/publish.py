@@ -186,6 +186,7 @@ class PublishBranch(Operation):
             )
         self._refuse_what_the_target_was_made_with(base, fresh_new)
         if gone.num_rows:
+            assert have is not None and hkeys is not None  # (read above: files are gone)
             gkeys = file_key_array(gone)
             lost = gone.filter(pc.invert(pc.is_in(gkeys, value_set=hkeys))) if len(hkeys) else gone
             require_files_unchanged_since_branch(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Self
 
 import numpy as np
@@ -64,6 +65,11 @@ def _clause_rows(
 def _default_or_null(defaults: dict[str, pa.Scalar], f: pa.Field, n: int) -> pa.Array:
     """``n`` values of a column a merge insert does not set: its write default, else null."""
     return pa.repeat(defaults[f.name], n) if f.name in defaults else pa.nulls(n, f.type)
+
+
+def _target_column(rows: pa.Table, f: pa.Field) -> pa.ChunkedArray:
+    """The values of a column a merge update does not set: the target rows' own."""
+    return rows.column(f"target.{f.name}")
 
 
 def _target_only(value: Any, what: str) -> None:
@@ -133,7 +139,7 @@ def _not_matched_by_source(
                 sel,
                 tschema,
                 "not matched by source update",
-                lambda f, sel=sel: sel.column(f"target.{f.name}"),
+                partial(_target_column, sel),
                 cast,
             )
             updates.append(_keep_row_ids(new, sel).append_column(FILE, sel.column(FILE)))
@@ -253,7 +259,7 @@ class MergeBuilder(MergeClauses):
         self.cast = check_cast_mode(cast)  # how the source's columns are stored (lamina.spec.write_types)
         # A source being read (SourceRead): its key columns serve until every column is needed.
         self._read = source if isinstance(source, SourceRead) else None
-        self.source = source.keys if self._read is not None else source
+        self.source: pa.Table = source.keys if isinstance(source, SourceRead) else source
         self.mode = check_mode(mode)
         self._run = run  # commits the merge's operation, or (``queued``) adds it to a transaction
         self._queued = queued
@@ -342,8 +348,10 @@ class MergeBuilder(MergeClauses):
         the update of the one target row it matches, or as an insert): matching only finds the
         rows to delete (see ``RowDelta._source_written``). None otherwise (a not-matched-by-source
         clause writes target rows too)."""
-        (upd, *more), (ins, *more_ins) = self.matched or [None], self.not_matched or [None]
-        if more or more_ins or upd is None or ins is None or upd.kind != "update" or not self.source.num_rows:
+        if len(self.matched) != 1 or len(self.not_matched) != 1:
+            return None
+        upd, ins = self.matched[0], self.not_matched[0]
+        if upd.kind != "update" or not self.source.num_rows:
             return None
         if self.not_matched_by_source:
             return None
@@ -433,9 +441,7 @@ class MergeBuilder(MergeClauses):
                 deletes.append(sel.column(POS).to_numpy())
                 files.append(sel.column(FILE).to_numpy())
                 if cl.kind == "update" and not whole:
-                    rows_ = _clause_rows(
-                        cl, sel, tschema, "update", lambda f, sel=sel: sel.column(f"target.{f.name}"), self.cast
-                    )
+                    rows_ = _clause_rows(cl, sel, tschema, "update", partial(_target_column, sel), self.cast)
                     updates.append(_keep_row_ids(rows_, sel).append_column(FILE, sel.column(FILE)))
             if self.not_matched_by_source:
                 by_source = _not_matched_by_source(self.not_matched_by_source, rows, tgt, tschema, self.cast)
@@ -472,7 +478,7 @@ class MergeBuilder(MergeClauses):
                         sel,
                         tschema,
                         "insert",
-                        lambda f, sel=sel: _default_or_null(defaults, f, sel.num_rows),
+                        partial(_default_or_null, defaults, n=sel.num_rows),
                         self.cast,
                     )
                 )
