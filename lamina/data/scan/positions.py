@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lamina.data.scan.read import ArrowRead, _open_local
+from lamina.data.scan.file_read import _open_local
+from lamina.data.scan.read import ArrowRead
 from lamina.errors import CorruptMetadata
 from lamina.expr import AlwaysTrue, referenced_columns
 
