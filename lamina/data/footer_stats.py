@@ -257,7 +257,7 @@ def _completed(files: pa.Table, io: FileIO, schema: Schema, spec: PartitionSpec,
     return files
 
 
-def _set(table: pa.Table, name: str, column: Any) -> pa.Table:
+def _set(table: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.Table:
     i = table.schema.get_field_index(name)
     return table.append_column(name, column) if i < 0 else table.set_column(i, name, column)
 

@@ -22,6 +22,7 @@ from lamina.manifest.entries import column_stats, cut_bounds
 from lamina.spec import content as C
 from lamina.spec.layout import new_data_path
 from lamina.spec.lineage import LINEAGE_COLUMNS, LINEAGE_FIELDS, split_lineage, with_lineage
+from lamina.spec.partition import PartitionSpec
 from lamina.spec.properties import TableProperties, WriterProperties
 from lamina.spec.schema import Schema, field_id_of
 from lamina.spec.stats import StatsPolicy
@@ -297,7 +298,7 @@ def _write_one(
 def write_data_files(
     io: FileIO,
     schema: Schema,
-    spec: Any,
+    spec: PartitionSpec | None,
     data: pa.Table,
     write_id: str,
     max_rows_per_file: int,

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import Any
+from types import TracebackType
+from typing import TypeAlias
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs
 import pyarrow.parquet as pq
 
@@ -40,6 +42,10 @@ from lamina.spec.version import VersionManifest
 
 _LINEAGE_FIELD = {f.name: f for f in LINEAGE_FIELDS}
 
+# A data file as a read takes it: its local path, or the file open (a local file, or the
+# bytes an object store returned).
+Source: TypeAlias = "str | pa.NativeFile"
+
 # The loops that read thousands of small local files (compaction, deletes by dictionary) open
 # them through the file system object: pa.OSFile first asks Python's os.path.isdir (a stat
 # per file, which such a loop would pay thousands of times). Errors are the same
@@ -59,14 +65,14 @@ class _FileErrors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: Any, e: Any, tb: Any) -> None:
+    def __exit__(self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         if kind is None:
             return
         if issubclass(kind, (NotFound, FileNotFoundError)):
             raise MissingFile(
                 f"data file {self.path} of version {self.read.vm.version} is missing; run `lamina fsck {self.read.io.uri}`"
             ) from None
-        if issubclass(kind, pa.ArrowInvalid):
+        if isinstance(e, pa.ArrowInvalid):  # (e: an instance of kind)
             self.read.raise_if_evaluation_error(e)
             raise CorruptMetadata(f"data file {self.path} is unreadable: {e}") from None
 
@@ -98,18 +104,18 @@ class FileRead:
             raise evaluation_error(e, to_sql(self.predicate)) from None
 
     @cached_property
-    def row_filter(self) -> Any:
+    def row_filter(self) -> pc.Expression | None:
         """The predicate as an Arrow filter over rows; None when it selects every row."""
         return None if isinstance(self.predicate, AlwaysTrue) else to_arrow_filter(self.predicate)
 
     @cached_property
-    def _pushdown(self) -> Any:
+    def _pushdown(self) -> pc.Expression | None:
         """The filter a Parquet scan may be given instead of the row filter; None: the row
         filter itself (asked when reading, not when planning)."""
         return pushdown_filter(self.predicate)
 
     @cached_property
-    def _physical_pushdown(self) -> Any:
+    def _physical_pushdown(self) -> pc.Expression | None:
         """For an evolved schema: the filter a Parquet scan may be given, on physical names
         (a superset of the matching rows: the row filter follows); None when a column the
         predicate uses reads a default where a file lacks it (the scan would see nulls)."""
@@ -122,7 +128,12 @@ class FileRead:
         return pushdown if pushdown is not None else to_arrow_filter(self.predicate, names)
 
     def _read_evolved(
-        self, source: Any, columns: list[str], filt: Any, dv: DV | None, memory_pool: pa.MemoryPool | None
+        self,
+        source: Source,
+        columns: list[str],
+        filt: pc.Expression | None,
+        dv: DV | None,
+        memory_pool: pa.MemoryPool | None,
     ) -> pa.Table:
         """Rows of one data file of an evolved table: its columns selected by physical name
         (missing ones null, narrower ones cast up), relabelled, defaults filled where the file
@@ -146,7 +157,7 @@ class FileRead:
             t = t.filter(dv_of(self.io, dv).keep(t.num_rows))
         return (t.filter(filt) if filt is not None else t).select(columns)
 
-    def _fill_defaults(self, source: Any, t: pa.Table) -> pa.Table:
+    def _fill_defaults(self, source: pa.NativeFile, t: pa.Table) -> pa.Table:
         """``t`` with the columns that have an initial default and that the file lacks set to it."""
         defaults = {c: d for c, d in self.schema.initial_defaults.items() if c in t.column_names}
         if not defaults:
@@ -159,7 +170,7 @@ class FileRead:
                 t = t.set_column(i, t.schema.field(i), pa.repeat(value, t.num_rows))
         return t
 
-    def _needed(self, columns: list[str], filt: Any) -> list[str]:
+    def _needed(self, columns: list[str], filt: pc.Expression | None) -> list[str]:
         """The columns to read for ``columns``: with the predicate's too when ``filt`` is applied."""
         return self.with_predicate_columns(columns) if filt is not None else columns
 
@@ -167,7 +178,12 @@ class FileRead:
         """``columns`` and, after them, those the scan's predicate uses."""
         return list(dict.fromkeys([*columns, *referenced_columns(self.predicate)]))
 
-    def _parquet_scan(self, read: Callable[[list[str], Any], pa.Table], columns: list[str], filt: Any) -> pa.Table:
+    def _parquet_scan(
+        self,
+        read: Callable[[list[str], pc.Expression | None], pa.Table],
+        columns: list[str],
+        filt: pc.Expression | None,
+    ) -> pa.Table:
         """The rows of ``read(columns, filter)``, a Parquet scan, that the row filter ``filt``
         keeps. The scan gets ``filt`` itself unless row-group statistics could mislead it
         (NaN, see ``lamina.expr.pushdown_filter``); then a safe part, and ``filt`` after."""
@@ -184,7 +200,7 @@ class FileRead:
             )
         return self._schemas[columns]
 
-    def _read_plain(self, source: Any, columns: list[str], memory_pool: pa.MemoryPool | None = None) -> pa.Table:
+    def _read_plain(self, source: Source, columns: list[str], memory_pool: pa.MemoryPool | None = None) -> pa.Table:
         """All rows of ``columns``: one Parquet read, cheaper per file than read_table's
         dataset machinery; files lacking a column go the general way."""
         if isinstance(source, str):
@@ -222,7 +238,7 @@ class FileRead:
         return t if t.schema.equals(want) else t.cast(want)
 
     def _read_exact(
-        self, source: Any, columns: list[str], memory_pool: pa.MemoryPool | None
+        self, source: pa.NativeFile, columns: list[str], memory_pool: pa.MemoryPool | None
     ) -> tuple[pa.Table | None, int]:
         """The rows of a file that holds exactly ``columns`` (flat, under their names, in that
         order: what this table writes from new rows), as _read_plain reads them, and its row
@@ -246,9 +262,9 @@ class FileRead:
 
     def _read_with_lineage(
         self,
-        source: Any,
+        source: Source,
         columns: list[str],
-        filt: Any,
+        filt: pc.Expression | None,
         dv: DV | None,
         memory_pool: pa.MemoryPool | None,
         lineage: tuple[int, int],
@@ -301,7 +317,7 @@ class FileRead:
         self,
         path: str,
         columns: list[str],
-        filt: Any,
+        filt: pc.Expression | None,
         dv: DV | None = None,
         memory_pool: pa.MemoryPool | None = None,
         lineage: tuple[int, int] | None = None,

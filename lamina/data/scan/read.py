@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +36,12 @@ _local_pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_pr
 # For a consumer that is busy itself (a rewrite encoding what it reads): one reader thread, so
 # the reading and the encoding each have a core (``read_files(single_reader=True)``).
 _single_reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lamina-read-one")
+
+_T = TypeVar("_T")
+
+# A file of a run as ``_read_run`` read it: its rows, its entry's (first_row_id, data_version)
+# where ``_numbered`` gives its rows their lineage (else None: read with it), its path.
+_RunFile = tuple[pa.Table, tuple[int, int] | None, str]
 
 
 def _runs(sizes: list[int], max_files: int, max_bytes: int) -> list[range]:
@@ -68,7 +74,7 @@ class ArrowRead(FileRead):
         self,
         entries: pa.Table,
         cols: list[str],
-        filt: Any = None,
+        filt: pc.Expression | None = None,
         *,
         files_per_task: int = 64,
         bytes_per_task: int = 8 << 20,
@@ -77,7 +83,7 @@ class ArrowRead(FileRead):
         per_run: bool = False,
         single_reader: bool = False,
         stored_row_ids: bool = False,
-    ) -> Iterator[Any]:
+    ) -> Iterator[pa.Table | tuple[pa.Table, pa.ChunkedArray | None]]:
         """The live rows of each file of ``entries`` (deleted rows dropped), one table per
         file, in entry order (``per_run``: one table per run of files, see below, in order).
 
@@ -108,19 +114,13 @@ class ArrowRead(FileRead):
         lineages = lineages_of(entries) if any(c in _LINEAGE_FIELD for c in cols) else [None] * len(paths)
         if per_run:
 
-            def read_run(run: list[int]) -> Any:
+            def read_run(run: range) -> list[_RunFile]:
                 return self._read_run(
                     [paths[i] for i in run], cols, filt, [dvs[i] for i in run], [lineages[i] for i in run], memory_pool
                 )
 
-            for files in self.map_runs(
-                entries,
-                read_run,
-                files_per_task,
-                bytes_per_task,
-                tasks_ahead,
-                per_run=True,
-                single_reader=single_reader,
+            for files in self._map_run_tasks(
+                entries, read_run, files_per_task, bytes_per_task, tasks_ahead, single_reader=single_reader
             ):
                 yield self._numbered(files, cols, memory_pool, out_schema)  # on the consumer's thread
             return
@@ -144,11 +144,11 @@ class ArrowRead(FileRead):
         self,
         paths: list[str],
         cols: list[str],
-        filt: Any,
+        filt: pc.Expression | None,
         dvs: list[DV | None],
-        lineages: list[Any],
+        lineages: list[tuple[int, int] | None],
         memory_pool: pa.MemoryPool | None,
-    ) -> list[tuple[pa.Table, Any, str]]:
+    ) -> list[_RunFile]:
         """The files of a run read (``read_files``), for ``_numbered`` to make one table of,
         on the consumer's thread: per file (its rows, lineage, path). The row lineage of
         files that store none and have no DV (files written from new rows, the bulk of what
@@ -159,7 +159,7 @@ class ArrowRead(FileRead):
         data_cols = [c for c in cols if c not in _LINEAGE_FIELD]
         quick = len(data_cols) < len(cols) and filt is None and not self._evolved  # lineage asked for, no row filter
         io = self.io
-        files: list[tuple[pa.Table, Any, str]] = []
+        files: list[_RunFile] = []
         for path, dv, lineage in zip(paths, dvs, lineages):
             if not (quick and dv is None and lineage is not None):
                 files.append((self.read_file(path, cols, filt, dv, memory_pool, lineage), None, path))
@@ -179,7 +179,7 @@ class ArrowRead(FileRead):
 
     def _numbered(
         self,
-        files: list[tuple[pa.Table, Any, str]],
+        files: list[_RunFile],
         cols: list[str],
         memory_pool: pa.MemoryPool | None,
         out_schema: pa.Schema,
@@ -211,46 +211,57 @@ class ArrowRead(FileRead):
         ids = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(firsts - starts, counts)
         last = np.repeat(versions, counts)
         if all(n is not None for n in numbered):
-            lineage = {ROW_ID: pa.array(ids), LAST_UPDATED: pa.array(last)}
+            made = {ROW_ID: pa.array(ids), LAST_UPDATED: pa.array(last)}
             data = pa.concat_tables(tables)
-            return pa.Table.from_arrays(
-                [lineage[c] if c in lineage else data.column(c) for c in cols], schema=out_schema
-            )
+            return pa.Table.from_arrays([made[c] if c in made else data.column(c) for c in cols], schema=out_schema)
         parts = []
         for t, n, start, count in zip(tables, numbered, starts, counts):
             if n is not None:
-                lineage = {
+                made = {
                     ROW_ID: pa.array(ids[start : start + count]),
                     LAST_UPDATED: pa.array(last[start : start + count]),
                 }
-                t = pa.Table.from_arrays([lineage[c] if c in lineage else t.column(c) for c in cols], schema=out_schema)
+                t = pa.Table.from_arrays([made[c] if c in made else t.column(c) for c in cols], schema=out_schema)
             parts.append(t)
         return pa.concat_tables(parts)
 
     def map_runs(
         self,
         entries: pa.Table,
-        fn: Callable[[Any], Any],
+        fn: Callable[[int], _T],
         files_per_task: int,
         bytes_per_task: int,
         tasks_ahead: int,
-        per_run: bool = False,
         single_reader: bool = False,
-    ) -> Iterator[Any]:
+    ) -> Iterator[list[_T]]:
         """``fn(i)`` for every file ``i`` of ``entries``, run by run (see ``read_files``) on
-        the read threads, ``tasks_ahead`` runs queued ahead; each run's results, in order
-        (``per_run``: ``fn(run)`` once per run, a range of file indices, and its result)."""
+        the read threads, ``tasks_ahead`` runs queued ahead; each run's results, in order."""
+        return self._map_run_tasks(
+            entries, lambda r: [fn(i) for i in r], files_per_task, bytes_per_task, tasks_ahead, single_reader
+        )
+
+    def _map_run_tasks(
+        self,
+        entries: pa.Table,
+        fn: Callable[[range], _T],
+        files_per_task: int,
+        bytes_per_task: int,
+        tasks_ahead: int,
+        single_reader: bool = False,
+    ) -> Iterator[_T]:
+        """``fn(run)`` once per run of ``entries``' files (a range of file indices: see
+        ``read_files``) on the read threads, ``tasks_ahead`` runs queued ahead; the results, in order."""
         runs = _runs(entries.column("size").to_pylist(), files_per_task, bytes_per_task)
         pool = (_single_reader if single_reader else _local_pool) if self.io.is_local else _pool
-        pending: deque = deque()
+        pending: deque[Future[_T]] = deque()
         for run in runs:
             if len(pending) >= tasks_ahead:
                 yield pending.popleft().result()
-            pending.append(pool.submit(fn, run) if per_run else pool.submit(lambda r: [fn(i) for i in r], run))
+            pending.append(pool.submit(fn, run))
         while pending:
             yield pending.popleft().result()
 
-    def read_entries(self, entries: pa.Table, cols: list[str], filt: Any) -> pa.Table:
+    def read_entries(self, entries: pa.Table, cols: list[str], filt: pc.Expression | None) -> pa.Table:
         """The live rows of the files ``entries`` describe. Files with a deletion vector:
         their deleted rows dropped, then the filter; files without: on local disk one
         threaded dataset scan, filter pushed down, on object stores file by file in
@@ -313,7 +324,7 @@ class ArrowRead(FileRead):
                 parts += [t.select(cols).cast(out_schema) for t in tables]
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
-    def _scan_local_evolved(self, paths: list[str], cols: list[str], filt: Any) -> pa.Table:
+    def _scan_local_evolved(self, paths: list[str], cols: list[str], filt: pc.Expression | None) -> pa.Table:
         """Local files of an evolved table without deletes or defaults: one threaded dataset
         scan by physical names, relabelled, then the row filter."""
         import pyarrow.dataset as ds
@@ -326,7 +337,9 @@ class ArrowRead(FileRead):
         t = schema.to_logical(t, need)
         return (t.filter(filt) if filt is not None else t).select(cols)
 
-    def _scan_local_with_dvs(self, entries: pa.Table, dvs: list[DV], cols: list[str], filt: Any) -> pa.Table:
+    def _scan_local_with_dvs(
+        self, entries: pa.Table, dvs: list[DV], cols: list[str], filt: pc.Expression | None
+    ) -> pa.Table:
         """The live rows of local files that carry deletion vectors, that the row filter
         ``filt`` (if any) keeps, columns ``cols``: one threaded dataset scan of every row, as a
         read without deletes (its threads decode several files, and a large file's row groups,
