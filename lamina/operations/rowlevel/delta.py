@@ -45,6 +45,7 @@ from lamina.data.deletes import (
 )
 from lamina.errors import CommitConflict, FooterError, InvalidArgument
 from lamina.expr import AlwaysTrue, Expr, filter_rows, referenced_columns, to_arrow_filter, to_sql
+from lamina.io import FileIO
 from lamina.manifest.entries import conform, fill_constant
 from lamina.operations.rowlevel.outcome import FILE, POS, FileFn, FileOutcome, _by_file, split_outcome
 from lamina.operations.rowlevel.source import SourceRead, rows_of
@@ -130,7 +131,7 @@ class RowDelta(Operation):
     _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
     # the entries of the data files the last attempt wrote (rows written in place of deleted
     # ones, and inserted ones), by the touched files' keys and the matched source rows
-    _written: dict[tuple, Future | None] = field(default_factory=dict)
+    _written: dict[tuple, Future[pa.Table] | None] = field(default_factory=dict)
     last_stats: dict[str, int] = field(default_factory=dict)
     # the columns it was planned on, checked against each base's schema (see PlannedColumns)
     planned: PlannedColumns | None = None
@@ -143,7 +144,7 @@ class RowDelta(Operation):
     whole_source: pa.Table | SourceRead | None = None
     # how ``whole_source``'s columns are stored (lamina.spec.write_types: None, or "safe")
     cast: str | None = None
-    _whole: tuple[tuple, Future] | None = None  # (what its write depends on in a base, the write)
+    _whole: tuple[tuple, Future[pa.Table]] | None = None  # (what its write depends on in a base, the write)
     _outcomes_lineage: bool | None = None  # whether the base _outcomes were made on had row lineage
     skip_if_noop: ClassVar[bool] = True  # a change that matched no row commits no version
     refresh_base: ClassVar[bool] = True  # it reads the base's files: start from the latest
@@ -182,8 +183,11 @@ class RowDelta(Operation):
         stored: dict[int, pa.ChunkedArray] = {}  # with lineage_after: the kept rows' stored ids, by file
         reads = base.scan().read_files(physical, cols, files_per_task=16, stored_row_ids=lineage_after)
 
-        def cut(k: int, read: Any) -> tuple[pa.Table, np.ndarray, pa.ChunkedArray | None]:
-            table, ids = read if lineage_after else (read, None)
+        def cut(
+            k: int, read: pa.Table | tuple[pa.Table, pa.ChunkedArray | None]
+        ) -> tuple[pa.Table, np.ndarray, pa.ChunkedArray | None]:
+            # (a file's rows and its stored ids when read with them: lineage_after)
+            table, ids = read if isinstance(read, tuple) else (read, None)
             # The prefilter's kept rows come as positions (a merge keeps a few rows of each
             # file: taking them costs less than a mask over every row, made, scanned and
             # applied); the DVs' as a mask.
@@ -208,7 +212,7 @@ class RowDelta(Operation):
 
         # Each file's rows are cut on the pool's threads as the file arrives (NumPy and Arrow
         # release the interpreter lock), a few files ahead of this thread, which only gathers.
-        pending: deque[Future] = deque()
+        pending: deque[Future[tuple[pa.Table, np.ndarray, pa.ChunkedArray | None]]] = deque()
 
         def gather() -> None:
             table, at, ids = pending.popleft().result()
@@ -480,7 +484,7 @@ class RowDelta(Operation):
 
     def _rows_written(
         self, base: Base, outcomes: list[FileOutcome], rows: list[dict[str, Any]], touched: list[int]
-    ) -> tuple[Future | None, int]:
+    ) -> tuple[Future[pa.Table] | None, int]:
         """(the write of the new rows made from ``outcomes``, how many of them are updated rows).
 
         New rows first: a row that does not fit the schema fails before any DV is written.
@@ -510,7 +514,7 @@ class RowDelta(Operation):
             self._written = {key: _pool.submit(self._write_new_rows, base, new_rows) if new_rows is not None else None}
         return self._written[key], sum(new.num_rows for i in touched if (new := outcomes[i].new_rows) is not None)
 
-    def _write_whole(self, base: Base) -> Future:
+    def _write_whole(self, base: Base) -> Future[pa.Table]:
         """``whole_source`` being written for ``base``: started now, or by an earlier attempt onto
         a base that writes alike (same schema, partition spec, sort order and properties)."""
         vm = base.metadata
@@ -615,7 +619,7 @@ class RowDelta(Operation):
             base.schema, rows.append_column(ROW_ID, _row_ids(rows.num_rows, at, ids)), self.cast
         )
 
-    def _discard_whole(self, io: Any) -> None:
+    def _discard_whole(self, io: FileIO) -> None:
         """Drop the write of ``whole_source`` under way, deleting what it wrote (nothing
         references it: best effort, orphan cleanup removes what is left)."""
         if self._whole is None:

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lamina.commit import CommitOptions
 from lamina.data.deletes import unique_sorted
 from lamina.data.inflight import new_write_id
 from lamina.errors import InvalidArgument, SchemaMismatch
@@ -114,7 +115,11 @@ def _clauses_taking(clauses: list[_Clause], rows: pa.Table, what: str) -> Iterat
 
 
 def _not_matched_by_source(
-    clauses: list[_Clause], rows: pa.Table, matched: Any, tschema: pa.Schema, cast: str | None = None
+    clauses: list[_Clause],
+    rows: pa.Table,
+    matched: np.ndarray | pa.Array | pa.ChunkedArray,
+    tschema: pa.Schema,
+    cast: str | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray], list[pa.Table]]:
     """What the not-matched-by-source ``clauses`` do to the target ``rows`` (with POS and FILE,
     the columns read) that are not among ``matched`` (their indices in ``rows``): the first
@@ -250,7 +255,7 @@ class MergeBuilder(MergeClauses):
         source: pa.Table | SourceRead,
         on: str | list[str],
         mode: str,
-        run: Callable[[RowDelta, Any], int | None],
+        run: Callable[[RowDelta, CommitOptions | None], int | None],
         *,
         queued: bool = False,
         cast: str | None = None,
@@ -513,7 +518,7 @@ class MergeBuilder(MergeClauses):
                     ).empty_table()
                 check_assignments(cl.values, tschema, f"merge {cl.kind}", self.cast, joined)
 
-    def execute(self, *, commit_options: Any = None) -> MergeResult | None:
+    def execute(self, *, commit_options: CommitOptions | None = None) -> MergeResult | None:
         self._check_clauses()
         tschema = self.schema.arrow
         self._check_types(tschema)
