@@ -7,7 +7,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 import pyarrow as pa
@@ -122,12 +122,16 @@ def dv_of(io: FileIO, dv: DV) -> LoadedDV:
     return LoadedDV(read_bitmap(io, dv))
 
 
-def file_key(entry: dict) -> tuple:
+# A data file's identity in one base: (path, DV path, DV offset); no DV: (path, None, None).
+FileKey = tuple[str, str | None, int | None]
+
+
+def file_key(entry: Mapping[str, Any]) -> FileKey:
     """A data file's identity in one base: the same file with another DV is another set of rows."""
     return (entry["path"], entry["dv_path"], entry["dv_offset"])
 
 
-def file_keys(entries: pa.Table) -> list[tuple]:
+def file_keys(entries: pa.Table) -> list[FileKey]:
     """``file_key`` of every entry, column-wise."""
     d = entries.select(["path", "dv_path", "dv_offset"]).to_pydict()
     return list(zip(d["path"], d["dv_path"], d["dv_offset"]))

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import numpy as np
 import pyarrow as pa
@@ -199,7 +199,7 @@ class _FileIOHandler(pafs.FileSystemHandler):
     def normalize_path(self, path: str) -> str:
         return path
 
-    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+    def _read_only(self, *args: object, **kwargs: object) -> NoReturn:
         raise OSError("a Lamina dataset's filesystem is read-only")
 
     get_file_info_selector = create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = _read_only

@@ -85,7 +85,7 @@ def stats_columns(
     idx = pa.array(file_idx, pa.int64())
     for f in columns:
         lo, hi, nulls, known = per_col[f.name]
-        cols: dict[str, Any] = {
+        cols: dict[str, pa.Array] = {
             "file": idx,
             "nulls": pa.array(nulls, pa.int64()),
             "unknown": pc.invert(pa.array(known, pa.bool_())),

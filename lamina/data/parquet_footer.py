@@ -33,7 +33,7 @@ _INTS = (_I16, _I32, _I64)
 # A struct: its fields as [field id, type, value] in the order they were read. A list or set
 # value: (element type, [values]); a map: (key type, value type, [(key, value)]); a double:
 # its 8 bytes as they were; booleans: True/False.
-Fields = list
+Fields = list[list[Any]]
 
 
 # -- the codec ------------------------------------------------------------------------------------

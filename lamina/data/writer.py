@@ -49,7 +49,7 @@ def _partition_groups(pvals: pa.Table) -> list[tuple[int, np.ndarray]]:
 class PendingWrites:
     """Data files encoded and on their way to storage; ``wait()`` before the commit point."""
 
-    def __init__(self, futures: list[Future]) -> None:
+    def __init__(self, futures: list[Future[None]]) -> None:
         self._futures = futures
 
     def wait(self) -> None:
@@ -201,7 +201,7 @@ def _statistics_columns(schema: pa.Schema) -> list[str] | bool:
 LOCAL_INLINE_PUT_BYTES = 1 << 20
 
 
-def _encodings(data: pa.Table, integer_encoding: str) -> dict[str, Any]:
+def _encodings(data: pa.Table, integer_encoding: str) -> dict[str, list[str] | bool | dict[str, str] | None]:
     """The writer's ``use_dictionary`` and ``column_encoding`` for ``data``: dictionaries for
     the columns with few distinct values (``_dictionary_columns``); with ``integer_encoding``
     "delta", DELTA_BINARY_PACKED for the other integer, date and timestamp columns. Keys and
@@ -248,7 +248,7 @@ def _write_one(
     path: str,
     data: pa.Table,
     compression: str,
-    futures: list[Future] | None = None,
+    futures: list[Future[None]] | None = None,
     integer_encoding: str = "delta",
     small_file_bytes: int = 0,
     row_groups: RowGroups | None = None,

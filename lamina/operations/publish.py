@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -149,7 +149,7 @@ class PublishBranch(Operation):
         change.app_transactions = {**received, self.key: self.head.version}
         return change
 
-    def _rebase(self, base: Base, since: VersionManifest, summary: dict) -> Change:
+    def _rebase(self, base: Base, since: VersionManifest, summary: dict[str, Any]) -> Change:
         target = base.metadata
         change = Change("publish", base.empty(), _NOTHING_REMOVED, summary=summary)
         # Metadata the branch changed: taken if the target still has the base's.

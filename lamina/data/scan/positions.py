@@ -58,7 +58,7 @@ class _MatchingCodes:
         self._positions, self._column = positions, column
         self._type = positions._table_type(column)
         self._lock = threading.Lock()
-        self._by_dictionary: dict[tuple, np.ndarray] = {}
+        self._by_dictionary: dict[tuple[str, int, int, tuple[bytes | None, ...]], np.ndarray] = {}
         self._values = pa.array([], self._type)  # every value evaluated so far ...
         self._hits = np.zeros(0, dtype=bool)  # ... and whether the predicate selects it
         self._null_hit: bool | None = None
@@ -123,7 +123,7 @@ _POSITIONS_BATCH_ROWS = 1 << 22
 _SMALL_DICTIONARY = 256
 
 
-def _dictionary_key(dictionary: pa.Array) -> tuple:
+def _dictionary_key(dictionary: pa.Array) -> tuple[str, int, int, tuple[bytes | None, ...]]:
     """Equal for two dictionaries whose buffers hold the same bytes (and so the same values)."""
     return (
         str(dictionary.type),

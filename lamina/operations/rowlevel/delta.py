@@ -34,6 +34,7 @@ from lamina.commit.checks import require_columns_unchanged, require_live, requir
 from lamina.data.copy import StagedFiles
 from lamina.data.deletes import (
     DV,
+    FileKey,
     bitmap_of,
     dvs_of_plan,
     file_key,
@@ -128,10 +129,10 @@ class RowDelta(Operation):
     # file_fn for rows already known to be selected by ``where`` (read at the positions
     # _selected_positions found): what it does to them, without evaluating ``where`` again
     selected_fn: FileFn | None = None
-    _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
+    _outcomes: dict[FileKey, FileOutcome] = field(default_factory=dict)
     # the entries of the data files the last attempt wrote (rows written in place of deleted
     # ones, and inserted ones), by the touched files' keys and the matched source rows
-    _written: dict[tuple, Future[pa.Table] | None] = field(default_factory=dict)
+    _written: dict[tuple[object, ...], Future[pa.Table] | None] = field(default_factory=dict)
     last_stats: dict[str, int] = field(default_factory=dict)
     # the columns it was planned on, checked against each base's schema (see PlannedColumns)
     planned: PlannedColumns | None = None
@@ -144,7 +145,9 @@ class RowDelta(Operation):
     whole_source: pa.Table | SourceRead | None = None
     # how ``whole_source``'s columns are stored (lamina.spec.write_types: None, or "safe")
     cast: str | None = None
-    _whole: tuple[tuple, Future[pa.Table]] | None = None  # (what its write depends on in a base, the write)
+    _whole: tuple[tuple[object, ...], Future[pa.Table]] | None = (
+        None  # (what its write depends on in a base, the write)
+    )
     _outcomes_lineage: bool | None = None  # whether the base _outcomes were made on had row lineage
     skip_if_noop: ClassVar[bool] = True  # a change that matched no row commits no version
     refresh_base: ClassVar[bool] = True  # it reads the base's files: start from the latest
@@ -494,7 +497,7 @@ class RowDelta(Operation):
         encoded on pool threads (pyarrow releases the GIL) while the DVs are made and
         written, and joined before the change is returned."""
         with_rows = [i for i in touched if (new := outcomes[i].new_rows) is not None and new.num_rows]
-        key: tuple = tuple(file_key(rows[i]) for i in with_rows)
+        key: tuple[object, ...] = tuple(file_key(rows[i]) for i in with_rows)
         rows_in = None
         if self.inserts is not None:
             m = unique_sorted(_matched(outcomes)[1])
@@ -719,7 +722,7 @@ class PositionDelta(RowDelta):
 
     conflict_checks = (*RowDelta.conflict_checks, require_same_candidates)
 
-    positions: dict[tuple, np.ndarray | BitMap] = field(default_factory=dict)
+    positions: dict[FileKey, np.ndarray | BitMap] = field(default_factory=dict)
     written: pa.Table | None = None
     counts: dict[str, int] = field(default_factory=dict)  # rows_updated / rows_inserted, for the summary
 

@@ -45,7 +45,12 @@ class _Clause:
 
 
 def _clause_rows(
-    cl: _Clause, sel: pa.Table, tschema: pa.Schema, what: str, unset: Callable[[pa.Field], Any], cast: str | None = None
+    cl: _Clause,
+    sel: pa.Table,
+    tschema: pa.Schema,
+    what: str,
+    unset: Callable[[pa.Field], pa.Array | pa.ChunkedArray],
+    cast: str | None = None,
 ) -> pa.Table:
     """The rows a merge clause writes: every column from the source (``*_all``: rows written,
     by the rule of ``lamina.spec.write_types``), or the clause's values (SQL assignments) with
@@ -292,7 +297,7 @@ class MergeBuilder(MergeClauses):
                 "cast the source's column to the table's type"
             ) from None
 
-    def _keys(self, t: pa.Table, names: Sequence[str], side: str) -> dict[str, Any]:
+    def _keys(self, t: pa.Table, names: Sequence[str], side: str) -> dict[str, pa.Array | pa.ChunkedArray]:
         return {
             f"{KEY}{i}": join_key(t.column(n), typ, f"the {side}'s key {k!r} ({t.schema.field(n).type})")
             for i, (k, n, typ) in enumerate(zip(self.on, names, self._key_types))
