@@ -210,7 +210,7 @@ def _encodings(data: pa.Table, integer_encoding: str) -> dict[str, list[str] | b
     compaction's read cost. Small files (under ``_DICTIONARY_MIN_ROWS`` rows: the integer
     encoding property's 8,192) and nested data get no delta encoding."""
     dictionary = _dictionary_columns(data)
-    # (False, no dictionaries, is only ever a small file's answer)
+    # (a bool: True for nested data, Parquet's default; False, none, only for a small file)
     if integer_encoding != "delta" or isinstance(dictionary, bool) or data.num_rows < _DICTIONARY_MIN_ROWS:
         return {"use_dictionary": dictionary}
     delta = {

@@ -145,9 +145,8 @@ class RowDelta(Operation):
     whole_source: pa.Table | SourceRead | None = None
     # how ``whole_source``'s columns are stored (lamina.spec.write_types: None, or "safe")
     cast: str | None = None
-    _whole: tuple[tuple[object, ...], Future[pa.Table]] | None = (
-        None  # (what its write depends on in a base, the write)
-    )
+    # (what its write depends on in a base, the write)
+    _whole: tuple[tuple[object, ...], Future[pa.Table]] | None = None
     _outcomes_lineage: bool | None = None  # whether the base _outcomes were made on had row lineage
     skip_if_noop: ClassVar[bool] = True  # a change that matched no row commits no version
     refresh_base: ClassVar[bool] = True  # it reads the base's files: start from the latest
