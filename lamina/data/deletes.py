@@ -7,6 +7,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Literal, overload
 
 import numpy as np
 import pyarrow as pa
@@ -121,12 +122,16 @@ def dv_of(io: FileIO, dv: DV) -> LoadedDV:
     return LoadedDV(read_bitmap(io, dv))
 
 
-def file_key(entry: dict) -> tuple:
+# A data file's identity in one base: (path, DV path, DV offset); no DV: (path, None, None).
+FileKey = tuple[str, str | None, int | None]
+
+
+def file_key(entry: Mapping[str, Any]) -> FileKey:
     """A data file's identity in one base: the same file with another DV is another set of rows."""
     return (entry["path"], entry["dv_path"], entry["dv_offset"])
 
 
-def file_keys(entries: pa.Table) -> list[tuple]:
+def file_keys(entries: pa.Table) -> list[FileKey]:
     """``file_key`` of every entry, column-wise."""
     d = entries.select(["path", "dv_path", "dv_offset"]).to_pydict()
     return list(zip(d["path"], d["dv_path"], d["dv_offset"]))
@@ -194,7 +199,11 @@ def non_decreasing(values: np.ndarray) -> bool:
     return bool((values[1:] >= values[:-1]).all())
 
 
-def unique_sorted(values: np.ndarray, return_index: bool = False):
+@overload
+def unique_sorted(values: np.ndarray, return_index: Literal[False] = False) -> np.ndarray: ...
+@overload
+def unique_sorted(values: np.ndarray, return_index: Literal[True]) -> tuple[np.ndarray, np.ndarray]: ...
+def unique_sorted(values: np.ndarray, return_index: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``np.unique(values)`` (with ``return_index``: the first index of each) by one sort.
     numpy 2's default hash-based unique is much slower on the integer arrays of row
     positions, file numbers and source rows this is used for."""
@@ -202,12 +211,17 @@ def unique_sorted(values: np.ndarray, return_index: bool = False):
         # already strictly increasing (positions made in order, sources sorted by key):
         # unique as they are, for the cost of one comparison pass instead of a sort
         return (values, np.arange(len(values))) if return_index else values
+    order: np.ndarray | None
     if non_decreasing(values):
         # in order with repeats (the file numbers of rows read file by file): no sort
         order, s = (np.arange(len(values)) if return_index else None), values
+    elif return_index:
+        order = np.argsort(values, kind="stable")
+        s = values[order]
     else:
-        order = np.argsort(values, kind="stable") if return_index else None
-        s = values[order] if return_index else np.sort(values)
+        order, s = None, np.sort(values)
     first = np.ones(len(s), dtype=bool)
     np.not_equal(s[1:], s[:-1], out=first[1:])
-    return (s[first], order[first]) if return_index else s[first]
+    if order is None:
+        return s[first]
+    return s[first], order[first]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import numpy as np
 import pyarrow as pa
@@ -31,9 +31,10 @@ if TYPE_CHECKING:
 
 from lamina.data.deletes import DV, dvs_of_plan, positions_array, read_bitmaps_of
 from lamina.data.scan import Scan
+from lamina.io import FileIO
 from lamina.spec import content as C
 from lamina.spec.lineage import LINEAGE_COLUMNS, physical_rows
-from lamina.spec.schema import field_id_of
+from lamina.spec.schema import Schema, field_id_of
 
 
 @dataclass
@@ -140,7 +141,7 @@ def readable_by_name(scan: Scan) -> bool:
     return not scan.schema.is_evolved and not any(c in LINEAGE_COLUMNS for c in scan.output_columns)
 
 
-def statistics_guarantee(entry: dict[str, Any], rows: int, schema: Any) -> Any:
+def statistics_guarantee(entry: dict[str, Any], rows: int, schema: Schema) -> ds.Expression:
     """What a file's manifest statistics guarantee about its rows, as an Arrow expression:
     per column ``min <= c <= max`` (or null, when the file has nulls). pyarrow prunes a
     fragment whose guarantee contradicts a scan's filter without opening it, so a filter an
@@ -177,13 +178,13 @@ class _FileIOHandler(pafs.FileSystemHandler):
     Parquet fragments fetch footers and column chunks with range reads, through the same
     store (and credentials) Lamina uses. Paths are relative to the table root."""
 
-    def __init__(self, io: Any) -> None:
+    def __init__(self, io: FileIO) -> None:
         self.io = io
 
     def get_type_name(self) -> str:
         return "lamina-fileio"
 
-    def equals(self, other: Any) -> bool:
+    def equals(self, other: object) -> bool:
         return isinstance(other, _FileIOHandler) and other.io is self.io
 
     def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
@@ -198,7 +199,7 @@ class _FileIOHandler(pafs.FileSystemHandler):
     def normalize_path(self, path: str) -> str:
         return path
 
-    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+    def _read_only(self, *args: object, **kwargs: object) -> NoReturn:
         raise OSError("a Lamina dataset's filesystem is read-only")
 
     get_file_info_selector = create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = _read_only
@@ -208,7 +209,7 @@ class _FileIOHandler(pafs.FileSystemHandler):
 class _RangeFile:
     """A seekable file of ranged reads (what ``pa.PythonFile`` wraps)."""
 
-    def __init__(self, io: Any, path: str) -> None:
+    def __init__(self, io: FileIO, path: str) -> None:
         self.io, self.path, self.pos = io, path, 0
         self.size = io.size(path)
         self.closed = False
@@ -239,11 +240,13 @@ class _RangeFile:
         self.closed = True
 
 
-def _filesystem(scan: Scan, paths: list[str]) -> tuple[Any, list[str]]:
+def _filesystem(scan: Scan, paths: list[str]) -> tuple[pafs.FileSystem, list[str]]:
     """A pyarrow filesystem that opens the scan's files, and their names in it."""
     io = scan.io
     if io.is_local:
-        return pafs.LocalFileSystem(), [io.local_path(p) for p in paths]
+        # (local_path is None only for a file by URI on a remote store, which a local
+        # filesystem could not open under any name)
+        return pafs.LocalFileSystem(), [cast(str, io.local_path(p)) for p in paths]
     return pafs.PyFileSystem(_FileIOHandler(io)), list(paths)
 
 

@@ -51,7 +51,9 @@ def stats_columns(
     n_files = len(footers)
     physical = schema.physical_names
     file_idx: list[int] = []
-    per_col: dict[str, tuple[list, list, list, list]] = {f.name: ([], [], [], []) for f in columns}
+    per_col: dict[str, tuple[list[Any], list[Any], list[int | None], list[bool]]] = {
+        f.name: ([], [], [], []) for f in columns
+    }
     for i, md in enumerate(footers):
         index = {md.schema.column(j).path: j for j in range(md.num_columns)}
         for rg in range(md.num_row_groups):
@@ -61,7 +63,10 @@ def stats_columns(
                 j = index.get(physical[name])
                 st = group.column(j).statistics if j is not None else None
                 if st is None:
-                    lo.append(None), hi.append(None), nulls.append(None), known.append(False)
+                    lo.append(None)
+                    hi.append(None)
+                    nulls.append(None)
+                    known.append(False)
                     continue
                 has = st.has_min_max
                 lo.append(_bound(st.min) if has else None)
@@ -80,7 +85,7 @@ def stats_columns(
     idx = pa.array(file_idx, pa.int64())
     for f in columns:
         lo, hi, nulls, known = per_col[f.name]
-        cols: dict[str, Any] = {
+        cols: dict[str, pa.Array] = {
             "file": idx,
             "nulls": pa.array(nulls, pa.int64()),
             "unknown": pc.invert(pa.array(known, pa.bool_())),
@@ -252,7 +257,7 @@ def _completed(files: pa.Table, io: FileIO, schema: Schema, spec: PartitionSpec,
     return files
 
 
-def _set(table: pa.Table, name: str, column: Any) -> pa.Table:
+def _set(table: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.Table:
     i = table.schema.get_field_index(name)
     return table.append_column(name, column) if i < 0 else table.set_column(i, name, column)
 

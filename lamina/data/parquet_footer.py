@@ -33,7 +33,7 @@ _INTS = (_I16, _I32, _I64)
 # A struct: its fields as [field id, type, value] in the order they were read. A list or set
 # value: (element type, [values]); a map: (key type, value type, [(key, value)]); a double:
 # its 8 bytes as they were; booleans: True/False.
-Fields = list
+Fields = list[list[Any]]
 
 
 # -- the codec ------------------------------------------------------------------------------------
@@ -268,7 +268,8 @@ def _leaves(fm: Fields) -> tuple[Fields, list[Fields]]:
     _, schema = get(fm, _FM_SCHEMA) or (None, [])
     if not schema:
         raise FooterError("the footer has no schema")
-    root, leaves = schema[0], schema[1:]
+    root: Fields = schema[0]
+    leaves: list[Fields] = schema[1:]
     if get(root, _SE_CHILDREN) != len(leaves) or any(get(e, _SE_CHILDREN) is not None for e in leaves):
         raise FooterError("a nested schema")
     return root, leaves
@@ -276,7 +277,7 @@ def _leaves(fm: Fields) -> tuple[Fields, list[Fields]]:
 
 def _chunks(fm: Fields, leaves: int) -> list[tuple[Fields, list[Fields]]]:
     """(row group, its column chunks) of every row group; each chunk in this file, plaintext."""
-    out = []
+    out: list[tuple[Fields, list[Fields]]] = []
     for rg in (get(fm, _FM_ROW_GROUPS) or (None, []))[1]:
         _, cols = get(rg, _RG_COLUMNS) or (None, [])
         if len(cols) != leaves:

@@ -22,6 +22,7 @@ from lamina.manifest.entries import column_stats, cut_bounds
 from lamina.spec import content as C
 from lamina.spec.layout import new_data_path
 from lamina.spec.lineage import LINEAGE_COLUMNS, LINEAGE_FIELDS, split_lineage, with_lineage
+from lamina.spec.partition import PartitionSpec
 from lamina.spec.properties import TableProperties, WriterProperties
 from lamina.spec.schema import Schema, field_id_of
 from lamina.spec.stats import StatsPolicy
@@ -48,7 +49,7 @@ def _partition_groups(pvals: pa.Table) -> list[tuple[int, np.ndarray]]:
 class PendingWrites:
     """Data files encoded and on their way to storage; ``wait()`` before the commit point."""
 
-    def __init__(self, futures: list[Future]) -> None:
+    def __init__(self, futures: list[Future[None]]) -> None:
         self._futures = futures
 
     def wait(self) -> None:
@@ -200,7 +201,7 @@ def _statistics_columns(schema: pa.Schema) -> list[str] | bool:
 LOCAL_INLINE_PUT_BYTES = 1 << 20
 
 
-def _encodings(data: pa.Table, integer_encoding: str) -> dict[str, Any]:
+def _encodings(data: pa.Table, integer_encoding: str) -> dict[str, list[str] | bool | dict[str, str] | None]:
     """The writer's ``use_dictionary`` and ``column_encoding`` for ``data``: dictionaries for
     the columns with few distinct values (``_dictionary_columns``); with ``integer_encoding``
     "delta", DELTA_BINARY_PACKED for the other integer, date and timestamp columns. Keys and
@@ -209,7 +210,8 @@ def _encodings(data: pa.Table, integer_encoding: str) -> dict[str, Any]:
     compaction's read cost. Small files (under ``_DICTIONARY_MIN_ROWS`` rows: the integer
     encoding property's 8,192) and nested data get no delta encoding."""
     dictionary = _dictionary_columns(data)
-    if integer_encoding != "delta" or dictionary is True or data.num_rows < _DICTIONARY_MIN_ROWS:
+    # (a bool: True for nested data, Parquet's default; False, none, only for a small file)
+    if integer_encoding != "delta" or isinstance(dictionary, bool) or data.num_rows < _DICTIONARY_MIN_ROWS:
         return {"use_dictionary": dictionary}
     delta = {
         f.name: "DELTA_BINARY_PACKED"
@@ -246,7 +248,7 @@ def _write_one(
     path: str,
     data: pa.Table,
     compression: str,
-    futures: list[Future] | None = None,
+    futures: list[Future[None]] | None = None,
     integer_encoding: str = "delta",
     small_file_bytes: int = 0,
     row_groups: RowGroups | None = None,
@@ -296,7 +298,7 @@ def _write_one(
 def write_data_files(
     io: FileIO,
     schema: Schema,
-    spec: Any,
+    spec: PartitionSpec | None,
     data: pa.Table,
     write_id: str,
     max_rows_per_file: int,
@@ -319,6 +321,7 @@ def write_data_files(
     if data.num_rows == 0:
         return []
     jobs: list[tuple[pa.Table, dict[str, Any], str | None]] = []
+    groups: list[tuple[str | None, pa.Table, dict[str, Any]]]
     if spec is None or spec.is_unpartitioned:
         groups = [(None, data, {})]
     else:

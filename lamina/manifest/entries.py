@@ -14,14 +14,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lamina.errors import SchemaMismatch
 from lamina.spec import content as C
 from lamina.spec.lineage import DATA_VERSION, ENTRY_FIELDS, FIRST_ROW_ID, has_lineage
-from lamina.spec.partition import fields_by_id
+from lamina.spec.partition import PartitionSpec, fields_by_id
 from lamina.spec.schema import Schema, field_id_of
 from lamina.spec.stats import StatsPolicy, full_policy, stats_policy, truncate_bounds, truncate_values
 from lamina.spec.transforms import transform_result_type
+from lamina.spec.version import VersionManifest
 
 # Entry columns a new file's entry never has when written: the commit fills them (row lineage).
 UNSET_AT_WRITE = frozenset(f.name for f in ENTRY_FIELDS)
@@ -32,7 +34,12 @@ def _float_type(t: pa.DataType) -> bool:
 
 
 @lru_cache(maxsize=256)
-def manifest_schema(schema: Schema, specs: Any, lineage: bool = False, policy: StatsPolicy | None = None) -> pa.Schema:
+def manifest_schema(
+    schema: Schema,
+    specs: PartitionSpec | tuple[PartitionSpec, ...] | None,
+    lineage: bool = False,
+    policy: StatsPolicy | None = None,
+) -> pa.Schema:
     """Arrow schema of a manifest for a table with ``schema`` and partition spec(s) ``specs``
     (one spec, or a tuple of every spec the table has had; memoized: all are frozen, and this
     is needed several times per commit). ``lineage``: the table keeps row lineage, whose
@@ -71,7 +78,7 @@ def manifest_schema(schema: Schema, specs: Any, lineage: bool = False, policy: S
     return pa.schema(fields)
 
 
-def _partition_types(schema: Schema, specs: tuple[Any, ...]) -> list[tuple[int, pa.DataType]]:
+def _partition_types(schema: Schema, specs: tuple[PartitionSpec, ...]) -> list[tuple[int, pa.DataType]]:
     """(field id, partition value type) of every partition field of ``specs``, by field id."""
     out = []
     by_name = {field_id_of(f): f for f in schema.arrow}
@@ -82,7 +89,7 @@ def _partition_types(schema: Schema, specs: tuple[Any, ...]) -> list[tuple[int, 
     return out
 
 
-def manifest_schema_of(vm: Any) -> pa.Schema:
+def manifest_schema_of(vm: VersionManifest) -> pa.Schema:
     """The manifest schema of a version (a ``VersionManifest``): its schema's, its statistics
     policy's and every partition spec's. Memoized on the (immutable) version: a commit asks
     for it several times, and the policy is parsed from the properties each time otherwise."""
@@ -169,7 +176,7 @@ def _has_nan(col: pa.ChunkedArray | pa.Array) -> bool:
 
 
 def column_stats(
-    data: pa.Table, schema: Schema, policy: StatsPolicy, exact: bool = False, footer: Any = None
+    data: pa.Table, schema: Schema, policy: StatsPolicy, exact: bool = False, footer: pq.FileMetaData | None = None
 ) -> dict[str, Any]:
     """Per-column min/max/null-count of one data file's rows, keyed by manifest column name:
     those ``policy`` keeps, bounds cut as it says unless ``exact`` (parts of a file, merged
@@ -194,12 +201,12 @@ def column_stats(
             got = _footer_bounds(groups, leaf, typ if at is None else rows_schema.field(at).type)
         if got is not None:
             out[nulls_key], lo, hi = got
-            if min_key is None:
+            if min_key is None or max_key is None:  # (both or neither)
                 continue
         else:
             col = data.column(at)
             out[nulls_key] = col.null_count
-            if min_key is None:
+            if min_key is None or max_key is None:  # (both or neither)
                 continue
             if is_float and _has_nan(col):
                 # NaN has no place in an order; leave bounds unknown rather than wrong.
@@ -214,11 +221,11 @@ def column_stats(
     return out
 
 
-def _row_groups(footer: Any) -> list[Any] | None:
+def _row_groups(footer: pq.FileMetaData | None) -> list[pq.RowGroupMetaData] | None:
     return [footer.row_group(g) for g in range(footer.num_row_groups)] if footer is not None else None
 
 
-def values_needed(schema: Schema, policy: StatsPolicy, footer: Any = None) -> list[str]:
+def values_needed(schema: Schema, policy: StatsPolicy, footer: pq.FileMetaData | None = None) -> list[str]:
     """The columns whose values ``column_stats`` reads for a flat file of ``schema``'s columns
     with ``footer`` (None: every column it keeps statistics of): the others it takes from the
     footer, and they may be left out of the ``data`` it is given."""
@@ -248,7 +255,9 @@ def _footer_kind(t: pa.DataType) -> bool:
     )
 
 
-def _footer_bounds(groups: list[Any], i: int, t: pa.DataType) -> tuple[int, pa.Scalar, pa.Scalar] | None:
+def _footer_bounds(
+    groups: list[pq.RowGroupMetaData], i: int, t: pa.DataType
+) -> tuple[int, pa.Scalar, pa.Scalar] | None:
     """(null count, min, max) of leaf column ``i`` over the row groups ``groups`` of a Parquet
     footer, as ``column_stats`` computes them (null bounds for a column of nulls only); None
     where the footer cannot tell exactly: a type ``_footer_kind`` leaves out, a column written
@@ -397,7 +406,7 @@ def _column(values: list[Any], typ: pa.DataType) -> pa.Array:
 
 
 def entries_from_user_files(
-    files: pa.Table, schema: Schema, spec: Any, mschema: pa.Schema, policy: StatsPolicy
+    files: pa.Table, schema: Schema, spec: PartitionSpec | None, mschema: pa.Schema, policy: StatsPolicy
 ) -> pa.Table:
     """Entries from a user's table of existing files (``Table.add_files``), vectorized.
 

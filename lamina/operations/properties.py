@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from lamina.commit.base import REMOVED_SCHEMA, Base, Change, Operation
 from lamina.commit.checks import require_properties_valid
@@ -56,7 +56,7 @@ class UpdateProperties(Operation):
 
     @classmethod
     def of(
-        cls, metadata: VersionManifest, set: Mapping[str, Any] | None = None, remove: Iterable[str] | str = ()
+        cls, metadata: VersionManifest, set: Mapping[str, object] | None = None, remove: Iterable[str] | str = ()
     ) -> UpdateProperties:
         """The update ``set`` / ``remove`` ask for, checked against ``metadata`` (see the module)."""
         if set is not None and not isinstance(set, Mapping):
@@ -105,7 +105,7 @@ class UpdateProperties(Operation):
             return Change("update-properties", base.empty(), REMOVED_SCHEMA.empty_table())
         with require_properties_valid(base.metadata):
             self._check(base.metadata, new)
-        summary: dict[str, Any] = {}
+        summary: dict[str, str] = {}
         changed = sorted(k for k, v in self.updates.items() if old.get(k) != v)
         if changed:
             summary["properties-set"] = ", ".join(changed)

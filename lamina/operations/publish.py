@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -149,7 +149,7 @@ class PublishBranch(Operation):
         change.app_transactions = {**received, self.key: self.head.version}
         return change
 
-    def _rebase(self, base: Base, since: VersionManifest, summary: dict) -> Change:
+    def _rebase(self, base: Base, since: VersionManifest, summary: dict[str, Any]) -> Change:
         target = base.metadata
         change = Change("publish", base.empty(), _NOTHING_REMOVED, summary=summary)
         # Metadata the branch changed: taken if the target still has the base's.
@@ -186,6 +186,7 @@ class PublishBranch(Operation):
             )
         self._refuse_what_the_target_was_made_with(base, fresh_new)
         if gone.num_rows:
+            assert have is not None and hkeys is not None  # (read above: files are gone)
             gkeys = file_key_array(gone)
             lost = gone.filter(pc.invert(pc.is_in(gkeys, value_set=hkeys))) if len(hkeys) else gone
             require_files_unchanged_since_branch(

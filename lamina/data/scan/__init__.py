@@ -2,7 +2,8 @@
 
 - ``scan``: ``Scan``, the façade (what ``Table.scan`` returns): checks, answers, expiry;
 - ``plan``: planning, ``plan_files`` to a ``ScanPlan`` of ``FileScanTask``;
-- ``read``: ``ArrowRead``, the Arrow read paths of data files (plain, exact, with lineage);
+- ``file_read``: ``FileRead``, the Arrow read paths of one data file (plain, exact, with lineage);
+- ``read``: ``ArrowRead``, those and the reads of many files at once (runs on the read threads);
 - ``positions``: ``DictionaryPositions``, rows a predicate selects by position (deletes).
 """
 

@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lamina.data.scan.read import ArrowRead, _open_local
+from lamina.data.scan.file_read import _open_local
+from lamina.data.scan.read import ArrowRead
 from lamina.errors import CorruptMetadata
 from lamina.expr import AlwaysTrue, referenced_columns
 
@@ -57,7 +58,7 @@ class _MatchingCodes:
         self._positions, self._column = positions, column
         self._type = positions._table_type(column)
         self._lock = threading.Lock()
-        self._by_dictionary: dict[tuple, np.ndarray] = {}
+        self._by_dictionary: dict[tuple[str, int, int, tuple[bytes | None, ...]], np.ndarray] = {}
         self._values = pa.array([], self._type)  # every value evaluated so far ...
         self._hits = np.zeros(0, dtype=bool)  # ... and whether the predicate selects it
         self._null_hit: bool | None = None
@@ -122,7 +123,7 @@ _POSITIONS_BATCH_ROWS = 1 << 22
 _SMALL_DICTIONARY = 256
 
 
-def _dictionary_key(dictionary: pa.Array) -> tuple:
+def _dictionary_key(dictionary: pa.Array) -> tuple[str, int, int, tuple[bytes | None, ...]]:
     """Equal for two dictionaries whose buffers hold the same bytes (and so the same values)."""
     return (
         str(dictionary.type),
@@ -240,12 +241,14 @@ class DictionaryPositions:
         chunks = values.chunks
         if len(chunks) == 1 and pa.types.is_dictionary(chunks[0].type):
             return _positions_of_codes(matching_codes.of(chunks[0].dictionary), _codes_with_null_slot(chunks[0]))
+        column = self.dictionary_column
+        assert column is not None  # (as in matching_positions, the only caller)
         masks = []
         for chunk in chunks:
             if pa.types.is_dictionary(chunk.type):
                 masks.append(matching_codes.of(chunk.dictionary)[_codes_with_null_slot(chunk)])
             else:
-                masks.append(self._matches(self._as_table_type(chunk, self.dictionary_column)))
+                masks.append(self._matches(self._as_table_type(chunk, column)))
         positions = np.flatnonzero(np.concatenate(masks)) if masks else np.zeros(0, dtype=np.int64)
         return positions.astype(np.int64, copy=False)
 

@@ -34,6 +34,7 @@ from lamina.commit.checks import require_columns_unchanged, require_live, requir
 from lamina.data.copy import StagedFiles
 from lamina.data.deletes import (
     DV,
+    FileKey,
     bitmap_of,
     dvs_of_plan,
     file_key,
@@ -45,6 +46,7 @@ from lamina.data.deletes import (
 )
 from lamina.errors import CommitConflict, FooterError, InvalidArgument
 from lamina.expr import AlwaysTrue, Expr, filter_rows, referenced_columns, to_arrow_filter, to_sql
+from lamina.io import FileIO
 from lamina.manifest.entries import conform, fill_constant
 from lamina.operations.rowlevel.outcome import FILE, POS, FileFn, FileOutcome, _by_file, split_outcome
 from lamina.operations.rowlevel.source import SourceRead, rows_of
@@ -111,7 +113,7 @@ def _with_row_ids(
 
 @dataclass
 class RowDelta(Operation):
-    conflict_checks = (require_live, require_columns_unchanged)
+    conflict_checks: ClassVar[tuple[Callable[..., object], ...]] = (require_live, require_columns_unchanged)
 
     operation: str
     prune: Expr  # files that may hold affected rows
@@ -127,10 +129,10 @@ class RowDelta(Operation):
     # file_fn for rows already known to be selected by ``where`` (read at the positions
     # _selected_positions found): what it does to them, without evaluating ``where`` again
     selected_fn: FileFn | None = None
-    _outcomes: dict[tuple, FileOutcome] = field(default_factory=dict)
+    _outcomes: dict[FileKey, FileOutcome] = field(default_factory=dict)
     # the entries of the data files the last attempt wrote (rows written in place of deleted
     # ones, and inserted ones), by the touched files' keys and the matched source rows
-    _written: dict[tuple, Future | None] = field(default_factory=dict)
+    _written: dict[tuple[object, ...], Future[pa.Table] | None] = field(default_factory=dict)
     last_stats: dict[str, int] = field(default_factory=dict)
     # the columns it was planned on, checked against each base's schema (see PlannedColumns)
     planned: PlannedColumns | None = None
@@ -143,7 +145,8 @@ class RowDelta(Operation):
     whole_source: pa.Table | SourceRead | None = None
     # how ``whole_source``'s columns are stored (lamina.spec.write_types: None, or "safe")
     cast: str | None = None
-    _whole: tuple[tuple, Future] | None = None  # (what its write depends on in a base, the write)
+    # (what its write depends on in a base, the write)
+    _whole: tuple[tuple[object, ...], Future[pa.Table]] | None = None
     _outcomes_lineage: bool | None = None  # whether the base _outcomes were made on had row lineage
     skip_if_noop: ClassVar[bool] = True  # a change that matched no row commits no version
     refresh_base: ClassVar[bool] = True  # it reads the base's files: start from the latest
@@ -176,12 +179,17 @@ class RowDelta(Operation):
         # Each file's rows are cut to the kept ones as it arrives, while the read threads go
         # on with the next files: only those rows are concatenated, never all the files' rows.
         old_dvs = read_bitmaps_of(base.io, dvs_of_plan(entries))
-        parts, positions, files = [], [], []
+        parts: list[pa.Table] = []
+        positions: list[np.ndarray] = []
+        files: list[np.ndarray] = []
         stored: dict[int, pa.ChunkedArray] = {}  # with lineage_after: the kept rows' stored ids, by file
         reads = base.scan().read_files(physical, cols, files_per_task=16, stored_row_ids=lineage_after)
 
-        def cut(k: int, read: Any) -> tuple[pa.Table, np.ndarray, pa.ChunkedArray | None]:
-            table, ids = read if lineage_after else (read, None)
+        def cut(
+            k: int, read: pa.Table | tuple[pa.Table, pa.ChunkedArray | None]
+        ) -> tuple[pa.Table, np.ndarray, pa.ChunkedArray | None]:
+            # (a file's rows and its stored ids when read with them: lineage_after)
+            table, ids = read if isinstance(read, tuple) else (read, None)
             # The prefilter's kept rows come as positions (a merge keeps a few rows of each
             # file: taking them costs less than a mask over every row, made, scanned and
             # applied); the DVs' as a mask.
@@ -206,7 +214,7 @@ class RowDelta(Operation):
 
         # Each file's rows are cut on the pool's threads as the file arrives (NumPy and Arrow
         # release the interpreter lock), a few files ahead of this thread, which only gathers.
-        pending: deque[Future] = deque()
+        pending: deque[Future[tuple[pa.Table, np.ndarray, pa.ChunkedArray | None]]] = deque()
 
         def gather() -> None:
             table, at, ids = pending.popleft().result()
@@ -244,12 +252,14 @@ class RowDelta(Operation):
                 outs = [FileOutcome(np.zeros(0, dtype=np.int64)) for _ in new]
                 hit = [k for k, p in enumerate(positions) if len(p)]
                 if hit:
+                    assert self.selected_fn is not None  # (an update finds its rows first only with one)
                     rows = self._live_rows(base, entries.take(pa.array(hit, pa.int64())), [positions[k] for k in hit])
                     for k, o in zip(hit, split_outcome(self.selected_fn(rows), len(hit))):
                         outs[k] = o
             else:
                 outs = split_outcome(self.file_fn(self._live_rows(base, entries)), len(new))
             for o in outs:
+                assert isinstance(o.delete, np.ndarray)  # (positions: a bitmap is an engine's, PositionDelta's)
                 o.delete = unique_sorted(o.delete.astype(np.int64, copy=False))
             for i, o in zip(new, outs):
                 self._outcomes[keys[i]] = o
@@ -268,9 +278,11 @@ class RowDelta(Operation):
         positions = self._positions_by_dictionary(base, entries)
         if positions is not None or self.operation == "delete":
             return positions
-        cols = sorted(referenced_columns(self.where)) or [base.schema.names[0]]
+        where = self.where
+        assert where is not None  # (_finds_rows_first)
+        cols = sorted(referenced_columns(where)) or [base.schema.names[0]]
         rows = self._live_rows(base, entries, columns=cols)
-        hit = filter_rows(rows, to_arrow_filter(self.where), to_sql(self.where)).select([POS, FILE])
+        hit = filter_rows(rows, to_arrow_filter(where), to_sql(where)).select([POS, FILE])
         pos, files = hit.column(POS).to_numpy(), hit.column(FILE).to_numpy()
         return [pos[ix] for ix in _by_file(files, entries.num_rows)]
 
@@ -387,6 +399,7 @@ class RowDelta(Operation):
             self._discard_whole(base.io)  # bad input (a source key matched twice): nothing is left behind
             raise
         touched = [i for i, o in enumerate(outcomes) if len(o.delete)]
+        written: Future[pa.Table] | None
         if self.whole_source is not None:
             written, updated = self._source_written(base, outcomes, whole_write)
         else:
@@ -473,7 +486,7 @@ class RowDelta(Operation):
 
     def _rows_written(
         self, base: Base, outcomes: list[FileOutcome], rows: list[dict[str, Any]], touched: list[int]
-    ) -> tuple[Future | None, int]:
+    ) -> tuple[Future[pa.Table] | None, int]:
         """(the write of the new rows made from ``outcomes``, how many of them are updated rows).
 
         New rows first: a row that does not fit the schema fails before any DV is written.
@@ -482,8 +495,8 @@ class RowDelta(Operation):
         retry that touches the same files and matches the same source rows alike. They are
         encoded on pool threads (pyarrow releases the GIL) while the DVs are made and
         written, and joined before the change is returned."""
-        with_rows = [i for i in touched if outcomes[i].new_rows is not None and outcomes[i].new_rows.num_rows]
-        key: tuple = tuple(file_key(rows[i]) for i in with_rows)
+        with_rows = [i for i in touched if (new := outcomes[i].new_rows) is not None and new.num_rows]
+        key: tuple[object, ...] = tuple(file_key(rows[i]) for i in with_rows)
         rows_in = None
         if self.inserts is not None:
             m = unique_sorted(_matched(outcomes)[1])
@@ -501,11 +514,9 @@ class RowDelta(Operation):
                 parts.append(base.schema.conform(rows_in))  # (no lineage columns: inserted rows get new ids)
             new_rows = pa.concat_tables(parts, promote_options="default") if parts else None
             self._written = {key: _pool.submit(self._write_new_rows, base, new_rows) if new_rows is not None else None}
-        return self._written[key], sum(
-            outcomes[i].new_rows.num_rows for i in touched if outcomes[i].new_rows is not None
-        )
+        return self._written[key], sum(new.num_rows for i in touched if (new := outcomes[i].new_rows) is not None)
 
-    def _write_whole(self, base: Base) -> Future:
+    def _write_whole(self, base: Base) -> Future[pa.Table]:
         """``whole_source`` being written for ``base``: started now, or by an earlier attempt onto
         a base that writes alike (same schema, partition spec, sort order and properties)."""
         vm = base.metadata
@@ -532,31 +543,38 @@ class RowDelta(Operation):
             self.whole_source.start()
 
     def _write_source(
-        self, base: Base, m_all: np.ndarray | None = None, m: np.ndarray | None = None, ids: np.ndarray | None = None
+        self, base: Base, matched: tuple[np.ndarray, np.ndarray] | None = None, ids: np.ndarray | None = None
     ) -> pa.Table:
         """The entries of the data files holding ``whole_source``'s rows for ``base``: each source
-        row once (``m_all`` None: written from the start, without row lineage), or as
-        ``_source_written`` says (source row ``m_all[i]`` in place of a target row, with the id
-        ``ids[i]`` where the table keeps lineage). Each source row once, from staged files that
-        may be copied (``_staged_for``): those files' bytes, its lineage columns appended;
-        otherwise the rows, read and encoded (``_source_rows``)."""
+        row once (``matched`` None: written from the start, without row lineage), or as
+        ``_source_written`` says (``matched``: ``(m_all, m)``, source row ``m_all[i]`` in place of
+        a target row, with the id ``ids[i]`` where the table keeps lineage; ``m`` those rows, each
+        once). Each source row once, from staged files that may be copied (``_staged_for``): those
+        files' bytes, its lineage columns appended; otherwise the rows, read and encoded
+        (``_source_rows``)."""
+        source = self.whole_source
+        assert source is not None
         staged = self._staged_for(base)
-        if staged is not None and (m_all is None or len(m) == len(m_all)):
-            n = self.whole_source.num_rows
+        if staged is not None and (matched is None or len(matched[1]) == len(matched[0])):
+            n = source.num_rows
             lineage = None
             if has_lineage(base.metadata):
+                # (with lineage the source is written once matched, with the ids its rows keep)
+                assert matched is not None and ids is not None
                 lineage = pa.Table.from_arrays(
-                    [_row_ids(n, m_all, ids), pa.nulls(n, pa.int64())], schema=pa.schema(LINEAGE_FIELDS)
+                    [_row_ids(n, matched[0], ids), pa.nulls(n, pa.int64())], schema=pa.schema(LINEAGE_FIELDS)
                 )
             try:
                 return base.copy_staged(staged, self.write_id, lineage)
             except FooterError:
                 pass  # not a copy after all (nothing was stored): the rows are written
-        if m_all is None:
-            return self._write_new_rows(base, base.schema.conform(rows_of(self.whole_source), self.cast))
-        return self._write_new_rows(base, self._source_rows(base, m_all, m, ids))
+        if matched is None:
+            return self._write_new_rows(base, base.schema.conform(rows_of(source), self.cast))
+        return self._write_new_rows(base, self._source_rows(base, *matched, ids))
 
-    def _source_written(self, base: Base, outcomes: list[FileOutcome], early: Future | None) -> tuple[Future, int]:
+    def _source_written(
+        self, base: Base, outcomes: list[FileOutcome], early: Future[pa.Table] | None
+    ) -> tuple[Future[pa.Table], int]:
         """(the write of the new rows, how many of them are updated rows) for a merge whose new
         rows are its source's (``whole_source``): each source row once for each target row it
         updates, and once if it matched none. Each source row matched at most one target row
@@ -565,9 +583,11 @@ class RowDelta(Operation):
         replaces. A row matched by several target rows (a key the table holds more than once)
         is taken once for each, and ``early`` is discarded. The rows are made and written on
         a pool thread while the DVs are."""
+        source = self.whole_source
+        assert source is not None
         matched, m_all = _matched(outcomes)
         m = unique_sorted(m_all)
-        self.last_stats["inserted"] = self.whole_source.num_rows - len(m)
+        self.last_stats["inserted"] = source.num_rows - len(m)
         if early is not None and len(m) == len(m_all):
             return early, len(m_all)
         self._discard_whole(base.io)
@@ -576,8 +596,10 @@ class RowDelta(Operation):
             ids = np.concatenate([o.matched_ids for o in matched]) if matched else np.zeros(0, dtype=np.int64)
         key = (m_all.tobytes(), None if ids is None else ids.tobytes())
         if key not in self._written:
-            self._written = {key: _pool.submit(self._write_source, base, m_all, m, ids)}
-        return self._written[key], len(m_all)
+            self._written = {key: _pool.submit(self._write_source, base, (m_all, m), ids)}
+        write = self._written[key]
+        assert write is not None  # (only _rows_written, with no rows to write, keeps None)
+        return write, len(m_all)
 
     def _source_rows(self, base: Base, m_all: np.ndarray, m: np.ndarray, ids: np.ndarray | None) -> pa.Table:
         """The rows ``_source_written`` writes, conformed to ``base``'s schema: source row
@@ -599,7 +621,7 @@ class RowDelta(Operation):
             base.schema, rows.append_column(ROW_ID, _row_ids(rows.num_rows, at, ids)), self.cast
         )
 
-    def _discard_whole(self, io: Any) -> None:
+    def _discard_whole(self, io: FileIO) -> None:
         """Drop the write of ``whole_source`` under way, deleting what it wrote (nothing
         references it: best effort, orphan cleanup removes what is left)."""
         if self._whole is None:
@@ -699,7 +721,7 @@ class PositionDelta(RowDelta):
 
     conflict_checks = (*RowDelta.conflict_checks, require_same_candidates)
 
-    positions: dict[tuple, np.ndarray | BitMap] = field(default_factory=dict)
+    positions: dict[FileKey, np.ndarray | BitMap] = field(default_factory=dict)
     written: pa.Table | None = None
     counts: dict[str, int] = field(default_factory=dict)  # rows_updated / rows_inserted, for the summary
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Self
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lamina.commit import CommitOptions
 from lamina.commit.result import CommitResult
 from lamina.data.deletes import unique_sorted
 from lamina.data.inflight import new_write_id
@@ -44,7 +46,12 @@ class _Clause:
 
 
 def _clause_rows(
-    cl: _Clause, sel: pa.Table, tschema: pa.Schema, what: str, unset: Callable[[pa.Field], Any], cast: str | None = None
+    cl: _Clause,
+    sel: pa.Table,
+    tschema: pa.Schema,
+    what: str,
+    unset: Callable[[pa.Field], pa.Array | pa.ChunkedArray],
+    cast: str | None = None,
 ) -> pa.Table:
     """The rows a merge clause writes: every column from the source (``*_all``: rows written,
     by the rule of ``lamina.spec.write_types``), or the clause's values (SQL assignments) with
@@ -65,6 +72,11 @@ def _clause_rows(
 def _default_or_null(defaults: dict[str, pa.Scalar], f: pa.Field, n: int) -> pa.Array:
     """``n`` values of a column a merge insert does not set: its write default, else null."""
     return pa.repeat(defaults[f.name], n) if f.name in defaults else pa.nulls(n, f.type)
+
+
+def _target_column(rows: pa.Table, f: pa.Field) -> pa.ChunkedArray:
+    """The values of a column a merge update does not set: the target rows' own."""
+    return rows.column(f"target.{f.name}")
 
 
 def _target_only(value: Any, what: str) -> None:
@@ -125,7 +137,11 @@ def _clauses_taking(clauses: list[_Clause], rows: pa.Table, what: str) -> Iterat
 
 
 def _not_matched_by_source(
-    clauses: list[_Clause], rows: pa.Table, matched: Any, tschema: pa.Schema, cast: str | None = None
+    clauses: list[_Clause],
+    rows: pa.Table,
+    matched: np.ndarray | pa.Array | pa.ChunkedArray,
+    tschema: pa.Schema,
+    cast: str | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray], list[pa.Table]]:
     """What the not-matched-by-source ``clauses`` do to the target ``rows`` (with POS and FILE,
     the columns read) that are not among ``matched`` (their indices in ``rows``): the first
@@ -150,7 +166,7 @@ def _not_matched_by_source(
                 sel,
                 tschema,
                 "not matched by source update",
-                lambda f, sel=sel: sel.column(f"target.{f.name}"),
+                partial(_target_column, sel),
                 cast,
             )
             updates.append(_keep_row_ids(new, sel).append_column(FILE, sel.column(FILE)))
@@ -261,7 +277,7 @@ class MergeBuilder(MergeClauses):
         source: pa.Table | SourceRead,
         on: str | list[str],
         mode: str,
-        run: Callable[[RowDelta, Any], CommitResult | None],
+        run: Callable[[RowDelta, CommitOptions | None], CommitResult | None],
         *,
         queued: bool = False,
         cast: str | None = None,
@@ -270,7 +286,7 @@ class MergeBuilder(MergeClauses):
         self.cast = check_cast_mode(cast)  # how the source's columns are stored (lamina.spec.write_types)
         # A source being read (SourceRead): its key columns serve until every column is needed.
         self._read = source if isinstance(source, SourceRead) else None
-        self.source = source.keys if self._read is not None else source
+        self.source: pa.Table = source.keys if isinstance(source, SourceRead) else source
         self.mode = check_mode(mode)
         self._run = run  # commits the merge's operation, or (``queued``) adds it to a transaction
         self._queued = queued
@@ -298,7 +314,7 @@ class MergeBuilder(MergeClauses):
                 "cast the source's column to the table's type"
             ) from None
 
-    def _keys(self, t: pa.Table, names: Sequence[str], side: str) -> dict[str, Any]:
+    def _keys(self, t: pa.Table, names: Sequence[str], side: str) -> dict[str, pa.Array | pa.ChunkedArray]:
         return {
             f"{KEY}{i}": join_key(t.column(n), typ, f"the {side}'s key {k!r} ({t.schema.field(n).type})")
             for i, (k, n, typ) in enumerate(zip(self.on, names, self._key_types))
@@ -359,8 +375,10 @@ class MergeBuilder(MergeClauses):
         the update of the one target row it matches, or as an insert): matching only finds the
         rows to delete (see ``RowDelta._source_written``). None otherwise (a not-matched-by-source
         clause writes target rows too)."""
-        (upd, *more), (ins, *more_ins) = self.matched or [None], self.not_matched or [None]
-        if more or more_ins or upd is None or ins is None or upd.kind != "update" or not self.source.num_rows:
+        if len(self.matched) != 1 or len(self.not_matched) != 1:
+            return None
+        upd, ins = self.matched[0], self.not_matched[0]
+        if upd.kind != "update" or not self.source.num_rows:
             return None
         if self.not_matched_by_source:
             return None
@@ -450,9 +468,7 @@ class MergeBuilder(MergeClauses):
                 deletes.append(sel.column(POS).to_numpy())
                 files.append(sel.column(FILE).to_numpy())
                 if cl.kind == "update" and not whole:
-                    rows_ = _clause_rows(
-                        cl, sel, tschema, "update", lambda f, sel=sel: sel.column(f"target.{f.name}"), self.cast
-                    )
+                    rows_ = _clause_rows(cl, sel, tschema, "update", partial(_target_column, sel), self.cast)
                     updates.append(_keep_row_ids(rows_, sel).append_column(FILE, sel.column(FILE)))
             if self.not_matched_by_source:
                 by_source = _not_matched_by_source(self.not_matched_by_source, rows, tgt, tschema, self.cast)
@@ -489,7 +505,7 @@ class MergeBuilder(MergeClauses):
                         sel,
                         tschema,
                         "insert",
-                        lambda f, sel=sel: _default_or_null(defaults, f, sel.num_rows),
+                        partial(_default_or_null, defaults, n=sel.num_rows),
                         self.cast,
                     )
                 )
@@ -524,7 +540,7 @@ class MergeBuilder(MergeClauses):
                     ).empty_table()
                 check_assignments(cl.values, tschema, f"merge {cl.kind}", self.cast, joined)
 
-    def execute(self, *, commit_options: Any = None) -> MergeResult | None:
+    def execute(self, *, commit_options: CommitOptions | None = None) -> MergeResult | None:
         self._check_clauses()
         tschema = self.schema.arrow
         self._check_types(tschema)

@@ -71,7 +71,14 @@ def _by_file(files: np.ndarray, n: int) -> list[np.ndarray | slice]:
 def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
     """A batch outcome over files 0..n-1 as one outcome per file."""
     empty = np.zeros(0, dtype=np.int64)
-    dels = _by_file(o.delete_file, n) if o.delete_file is not None and len(o.delete) else [empty] * n
+    deletes: list[np.ndarray | BitMap]
+    if o.delete_file is not None and len(o.delete):
+        assert isinstance(o.delete, np.ndarray)  # (a batch deletes positions: a bitmap is an engine's, one file's)
+        positions = o.delete
+        deletes = [positions[ix] for ix in _by_file(o.delete_file, n)]
+    else:
+        deletes = [empty] * n
+    news: list[pa.Table | None]
     if o.new_rows is not None and o.new_rows.num_rows:
         files = o.new_rows.column(FILE).to_numpy()
         rows = o.new_rows.drop_columns([FILE])
@@ -82,22 +89,20 @@ def split_outcome(o: FileOutcome, n: int) -> list[FileOutcome]:
     else:
         news = [None] * n
     ids: list[np.ndarray | None] = [None] * n
+    mats: list[np.ndarray | None]
     if o.matched_source is not None and len(o.matched_source):
+        assert o.matched_file is not None  # (a batch's matched source rows come with their files)
+        matched = o.matched_source
         by_file = _by_file(o.matched_file, n)
-        mats = [o.matched_source[ix] for ix in by_file]
+        mats = [matched[ix] for ix in by_file]
         if o.matched_ids is not None:
-            ids = [o.matched_ids[ix] for ix in by_file]
+            matched_ids = o.matched_ids
+            ids = [matched_ids[ix] for ix in by_file]
     else:
         mats = [empty if o.matched_source is not None else None] * n
-    deletes = [o.delete[d] for d in dels] if o.delete_file is not None and len(o.delete) else dels
     return [
-        FileOutcome(
-            d if len(d) else empty,
-            news[k] if news[k] is not None and news[k].num_rows else None,
-            mats[k],
-            matched_ids=ids[k],
-        )
-        for k, d in enumerate(deletes)
+        FileOutcome(d if len(d) else empty, new if new is not None and new.num_rows else None, mat, matched_ids=i)
+        for d, new, mat, i in zip(deletes, news, mats, ids)
     ]
 
 

@@ -13,7 +13,6 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
 
 import pyarrow as pa
 
@@ -26,10 +25,11 @@ _source_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lamina-sour
 class OnDemand:
     """A computation started on ``_source_pool`` the first time its future is asked for (by any thread), once."""
 
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self._fn, self._future, self._lock = fn, None, threading.Lock()
+    def __init__(self, fn: Callable[[], pa.Table]) -> None:
+        self._fn, self._lock = fn, threading.Lock()
+        self._future: Future[pa.Table] | None = None
 
-    def __call__(self) -> Future:
+    def __call__(self) -> Future[pa.Table]:
         with self._lock:
             if self._future is None:
                 self._future = _source_pool.submit(self._fn)
@@ -53,7 +53,7 @@ class SourceRead:
 
     schema: pa.Schema
     keys: pa.Table
-    rows: Future | OnDemand
+    rows: Future[pa.Table] | OnDemand
     then: Callable[[pa.Table], pa.Table] | None = None
     staged: StagedFiles | None = None
 
@@ -61,7 +61,7 @@ class SourceRead:
     def num_rows(self) -> int:
         return self.keys.num_rows
 
-    def start(self) -> Future:
+    def start(self) -> Future[pa.Table]:
         """The read of the rows, started if it was not."""
         return self.rows if isinstance(self.rows, Future) else self.rows()
 
