@@ -120,5 +120,7 @@ def install() -> None:
         for name, record in _RECORDERS.items():
             setattr(DataFrameReader, name, _recording(getattr(DataFrameReader, name), record, reader_state))
         _ORIGINAL_LOAD.append(DataFrameReader.load)
-        DataFrameReader.load = functools.wraps(DataFrameReader.load)(_load)
+        # setattr: replacing a method is the hook's purpose, which a plain assignment tells the
+        # type checker is a mistake.
+        setattr(DataFrameReader, "load", functools.wraps(DataFrameReader.load)(_load))  # noqa: B010
         setattr(DataFrameReader, _INSTALLED, True)

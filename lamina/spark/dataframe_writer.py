@@ -352,11 +352,12 @@ def install() -> None:
     from pyspark.sql.readwriter import DataFrameWriter
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+    wrapped: list[tuple[type, dict[str, Callable[..., Any]]]] = [
+        (DataFrameWriter, {"save": _save, "saveAsTable": _save_as_table}),
+        (DataStreamWriter, {"start": _start}),
+    ]
     with _lock:
-        for cls, actions in (
-            (DataFrameWriter, {"save": _save, "saveAsTable": _save_as_table}),
-            (DataStreamWriter, {"start": _start}),
-        ):
+        for cls, actions in wrapped:
             if cls.__dict__.get(_INSTALLED):
                 continue
             for name, record in {**_RECORDERS["common"], **_RECORDERS[cls.__name__]}.items():

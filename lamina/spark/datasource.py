@@ -303,7 +303,8 @@ class LaminaReader(DataSourceReader):
         entries = self._scan().plan().entries
         return [FilesPartition(e) for e in split_by_size(entries, self.num_partitions)] or [FilesPartition(entries)]
 
-    def read(self, partition: FilesPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, FilesPartition)  # one of self.partitions()
         scan = self._scan()
         yield from read_entries(scan, partition.entries, list(scan.output_columns), self.out_schema)
 

@@ -271,7 +271,7 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             files = self._snapshot_entries(top)
             k = self._snapshot_take(files, 0, budget) if limited else files.num_rows
             return Offset(top, k if k < files.num_rows else None).to_json()
-        if at.in_snapshot:
+        if at.snapshot_files is not None:  # in the snapshot
             files = self._snapshot_entries(at.version)
             k = self._snapshot_take(files, at.snapshot_files, budget) if limited else files.num_rows
             if k < files.num_rows:
@@ -320,9 +320,9 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self._from_latest:
                 return []
             a = Offset(b.version, 0)
-        if a.in_snapshot:
+        if a.snapshot_files is not None:  # in the snapshot
             files = self._snapshot_entries(a.version)
-            upto = b.snapshot_files if b.in_snapshot else files.num_rows
+            upto = b.snapshot_files if b.snapshot_files is not None else files.num_rows
             chosen = files.slice(a.snapshot_files, upto - a.snapshot_files)
             stamp = self._vm(a.version) if self.changes else None
             out += [SnapshotPartition(e, stamp) for e in split_by_size(chosen)]
@@ -382,6 +382,7 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(partition, ChangesPartition):
             yield from self.rows.read(partition.steps)
             return
+        assert isinstance(partition, FilesPartition)  # one of self.partitions()
         scan = self.rows.scan()
         stamp = partition.stamp if isinstance(partition, SnapshotPartition) else None
         if stamp is None:
