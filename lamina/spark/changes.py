@@ -32,7 +32,8 @@ from lamina.expr import Expr
 from lamina.io import FileIO
 from lamina.spark._target import TableRef
 from lamina.spark._types import batch_schema, spark_schema
-from lamina.spark.datasource import _bool_opt, _int_opt, _opt, _ref, balanced_bins, columns_opt, timestamp_opt
+from lamina.spark.datasource_options import _bool_opt, _int_opt, _opt, _ref, columns_opt, timestamp_opt
+from lamina.spark.datasource_reader import balanced_bins
 from lamina.spec.version import VersionManifest
 from lamina.table.changes import ChangeFeed, resolve_start
 

@@ -59,7 +59,7 @@ def native_load(spark: Any, options: dict[str, str]) -> Any:
     or None where the data source reads it (see the module docstring)."""
     from lamina.spark.changes import reads_changes
     from lamina.spark.dataframe_writer import native_store
-    from lamina.spark.datasource import _opt, _ref, _time_travel, columns_opt
+    from lamina.spark.datasource_options import _opt, _ref, _time_travel, columns_opt
     from lamina.spark.read import read
 
     if reads_changes(options):

@@ -126,7 +126,8 @@ def save_mode(mode: str | None) -> str:
 def save_lamina(st: WriterState, path: str | None) -> None:
     """Write the DataFrame of a writer in state ``st`` to the Lamina table ``path`` (or option ``path``) as Spark's
     save mode ``st.mode`` says, partitioned by ``st.partition_by`` (see the module docstring)."""
-    from lamina.spark.datasource import PARTITION_COLUMNS_OPTION, SAVE_MODE_OPTION, WriteTarget
+    from lamina.spark.datasource_options import PARTITION_COLUMNS_OPTION, SAVE_MODE_OPTION
+    from lamina.spark.datasource_writer import WriteTarget
 
     if st.unsupported:
         raise InvalidArgument(
@@ -155,7 +156,7 @@ def native_store(spark: Any, io: Any, options: Mapping[str, str], what: str) -> 
     ``io``: a table on an object store that S3A reaches (``lamina.spark.s3a.native_root``),
     unless the options ask for the Python data source (``PYTHON_SOURCE_OPTION``). Local
     tables stay with the data source (``lamina.spark.read`` / ``write`` are their native path)."""
-    from lamina.spark.datasource import PYTHON_SOURCE_OPTION, _bool_opt
+    from lamina.spark.datasource_options import PYTHON_SOURCE_OPTION, _bool_opt
     from lamina.spark.s3a import native_root
 
     if io.is_local or _bool_opt(options, PYTHON_SOURCE_OPTION):
@@ -167,7 +168,7 @@ def _save_natively(df: Any, target: Any, opts: Mapping[str, str]) -> None:
     """The write ``target`` (planned by ``WriteTarget.prepare``) by Spark's native writer, one
     version committed on the driver (``lamina.spark.write.write_ref``)."""
     from lamina.errors import TableAlreadyExists
-    from lamina.spark.datasource import _bool_opt, partition_by_opt
+    from lamina.spark.datasource_options import _bool_opt, partition_by_opt
     from lamina.spark.write import write_ref
 
     app = (target.app_id, int(target.app_seq)) if target.app_id is not None else None
@@ -244,7 +245,8 @@ def check_stream(st: WriterState, path: str | None) -> None:
     """Plan the streaming sink now, as its first micro-batch will (``LaminaStreamWriter``): a bad
     option, neither a checkpoint nor ``appId``, a table that is needed and missing, a stream that does not fit
     the table or its partitioning raise here. Nothing is written."""
-    from lamina.spark.datasource import PARTITION_COLUMNS_OPTION, LaminaStreamWriter
+    from lamina.spark.datasource_options import PARTITION_COLUMNS_OPTION
+    from lamina.spark.datasource_writer import LaminaStreamWriter
 
     opts = st.with_path(path)
     if st.partition_by is not None:
@@ -273,7 +275,7 @@ def _start(
     st = state_of(self)
     if st.is_lamina:
         from lamina.spark.checkpoint import named_checkpoint
-        from lamina.spark.datasource import CHECKPOINT_OPTION, PARTITION_COLUMNS_OPTION
+        from lamina.spark.datasource_options import CHECKPOINT_OPTION, PARTITION_COLUMNS_OPTION
 
         if not any(k.lower() == "checkpointlocation" for k in st.options):  # the session's root and the query's name
             name = next((v for k, v in st.options.items() if k.lower() == "queryname"), None)

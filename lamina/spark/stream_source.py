@@ -51,17 +51,8 @@ from lamina.data.scan import Scan
 from lamina.errors import ChangeCommitInStream, InvalidArgument, RowLineageNotEnabled, SchemaMismatch
 from lamina.spark._types import batch_schema
 from lamina.spark.changes import ChangeRows, ChangesPartition, change_partitions, feed_of, reads_changes, start_of
-from lamina.spark.datasource import (
-    FilesPartition,
-    _bool_opt,
-    _int_opt,
-    _opt,
-    _ref,
-    _time_travel,
-    columns_opt,
-    read_entries,
-    split_by_size,
-)
+from lamina.spark.datasource_options import _bool_opt, _int_opt, _opt, _ref, _time_travel, columns_opt
+from lamina.spark.datasource_reader import FilesPartition, read_entries, split_by_size
 from lamina.spec.lineage import has_lineage
 from lamina.spec.version import VersionManifest
 

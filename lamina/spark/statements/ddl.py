@@ -169,7 +169,7 @@ def spark_location(st: Statement, parts: list[str]) -> str:
 
 def register(st: Statement, spark_name: str, ref: TableRef, *, replace: bool = False) -> None:
     """Register the Lamina table ``ref`` in Spark's session catalog as ``spark_name`` (credentials left out)."""
-    from lamina.spark.datasource import _STORAGE_KEYS
+    from lamina.spark.datasource_options import _STORAGE_KEYS
     from lamina.spark.registered import registration
 
     recorded = registration({**ref.data_source_options(), "provider": LAMINA}, _STORAGE_KEYS)
