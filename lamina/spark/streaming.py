@@ -116,7 +116,7 @@ def foreach_batch_merge(
     ref = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch)
 
     def merge_batch(batch_df: Any, batch_id: int) -> MergeResult | None:
-        from lamina.spark.rowlevel import merge
+        from lamina.spark.merge_into import merge
 
         app, seq = _app_id(app_id, batch_df), int(batch_id)
         for attempt in range(max_attempts):

@@ -161,7 +161,7 @@ def _where(st: Statement, scope: Scope, node: exp.Expression, schema: Any) -> tu
 
 
 def update(st: Statement, node: exp.Update, name: LaminaName) -> Any:
-    from lamina.spark.rowlevel import update as spark_update
+    from lamina.spark.delete_update import update as spark_update
 
     target = node.this
     _no_time_travel(target)
@@ -191,7 +191,7 @@ def update(st: Statement, node: exp.Update, name: LaminaName) -> Any:
 
 
 def delete(st: Statement, node: exp.Delete, name: LaminaName) -> Any:
-    from lamina.spark.rowlevel import delete as spark_delete
+    from lamina.spark.delete_update import delete as spark_delete
 
     target = node.this
     _no_time_travel(target)
@@ -277,7 +277,7 @@ def _keys(scope: Scope, on: exp.Expression) -> list[tuple[str, str]]:
 def merge(st: Statement, node: exp.Merge, name: LaminaName) -> Any:
     from pyspark.sql import functions as F
 
-    from lamina.spark.rowlevel import merge as spark_merge
+    from lamina.spark.merge_into import merge as spark_merge
 
     target = node.this
     _no_time_travel(target)
