@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
 
 from lamina.errors import InvalidArgument
 from lamina.io.fileio import S3_OPTION_ENV
@@ -147,7 +147,15 @@ def save_mode_opt(options: Mapping[str, str], overwrite: bool) -> str:
     return mode
 
 
-def _time_travel(options: Mapping[str, str]) -> dict[str, Any]:
+class TimeTravel(TypedDict):
+    """The version a read's options select, as ``resolve_scan`` and ``lamina.spark.read`` take it."""
+
+    version: str | None
+    timestamp: str | int | None
+    tag: str | None
+
+
+def _time_travel(options: Mapping[str, str]) -> TimeTravel:
     return {
         "version": _opt(options, "versionAsOf"),  # a non-numeric value names a tag
         "timestamp": timestamp_opt(options, "timestampAsOf"),

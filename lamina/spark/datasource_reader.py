@@ -40,7 +40,7 @@ class FilesPartition(InputPartition):
         self.entries = entries
 
     @property
-    def files(self) -> list[tuple[str, Any]]:
+    def files(self) -> list[tuple[str, deletes.DV | None]]:
         """(table-relative path, deletion vector or None) of each file."""
         return list(zip(self.entries.column("path").to_pylist(), deletes.dvs_of_plan(self.entries)))
 

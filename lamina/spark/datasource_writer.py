@@ -10,7 +10,7 @@ option, and the batch id recorded in the version).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -237,12 +237,18 @@ class WriteTarget:
         )
 
     @staticmethod
-    def _reported(messages: list[Any]) -> tuple[list[Any], list[str]]:
+    def _reported(messages: Sequence[WriterCommitMessage | None]) -> tuple[list[LaminaCommitMessage], list[str]]:
         """The tasks' messages (Spark passes None for a task it has no message of) and their write ids."""
-        msgs = [m for m in messages if m is not None]
+        msgs: list[LaminaCommitMessage] = []
+        for m in messages:
+            if m is not None:
+                assert isinstance(m, LaminaCommitMessage)  # what the tasks' write() returned
+                msgs.append(m)
         return msgs, list(dict.fromkeys(m.write_id for m in msgs))
 
-    def commit(self, messages: list[Any], app_transaction: tuple[str, int] | None = None) -> int | None:
+    def commit(
+        self, messages: Sequence[WriterCommitMessage | None], app_transaction: tuple[str, int] | None = None
+    ) -> int | None:
         """Commit every task's files as one version; None if ``app_transaction`` was already committed."""
         if self.skip:
             return None
@@ -275,7 +281,7 @@ class WriteTarget:
                 log.info("skipping already committed write: %s", e)
                 return None
 
-    def abort(self, messages: list[Any]) -> None:
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Remove what the write's tasks left. Spark may pass only Nones (a task that succeeded
         before another failed is not always reported), so the files are also found by write
         id. The table may not exist (a new table is created by the commit), so this works on
@@ -301,10 +307,10 @@ class LaminaWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LaminaCommitMessage:
         return self.target.write_task(iterator)
 
-    def commit(self, messages: list[Any]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         self.target.commit(messages)
 
-    def abort(self, messages: list[Any]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         self.target.abort(messages)
 
 
@@ -348,8 +354,8 @@ class LaminaStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LaminaCommitMessage:
         return self.target.write_task(iterator)
 
-    def commit(self, messages: list[Any], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         self.target.commit(messages, app_transaction=(self.application_id(), int(batchId)))
 
-    def abort(self, messages: list[Any], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         self.target.abort(messages)
