@@ -197,7 +197,7 @@ class LaminaChangesReader(DataSourceReader):
 
 def read_changes(
     spark: SparkSession,
-    target: Any,
+    target: str | lamina.Table,
     start_version: int | str | None = None,
     end_version: int | str | None = None,
     *,

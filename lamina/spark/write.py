@@ -47,7 +47,7 @@ from lamina.spec.partition import PartitionField, PartitionSpec, check_partition
 from lamina.spec.properties import WriterProperties, check_properties
 from lamina.spec.schema import Schema
 from lamina.spec.stats import stats_policy
-from lamina.table import WriteSession
+from lamina.table import Table, WriteSession
 from lamina.table.engine import merged_schema
 from lamina.table.transaction import Transaction
 
@@ -226,7 +226,7 @@ def _checks(schema: Schema, predicate: Expr | None, df_schema: T.StructType) -> 
 
 def write(
     df: DataFrame,
-    target: Any,
+    target: str | Table | Transaction,
     mode: str = "append",
     *,
     partition_by: str | Sequence[str] | None = None,
@@ -398,7 +398,7 @@ def spark_write_files(
 
 def transaction_of(
     spark: SparkSession,
-    target: Any,
+    target: str | Table | Transaction,
     *,
     catalog: Any = None,
     storage_options: Mapping[str, Any] | None = None,

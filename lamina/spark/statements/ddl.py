@@ -241,6 +241,7 @@ def create(st: Statement, node: exp.Create) -> Any:
     ref = target.ref
     if c.query is not None:  # the table (version 0) and its rows (version 1), as lamina.spark.write makes them
         into = ref.identifier if ref.catalog is not None else ref.location
+        assert into is not None  # a catalog's table is named by its identifier (TableRef.of)
         write(
             query(st, c.query),
             into,
