@@ -113,7 +113,7 @@ def reads_and_writes(args: Sizes, opts: dict[str, str]) -> dict:
 
     import lamina
     from lamina.spark import read, write
-    from lamina.spark.datasource import PYTHON_SOURCE_OPTION
+    from lamina.spark.datasource_options import PYTHON_SOURCE_OPTION
 
     spark = session("lamina-s3-bench", "4g")
     s3a_settings(spark, opts)

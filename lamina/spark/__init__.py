@@ -40,8 +40,9 @@ from lamina.spark._types import arrow_schema
 from lamina.spark.changes import read_changes
 from lamina.spark.compact import compact
 from lamina.spark.datasource import LaminaDataSource, register
+from lamina.spark.delete_update import delete, update
+from lamina.spark.merge_into import SparkMergeBuilder, merge
 from lamina.spark.read import read
-from lamina.spark.rowlevel import SparkMergeBuilder, delete, merge, update
 from lamina.spark.session import spark_session
 from lamina.spark.statements import sql
 from lamina.spark.streaming import foreach_batch_merge, foreach_batch_writer

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +27,9 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lamina.data.deletes import bitmap_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 _SCHEMA = "file string, hits binary, taken binary, rows long, duplicates long, counts array<long>"
 
@@ -74,7 +77,7 @@ def _fold(coded: bool, n_codes: int) -> Callable[[Iterator[pa.RecordBatch]], Ite
                     hits[name] = new
                 else:
                     seen |= new
-                if coded:
+                if codes is not None:  # coded
                     c = codes[sel]
                     counts[name] = counts.get(name, 0) + np.bincount(c + 1, minlength=n_codes + 1)
                     t = bitmap_of(pos[c >= 0])
@@ -110,7 +113,7 @@ def _fold(coded: bool, n_codes: int) -> Callable[[Iterator[pa.RecordBatch]], Ite
 
 
 def collect_positions(
-    df: Any, file_col: str, row_col: str, code_col: str | None = None, n_codes: int = 0
+    df: DataFrame, file_col: str, row_col: str, code_col: str | None = None, n_codes: int = 0
 ) -> FilePositions:
     """The positions of ``df``'s rows (``file_col``: the file as Spark reports it, ``row_col``:
     the position in it; ``code_col``: the clause code 0..n_codes-1 that took the row, null:

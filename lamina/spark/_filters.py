@@ -25,7 +25,6 @@ engine inside Spark, as an Arrow UDF over the columns they read.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import Column
@@ -92,28 +91,28 @@ class _ToSpark(ExprVisitor[Column]):
     def _col(self, name: str) -> Column:
         return F.col(f"`{name.replace('`', '``')}`")
 
-    def _nan_kept(self, e: Expr, out: Column) -> Column:
+    def _nan_kept(self, e: Compare | In | NotIn, out: Column) -> Column:
         """``out`` (Spark's own comparison, which already treats NaN as Lamina does), OR-ed
         with isnan when NaN rows satisfy it: an OR with isnan is not pushed into the
         Parquet scan, whose row-group statistics know nothing of NaN."""
         return out | F.isnan(self._col(e.name)) if nan_satisfies(e) else out
 
-    def visit_true(self):
+    def visit_true(self) -> Column:
         return F.lit(True)
 
-    def visit_false(self):
+    def visit_false(self) -> Column:
         return F.lit(False)
 
-    def visit_and(self, l, r):
-        return l & r
+    def visit_and(self, left: Column, right: Column) -> Column:
+        return left & right
 
-    def visit_or(self, l, r):
-        return l | r
+    def visit_or(self, left: Column, right: Column) -> Column:
+        return left | right
 
-    def visit_not(self, c):
-        return ~c
+    def visit_not(self, child: Column) -> Column:
+        return ~child
 
-    def visit_compare(self, e: Compare):
+    def visit_compare(self, e: Compare) -> Column:
         c, v = self._col(e.name), spark_literal(e.value, e.name)
         return self._nan_kept(e, {"=": c == v, "!=": c != v, "<": c < v, "<=": c <= v, ">": c > v, ">=": c >= v}[e.op])
 
@@ -125,19 +124,19 @@ class _ToSpark(ExprVisitor[Column]):
         out = c.isin([spark_literal(v, e.name) for v in values]) if values else F.lit(False)
         return out | F.isnan(c) if len(values) < len(e.values) else out
 
-    def visit_in(self, e: In):
+    def visit_in(self, e: In) -> Column:
         return self._nan_kept(e, self._isin(e))
 
-    def visit_not_in(self, e: NotIn):
+    def visit_not_in(self, e: NotIn) -> Column:
         return self._nan_kept(e, self._col(e.name).isNotNull() & ~self._isin(e))
 
-    def visit_is_null(self, e: IsNull):
+    def visit_is_null(self, e: IsNull) -> Column:
         return self._col(e.name).isNull()
 
-    def visit_not_null(self, e: NotNull):
+    def visit_not_null(self, e: NotNull) -> Column:
         return self._col(e.name).isNotNull()
 
-    def visit_predicate(self, e: Predicate):
+    def visit_predicate(self, e: Predicate) -> Column:
         text = spark_sql(e.term, _ansi())
         return F.expr(text) if text is not None else lamina_column(e.term, self.schema)
 
@@ -300,6 +299,7 @@ def _sql(t: Term) -> str:
     if fn in ("date_add", "date_sub", "datediff", "add_months"):
         return f"{fn}({_sql(a[0])}, {_sql(a[1])})"
     if fn == "interval_add" and _zoneless(arg_types[0]):
+        assert isinstance(a[1], Literal)  # a bound interval_add adds a literal interval
         iv: Interval = a[1].value
         x = _sql(a[0])
         if pa.types.is_date(t.type):
@@ -333,7 +333,9 @@ def lamina_column(term: Term, schema: Schema) -> Column:
         table = pa.Table.from_arrays(columns, names=names) if names else pa.table({"_": pa.nulls(rows)})
         return evaluate(term, table).combine_chunks()
 
-    udf = F.arrow_udf(run, out)  # a scalar UDF, by run's type hints
+    # A scalar UDF, by run's type hints: the stubs have no overload without functionType,
+    # and passing it makes Spark warn that type hints are preferred.
+    udf = F.arrow_udf(run, out)  # type: ignore[call-overload]
     return udf(*[F.col(_q(n)) for n in names])
 
 
@@ -353,9 +355,25 @@ _COMPARE = {
     sds.LessThan: "<",
     sds.LessThanOrEqual: "<=",
 }
+_Compared = sds.EqualTo | sds.GreaterThan | sds.GreaterThanOrEqual | sds.LessThan | sds.LessThanOrEqual
+# Every filter Spark pushes but Not: each names the column it tests.
+_Leaf = (
+    sds.EqualTo
+    | sds.EqualNullSafe
+    | sds.GreaterThan
+    | sds.GreaterThanOrEqual
+    | sds.LessThan
+    | sds.LessThanOrEqual
+    | sds.In
+    | sds.IsNull
+    | sds.IsNotNull
+    | sds.StringStartsWith
+    | sds.StringEndsWith
+    | sds.StringContains
+)
 
 
-def _column(f: Any, schema: Schema) -> str | None:
+def _column(f: _Leaf, schema: Schema) -> str | None:
     path = f.attribute
     if len(path) != 1:
         return None  # nested field
@@ -366,7 +384,7 @@ def _column(f: Any, schema: Schema) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def _convert(f: Any, schema: Schema) -> Expr | None:
+def _convert(f: sds.Filter, schema: Schema) -> Expr | None:
     if isinstance(f, sds.Not):
         inner = f.child
         # NOT keeps the three-valued result of comparisons, IN and IS [NOT] NULL (not of
@@ -377,10 +395,12 @@ def _convert(f: Any, schema: Schema) -> Expr | None:
             child = _convert(inner, schema)
             return None if child is None else Not(child)
         return None
+    if not isinstance(f, _Leaf):
+        return None  # a kind of filter this translation does not know
     name = _column(f, schema)
     if name is None:
         return None
-    if type(f) in _COMPARE:
+    if isinstance(f, _Compared):
         if f.value is None or isinstance(f.value, (list, dict)):
             return None
         return Compare(_COMPARE[type(f)], name, f.value)
@@ -398,12 +418,12 @@ def _convert(f: Any, schema: Schema) -> Expr | None:
     if isinstance(f, sds.IsNotNull):
         return NotNull(name)
     patterns = {sds.StringStartsWith: "starts_with", sds.StringEndsWith: "ends_with", sds.StringContains: "contains"}
-    if type(f) in patterns and isinstance(f.value, str):
+    if isinstance(f, (sds.StringStartsWith, sds.StringEndsWith, sds.StringContains)) and isinstance(f.value, str):
         return Predicate(Call(patterns[type(f)], (TermColumn((name,)), Literal(f.value))))
     return None
 
 
-def from_spark_filter(f: Any, schema: Schema) -> Expr | None:
+def from_spark_filter(f: sds.Filter, schema: Schema) -> Expr | None:
     """A pushed Spark filter as a bound Lamina predicate, or None if it is left to Spark."""
     try:
         e = _convert(f, schema)

@@ -180,7 +180,7 @@ def check_writable(
     table_names = set(table.names)
     problems = [f"extra column {n!r} (not in the table)" for n in by_name if n not in table_names]
     evolvable = bool(problems)
-    plan = []
+    plan: list[tuple[str, T.DataType | None, T.DataType]] = []
     for f in table:
         target = spark_type(f.type, f.name)
         src = by_name.get(f.name)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -32,9 +32,13 @@ from lamina.expr import Expr
 from lamina.io import FileIO
 from lamina.spark._target import TableRef
 from lamina.spark._types import batch_schema, spark_schema
-from lamina.spark.datasource import _bool_opt, _int_opt, _opt, _ref, balanced_bins, columns_opt, timestamp_opt
+from lamina.spark.datasource_options import _bool_opt, _int_opt, _opt, _ref, columns_opt, timestamp_opt
+from lamina.spark.datasource_reader import balanced_bins
 from lamina.spec.version import VersionManifest
 from lamina.table.changes import ChangeFeed, resolve_start
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 READ_CHANGE_FEED = "readChangeFeed"
 
@@ -61,7 +65,9 @@ def _one_of(options: Mapping[str, str], version: str, timestamp: str) -> None:
         raise InvalidArgument(f"pass either {version} or {timestamp}, not both")
 
 
-def _range_options(options: Mapping[str, str], streaming: bool) -> tuple[int | None, Any, int | None, Any]:
+def _range_options(
+    options: Mapping[str, str], streaming: bool
+) -> tuple[int | None, str | int | None, int | None, str | int | None]:
     """(startingVersion, startingTimestamp, endingVersion, endingTimestamp), checked."""
     _one_of(options, "startingVersion", "startingTimestamp")
     _one_of(options, "endingVersion", "endingTimestamp")
@@ -184,13 +190,14 @@ class LaminaChangesReader(DataSourceReader):
     def partitions(self) -> list[ChangesPartition]:
         return change_partitions(self.steps, self.num_partitions) or [ChangesPartition([])]
 
-    def read(self, partition: ChangesPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ChangesPartition)  # one of self.partitions()
         yield from self.rows.read(partition.steps)
 
 
 def read_changes(
-    spark: Any,
-    target: Any,
+    spark: SparkSession,
+    target: str | lamina.Table,
     start_version: int | str | None = None,
     end_version: int | str | None = None,
     *,
@@ -203,7 +210,7 @@ def read_changes(
     storage_options: Mapping[str, Any] | None = None,
     catalog: Any = None,
     branch: str | None = None,
-) -> Any:
+) -> DataFrame:
     """A DataFrame of the changes of the versions in (start, end]: ``Table.changes`` in Spark,
     same arguments and rows (``_change_type``, ``_commit_version``, ``_commit_timestamp`` after
     the columns); ``branch``: of that branch's versions. The range is resolved and checked now; the rows are computed by Spark tasks

@@ -23,7 +23,13 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql._typing import OptionalPrimitiveType
+    from pyspark.sql.readwriter import DataFrameReader
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -41,25 +47,25 @@ class ReaderState:
     options: dict[str, str] = field(default_factory=dict)
     has_schema: bool = False
 
-    def set_option(self, key: str, value: Any) -> None:
+    def set_option(self, key: str, value: OptionalPrimitiveType) -> None:
         from lamina.spark.dataframe_writer import put_option
 
         put_option(self.options, key, value)
 
 
-def reader_state(reader: Any) -> ReaderState:
+def reader_state(reader: DataFrameReader) -> ReaderState:
     st = reader.__dict__.get(_STATE)
     if st is None:
         st = reader.__dict__[_STATE] = ReaderState()
     return st
 
 
-def native_load(spark: Any, options: dict[str, str]) -> Any:
+def native_load(spark: SparkSession, options: dict[str, str]) -> DataFrame | None:
     """The DataFrame of a ``format("lamina")`` read with ``options`` by Spark's own reader,
     or None where the data source reads it (see the module docstring)."""
     from lamina.spark.changes import reads_changes
     from lamina.spark.dataframe_writer import native_store
-    from lamina.spark.datasource import _opt, _ref, _time_travel, columns_opt
+    from lamina.spark.datasource_options import _opt, _ref, _time_travel, columns_opt
     from lamina.spark.read import read
 
     if reads_changes(options):
@@ -72,7 +78,13 @@ def native_load(spark: Any, options: dict[str, str]) -> Any:
     return read(spark, ref.open(), where=_opt(options, "where"), columns=columns_opt(options), **_time_travel(options))
 
 
-def _load(self: Any, path: Any = None, format: str | None = None, schema: Any = None, **options: Any) -> Any:
+def _load(
+    self: DataFrameReader,
+    path: str | list[str] | None = None,
+    format: str | None = None,
+    schema: StructType | str | None = None,
+    **options: OptionalPrimitiveType,
+) -> DataFrame:
     original = _ORIGINAL_LOAD[0]
     if format is not None:
         self.format(format)
@@ -95,7 +107,7 @@ def _load(self: Any, path: Any = None, format: str | None = None, schema: Any = 
     return df if df is not None else original(self, path)
 
 
-def _set_options(st: ReaderState, **options: Any) -> None:
+def _set_options(st: ReaderState, **options: OptionalPrimitiveType) -> None:
     for k, v in options.items():
         st.set_option(k, v)
 
@@ -120,5 +132,7 @@ def install() -> None:
         for name, record in _RECORDERS.items():
             setattr(DataFrameReader, name, _recording(getattr(DataFrameReader, name), record, reader_state))
         _ORIGINAL_LOAD.append(DataFrameReader.load)
-        DataFrameReader.load = functools.wraps(DataFrameReader.load)(_load)
+        # setattr: replacing a method is the hook's purpose, which a plain assignment tells the
+        # type checker is a mistake.
+        setattr(DataFrameReader, "load", functools.wraps(DataFrameReader.load)(_load))  # noqa: B010
         setattr(DataFrameReader, _INSTALLED, True)

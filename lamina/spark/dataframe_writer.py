@@ -44,9 +44,19 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lamina.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql._typing import OptionalPrimitiveType
+    from pyspark.sql.readwriter import DataFrameWriter
+    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    from lamina.io import FileIO
+    from lamina.spark.datasource_writer import WriteTarget
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +81,7 @@ class WriterState:
     """What a pyspark writer was told, as Spark keeps it (options case-insensitively: a later
     key replaces one that differs only in case)."""
 
-    df: Any = None  # the DataFrame written
+    df: DataFrame | None = None  # the DataFrame written (recorded by the writer's __init__)
     source: str | None = None
     mode: str | None = None  # batch: the save mode as given; streaming: the output mode
     partition_by: list[str] | None = None
@@ -82,7 +92,7 @@ class WriterState:
     def is_lamina(self) -> bool:
         return self.source is not None and self.source.lower() == "lamina"
 
-    def set_option(self, key: str, value: Any) -> None:
+    def set_option(self, key: str, value: OptionalPrimitiveType) -> None:
         put_option(self.options, key, value)
 
     def with_path(self, path: str | None) -> dict[str, str]:
@@ -95,7 +105,7 @@ class WriterState:
         return opts
 
 
-def put_option(options: dict[str, str], key: str, value: Any) -> None:
+def put_option(options: dict[str, str], key: str, value: OptionalPrimitiveType) -> None:
     """Set ``key`` in ``options`` as Spark does: as text (None: removed), replacing a key that
     differs only in case."""
     from pyspark.sql.utils import to_str
@@ -107,7 +117,7 @@ def put_option(options: dict[str, str], key: str, value: Any) -> None:
         options[key] = v
 
 
-def state_of(writer: Any) -> WriterState:
+def state_of(writer: DataFrameWriter | DataStreamWriter) -> WriterState:
     """The recorded state of a pyspark ``DataFrameWriter`` or ``DataStreamWriter``."""
     st = writer.__dict__.get(_STATE)
     if st is None:
@@ -126,36 +136,39 @@ def save_mode(mode: str | None) -> str:
 def save_lamina(st: WriterState, path: str | None) -> None:
     """Write the DataFrame of a writer in state ``st`` to the Lamina table ``path`` (or option ``path``) as Spark's
     save mode ``st.mode`` says, partitioned by ``st.partition_by`` (see the module docstring)."""
-    from lamina.spark.datasource import PARTITION_COLUMNS_OPTION, SAVE_MODE_OPTION, WriteTarget
+    from lamina.spark.datasource_options import PARTITION_COLUMNS_OPTION, SAVE_MODE_OPTION
+    from lamina.spark.datasource_writer import WriteTarget
 
     if st.unsupported:
         raise InvalidArgument(
             f"format('lamina') does not take {', '.join(st.unsupported)}: partition by bucket(N, column) "
             "(partitionBy('bucket(16, id)')), order files with the table property write.sort-order"
         )
+    df = st.df
+    assert df is not None  # recorded by the writer's __init__
     opts = st.with_path(path)
     mode = save_mode(st.mode)
     if st.partition_by is not None:
         opts[PARTITION_COLUMNS_OPTION] = json.dumps(st.partition_by)
     opts[SAVE_MODE_OPTION] = mode
     overwrite = mode == "overwrite"
-    target = WriteTarget.prepare(opts, st.df.schema, overwrite)  # typed errors now, before Spark plans
+    target = WriteTarget.prepare(opts, df.schema, overwrite)  # typed errors now, before Spark plans
     if target.skip:
         log.info("mode('ignore'): table %s exists; nothing written", target.ref.name)
         return None
-    if native_store(st.df.sparkSession, target.ref.io, opts, "written"):
-        return _save_natively(st.df, target, opts)
-    planned = st.df.write.format("lamina").mode("overwrite" if overwrite else "append").options(**opts)
+    if native_store(df.sparkSession, target.ref.io, opts, "written"):
+        return _save_natively(df, target, opts)
+    planned = df.write.format("lamina").mode("overwrite" if overwrite else "append").options(**opts)
     _ORIGINAL[("DataFrameWriter", "save")](planned)
     return None
 
 
-def native_store(spark: Any, io: Any, options: Mapping[str, str], what: str) -> bool:
+def native_store(spark: SparkSession, io: FileIO, options: Mapping[str, str], what: str) -> bool:
     """Whether ``format("lamina")`` takes Spark's own Parquet reader and writer for the table at
     ``io``: a table on an object store that S3A reaches (``lamina.spark.s3a.native_root``),
     unless the options ask for the Python data source (``PYTHON_SOURCE_OPTION``). Local
     tables stay with the data source (``lamina.spark.read`` / ``write`` are their native path)."""
-    from lamina.spark.datasource import PYTHON_SOURCE_OPTION, _bool_opt
+    from lamina.spark.datasource_options import PYTHON_SOURCE_OPTION, _bool_opt
     from lamina.spark.s3a import native_root
 
     if io.is_local or _bool_opt(options, PYTHON_SOURCE_OPTION):
@@ -163,14 +176,17 @@ def native_store(spark: Any, io: Any, options: Mapping[str, str], what: str) -> 
     return native_root(spark, io, what) is not None
 
 
-def _save_natively(df: Any, target: Any, opts: Mapping[str, str]) -> None:
+def _save_natively(df: DataFrame, target: WriteTarget, opts: Mapping[str, str]) -> None:
     """The write ``target`` (planned by ``WriteTarget.prepare``) by Spark's native writer, one
     version committed on the driver (``lamina.spark.write.write_ref``)."""
     from lamina.errors import TableAlreadyExists
-    from lamina.spark.datasource import _bool_opt, partition_by_opt
+    from lamina.spark.datasource_options import _bool_opt, partition_by_opt
     from lamina.spark.write import write_ref
 
-    app = (target.app_id, int(target.app_seq)) if target.app_id is not None else None
+    app = None
+    if target.app_id is not None:
+        assert target.app_seq is not None  # txnAppId and txnVersion go together (WriteTarget.prepare)
+        app = (target.app_id, target.app_seq)
     try:
         write_ref(
             df,
@@ -190,7 +206,11 @@ def _save_natively(df: Any, target: Any, opts: Mapping[str, str]) -> None:
 
 
 def _applied(
-    writer: Any, format: str | None, mode: str | None, partitionBy: Any, options: dict[str, Any]
+    writer: DataFrameWriter,
+    format: str | None,
+    mode: str | None,
+    partitionBy: str | list[str] | None,
+    options: dict[str, OptionalPrimitiveType],
 ) -> WriterState:
     """The state of a ``DataFrameWriter`` once the arguments of ``save``/``saveAsTable`` are
     applied to it, as pyspark's own methods apply them."""
@@ -203,12 +223,12 @@ def _applied(
 
 
 def _save(
-    self: Any,
+    self: DataFrameWriter,
     path: str | None = None,
     format: str | None = None,
     mode: str | None = None,
-    partitionBy: Any = None,
-    **options: Any,
+    partitionBy: str | list[str] | None = None,
+    **options: OptionalPrimitiveType,
 ) -> None:
     st = _applied(self, format, mode, partitionBy, options)
     if not st.is_lamina:
@@ -217,7 +237,12 @@ def _save(
 
 
 def _save_as_table(
-    self: Any, name: str, format: str | None = None, mode: str | None = None, partitionBy: Any = None, **options: Any
+    self: DataFrameWriter,
+    name: str,
+    format: str | None = None,
+    mode: str | None = None,
+    partitionBy: str | list[str] | None = None,
+    **options: OptionalPrimitiveType,
 ) -> None:
     st = _applied(self, format, mode, partitionBy, options)
     if not st.is_lamina:
@@ -244,8 +269,10 @@ def check_stream(st: WriterState, path: str | None) -> None:
     """Plan the streaming sink now, as its first micro-batch will (``LaminaStreamWriter``): a bad
     option, neither a checkpoint nor ``appId``, a table that is needed and missing, a stream that does not fit
     the table or its partitioning raise here. Nothing is written."""
-    from lamina.spark.datasource import PARTITION_COLUMNS_OPTION, LaminaStreamWriter
+    from lamina.spark.datasource_options import PARTITION_COLUMNS_OPTION
+    from lamina.spark.datasource_writer import LaminaStreamWriter
 
+    assert st.df is not None  # recorded by the writer's __init__
     opts = st.with_path(path)
     if st.partition_by is not None:
         opts[PARTITION_COLUMNS_OPTION] = json.dumps(st.partition_by)
@@ -253,14 +280,14 @@ def check_stream(st: WriterState, path: str | None) -> None:
 
 
 def _start(
-    self: Any,
+    self: DataStreamWriter,
     path: str | None = None,
     format: str | None = None,
     outputMode: str | None = None,
-    partitionBy: Any = None,
+    partitionBy: str | list[str] | None = None,
     queryName: str | None = None,
-    **options: Any,
-) -> Any:
+    **options: OptionalPrimitiveType,
+) -> StreamingQuery:
     self.options(**options)  # as pyspark's start applies them
     if outputMode is not None:
         self.outputMode(outputMode)
@@ -273,10 +300,11 @@ def _start(
     st = state_of(self)
     if st.is_lamina:
         from lamina.spark.checkpoint import named_checkpoint
-        from lamina.spark.datasource import CHECKPOINT_OPTION, PARTITION_COLUMNS_OPTION
+        from lamina.spark.datasource_options import CHECKPOINT_OPTION, PARTITION_COLUMNS_OPTION
 
         if not any(k.lower() == "checkpointlocation" for k in st.options):  # the session's root and the query's name
             name = next((v for k, v in st.options.items() if k.lower() == "queryname"), None)
+            assert st.df is not None  # recorded by the writer's __init__
             checkpoint = named_checkpoint(st.df.sparkSession, name)
             if checkpoint is not None:
                 self.option(CHECKPOINT_OPTION, checkpoint)
@@ -298,7 +326,7 @@ def _set_mode(st: WriterState, mode: str | None) -> None:
         st.mode = mode
 
 
-def _set_options(st: WriterState, **options: Any) -> None:
+def _set_options(st: WriterState, **options: OptionalPrimitiveType) -> None:
     for k, v in options.items():
         st.set_option(k, v)
 
@@ -352,11 +380,12 @@ def install() -> None:
     from pyspark.sql.readwriter import DataFrameWriter
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+    wrapped: list[tuple[type, dict[str, Callable[..., Any]]]] = [
+        (DataFrameWriter, {"save": _save, "saveAsTable": _save_as_table}),
+        (DataStreamWriter, {"start": _start}),
+    ]
     with _lock:
-        for cls, actions in (
-            (DataFrameWriter, {"save": _save, "saveAsTable": _save_as_table}),
-            (DataStreamWriter, {"start": _start}),
-        ):
+        for cls, actions in wrapped:
             if cls.__dict__.get(_INSTALLED):
                 continue
             for name, record in {**_RECORDERS["common"], **_RECORDERS[cls.__name__]}.items():

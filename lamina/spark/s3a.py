@@ -33,10 +33,14 @@ import os
 import threading
 import urllib.parse
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lamina.io import FileIO
 from lamina.io.fileio import S3_OPTION_ENV
+
+if TYPE_CHECKING:
+    from py4j.java_gateway import JavaObject
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -104,11 +108,11 @@ def spark_uri(io: FileIO) -> str:
     return ("s3a" + sep + rest) if scheme.lower() in ("s3", "s3a") else io.uri
 
 
-def _app(spark: Any) -> str:
+def _app(spark: SparkSession) -> str:
     return str(spark.sparkContext.applicationId)
 
 
-def s3a_available(spark: Any) -> bool:
+def s3a_available(spark: SparkSession) -> bool:
     """Whether the session's JVM can load S3A (the ``hadoop-aws`` jar and the AWS SDK it needs)."""
     app = _app(spark)
     with _lock:
@@ -116,6 +120,7 @@ def s3a_available(spark: Any) -> bool:
             return _available[app]
     try:
         jvm = spark._jvm
+        assert jvm is not None  # a classic (JVM-backed) session
         ok = bool(jvm.org.apache.spark.util.Utils.classIsLoadable(S3A_CLASS))
         if ok:  # the connector needs the SDK too: a hadoop-aws jar alone fails at the first request
             ok = bool(jvm.org.apache.spark.util.Utils.classIsLoadable("software.amazon.awssdk.services.s3.S3Client"))
@@ -126,14 +131,14 @@ def s3a_available(spark: Any) -> bool:
     return ok
 
 
-def _set_by_user(conf: Any, key: str) -> bool:
+def _set_by_user(conf: JavaObject, key: str) -> bool:
     if conf.get(key) is None:
         return False
     sources = conf.getPropertySources(key)
     return sources is None or any(str(s) not in _DEFAULT_SOURCES for s in sources)
 
 
-def configure(spark: Any, io: FileIO) -> str | None:
+def configure(spark: SparkSession, io: FileIO) -> str | None:
     """Set the bucket's S3A settings from the table's storage options (see the module
     docstring); None when Spark can reach the table through them, else why not."""
     bucket = bucket_of(io.uri)
@@ -158,19 +163,22 @@ def configure(spark: Any, io: FileIO) -> str | None:
     return None
 
 
-def _hadoop_version(spark: Any) -> str:
+def _hadoop_version(spark: SparkSession) -> str:
     try:
-        return str(spark._jvm.org.apache.hadoop.util.VersionInfo.getVersion())
+        jvm = spark._jvm
+        assert jvm is not None  # a classic (JVM-backed) session
+        return str(jvm.org.apache.hadoop.util.VersionInfo.getVersion())
     except Exception:
         return "<the Hadoop version of your Spark>"
 
 
-def native_root(spark: Any, io: FileIO, what: str = "read and written") -> str | None:
+def native_root(spark: SparkSession, io: FileIO, what: str = "read and written") -> str | None:
     """The URI under which Spark's own Parquet reader and writer reach the table ``io`` is the
     root of, or None where they cannot (the caller then takes the Python data source; the
     reason is logged once per application)."""
     if io.is_local:
         return spark_uri(io)
+    reason: str | None
     if io.scheme not in ("s3", "s3a"):
         reason = f"Spark's Hadoop file systems do not reach {io.scheme}:// locations"
     elif not s3a_available(spark):

@@ -51,17 +51,8 @@ from lamina.data.scan import Scan
 from lamina.errors import ChangeCommitInStream, InvalidArgument, RowLineageNotEnabled, SchemaMismatch
 from lamina.spark._types import batch_schema
 from lamina.spark.changes import ChangeRows, ChangesPartition, change_partitions, feed_of, reads_changes, start_of
-from lamina.spark.datasource import (
-    FilesPartition,
-    _bool_opt,
-    _int_opt,
-    _opt,
-    _ref,
-    _time_travel,
-    columns_opt,
-    read_entries,
-    split_by_size,
-)
+from lamina.spark.datasource_options import _bool_opt, _int_opt, _opt, _ref, _time_travel, columns_opt
+from lamina.spark.datasource_reader import FilesPartition, read_entries, split_by_size
 from lamina.spec.lineage import has_lineage
 from lamina.spec.version import VersionManifest
 
@@ -271,7 +262,7 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             files = self._snapshot_entries(top)
             k = self._snapshot_take(files, 0, budget) if limited else files.num_rows
             return Offset(top, k if k < files.num_rows else None).to_json()
-        if at.in_snapshot:
+        if at.snapshot_files is not None:  # in the snapshot
             files = self._snapshot_entries(at.version)
             k = self._snapshot_take(files, at.snapshot_files, budget) if limited else files.num_rows
             if k < files.num_rows:
@@ -320,9 +311,9 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self._from_latest:
                 return []
             a = Offset(b.version, 0)
-        if a.in_snapshot:
+        if a.snapshot_files is not None:  # in the snapshot
             files = self._snapshot_entries(a.version)
-            upto = b.snapshot_files if b.in_snapshot else files.num_rows
+            upto = b.snapshot_files if b.snapshot_files is not None else files.num_rows
             chosen = files.slice(a.snapshot_files, upto - a.snapshot_files)
             stamp = self._vm(a.version) if self.changes else None
             out += [SnapshotPartition(e, stamp) for e in split_by_size(chosen)]
@@ -382,6 +373,7 @@ class LaminaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(partition, ChangesPartition):
             yield from self.rows.read(partition.steps)
             return
+        assert isinstance(partition, FilesPartition)  # one of self.partitions()
         scan = self.rows.scan()
         stamp = partition.stamp if isinstance(partition, SnapshotPartition) else None
         if stamp is None:

@@ -64,14 +64,14 @@ def foreach_batch_writer(
     schema_mode: str | None = None,
     branch: str | None = None,
     catalog: Any = None,
-) -> Callable[[Any, int], CommitResult]:
+) -> Callable[[Any, int], CommitResult | None]:
     """A ``foreachBatch`` function appending each micro-batch to ``uri`` (a target, as
     ``lamina.spark.write`` takes it) exactly once. ``app_id``: see the module docstring.
     ``schema_mode="merge"``: a batch with new (or wider) columns evolves the table in the
     version that appends it (see ``write``). ``branch``: append to that branch."""
     _check_app_id(app_id)
 
-    def write_batch(batch_df: Any, batch_id: int) -> CommitResult:
+    def write_batch(batch_df: Any, batch_id: int) -> CommitResult | None:
         from lamina.spark.write import write
 
         return write(
@@ -118,7 +118,7 @@ def foreach_batch_merge(
     ref = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch)
 
     def merge_batch(batch_df: Any, batch_id: int) -> MergeResult | None:
-        from lamina.spark.rowlevel import merge
+        from lamina.spark.merge_into import merge
 
         app, seq = _app_id(app_id, batch_df), int(batch_id)
         for attempt in range(max_attempts):

@@ -25,7 +25,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -48,27 +48,32 @@ from lamina.spec.partition import PartitionField, PartitionSpec, check_partition
 from lamina.spec.properties import WriterProperties, check_properties
 from lamina.spec.schema import Schema
 from lamina.spec.stats import stats_policy
-from lamina.table import WriteSession
+from lamina.table import Table, WriteSession
 from lamina.table.engine import merged_schema
 from lamina.table.transaction import Transaction
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import types as T
+    from pyspark.sql._typing import UserDefinedFunctionLike
 
 log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def session_conf(spark: Any, settings: Mapping[str, str]) -> Iterator[None]:
+def session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
     """Set session settings for the duration of the block, then restore them."""
     old = {k: spark.conf.get(k, None) for k in settings}
-    for k, v in settings.items():
-        spark.conf.set(k, v)
+    for k, value in settings.items():
+        spark.conf.set(k, value)
     try:
         yield
     finally:
-        for k, v in old.items():
-            if v is None:
+        for k, was in old.items():
+            if was is None:
                 spark.conf.unset(k)
             else:
-                spark.conf.set(k, v)
+                spark.conf.set(k, was)
 
 
 # Parquet as Lamina reads it: INT64 microsecond timestamps (Spark's default is INT96).
@@ -86,7 +91,7 @@ def _floor_div(x: str, d: int) -> str:
     return f"(({x}) - pmod({x}, {d}L)) div {d}L"
 
 
-def _transform_udf(transform: str, src_type: pa.DataType, result: Any) -> Any:
+def _transform_udf(transform: str, src_type: pa.DataType, result: T.DataType) -> UserDefinedFunctionLike:
     from pyspark.sql.functions import arrow_udf
 
     def fn(values: pa.Array) -> pa.Array:
@@ -94,10 +99,12 @@ def _transform_udf(transform: str, src_type: pa.DataType, result: Any) -> Any:
 
         return apply_transform(transform, values, src_type)
 
-    return arrow_udf(fn, result)
+    # A scalar UDF, by fn's type hints: the stubs have no overload without functionType,
+    # and passing it makes Spark warn that type hints are preferred.
+    return arrow_udf(fn, result)  # type: ignore[call-overload]
 
 
-def partition_column(pf: PartitionField, schema: Schema) -> Any:
+def partition_column(pf: PartitionField, schema: Schema) -> Column:
     """A Spark Column equal to ``lamina.spec.transforms.apply_transform`` of partition field ``pf``.
 
     Temporal transforms work on UTC instants (zone-aware timestamps) or on wall-clock
@@ -115,7 +122,8 @@ def partition_column(pf: PartitionField, schema: Schema) -> Any:
     arg = int(rest.rstrip("]")) if rest else None
     if name == "identity":
         return F.col(q)
-    wraps = name == "truncate" and pa.types.is_integer(t) and truncate_wraps(t, arg)
+    # truncate[W] always has its width (arg is not None)
+    wraps = name == "truncate" and arg is not None and pa.types.is_integer(t) and truncate_wraps(t, arg)
     if name == "bucket" or (name == "truncate" and pa.types.is_decimal(t)) or wraps:
         result = spark_type(transform_result_type(pf.transform, t), pf.name)
         return _transform_udf(pf.transform, t, result)(F.col(q))
@@ -123,8 +131,8 @@ def partition_column(pf: PartitionField, schema: Schema) -> Any:
         if pa.types.is_integer(t):
             # Where Iceberg's truncation wraps no value around (above), it is the floor.
             v = f"CAST({q} AS BIGINT)"
-            result = spark_type(transform_result_type(pf.transform, t), pf.name).simpleString()
-            return F.expr(f"CAST({v} - pmod({v}, {arg}L) AS {result})")
+            result_sql = spark_type(transform_result_type(pf.transform, t), pf.name).simpleString()
+            return F.expr(f"CAST({v} - pmod({v}, {arg}L) AS {result_sql})")
         return F.expr(f"substring({q}, 1, {arg})")  # code points for strings, bytes for binary
     if pa.types.is_date(t):
         day = q
@@ -160,7 +168,9 @@ def derived_names(spec: PartitionSpec, columns: Sequence[str]) -> list[str]:
 # --- the write -----------------------------------------------------------------------------
 
 
-def _conformed(df: Any, plan: list[tuple[str, Any, Any]], schema: Schema, keep: Sequence[str] = ()) -> Any:
+def _conformed(
+    df: DataFrame, plan: list[tuple[str, T.DataType | None, T.DataType]], schema: Schema, keep: Sequence[str] = ()
+) -> DataFrame:
     """``df`` as exactly the table's columns, in table order and types (missing ones their
     write default, or null), then its columns ``keep`` (as bigint: the row lineage columns)."""
     from pyspark.sql import functions as F
@@ -177,7 +187,7 @@ def _conformed(df: Any, plan: list[tuple[str, Any, Any]], schema: Schema, keep: 
     return df.select(*cols, *[F.col(_q(c)).cast("long").alias(c) for c in keep])
 
 
-def physical_columns(schema: Schema) -> list[Any]:
+def physical_columns(schema: Schema) -> list[Column]:
     """The table's columns of a DataFrame with ``schema``'s columns as data files store them:
     under their physical names at every depth (nested renames: a cast, struct casts are
     positional), with their Parquet field ids (Spark writes ``parquet.field.id``); the
@@ -196,7 +206,7 @@ def physical_columns(schema: Schema) -> list[Any]:
     ]
 
 
-def _checks(schema: Schema, predicate: Expr | None, df_schema: Any) -> list[tuple[str, Any]]:
+def _checks(schema: Schema, predicate: Expr | None, df_schema: T.StructType) -> list[tuple[str, Column]]:
     """Row checks evaluated while the job writes (one pass): (name, Spark aggregate counting violations).
 
     A required table column needs a null check only where the DataFrame's column may hold nulls.
@@ -216,8 +226,8 @@ def _checks(schema: Schema, predicate: Expr | None, df_schema: Any) -> list[tupl
 
 
 def write(
-    df: Any,
-    target: Any,
+    df: DataFrame,
+    target: str | Table | Transaction,
     mode: str = "append",
     *,
     partition_by: str | Sequence[str] | None = None,
@@ -228,8 +238,9 @@ def write(
     catalog: Any = None,
     schema_mode: str | None = None,
     branch: str | None = None,
-) -> CommitResult:
-    """Write ``df`` to a Lamina table as one new version; returns its ``CommitResult``.
+) -> CommitResult | None:
+    """Write ``df`` to a Lamina table as one new version; returns its ``CommitResult`` (None:
+    queued into the transaction ``target`` belongs to, which commits it).
 
     - ``target``: a location, an open ``lamina.Table`` (e.g. ``catalog.load_table("shop.orders")``),
       or an identifier with ``catalog=`` (a Catalog or a catalog URI): see ``lamina.spark._target``.
@@ -279,7 +290,8 @@ def write(
                 "partition_by and properties set up a new table: in a catalog transaction pass "
                 "them to tx.create_table, then write to the table it returns"
             )
-        return _write_into(df, tx, mode, where, schema_mode)
+        _write_into(df, tx, mode, where, schema_mode)
+        return None
     ref = TableRef.of(target, catalog=catalog, storage_options=storage_options, branch=branch)
     return write_ref(
         df,
@@ -294,7 +306,7 @@ def write(
 
 
 def write_ref(
-    df: Any,
+    df: DataFrame,
     ref: TableRef,
     mode: str,
     *,
@@ -368,11 +380,11 @@ def write_ref(
 
 
 def spark_write_files(
-    df: Any,
+    df: DataFrame,
     io: FileIO,
     root: str,
     out_dir: str,
-    plan: list,
+    plan: list[tuple[str, T.DataType | None, T.DataType]],
     schema: Schema,
     spec: PartitionSpec,
     predicate: Expr | None,
@@ -390,7 +402,12 @@ def spark_write_files(
 
 
 def transaction_of(
-    spark: Any, target: Any, *, catalog: Any = None, storage_options: Any = None, branch: str | None = None
+    spark: SparkSession,
+    target: str | Table | Transaction,
+    *,
+    catalog: Any = None,
+    storage_options: Mapping[str, Any] | None = None,
+    branch: str | None = None,
 ) -> Transaction | None:
     """``target`` if it is a transaction's changes to a table (``tx.table(ident)`` of a catalog
     transaction, or ``table.transaction()``), checked open; else None."""
@@ -408,7 +425,7 @@ def transaction_of(
     return target
 
 
-def _write_into(df: Any, tx: Transaction, mode: str, where: str | Expr | None, schema_mode: str | None) -> None:
+def _write_into(df: DataFrame, tx: Transaction, mode: str, where: str | Expr | None, schema_mode: str | None) -> None:
     """Write ``df``'s files with Spark and queue them into ``tx`` (see ``write``)."""
     table = tx.table
     session = WriteSession(table, transaction=tx)
@@ -420,18 +437,18 @@ def _write_into(df: Any, tx: Transaction, mode: str, where: str | Expr | None, s
         plan = check_writable(df.schema, vm.schema, getattr(table, "identifier", None) or table.uri)
         predicate = bind(to_expr(where), vm.schema) if where is not None else None
         root = native_root(df.sparkSession, table.io, "written")
+        assert root is not None  # transaction_of checked that Spark's writer reaches the table
         session.add_files(
             spark_write_files(
                 df, table.io, root, session.data_dir, plan, vm.schema, vm.partition_spec, predicate, vm.properties
             )
         )
         session.commit(mode, where=where)
-    return None
 
 
 def _run_spark_write(
-    df: Any,
-    plan: list,
+    df: DataFrame,
+    plan: list[tuple[str, T.DataType | None, T.DataType]],
     schema: Schema,
     spec: PartitionSpec,
     predicate: Expr | None,
@@ -478,11 +495,11 @@ def _run_spark_write(
 
 
 def _write_via_datasource(
-    df: Any,
+    df: DataFrame,
     ref: TableRef,
     mode: str,
-    partition_by: Any,
-    where: Any,
+    partition_by: str | Sequence[str] | None,
+    where: str | Expr | None,
     app_transaction: tuple[str, int] | None,
     schema_mode: str | None,
 ) -> CommitResult:

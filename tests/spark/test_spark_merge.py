@@ -16,7 +16,9 @@ import pyarrow as pa
 import pytest
 
 import lamina
-import lamina.spark.rowlevel as smerge
+import lamina.spark.delete_update as spark_delete_update
+import lamina.spark.merge_into as smerge
+import lamina.spark.rowlevel as spark_rowlevel
 from lamina.errors import InvalidArgument, SchemaMismatch
 from lamina.spark import delete as spark_delete
 from lamina.spark import merge as spark_merge
@@ -92,7 +94,7 @@ def commit_racing(monkeypatch, concurrent) -> list:
     """Make ``concurrent(table)`` (another writer's commit, through a handle of its own) land
     between the Spark job and the commit of a row-level change's first attempt; the list
     returned holds one item per commit attempt."""
-    real = smerge._commit
+    real = spark_rowlevel._commit
     calls = []
 
     def racing(session, *args, **kwargs):
@@ -101,7 +103,8 @@ def commit_racing(monkeypatch, concurrent) -> list:
         calls.append(1)
         return real(session, *args, **kwargs)
 
-    monkeypatch.setattr(smerge, "_commit", racing)
+    for module in (spark_delete_update, smerge):  # where update, delete and merge take it from
+        monkeypatch.setattr(module, "_commit", racing)
     return calls
 
 

@@ -20,7 +20,7 @@ import pytest
 
 import lamina
 from lamina.errors import TableAlreadyExists
-from lamina.spark.datasource import PYTHON_SOURCE_OPTION
+from lamina.spark.datasource_options import PYTHON_SOURCE_OPTION
 
 from support import BUCKET
 from support.s3a_jars import MISSING

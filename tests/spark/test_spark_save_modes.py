@@ -108,7 +108,8 @@ def test_errorifexists_and_ignore_lose_to_a_table_created_meanwhile(spark, tmp_p
     """The check before the job and the commit are apart: a table another writer creates in
     between fails an ErrorIfExists write at its commit and makes an Ignore write a no-op; in
     both cases nothing is committed and the written files are removed."""
-    from lamina.spark.datasource import SAVE_MODE_OPTION, WriteTarget
+    from lamina.spark.datasource_options import SAVE_MODE_OPTION
+    from lamina.spark.datasource_writer import WriteTarget
 
     df = sdf(spark, rows(0, 5))
     batches = rows(0, 5).to_batches()

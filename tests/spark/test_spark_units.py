@@ -20,7 +20,8 @@ from lamina.errors import SchemaMismatch
 from lamina.expr import AlwaysFalse, to_arrow_filter
 from lamina.spark._filters import from_spark_filter
 from lamina.spark._types import arrow_schema, check_writable, safe_cast, spark_schema
-from lamina.spark.datasource import balanced_bins, storage_options
+from lamina.spark.datasource_options import storage_options
+from lamina.spark.datasource_reader import balanced_bins
 from lamina.spec.schema import Schema
 
 SCHEMA = Schema.from_arrow(
@@ -206,7 +207,7 @@ def test_streaming_batches_commit_and_abort_through_writers_made_anew(tmp_path):
     messages, None for a task it has no message of. The commit takes the tasks' write over
     (their marker goes); the abort removes the batch's files, reported or not, and nothing of
     the batches committed before it."""
-    from lamina.spark.datasource import LaminaStreamWriter
+    from lamina.spark.datasource_writer import LaminaStreamWriter
 
     uri = str(tmp_path / "t")
     lamina.create_table(uri, pa.schema([("id", pa.int64())]))

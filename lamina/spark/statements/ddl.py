@@ -169,7 +169,7 @@ def spark_location(st: Statement, parts: list[str]) -> str:
 
 def register(st: Statement, spark_name: str, ref: TableRef, *, replace: bool = False) -> None:
     """Register the Lamina table ``ref`` in Spark's session catalog as ``spark_name`` (credentials left out)."""
-    from lamina.spark.datasource import _STORAGE_KEYS
+    from lamina.spark.datasource_options import _STORAGE_KEYS
     from lamina.spark.registered import registration
 
     recorded = registration({**ref.data_source_options(), "provider": LAMINA}, _STORAGE_KEYS)
@@ -241,6 +241,7 @@ def create(st: Statement, node: exp.Create) -> Any:
     ref = target.ref
     if c.query is not None:  # the table (version 0) and its rows (version 1), as lamina.spark.write makes them
         into = ref.identifier if ref.catalog is not None else ref.location
+        assert into is not None  # a catalog's table is named by its identifier (TableRef.of)
         write(
             query(st, c.query),
             into,

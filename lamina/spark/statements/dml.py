@@ -132,7 +132,8 @@ def insert(st: Statement, node: exp.Insert, name: LaminaName) -> Any:
             c = c.cast(want[col])  # Spark's store assignment of numbers (ANSI: an overflow fails)
         out.append(c.alias(col))
     mode = "overwrite" if overwrite or where is not None else "append"
-    added = write(df.select(*out), table, mode, where=where).rows_added
+    written = write(df.select(*out), table, mode, where=where)
+    added = 0 if written is None else written.rows_added
     return st.counts(added, **{INSERTED: added})
 
 
@@ -156,7 +157,7 @@ def _where(st: Statement, scope: Scope, node: exp.Expression, schema: Any) -> tu
 
 
 def update(st: Statement, node: exp.Update, name: LaminaName) -> Any:
-    from lamina.spark.rowlevel import update as spark_update
+    from lamina.spark.delete_update import update as spark_update
 
     target = node.this
     _no_time_travel(target)
@@ -186,7 +187,7 @@ def update(st: Statement, node: exp.Update, name: LaminaName) -> Any:
 
 
 def delete(st: Statement, node: exp.Delete, name: LaminaName) -> Any:
-    from lamina.spark.rowlevel import delete as spark_delete
+    from lamina.spark.delete_update import delete as spark_delete
 
     target = node.this
     _no_time_travel(target)
@@ -272,7 +273,7 @@ def _keys(scope: Scope, on: exp.Expression) -> list[tuple[str, str]]:
 def merge(st: Statement, node: exp.Merge, name: LaminaName) -> Any:
     from pyspark.sql import functions as F
 
-    from lamina.spark.rowlevel import merge as spark_merge
+    from lamina.spark.merge_into import merge as spark_merge
 
     target = node.this
     _no_time_travel(target)

@@ -24,7 +24,7 @@ from typing import Any
 import lamina
 from lamina.errors import InvalidArgument, InvalidIdentifier
 from lamina.spark._target import TableRef
-from lamina.spark.datasource import storage_options
+from lamina.spark.datasource_options import storage_options
 from lamina.spark.registered import registered_options
 
 LAMINA = "lamina"
