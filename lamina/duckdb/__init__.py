@@ -27,13 +27,14 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.parsers.duckdb import DuckDBParser
 
 import lamina
 from lamina.catalog.base import Catalog
@@ -51,14 +52,18 @@ from lamina.errors import (
 )
 from lamina.expr import AlwaysTrue, And, Expr, Not, Or, Predicate, and_, conjuncts, parse_predicate, referenced_columns
 from lamina.expr.terms import Call, Literal, walk
-from lamina.io.fileio import s3_settings
+from lamina.io.fileio import FileIO, s3_settings
 from lamina.spec.lineage import LINEAGE_COLUMNS
+from lamina.spec.schema import Schema
 from lamina.table.table import Table
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection, DuckDBPyRelation
 
 __all__ = ["register", "register_catalog", "register_scan", "sql", "pruning_predicate", "error_text"]
 
 _names = itertools.count()
-_secrets: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+_secrets: weakref.WeakKeyDictionary[DuckDBPyConnection, set[str]] = weakref.WeakKeyDictionary()
 
 
 def _ident(name: str) -> str:
@@ -88,7 +93,7 @@ def _leaves(e: Expr) -> list[Expr]:
     return [e]
 
 
-def _zoned_literals(e: Expr, schema: Any) -> bool:
+def _zoned_literals(e: Expr, schema: Schema) -> bool:
     """Whether every literal compared with a zoned timestamp column names its offset: DuckDB
     reads a literal without one in the session's time zone, Lamina as UTC."""
     for leaf in _leaves(e):
@@ -165,7 +170,7 @@ def _alike_in_duckdb(e: Expr) -> bool:
     return True
 
 
-def pruning_predicate(conjuncts: list[str], schema: Any) -> Expr:
+def pruning_predicate(conjuncts: list[str], schema: Schema) -> Expr:
     """The conjuncts (SQL text) Lamina can prune files by, ANDed: those it parses, on columns
     of ``schema`` of types both engines compare alike, calling functions both compute alike.
     The rest are left to DuckDB."""
@@ -187,7 +192,7 @@ def pruning_predicate(conjuncts: list[str], schema: Any) -> Expr:
     return and_(*kept) if kept else AlwaysTrue()
 
 
-def _zoned_terms(e: Expr, schema: Any) -> bool:
+def _zoned_terms(e: Expr, schema: Schema) -> bool:
     """Whether an expression leaf of ``e`` reads a zoned timestamp column (DuckDB's functions
     of those read its session's time zone)."""
     return any(
@@ -209,16 +214,16 @@ def _where_text(where: str) -> str:
 
 
 def register(
-    con: Any,
+    con: DuckDBPyConnection,
     table: Table | str,
     name: str,
     *,
     version: int | str | None = None,
-    timestamp: Any = None,
+    timestamp: _dt.datetime | str | int | None = None,
     where: str | None = None,
     columns: list[str] | None = None,
     quoted: bool = False,
-) -> Any:
+) -> DuckDBPyRelation:
     """Make a version of ``table`` (a Table, or a table location) the view ``name`` of the
     DuckDB connection ``con``; returns the view as a relation.
 
@@ -231,7 +236,9 @@ def register(
     text = None
     if where is not None:
         text = _where_text(where)
-        parts = [c.sql("duckdb") for c in conjuncts(sqlglot.parse_one(text, read="duckdb"))]
+        condition = sqlglot.parse_one(text, read="duckdb")
+        assert isinstance(condition, exp.Expression)  # (every node sqlglot builds is one: Expr is its trait)
+        parts = [c.sql("duckdb") for c in conjuncts(condition)]
     vm_scan = t.scan(columns=columns, version=version, timestamp=timestamp)
     scan = Scan(vm_scan.io, vm_scan.vm, pruning_predicate(parts, vm_scan.schema), columns, log=vm_scan.log)
     # A second Lamina view on a connection: queries joining them are likely (``_view_body``).
@@ -241,10 +248,12 @@ def register(
 
 
 # How many views ``register`` made per connection.
-_registered: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_registered: weakref.WeakKeyDictionary[DuckDBPyConnection, int] = weakref.WeakKeyDictionary()
 
 
-def register_scan(con: Any, scan: Scan, name: str, where: str | None = None, joins: bool = False) -> Any:
+def register_scan(
+    con: DuckDBPyConnection, scan: Scan, name: str, where: str | None = None, joins: bool = False
+) -> DuckDBPyRelation:
     """The view ``name`` (quoted SQL) over ``scan``'s planned files (its predicate has pruned them; DuckDB
     filters rows by ``where``, DuckDB SQL, when given). ``joins``: queries are expected to join
     the view (``_view_body``)."""
@@ -262,7 +271,7 @@ class _Body:
     upgradable: bool = False
 
 
-def _view_body(con: Any, scan: Scan, joins: bool = False) -> _Body:
+def _view_body(con: DuckDBPyConnection, scan: Scan, joins: bool = False) -> _Body:
     """A SELECT of ``scan``'s rows on ``con``; what it needs (file lists, deleted positions, a
     Delta log, an S3 secret) is made on ``con`` now. Chosen by what DuckDB can read itself:
 
@@ -280,12 +289,12 @@ def _view_body(con: Any, scan: Scan, joins: bool = False) -> _Body:
     sources = _column_sources(scan)
     io = scan.io
     names = ", ".join(_ident(c) for c in scan.output_columns)
-    live = LiveFiles.of(scan, statistics=True) if sources is not None and (io.is_local or _s3_ready(con, io)) else None
-    held = _columns_held(live, sources) if live is not None else None
+    if sources is None or not (io.is_local or _s3_ready(con, io)):
+        return _dataset_body(con, scan, names)
+    live = LiveFiles.of(scan, statistics=True)
+    held = _columns_held(live, sources)
     if held is None:
-        data = f"__lamina_data_{next(_names)}"
-        con.register(data, scan.to_pyarrow_dataset())
-        return _Body(f"SELECT {names} FROM {_ident(data)}")
+        return _dataset_body(con, scan, names)
     # Lamina's files never change once written, so DuckDB's footer cache is safe for them.
     con.execute("SET parquet_metadata_cache = true")
     if not len(live):
@@ -335,6 +344,13 @@ def _view_body(con: Any, scan: Scan, joins: bool = False) -> _Body:
     return _Body(" UNION ALL ".join(selects), upgradable=upgradable)
 
 
+def _dataset_body(con: DuckDBPyConnection, scan: Scan, names: str) -> _Body:
+    """A SELECT of ``names`` from a pyarrow Dataset of ``scan``, registered on ``con``."""
+    data = f"__lamina_data_{next(_names)}"
+    con.register(data, scan.to_pyarrow_dataset())
+    return _Body(f"SELECT {names} FROM {_ident(data)}")
+
+
 class _ViewCache:
     """Per connection, the views ``sql`` made, by what they read: the table, the version (its
     commit id: a branch's version numbers are its own) and the predicate that pruned its files.
@@ -346,9 +362,11 @@ class _ViewCache:
     MAX = 128
 
     def __init__(self) -> None:
-        self.by_con: weakref.WeakKeyDictionary[Any, OrderedDict[tuple, tuple[str, _Body]]] = weakref.WeakKeyDictionary()
+        self.by_con: weakref.WeakKeyDictionary[DuckDBPyConnection, OrderedDict[tuple, tuple[str, _Body]]] = (
+            weakref.WeakKeyDictionary()
+        )
 
-    def view_of(self, con: Any, scan: Scan, joins: bool = False) -> str:
+    def view_of(self, con: DuckDBPyConnection, scan: Scan, joins: bool = False) -> str:
         views = self.by_con.setdefault(con, OrderedDict())
         key = (scan.io.uri, scan.vm.commit_id, scan.version, repr(scan.predicate), tuple(scan.columns or ()))
         hit = views.get(key)
@@ -377,7 +395,7 @@ def _string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _s3_ready(con: Any, io: Any) -> bool:
+def _s3_ready(con: DuckDBPyConnection, io: FileIO) -> bool:
     """Whether DuckDB reads ``io``'s ``s3://`` files itself: httpfs loads, and a secret scoped
     to the table's location carries its endpoint and keys (``lamina.io.fileio.s3_settings``)."""
     if io.scheme not in ("s3", "s3a") or not extensions.load(con, "httpfs"):
@@ -412,7 +430,7 @@ def _s3_ready(con: Any, io: Any) -> bool:
     return True
 
 
-def _is_true(value: Any) -> bool:
+def _is_true(value: object) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
@@ -453,13 +471,13 @@ def _columns_held(live: LiveFiles, sources: list[tuple[str, str]]) -> list[froze
     return out
 
 
-def _duckdb_types(con: Any, scan: Scan) -> dict[str, str]:
+def _duckdb_types(con: DuckDBPyConnection, scan: Scan) -> dict[str, str]:
     """The DuckDB SQL type of each of the scan's columns (for a NULL of a file that lacks it)."""
     empty = scan.arrow_schema_of(scan.output_columns).empty_table()
     return {c: str(t) for c, t in zip(scan.output_columns, con.from_arrow(empty).types)}
 
 
-def register_catalog(con: Any, catalog: Catalog | str) -> list[str]:
+def register_catalog(con: DuckDBPyConnection, catalog: Catalog | str) -> list[str]:
     """Every table of ``catalog`` (an open catalog or its URI) as a view of its latest version,
     named ``namespace.table`` (a DuckDB schema per namespace); returns the names."""
     cat = lamina.load_catalog(catalog) if isinstance(catalog, str) else catalog
@@ -481,8 +499,8 @@ class _Dialect(DuckDB):
     """DuckDB's SQL, with ``AT (TAG => 'name')`` and ``AT (BRANCH => 'name')`` beside
     ``AT (VERSION => ...)`` and ``AT (TIMESTAMP => ...)``."""
 
-    class Parser(DuckDB.Parser):
-        HISTORICAL_DATA_KIND = DuckDB.Parser.HISTORICAL_DATA_KIND | {"TAG", "BRANCH"}
+    class Parser(DuckDBParser):
+        HISTORICAL_DATA_KIND = DuckDBParser.HISTORICAL_DATA_KIND | {"TAG", "BRANCH"}
 
 
 def error_text(e: Exception) -> str:
@@ -491,7 +509,7 @@ def error_text(e: Exception) -> str:
     return " ".join(str(e).split("\n\nLINE ")[0].split())
 
 
-def _parse(query: str, con: Any) -> exp.Expression:
+def _parse(query: str, con: DuckDBPyConnection) -> exp.Query | exp.Values:
     """The one query ``query`` holds; InvalidArgument for a syntax error or any other statement."""
     import duckdb
 
@@ -552,7 +570,10 @@ def _travel(node: exp.Table) -> dict[str, Any]:
 
 
 def _resolve(
-    node: exp.Table, tables: Mapping[str, Any], catalog: Callable[[], Catalog | None], con: Any
+    node: exp.Table,
+    tables: Mapping[str, Table | str],
+    catalog: Callable[[], Catalog | None],
+    con: DuckDBPyConnection,
 ) -> Table | None:
     """The Lamina table ``node`` names: in ``tables`` (by name), a quoted location (with a
     ``/``, or an existing directory; unless it is a file DuckDB reads, 'data/x.parquet'), or
@@ -582,7 +603,7 @@ def _resolve(
     return None
 
 
-def _known_to_duckdb(con: Any, node: exp.Table) -> bool:
+def _known_to_duckdb(con: DuckDBPyConnection, node: exp.Table) -> bool:
     """Whether DuckDB binds ``node`` (a table or view of ``con``, a system view, a file path)."""
     import duckdb
 
@@ -630,10 +651,10 @@ def _pushable_conjuncts(node: exp.Table) -> list[str]:
 def sql(
     query: str,
     *,
-    con: Any = None,
+    con: DuckDBPyConnection | None = None,
     catalog: Catalog | str | None = None,
     tables: Mapping[str, Table | str] | None = None,
-) -> Any:
+) -> DuckDBPyRelation:
     """Run ``query`` (DuckDB SQL) over the Lamina tables it names; returns a DuckDB relation.
 
     A table is named by a key of ``tables``, by its location in double quotes (``FROM
@@ -669,7 +690,8 @@ def sql(
         table = _resolve(node, tables or {}, cat, con)
         if table is None:
             if not _known_to_duckdb(con, node):
-                where = f" in catalog {cat().uri}" if cat() is not None else ""
+                known = cat()
+                where = f" in catalog {known.uri}" if known is not None else ""
                 raise TableNotFound(
                     f"no table {exp.table_name(node)}{where}: name a catalog table as "
                     'namespace.table, a table by its location in double quotes (FROM "path/to/table"), or bind a '
