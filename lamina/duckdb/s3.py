@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from lamina.duckdb import extensions
 from lamina.duckdb.quoting import string
-from lamina.io.fileio import FileIO, s3_settings
+from lamina.io import FileIO
+from lamina.io.s3 import s3_settings
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
@@ -23,7 +24,7 @@ _secrets: weakref.WeakKeyDictionary[DuckDBPyConnection, set[str]] = weakref.Weak
 
 def s3_ready(con: DuckDBPyConnection, io: FileIO) -> bool:
     """Whether DuckDB reads ``io``'s ``s3://`` files itself: httpfs loads, and a secret scoped
-    to the table's location carries its endpoint and keys (``lamina.io.fileio.s3_settings``)."""
+    to the table's location carries its endpoint and keys (``lamina.io.s3``)."""
     if io.scheme not in ("s3", "s3a") or not extensions.load(con, "httpfs"):
         return False
     cfg = s3_settings(io.options)

@@ -27,7 +27,8 @@ from lamina.data.export import LiveFiles, readable_by_name
 from lamina.data.scan import Scan
 from lamina.expr import AlwaysTrue, And, Compare, Expr, In, IsNull, Not, NotNull, Or, Predicate, bind
 from lamina.expr.terms import Call, Column, Literal
-from lamina.io.fileio import FileIO, s3_settings
+from lamina.io import FileIO
+from lamina.io.s3 import s3_settings
 from lamina.spec.schema import Schema
 from lamina.table.table import Table
 
