@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 
 import lamina
 from lamina.catalog import Catalog, load_catalog, parse_identifier
-from lamina.commit.log import SlotListing, VersionLog
+from lamina.commit.log import VersionLog
+from lamina.commit.slots import SlotListing
 from lamina.data.scan import Scan
 from lamina.errors import (
     ExplorerError,

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.commit.log import SlotListing
+from lamina.commit.slots import SlotListing
 from lamina.errors import LaminaError
 from lamina.maintenance import expire
 from lamina.operations import compaction
