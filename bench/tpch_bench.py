@@ -232,6 +232,7 @@ def bench_s3(scale: float, reps: int) -> dict:
     import lamina
     import lamina.duckdb as ldb
     import lamina.polars as lpl
+    from lamina.duckdb.s3 import s3_ready
 
     tables, queries = generate(scale)
     server = start_s3()
@@ -246,7 +247,7 @@ def bench_s3(scale: float, reps: int) -> dict:
             lam[n] = tab
         con_raw = duckdb.connect()
         for n in TABLES:
-            ldb._s3_ready(con_raw, lam[n].io)  # (the secret lamina.duckdb makes: the same endpoint and keys)
+            s3_ready(con_raw, lam[n].io)  # (the secret lamina.duckdb makes: the same endpoint and keys)
             files_view(con_raw, n, uris_of(lam[n]))
         con_lam = duckdb.connect()
         con_want = duckdb.connect()

@@ -178,7 +178,7 @@ def test_layer_exists(layer):
 ENGINE_IMPORTS = {
     "spark": {"lamina", "table", "operations", "commit", "data", "manifest", "expr", "spec", "io", "errors"},
     "duckdb": {"lamina", "catalog", "table", "data", "expr", "spec", "io", "errors"},
-    "polars": {"lamina", "table", "data", "expr", "io"},
+    "polars": {"lamina", "table", "data", "expr", "spec", "io"},
     "ui": {"lamina", "catalog", "table", "maintenance", "operations", "commit", "data", "manifest", "spec", "errors"},
     "rest": {"catalog", "iceberg", "errors"},
     "cli": {"lamina", "catalog", "table", "maintenance", "data", "spec", "duckdb", "ui", "rest", "errors", "timeutil"},

@@ -28,8 +28,9 @@ import pyarrow as pa
 from lamina.catalog import iceberg_names
 from lamina.catalog.base import Catalog, CatalogTable, TableInfo, check_name, parse_identifier
 from lamina.catalog.coordinator import CatalogVersionLog, Row, SqlCoordinator
+from lamina.catalog.snapshot import CatalogSnapshot, SnapshotEntry
 from lamina.catalog.sql_backends import Backend, PostgresBackend, SqliteBackend, redact
-from lamina.catalog.transaction import SERIALIZABLE, CatalogSnapshot, CatalogTransaction, SnapshotEntry, _Refused
+from lamina.catalog.transaction import SERIALIZABLE, CatalogTransaction, _Refused
 from lamina.commit import CommitOptions, Committer, flush_hints
 from lamina.commit.committer import step
 from lamina.data.inflight import live_write_ids

@@ -1,12 +1,10 @@
-"""Multi-table transactions and consistent multi-table reads through a SQL catalog.
+"""Multi-table transactions through a SQL catalog (consistent multi-table reads are
+``lamina.catalog.snapshot``'s).
 
     with catalog.transaction() as tx:
         tx.table("shop.orders").append(day)
         tx.table("shop.staging").delete(where="day = '2026-01-05'")
         tx.table("shop.daily").merge(summary, on="day").when_matched_update_all().when_not_matched_insert_all().execute()
-
-    snap = catalog.snapshot()                  # every table at one catalog state
-    snap.to_arrow("shop.orders"); snap.to_arrow("shop.daily")
 
 A catalog transaction is one single-table transaction per table (``lamina.table.transaction``:
 each call checks its input and writes its data files at once), committed together:
@@ -82,9 +80,7 @@ from lamina.errors import (
     CorruptMetadata,
     InvalidArgument,
     StorageError,
-    TableNotFound,
     TableOffline,
-    VersionNotFound,
 )
 from lamina.expr import Expr, bind, referenced_columns, to_expr
 from lamina.io import FileIO
@@ -625,69 +621,3 @@ def _parallel(jobs: list) -> None:
         f.exception()  # wait for all: none may still write once the caller cleans up
     for f in futures:
         f.result()
-
-
-# --- consistent reads ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SnapshotEntry:
-    """One table of a catalog snapshot: where it is and the version the snapshot pins."""
-
-    identifier: str
-    uuid: str
-    location: str
-    version: int
-
-
-class CatalogSnapshot:
-    """Every table of a catalog at one catalog state (``catalog.snapshot()``): a reader of
-    several tables sees each catalog transaction wholly or not at all."""
-
-    def __init__(
-        self, catalog: SqlCatalog, entries: Mapping[str, SnapshotEntry], taken_ms: int, at_ms: int | None = None
-    ) -> None:
-        self.catalog = catalog
-        self.entries = dict(entries)
-        self.taken_ms = taken_ms
-        self.at_ms = at_ms  # the time it was asked for (snapshot(at=...)), else None
-
-    @property
-    def versions(self) -> dict[str, int]:
-        """Each table's pinned version, by identifier."""
-        return {k: e.version for k, e in self.entries.items()}
-
-    def entry(self, identifier: Any) -> SnapshotEntry:
-        ident = _ident(identifier)
-        try:
-            return self.entries[ident]
-        except KeyError:
-            raise CatalogTableNotFound(
-                f"table {ident} is not in this snapshot of {self.catalog.uri} (created after it, or no such table)"
-            ) from None
-
-    def version_of(self, identifier: Any) -> int:
-        return self.entry(identifier).version
-
-    def load_table(self, identifier: Any) -> CatalogTable:
-        """The table at the snapshot's version (reads see that version; a write from it
-        commits on the newest version, as from any table object)."""
-        e = self.entry(identifier)
-        coord = self.catalog._coordinator(e.uuid, e.identifier, FileIO(e.location, self.catalog.storage_options))
-        log_ = coord.log
-        try:
-            vm = log_.load(e.version)
-        except (VersionNotFound, TableNotFound):
-            coord.complete(self.catalog._row(e.uuid))  # committed, its publish not done yet
-            vm = log_.load(e.version)
-        table = CatalogTable(log_.io, log_, vm, coord)
-        return table._bind_catalog(self.catalog, e.identifier, lambda: self.catalog._online_by_id(e.uuid, e.identifier))
-
-    def scan(self, identifier: Any, **kwargs: Any) -> Scan:
-        return self.load_table(identifier).scan(**kwargs)
-
-    def to_arrow(self, identifier: Any, **kwargs: Any) -> pa.Table:
-        return self.scan(identifier, **kwargs).to_arrow()
-
-    def __repr__(self) -> str:
-        return f"lamina.CatalogSnapshot({self.catalog.uri!r}, {self.versions})"

@@ -25,7 +25,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from lamina.commit.log import SlotListing, VersionLog
+from lamina.commit.log import VersionLog
+from lamina.commit.slots import SlotListing
 from lamina.errors import (
     AlreadyExists,
     BranchAlreadyExists,

@@ -17,7 +17,6 @@ only probe forward.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import threading
 import time
@@ -27,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from lamina.commit.slots import Ranges, RecordRef, SlotListing, record_ref
 from lamina.errors import CorruptMetadata, NotFound, StorageError, TableNotFound, VersionNotFound
 from lamina.io import FileIO
 from lamina.spec.hint import VersionHint
@@ -37,8 +37,6 @@ from lamina.spec.slot import (
     SlotRecord,
     Tombstone,
     chunk_range,
-    parse_freed_name,
-    parse_range_record_name,
     records_dir,
     slot_chunk_size,
 )
@@ -250,14 +248,14 @@ class VersionLog:
             names = self.io.list_first_page(freed_dir, offset=chunk)
             ours = [n for n in names if n.startswith(chunk + ".") or n.startswith(chunk + "/")]
             if len(names) < 1000 or len(ours) < len(names):
-                return [r for r in map(lambda n: _record_ref(freed_dir, n), ours) if r is not None]
+                return [r for r in map(lambda n: record_ref(freed_dir, n), ours) if r is not None]
         refs = (
             []
             if self.io.get_optional(self.layout.freed_path(first, last)) is None
             else [RecordRef(self.layout.freed_path(first, last), first, last, 0, True)]
         )
         sub = records_dir(freed_dir, first, last)
-        refs += [r for r in (_record_ref(freed_dir, f"{chunk}/{n}") for n in self.io.list_names(sub)) if r is not None]
+        refs += [r for r in (record_ref(freed_dir, f"{chunk}/{n}") for n in self.io.list_names(sub)) if r is not None]
         return refs
 
     def slot_records(self) -> list[RecordRef]:
@@ -271,7 +269,7 @@ class VersionLog:
         else:
             plen = len(freed_dir) + 1
             names = [o.path[plen:] for o in self.io.list(freed_dir)]
-        refs = [r for r in (_record_ref(freed_dir, n) for n in names) if r is not None]
+        refs = [r for r in (record_ref(freed_dir, n) for n in names) if r is not None]
         return sorted(refs, key=lambda r: (r.first, r.last, r.path))
 
     def freed_ranges(self) -> list[tuple[int, int]]:
@@ -417,7 +415,7 @@ class VersionLog:
         ``freed/``. A file small enough to be a tombstone is read to tell which it is: a
         truncated version manifest is never mistaken for one (it fails to load instead)."""
         records = self.slot_records()
-        covered = _Ranges((r.first, r.last) for r in records)
+        covered = Ranges((r.first, r.last) for r in records)
         versions: list[int] = []
         small: list[int] = []
         strays: list[int] = []
@@ -558,78 +556,6 @@ class VersionLog:
 
 
 _HOLE = object()
-
-
-@dataclass(frozen=True)
-class RecordRef:
-    """A slot record as a listing names it (lamina.spec.slot): its path and what the name says."""
-
-    path: str
-    first: int
-    last: int
-    at_ms: int  # when it was written (range records; 0 for a freed-chunk record)
-    emptied: bool  # a freed-chunk record of an older table: its slots were emptied when written
-
-    def freeable(self, now_ms: int, retention_ms: int) -> bool:
-        """Whether the slot files in its range may be deleted now (see lamina.spec.slot)."""
-        return self.emptied or self.at_ms + retention_ms <= now_ms
-
-
-def _record_ref(freed_dir: str, name: str) -> RecordRef | None:
-    """The record a name under ``freed/`` stands for: ``<first>-<last>.json`` (a freed chunk)
-    or ``<chunk first>-<chunk last>/<first>-<last>-<at>.json`` (a range record); None for
-    anything else."""
-    chunk, slash, leaf = name.partition("/")
-    if not slash:
-        r = parse_freed_name(name)
-        return None if r is None else RecordRef(f"{freed_dir}/{name}", r[0], r[1], 0, True)
-    c = parse_freed_name(chunk + ".json")
-    rr = parse_range_record_name(leaf)
-    if c is None or rr is None or "/" in leaf or not (c[0] <= rr[0] and rr[1] <= c[1]):
-        return None
-    return RecordRef(f"{freed_dir}/{name}", rr[0], rr[1], rr[2], False)
-
-
-class _Ranges:
-    """Inclusive integer ranges (overlapping or not), for membership tests by binary search."""
-
-    def __init__(self, ranges: Iterable[tuple[int, int]]) -> None:
-        merged: list[tuple[int, int]] = []  # overlapping or adjacent ranges joined, ascending
-        for a, b in sorted(ranges):
-            if merged and a <= merged[-1][1] + 1:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
-            else:
-                merged.append((a, b))
-        self._merged = merged
-        self._starts = [a for a, _ in merged]
-
-    def __contains__(self, v: int) -> bool:
-        i = bisect.bisect_right(self._starts, v) - 1
-        return i >= 0 and v <= self._merged[i][1]
-
-
-@dataclass(frozen=True)
-class SlotListing:
-    """The slots of ``versions/`` as one listing saw them (see ``VersionLog.scan_slots``)."""
-
-    versions: list[int]  # ascending; loadable unless damaged; none is in a record's range
-    tombstones: dict[int, Tombstone]  # expired or dropped versions whose slots stay taken
-    # slot files in a record's range: expired versions whose files are not yet deleted, and
-    # late puts into freed slots; none of them is a version
-    strays: list[int]
-    freed: list[tuple[int, int]]  # the ranges of the slot records, ascending (may overlap)
-    records: list[RecordRef] = field(default_factory=list)
-
-    def recorded(self, version: int) -> bool:
-        return any(a <= version <= b for a, b in self.freed)
-
-    def freeable_strays(self, now_ms: int, properties: Mapping[str, str]) -> list[int]:
-        """The strays whose slot files may be deleted at ``now_ms``: in the range of a record
-        of an emptied chunk, or of a range record at least the table's slot retention
-        (``expire.slot-retention-ms`` of ``properties``) old."""
-        retention_ms = TableProperties.EXPIRE_SLOT_RETENTION_MS.get(properties)
-        ok = _Ranges((r.first, r.last) for r in self.records if r.freeable(now_ms, retention_ms))
-        return [v for v in self.strays if v in ok]
 
 
 def _discard(f: Future) -> None:

@@ -30,10 +30,10 @@ import tempfile
 import threading
 import zlib
 from collections import OrderedDict
-from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
+from pyroaring import BitMap
 
 from lamina.data.deletes import read_bitmaps_of
 from lamina.data.export import LiveFiles
@@ -62,7 +62,7 @@ _SIMPLE = [
 ]
 
 
-def _type(t: pa.DataType, features: set[str]) -> Any:
+def _type(t: pa.DataType, features: set[str]) -> str | dict[str, object] | None:
     """Delta's type for ``t`` (whose reading DuckDB maps back to the type read_parquet gives),
     or None: unsigned integers, other timestamp units, maps, ... have none that reads alike."""
     for test, name in _SIMPLE:
@@ -84,7 +84,7 @@ def _type(t: pa.DataType, features: set[str]) -> Any:
     return None
 
 
-def _field(f: pa.Field, features: set[str]) -> Any:
+def _field(f: pa.Field, features: set[str]) -> dict[str, object] | None:
     t = _type(f.type, features)
     return None if t is None else {"name": f.name, "type": t, "nullable": True, "metadata": {}}
 
@@ -99,7 +99,7 @@ def delta_schema(schema: pa.Schema) -> tuple[str, set[str]] | None:
     return json.dumps({"type": "struct", "fields": fields}), features
 
 
-def _dv_bytes(bitmap: Any) -> bytes:
+def _dv_bytes(bitmap: BitMap) -> bytes:
     return struct.pack("<iqi", _MAGIC, 1, 0) + bitmap.serialize()
 
 
@@ -166,7 +166,7 @@ def _write(live: LiveFiles, root: str, schema_json: str, features: set[str]) -> 
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(os.path.join(tmp, "_delta_log"))
     bitmaps = read_bitmaps_of(io, live.dvs)
-    descriptors: dict[int, dict[str, Any]] = {}
+    descriptors: dict[int, dict[str, object]] = {}
     if bitmaps:
         chunks, pos = [_FILE_VERSION], len(_FILE_VERSION)
         dv_file = os.path.join(root, "deletes.bin")
@@ -184,14 +184,14 @@ def _write(live: LiveFiles, root: str, schema_json: str, features: set[str]) -> 
             pos += len(blob)
         with open(os.path.join(tmp, "deletes.bin"), "wb") as f:
             f.write(b"".join(chunks))
-    features = sorted(features | {"deletionVectors"})
-    actions: list[dict[str, Any]] = [
+    reader_features = sorted(features | {"deletionVectors"})
+    actions: list[dict[str, object]] = [
         {
             "protocol": {
                 "minReaderVersion": 3,
                 "minWriterVersion": 7,
-                "readerFeatures": features,
-                "writerFeatures": features,
+                "readerFeatures": reader_features,
+                "writerFeatures": reader_features,
             }
         },
         {
@@ -208,7 +208,8 @@ def _write(live: LiveFiles, root: str, schema_json: str, features: set[str]) -> 
     sizes = live.entries.column("size").to_pylist() if "size" in live.entries.column_names else None
     for i, path in enumerate(live.paths):
         local = io.local_path(path)
-        add: dict[str, Any] = {
+        assert local is not None  # (log_of writes logs of local tables only)
+        add: dict[str, object] = {
             "path": quote(os.path.relpath(local, root)),
             "partitionValues": {},
             "size": int(sizes[i]) if sizes and sizes[i] is not None else os.path.getsize(local),

@@ -18,11 +18,14 @@ import importlib.util
 import os
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 __all__ = ["load", "is_loaded", "extension_file"]
 
-_loaded: weakref.WeakKeyDictionary[Any, dict[str, bool]] = weakref.WeakKeyDictionary()
+_loaded: weakref.WeakKeyDictionary[DuckDBPyConnection, dict[str, bool]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -42,7 +45,7 @@ def extension_file(name: str) -> str | None:
     return None
 
 
-def load(con: Any, name: str) -> bool:
+def load(con: DuckDBPyConnection, name: str) -> bool:
     """Whether ``name`` is loaded on ``con`` (loading it if it can be); remembered per connection."""
     import duckdb
 
@@ -71,7 +74,7 @@ def load(con: Any, name: str) -> bool:
     return ok
 
 
-def is_loaded(con: Any, name: str) -> bool:
+def is_loaded(con: DuckDBPyConnection, name: str) -> bool:
     """Whether ``name`` is loaded on ``con`` already, loading nothing: loading costs a signature
     check of the whole extension file (tens of MB for ``delta``) per connection, which a caller
     pays only where the extension is worth it."""

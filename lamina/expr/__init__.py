@@ -8,7 +8,7 @@ Typical flow::
     table.filter(to_arrow_filter(expr))       # which rows to return
 """
 
-from lamina.expr.binder import bind, coerce_literal
+from lamina.expr.binder import bind
 from lamina.expr.compile import evaluation_error, filter_rows, is_evaluation_failure
 from lamina.expr.evaluator import may_match, predicate_may_fail, pushdown_filter, to_arrow_filter
 from lamina.expr.expressions import (
@@ -38,6 +38,7 @@ from lamina.expr.expressions import (
     to_sql,
     visit,
 )
+from lamina.expr.literals import coerce_literal
 from lamina.expr.parser import conjuncts, parse_predicate, parse_term, to_expr
 
 __all__ = [

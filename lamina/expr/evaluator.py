@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lamina.expr.binder import bind, is_nan
+from lamina.expr.binder import bind
 from lamina.expr.bounds import may_compare
 from lamina.expr.compile import raises, to_arrow
 from lamina.expr.expressions import (
@@ -37,6 +37,7 @@ from lamina.expr.expressions import (
     visit,
 )
 from lamina.expr.functions import fill
+from lamina.expr.literals import is_nan
 from lamina.expr.parser import to_expr
 from lamina.expr.terms import Column as TermColumn
 from lamina.expr.terms import walk

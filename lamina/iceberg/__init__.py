@@ -5,6 +5,8 @@ See docs/iceberg.md. The view is derived state, written after each commit lands
 ``true``); Lamina's version log stays the truth and its commit point the only commit point.
 """
 
-from lamina.iceberg.view import HINT_PATH, Head, SyncResult, is_enabled, metadata_path, read_head, snapshot_id_of, sync
+from lamina.iceberg.metadata_files import HINT_PATH, Head, metadata_path, read_head
+from lamina.iceberg.snapshots import snapshot_id_of
+from lamina.iceberg.view import SyncResult, is_enabled, sync
 
 __all__ = ["HINT_PATH", "Head", "SyncResult", "is_enabled", "metadata_path", "read_head", "snapshot_id_of", "sync"]

@@ -18,16 +18,9 @@ from dataclasses import dataclass, field
 from lamina.errors import LaminaError, NotFound
 from lamina.iceberg import avro
 from lamina.iceberg.manifests import METADATA_DIR
-from lamina.iceberg.view import (
-    HINT_PATH,
-    VERSION_KEY,
-    Head,
-    is_enabled,
-    parse_metadata_name,
-    read_head,
-    relative_path,
-    snapshot_id_of,
-)
+from lamina.iceberg.metadata_files import HINT_PATH, Head, parse_metadata_name, read_head, relative_path
+from lamina.iceberg.snapshots import VERSION_KEY, snapshot_id_of
+from lamina.iceberg.view import is_enabled
 from lamina.io import FileIO
 from lamina.spec.version import VersionManifest
 

@@ -2,7 +2,9 @@
 
 A FileIO is rooted at a table location; every path it takes is relative to
 that root ("_lamina/versions/..."), so hostile absolute paths cannot escape it.
-Store errors are mapped to Lamina's typed exceptions here and nowhere else.
+Store errors are mapped to Lamina's typed exceptions here, through
+``lamina.io.store_errors``, and nowhere else. The rule for a path inside a table is
+``lamina.io.paths``'s, the S3 settings of a table's options ``lamina.io.s3``'s.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import builtins
 import errno
 import functools
 import os
-import re
 import stat
 import threading
 import urllib.parse
@@ -28,8 +29,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from obstore.store import LocalStore, MemoryStore, S3Store
 
-from lamina.errors import AlreadyExists, InvalidUri, NotFound, PermissionDenied, ReadOnlyStorage, StorageError
+from lamina.errors import AlreadyExists, InvalidUri, NotFound, PermissionDenied, StorageError
+from lamina.io.paths import PATH_RULES, URI_PATTERN, VALID_PATH_EXAMPLE, check_relative, is_uri
+from lamina.io.s3 import S3_OPTION_ENV, s3_settings
+from lamina.io.store_errors import translate
 from lamina.timeutil import sleep_jitter
+
+# PATH_RULES, VALID_PATH_EXAMPLE and S3_OPTION_ENV are named here too: lamina.operations.append and
+# lamina.spark import them from this module (their homes are lamina.io.paths and lamina.io.s3).
+__all__ = [
+    "PATH_RULES",
+    "S3_OPTION_ENV",
+    "URI_PATTERN",
+    "VALID_PATH_EXAMPLE",
+    "FileIO",
+    "ObjectInfo",
+    "check_local_directory",
+    "is_uri",
+    "make_local_directory",
+    "s3_settings",
+    "staging_suffix",
+]
 
 T = TypeVar("T")
 
@@ -37,80 +57,12 @@ T = TypeVar("T")
 _MEMORY_STORES: dict[str, MemoryStore] = {}
 _MEMORY_LOCK = threading.Lock()
 
-# Options recognised for s3:// (also read from the environment, AWS_* names).
-S3_OPTION_ENV = {
-    "endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"),
-    "access_key_id": ("AWS_ACCESS_KEY_ID",),
-    "secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
-    "session_token": ("AWS_SESSION_TOKEN",),
-    "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
-    "allow_http": ("AWS_ALLOW_HTTP",),
-}
-
-
-def s3_settings(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The S3 settings (``S3_OPTION_ENV``'s keys) a table's storage options give, each from
-    the option (``key`` or ``s3.key``) or else its environment variable; what other readers
-    of the table's files (DuckDB, Polars) are handed too."""
-    cfg: dict[str, Any] = {}
-    for key, envs in S3_OPTION_ENV.items():
-        val = options.get(key)
-        if val is None:
-            val = options.get(f"s3.{key}")
-        if val is None:
-            val = next((os.environ[e] for e in envs if e in os.environ), None)
-        if val is not None:
-            cfg[key] = val
-    return cfg
-
 
 @dataclass(frozen=True)
 class ObjectInfo:
     path: str  # relative to the FileIO root
     size: int
     last_modified: datetime
-
-
-# What an OS error means for a table, and what to do about it (local disk; obstore's
-# errors carry the same numbers as "(os error N)").
-_OS_ERRORS: dict[int, tuple[type[StorageError], str]] = {
-    errno.EROFS: (
-        ReadOnlyStorage,
-        "the file system is read-only (EROFS); remount it read-write, or run this where the table is writable",
-    ),
-    errno.EACCES: (PermissionDenied, "permission denied (EACCES); check the permissions of the table directory"),
-    errno.EPERM: (PermissionDenied, "operation not permitted (EPERM); check the permissions of the table directory"),
-    errno.ENOSPC: (StorageError, "no space left on the device (ENOSPC); free space and retry"),
-    errno.EDQUOT: (StorageError, "disk quota exceeded (EDQUOT); free space or raise the quota and retry"),
-    errno.ELOOP: (StorageError, "its symbolic links form a loop (ELOOP); fix the links under the table directory"),
-    errno.ENAMETOOLONG: (
-        StorageError,
-        "the path is too long for the file system (ENAMETOOLONG); use a shorter location",
-    ),
-    errno.EIO: (StorageError, "the device reported an I/O error (EIO); check the disk, then retry"),
-}
-_OS_ERROR_IN_MESSAGE = re.compile(r"\(os error (\d+)\)")
-
-
-def _os_errno(e: Exception) -> int | None:
-    if isinstance(e, OSError) and e.errno is not None:
-        return e.errno
-    m = _OS_ERROR_IN_MESSAGE.search(str(e))
-    return int(m.group(1)) if m else None
-
-
-def _translate(e: Exception, what: str) -> Exception:
-    if isinstance(e, oe.AlreadyExistsError | oe.PreconditionError | FileExistsError):
-        return AlreadyExists(f"{what}: object already exists")
-    if isinstance(e, oe.NotFoundError | FileNotFoundError):
-        return NotFound(f"{what}: not found")
-    known = _OS_ERRORS.get(_os_errno(e))  # type: ignore[arg-type]
-    if known is not None:
-        cls, hint = known
-        return cls(f"{what}: {hint}")
-    if isinstance(e, oe.PermissionDeniedError | oe.UnauthenticatedError | PermissionError):
-        return PermissionDenied(f"{what}: permission denied ({e}); check the store credentials")
-    return StorageError(f"{what}: {type(e).__name__}: {e}")
 
 
 def _store_input(data: Any) -> Any:
@@ -122,50 +74,6 @@ def _store_input(data: Any) -> Any:
 
 def _is_true(v: Any) -> bool:
     return str(v).strip().lower() in ("1", "true", "yes", "on")
-
-
-# The one rule for a path inside a table (relative to its root), as (what is wrong, pattern).
-# The patterns are in the syntax both Python's re and Arrow's RE2 take, so add_files checks
-# a whole column with them (``pc.match_substring_regex``) and every FileIO call one path.
-PATH_RULES: tuple[tuple[str, str], ...] = (
-    ("is absolute (starts with '/')", r"^/"),
-    ("contains '\\' (the separator is '/')", r"\\"),
-    ("has a '.' or '..' segment", r"(^|/)\.\.?(/|$)"),
-    ("has an empty segment ('//' or a trailing '/')", r"//|/$"),
-    ("contains a control character (NUL, newline, ...)", r"[\x00-\x1f\x7f]"),
-)
-VALID_PATH_EXAMPLE = "'data/part-0001.parquet'"
-# An absolute location (``file:///abs/path``, ``s3://bucket/key``, ``memory://name/key``):
-# what a manifest entry holds for a file that lies outside its table's root (format.md,
-# "External files"). Relative paths never start with a scheme.
-URI_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*://"
-_URI = re.compile(URI_PATTERN)
-
-
-def is_uri(path: str) -> bool:
-    """Whether ``path`` is an absolute location rather than a path relative to a table root."""
-    return bool(_URI.match(path))
-
-
-_INVALID_PATH = re.compile("|".join(f"(?:{pattern})" for _, pattern in PATH_RULES))
-
-
-def path_problem(path: str) -> str | None:
-    """What is wrong with ``path`` as a path inside a table, or None if nothing is."""
-    if not _INVALID_PATH.search(path):
-        return None
-    return next(why for why, pattern in PATH_RULES if re.search(pattern, path))
-
-
-@functools.lru_cache(maxsize=8192)
-def _check_relative(path: str) -> str:
-    # cached: the same metadata paths are checked on every open and commit
-    if _INVALID_PATH.search(path):
-        raise InvalidUri(
-            f"path {path!r} {path_problem(path)}: a path inside a table is relative to its root, "
-            f"'/'-separated, without '.', '..' or empty segments, e.g. {VALID_PATH_EXAMPLE}"
-        )
-    return path
 
 
 def check_local_directory(
@@ -190,7 +98,7 @@ def check_local_directory(
                 f"{what} {path!r} cannot be resolved: its symbolic links form a loop (ELOOP); "
                 "point the links at a directory or pass the real path"
             ) from None
-        raise _translate(e, f"open {what} {path}") from e
+        raise translate(e, f"open {what} {path}") from e
     if not stat.S_ISDIR(st.st_mode):
         raise error(f"{what} {path!r} is a file, not a directory: {expected}")
 
@@ -200,7 +108,7 @@ def make_local_directory(path: str, what: str) -> None:
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
-        raise _translate(e, f"create {what} {path}") from e
+        raise translate(e, f"create {what} {path}") from e
 
 
 # put_new: attempts, the first backoff (doubling, full jitter), and objects too large
@@ -320,14 +228,14 @@ class FileIO:
         return self._store
 
     def _key(self, path: str) -> str:
-        _check_relative(path)
+        check_relative(path)
         return f"{self._prefix}/{path}" if self._prefix else path
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
             return fn()
         except (oe.BaseError, OSError) as e:
-            raise _translate(e, what) from e
+            raise translate(e, what) from e
 
     def full_uri(self, path: str) -> str:
         """A URI a user or another engine can open for ``path``."""
@@ -347,7 +255,7 @@ class FileIO:
         if is_uri(path) and self._local_root is not None:
             io, rel = self.external(path)
             return io.local_path(rel)
-        return os.path.join(self._local_root, _check_relative(path)) if self._local_root is not None else None
+        return os.path.join(self._local_root, check_relative(path)) if self._local_root is not None else None
 
     def _check_root(self) -> None:
         """InvalidUri if the local root is a file, inside a file or a symbolic link loop."""
@@ -375,7 +283,7 @@ class FileIO:
                 raise NotFound(f"get {path}: is a directory") from e
             except OSError as e:
                 self._check_root()
-                raise _translate(e, f"get {path}") from e
+                raise translate(e, f"get {path}") from e
         kept = self._kept
         if kept is not None and path.startswith(kept.prefix):
             return kept.get(path, lambda: self._get_remote(path))
@@ -411,7 +319,7 @@ class FileIO:
         io = self._stores.get(root)
         if io is None:
             io = self._stores.setdefault(root, FileIO(root, self.options))
-        _check_relative(path)
+        check_relative(path)
         return io, path
 
     @contextmanager
@@ -462,7 +370,7 @@ class FileIO:
             except (FileNotFoundError, NotADirectoryError) as e:
                 raise NotFound(f"get {path}: not found") from e
             except OSError as e:
-                raise _translate(e, what) from e
+                raise translate(e, what) from e
         key = self._key(path)
         return self._call(what, lambda: bytes(obstore.get_range(self.store, key, start=offset, length=length)))
 
@@ -513,7 +421,7 @@ class FileIO:
             self.put(path, data)  # the first one (or a deleted one): created atomically
             return
         except OSError as e:
-            raise _translate(e, f"put {path}") from e
+            raise translate(e, f"put {path}") from e
         try:
             old = os.fstat(fd).st_size
             if old > len(data) + _IN_PLACE_MAX_PAD:
@@ -528,7 +436,7 @@ class FileIO:
             while offset < len(view):
                 offset += os.pwrite(fd, view[offset:], offset)
         except OSError as e:
-            raise _translate(e, f"put {path}") from e
+            raise translate(e, f"put {path}") from e
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -576,7 +484,7 @@ class FileIO:
                 os.replace(staging, final)
                 staging = None
         except OSError as e:
-            raise _translate(e, what) from e
+            raise translate(e, what) from e
         finally:
             if staging is not None:
                 try:
@@ -667,14 +575,14 @@ class FileIO:
         if self._local_root is not None:
             # every path checked before the first delete, as the object stores' keys are: a
             # hostile path refuses the whole call, it does not stop it half done
-            local = [os.path.join(self._local_root, _check_relative(p)) for p in paths]  # never an external file
+            local = [os.path.join(self._local_root, check_relative(p)) for p in paths]  # never an external file
             for p, path in zip(paths, local):
                 try:
                     os.unlink(path)
                 except (FileNotFoundError, NotADirectoryError):
                     pass  # gone already (or its directory never was one)
                 except OSError as e:
-                    raise _translate(
+                    raise translate(
                         e, f"delete {p}" + (f" (and {len(paths) - 1} more)" if len(paths) > 1 else "")
                     ) from e
             return
@@ -702,7 +610,7 @@ class FileIO:
             except (FileNotFoundError, NotADirectoryError):
                 raise NotFound(f"{path}: not found") from None
             except OSError as e:
-                raise _translate(e, f"size of {path}") from e
+                raise translate(e, f"size of {path}") from e
             if not stat.S_ISREG(st.st_mode):
                 # a directory is a prefix, no object (an object store has nothing there): like get
                 raise NotFound(f"{path}: not found (a directory)")
@@ -746,14 +654,14 @@ class FileIO:
         columns path (relative to the FileIO root) and size."""
         schema = pa.schema([("path", pa.string()), ("size", pa.int64())])
         if self._local_root is not None:
-            base = os.path.join(self._local_root, _check_relative(prefix)) if prefix else self._local_root
+            base = os.path.join(self._local_root, check_relative(prefix)) if prefix else self._local_root
             try:
                 with os.scandir(base) as it:
                     found = [(e.name, e.stat().st_size) for e in it if e.is_file()]
             except (FileNotFoundError, NotADirectoryError):
                 found = []
             except OSError as e:
-                raise _translate(e, f"list {prefix}") from e
+                raise translate(e, f"list {prefix}") from e
             lead = f"{prefix}/" if prefix else ""
             return pa.table({"path": [lead + n for n, _ in found], "size": [z for _, z in found]}, schema=schema)
         key = self._key(prefix) if prefix else (self._prefix or None)
@@ -787,7 +695,7 @@ class FileIO:
         if self._local_root is not None:
             try:
                 # is_file from the directory entry's type: no stat per name
-                with os.scandir(os.path.join(self._local_root, _check_relative(prefix))) as it:
+                with os.scandir(os.path.join(self._local_root, check_relative(prefix))) as it:
                     return sorted(e.name for e in it if e.is_file())
             except FileNotFoundError:
                 return []
@@ -796,7 +704,7 @@ class FileIO:
                 return []
             except OSError as e:
                 self._check_root()
-                raise _translate(e, f"list {prefix}") from e
+                raise translate(e, f"list {prefix}") from e
         # One level (a delimiter listing): a recursive listing would name deeper objects too.
         plen = len(prefix) + 1 if prefix else 0
         return sorted(p[plen:] for p in self.list_dir(prefix).column("path").to_pylist())
@@ -807,12 +715,12 @@ class FileIO:
         if self._local_root is None:
             raise NotImplementedError("list_subdirs is for local directories")
         try:
-            with os.scandir(os.path.join(self._local_root, _check_relative(prefix))) as it:
+            with os.scandir(os.path.join(self._local_root, check_relative(prefix))) as it:
                 return sorted(e.name for e in it if e.is_dir())
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as e:
-            raise _translate(e, f"list {prefix}") from e
+            raise translate(e, f"list {prefix}") from e
 
     def list_first_page(self, prefix: str, offset: str | None = None) -> builtins.list[str]:
         """The first page (up to 1000) of names under ``prefix`` after ``offset``, in order.
@@ -842,4 +750,4 @@ class FileIO:
                 for m in chunk:
                     yield ObjectInfo(self._strip(m["path"]), m["size"], m["last_modified"])
         except (oe.BaseError, OSError) as e:
-            raise _translate(e, f"list {prefix}") from e
+            raise translate(e, f"list {prefix}") from e

@@ -16,8 +16,9 @@ import ast
 import datetime as _dt
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -26,8 +27,14 @@ from lamina.data.export import LiveFiles, readable_by_name
 from lamina.data.scan import Scan
 from lamina.expr import AlwaysTrue, And, Compare, Expr, In, IsNull, Not, NotNull, Or, Predicate, bind
 from lamina.expr.terms import Call, Column, Literal
-from lamina.io.fileio import s3_settings
+from lamina.io import FileIO
+from lamina.io.s3 import s3_settings
+from lamina.spec.schema import Schema
 from lamina.table.table import Table
+
+if TYPE_CHECKING:
+    import polars as pl
+    import pyarrow.dataset as ds
 
 __all__ = ["scan", "predicate_of"]
 
@@ -56,22 +63,39 @@ def _field(node: ast.AST) -> str:
 def _literal(node: ast.AST) -> Any:
     if isinstance(node, ast.Constant) and node.value is not None:
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
-        return -node.operand.value
     if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and all(isinstance(a, ast.Constant) for a in node.args)
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and isinstance(node.operand.value, (int, float))
     ):
-        args = [a.value for a in node.args]
-        if node.func.id == "to_py_date" and len(args) == 1:
-            return _dt.date(1970, 1, 1) + _dt.timedelta(days=args[0])
-        if node.func.id == "to_py_datetime" and len(args) in (2, 3):
-            per_second = {"ns": 10**9, "us": 10**6, "ms": 10**3}[args[1]]
-            value = pa.scalar(args[0], pa.timestamp(args[1], args[2] if len(args) == 3 else None))
-            if args[0] % (per_second // 10**6 or 1):
+        return -node.operand.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        args = [a.value for a in node.args if isinstance(a, ast.Constant)]
+        if len(args) == len(node.args):
+            return _converted(node.func.id, args)
+    raise _Untranslatable
+
+
+_PER_SECOND = {"ns": 10**9, "us": 10**6, "ms": 10**3}
+
+
+def _converted(fn: str, args: Sequence[object]) -> Any:
+    """The value of ``to_py_date(days)`` or ``to_py_datetime(value, unit[, zone])``: how Polars'
+    pyarrow predicate code writes a date or datetime literal."""
+    if fn == "to_py_date" and len(args) == 1 and isinstance(args[0], int):
+        return _dt.date(1970, 1, 1) + _dt.timedelta(days=args[0])
+    if fn == "to_py_datetime" and len(args) in (2, 3):
+        value, unit, zone = args[0], args[1], args[2] if len(args) == 3 else None
+        if (
+            isinstance(value, int)
+            and isinstance(unit, str)
+            and unit in _PER_SECOND
+            and (zone is None or isinstance(zone, str))
+        ):
+            if value % (_PER_SECOND[unit] // 10**6 or 1):
                 raise _Untranslatable  # (nanoseconds a Python datetime cannot hold)
-            return value.as_py()
+            return pa.scalar(value, pa.timestamp(unit, zone)).as_py()
     raise _Untranslatable
 
 
@@ -120,7 +144,7 @@ def _translate(node: ast.AST, partial: bool) -> Expr:
     raise _Untranslatable
 
 
-def predicate_of(pyarrow_predicate: str | None, schema: Any) -> Expr:
+def predicate_of(pyarrow_predicate: str | None, schema: Schema) -> Expr:
     """The filter Polars pushes into a dataset scan (pyarrow expression code), as a Lamina
     predicate to prune files by: what it cannot read is left out of an AND (Polars applies
     the whole filter to the rows), and anything else is no pruning at all."""
@@ -134,13 +158,15 @@ def predicate_of(pyarrow_predicate: str | None, schema: Any) -> Expr:
         return AlwaysTrue()
 
 
-def _polars_schema(arrow: pa.Schema) -> Any:
+def _polars_schema(arrow: pa.Schema) -> pl.Schema:
     import polars as pl
 
-    return pl.from_arrow(arrow.empty_table()).schema
+    frame = pl.from_arrow(arrow.empty_table())
+    assert isinstance(frame, pl.DataFrame)  # (a Table converts to a DataFrame; only an Array to a Series)
+    return frame.schema
 
 
-def _storage_options(io: Any) -> dict[str, str] | None:
+def _storage_options(io: FileIO) -> dict[str, str] | None:
     """What Polars' object-store reader needs to reach an ``s3://`` table, from its options."""
     if io.scheme not in ("s3", "s3a"):
         return None
@@ -169,7 +195,7 @@ class _Dataset:
     def __init__(self, scan: Scan) -> None:
         self.base = scan
 
-    def schema(self) -> Any:
+    def schema(self) -> pl.Schema:
         return _polars_schema(self.base.arrow_schema_of(self.base.output_columns))
 
     def to_dataset_scan(
@@ -181,7 +207,7 @@ class _Dataset:
         filter_columns: list[str] | None = None,
         statistics_columns: list[str] | None = None,
         pyarrow_predicate: str | None = None,
-    ) -> tuple[Any, str] | None:
+    ) -> tuple[pl.LazyFrame, str] | None:
         import polars as pl
 
         base = self.base
@@ -199,7 +225,7 @@ class _Dataset:
             return pl.scan_parquet([], schema=schema), key
         uris = live.uris
 
-        def keep_masks(requested: Any) -> Any:
+        def keep_masks(requested: pl.DataFrame) -> pl.DataFrame:
             # Polars asks for the files it reads, by the paths it was given (maybe as file://).
             return planned.masks([p.removeprefix("file://") for p in requested.get_column("path").to_list()])
 
@@ -224,10 +250,10 @@ class _Planned:
     def __init__(self, live: LiveFiles) -> None:
         self.live = live
         self.index = {u: i for i, u in enumerate(live.uris)}
-        self._masks: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._masks: OrderedDict[tuple[int, ...], pl.DataFrame] = OrderedDict()
         self._lock = threading.Lock()
 
-    def masks(self, uris: list[str]) -> Any:
+    def masks(self, uris: list[str]) -> pl.DataFrame:
         import polars as pl
 
         idx = tuple(self.index[u] for u in uris)
@@ -272,7 +298,9 @@ class _Plans:
 _plans = _Plans()
 
 
-def _pyarrow_scan(dataset: Any, limit: int | None, projection: list[str] | None, pyarrow_predicate: str | None) -> Any:
+def _pyarrow_scan(
+    dataset: ds.Dataset, limit: int | None, projection: list[str] | None, pyarrow_predicate: str | None
+) -> pl.LazyFrame:
     """A Polars scan of a pyarrow Dataset inside a dataset scan, as Polars' own scan_delta
     builds one: the pushed-down filter is pyarrow expression code, evaluated the way Polars does."""
     import polars.io.pyarrow_dataset.anonymous_scan as anonymous
@@ -303,9 +331,9 @@ def scan(
     table: Table | str,
     *,
     version: int | str | None = None,
-    timestamp: Any = None,
+    timestamp: _dt.datetime | str | int | None = None,
     columns: list[str] | None = None,
-) -> Any:
+) -> pl.LazyFrame:
     """A version of ``table`` (a Table, or a table location) as a Polars ``LazyFrame``; the
     latest unless ``version`` or ``timestamp`` (as for ``Table.scan``: a version number, a tag
     or branch name) says otherwise."""

@@ -27,7 +27,7 @@ from lamina.errors import (
     TableNotFound,
     VersionNotFound,
 )
-from lamina.ui.api import FILES_MAX_ROWS, SAMPLE_MAX_ROWS, TIMELINE_PAGE, Explorer, _bounded
+from lamina.ui.api import FILES_MAX_ROWS, SAMPLE_MAX_ROWS, TIMELINE_PAGE, Explorer
 
 # The page's files: served by name from this fixed list, never from a path in the URL.
 _STATIC = {
@@ -40,6 +40,19 @@ _CSP = (
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 LOOPBACK_NAMES = ("localhost",)
+
+
+def _bounded(raw: str | None, default: int, maximum: int, what: str) -> int:
+    """A query parameter as a count: ``default`` if absent, at most ``maximum``; refused if negative or no integer."""
+    if raw is None or raw == "":
+        return default
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ExplorerError(f"{what} must be an integer, not {raw!r}") from None
+    if n < 0:
+        raise ExplorerError(f"{what} must be >= 0, not {n}")
+    return min(n, maximum)
 
 
 def check_loopback(host: str) -> str:

@@ -17,7 +17,7 @@ import lamina
 from lamina.errors import IcebergUnsupported, StorageError
 from lamina.iceberg import read_head, snapshot_id_of, sync
 from lamina.iceberg import gc
-from lamina.iceberg.view import parse_metadata_name
+from lamina.iceberg.metadata_files import parse_metadata_name
 from lamina.io import FileIO
 from lamina.maintenance import fsck
 

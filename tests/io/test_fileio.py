@@ -23,7 +23,7 @@ import lamina
 from lamina.commit import VersionLog, flush_hints
 from lamina.errors import AlreadyExists, ReadOnlyStorage, StorageError
 from lamina.io import FileIO
-from lamina.io import fileio
+from lamina.io import fileio, store_errors
 from support.faults import FaultInjectingIO
 from lamina.maintenance import fsck
 from lamina.table.table import Table
@@ -149,9 +149,9 @@ def test_sizes_lists_each_directory_once(location):
 def test_store_errors_with_an_os_error_number_are_typed():
     import obstore.exceptions as oe
 
-    rofs = fileio._translate(oe.GenericError("Unable to open file /t/x: Read-only file system (os error 30)"), "put x")
-    full = fileio._translate(oe.GenericError("Unable to write /t/x: No space left on device (os error 28)"), "put x")
-    other = fileio._translate(oe.GenericError("something else"), "put x")
+    rofs = store_errors.translate(oe.GenericError("Unable to open file /t/x: Read-only file system (os error 30)"), "put x")
+    full = store_errors.translate(oe.GenericError("Unable to write /t/x: No space left on device (os error 28)"), "put x")
+    other = store_errors.translate(oe.GenericError("something else"), "put x")
     assert isinstance(rofs, ReadOnlyStorage) and "remount it read-write" in str(rofs)
     assert type(full) is StorageError and "free space and retry" in str(full)
     assert type(other) is StorageError and "something else" in str(other)

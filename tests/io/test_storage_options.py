@@ -13,7 +13,7 @@ import pytest
 
 from lamina.errors import AlreadyExists, InvalidUri, NotFound
 from lamina.io import FileIO
-from lamina.io.fileio import S3_OPTION_ENV
+from lamina.io.s3 import S3_OPTION_ENV
 
 AWS_ENV = [name for names in S3_OPTION_ENV.values() for name in names] + ["AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "AWS_TOKEN"]
 

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 import lamina
-from lamina.ui import api
+from lamina.ui import api, history
 from lamina.ui.api import Explorer, spread
 from lamina.ui.server import route
 
@@ -78,8 +78,8 @@ def test_a_commit_is_seen_at_once_and_a_refresh_reads_only_the_new_versions(tmp_
     first = ask(ex, "history")
     assert ask(ex, "")["branches"][0]["versions"] == first["total"] == 7
     read: list[int] = []
-    real = api._read_version_file
-    monkeypatch.setattr(api, "_read_version_file", lambda t, v: read.append(v) or real(t, v))
+    real = history.read_version_file
+    monkeypatch.setattr(history, "read_version_file", lambda t, v: read.append(v) or real(t, v))
     add(t, 100)
     second = ask(ex, "history")
     assert second["version"] == sorted(snapshot_rows(t)) and second["total"] == 8  # the new commit is there

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lamina.commit.log import RecordRef, SlotListing, VersionLog
+from lamina.commit.log import VersionLog
+from lamina.commit.slots import RecordRef, SlotListing
 from lamina.errors import AlreadyExists
 from lamina.io import FileIO
 from lamina.maintenance.expire.reads import _Run

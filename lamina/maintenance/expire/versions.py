@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from lamina.commit.log import SlotListing, VersionLog
+from lamina.commit.log import VersionLog
+from lamina.commit.slots import SlotListing
 from lamina.commit.tags import TagStore
 from lamina.errors import InvalidArgument
 from lamina.io import FileIO
