@@ -4,11 +4,12 @@ catalog), the ``--branch`` option, the output format, progress bars and the unit
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 import lamina
 from lamina.catalog import load_catalog
@@ -56,11 +57,11 @@ def table_title(t: Any) -> str:
     return t.uri if t.branch_name == MAIN_BRANCH else f"{t.uri} (branch {t.branch_name})"
 
 
-def progress_bar():
+def progress_bar() -> tuple[Progress, Callable[[str, int, int], None]]:
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
     )
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def update(stage: str, done: int, total: int) -> None:
         if stage not in tasks:

@@ -15,6 +15,7 @@ one-operation transactions.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,12 @@ if TYPE_CHECKING:
     from lamina.table.table import Table
 
 log = logging.getLogger(__name__)
+
+
+def _wait_all(pending: Sequence[PendingWrites]) -> None:
+    """Wait for every write still landing (what the version references must exist first)."""
+    for p in pending:
+        p.wait()
 
 
 class Transaction:
@@ -326,6 +333,7 @@ class Transaction:
         check_cast_mode(cast)
         now = statement_clock()  # what current_date / current_timestamp read, in the where and the values
         values = values_at_clock(set, now)
+        assert values is not None  # (set is not empty)
         check_assignments(values, schema.arrow, "update", cast)  # a value of a type the column cannot store: now
         pred = bind(to_expr(where), schema, now=now)
         filt = to_arrow_filter(pred) if not isinstance(pred, AlwaysTrue) else pc.scalar(True)
@@ -395,7 +403,7 @@ class Transaction:
                     base,
                     self._ops,
                     self.commit_options,
-                    before_publish=(lambda: [p.wait() for p in pending]) if pending else None,
+                    before_publish=functools.partial(_wait_all, pending) if pending else None,
                 )
                 if self._ops
                 else None

@@ -275,7 +275,7 @@ class MergeBuilder(MergeClauses):
         self,
         schema: Schema,
         source: pa.Table | SourceRead,
-        on: str | list[str],
+        on: str | Sequence[str],
         mode: str,
         run: Callable[[RowDelta, CommitOptions | None], CommitResult | None],
         *,
