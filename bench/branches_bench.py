@@ -122,7 +122,8 @@ def bench_ops(t: Any, cfg: Config, ids: Ids, written: list[pa.Table], disk: Disk
         h, s_branch = timed(lambda: t.branches.create(name))
         batch = ids.batch(cfg.rows)
         _, s_append = timed(lambda: h.append(batch))
-        v, s_publish = timed(lambda: t.branches.publish(name))
+        published, s_publish = timed(lambda: t.branches.publish(name))
+        v = published.version
         written.append(batch)
         if s_tag is None:
             s_tag = tag()
@@ -556,7 +557,8 @@ def syscall_counts(ws: Workspace, cfg: Config) -> dict:
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     if p.returncode != 0:
         return {"skipped": f"strace child failed: {(p.stderr or p.stdout).strip().splitlines()[-1:]}"}
-    return parse_strace(open(log).read().splitlines(), os.path.join(root, "tables"))
+    with open(log) as f:
+        return parse_strace(f.read().splitlines(), os.path.join(root, "tables"))
 
 
 def syscall_kind(line: str) -> str | None:

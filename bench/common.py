@@ -370,7 +370,8 @@ class Workspace:
 
 def loadavg() -> float | None:
     try:
-        return float(open("/proc/loadavg").read().split()[0])
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
     except Exception:  # noqa: BLE001
         return None
 

@@ -48,7 +48,8 @@ def _newest_metadata(directory: str) -> str:
     meta = os.path.join(directory, "metadata")
     hint = os.path.join(meta, "version-hint.text")
     if os.path.exists(hint):
-        v = open(hint).read().strip()
+        with open(hint) as f:
+            v = f.read().strip()
         for name in (f"v{v}.metadata.json", f"{v}.metadata.json"):
             if os.path.exists(os.path.join(meta, name)):
                 return os.path.join(meta, name)

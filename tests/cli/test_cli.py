@@ -4,6 +4,7 @@ vacuum, compact, and its refusals. The catalog commands: test_cli_catalog.py."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -49,7 +50,7 @@ def test_fsck_reports_missing_and_unreferenced(tmp_path):
     r = runner.invoke(app, ["fsck", t.uri])
     assert r.exit_code == 0 and "0 missing" in r.output and "0 unreferenced" in r.output
     stray = os.path.join(t.uri, "data", "stray.parquet")
-    open(stray, "wb").write(b"x")
+    Path(stray).write_bytes(b"x")
     victim = t.scan().plan().paths[0]
     os.remove(os.path.join(t.uri, victim))
     r = runner.invoke(app, ["fsck", t.uri])

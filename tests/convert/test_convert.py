@@ -37,7 +37,7 @@ def _fingerprints(root: Path, skip: tuple[str, ...] = ("_lamina", "data")) -> di
             continue
         for n in names:
             p = os.path.join(d, n)
-            out[os.path.relpath(p, root)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
+            out[os.path.relpath(p, root)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
     return out
 
 

@@ -4,6 +4,7 @@ read file by file or as one dataset scan, lose exactly the deleted rows."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -28,9 +29,9 @@ def test_corrupt_dv_is_a_clear_error(table):
     table.delete("id < 5")
     dv = [p for p in table.inspect.files().column("dv_path").to_pylist() if p][0]
     path = os.path.join(table.uri, dv)
-    data = bytearray(open(path, "rb").read())
+    data = bytearray(Path(path).read_bytes())
     data[-1] ^= 0xFF
-    open(path, "wb").write(bytes(data))
+    Path(path).write_bytes(bytes(data))
     from lamina.data.deletes import _cache
 
     _cache.clear()

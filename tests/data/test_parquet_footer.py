@@ -8,6 +8,7 @@ import decimal
 import os
 import struct
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -70,7 +71,7 @@ def test_other_writers_footers_decode_and_encode_to_the_same_bytes(tmp_path, wri
         import polars as pl
 
         pl.from_arrow(flat).write_parquet(path, row_group_size=16, statistics=True)
-    raw = _footer_bytes(open(path, "rb").read())
+    raw = _footer_bytes(Path(path).read_bytes())
     assert encode(decode(raw)) == raw
 
 

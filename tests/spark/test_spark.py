@@ -139,7 +139,7 @@ def test_round_trip_unpartitioned(spark, source, tmp_path):
 
     data, df = source
     uri = str(tmp_path / "t")
-    assert write(df, uri) == 1
+    assert write(df, uri).version == 1
     t = lamina.open_table(uri)
     assert t.version == 1 and t.metadata.summary["added-records"] == data.num_rows
     assert t.schema.names == data.column_names
@@ -226,7 +226,7 @@ def test_partitioned_write_matches_lamina_transforms(spark, tmp_path, partition_
     df = sdf(spark, data)
     uri = str(tmp_path / "t")
     with session_conf(spark, {"spark.sql.session.timeZone": "America/Los_Angeles"}):
-        assert write(df, uri, partition_by=partition_by) == 1
+        assert write(df, uri, partition_by=partition_by).version == 1
     t = lamina.open_table(uri)
     spec = t.partition_spec
     assert len(spec.fields) == len(partition_by)
@@ -292,10 +292,10 @@ def test_append_versions_and_time_travel(spark, source, tmp_path):
 
     data, df = source
     uri = str(tmp_path / "t")
-    assert write(df, uri, partition_by=["day(ts)"]) == 1
+    assert write(df, uri, partition_by=["day(ts)"]).version == 1
     stamp_v1 = lamina.open_table(uri).metadata.timestamp_ms
     more = orders(500, seed=2, start=10_000)
-    assert write(sdf(spark, more), uri) == 2
+    assert write(sdf(spark, more), uri).version == 2
     everything = pa.concat_tables([data, more])
     assert bag(collect(read(spark, uri))) == bag(everything)
     assert bag(collect(read(spark, uri, version=1))) == bag(data)
@@ -339,7 +339,7 @@ def test_overwrite_where_and_full_overwrite(spark, source, tmp_path):
     pred = bind(day2, lamina.open_table(uri).metadata.schema)
     fresh = orders(200, seed=9, start=50_000)
     fresh = fresh.filter(to_arrow_filter(pred))
-    assert write(sdf(spark, fresh), uri, "overwrite", where=day2) == 2
+    assert write(sdf(spark, fresh), uri, "overwrite", where=day2).version == 2
     keep = data.filter(~to_arrow_filter(pred) | pc.field("ts").is_null())  # SQL: NULL ts is not in the range
     assert bag(collect(read(spark, uri))) == bag(pa.concat_tables([keep, fresh]))
     # A row outside the predicate rejects the whole write; the table does not move.
@@ -348,7 +348,7 @@ def test_overwrite_where_and_full_overwrite(spark, source, tmp_path):
         write(sdf(spark, orders(50, seed=3)), uri, "overwrite", where=day2)
     assert lamina.open_table(uri).version == 2 and data_files(uri) == before and markers(uri) == []
     # Full overwrite.
-    assert write(sdf(spark, fresh), uri, "overwrite") == 3
+    assert write(sdf(spark, fresh), uri, "overwrite").version == 3
     assert bag(collect(read(spark, uri))) == bag(fresh)
 
 
@@ -363,7 +363,7 @@ def test_empty_table_and_empty_dataframe(spark, tmp_path):
     assert spark.read.format("lamina").load(uri).count() == 0
     # An empty DataFrame still commits a version (it may carry a streaming batch id), with no files.
     empty = sdf(spark, orders(0))
-    assert write(empty, uri) == 1
+    assert write(empty, uri).version == 1
     assert lamina.open_table(uri).metadata.summary["added-files"] == 0 and data_files(uri) == []
 
 
@@ -555,7 +555,7 @@ def test_s3_table_through_the_python_data_source(spark, source, monkeypatch):
     try:
         server.create_bucket("spark")
         uri, opts = "s3://spark/orders", server.storage_options
-        assert write(df, uri, partition_by=["day(ts)"], storage_options=opts) == 1
+        assert write(df, uri, partition_by=["day(ts)"], storage_options=opts).version == 1
         t = lamina.open_table(uri, storage_options=opts)
         assert bag(t.scan().to_arrow()) == bag(data)
         assert all(p.startswith("data/ts_day=") for p in t.scan().plan().paths)
@@ -626,7 +626,7 @@ def test_schema_mismatch_fails_before_writing(spark, tmp_path):
     assert lamina.open_table(uri).version == 0 and data_files(uri) == [] and markers(uri) == []
     # Safe widening is fine: int -> bigint, float -> double, missing nullable column -> null.
     ok = spark.range(3).select(F.col("id").cast("int").alias("id"), F.lit(1.5).cast("float").alias("score"))
-    assert write(ok, uri) == 1
+    assert write(ok, uri).version == 1
     got = lamina.open_table(uri).scan().to_arrow()
     assert got.column("name").null_count == 3 and got.column("score").to_pylist() == [1.5] * 3
 
@@ -650,7 +650,7 @@ def test_concurrent_spark_and_python_appends_both_land(spark, tmp_path):
             yield pa.RecordBatch.from_arrays([b.column(0), pa.array(["spark"] * b.num_rows)], names=["id", "src"])
 
     df = spark.range(0, 1000, numPartitions=2).mapInArrow(side_append, "id long, src string")
-    v = write(df, uri)
+    v = write(df, uri).version
     t = lamina.open_table(uri)
     assert v == t.version == 3  # two Python appends from inside the job, then the Spark commit
     counts = collections.Counter(t.scan().to_arrow().column("src").to_pylist())

@@ -78,9 +78,9 @@ def test_write_and_read_a_branch_leaves_main_untouched(spark, tmp_path):
     uri = branched(tmp_path)
     main_before = state(uri)
     # append to the branch (native writer): the branch's version 3, not main's
-    assert spark_write(sdf(spark, rows(range(20, 30), "b")), uri, branch="audit") == 3
+    assert spark_write(sdf(spark, rows(range(20, 30), "b")), uri, branch="audit").version == 3
     # overwrite rows of the branch by predicate
-    assert spark_write(sdf(spark, rows(range(5), "o")), uri, mode="overwrite", where="id < 5", branch="audit") == 4
+    assert spark_write(sdf(spark, rows(range(5), "o")), uri, mode="overwrite", where="id < 5", branch="audit").version == 4
     version, got = state(uri, "audit")
     assert version == 4
     want = pa.concat_tables([rows(range(5), "o"), rows(range(5, 20), "m"), rows(range(20, 30), "b")])
@@ -134,7 +134,7 @@ def test_rowlevel_and_compaction_on_a_branch(spark, tmp_path):
     want = pa.concat_tables([rows(range(20), "m"), rows(range(20, 50), "b")])
 
     # rows of files the branch shares with main (ids < 20) and of its own
-    assert spark_delete(spark, uri, "id < 3 OR id BETWEEN 30 AND 34", branch="audit") == 6
+    assert spark_delete(spark, uri, "id < 3 OR id BETWEEN 30 AND 34", branch="audit").version == 6
     want = want.filter(pa.array([not (i < 3 or 30 <= i <= 34) for i in want.column("id").to_pylist()]))
     assert bag(state(uri, "audit")[1]) == bag(want)
 
@@ -163,8 +163,8 @@ def test_foreach_batch_writer_and_change_feed_on_a_branch(spark, tmp_path):
     t.branches.create("audit")
     main_before = state(uri)
     write_batch = foreach_batch_writer(uri, "etl", branch="audit")
-    first = write_batch(sdf(spark, rows(range(10, 15), "s")), 0)
-    assert write_batch(sdf(spark, rows(range(10, 15), "s")), 0) is None  # the same batch again: skipped
+    first = write_batch(sdf(spark, rows(range(10, 15), "s")), 0).version
+    assert write_batch(sdf(spark, rows(range(10, 15), "s")), 0).version is None  # the same batch again: skipped
     assert lamina.open_table(uri, version="audit").metadata.app_transactions == {"etl": 0}
     assert state(uri)[0] == main_before[0] and lamina.open_table(uri).metadata.app_transactions == {}
     changes = collect(spark_read_changes(spark, uri, first - 1, first, branch="audit"))

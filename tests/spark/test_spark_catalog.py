@@ -54,13 +54,13 @@ def cat(tmp_path):
 
 
 def test_write_creates_and_commits_through_the_catalog(spark, cat):
-    v = spark_write(sdf(spark, rows(0, 100)), "shop.orders", catalog=cat, partition_by=["bucket(4, id)"])
+    v = spark_write(sdf(spark, rows(0, 100)), "shop.orders", catalog=cat, partition_by=["bucket(4, id)"]).version
     assert v == 1
     info = cat.table_info("shop.orders")
     assert info.version == 1  # the catalog row moved: the swap was the commit point
     assert info.location == cat.default_location("shop.orders")
     t = cat.load_table("shop.orders")
-    assert spark_write(sdf(spark, rows(100, 150)), t) == 2  # an open CatalogTable
+    assert spark_write(sdf(spark, rows(100, 150)), t).version == 2  # an open CatalogTable
     assert cat.table_info("shop.orders").version == 2
     assert ids(t.refresh().to_arrow()) == list(range(150))
     # reads: through the catalog, and by path alone, at any version
@@ -126,7 +126,7 @@ def test_offline_table_refuses_spark_writes_before_writing(spark, cat):
     assert data_files(t.uri) == before
     assert spark_read(spark, "shop.orders", catalog=cat).count() == 50  # still readable
     cat.set_online("shop.orders", True)
-    assert spark_write(sdf(spark, rows(50, 60)), "shop.orders", catalog=cat) == 2
+    assert spark_write(sdf(spark, rows(50, 60)), "shop.orders", catalog=cat).version == 2
 
 
 def test_data_source_with_catalog_option(spark, cat, tmp_path):
@@ -152,7 +152,7 @@ def test_merge_and_delete_through_the_catalog(spark, cat):
     src = sdf(spark, pa.concat_tables([rows(5, 10, "u"), rows(300, 305, "n")]))
     res = spark_merge(t, src, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
     assert (res.rows_updated, res.rows_inserted) == (5, 5)
-    assert spark_delete(spark, "shop.orders", "id >= 200 AND id < 250", catalog=cat) == res.version + 1
+    assert spark_delete(spark, "shop.orders", "id >= 200 AND id < 250", catalog=cat).version == res.version + 1
     got = cat.load_table("shop.orders").to_arrow()
     assert ids(got) == [i for i in range(305) if not 200 <= i < 250]
     assert cat.table_info("shop.orders").version == res.version + 1
@@ -189,7 +189,7 @@ def test_spark_compact_rewrites_groups_in_parallel_tasks(spark, tmp_path):
     t = lamina.create_table(str(tmp_path / "p"), SCHEMA, partition_by=["bucket(3, id)"])
     for k in range(5):
         t.append(rows(40 * k, 40 * k + 40))
-    assert spark_write(sdf(spark, rows(200, 240)), t) == 6  # an open path Table is a target too
+    assert spark_write(sdf(spark, rows(200, 240)), t).version == 6  # an open path Table is a target too
     r = spark_compact(spark, t.uri, target_file_size=1 << 20)
     assert r.groups == 3 and r.files_after == 3  # one group, one task, one file per partition
     assert ids(lamina.open_table(t.uri).to_arrow()) == list(range(240))
@@ -246,9 +246,9 @@ def test_catalog_table_on_s3_through_the_data_source_and_spark_compaction(spark,
         opts = server.storage_options
         cat = lamina.load_catalog(f"sqlite:///{tmp_path}/catalog.db", warehouse="s3://lakehouse/lake", storage_options=opts)
         cat.create_namespace("shop")
-        assert spark_write(sdf(spark, rows(0, 30)), "shop.orders", catalog=cat) == 1
+        assert spark_write(sdf(spark, rows(0, 30)), "shop.orders", catalog=cat).version == 1
         for k in range(1, 4):
-            assert spark_write(sdf(spark, rows(30 * k, 30 * k + 30)), "shop.orders", catalog=cat) == k + 1
+            assert spark_write(sdf(spark, rows(30 * k, 30 * k + 30)), "shop.orders", catalog=cat).version == k + 1
         info = cat.table_info("shop.orders")
         assert info.version == 4 and info.location == "s3://lakehouse/lake/shop/orders"
         t = cat.load_table("shop.orders")

@@ -265,7 +265,7 @@ def test_merge_schema_adds_and_widens_in_the_same_version(spark, tmp_path):
     t.refresh()
     assert t.version == version and data_files(uri) == files  # nothing written, nothing committed
 
-    assert write(df, uri, schema_mode="merge") == version + 1  # schema change and rows: one version
+    assert write(df, uri, schema_mode="merge").version == version + 1  # schema change and rows: one version
     t.refresh()
     assert t.schema.names == [*model.column_names, "extra"]
     assert t.schema.field("s").type.names == ["z", "y", "w", "v"]

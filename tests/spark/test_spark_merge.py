@@ -194,12 +194,12 @@ def test_merge_into_partitioned_table_copy_on_write_too(spark, tmp_path):
 
 def test_spark_delete_matches_table_delete(spark, tmp_path):
     s_uri, a_uri = make_pair(tmp_path)
-    v = spark_delete(spark, s_uri, "amt >= 40 AND amt < 60 OR cat = 'zzz'")
+    v = spark_delete(spark, s_uri, "amt >= 40 AND amt < 60 OR cat = 'zzz'").version
     assert v == lamina.open_table(a_uri).delete("amt >= 40 AND amt < 60 OR cat = 'zzz'").version == 6
     assert sorted_rows(s_uri) == sorted_rows(a_uri)
     h = lamina.open_table(s_uri).history(1)[0]["summary"]
     assert h["files-scanned"] == 2 and h["deleted-rows"] == 20
-    assert spark_delete(spark, s_uri, "id > 1000") is None  # nothing matched: nothing committed
+    assert spark_delete(spark, s_uri, "id > 1000").version is None  # nothing matched: nothing committed
     assert lamina.open_table(s_uri).version == 6
 
 
@@ -209,13 +209,13 @@ def test_spark_update_matches_table_update(spark, tmp_path, mode):
     ``Table.update`` with the same predicate and expressions."""
     s_uri, a_uri = make_pair(tmp_path)
     where, values = "id >= 40 AND id < 60", {"amt": "amt * 2 + 1", "cat": "'u'"}
-    v = spark_update(spark, s_uri, where, set=values, mode=mode)
+    v = spark_update(spark, s_uri, where, set=values, mode=mode).version
     assert v == lamina.open_table(a_uri).update(where, values, mode=mode).version == 6
     assert sorted_rows(s_uri) == sorted_rows(a_uri)
     h = lamina.open_table(s_uri).history(1)[0]
     assert h["operation"] == "update" and h["summary"]["mode"] == mode
     assert h["summary"]["files-scanned"] == 2 and h["summary"]["deleted-rows"] == 20  # pruned by the predicate
-    assert spark_update(spark, s_uri, "id > 1000", set={"amt": "0"}) is None  # nothing matched: nothing committed
+    assert spark_update(spark, s_uri, "id > 1000", set={"amt": "0"}).version is None  # nothing matched: nothing committed
     assert lamina.open_table(s_uri).version == 6
 
 
@@ -224,18 +224,18 @@ def test_spark_update_takes_spark_columns_and_literals(spark, tmp_path):
 
     s_uri, a_uri = make_pair(tmp_path)
     a = lamina.open_table(a_uri)
-    v = spark_update(spark, s_uri, F.col("id") % 3 == 0, set={"amt": F.col("amt") + 0.5, "cat": F.lit("x")})
+    v = spark_update(spark, s_uri, F.col("id") % 3 == 0, set={"amt": F.col("amt") + 0.5, "cat": F.lit("x")}).version
     want = a.update(set={"amt": lambda t: pa.compute.add(t.column("amt"), 0.5), "cat": "'x'"},
                     where="id IN (" + ", ".join(str(i) for i in range(0, 200, 3)) + ")").version
     assert v == want == 6
     assert lamina.open_table(s_uri).history(1)[0]["summary"]["files-scanned"] == 4  # a Spark condition: every file
-    assert spark_update(spark, s_uri, "id = 4", set={"amt": 7, "day": D0}) == a.update("id = 4", {"amt": 7.0, "day": D0}).version == 7
+    assert spark_update(spark, s_uri, "id = 4", set={"amt": 7, "day": D0}).version == a.update("id = 4", {"amt": 7.0, "day": D0}).version == 7
     assert sorted_rows(s_uri) == sorted_rows(a_uri)
 
 
 def test_spark_update_keeps_row_ids_and_feeds_update_pairs(spark, tmp_path):
     s_uri, a_uri = make_pair(tmp_path, properties={"row-lineage.enabled": "true"})
-    v = spark_update(spark, s_uri, "id < 10 OR id > 195", set={"cat": "upper(cat)"})
+    v = spark_update(spark, s_uri, "id < 10 OR id > 195", set={"cat": "upper(cat)"}).version
     assert v == lamina.open_table(a_uri).update("id < 10 OR id > 195", {"cat": "upper(cat)"}).version
     feeds = []
     for uri in (s_uri, a_uri):
@@ -262,7 +262,7 @@ def test_spark_update_bad_input_changes_nothing(spark, tmp_path):
 def test_a_concurrent_delete_of_updated_rows_recomputes_the_spark_update(spark, tmp_path, monkeypatch):
     s_uri, a_uri = make_pair(tmp_path)
     calls = commit_racing(monkeypatch, lambda t: t.delete("id IN (41, 42, 150)"))  # the concurrent writer
-    assert spark_update(spark, s_uri, "id >= 40 AND id < 60", set={"amt": "-amt"}) == 7
+    assert spark_update(spark, s_uri, "id >= 40 AND id < 60", set={"amt": "-amt"}).version == 7
     assert len(calls) == 2
     a = lamina.open_table(a_uri)
     a.delete("id IN (41, 42, 150)")
@@ -388,7 +388,7 @@ def test_merge_on_float_keys_matches_nan_and_signed_zero_and_prunes_as_the_arrow
 def test_spark_delete_keeps_nan_candidates(spark, tmp_path):
     s_uri, a_uri = float_key_pair(tmp_path)
     for where in ("amt > 1e308", "amt != 1 AND amt < 100", "amt = 0.0"):
-        assert spark_delete(spark, s_uri, where) == lamina.open_table(a_uri).delete(where).version
+        assert spark_delete(spark, s_uri, where).version == lamina.open_table(a_uri).delete(where).version
         assert canonical_rows(s_uri) == canonical_rows(a_uri)
     assert [r[0] for r in canonical_rows(s_uri)] == [0, 12, 30, 31]
 

@@ -191,7 +191,7 @@ def test_lamina_write_partition_by_is_checked_as_the_table_spec_not_its_ids(spar
     t = lamina.create_table(uri, SCHEMA)
     t.update_spec().add_field("month").commit()
     assert t.partition_spec.spec_id == 1
-    assert write(sdf(spark, rows(0, 10)), uri, partition_by=["month"]) == 2
+    assert write(sdf(spark, rows(0, 10)), uri, partition_by=["month"]).version == 2
     with pytest.raises(PartitionSpecMismatch):
         write(sdf(spark, rows(0, 10)), uri, partition_by=["cat"])
     assert lamina.open_table(uri).version == 2

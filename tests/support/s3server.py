@@ -13,6 +13,7 @@ import logging
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from moto.server import ThreadedMotoServer
@@ -154,7 +155,7 @@ class RadosgwServer(S3Server):
 
         for pidfile in glob.glob(os.path.join(self._dir, "run", "*.pid")):
             try:
-                os.kill(int(open(pidfile).read().strip()), signal.SIGTERM)
+                os.kill(int(Path(pidfile).read_text().strip()), signal.SIGTERM)
             except (OSError, ValueError):
                 pass
 
