@@ -713,6 +713,9 @@ def spawn_workers(
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=10)
+            for pipe in (p.stdin, p.stdout):  # a killed worker's: communicate() never closed them
+                if pipe is not None and not pipe.closed:
+                    pipe.close()
         for e in errs:
             e.close()
 
