@@ -15,7 +15,7 @@ import pytest
 
 import lamina
 from lamina.errors import IcebergUnsupported, StorageError
-from lamina.iceberg import read_head, snapshot_id_of, sync
+from lamina.iceberg import flush, read_head, snapshot_id_of, sync
 from lamina.iceberg import gc
 from lamina.iceberg.metadata_files import parse_metadata_name
 from lamina.io import FileIO
@@ -32,6 +32,7 @@ def rows(n: int, start: int = 0) -> pa.Table:
 
 
 def view_rows(location: str, snapshot_id: int | None = None) -> list[int]:
+    flush()  # the view is written in the background: what this process committed lands first
     view = StaticTable.from_metadata(location)
     scan = view.scan() if snapshot_id is None else view.scan(snapshot_id=snapshot_id)
     return sorted(scan.to_arrow().column("id").to_pylist())
