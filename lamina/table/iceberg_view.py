@@ -70,6 +70,11 @@ def on_commit(table: Table, vm: Any) -> SyncResult | None:
     return None
 
 
+def wait(table: Table) -> None:
+    """Wait until the view's updates this process queued for ``table`` have run."""
+    flush(table.io.uri)
+
+
 def on_refs(table: Table) -> SyncResult | None:
     """Bring the view's tags and branches up to date (after a change of them). A table whose
     handle holds a version without the view costs nothing more (a view enabled by a newer

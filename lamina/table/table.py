@@ -670,6 +670,8 @@ class Table:
         nothing committed, if a column has a type Iceberg lacks."""
         if enabled:
             iceberg_view.check_supported(self._fresh_latest())
+        else:
+            iceberg_view.wait(self)  # the view it freezes shows the versions this process committed
         op = UpdateProperties.of(
             self._fresh_latest(), {TableProperties.ICEBERG_ENABLED.key: "true" if enabled else "false"}
         )

@@ -397,3 +397,15 @@ def test_process_exit_waits_for_the_background_writer(tmp_path):
     assert done.returncode == 0, done.stderr
     t.refresh()
     assert StaticTable.from_metadata(t.uri).metadata.current_snapshot_id == snapshot_id_of(t.metadata.commit_id)
+
+
+def test_disabling_after_quick_appends_freezes_the_view_at_the_version_before(tmp_path, monkeypatch):
+    t = new_table(tmp_path)
+    SlowViewSyncs(monkeypatch, delay=0.03)
+    for i in range(5):
+        t.append(rows(1, i))
+    last = t.version
+    t.set_iceberg_enabled(False)  # waits for the queued updates first
+    flush()
+    assert shown_versions(t)[-1] == last
+    assert view_rows(t.uri) == lamina_rows(t, last)
