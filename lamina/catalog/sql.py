@@ -132,6 +132,7 @@ class SqlCatalog(Catalog):
                 q(ddl)
 
     def close(self) -> None:
+        iceberg_flush()  # a view update queued by this process names its metadata file in the catalog
         self._db.close()
 
     def __repr__(self) -> str:

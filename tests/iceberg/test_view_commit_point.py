@@ -409,3 +409,16 @@ def test_disabling_after_quick_appends_freezes_the_view_at_the_version_before(tm
     flush()
     assert shown_versions(t)[-1] == last
     assert view_rows(t.uri) == lamina_rows(t, last)
+
+
+def test_closing_a_sql_catalog_waits_for_the_names_of_its_tables_views(tmp_path, monkeypatch):
+    sql_catalog = pytest.importorskip("pyiceberg.catalog.sql")
+    SlowViewSyncs(monkeypatch, delay=0.05)
+    cat = lamina.load_catalog(f"sqlite:///{tmp_path}/catalog.db")
+    cat.create_namespace("shop")
+    t = cat.create_table("shop.orders", SCHEMA, properties={"iceberg.enabled": "true"})
+    for i in range(3):
+        t.append(rows(1, i))
+    cat.close()  # the queued updates name their metadata files before the database closes
+    ice = sql_catalog.SqlCatalog("lamina", uri=f"sqlite:///{tmp_path}/catalog.db")
+    assert sorted(ice.load_table("shop.orders").scan().to_arrow().column("id").to_pylist()) == [0, 1, 2]
