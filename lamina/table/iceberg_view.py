@@ -153,6 +153,7 @@ def status(table: Table) -> dict[str, Any]:
     check = gc.check(table.io, latest)
     out: dict[str, Any] = {
         "enabled": is_enabled(latest),
+        "sync_mode": TableProperties.ICEBERG_SYNC_MODE.get(latest.properties),
         "metadata": None,
         "shown_version": None,
         "latest_version": latest.version,
