@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -82,6 +83,19 @@ def _forget(f: Future[None]) -> None:
     with _lock:
         _pending.pop(f, None)
 
+
+def _after_fork_in_child() -> None:
+    """A forked child has no worker thread: the updates its parent queued are the parent's
+    to run, and a flush in the child must not wait for them."""
+    global _pool, _lock
+    _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lamina-iceberg")
+    _lock = threading.Lock()
+    _queued.clear()
+    _pending.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 # Run before the interpreter's own exit hook for thread pools (threading's exit hooks run in
 # reverse order of registration, and concurrent.futures registered its hook on import, above),

@@ -422,3 +422,31 @@ def test_closing_a_sql_catalog_waits_for_the_names_of_its_tables_views(tmp_path,
     cat.close()  # the queued updates name their metadata files before the database closes
     ice = sql_catalog.SqlCatalog("lamina", uri=f"sqlite:///{tmp_path}/catalog.db")
     assert sorted(ice.load_table("shop.orders").scan().to_arrow().column("id").to_pylist()) == [0, 1, 2]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_never_waits_for_its_parents_queued_updates(tmp_path, monkeypatch):
+    t = new_table(tmp_path)
+    flush()
+    slow = SlowViewSyncs(monkeypatch, blocked=True)
+    t.append(rows(2))  # queued, the writer held
+    pid = os.fork()
+    if pid == 0:  # the child: a flush and a read of the view return (the parent's update is the parent's)
+        try:
+            flush()
+            os._exit(0 if read_head(t.io) is not None else 1)
+        except BaseException:  # noqa: BLE001
+            os._exit(2)
+    deadline = time.time() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    if not done:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    slow.release.set()
+    flush()
+    assert done and os.waitstatus_to_exitcode(status) == 0
+    assert view_rows(t.uri) == [0, 1]
