@@ -32,6 +32,7 @@ from lamina.errors import (
     TableAlreadyExists,
     TableInUse,
 )
+from lamina.iceberg import flush as iceberg_flush
 from lamina.io import FileIO
 from lamina.io.fileio import check_local_directory, make_local_directory
 from lamina.spec.layout import VERSIONS_DIR, version_path
@@ -211,6 +212,7 @@ class DirectoryCatalog(Catalog):
             raise CatalogTableAlreadyExists(f"cannot rename {ons}.{oname} to {nns}.{nname}: that name is taken")
         # The location is the name here, so a rename moves the directory (atomic on one
         # file system): path readers of the old location must reopen the new one.
+        iceberg_flush(FileIO(src).uri)  # a queued update of the Iceberg view would recreate the old one
         os.rename(src, dst)
         marker = self._offline_marker(ons, oname)
         if os.path.exists(marker):
@@ -227,6 +229,7 @@ class DirectoryCatalog(Catalog):
         if not force and live_write_ids(FileIO(path)):
             raise TableInUse(f"table {ns}.{name} has writes in flight; nothing was dropped (force=True overrides)")
         flush_hints()  # a queued version hint would land after the purge and recreate the directory
+        iceberg_flush(FileIO(path).uri)  # and so would a queued update of the Iceberg view
         shutil.rmtree(path)
         try:
             os.remove(self._offline_marker(ns, name))

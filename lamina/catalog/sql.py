@@ -47,6 +47,7 @@ from lamina.errors import (
     TableNotFound,
     VersionNotFound,
 )
+from lamina.iceberg import flush as iceberg_flush
 from lamina.io import FileIO
 from lamina.spec.features import CATALOG_COMMITS
 from lamina.spec.layout import DATA_DIR, META_DIR, version_path
@@ -131,6 +132,7 @@ class SqlCatalog(Catalog):
                 q(ddl)
 
     def close(self) -> None:
+        iceberg_flush()  # a view update queued by this process names its metadata file in the catalog
         self._db.close()
 
     def __repr__(self) -> str:
@@ -151,6 +153,7 @@ class SqlCatalog(Catalog):
         iceberg_names.publish(self, identifier, metadata_location)
 
     def _forget_iceberg_name(self, identifier: str) -> None:
+        iceberg_flush()  # a view update queued earlier would name the table again after this
         try:
             iceberg_names.forget(self, identifier)
         except Exception as e:

@@ -70,7 +70,10 @@ def status(table: str):
         s = t.iceberg_status()
     except LaminaError as e:
         _fail(e)
-    console.print(f"Iceberg view of {t.uri}: {'on' if s['enabled'] else 'off'}")
+    when = "in the background after each commit" if s["sync_mode"] == "async" else "before each commit returns"
+    console.print(
+        f"Iceberg view of {t.uri}: {'on' if s['enabled'] else 'off'}" + (f", written {when}" if s["enabled"] else "")
+    )
     console.print(f"  metadata: {s['metadata'] or '-'}")
     if s["metadata"]:
         console.print(

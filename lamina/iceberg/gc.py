@@ -21,6 +21,7 @@ from lamina.iceberg.manifests import METADATA_DIR
 from lamina.iceberg.metadata_files import HINT_PATH, Head, parse_metadata_name, read_head, relative_path
 from lamina.iceberg.snapshots import VERSION_KEY, snapshot_id_of
 from lamina.iceberg.view import is_enabled
+from lamina.iceberg.writer import flush
 from lamina.io import FileIO
 from lamina.spec.version import VersionManifest
 
@@ -94,6 +95,7 @@ class Garbage:
 def collect(io: FileIO, older_than_ms: int, dry_run: bool = False) -> Garbage:
     """Delete the view's files nothing kept references that were written more than
     ``older_than_ms`` ago. Listing first: a file written after it is not considered."""
+    flush(io.uri)  # a sync this process queued would write files the collection must not judge
     listed = [o for o in io.list(METADATA_DIR) if is_view_file(o.path)]
     if not listed:
         return Garbage()  # no view (one listing, on a table that never had one)

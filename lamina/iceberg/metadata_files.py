@@ -10,6 +10,7 @@ from typing import Any
 
 from lamina.errors import CorruptMetadata
 from lamina.iceberg.manifests import METADATA_DIR
+from lamina.iceberg.writer import flush
 from lamina.io import FileIO
 
 __all__ = [
@@ -61,7 +62,9 @@ _known_heads: dict[str, Head] = {}
 
 def read_head(io: FileIO) -> Head | None:
     """The newest metadata file: the hint's, or a newer one found by probing forward (the
-    hint is rewritten after each file, so it may lag); by listing if there is no hint."""
+    hint is rewritten after each file, so it may lag); by listing if there is no hint.
+    Updates this process queued for the table run first (``lamina.iceberg.writer``)."""
+    flush(io.uri)
     known = _known_heads.get(io.uri)
     if known is not None and not io.exists(metadata_path(known.number + 1)):
         if io.exists(known.path):  # (not a view deleted meanwhile)

@@ -250,6 +250,12 @@ class TableProperties:
     readers read the table (the Iceberg view). Set on create or later with
     ``Table.set_iceberg_enabled()`` (``lamina iceberg enable``), which also brings the view up
     to date at once."""
+    ICEBERG_SYNC_MODE = _word_property("iceberg.sync-mode", "async", ("async", "sync"), fold_case=True)
+    """When a commit writes the Iceberg view of its version: ``async``, after the commit returns,
+    by one background thread per process in commit order (a sync there covers every version
+    still waiting), off the commit's critical path; ``sync``, before the commit returns, for a
+    reader that must find the view current the moment the commit returns. Either way the
+    commit is acknowledged first, and ``lamina.iceberg.flush()`` waits for the view."""
 
     @classmethod
     def all(cls) -> tuple[Property[Any], ...]:

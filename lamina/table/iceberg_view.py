@@ -1,12 +1,16 @@
 """The Iceberg view as commit hooks of the table (``lamina.iceberg`` writes it).
 
 With the table property ``iceberg.enabled=true``, every new version (of main or a branch)
-is added to the view right after it lands, and a change of tags or branches updates the
+is added to the view after it lands: by the process's background writer, in commit order
+(``lamina.iceberg.writer``; a sync there covers every version still waiting), or before the
+commit returns with ``iceberg.sync-mode=sync``. A change of tags or branches updates the
 view's refs. As automatic tags, this is best effort after the commit: a failure is logged
 and never fails, undoes or repeats the commit, which was acknowledged before the hook ran;
 the next commit, ``Table.sync_iceberg()`` or ``lamina iceberg sync`` catches up, however
-many versions behind the view is. After expiry the view drops the snapshots of expired
-versions and frees the files only they needed (``lamina.iceberg.gc``).
+many versions behind the view is. Whatever here needs the view current (a full sync, the
+refs, expiry, status) waits for the background writer first, so it never races it. After
+expiry the view drops the snapshots of expired versions and frees the files only they
+needed (``lamina.iceberg.gc``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from lamina.errors import InvalidArgument, LaminaError
 from lamina.iceberg import gc
 from lamina.iceberg.types import check_supported as _check_schema
 from lamina.iceberg.view import VERSION_KEY, SyncResult, is_enabled, read_head, sync
+from lamina.iceberg.writer import flush, queue
 from lamina.spec.properties import TableProperties
 from lamina.table.guards import table_of
 
@@ -45,15 +50,29 @@ def _named(table: Table, result: SyncResult) -> SyncResult:
 
 
 def on_commit(table: Table, vm: Any) -> SyncResult | None:
-    """Add ``vm`` (just committed on ``table``'s branch) to the view, if the table enables it."""
+    """Add ``vm`` (just committed on ``table``'s branch) to the view, if the table enables it:
+    queued for the background writer (None returned), or at once with ``iceberg.sync-mode=sync``."""
     if not is_enabled(vm):
         return None
-    main = table.main
-    return _best_effort(
-        f"after version {vm.version}",
-        table,
-        lambda: _named(table, sync(table.io, main.log, refs=False, committed=(table.log, vm))),
-    )
+    main, branch_log = table.main, table.log
+
+    def update() -> SyncResult | None:
+        return _best_effort(
+            f"after version {vm.version}",
+            table,
+            lambda: _named(table, sync(table.io, main.log, refs=False, committed=(branch_log, vm))),
+        )
+
+    if TableProperties.ICEBERG_SYNC_MODE.get(vm.properties) == "sync":
+        flush(table.io.uri)  # what earlier commits queued lands first: the view moves in commit order
+        return update()
+    queue(table.io.uri, branch_log.branch, vm.version, update)
+    return None
+
+
+def wait(table: Table) -> None:
+    """Wait until the view's updates this process queued for ``table`` have run."""
+    flush(table.io.uri)
 
 
 def on_refs(table: Table) -> SyncResult | None:
@@ -63,6 +82,7 @@ def on_refs(table: Table) -> SyncResult | None:
     main = table.main
     if not is_enabled(main.metadata) or not is_enabled(main.log.latest()):
         return None
+    flush(table.io.uri)  # (after the versions queued before the change)
     return _best_effort(
         "after a change of tags or branches", table, lambda: _named(table, sync(table.io, main.log, refs=True))
     )
@@ -95,6 +115,7 @@ def sync_all(table: Table) -> SyncResult:
             f"table {table.uri} does not enable the Iceberg view; "
             "turn it on with `lamina iceberg enable` (Table.set_iceberg_enabled())"
         )
+    flush(table.io.uri)
     result = sync(table.io, main.log, retained=True, refs=True)
     head = read_head(table.io)
     if head is not None:  # named even when up to date: a sync repairs the catalog's name too
@@ -112,6 +133,7 @@ def after_expiry(table: Table, dry_run: bool, reader_grace_ms: int | None) -> gc
         return None  # a disabled view stays as it was (docs/iceberg.md)
 
     def run() -> gc.Garbage:
+        flush(table.io.uri)  # no queued sync may add files after the collection decides
         _named(table, sync(table.io, main.log, retained=True, refs=True))
         grace = (
             reader_grace_ms
@@ -125,11 +147,13 @@ def after_expiry(table: Table, dry_run: bool, reader_grace_ms: int | None) -> gc
 
 def status(table: Table) -> dict[str, Any]:
     """What ``Table.iceberg_status`` returns (see there)."""
+    flush(table.io.uri)
     latest = table.main.log.latest()
     head = read_head(table.io)
     check = gc.check(table.io, latest)
     out: dict[str, Any] = {
         "enabled": is_enabled(latest),
+        "sync_mode": TableProperties.ICEBERG_SYNC_MODE.get(latest.properties),
         "metadata": None,
         "shown_version": None,
         "latest_version": latest.version,

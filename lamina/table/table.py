@@ -670,6 +670,8 @@ class Table:
         nothing committed, if a column has a type Iceberg lacks."""
         if enabled:
             iceberg_view.check_supported(self._fresh_latest())
+        else:
+            iceberg_view.wait(self)  # the view it freezes shows the versions this process committed
         op = UpdateProperties.of(
             self._fresh_latest(), {TableProperties.ICEBERG_ENABLED.key: "true" if enabled else "false"}
         )
@@ -690,7 +692,8 @@ class Table:
         table names it in the catalog (lamina.catalog.CatalogTable)."""
 
     def iceberg_status(self) -> dict[str, Any]:
-        """The Iceberg view: ``enabled``, its newest ``metadata`` file (a path, or None), the
+        """The Iceberg view: ``enabled``, ``sync_mode`` (``async``: written in the background;
+        ``sync``: before a commit returns), its newest ``metadata`` file (a path, or None), the
         ``shown_version`` of main and the ``latest_version``, ``snapshots``, ``refs``, and
         ``problems`` (behind, a file missing) as fsck reports them."""
         return iceberg_view.status(self)

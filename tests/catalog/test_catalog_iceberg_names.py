@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 import lamina
+from lamina.iceberg import flush
 
 sql_catalog = pytest.importorskip("pyiceberg.catalog.sql", reason="pyiceberg is in the test extra")
 
@@ -33,6 +34,7 @@ def test_pyiceberg_sql_catalog_lists_and_loads_lamina_tables(catalog_uri):
     people = cat.create_table("hr.people", SCHEMA)
     people.append(pa.table({"id": [7], "v": ["x"]}))
     people.set_iceberg_enabled()
+    flush()  # the view (and its name) is written in the background: this process's commits land first
     ice = sql_catalog.SqlCatalog("lamina", uri=iceberg_uri(catalog_uri))
     assert sorted(ice.list_namespaces()) == [("hr",), ("shop",)]
     assert ice.list_tables("shop") == [("shop", "orders")]
@@ -41,6 +43,7 @@ def test_pyiceberg_sql_catalog_lists_and_loads_lamina_tables(catalog_uri):
     assert ice.load_table("hr.people").scan().to_arrow().column("id").to_pylist() == [7]
     # the row follows every commit
     orders.append(pa.table({"id": [4], "v": ["d"]}))
+    flush()
     assert sorted(ice.load_table("shop.orders").scan().to_arrow().column("id").to_pylist()) == [1, 3, 4]
     # renames and drops follow too
     cat.rename_table("shop.orders", "shop.orders_v2")
@@ -56,6 +59,7 @@ def test_writes_through_the_iceberg_catalog_are_refused_with_lamina_s_message(ca
     cat.create_namespace("shop")
     t = cat.create_table("shop.orders", SCHEMA, properties={"iceberg.enabled": "true"})
     t.append(pa.table({"id": [1], "v": ["a"]}))
+    flush()
     ice = sql_catalog.SqlCatalog("lamina", uri=iceberg_uri(catalog_uri))
     from sqlalchemy import text
 

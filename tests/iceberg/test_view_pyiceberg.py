@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import lamina
-from lamina.iceberg import snapshot_id_of
+from lamina.iceberg import flush, snapshot_id_of
 
 pyiceberg_table = pytest.importorskip("pyiceberg.table", reason="pyiceberg is in the test extra (pip install -e .[test])")
 StaticTable = pyiceberg_table.StaticTable
@@ -40,6 +40,7 @@ def rows_of(table: pa.Table) -> list[tuple]:
 
 
 def read_view(location: str, snapshot_id: int, row_filter: str | None = None) -> pa.Table:
+    flush()  # the view is written in the background: what this process committed lands first
     view = StaticTable.from_metadata(location)
     scan = view.scan(snapshot_id=snapshot_id) if row_filter is None else view.scan(snapshot_id=snapshot_id, row_filter=row_filter)
     return scan.to_arrow()
@@ -179,6 +180,7 @@ class ViewMachine(RuleBasedStateMachine):
     def view_equals_lamina(self):
         if not hasattr(self, "t"):
             return
+        flush()
         view = StaticTable.from_metadata(self.location)
         meta = view.metadata
         assert meta.current_snapshot_id == snapshot_id_of(self.t.metadata.commit_id)
@@ -220,6 +222,7 @@ def test_planning_prunes_by_the_views_statistics(tmp_path):
     t = lamina.create_table(str(tmp_path / "t"), SCHEMA, partition_by="day", properties={"iceberg.enabled": "true"})
     for i in range(10):
         t.append(batch(i * 100, 100, 19_000 + i))
+    flush()
     view = StaticTable.from_metadata(str(tmp_path / "t"))
     every = list(view.scan().plan_files())
     by_id = list(view.scan(row_filter="id >= 950").plan_files())
