@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from support import pgserver  # noqa: E402
 from support import BUCKET  # noqa: E402
+from support import workers as _WORKERS  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -113,12 +114,31 @@ _TIER_BY_FIXTURE = {
 }
 
 
+# A parameter value that names a server the test starts (``@pytest.mark.parametrize("backend",
+# ["sqlite", "postgres"])``, a fixture parametrized over stores): the tier of that server.
+_TIER_BY_PARAM = {"postgres": "postgres", "s3": "s3"}
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         for fixture, marker in _TIER_BY_FIXTURE.items():
             if fixture in names:
                 item.add_marker(marker)
-        # Random histories against a model (tests/**/test_*_model.py) search longer than a unit test.
-        if item.path.stem.endswith("_model"):
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None:
+            for value in callspec.params.values():
+                if isinstance(value, str) and value in _TIER_BY_PARAM:
+                    item.add_marker(_TIER_BY_PARAM[value])
+        # tests/spark holds the Spark tests, the session's and those that start a local cluster.
+        if os.path.relpath(str(item.path), _TESTS).split(os.sep)[0] == "spark":
+            item.add_marker("spark")
+        # Random histories against a model (tests/**/test_*_model.py), and every property test
+        # (hypothesis: many examples, often against an oracle engine), search longer than a unit test.
+        if item.path.stem.endswith("_model") or getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             item.add_marker("model")
+        # Tests that start worker processes (tests/support/workers.py: races, crashes, kills).
+        module = getattr(item, "module", None)
+        if module is not None and getattr(module, "workers", None) is _WORKERS:
+            item.add_marker("slow")
