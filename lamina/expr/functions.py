@@ -33,12 +33,18 @@ _BOOL = pa.bool_()
 class Function:
     name: str
     bind: Callable[[Call], Term]
-    arrow: Callable[[Call, list], Expr]
+    arrow: Callable[..., Expr]
     raises: Callable[[Call], bool] = lambda c: False
     # Per argument: +1 the result never decreases when it grows, -1 never increases, 0 neither
     # (or a callable of the bound call giving that tuple); None: no such argument-wise order.
     monotone: Any = None
     summary: str = ""
+    # Whether the value is NULL exactly where its (one) argument is: its validity is the
+    # argument's, found without evaluating the call (see ``lamina.expr.compile``).
+    strict: bool = False
+    # Whether ``arrow`` takes the validity of the first argument (``valid=``): a kernel that
+    # says FALSE for a NULL input (``is_in``) gets its SQL NULL from it.
+    takes_validity: bool = False
 
 
 FUNCTIONS: dict[str, Function] = {}
@@ -53,9 +59,11 @@ def _register(
     monotone: Any = None,
     summary: str = "",
     aliases: tuple[str, ...] = (),
+    strict: bool = False,
+    takes_validity: bool = False,
 ) -> None:
     r = raises if callable(raises) else (lambda c, v=raises: v)
-    f = Function(name, bind, arrow, r, monotone, summary)
+    f = Function(name, bind, arrow, r, monotone, summary, strict, takes_validity)
     for n in (name, *aliases):
         FUNCTIONS[n] = f
 
@@ -227,7 +235,9 @@ def value_set(values: list[pa.Scalar], t: pa.DataType) -> tuple[pa.Array, bool]:
     return pa.array(out, type=t), has_nan
 
 
-def _arrow_in(call: Call, args: list) -> Expr:
+def _arrow_in(call: Call, args: list, valid: Expr | None = None) -> Expr:
+    """``valid``: where the subject is not NULL (by default ``is_valid`` of the subject, which
+    Arrow then computes a second time: a ``lower(s)`` lowers every string twice)."""
     subject, *rest = args
     sterm, values = call.args[0], call.args[1:]
     constants = [v.value for v in values if isinstance(v, Literal) and v.value.is_valid]
@@ -239,7 +249,7 @@ def _arrow_in(call: Call, args: list) -> Expr:
         hit = subject.isin(vs) if len(vs) else pc.scalar(False)
         if has_nan:
             hit = hit | _nan(subject)
-        parts.append(pc.if_else(subject.is_valid(), hit, null_scalar(_BOOL)))
+        parts.append(pc.if_else(subject.is_valid() if valid is None else valid, hit, null_scalar(_BOOL)))
     for e, v in others:
         parts.append(compare("=", subject, e, sterm, v))
     out = parts[0] if parts else pc.scalar(False)
@@ -252,8 +262,8 @@ def _arrow_in(call: Call, args: list) -> Expr:
     return out
 
 
-_register("in", _bind_in, _arrow_in, summary="x IN (...)")
-_register("not_in", _bind_in, _arrow_in, summary="x NOT IN (...)")
+_register("in", _bind_in, _arrow_in, summary="x IN (...)", takes_validity=True)
+_register("not_in", _bind_in, _arrow_in, summary="x NOT IN (...)", takes_validity=True)
 
 
 # --- logic ---------------------------------------------------------------------------------------
@@ -573,7 +583,7 @@ _STRING_KERNELS: dict[str, Callable[[Call, list], Expr]] = {
     "rtrim": lambda c, a: pc.utf8_rtrim(a[0], characters=c.opts[0]),
 }
 for _name, _kernel in _STRING_KERNELS.items():
-    _register(_name, _bind_string_fn, _kernel, summary="string function")
+    _register(_name, _bind_string_fn, _kernel, summary="string function", strict=True)
 
 
 def _bind_length(call: Call) -> Term:

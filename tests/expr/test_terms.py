@@ -184,6 +184,18 @@ def test_terms_that_are_a_column_and_literals_become_leaves():
     assert bind(to_sql(e), S) == e  # its SQL reads back as itself
 
 
+def test_in_over_a_string_function_evaluates_it_once():
+    """``lower(s) IN (...)`` is NULL where s is: that validity is s's, so the filter lowers each
+    string once (Arrow evaluates an expression's every occurrence), with SQL's NULLs kept under NOT."""
+    for where in ("lower(s) IN ('abc', '+5')", "lower(trim(s)) NOT IN ('abc', '12')", "upper(s) IN ('ABC', NULL)"):
+        assert str(to_arrow_filter(bind(where, S))).count("utf8_") == where.count("(s") + where.count("(trim"), where
+    assert ids("lower(s) IN ('abc', '+5')") == [1, 2, 5]
+    assert ids("lower(trim(s)) NOT IN ('abc', '12')") == [1, 3]  # the NULL s (4) is in neither
+    assert ids("NOT (lower(s) IN ('abc'))") == [0, 1, 3]
+    assert ids("upper(s) IN ('ABC', NULL)") == [2, 5]
+    assert ids("(lower(s) IN ('abc')) IS NULL") == [4]
+
+
 def test_current_date_and_timestamp_are_the_statements_clock():
     now = dt.datetime(2024, 3, 1, 0, 30, tzinfo=dt.timezone.utc)
     e = bind("d >= current_date - INTERVAL 90 DAY AND ts < current_timestamp()", S, now=now)
