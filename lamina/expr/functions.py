@@ -575,9 +575,58 @@ def _bind_string_fn(call: Call) -> Term:
     return Call(call.fn, (x,), opts, x.type)
 
 
+def _ascii_only(a: pa.Array) -> bool:
+    """Whether the bytes of string array ``a``'s values are all ASCII (false where unsure)."""
+    offsets, data = a.buffers()[1:3]
+    if offsets is None or data is None:
+        return data is None
+    width = np.int64 if pa.types.is_large_string(a.type) else np.int32
+    at = np.frombuffer(offsets, dtype=width, count=a.offset + len(a) + 1)
+    values = np.frombuffer(data, dtype=np.uint8)[int(at[a.offset]) : int(at[-1])]
+    return not values.size or int(values.max()) < 0x80
+
+
+def _case_kernel(utf8: Callable[..., Any], ascii: Callable[..., Any]) -> Callable[[Any, Any], Any]:
+    """Arrow's Unicode case mapping of a batch, by its ASCII kernel where every byte is ASCII:
+    on ASCII, Unicode's mapping is ASCII's, and the Unicode kernel decodes every character
+    (several times slower on the ASCII text most columns hold)."""
+
+    def kernel(ctx: Any, x: Any) -> Any:
+        fast = isinstance(x, pa.Array) and _ascii_only(x)
+        return (ascii if fast else utf8)(x, memory_pool=ctx.memory_pool)
+
+    return kernel
+
+
+_CASE_KERNELS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    "lower": (pc.utf8_lower, pc.ascii_lower),
+    "upper": (pc.utf8_upper, pc.ascii_upper),
+}
+_CASE_FUNCTIONS: dict[tuple[str, pa.DataType], str] = {}  # (lower / upper, string type): the Arrow function
+for _case, (_utf8, _ascii) in _CASE_KERNELS.items():
+    for _text in (pa.string(), pa.large_string()):
+        _case_udf = f"lamina_{_case}_{_text}"
+        _CASE_FUNCTIONS[(_case, _text)] = _case_udf
+        pc.register_scalar_function(
+            _case_kernel(_utf8, _ascii),
+            _case_udf,
+            {"summary": _case, "description": f"utf8_{_case}, by ascii_{_case} on a batch of ASCII text"},
+            {"x": _text},
+            _text,
+        )
+
+
+def _case_mapped(call: Call, x: Expr) -> Expr:
+    """lower / upper of ``x`` (see ``_case_kernel``)."""
+    udf = _CASE_FUNCTIONS.get((call.fn, call.args[0].type))
+    if udf is None:
+        return _CASE_KERNELS[call.fn][0](x)
+    return pc.Expression._call(udf, [x])
+
+
 _STRING_KERNELS: dict[str, Callable[[Call, list], Expr]] = {
-    "lower": lambda c, a: pc.utf8_lower(a[0]),
-    "upper": lambda c, a: pc.utf8_upper(a[0]),
+    "lower": lambda c, a: _case_mapped(c, a[0]),
+    "upper": lambda c, a: _case_mapped(c, a[0]),
     "trim": lambda c, a: pc.utf8_trim(a[0], characters=c.opts[0]),
     "ltrim": lambda c, a: pc.utf8_ltrim(a[0], characters=c.opts[0]),
     "rtrim": lambda c, a: pc.utf8_rtrim(a[0], characters=c.opts[0]),
