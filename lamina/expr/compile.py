@@ -61,7 +61,20 @@ class _Compiler:
         if demand is not None and args and f.raises(t):
             first = t.args[0]
             args[0] = pc.if_else(demand, args[0], null_scalar(first.type))
+        if f.takes_validity:
+            return f.arrow(t, args, valid=self._validity(t.args[0], args[0]))
         return f.arrow(t, args)
+
+    def _validity(self, t: Term, compiled: pc.Expression) -> pc.Expression:
+        """Where ``t`` (compiled: ``compiled``) is not NULL. Arrow evaluates every node of an
+        expression as often as it occurs, so for a call that is NULL exactly where its argument
+        is (``lower``, ``trim``: ``Function.strict``) it is the validity of that argument, the
+        call not evaluated a second time."""
+        while isinstance(t, Call) and FUNCTIONS[t.fn].strict and len(t.args) == 1:
+            t = t.args[0]
+            if isinstance(t, Column):
+                return self.compile(t, None).is_valid()
+        return compiled.is_valid()
 
     def _arguments(self, t: Call, demand: pc.Expression | None) -> list[pc.Expression]:
         """The arguments' expressions, each given the rows that need its value."""

@@ -33,12 +33,18 @@ _BOOL = pa.bool_()
 class Function:
     name: str
     bind: Callable[[Call], Term]
-    arrow: Callable[[Call, list], Expr]
+    arrow: Callable[..., Expr]
     raises: Callable[[Call], bool] = lambda c: False
     # Per argument: +1 the result never decreases when it grows, -1 never increases, 0 neither
     # (or a callable of the bound call giving that tuple); None: no such argument-wise order.
     monotone: Any = None
     summary: str = ""
+    # Whether the value is NULL exactly where its (one) argument is: its validity is the
+    # argument's, found without evaluating the call (see ``lamina.expr.compile``).
+    strict: bool = False
+    # Whether ``arrow`` takes the validity of the first argument (``valid=``): a kernel that
+    # says FALSE for a NULL input (``is_in``) gets its SQL NULL from it.
+    takes_validity: bool = False
 
 
 FUNCTIONS: dict[str, Function] = {}
@@ -53,9 +59,11 @@ def _register(
     monotone: Any = None,
     summary: str = "",
     aliases: tuple[str, ...] = (),
+    strict: bool = False,
+    takes_validity: bool = False,
 ) -> None:
     r = raises if callable(raises) else (lambda c, v=raises: v)
-    f = Function(name, bind, arrow, r, monotone, summary)
+    f = Function(name, bind, arrow, r, monotone, summary, strict, takes_validity)
     for n in (name, *aliases):
         FUNCTIONS[n] = f
 
@@ -227,7 +235,9 @@ def value_set(values: list[pa.Scalar], t: pa.DataType) -> tuple[pa.Array, bool]:
     return pa.array(out, type=t), has_nan
 
 
-def _arrow_in(call: Call, args: list) -> Expr:
+def _arrow_in(call: Call, args: list, valid: Expr | None = None) -> Expr:
+    """``valid``: where the subject is not NULL (by default ``is_valid`` of the subject, which
+    Arrow then computes a second time: a ``lower(s)`` lowers every string twice)."""
     subject, *rest = args
     sterm, values = call.args[0], call.args[1:]
     constants = [v.value for v in values if isinstance(v, Literal) and v.value.is_valid]
@@ -239,7 +249,7 @@ def _arrow_in(call: Call, args: list) -> Expr:
         hit = subject.isin(vs) if len(vs) else pc.scalar(False)
         if has_nan:
             hit = hit | _nan(subject)
-        parts.append(pc.if_else(subject.is_valid(), hit, null_scalar(_BOOL)))
+        parts.append(pc.if_else(subject.is_valid() if valid is None else valid, hit, null_scalar(_BOOL)))
     for e, v in others:
         parts.append(compare("=", subject, e, sterm, v))
     out = parts[0] if parts else pc.scalar(False)
@@ -252,8 +262,8 @@ def _arrow_in(call: Call, args: list) -> Expr:
     return out
 
 
-_register("in", _bind_in, _arrow_in, summary="x IN (...)")
-_register("not_in", _bind_in, _arrow_in, summary="x NOT IN (...)")
+_register("in", _bind_in, _arrow_in, summary="x IN (...)", takes_validity=True)
+_register("not_in", _bind_in, _arrow_in, summary="x NOT IN (...)", takes_validity=True)
 
 
 # --- logic ---------------------------------------------------------------------------------------
@@ -565,15 +575,64 @@ def _bind_string_fn(call: Call) -> Term:
     return Call(call.fn, (x,), opts, x.type)
 
 
+def _ascii_only(a: pa.Array) -> bool:
+    """Whether the bytes of string array ``a``'s values are all ASCII (false where unsure)."""
+    offsets, data = a.buffers()[1:3]
+    if offsets is None or data is None:
+        return data is None
+    width = np.int64 if pa.types.is_large_string(a.type) else np.int32
+    at = np.frombuffer(offsets, dtype=width, count=a.offset + len(a) + 1)
+    values = np.frombuffer(data, dtype=np.uint8)[int(at[a.offset]) : int(at[-1])]
+    return not values.size or int(values.max()) < 0x80
+
+
+def _case_kernel(utf8: Callable[..., Any], ascii: Callable[..., Any]) -> Callable[[Any, Any], Any]:
+    """Arrow's Unicode case mapping of a batch, by its ASCII kernel where every byte is ASCII:
+    on ASCII, Unicode's mapping is ASCII's, and the Unicode kernel decodes every character
+    (several times slower on the ASCII text most columns hold)."""
+
+    def kernel(ctx: Any, x: Any) -> Any:
+        fast = isinstance(x, pa.Array) and _ascii_only(x)
+        return (ascii if fast else utf8)(x, memory_pool=ctx.memory_pool)
+
+    return kernel
+
+
+_CASE_KERNELS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    "lower": (pc.utf8_lower, pc.ascii_lower),
+    "upper": (pc.utf8_upper, pc.ascii_upper),
+}
+_CASE_FUNCTIONS: dict[tuple[str, pa.DataType], str] = {}  # (lower / upper, string type): the Arrow function
+for _case, (_utf8, _ascii) in _CASE_KERNELS.items():
+    for _text in (pa.string(), pa.large_string()):
+        _case_udf = f"lamina_{_case}_{_text}"
+        _CASE_FUNCTIONS[(_case, _text)] = _case_udf
+        pc.register_scalar_function(
+            _case_kernel(_utf8, _ascii),
+            _case_udf,
+            {"summary": _case, "description": f"utf8_{_case}, by ascii_{_case} on a batch of ASCII text"},
+            {"x": _text},
+            _text,
+        )
+
+
+def _case_mapped(call: Call, x: Expr) -> Expr:
+    """lower / upper of ``x`` (see ``_case_kernel``)."""
+    udf = _CASE_FUNCTIONS.get((call.fn, call.args[0].type))
+    if udf is None:
+        return _CASE_KERNELS[call.fn][0](x)
+    return pc.Expression._call(udf, [x])
+
+
 _STRING_KERNELS: dict[str, Callable[[Call, list], Expr]] = {
-    "lower": lambda c, a: pc.utf8_lower(a[0]),
-    "upper": lambda c, a: pc.utf8_upper(a[0]),
+    "lower": lambda c, a: _case_mapped(c, a[0]),
+    "upper": lambda c, a: _case_mapped(c, a[0]),
     "trim": lambda c, a: pc.utf8_trim(a[0], characters=c.opts[0]),
     "ltrim": lambda c, a: pc.utf8_ltrim(a[0], characters=c.opts[0]),
     "rtrim": lambda c, a: pc.utf8_rtrim(a[0], characters=c.opts[0]),
 }
 for _name, _kernel in _STRING_KERNELS.items():
-    _register(_name, _bind_string_fn, _kernel, summary="string function")
+    _register(_name, _bind_string_fn, _kernel, summary="string function", strict=True)
 
 
 def _bind_length(call: Call) -> Term:

@@ -9,6 +9,7 @@ import datetime as dt
 import decimal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -182,6 +183,32 @@ def test_terms_that_are_a_column_and_literals_become_leaves():
     e = bind("id + 1 > 18 AND (s LIKE 'x%' OR payload.user.id = 7)", S)
     assert bind(e, S) == e  # idempotent
     assert bind(to_sql(e), S) == e  # its SQL reads back as itself
+
+
+def test_in_over_a_string_function_evaluates_it_once():
+    """``lower(s) IN (...)`` is NULL where s is: that validity is s's, so the filter lowers each
+    string once (Arrow evaluates an expression's every occurrence), with SQL's NULLs kept under NOT."""
+    for where in ("lower(s) IN ('abc', '+5')", "lower(trim(s)) NOT IN ('abc', '12')", "upper(s) IN ('ABC', NULL)"):
+        filt = str(to_arrow_filter(bind(where, S)))
+        assert all(filt.count(f) == where.count(f"{f}(") for f in ("lower", "upper", "trim")), (where, filt)
+    assert ids("lower(s) IN ('abc', '+5')") == [1, 2, 5]
+    assert ids("lower(trim(s)) NOT IN ('abc', '12')") == [1, 3]  # the NULL s (4) is in neither
+    assert ids("NOT (lower(s) IN ('abc'))") == [0, 1, 3]
+    assert ids("upper(s) IN ('ABC', NULL)") == [2, 5]
+    assert ids("(lower(s) IN ('abc')) IS NULL") == [4]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.none() | st.text("aZq@. 09éÉİKßΣσ", max_size=6) | st.text("aZq@.", max_size=6), max_size=12),
+       st.sampled_from([pa.string(), pa.large_string()]), st.integers(0, 2))
+def test_lower_and_upper_are_unicode_case_mapping_on_any_text(values, t, cut):
+    """lower / upper take Arrow's ASCII kernel on a batch of ASCII text, Unicode's otherwise: the
+    same values either way (sliced arrays too)."""
+    rows = pa.table({"s": pa.array(values, t)}).slice(min(cut, len(values)))
+    for fn, unicode in (("lower", pc.utf8_lower), ("upper", pc.utf8_upper)):
+        got = evaluate(f"{fn}(s)", rows)
+        assert pa.chunked_array([got] if isinstance(got, pa.Array) else got).to_pylist() == \
+            unicode(rows.column("s")).to_pylist(), fn
 
 
 def test_current_date_and_timestamp_are_the_statements_clock():
