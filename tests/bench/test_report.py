@@ -161,6 +161,7 @@ def test_a_case_is_in_the_tiers_of_its_needs_and_in_bench_heavy_when_registered_
         assert ("bench_heavy" in marks) == (name in heavy) and "slow" in marks, name
 
 
+@pytest.mark.slow  # runs the bench runner in processes
 def test_the_runner_lists_every_case_and_refuses_what_no_case_has(tmp_path, bench_run):
     listed = bench_run("--list")
     assert listed.returncode == 0, listed.stderr

@@ -223,6 +223,7 @@ def test_summary_and_history_fit_80_columns(wide_rows):
     assert [(int(r[0]), r[2]) for r in rows_of(history)] == [(2, "update"), (1, "append"), (0, "create")]
 
 
+@pytest.mark.slow  # runs the CLI in a process
 def test_the_command_in_a_terminal_of_80_columns(wide_rows):
     """COLUMNS=80 as a shell sets it, read when the command starts (the tests above set the
     width in-process)."""

@@ -125,6 +125,7 @@ def test_time_travel(lake, clause, version):
     assert multiset(got) == multiset(want) and got
 
 
+@pytest.mark.slow  # DuckDB's delta extension
 def test_a_join_of_two_tables_at_two_versions(lake):
     t, names = lake["events"], lake["names"]
     query = ("SELECT n.name, e.c, count(*) AS k, sum(e.amount) AS total FROM {e} AS e JOIN {n} AS n ON e.id = n.id "
@@ -179,6 +180,7 @@ def test_the_table_prints_what_the_oracle_says_nulls_as_null(lake):
     assert "NULL" in out and f"{len(want)} rows" in out and "shown" not in out
 
 
+@pytest.mark.slow  # a large result
 def test_a_large_result_prints_the_first_rows_and_counts_them_all(lake):
     t = lake["events"]
     query = f'SELECT e.id, k.range AS k FROM "{t.uri}" AS e CROSS JOIN range(3) AS k ORDER BY e.id, k'

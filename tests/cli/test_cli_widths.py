@@ -94,6 +94,7 @@ def first_cells(out: str) -> list[str]:
 # -- for people: within the width, versions whole, human units --------------------------------------
 
 
+@pytest.mark.slow  # every listing of every command
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_listing_fits_the_terminal(lake, width):
     with console_width(width):
@@ -115,6 +116,7 @@ def test_every_version_number_is_whole(lake, width):
         assert [int(r[1]) for r in branches] == t.inspect.branches().column("head_version").to_pylist()
 
 
+@pytest.mark.slow  # runs the CLI in a process
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_command_reads_the_width_from_COLUMNS(lake, width):
     """COLUMNS as a shell sets it, read when the command starts (the tests above set it in-process)."""

@@ -124,6 +124,7 @@ def test_scan_keeps_nan_rows_that_parquet_statistics_leave_out(tmp_path):
             assert sorted(t.scan(where=sql, columns=["id"]).to_arrow()["id"].to_pylist()) == want_ids, (spec, sql)
 
 
+@pytest.mark.slow  # predicates at the size limit
 def test_wide_predicates_scan_without_crashing(tmp_path):
     """10,000 OR'ed equalities used to crash the process (SIGSEGV in Arrow's filter): run in a
     child process so a crash is a failure here, not the end of the test run."""

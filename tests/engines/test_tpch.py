@@ -28,6 +28,8 @@ from lamina.duckdb import extensions
 
 from tpch import TABLES, arrow_of, deleted_keys, generate, lamina_tables, live_rows, same_answer, tpch_connection
 
+pytestmark = pytest.mark.slow  # TPC-H data and its 22 queries through every engine
+
 SCALE = float(os.environ.get("LAMINA_TPCH_SCALE", "0.01"))
 
 

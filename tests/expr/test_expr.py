@@ -603,6 +603,7 @@ def test_between_symmetric():
 # --- wide predicates ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # thousands of terms
 def test_wide_or_of_equalities_is_one_in_list():
     s = Schema.from_arrow(pa.schema([("id", pa.int64()), ("cat", pa.string())]))
     values = list(range(0, 30_000, 3))
@@ -617,6 +618,7 @@ def test_wide_or_of_equalities_is_one_in_list():
     assert bind(and_(*[Compare("!=", "id", v) for v in values[:5000]]), s) == bind(NotIn("id", tuple(values[:5000])), s)
 
 
+@pytest.mark.slow  # a predicate at the size limit
 def test_too_wide_predicate_is_a_typed_error():
     s = Schema.from_arrow(pa.schema([("id", pa.int64())]))
     ranges = " OR ".join(f"(id > {10 * i} AND id < {10 * i + 3})" for i in range(3000))

@@ -360,6 +360,7 @@ def _child(t, how: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+@pytest.mark.slow  # starts a process
 def test_a_process_killed_before_the_background_write_leaves_a_whole_view_caught_up_later(tmp_path):
     t = new_table(tmp_path)
     t.append(rows(3))
@@ -381,6 +382,7 @@ def test_a_process_killed_before_the_background_write_leaves_a_whole_view_caught
     assert not fsck(t).iceberg
 
 
+@pytest.mark.slow  # starts a process
 def test_a_process_killed_before_the_background_write_is_caught_up_by_sync(tmp_path):
     t = new_table(tmp_path)
     t.append(rows(3))
@@ -391,6 +393,7 @@ def test_a_process_killed_before_the_background_write_is_caught_up_by_sync(tmp_p
     assert view_rows(t.uri) == lamina_rows(t) == [0, 1, 2, 100, 101]
 
 
+@pytest.mark.slow  # starts a process
 def test_process_exit_waits_for_the_background_writer(tmp_path):
     t = new_table(tmp_path)
     done = _child(t, "exit")

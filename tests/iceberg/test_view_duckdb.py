@@ -42,6 +42,7 @@ def test_duckdb_reads_every_version_of_the_view_as_lamina_does(tmp_path_factory,
         assert normalized(answer["rows"]) == check.rows, check.label
 
 
+@pytest.mark.slow  # starts the REST server
 def test_duckdb_attaches_the_rest_catalog_and_reads_its_tables(tmp_path):
     import pyarrow as pa
 

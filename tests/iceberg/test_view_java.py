@@ -22,11 +22,14 @@ JAVA_DIR = Path(__file__).parent / "java"
 JAR = JAVA_DIR / "target" / "iceberg-view-reader-1.jar"
 CLASSPATH = JAVA_DIR / "target" / "classpath.txt"
 
-pytestmark = pytest.mark.skipif(
-    not (JAR.exists() and CLASSPATH.exists() and shutil.which("java")),
-    reason=f"the Iceberg Java reader is not built ({JAR}): run `make iceberg-java` (make test does, where Maven "
-           "and a JDK are installed)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not (JAR.exists() and CLASSPATH.exists() and shutil.which("java")),
+        reason=f"the Iceberg Java reader is not built ({JAR}): run `make iceberg-java` (make test does, where Maven "
+               "and a JDK are installed)",
+    ),
+    pytest.mark.slow,  # starts a JVM
+]
 
 
 def java_reads(queries: list[dict]) -> list[dict]:

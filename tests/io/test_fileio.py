@@ -139,6 +139,7 @@ def _sizes_case(io: FileIO, n: int) -> None:
     assert sorted(io.list_dir("data").column("path").to_pylist()) == ["data/top.parquet"]  # not recursive
 
 
+@pytest.mark.slow  # many files
 def test_sizes_lists_each_directory_once(location):
     _sizes_case(FileIO(location), 1100)  # past one 1,000-entry listing page
 
@@ -160,6 +161,7 @@ def test_store_errors_with_an_os_error_number_are_typed():
 # -- whole commits under faults ---------------------------------------------------------
 
 
+@pytest.mark.slow  # many faulty writes
 @pytest.mark.parametrize("retried_rate", [0.0, 0.05])
 def test_appends_and_deletes_all_succeed_under_write_faults(location, retried_rate):
     """80 operations (appends, and every 10th a merge-on-read delete, which writes a DV

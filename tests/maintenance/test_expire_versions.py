@@ -58,6 +58,7 @@ def test_older_than_keeps_what_time_travel_after_the_cutoff_needs(table):
         table.maintenance.expire_versions(retain_last=0)
 
 
+@pytest.mark.slow  # racing threads
 def test_expiry_racing_writers_loses_no_commit_and_deletes_nothing_needed(tmp_path):
     uri = str(tmp_path / "race")
     # tiny slot chunks freed at once: racing writers' late puts land in freed slots too

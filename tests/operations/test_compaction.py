@@ -121,6 +121,7 @@ def test_compaction_of_a_missing_input_is_corrupt_metadata(tmp_path):
     assert t.version == 3  # nothing committed
 
 
+@pytest.mark.slow  # ten thousand files
 def test_ten_thousand_small_files_compact_in_one_version(tmp_path):
     t = lamina.create_table(str(tmp_path / "many"), SCHEMA)
     n = 10_000

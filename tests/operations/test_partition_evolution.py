@@ -429,6 +429,7 @@ def test_random_spec_evolution_plans_equal_full_scans(tmp_path_factory, initial,
 # --- racing processes ----------------------------------------------------------------------
 
 
+@pytest.mark.slow  # starts processes
 def test_spec_changes_race_with_appending_processes(tmp_path):
     """Two processes append while a third changes the spec three times: every append
     commits (files written under a spec that changed meanwhile keep it), no row is lost
@@ -467,6 +468,7 @@ def check_workers(t: lamina.Table, where: str, version: int) -> None:
     assert sorted(zip(*(got.column(c).to_pylist() for c in ("writer", "seq", "i")))) == want, (where, version)
 
 
+@pytest.mark.slow  # starts processes
 def test_two_spec_changing_processes_one_wins_one_conflicts(tmp_path):
     from support import workers
 

@@ -34,7 +34,7 @@ SCHEMA = pa.schema([("id", pa.int64())])
 def test_the_registry_holds_every_constant_once():
     constants = [v for k, v in vars(TableProperties).items() if k.isupper()]
     assert all(isinstance(c, Property) for c in constants)
-    assert len(REGISTERED) == len(constants) == len(KEYS) == 28
+    assert len(REGISTERED) == len(constants) == len(KEYS) == 29
     # the constant's name is its key spelled as a name: write.max-rows-per-file -> WRITE_MAX_ROWS_PER_FILE
     for name, prop in vars(TableProperties).items():
         if isinstance(prop, Property):
@@ -166,6 +166,7 @@ def _string_constants(path: Path):
             yield node
 
 
+@pytest.mark.slow  # reads every module's source
 def test_no_module_but_the_spec_spells_a_property_key():
     """Keys are read through TableProperties; a bare key elsewhere is a second definition."""
     found = sorted(

@@ -250,6 +250,7 @@ def _java_program() -> list[str]:
             "lamina.interop.Transforms"]
 
 
+@pytest.mark.slow  # starts a JVM
 def test_every_transform_equals_icebergs_java_library():
     """The fixed vectors (every transform, every type, the ends of each type's range and
     awkward widths) through Iceberg's Java library equal Lamina's values, including where

@@ -39,7 +39,7 @@ def main(workdir: str, endpoint: str | None = None) -> None:
         )
         pids = spark.sparkContext.parallelize(range(8), 8).map(lambda _: os.getpid()).distinct().count()
         out = {"rows": rows, "executor_pids": pids}
-        out["fast_write_version"] = write(df, uri, partition_by=["day(ts)", "bucket(4, id)"])
+        out["fast_write_version"] = write(df, uri, partition_by=["day(ts)", "bucket(4, id)"]).version
         out["fast_read_rows"] = read(spark, uri).count()
         out["filtered_rows"] = read(spark, uri, where="category = '3' AND id < 5000").count()
         out["expected_filtered_rows"] = sum(1 for i in range(5000) if i % 5 == 3)
@@ -135,7 +135,7 @@ def s3_exactly_once(spark, endpoint: str) -> dict:
     n = 40_000
     df = spark.range(0, n, numPartitions=4).select("id", (F.col("id") % 7).alias("k"))
     df = df.mapInArrow(flaky, df.schema)
-    version = write(df, uri, storage_options=opts, properties={"write.max-rows-per-file": "2000"})
+    version = write(df, uri, storage_options=opts, properties={"write.max-rows-per-file": "2000"}).version
     t = lamina.open_table(uri, storage_options=opts)
     ids = t.scan(columns=["id"]).to_arrow().column("id").to_pylist()
     paths = set(t.scan().plan().entries.column("path").to_pylist())

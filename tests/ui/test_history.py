@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 import lamina
 from lamina.ui import api, history
@@ -72,6 +73,7 @@ def test_spread_points_stay_put_as_versions_are_added():
     assert spread([5, 9], 50) == [5, 9]
 
 
+@pytest.mark.slow  # a long history
 def test_a_commit_is_seen_at_once_and_a_refresh_reads_only_the_new_versions(tmp_path, monkeypatch):
     t = long_table(str(tmp_path / "t"), 6)
     ex = Explorer(t.uri)
@@ -104,6 +106,7 @@ def listing(root: str) -> dict[str, int]:
     return {os.path.join(d, f): os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(root) for f in fs}
 
 
+@pytest.mark.slow  # a long history
 def test_expiry_preview_is_what_expire_then_drops(tmp_path, monkeypatch):
     root = str(tmp_path / "t")
     ten_days_ago = time.time() - 10 * 86400
