@@ -110,3 +110,4 @@ def serve_iceberg(
         threading.Event().wait()
     except KeyboardInterrupt:
         server.shutdown()
+        server.server_close()
