@@ -44,3 +44,4 @@ def ui(
         threading.Event().wait()
     except KeyboardInterrupt:
         server.shutdown()
+        server.server_close()

@@ -113,3 +113,4 @@ def serve_iceberg(
         threading.Event().wait()
     except KeyboardInterrupt:
         server.shutdown()
+        server.server_close()

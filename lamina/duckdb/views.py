@@ -257,13 +257,18 @@ def _duckdb_types(con: DuckDBPyConnection, scan: Scan) -> dict[str, str]:
 def register_catalog(con: DuckDBPyConnection, catalog: Catalog | str) -> list[str]:
     """Every table of ``catalog`` (an open catalog or its URI) as a view of its latest version,
     named ``namespace.table`` (a DuckDB schema per namespace); returns the names."""
+    opened = isinstance(catalog, str)
     cat = lamina.load_catalog(catalog) if isinstance(catalog, str) else catalog
     names = []
-    for info in cat.tables():
-        namespace, _, tname = info.identifier.rpartition(".")
-        con.execute(f"CREATE SCHEMA IF NOT EXISTS {identifier(namespace)}")
-        # (a catalog's tables are there to be joined: its first one too is read as a later register's)
-        _registered[con] = _registered.get(con, 0) + 1
-        register(con, cat.load_table(info.identifier), f"{identifier(namespace)}.{identifier(tname)}", quoted=True)
-        names.append(info.identifier)
+    try:
+        for info in cat.tables():
+            namespace, _, tname = info.identifier.rpartition(".")
+            con.execute(f"CREATE SCHEMA IF NOT EXISTS {identifier(namespace)}")
+            # (a catalog's tables are there to be joined: its first one too is read as a later register's)
+            _registered[con] = _registered.get(con, 0) + 1
+            register(con, cat.load_table(info.identifier), f"{identifier(namespace)}.{identifier(tname)}", quoted=True)
+            names.append(info.identifier)
+    finally:
+        if opened:  # a catalog opened from its URI here is this call's to close (its connection)
+            cat.close()
     return names

@@ -250,18 +250,36 @@ def _handler(rest: IcebergRestCatalog) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _RestServer(ThreadingHTTPServer):
+    """The HTTP server of one IcebergRestCatalog, which it opened: ``server_close()`` closes
+    the catalog too (a PostgreSQL catalog holds a connection)."""
+
+    def __init__(self, address: tuple[str, int], rest: IcebergRestCatalog) -> None:
+        super().__init__(address, _handler(rest))
+        self.rest = rest
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.rest.catalog.close()
+
+
 def serve(
     catalog_uri: str, host: str = "127.0.0.1", port: int = 8181, token: str | None = None
 ) -> tuple[ThreadingHTTPServer, str]:
     """Start the server in a background thread; returns it and its URL. InvalidArgument,
-    nothing started, when bound beyond loopback without a token."""
+    nothing started, when bound beyond loopback without a token. ``shutdown()`` stops it,
+    then ``server_close()`` closes its socket and its catalog."""
     if not is_loopback(host) and not token:
         raise InvalidArgument(
             f"serving the Iceberg REST catalog on {host!r} (not a loopback address) needs a token: pass --token or set "
             "LAMINA_ICEBERG_TOKEN; clients send it as a bearer token or exchange it as the client secret"
         )
     rest = IcebergRestCatalog(catalog_uri, token)
-    server = ThreadingHTTPServer((host, port), _handler(rest))
+    try:
+        server = _RestServer((host, port), rest)
+    except OSError:
+        rest.catalog.close()
+        raise
     threading.Thread(target=server.serve_forever, daemon=True, name="lamina-iceberg-rest").start()
     shown = f"[{host}]" if ":" in host else host
     return server, f"http://{shown}:{server.server_address[1]}"

@@ -179,12 +179,24 @@ def route(ex: Explorer, parts: list[str], query: dict[str, str]) -> Any:
     return endpoints[what]()
 
 
-def start_server(explorer: Explorer, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+class _ExplorerServer(ThreadingHTTPServer):
+    """``server_close()`` closes the socket, and the explorer too when the server opened it
+    (``serve``): a catalog explorer holds the catalog's connection."""
+
+    owned_explorer: Explorer | None = None
+
+    def server_close(self) -> None:
+        super().server_close()
+        if self.owned_explorer is not None:
+            self.owned_explorer.close()
+
+
+def start_server(explorer: Explorer, host: str = "127.0.0.1", port: int = 0) -> _ExplorerServer:
     """A server for ``explorer`` on ``host``:``port`` (0: any free port), serving in a daemon
     thread; ``server.server_address`` says where, ``server.shutdown()`` stops it."""
     check_loopback(host)
     handler = type("ExplorerHandler", (_Handler,), {"explorer": explorer})
-    server = ThreadingHTTPServer((host, port), handler)
+    server = _ExplorerServer((host, port), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="lamina-ui", daemon=True).start()
     return server
@@ -198,6 +210,13 @@ def url_of(server: ThreadingHTTPServer) -> str:
 
 
 def serve(target: str, host: str = "127.0.0.1", port: int = 8765) -> tuple[ThreadingHTTPServer, str]:
-    """Start the explorer of ``target`` (a catalog URI or a table location)."""
-    server = start_server(Explorer(target), host, port)
+    """Start the explorer of ``target`` (a catalog URI or a table location); ``shutdown()``
+    stops it, then ``server_close()`` closes its socket and the explorer."""
+    explorer = Explorer(target)
+    try:
+        server = start_server(explorer, host, port)
+    except BaseException:
+        explorer.close()
+        raise
+    server.owned_explorer = explorer
     return server, url_of(server)

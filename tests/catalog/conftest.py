@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+import lamina
+
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def catalog_uri(request, tmp_path):
@@ -12,3 +14,19 @@ def catalog_uri(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/wh/catalog.db"
     return request.getfixturevalue("pg_uri")
+
+
+@pytest.fixture
+def open_catalog():
+    """``open_catalog(uri)``: ``lamina.load_catalog(uri)``, closed when the test ends (a
+    PostgreSQL catalog holds a connection the garbage collector would otherwise close)."""
+    opened = []
+
+    def load(uri, **kwargs):
+        cat = lamina.load_catalog(uri, **kwargs)
+        opened.append(cat)
+        return cat
+
+    yield load
+    for cat in opened:
+        cat.close()

@@ -334,14 +334,14 @@ def test_unreachable_sqlite(tmp_path):
 
 def test_sql_catalog_without_warehouse_needs_location(pg_server, tmp_path):
     uri = pg_server.create_database("nowh")
-    c = lamina.load_catalog(uri)
-    assert isinstance(c, SqlCatalog)
-    c.create_namespace("ns")
-    with pytest.raises(CatalogError, match="warehouse"):
-        c.create_table("ns.t", SCHEMA)
-    assert c.tables() == []
-    t = c.create_table("ns.t", SCHEMA, location=str(tmp_path / "t"))
-    assert lamina.load_catalog(uri).load_table("ns.t").uuid == t.uuid
+    with lamina.load_catalog(uri) as c, lamina.load_catalog(uri) as again:
+        assert isinstance(c, SqlCatalog)
+        c.create_namespace("ns")
+        with pytest.raises(CatalogError, match="warehouse"):
+            c.create_table("ns.t", SCHEMA)
+        assert c.tables() == []
+        t = c.create_table("ns.t", SCHEMA, location=str(tmp_path / "t"))
+        assert again.load_table("ns.t").uuid == t.uuid
 
 
 def test_two_catalog_handles_share_state(sql_cat):

@@ -46,9 +46,9 @@ def _balances(read: dict) -> dict[int, int]:
 
 
 @pytest.mark.parametrize("n_tables", sorted(CASES))
-def test_transfers_keep_every_snapshot_whole_and_land_exactly_once(catalog_uri, tmp_path, n_tables):
+def test_transfers_keep_every_snapshot_whole_and_land_exactly_once(catalog_uri, tmp_path, n_tables, open_catalog):
     writers, transfers, kill_at, kill_committed = CASES[n_tables]
-    cat = lamina.load_catalog(catalog_uri)
+    cat = open_catalog(catalog_uri)
     cat.create_namespace("bank")
     tables = [f"bank.t{i}" for i in range(n_tables)]
     for t in tables:
@@ -107,7 +107,7 @@ def test_transfers_keep_every_snapshot_whole_and_land_exactly_once(catalog_uri, 
             if committed[x["id"]]:
                 for t, acct, delta in x["legs"]:
                     want[t][acct] += delta
-    fresh = lamina.load_catalog(catalog_uri)
+    fresh = open_catalog(catalog_uri)
     snap = fresh.snapshot()
     for t in tables:
         assert _balances(fresh.load_table(t).scan().to_arrow().to_pydict()) == want[t], t

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-import lamina
 from lamina.iceberg import flush
 
 sql_catalog = pytest.importorskip("pyiceberg.catalog.sql", reason="pyiceberg is in the test extra")
@@ -23,8 +22,16 @@ def iceberg_uri(catalog_uri: str) -> str:
     return base.replace("postgresql://", "postgresql+psycopg://", 1)
 
 
-def test_pyiceberg_sql_catalog_lists_and_loads_lamina_tables(catalog_uri):
-    cat = lamina.load_catalog(catalog_uri)
+def open_iceberg_catalog(request, catalog_uri: str):
+    """pyiceberg's SqlCatalog on the catalog's database; its engine's pooled connections are
+    closed when the test ends."""
+    ice = sql_catalog.SqlCatalog("lamina", uri=iceberg_uri(catalog_uri))
+    request.addfinalizer(ice.engine.dispose)
+    return ice
+
+
+def test_pyiceberg_sql_catalog_lists_and_loads_lamina_tables(catalog_uri, open_catalog, request):
+    cat = open_catalog(catalog_uri)
     cat.create_namespace("shop")
     cat.create_namespace("hr")
     orders = cat.create_table("shop.orders", SCHEMA, properties={"iceberg.enabled": "true"})
@@ -35,7 +42,7 @@ def test_pyiceberg_sql_catalog_lists_and_loads_lamina_tables(catalog_uri):
     people.append(pa.table({"id": [7], "v": ["x"]}))
     people.set_iceberg_enabled()
     flush()  # the view (and its name) is written in the background: this process's commits land first
-    ice = sql_catalog.SqlCatalog("lamina", uri=iceberg_uri(catalog_uri))
+    ice = open_iceberg_catalog(request, catalog_uri)
     assert sorted(ice.list_namespaces()) == [("hr",), ("shop",)]
     assert ice.list_tables("shop") == [("shop", "orders")]
     table = ice.load_table("shop.orders")
@@ -54,13 +61,13 @@ def test_pyiceberg_sql_catalog_lists_and_loads_lamina_tables(catalog_uri):
     assert ice.list_tables("hr") == []
 
 
-def test_writes_through_the_iceberg_catalog_are_refused_with_lamina_s_message(catalog_uri):
-    cat = lamina.load_catalog(catalog_uri)
+def test_writes_through_the_iceberg_catalog_are_refused_with_lamina_s_message(catalog_uri, open_catalog, request):
+    cat = open_catalog(catalog_uri)
     cat.create_namespace("shop")
     t = cat.create_table("shop.orders", SCHEMA, properties={"iceberg.enabled": "true"})
     t.append(pa.table({"id": [1], "v": ["a"]}))
     flush()
-    ice = sql_catalog.SqlCatalog("lamina", uri=iceberg_uri(catalog_uri))
+    ice = open_iceberg_catalog(request, catalog_uri)
     from sqlalchemy import text
 
     location = ice.load_table("shop.orders").metadata_location

@@ -100,10 +100,18 @@ class World:
         self.cat = lamina.load_catalog(uri)
         self.cat.create_namespace("ns")
         self.oracle = Oracle()
+        self._others: list = []
 
     def other(self):
-        """The same catalog opened again: another process's view."""
-        return lamina.load_catalog(self.uri)
+        """The same catalog opened again: another process's view (closed with the world)."""
+        cat = lamina.load_catalog(self.uri)
+        self._others.append(cat)
+        return cat
+
+    def close(self) -> None:
+        for cat in [self.cat, *self._others]:
+            cat.close()
+        self.oracle.db.close()
 
     def make(self, ident: str, ids=range(10), v: str = "x"):
         t = self.cat.create_table(ident, SCHEMA)
@@ -149,7 +157,7 @@ class World:
 def world(catalog_uri, tmp_path):
     w = World(catalog_uri, str(tmp_path / "wh"))
     yield w
-    w.cat.close()
+    w.close()
 
 
 @pytest.fixture

@@ -46,9 +46,9 @@ def catalog_uri(request, tmp_path):
     return request.getfixturevalue("pg_uri")
 
 
-def _new_catalog(uri: str):
+def _new_catalog(open_catalog, uri: str):
     """The three tables, every key in ``left``."""
-    cat = lamina.load_catalog(uri)
+    cat = open_catalog(uri)
     cat.create_namespace("ns")
     cat.create_table(LEFT, workers.move_rows([]).schema).append(workers.move_rows(range(KEYS)))
     cat.create_table(RIGHT, workers.move_rows([]).schema)
@@ -90,8 +90,8 @@ def _check_tables_whole(cat) -> None:
 
 
 @procs
-def test_movers_and_snapshot_readers(catalog_uri, tmp_path):
-    cat = _new_catalog(catalog_uri)
+def test_movers_and_snapshot_readers(catalog_uri, tmp_path, open_catalog):
+    cat = _new_catalog(open_catalog, catalog_uri)
     pulses = [str(tmp_path / f"pulse-{r}") for r in range(READERS)]
     for p in pulses:
         os.mkfifo(p)
@@ -155,8 +155,8 @@ STEPS = [("staged", False), ("before-sql-commit", False), ("sql-committed", True
 
 @procs
 @pytest.mark.parametrize("at,committed", STEPS, ids=[s for s, _ in STEPS])
-def test_sigkill_at_each_commit_step(catalog_uri, tmp_path, at, committed):
-    cat = _new_catalog(catalog_uri)
+def test_sigkill_at_each_commit_step(catalog_uri, tmp_path, at, committed, open_catalog):
+    cat = _new_catalog(open_catalog, catalog_uri)
     before = {i: cat.table_info(i).version for i in TABLES}
     marker = tmp_path / "marker"
     proc = workers.run_crash_worker({
@@ -172,7 +172,7 @@ def test_sigkill_at_each_commit_step(catalog_uri, tmp_path, at, committed):
     for i in TABLES:
         lamina.open_table(cat.table_info(i).location).maintenance.remove_orphans(older_than=timedelta(0), allow_short_age=True)
 
-    cat = lamina.load_catalog(catalog_uri)  # reopened
+    cat = open_catalog(catalog_uri)  # reopened
     assert cat.transaction_committed(tx_id) is committed
     assert set(_committed_ids(cat)) == ({tx_id} if committed else set())
     want_k = {LEFT: [k for k in range(KEYS) if k != 3], RIGHT: [3]} if committed else {LEFT: list(range(KEYS)), RIGHT: []}
@@ -230,9 +230,9 @@ def _move_once(cat, k: int, tries: int = 3) -> list:
     raise AssertionError(f"the move did not commit in {tries} tries: {errors}")
 
 
-def _after_one_move(uri: str, before: dict[str, int]) -> None:
+def _after_one_move(open_catalog, uri: str, before: dict[str, int]) -> None:
     """Exactly one move of key 3 is in the catalog, once, whatever the dropped session did."""
-    fresh = lamina.load_catalog(uri)
+    fresh = open_catalog(uri)
     assert {i: fresh.table_info(i).version for i in TABLES} == {i: v + 1 for i, v in before.items()}
     committed = _committed_ids(fresh)
     assert len(committed) == 1
@@ -250,10 +250,10 @@ def _terminate(admin_uri: str, pid: int) -> None:
         assert admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,)).fetchone()[0]
 
 
-def test_postgres_session_terminated_between_swaps_and_commit(pg_uri, monkeypatch):
+def test_postgres_session_terminated_between_swaps_and_commit(pg_uri, monkeypatch, open_catalog):
     """The session ends after the rows were swapped, before the transaction is recorded and
     committed: the server rolls it back, the writer finds it absent and commits it again."""
-    cat = _new_catalog(pg_uri)
+    cat = _new_catalog(open_catalog, pg_uri)
     before = {i: cat.table_info(i).version for i in TABLES}
     killed = []
 
@@ -265,14 +265,14 @@ def test_postgres_session_terminated_between_swaps_and_commit(pg_uri, monkeypatc
     monkeypatch.setattr(committer, "_step_hook", hook)
     assert _move_once(cat, 3) == []  # resolved inside the commit: the caller saw no error
     assert killed
-    _after_one_move(pg_uri, before)
+    _after_one_move(open_catalog, pg_uri, before)
 
 
 WHEN = ["while-committing", "commit-sent", "answer-lost"]
 
 
 @pytest.mark.parametrize("when", WHEN)
-def test_postgres_session_lost_during_commit(pg_uri, when):
+def test_postgres_session_lost_during_commit(pg_uri, when, open_catalog):
     """The session is lost during the SQL COMMIT: a deferred trigger on lamina_transactions (run
     by COMMIT, before its commit record) sends a notice, and the writer's notice handler ends its
     own session. ``while-committing``: pg_terminate_backend while the trigger waits on a lock the
@@ -284,7 +284,7 @@ def test_postgres_session_lost_during_commit(pg_uri, when):
     import psycopg
 
     admin_uri = pg_uri.split("?")[0]
-    cat = _new_catalog(pg_uri)
+    cat = _new_catalog(open_catalog, pg_uri)
     before = {i: cat.table_info(i).version for i in TABLES}
     wait = "PERFORM pg_advisory_xact_lock_shared(18018);" if when == "while-committing" else ""
     with cat._db.tx() as q:
@@ -313,4 +313,4 @@ def test_postgres_session_lost_during_commit(pg_uri, when):
         conn.add_notice_handler(on_notice)
         _move_once(cat, 3)
         assert lost
-    _after_one_move(pg_uri, before)
+    _after_one_move(open_catalog, pg_uri, before)

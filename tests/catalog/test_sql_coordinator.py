@@ -36,15 +36,15 @@ def _rows(t: pa.Table) -> collections.Counter:
     return collections.Counter(zip(d["writer"], d["seq"], d["i"]))
 
 
-def _new_table(uri: str):
-    cat = lamina.load_catalog(uri)
+def _new_table(open_catalog, uri: str):
+    cat = open_catalog(uri)
     cat.create_namespace("ns")
     return cat, cat.create_table("ns.t", workers.schema())
 
 
 @procs
-def test_racing_writers_lose_and_duplicate_nothing(catalog_uri, tmp_path):
-    cat, t = _new_table(catalog_uri)
+def test_racing_writers_lose_and_duplicate_nothing(catalog_uri, tmp_path, open_catalog):
+    cat, t = _new_table(open_catalog, catalog_uri)
     specs = [
         {"mode": "race_append", "catalog": catalog_uri, "identifier": "ns.t", "writer": w, "n": APPENDS, "rows": ROWS}
         for w in range(WRITERS)
@@ -85,8 +85,8 @@ CRASH_POINTS = [("before-publish", False), ("swapped", True), ("published", True
 
 @procs
 @pytest.mark.parametrize("at,committed", CRASH_POINTS, ids=[c for c, _ in CRASH_POINTS])
-def test_sigkill_between_swap_and_publish(catalog_uri, tmp_path, at, committed):
-    cat, t = _new_table(catalog_uri)
+def test_sigkill_between_swap_and_publish(catalog_uri, tmp_path, at, committed, open_catalog):
+    cat, t = _new_table(open_catalog, catalog_uri)
     t.append(workers.batch(0, 0, ROWS))
     t.append(workers.batch(0, 1, ROWS))
     flush_hints()
@@ -98,7 +98,7 @@ def test_sigkill_between_swap_and_publish(catalog_uri, tmp_path, at, committed):
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     latest = 3 if committed else 2
-    assert lamina.load_catalog(catalog_uri).table_info("ns.t").version == latest
+    assert open_catalog(catalog_uri).table_info("ns.t").version == latest
     if at == "swapped":
         # The swap is the commit point, but the version file is not published yet: a path
         # reader still sees version 2 (stale, never torn or uncommitted) ...
@@ -121,8 +121,8 @@ def test_sigkill_between_swap_and_publish(catalog_uri, tmp_path, at, committed):
 
 @procs
 @pytest.mark.parametrize("via", ["load", "refresh"])
-def test_next_reader_completes_a_crashed_publish(catalog_uri, tmp_path, via):
-    cat, t = _new_table(catalog_uri)
+def test_next_reader_completes_a_crashed_publish(catalog_uri, tmp_path, via, open_catalog):
+    cat, t = _new_table(open_catalog, catalog_uri)
     t.append(workers.batch(0, 0, ROWS))
     proc = workers.run_crash_worker(
         {"catalog": catalog_uri, "identifier": "ns.t", "uri": t.uri, "at": "swapped", "marker": str(tmp_path / "m"),
@@ -130,7 +130,7 @@ def test_next_reader_completes_a_crashed_publish(catalog_uri, tmp_path, via):
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert lamina.open_table(t.uri).version == 1
-    t2 = lamina.load_catalog(catalog_uri).load_table("ns.t") if via == "load" else t.refresh()
+    t2 = open_catalog(catalog_uri).load_table("ns.t") if via == "load" else t.refresh()
     assert t2.version == 2
     # Published under its final name: path readers see it now too.
     assert lamina.open_table(t.uri, allow_list=False).version == 2
@@ -151,18 +151,18 @@ class _LostAnswer(SqlCatalog):
         return row
 
 
-def test_lost_answer_after_swap_commits_exactly_once(catalog_uri):
-    cat, t = _new_table(catalog_uri)
+def test_lost_answer_after_swap_commits_exactly_once(catalog_uri, open_catalog):
+    cat, t = _new_table(open_catalog, catalog_uri)
     cat.__class__ = _LostAnswer
     assert t.append(workers.batch(0, 0, ROWS)).version == 1  # resolved by commit id, not re-applied
     assert cat.lose == 0
-    t2 = lamina.load_catalog(catalog_uri).load_table("ns.t")
+    t2 = open_catalog(catalog_uri).load_table("ns.t")
     assert t2.version == 1 and t2.scan().to_arrow().num_rows == ROWS
     assert lamina.open_table(t.uri).version == 1
 
 
-def test_retries_exhausted_raise_and_commit_nothing(catalog_uri):
-    cat, t = _new_table(catalog_uri)
+def test_retries_exhausted_raise_and_commit_nothing(catalog_uri, open_catalog):
+    cat, t = _new_table(open_catalog, catalog_uri)
     other = cat.load_table("ns.t")
     other.append(workers.batch(1, 0, ROWS))
     with pytest.raises(CommitRetriesExhausted):
@@ -175,11 +175,11 @@ def test_retries_exhausted_raise_and_commit_nothing(catalog_uri):
         t.append(workers.batch(0, 1, ROWS), commit_options=CommitOptions(max_seconds=0.0))
 
 
-def test_offline_checked_in_the_swap(catalog_uri):
+def test_offline_checked_in_the_swap(catalog_uri, open_catalog):
     """A table taken offline after a writer's own check still refuses that commit at the swap."""
-    cat, t = _new_table(catalog_uri)
+    cat, t = _new_table(open_catalog, catalog_uri)
     t.append(workers.batch(0, 0, ROWS))
-    lamina.load_catalog(catalog_uri).set_online("ns.t", False)
+    open_catalog(catalog_uri).set_online("ns.t", False)
     with pytest.raises(TableOffline):
         Table.append(t, workers.batch(0, 1, ROWS))  # the unguarded method: only the swap can refuse
     assert cat.table_info("ns.t").version == 1
@@ -188,8 +188,8 @@ def test_offline_checked_in_the_swap(catalog_uri):
     assert t.scan().to_arrow().num_rows == ROWS  # still readable
 
 
-def test_path_writer_refused_nothing_committed(catalog_uri):
-    cat, t = _new_table(catalog_uri)
+def test_path_writer_refused_nothing_committed(catalog_uri, open_catalog):
+    cat, t = _new_table(open_catalog, catalog_uri)
     t.append(workers.batch(0, 0, ROWS))
     p = lamina.open_table(t.uri)
     with pytest.raises(CatalogManaged, match="load_catalog"):
@@ -199,12 +199,12 @@ def test_path_writer_refused_nothing_committed(catalog_uri):
     assert t.append(workers.batch(0, 1, ROWS)).version == 2
 
 
-def test_postgres_connection_killed_mid_session(pg_uri):
+def test_postgres_connection_killed_mid_session(pg_uri, open_catalog):
     """A real dropped connection (the server ends the session): the next call reconnects and the
     commit lands exactly once."""
     import psycopg
 
-    cat, t = _new_table(pg_uri)
+    cat, t = _new_table(open_catalog, pg_uri)
     t.append(workers.batch(0, 0, ROWS))
     admin_uri = pg_uri.split("?")[0]
     for expected in (2, 3):

@@ -62,6 +62,8 @@ def test_duckdb_attaches_the_rest_catalog_and_reads_its_tables(tmp_path):
                                          {"rest": url, "table": "shop.orders", "where": "id >= 2"}])
     finally:
         server.shutdown()
+        server.server_close()
     assert "error" not in answer, answer.get("error")
     assert normalized(answer["rows"]) == normalized(t.to_arrow().to_pylist())
     assert sorted(r["id"] for r in filtered["rows"]) == [2, 4]
+    cat.close()

@@ -25,14 +25,14 @@ SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 @pytest.fixture
 def lake(tmp_path):
     uri = f"sqlite:///{tmp_path}/wh/catalog.db"
-    cat = lamina.load_catalog(uri)
-    cat.create_namespace("shop")
-    t = cat.create_table("shop.orders", SCHEMA, properties={"iceberg.enabled": "true"})
-    t.append(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}))
-    t.delete("id = 3")
-    cat.create_table("shop.hidden", SCHEMA)  # no Iceberg view
-    (tmp_path / "secret.txt").write_text("not a table")
-    return uri, t
+    with lamina.load_catalog(uri) as cat:
+        cat.create_namespace("shop")
+        t = cat.create_table("shop.orders", SCHEMA, properties={"iceberg.enabled": "true"})
+        t.append(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}))
+        t.delete("id = 3")
+        cat.create_table("shop.hidden", SCHEMA)  # no Iceberg view
+        (tmp_path / "secret.txt").write_text("not a table")
+        yield uri, t
 
 
 @pytest.fixture
@@ -40,14 +40,18 @@ def server(lake):
     srv, url = serve(lake[0], "127.0.0.1", 0)
     yield url, lake[1]
     srv.shutdown()
+    srv.server_close()
 
 
 def get(url: str, path: str, method: str = "GET", headers: dict | None = None, body: bytes | None = None):
     u = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
-    conn.request(method, path, body=body, headers=headers or {})
-    r = conn.getresponse()
-    data = r.read()
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        data = r.read()
+    finally:
+        conn.close()
     return r.status, (json.loads(data) if data else None)
 
 
@@ -118,3 +122,4 @@ def test_beyond_loopback_a_token_is_required_and_checked(lake):
         assert rest.RestCatalog("lamina", uri=url, credential="client:s3cret", **oauth).list_tables("shop") == [("shop", "orders")]
     finally:
         srv.shutdown()
+        srv.server_close()

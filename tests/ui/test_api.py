@@ -175,12 +175,15 @@ def test_hostile_requests_get_a_json_error(sample, path, status):
 def _raw(sample, method: str, path: str, host: str | None = None) -> tuple[int, bytes]:
     u = urllib.parse.urlsplit(sample["url"])
     c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-    c.putrequest(method, path, skip_host=host is not None)
-    if host is not None:
-        c.putheader("Host", host)
-    c.endheaders()
-    r = c.getresponse()
-    return r.status, r.read()
+    try:
+        c.putrequest(method, path, skip_host=host is not None)
+        if host is not None:
+            c.putheader("Host", host)
+        c.endheaders()
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
 
 
 def test_only_get_and_only_for_a_loopback_host(sample):
@@ -193,10 +196,13 @@ def test_only_get_and_only_for_a_loopback_host(sample):
 def test_page_forbids_anything_from_elsewhere(sample):
     u = urllib.parse.urlsplit(sample["url"])
     c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-    c.request("GET", "/")
-    r = c.getresponse()
-    page = r.read().decode()
-    csp = r.getheader("Content-Security-Policy")
+    try:
+        c.request("GET", "/")
+        r = c.getresponse()
+        page = r.read().decode()
+        csp = r.getheader("Content-Security-Policy")
+    finally:
+        c.close()
     assert "default-src 'none'" in csp and "script-src 'self'" in csp and "connect-src 'self'" in csp
     assert "http" not in page.replace('href="/static', "").lower().replace("http-equiv", "")
 
