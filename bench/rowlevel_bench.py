@@ -237,7 +237,8 @@ class DeltaX(DeltaAppends):
         dt = self.open(root)
         log = os.path.join(self.uri(root), "_delta_log")
         last = max(f for f in os.listdir(log) if re.fullmatch(r"\d{20}\.json", f))
-        text = open(os.path.join(log, last)).read()
+        with open(os.path.join(log, last)) as f:
+            text = f.read()
         p = dt.protocol()
         return {
             "data_files": len(dt.file_uris()),

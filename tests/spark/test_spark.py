@@ -106,7 +106,7 @@ def local_cluster_run(request, tmp_path_factory):
     yield run
     if proc.poll() is None:
         proc.kill()
-        proc.communicate()
+    proc.communicate()  # (also when it ended and no test read it: its pipes are closed here)
 
 
 class ClusterRun:

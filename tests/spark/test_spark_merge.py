@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from pathlib import Path
 import shutil
 
 import pyarrow as pa
@@ -551,7 +552,7 @@ def test_a_staged_source_in_the_tables_format_becomes_its_data_files(spark, tmp_
         sdf(spark, src).coalesce(2).write.parquet("file://" + str(d))
         for f in sorted(os.listdir(d)):
             if f.endswith(".parquet"):
-                raw = open(os.path.join(d, f), "rb").read()
+                raw = Path(d, f).read_bytes()
                 fields, start = parquet_footer.footer_of(raw)
                 assert parquet_footer.encode(fields) == raw[start:-8]
                 assert pq.read_metadata(os.path.join(d, f)).created_by.startswith("parquet-mr")
