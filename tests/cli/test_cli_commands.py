@@ -26,6 +26,8 @@ from support.cli import console_width, ok, rows_of, run
 from support.files import ids_of, table_files
 from support.files import set_age as age
 
+pytestmark = pytest.mark.slow  # every command's full run on its own tables
+
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("c", pa.string())])
 
 

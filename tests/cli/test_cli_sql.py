@@ -24,6 +24,8 @@ from lamina.commit import flush_hints
 from support.cli import console_width, ok, rows_of, run
 from support.files import table_files
 
+pytestmark = pytest.mark.slow  # the CLI's SQL through DuckDB and its extensions, a table per test
+
 EVENTS = pa.schema([pa.field("id", pa.int64(), False), pa.field("c", pa.string()), pa.field("amount", pa.int64())])
 NAMES = pa.schema([pa.field("id", pa.int64(), False), pa.field("name", pa.string())])
 

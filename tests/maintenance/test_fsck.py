@@ -25,6 +25,8 @@ from lamina.manifest.files import clear_cache
 from lamina.spec.layout import is_inline_root, version_path
 from support.files import referenced, table_files
 
+pytestmark = pytest.mark.slow  # a damaged table per kind of damage, each checked whole
+
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("grp", pa.string())])
 NOW = timedelta(0)
 

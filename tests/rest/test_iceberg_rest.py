@@ -16,6 +16,8 @@ import lamina
 from lamina.errors import InvalidArgument
 from lamina.rest import serve
 
+pytestmark = pytest.mark.slow  # an HTTP server per test, read through pyiceberg
+
 rest = pytest.importorskip("pyiceberg.catalog.rest", reason="pyiceberg is in the test extra")
 from pyiceberg import exceptions as ice_errors  # noqa: E402
 
