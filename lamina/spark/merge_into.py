@@ -241,10 +241,11 @@ class SparkMergeBuilder(MergeClauses):
             clock("commit")
         finally:
             staged.unpersist()
+        commit = commit or CommitResult(None)  # (None: queued into a transaction, which commits it)
         return MergeResult(
-            version=None if commit is None else commit.version,
-            operation=None if commit is None else commit.operation,
-            metrics=CommitResult(None).metrics if commit is None else commit.metrics,
+            version=commit.version,
+            operation=commit.operation,
+            metrics=commit.metrics,
             rows_updated=upd,
             rows_deleted=dele,
             rows_inserted=inserted,
