@@ -13,7 +13,7 @@ $(VENV)/.installed-%: pyproject.toml
 # with Maven, its dependencies cached in ~/.m2 (later builds work offline: mvn -q -o package).
 # Without Maven the Java test skips, saying so.
 ICEBERG_JAVA := tests/iceberg/java/target/iceberg-view-reader-1.jar
-$(ICEBERG_JAVA): tests/iceberg/java/pom.xml tests/iceberg/java/src/main/java/lamina/interop/ReadView.java
+$(ICEBERG_JAVA): tests/iceberg/java/pom.xml $(wildcard tests/iceberg/java/src/main/java/lamina/interop/*.java)
 	cd tests/iceberg/java && (mvn -q -o package || mvn -q package)
 
 iceberg-java:

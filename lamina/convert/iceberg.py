@@ -200,6 +200,8 @@ def read_iceberg(source: Any, storage_options: Mapping[str, Any] | None = None, 
     specs = _specs(tbl, schema)
     current = specs[tbl.metadata.default_spec_id]
     snapshot = tbl.current_snapshot()
+    if snapshot is not None:
+        _refuse_equality_deletes(tbl, snapshot)
     tasks = list(tbl.scan().plan_files()) if snapshot is not None else []
     io = tbl.io
     rows: dict[str, list[Any]] = {"path": [], "size": [], "record_count": []}
@@ -283,6 +285,18 @@ def _column(name: str, values: list[Any], schema: Schema, spec: PartitionSpec) -
     else:
         t = schema.field(name.split(".", 1)[1]).type
     return pa.array([v.as_py() if isinstance(v, pa.Scalar) else v for v in values], t)
+
+
+def _refuse_equality_deletes(tbl: Any, snapshot: Any) -> None:
+    """Refuse a snapshot with equality deletes before planning (pyiceberg's planner itself
+    fails on them with a bare ValueError); only delete manifests are read for it."""
+    from pyiceberg.manifest import DataFileContent, ManifestContent
+
+    for manifest in snapshot.manifests(tbl.io):
+        if manifest.content != ManifestContent.DELETES:
+            continue
+        for entry in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True):
+            _is_position_delete(entry.data_file, DataFileContent)
 
 
 def _is_position_delete(d: Any, content: Any) -> bool:
