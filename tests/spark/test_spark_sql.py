@@ -429,3 +429,16 @@ def test_truncate_table_removes_every_row_and_keeps_history(spark, tmp_path):
     with pytest.raises(Exception, match="VERSION"):  # neither sqlglot nor Spark parses it: Spark's error
         sql(spark, f"TRUNCATE TABLE {path(t)} VERSION AS OF 1")
     assert t.refresh().version == 2
+
+
+def test_set_not_null_is_refused_with_or_without_nulls_and_commits_nothing(spark, tmp_path):
+    """Lamina's schema update cannot make an optional column required, so SET NOT NULL is
+    refused, naming the clause, on a column without nulls too; the table is unchanged."""
+    t = table(tmp_path, "t", rows(range(3)))
+    before = content(t)
+    for col in ("v", "id"):  # neither holds a null
+        with pytest.raises(UnsupportedStatement) as e:
+            sql(spark, f"ALTER TABLE {path(t)} ALTER COLUMN {col} SET NOT NULL")
+        assert e.value.clause == f"ALTER COLUMN {col} SET NOT NULL" and "cannot make" in str(e.value)
+    assert t.refresh().version == 1 and content(t) == before
+    assert all(f.nullable for f in t.schema)
