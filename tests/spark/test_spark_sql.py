@@ -405,7 +405,7 @@ def test_unsupported_clauses_are_refused_naming_them(spark, tmp_path):
         f"CREATE OR REPLACE TABLE {p} (a INT) USING lamina": "CREATE OR REPLACE TABLE",
         f"UPDATE {p} SET id = 1 FROM {p} x": "UPDATE ... FROM",
         f"DELETE FROM {p} VERSION AS OF 1 WHERE id = 1": f"{p} VERSION AS OF 1",
-        f"TRUNCATE TABLE {p}": "TRUNCATE TABLE",
+        f"TRUNCATE TABLE {p}, {p}": "TRUNCATE TABLE",
         f"RESTORE TABLE {p} TO VERSION AS OF 0": "RESTORE",  # Delta's: the message names the procedure
         f"ALTER TABLE {p} ALTER COLUMN v SET DEFAULT 'x'": None,
     }
@@ -415,3 +415,30 @@ def test_unsupported_clauses_are_refused_naming_them(spark, tmp_path):
         if clause is not None:
             assert isinstance(e.value, UnsupportedStatement) and e.value.clause == clause, (text, e.value)
     assert t.refresh().version == 1 and not os.path.exists(tmp_path / "n")
+
+
+def test_truncate_table_removes_every_row_and_keeps_history(spark, tmp_path):
+    """Delta's TRUNCATE TABLE: one version with no rows; the versions before it stay readable."""
+    t = table(tmp_path, "t", rows(range(5)))
+    before = content(t)
+    sql(spark, f"TRUNCATE TABLE {path(t)}")
+    assert t.refresh().version == 2 and content(t) == []
+    assert t.to_arrow().schema == SCHEMA
+    assert sorted(tuple(r.values()) for r in t.at(1).to_arrow().to_pylist()) == before
+    assert sql(spark, f"SELECT count(*) AS n FROM {path(t)} VERSION AS OF 1").first().n == 5
+    with pytest.raises(Exception, match="VERSION"):  # neither sqlglot nor Spark parses it: Spark's error
+        sql(spark, f"TRUNCATE TABLE {path(t)} VERSION AS OF 1")
+    assert t.refresh().version == 2
+
+
+def test_set_not_null_is_refused_with_or_without_nulls_and_commits_nothing(spark, tmp_path):
+    """Lamina's schema update cannot make an optional column required, so SET NOT NULL is
+    refused, naming the clause, on a column without nulls too; the table is unchanged."""
+    t = table(tmp_path, "t", rows(range(3)))
+    before = content(t)
+    for col in ("v", "id"):  # neither holds a null
+        with pytest.raises(UnsupportedStatement) as e:
+            sql(spark, f"ALTER TABLE {path(t)} ALTER COLUMN {col} SET NOT NULL")
+        assert e.value.clause == f"ALTER COLUMN {col} SET NOT NULL" and "cannot make" in str(e.value)
+    assert t.refresh().version == 1 and content(t) == before
+    assert all(f.nullable for f in t.schema)

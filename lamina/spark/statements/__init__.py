@@ -21,7 +21,8 @@ table ``USING lamina``), runs it with Lamina:
   TBLPROPERTIES, LOCATION), ``ALTER TABLE`` columns, properties, tags and branches
   (lamina.spark.statements.ddl);
 - DML: ``INSERT INTO / OVERWRITE / REPLACE WHERE``, ``UPDATE``, ``DELETE``, ``MERGE INTO`` with
-  Delta's clauses and result rows (lamina.spark.statements.dml);
+  Delta's clauses and result rows (lamina.spark.statements.dml); ``TRUNCATE TABLE`` (one version
+  with no files, as Delta's);
 - queries: time travel (``VERSION AS OF`` a version, tag or branch; ``TIMESTAMP AS OF``) and
   tables Spark cannot name, ``DESCRIBE HISTORY``, ``SHOW TAGS`` / ``SHOW BRANCHES``
   (lamina.spark.statements.queries);
@@ -155,6 +156,8 @@ def run(st: Statement, text: str) -> Any:
             return None
         name = queries.one_table(st, split[0])
         return None if name is None else ddl.alter(st, name, command=split[1])
+    if isinstance(node, exp.TruncateTable) and not node.args.get("is_database"):
+        return _truncate(st, node)
     if isinstance(node, (exp.Query, exp.Describe)):
         return _reads(st, node)
     unread = [n for _, n in queries.lamina_tables(st, node) if n.spark_name is None]
@@ -229,6 +232,24 @@ def _reads(st: Statement, node: exp.Expression) -> Any:
     rewritten (lamina.spark.statements.queries); None if there are none (Spark runs the text as it is)."""
     rewritten = queries.rewrite(st, node)
     return None if rewritten == node else st.spark.sql(text_of(rewritten))
+
+
+def _truncate(st: Statement, node: exp.TruncateTable) -> Any:
+    """Delta's ``TRUNCATE TABLE t``: one version that removes every data file (the old versions
+    stay readable). Several tables, or a PARTITION clause, are refused before anything is committed."""
+    tables = node.expressions
+    names = [_target(st, t) for t in tables]
+    if all(n is None for n in names):
+        return None
+    if len(tables) != 1 or node.args.get("partition") is not None:
+        raise refuse(
+            "TRUNCATE TABLE", "truncate one Lamina table, without a PARTITION clause (DELETE FROM t WHERE ...)"
+        )
+    if tables[0].args.get("version") is not None:
+        raise refuse(text_of(tables[0]), "TRUNCATE changes the latest version: drop VERSION/TIMESTAMP AS OF")
+    table = names[0].open()
+    table.overwrite(table.metadata.schema.arrow.empty_table())
+    return st.empty()
 
 
 def _rename(st: Statement, name: Any, node: exp.Alter) -> Any:

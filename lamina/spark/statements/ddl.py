@@ -367,7 +367,13 @@ class Alter:
         elif a.args.get("drop") and a.args.get("allow_null"):
             self.schema.update_column(path, nullable=True)
         elif a.args.get("allow_null") is False:
-            raise refuse(f"ALTER COLUMN {path} SET NOT NULL", "a column cannot become required: rows may hold nulls")
+            # Lamina's schema update cannot make an optional column required (UpdateColumn refuses
+            # nullable=False), even when no row holds a null: refused whether or not nulls exist.
+            raise refuse(
+                f"ALTER COLUMN {path} SET NOT NULL",
+                "Lamina's schema update cannot make an optional column required (Table.update_schema "
+                "only relaxes NOT NULL); add a NOT NULL column with a DEFAULT instead",
+            )
         elif a.args.get("comment") is not None:
             self.schema.update_column(path, doc=str(literal_value(a.args["comment"], "COMMENT")))
         else:
