@@ -7,9 +7,7 @@ The tables are made by tests/iceberg/java's WriteDeletes (``make iceberg-java``)
 from __future__ import annotations
 
 import random
-import shutil
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,24 +15,13 @@ from hypothesis import strategies as st
 
 import lamina
 from lamina.errors import UnconvertibleTable
-from support.readers import run_reader
+from support.iceberg_java import needs_iceberg_java, run_java
 
-JAVA_DIR = Path(__file__).parents[1] / "iceberg" / "java"
-JAR = JAVA_DIR / "target" / "iceberg-view-reader-1.jar"
-CLASSPATH = JAVA_DIR / "target" / "classpath.txt"
-
-pytestmark = [
-    pytest.mark.skipif(
-        not (JAR.exists() and CLASSPATH.exists() and shutil.which("java")),
-        reason=f"Iceberg's Java library is not built ({JAR}): run `make iceberg-java` (make test does, where Maven "
-               "and a JDK are installed)",
-    ),
-    pytest.mark.slow,  # starts JVMs
-]
+pytestmark = [needs_iceberg_java, pytest.mark.slow]  # slow: starts JVMs
 
 
 def _java(main: str, requests: list[dict]) -> list[dict]:
-    answers = run_reader(["java", "-cp", f"{JAR}:{CLASSPATH.read_text().strip()}", f"lamina.interop.{main}"], requests)
+    answers = run_java(main, requests)
     for a in answers:
         assert "error" not in a, a["error"]
     return answers

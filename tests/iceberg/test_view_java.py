@@ -6,9 +6,6 @@ fewer files."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,24 +13,13 @@ from hypothesis import strategies as st
 from lamina.iceberg import read_head
 from lamina.io import FileIO
 from support.iceberg_history import normalized, play
-from support.readers import run_reader
+from support.iceberg_java import needs_iceberg_java, run_java
 
-JAVA_DIR = Path(__file__).parent / "java"
-JAR = JAVA_DIR / "target" / "iceberg-view-reader-1.jar"
-CLASSPATH = JAVA_DIR / "target" / "classpath.txt"
-
-pytestmark = [
-    pytest.mark.skipif(
-        not (JAR.exists() and CLASSPATH.exists() and shutil.which("java")),
-        reason=f"the Iceberg Java reader is not built ({JAR}): run `make iceberg-java` (make test does, where Maven "
-               "and a JDK are installed)",
-    ),
-    pytest.mark.slow,  # starts a JVM
-]
+pytestmark = [needs_iceberg_java, pytest.mark.slow]  # slow: starts a JVM
 
 
 def java_reads(queries: list[dict]) -> list[dict]:
-    return run_reader(["java", "-cp", f"{JAR}:{CLASSPATH.read_text().strip()}", "lamina.interop.ReadView"], queries)
+    return run_java("ReadView", queries)
 
 
 @settings(max_examples=2, deadline=None)
